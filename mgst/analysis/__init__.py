@@ -1,0 +1,1 @@
+"""Statistics over runs: confidence intervals, summaries, comparisons."""

@@ -1,0 +1,1 @@
+"""Machine availability models: when machines go down and come back."""

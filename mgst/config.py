@@ -1,0 +1,451 @@
+"""Experiment files (TOML) -> Experiment; every error names the key."""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+import re
+import tomllib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from mgst import policies
+from mgst.model import (
+    Experiment,
+    FailureModel,
+    JobClass,
+    Machine,
+    PolicySpec,
+    SimulationSettings,
+    TestbedSettings,
+)
+
+__all__ = ["ConfigError", "load_experiment", "overload_warning", "parse_experiment"]
+
+
+class ConfigError(ValueError):
+    """A problem with an experiment file, naming the offending key.
+
+    ``key`` is dotted (``machines.rates[2][3]``, ``simulation.horizon``), or
+    ``"(file)"`` when the file itself cannot be read or parsed.
+    """
+
+    def __init__(self, key: str, problem: str, path: str | None = None):
+        self.key = key
+        self.problem = problem
+        self.path = path
+        where = f"{path}: " if path is not None else ""
+        super().__init__(f"{where}{key}: {problem}")
+
+
+# Known keys of each section. [policy] takes any key besides "name" (the
+# policy's options), so it is not listed here.
+_SECTION_KEYS: dict[str, tuple[str, ...]] = {
+    "experiment": ("name", "description"),
+    "workload": ("arrival_rates", "class_names"),
+    "machines": ("rates", "availability", "names"),
+    "failures": ("mean_up", "mean_down"),
+    "simulation": ("horizon", "warmup", "replications", "seed", "checkpoint_interval"),
+    "testbed": ("time_unit", "duration", "timeout_factor"),
+}
+_SECTIONS = (
+    "experiment",
+    "workload",
+    "machines",
+    "failures",
+    "policy",
+    "simulation",
+    "testbed",
+)
+
+
+def load_experiment(path: str | os.PathLike) -> Experiment:
+    """Read and validate the experiment file at ``path``."""
+    p = Path(path)
+    where = str(p)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError("(file)", "no such file", where) from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError("(file)", f"cannot read: {err}", where) from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        message = str(err)
+        if "line" not in message:  # "(at end of document)": say where that is
+            lines = text.split("\n")
+            message = f"{message} [line {len(lines)}, column {len(lines[-1]) + 1}]"
+        raise ConfigError("(file)", f"TOML syntax error: {message}", where) from None
+    return parse_experiment(data, p.stem, where)
+
+
+def parse_experiment(
+    data: Mapping[str, Any], name: str, path: str | None = None
+) -> Experiment:
+    """Validate parsed TOML ``data``; ``name`` is used when [experiment] has none."""
+    return _Parser(path).experiment(data, name)
+
+
+def overload_warning(exp: Experiment) -> str | None:
+    """A warning if the LPAS_DG allocation LP finds the system overloaded, else None.
+
+    Uses the nominal availabilities; with failures, each a_j is scaled by the
+    long-run up fraction mean_up / (mean_up + mean_down).
+    """
+    from mgst.policies.allocation import solve_allocation
+
+    availability = list(exp.availability)
+    note = ""
+    if exp.failures is not None:
+        up = exp.failures.mean_up / (exp.failures.mean_up + exp.failures.mean_down)
+        availability = [a * up for a in availability]
+        note = (
+            f" (availabilities scaled by the long-run up fraction "
+            f"mean_up/(mean_up+mean_down) = {up:.3f} because of failures)"
+        )
+    alloc = solve_allocation(
+        [list(row) for row in exp.rates], list(exp.arrival_rates), availability
+    )
+    if not alloc.overloaded:
+        return None
+    lam = float(alloc.lam)
+    load = f"{100.0 / lam:.1f} % of capacity" if lam > 0 else "beyond any capacity"
+    return (
+        f"overloaded: the allocation LP gives lambda* = {lam:.2f} <= 1, the load is "
+        f"{load}{note}; response times will grow without bound"
+    )
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def _suggest(word: str, known: Sequence[str]) -> str:
+    match = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
+    return f" (did you mean {match[0]!r}?)" if match else ""
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return "a table"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, bool):
+        return f"{str(value).lower()} (a boolean)"
+    if isinstance(value, str):
+        return f"{value!r} (a string)"
+    return repr(value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+class _Parser:
+    def __init__(self, path: str | None):
+        self.path = path
+
+    def error(self, key: str, problem: str) -> ConfigError:
+        return ConfigError(key, problem, self.path)
+
+    # ---------------------------------------------------------------- primitives
+
+    def table(
+        self, data: Mapping[str, Any], section: str, required: bool
+    ) -> Mapping[str, Any] | None:
+        if section not in data:
+            if required:
+                raise self.error(section, f"missing required section [{section}]")
+            return None
+        value = data[section]
+        if not isinstance(value, Mapping):
+            raise self.error(
+                section, f"must be a table ([{section}]), got {_describe(value)}"
+            )
+        return value
+
+    def check_keys(self, table: Mapping[str, Any], section: str) -> None:
+        known = _SECTION_KEYS[section]
+        for key in table:
+            if key not in known:
+                raise self.error(
+                    f"{section}.{key}", f"unknown key{_suggest(key, known)}"
+                )
+
+    def require(self, table: Mapping[str, Any], section: str, key: str) -> Any:
+        if key not in table:
+            raise self.error(f"{section}.{key}", f"missing (required in [{section}])")
+        return table[key]
+
+    def number(self, value: Any, key: str) -> float:
+        if not _is_number(value) or not math.isfinite(value):
+            raise self.error(key, f"must be a number, got {_describe(value)}")
+        return float(value)
+
+    def positive(self, value: Any, key: str) -> float:
+        if not _is_number(value) or not math.isfinite(value) or value <= 0:
+            raise self.error(key, f"must be a positive number, got {_describe(value)}")
+        return float(value)
+
+    def integer(self, value: Any, key: str, minimum: int) -> int:
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise self.error(key, f"must be an integer, got {_describe(value)}")
+        if value < minimum:
+            raise self.error(key, f"must be an integer >= {minimum}, got {value}")
+        return value
+
+    def string(self, value: Any, key: str) -> str:
+        if not isinstance(value, str):
+            raise self.error(key, f"must be a string, got {_describe(value)}")
+        return value
+
+    def nonempty_list(self, value: Any, key: str, what: str) -> list[Any]:
+        if not isinstance(value, list):
+            raise self.error(key, f"must be a list of {what}, got {_describe(value)}")
+        if not value:
+            raise self.error(key, f"must be a non-empty list of {what}")
+        return value
+
+    def names(
+        self, value: Any, key: str, count: int, count_text: str
+    ) -> tuple[str, ...]:
+        items = self.nonempty_list(value, key, "strings")
+        if len(items) != count:
+            raise self.error(key, f"has {len(items)} entries but {count_text}")
+        seen: dict[str, int] = {}
+        for k, item in enumerate(items):
+            text = self.string(item, f"{key}[{k}]")
+            if not text:
+                raise self.error(f"{key}[{k}]", "must not be empty")
+            if text in seen:
+                raise self.error(
+                    key, f"duplicate name {text!r} (entries {seen[text]} and {k})"
+                )
+            seen[text] = k
+        return tuple(items)
+
+    # ---------------------------------------------------------------- sections
+
+    def experiment(self, data: Mapping[str, Any], default_name: str) -> Experiment:
+        if not isinstance(data, Mapping):
+            raise self.error(
+                "(file)", f"must be a table of sections, got {_describe(data)}"
+            )
+        for key in data:
+            if key not in _SECTIONS:
+                raise self.error(key, f"unknown key{self.top_level_hint(key)}")
+
+        name, description = self.header(data, default_name)
+        arrival_rates, class_table = self.workload(data)
+        machines = self.machines(data, arrival_rates)
+        classes = tuple(
+            JobClass(cname, rate)
+            for cname, rate in zip(
+                self.class_names(class_table, len(arrival_rates)), arrival_rates
+            )
+        )
+        return Experiment(
+            name=name,
+            classes=classes,
+            machines=machines,
+            policy=self.policy(data),
+            failures=self.failures(data),
+            simulation=self.simulation(data),
+            testbed=self.testbed(data),
+            description=description,
+        )
+
+    def top_level_hint(self, key: str) -> str:
+        for section, keys in _SECTION_KEYS.items():
+            if key in keys:
+                return f" (did you mean '{section}.{key}', inside [{section}]?)"
+        return _suggest(key, _SECTIONS)
+
+    def header(self, data: Mapping[str, Any], default_name: str) -> tuple[str, str]:
+        table = self.table(data, "experiment", required=False) or {}
+        self.check_keys(table, "experiment")
+        name = default_name
+        if "name" in table:
+            name = self.string(table["name"], "experiment.name")
+            if not name.strip():
+                raise self.error("experiment.name", "must not be empty")
+        description = ""
+        if "description" in table:
+            description = self.string(table["description"], "experiment.description")
+        return name, description
+
+    def workload(
+        self, data: Mapping[str, Any]
+    ) -> tuple[tuple[float, ...], Mapping[str, Any]]:
+        table = self.table(data, "workload", required=True)
+        assert table is not None
+        self.check_keys(table, "workload")
+        key = "workload.arrival_rates"
+        raw = self.nonempty_list(
+            self.require(table, "workload", "arrival_rates"), key, "numbers"
+        )
+        rates = tuple(self.positive(v, f"{key}[{i}]") for i, v in enumerate(raw))
+        return rates, table
+
+    def class_names(self, table: Mapping[str, Any], count: int) -> tuple[str, ...]:
+        if "class_names" not in table:
+            return tuple(str(i + 1) for i in range(count))
+        return self.names(
+            table["class_names"],
+            "workload.class_names",
+            count,
+            f"workload.arrival_rates has {count} (one per class)",
+        )
+
+    def machines(
+        self, data: Mapping[str, Any], arrival_rates: tuple[float, ...]
+    ) -> tuple[Machine, ...]:
+        table = self.table(data, "machines", required=True)
+        assert table is not None
+        self.check_keys(table, "machines")
+        key = "machines.rates"
+        rows = self.nonempty_list(
+            self.require(table, "machines", "rates"), key, "rows (one per class)"
+        )
+        matrix: list[tuple[float, ...]] = []
+        for i, row in enumerate(rows):
+            row_key = f"{key}[{i}]"
+            entries = self.nonempty_list(row, row_key, "numbers (one per machine)")
+            if matrix and len(entries) != len(matrix[0]):
+                raise self.error(
+                    row_key,
+                    f"has {len(entries)} entries, expected {len(matrix[0])} like row 0",
+                )
+            matrix.append(
+                tuple(
+                    self.positive(v, f"{row_key}[{j}]") for j, v in enumerate(entries)
+                )
+            )
+        n_classes, n_machines = len(matrix), len(matrix[0])
+        if len(arrival_rates) != n_classes:
+            raise self.error(
+                "workload.arrival_rates",
+                f"has {len(arrival_rates)} entries but machines.rates has {n_classes} rows "
+                "(one per class)",
+            )
+
+        columns_text = f"machines.rates has {n_machines} columns (one per machine)"
+        availability = (1.0,) * n_machines
+        if "availability" in table:
+            akey = "machines.availability"
+            raw = self.nonempty_list(
+                table["availability"], akey, "numbers (one per machine)"
+            )
+            if len(raw) != n_machines:
+                raise self.error(akey, f"has {len(raw)} entries but {columns_text}")
+            values = []
+            for j, v in enumerate(raw):
+                if not _is_number(v) or not (0 < v <= 1):
+                    raise self.error(
+                        f"{akey}[{j}]",
+                        f"must be a number in (0, 1], got {_describe(v)}",
+                    )
+                values.append(float(v))
+            availability = tuple(values)
+
+        if "names" in table:
+            names = self.names(
+                table["names"], "machines.names", n_machines, columns_text
+            )
+        else:
+            names = tuple(f"M{j + 1}" for j in range(n_machines))
+
+        return tuple(
+            Machine(
+                names[j], tuple(matrix[i][j] for i in range(n_classes)), availability[j]
+            )
+            for j in range(n_machines)
+        )
+
+    def failures(self, data: Mapping[str, Any]) -> FailureModel | None:
+        table = self.table(data, "failures", required=False)
+        if table is None:
+            return None
+        self.check_keys(table, "failures")
+        return FailureModel(
+            mean_up=self.positive(
+                self.require(table, "failures", "mean_up"), "failures.mean_up"
+            ),
+            mean_down=self.positive(
+                self.require(table, "failures", "mean_down"), "failures.mean_down"
+            ),
+        )
+
+    def policy(self, data: Mapping[str, Any]) -> PolicySpec:
+        table = self.table(data, "policy", required=True)
+        assert table is not None
+        name = self.string(self.require(table, "policy", "name"), "policy.name")
+        known = policies.names()
+        if name not in known:
+            raise self.error(
+                "policy.name", f"unknown policy {name!r}; known: {', '.join(known)}"
+            )
+        options = {k: v for k, v in table.items() if k != "name"}
+        try:
+            policies.check_options(name, MappingProxyType(dict(options)))
+        except (ValueError, TypeError) as err:
+            raise self.error(_option_key(str(err), options), str(err)) from None
+        return PolicySpec(name, MappingProxyType(options))
+
+    def simulation(self, data: Mapping[str, Any]) -> SimulationSettings:
+        table = self.table(data, "simulation", required=False) or {}
+        self.check_keys(table, "simulation")
+        d = SimulationSettings()
+        horizon = self.positive(table.get("horizon", d.horizon), "simulation.horizon")
+        warmup = d.warmup
+        if "warmup" in table:
+            warmup = self.number(table["warmup"], "simulation.warmup")
+            if warmup < 0:
+                raise self.error(
+                    "simulation.warmup", f"must be >= 0, got {table['warmup']!r}"
+                )
+        if warmup >= horizon:
+            raise self.error(
+                "simulation.warmup",
+                f"must be less than simulation.horizon ({horizon:g}), got {warmup:g}",
+            )
+        replications = self.integer(
+            table.get("replications", d.replications), "simulation.replications", 1
+        )
+        seed = self.integer(table.get("seed", d.seed), "simulation.seed", 0)
+        checkpoint = d.checkpoint_interval
+        if "checkpoint_interval" in table:
+            checkpoint = self.positive(
+                table["checkpoint_interval"], "simulation.checkpoint_interval"
+            )
+        return SimulationSettings(horizon, warmup, replications, seed, checkpoint)
+
+    def testbed(self, data: Mapping[str, Any]) -> TestbedSettings:
+        table = self.table(data, "testbed", required=False) or {}
+        self.check_keys(table, "testbed")
+        d = TestbedSettings()
+        return TestbedSettings(
+            time_unit=self.positive(
+                table.get("time_unit", d.time_unit), "testbed.time_unit"
+            ),
+            duration=self.positive(
+                table.get("duration", d.duration), "testbed.duration"
+            ),
+            timeout_factor=self.positive(
+                table.get("timeout_factor", d.timeout_factor), "testbed.timeout_factor"
+            ),
+        )
+
+
+def _option_key(message: str, options: Mapping[str, Any]) -> str:
+    """``policy.<option>`` if exactly one given option is named in ``message``."""
+    named = [
+        k for k in options if re.search(rf"(?<![\w.]){re.escape(k)}(?![\w])", message)
+    ]
+    if len(named) > 1:  # prefer options the message quotes
+        quoted = [k for k in named if f"'{k}'" in message or f'"{k}"' in message]
+        named = quoted or named
+    return f"policy.{named[0]}" if len(named) == 1 else "policy"

@@ -1,0 +1,135 @@
+"""The Policy base class: the hooks a scheduling policy implements, and their defaults."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import typing
+from collections.abc import Hashable, Iterable, Mapping
+from typing import Any, ClassVar
+
+from mgst.core.decisions import Assign, Decision, Hold
+from mgst.core.events import Event
+from mgst.core.scheduler import Scheduler
+from mgst.core.state import JobRecord, MachineRecord
+from mgst.model import Job
+
+Decisions = Iterable[Decision]
+NOTHING: tuple[Decision, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyOptions:
+    """Base of every policy's options: a frozen dataclass, filled from ``[policy]`` keys."""
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> PolicyOptions:
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        hints = typing.get_type_hints(cls)
+        kwargs: dict[str, Any] = {}
+        for key, value in values.items():
+            if key not in fields:
+                known = ", ".join(sorted(fields)) or "none"
+                raise ValueError(f"{key}: unknown option (options of this policy: {known})")
+            kwargs[key] = _coerce(key, value, hints[key])
+        opts = cls(**kwargs)
+        opts.validate()
+        return opts
+
+    def validate(self) -> None:
+        """Raise ValueError("name: problem") if a value is out of range."""
+
+
+def _coerce(key: str, value: Any, hint: Any) -> Any:
+    allowed = typing.get_args(hint) or (hint,)
+    if isinstance(value, bool):
+        if bool in allowed:
+            return value
+    elif isinstance(value, int) and int in allowed:
+        return value
+    elif isinstance(value, int | float) and float in allowed:
+        return float(value)
+    elif isinstance(value, str) and str in allowed:
+        return value
+    if value is None and type(None) in allowed:
+        return None
+    names = " or ".join(getattr(a, "__name__", str(a)) for a in allowed)
+    raise ValueError(f"{key}: must be {names}, got {value!r}")
+
+
+class Policy:
+    """A scheduling policy.
+
+    The core calls the hooks below with itself as a read-only ``view`` (a
+    :class:`~mgst.core.scheduler.Scheduler`); hooks answer with decisions
+    (:class:`Assign`, :class:`Cancel`, :class:`Hold`, :class:`SetTimer`,
+    :class:`CancelTimer`), which the core checks and applies one by one, so a
+    generator sees the effect of each decision it yielded. A policy owns no clock
+    and draws random numbers only from ``self.rng``, which the driver seeds.
+
+    The simplest policy overrides only :meth:`choose`.
+    """
+
+    name: ClassVar[str] = ""
+    Options: ClassVar[type[PolicyOptions]] = PolicyOptions
+    # How many replicas of one job may run at once; above 1, choose() may return running jobs.
+    max_replicas: int = 1
+    # A new replica starts from the job's best checkpoint rather than from scratch.
+    resume_from_checkpoint: bool = True
+
+    def __init__(self, options: PolicyOptions | None = None, rng: random.Random | None = None):
+        self.options = options if options is not None else self.Options()
+        self.rng = rng if rng is not None else random.Random(0)
+
+    # --- hooks -------------------------------------------------------------
+
+    def queue_key(self, job: Job) -> Hashable:
+        """Which queue a job waits in: its class by default; a bag for BoT policies."""
+        return job.job_class
+
+    def start(self, view: Scheduler) -> Decisions:
+        """Called once before any event."""
+        return NOTHING
+
+    def on_event(self, view: Scheduler, event: Event) -> Decisions:
+        """Called after the core has applied ``event`` and before :meth:`dispatch`."""
+        return NOTHING
+
+    def on_timer(self, view: Scheduler, key: Hashable) -> Decisions:
+        """A timer this policy set with SetTimer(key, at) is due."""
+        return NOTHING
+
+    def choose(self, view: Scheduler, machine: MachineRecord) -> JobRecord | None:
+        """The job for a machine that asks for work, or None to keep its request held.
+
+        A queued job gets its first replica; a running job (only if max_replicas > 1)
+        gets another.
+        """
+        return None
+
+    def dispatch(self, view: Scheduler) -> Decisions:
+        """Match ready machines with work; called after every event.
+
+        The default offers work once to each ready machine, in request order,
+        through :meth:`choose`; a machine that gets nothing goes to the back of
+        the ready queue (the rotating server queue of MGST section 4.3.1). One
+        pass suffices when ``choose`` looks only at the machine and the queues,
+        since assignments only take jobs away. Override this method when a
+        machine's chance depends on the others (gang allocation, batch matching,
+        random machine choice).
+        """
+        if not view.ready_count or (not view.queued_count and self.max_replicas <= 1):
+            return NOTHING
+        return self._rotate(view)
+
+    def _rotate(self, view: Scheduler) -> Iterable[Decision]:
+        choose = self.choose
+        replicating = self.max_replicas > 1
+        for m in view.ready_machines():
+            rec = choose(view, m)
+            if rec is None:
+                yield Hold(m.index)
+            else:
+                yield Assign(rec.job, m.index)
+                if not view.queued_count and not replicating:
+                    return

@@ -1,0 +1,237 @@
+"""Run results: per-replication reductions, their summary, and JSON, CSV and table output."""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mgst.analysis.stats import mean_ci
+from mgst.core.state import JobRecord
+from mgst.model import Experiment
+
+# The paper's Figure 1 columns, in order; extra columns follow them.
+JOB_COLUMNS = (
+    "ID", "Secondary ID", "Job Class", "Server", "Date Submitted", "Date Sent",
+    "Date Started", "Date Done", "Status", "T/O",
+)
+JOB_EXTRA_COLUMNS = ("Replication", "Response Time", "First Sent", "Attempts", "Requeues", "Size", "Counted")
+
+
+@dataclass(slots=True)
+class ReplicationResult:
+    """One replication reduced to what the summary needs (small enough to pass between processes)."""
+
+    replication: int
+    counts: list[int]  # counted jobs per class
+    sums: list[float]  # sum of response times of counted jobs per class
+    wait_sums: list[float]  # sum of first-sent minus submitted per class
+    end_time: float
+    busy: list[float]  # per machine
+    up: list[float]  # per machine
+    completed: list[int]  # per machine
+    failures: list[int]  # per machine
+    jobs_total: int  # every job simulated, counted or not
+    unfinished: int
+    rows: list[tuple] = field(default_factory=list)  # jobs.csv rows, when asked for
+
+    def mean(self, cls: int | None = None) -> float:
+        if cls is None:
+            n = sum(self.counts)
+            return sum(self.sums) / n if n else math.nan
+        return self.sums[cls] / self.counts[cls] if self.counts[cls] else math.nan
+
+
+def reduce_replication(
+    experiment: Experiment, run: Any, warmup: float, horizon: float, keep_rows: bool
+) -> ReplicationResult:
+    """Reduce a sim.ReplicationRun: count jobs submitted in [warmup, horizon) that completed."""
+    n = len(experiment.classes)
+    counts = [0] * n
+    sums = [0.0] * n
+    waits = [0.0] * n
+    rows: list[tuple] = []
+    names = [m.name for m in experiment.machines]
+    for rec in run.jobs:
+        sub = rec.job.submitted
+        counted = warmup <= sub < horizon and rec.completed is not None
+        if counted:
+            c = rec.job.job_class
+            counts[c] += 1
+            sums[c] += rec.completed - sub
+            waits[c] += rec.first_sent - sub
+        if keep_rows:
+            rows.append(job_row(rec, names, run.replication, counted, _model_time))
+    ms = run.machines
+    return ReplicationResult(
+        replication=run.replication,
+        counts=counts, sums=sums, wait_sums=waits, end_time=run.end_time,
+        busy=[m.busy_time for m in ms], up=[m.up_time for m in ms],
+        completed=[m.completed for m in ms], failures=[m.failures for m in ms],
+        jobs_total=len(run.jobs), unfinished=run.unfinished, rows=rows,
+    )
+
+
+def _model_time(t: float | None) -> str:
+    return "" if t is None else f"{t:.6f}"
+
+
+def job_row(
+    rec: JobRecord, machine_names: Sequence[str], replication: int, counted: bool,
+    fmt: Callable[[float | None], str],
+) -> tuple:
+    """One jobs.csv row: Figure 1's columns, then JOB_EXTRA_COLUMNS."""
+    job = rec.job
+    done = rec.completed is not None
+    response = f"{rec.completed - job.submitted:.6f}" if done else ""
+    return (
+        job.id, rec.done_by if done else "", job.job_class + 1,
+        machine_names[rec.done_on] if rec.done_on is not None else "",
+        fmt(job.submitted), fmt(rec.done_sent), fmt(rec.done_sent), fmt(rec.completed),
+        rec.status.value, "Yes" if rec.timeouts else "No",
+        replication, response, fmt(rec.first_sent), rec.attempts, rec.requeues, f"{job.size:.6f}",
+        "Yes" if counted else "No",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    jobs: int
+    mean: float
+    low: float
+    high: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"jobs": self.jobs, "mean_response": _num(self.mean), "ci95": [_num(self.low), _num(self.high)]}
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    experiment: str
+    mode: str
+    policy: str
+    class_names: tuple[str, ...]
+    classes: tuple[Estimate, ...]
+    overall: Estimate
+    mean_wait: tuple[float, ...]  # per class: submitted -> first sent
+    machine_names: tuple[str, ...]
+    utilisation: tuple[float, ...]  # per machine: busy time / run length, mean over replications
+    replications: int
+    horizon: float
+    warmup: float
+    seed: int
+    load: float | None  # 1 / lambda* of the allocation LP
+    jobs_simulated: int
+    unfinished: int
+    elapsed_s: float
+
+    def as_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "experiment": self.experiment,
+            "mode": self.mode,
+            "policy": self.policy,
+            "classes": [
+                {"class": i + 1, "name": name, **est.as_dict(), "mean_wait": _num(w)}
+                for i, (name, est, w) in enumerate(zip(self.class_names, self.classes, self.mean_wait))
+            ],
+            "overall": self.overall.as_dict(),
+            "machines": [
+                {"machine": name, "utilisation": _num(u)} for name, u in zip(self.machine_names, self.utilisation)
+            ],
+            "replications": self.replications,
+            "horizon": self.horizon,
+            "warmup": self.warmup,
+            "seed": self.seed,
+            "load": _num(self.load) if self.load is not None else None,
+            "jobs_simulated": self.jobs_simulated,
+            "unfinished": self.unfinished,
+            "elapsed_s": round(self.elapsed_s, 3),
+            "jobs_per_s": round(self.jobs_simulated / self.elapsed_s) if self.elapsed_s > 0 else None,
+            "time_unit": "model",
+        }
+        return d
+
+
+def _num(x: float) -> float | None:
+    """JSON has no NaN: undefined values become null."""
+    return None if x is None or math.isnan(x) or math.isinf(x) else round(x, 6)
+
+
+def summarize(
+    experiment: Experiment, results: Sequence[ReplicationResult], *, mode: str, horizon: float,
+    warmup: float, seed: int, load: float | None, elapsed_s: float,
+) -> Summary:
+    n = len(experiment.classes)
+    classes = []
+    for c in range(n):
+        m, lo, hi = mean_ci([r.mean(c) for r in results if r.counts[c]])
+        classes.append(Estimate(sum(r.counts[c] for r in results), m, lo, hi))
+    m, lo, hi = mean_ci([r.mean() for r in results if sum(r.counts)])
+    overall = Estimate(sum(sum(r.counts) for r in results), m, lo, hi)
+    waits = tuple(
+        sum(r.wait_sums[c] for r in results) / max(1, sum(r.counts[c] for r in results)) for c in range(n)
+    )
+    util = tuple(
+        sum(r.busy[j] / r.end_time for r in results if r.end_time > 0) / max(1, len(results))
+        for j in range(len(experiment.machines))
+    )
+    return Summary(
+        experiment=experiment.name, mode=mode, policy=experiment.policy.name,
+        class_names=tuple(c.name for c in experiment.classes), classes=tuple(classes), overall=overall,
+        mean_wait=waits, machine_names=tuple(m.name for m in experiment.machines), utilisation=util,
+        replications=len(results), horizon=horizon, warmup=warmup, seed=seed, load=load,
+        jobs_simulated=sum(r.jobs_total for r in results), unfinished=sum(r.unfinished for r in results),
+        elapsed_s=elapsed_s,
+    )
+
+
+def format_table(summary: Summary) -> str:
+    """A readable table like the paper's Table 2: class, mean response, 95 % CI."""
+
+    def ci(e: Estimate) -> str:
+        if math.isnan(e.low):
+            return "(n/a)"
+        return f"({e.low:.3f}, {e.high:.3f})"
+
+    lines = [
+        f"{summary.experiment}: {summary.policy}, {summary.mode}, {summary.replications} replications "
+        f"x {summary.horizon:g} time units (warm-up {summary.warmup:g}), seed {summary.seed}",
+        f"{'Class':<10}{'Jobs':>10}{'Mean resp.':>12}  95 % CI",
+    ]
+    for name, e in zip(summary.class_names, summary.classes):
+        lines.append(f"{name:<10}{e.jobs:>10}{e.mean:>12.4f}  {ci(e)}")
+    e = summary.overall
+    lines.append(f"{'Overall':<10}{e.jobs:>10}{e.mean:>12.4f}  {ci(e)}")
+    util = ", ".join(f"{n} {u:.0%}" for n, u in zip(summary.machine_names, summary.utilisation))
+    lines.append(f"Utilisation: {util}")
+    if summary.load is not None:
+        lines.append(f"LP load (1/lambda*): {summary.load:.1%}")
+    if summary.unfinished:
+        lines.append(f"WARNING: {summary.unfinished} jobs were still in the system when the drain limit cut the run")
+    return "\n".join(lines)
+
+
+def write_jobs_csv(path: Path, rows: Iterable[tuple]) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(JOB_COLUMNS + JOB_EXTRA_COLUMNS)
+        w.writerows(rows)
+
+
+def write_summary_csv(path: Path, summary: Summary) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["Experiment", "Mode", "Policy", "Class", "Jobs", "Mean Response", "CI95 Low", "CI95 High", "Mean Wait"])
+        for name, e, wait in zip(summary.class_names, summary.classes, summary.mean_wait):
+            w.writerow([summary.experiment, summary.mode, summary.policy, name, e.jobs,
+                        _fmt(e.mean), _fmt(e.low), _fmt(e.high), _fmt(wait)])
+        e = summary.overall
+        w.writerow([summary.experiment, summary.mode, summary.policy, "Overall", e.jobs,
+                    _fmt(e.mean), _fmt(e.low), _fmt(e.high), ""])
+
+
+def _fmt(x: float) -> str:
+    return "" if math.isnan(x) else f"{x:.6f}"

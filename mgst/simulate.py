@@ -1,0 +1,75 @@
+"""Run an experiment's independent replications in simulation and summarise them."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import os
+import time
+from collections.abc import Callable
+
+from mgst.model import Experiment
+from mgst.policies.allocation import solve_allocation
+from mgst.results import ReplicationResult, Summary, reduce_replication, summarize
+from mgst.sim import Simulation
+
+log = logging.getLogger(__name__)
+
+
+def _one(
+    experiment: Experiment, replication: int, seed: int, horizon: float, warmup: float, keep_rows: bool,
+    progress: Callable[[float], None] | None = None,
+) -> ReplicationResult:
+    run = Simulation(experiment, replication=replication, seed=seed, horizon=horizon, progress=progress).run()
+    return reduce_replication(experiment, run, warmup, horizon, keep_rows)
+
+
+def run_simulation(
+    experiment: Experiment,
+    *,
+    horizon: float | None = None,
+    warmup: float | None = None,
+    replications: int | None = None,
+    seed: int | None = None,
+    keep_rows: bool = False,
+    workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[Summary, list[ReplicationResult]]:
+    """Simulate ``replications`` replications; each draws from streams derived from (seed, replication).
+
+    ``workers`` > 1 runs replications in parallel processes; results do not
+    depend on it. ``progress(done, total)`` is called as replications finish.
+    """
+    s = experiment.simulation
+    horizon = s.horizon if horizon is None else horizon
+    warmup = s.warmup if warmup is None else warmup
+    reps = s.replications if replications is None else replications
+    seed = s.seed if seed is None else seed
+    if not 0 <= warmup < horizon:
+        raise ValueError(f"warm-up {warmup} must be in [0, horizon={horizon})")
+    if reps < 1:
+        raise ValueError(f"replications must be >= 1, got {reps}")
+    if workers is None:
+        workers = min(reps, os.cpu_count() or 1)
+    t0 = time.perf_counter()
+    results: list[ReplicationResult] = []
+    if workers <= 1:
+        for r in range(reps):
+            results.append(_one(experiment, r, seed, horizon, warmup, keep_rows))
+            if progress:
+                progress(r + 1, reps)
+    else:
+        with concurrent.futures.ProcessPoolExecutor(max_workers=workers) as pool:
+            futures = [pool.submit(_one, experiment, r, seed, horizon, warmup, keep_rows) for r in range(reps)]
+            for done, fut in enumerate(concurrent.futures.as_completed(futures), 1):
+                results.append(fut.result())
+                if progress:
+                    progress(done, reps)
+        results.sort(key=lambda r: r.replication)
+    elapsed = time.perf_counter() - t0
+    alloc = solve_allocation(experiment.rates, experiment.arrival_rates, experiment.availability)
+    summary = summarize(
+        experiment, results, mode="simulation", horizon=horizon, warmup=warmup, seed=seed,
+        load=alloc.load, elapsed_s=elapsed,
+    )
+    return summary, results

@@ -1,0 +1,1 @@
+"""Job generators: where the jobs of an experiment come from."""

@@ -1,0 +1,263 @@
+"""Tests for the LPAS_DG allocation LP (mgst.policies.allocation)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from scipy.optimize import linprog
+
+from mgst.policies.allocation import (
+    Allocation,
+    cache_clear,
+    cache_info,
+    solve_allocation,
+)
+
+# MGST paper, HiHi setting: rates are classes x machines.
+HIHI_RATES = (
+    (2.0, 2.0, 2.0, 2.0, 2.0, 2.0),
+    (1.0, 20.0, 3.7, 7.1, 2.4, 8.7),
+    (1.0, 20.0, 9.4, 3.7, 7.2, 2.7),
+    (1.0, 20.0, 2.8, 5.9, 4.4, 6.3),
+)
+HIHI_ALPHA = (2.25, 4.50, 7.20, 12.60)
+
+
+def reference_lambda(rates, alpha, avail) -> float:
+    """lambda* from scipy's linprog (variables: delta row-major, then lambda)."""
+    r = np.asarray(rates, dtype=float)
+    n, m = r.shape
+    nv = n * m + 1
+    c = np.zeros(nv)
+    c[-1] = -1.0  # linprog minimises
+    a_ub = np.zeros((n + m, nv))
+    b_ub = np.zeros(n + m)
+    for i in range(n):  # lambda * alpha_i - sum_j delta_ij * mu_ij <= 0
+        a_ub[i, i * m : (i + 1) * m] = -r[i]
+        a_ub[i, -1] = alpha[i]
+    for j in range(m):
+        a_ub[n + j, j : n * m : m] = 1.0  # sum_i delta_ij <= a_j
+        b_ub[n + j] = avail[j]
+    res = linprog(c, A_ub=a_ub, b_ub=b_ub, bounds=[(0, None)] * nv, method="highs-ipm")
+    assert res.status == 0, res.message
+    return -res.fun
+
+
+def assert_feasible(alloc: Allocation, rates, alpha, avail, tol: float = 1e-7) -> None:
+    d = np.asarray(alloc.delta, dtype=float)
+    r = np.asarray(rates, dtype=float)
+    assert d.shape == r.shape
+    assert (d >= 0).all()
+    served = (d * r).sum(axis=1)
+    needed = alloc.lam * np.asarray(alpha, dtype=float)
+    assert (served >= needed - tol * np.maximum(1.0, needed)).all(), (served, needed)
+    used = d.sum(axis=0)
+    assert (used <= np.asarray(avail, dtype=float) + tol).all(), (used, avail)
+
+
+# --------------------------------------------------------------------- by-hand cases
+
+
+def test_one_class_one_machine():
+    # lambda* = mu * a / alpha = 3 * 0.5 / 0.75 = 2; the whole share is used.
+    alloc = solve_allocation(((3.0,),), (0.75,), (0.5,))
+    assert alloc.lam == pytest.approx(2.0, rel=1e-12)
+    assert alloc.delta[0][0] == pytest.approx(0.5, rel=1e-12)
+    assert alloc.eligible() == ((True,),)
+    assert alloc.load == pytest.approx(0.5)
+    assert not alloc.overloaded
+
+
+def test_two_by_two_each_class_on_its_own_machine():
+    # Each class is 10x faster on its own machine and the loads are equal: the only
+    # optimum is delta = I, lambda* = 10 / 2 = 5.
+    rates = ((10.0, 1.0), (1.0, 10.0))
+    alloc = solve_allocation(rates, (2.0, 2.0), (1.0, 1.0))
+    assert alloc.lam == pytest.approx(5.0, rel=1e-9)
+    assert alloc.eligible() == ((True, False), (False, True))
+    assert alloc.delta[0][1] == 0.0 and alloc.delta[1][0] == 0.0
+    assert alloc.delta[0][0] == pytest.approx(1.0) and alloc.delta[1][
+        1
+    ] == pytest.approx(1.0)
+
+
+def test_two_by_two_half_available_machine_is_helped_out():
+    # Machine 0 only half available: class 0 gets all of it (capacity 5) plus a share t
+    # of machine 1; class 1 keeps 1 - t. Balancing 5 + t = 10 (1 - t) gives t = 5/11,
+    # lambda* = (5 + 5/11) / 2 = 30/11; class 1 never uses machine 0.
+    rates = ((10.0, 1.0), (1.0, 10.0))
+    alloc = solve_allocation(rates, (2.0, 2.0), (0.5, 1.0))
+    assert alloc.lam == pytest.approx(30 / 11, rel=1e-9)
+    assert alloc.eligible() == ((True, True), (False, True))
+    assert alloc.delta[0][0] == pytest.approx(0.5)
+    assert alloc.delta[0][1] == pytest.approx(5 / 11)
+    assert alloc.delta[1][1] == pytest.approx(6 / 11)
+
+
+def test_class_with_zero_arrival_rate_is_ignored():
+    # Class 1 has no arrivals: lambda* = (4 + 2) / 3 = 2 from class 0 alone.
+    alloc = solve_allocation(((4.0, 2.0), (9.0, 9.0)), (3.0, 0.0), (1.0, 1.0))
+    assert alloc.lam == pytest.approx(2.0, rel=1e-9)
+    assert alloc.delta[1] == (0.0, 0.0)
+
+
+def test_all_arrival_rates_zero_is_unbounded():
+    alloc = solve_allocation(((1.0, 2.0),), (0.0,), (1.0, 1.0))
+    assert alloc.lam == math.inf
+    assert alloc.delta == ((0.0, 0.0),)
+    assert alloc.load == 0.0
+    assert not alloc.overloaded
+
+
+# ----------------------------------------------------------------------- HiHi (MGST)
+
+
+@pytest.mark.parametrize(
+    "avail", [(1.0,) * 6, (1.0, 1.0, 1.0, 0.5, 0.5, 0.5)], ids=["all-up", "half-share"]
+)
+def test_hihi_matches_linprog_and_is_feasible(avail):
+    alloc = solve_allocation(HIHI_RATES, HIHI_ALPHA, avail)
+    assert alloc.lam == pytest.approx(
+        reference_lambda(HIHI_RATES, HIHI_ALPHA, avail), abs=1e-6
+    )
+    assert_feasible(alloc, HIHI_RATES, HIHI_ALPHA, avail, tol=1e-7)
+    # A vertex of this LP has at most (classes + machines) nonzero variables
+    # (lambda is one of them).
+    nonzero = sum(sum(row) for row in alloc.eligible())
+    assert nonzero <= len(HIHI_ALPHA) + len(avail) - 1
+
+
+# ----------------------------------------------------------------- machines down
+
+
+def test_machine_down_gets_no_share():
+    avail = (1.0, 0.0, 1.0, 1.0, 0.0, 1.0)  # machines 1 (the fast one) and 4 down
+    alloc = solve_allocation(HIHI_RATES, HIHI_ALPHA, avail)
+    for row in alloc.delta:
+        assert row[1] == 0.0 and row[4] == 0.0
+    assert alloc.lam == pytest.approx(
+        reference_lambda(HIHI_RATES, HIHI_ALPHA, avail), abs=1e-6
+    )
+    assert_feasible(alloc, HIHI_RATES, HIHI_ALPHA, avail)
+
+
+def test_all_machines_down():
+    alloc = solve_allocation(HIHI_RATES, HIHI_ALPHA, (0.0,) * 6)
+    assert alloc.lam == 0.0
+    assert alloc.delta == ((0.0,) * 6,) * 4
+    assert alloc.overloaded
+    assert alloc.load == math.inf
+    assert not any(any(row) for row in alloc.eligible())
+
+
+def test_class_without_any_usable_machine_gives_zero_lambda():
+    # Class 1 can only run on machine 1, which is down.
+    alloc = solve_allocation(((1.0, 1.0), (0.0, 5.0)), (1.0, 1.0), (1.0, 0.0))
+    assert alloc.lam == 0.0
+    assert alloc.overloaded
+
+
+# --------------------------------------------------------------------- validation
+
+
+@pytest.mark.parametrize(
+    ("rates", "alpha", "avail"),
+    [
+        (((1.0, 2.0), (3.0,)), (1.0, 1.0), (1.0, 1.0)),  # ragged rates
+        ((1.0, 2.0), (1.0,), (1.0, 1.0)),  # rates not a matrix
+        ((), (), ()),  # no classes
+        (((),), (1.0,), ()),  # no machines
+        (((1.0, 2.0),), (1.0, 1.0), (1.0, 1.0)),  # one arrival rate too many
+        (((1.0, 2.0),), (1.0,), (1.0,)),  # one availability too few
+        (((1.0, -2.0),), (1.0,), (1.0, 1.0)),  # negative rate
+        (((1.0, 2.0),), (-1.0,), (1.0, 1.0)),  # negative arrival rate
+        (((1.0, 2.0),), (1.0,), (1.0, 1.5)),  # availability > 1
+        (((1.0, 2.0),), (1.0,), (1.0, -0.1)),  # availability < 0
+        (((1.0, math.nan),), (1.0,), (1.0, 1.0)),  # NaN rate
+        (((1.0, math.inf),), (1.0,), (1.0, 1.0)),  # infinite rate
+        (((1.0, "x"),), (1.0,), (1.0, 1.0)),  # not a number
+    ],
+)
+def test_bad_input_raises_value_error(rates, alpha, avail):
+    with pytest.raises(ValueError):
+        solve_allocation(rates, alpha, avail)
+
+
+def test_bad_input_as_lists_raises_value_error():
+    with pytest.raises(ValueError, match="availability"):
+        solve_allocation([[1.0, 2.0]], [1.0], [1.0])
+
+
+# -------------------------------------------------------------------------- memo
+
+
+def test_memo_and_non_tuple_inputs():
+    cache_clear()
+    avail = (1.0, 1.0, 1.0, 0.5, 0.5, 0.5)
+    first = solve_allocation(HIHI_RATES, HIHI_ALPHA, avail)
+    again = solve_allocation(HIHI_RATES, HIHI_ALPHA, avail)
+    assert again is first
+    info = cache_info()
+    assert info.hits == 1 and info.misses == 1
+    # Lists and numpy arrays are accepted and hit the same memo entry.
+    assert (
+        solve_allocation([list(r) for r in HIHI_RATES], list(HIHI_ALPHA), list(avail))
+        is first
+    )
+    assert (
+        solve_allocation(np.array(HIHI_RATES), np.array(HIHI_ALPHA), np.array(avail))
+        is first
+    )
+
+
+def test_eligible_tolerance():
+    alloc = Allocation(lam=1.5, delta=((0.5, 1e-10), (0.0, 2e-9)))
+    assert alloc.eligible() == ((True, False), (False, True))
+    assert alloc.eligible(tol=1e-8) == ((True, False), (False, False))
+    assert alloc.load == pytest.approx(1 / 1.5)
+    assert Allocation(lam=1.0, delta=()).overloaded
+
+
+# ------------------------------------------------------------- property: vs linprog
+
+
+@st.composite
+def instances(draw):
+    n = draw(st.integers(1, 4))
+    m = draw(st.integers(1, 6))
+    rate = st.floats(0.1, 20.0, allow_nan=False, allow_infinity=False)
+    rates = tuple(tuple(draw(rate) for _ in range(m)) for _ in range(n))
+    alpha = tuple(
+        draw(st.one_of(st.just(0.0), st.floats(0.05, 20.0, allow_nan=False)))
+        for _ in range(n)
+    )
+    avail = tuple(
+        draw(
+            st.one_of(st.just(0.0), st.just(1.0), st.floats(0.0, 1.0, allow_nan=False))
+        )
+        for _ in range(m)
+    )
+    return rates, alpha, avail
+
+
+@settings(
+    max_examples=300,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(instances())
+def test_property_matches_linprog(inst):
+    rates, alpha, avail = inst
+    assume(any(a > 0 for a in alpha))
+    alloc = solve_allocation(rates, alpha, avail)
+    expected = reference_lambda(rates, alpha, avail)
+    assert alloc.lam == pytest.approx(expected, rel=1e-6, abs=1e-7)
+    assert_feasible(alloc, rates, alpha, avail)
+    d = np.asarray(alloc.delta)
+    assert (d[:, np.asarray(avail) == 0] == 0).all()
+    assert (d[np.asarray(alpha) == 0, :] == 0).all()
