@@ -97,14 +97,9 @@ class LpasDGModel:
         eligible = self.eligible[rec.job_class]
         for k, j in enumerate(idle):
             if eligible[j]:
-                if any(self.queues):
-                    # mgst offers the other queued jobs to the remaining idle machines too
-                    # (none can take one); each moves to the back, which keeps their order.
-                    del idle[k]
-                else:
-                    # The machines passed over move to the back of the idle queue.
-                    idle.rotate(-k)
-                    idle.popleft()
+                # The machines passed over move to the back of the idle queue.
+                idle.rotate(-k)
+                idle.popleft()
                 self.wakeup[j].succeed(rec)
                 return
         self.queues[rec.job_class].append(rec)

@@ -224,7 +224,9 @@ def write_jobs_csv(path: Path, rows: Iterable[tuple]) -> None:
 def write_summary_csv(path: Path, summary: Summary) -> None:
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["Experiment", "Mode", "Policy", "Class", "Jobs", "Mean Response", "CI95 Low", "CI95 High", "Mean Wait"])
+        w.writerow(
+            ["Experiment", "Mode", "Policy", "Class", "Jobs", "Mean Response", "CI95 Low", "CI95 High", "Mean Wait"]
+        )
         for name, e, wait in zip(summary.class_names, summary.classes, summary.mean_wait):
             w.writerow([summary.experiment, summary.mode, summary.policy, name, e.jobs,
                         _fmt(e.mean), _fmt(e.low), _fmt(e.high), _fmt(wait)])

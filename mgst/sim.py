@@ -10,15 +10,6 @@ from dataclasses import dataclass
 
 from mgst.availability.exponential import ExponentialUpDown
 from mgst.core.decisions import Assign, Cancel, SetTimer
-from mgst.core.events import (
-    JobArrived,
-    MachineDown,
-    MachineReady,
-    MachineUp,
-    ReplicaCheckpoint,
-    ReplicaDone,
-    TimerFired,
-)
 from mgst.core.scheduler import Scheduler
 from mgst.core.state import JobRecord, MachineStats
 from mgst.model import Experiment
@@ -93,7 +84,8 @@ class Simulation:
     def run(self) -> ReplicationRun:
         exp = self.experiment
         core = self.core
-        handle = core.handle
+        arrived = core.job_arrived
+        done = core.replica_done
         horizon = self.horizon
         stop_at = horizon + self.drain_limit
         heap: list[tuple] = []
@@ -107,8 +99,10 @@ class Simulation:
 
         workload = PoissonWorkload(exp.arrival_rates, self.seed, self.replication)
         first = workload.next_job()
-        push(heap, (first.submitted, _ARRIVAL, seq, first))
-        seq += 1
+        arrivals_open = first.submitted < horizon
+        if arrivals_open:
+            push(heap, (first.submitted, _ARRIVAL, seq, first))
+            seq += 1
         updown: list[ExponentialUpDown] = []
         if exp.failures is not None:
             for j in range(len(exp.machines)):
@@ -119,12 +113,11 @@ class Simulation:
 
         pending: list = []  # outputs to carry out, in order
         for j in range(len(exp.machines)):
-            core.handle(0.0, MachineUp(j, share[j]))
+            core.machine_up(0.0, j, share[j])
         pending.extend(core.start(0.0))
         for j in range(len(exp.machines)):
-            pending.extend(handle(0.0, MachineReady(j, share[j])))
+            pending.extend(core.machine_ready(0.0, j, share[j]))
 
-        arrivals_open = True
         next_report = horizon / 50
         t = 0.0
         while True:
@@ -147,7 +140,7 @@ class Simulation:
                         seq += 1
                 elif td is Cancel:
                     live.pop(d.replica, None)
-                    pending.extend(handle(t, MachineReady(d.machine)))
+                    pending.extend(core.machine_ready(t, d.machine))
                 elif td is SetTimer:
                     push(heap, (d.at, _TIMER, seq, d.key))
                     seq += 1
@@ -165,9 +158,9 @@ class Simulation:
                 entry = live.pop(arg, None)
                 if entry is None:
                     continue  # cancelled or lost
-                pending.extend(handle(t, ReplicaDone(arg, ready=True)))
+                pending.extend(done(t, arg, True))
             elif kind == _ARRIVAL:
-                pending.extend(handle(t, JobArrived(arg)))
+                pending.extend(arrived(t, arg))
                 nxt = workload.next_job()
                 if nxt.submitted < horizon:
                     push(heap, (nxt.submitted, _ARRIVAL, seq, nxt))
@@ -181,23 +174,23 @@ class Simulation:
                 m = core.machines[arg]
                 if m.replica is not None:
                     live.pop(m.replica.id, None)
-                pending.extend(handle(t, MachineDown(arg)))
+                pending.extend(core.machine_down(t, arg))
                 push(heap, (t + updown[arg].next_down(), _UP, seq, arg))
                 seq += 1
             elif kind == _UP:
-                pending.extend(handle(t, MachineReady(arg, share[arg])))  # implies up
+                pending.extend(core.machine_ready(t, arg, share[arg]))  # implies up
                 push(heap, (t + updown[arg].next_up(), _DOWN, seq, arg))
                 seq += 1
             elif kind == _TIMER:
-                pending.extend(handle(t, TimerFired(arg)))
+                pending.extend(core.timer_fired(t, arg))
             elif kind == _CHECKPOINT:
                 entry = live.get(arg)
                 if entry is None:
                     continue
                 _, start, progress, speed = entry
                 size = core.replica(arg).job.job.size  # type: ignore[union-attr]
-                done = min(1.0, progress + (t - start) * speed / size)
-                pending.extend(handle(t, ReplicaCheckpoint(arg, done)))
+                progress_now = min(1.0, progress + (t - start) * speed / size)
+                pending.extend(core.replica_checkpoint(t, arg, progress_now))
                 push(heap, (t + ck, _CHECKPOINT, seq, arg))
                 seq += 1
 

@@ -7,13 +7,12 @@ ignored on the way in and set on the way out.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from mgst.model import Job
 
 
-@dataclass(frozen=True, slots=True)
-class Assign:
+class Assign(NamedTuple):
     """Start a replica of ``job`` on ``machine``.
 
     A policy yields ``Assign(job, machine)``; the core answers with the replica id
@@ -26,8 +25,7 @@ class Assign:
     progress: float = 0.0  # filled by the core: fraction of work already done
 
 
-@dataclass(frozen=True, slots=True)
-class Cancel:
+class Cancel(NamedTuple):
     """Stop a running replica; its machine becomes free (not asking)."""
 
     replica: int
@@ -35,8 +33,7 @@ class Cancel:
     job_id: int = -1  # filled by the core
 
 
-@dataclass(frozen=True, slots=True)
-class Hold:
+class Hold(NamedTuple):
     """Keep ``machine``'s request waiting.
 
     From a policy: move the machine to the back of the ready queue. From the core:
@@ -46,31 +43,27 @@ class Hold:
     machine: int
 
 
-@dataclass(frozen=True, slots=True)
-class SetTimer:
+class SetTimer(NamedTuple):
     """Deliver TimerFired(key) at model time ``at``; replaces a timer with the same key."""
 
     key: Hashable
     at: float
 
 
-@dataclass(frozen=True, slots=True)
-class CancelTimer:
+class CancelTimer(NamedTuple):
     key: Hashable
 
 
 # Notices: no action needed from a driver, but they make its log complete.
 
 
-@dataclass(frozen=True, slots=True)
-class JobCompleted:
+class JobCompleted(NamedTuple):
     job: Job
     replica: int
     machine: int
 
 
-@dataclass(frozen=True, slots=True)
-class JobRequeued:
+class JobRequeued(NamedTuple):
     """A job lost its last running replica and went back to its queue."""
 
     job: Job

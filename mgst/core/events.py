@@ -1,28 +1,28 @@
-"""Events the drivers feed into the scheduling core: what happened, never what to do."""
+"""Events the drivers feed into the scheduling core: what happened, never what to do.
+
+Events are NamedTuples: immutable, and cheap to make in a simulator's inner loop.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Hashable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from mgst.model import Job
 
 
-@dataclass(frozen=True, slots=True)
-class JobArrived:
+class JobArrived(NamedTuple):
     job: Job
 
 
-@dataclass(frozen=True, slots=True)
-class MachineReady:
+class MachineReady(NamedTuple):
     """Machine asks for work (the pull request). ``cpu_share`` is its current a_j, if known."""
 
     machine: int
     cpu_share: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class ReplicaDone:
+class ReplicaDone(NamedTuple):
     """A replica ran to completion.
 
     The machine is then free; with ``ready`` it also asks for work at once (a
@@ -33,45 +33,39 @@ class ReplicaDone:
     ready: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class ReplicaFailed:
+class ReplicaFailed(NamedTuple):
     """A replica ended without a result while its machine stayed up (crash, time-out)."""
 
     replica: int
     reason: str = "failed"
 
 
-@dataclass(frozen=True, slots=True)
-class ReplicaCheckpoint:
+class ReplicaCheckpoint(NamedTuple):
     """A replica saved a checkpoint: ``progress`` is the fraction of the job's work done."""
 
     replica: int
     progress: float
 
 
-@dataclass(frozen=True, slots=True)
-class MachineDown:
+class MachineDown(NamedTuple):
     """The machine failed or left; whatever it ran is lost."""
 
     machine: int
 
 
-@dataclass(frozen=True, slots=True)
-class MachineUp:
+class MachineUp(NamedTuple):
     """The machine is back (or joined). It is free but not asking until MachineReady."""
 
     machine: int
     cpu_share: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class CpuShareChanged:
+class CpuShareChanged(NamedTuple):
     machine: int
     cpu_share: float
 
 
-@dataclass(frozen=True, slots=True)
-class TimerFired:
+class TimerFired(NamedTuple):
     key: Hashable
 
 

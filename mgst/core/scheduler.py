@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable, Iterable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from mgst.core.decisions import (
     Assign,
@@ -29,7 +29,7 @@ from mgst.core.events import (
     TimerFired,
 )
 from mgst.core.state import JobQueue, JobRecord, JobStatus, MachineRecord, MachineState, ReplicaRecord
-from mgst.model import JobClass, Machine
+from mgst.model import Job, JobClass, Machine
 
 if TYPE_CHECKING:
     from mgst.policies.base import Policy
@@ -48,10 +48,12 @@ class PolicyError(RuntimeError):
 class Scheduler:
     """The scheduling core.
 
-    Drivers call :meth:`start` once, then :meth:`handle` for every event, each time
-    with the current model time, and carry out the decisions returned. The policy
-    sees this object as its read-only view: the attributes and methods documented
-    under "view" below; it changes nothing itself and acts only by yielding decisions.
+    Drivers call :meth:`start` once, then :meth:`handle` for every event (or the
+    typed method of the same name, which saves making the event object), each
+    time with the current model time, and carry out the decisions returned. The
+    policy sees this object as its read-only view: the attributes and methods
+    under "view" below; it changes nothing itself and acts only by returning
+    decisions.
     """
 
     def __init__(self, classes: Sequence[JobClass], machines: Sequence[Machine], policy: Policy):
@@ -79,16 +81,26 @@ class Scheduler:
         self._lost: dict[int, ReplicaRecord] = {}  # replicas given up on whose result we'd still take
         self._next_replica = 1
         self._out: list[Output] = []
-        self._handlers = {
-            JobArrived: self._on_job_arrived,
-            MachineReady: self._on_machine_ready,
-            ReplicaDone: self._on_replica_done,
-            ReplicaFailed: self._on_replica_failed,
-            ReplicaCheckpoint: self._on_checkpoint,
-            MachineDown: self._on_machine_down,
-            MachineUp: self._on_machine_up,
-            CpuShareChanged: self._on_cpu_share,
-            TimerFired: self._on_timer,
+        self._dispatched_version = -1
+        from mgst.policies.base import Policy as _Base  # noqa: PLC0415 (the base imports this module)
+
+        kind = type(policy)
+        # None: the default, every job waits in its class's queue.
+        self._queue_key = policy.queue_key if kind.queue_key is not _Base.queue_key else None
+        # Make an event object for on_event only if the policy looks at it.
+        self._policy_on_event = kind.on_event is not _Base.on_event
+        # None: the core matches, asking policy.choose().
+        self._dispatch = policy.dispatch if kind.dispatch is not _Base.dispatch else None
+        self._handlers: dict[type, Callable[[float, Any], list[Output]]] = {
+            JobArrived: lambda now, e: self.job_arrived(now, e.job),
+            MachineReady: lambda now, e: self.machine_ready(now, e.machine, e.cpu_share),
+            ReplicaDone: lambda now, e: self.replica_done(now, e.replica, e.ready),
+            ReplicaFailed: lambda now, e: self.replica_failed(now, e.replica, e.reason),
+            ReplicaCheckpoint: lambda now, e: self.replica_checkpoint(now, e.replica, e.progress),
+            MachineDown: lambda now, e: self.machine_down(now, e.machine),
+            MachineUp: lambda now, e: self.machine_up(now, e.machine, e.cpu_share),
+            CpuShareChanged: lambda now, e: self.cpu_share_changed(now, e.machine, e.cpu_share),
+            TimerFired: lambda now, e: self.timer_fired(now, e.key),
         }
 
     # ------------------------------------------------------------------ view
@@ -121,22 +133,124 @@ class Scheduler:
         """Let the policy set itself up (solve an LP, set timers) and dispatch."""
         self.now = now
         self._out = out = []
+        self._dispatched_version = self.capacity_version
         self._apply_all(self.policy.start(self))
-        self._apply_all(self.policy.dispatch(self))
+        if self._dispatch is None:
+            self._match(None, None)
+        else:
+            self._apply_all(self._dispatch(self, None, None))
         return out
 
     def handle(self, now: float, event: Event) -> list[Output]:
         """Apply ``event`` at model time ``now``; return what the driver must do."""
+        return self._handlers[type(event)](now, event)
+
+    # Typed entry points: each is handle(now, TheEvent(...)) without making the event.
+
+    def job_arrived(self, now: float, job: Job) -> list[Output]:
         self.now = now
-        self._out = out = []
-        # A handler returns the machine whose request for work it registered, if any.
-        asking = self._handlers[type(event)](event)
-        policy = self.policy
-        self._apply_all(policy.on_event(self, event))
-        self._apply_all(policy.dispatch(self))
-        if asking is not None and asking in self._ready:
-            out.append(Hold(asking))
-        return out
+        self._out = []
+        return self._after(JobArrived, (job,), new_job=self._enqueue(job))
+
+    def machine_ready(self, now: float, machine: int, cpu_share: float | None = None) -> list[Output]:
+        self.now = now
+        self._out = []
+        m = self.machines[machine]
+        self._set_share(m, cpu_share)
+        if m.state is MachineState.DOWN:
+            self._machine_up(m)
+        elif m.state is MachineState.BUSY:
+            # It asks for work while we think it runs a replica: that replica is gone.
+            self._lose(m.replica, "machine asked for work while running it")  # type: ignore[arg-type]
+        self._make_ready(m)
+        return self._after(MachineReady, (machine, cpu_share), asking=m)
+
+    def replica_done(self, now: float, replica: int, ready: bool = False) -> list[Output]:
+        self.now = now
+        self._out = []
+        r = self._replicas.get(replica)
+        if r is None:
+            r = self._lost.pop(replica, None)
+            if r is None or r.job.status is JobStatus.DONE:
+                self._stale(f"replica {replica} done but not running")
+                return self._after(ReplicaDone, (replica, ready))
+        live = r.live
+        self._complete(r)
+        if ready and live:
+            m = self.machines[r.machine]
+            self._make_ready(m)
+            return self._after(ReplicaDone, (replica, ready), asking=m)
+        return self._after(ReplicaDone, (replica, ready))
+
+    def replica_failed(self, now: float, replica: int, reason: str = "failed") -> list[Output]:
+        self.now = now
+        self._out = []
+        r = self._replicas.get(replica)
+        if r is None:
+            self._stale(f"replica {replica} failed but not running")
+        else:
+            if reason == "timeout":
+                r.job.timeouts += 1
+            self._lose(r, reason)
+        return self._after(ReplicaFailed, (replica, reason))
+
+    def replica_checkpoint(self, now: float, replica: int, progress: float) -> list[Output]:
+        self.now = now
+        self._out = []
+        if not 0.0 <= progress <= 1.0:
+            raise ValueError(f"checkpoint progress {progress} outside [0, 1]")
+        r = self._replicas.get(replica)
+        if r is None:
+            self._stale(f"checkpoint of replica {replica} that is not running")
+        elif progress > r.checkpoint:
+            r.checkpoint = progress
+            if progress > r.job.best_progress:
+                r.job.best_progress = progress
+        return self._after(ReplicaCheckpoint, (replica, progress), quiet=True)
+
+    def machine_down(self, now: float, machine: int) -> list[Output]:
+        self.now = now
+        self._out = []
+        m = self.machines[machine]
+        if m.state is MachineState.DOWN:
+            self._stale(f"machine {m.name} down twice")
+        else:
+            if m.replica is not None:
+                self._lose(m.replica, "machine down")
+            self._ready.pop(m.index, None)
+            m.state = MachineState.DOWN
+            m.stats.failures += 1
+            if m.up_since is not None:
+                m.stats.up_time += now - m.up_since
+                m.up_since = None
+            self.capacity_version += 1
+        return self._after(MachineDown, (machine,))
+
+    def machine_up(self, now: float, machine: int, cpu_share: float | None = None) -> list[Output]:
+        self.now = now
+        self._out = []
+        m = self.machines[machine]
+        self._set_share(m, cpu_share)
+        if m.state is MachineState.DOWN:
+            self._machine_up(m)
+        return self._after(MachineUp, (machine, cpu_share))
+
+    def cpu_share_changed(self, now: float, machine: int, cpu_share: float) -> list[Output]:
+        self.now = now
+        self._out = []
+        self._set_share(self.machines[machine], cpu_share)
+        return self._after(CpuShareChanged, (machine, cpu_share))
+
+    def timer_fired(self, now: float, key: Hashable) -> list[Output]:
+        self.now = now
+        self._out = []
+        at = self.timers.get(key)
+        if at is None or now < at - TIMER_SLACK:
+            self._stale(f"timer {key!r} fired but is not due")
+        else:
+            del self.timers[key]
+            self._apply_all(self.policy.on_timer(self, key))
+        return self._after(TimerFired, (key,))
 
     def close(self, now: float) -> None:
         """Account up-time until ``now``; call once when the run ends."""
@@ -146,16 +260,94 @@ class Scheduler:
                 m.stats.up_time += now - m.up_since
                 m.up_since = now
 
-    # ------------------------------------------------------------------ events
+    def _after(
+        self, kind: type, args: tuple, *, new_job: JobRecord | None = None, asking: MachineRecord | None = None,
+        quiet: bool = False,
+    ) -> list[Output]:
+        """Run the policy's hooks after an event and return the event's outputs.
 
-    def _on_job_arrived(self, ev: JobArrived) -> None:
-        job = ev.job
+        ``new_job`` or ``asking`` tell the policy's dispatch that the event's only
+        effect on matching was that one job entered a queue or that one machine
+        started asking, so that it may look at just that. ``quiet`` events
+        (checkpoints) change nothing a dispatch could use.
+        """
+        policy = self.policy
+        if self._policy_on_event:
+            self._apply_all(policy.on_event(self, kind(*args)))
+        if self.capacity_version != self._dispatched_version:
+            self._dispatched_version = self.capacity_version
+            self._apply_all(policy.on_capacity_change(self))
+            new_job = asking_hint = None  # eligibility may have changed: look at everything
+        elif quiet:
+            return self._out
+        else:
+            asking_hint = asking
+        if self._dispatch is None:
+            self._match(new_job, asking_hint)
+        else:
+            self._apply_all(self._dispatch(self, new_job, asking_hint))
+        if asking is not None and asking.index in self._ready:
+            self._out.append(Hold(asking.index))
+        return self._out
+
+    # ------------------------------------------------------------------ matching
+
+    def _match(self, new_job: JobRecord | None, asking: MachineRecord | None) -> None:
+        """The default matching, for policies that implement only ``choose``.
+
+        Ready machines are offered work in request order; one that gets nothing
+        goes to the back of the ready queue (the rotating server queue of MGST
+        section 4.3.1). For an ``incremental`` policy, an asking machine alone is
+        offered work, and a new job is offered to ready machines from the head
+        until one takes something; otherwise every ready machine is offered work
+        once. That is exact when choose() looks only at the machine and the
+        queues: a machine that got nothing can then get something only when a
+        job arrives, and taking jobs away never makes another machine eligible.
+        """
+        ready = self._ready
+        policy = self.policy
+        replicating = policy.max_replicas > 1
+        if not ready or (not self.queued_count and not replicating):
+            return
+        choose = policy.choose
+        if policy.incremental:
+            if asking is not None:
+                rec = choose(self, asking)
+                if rec is not None:
+                    self._start(rec, asking)
+                return
+            if new_job is not None:
+                machines = self.machines
+                for j in list(ready):
+                    m = machines[j]
+                    rec = choose(self, m)
+                    if rec is not None:
+                        self._start(rec, m)
+                        return
+                    del ready[j]  # passed over: to the back
+                    ready[j] = None
+                return
+        machines = self.machines
+        for j in list(ready):
+            m = machines[j]
+            rec = choose(self, m)
+            if rec is None:
+                del ready[j]
+                ready[j] = None
+            else:
+                self._start(rec, m)
+                if not self.queued_count and not replicating:
+                    return
+
+    # ------------------------------------------------------------------ bookkeeping
+
+    def _enqueue(self, job: Job) -> JobRecord | None:
         if job.id in self.jobs:
             self._stale(f"job {job.id} arrived twice")
-            return
+            return None
         if not 0 <= job.job_class < len(self.classes):
             raise ValueError(f"job {job.id} has class {job.job_class}; there are {len(self.classes)}")
-        key = self.policy.queue_key(job)
+        key = job.job_class if self._queue_key is None else self._queue_key(job)
         rec = JobRecord(job, key, self.now)
         self.jobs[job.id] = rec
         q = self.queues.get(key)
@@ -163,96 +355,19 @@ class Scheduler:
             q = self.queues[key] = JobQueue(key)
         q.append(rec)
         self.queued_count += 1
-
-    def _on_machine_ready(self, ev: MachineReady) -> int:
-        m = self.machines[ev.machine]
-        if ev.cpu_share is not None and ev.cpu_share != m.cpu_share:
-            m.cpu_share = ev.cpu_share
-            self.capacity_version += 1
-        if m.state is MachineState.DOWN:
-            self._machine_up(m)
-        elif m.state is MachineState.BUSY:
-            # It asks for work while we think it runs a replica: that replica is gone.
-            self._lose(m.replica, "machine asked for work while running it")
-        self._make_ready(m)
-        return m.index
+        return rec
 
     def _make_ready(self, m: MachineRecord) -> None:
         if m.state is not MachineState.READY:
             m.state = MachineState.READY
             self._ready[m.index] = None
 
-    def _on_replica_done(self, ev: ReplicaDone) -> int | None:
-        r = self._replicas.get(ev.replica)
-        if r is None:
-            r = self._lost.pop(ev.replica, None)
-            if r is None or r.job.status is JobStatus.DONE:
-                self._stale(f"replica {ev.replica} done but not running")
-                return None
-        live = r.live
-        self._complete(r)
-        if ev.ready and live:
-            self._make_ready(self.machines[r.machine])
-            return r.machine
-        return None
-
-    def _on_replica_failed(self, ev: ReplicaFailed) -> None:
-        r = self._replicas.get(ev.replica)
-        if r is None:
-            self._stale(f"replica {ev.replica} failed but not running")
-            return
-        if ev.reason == "timeout":
-            r.job.timeouts += 1
-        self._lose(r, ev.reason)
-
-    def _on_checkpoint(self, ev: ReplicaCheckpoint) -> None:
-        r = self._replicas.get(ev.replica)
-        if r is None:
-            self._stale(f"checkpoint of replica {ev.replica} that is not running")
-            return
-        if not 0.0 <= ev.progress <= 1.0:
-            raise ValueError(f"checkpoint progress {ev.progress} outside [0, 1]")
-        if ev.progress > r.checkpoint:
-            r.checkpoint = ev.progress
-            if ev.progress > r.job.best_progress:
-                r.job.best_progress = ev.progress
-
-    def _on_machine_down(self, ev: MachineDown) -> None:
-        m = self.machines[ev.machine]
-        if m.state is MachineState.DOWN:
-            self._stale(f"machine {m.name} down twice")
-            return
-        if m.replica is not None:
-            self._lose(m.replica, "machine down")
-        self._ready.pop(m.index, None)
-        m.state = MachineState.DOWN
-        m.stats.failures += 1
-        if m.up_since is not None:
-            m.stats.up_time += self.now - m.up_since
-            m.up_since = None
-        self.capacity_version += 1
-
-    def _on_machine_up(self, ev: MachineUp) -> None:
-        m = self.machines[ev.machine]
-        if ev.cpu_share is not None and ev.cpu_share != m.cpu_share:
-            m.cpu_share = ev.cpu_share
+    def _set_share(self, m: MachineRecord, share: float | None) -> None:
+        if share is not None and share != m.cpu_share:
+            if not 0.0 <= share <= 1.0:
+                raise ValueError(f"CPU share {share} of machine {m.name} outside [0, 1]")
+            m.cpu_share = share
             self.capacity_version += 1
-        if m.state is MachineState.DOWN:
-            self._machine_up(m)
-
-    def _on_cpu_share(self, ev: CpuShareChanged) -> None:
-        m = self.machines[ev.machine]
-        if ev.cpu_share != m.cpu_share:
-            m.cpu_share = ev.cpu_share
-            self.capacity_version += 1
-
-    def _on_timer(self, ev: TimerFired) -> None:
-        at = self.timers.get(ev.key)
-        if at is None or self.now < at - TIMER_SLACK:
-            self._stale(f"timer {ev.key!r} fired but is not due")
-            return
-        del self.timers[ev.key]
-        self._apply_all(self.policy.on_timer(self, ev.key))
 
     # ------------------------------------------------------------------ decisions
 
@@ -263,6 +378,7 @@ class Scheduler:
                 apply(d)
 
     def _apply(self, d: object) -> None:
+        """Check and carry out one decision of the policy."""
         t = type(d)
         if t is Assign:
             self._assign(d)  # type: ignore[arg-type]
@@ -287,12 +403,16 @@ class Scheduler:
             raise PolicyError(f"a policy cannot decide {d!r}")
 
     def _assign(self, d: Assign) -> None:
-        j = d.machine
-        if j not in self._ready:
-            raise PolicyError(f"assign to machine {j}, which is not asking for work")
         rec = self.jobs.get(d.job.id)
         if rec is None:
             raise PolicyError(f"assign of unknown job {d.job.id}")
+        self._start(rec, self.machines[d.machine])
+
+    def _start(self, rec: JobRecord, m: MachineRecord) -> None:
+        """Start a replica of ``rec`` on ready machine ``m``."""
+        j = m.index
+        if j not in self._ready:
+            raise PolicyError(f"assign to machine {m.name}, which is not asking for work")
         now = self.now
         status = rec.status
         if status is JobStatus.QUEUED:
@@ -318,12 +438,9 @@ class Scheduler:
         self._replicas[rid] = r
         if rec.first_sent is None:
             rec.first_sent = now
-        m = self.machines[j]
         m.state = MachineState.BUSY
         m.replica = r
         self._out.append(Assign(rec.job, j, rid, progress))
-
-    # ------------------------------------------------------------------ bookkeeping
 
     def _machine_up(self, m: MachineRecord) -> None:
         m.state = MachineState.FREE
@@ -363,8 +480,9 @@ class Scheduler:
         job.done_on = r.machine
         job.done_sent = r.sent
         self.running.pop(job.job.id, None)
-        for sibling in list(job.replicas.values()):
-            self._cancel(sibling)
+        if job.replicas:
+            for sibling in list(job.replicas.values()):
+                self._cancel(sibling)
         self._out.append(JobCompleted(job.job, r.id, r.machine))
 
     def _cancel(self, r: ReplicaRecord) -> None:

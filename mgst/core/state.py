@@ -136,12 +136,15 @@ class JobQueue:
     New arrivals append in O(1). A job that comes back after a failure keeps its
     submission time, so it goes back near the head (our reading of the paper's
     "resubmitted"); such jobs are few and live in a small sorted side list.
+    ``head`` (the job that has waited longest, or None) is kept up to date, so
+    reading it costs an attribute access.
     """
 
-    __slots__ = ("key", "_main", "_front")
+    __slots__ = ("key", "head", "_main", "_front")
 
     def __init__(self, key: Hashable):
         self.key = key
+        self.head: JobRecord | None = None
         self._main: dict[int, JobRecord] = {}  # arrival order == submission order
         self._front: list[tuple[float, int, JobRecord]] = []  # requeued, sorted
 
@@ -149,7 +152,7 @@ class JobQueue:
         return len(self._main) + len(self._front)
 
     def __bool__(self) -> bool:
-        return bool(self._main) or bool(self._front)
+        return self.head is not None
 
     def __contains__(self, job_id: int) -> bool:
         return job_id in self._main or any(j == job_id for _, j, _ in self._front)
@@ -158,33 +161,35 @@ class JobQueue:
         if not self._front:
             return iter(list(self._main.values()))
         main = ((r.job.submitted, r.job.id, r) for r in list(self._main.values()))
-        return (r for _, _, r in heapq.merge(list(self._front), main))
-
-    @property
-    def head(self) -> JobRecord | None:
-        """The job that has waited longest, or None when empty."""
-        if self._front:
-            first = self._front[0]
-            if self._main:
-                m = next(iter(self._main.values()))
-                if (m.job.submitted, m.job.id) < first[:2]:
-                    return m
-            return first[2]
-        if self._main:
-            return next(iter(self._main.values()))
-        return None
+        return (r for _, _, r in heapq.merge(list(self._front), main, key=lambda e: e[:2]))
 
     def append(self, rec: JobRecord) -> None:
         self._main[rec.job.id] = rec
+        if self.head is None:
+            self.head = rec
+        elif self._front and (rec.job.submitted, rec.job.id) < (self.head.job.submitted, self.head.job.id):
+            self._find_head()  # only after a requeue can an arrival be older than the head
 
     def requeue(self, rec: JobRecord) -> None:
         bisect.insort(self._front, (rec.job.submitted, rec.job.id, rec), key=lambda e: e[:2])
+        self._find_head()
 
     def remove(self, rec: JobRecord) -> None:
-        if self._main.pop(rec.job.id, None) is not None:
-            return
-        for i, (_, jid, _) in enumerate(self._front):
-            if jid == rec.job.id:
-                del self._front[i]
-                return
-        raise KeyError(rec.job.id)
+        if self._main.pop(rec.job.id, None) is None:
+            for i, (_, jid, _) in enumerate(self._front):
+                if jid == rec.job.id:
+                    del self._front[i]
+                    break
+            else:
+                raise KeyError(rec.job.id)
+        if rec is self.head:
+            self._find_head()
+
+    def _find_head(self) -> None:
+        main = self._main
+        m = next(iter(main.values())) if main else None
+        if self._front:
+            f = self._front[0]
+            if m is None or f[:2] < (m.job.submitted, m.job.id):
+                m = f[2]
+        self.head = m

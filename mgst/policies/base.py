@@ -8,7 +8,7 @@ import typing
 from collections.abc import Hashable, Iterable, Mapping
 from typing import Any, ClassVar
 
-from mgst.core.decisions import Assign, Decision, Hold
+from mgst.core.decisions import Decision
 from mgst.core.events import Event
 from mgst.core.scheduler import Scheduler
 from mgst.core.state import JobRecord, MachineRecord
@@ -67,7 +67,9 @@ class Policy:
     generator sees the effect of each decision it yielded. A policy owns no clock
     and draws random numbers only from ``self.rng``, which the driver seeds.
 
-    The simplest policy overrides only :meth:`choose`.
+    The simplest policy overrides only :meth:`choose`; the core then does the
+    matching. ``max_replicas``, ``resume_from_checkpoint`` and ``incremental``
+    tell the core how to treat the policy.
     """
 
     name: ClassVar[str] = ""
@@ -76,6 +78,9 @@ class Policy:
     max_replicas: int = 1
     # A new replica starts from the job's best checkpoint rather than from scratch.
     resume_from_checkpoint: bool = True
+    # choose() changes its answer only when a job arrives or the machine asks: the core
+    # then offers an arriving job, or an asking machine, alone (Scheduler._match).
+    incremental: ClassVar[bool] = True
 
     def __init__(self, options: PolicyOptions | None = None, rng: random.Random | None = None):
         self.options = options if options is not None else self.Options()
@@ -92,7 +97,11 @@ class Policy:
         return NOTHING
 
     def on_event(self, view: Scheduler, event: Event) -> Decisions:
-        """Called after the core has applied ``event`` and before :meth:`dispatch`."""
+        """Called after the core has applied any ``event`` (leave it alone if unused: it costs)."""
+        return NOTHING
+
+    def on_capacity_change(self, view: Scheduler) -> Decisions:
+        """A machine went up or down or changed its CPU share (re-plan here)."""
         return NOTHING
 
     def on_timer(self, view: Scheduler, key: Hashable) -> Decisions:
@@ -107,29 +116,18 @@ class Policy:
         """
         return None
 
-    def dispatch(self, view: Scheduler) -> Decisions:
-        """Match ready machines with work; called after every event.
+    def dispatch(
+        self, view: Scheduler, new_job: JobRecord | None, asking: MachineRecord | None
+    ) -> Decisions:
+        """Take matching over entirely: yield Assign and Hold for ready machines.
 
-        The default offers work once to each ready machine, in request order,
-        through :meth:`choose`; a machine that gets nothing goes to the back of
-        the ready queue (the rotating server queue of MGST section 4.3.1). One
-        pass suffices when ``choose`` looks only at the machine and the queues,
-        since assignments only take jobs away. Override this method when a
-        machine's chance depends on the others (gang allocation, batch matching,
-        random machine choice).
+        Most policies leave this alone and implement :meth:`choose`; the core then
+        matches (see :meth:`Scheduler._match`): it offers work to ready machines
+        in request order, and a machine that gets nothing goes to the back of the
+        ready queue (MGST's rotating server queue). Override it for gang
+        allocation, batch matching or random machine choice. It is called after
+        every event; ``new_job``/``asking`` are the core's word that the event's
+        only change was this job entering a queue or this machine starting to
+        ask (both None: anything may have changed).
         """
-        if not view.ready_count or (not view.queued_count and self.max_replicas <= 1):
-            return NOTHING
-        return self._rotate(view)
-
-    def _rotate(self, view: Scheduler) -> Iterable[Decision]:
-        choose = self.choose
-        replicating = self.max_replicas > 1
-        for m in view.ready_machines():
-            rec = choose(view, m)
-            if rec is None:
-                yield Hold(m.index)
-            else:
-                yield Assign(rec.job, m.index)
-                if not view.queued_count and not replicating:
-                    return
+        raise NotImplementedError("the core matches with choose() unless a policy overrides dispatch()")

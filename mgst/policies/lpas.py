@@ -7,7 +7,6 @@ import logging
 from collections.abc import Hashable
 
 from mgst.core.decisions import SetTimer
-from mgst.core.events import Event
 from mgst.core.scheduler import Scheduler
 from mgst.core.state import JobRecord, MachineRecord
 from mgst.policies import register
@@ -63,7 +62,6 @@ class LpasDG(Policy):
         self.eligible: tuple[tuple[bool, ...], ...] = ()
         self._classes_of: list[list[int]] = []  # per machine: its eligible classes
         self.solves = 0
-        self._version = -1
 
     def start(self, view: Scheduler) -> Decisions:
         self._solve(view)
@@ -71,9 +69,8 @@ class LpasDG(Policy):
             return (SetTimer(_RESOLVE, view.now + self.options.resolve_period),)
         return NOTHING
 
-    def on_event(self, view: Scheduler, event: Event) -> Decisions:
-        if view.capacity_version != self._version:
-            self._solve(view)
+    def on_capacity_change(self, view: Scheduler) -> Decisions:
+        self._solve(view)
         return NOTHING
 
     def on_timer(self, view: Scheduler, key: Hashable) -> Decisions:
@@ -99,7 +96,6 @@ class LpasDG(Policy):
         self._classes_of = [
             [i for i in range(len(self.eligible)) if self.eligible[i][j]] for j in range(len(view.machines))
         ]
-        self._version = view.capacity_version
         self.solves += 1
         log.debug("t=%s allocation LP: lambda*=%.4f eligible=%s", view.now, self.allocation.lam, self.eligible)
 
@@ -111,7 +107,7 @@ class LpasDG(Policy):
         best_value = -1.0
         for i in self._classes_of[machine.index]:
             q = queues.get(i)
-            if q:
+            if q is not None and q.head is not None:
                 head = q.head
                 value = rates[i] * (now - head.job.submitted)
                 if value > best_value:

@@ -47,7 +47,7 @@ class WqrFT(Policy):
         self.max_replicas = self.options.replicas
         self.resume_from_checkpoint = self.options.checkpoints
 
-    def dispatch(self, view: Scheduler) -> Decisions:
+    def dispatch(self, view: Scheduler, new_job: JobRecord | None, asking: MachineRecord | None) -> Decisions:
         if not view.ready_count:
             return NOTHING
         if not view.queued_count and (self.max_replicas <= 1 or not view.running):

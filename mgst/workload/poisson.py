@@ -23,7 +23,9 @@ class PoissonWorkload:
             ExpStream(generator(seed, replication, Purpose.ARRIVALS, i), 1.0 / a) if a > 0 else None
             for i, a in enumerate(arrival_rates)
         ]
-        self._sizes = [ExpStream(generator(seed, replication, Purpose.SIZES, i), 1.0) for i in range(len(arrival_rates))]
+        self._sizes = [
+            ExpStream(generator(seed, replication, Purpose.SIZES, i), 1.0) for i in range(len(arrival_rates))
+        ]
         self._next = [start + g() if g is not None else math.inf for g in self._gaps]
         self._id = 0
 
@@ -33,8 +35,8 @@ class PoissonWorkload:
 
     def next_job(self) -> Job:
         nxt = self._next
-        i = min(range(len(nxt)), key=nxt.__getitem__)
-        t = nxt[i]
+        t = min(nxt)
+        i = nxt.index(t)
         if t == math.inf:
             raise StopIteration("no job class has a positive arrival rate")
         nxt[i] = t + self._gaps[i]()  # type: ignore[misc]
