@@ -29,6 +29,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=_simulate)
 
+    p = sub.add_parser("paper", help="simulate the MGST paper's settings and set them beside its tables")
+    p.add_argument("settings", nargs="*", help="setting names, e.g. hihi-mfd-fd (default: all in the paper)")
+    p.add_argument("--experiments", type=Path, default=Path("experiments"), help="folder of the experiment files")
+    p.add_argument("--horizon", type=float)
+    p.add_argument("--warmup", type=float)
+    p.add_argument("--replications", type=int)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--workers", type=int)
+    p.add_argument("--json", action="store_true", help="one JSON object: every figure and verdict")
+    p.set_defaults(func=_paper)
+
     p = sub.add_parser("policies", help="list the policies an experiment file can name")
     p.set_defaults(func=_policies)
 
@@ -50,6 +61,49 @@ def _policies(args: argparse.Namespace) -> int:
     for name in policies.names():
         doc = (policies.policy_class(name).__doc__ or "").strip().splitlines()
         print(f"{name:<10} {doc[0] if doc else ''}")
+    return 0
+
+
+def _paper(args: argparse.Namespace) -> int:
+    from mgst.analysis.paper import PAPER, agrees, deviation  # noqa: PLC0415
+    from mgst.simulate import run_simulation  # noqa: PLC0415
+
+    names = args.settings or list(PAPER)
+    unknown = [n for n in names if n not in PAPER]
+    if unknown:
+        print(f"mgst: error: not a setting of the paper: {', '.join(unknown)}; known: {', '.join(PAPER)}",
+              file=sys.stderr)
+        return 2
+    report = []
+    for name in names:
+        exp = load_experiment(args.experiments / f"{name}.toml")
+        summary, _ = run_simulation(exp, horizon=args.horizon, warmup=args.warmup,
+                                    replications=args.replications, seed=args.seed, workers=args.workers)
+        paper = PAPER[name]
+        rows = []
+        for label, est, interval in zip(
+            [*summary.class_names, "Overall"], [*summary.classes, summary.overall], paper.simulation
+        ):
+            rows.append({"class": label, "mgst": est.mean, "ci95": [est.low, est.high], "paper": list(interval),
+                         "deviation": deviation(est.mean, interval), "agrees": agrees(est.mean, interval)})
+        report.append({"setting": name, "table": paper.table, "note": paper.note, "rows": rows,
+                       "replications": summary.replications, "horizon": summary.horizon})
+        if not args.json:
+            print(f"{name} (paper Table {paper.table}): {summary.replications} x {summary.horizon:g} time units")
+            print(f"  {'class':<8}{'mgst':>8}  {'95 % CI':<16}{'paper':<14}{'off':>7}")
+            for r in rows:
+                lo, hi = r["ci95"]
+                print(f"  {r['class']:<8}{r['mgst']:>8.3f}  ({lo:.3f}, {hi:.3f})  "
+                      f"({r['paper'][0]:.2f}, {r['paper'][1]:.2f})  {r['deviation']:>+6.1%}"
+                      f"{'' if r['agrees'] else '  <- outside'}")
+            if paper.note:
+                print(f"  note: {paper.note}")
+    if args.json:
+        print(json.dumps({"settings": report}))
+    else:
+        bad = sum(not r["agrees"] for s in report for r in s["rows"])
+        total = sum(len(s["rows"]) for s in report)
+        print(f"{bad} of {total} figures outside the paper's interval and 5 % of its midpoint")
     return 0
 
 

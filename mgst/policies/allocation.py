@@ -51,6 +51,7 @@ def solve_allocation(
     rates: Sequence[Sequence[float]],
     arrival_rates: Sequence[float],
     availability: Sequence[float],
+    method: str = "dual",
 ) -> Allocation:
     """Solve the LPAS_DG allocation LP for the machines given::
 
@@ -77,16 +78,23 @@ def solve_allocation(
     Entries of delta that cannot matter are exactly 0: classes with arrival rate 0,
     machines with availability 0, and pairs with rate 0.
 
+    ``method`` is the simplex variant, "dual" or "primal". Both return an optimal
+    vertex, but when the LP has several optimal vertices (common: identical
+    machines make the optimal face wide) they may return different ones, with
+    different zeros in delta: LPAS_DG's eligibility then depends on the choice.
+
     Raises ValueError for malformed input and RuntimeError if HiGHS does not report an
     optimal solution.
     """
+    if method not in _STRATEGIES:
+        raise ValueError(f"method must be one of {', '.join(_STRATEGIES)}, got {method!r}")
     key = (rates, arrival_rates, availability)
     try:
         hash(key)
     except TypeError:
         r, alpha, a = _validate(rates, arrival_rates, availability)
         key = (tuple(map(tuple, r.tolist())), tuple(alpha.tolist()), tuple(a.tolist()))
-    return _solve_cached(*key)
+    return _solve_cached(*key, method)
 
 
 def cache_info() -> functools._CacheInfo:
@@ -146,15 +154,19 @@ def _as_array(values: object, name: str) -> np.ndarray:
 _local = threading.local()
 
 
-def _highs() -> highspy.Highs:
-    """This thread's quiet, deterministic HiGHS instance, set up for dual simplex."""
-    h = getattr(_local, "highs", None)
+# HiGHS simplex_strategy values.
+_STRATEGIES = {"dual": 1, "primal": 4}
+
+
+def _highs(method: str = "dual") -> highspy.Highs:
+    """This thread's quiet, deterministic HiGHS instance for the given simplex variant."""
+    h = getattr(_local, method, None)
     if h is None:
         h = highspy.Highs()
         for option, value in (
             ("output_flag", False),
             ("solver", "simplex"),
-            ("simplex_strategy", 1),  # dual simplex
+            ("simplex_strategy", _STRATEGIES[method]),
             ("presolve", "off"),  # tiny LPs; and the basis comes straight from simplex
             ("threads", 1),
             ("parallel", "off"),
@@ -162,7 +174,7 @@ def _highs() -> highspy.Highs:
         ):
             if h.setOptionValue(option, value) != highspy.HighsStatus.kOk:
                 raise RuntimeError(f"HiGHS rejected option {option}={value!r}")
-        _local.highs = h
+        setattr(_local, method, h)
     return h
 
 
@@ -171,11 +183,12 @@ def _solve_cached(
     rates: Sequence[Sequence[float]],
     arrival_rates: Sequence[float],
     availability: Sequence[float],
+    method: str,
 ) -> Allocation:
-    return _solve(*_validate(rates, arrival_rates, availability))
+    return _solve(*_validate(rates, arrival_rates, availability), method)
 
 
-def _solve(r: np.ndarray, alpha: np.ndarray, a: np.ndarray) -> Allocation:
+def _solve(r: np.ndarray, alpha: np.ndarray, a: np.ndarray, method: str = "dual") -> Allocation:
     n, m = r.shape
     active = alpha > 0
     if not active.any():
@@ -215,7 +228,7 @@ def _solve(r: np.ndarray, alpha: np.ndarray, a: np.ndarray) -> Allocation:
     # The array overload of passModel (see help(highspy.Highs.passModel)) takes the
     # numpy buffers as they are; filling a HighsLp converts them element by element,
     # which cost ~60 us more per solve (4 x 21).
-    h = _highs()
+    h = _highs(method)
     status = h.passModel(
         num_col,
         num_row,

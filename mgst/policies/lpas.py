@@ -26,12 +26,17 @@ class LpasOptions(PolicyOptions):
     resolve_period: float | None = None
     # Use the CPU share a_j that machines report (True) or the experiment's nominal a_j.
     reported_share: bool = True
+    # Simplex variant for the allocation LP: "dual" or "primal". When the LP has several
+    # optimal vertices they may differ in their zeros, hence in eligibility.
+    lp_method: str = "dual"
 
     def validate(self) -> None:
         if not self.tolerance >= 0.0:
             raise ValueError(f"tolerance: must be >= 0, got {self.tolerance}")
         if self.resolve_period is not None and not self.resolve_period > 0.0:
             raise ValueError(f"resolve_period: must be > 0, got {self.resolve_period}")
+        if self.lp_method not in ("dual", "primal"):
+            raise ValueError(f"lp_method: must be 'dual' or 'primal', got {self.lp_method!r}")
 
 
 @register
@@ -91,7 +96,7 @@ class LpasDG(Policy):
             c.arrival_rate if any(r > 0.0 and a > 0.0 for r, a in zip(rates[i], share)) else 0.0
             for i, c in enumerate(view.classes)
         )
-        self.allocation = solve_allocation(rates, alpha, share)
+        self.allocation = solve_allocation(rates, alpha, share, self.options.lp_method)
         self.eligible = self.allocation.eligible(self.options.tolerance)
         self._classes_of = [
             [i for i in range(len(self.eligible)) if self.eligible[i][j]] for j in range(len(view.machines))

@@ -1,0 +1,144 @@
+"""The simulator against queueing theory, and its promises: streams, determinism, drain, records."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+from mgst.core.state import JobStatus
+from mgst.model import Experiment, FailureModel, JobClass, Machine, PolicySpec, SimulationSettings
+from mgst.sim import Simulation
+from mgst.simulate import run_simulation
+from mgst.workload.poisson import PoissonWorkload
+
+
+def experiment(rates, arrival_rates, availability=None, policy="fcfs", failures=None, **sim) -> Experiment:
+    """rates: classes x machines."""
+    n_machines = len(rates[0])
+    availability = availability or [1.0] * n_machines
+    return Experiment(
+        name="t",
+        classes=tuple(JobClass(str(i + 1), a) for i, a in enumerate(arrival_rates)),
+        machines=tuple(
+            Machine(f"M{j + 1}", tuple(row[j] for row in rates), availability[j]) for j in range(n_machines)
+        ),
+        policy=PolicySpec(policy),
+        failures=failures,
+        simulation=SimulationSettings(**sim),
+    )
+
+
+def erlang_c_response(lam: float, mu: float, c: int) -> float:
+    """Mean response time of M/M/c (textbook Erlang C)."""
+    a = lam / mu
+    rho = a / c
+    tail = a**c / (math.factorial(c) * (1 - rho))
+    p_wait = tail / (sum(a**k / math.factorial(k) for k in range(c)) + tail)
+    return p_wait / (c * mu - lam) + 1 / mu
+
+
+@pytest.mark.parametrize(
+    ("lam", "mu", "share", "c"),
+    [
+        (0.5, 1.0, 1.0, 1),  # M/M/1: W = 1 / (mu - lam) = 2
+        (0.5, 2.0, 0.5, 1),  # partial availability: mu_eff = mu' a = 1, so again W = 2
+        (1.5, 1.0, 1.0, 2),  # M/M/2, rho = 0.75
+    ],
+)
+def test_mean_response_matches_queueing_theory(lam, mu, share, c):
+    exp = experiment([[mu] * c], [lam], [share] * c, horizon=20000.0, warmup=1000.0, replications=6)
+    summary, _ = run_simulation(exp, workers=1)
+    expected = erlang_c_response(lam, mu * share, c)
+    est = summary.overall
+    # The 95 % interval should hold the truth; allow a small margin for the rare miss.
+    half = (est.high - est.low) / 2
+    assert abs(est.mean - expected) <= max(2 * half, 0.03 * expected), (est, expected)
+    assert summary.unfinished == 0
+
+
+def test_utilisation_is_the_offered_load():
+    lam, mu = 0.6, 1.0
+    exp = experiment([[mu]], [lam], horizon=20000.0, warmup=0.0, replications=4)
+    summary, _ = run_simulation(exp, workers=1)
+    assert summary.utilisation[0] == pytest.approx(lam / mu, rel=0.03)
+
+
+def test_job_sequence_is_the_same_whatever_the_policy():
+    """Common random numbers: arrivals and sizes come from the seed alone."""
+    a = experiment([[2.0, 1.0], [1.0, 3.0]], [0.8, 0.9], policy="fcfs", horizon=200.0)
+    b = dataclasses.replace(a, policy=PolicySpec("lpas_dg"))
+    ja = [r.job for r in Simulation(a, replication=3).run().jobs]
+    jb = [r.job for r in Simulation(b, replication=3).run().jobs]
+    assert ja == jb
+    jc = [r.job for r in Simulation(a, replication=4).run().jobs]
+    assert ja[:5] != jc[:5]
+
+
+def test_class_streams_are_independent_of_other_classes():
+    one = list(zip(range(1000), PoissonWorkload([1.0, 2.0], seed=7)))
+    other = list(zip(range(1000), PoissonWorkload([1.0, 5.0], seed=7)))
+    times_one = [j.submitted for _, j in one if j.job_class == 0][:50]
+    times_other = [j.submitted for _, j in other if j.job_class == 0][:50]
+    assert times_one == times_other
+
+
+def test_same_seed_same_results_and_workers_do_not_matter():
+    exp = experiment([[2.0, 1.0], [1.0, 3.0]], [0.8, 0.9], policy="lpas_dg", horizon=300.0, warmup=30.0,
+                     replications=3)
+    s1, _ = run_simulation(exp, workers=1)
+    s2, _ = run_simulation(exp, workers=2)
+    assert s1.overall == s2.overall and s1.classes == s2.classes
+    s3, _ = run_simulation(exp, workers=1, seed=2)
+    assert s3.overall.mean != s1.overall.mean
+
+
+def test_every_job_completes_exactly_once_with_failures():
+    exp = experiment(
+        [[2.0, 1.0, 1.5], [1.0, 3.0, 2.0]], [1.0, 1.2], policy="lpas_dg",
+        failures=FailureModel(mean_up=5.0, mean_down=1.0), horizon=500.0,
+    )
+    sim = Simulation(exp)
+    run = sim.run()
+    assert run.unfinished == 0
+    assert all(r.status is JobStatus.DONE and r.completed >= r.job.submitted for r in run.jobs)
+    requeues = sum(r.requeues for r in run.jobs)
+    lost = sum(m.lost for m in run.machines)
+    assert requeues == lost > 0  # one replica per job: every lost replica sent its job back
+    assert sum(m.completed for m in run.machines) == len(run.jobs)
+    assert sum(m.failures for m in run.machines) > 0
+    sim.core.check_invariants()
+
+
+def test_wqr_replicas_finish_jobs_once_and_cancel_siblings():
+    exp = experiment([[1.0, 1.0, 1.0, 1.0]], [0.5], policy="wqr_ft", horizon=400.0)
+    run = Simulation(exp).run()
+    assert run.unfinished == 0
+    assert all(r.status is JobStatus.DONE for r in run.jobs)
+    assert sum(m.completed for m in run.machines) == len(run.jobs)
+    assert sum(m.cancelled for m in run.machines) > 0  # light load: spare machines replicate
+    assert any(r.attempts > 1 for r in run.jobs)
+
+
+def test_checkpoints_save_work_lost_to_failures():
+    base = dict(policy="wqr_ft", failures=FailureModel(mean_up=2.0, mean_down=0.5), horizon=300.0)
+    with_ck = experiment([[0.5]], [0.1], checkpoint_interval=0.2, **base)
+    no_ck = experiment([[0.5]], [0.1], **base)
+    busy_ck = Simulation(with_ck).run().machines[0].busy_time
+    busy_no = Simulation(no_ck).run().machines[0].busy_time
+    # Same jobs, same failure times; restarting from checkpoints wastes less machine time.
+    assert busy_ck < 0.8 * busy_no
+
+
+def test_an_overloaded_run_stops_at_the_drain_limit_and_says_so():
+    exp = experiment([[1.0]], [4.0], horizon=100.0)  # ~400 units of work, 200 time units
+    run = Simulation(exp).run()
+    assert run.unfinished > 0
+    assert run.end_time == pytest.approx(200.0)
+
+
+def test_no_job_arrives_after_the_horizon():
+    exp = experiment([[1.0]], [0.01], horizon=1.0)
+    run = Simulation(exp).run()
+    assert all(r.job.submitted < 1.0 for r in run.jobs)
