@@ -27,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
     p.add_argument("--out", type=Path, help="write jobs.csv and summary.csv into this directory")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import a module that registers policies of its own (repeatable)")
     p.set_defaults(func=_simulate)
 
     p = sub.add_parser("paper", help="simulate the MGST paper's settings and set them beside its tables")
@@ -111,6 +113,11 @@ def _simulate(args: argparse.Namespace) -> int:
     from mgst.results import write_jobs_csv, write_summary_csv  # noqa: PLC0415 (keeps `mgst --help` fast)
     from mgst.simulate import run_simulation  # noqa: PLC0415
 
+    try:
+        policies.import_modules(args.imports)
+    except (ImportError, ValueError) as e:
+        print(f"mgst: error: --import: {e}", file=sys.stderr)
+        return 2
     exp = load_experiment(args.file)
     s = exp.simulation
     horizon = s.horizon if args.horizon is None else args.horizon
@@ -138,7 +145,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
     summary, results = run_simulation(
         exp, horizon=horizon, warmup=warmup, replications=reps, seed=args.seed,
-        keep_rows=args.out is not None, workers=args.workers, progress=progress,
+        keep_rows=args.out is not None, workers=args.workers, progress=progress, imports=tuple(args.imports),
     )
     if show:
         print(file=sys.stderr)

@@ -112,10 +112,8 @@ class Simulation:
                 seq += 1
 
         pending: list = []  # outputs to carry out, in order
-        for j in range(len(exp.machines)):
-            core.machine_up(0.0, j, share[j])
         pending.extend(core.start(0.0))
-        for j in range(len(exp.machines)):
+        for j in range(len(exp.machines)):  # every machine starts up and asking for work
             pending.extend(core.machine_ready(0.0, j, share[j]))
 
         next_report = horizon / 50

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 
 from mgst.model import Experiment
+from mgst.policies import import_modules
 from mgst.policies.allocation import solve_allocation
 from mgst.results import ReplicationResult, Summary, reduce_replication, summarize
 from mgst.sim import Simulation
@@ -18,9 +19,10 @@ log = logging.getLogger(__name__)
 
 def _one(
     experiment: Experiment, replication: int, seed: int, horizon: float, warmup: float, keep_rows: bool,
-    progress: Callable[[float], None] | None = None,
+    imports: tuple[str, ...] = (),
 ) -> ReplicationResult:
-    run = Simulation(experiment, replication=replication, seed=seed, horizon=horizon, progress=progress).run()
+    import_modules(imports)  # a worker process may not have them yet
+    run = Simulation(experiment, replication=replication, seed=seed, horizon=horizon).run()
     return reduce_replication(experiment, run, warmup, horizon, keep_rows)
 
 
@@ -34,11 +36,13 @@ def run_simulation(
     keep_rows: bool = False,
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    imports: tuple[str, ...] = (),
 ) -> tuple[Summary, list[ReplicationResult]]:
     """Simulate ``replications`` replications; each draws from streams derived from (seed, replication).
 
     ``workers`` > 1 runs replications in parallel processes; results do not
     depend on it. ``progress(done, total)`` is called as replications finish.
+    ``imports`` are modules that register policies of their own; workers import them.
     """
     s = experiment.simulation
     horizon = s.horizon if horizon is None else horizon
@@ -55,12 +59,14 @@ def run_simulation(
     results: list[ReplicationResult] = []
     if workers <= 1:
         for r in range(reps):
-            results.append(_one(experiment, r, seed, horizon, warmup, keep_rows))
+            results.append(_one(experiment, r, seed, horizon, warmup, keep_rows, imports))
             if progress:
                 progress(r + 1, reps)
     else:
         with concurrent.futures.ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = [pool.submit(_one, experiment, r, seed, horizon, warmup, keep_rows) for r in range(reps)]
+            futures = [
+                pool.submit(_one, experiment, r, seed, horizon, warmup, keep_rows, imports) for r in range(reps)
+            ]
             for done, fut in enumerate(concurrent.futures.as_completed(futures), 1):
                 results.append(fut.result())
                 if progress:

@@ -101,3 +101,28 @@ def test_policies_lists_the_builtins():
     assert p.returncode == 0
     names = {line.split()[0] for line in p.stdout.splitlines()}
     assert {"fcfs", "lpas_dg", "random", "wqr_ft"} <= names
+
+
+def test_a_policy_from_outside_mgst_runs_with_import(tmp_path):
+    (tmp_path / "my_policies.py").write_text(
+        "from mgst.policies import register\n"
+        "from mgst.policies.base import Policy\n\n\n"
+        "@register\n"
+        "class NewestFirst(Policy):\n"
+        "    name = 'newest_first'\n\n"
+        "    def choose(self, view, machine):\n"
+        "        heads = [q.head for q in view.queues.values() if q.head is not None]\n"
+        "        return max(heads, key=lambda r: r.job.submitted, default=None)\n"
+    )
+    path = tmp_path / "exp.toml"
+    path.write_text(HIHI.read_text().replace('name = "lpas_dg"', 'name = "newest_first"'))
+    env = {**__import__("os").environ, "PYTHONPATH": str(tmp_path)}
+    p = subprocess.run(
+        [sys.executable, "-m", "mgst", "simulate", str(path), "--import", "my_policies", "--horizon", "50",
+         "--warmup", "5", "--replications", "2", "--workers", "2", "--json"],
+        capture_output=True, text=True, timeout=120, cwd=ROOT, env=env,
+    )
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["policy"] == "newest_first"
+    p = mgst("simulate", str(path))  # without --import the name is unknown, and said so
+    assert p.returncode == 2 and "newest_first" in p.stderr

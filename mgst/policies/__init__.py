@@ -11,8 +11,22 @@ _REGISTRY: dict[str, type] = {}
 
 def register(cls: type) -> type:
     """Class decorator: make a Policy subclass available under its ``name``."""
-    _REGISTRY[cls.name] = cls
+    name = getattr(cls, "name", "")
+    if not name:
+        raise ValueError(f"{cls.__qualname__} has no name")
+    known = _REGISTRY.get(name)
+    if known is not None and (known.__module__, known.__qualname__) != (cls.__module__, cls.__qualname__):
+        raise ValueError(f"policy name {name!r} is taken by {known.__module__}.{known.__qualname__}")
+    _REGISTRY[name] = cls
     return cls
+
+
+def import_modules(modules: list[str] | tuple[str, ...]) -> None:
+    """Import modules that register policies of their own (``mgst simulate --import``)."""
+    import importlib  # noqa: PLC0415
+
+    for module in modules:
+        importlib.import_module(module)
 
 
 def names() -> list[str]:

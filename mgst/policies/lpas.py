@@ -28,7 +28,7 @@ class LpasOptions(PolicyOptions):
     reported_share: bool = True
     # Simplex variant for the allocation LP: "dual" or "primal". When the LP has several
     # optimal vertices they may differ in their zeros, hence in eligibility.
-    lp_method: str = "dual"
+    lp_method: str = "primal"
 
     def validate(self) -> None:
         if not self.tolerance >= 0.0:
