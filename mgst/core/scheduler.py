@@ -78,10 +78,13 @@ class Scheduler:
         self.policy = policy
         self._ready: dict[int, None] = {}  # machines asking for work, in request order
         self._replicas: dict[int, ReplicaRecord] = {}  # live replicas
-        self._lost: dict[int, ReplicaRecord] = {}  # replicas given up on whose result we'd still take
+        # Replicas given up on (lost, or cancelled while their job went on) whose result we
+        # would still take; one entry per failure or policy cancel, so it stays small.
+        self._lost: dict[int, ReplicaRecord] = {}
         self._next_replica = 1
         self._out: list[Output] = []
         self._dispatched_version = -1
+        self._requeued = False  # a job went back to a queue during this event
         from mgst.policies.base import Policy as _Base  # noqa: PLC0415 (the base imports this module)
 
         kind = type(policy)
@@ -278,10 +281,13 @@ class Scheduler:
             self._dispatched_version = self.capacity_version
             self._apply_all(policy.on_capacity_change(self))
             new_job = asking_hint = None  # eligibility may have changed: look at everything
+        elif self._requeued:
+            new_job = asking_hint = None  # a job is back in a queue: any ready machine may take it
         elif quiet:
             return self._out
         else:
             asking_hint = asking
+        self._requeued = False
         if self._dispatch is None:
             self._match(new_job, asking_hint)
         else:
@@ -297,9 +303,10 @@ class Scheduler:
 
         Ready machines are offered work in request order; one that gets nothing
         goes to the back of the ready queue (the rotating server queue of MGST
-        section 4.3.1). For an ``incremental`` policy, an asking machine alone is
-        offered work, and a new job is offered to ready machines from the head
-        until one takes something; otherwise every ready machine is offered work
+        section 4.3.1). For an ``incremental`` policy that does not replicate, an
+        asking machine alone is offered work, and a new job is offered to ready
+        machines from the head until one takes something; otherwise (and after
+        any requeue or capacity change) every ready machine is offered work
         once. That is exact when choose() looks only at the machine and the
         queues: a machine that got nothing can then get something only when a
         job arrives, and taking jobs away never makes another machine eligible.
@@ -310,7 +317,8 @@ class Scheduler:
         if not ready or (not self.queued_count and not replicating):
             return
         choose = policy.choose
-        if policy.incremental:
+        # A replicating choose() changes its answer when a job starts running: not incremental.
+        if policy.incremental and not replicating:
             if asking is not None:
                 rec = choose(self, asking)
                 if rec is not None:
@@ -413,6 +421,8 @@ class Scheduler:
         j = m.index
         if j not in self._ready:
             raise PolicyError(f"assign to machine {m.name}, which is not asking for work")
+        if m.rates[rec.job.job_class] <= 0.0:
+            raise PolicyError(f"assign of a class-{rec.job.job_class + 1} job to {m.name}, which cannot run it")
         now = self.now
         status = rec.status
         if status is JobStatus.QUEUED:
@@ -462,17 +472,15 @@ class Scheduler:
         job = r.job
         now = self.now
         if r.live:
-            m = self._release(r)
-            st = m.stats
-            c = job.job.job_class
-            st.completed_by_class[c] += 1
-            st.service_by_class[c] += now - r.sent
+            st = self._release(r).stats
         else:  # a replica we had given up on delivered after all: take its result
-            m = self.machines[r.machine]
-            st = m.stats
+            st = self.machines[r.machine].stats
             if job.status is JobStatus.QUEUED:
                 self.queues[job.queue_key].remove(job)
                 self.queued_count -= 1
+        c = job.job.job_class
+        st.completed_by_class[c] += 1
+        st.service_by_class[c] += now - r.sent
         st.completed += 1
         job.status = JobStatus.DONE
         job.completed = now
@@ -504,6 +512,7 @@ class Scheduler:
             self._requeue(r.job, r, reason)
 
     def _requeue(self, job: JobRecord, r: ReplicaRecord, reason: str) -> None:
+        self._requeued = True
         job.status = JobStatus.QUEUED
         job.requeues += 1
         job.queued_since = self.now

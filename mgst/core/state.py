@@ -9,6 +9,7 @@ from __future__ import annotations
 import bisect
 import enum
 import heapq
+import math
 from collections.abc import Hashable, Iterator
 
 from mgst.model import Job
@@ -135,18 +136,20 @@ class JobQueue:
 
     New arrivals append in O(1). A job that comes back after a failure keeps its
     submission time, so it goes back near the head (our reading of the paper's
-    "resubmitted"); such jobs are few and live in a small sorted side list.
+    "resubmitted"); such jobs are few and live in a small sorted side list, as
+    does an arrival older than the newest one (only an out-of-order trace does that).
     ``head`` (the job that has waited longest, or None) is kept up to date, so
     reading it costs an attribute access.
     """
 
-    __slots__ = ("key", "head", "_main", "_front")
+    __slots__ = ("key", "head", "_main", "_front", "_last")
 
     def __init__(self, key: Hashable):
         self.key = key
         self.head: JobRecord | None = None
         self._main: dict[int, JobRecord] = {}  # arrival order == submission order
-        self._front: list[tuple[float, int, JobRecord]] = []  # requeued, sorted
+        self._front: list[tuple[float, int, JobRecord]] = []  # requeued (or late), sorted
+        self._last: tuple[float, int] = (-math.inf, -1)  # newest (submitted, id) in _main
 
     def __len__(self) -> int:
         return len(self._main) + len(self._front)
@@ -164,6 +167,11 @@ class JobQueue:
         return (r for _, _, r in heapq.merge(list(self._front), main, key=lambda e: e[:2]))
 
     def append(self, rec: JobRecord) -> None:
+        key = (rec.job.submitted, rec.job.id)
+        if key < self._last:  # older than the newest arrival (a trace out of order): keep order
+            self.requeue(rec)
+            return
+        self._last = key
         self._main[rec.job.id] = rec
         if self.head is None:
             self.head = rec
