@@ -42,6 +42,35 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true", help="one JSON object: every figure and verdict")
     p.set_defaults(func=_paper)
 
+    p = sub.add_parser("run", help="a testbed run on this machine (pullers on loopback), beside the simulation")
+    p.add_argument("file", type=Path, help="experiment file (TOML)")
+    p.add_argument("--duration", type=float, help="seconds of job generation (default: the file's [testbed])")
+    p.add_argument("--time-unit", type=float, help="wall seconds per model time unit")
+    p.add_argument("--seed", type=int, help="run seed (the simulation's replication 0 gets the same jobs)")
+    p.add_argument("--out", type=Path, help="output directory (default: runs/NAME-DATE-TIME)")
+    p.add_argument("--json", action="store_true", help="print only the summary JSON on stdout")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=_run)
+
+    p = sub.add_parser("mapper", help="the mapper of a testbed run: pullers connect to it")
+    p.add_argument("file", type=Path, help="experiment file (TOML)")
+    p.add_argument("--bind", default="tcp://*:5555", help="ZeroMQ endpoint to bind (default tcp://*:5555)")
+    p.add_argument("--duration", type=float, help="seconds of job generation")
+    p.add_argument("--time-unit", type=float, help="wall seconds per model time unit")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--register-timeout", type=float, default=300.0,
+                   help="seconds to wait for every machine's puller (default 300)")
+    p.add_argument("--out", type=Path, help="output directory (default: runs/NAME-DATE-TIME)")
+    p.add_argument("--json", action="store_true", help="print only the summary JSON on stdout")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=_mapper)
+
+    p = sub.add_parser("puller", help="a puller daemon: runs jobs for a mapper")
+    from puller.cli import add_arguments  # noqa: PLC0415
+
+    add_arguments(p)
+    p.set_defaults(func=_puller)
+
     p = sub.add_parser("policies", help="list the policies an experiment file can name")
     p.set_defaults(func=_policies)
 
@@ -64,6 +93,113 @@ def _policies(args: argparse.Namespace) -> int:
         doc = (policies.policy_class(name).__doc__ or "").strip().splitlines()
         print(f"{name:<10} {doc[0] if doc else ''}")
     return 0
+
+
+def _default_out(name: str) -> Path:
+    import time  # noqa: PLC0415
+
+    return Path("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def _progress_printer(enabled: bool):
+    """A mapper progress callback: one refreshed line on stderr (the paper's monitoring)."""
+    from mgst.core.state import JobStatus  # noqa: PLC0415
+
+    def show(mapper) -> None:
+        if not enabled:
+            return
+        core = mapper.core
+        n = len(core.classes)
+        queued, running, done, wait, waited = [0] * n, [0] * n, [0] * n, [0.0] * n, [0] * n
+        for rec in core.jobs.values():
+            c = rec.job.job_class
+            if rec.status is JobStatus.QUEUED:
+                queued[c] += 1
+            elif rec.status is JobStatus.RUNNING:
+                running[c] += 1
+            else:
+                done[c] += 1
+            if rec.first_sent is not None:
+                wait[c] += rec.first_sent - rec.job.submitted
+                waited[c] += 1
+        if mapper.t0 is None:
+            line = f"waiting for pullers: {mapper.registered()}/{len(mapper.conns)} registered"
+        else:
+            import time  # noqa: PLC0415
+
+            elapsed = time.time() - mapper.t0
+            left = max(0.0, mapper.duration - elapsed)
+            fmt = "/".join
+            line = (f"{elapsed:5.0f} s, {left:4.0f} s left | queued {fmt(map(str, queued))} | running "
+                    f"{fmt(map(str, running))} | done {fmt(map(str, done))} | mean wait "
+                    f"{fmt(f'{w / k:.2f}' if k else '-' for w, k in zip(wait, waited))}")
+        end = "\r" if sys.stderr.isatty() else "\n"
+        print(f"{line:<110}", end=end, file=sys.stderr, flush=True)
+
+    return show
+
+
+def _run(args: argparse.Namespace) -> int:
+    from mgst.analysis.compare import format_comparison  # noqa: PLC0415
+    from mgst.local import run_local  # noqa: PLC0415
+
+    exp = load_experiment(args.file)
+    warning = overload_warning(exp)
+    if warning:
+        print(f"mgst: warning: {warning}", file=sys.stderr)
+    out = args.out or _default_out(exp.name)
+    result = run_local(exp, out, duration=args.duration, time_unit=args.time_unit, seed=args.seed,
+                       progress=_progress_printer(not args.quiet))
+    if not args.quiet and sys.stderr.isatty():
+        print(file=sys.stderr)
+    if args.json:
+        print(json.dumps(result.summary))
+        return 0
+    print(format_comparison(result.testbed, result.simulation))
+    d = result.summary["delays"]["communication_delay_s"]
+    if d["median"] is not None:
+        print(f"communication delay (sent -> started): median {d['median'] * 1e3:.2f} ms, "
+              f"p99 {d['p99'] * 1e3:.2f} ms over {d['n']} jobs")
+    extra = result.summary
+    print(f"jobs: {extra['jobs_generated']} generated, {extra['jobs_done']} done, {len(extra['cut_off'])} cut off, "
+          f"{extra['requeues']} resubmitted, {extra['timeouts']} timed out")
+    print(f"wrote {out}/: jobs.csv machines.csv summary.csv summary.json comparison.png pullers.log")
+    return 0
+
+
+def _mapper(args: argparse.Namespace) -> int:
+    from mgst.mapper import Mapper  # noqa: PLC0415
+    from mgst.results import format_table  # noqa: PLC0415
+    from mgst.testbed import summarize_testbed, write_testbed_outputs  # noqa: PLC0415
+
+    exp = load_experiment(args.file)
+    out = args.out or _default_out(exp.name)
+    mapper = Mapper(exp, args.bind, duration=args.duration, time_unit=args.time_unit, seed=args.seed,
+                    register_timeout=args.register_timeout, progress=_progress_printer(not args.quiet))
+    import signal  # noqa: PLC0415
+
+    signal.signal(signal.SIGTERM, lambda *_: setattr(mapper, "stopping", True))
+    print(f"mgst mapper: listening on {mapper.endpoint} for {len(exp.machines)} pullers "
+          f"({', '.join(m.name for m in exp.machines)})", file=sys.stderr)
+    try:
+        run = mapper.run()
+    except TimeoutError as e:
+        print(f"mgst: error: {e}", file=sys.stderr)
+        return 1
+    summary, extras = summarize_testbed(run)
+    d = write_testbed_outputs(run, summary, extras, out)
+    if args.json:
+        print(json.dumps(d))
+    else:
+        print(format_table(summary))
+        print(f"wrote {out}/: jobs.csv machines.csv summary.csv summary.json")
+    return 0
+
+
+def _puller(args: argparse.Namespace) -> int:
+    from puller.cli import run  # noqa: PLC0415
+
+    return run(args)
 
 
 def _paper(args: argparse.Namespace) -> int:

@@ -1,0 +1,67 @@
+"""Testbed against simulation for one setting: a table like the paper's Table 2, and a bar chart."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from mgst.results import Estimate, Summary
+
+
+def comparison(testbed: Summary, simulation: Summary) -> list[dict[str, Any]]:
+    """Per class and overall: both means, the simulation's CI, the testbed's relative difference."""
+    rows = []
+    labels = [*testbed.class_names, "Overall"]
+    for label, t, s in zip(labels, [*testbed.classes, testbed.overall], [*simulation.classes, simulation.overall]):
+        diff = (t.mean - s.mean) / s.mean if s.mean and not math.isnan(s.mean) else math.nan
+        rows.append({"class": label, "testbed": _n(t.mean), "testbed_ci95": [_n(t.low), _n(t.high)],
+                     "simulation": _n(s.mean), "simulation_ci95": [_n(s.low), _n(s.high)],
+                     "difference": _n(diff)})
+    return rows
+
+
+def _n(x: float) -> float | None:
+    return None if x is None or math.isnan(x) else round(x, 6)
+
+
+def format_comparison(testbed: Summary, simulation: Summary) -> str:
+    def ci(e: Estimate) -> str:
+        return "" if math.isnan(e.low) else f"({e.low:.3f}, {e.high:.3f})"
+
+    lines = [
+        f"{testbed.experiment}: {testbed.policy}, testbed ({testbed.elapsed_s:.0f} s) beside simulation "
+        f"({simulation.replications} x {simulation.horizon:g} time units); mean response, time units",
+        f"{'Class':<9}{'Testbed':>9}  {'batch-means CI':<16}{'Simulation':>11}  {'95 % CI':<16}{'Diff.':>7}",
+    ]
+    for label, t, s in zip([*testbed.class_names, "Overall"], [*testbed.classes, testbed.overall],
+                           [*simulation.classes, simulation.overall]):
+        diff = (t.mean - s.mean) / s.mean
+        lines.append(f"{label:<9}{t.mean:>9.3f}  {ci(t):<16}{s.mean:>11.3f}  {ci(s):<16}{diff:>+7.1%}")
+    return "\n".join(lines)
+
+
+def plot_comparison(testbed: Summary, simulation: Summary, path: Path) -> None:
+    """A PNG bar chart: testbed and simulation side by side per class, with 95 % intervals."""
+    import matplotlib  # noqa: PLC0415 (slow import; only needed here)
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    labels = [*testbed.class_names, "Overall"]
+    ests = {"testbed": [*testbed.classes, testbed.overall], "simulation": [*simulation.classes, simulation.overall]}
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=120)
+    width = 0.38
+    for k, (name, values) in enumerate(ests.items()):
+        xs = [i + (k - 0.5) * width for i in range(len(labels))]
+        means = [e.mean for e in values]
+        err = [[0 if math.isnan(e.low) else e.mean - e.low for e in values],
+               [0 if math.isnan(e.high) else e.high - e.mean for e in values]]
+        ax.bar(xs, means, width, yerr=err, capsize=3, label=name)
+    ax.set_xticks(range(len(labels)), labels=[f"class {c}" for c in testbed.class_names] + ["overall"])
+    ax.set_ylabel("mean response time (time units)")
+    ax.set_title(f"{testbed.experiment} ({testbed.policy}): testbed vs simulation, 95 % CI")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

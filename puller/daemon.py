@@ -1,0 +1,287 @@
+"""The puller daemon: registers with the mapper, heartbeats, asks for work, runs it, reports."""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import signal
+import time
+from collections.abc import Callable
+from typing import Any
+
+import zmq
+
+from mgst import protocol as P
+from mgst.availability.exponential import ExponentialUpDown
+from mgst.model import FailureModel
+
+log = logging.getLogger(__name__)
+
+# Silent mapper intervals before the puller reconnects (as the mapper's own LIVENESS).
+LIVENESS = 5
+# Reconnection back-off, seconds: doubled after each failed attempt, up to the maximum.
+BACKOFF_MIN, BACKOFF_MAX = 0.1, 5.0
+
+
+class EmulatedJob:
+    """Holds the job for (1 - progress) X / (mu'_ij a_j) time units of wall time."""
+
+    def __init__(self, msg: P.JobMsg, share: float, time_unit: float, now: float):
+        self.msg = msg
+        self.share = share
+        self.time_unit = time_unit
+        self.started = now
+        self.remaining = msg.work * (1.0 - msg.progress)  # model time at full speed
+        self.deadline = now + self.remaining / share * time_unit
+
+    def set_share(self, share: float, now: float) -> None:
+        """a_j changed during the job: the rest runs at the new speed."""
+        self.remaining = max(0.0, (self.deadline - now) / self.time_unit * self.share)
+        self.share = share
+        self.deadline = now + self.remaining / share * self.time_unit
+
+    def wake_at(self) -> float:
+        return self.deadline
+
+    def finished(self, now: float) -> bool:
+        return now >= self.deadline
+
+    def achieved(self) -> float:
+        return self.share
+
+    def kill(self) -> None:
+        pass
+
+
+class Puller:
+    """One puller: ``run()`` until the mapper says the run is over, or stop() is called.
+
+    Failure injection (the adjuster's job in the paper): when the mapper's welcome
+    carries a failure model, the puller alternates exponential up and down periods
+    drawn from the simulator's stream for this machine. Down, it kills its job and
+    goes silent (no heartbeats, no answers); after the down time it comes back as
+    the same machine with a new incarnation. The mapper must find out on its own.
+    """
+
+    def __init__(
+        self,
+        connect: str,
+        machine: str,
+        *,
+        executors: tuple[str, ...] = ("emulate",),
+        stay: bool = False,
+        context: zmq.Context | None = None,
+        clock: Callable[[], float] = time.time,
+    ):
+        self.connect = connect
+        self.machine = machine
+        self.executors = executors
+        self.stay = stay  # after the mapper's bye, wait for the next run instead of exiting
+        self.clock = clock
+        self._ctx = context or zmq.Context.instance()
+        self.sock: zmq.Socket | None = None
+        self.incarnation = random.getrandbits(62)
+        self.welcome: P.Welcome | None = None
+        self.job: Any = None  # the running execution
+        self.stopping = False
+        self.exit_code = 0
+        self.heartbeat_interval = 0.2
+        self.hb_seq = 0
+        self.mapper_clock = -1.0  # the mapper's last heartbeat clock, to echo
+        self.mapper_clock_received = -1.0
+        self.last_heard = 0.0
+        self.hello_at = 0.0
+        self.backoff = BACKOFF_MIN
+        self.updown: ExponentialUpDown | None = None
+        self.next_down = math.inf
+        self.up_at: float | None = None  # while down: when to come back
+        self.jobs_run = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def stop(self, *_: Any) -> None:
+        """Ask run() to finish (safe from a signal handler)."""
+        self.stopping = True
+
+    def install_signal_handlers(self) -> None:
+        signal.signal(signal.SIGTERM, self.stop)
+        signal.signal(signal.SIGINT, self.stop)
+
+    def run(self) -> int:
+        try:
+            self._loop()
+        finally:
+            self._kill_job()
+            if self.sock is not None:
+                if self.welcome is not None:
+                    self._send(P.Bye("stopping" if self.stopping else "run over"))
+                self.sock.close(linger=200)
+                self.sock = None
+        return self.exit_code
+
+    def _loop(self) -> None:
+        self._connect()
+        while not self.stopping:
+            now = self.clock()
+            if self.up_at is not None:  # down by injection
+                if now >= self.up_at:
+                    self._come_back(now)
+                else:
+                    time.sleep(min(0.05, self.up_at - now))
+                continue
+            if now >= self.next_down:
+                self._go_down(now)
+                continue
+            if self.welcome is None and now - self.hello_at > self.backoff:
+                log.info("%s: no welcome from %s; reconnecting", self.machine, self.connect)
+                self.backoff = min(BACKOFF_MAX, self.backoff * 2)
+                self._connect()
+            if self.welcome is not None:
+                if now - self.last_heard > LIVENESS * self.heartbeat_interval:
+                    log.info("%s: mapper silent for %.1f s; reconnecting", self.machine, now - self.last_heard)
+                    self.welcome = None
+                    self._connect()
+                    continue
+                if now >= self.next_hb:
+                    self.hb_seq += 1
+                    self._send(P.Heartbeat(self.hb_seq, self.clock(), self.mapper_clock,
+                                           self.mapper_clock_received))
+                    self.next_hb = now + self.heartbeat_interval
+                if self.job is not None and self.job.finished(now):
+                    self._report_done(now)
+            wake = self.next_hb if self.welcome is not None else self.hello_at + self.backoff
+            if self.job is not None:
+                wake = min(wake, self.job.wake_at())
+            wake = min(wake, self.next_down)
+            timeout = max(0.0, wake - self.clock())
+            if self.sock.poll(math.ceil(timeout * 1000), zmq.POLLIN):
+                self._receive_all()
+            if self.exit_code or (self.welcome is None and self.stopping):
+                break
+
+    # ------------------------------------------------------------------ connection
+
+    def _connect(self) -> None:
+        if self.sock is not None:
+            self.sock.close(linger=0)
+        self.sock = self._ctx.socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.connect(self.connect)
+        self.welcome = None
+        self.hello_at = self.clock()
+        self._send(P.Hello(P.PROTOCOL_VERSION, self.machine, self.incarnation, self.executors, 0.0, self.hello_at))
+
+    def _send(self, msg: Any) -> None:
+        try:
+            self.sock.send(P.encode(msg), zmq.NOBLOCK)  # type: ignore[union-attr]
+        except zmq.Again:
+            log.debug("%s: send queue full, dropped %s", self.machine, type(msg).__name__)
+
+    def _receive_all(self) -> None:
+        while self.sock is not None:
+            try:
+                frame = self.sock.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            now = self.clock()
+            try:
+                msg = P.decode(frame)
+            except P.ProtocolError as e:
+                log.warning("%s: dropped malformed message from the mapper: %s", self.machine, e.reason)
+                continue
+            if type(msg) not in P.FROM_MAPPER:
+                log.warning("%s: dropped %s, not a mapper's message", self.machine, type(msg).__name__)
+                continue
+            self.last_heard = now
+            self._handle(msg, now)
+            if self.up_at is not None or self.exit_code:
+                return
+
+    def _handle(self, msg: Any, now: float) -> None:
+        t = type(msg)
+        if t is P.Heartbeat:
+            self.mapper_clock, self.mapper_clock_received = msg.clock, now
+        elif t is P.Welcome:
+            first = self.welcome is None
+            self.welcome = msg
+            self.heartbeat_interval = msg.heartbeat_interval
+            self.backoff = BACKOFF_MIN
+            self.next_hb = now
+            if msg.failures is not None and self.updown is None:
+                mean_up, mean_down, seed = msg.failures
+                self.updown = ExponentialUpDown(FailureModel(mean_up, mean_down), seed, 0, msg.machine)
+                self.next_down = now + self.updown.next_up() * msg.time_unit
+            if first and self.job is None:
+                self._send(P.Ready(msg.share, now))
+        elif t is P.JobMsg:
+            self._start_job(msg, now)
+        elif t is P.CancelMsg:
+            if self.job is not None and self.job.msg.replica == msg.replica:
+                self._kill_job()
+                self._send(P.Ready(self.welcome.share, self.clock()))  # type: ignore[union-attr]
+        elif t is P.Refused:
+            if msg.reason.startswith("not registered") and self.welcome is not None:
+                # The mapper gave us up (we were silent too long): our job went elsewhere.
+                self._kill_job()
+                self.incarnation = random.getrandbits(62)
+                self._connect()
+            else:
+                log.error("%s: the mapper refused us: %s", self.machine, msg.reason)
+                self.exit_code = 2
+        elif t is P.Bye:
+            log.info("%s: the mapper says %s", self.machine, msg.reason)
+            self._kill_job()
+            if self.stay:
+                self.welcome = None
+                self.updown = None
+                self.next_down = math.inf
+                self._connect()
+            else:
+                self.welcome = None
+                self.stopping = True
+
+    # ------------------------------------------------------------------ jobs
+
+    def _start_job(self, msg: P.JobMsg, now: float) -> None:
+        w = self.welcome
+        if w is None:
+            return
+        if self.job is not None:
+            log.warning("%s: got job %d while running %d; refusing it", self.machine, msg.job, self.job.msg.job)
+            self._send(P.Failed(msg.replica, "busy"))
+            return
+        self.job = EmulatedJob(msg, w.share, w.time_unit, now)
+        self.job.received = now
+        self._send(P.Started(msg.replica, now, self.job.started))
+
+    def _report_done(self, now: float) -> None:
+        job = self.job
+        self.job = None
+        self.jobs_run += 1
+        self._send(P.Done(job.msg.replica, job.received, job.started, now, job.achieved(), True))
+
+    def _kill_job(self) -> None:
+        if self.job is not None:
+            self.job.kill()
+            self.job = None
+
+    # ------------------------------------------------------------------ failure injection
+
+    def _go_down(self, now: float) -> None:
+        down = self.updown.next_down() * self.welcome.time_unit  # type: ignore[union-attr]
+        log.info("%s: injected failure, down for %.2f s", self.machine, down)
+        self._kill_job()
+        if self.sock is not None:
+            self.sock.close(linger=0)
+            self.sock = None
+        self.up_at = now + down
+        self.next_down = math.inf
+
+    def _come_back(self, now: float) -> None:
+        time_unit = self.welcome.time_unit  # type: ignore[union-attr]
+        self.up_at = None
+        self.incarnation = random.getrandbits(62)
+        self.next_down = now + self.updown.next_up() * time_unit  # type: ignore[union-attr]
+        self._connect()
+        log.info("%s: back up", self.machine)
