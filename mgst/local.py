@@ -20,7 +20,9 @@ from mgst.testbed import summarize_testbed, write_testbed_outputs
 
 log = logging.getLogger(__name__)
 
-# Seconds a puller gets to leave after SIGTERM before it is killed.
+# Seconds pullers get to leave on their own (after the mapper's bye), then after SIGTERM,
+# before they are killed.
+EXIT_GRACE = 5.0
 TERM_GRACE = 5.0
 
 
@@ -48,8 +50,14 @@ def start_pullers(endpoint: str, names: list[str], log_path: Path, verbose: bool
         logf.close()
 
 
-def stop_pullers(procs: list[subprocess.Popen]) -> None:
-    """SIGTERM, a grace period, then SIGKILL; every child reaped."""
+def stop_pullers(procs: list[subprocess.Popen], *, grace: float = EXIT_GRACE) -> None:
+    """Time to leave on their own, then SIGTERM, then SIGKILL; every child reaped."""
+    deadline = time.monotonic() + grace
+    for p in procs:
+        try:
+            p.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            break
     for p in procs:
         if p.poll() is None:
             p.terminate()
@@ -77,11 +85,12 @@ def run_local(
     mapper = Mapper(experiment, "tcp://127.0.0.1:0", duration=duration, time_unit=time_unit, seed=seed,
                     progress=progress)
     procs: list[subprocess.Popen] = []
+    run = None
     try:
         procs = start_pullers(mapper.endpoint, [m.name for m in experiment.machines], out / "pullers.log")
         run = mapper.run()
     finally:
-        stop_pullers(procs)
+        stop_pullers(procs, grace=EXIT_GRACE if run is not None else 0.0)
     testbed, extras = summarize_testbed(run)
     summary = write_testbed_outputs(run, testbed, extras, out)
     # The same setting in simulation, over the same model time; replication 0 shares the job sequence.

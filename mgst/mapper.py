@@ -55,6 +55,8 @@ class Connection:
 class TestbedRun:
     """What a mapper run leaves behind, for results and reports."""
 
+    __test__ = False  # not a pytest test class, despite the name
+
     experiment: Experiment
     core: Scheduler
     journal: Journal

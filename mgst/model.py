@@ -67,6 +67,8 @@ class SimulationSettings:
 
 @dataclass(frozen=True, slots=True)
 class TestbedSettings:
+    __test__ = False  # not a pytest test class, despite the name
+
     time_unit: float = 1.0  # wall-clock seconds per model time unit
     duration: float = 120.0  # wall seconds of job generation
     timeout_factor: float = 3.0  # the paper's k: a job times out after k x expected time

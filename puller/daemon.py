@@ -114,9 +114,11 @@ class Puller:
         finally:
             self._kill_job()
             if self.sock is not None:
-                if self.welcome is not None:
-                    self._send(P.Bye("stopping" if self.stopping else "run over"))
-                self.sock.close(linger=200)
+                if self.welcome is not None:  # we leave while the mapper is there: tell it
+                    self._send(P.Bye("stopping"))
+                    self.sock.close(linger=200)
+                else:
+                    self.sock.close(linger=0)
                 self.sock = None
         return self.exit_code
 

@@ -1,0 +1,207 @@
+"""End to end on loopback: a mapper and real puller processes; nothing lost, doubled or left behind."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgpack
+import psutil
+import pytest
+import zmq
+
+from mgst import protocol as P
+from mgst.core.state import JobStatus, MachineState
+from mgst.local import start_pullers, stop_pullers
+from mgst.mapper import Mapper, TestbedRun
+from mgst.model import Experiment, FailureModel, JobClass, Machine, PolicySpec, SimulationSettings, TestbedSettings
+from mgst.testbed import summarize_testbed, write_testbed_outputs
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN_LIMIT = 60.0  # seconds any one run may take before the test gives up
+
+
+def small(policy: str = "lpas_dg", failures: FailureModel | None = None, machines: int = 3,
+          time_unit: float = 0.05, duration: float = 3.0) -> Experiment:
+    """Two classes, a few machines, fast time: ~60 jobs/s of wall time."""
+    rates = [(4.0, 2.0), (2.0, 4.0), (3.0, 3.0), (1.0, 5.0)][:machines]
+    return Experiment(
+        name="small",
+        classes=(JobClass("1", 1.2), JobClass("2", 1.5)),
+        machines=tuple(Machine(f"M{j + 1}", r, 1.0 if j else 0.5) for j, r in enumerate(rates)),
+        policy=PolicySpec(policy),
+        failures=failures,
+        simulation=SimulationSettings(horizon=50.0, warmup=5.0, replications=2),
+        testbed=TestbedSettings(time_unit=time_unit, duration=duration, timeout_factor=10.0),
+    )
+
+
+@pytest.fixture
+def no_children_left() -> Iterator[None]:
+    yield
+    me = psutil.Process()
+    left = [p for p in me.children(recursive=True) if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    for p in left:
+        p.kill()
+    assert not left, f"children left behind: {left}"
+
+
+class Run:
+    """A mapper in a thread and pullers as processes; always reaped."""
+
+    def __init__(self, exp: Experiment, tmp: Path, progress=None, pullers: bool = True):
+        self.mapper = Mapper(exp, "tcp://127.0.0.1:0", progress=progress, register_timeout=30.0)
+        self.procs: list[subprocess.Popen] = []
+        self.result: TestbedRun | None = None
+        self.error: BaseException | None = None
+        self.tmp = tmp
+        if pullers:
+            self.procs = start_pullers(self.mapper.endpoint, [m.name for m in exp.machines], tmp / "pullers.log")
+
+    def _target(self) -> None:
+        try:
+            self.result = self.mapper.run()
+        except BaseException as e:  # reported to the test thread
+            self.error = e
+
+    def __enter__(self) -> Run:
+        self.thread = threading.Thread(target=self._target, daemon=True)
+        self.thread.start()
+        return self
+
+    def wait(self) -> TestbedRun:
+        self.thread.join(RUN_LIMIT)
+        if self.thread.is_alive():
+            self.mapper.stopping = True
+            self.thread.join(10)
+            pytest.fail("the run did not finish in time")
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
+
+    def __exit__(self, *exc) -> None:
+        if self.thread.is_alive():
+            self.mapper.stopping = True
+            self.thread.join(15)
+        stop_pullers(self.procs)
+
+
+def check_every_job_done_once(run: TestbedRun, out: Path) -> list[dict]:
+    summary, extras = summarize_testbed(run)
+    write_testbed_outputs(run, summary, extras, out)
+    with open(out / "jobs.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    ids = [int(r["ID"]) for r in rows]
+    assert len(ids) == len(set(ids)) == len(run.journal.jobs) > 20
+    assert {r["Status"] for r in rows} == {"Done"}
+    assert run.cut_off == []
+    assert all(rec.status is JobStatus.DONE for rec in run.core.jobs.values())
+    # each job completed by exactly one replica, and that replica's machine counted it once
+    assert sum(m.stats.completed for m in run.core.machines) == len(run.core.jobs)
+    assert sum(1 for r in run.journal.replicas.values() if r.outcome == "done") == len(run.core.jobs)
+    return rows
+
+
+def test_three_pullers_every_job_done_once(tmp_path, no_children_left):
+    exp = small()
+    with Run(exp, tmp_path) as r:
+        run = r.wait()
+    rows = check_every_job_done_once(run, tmp_path)
+    assert dict(run.malformed) == {}
+    assert [p.returncode for p in r.procs] == [0] * len(r.procs), (tmp_path / "pullers.log").read_text()[-3000:]
+    delays = [float(x["Communication Delay (s)"]) for x in rows]
+    assert all(d >= 0 for d in delays)  # clock-offset correction keeps causality
+
+
+def test_a_puller_killed_mid_job_has_its_job_resubmitted(tmp_path, no_children_left):
+    exp = small(policy="fcfs", time_unit=0.2, duration=4.0)
+    killed: dict[str, int] = {}
+    holder: dict[str, Run] = {}
+
+    def kill_when_busy(mapper: Mapper) -> None:
+        m = mapper.core.machines[1]
+        if not killed and mapper.t0 is not None and m.state is MachineState.BUSY:
+            killed["job"] = m.replica.job.id
+            os.kill(holder["run"].procs[1].pid, signal.SIGKILL)
+
+    with Run(exp, tmp_path, progress=kill_when_busy) as r:
+        holder["run"] = r
+        run = r.wait()
+    assert killed, "the puller was never seen busy"
+    check_every_job_done_once(run, tmp_path)
+    job = run.journal.jobs[killed["job"]]
+    assert job.requeues >= 1 and len(job.replicas) >= 2
+    assert run.core.machines[1].stats.failures >= 1
+    assert r.procs[1].returncode == -signal.SIGKILL
+
+
+def test_injected_failures_resubmit_jobs_and_machines_come_back(tmp_path, no_children_left):
+    exp = small(policy="fcfs", failures=FailureModel(mean_up=8.0, mean_down=2.0), time_unit=0.1, duration=5.0)
+    with Run(exp, tmp_path) as r:
+        run = r.wait()
+    check_every_job_done_once(run, tmp_path)
+    downs = sum(m.stats.failures for m in run.core.machines)
+    comebacks = sum(m.incarnations - 1 for m in run.journal.machines)
+    assert downs >= 1 and comebacks >= 1
+    with open(tmp_path / "machines.csv", newline="") as f:
+        periods = [row for row in csv.DictReader(f) if row["Down At"]]
+    assert len(periods) >= 1
+
+
+def test_malformed_messages_are_counted_and_the_run_goes_on(tmp_path, no_children_left):
+    exp = small(machines=2)
+    with Run(exp, tmp_path) as r:
+        ctx = zmq.Context.instance()
+        bad = ctx.socket(zmq.DEALER)
+        bad.setsockopt(zmq.LINGER, 0)
+        bad.connect(r.mapper.endpoint)
+        try:
+            bad.send(os.urandom(64))  # random bytes
+            bad.send(msgpack.packb({"t": "ready", "share": "half", "clock": 1.0}))  # wrong type
+            bad.send(msgpack.packb({"t": "launch-missiles"}))  # unknown type
+            bad.send(msgpack.packb([1, 2, 3]))  # not a map
+            bad.send_multipart([b"a", b"b"])  # two frames
+            bad.send(P.encode(P.Hello(P.PROTOCOL_VERSION + 1, "M1", 1, ("emulate",), 0.0, 0.0)))  # wrong version
+            # Frames from one peer are handled in order: the answer to the last one means all were seen.
+            assert bad.poll(10_000), "no answer from the mapper"
+            answer = P.decode(bad.recv())
+            assert isinstance(answer, P.Refused) and "version" in answer.reason
+        finally:
+            bad.close()
+        run = r.wait()
+    check_every_job_done_once(run, tmp_path)
+    m = run.malformed
+    assert sum(m.values()) == 6, m
+    assert any(k.startswith("not msgpack") for k in m)
+    assert any(k.startswith("ready.share") for k in m)
+    assert any(k.startswith("unknown message type") for k in m)
+    assert any("version" in k for k in m)
+
+
+def test_mgst_run_json_and_files(tmp_path, no_children_left):
+    exp_file = tmp_path / "small.toml"
+    exp_file.write_text((ROOT / "experiments" / "hihi-mfd-fd.toml").read_text())
+    out = tmp_path / "out"
+    p = subprocess.run(
+        [sys.executable, "-m", "mgst", "run", str(exp_file), "--duration", "3", "--time-unit", "0.2",
+         "--out", str(out), "--json"],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    d = json.loads(p.stdout)
+    assert d["mode"] == "testbed" and d["simulation"]["mode"] == "simulation"
+    assert [row["class"] for row in d["comparison"]] == ["1", "2", "3", "4", "Overall"]
+    assert d["jobs_done"] == d["jobs_generated"] > 0 and d["cut_off"] == []
+    assert d["delays"]["communication_delay_s"]["n"] == d["jobs_done"]
+    for name in ("jobs.csv", "machines.csv", "summary.csv", "summary.json", "comparison.png"):
+        assert (out / name).stat().st_size > 0, name
+    assert (out / "pullers.log").exists()  # empty when no puller had anything to say
+    assert (out / "comparison.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
