@@ -14,7 +14,7 @@ machine or the puller's own ZeroMQ I/O threads do not bias it; what contention
 still changes (shared caches, SMT siblings, frequency scaling) is left in.
 
 :class:`SpinWorker` runs the kernel in one persistent child process (a Python
-start-up costs ~100 ms here, too slow per job), so that the puller's
+start-up costs 70-100 ms here, too slow per job), so that the puller's
 single-threaded loop never blocks: it polls :meth:`SpinWorker.fileno` and calls
 :meth:`SpinWorker.result` when it is readable. The child is this very file run
 with ``python -I -S spin.py --serve`` (stdlib only: the child imports nothing
@@ -160,7 +160,8 @@ class SpinWorker:
       a replacement child's pipe is ``dup2``-ed onto it, so a poller that
       registers fd numbers and polls them afresh each call (``zmq.Poller``,
       ``select``, ``poll``) needs no re-registration. An epoll-based
-      ``selectors``/asyncio loop would (epoll remembers the old pipe).
+      ``selectors``/asyncio loop does: re-register after cancel() and after
+      WorkerDied (epoll dropped the old pipe and never saw the new one).
     """
 
     def __init__(self, on_spawn: Callable[[int], None] | None = None):
