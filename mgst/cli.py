@@ -47,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--duration", type=float, help="seconds of job generation (default: the file's [testbed])")
     p.add_argument("--time-unit", type=float, help="wall seconds per model time unit")
     p.add_argument("--seed", type=int, help="run seed (the simulation's replication 0 gets the same jobs)")
+    p.add_argument("--executor", choices=["emulate", "spin", "command"],
+                   help="how pullers run jobs (default: the file's [testbed] executor, else emulate)")
     p.add_argument("--out", type=Path, help="output directory (default: runs/NAME-DATE-TIME)")
     p.add_argument("--json", action="store_true", help="print only the summary JSON on stdout")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -60,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int)
     p.add_argument("--register-timeout", type=float, default=300.0,
                    help="seconds to wait for every machine's puller (default 300)")
+    p.add_argument("--executor", choices=["emulate", "spin", "command"],
+                   help="how pullers run jobs (default: the file's [testbed] executor, else emulate)")
     p.add_argument("--out", type=Path, help="output directory (default: runs/NAME-DATE-TIME)")
     p.add_argument("--json", action="store_true", help="print only the summary JSON on stdout")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -149,7 +153,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"mgst: warning: {warning}", file=sys.stderr)
     out = args.out or _default_out(exp.name)
     result = run_local(exp, out, duration=args.duration, time_unit=args.time_unit, seed=args.seed,
-                       progress=_progress_printer(not args.quiet))
+                       executor=args.executor, progress=_progress_printer(not args.quiet))
     if not args.quiet and sys.stderr.isatty():
         print(file=sys.stderr)
     if args.json:
@@ -175,7 +179,8 @@ def _mapper(args: argparse.Namespace) -> int:
     exp = load_experiment(args.file)
     out = args.out or _default_out(exp.name)
     mapper = Mapper(exp, args.bind, duration=args.duration, time_unit=args.time_unit, seed=args.seed,
-                    register_timeout=args.register_timeout, progress=_progress_printer(not args.quiet))
+                    register_timeout=args.register_timeout, executor=args.executor,
+                    progress=_progress_printer(not args.quiet))
     import signal  # noqa: PLC0415
 
     signal.signal(signal.SIGTERM, lambda *_: setattr(mapper, "stopping", True))

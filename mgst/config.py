@@ -14,6 +14,7 @@ from typing import Any
 
 from mgst import policies
 from mgst.model import (
+    EXECUTORS,
     Experiment,
     FailureModel,
     JobClass,
@@ -49,7 +50,7 @@ _SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "machines": ("rates", "availability", "names"),
     "failures": ("mean_up", "mean_down"),
     "simulation": ("horizon", "warmup", "replications", "seed", "checkpoint_interval"),
-    "testbed": ("time_unit", "duration", "timeout_factor"),
+    "testbed": ("time_unit", "duration", "timeout_factor", "executor", "commands"),
 }
 _SECTIONS = (
     "experiment",
@@ -254,7 +255,7 @@ class _Parser:
             policy=self.policy(data),
             failures=self.failures(data),
             simulation=self.simulation(data),
-            testbed=self.testbed(data),
+            testbed=self.testbed(data, len(classes)),
             description=description,
         )
 
@@ -423,7 +424,7 @@ class _Parser:
             )
         return SimulationSettings(horizon, warmup, replications, seed, checkpoint)
 
-    def testbed(self, data: Mapping[str, Any]) -> TestbedSettings:
+    def testbed(self, data: Mapping[str, Any], n_classes: int) -> TestbedSettings:
         table = self.table(data, "testbed", required=False) or {}
         self.check_keys(table, "testbed")
         d = TestbedSettings()
@@ -437,7 +438,33 @@ class _Parser:
             timeout_factor=self.positive(
                 table.get("timeout_factor", d.timeout_factor), "testbed.timeout_factor"
             ),
+            executor=self.executor(table.get("executor", d.executor)),
+            commands=self.commands(table, n_classes),
         )
+
+    def executor(self, value: Any) -> str:
+        if value not in EXECUTORS:
+            raise self.error("testbed.executor", f"must be one of {', '.join(EXECUTORS)}, got {_describe(value)}")
+        return value
+
+    def commands(self, table: Mapping[str, Any], n_classes: int) -> tuple[tuple[str, ...], ...]:
+        """One argv per job class, for the command executor."""
+        if "commands" not in table:
+            if table.get("executor") == "command":
+                raise self.error("testbed.commands", "the command executor needs one command (a list of "
+                                                     "strings) per job class")
+            return ()
+        value = table["commands"]
+        if not isinstance(value, list) or len(value) != n_classes:
+            raise self.error("testbed.commands", f"must be a list of {n_classes} commands, one per job class, "
+                                                 f"got {_describe(value)}")
+        out = []
+        for i, argv in enumerate(value):
+            if not isinstance(argv, list) or not argv or not all(isinstance(a, str) and a for a in argv):
+                raise self.error(f"testbed.commands[{i}]", f"must be a non-empty list of strings, got "
+                                                           f"{_describe(argv)}")
+            out.append(tuple(argv))
+        return tuple(out)
 
 
 def _option_key(message: str, options: Mapping[str, Any]) -> str:

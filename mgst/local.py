@@ -80,10 +80,11 @@ def run_local(
     seed: int | None = None,
     progress: Callable[[Mapper], None] | None = None,
     replications: int | None = None,
+    executor: str | None = None,
 ) -> LocalResult:
     out.mkdir(parents=True, exist_ok=True)
     mapper = Mapper(experiment, "tcp://127.0.0.1:0", duration=duration, time_unit=time_unit, seed=seed,
-                    progress=progress)
+                    progress=progress, executor=executor)
     procs: list[subprocess.Popen] = []
     run = None
     try:

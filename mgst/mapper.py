@@ -89,7 +89,7 @@ class Mapper:
         heartbeat_interval: float = HEARTBEAT_INTERVAL,
         liveness: int = LIVENESS,
         timeout_factor: float | None = None,
-        executor: str = "emulate",
+        executor: str | None = None,
         failures: bool = True,
         progress: Callable[[Mapper], None] | None = None,
         context: zmq.Context | None = None,
@@ -103,7 +103,9 @@ class Mapper:
         self.heartbeat_interval = heartbeat_interval
         self.liveness = liveness
         self.register_timeout = register_timeout
-        self.executor = executor
+        self.executor = tb.executor if executor is None else executor
+        if self.executor == "command" and len(tb.commands) != len(experiment.classes):
+            raise ValueError("the command executor needs [testbed] commands, one per job class")
         self.failures = failures and experiment.failures is not None
         self.progress = progress
         # Long enough for a job that started at the last moment on the slowest machine.
@@ -445,7 +447,7 @@ class Mapper:
         t1, t2 = conn.pending
         conn.pending = (None, None)
         self.journal.sent(d.replica, job.id, j, t1, t2, now)
-        command: tuple[str, ...] = ()
+        command = self.experiment.testbed.commands[job.job_class] if self.executor == "command" else ()
         self._send(conn.identity, P.JobMsg(job.id, d.replica, job.job_class, job.size, job.size / rate,
                                            d.progress, command), j)
         if self.timeout_factor:

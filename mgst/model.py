@@ -65,6 +65,11 @@ class SimulationSettings:
     checkpoint_interval: float | None = None  # None: replicas never checkpoint
 
 
+# How a puller runs a job: holds it for its time (emulate), burns calibrated CPU (spin), or runs
+# the class's program (command); spin and command run under the adjuster's CPU throttle.
+EXECUTORS = ("emulate", "spin", "command")
+
+
 @dataclass(frozen=True, slots=True)
 class TestbedSettings:
     __test__ = False  # not a pytest test class, despite the name
@@ -72,6 +77,8 @@ class TestbedSettings:
     time_unit: float = 1.0  # wall-clock seconds per model time unit
     duration: float = 120.0  # wall seconds of job generation
     timeout_factor: float = 3.0  # the paper's k: a job times out after k x expected time
+    executor: str = "emulate"  # how pullers run jobs: one of EXECUTORS
+    commands: tuple[tuple[str, ...], ...] = ()  # per class, the program of the command executor
 
 
 @dataclass(frozen=True, slots=True)

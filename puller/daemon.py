@@ -15,6 +15,7 @@ import zmq
 from mgst import protocol as P
 from mgst.availability.exponential import ExponentialUpDown
 from mgst.model import FailureModel
+from puller.executors import EXECUTORS, Runner
 
 log = logging.getLogger(__name__)
 
@@ -22,36 +23,6 @@ log = logging.getLogger(__name__)
 LIVENESS = 5
 # Reconnection back-off, seconds: doubled after each failed attempt, up to the maximum.
 BACKOFF_MIN, BACKOFF_MAX = 0.1, 5.0
-
-
-class EmulatedJob:
-    """Holds the job for (1 - progress) X / (mu'_ij a_j) time units of wall time."""
-
-    def __init__(self, msg: P.JobMsg, share: float, time_unit: float, now: float):
-        self.msg = msg
-        self.share = share
-        self.time_unit = time_unit
-        self.started = now
-        self.remaining = msg.work * (1.0 - msg.progress)  # model time at full speed
-        self.deadline = now + self.remaining / share * time_unit
-
-    def set_share(self, share: float, now: float) -> None:
-        """a_j changed during the job: the rest runs at the new speed."""
-        self.remaining = max(0.0, (self.deadline - now) / self.time_unit * self.share)
-        self.share = share
-        self.deadline = now + self.remaining / share * self.time_unit
-
-    def wake_at(self) -> float:
-        return self.deadline
-
-    def finished(self, now: float) -> bool:
-        return now >= self.deadline
-
-    def achieved(self) -> float:
-        return self.share
-
-    def kill(self) -> None:
-        pass
 
 
 class Puller:
@@ -69,8 +40,9 @@ class Puller:
         connect: str,
         machine: str,
         *,
-        executors: tuple[str, ...] = ("emulate",),
+        executors: tuple[str, ...] = EXECUTORS,
         stay: bool = False,
+        throttle: str = "auto",
         context: zmq.Context | None = None,
         clock: Callable[[], float] = time.time,
     ):
@@ -97,6 +69,7 @@ class Puller:
         self.next_down = math.inf
         self.up_at: float | None = None  # while down: when to come back
         self.jobs_run = 0
+        self.runner = Runner(throttle, machine)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -113,6 +86,7 @@ class Puller:
             self._loop()
         finally:
             self._kill_job()
+            self.runner.close()  # resumes anything stopped, removes cgroups
             if self.sock is not None:
                 if self.welcome is not None:  # we leave while the mapper is there: tell it
                     self._send(P.Bye("stopping"))
@@ -157,7 +131,13 @@ class Puller:
                 wake = min(wake, self.job.wake_at())
             wake = min(wake, self.next_down)
             timeout = max(0.0, wake - self.clock())
-            if self.sock.poll(math.ceil(timeout * 1000), zmq.POLLIN):
+            poller = zmq.Poller()
+            poller.register(self.sock, zmq.POLLIN)
+            fd = self.job.fileno() if self.job is not None else None
+            if fd is not None:
+                poller.register(fd, zmq.POLLIN)
+            events = dict(poller.poll(math.ceil(timeout * 1000)))
+            if self.sock in events:
                 self._receive_all()
             if self.exit_code or (self.welcome is None and self.stopping):
                 break
@@ -214,8 +194,14 @@ class Puller:
                 mean_up, mean_down, seed = msg.failures
                 self.updown = ExponentialUpDown(FailureModel(mean_up, mean_down), seed, 0, msg.machine)
                 self.next_down = now + self.updown.next_up() * msg.time_unit
+            try:
+                self.runner.prepare(msg.executor, msg.share)
+            except Exception as e:  # e.g. no throttle backend works here
+                log.error("%s: cannot run the %s executor: %s", self.machine, msg.executor, e)
+                self.exit_code = 2
+                return
             if first and self.job is None:
-                self._send(P.Ready(msg.share, now))
+                self._send(P.Ready(msg.share, self.clock()))
         elif t is P.JobMsg:
             self._start_job(msg, now)
         elif t is P.CancelMsg:
@@ -253,13 +239,23 @@ class Puller:
             log.warning("%s: got job %d while running %d; refusing it", self.machine, msg.job, self.job.msg.job)
             self._send(P.Failed(msg.replica, "busy"))
             return
-        self.job = EmulatedJob(msg, w.share, w.time_unit, now)
-        self.job.received = now
+        try:
+            self.job = self.runner.start(w.executor, msg, w.share, w.time_unit, now)
+        except Exception as e:
+            log.warning("%s: could not start job %d: %s", self.machine, msg.job, e)
+            self._send(P.Failed(msg.replica, f"could not start: {e}"[:200]))
+            self._send(P.Ready(w.share, self.clock()))
+            return
         self._send(P.Started(msg.replica, now, self.job.started))
 
     def _report_done(self, now: float) -> None:
         job = self.job
         self.job = None
+        failure = job.failure()
+        if failure is not None:
+            self._send(P.Failed(job.msg.replica, failure[:400]))
+            self._send(P.Ready(self.welcome.share, now))  # type: ignore[union-attr]
+            return
         self.jobs_run += 1
         self._send(P.Done(job.msg.replica, job.received, job.started, now, job.achieved(), True))
 

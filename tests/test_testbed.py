@@ -205,3 +205,24 @@ def test_mgst_run_json_and_files(tmp_path, no_children_left):
         assert (out / name).stat().st_size > 0, name
     assert (out / "pullers.log").exists()  # empty when no puller had anything to say
     assert (out / "comparison.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_spin_jobs_run_throttled_to_the_cpu_share(tmp_path, no_children_left):
+    """Real CPU work: machines at a_j = 0.5 burn their jobs at half a CPU (the adjuster's throttle)."""
+    exp = Experiment(
+        name="spin",
+        classes=(JobClass("1", 0.6),),
+        machines=(Machine("M1", (1.0,), 0.5), Machine("M2", (1.0,), 0.5)),
+        policy=PolicySpec("fcfs"),
+        testbed=TestbedSettings(time_unit=0.2, duration=6.0, timeout_factor=10.0, executor="spin"),
+    )
+    with Run(exp, tmp_path) as r:
+        run = r.wait()
+    assert run.cut_off == [] and all(rec.status is JobStatus.DONE for rec in run.core.jobs.values())
+    done = run.journal.done_replicas()
+    assert len(done) == len(run.journal.jobs) >= 5
+    shares = sorted(x.achieved_share for x in done if x.t5 - x.t4 > 0.1)  # long enough to measure
+    assert shares, "no job long enough to measure its share"
+    median = shares[len(shares) // 2]
+    assert abs(median - 0.5) <= 0.1, shares
+    # (Wall times are not checked against the calibration: this VM's CPU speed drifts up to 2x.)

@@ -1,0 +1,182 @@
+"""What a puller runs a job with: emulate (a timer), spin (calibrated CPU work) or command (a real program)."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+
+from mgst import protocol as P
+from mgst.model import EXECUTORS
+
+log = logging.getLogger(__name__)
+
+__all__ = ["EXECUTORS", "CommandJob", "EmulatedJob", "Runner", "SpinJob"]
+
+
+class EmulatedJob:
+    """Holds the job for (1 - progress) X / (mu'_ij a_j) time units of wall time, recomputed if a_j changes."""
+
+    def __init__(self, msg: P.JobMsg, share: float, time_unit: float, now: float):
+        self.msg = msg
+        self.share = share
+        self.time_unit = time_unit
+        self.received = now
+        self.started = now
+        self.remaining = msg.work * (1.0 - msg.progress)  # model time at full speed
+        self.deadline = now + self.remaining / share * time_unit
+
+    def set_share(self, share: float, now: float) -> None:
+        self.remaining = max(0.0, (self.deadline - now) / self.time_unit * self.share)
+        self.share = share
+        self.deadline = now + self.remaining / share * self.time_unit
+
+    def fileno(self) -> int | None:
+        return None
+
+    def wake_at(self) -> float:
+        return self.deadline
+
+    def finished(self, now: float) -> bool:
+        return now >= self.deadline
+
+    def failure(self) -> str | None:
+        return None
+
+    def achieved(self) -> float:
+        return self.share
+
+    def kill(self) -> None:
+        pass
+
+
+class SpinJob:
+    """Burns (1 - progress) X / mu'_ij time units of CPU at full speed in the spin worker; the
+    throttle holds the worker at a_j, so it takes that over a_j in wall time."""
+
+    def __init__(self, msg: P.JobMsg, worker, speed: float, time_unit: float, now: float):
+        self.msg = msg
+        self.worker = worker
+        self.received = now
+        work = msg.work * (1.0 - msg.progress)
+        worker.start(max(0, round(work * time_unit * speed)), msg.replica)
+        self.started = now
+        self._result: tuple[int, float, float] | None = None
+        self._failure: str | None = None
+
+    def fileno(self) -> int | None:
+        return self.worker.fileno()
+
+    def wake_at(self) -> float:
+        return math.inf
+
+    def finished(self, now: float) -> bool:
+        if self._result is None and self._failure is None:
+            try:
+                self._result = self.worker.result()
+            except Exception as e:  # the worker died: the job failed, the worker restarts itself
+                self._failure = f"spin worker died: {e}"
+        return self._result is not None or self._failure is not None
+
+    def failure(self) -> str | None:
+        return self._failure
+
+    def achieved(self) -> float:
+        if self._result is None:
+            return 0.0
+        _, cpu, wall = self._result
+        return min(1.0, cpu / wall) if wall > 0 else 1.0
+
+    def kill(self) -> None:
+        if self._result is None:
+            self.worker.cancel()
+
+
+class CommandJob:
+    """Runs the job's class program with the job's parameters in its environment, under the throttle."""
+
+    def __init__(self, msg: P.JobMsg, throttle, time_unit: float, now: float, machine: str):
+        from puller.command import CommandRun  # noqa: PLC0415
+
+        self.msg = msg
+        self.throttle = throttle
+        self.received = now
+        env = {
+            "MGST_JOB": str(msg.job), "MGST_REPLICA": str(msg.replica), "MGST_CLASS": str(msg.job_class + 1),
+            "MGST_SIZE": repr(msg.size), "MGST_WORK": repr(msg.work), "MGST_PROGRESS": repr(msg.progress),
+            "MGST_SECONDS": repr(msg.work * (1.0 - msg.progress) * time_unit), "MGST_MACHINE": machine,
+        }
+        if throttle is not None:
+            throttle.reset_measure()
+        self.run = CommandRun(msg.command, env)
+        if throttle is not None:
+            throttle.attach(self.run.pid)
+        self.started = now
+
+    def fileno(self) -> int | None:
+        return self.run.fileno()
+
+    def wake_at(self) -> float:
+        return math.inf
+
+    def finished(self, now: float) -> bool:
+        return self.run.poll() is not None
+
+    def failure(self) -> str | None:
+        code = self.run.poll()
+        if code in (None, 0):
+            return None
+        return f"exit code {code}: {self.run.stderr_tail(400).strip()}"
+
+    def achieved(self) -> float:
+        return self.throttle.achieved() if self.throttle is not None else 1.0
+
+    def kill(self) -> None:
+        self.run.kill()
+        self.run.close()
+
+
+class Runner:
+    """The executors a puller offers, and the resources they hold (spin worker, throttle)."""
+
+    def __init__(self, throttle_backend: str = "auto", machine: str = ""):
+        self.machine = machine
+        self.throttle_backend = throttle_backend
+        self.throttle = None
+        self.worker = None
+        self.speed = 0.0
+
+    def prepare(self, executor: str, share: float) -> None:
+        """Set up for ``executor`` at CPU share ``share`` (called on every welcome)."""
+        if executor in ("spin", "command") and self.throttle is None and share < 1.0:
+            from adjuster.throttle import make_throttle  # noqa: PLC0415
+
+            self.throttle = make_throttle(self.throttle_backend, name=f"puller-{self.machine}")
+            log.info("%s: %s throttle at share %.2f", self.machine, self.throttle.backend, share)
+        if self.throttle is not None:
+            self.throttle.set_share(share)
+        if executor == "spin" and self.worker is None:
+            from puller.spin import SpinWorker, calibrate  # noqa: PLC0415
+
+            self.speed = calibrate()
+            attach: Callable[[int], None] | None = self.throttle.attach if self.throttle is not None else None
+            self.worker = SpinWorker(on_spawn=attach)
+            log.info("%s: spin kernel at %.3g iterations/s", self.machine, self.speed)
+
+    def start(self, executor: str, msg: P.JobMsg, share: float, time_unit: float, now: float):
+        if executor == "spin":
+            return SpinJob(msg, self.worker, self.speed, time_unit, now)
+        if executor == "command":
+            if not msg.command:
+                raise ValueError("the command executor needs a command for this job class")
+            return CommandJob(msg, self.throttle, time_unit, now, self.machine)
+        return EmulatedJob(msg, share, time_unit, now)
+
+    def close(self) -> None:
+        """Stop everything; resume anything stopped; remove cgroups."""
+        if self.worker is not None:
+            self.worker.close()
+            self.worker = None
+        if self.throttle is not None:
+            self.throttle.close()
+            self.throttle = None
