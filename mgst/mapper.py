@@ -192,7 +192,9 @@ class Mapper:
                 if due > now:
                     break
                 self.journal.job_arrived(next_job, due)
-                self._carry_out(self.core.job_arrived(self.model_now(due), next_job), now)
+                # The core's clock must not step back: the job keeps its generated submission time,
+                # but the event happens now (at most a poll period after it was due).
+                self._carry_out(self.core.job_arrived(self.model_now(now), next_job), now)
                 next_job = workload.next_job()
             if self.t0 is not None and next_job is None and now >= generation_end:
                 if not self.core.queued_count and not self.core.running:
