@@ -1,1 +1,1 @@
-"""Imposes an experiment's properties on a test machine: speed, CPU share, failures (testbed issue)."""
+"""Imposes an experiment's properties on a test machine: CPU share (throttle.py) and failures (failures.py)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import random
 import signal
 import time
@@ -12,9 +13,8 @@ from typing import Any
 
 import zmq
 
+from adjuster.failures import FailureSchedule
 from mgst import protocol as P
-from mgst.availability.exponential import ExponentialUpDown
-from mgst.model import FailureModel
 from puller.executors import EXECUTORS, Runner
 
 log = logging.getLogger(__name__)
@@ -65,11 +65,12 @@ class Puller:
         self.last_heard = 0.0
         self.hello_at = 0.0
         self.backoff = BACKOFF_MIN
-        self.updown: ExponentialUpDown | None = None
+        self.failures: FailureSchedule | None = None
         self.next_down = math.inf
         self.up_at: float | None = None  # while down: when to come back
         self.jobs_run = 0
         self.runner = Runner(throttle, machine)
+        self._wakeup: int | None = None  # read end of the signal wake-up pipe, if installed
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -78,8 +79,14 @@ class Puller:
         self.stopping = True
 
     def install_signal_handlers(self) -> None:
+        """SIGTERM and SIGINT stop the puller; a wake-up pipe makes any wait notice at once."""
         signal.signal(signal.SIGTERM, self.stop)
         signal.signal(signal.SIGINT, self.stop)
+        r, w = os.pipe()
+        os.set_blocking(r, False)
+        os.set_blocking(w, False)
+        signal.set_wakeup_fd(w)
+        self._wakeup = r
 
     def run(self) -> int:
         try:
@@ -104,7 +111,7 @@ class Puller:
                 if now >= self.up_at:
                     self._come_back(now)
                 else:
-                    time.sleep(min(0.05, self.up_at - now))
+                    self._wait([], self.up_at - now)
                 continue
             if now >= self.next_down:
                 self._go_down(now)
@@ -130,17 +137,27 @@ class Puller:
             if self.job is not None:
                 wake = min(wake, self.job.wake_at())
             wake = min(wake, self.next_down)
-            timeout = max(0.0, wake - self.clock())
-            poller = zmq.Poller()
-            poller.register(self.sock, zmq.POLLIN)
             fd = self.job.fileno() if self.job is not None else None
-            if fd is not None:
-                poller.register(fd, zmq.POLLIN)
-            events = dict(poller.poll(math.ceil(timeout * 1000)))
+            events = self._wait([self.sock] + ([fd] if fd is not None else []), wake - self.clock())
             if self.sock in events:
                 self._receive_all()
             if self.exit_code or (self.welcome is None and self.stopping):
                 break
+
+    def _wait(self, sources: list, timeout: float) -> dict:
+        """Poll ``sources`` (sockets, fds) for up to ``timeout`` seconds; a signal ends the wait."""
+        poller = zmq.Poller()
+        for src in sources:
+            poller.register(src, zmq.POLLIN)
+        if self._wakeup is not None:
+            poller.register(self._wakeup, zmq.POLLIN)
+        events = dict(poller.poll(math.ceil(max(0.0, timeout) * 1000)))
+        if self._wakeup is not None and self._wakeup in events:
+            try:
+                os.read(self._wakeup, 512)  # drain; the handler has already set the flag
+            except BlockingIOError:
+                pass
+        return events
 
     # ------------------------------------------------------------------ connection
 
@@ -190,10 +207,10 @@ class Puller:
             self.heartbeat_interval = msg.heartbeat_interval
             self.backoff = BACKOFF_MIN
             self.next_hb = now
-            if msg.failures is not None and self.updown is None:
+            if msg.failures is not None and self.failures is None:
                 mean_up, mean_down, seed = msg.failures
-                self.updown = ExponentialUpDown(FailureModel(mean_up, mean_down), seed, 0, msg.machine)
-                self.next_down = now + self.updown.next_up() * msg.time_unit
+                self.failures = FailureSchedule(mean_up, mean_down, seed, msg.machine, msg.time_unit, now)
+                self.next_down = self.failures.down_at
             try:
                 self.runner.prepare(msg.executor, msg.share)
             except Exception as e:  # e.g. no throttle backend works here
@@ -222,7 +239,7 @@ class Puller:
             self._kill_job()
             if self.stay:
                 self.welcome = None
-                self.updown = None
+                self.failures = None
                 self.next_down = math.inf
                 self._connect()
             else:
@@ -267,19 +284,18 @@ class Puller:
     # ------------------------------------------------------------------ failure injection
 
     def _go_down(self, now: float) -> None:
-        down = self.updown.next_down() * self.welcome.time_unit  # type: ignore[union-attr]
-        log.info("%s: injected failure, down for %.2f s", self.machine, down)
+        self.up_at = self.failures.go_down(now)  # type: ignore[union-attr]
+        log.info("%s: injected failure, down for %.2f s", self.machine, self.up_at - now)
         self._kill_job()
         if self.sock is not None:
             self.sock.close(linger=0)
             self.sock = None
-        self.up_at = now + down
         self.next_down = math.inf
 
     def _come_back(self, now: float) -> None:
-        time_unit = self.welcome.time_unit  # type: ignore[union-attr]
         self.up_at = None
+        self.failures.come_back(now)  # type: ignore[union-attr]
+        self.next_down = self.failures.down_at  # type: ignore[union-attr]
         self.incarnation = random.getrandbits(62)
-        self.next_down = now + self.updown.next_up() * time_unit  # type: ignore[union-attr]
         self._connect()
         log.info("%s: back up", self.machine)

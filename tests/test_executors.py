@@ -20,6 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from adjuster.throttle import available_backends, make_throttle
 from puller import command as command_mod
 from puller.command import CommandRun
 from puller.spin import SpinWorker, WorkerBusy, WorkerDied, calibrate, kernel
@@ -379,3 +380,37 @@ def test_command_missing_program_leaks_nothing(notify: str) -> None:
     with pytest.raises(FileNotFoundError):
         CommandRun(["/nonexistent/mgst-no-such-program"])
     assert set(os.listdir("/proc/self/fd")) <= before
+
+
+# --- the spin executor under each throttle backend available here ---------------------------------
+
+
+@pytest.mark.parametrize("backend", available_backends())
+@pytest.mark.parametrize("share", [0.5, 0.25])
+def test_spin_executor_achieves_the_cpu_share(backend, share):
+    """A spin job held at a_j by the adjuster gets that share of a CPU (within 0.05), over ~3 s."""
+    speed = calibrate(0.2)
+    throttle = make_throttle(backend, name=f"test-spin-{share}")
+    worker = SpinWorker(on_spawn=throttle.attach)
+    try:
+        throttle.set_share(share)
+        worker.start(round(60 * speed), job_id=1)  # a minute of full-speed work: outlasts the window
+        child = psutil.Process(worker.pid)
+        # let the throttle settle, then measure over a window with both the throttle and psutil
+        deadline = time.monotonic() + 0.5
+        while time.monotonic() < deadline:
+            assert worker.result() is None
+            select.select([worker.fileno()], [], [], 0.1)
+        throttle.reset_measure()
+        cpu0, t0 = sum(child.cpu_times()[:2]), time.monotonic()
+        end = t0 + 3.0
+        while time.monotonic() < end:
+            select.select([worker.fileno()], [], [], 0.1)  # readable only if the job ended: it must not
+        cpu1, t1 = sum(child.cpu_times()[:2]), time.monotonic()
+        by_psutil = (cpu1 - cpu0) / (t1 - t0)
+        by_throttle = throttle.achieved()
+        assert abs(by_psutil - share) <= 0.05, (backend, share, by_psutil)
+        assert abs(by_throttle - share) <= 0.05, (backend, share, by_throttle)
+    finally:
+        worker.close()
+        throttle.close()

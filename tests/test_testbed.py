@@ -226,3 +226,24 @@ def test_spin_jobs_run_throttled_to_the_cpu_share(tmp_path, no_children_left):
     median = shares[len(shares) // 2]
     assert abs(median - 0.5) <= 0.1, shares
     # (Wall times are not checked against the calibration: this VM's CPU speed drifts up to 2x.)
+
+
+def test_a_puller_waiting_for_its_mapper_leaves_at_once_on_sigterm(no_children_left):
+    ctx = zmq.Context.instance()
+    silent = ctx.socket(zmq.ROUTER)  # a "mapper" that never answers
+    silent.setsockopt(zmq.LINGER, 0)
+    port = silent.bind_to_random_port("tcp://127.0.0.1")
+    proc = subprocess.Popen([sys.executable, "-m", "puller", "--connect", f"tcp://127.0.0.1:{port}",
+                             "--machine", "M1"], stdin=subprocess.DEVNULL)
+    try:
+        # Its hello, then one per back-off step (0.1, 0.2, 0.4, 0.8 s): after the fifth it waits 3.2 s.
+        for _ in range(5):
+            assert silent.poll(15_000), "no hello from the puller"
+            assert isinstance(P.decode(silent.recv_multipart()[1]), P.Hello)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=1.0) == 0  # the signal wakes its wait
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        silent.close()
