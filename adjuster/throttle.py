@@ -38,8 +38,11 @@ BACKENDS = ("cgroup2", "cgroup1", "duty")  # best first: the kernel enforces cgr
 
 # CFS bandwidth control (Documentation/scheduler/sched-bwc.rst): a group may run `quota` us of CPU per `period` us,
 # summed over all its threads and CPUs, so quota = share * period caps the group at `share` of ONE CPU.
-CFS_PERIOD_US = 100_000  # the kernel's default period; short enough that a 1 s window holds 10 periods
-MIN_QUOTA_US = 1_000  # the kernel rejects quotas below 1 ms (min_cfs_quota_period); shares below 0.01 are rounded up
+# 20 ms, not the kernel's default 100 ms: a throttled task can burn a whole period's quota in one burst,
+# so a job of a few tenths of a second measured against a 100 ms period gets well over its share (seen:
+# 0.6 for 0.5); at 20 ms the burst is 10 ms. Testbed jobs last 0.1-1 s.
+CFS_PERIOD_US = 20_000
+MIN_QUOTA_US = 1_000  # the kernel rejects quotas below 1 ms (min_cfs_quota_period): shares below 0.05 round up
 
 # Duty cycling alternates SIGCONT for a run phase (nominally share * P) and SIGSTOP for the rest of the period P.
 # P = 0.1 s, cpulimit's TIME_SLOT too: longer makes the job visibly bursty; shorter makes signal latency, the
@@ -778,6 +781,14 @@ class _CgroupSet:
             self._remove(child)
 
     def _remove(self, child: Path) -> None:
+        # Lift the limit first: a task moved out while its group is throttled can stay unscheduled
+        # (seen here for 0.3-0.6 s and more) until the kernel unthrottles that group, and removing the
+        # group may leave nothing to do it. Lifting the limit unthrottles the group's queues at once.
+        for knob, unlimited in (("cpu.cfs_quota_us", "-1"), ("cpu.max", "max")):
+            try:
+                _write(child / knob, unlimited)
+            except OSError:
+                pass  # not this hierarchy's knob, or already gone
         deadline = time.monotonic() + 2.0
         while True:
             for pid in _read_pids(child / "cgroup.procs"):
@@ -866,7 +877,7 @@ class _CgroupThrottle(Throttle):
 class Cgroup1Throttle(_CgroupThrottle):
     """cgroup v1: a child of this process's cgroup in the cpu hierarchy, capped by CFS bandwidth control.
 
-    The cgroup is ``mgst-<name>-<our pid>-<n>`` with ``cpu.cfs_period_us`` = 100000 and ``cpu.cfs_quota_us`` =
+    The cgroup is ``mgst-<name>-<our pid>-<n>`` with ``cpu.cfs_period_us`` = CFS_PERIOD_US and ``cpu.cfs_quota_us`` =
     share * period (-1 when share is 1; at least 1000).  When cpuacct is mounted as its own hierarchy a cgroup of
     the same name is made there too, and processes are written into both.
 
@@ -917,7 +928,7 @@ class Cgroup1Throttle(_CgroupThrottle):
 
 class Cgroup2Throttle(_CgroupThrottle):
     """cgroup v2: a child cgroup (under the nearest ancestor of ours that enables the cpu controller for its
-    children) with ``cpu.max`` = "<share * 100000> 100000", or "max 100000" when share is 1.
+    children) with ``cpu.max`` = "<share * period> <period>" (period CFS_PERIOD_US), or "max <period>" when share is 1.
 
     Processes leave the way they came: back to the cgroup each was in when attached (v2 forbids processes in
     a non-root cgroup that hands controllers down, so "the parent" is not always a valid home).

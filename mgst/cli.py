@@ -10,6 +10,7 @@ from pathlib import Path
 
 from mgst import policies
 from mgst.config import ConfigError, load_experiment, overload_warning
+from mgst.model import EXECUTORS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,30 +44,14 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=_paper)
 
     p = sub.add_parser("run", help="a testbed run on this machine (pullers on loopback), beside the simulation")
-    p.add_argument("file", type=Path, help="experiment file (TOML)")
-    p.add_argument("--duration", type=float, help="seconds of job generation (default: the file's [testbed])")
-    p.add_argument("--time-unit", type=float, help="wall seconds per model time unit")
-    p.add_argument("--seed", type=int, help="run seed (the simulation's replication 0 gets the same jobs)")
-    p.add_argument("--executor", choices=["emulate", "spin", "command"],
-                   help="how pullers run jobs (default: the file's [testbed] executor, else emulate)")
-    p.add_argument("--out", type=Path, help="output directory (default: runs/NAME-DATE-TIME)")
-    p.add_argument("--json", action="store_true", help="print only the summary JSON on stdout")
-    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    _testbed_arguments(p)
     p.set_defaults(func=_run)
 
     p = sub.add_parser("mapper", help="the mapper of a testbed run: pullers connect to it")
-    p.add_argument("file", type=Path, help="experiment file (TOML)")
+    _testbed_arguments(p)
     p.add_argument("--bind", default="tcp://*:5555", help="ZeroMQ endpoint to bind (default tcp://*:5555)")
-    p.add_argument("--duration", type=float, help="seconds of job generation")
-    p.add_argument("--time-unit", type=float, help="wall seconds per model time unit")
-    p.add_argument("--seed", type=int)
     p.add_argument("--register-timeout", type=float, default=300.0,
                    help="seconds to wait for every machine's puller (default 300)")
-    p.add_argument("--executor", choices=["emulate", "spin", "command"],
-                   help="how pullers run jobs (default: the file's [testbed] executor, else emulate)")
-    p.add_argument("--out", type=Path, help="output directory (default: runs/NAME-DATE-TIME)")
-    p.add_argument("--json", action="store_true", help="print only the summary JSON on stdout")
-    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=_mapper)
 
     p = sub.add_parser("puller", help="a puller daemon: runs jobs for a mapper")
@@ -97,6 +82,19 @@ def _policies(args: argparse.Namespace) -> int:
         doc = (policies.policy_class(name).__doc__ or "").strip().splitlines()
         print(f"{name:<10} {doc[0] if doc else ''}")
     return 0
+
+
+def _testbed_arguments(p: argparse.ArgumentParser) -> None:
+    """The options `mgst run` and `mgst mapper` share."""
+    p.add_argument("file", type=Path, help="experiment file (TOML)")
+    p.add_argument("--duration", type=float, help="seconds of job generation (default: the file's [testbed])")
+    p.add_argument("--time-unit", type=float, help="wall seconds per model time unit")
+    p.add_argument("--seed", type=int, help="run seed (the simulation's replication 0 gets the same jobs)")
+    p.add_argument("--executor", choices=list(EXECUTORS),
+                   help="how pullers run jobs (default: the file's [testbed] executor, else emulate)")
+    p.add_argument("--out", type=Path, help="output directory (default: runs/NAME-DATE-TIME)")
+    p.add_argument("--json", action="store_true", help="print only the summary JSON on stdout")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
 def _default_out(name: str) -> Path:

@@ -72,6 +72,7 @@ class MachineLog:
     offset: float = 0.0
     rtt: float | None = None
     incarnations: int = 0
+    speed: float = 0.0  # calibrated spin-kernel iterations per second, as the puller reported
 
 
 class Journal:
@@ -173,7 +174,7 @@ class Journal:
         with open(path, "w", newline="") as f:
             w = csv.writer(f)
             w.writerow(["Machine", "Up From", "Down At", "Up (s)", "CPU Share Requested", "CPU Share Achieved",
-                        "Jobs Run", "Clock Offset (s)", "Min RTT (s)", "Registrations"])
+                        "Jobs Run", "Clock Offset (s)", "Min RTT (s)", "Registrations", "Calibrated Speed (it/s)"])
             for m in self.machines:
                 achieved = f"{statistics.fmean(m.achieved):.4f}" if m.achieved else ""
                 periods = m.periods or [[None, None]]
@@ -181,7 +182,7 @@ class Journal:
                     length = (down if down is not None else end) - up if up is not None else 0.0
                     w.writerow([m.name, wall_iso(up), wall_iso(down), f"{length:.3f}", m.share, achieved,
                                 m.jobs_run, f"{m.offset:.6f}", f"{m.rtt:.6f}" if m.rtt is not None else "",
-                                m.incarnations])
+                                m.incarnations, f"{m.speed:.4g}"])
 
 
 def _stats(values: list[float]) -> dict[str, float | int | None]:

@@ -357,6 +357,7 @@ class Mapper:
         self.by_identity[identity] = j
         if conn.incarnation != msg.incarnation:
             self.journal.machines[j].incarnations += 1
+        self.journal.machines[j].speed = msg.speed
         conn.incarnation = msg.incarnation
         conn.last_seen = now
         m = self.experiment.machines[j]

@@ -168,8 +168,10 @@ class Puller:
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.connect(self.connect)
         self.welcome = None
-        self.hello_at = self.clock()
-        self._send(P.Hello(P.PROTOCOL_VERSION, self.machine, self.incarnation, self.executors, 0.0, self.hello_at))
+        self.hello_at = self.clock()  # (the back-off counts from here, calibration included)
+        speed = self.runner.calibrate() if "spin" in self.executors else 0.0
+        self._send(P.Hello(P.PROTOCOL_VERSION, self.machine, self.incarnation, self.executors, speed,
+                           self.clock()))
 
     def _send(self, msg: Any) -> None:
         try:

@@ -144,7 +144,16 @@ class Runner:
         self.throttle_backend = throttle_backend
         self.throttle = None
         self.worker = None
-        self.speed = 0.0
+        self.speed = 0.0  # spin-kernel iterations per CPU second, once calibrated
+
+    def calibrate(self) -> float:
+        """Measure the spin kernel's speed (what a hello reports); once per puller."""
+        if not self.speed:
+            from puller.spin import calibrate  # noqa: PLC0415
+
+            self.speed = calibrate(0.2)
+            log.info("%s: spin kernel at %.3g iterations/s", self.machine, self.speed)
+        return self.speed
 
     def prepare(self, executor: str, share: float) -> None:
         """Set up for ``executor`` at CPU share ``share`` (called on every welcome)."""
@@ -156,12 +165,11 @@ class Runner:
         if self.throttle is not None:
             self.throttle.set_share(share)
         if executor == "spin" and self.worker is None:
-            from puller.spin import SpinWorker, calibrate  # noqa: PLC0415
+            from puller.spin import SpinWorker  # noqa: PLC0415
 
-            self.speed = calibrate()
+            self.calibrate()
             attach: Callable[[int], None] | None = self.throttle.attach if self.throttle is not None else None
             self.worker = SpinWorker(on_spawn=attach)
-            log.info("%s: spin kernel at %.3g iterations/s", self.machine, self.speed)
 
     def start(self, executor: str, msg: P.JobMsg, share: float, time_unit: float, now: float):
         if executor == "spin":

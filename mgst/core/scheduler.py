@@ -159,10 +159,7 @@ class Scheduler:
         self.now = now
         self._out = []
         m = self.machines[machine]
-        self._set_share(m, cpu_share)
-        if m.state is MachineState.DOWN:
-            self._machine_up(m)
-        elif m.state is MachineState.BUSY:
+        if not self._bring_up(m, cpu_share) and m.state is MachineState.BUSY:
             # It asks for work while we think it runs a replica: that replica is gone.
             self._lose(m.replica, "machine asked for work while running it")  # type: ignore[arg-type]
         self._make_ready(m)
@@ -232,10 +229,7 @@ class Scheduler:
     def machine_up(self, now: float, machine: int, cpu_share: float | None = None) -> list[Output]:
         self.now = now
         self._out = []
-        m = self.machines[machine]
-        self._set_share(m, cpu_share)
-        if m.state is MachineState.DOWN:
-            self._machine_up(m)
+        self._bring_up(self.machines[machine], cpu_share)
         return self._after(MachineUp, (machine, cpu_share))
 
     def cpu_share_changed(self, now: float, machine: int, cpu_share: float) -> list[Output]:
@@ -451,6 +445,14 @@ class Scheduler:
         m.state = MachineState.BUSY
         m.replica = r
         self._out.append(Assign(rec.job, j, rid, progress))
+
+    def _bring_up(self, m: MachineRecord, share: float | None) -> bool:
+        """Note the machine's CPU share; bring it up if it was down (then True)."""
+        self._set_share(m, share)
+        if m.state is MachineState.DOWN:
+            self._machine_up(m)
+            return True
+        return False
 
     def _machine_up(self, m: MachineRecord) -> None:
         m.state = MachineState.FREE
