@@ -247,3 +247,34 @@ def test_a_puller_waiting_for_its_mapper_leaves_at_once_on_sigterm(no_children_l
             proc.kill()
             proc.wait()
         silent.close()
+
+
+def test_mgst_mapper_and_mgst_puller_commands(tmp_path, no_children_left):
+    """The multi-machine commands of the README, on loopback: mapper first, pullers connect to it."""
+    exp_file = tmp_path / "exp.toml"
+    exp_file.write_text(
+        "[workload]\narrival_rates = [3.0]\n[machines]\nrates = [[4.0, 4.0]]\n[policy]\nname = \"fcfs\"\n"
+        "[testbed]\ntime_unit = 0.1\nduration = 2.0\n"
+    )
+    out = tmp_path / "out"
+    mapper = subprocess.Popen(
+        [sys.executable, "-m", "mgst", "mapper", str(exp_file), "--bind", "tcp://127.0.0.1:0", "--out", str(out),
+         "--json", "--quiet"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+    )
+    pullers: list[subprocess.Popen] = []
+    try:
+        line = mapper.stderr.readline()  # "mgst mapper: listening on tcp://127.0.0.1:PORT for 2 pullers (M1, M2)"
+        endpoint = line.split("listening on ")[1].split()[0]
+        pullers = [subprocess.Popen([sys.executable, "-m", "mgst", "puller", "--connect", endpoint, "--machine", name],
+                                    stdin=subprocess.DEVNULL) for name in ("M1", "M2")]
+        stdout, stderr = mapper.communicate(timeout=60)
+        assert mapper.returncode == 0, stderr
+        d = json.loads(stdout)
+        assert d["mode"] == "testbed" and d["jobs_done"] == d["jobs_generated"] > 0
+        assert [p.wait(timeout=10) for p in pullers] == [0, 0]
+    finally:
+        for p in [mapper, *pullers]:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
