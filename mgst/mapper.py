@@ -92,6 +92,7 @@ class Mapper:
         executor: str | None = None,
         failures: bool = True,
         progress: Callable[[Mapper], None] | None = None,
+        progress_interval: float = 1.0,
         context: zmq.Context | None = None,
     ):
         tb = experiment.testbed
@@ -107,7 +108,8 @@ class Mapper:
         if self.executor == "command" and len(tb.commands) != len(experiment.classes):
             raise ValueError("the command executor needs [testbed] commands, one per job class")
         self.failures = failures and experiment.failures is not None
-        self.progress = progress
+        self.progress = progress  # called every progress_interval seconds (monitoring)
+        self.progress_interval = progress_interval
         # Long enough for a job that started at the last moment on the slowest machine.
         slowest = max(1.0 / (min(r for r in m.rates if r > 0) * m.availability) for m in experiment.machines)
         self.drain_timeout = drain_timeout if drain_timeout is not None else max(30.0, 50 * slowest * self.time_unit)
@@ -216,9 +218,11 @@ class Mapper:
                 next_hb = now + self.heartbeat_interval
             if self.progress is not None and now >= next_report:
                 self.progress(self)
-                next_report = now + 1.0
+                next_report = now + self.progress_interval
             # wait for the next thing to do
             deadline = next_hb
+            if self.progress is not None:
+                deadline = min(deadline, next_report)
             if self._timers:
                 deadline = min(deadline, self._timers[0][0])
             if next_job is not None and self.t0 is not None:

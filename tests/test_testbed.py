@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import signal
@@ -57,7 +58,8 @@ class Run:
     """A mapper in a thread and pullers as processes; always reaped."""
 
     def __init__(self, exp: Experiment, tmp: Path, progress=None, pullers: bool = True):
-        self.mapper = Mapper(exp, "tcp://127.0.0.1:0", progress=progress, register_timeout=30.0)
+        self.mapper = Mapper(exp, "tcp://127.0.0.1:0", progress=progress, progress_interval=0.02,
+                             register_timeout=30.0)
         self.procs: list[subprocess.Popen] = []
         self.result: TestbedRun | None = None
         self.error: BaseException | None = None
@@ -122,7 +124,10 @@ def test_three_pullers_every_job_done_once(tmp_path, no_children_left):
 
 
 def test_a_puller_killed_mid_job_has_its_job_resubmitted(tmp_path, no_children_left):
-    exp = small(policy="fcfs", time_unit=0.2, duration=4.0)
+    # M2 is slow (jobs of ~0.4 s): busy most of the time, and long enough to be killed mid-job.
+    base = small(policy="fcfs", time_unit=0.2, duration=4.0)
+    slow = Machine("M2", (0.5, 0.5), 1.0)
+    exp = dataclasses.replace(base, machines=(base.machines[0], slow, base.machines[2]))
     killed: dict[str, int] = {}
     holder: dict[str, Run] = {}
 
