@@ -154,6 +154,11 @@ def _share(v: Any) -> bool:
     return _num(v) and 0 <= v <= 1
 
 
+def _given_share(v: Any) -> bool:
+    """A CPU share a machine offers: a machine with none to give does not ask for work."""
+    return _num(v) and 0 < v <= 1
+
+
 def _frac(v: Any) -> bool:
     return _num(v) and 0 <= v <= 1
 
@@ -193,7 +198,7 @@ Check = Callable[[Any], bool]
 _SCHEMA: dict[str, tuple[type, dict[str, Check]]] = {
     "hello": (Hello, {"version": _int, "machine": _str, "incarnation": _int, "executors": _strs,
                       "speed": _nonneg, "clock": _num}),
-    "ready": (Ready, {"share": _share, "clock": _num}),
+    "ready": (Ready, {"share": _given_share, "clock": _num}),
     "started": (Started, {"replica": _nat, "received": _num, "started": _num}),
     "done": (Done, {"replica": _nat, "received": _num, "started": _num, "finished": _num,
                     "achieved_share": _share, "ready": _bool}),
@@ -201,7 +206,7 @@ _SCHEMA: dict[str, tuple[type, dict[str, Check]]] = {
     "hb": (Heartbeat, {"seq": _nat, "clock": _num, "echo": _num, "echo_received": _num}),
     "bye": (Bye, {"reason": _text}),
     "welcome": (Welcome, {"version": _int, "machine": _nat, "time_unit": _pos, "heartbeat_interval": _pos,
-                          "share": _share, "executor": _str, "failures": _failures}),
+                          "share": _given_share, "executor": _str, "failures": _failures}),
     "job": (JobMsg, {"job": _nat, "replica": _nat, "job_class": _nat, "size": _nonneg, "work": _nonneg,
                      "progress": _frac, "command": _strs}),
     "cancel": (CancelMsg, {"replica": _nat}),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import heapq
 import logging
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -218,4 +217,4 @@ def simulate_replication(experiment: Experiment, replication: int, **kw) -> Repl
     return Simulation(experiment, replication=replication, **kw).run()
 
 
-__all__ = ["MachineSummary", "ReplicationRun", "Simulation", "simulate_replication", "math"]
+__all__ = ["MachineSummary", "ReplicationRun", "Simulation", "simulate_replication"]

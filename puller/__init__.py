@@ -1,1 +1,1 @@
-"""The puller daemon that runs on a test machine (the testbed issue builds it; empty for now)."""
+"""The puller daemon that runs on a test machine: registers, heartbeats, asks for work, runs it, reports."""
