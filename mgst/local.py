@@ -93,14 +93,11 @@ def run_local(
     finally:
         stop_pullers(procs, grace=EXIT_GRACE if run is not None else 0.0)
     testbed, extras = summarize_testbed(run)
-    summary = write_testbed_outputs(run, testbed, extras, out)
     # The same setting in simulation, over the same model time; replication 0 shares the job sequence.
     sim, _ = run_simulation(experiment, horizon=testbed.horizon, warmup=run.warmup, seed=mapper.seed,
                             replications=replications)
-    summary["simulation"] = sim.as_dict()
-    summary["comparison"] = comparison(testbed, sim)
-    import json  # noqa: PLC0415
-
-    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    extras["simulation"] = sim.as_dict()
+    extras["comparison"] = comparison(testbed, sim)
+    summary = write_testbed_outputs(run, testbed, extras, out)
     plot_comparison(testbed, sim, out / "comparison.png")
     return LocalResult(run, testbed, sim, summary, out)

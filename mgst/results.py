@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,7 +64,7 @@ def reduce_replication(
             sums[c] += rec.completed - sub
             waits[c] += rec.first_sent - sub
         if keep_rows:
-            rows.append(job_row(rec, names, run.replication, counted, _model_time))
+            rows.append(job_row(rec, names, run.replication, counted))
     ms = run.machines
     return ReplicationResult(
         replication=run.replication,
@@ -79,11 +79,9 @@ def _model_time(t: float | None) -> str:
     return "" if t is None else f"{t:.6f}"
 
 
-def job_row(
-    rec: JobRecord, machine_names: Sequence[str], replication: int, counted: bool,
-    fmt: Callable[[float | None], str],
-) -> tuple:
-    """One jobs.csv row: Figure 1's columns, then JOB_EXTRA_COLUMNS."""
+def job_row(rec: JobRecord, machine_names: Sequence[str], replication: int, counted: bool) -> tuple:
+    """One simulation jobs.csv row: Figure 1's columns (Dates in model time), then JOB_EXTRA_COLUMNS."""
+    fmt = _model_time
     job = rec.job
     done = rec.completed is not None
     response = f"{rec.completed - job.submitted:.6f}" if done else ""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import heapq
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from mgst.availability.exponential import ExponentialUpDown
@@ -44,7 +43,6 @@ class ReplicationRun:
     jobs: list[JobRecord]  # every job, in id order, with its full record
     machines: list[MachineSummary]
     unfinished: int  # jobs still in the system when the drain limit cut the run
-    lp_solves: int
 
 
 class Simulation:
@@ -63,7 +61,6 @@ class Simulation:
         seed: int | None = None,
         horizon: float | None = None,
         drain_limit: float | None = None,
-        progress: Callable[[float], None] | None = None,
     ):
         s = experiment.simulation
         self.experiment = experiment
@@ -73,7 +70,6 @@ class Simulation:
         # Drain for at most as long again as the arrival period (an overloaded run never empties).
         self.drain_limit = self.horizon if drain_limit is None else drain_limit
         self.checkpoint_interval = s.checkpoint_interval
-        self.progress = progress
         spec = experiment.policy
         cls = policy_class(spec.name)
         rng = python_random(self.seed, replication, Purpose.POLICY)
@@ -115,7 +111,6 @@ class Simulation:
         for j in range(len(exp.machines)):  # every machine starts up and asking for work
             pending.extend(core.machine_ready(0.0, j, share[j]))
 
-        next_report = horizon / 50
         t = 0.0
         while True:
             # Carry out decisions; a cancel frees a machine, which asks again at once.
@@ -164,9 +159,6 @@ class Simulation:
                     seq += 1
                 else:
                     arrivals_open = False
-                if t >= next_report and self.progress is not None:
-                    self.progress(t / horizon)
-                    next_report += horizon / 50
             elif kind == _DOWN:
                 m = core.machines[arg]
                 if m.replica is not None:
@@ -205,7 +197,6 @@ class Simulation:
             jobs=jobs,
             machines=[_summary(m.name, m.stats) for m in core.machines],
             unfinished=unfinished,
-            lp_solves=getattr(self.policy, "solves", 0),
         )
 
 
@@ -213,8 +204,4 @@ def _summary(name: str, st: MachineStats) -> MachineSummary:
     return MachineSummary(name, st.busy_time, st.up_time, st.completed, st.lost, st.cancelled, st.failures)
 
 
-def simulate_replication(experiment: Experiment, replication: int, **kw) -> ReplicationRun:
-    return Simulation(experiment, replication=replication, **kw).run()
-
-
-__all__ = ["MachineSummary", "ReplicationRun", "Simulation", "simulate_replication"]
+__all__ = ["MachineSummary", "ReplicationRun", "Simulation"]

@@ -86,7 +86,8 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
 
 
 def write_testbed_outputs(run: TestbedRun, summary: Summary, extras: dict[str, Any], out: Path) -> dict[str, Any]:
-    """jobs.csv, machines.csv, summary.csv and summary.json; returns the summary JSON object."""
+    """jobs.csv, machines.csv, summary.csv and summary.json (the summary with ``extras`` added); returns
+    the summary JSON object."""
     out.mkdir(parents=True, exist_ok=True)
     horizon = summary.horizon
     counted = {jid for jid, jl in run.journal.jobs.items()
