@@ -67,6 +67,7 @@ class TestbedRun:
     cut_off: list[int]  # jobs unfinished when the drain timed out
     malformed: Counter
     warmup: float  # model time
+    seed: int = 0  # the run seed: the job sequence and failure trace it drew
 
 
 class Mapper:

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import msgpack
 
 # Bumped on any incompatible change; a hello with another version is refused.
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 # Larger frames are refused before decoding: a job message is ~200 bytes; a
 # command line with its environment can be a few kB.
@@ -28,26 +28,63 @@ MAX_FRAME = 64 * 1024
 MAX_STR = 4096
 
 
-class ProtocolError(ValueError):
-    """A frame that is not a valid message; ``reason`` says why, in a few words."""
+class Drop:
+    """Why a received message was dropped: the fixed set of keys of the drop counters.
 
-    def __init__(self, reason: str):
-        super().__init__(reason)
+    Counters are keyed by these and nothing else, so that a peer cannot grow
+    them with text of its choosing; the offending values go to the log only.
+    """
+
+    NOT_BYTES = "not bytes"
+    TOO_LARGE = "frame too large"
+    NOT_MSGPACK = "not msgpack"
+    NOT_A_MAP = "not a map"
+    NO_TYPE = "no message type"
+    UNKNOWN_TYPE = "unknown message type"
+    BAD_FIELDS = "missing or unknown fields"
+    BAD_VALUE = "bad field value"
+    FRAMES = "wrong frame count"
+    DIRECTION = "wrong direction"
+    UNREGISTERED = "unregistered sender"
+    VERSION = "protocol version"
+    UNKNOWN_MACHINE = "unknown machine name"
+    EXECUTOR = "missing executor"
+    NAME_TAKEN = "machine name taken"
+    RETIRED = "replaced incarnation"
+    NOT_ITS_REPLICA = "replica not held by sender"
+    FINISHED_REPLICA = "replica already finished"
+    READY_WHILE_BUSY = "ready while busy"
+    HANDLER_ERROR = "handler error"
+
+
+class ProtocolError(ValueError):
+    """A frame that is not a valid message: ``reason`` is one of :class:`Drop`, ``detail`` says more."""
+
+    def __init__(self, reason: str, detail: str = ""):
+        super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
+        self.detail = detail
 
 
 # ---------------------------------------------------------------- puller -> mapper
 
 
 class Hello(NamedTuple):
-    """A puller registers (or re-registers after a failure or restart)."""
+    """A puller registers (or re-registers after a failure, a restart, or the mapper's restart).
+
+    ``holds`` is the replica the puller still has, -1 if none: running, or, with
+    ``finished``, finished with a result it will report (again) after the welcome.
+    A resumed mapper reconciles its journal with it.
+    """
 
     version: int
     machine: str
-    incarnation: int  # random per puller start; a new one means the old run is gone
+    incarnation: int  # random per puller start and per injected failure; a new one means the old work is gone
     executors: tuple[str, ...]  # what it can run: "emulate", "spin", "command"
     speed: float  # calibrated spin-kernel iterations per second (0 if not calibrated)
     clock: float
+    holds: int
+    finished: bool
 
 
 class Ready(NamedTuple):
@@ -72,10 +109,19 @@ class Done(NamedTuple):
     ready: bool  # and asks for the next job (saves a Ready message)
 
 
+# Why a replica failed, as Failed.code says it.
+FAIL_ERROR = "error"  # the job ran and failed (exit code, crash)
+FAIL_START = "start"  # it could not be started
+FAIL_REFUSED = "refused"  # the puller's allow-list does not allow its command: nothing ran
+FAIL_BUSY = "busy"  # the puller was running another replica
+FAIL_CODES = frozenset({FAIL_ERROR, FAIL_START, FAIL_REFUSED, FAIL_BUSY})
+
+
 class Failed(NamedTuple):
-    """The job ended without a result while the puller lives (crash, bad command)."""
+    """The job ended without a result while the puller lives (crash, bad command, refused command)."""
 
     replica: int
+    code: str  # one of FAIL_CODES
     reason: str
 
 
@@ -112,7 +158,12 @@ class Welcome(NamedTuple):
 
 
 class JobMsg(NamedTuple):
-    """Run one replica. ``work`` is X / mu'_ij: model time units at full speed."""
+    """Run one replica. ``work`` is X / mu'_ij: model time units at full speed.
+
+    For the command executor the job names its program by ``command_key`` (a key of
+    the puller's allow-list) or by ``command`` (an argv that must equal an allowed
+    one exactly); the puller runs nothing else.
+    """
 
     job: int
     replica: int
@@ -120,7 +171,8 @@ class JobMsg(NamedTuple):
     size: float
     work: float
     progress: float  # fraction already done (checkpoint)
-    command: tuple[str, ...]  # argv for the command executor; empty otherwise
+    command_key: str  # allow-list key for the command executor; "" otherwise
+    command: tuple[str, ...]  # exact argv for the command executor; empty otherwise
 
 
 class CancelMsg(NamedTuple):
@@ -128,9 +180,15 @@ class CancelMsg(NamedTuple):
 
 
 class Refused(NamedTuple):
-    """The mapper will not take this puller (wrong version, unknown machine name, ...)."""
+    """The mapper will not take this puller's hello.
+
+    ``fatal``: never (wrong version, unknown name, a name bound to another key): the
+    puller exits with an error. Otherwise not now (the name is held by a live
+    puller and the mapper cannot tell a restart from a duplicate): it retries with back-off.
+    """
 
     reason: str
+    fatal: bool
 
 
 Message = Hello | Ready | Started | Done | Failed | Heartbeat | Bye | Welcome | JobMsg | CancelMsg | Refused
@@ -187,6 +245,14 @@ def _strs(v: Any) -> bool:
     return isinstance(v, list | tuple) and len(v) <= 256 and all(_text(x) for x in v)
 
 
+def _fail_code(v: Any) -> bool:
+    return v in FAIL_CODES
+
+
+def _replica_or_none(v: Any) -> bool:
+    return _int(v) and v >= -1
+
+
 def _failures(v: Any) -> bool:
     return v is None or (
         isinstance(v, list | tuple) and len(v) == 3 and _pos(v[0]) and _pos(v[1]) and _nat(v[2])
@@ -197,20 +263,20 @@ def _failures(v: Any) -> bool:
 Check = Callable[[Any], bool]
 _SCHEMA: dict[str, tuple[type, dict[str, Check]]] = {
     "hello": (Hello, {"version": _int, "machine": _str, "incarnation": _int, "executors": _strs,
-                      "speed": _nonneg, "clock": _num}),
+                      "speed": _nonneg, "clock": _num, "holds": _replica_or_none, "finished": _bool}),
     "ready": (Ready, {"share": _given_share, "clock": _num}),
     "started": (Started, {"replica": _nat, "received": _num, "started": _num}),
     "done": (Done, {"replica": _nat, "received": _num, "started": _num, "finished": _num,
                     "achieved_share": _share, "ready": _bool}),
-    "failed": (Failed, {"replica": _nat, "reason": _text}),
+    "failed": (Failed, {"replica": _nat, "code": _fail_code, "reason": _text}),
     "hb": (Heartbeat, {"seq": _nat, "clock": _num, "echo": _num, "echo_received": _num}),
     "bye": (Bye, {"reason": _text}),
     "welcome": (Welcome, {"version": _int, "machine": _nat, "time_unit": _pos, "heartbeat_interval": _pos,
                           "share": _given_share, "executor": _str, "failures": _failures}),
     "job": (JobMsg, {"job": _nat, "replica": _nat, "job_class": _nat, "size": _nonneg, "work": _nonneg,
-                     "progress": _frac, "command": _strs}),
+                     "progress": _frac, "command_key": _text, "command": _strs}),
     "cancel": (CancelMsg, {"replica": _nat}),
-    "refused": (Refused, {"reason": _text}),
+    "refused": (Refused, {"reason": _text, "fatal": _bool}),
 }
 _WIRE_NAME = {cls: name for name, (cls, _) in _SCHEMA.items()}
 _TUPLE_FIELDS = {"executors", "command", "failures"}
@@ -229,34 +295,34 @@ def encode(msg: Message) -> bytes:
 def decode(frame: bytes) -> Message:
     """The message in ``frame``; ProtocolError if it is not exactly a valid one."""
     if not isinstance(frame, bytes | bytearray | memoryview):
-        raise ProtocolError("not bytes")
+        raise ProtocolError(Drop.NOT_BYTES)
     if len(frame) > MAX_FRAME:
-        raise ProtocolError(f"frame of {len(frame)} bytes exceeds {MAX_FRAME}")
+        raise ProtocolError(Drop.TOO_LARGE, f"{len(frame)} bytes, limit {MAX_FRAME}")
     try:
         body = msgpack.unpackb(
             frame, raw=False, strict_map_key=True, max_str_len=MAX_STR, max_bin_len=0,
             max_array_len=256, max_map_len=32, max_ext_len=0,
         )
     except Exception as e:  # msgpack raises several types for bad input
-        raise ProtocolError(f"not msgpack ({type(e).__name__})") from None
+        raise ProtocolError(Drop.NOT_MSGPACK, type(e).__name__) from None
     if not isinstance(body, dict):
-        raise ProtocolError(f"not a map but {type(body).__name__}")
+        raise ProtocolError(Drop.NOT_A_MAP, type(body).__name__)
     kind = body.pop("t", None)
     if not isinstance(kind, str):
-        raise ProtocolError("no message type")
+        raise ProtocolError(Drop.NO_TYPE)
     entry = _SCHEMA.get(kind)
     if entry is None:
-        raise ProtocolError(f"unknown message type {kind[:40]!r}")
+        raise ProtocolError(Drop.UNKNOWN_TYPE, repr(kind[:40]))
     cls, fields = entry
     if body.keys() != fields.keys():
         missing = sorted(fields.keys() - body.keys())
         extra = sorted(map(str, body.keys() - fields.keys()))
-        raise ProtocolError(f"{kind}: " + "; ".join(
+        raise ProtocolError(Drop.BAD_FIELDS, f"{kind}: " + "; ".join(
             p for p in (f"missing {', '.join(missing)}" if missing else "",
                         f"unknown {', '.join(extra)[:80]}" if extra else "") if p))
     for name, check in fields.items():
         if not check(body[name]):
-            raise ProtocolError(f"{kind}.{name}: bad value {str(body[name])[:40]!r}")
+            raise ProtocolError(Drop.BAD_VALUE, f"{kind}.{name}: {str(body[name])[:40]!r}")
     for name in _TUPLE_FIELDS & fields.keys():
         if body[name] is not None:
             body[name] = tuple(body[name])

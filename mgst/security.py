@@ -1,0 +1,195 @@
+"""CURVE keys and their use: making them, loading them, securing the mapper's and the pullers' sockets.
+
+The files are ZeroMQ's own certificate files (``zmq.auth.create_certificates``):
+``NAME.key`` holds a public key, ``NAME.key_secret`` the pair. A key folder
+made by ``mgst keys DIR`` looks like::
+
+    DIR/mapper.key_secret      the mapper's pair: stays on the head node
+    DIR/mapper.key             the mapper's public key: copied to every lab machine
+    DIR/authorized/NAME.key    public keys of the pullers the mapper admits (ZAP, zmq.auth)
+    DIR/pullers/NAME.key_secret  a puller's pair: copied to that lab machine only
+
+The mapper authenticates pullers through ZAP against ``authorized/`` and tells
+the core which key sent each message (the ``User-Id`` ZAP attaches): a machine
+name is bound to the key that registered it. A puller connects only to the
+mapper whose public key it holds; a fake mapper cannot finish the handshake.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import re
+import shutil
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+import zmq
+import zmq.auth
+from zmq.auth.thread import ThreadAuthenticator
+
+log = logging.getLogger(__name__)
+
+MAPPER = "mapper"
+AUTHORIZED = "authorized"
+PULLERS = "pullers"
+LAB = "lab"  # the name of a shared puller key
+# Names become file names: keep them to a safe alphabet.
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_ENDPOINT = re.compile(r"^(tcp://(\*|\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})|ipc://.+|inproc://.+)$")
+
+
+class KeyFileError(ValueError):
+    """A key file or folder that is missing or not what it should be; the message names the path."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServerKeys:
+    """What a secured mapper needs: its key pair and the folder of admitted puller keys."""
+
+    public: bytes
+    secret: bytes
+    authorized: Path
+
+
+@dataclass(frozen=True, slots=True)
+class ClientKeys:
+    """What a puller needs: its key pair and the mapper's public key."""
+
+    public: bytes
+    secret: bytes
+    server_public: bytes
+
+
+def check_endpoint(endpoint: str, *, bind: bool) -> str:
+    """``endpoint`` if it is a ZeroMQ endpoint mgst can use, else ValueError saying what is wrong."""
+    m = _ENDPOINT.match(endpoint)
+    if m is None:
+        example = "tcp://*:5555" if bind else "tcp://head-node:5555"
+        raise ValueError(f"{endpoint!r} is not a ZeroMQ endpoint; write it as {example}")
+    if m.group(3) is not None:
+        port = int(m.group(3))
+        if not (0 < port < 65536 or (bind and port == 0)):
+            raise ValueError(f"{endpoint!r}: port {port} is not in 1..65535")
+        if m.group(2) == "*" and not bind:
+            raise ValueError(f"{endpoint!r}: a puller connects to a host name or address, not '*'")
+    return endpoint
+
+
+def is_loopback(endpoint: str) -> bool:
+    """True if binding ``endpoint`` exposes nothing beyond this machine (loopback TCP, ipc, inproc)."""
+    if endpoint.startswith(("ipc://", "inproc://")):
+        return True
+    host = endpoint[len("tcp://"):].rsplit(":", 1)[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # '*', an interface name or a host name: reachable from outside
+
+
+def _check_name(name: str) -> str:
+    if not _NAME.match(name):
+        raise ValueError(f"{name!r} cannot name a key: use letters, digits, '_', '.', '-' (at most 64)")
+    return name
+
+
+def create_keys(folder: Path, pullers: list[str] | None = None, *, lab: bool = False,
+                overwrite: bool = False) -> list[Path]:
+    """Make the mapper's pair (unless there) and one pair per puller name, or one shared lab pair.
+
+    Returns the files written. Secret files are readable by their owner only.
+    An existing puller key is kept unless ``overwrite``.
+    """
+    names = [LAB] if lab else [_check_name(n) for n in (pullers or [])]
+    if len(set(names)) != len(names):
+        raise ValueError("a puller name is given twice")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / AUTHORIZED).mkdir(exist_ok=True)
+    (folder / PULLERS).mkdir(exist_ok=True)
+    os.chmod(folder / PULLERS, 0o700)
+    written: list[Path] = []
+    if overwrite or not (folder / f"{MAPPER}.key_secret").exists():
+        written += _make_pair(folder, MAPPER)
+    for name in names:
+        if not overwrite and (folder / PULLERS / f"{name}.key_secret").exists():
+            continue
+        pub, sec = _make_pair(folder / PULLERS, name)
+        shutil.copyfile(pub, folder / AUTHORIZED / f"{name}.key")
+        os.remove(pub)  # the public half lives in authorized/
+        written += [folder / AUTHORIZED / f"{name}.key", sec]
+    return written
+
+
+def _make_pair(folder: Path, name: str) -> list[Path]:
+    for suffix in (".key", ".key_secret"):
+        (folder / f"{name}{suffix}").unlink(missing_ok=True)
+    pub, sec = zmq.auth.create_certificates(str(folder), name)
+    os.chmod(sec, stat.S_IRUSR | stat.S_IWUSR)
+    return [Path(pub), Path(sec)]
+
+
+def load_pair(path: Path) -> tuple[bytes, bytes]:
+    """(public, secret) from a ``.key_secret`` file."""
+    try:
+        public, secret = zmq.auth.load_certificate(str(path))
+    except (OSError, ValueError) as e:
+        raise KeyFileError(f"{path}: cannot read a key pair ({e})") from None
+    if not secret:
+        raise KeyFileError(f"{path}: holds no secret key (a .key_secret file is needed)")
+    return public, secret
+
+
+def load_public(path: Path) -> bytes:
+    """The public key in a ``.key`` (or ``.key_secret``) file."""
+    try:
+        public, _ = zmq.auth.load_certificate(str(path))
+    except (OSError, ValueError) as e:
+        raise KeyFileError(f"{path}: cannot read a public key ({e})") from None
+    return public
+
+
+def server_keys(folder: Path) -> ServerKeys:
+    """The mapper's keys from a folder made by create_keys."""
+    public, secret = load_pair(folder / f"{MAPPER}.key_secret")
+    authorized = folder / AUTHORIZED
+    if not authorized.is_dir() or not any(authorized.glob("*.key")):
+        raise KeyFileError(f"{authorized}: no puller public keys (*.key): no puller could connect")
+    return ServerKeys(public, secret, authorized)
+
+
+def client_keys(key: Path, mapper_key: Path) -> ClientKeys:
+    public, secret = load_pair(key)
+    return ClientKeys(public, secret, load_public(mapper_key))
+
+
+def start_authenticator(context: zmq.Context, keys: ServerKeys) -> ThreadAuthenticator:
+    """A ZAP handler for ``context`` that admits exactly the keys in ``keys.authorized``.
+
+    Start it before binding: without a ZAP handler libzmq admits every client key.
+    """
+    auth = ThreadAuthenticator(context, log=logging.getLogger("mgst.zap"))
+    auth.start()
+    auth.configure_curve(domain="*", location=str(keys.authorized))
+    admitted = len(auth.certs.get("*", {}))
+    if not admitted:
+        auth.stop()
+        raise KeyFileError(f"{keys.authorized}: no readable puller public keys")
+    log.info("CURVE on: %d puller keys admitted from %s", admitted, keys.authorized)
+    return auth
+
+
+def secure_server(socket: zmq.Socket, keys: ServerKeys) -> None:
+    socket.curve_secretkey = keys.secret
+    socket.curve_publickey = keys.public
+    socket.curve_server = True
+    socket.zap_domain = b"mgst"
+
+
+def secure_client(socket: zmq.Socket, keys: ClientKeys) -> None:
+    socket.curve_secretkey = keys.secret
+    socket.curve_publickey = keys.public
+    socket.curve_serverkey = keys.server_public
