@@ -50,9 +50,30 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("mapper", help="the mapper of a testbed run: pullers connect to it")
     _testbed_arguments(p)
     p.add_argument("--bind", default="tcp://*:5555", help="ZeroMQ endpoint to bind (default tcp://*:5555)")
+    p.add_argument("--keys", type=Path, metavar="DIR",
+                   help="key folder made by 'mgst keys': the mapper's key pair and authorized/ puller keys")
+    p.add_argument("--resume", type=Path, metavar="DIR",
+                   help="continue the run journalled in DIR (its mapper died); pullers reconnect by themselves")
     p.add_argument("--register-timeout", type=float, default=300.0,
                    help="seconds to wait for every machine's puller (default 300)")
+    p.add_argument("--farewell", type=float, default=None,
+                   help="seconds to answer late pullers with 'run over' after the run (default: enough for a "
+                        "failed machine to come back, at most 60)")
     p.set_defaults(func=_mapper)
+
+    p = sub.add_parser("keys", help="make CURVE key pairs for a lab: the mapper's and the pullers'")
+    p.add_argument("folder", type=Path, help="where to put them (created)")
+    who = p.add_mutually_exclusive_group(required=True)
+    who.add_argument("--pullers", nargs="+", metavar="NAME", help="one key pair per puller name")
+    who.add_argument("--experiment", type=Path, metavar="FILE", help="one key pair per machine of this file")
+    who.add_argument("--lab", action="store_true", help="one key pair shared by every puller")
+    p.add_argument("--force", action="store_true", help="replace existing keys")
+    p.set_defaults(func=_keys)
+
+    p = sub.add_parser("export", help="write a run directory's CSVs and summary from its journal")
+    p.add_argument("folder", type=Path, help="the run directory (holds journal.sqlite)")
+    p.add_argument("--json", action="store_true", help="print only the summary JSON on stdout")
+    p.set_defaults(func=_export)
 
     p = sub.add_parser("puller", help="a puller daemon: runs jobs for a mapper")
     from puller.cli import add_arguments  # noqa: PLC0415
@@ -67,11 +88,18 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.WARNING - 10 * args.verbose, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
+    from mgst.mapper import Interrupted, SecurityError  # noqa: PLC0415
+    from mgst.security import KeyFileError  # noqa: PLC0415
+    from mgst.store import StoreError  # noqa: PLC0415
+
     try:
         return args.func(args)
-    except ConfigError as e:
+    except (ConfigError, SecurityError, KeyFileError, StoreError) as e:
         print(f"mgst: error: {e}", file=sys.stderr)
         return 2
+    except Interrupted as e:
+        print(f"mgst: {e}", file=sys.stderr)
+        return 130
     except KeyboardInterrupt:
         print("mgst: interrupted", file=sys.stderr)
         return 130
@@ -95,6 +123,44 @@ def _testbed_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, help="output directory (default: runs/NAME-DATE-TIME)")
     p.add_argument("--json", action="store_true", help="print only the summary JSON on stdout")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("--insecure", action="store_true",
+                   help="no authentication or encryption (for a closed lab network; logged, and noted in "
+                        "summary.json)")
+    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import a module that registers policies of its own (repeatable)")
+
+
+def _check_testbed_args(args: argparse.Namespace, exp) -> None:
+    """Exit-2 errors for the testbed options, before anything starts."""
+    from mgst.config import check_testbed_overrides  # noqa: PLC0415
+
+    check_testbed_overrides(exp, args.duration, args.time_unit)
+    if args.seed is not None and args.seed < 0:
+        raise ConfigError("--seed", "must be >= 0")
+
+
+def _import_policies(args: argparse.Namespace) -> None:
+    try:
+        policies.import_modules(args.imports)
+    except (ImportError, ValueError) as e:
+        raise ConfigError("--import", str(e)) from None
+
+
+def _stop_on_signals(mapper) -> None:
+    """SIGINT and SIGTERM: the first ends generation and drains; a second stops at once."""
+    import signal  # noqa: PLC0415
+
+    def handler(signum, _frame) -> None:
+        if mapper.stopping:
+            mapper.aborting = True
+            print("\nmgst: stopping now (the journal is consistent)", file=sys.stderr)
+        else:
+            mapper.stopping = True
+            print(f"\nmgst: {signal.Signals(signum).name}: no more jobs; draining (again to stop now)",
+                  file=sys.stderr)
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
 
 
 def _default_out(name: str) -> Path:
@@ -144,14 +210,19 @@ def _progress_printer(enabled: bool):
 def _run(args: argparse.Namespace) -> int:
     from mgst.analysis.compare import format_comparison  # noqa: PLC0415
     from mgst.local import run_local  # noqa: PLC0415
+    from mgst.testbed import oversubscription_warning  # noqa: PLC0415
 
+    _import_policies(args)
     exp = load_experiment(args.file)
-    warning = overload_warning(exp)
-    if warning:
-        print(f"mgst: warning: {warning}", file=sys.stderr)
+    _check_testbed_args(args, exp)
     out = args.out or _default_out(exp.name)
+    _check_new_out(out)
+    for warning in (overload_warning(exp), oversubscription_warning(exp, args.executor or exp.testbed.executor)):
+        if warning:
+            print(f"mgst: warning: {warning}", file=sys.stderr)
     result = run_local(exp, out, duration=args.duration, time_unit=args.time_unit, seed=args.seed,
-                       executor=args.executor, progress=_progress_printer(not args.quiet))
+                       executor=args.executor, progress=_progress_printer(not args.quiet), insecure=args.insecure,
+                       imports=tuple(args.imports), on_mapper=_stop_on_signals)
     if not args.quiet and sys.stderr.isatty():
         print(file=sys.stderr)
     if args.json:
@@ -165,25 +236,66 @@ def _run(args: argparse.Namespace) -> int:
     extra = result.summary
     print(f"jobs: {extra['jobs_generated']} generated, {extra['jobs_done']} done, {len(extra['cut_off'])} cut off, "
           f"{extra['requeues']} resubmitted, {extra['timeouts']} timed out")
-    print(f"wrote {out}/: jobs.csv machines.csv summary.csv summary.json comparison.png pullers.log")
+    _print_warnings(extra)
+    print(f"wrote {out}/: journal.sqlite jobs.csv machines.csv summary.csv summary.json comparison.png pullers.log")
     return 0
 
 
+def _print_warnings(summary: dict) -> None:
+    for w in summary.get("warnings", []):
+        print(f"mgst: warning: {w}", file=sys.stderr)
+
+
+def _check_new_out(out: Path) -> None:
+    from mgst.store import FILENAME  # noqa: PLC0415
+
+    if (out / FILENAME).exists():
+        raise ConfigError("--out", f"{out} already holds a run (continue it with 'mgst mapper FILE --resume {out}', "
+                                   "or choose another folder)")
+
+
 def _mapper(args: argparse.Namespace) -> int:
+    from mgst import security  # noqa: PLC0415
     from mgst.mapper import Mapper  # noqa: PLC0415
     from mgst.results import format_table  # noqa: PLC0415
     from mgst.testbed import summarize_testbed, write_testbed_outputs  # noqa: PLC0415
 
+    _import_policies(args)
     exp = load_experiment(args.file)
-    out = args.out or _default_out(exp.name)
-    mapper = Mapper(exp, args.bind, duration=args.duration, time_unit=args.time_unit, seed=args.seed,
-                    register_timeout=args.register_timeout, executor=args.executor,
-                    progress=_progress_printer(not args.quiet))
-    import signal  # noqa: PLC0415
-
-    signal.signal(signal.SIGTERM, lambda *_: setattr(mapper, "stopping", True))
-    print(f"mgst mapper: listening on {mapper.endpoint} for {len(exp.machines)} pullers "
-          f"({', '.join(m.name for m in exp.machines)})", file=sys.stderr)
+    try:
+        security.check_endpoint(args.bind, bind=True)
+    except ValueError as e:
+        raise ConfigError("--bind", str(e)) from None
+    if args.resume is not None:
+        given = [o for o, v in (("--duration", args.duration), ("--time-unit", args.time_unit), ("--seed", args.seed),
+                                ("--executor", args.executor), ("--out", args.out)) if v is not None]
+        if given:
+            raise ConfigError(given[0], "cannot be given with --resume: the run keeps the settings it started with")
+        out = args.resume
+    else:
+        _check_testbed_args(args, exp)
+        out = args.out or _default_out(exp.name)
+        _check_new_out(out)
+    if args.register_timeout <= 0 or not args.register_timeout < 1e7:
+        raise ConfigError("--register-timeout", "must be a positive number of seconds")
+    keys = security.server_keys(args.keys) if args.keys is not None else None
+    farewell = args.farewell
+    if farewell is None:
+        f = exp.failures
+        tu = args.time_unit or exp.testbed.time_unit
+        farewell = min(60.0, 2.0 + (5 * f.mean_down * tu if f is not None else 0.0))
+    try:
+        mapper = Mapper(exp, args.bind, duration=args.duration, time_unit=args.time_unit, seed=args.seed,
+                        register_timeout=args.register_timeout, executor=args.executor,
+                        progress=_progress_printer(not args.quiet), keys=keys, insecure=args.insecure, out=out,
+                        resume=args.resume is not None, imports=tuple(args.imports), farewell=farewell)
+    except ValueError as e:
+        if type(e) is not ValueError:
+            raise
+        raise ConfigError("--resume" if args.resume is not None else "(mapper)", str(e)) from None
+    _stop_on_signals(mapper)
+    print(f"mgst mapper: listening on {mapper.endpoint} ({mapper.security}) for {len(exp.machines)} pullers "
+          f"({', '.join(m.name for m in exp.machines)}); journal {out}/journal.sqlite", file=sys.stderr)
     try:
         run = mapper.run()
     except TimeoutError as e:
@@ -195,7 +307,43 @@ def _mapper(args: argparse.Namespace) -> int:
         print(json.dumps(d))
     else:
         print(format_table(summary))
-        print(f"wrote {out}/: jobs.csv machines.csv summary.csv summary.json")
+        print(f"wrote {out}/: journal.sqlite jobs.csv machines.csv summary.csv summary.json")
+    _print_warnings(d)
+    return 0
+
+
+def _keys(args: argparse.Namespace) -> int:
+    from mgst import security  # noqa: PLC0415
+
+    if args.experiment is not None:
+        names = [m.name for m in load_experiment(args.experiment).machines]
+    else:
+        names = args.pullers or []
+    try:
+        written = security.create_keys(args.folder, names, lab=args.lab, overwrite=args.force)
+    except ValueError as e:
+        raise ConfigError("--pullers", str(e)) from None
+    f = args.folder
+    print(f"wrote {len(written)} files into {f}/ ({'kept existing keys' if not written else 'new keys'})")
+    print(f"  head node: mgst mapper FILE --keys {f}   (uses {f}/mapper.key_secret and {f}/authorized/*.key)")
+    who = "each" if not args.lab else "every"
+    key = "pullers/NAME.key_secret" if not args.lab else f"pullers/{security.LAB}.key_secret"
+    print(f"  {who} lab machine: copy {f}/mapper.key and {f}/{key} into a folder KEYS there, then")
+    print("    mgst puller --connect tcp://HEAD-NODE:5555 --machine NAME --keys KEYS")
+    print("  secret keys (*.key_secret) are readable by their owner only: copy them over ssh, never by mail")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from mgst.export import export_run  # noqa: PLC0415
+    from mgst.results import format_table  # noqa: PLC0415
+
+    _, summary, d = export_run(args.folder)
+    if args.json:
+        print(json.dumps(d))
+    else:
+        print(format_table(summary))
+        print(f"wrote {args.folder}/: jobs.csv machines.csv summary.csv summary.json")
     return 0
 
 

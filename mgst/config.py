@@ -24,7 +24,47 @@ from mgst.model import (
     TestbedSettings,
 )
 
-__all__ = ["ConfigError", "load_experiment", "overload_warning", "parse_experiment"]
+__all__ = [
+    "MAX_DURATION",
+    "MAX_JOBS",
+    "MAX_RATE",
+    "MAX_TIME",
+    "MAX_TIME_UNIT",
+    "MIN_RATE",
+    "MIN_TIME_UNIT",
+    "ConfigError",
+    "check_run_length",
+    "check_testbed_overrides",
+    "load_experiment",
+    "overload_warning",
+    "parse_experiment",
+]
+
+# Bounds on an experiment's numbers: beyond them a value is a typo, and would give a
+# solver traceback or a run that never ends instead of an error naming the key.
+
+# Rates (arrival rates and machine rates, jobs per model time unit) are the allocation
+# LP's coefficients: HiGHS rejects coefficients outside [1e-9, 1e15) and works to an
+# absolute tolerance of 1e-7. With rates in [1e-4, 1e4] every LP solves, and its answer
+# serves every class unless the load is beyond 1000 x the capacity (tests/test_allocation.py
+# tries the corners); choose the time unit to bring rates into this range.
+MIN_RATE = 1e-4
+MAX_RATE = 1e4
+# Jobs in one replication (simulation.horizon x the total arrival rate) or one testbed
+# run (testbed.duration / testbed.time_unit x the total arrival rate). The simulator
+# runs some 60,000 jobs a second and keeps a record of ~0.6 kB per job, so 1e7 jobs are
+# already ~3 minutes and ~6 GB per replication; a horizon of 1e300 would run forever.
+# Failure cycles (up + down periods, over all machines) and checkpoints cost about as
+# much as a job each and share the bound.
+MAX_JOBS = 1e7
+# Other model times (failure means, checkpoint interval), in model time units.
+MAX_TIME = 1e9
+# Testbed, in wall-clock seconds: a message round trip takes ~0.1 ms, so a shorter
+# time unit would measure messaging more than scheduling; a day per time unit and a
+# month of job generation are already far beyond any planned run.
+MIN_TIME_UNIT = 1e-3
+MAX_TIME_UNIT = 86400.0
+MAX_DURATION = 30 * 86400.0
 
 
 class ConfigError(ValueError):
@@ -97,7 +137,7 @@ def overload_warning(exp: Experiment) -> str | None:
     Uses the nominal availabilities; with failures, each a_j is scaled by the
     long-run up fraction mean_up / (mean_up + mean_down).
     """
-    from mgst.policies.allocation import solve_allocation
+    from mgst.policies.allocation import AllocationError, solve_allocation
 
     availability = list(exp.availability)
     note = ""
@@ -108,9 +148,13 @@ def overload_warning(exp: Experiment) -> str | None:
             f" (availabilities scaled by the long-run up fraction "
             f"mean_up/(mean_up+mean_down) = {up:.3f} because of failures)"
         )
-    alloc = solve_allocation(
-        [list(row) for row in exp.rates], list(exp.arrival_rates), availability
-    )
+    try:
+        alloc = solve_allocation(
+            [list(row) for row in exp.rates], list(exp.arrival_rates), availability
+        )
+    except AllocationError as err:
+        key = "workload.arrival_rates" if err.argument == "arrival_rates" else "machines.rates"
+        raise ConfigError(key, f"the allocation LP cannot be solved: {err}") from None
     if not alloc.overloaded:
         return None
     lam = float(alloc.lam)
@@ -119,6 +163,100 @@ def overload_warning(exp: Experiment) -> str | None:
         f"overloaded: the allocation LP gives lambda* = {lam:.2f} <= 1, the load is "
         f"{load}{note}; response times will grow without bound"
     )
+
+
+def check_run_length(experiment: Experiment, horizon: float, key: str) -> None:
+    """Check a simulation horizon given outside the file (``key``: "--horizon").
+
+    Raises ConfigError naming ``key`` unless ``horizon`` (model time units) is positive,
+    finite and within MAX_JOBS jobs per replication (and as many failure cycles and
+    checkpoints).
+    """
+    if not _is_number(horizon) or not math.isfinite(horizon) or horizon <= 0:
+        raise ConfigError(key, f"must be a positive number, got {_describe(horizon)}")
+    _check_length(experiment, float(horizon), "per replication", key, key, key)
+
+
+def check_testbed_overrides(
+    experiment: Experiment, duration: float | None, time_unit: float | None
+) -> None:
+    """Check the testbed's --duration and --time-unit (None: not given, the file's value).
+
+    Raises ConfigError naming "--duration" or "--time-unit" unless each given value is
+    positive, finite and within bounds (MAX_DURATION; MIN_TIME_UNIT to MAX_TIME_UNIT),
+    and the run they make stays within MAX_JOBS jobs (and failure cycles); a run too
+    long blames --duration if it was given.
+    """
+    tb = experiment.testbed
+    if duration is not None:
+        _check_range(duration, "--duration", 0.0, MAX_DURATION, "s", None)
+    if time_unit is not None:
+        _check_range(time_unit, "--time-unit", MIN_TIME_UNIT, MAX_TIME_UNIT, "s", None)
+    if duration is None and time_unit is None:
+        key = "testbed.duration"
+    else:
+        key = "--duration" if duration is not None else "--time-unit"
+    d = tb.duration if duration is None else float(duration)
+    tu = tb.time_unit if time_unit is None else float(time_unit)
+    _check_length(experiment, d / tu, "in the testbed run", key, key, None, note=f" ({d:g} s / {tu:g} s each)")
+
+
+def _check_range(
+    value: Any, key: str, low: float, high: float, unit: str, path: str | None
+) -> float:
+    """``value`` as a float if a finite number in (low, high] (low == 0) or [low, high]."""
+    if not _is_number(value) or not math.isfinite(value) or value <= 0:
+        raise ConfigError(key, f"must be a positive number, got {_describe(value)}", path)
+    if not low <= value <= high:
+        where = f"at most {high:g}" if low == 0 else f"between {low:g} and {high:g}"
+        raise ConfigError(key, f"must be {where} {unit}, got {value:g}", path)
+    return float(value)
+
+
+def _check_length(
+    exp: Experiment,
+    length: float,
+    what: str,
+    key: str,
+    failures_key: str,
+    checkpoint_key: str | None,
+    path: str | None = None,
+    note: str = "",
+) -> None:
+    """Raise ConfigError unless ``length`` model time units of ``exp`` stay within MAX_JOBS
+    jobs, failure cycles and (``checkpoint_key`` not None) checkpoints."""
+    total = sum(exp.arrival_rates)
+    jobs = length * total
+    if not jobs <= MAX_JOBS:
+        raise ConfigError(
+            key,
+            f"{length:g} time units{note} x total arrival rate {total:g} imply {jobs:.3g} jobs {what}; "
+            f"at most {MAX_JOBS:g} are allowed (MAX_JOBS): use a shorter run",
+            path,
+        )
+    n = len(exp.machines)
+    if exp.failures is not None:
+        cycle = exp.failures.mean_up + exp.failures.mean_down
+        cycles = n * length / cycle
+        if not cycles <= MAX_JOBS:
+            raise ConfigError(
+                failures_key,
+                f"mean_up + mean_down = {cycle:g} time units over {length:g} time units{note} on {n} "
+                f"machines imply {cycles:.3g} failure cycles {what}; at most {MAX_JOBS:g} are allowed "
+                "(MAX_JOBS)",
+                path,
+            )
+    ck = exp.simulation.checkpoint_interval
+    if checkpoint_key is not None and ck is not None:
+        checkpoints = n * length / ck
+        if not checkpoints <= MAX_JOBS:
+            raise ConfigError(
+                checkpoint_key,
+                f"a checkpoint every {ck:g} time units over {length:g} time units{note} on {n} machines "
+                f"implies up to {checkpoints:.3g} checkpoints {what}; at most {MAX_JOBS:g} are allowed "
+                "(MAX_JOBS)",
+                path,
+            )
 
 
 # --------------------------------------------------------------------------- parsing
@@ -148,6 +286,7 @@ def _is_number(value: Any) -> bool:
 class _Parser:
     def __init__(self, path: str | None):
         self.path = path
+        self.defaults: dict[str, bool] = {}  # key -> whether the file left it at its default
 
     def error(self, key: str, problem: str) -> ConfigError:
         return ConfigError(key, problem, self.path)
@@ -190,6 +329,13 @@ class _Parser:
         if not _is_number(value) or not math.isfinite(value) or value <= 0:
             raise self.error(key, f"must be a positive number, got {_describe(value)}")
         return float(value)
+
+    def rate(self, value: Any, key: str) -> float:
+        """A rate in jobs per model time unit, within [MIN_RATE, MAX_RATE]."""
+        return _check_range(value, key, MIN_RATE, MAX_RATE, "jobs per time unit", self.path)
+
+    def bounded(self, value: Any, key: str, low: float, high: float, unit: str) -> float:
+        return _check_range(value, key, low, high, unit, self.path)
 
     def integer(self, value: Any, key: str, minimum: int) -> int:
         if not isinstance(value, int) or isinstance(value, bool):
@@ -248,7 +394,7 @@ class _Parser:
                 self.class_names(class_table, len(arrival_rates)), arrival_rates
             )
         )
-        return Experiment(
+        exp = Experiment(
             name=name,
             classes=classes,
             machines=machines,
@@ -257,6 +403,24 @@ class _Parser:
             simulation=self.simulation(data),
             testbed=self.testbed(data, len(classes)),
             description=description,
+        )
+        self.check_lengths(exp)
+        return exp
+
+    def check_lengths(self, exp: Experiment) -> None:
+        """The simulation and the testbed run stay within MAX_JOBS jobs (failure cycles, checkpoints)."""
+        default = " (the default)"
+        _check_length(
+            exp, exp.simulation.horizon, "per replication", "simulation.horizon", "failures.mean_up",
+            "simulation.checkpoint_interval", self.path,
+            note=default if self.defaults.get("simulation.horizon") else "",
+        )
+        tb = exp.testbed
+        defaults = ", the defaults" if self.defaults.get("testbed.duration") else ""
+        note = f" ({tb.duration:g} s / {tb.time_unit:g} s each{defaults})"
+        _check_length(
+            exp, tb.duration / tb.time_unit, "in the testbed run", "testbed.duration", "failures.mean_up", None,
+            self.path, note=note,
         )
 
     def top_level_hint(self, key: str) -> str:
@@ -288,7 +452,7 @@ class _Parser:
         raw = self.nonempty_list(
             self.require(table, "workload", "arrival_rates"), key, "numbers"
         )
-        rates = tuple(self.positive(v, f"{key}[{i}]") for i, v in enumerate(raw))
+        rates = tuple(self.rate(v, f"{key}[{i}]") for i, v in enumerate(raw))
         return rates, table
 
     def class_names(self, table: Mapping[str, Any], count: int) -> tuple[str, ...]:
@@ -322,7 +486,7 @@ class _Parser:
                 )
             matrix.append(
                 tuple(
-                    self.positive(v, f"{row_key}[{j}]") for j, v in enumerate(entries)
+                    self.rate(v, f"{row_key}[{j}]") for j, v in enumerate(entries)
                 )
             )
         n_classes, n_machines = len(matrix), len(matrix[0])
@@ -372,11 +536,11 @@ class _Parser:
             return None
         self.check_keys(table, "failures")
         return FailureModel(
-            mean_up=self.positive(
-                self.require(table, "failures", "mean_up"), "failures.mean_up"
+            mean_up=self.bounded(
+                self.require(table, "failures", "mean_up"), "failures.mean_up", 0.0, MAX_TIME, "time units"
             ),
-            mean_down=self.positive(
-                self.require(table, "failures", "mean_down"), "failures.mean_down"
+            mean_down=self.bounded(
+                self.require(table, "failures", "mean_down"), "failures.mean_down", 0.0, MAX_TIME, "time units"
             ),
         )
 
@@ -401,6 +565,7 @@ class _Parser:
         self.check_keys(table, "simulation")
         d = SimulationSettings()
         horizon = self.positive(table.get("horizon", d.horizon), "simulation.horizon")
+        self.defaults["simulation.horizon"] = "horizon" not in table
         warmup = d.warmup
         if "warmup" in table:
             warmup = self.number(table["warmup"], "simulation.warmup")
@@ -419,21 +584,22 @@ class _Parser:
         seed = self.integer(table.get("seed", d.seed), "simulation.seed", 0)
         checkpoint = d.checkpoint_interval
         if "checkpoint_interval" in table:
-            checkpoint = self.positive(
-                table["checkpoint_interval"], "simulation.checkpoint_interval"
+            checkpoint = self.bounded(
+                table["checkpoint_interval"], "simulation.checkpoint_interval", 0.0, MAX_TIME, "time units"
             )
         return SimulationSettings(horizon, warmup, replications, seed, checkpoint)
 
     def testbed(self, data: Mapping[str, Any], n_classes: int) -> TestbedSettings:
         table = self.table(data, "testbed", required=False) or {}
         self.check_keys(table, "testbed")
+        self.defaults["testbed.duration"] = "duration" not in table and "time_unit" not in table
         d = TestbedSettings()
         return TestbedSettings(
-            time_unit=self.positive(
-                table.get("time_unit", d.time_unit), "testbed.time_unit"
+            time_unit=self.bounded(
+                table.get("time_unit", d.time_unit), "testbed.time_unit", MIN_TIME_UNIT, MAX_TIME_UNIT, "s"
             ),
-            duration=self.positive(
-                table.get("duration", d.duration), "testbed.duration"
+            duration=self.bounded(
+                table.get("duration", d.duration), "testbed.duration", 0.0, MAX_DURATION, "s"
             ),
             timeout_factor=self.positive(
                 table.get("timeout_factor", d.timeout_factor), "testbed.timeout_factor"
@@ -447,23 +613,29 @@ class _Parser:
             raise self.error("testbed.executor", f"must be one of {', '.join(EXECUTORS)}, got {_describe(value)}")
         return value
 
-    def commands(self, table: Mapping[str, Any], n_classes: int) -> tuple[tuple[str, ...], ...]:
-        """One argv per job class, for the command executor."""
+    def commands(self, table: Mapping[str, Any], n_classes: int) -> tuple[str | tuple[str, ...], ...]:
+        """One command per job class, for the command executor: a key of the pullers' allow-lists
+        (a string) or an exact argv (a non-empty list of strings); pullers run only what they allow."""
         if "commands" not in table:
             if table.get("executor") == "command":
-                raise self.error("testbed.commands", "the command executor needs one command (a list of "
-                                                     "strings) per job class")
+                raise self.error("testbed.commands", "the command executor needs one command per job class "
+                                                     "(an allow-list key, or an argv as a list of strings)")
             return ()
         value = table["commands"]
         if not isinstance(value, list) or len(value) != n_classes:
+            got = f"a list of {len(value)}" if isinstance(value, list) else _describe(value)
             raise self.error("testbed.commands", f"must be a list of {n_classes} commands, one per job class, "
-                                                 f"got {_describe(value)}")
-        out = []
-        for i, argv in enumerate(value):
-            if not isinstance(argv, list) or not argv or not all(isinstance(a, str) and a for a in argv):
-                raise self.error(f"testbed.commands[{i}]", f"must be a non-empty list of strings, got "
-                                                           f"{_describe(argv)}")
-            out.append(tuple(argv))
+                                                 f"got {got}")
+        out: list[str | tuple[str, ...]] = []
+        for i, command in enumerate(value):
+            if isinstance(command, str) and command.strip():
+                out.append(command)
+            elif isinstance(command, list) and command and all(isinstance(a, str) and a for a in command):
+                out.append(tuple(command))
+            else:
+                raise self.error(f"testbed.commands[{i}]", "must be an allow-list key (a non-empty string) or an "
+                                                           "argv (a non-empty list of non-empty strings), got "
+                                                           f"{_describe(command)}")
         return tuple(out)
 
 

@@ -1,4 +1,4 @@
-"""The testbed's event journal: every observable instant of every job and machine, and its CSV export."""
+"""The testbed's event journal: every observable instant of every job and machine, its replay and CSV export."""
 
 from __future__ import annotations
 
@@ -6,12 +6,15 @@ import csv
 import datetime as dt
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from mgst.clock import OffsetEstimator
 from mgst.model import Experiment, Job
 from mgst.results import JOB_COLUMNS
+from mgst.store import RunStore
 
 
 def wall_iso(t: float | None) -> str:
@@ -59,6 +62,7 @@ class JobLog:
     done_by: int | None = None
     timed_out: bool = False
     requeues: int = 0
+    across_outage: bool = False  # submitted before a mapper crash, done after it: its times include the outage
 
 
 @dataclass(slots=True)
@@ -71,44 +75,197 @@ class MachineLog:
     jobs_run: int = 0
     offset: float = 0.0
     rtt: float | None = None
-    incarnations: int = 0
+    incarnations: list[int] = field(default_factory=list)  # every registration's incarnation, in order
+    key: str | None = None  # the CURVE public key (z85) its name is bound to; None without CURVE
     speed: float = 0.0  # calibrated spin-kernel iterations per second, as the puller reported
 
 
 class Journal:
-    """Written by the mapper as things happen; read at the end for CSVs and statistics."""
+    """Written by the mapper as things happen; read at the end for CSVs and statistics.
 
-    def __init__(self, experiment: Experiment):
+    Every change goes through one recording method, which appends an event to
+    the run's store (if it has one) and applies it here; :meth:`apply` applies
+    a stored event, so that replaying a store rebuilds the same journal.
+    """
+
+    def __init__(self, experiment: Experiment, store: RunStore | None = None):
         self.experiment = experiment
+        self.store = store
         self.jobs: dict[int, JobLog] = {}
         self.replicas: dict[int, ReplicaLog] = {}
         self.machines = [MachineLog(m.name, m.availability) for m in experiment.machines]
-        self.start: float | None = None  # wall time of model time 0
+        self.start: float | None = None  # wall time of model time 0 (moved on by a resume)
+        self.generation_end: float | None = None  # model time arrivals stopped
+        self.last_wall: float | None = None  # the latest wall time the journal saw (ticks included)
+        self.outages: list[tuple[float, float]] = []  # (last heard of the old mapper, resumed), wall time
+        self.late_results = 0  # results that reached a resumed mapper for jobs finished during its outage
 
-    # --- recording ----------------------------------------------------------
+    # --- recording ------------------------------------------------------------
+
+    def _record(self, kind: str, *args: Any) -> None:
+        if self.store is not None:
+            self.store.append(kind, args)
+        self._APPLY[kind](self, *args)
+
+    def apply(self, kind: str, args: tuple) -> bool:
+        """Apply a stored event; False if it is not a journal event (a core input, say)."""
+        f = self._APPLY.get(kind)
+        if f is None:
+            return False
+        f(self, *args)
+        return True
+
+    def began(self, wall: float) -> None:
+        """Model time 0 is ``wall``."""
+        self._record("begin", wall)
 
     def job_arrived(self, job: Job, wall: float) -> None:
-        self.jobs[job.id] = JobLog(job, wall)
+        self._record("arrive", job.id, job.job_class, job.submitted, job.size, job.bag, wall)
 
     def sent(self, replica: int, job: int, machine: int, t1_remote: float | None, t2: float | None,
              t3: float) -> None:
-        self.replicas[replica] = ReplicaLog(replica, job, machine, t1_remote, t2, t3)
-        self.jobs[job].replicas.append(replica)
+        self._record("sent", replica, job, machine, t1_remote, t2, t3)
+
+    def started(self, replica: int, received: float, started: float) -> None:
+        self._record("started", replica, received, started)
+
+    def reported_done(self, replica: int, received: float, started: float, finished: float, wall: float,
+                      achieved: float) -> None:
+        self._record("done", replica, received, started, finished, wall, achieved)
 
     def machine_up(self, machine: int, wall: float) -> None:
-        periods = self.machines[machine].periods
-        if not periods or periods[-1][1] is not None:
-            periods.append([wall, None])
+        self._record("up", machine, wall)
 
     def machine_down(self, machine: int, wall: float) -> None:
-        periods = self.machines[machine].periods
-        if periods and periods[-1][1] is None:
-            periods[-1][1] = wall
+        self._record("down", machine, wall)
 
     def end(self, outcome: str, replica: int) -> None:
         r = self.replicas.get(replica)
         if r is not None and r.outcome == "running":
-            r.outcome = outcome
+            self._record("end", outcome, replica)
+
+    def timed_out(self, job: int) -> None:
+        self._record("timeout", job)
+
+    def requeued(self, job: int) -> None:
+        self._record("requeue", job)
+
+    def completed(self, job: int, replica: int, machine: int) -> None:
+        self._record("complete", job, replica, machine)
+
+    def registered(self, machine: int, incarnation: int, speed: float, key: str | None) -> None:
+        self._record("register", machine, incarnation, speed, key)
+
+    def clock_sample(self, machine: int, t1: float, t2: float, t3: float, t4: float) -> None:
+        self._record("clock", machine, t1, t2, t3, t4)
+
+    def generation_over(self, model_time: float) -> None:
+        self._record("genend", model_time)
+
+    def tick(self, wall: float) -> None:
+        """The mapper is alive at ``wall`` (bounds the outage a crash leaves)."""
+        self._record("tick", wall)
+
+    def resumed(self, resumed_at: float, t0: float) -> None:
+        """A new mapper took over at ``resumed_at``; model time 0 is now ``t0`` (the outage is cut out)."""
+        self._record("resume", self.last_wall if self.last_wall is not None else resumed_at, resumed_at, t0)
+
+    # --- applying ---------------------------------------------------------------
+
+    def _begin(self, wall: float) -> None:
+        self.start = wall
+        self._saw(wall)
+
+    def _saw(self, wall: float | None) -> None:
+        if wall is not None and (self.last_wall is None or wall > self.last_wall):
+            self.last_wall = wall
+
+    def _arrive(self, jid: int, cls: int, submitted: float, size: float, bag: int | None, wall: float) -> None:
+        self.jobs[jid] = JobLog(Job(jid, cls, submitted, size, bag), wall)
+        self._saw(wall)
+
+    def _sent(self, replica: int, job: int, machine: int, t1_remote: float | None, t2: float | None,
+              t3: float) -> None:
+        self.replicas[replica] = ReplicaLog(replica, job, machine, t1_remote, t2, t3)
+        self.jobs[job].replicas.append(replica)
+        self._saw(t3)
+
+    def _started(self, replica: int, received: float, started: float) -> None:
+        r = self.replicas[replica]
+        r.t4r_remote, r.t4_remote = received, started
+
+    def _done(self, replica: int, received: float, started: float, finished: float, wall: float,
+              achieved: float) -> None:
+        r = self.replicas[replica]
+        r.t4r_remote, r.t4_remote, r.t5_remote, r.t6 = received, started, finished, wall
+        r.achieved_share = achieved
+        self.machines[r.machine].achieved.append(achieved)
+        if self.outages and r.t3 < self.outages[-1][0] <= wall:
+            self.late_results += 1
+        self._saw(wall)
+
+    def _up(self, machine: int, wall: float) -> None:
+        periods = self.machines[machine].periods
+        if not periods or periods[-1][1] is not None:
+            periods.append([wall, None])
+        self._saw(wall)
+
+    def _down(self, machine: int, wall: float) -> None:
+        periods = self.machines[machine].periods
+        if periods and periods[-1][1] is None:
+            periods[-1][1] = wall
+        self._saw(wall)
+
+    def _end(self, outcome: str, replica: int) -> None:
+        self.replicas[replica].outcome = outcome
+
+    def _timeout(self, job: int) -> None:
+        self.jobs[job].timed_out = True
+
+    def _requeue(self, job: int) -> None:
+        self.jobs[job].requeues += 1
+
+    def _complete(self, job: int, replica: int, machine: int) -> None:
+        j = self.jobs[job]
+        j.done_by = replica
+        self.machines[machine].jobs_run += 1
+        if self.outages and j.submitted < self.outages[-1][0]:
+            j.across_outage = True
+
+    def _register(self, machine: int, incarnation: int, speed: float, key: str | None) -> None:
+        m = self.machines[machine]
+        if not m.incarnations or m.incarnations[-1] != incarnation:
+            m.incarnations.append(incarnation)
+        m.speed = speed
+        m.key = key
+
+    def _clock(self, machine: int, t1: float, t2: float, t3: float, t4: float) -> None:
+        self.machines[machine].clock.add(t1, t2, t3, t4)
+        self._saw(t4)
+
+    def _genend(self, model_time: float) -> None:
+        self.generation_end = model_time
+
+    def _tick(self, wall: float) -> None:
+        self._saw(wall)
+
+    def _resume(self, last: float, resumed_at: float, t0: float) -> None:
+        self.outages.append((last, resumed_at))
+        self.start = t0
+        # Jobs in the air at the crash: their response times include the outage.
+        for j in self.jobs.values():
+            if j.done_by is None:
+                j.across_outage = True
+        for m in self.machines:  # the machines were out of our sight: close their periods at the crash
+            if m.periods and m.periods[-1][1] is None:
+                m.periods[-1][1] = last
+        self._saw(resumed_at)
+
+    _APPLY: dict[str, Callable[..., None]] = {
+        "begin": _begin, "arrive": _arrive, "sent": _sent, "started": _started, "done": _done, "up": _up,
+        "down": _down, "end": _end, "timeout": _timeout, "requeue": _requeue, "complete": _complete,
+        "register": _register, "clock": _clock, "genend": _genend, "tick": _tick, "resume": _resume,
+    }
 
     def correct(self) -> None:
         """Put every puller-stamped instant on the mapper's clock (call once the run is over)."""
@@ -182,7 +339,7 @@ class Journal:
                     length = (down if down is not None else end) - up if up is not None else 0.0
                     w.writerow([m.name, wall_iso(up), wall_iso(down), f"{length:.3f}", m.share, achieved,
                                 m.jobs_run, f"{m.offset:.6f}", f"{m.rtt:.6f}" if m.rtt is not None else "",
-                                m.incarnations, f"{m.speed:.4g}"])
+                                len(m.incarnations), f"{m.speed:.4g}"])
 
 
 def _stats(values: list[float]) -> dict[str, float | int | None]:

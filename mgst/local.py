@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import logging
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mgst import security
 from mgst.analysis.compare import comparison, plot_comparison
 from mgst.mapper import Mapper, TestbedRun
 from mgst.model import Experiment
@@ -35,12 +38,16 @@ class LocalResult:
     out: Path
 
 
-def start_pullers(endpoint: str, names: list[str], log_path: Path, verbose: bool = False) -> list[subprocess.Popen]:
+def start_pullers(endpoint: str, names: list[str], log_path: Path, verbose: bool = False,
+                  keys: Path | None = None, extra: tuple[str, ...] = ()) -> list[subprocess.Popen]:
+    """One puller process per name, logging to ``log_path``; with ``keys`` (a folder made by
+    security.create_keys) each uses its own key, else they connect without CURVE."""
+    auth = ["--keys", str(keys)] if keys is not None else ["--insecure"]
     logf = open(log_path, "ab")  # noqa: SIM115 (the children keep it; closed when they are reaped)
     try:
         return [
             subprocess.Popen(
-                [sys.executable, "-m", "puller", "--connect", endpoint, "--machine", name,
+                [sys.executable, "-m", "puller", "--connect", endpoint, "--machine", name, *auth, *extra,
                  *(["-v"] if verbose else [])],
                 stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
             )
@@ -81,21 +88,39 @@ def run_local(
     progress: Callable[[Mapper], None] | None = None,
     replications: int | None = None,
     executor: str | None = None,
+    insecure: bool = False,
+    imports: tuple[str, ...] = (),
+    on_mapper: Callable[[Mapper], None] | None = None,
 ) -> LocalResult:
+    """A testbed run on loopback, with ephemeral CURVE keys (one per puller) unless ``insecure``,
+    journalled to ``out/journal.sqlite``, then its simulation beside it."""
     out.mkdir(parents=True, exist_ok=True)
-    mapper = Mapper(experiment, "tcp://127.0.0.1:0", duration=duration, time_unit=time_unit, seed=seed,
-                    progress=progress, executor=executor)
-    procs: list[subprocess.Popen] = []
-    run = None
+    names = [m.name for m in experiment.machines]
+    key_dir = None if insecure else Path(tempfile.mkdtemp(prefix="mgst-keys-"))  # 0700, removed below
     try:
-        procs = start_pullers(mapper.endpoint, [m.name for m in experiment.machines], out / "pullers.log")
-        run = mapper.run()
+        keys = None
+        if key_dir is not None:
+            security.create_keys(key_dir, names)
+            keys = security.server_keys(key_dir)
+        mapper = Mapper(experiment, "tcp://127.0.0.1:0", duration=duration, time_unit=time_unit, seed=seed,
+                        progress=progress, executor=executor, keys=keys, insecure=insecure, out=out,
+                        imports=imports)
+        if on_mapper is not None:
+            on_mapper(mapper)  # e.g. the CLI's signal handlers
+        procs: list[subprocess.Popen] = []
+        run = None
+        try:
+            procs = start_pullers(mapper.endpoint, names, out / "pullers.log", keys=key_dir)
+            run = mapper.run()
+        finally:
+            stop_pullers(procs, grace=EXIT_GRACE if run is not None else 0.0)
     finally:
-        stop_pullers(procs, grace=EXIT_GRACE if run is not None else 0.0)
+        if key_dir is not None:
+            shutil.rmtree(key_dir, ignore_errors=True)
     testbed, extras = summarize_testbed(run)
     # The same setting in simulation, over the same model time; replication 0 shares the job sequence.
     sim, _ = run_simulation(experiment, horizon=testbed.horizon, warmup=run.warmup, seed=mapper.seed,
-                            replications=replications)
+                            replications=replications, imports=imports)
     extras["simulation"] = sim.as_dict()
     extras["comparison"] = comparison(testbed, sim)
     summary = write_testbed_outputs(run, testbed, extras, out)

@@ -1,4 +1,4 @@
-"""The mapper: drives the scheduling core from the wall clock and ZeroMQ messages of puller daemons."""
+"""The mapper: drives the scheduling core from the wall clock and the ZeroMQ messages of puller daemons."""
 
 from __future__ import annotations
 
@@ -10,19 +10,24 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import zmq
 
 from mgst import protocol as P
+from mgst import security
+from mgst.admission import Holder, admit
 from mgst.clock import OffsetEstimator
 from mgst.core.decisions import Assign, Cancel, JobCompleted, JobRequeued, SetTimer
 from mgst.core.scheduler import Scheduler
-from mgst.core.state import JobStatus
+from mgst.core.state import JobStatus, MachineState
+from mgst.drops import DropLog
+from mgst.experiment_codec import to_plain
 from mgst.journal import Journal
 from mgst.model import Experiment
-from mgst.policies import policy_class
-from mgst.streams import Purpose, python_random
+from mgst.replay import call_core, encode_args, make_core, replay
+from mgst.store import FILENAME, RunStore
 from mgst.workload.poisson import PoissonWorkload
 
 log = logging.getLogger(__name__)
@@ -31,10 +36,27 @@ log = logging.getLogger(__name__)
 # machine dead (the Paranoid Pirate pattern of the ZeroMQ guide uses 1 s and 3).
 HEARTBEAT_INTERVAL = 0.2
 LIVENESS = 5
-# Malformed frames: log the first few in full, then every LOG_EVERY-th.
-LOG_FIRST, LOG_EVERY = 10, 100
+# At most this many messages are handled per receive pass; then timers, arrivals and
+# heartbeats get their turn, so that a flood cannot stall them. ROUTER sockets read
+# their peers fair-queued, so a flooding peer cannot starve the others either.
+RECEIVE_BATCH = 256
+# Messages a peer may have queued at the mapper: a puller has a handful in flight at most;
+# with MAX_FRAME this caps what one flooding connection can make the mapper hold (16 MB).
+RCVHWM = 256
+# A failed command refused by a puller's allow-list this many times takes the machine out of the run.
+REFUSE_LIMIT = 3
+# How often the journal notes that the mapper is alive (bounds the outage a crash leaves).
+TICK = 0.5
 
 _TIMER, _TIMEOUT = 0, 1
+
+
+class Interrupted(Exception):
+    """The run was stopped before it began (while waiting for pullers)."""
+
+
+class SecurityError(ValueError):
+    """The mapper would run unsafely without having been told to."""
 
 
 @dataclass(slots=True)
@@ -49,6 +71,7 @@ class Connection:
     clock: OffsetEstimator = field(default_factory=OffsetEstimator)  # the machine's, shared with the journal
     pending: tuple[float | None, float | None] = (None, None)  # (t1 on its clock, t2) of its latest request
     hb_seq: int = 0
+    refusals: int = 0  # commands its allow-list refused
 
 
 @dataclass(slots=True)
@@ -61,20 +84,25 @@ class TestbedRun:
     core: Scheduler
     journal: Journal
     time_unit: float
-    t0: float  # wall time of model time 0
+    t0: float  # wall time of model time 0 (after the last resume)
     generation_end: float  # wall time when arrivals stopped
     end: float  # wall time when the run ended
     cut_off: list[int]  # jobs unfinished when the drain timed out
-    malformed: Counter
+    malformed: Counter  # dropped messages by reason
     warmup: float  # model time
     seed: int = 0  # the run seed: the job sequence and failure trace it drew
+    security: str = "curve"  # "curve", or "none (...)" saying why
+    aborted: bool = False  # stopped at once (second interrupt): not drained
 
 
 class Mapper:
     """One testbed run: register pullers, generate jobs in real time, schedule, drain, report.
 
     The job generator draws the same streams as replication 0 of the simulator
-    with the same seed, so the two runs see the same job sequence.
+    with the same seed, so the two runs see the same job sequence. With ``out``,
+    every event is journalled to ``out/journal.sqlite`` as it happens, and
+    nothing the journal does not have leaves the mapper (write-ahead); with
+    ``resume``, the run in ``out`` continues where its journal ends.
     """
 
     def __init__(
@@ -95,8 +123,28 @@ class Mapper:
         progress: Callable[[Mapper], None] | None = None,
         progress_interval: float = 1.0,
         context: zmq.Context | None = None,
+        keys: security.ServerKeys | None = None,
+        insecure: bool = False,
+        out: Path | None = None,
+        resume: bool = False,
+        imports: tuple[str, ...] = (),
+        farewell: float = 0.0,
+        resume_wait: float = 10.0,
     ):
+        self.security = self._security_mode(bind, keys, insecure)
         tb = experiment.testbed
+        self.resuming = resume
+        if resume:
+            if out is None:
+                raise ValueError("resume needs the run's directory")
+            self._replayed = replay(out)
+            meta = self._replayed.meta
+            if to_plain(experiment) != meta["experiment"]:
+                self._replayed.store.close()
+                raise ValueError(f"{out} was run with another experiment than {experiment.name!r}")
+            experiment = self._replayed.experiment
+            duration, time_unit, seed = meta["duration"], meta["time_unit"], meta["seed"]
+            executor, timeout_factor, failures = meta["executor"], meta["timeout_factor"], meta["failures"]
         self.experiment = experiment
         self.duration = tb.duration if duration is None else duration
         self.time_unit = tb.time_unit if time_unit is None else time_unit
@@ -105,6 +153,8 @@ class Mapper:
         self.heartbeat_interval = heartbeat_interval
         self.liveness = liveness
         self.register_timeout = register_timeout
+        self.resume_wait = resume_wait
+        self.farewell = farewell
         self.executor = tb.executor if executor is None else executor
         if self.executor == "command" and len(tb.commands) != len(experiment.classes):
             raise ValueError("the command executor needs [testbed] commands, one per job class")
@@ -114,39 +164,90 @@ class Mapper:
         # Long enough for a job that started at the last moment on the slowest machine.
         slowest = max(1.0 / (min(r for r in m.rates if r > 0) * m.availability) for m in experiment.machines)
         self.drain_timeout = drain_timeout if drain_timeout is not None else max(30.0, 50 * slowest * self.time_unit)
-        spec = experiment.policy
-        cls = policy_class(spec.name)
-        self.policy = cls(cls.Options.from_mapping(spec.options), python_random(self.seed, 0, Purpose.POLICY))
-        self.core = Scheduler(experiment.classes, experiment.machines, self.policy)
-        self.journal = Journal(experiment)
+        if resume:
+            self.journal = self._replayed.journal
+            self.core = self._replayed.core
+        else:
+            store = None
+            if out is not None:
+                store = RunStore(out / FILENAME, create=True)
+                store.set_meta(experiment=to_plain(experiment), seed=self.seed, duration=self.duration,
+                               time_unit=self.time_unit,
+                               executor=self.executor, timeout_factor=self.timeout_factor, failures=self.failures,
+                               imports=list(imports), security=self.security, created=time.time())
+            self.journal = Journal(experiment, store)
+            self.core = make_core(experiment, self.seed)
         self.names = {m.name: j for j, m in enumerate(experiment.machines)}
         self.conns = [Connection(clock=m.clock) for m in self.journal.machines]
+        for conn, m in zip(self.conns, self.journal.machines):
+            conn.incarnation = m.incarnations[-1] if m.incarnations else None
         self.by_identity: dict[bytes, int] = {}
-        self.malformed: Counter = Counter()
-        self._malformed_total = 0
+        self.drops = DropLog(log)
         self.long_jobs = 0  # time-outs of jobs on machines that were alive (no action taken)
         self._timers: list[tuple[float, int, int, Any]] = []
         self._seq = itertools.count()
+        self._outbox: list[tuple[bytes, bytes, int | None]] = []
+        self._frozen: float | None = None  # model time, held while a resumed mapper waits for its pullers
         self.t0: float | None = None
+        self.stopping = False  # set (e.g. by a signal handler) to end generation early and drain
+        self.aborting = False  # set to stop at once (a second interrupt): the journal stays consistent
         self._ctx = context or zmq.Context.instance()
-        self.socket = self._ctx.socket(zmq.ROUTER)
-        self.socket.setsockopt(zmq.LINGER, 0)
-        self.socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
-        if bind.endswith(":0"):
-            port = self.socket.bind_to_random_port(bind[: -len(":0")])
-            bind = f"{bind[: -len(':0')]}:{port}"
-        else:
-            self.socket.bind(bind)
+        self._auth = security.start_authenticator(self._ctx, keys) if keys is not None else None
+        self._curve = keys is not None
+        try:
+            self.socket = self._ctx.socket(zmq.ROUTER)
+            self.socket.setsockopt(zmq.LINGER, 0)
+            self.socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
+            self.socket.setsockopt(zmq.MAXMSGSIZE, P.MAX_FRAME)
+            self.socket.setsockopt(zmq.RCVHWM, RCVHWM)
+            if keys is not None:
+                security.secure_server(self.socket, keys)
+            if bind.endswith(":0"):
+                port = self.socket.bind_to_random_port(bind[: -len(":0")])
+                bind = f"{bind[: -len(':0')]}:{port}"
+            else:
+                self.socket.bind(bind)
+        except BaseException:
+            self._close_auth()
+            raise
         self.endpoint = bind
-        self.stopping = False  # set (e.g. by a signal handler) to end generation early
+
+    @staticmethod
+    def _security_mode(bind: str, keys: security.ServerKeys | None, insecure: bool) -> str:
+        if keys is not None:
+            return "curve"
+        if insecure:
+            log.warning("running WITHOUT authentication or encryption (--insecure): anyone who reaches %s can "
+                        "register as a machine and read the jobs", bind)
+            return "none (--insecure)"
+        if not security.is_loopback(bind):
+            raise SecurityError(f"{bind} is reachable from other machines: give the mapper keys (mgst keys, then "
+                                "--keys DIR), or --insecure for a closed lab network")
+        log.warning("no keys: pullers are not authenticated (loopback only)")
+        return "none (loopback)"
 
     # ------------------------------------------------------------------ time
 
     def model_now(self, wall: float) -> float:
+        if self._frozen is not None:
+            return self._frozen
         return 0.0 if self.t0 is None else max(0.0, (wall - self.t0) / self.time_unit)
 
     def registered(self) -> int:
         return sum(c.identity is not None for c in self.conns)
+
+    @property
+    def malformed(self) -> Counter:
+        return self.drops.counts
+
+    # ------------------------------------------------------------------ the core, journalled
+
+    def _core(self, method: str, now: float, *args: Any) -> None:
+        """Feed the core one input (recorded first, for replay) and carry out what it decides."""
+        mnow = self.model_now(now)
+        if self.journal.store is not None:
+            self.journal.store.append("core", (method, mnow, encode_args(method, args)))
+        self._carry_out(call_core(self.core, method, mnow, args), now)
 
     # ------------------------------------------------------------------ run
 
@@ -154,25 +255,41 @@ class Mapper:
         try:
             return self._run()
         finally:
-            self._say_bye()
-            self.socket.close(linger=500)  # ms: let the byes go out
+            try:
+                self._say_bye()
+                self._farewell()
+            finally:
+                self.socket.close(linger=500)  # ms: let the byes go out
+                self._close_auth()
+                if self.journal.store is not None:
+                    self.journal.store.close()
+
+    def _close_auth(self) -> None:
+        if self._auth is not None:
+            self._auth.stop()
+            self._auth = None
 
     def _run(self) -> TestbedRun:
         poller = zmq.Poller()
         poller.register(self.socket, zmq.POLLIN)
-        self._carry_out(self.core.start(0.0), time.time())
         started = time.time()
-        log.info("mapper on %s waiting for %d pullers", self.endpoint, len(self.conns))
-        next_hb = started
+        horizon = self.duration / self.time_unit  # model time
         workload = PoissonWorkload(self.experiment.arrival_rates, self.seed, 0)
         next_job = None
-        horizon = self.duration / self.time_unit  # model time
         generation_end = math.inf
         drain_deadline = math.inf
-        next_report = started
-        while True:
+        if self.resuming:
+            next_job = self._prepare_resume(workload, started)
+        else:
+            self._core("start", started)
+        log.info("mapper on %s waiting for %d pullers", self.endpoint, len(self.conns))
+        next_hb = next_tick = next_report = started
+        backlog = False
+        while not self.aborting:
             now = time.time()
             if self.t0 is None:
+                if self.stopping:
+                    raise Interrupted("stopped while waiting for pullers to register")
                 if self.registered() == len(self.conns):
                     self._begin(now)
                 elif now - started > self.register_timeout:
@@ -182,13 +299,17 @@ class Mapper:
                 if self.t0 is not None:
                     next_job = workload.next_job()
                     generation_end = self.t0 + self.duration
+            elif self._frozen is not None and (self.registered() == len(self.conns)
+                                                or now - started > self.resume_wait or self.stopping):
+                next_job, generation_end, drain_deadline = self._end_resume_wait(now, next_job)
             # arrivals
-            while next_job is not None and self.t0 is not None:
+            while next_job is not None and self.t0 is not None and self._frozen is None:
                 due = self.t0 + next_job.submitted * self.time_unit
                 if next_job.submitted >= horizon or self.stopping:
                     next_job = None
                     if self.stopping:  # stopped early: the horizon is now
                         generation_end = min(generation_end, now)
+                    self.journal.generation_over(self.model_now(generation_end))
                     drain_deadline = now + self.drain_timeout
                     log.info("generation over; draining (at most %.1f s)", self.drain_timeout)
                     break
@@ -197,9 +318,9 @@ class Mapper:
                 self.journal.job_arrived(next_job, due)
                 # The core's clock must not step back: the job keeps its generated submission time,
                 # but the event happens now (at most a poll period after it was due).
-                self._carry_out(self.core.job_arrived(self.model_now(now), next_job), now)
+                self._core("job_arrived", now, next_job)
                 next_job = workload.next_job()
-            if self.t0 is not None and next_job is None and now >= generation_end:
+            if self.t0 is not None and self._frozen is None and next_job is None and now >= generation_end:
                 if not self.core.queued_count and not self.core.running:
                     break
                 if now >= drain_deadline:
@@ -207,21 +328,25 @@ class Mapper:
                                 len(self.core.running))
                     break
             # timers
-            while self._timers and self._timers[0][0] <= now:
+            while self._timers and self._timers[0][0] <= now and self._frozen is None:
                 _, kind, _, arg = heapq.heappop(self._timers)
                 if kind == _TIMER:
                     if arg in self.core.timers:
-                        self._carry_out(self.core.timer_fired(self.model_now(now), arg), now)
+                        self._core("timer_fired", now, arg)
                 else:
                     self._job_timeout(arg, now)
             if now >= next_hb:
-                self._heartbeat(now)
+                self._heartbeat(now, backlog)
                 next_hb = now + self.heartbeat_interval
+            if now >= next_tick and self.journal.store is not None:
+                self.journal.tick(now)
+                next_tick = now + TICK
             if self.progress is not None and now >= next_report:
                 self.progress(self)
                 next_report = now + self.progress_interval
+            self._flush()
             # wait for the next thing to do
-            deadline = next_hb
+            deadline = min(next_hb, next_tick if self.journal.store is not None else math.inf)
             if self.progress is not None:
                 deadline = min(deadline, next_report)
             if self._timers:
@@ -230,161 +355,267 @@ class Mapper:
                 deadline = min(deadline, self.t0 + next_job.submitted * self.time_unit)
             if self.t0 is not None and next_job is None:
                 deadline = min(deadline, drain_deadline)
-            timeout_ms = max(0.0, (deadline - time.time()) * 1000)
-            events = dict(poller.poll(math.ceil(timeout_ms)))
+            timeout_ms = 0 if backlog else math.ceil(max(0.0, (deadline - time.time()) * 1000))
+            events = dict(poller.poll(timeout_ms))
+            backlog = False
             if self.socket in events:
-                self._receive_all()
+                backlog = self._receive_some(RECEIVE_BATCH)
+            self._flush()
         end = time.time()
-        self.core.close(self.model_now(end))
-        self.journal.correct()
-        cut = [jid for jid, rec in self.core.jobs.items() if rec.status is not JobStatus.DONE]
-        for r in self.journal.replicas.values():
-            if r.outcome == "running":
-                r.outcome = "cut off"
-        warmup = min(self.experiment.simulation.warmup, 0.1 * horizon)
-        return TestbedRun(self.experiment, self.core, self.journal, self.time_unit, self.t0 or started,
-                          generation_end, end, cut, self.malformed, warmup)
+        if self.t0 is not None and next_job is not None:  # aborted while generating
+            generation_end = min(generation_end, end)
+        if self.journal.generation_end is None and self.t0 is not None:
+            self.journal.generation_over(self.model_now(min(generation_end, end)))
+        if self.journal.store is not None:
+            self.journal.tick(end)
+            self.journal.store.set_meta(drops=dict(self.drops.counts), aborted=self.aborting)
+        self._flush()
+        return self._result(started, end, generation_end, horizon)
+
+    def _result(self, started: float, end: float, generation_end: float, horizon: float) -> TestbedRun:
+        return finish_run(self.experiment, self.core, self.journal, self.time_unit, self.t0 or started,
+                          generation_end, end, self.drops.counts, horizon, self.seed, self.security, self.aborting)
 
     def _begin(self, now: float) -> None:
         """Every machine is registered: model time 0 is now."""
         self.t0 = now
-        self.journal.start = now
+        self.journal.began(now)
         log.info("all %d pullers registered; generating jobs for %.1f s", len(self.conns), self.duration)
+
+    # ------------------------------------------------------------------ resuming
+
+    def _prepare_resume(self, workload: PoissonWorkload, now: float) -> Any:
+        """Set up from the replayed journal: hold model time until the pullers are back; the next job."""
+        j = self.journal
+        mc = self._replayed.model_time
+        if j.start is None:  # the old mapper died before its clock started: start afresh
+            self._frozen = None
+            return None
+        self._frozen = mc
+        self.t0 = now - mc * self.time_unit  # provisional; fixed when the wait ends
+        outage = now - (j.last_wall if j.last_wall is not None else now)
+        j.resumed(now, self.t0)
+        log.info("resuming at model time %.3f after an outage of %.1f s: %d jobs, %d running, %d queued",
+                 mc, outage, len(j.jobs), len(self.core.running), self.core.queued_count)
+        # the generator continues the same seeded sequence where it stopped
+        nxt = None
+        if j.generation_end is None:
+            last = max(j.jobs, default=-1)
+            nxt = workload.next_job()
+            while nxt.id <= last:
+                nxt = workload.next_job()
+        return nxt
+
+    def _end_resume_wait(self, now: float, next_job: Any) -> tuple[Any, float, float]:
+        """The pullers are back (or the wait is over): machines still missing are down; the clock runs again."""
+        mc = self._frozen
+        assert mc is not None
+        for jdx, conn in enumerate(self.conns):
+            if conn.identity is None and self.core.machines[jdx].state is not MachineState.DOWN:
+                log.info("%s did not come back: down", self.experiment.machines[jdx].name)
+                self.journal.machine_down(jdx, now)
+                self._core("machine_down", now, jdx)
+        self._frozen = None
+        self.t0 = now - mc * self.time_unit
+        self.journal.began(self.t0)
+        # timers the replayed core holds, and the per-job time-outs of what runs
+        for key, at in self.core.timers.items():
+            heapq.heappush(self._timers, (self.t0 + at * self.time_unit, _TIMER, next(self._seq), key))
+        for rec in self.core.running.values():
+            for r in rec.replicas.values():
+                self._arm_timeout(r.id, r.machine, rec.job.job_class, r.progress, now)
+        if self.journal.generation_end is not None:
+            log.info("resumed in the drain")
+            return None, self.t0 + self.journal.generation_end * self.time_unit, now + self.drain_timeout
+        return next_job, self.t0 + self.duration, math.inf
 
     # ------------------------------------------------------------------ receiving
 
-    def _receive_all(self) -> None:
+    def _receive_some(self, limit: int) -> bool:
+        """Handle up to ``limit`` messages; True if more may be waiting."""
         sock = self.socket
-        while True:
+        for _ in range(limit):
             try:
-                frames = sock.recv_multipart(zmq.NOBLOCK, copy=True)
+                frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
-                return
+                return False
             now = time.time()
+            identity = frames[0].bytes
             if len(frames) != 2:
-                self._bad(frames[0] if frames else b"", f"{len(frames) - 1} frames")
+                self._bad(identity, P.Drop.FRAMES, f"{len(frames) - 1} frames")
                 continue
-            identity, frame = frames
             try:
-                msg = P.decode(frame)
+                msg = P.decode(frames[1].buffer)
             except P.ProtocolError as e:
-                self._bad(identity, e.reason)
+                self._bad(identity, e.reason, e.detail)
                 continue
             if type(msg) not in P.FROM_PULLER:
-                self._bad(identity, f"{type(msg).__name__} is not a puller's message")
+                self._bad(identity, P.Drop.DIRECTION, type(msg).__name__)
                 continue
             try:
-                self._handle(identity, msg, now)
+                if type(msg) is P.Hello:
+                    key = frames[1].get("User-Id") if self._curve else None
+                    self._hello(identity, msg, key or None, now)
+                else:
+                    self._handle(identity, msg, now)
             except Exception:  # no input may crash the mapper; a bug here must still be seen
-                log.exception("error handling %s from %s", type(msg).__name__, identity.hex())
-                self.malformed["handler error"] += 1
+                log.exception("error handling %s from %s", type(msg).__name__, identity.hex()[:16])
+                self.drops.counts[P.Drop.HANDLER_ERROR] += 1
+        return True
 
-    def _bad(self, identity: bytes, reason: str) -> None:
-        self._malformed_total += 1
-        self.malformed[reason.split(":")[0] if ":" in reason else reason] += 1
-        n = self._malformed_total
-        if n <= LOG_FIRST or n % LOG_EVERY == 0:
-            who = self.by_identity.get(identity)
-            sender = self.experiment.machines[who].name if who is not None else identity.hex()[:16]
-            log.warning("dropped malformed message #%d from %s: %s", n, sender, reason)
+    def _sender(self, identity: bytes) -> str:
+        j = self.by_identity.get(identity)
+        return self.experiment.machines[j].name if j is not None else f"connection {identity.hex()[:16]}"
+
+    def _bad(self, identity: bytes, reason: str, detail: str = "") -> None:
+        self.drops.drop(reason, self._sender(identity), detail)
 
     def _handle(self, identity: bytes, msg: Any, now: float) -> None:
-        t = type(msg)
-        if t is P.Hello:
-            self._hello(identity, msg, now)
-            return
         j = self.by_identity.get(identity)
-        if j is None:
+        t = type(msg)
+        if j is None:  # an unknown sender gets no reply
             if t is not P.Bye:
-                self._bad(identity, f"{t.__name__} from an unregistered sender")
-                self._send(identity, P.Refused("not registered: send hello"))
+                self._bad(identity, P.Drop.UNREGISTERED, t.__name__)
             return
         conn = self.conns[j]
         conn.last_seen = now
-        core = self.core
         if t is P.Heartbeat:
             conn.remote_clock, conn.remote_received = msg.clock, now
             if msg.echo >= 0:
-                conn.clock.add(msg.echo, msg.echo_received, msg.clock, now)
+                self.journal.clock_sample(j, msg.echo, msg.echo_received, msg.clock, now)
         elif t is P.Ready:
             conn.pending = (msg.clock, now)
-            self._carry_out(core.machine_ready(self.model_now(now), j, msg.share), now)
+            self._ready(identity, j, now, msg.share)
         elif t is P.Started:
             r = self.journal.replicas.get(msg.replica)
-            if r is not None and r.machine == j:
-                r.t4r_remote, r.t4_remote = msg.received, msg.started
+            live = self.core.replica(msg.replica)
+            if r is None or r.machine != j or live is None or live.machine != j:
+                self._bad(identity, P.Drop.NOT_ITS_REPLICA, f"started {msg.replica}")
+            elif r.t4_remote is None:
+                self.journal.started(msg.replica, msg.received, msg.started)
         elif t is P.Done:
-            r = self.journal.replicas.get(msg.replica)
-            if r is None or r.machine != j:
-                self._bad(identity, f"done of replica {msg.replica}, not one of this machine's")
-                return
-            r.t4r_remote, r.t4_remote, r.t5_remote, r.t6 = msg.received, msg.started, msg.finished, now
-            r.achieved_share = msg.achieved_share
-            self.journal.machines[j].achieved.append(msg.achieved_share)
-            mnow = self.model_now(now)
-            self._carry_out(core.replica_done(mnow, msg.replica), now)
-            if msg.ready:
-                conn.pending = (msg.finished, now)
-                self._carry_out(core.machine_ready(mnow, j), now)
+            self._done(identity, j, msg, now)
         elif t is P.Failed:
-            self.journal.end("failed", msg.replica)
-            self._carry_out(core.replica_failed(self.model_now(now), msg.replica, msg.reason or "failed"), now)
+            self._failed(identity, j, msg, now)
         elif t is P.Bye:
-            log.info("%s leaves: %s", self.experiment.machines[j].name, msg.reason)
+            log.info("%s leaves: %s", self.experiment.machines[j].name, msg.reason[:200])
             self._machine_gone(j, now)
 
-    def _hello(self, identity: bytes, msg: P.Hello, now: float) -> None:
+    def _ready(self, identity: bytes, j: int, now: float, share: float | None = None) -> None:
+        state = self.core.machines[j].state
+        if state is MachineState.BUSY:  # never drops the replica it runs
+            self._bad(identity, P.Drop.READY_WHILE_BUSY)
+        else:
+            self._core("machine_ready", now, j, share)
+
+    def _done(self, identity: bytes, j: int, msg: P.Done, now: float) -> None:
+        r = self.journal.replicas.get(msg.replica)
+        if r is None or r.machine != j:
+            self._bad(identity, P.Drop.NOT_ITS_REPLICA, f"done {msg.replica}")
+            return
+        if r.t6 is not None or not self.core.accepts_result(msg.replica):
+            # already counted, or not wanted any more: nothing is recorded, but a free machine still asks
+            self._bad(identity, P.Drop.FINISHED_REPLICA, f"done {msg.replica}")
+        else:
+            self.journal.reported_done(msg.replica, msg.received, msg.started, msg.finished, now,
+                                       msg.achieved_share)
+            self._core("replica_done", now, msg.replica)
+        if msg.ready:
+            self.conns[j].pending = (msg.finished, now)
+            self._ready(identity, j, now)
+
+    def _failed(self, identity: bytes, j: int, msg: P.Failed, now: float) -> None:
+        live = self.core.replica(msg.replica)
+        if live is None or live.machine != j:
+            self._bad(identity, P.Drop.NOT_ITS_REPLICA, f"failed {msg.replica}")
+            return
+        name = self.experiment.machines[j].name
+        outcome = "refused" if msg.code == P.FAIL_REFUSED else "failed"
+        self.journal.end(outcome, msg.replica)
+        log.warning("%s: replica %d %s: %s", name, msg.replica, outcome, msg.reason[:200])
+        self._core("replica_failed", now, msg.replica, f"{msg.code}: {msg.reason[:200]}")
+        if msg.code == P.FAIL_REFUSED:
+            conn = self.conns[j]
+            conn.refusals += 1
+            if conn.refusals >= REFUSE_LIMIT:
+                log.error("%s refused this run's commands %d times: taken out of the run (check its allow-list)",
+                          name, conn.refusals)
+                self._send(identity, P.Bye("your allow-list refuses this run's commands"), None)
+                self._machine_gone(j, now)
+
+    def _hello(self, identity: bytes, msg: P.Hello, key: str | None, now: float) -> None:
         if msg.version != P.PROTOCOL_VERSION:
-            self._bad(identity, f"protocol version {msg.version}")
-            self._send(identity, P.Refused(f"protocol version {msg.version}; this mapper speaks "
-                                           f"{P.PROTOCOL_VERSION}"))
+            self._refuse(identity, P.Drop.VERSION, f"protocol version {msg.version}; this mapper speaks "
+                                                   f"{P.PROTOCOL_VERSION}", True)
             return
         j = self.names.get(msg.machine)
         if j is None:
-            self._send(identity, P.Refused(f"unknown machine {msg.machine!r}; this experiment has "
-                                           f"{', '.join(self.names)}"))
-            self.malformed["unknown machine"] += 1
+            self._refuse(identity, P.Drop.UNKNOWN_MACHINE, f"unknown machine {msg.machine[:64]!r}; this experiment "
+                                                           f"has {', '.join(self.names)}", True)
             return
         if self.executor not in msg.executors:
-            self._send(identity, P.Refused(f"this run needs the {self.executor!r} executor"))
-            self.malformed["missing executor"] += 1
+            self._refuse(identity, P.Drop.EXECUTOR, f"this run needs the {self.executor!r} executor"
+                         + (" (enable it with an allow-list)" if self.executor == "command" else ""), True)
             return
         conn = self.conns[j]
-        mnow = self.model_now(now)
-        if conn.incarnation is not None and conn.incarnation != msg.incarnation:
+        mlog = self.journal.machines[j]
+        holder = Holder(
+            bound_key=mlog.key, incarnations=tuple(mlog.incarnations), identity=conn.identity,
+            live=conn.identity is not None and now - conn.last_seen <= self.liveness * self.heartbeat_interval,
+            key_shared=key is not None and any(m.key == key for i, m in enumerate(self.journal.machines) if i != j),
+        )
+        refusal = admit(msg.machine, holder, key, msg.incarnation, identity)
+        if refusal is not None:
+            log.error("refused a hello as %s from %s: %s", msg.machine, identity.hex()[:16], refusal.reason)
+            self._refuse(identity, refusal.drop, refusal.reason, refusal.fatal)
+            return
+        m = self.experiment.machines[j]
+        restarted = conn.incarnation is not None and conn.incarnation != msg.incarnation
+        if restarted and self.core.machines[j].state is not MachineState.DOWN:
             # The machine restarted: whatever it ran is gone, even if we had not noticed.
-            if self.core.machines[j].is_up:
-                self._carry_out(self.core.machine_down(mnow, j), now)
-                self.journal.machine_down(j, now)
+            self.journal.machine_down(j, now)
+            self._core("machine_down", now, j)
         if conn.identity is not None and conn.identity != identity:
             self.by_identity.pop(conn.identity, None)
         conn.identity = identity
-        self.by_identity[identity] = j
-        if conn.incarnation != msg.incarnation:
-            self.journal.machines[j].incarnations += 1
-        self.journal.machines[j].speed = msg.speed
         conn.incarnation = msg.incarnation
         conn.last_seen = now
-        m = self.experiment.machines[j]
+        self.by_identity[identity] = j
+        self.journal.registered(j, msg.incarnation, msg.speed, key)
         failures = None
         if self.failures:
             f = self.experiment.failures
             failures = (f.mean_up, f.mean_down, self.seed)
         self._send(identity, P.Welcome(P.PROTOCOL_VERSION, j, self.time_unit, self.heartbeat_interval,
-                                       m.availability, self.executor, failures))
-        if not self.core.machines[j].is_up:
+                                       m.availability, self.executor, failures), j)
+        if self.core.machines[j].state is MachineState.DOWN:
             self.journal.machine_up(j, now)
-        self._carry_out(self.core.machine_up(mnow, j, m.availability), now)
+            self._core("machine_up", now, j, m.availability)
+        else:
+            # Reconcile what it holds with what we think it runs.
+            running = self.core.machines[j].replica
+            if running is not None and running.id != msg.holds:
+                log.info("%s no longer holds replica %d: lost", m.name, running.id)
+                self.journal.end("lost", running.id)
+                self._core("replica_failed", now, running.id, "not held by the puller after reconnecting")
+        live = self.core.machines[j].replica
+        if msg.holds >= 0 and not msg.finished and (live is None or live.id != msg.holds):
+            self._send(identity, P.CancelMsg(msg.holds), j)  # it runs something that is no longer its job
         log.info("%s registered (incarnation %x)", m.name, msg.incarnation & 0xFFFFFFFF)
+
+    def _refuse(self, identity: bytes, drop: str, reason: str, fatal: bool) -> None:
+        self._bad(identity, drop, reason)
+        self._send(identity, P.Refused(reason, fatal), None)
 
     # ------------------------------------------------------------------ liveness
 
-    def _heartbeat(self, now: float) -> None:
+    def _heartbeat(self, now: float, backlog: bool) -> None:
         dead_after = self.liveness * self.heartbeat_interval
         for j, conn in enumerate(self.conns):
             if conn.identity is None:
                 continue
-            if now - conn.last_seen > dead_after:
+            # While messages wait unread (a flood), a silence may be ours, not the puller's.
+            if now - conn.last_seen > dead_after and not (backlog and now - conn.last_seen < 3 * dead_after):
                 log.info("%s silent for %.2f s: down", self.experiment.machines[j].name, now - conn.last_seen)
                 self._machine_gone(j, now)
                 continue
@@ -397,9 +628,9 @@ class Mapper:
         if conn.identity is not None:
             self.by_identity.pop(conn.identity, None)
             conn.identity = None
-        if self.core.machines[j].is_up:
+        if self.core.machines[j].state is not MachineState.DOWN:
             self.journal.machine_down(j, now)
-            self._carry_out(self.core.machine_down(self.model_now(now), j), now)
+            self._core("machine_down", now, j)
 
     def _job_timeout(self, replica: int, now: float) -> None:
         """The paper's per-job time-out, as the failure detector it was there.
@@ -418,9 +649,9 @@ class Mapper:
             self.long_jobs += 1
             return
         log.info("replica %d of job %d timed out on %s", replica, r.job.id, self.experiment.machines[j].name)
-        self.journal.jobs[r.job.id].timed_out = True
+        self.journal.timed_out(r.job.id)
         self.journal.end("timeout", replica)
-        self._carry_out(self.core.replica_failed(self.model_now(now), replica, "timeout"), now)
+        self._core("replica_failed", now, replica, "timeout")
         self._machine_gone(j, now)
 
     # ------------------------------------------------------------------ decisions
@@ -436,11 +667,10 @@ class Mapper:
                 if conn.identity is not None:
                     self._send(conn.identity, P.CancelMsg(d.replica), d.machine)
             elif t is JobCompleted:
-                self.journal.jobs[d.job.id].done_by = d.replica
+                self.journal.completed(d.job.id, d.replica, d.machine)
                 self.journal.end("done", d.replica)
-                self.journal.machines[d.machine].jobs_run += 1
             elif t is JobRequeued:
-                self.journal.jobs[d.job.id].requeues += 1
+                self.journal.requeued(d.job.id)
                 self.journal.end("lost", d.replica)
             elif t is SetTimer:
                 wall = (self.t0 or now) + d.at * self.time_unit
@@ -455,28 +685,87 @@ class Mapper:
         t1, t2 = conn.pending
         conn.pending = (None, None)
         self.journal.sent(d.replica, job.id, j, t1, t2, now)
-        command = self.experiment.testbed.commands[job.job_class] if self.executor == "command" else ()
+        key, argv = "", ()
+        if self.executor == "command":
+            command = self.experiment.testbed.commands[job.job_class]
+            key, argv = (command, ()) if isinstance(command, str) else ("", tuple(command))
         self._send(conn.identity, P.JobMsg(job.id, d.replica, job.job_class, job.size, job.size / rate,
-                                           d.progress, command), j)
+                                           d.progress, key, argv), j)
+        self._arm_timeout(d.replica, j, job.job_class, d.progress, now)
+
+    def _arm_timeout(self, replica: int, j: int, job_class: int, progress: float, now: float) -> None:
         if self.timeout_factor:
-            expected = (1.0 - d.progress) / (rate * self.core.machines[j].cpu_share)  # mean, model time
+            rate = self.experiment.machines[j].rates[job_class]
+            expected = (1.0 - progress) / (rate * self.core.machines[j].cpu_share)  # mean, model time
             heapq.heappush(self._timers, (now + self.timeout_factor * expected * self.time_unit, _TIMEOUT,
-                                          next(self._seq), d.replica))
+                                          next(self._seq), replica))
+
+    # ------------------------------------------------------------------ sending (after the journal has it)
 
     def _send(self, identity: bytes | None, msg: Any, machine: int | None = None) -> None:
-        if identity is None:
-            return
-        try:
-            self.socket.send_multipart([identity, P.encode(msg)], zmq.NOBLOCK)
-        except zmq.ZMQError as e:  # peer gone (ROUTER_MANDATORY) or its queue full
-            log.info("could not send %s to %s: %s", type(msg).__name__, identity.hex()[:16], e)
-            if machine is not None and e.errno == zmq.EHOSTUNREACH:
-                self._machine_gone(machine, time.time())
+        if identity is not None:
+            self._outbox.append((identity, P.encode(msg), machine))
+
+    def _flush(self) -> None:
+        """Commit the journal, then send what it decided (write-ahead: no puller holds a job the log lacks)."""
+        for _ in range(100):  # a failed send may decide more (machine gone): bounded
+            if self.journal.store is not None:
+                self.journal.store.commit()
+            if not self._outbox:
+                return
+            out, self._outbox = self._outbox, []
+            for identity, frame, machine in out:
+                try:
+                    self.socket.send_multipart([identity, frame], zmq.NOBLOCK)
+                except zmq.ZMQError as e:  # peer gone (ROUTER_MANDATORY) or its queue full
+                    log.info("could not send to %s: %s", self._sender(identity), e)
+                    gone = e.errno == zmq.EHOSTUNREACH and machine is not None
+                    if gone and self.by_identity.get(identity) == machine:
+                        self._machine_gone(machine, time.time())
 
     def _say_bye(self) -> None:
+        self._outbox.clear()
         for conn in self.conns:
             if conn.identity is not None:
                 try:
                     self.socket.send_multipart([conn.identity, P.encode(P.Bye("run over"))], zmq.NOBLOCK)
                 except zmq.ZMQError:
                     pass
+
+    def _farewell(self) -> None:
+        """For ``farewell`` seconds after the run, answer any hello with a bye: pullers that were down
+        at the end (injected failures) learn that the run is over and exit."""
+        if self.farewell <= 0 or self.aborting:
+            return
+        end = time.monotonic() + self.farewell
+        bye = P.encode(P.Bye("run over"))
+        while not self.aborting and (left := end - time.monotonic()) > 0:
+            if not self.socket.poll(math.ceil(left * 1000)):
+                continue
+            for _ in range(RECEIVE_BATCH):
+                try:
+                    identity, *rest = self.socket.recv_multipart(zmq.NOBLOCK)
+                except (zmq.Again, ValueError):
+                    break
+                try:
+                    if len(rest) == 1 and type(P.decode(rest[0])) is P.Hello:
+                        self.socket.send_multipart([identity, bye], zmq.NOBLOCK)
+                except (P.ProtocolError, zmq.ZMQError):
+                    pass
+
+
+def finish_run(experiment: Experiment, core: Scheduler, journal: Journal, time_unit: float, t0: float,
+               generation_end: float, end: float, drops: Counter, horizon: float, seed: int, security_mode: str,
+               aborted: bool) -> TestbedRun:
+    """Close the books of a run (ended, or replayed from its journal) into a TestbedRun."""
+    core.close(max(core.now, (end - t0) / time_unit))
+    journal.correct()
+    cut = [jid for jid, rec in core.jobs.items() if rec.status is not JobStatus.DONE]
+    for r in journal.replicas.values():
+        if r.outcome == "running":
+            r.outcome = "cut off"
+    warmup = min(experiment.simulation.warmup, 0.1 * horizon)
+    if not math.isfinite(generation_end):
+        generation_end = journal.generation_end if journal.generation_end is not None else end
+    return TestbedRun(experiment, core, journal, time_unit, t0, generation_end, end, cut, Counter(drops), warmup,
+                      seed, security_mode, aborted)

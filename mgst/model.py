@@ -78,7 +78,8 @@ class TestbedSettings:
     duration: float = 120.0  # wall seconds of job generation
     timeout_factor: float = 3.0  # the paper's k: a job times out after k x expected time
     executor: str = "emulate"  # how pullers run jobs: one of EXECUTORS
-    commands: tuple[tuple[str, ...], ...] = ()  # per class, the program of the command executor
+    # Per class, the command executor's program: a key of the pullers' allow-lists, or an exact argv.
+    commands: tuple[str | tuple[str, ...], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

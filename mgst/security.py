@@ -36,6 +36,8 @@ MAPPER = "mapper"
 AUTHORIZED = "authorized"
 PULLERS = "pullers"
 LAB = "lab"  # the name of a shared puller key
+# The ZAP domain of the mapper's socket; pyzmq's authenticator looks keys up by it ('*' is not a wildcard).
+ZAP_DOMAIN = "mgst"
 # Names become file names: keep them to a safe alphabet.
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _ENDPOINT = re.compile(r"^(tcp://(\*|\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})|ipc://.+|inproc://.+)$")
@@ -173,8 +175,8 @@ def start_authenticator(context: zmq.Context, keys: ServerKeys) -> ThreadAuthent
     """
     auth = ThreadAuthenticator(context, log=logging.getLogger("mgst.zap"))
     auth.start()
-    auth.configure_curve(domain="*", location=str(keys.authorized))
-    admitted = len(auth.certs.get("*", {}))
+    auth.configure_curve(domain=ZAP_DOMAIN, location=str(keys.authorized))
+    admitted = len(auth.certs.get(ZAP_DOMAIN, {}))
     if not admitted:
         auth.stop()
         raise KeyFileError(f"{keys.authorized}: no readable puller public keys")
@@ -186,7 +188,7 @@ def secure_server(socket: zmq.Socket, keys: ServerKeys) -> None:
     socket.curve_secretkey = keys.secret
     socket.curve_publickey = keys.public
     socket.curve_server = True
-    socket.zap_domain = b"mgst"
+    socket.zap_domain = ZAP_DOMAIN.encode()
 
 
 def secure_client(socket: zmq.Socket, keys: ClientKeys) -> None:

@@ -3,18 +3,78 @@
 from __future__ import annotations
 
 import json
+import os
+import statistics
 from pathlib import Path
 from typing import Any
 
-from mgst.analysis.stats import mean_ci
+from mgst.analysis.stats import batch_means_ci
 from mgst.core.state import JobStatus
 from mgst.mapper import TestbedRun
+from mgst.model import EXECUTORS, Experiment
 from mgst.policies.allocation import solve_allocation
 from mgst.results import Estimate, Summary, write_summary_csv
 
 # A single run has no replications; its confidence intervals come from batch means
-# over this many consecutive batches of jobs (by submission time).
+# over this many consecutive batches of jobs (by submission time), per class and overall.
 BATCHES = 10
+# A machine whose mean achieved CPU share falls short of its requested a_j by more than
+# this gets a warning in the summary.
+SHARE_SHORTFALL = 0.05
+
+
+def oversubscription_warning(experiment: Experiment, executor: str, cpus: int | None = None) -> str | None:
+    """A warning if the pullers of a local run need more CPU than the host has, else None.
+
+    With the spin and command executors each puller burns its machine's share a_j of
+    a core, so a local run needs sum a_j cores; ``cpus`` defaults to the CPUs this
+    process may use. None for the emulate executor (it burns no CPU) or when it fits.
+    """
+    if executor not in EXECUTORS:
+        raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
+    if executor == "emulate":
+        return None
+    if cpus is None:
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        if not cpus:
+            return None
+    need = sum(experiment.availability)
+    if need <= cpus:
+        return None
+    n = len(experiment.machines)
+    return (
+        f"the {n} {executor} pullers of this local run ask for {need:g} CPUs in all (the sum of the "
+        f"machines' availabilities a_j) but this host has {cpus}; they will compete for the cores and "
+        "their achieved CPU shares will fall short of the requested ones, so jobs run slower than the model "
+        "says (three spin pullers on two cores achieved 0.62 and 0.78 for 1.0); use the emulate executor, "
+        "fewer machines, or pullers on more hosts"
+    )
+
+
+def share_warnings(run: TestbedRun) -> list[str]:
+    """One sentence per machine whose mean achieved CPU share falls short of its requested
+    share by more than SHARE_SHORTFALL."""
+    out = []
+    for m in run.journal.machines:
+        if not m.achieved:
+            continue
+        achieved = statistics.fmean(m.achieved)
+        if achieved < m.share - SHARE_SHORTFALL:
+            out.append(
+                f"machine {m.name} achieved a mean CPU share of {achieved:.2f} for the {m.share:.2f} requested "
+                f"(over {len(m.achieved)} jobs): its jobs ran slower than the model says, so response times "
+                "are longer than a simulation's"
+            )
+    return out
+
+
+def counted_jobs(run: TestbedRun) -> set[int]:
+    """The jobs the statistics count: done, submitted in [warm-up, horizon), and not caught in a
+    mapper outage (their times would include it)."""
+    horizon = (run.generation_end - run.t0) / run.time_unit
+    return {jid for jid, jl in run.journal.jobs.items()
+            if jl.done_by is not None and run.warmup <= jl.job.submitted < horizon and not jl.across_outage
+            and run.journal.replicas[jl.done_by].t6 is not None}
 
 
 def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
@@ -24,28 +84,20 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
     horizon = (run.generation_end - run.t0) / tu
     n = len(exp.classes)
     counted: list[tuple[float, int, float, float]] = []  # (submitted, class, response, wait)
-    for jl in run.journal.jobs.values():
-        if jl.done_by is None or not run.warmup <= jl.job.submitted < horizon:
-            continue
-        r = run.journal.replicas[jl.done_by]
+    for jid in counted_jobs(run):
+        jl = run.journal.jobs[jid]
+        r = run.journal.replicas[jl.done_by]  # type: ignore[index]
         if r.t6 is None:
             continue
         first = run.journal.replicas[jl.replicas[0]].t3
         counted.append((jl.job.submitted, jl.job.job_class, (r.t6 - jl.submitted) / tu, (first - jl.submitted) / tu))
-    counted.sort()
-    size = max(1, len(counted) // BATCHES)
-    batches = [counted[i:i + size] for i in range(0, len(counted), size)][:BATCHES] if counted else []
+    counted.sort()  # submission order
 
     def estimate(rows: list, cls: int | None) -> Estimate:
-        pick = [x for x in rows if cls is None or x[1] == cls]
-        means = []
-        for b in batches:
-            v = [x[2] for x in b if cls is None or x[1] == cls]
-            if v:
-                means.append(sum(v) / len(v))
-        total = sum(x[2] for x in pick) / len(pick) if pick else float("nan")
-        _, lo, hi = mean_ci(means) if len(means) > 1 else (0, float("nan"), float("nan"))
-        return Estimate(len(pick), total, lo, hi)
+        # The class's own jobs, in submission order, in BATCHES batches of (nearly) equal size.
+        pick = [x[2] for x in rows if cls is None or x[1] == cls]
+        mean, lo, hi = batch_means_ci(pick, BATCHES)
+        return Estimate(len(pick), mean, lo, hi)
 
     classes = tuple(estimate(counted, c) for c in range(n))
     waits = tuple(
@@ -58,7 +110,7 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
         experiment=exp.name, mode="testbed", policy=exp.policy.name,
         class_names=tuple(c.name for c in exp.classes), classes=classes, overall=estimate(counted, None),
         mean_wait=waits, machine_names=tuple(m.name for m in exp.machines), utilisation=util, replications=1,
-        horizon=horizon, warmup=run.warmup, seed=0, load=load, jobs_simulated=len(run.journal.jobs),
+        horizon=horizon, warmup=run.warmup, seed=run.seed, load=load, jobs_simulated=len(run.journal.jobs),
         unfinished=len(run.cut_off), elapsed_s=run.end - run.t0,
     )
     done = sum(1 for rec in run.core.jobs.values() if rec.status is JobStatus.DONE)
@@ -73,14 +125,22 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
         "malformed_messages": dict(run.malformed),
         "stale_events": run.core.stale_events,
         "delays": run.journal.delays(),
-        "ci_method": f"batch means over {BATCHES} batches",
+        "ci_method": f"batch means over {BATCHES} batches of each class's jobs",
         "machines_detail": [
-            {"machine": m.name, "registrations": m.incarnations, "jobs_run": m.jobs_run,
+            {"machine": m.name, "registrations": len(m.incarnations), "jobs_run": m.jobs_run,
              "achieved_share": (sum(m.achieved) / len(m.achieved)) if m.achieved else None,
              "clock_offset_s": m.offset, "min_rtt_s": m.rtt,
              "down_periods": sum(1 for p in m.periods if p[1] is not None)}
             for m in run.journal.machines
         ],
+        "warnings": share_warnings(run),
+        # how the run was secured: "curve", or "none (--insecure)" / "none (loopback)"
+        "security": run.security,
+        "insecure": run.security != "curve",
+        "aborted": run.aborted,
+        "outages": [{"from": a, "to": b, "seconds": b - a} for a, b in run.journal.outages],
+        "jobs_across_outage": sum(1 for j in run.journal.jobs.values() if j.across_outage),
+        "results_reported_after_outage": run.journal.late_results,
     }
     return summary, extras
 
@@ -89,9 +149,7 @@ def write_testbed_outputs(run: TestbedRun, summary: Summary, extras: dict[str, A
     """jobs.csv, machines.csv, summary.csv and summary.json (the summary with ``extras`` added); returns
     the summary JSON object."""
     out.mkdir(parents=True, exist_ok=True)
-    horizon = summary.horizon
-    counted = {jid for jid, jl in run.journal.jobs.items()
-               if jl.done_by is not None and run.warmup <= jl.job.submitted < horizon}
+    counted = counted_jobs(run)
     status = {jid: rec.status.value for jid, rec in run.core.jobs.items()}
     run.journal.write_jobs_csv(out / "jobs.csv", run.time_unit, counted, status)
     run.journal.write_machines_csv(out / "machines.csv", run.end)

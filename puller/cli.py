@@ -1,24 +1,124 @@
-"""Command line of the puller daemon."""
+"""Command line of the puller daemon (also `mgst puller`): the only place in puller/ that writes to the terminal."""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import math
+import stat
 import sys
+from pathlib import Path
 
-from puller.daemon import Puller
+from mgst import security
+from puller.allowlist import AllowList, AllowListError
+from puller.daemon import GIVE_UP, Puller
+
+log = logging.getLogger(__name__)
+
+
+class UsageError(ValueError):
+    """Options that do not go together, or are missing."""
+
+
+def _endpoint(text: str) -> str:
+    try:
+        return security.check_endpoint(text, bind=False)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a positive number of seconds")
+    return value
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--connect", required=True, help="the mapper's endpoint, e.g. tcp://head-node:5555")
+    p.add_argument("--connect", required=True, type=_endpoint, metavar="ENDPOINT",
+                   help="the mapper's endpoint, e.g. tcp://head-node:5555")
     p.add_argument("--machine", required=True, help="this machine's name in the experiment (M1, M2, ...)")
-    p.add_argument("--stay", action="store_true", help="after a run, wait for the next one instead of exiting")
+    g = p.add_argument_group("security", "CURVE is on by default: give --keys, or --key and --mapper-key, "
+                                         "or say --insecure")
+    g.add_argument("--keys", type=Path, metavar="DIR",
+                   help="a key folder (from `mgst keys`, or a copy): DIR/mapper.key and "
+                        "DIR/pullers/MACHINE.key_secret, else DIR/pullers/lab.key_secret "
+                        "(also DIR/MACHINE.key_secret or DIR/lab.key_secret)")
+    g.add_argument("--key", type=Path, metavar="PATH", help="this puller's key pair (a .key_secret file)")
+    g.add_argument("--mapper-key", type=Path, metavar="PATH", help="the mapper's public key (mapper.key)")
+    g.add_argument("--insecure", action="store_true",
+                   help="no CURVE: no encryption, no authentication of the mapper; for a closed lab only")
+    g = p.add_argument_group("command executor", "off unless an allow-list is given (docs/puller.md)")
+    g.add_argument("--allow", action="append", default=[], metavar="'[KEY=]PROGRAM ARG ...'",
+                   help="allow one command (shell-split); with KEY= a job may name it by key, "
+                        "else by its exact argv only (repeatable)")
+    g.add_argument("--allow-file", type=Path, metavar="FILE",
+                   help="a TOML allow-list: [commands] key = [argv...] or \"command line\"; optional [environment]")
+    p.add_argument("--give-up", type=_seconds, default=GIVE_UP, metavar="SECONDS",
+                   help=f"once welcomed, exit (code 0) after this long without a welcome (default {GIVE_UP:.0f}); "
+                        "before the first welcome it waits indefinitely")
+    p.add_argument("--stay", action="store_true",
+                   help="after a run, wait for the next one instead of exiting (and never give up)")
     p.add_argument("--throttle", default="auto", choices=["auto", "cgroup2", "cgroup1", "duty"],
                    help="how to hold spin and command jobs at the CPU share a_j (default: the best available)")
 
 
+def _first(paths: list[Path]) -> Path | None:
+    return next((p for p in paths if p.is_file()), None)
+
+
+def client_keys(args: argparse.Namespace) -> security.ClientKeys | None:
+    """The puller's keys from --keys/--key/--mapper-key; None with --insecure. UsageError, KeyFileError."""
+    given = [f"--{n.replace('_', '-')}" for n in ("keys", "key", "mapper_key") if getattr(args, n) is not None]
+    if args.insecure:
+        if given:
+            raise UsageError(f"--insecure contradicts {', '.join(given)}")
+        return None
+    if not given:
+        raise UsageError("no keys: give --keys DIR (a folder made by `mgst keys`), or --key PATH and "
+                         "--mapper-key PATH; or --insecure to run without CURVE in a closed lab")
+    key, mapper_key = args.key, args.mapper_key
+    if args.keys is not None:
+        folder: Path = args.keys
+        if not folder.is_dir():
+            raise security.KeyFileError(f"{folder}: not a folder (--keys)")
+        if mapper_key is None:
+            mapper_key = folder / f"{security.MAPPER}.key"
+            if not mapper_key.is_file():
+                raise security.KeyFileError(f"{mapper_key}: no such file (the mapper's public key, --keys)")
+        if key is None:
+            names = [args.machine, security.LAB] if Path(args.machine).name == args.machine else [security.LAB]
+            tried = [d / f"{n}.key_secret" for d in (folder / security.PULLERS, folder) for n in names]
+            key = _first(tried)
+            if key is None:
+                raise security.KeyFileError(f"{folder}: no key pair for {args.machine} (tried "
+                                            + ", ".join(str(t) for t in tried) + ")")
+    elif key is None:
+        raise UsageError("--mapper-key needs --key (this puller's .key_secret), or use --keys DIR")
+    elif mapper_key is None:
+        raise UsageError("--key needs --mapper-key (the mapper's public key), or use --keys DIR")
+    keys = security.client_keys(key, mapper_key)
+    try:
+        if key.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+            log.warning("%s: the secret key is readable by others than its owner (chmod 600 it)", key)
+    except OSError:
+        pass
+    log.info("CURVE on: key %s, mapper key %s", key, mapper_key)
+    return keys
+
+
 def run(args: argparse.Namespace) -> int:
-    puller = Puller(args.connect, args.machine, stay=args.stay, throttle=args.throttle)
+    try:
+        keys = client_keys(args)
+        allowlist = AllowList.build(args.allow, args.allow_file)
+        puller = Puller(args.connect, args.machine, keys=keys, insecure=args.insecure, allowlist=allowlist,
+                        stay=args.stay, give_up=args.give_up, throttle=args.throttle)
+    except (UsageError, security.KeyFileError, AllowListError) as e:
+        print(f"puller: error: {e}", file=sys.stderr)
+        return 2
     puller.install_signal_handlers()
     return puller.run()
 

@@ -52,8 +52,11 @@ class CommandRun:
     """One program run for one job; created running.
 
     ``env`` (the job's parameters: MGST_JOB, MGST_CLASS, ...) is merged over
-    ``os.environ``. Raises what ``subprocess.Popen`` raises (e.g.
-    FileNotFoundError for a missing program); nothing is left open then.
+    ``os.environ``; with ``inherit_env=False`` it is the program's complete
+    environment instead (nothing of this process's leaks in; the program is
+    still looked up on ``env``'s PATH, else os.defpath). Raises what
+    ``subprocess.Popen`` raises (e.g. FileNotFoundError for a missing
+    program); nothing is left open then.
     """
 
     def __init__(
@@ -63,6 +66,7 @@ class CommandRun:
         cwd: str | None = None,
         *,
         stdout: int | IO[Any] | None = subprocess.DEVNULL,
+        inherit_env: bool = True,
     ):
         if not argv:
             raise ValueError("empty argv")
@@ -73,7 +77,7 @@ class CommandRun:
         try:
             self._proc = subprocess.Popen(
                 list(argv),
-                env={**os.environ, **(env or {})},
+                env={**os.environ, **(env or {})} if inherit_env else dict(env or {}),
                 cwd=cwd,
                 stdin=subprocess.DEVNULL,
                 stdout=stdout,

@@ -2,31 +2,81 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import os
 import random
 import signal
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from adjuster.failures import FailureSchedule
 from mgst import protocol as P
+from mgst import security
+from puller.allowlist import AllowList, CommandRefused
 from puller.executors import EXECUTORS, Runner
 
 log = logging.getLogger(__name__)
 
 # Silent mapper intervals before the puller reconnects (as the mapper's own LIVENESS).
 LIVENESS = 5
-# Reconnection back-off, seconds: doubled after each failed attempt, up to the maximum.
-BACKOFF_MIN, BACKOFF_MAX = 0.1, 5.0
+# Reconnection back-off, seconds: doubled after each failed attempt, up to the maximum. (A hello to a
+# mapper not up yet waits in the socket and goes out when it is: a new attempt is for a mapper that
+# dropped it, e.g. a restarted one; the minimum leaves room for a slow network and handshake.)
+BACKOFF_MIN, BACKOFF_MAX = 0.5, 5.0
+# Seconds without a welcome, after having had one, before the puller decides the run is over.
+GIVE_UP = 120.0
+# At most one line per this many seconds for repeated warnings (refused commands, failed handshakes).
+WARN_EVERY = 10.0
+# ... and for "still no answer from the mapper".
+SILENCE_WARN_EVERY = 60.0
+
+_HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                     | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
+_monitor_names = itertools.count()
+
+
+class _Throttled:
+    """Logs at most one line per ``interval`` seconds; the next line says how many were suppressed."""
+
+    def __init__(self, interval: float):
+        self.interval = interval
+        self.next_at = -math.inf
+        self.suppressed = 0
+
+    def log(self, level: int, msg: str, *args: Any) -> None:
+        now = time.monotonic()
+        if now < self.next_at:
+            self.suppressed += 1
+            return
+        if self.suppressed:
+            msg += " (%d more like this suppressed)"
+            args += (self.suppressed,)
+        log.log(level, msg, *args)
+        self.suppressed = 0
+        self.next_at = now + self.interval
 
 
 class Puller:
-    """One puller: ``run()`` until the mapper says the run is over, or stop() is called.
+    """One puller: ``run()`` until the mapper says the run is over, the mapper is gone for good, or stop().
+
+    Security: with ``keys`` every connection is CURVE-encrypted and authenticated
+    both ways; the puller talks only to the holder of ``keys.server_public``'s
+    secret. ``insecure`` must be said explicitly to go without.
+
+    Reconnection: when the mapper falls silent (LIVENESS heartbeat intervals) the
+    puller sends a new hello, same incarnation, saying which replica it holds
+    (running, or finished with a result not yet known to be taken); a running
+    job keeps running. A result that comes while the mapper is away is held and
+    reported (again) after every welcome until the mapper sends a new job.
+    Having been welcomed once, the puller gives up (exits 0) after ``give_up``
+    seconds without a welcome, unless ``stay``.
 
     Failure injection (the adjuster's job in the paper): when the mapper's welcome
     carries a failure model, the puller alternates exponential up and down periods
@@ -40,26 +90,46 @@ class Puller:
         connect: str,
         machine: str,
         *,
+        keys: security.ClientKeys | None = None,
+        insecure: bool = False,
+        allowlist: AllowList | None = None,
         executors: tuple[str, ...] = EXECUTORS,
         stay: bool = False,
+        give_up: float = GIVE_UP,
         throttle: str = "auto",
         context: zmq.Context | None = None,
         clock: Callable[[], float] = time.time,
     ):
-        self.connect = connect
+        if keys is None and not insecure:
+            raise ValueError("a puller needs CURVE keys, or insecure=True to run without them")
+        if keys is not None and insecure:
+            raise ValueError("keys and insecure=True contradict each other")
+        if not give_up > 0:
+            raise ValueError(f"give_up must be positive, not {give_up!r}")
+        self.connect = security.check_endpoint(connect, bind=False)
         self.machine = machine
-        self.executors = executors
+        self.keys = keys
+        self.allowlist = allowlist
+        # The command executor is offered only with an allow-list.
+        self.executors = tuple(e for e in executors if e != "command" or allowlist is not None)
         self.stay = stay  # after the mapper's bye, wait for the next run instead of exiting
+        self.give_up = give_up
         self.clock = clock
         self._ctx = context or zmq.Context.instance()
         self.sock: zmq.Socket | None = None
+        self.monitor: zmq.Socket | None = None
         self.incarnation = random.getrandbits(62)
         self.welcome: P.Welcome | None = None
+        self.ever_welcomed = False
+        self.lost_at: float | None = None  # welcomed once, now without a welcome: since when
+        self.asking_since: float | None = None  # saying hello without a welcome: since when
         self.job: Any = None  # the running execution
+        self.held: P.Done | None = None  # a finished replica's result, until the mapper sends a new job
         self.stopping = False
         self.exit_code = 0
         self.heartbeat_interval = 0.2
         self.hb_seq = 0
+        self.next_hb = 0.0
         self.mapper_clock = -1.0  # the mapper's last heartbeat clock, to echo
         self.mapper_clock_received = -1.0
         self.last_heard = 0.0
@@ -69,26 +139,44 @@ class Puller:
         self.next_down = math.inf
         self.up_at: float | None = None  # while down: when to come back
         self.jobs_run = 0
-        self.runner = Runner(throttle, machine)
-        self._wakeup: int | None = None  # read end of the signal wake-up pipe, if installed
+        self.refusals = 0  # jobs refused by the allow-list
+        self.runner = Runner(throttle, machine, allowlist)
+        self._warn_refused = _Throttled(WARN_EVERY)
+        self._warn_handshake = _Throttled(WARN_EVERY)
+        self._warn_silence = _Throttled(SILENCE_WARN_EVERY)
+        # A self-pipe: stop() (from a signal handler or another thread) and signals end any wait at once.
+        self._wake_r, self._wake_w = os.pipe()
+        for fd in (self._wake_r, self._wake_w):
+            os.set_blocking(fd, False)
+        self._wake_lock = threading.Lock()
+        if keys is None:
+            log.warning("%s: --insecure: no CURVE; anyone who can reach this machine or %s can pose as the "
+                        "mapper and read the traffic; for a closed lab only", machine, connect)
+        if allowlist is not None:
+            log.info("%s: command executor on: %s", machine, allowlist.describe())
 
     # ------------------------------------------------------------------ lifecycle
 
     def stop(self, *_: Any) -> None:
-        """Ask run() to finish (safe from a signal handler)."""
+        """Ask run() to finish; safe from a signal handler and from another thread."""
         self.stopping = True
+        if self._wake_lock.acquire(blocking=False):  # not if run() is closing the pipe right now
+            try:
+                if self._wake_w >= 0:
+                    os.write(self._wake_w, b"s")
+            except OSError:
+                pass  # full: a wake-up is pending anyway
+            finally:
+                self._wake_lock.release()
 
     def install_signal_handlers(self) -> None:
-        """SIGTERM and SIGINT stop the puller; a wake-up pipe makes any wait notice at once."""
+        """SIGTERM and SIGINT stop the puller; the wake-up pipe makes any wait notice at once (main thread only)."""
         signal.signal(signal.SIGTERM, self.stop)
         signal.signal(signal.SIGINT, self.stop)
-        r, w = os.pipe()
-        os.set_blocking(r, False)
-        os.set_blocking(w, False)
-        signal.set_wakeup_fd(w)
-        self._wakeup = r
+        signal.set_wakeup_fd(self._wake_w)
 
     def run(self) -> int:
+        """Serve until the end; the exit code (0: the run is over or stop(); 2: refused or cannot run)."""
         try:
             self._loop()
         finally:
@@ -97,15 +185,28 @@ class Puller:
             if self.sock is not None:
                 if self.welcome is not None:  # we leave while the mapper is there: tell it
                     self._send(P.Bye("stopping"))
-                    self.sock.close(linger=200)
-                else:
-                    self.sock.close(linger=0)
-                self.sock = None
+                self._close_socket(linger=200 if self.welcome is not None else 0)
+            self._close_wakeup()
         return self.exit_code
+
+    def _close_wakeup(self) -> None:
+        with self._wake_lock:
+            if self._wake_w < 0:
+                return
+            if threading.current_thread() is threading.main_thread():
+                try:
+                    old = signal.set_wakeup_fd(-1)
+                    if old not in (self._wake_w, -1):
+                        signal.set_wakeup_fd(old)  # someone else's: leave it in place
+                except ValueError:
+                    pass
+            os.close(self._wake_r)
+            os.close(self._wake_w)
+            self._wake_r = self._wake_w = -1
 
     def _loop(self) -> None:
         self._connect()
-        while not self.stopping:
+        while not self.stopping and not self.exit_code:
             now = self.clock()
             if self.up_at is not None:  # down by injection
                 if now >= self.up_at:
@@ -116,45 +217,62 @@ class Puller:
             if now >= self.next_down:
                 self._go_down(now)
                 continue
-            if self.welcome is None and now - self.hello_at > self.backoff:
-                log.info("%s: no welcome from %s; reconnecting", self.machine, self.connect)
-                self.backoff = min(BACKOFF_MAX, self.backoff * 2)
-                self._connect()
-            if self.welcome is not None:
+            if self.job is not None and self.job.finished(now):
+                self._job_ended(now)  # whether the mapper is there or not: a finished job must not wake us again
+            if self.welcome is None:
+                if self.lost_at is not None and not self.stay and now - self.lost_at >= self.give_up:
+                    log.info("%s: no welcome from the mapper for %.0f s: the run is over, leaving",
+                             self.machine, now - self.lost_at)
+                    break
+                if now - self.hello_at >= self.backoff:
+                    self._no_answer(now)
+                    continue
+            else:
                 if now - self.last_heard > LIVENESS * self.heartbeat_interval:
-                    log.info("%s: mapper silent for %.1f s; reconnecting", self.machine, now - self.last_heard)
-                    self.welcome = None
-                    self._connect()
+                    self._lose_mapper(now)
                     continue
                 if now >= self.next_hb:
                     self.hb_seq += 1
                     self._send(P.Heartbeat(self.hb_seq, self.clock(), self.mapper_clock,
                                            self.mapper_clock_received))
                     self.next_hb = now + self.heartbeat_interval
-                if self.job is not None and self.job.finished(now):
-                    self._report_done(now)
-            wake = self.next_hb if self.welcome is not None else self.hello_at + self.backoff
-            if self.job is not None:
-                wake = min(wake, self.job.wake_at())
-            wake = min(wake, self.next_down)
-            fd = self.job.fileno() if self.job is not None else None
-            events = self._wait([self.sock] + ([fd] if fd is not None else []), wake - self.clock())
-            if self.sock in events:
-                self._receive_all()
-            if self.exit_code or (self.welcome is None and self.stopping):
-                break
+            self._serve(self._wake_at() - self.clock())
+
+    def _wake_at(self) -> float:
+        """The next instant the loop has something to do (all in the future, or now)."""
+        if self.welcome is not None:
+            wake = min(self.next_hb, self.last_heard + LIVENESS * self.heartbeat_interval)
+        else:
+            wake = self.hello_at + self.backoff
+            if self.lost_at is not None and not self.stay:
+                wake = min(wake, self.lost_at + self.give_up)
+        if self.job is not None:
+            wake = min(wake, self.job.wake_at())
+        return min(wake, self.next_down)
+
+    def _serve(self, timeout: float) -> None:
+        fd = self.job.fileno() if self.job is not None else None
+        sources: list[Any] = [self.sock]
+        if self.monitor is not None:
+            sources.append(self.monitor)
+        if fd is not None:
+            sources.append(fd)
+        events = self._wait(sources, timeout)
+        if self.monitor is not None and self.monitor in events:
+            self._read_monitor()
+        if self.sock is not None and self.sock in events:
+            self._receive_all()
 
     def _wait(self, sources: list, timeout: float) -> dict:
-        """Poll ``sources`` (sockets, fds) for up to ``timeout`` seconds; a signal ends the wait."""
+        """Poll ``sources`` (sockets, fds) for up to ``timeout`` seconds; stop() or a signal ends the wait."""
         poller = zmq.Poller()
         for src in sources:
             poller.register(src, zmq.POLLIN)
-        if self._wakeup is not None:
-            poller.register(self._wakeup, zmq.POLLIN)
+        poller.register(self._wake_r, zmq.POLLIN)
         events = dict(poller.poll(math.ceil(max(0.0, timeout) * 1000)))
-        if self._wakeup is not None and self._wakeup in events:
+        if self._wake_r in events:
             try:
-                os.read(self._wakeup, 512)  # drain; the handler has already set the flag
+                os.read(self._wake_r, 512)  # drain; the handler has already set the flag
             except BlockingIOError:
                 pass
         return events
@@ -162,16 +280,83 @@ class Puller:
     # ------------------------------------------------------------------ connection
 
     def _connect(self) -> None:
-        if self.sock is not None:
-            self.sock.close(linger=0)
-        self.sock = self._ctx.socket(zmq.DEALER)
-        self.sock.setsockopt(zmq.LINGER, 0)
-        self.sock.connect(self.connect)
+        """A new socket and a hello, reporting what we hold."""
+        self._close_socket(linger=0)
+        sock = self._ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.RECONNECT_IVL_MAX, int(BACKOFF_MAX * 1000))
+        if self.keys is not None:
+            security.secure_client(sock, self.keys)
+        try:
+            self.monitor = sock.get_monitor_socket(
+                _HANDSHAKE_FAILED, addr=f"inproc://mgst-puller-monitor-{os.getpid()}-{next(_monitor_names)}")
+        except zmq.ZMQError as e:  # diagnostics only
+            log.debug("%s: no socket monitor: %s", self.machine, e)
+            self.monitor = None
+        sock.connect(self.connect)
+        self.sock = sock
         self.welcome = None
-        self.hello_at = self.clock()  # (the back-off counts from here, calibration included)
-        speed = self.runner.calibrate() if "spin" in self.executors else 0.0
+        speed = self.runner.calibrate() if "spin" in self.executors else 0.0  # (once: ~0.2 s)
+        self.hello_at = self.clock()  # the back-off counts from the hello, not from before the calibration
+        if self.asking_since is None:
+            self.asking_since = self.hello_at
+        holds, finished = -1, False
+        if self.job is not None:
+            holds = self.job.msg.replica
+        elif self.held is not None:
+            holds, finished = self.held.replica, True
         self._send(P.Hello(P.PROTOCOL_VERSION, self.machine, self.incarnation, self.executors, speed,
-                           self.clock()))
+                           self.clock(), holds, finished))
+
+    def _close_socket(self, linger: int) -> None:
+        if self.monitor is not None:
+            if self.sock is not None:
+                try:
+                    self.sock.disable_monitor()
+                except zmq.ZMQError:
+                    pass
+            self.monitor.close(linger=0)
+            self.monitor = None
+        if self.sock is not None:
+            self.sock.close(linger=linger)
+            self.sock = None
+
+    def _no_answer(self, now: float) -> None:
+        """No welcome since our last hello: try again, with a longer back-off."""
+        waited = now - (self.asking_since if self.asking_since is not None else self.hello_at)
+        log.info("%s: no welcome from %s; reconnecting", self.machine, self.connect)
+        if waited > 30:
+            hint = "; check that the mapper runs and that this puller's mapper key is its key" if self.keys else ""
+            self._warn_silence.log(logging.WARNING, "%s: still no answer from the mapper at %s (%.0f s)%s",
+                                   self.machine, self.connect, waited, hint)
+        self.backoff = min(BACKOFF_MAX, self.backoff * 2)
+        self._connect()
+
+    def _lose_mapper(self, now: float) -> None:
+        """The mapper fell silent: hello again (same incarnation, what we hold); a running job goes on."""
+        log.info("%s: mapper silent for %.1f s; reconnecting", self.machine, now - self.last_heard)
+        self.lost_at = self.last_heard
+        self.welcome = None
+        self._connect()
+
+    def _read_monitor(self) -> None:
+        while self.monitor is not None:
+            try:
+                event = recv_monitor_message(self.monitor, zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            kind = event["event"]
+            if kind == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+                why = "the mapper does not admit this puller's key (is its public key in the mapper's authorized/?)"
+            elif kind == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL:
+                why = (f"protocol error {event['value']:#x}: "
+                       + ("does the mapper run without CURVE?" if self.keys else "the mapper requires CURVE keys"))
+            elif self.keys is not None:
+                why = "the server does not hold the secret key of the mapper key this puller trusts"
+            else:
+                why = "no detail"
+            self._warn_handshake.log(logging.WARNING, "%s: security handshake with %s failed: %s",
+                                     self.machine, self.connect, why)
 
     def _send(self, msg: Any) -> None:
         try:
@@ -189,14 +374,14 @@ class Puller:
             try:
                 msg = P.decode(frame)
             except P.ProtocolError as e:
-                log.warning("%s: dropped malformed message from the mapper: %s", self.machine, e.reason)
+                log.warning("%s: dropped malformed message from the mapper: %s", self.machine, e)
                 continue
             if type(msg) not in P.FROM_MAPPER:
                 log.warning("%s: dropped %s, not a mapper's message", self.machine, type(msg).__name__)
                 continue
             self.last_heard = now
             self._handle(msg, now)
-            if self.up_at is not None or self.exit_code:
+            if self.up_at is not None or self.exit_code or self.stopping:
                 return
 
     def _handle(self, msg: Any, now: float) -> None:
@@ -204,79 +389,123 @@ class Puller:
         if t is P.Heartbeat:
             self.mapper_clock, self.mapper_clock_received = msg.clock, now
         elif t is P.Welcome:
-            first = self.welcome is None
-            self.welcome = msg
-            self.heartbeat_interval = msg.heartbeat_interval
-            self.backoff = BACKOFF_MIN
-            self.next_hb = now
-            if msg.failures is not None and self.failures is None:
-                mean_up, mean_down, seed = msg.failures
-                self.failures = FailureSchedule(mean_up, mean_down, seed, msg.machine, msg.time_unit, now)
-                self.next_down = self.failures.down_at
-            try:
-                self.runner.prepare(msg.executor, msg.share)
-            except Exception as e:  # e.g. no throttle backend works here
-                log.error("%s: cannot run the %s executor: %s", self.machine, msg.executor, e)
-                self.exit_code = 2
-                return
-            if first and self.job is None:
-                self._send(P.Ready(msg.share, self.clock()))
+            self._welcomed(msg, now)
         elif t is P.JobMsg:
             self._start_job(msg, now)
         elif t is P.CancelMsg:
             if self.job is not None and self.job.msg.replica == msg.replica:
+                log.info("%s: replica %d cancelled", self.machine, msg.replica)
                 self._kill_job()
-                self._send(P.Ready(self.welcome.share, self.clock()))  # type: ignore[union-attr]
-        elif t is P.Refused:
-            if msg.reason.startswith("not registered") and self.welcome is not None:
-                # The mapper gave us up (we were silent too long): our job went elsewhere.
-                self._kill_job()
-                self.incarnation = random.getrandbits(62)
-                self._connect()
+                if self.welcome is not None:
+                    self._send(P.Ready(self.welcome.share, self.clock()))
             else:
-                log.error("%s: the mapper refused us: %s", self.machine, msg.reason)
+                log.debug("%s: cancel of replica %d, which is not running here: ignored", self.machine, msg.replica)
+        elif t is P.Refused:
+            if msg.fatal:
+                log.error("%s: the mapper refused this puller: %s", self.machine, msg.reason)
                 self.exit_code = 2
+            else:
+                log.error("%s: the mapper refused this puller for now: %s; retrying in %.1f s",
+                          self.machine, msg.reason, self.backoff)
+                if self.welcome is not None:
+                    self.welcome = None
+                    self.lost_at = now
+                # (the loop says hello again once the back-off has passed, doubling it)
         elif t is P.Bye:
             log.info("%s: the mapper says %s", self.machine, msg.reason)
             self._kill_job()
-            if self.stay:
-                self.welcome = None
+            self.held = None
+            self.welcome = None
+            if self.stay:  # wait for the next run: hello again after the back-off
                 self.failures = None
                 self.next_down = math.inf
-                self._connect()
+                self.ever_welcomed = False
+                self.lost_at = None
+                self.hello_at = now
             else:
-                self.welcome = None
                 self.stopping = True
+
+    def _welcomed(self, msg: P.Welcome, now: float) -> None:
+        if msg.version != P.PROTOCOL_VERSION:
+            log.error("%s: the mapper speaks protocol %d, this puller %d", self.machine, msg.version,
+                      P.PROTOCOL_VERSION)
+            self.exit_code = 2
+            return
+        self.welcome = msg
+        self.ever_welcomed = True
+        self.lost_at = self.asking_since = None
+        self.heartbeat_interval = msg.heartbeat_interval
+        self.backoff = BACKOFF_MIN
+        self.next_hb = now
+        if msg.failures is not None and self.failures is None:
+            mean_up, mean_down, seed = msg.failures
+            self.failures = FailureSchedule(mean_up, mean_down, seed, msg.machine, msg.time_unit, now)
+            self.next_down = self.failures.down_at
+        try:
+            self.runner.prepare(msg.executor, msg.share)
+        except Exception as e:  # e.g. no throttle backend works here
+            log.error("%s: cannot run the %s executor: %s", self.machine, msg.executor, e)
+            self.exit_code = 2
+            return
+        if msg.executor == "command" and self.allowlist is None:
+            log.error("%s: the mapper asks for the command executor, which is off here (no --allow or "
+                      "--allow-file): every job will be refused", self.machine)
+        if self.held is not None:  # (again, if need be: the mapper ignores a result it has, honours readiness)
+            self._send(self.held)
+        elif self.job is None:
+            self._send(P.Ready(msg.share, self.clock()))
+        # else: the running job reports Done when it ends
 
     # ------------------------------------------------------------------ jobs
 
     def _start_job(self, msg: P.JobMsg, now: float) -> None:
         w = self.welcome
         if w is None:
+            log.warning("%s: job %d before a welcome: ignored", self.machine, msg.job)
             return
+        self.held = None  # the mapper sends a job only once it has our Done (or Ready)
         if self.job is not None:
-            log.warning("%s: got job %d while running %d; refusing it", self.machine, msg.job, self.job.msg.job)
-            self._send(P.Failed(msg.replica, "busy"))
+            log.warning("%s: got replica %d while running %d; refusing it", self.machine, msg.replica,
+                        self.job.msg.replica)
+            self._send(P.Failed(msg.replica, P.FAIL_BUSY, f"busy with replica {self.job.msg.replica}"))
             return
         try:
             self.job = self.runner.start(w.executor, msg, w.share, w.time_unit, now)
+        except CommandRefused as e:
+            self.refusals += 1
+            self._warn_refused.log(logging.WARNING, "%s: refused replica %d of job %d: command not allowed: %s",
+                                   self.machine, msg.replica, msg.job, e)
+            self._send(P.Failed(msg.replica, P.FAIL_REFUSED, f"command not allowed: {e}"[:400]))
+            self._send(P.Ready(w.share, self.clock()))
+            return
         except Exception as e:
             log.warning("%s: could not start job %d: %s", self.machine, msg.job, e)
-            self._send(P.Failed(msg.replica, f"could not start: {e}"[:200]))
+            self._send(P.Failed(msg.replica, P.FAIL_START, f"could not start: {e}"[:400]))
             self._send(P.Ready(w.share, self.clock()))
             return
         self._send(P.Started(msg.replica, now, self.job.started))
 
-    def _report_done(self, now: float) -> None:
+    def _job_ended(self, now: float) -> None:
         job = self.job
         self.job = None
         failure = job.failure()
+        achieved = job.achieved()
+        job.kill()  # releases what it holds (a command's fds and left-over children)
         if failure is not None:
-            self._send(P.Failed(job.msg.replica, failure[:400]))
-            self._send(P.Ready(self.welcome.share, now))  # type: ignore[union-attr]
+            if self.welcome is not None:
+                self._send(P.Failed(job.msg.replica, P.FAIL_ERROR, failure[:400]))
+                self._send(P.Ready(self.welcome.share, now))
+            else:
+                log.warning("%s: replica %d failed while the mapper was away (%s); its next hello holds nothing",
+                            self.machine, job.msg.replica, failure[:200])
             return
         self.jobs_run += 1
-        self._send(P.Done(job.msg.replica, job.received, job.started, now, job.achieved(), True))
+        self.held = P.Done(job.msg.replica, job.received, job.started, now, achieved, True)
+        if self.welcome is not None:
+            self._send(self.held)
+        else:
+            log.info("%s: replica %d finished while the mapper is away; holding its result",
+                     self.machine, job.msg.replica)
 
     def _kill_job(self) -> None:
         if self.job is not None:
@@ -289,9 +518,9 @@ class Puller:
         self.up_at = self.failures.go_down(now)  # type: ignore[union-attr]
         log.info("%s: injected failure, down for %.2f s", self.machine, self.up_at - now)
         self._kill_job()
-        if self.sock is not None:
-            self.sock.close(linger=0)
-            self.sock = None
+        self.held = None  # a new incarnation holds nothing
+        self._close_socket(linger=0)
+        self.welcome = None
         self.next_down = math.inf
 
     def _come_back(self, now: float) -> None:
@@ -299,5 +528,7 @@ class Puller:
         self.failures.come_back(now)  # type: ignore[union-attr]
         self.next_down = self.failures.down_at  # type: ignore[union-attr]
         self.incarnation = random.getrandbits(62)
+        self.lost_at = now if self.ever_welcomed else None  # the time down does not count towards giving up
+        self.asking_since = None
         self._connect()
         log.info("%s: back up", self.machine)

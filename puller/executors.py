@@ -8,10 +8,11 @@ from collections.abc import Callable
 
 from mgst import protocol as P
 from mgst.model import EXECUTORS
+from puller.allowlist import AllowList, CommandRefused
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EXECUTORS", "CommandJob", "EmulatedJob", "Runner", "SpinJob"]
+__all__ = ["EXECUTORS", "CommandJob", "CommandRefused", "EmulatedJob", "Runner", "SpinJob", "job_environment"]
 
 
 class EmulatedJob:
@@ -92,23 +93,27 @@ class SpinJob:
             self.worker.cancel()
 
 
-class CommandJob:
-    """Runs the job's class program with the job's parameters in its environment, under the throttle."""
+def job_environment(msg: P.JobMsg, time_unit: float, machine: str) -> dict[str, str]:
+    """The job's parameters, as a command sees them in its environment (MGST_CLASS is 1-based)."""
+    return {
+        "MGST_JOB": str(msg.job), "MGST_REPLICA": str(msg.replica), "MGST_CLASS": str(msg.job_class + 1),
+        "MGST_SIZE": repr(msg.size), "MGST_WORK": repr(msg.work), "MGST_PROGRESS": repr(msg.progress),
+        "MGST_SECONDS": repr(msg.work * (1.0 - msg.progress) * time_unit), "MGST_MACHINE": machine,
+    }
 
-    def __init__(self, msg: P.JobMsg, throttle, time_unit: float, now: float, machine: str):
+
+class CommandJob:
+    """Runs an allowed program with exactly the environment ``env``, under the throttle."""
+
+    def __init__(self, msg: P.JobMsg, argv: tuple[str, ...], env: dict[str, str], throttle, now: float):
         from puller.command import CommandRun  # noqa: PLC0415
 
         self.msg = msg
         self.throttle = throttle
         self.received = now
-        env = {
-            "MGST_JOB": str(msg.job), "MGST_REPLICA": str(msg.replica), "MGST_CLASS": str(msg.job_class + 1),
-            "MGST_SIZE": repr(msg.size), "MGST_WORK": repr(msg.work), "MGST_PROGRESS": repr(msg.progress),
-            "MGST_SECONDS": repr(msg.work * (1.0 - msg.progress) * time_unit), "MGST_MACHINE": machine,
-        }
         if throttle is not None:
             throttle.reset_measure()
-        self.run = CommandRun(msg.command, env)
+        self.run = CommandRun(argv, env, inherit_env=False)
         if throttle is not None:
             throttle.attach(self.run.pid)
         self.started = now
@@ -139,8 +144,9 @@ class CommandJob:
 class Runner:
     """The executors a puller offers, and the resources they hold (spin worker, throttle)."""
 
-    def __init__(self, throttle_backend: str = "auto", machine: str = ""):
+    def __init__(self, throttle_backend: str = "auto", machine: str = "", allowlist: AllowList | None = None):
         self.machine = machine
+        self.allowlist = allowlist  # None: the command executor is off
         self.throttle_backend = throttle_backend
         self.throttle = None
         self.worker = None
@@ -172,12 +178,16 @@ class Runner:
             self.worker = SpinWorker(on_spawn=attach)
 
     def start(self, executor: str, msg: P.JobMsg, share: float, time_unit: float, now: float):
+        """A running job; CommandRefused for a command off the allow-list, other errors if it cannot start."""
         if executor == "spin":
             return SpinJob(msg, self.worker, self.speed, time_unit, now)
         if executor == "command":
-            if not msg.command:
-                raise ValueError("the command executor needs a command for this job class")
-            return CommandJob(msg, self.throttle, time_unit, now, self.machine)
+            # The one way to a command: through the allow-list (CommandRefused: nothing is started).
+            if self.allowlist is None:
+                raise CommandRefused("the command executor is off on this puller (no allow-list)")
+            argv = self.allowlist.resolve(msg.command_key, msg.command)
+            env = self.allowlist.env(job_environment(msg, time_unit, self.machine))
+            return CommandJob(msg, argv, env, self.throttle, now)
         return EmulatedJob(msg, share, time_unit, now)
 
     def close(self) -> None:

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
+import highspy
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linprog
 
+from mgst import config
+from mgst.policies import allocation
 from mgst.policies.allocation import (
     Allocation,
+    AllocationError,
     cache_clear,
     cache_info,
     solve_allocation,
@@ -190,6 +195,83 @@ def test_bad_input_raises_value_error(rates, alpha, avail):
 def test_bad_input_as_lists_raises_value_error():
     with pytest.raises(ValueError, match="availability"):
         solve_allocation([[1.0, 2.0]], [1.0], [1.0])
+
+
+@pytest.mark.parametrize(
+    ("rates", "alpha", "argument", "where"),
+    [
+        (((1.0,),), (1e300,), "arrival_rates", "arrival_rates[0] = 1e+300"),
+        (((1.0, 1e-300),), (1.0,), "rates", "rates[0][1] = 1e-300"),
+        (((1.0,), (1e15,)), (1.0, 1.0), "rates", "rates[1][0] = 1e+15"),
+    ],
+)
+def test_coefficients_outside_the_solvers_range_raise_a_clear_value_error(rates, alpha, argument, where):
+    with pytest.raises(AllocationError) as info:
+        solve_allocation(rates, alpha, (1.0,) * len(rates[0]))
+    assert isinstance(info.value, ValueError)
+    assert info.value.argument == argument
+    assert str(info.value).startswith(where)
+    assert "outside the range" in str(info.value)
+
+
+def test_unused_tiny_rates_do_not_matter():
+    # A class with arrival rate 0 and a machine that is down put no coefficient in the LP.
+    alloc = solve_allocation(((1.0, 1e-300), (1e-300, 1.0)), (1.0, 0.0), (1.0, 0.0))
+    assert alloc.lam == pytest.approx(1.0)
+
+
+class _FailingHighs:
+    def __init__(self, pass_status, model_status=None):
+        self.pass_status = pass_status
+        self.model_status = model_status
+
+    def passModel(self, *args):  # noqa: N802 (HiGHS's name)
+        return self.pass_status
+
+    def run(self):
+        pass
+
+    def getModelStatus(self):  # noqa: N802
+        return self.model_status
+
+    def modelStatusToString(self, status):  # noqa: N802
+        return "Time limit reached"
+
+
+@pytest.mark.parametrize(
+    ("highs", "match"),
+    [
+        (_FailingHighs(highspy.HighsStatus.kError), "rejected the allocation LP"),
+        (_FailingHighs(highspy.HighsStatus.kOk, highspy.HighsModelStatus.kTimeLimit), "Time limit reached"),
+    ],
+)
+def test_solver_failures_raise_allocation_error_not_runtime_error(monkeypatch, highs, match):
+    cache_clear()
+    monkeypatch.setattr(allocation, "_highs", lambda method="dual": highs)
+    with pytest.raises(AllocationError, match=match) as info:
+        solve_allocation(((1.0, 2.0),), (1.5,), (1.0, 1.0))
+    assert "rates and arrival rates from 1 to 2" in str(info.value)
+    cache_clear()
+
+
+def test_every_lp_with_rates_in_the_configs_bounds_solves():
+    """config.MIN_RATE and config.MAX_RATE rely on this: at the corners of the box every LP
+    solves, feasible to HiGHS's tolerance (1e-7); short of 1000x overload (a lower bound on
+    lambda* >= 1e-3) it is also optimal and serves every class its lambda* alpha_i, to 1e-6
+    relative."""
+    lo, hi = config.MIN_RATE, config.MAX_RATE
+    for a0, a1, r00, r01, r10, r11 in itertools.product((lo, 1.0, hi), repeat=6):
+        for avail, method in itertools.product(((1.0, 1e-3), (1.0, 1.0)), ("dual", "primal")):
+            rates, alpha = ((r00, r01), (r10, r11)), (a0, a1)
+            alloc = solve_allocation(rates, alpha, avail, method)
+            assert 0 < alloc.lam < math.inf
+            assert_feasible(alloc, rates, alpha, avail)
+            # Each class on half of the machine that runs it fastest: a lower bound on lambda*.
+            alone = min(max(r * a for r, a in zip(row, avail)) / (2 * x) for row, x in zip(rates, alpha))
+            if alone >= 1e-3:
+                assert alloc.lam >= alone * (1 - 1e-6), (rates, alpha, avail, alloc)
+                served = (np.asarray(alloc.delta) * np.asarray(rates)).sum(axis=1)
+                assert (served >= alloc.lam * np.asarray(alpha) * (1 - 1e-6)).all(), (rates, alpha, avail, alloc)
 
 
 # -------------------------------------------------------------------------- memo

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import textwrap
 from pathlib import Path
 from types import MappingProxyType
@@ -593,8 +595,319 @@ def test_overload_warning_scales_availability_by_up_fraction(tmp_path, solver):
 
 def test_module_exports():
     assert set(config.__all__) == {
+        "MAX_DURATION",
+        "MAX_JOBS",
+        "MAX_RATE",
+        "MAX_TIME",
+        "MAX_TIME_UNIT",
+        "MIN_RATE",
+        "MIN_TIME_UNIT",
         "ConfigError",
+        "check_run_length",
+        "check_testbed_overrides",
         "load_experiment",
         "overload_warning",
         "parse_experiment",
     }
+
+
+# ------------------------------------------------------------------ bounds: no traceback, no endless run
+
+# (sections to substitute, expected key, fragments the message must contain)
+BOUNDS = [
+    pytest.param(
+        {"workload": "[workload]\narrival_rates = [1e300, 2.0]\n"},
+        "workload.arrival_rates[0]",
+        ["must be between 0.0001 and 10000 jobs per time unit, got 1e+300"],
+        id="arrival-rate-huge",
+    ),
+    pytest.param(
+        {"workload": "[workload]\narrival_rates = [1.0, 1e-300]\n"},
+        "workload.arrival_rates[1]",
+        ["between 0.0001 and 10000", "got 1e-300"],
+        id="arrival-rate-tiny",
+    ),
+    pytest.param(
+        {"workload": "[workload]\narrival_rates = [1.0, inf]\n"},
+        "workload.arrival_rates[1]",
+        ["must be a positive number, got inf"],
+        id="arrival-rate-inf",
+    ),
+    pytest.param(
+        {"machines": "[machines]\nrates = [[3, 4, 5], [6, 1e20, 8]]\n"},
+        "machines.rates[1][1]",
+        ["between 0.0001 and 10000", "got 1e+20"],
+        id="machine-rate-huge",
+    ),
+    pytest.param(
+        {"machines": "[machines]\nrates = [[3, 4, nan], [6, 7, 8]]\n"},
+        "machines.rates[0][2]",
+        ["must be a positive number, got nan"],
+        id="machine-rate-nan",
+    ),
+    pytest.param(
+        {"simulation": "[simulation]\nhorizon = 1e300\n"},
+        "simulation.horizon",
+        ["1e+300 time units x total arrival rate 3 imply 3e+300 jobs per replication", "at most 1e+07"],
+        id="horizon-huge",
+    ),
+    pytest.param(
+        {"simulation": "[simulation]\nhorizon = 4e6\n"},
+        "simulation.horizon",
+        ["imply 1.2e+07 jobs per replication", "MAX_JOBS"],
+        id="horizon-too-many-jobs",
+    ),
+    pytest.param(
+        {"workload": "[workload]\narrival_rates = [5000, 5000]\n"},
+        "simulation.horizon",
+        ["2000 time units (the default) x total arrival rate 10000 imply 2e+07 jobs"],
+        id="default-horizon-too-many-jobs",
+    ),
+    pytest.param(
+        {"simulation": "[simulation]\nhorizon = inf\n"},
+        "simulation.horizon",
+        ["must be a positive number, got inf"],
+        id="horizon-inf",
+    ),
+    pytest.param(
+        {"simulation": "[simulation]\nwarmup = nan\n"},
+        "simulation.warmup",
+        ["must be a number, got nan"],
+        id="warmup-nan",
+    ),
+    pytest.param(
+        {"simulation": "[simulation]\ncheckpoint_interval = 1e-300\n"},
+        "simulation.checkpoint_interval",
+        ["a checkpoint every 1e-300 time units", "checkpoints per replication", "at most 1e+07"],
+        id="checkpoint-interval-tiny",
+    ),
+    pytest.param(
+        {"simulation": "[simulation]\ncheckpoint_interval = 1e300\n"},
+        "simulation.checkpoint_interval",
+        ["must be at most 1e+09 time units, got 1e+300"],
+        id="checkpoint-interval-huge",
+    ),
+    pytest.param(
+        {"failures": "[failures]\nmean_up = 1e-300\nmean_down = 1e-300\n"},
+        "failures.mean_up",
+        ["mean_up + mean_down = 2e-300", "on 3 machines imply 3e+303 failure cycles per replication"],
+        id="failures-too-frequent",
+    ),
+    pytest.param(
+        {"failures": "[failures]\nmean_up = 1e300\nmean_down = 2\n"},
+        "failures.mean_up",
+        ["must be at most 1e+09 time units, got 1e+300"],
+        id="failures-mean-up-huge",
+    ),
+    pytest.param(
+        {"failures": "[failures]\nmean_up = 50\nmean_down = inf\n"},
+        "failures.mean_down",
+        ["must be a positive number, got inf"],
+        id="failures-mean-down-inf",
+    ),
+    pytest.param(
+        {"testbed": "[testbed]\nduration = 1e300\n"},
+        "testbed.duration",
+        ["must be at most 2.592e+06 s, got 1e+300"],
+        id="duration-huge",
+    ),
+    pytest.param(
+        {"testbed": "[testbed]\nduration = 2e6\ntime_unit = 0.1\n"},
+        "testbed.duration",
+        ["2e+07 time units (2e+06 s / 0.1 s each) x total arrival rate 3 imply 6e+07 jobs in the testbed run"],
+        id="testbed-too-many-jobs",
+    ),
+    pytest.param(
+        {"workload": "[workload]\narrival_rates = [4e4, 5e4]\n", "simulation": "[simulation]\nhorizon = 1\n"},
+        "workload.arrival_rates[0]",
+        ["between"],
+        id="rates-checked-before-run-length",
+    ),
+    pytest.param(
+        {"testbed": "[testbed]\ntime_unit = 1e-300\n"},
+        "testbed.time_unit",
+        ["must be between 0.001 and 86400 s, got 1e-300"],
+        id="time-unit-tiny",
+    ),
+    pytest.param(
+        {"testbed": "[testbed]\ntime_unit = nan\n"},
+        "testbed.time_unit",
+        ["must be a positive number, got nan"],
+        id="time-unit-nan",
+    ),
+    pytest.param(
+        {"testbed": "[testbed]\ntime_unit = 1e6\n"},
+        "testbed.time_unit",
+        ["must be between 0.001 and 86400 s, got 1e+06"],
+        id="time-unit-huge",
+    ),
+    pytest.param(
+        {
+            "failures": "[failures]\nmean_up = 1e-6\nmean_down = 1e-6\n",
+            "simulation": "[simulation]\nhorizon = 1\nwarmup = 0\n",
+        },
+        "failures.mean_up",
+        ["over 120 time units (120 s / 1 s each, the defaults) on 3 machines imply 1.8e+08 failure cycles in the "
+         "testbed run"],
+        id="failures-too-frequent-in-testbed",
+    ),
+]
+
+
+@pytest.mark.parametrize(("sections", "key", "fragments"), BOUNDS)
+def test_out_of_bounds_values_name_the_key(tmp_path, sections, key, fragments):
+    err = error_for(tmp_path, toml(**sections))
+    assert err.key == key, err
+    for fragment in fragments:
+        assert fragment in err.problem, err.problem
+
+
+def test_values_at_the_bounds_load(tmp_path):
+    text = toml(
+        workload=f"[workload]\narrival_rates = [{config.MIN_RATE!r}, {config.MAX_RATE!r}]\n",
+        machines=f"[machines]\nrates = [[{config.MAX_RATE!r}], [{config.MIN_RATE!r}]]\n",
+        simulation=f"[simulation]\nhorizon = {config.MAX_JOBS / (config.MIN_RATE + config.MAX_RATE)!r}\n",
+        testbed=f"[testbed]\nduration = 900.0\ntime_unit = {config.MAX_TIME_UNIT!r}\n",
+        failures=f"[failures]\nmean_up = {config.MAX_TIME!r}\nmean_down = {config.MAX_TIME!r}\n",
+    )
+    exp = load_experiment(write(tmp_path, text))
+    assert exp.arrival_rates == (config.MIN_RATE, config.MAX_RATE)
+    assert overload_warning(exp) is not None  # and the allocation LP solves
+
+
+def test_a_file_with_absurd_arrival_rates_gives_a_config_error_not_a_solver_traceback(tmp_path):
+    path = write(tmp_path, toml(workload="[workload]\narrival_rates = [1e300, 1e300]\n"))
+    with pytest.raises(ConfigError) as info:
+        overload_warning(load_experiment(path))
+    assert info.value.key == "workload.arrival_rates[0]"
+
+
+def test_overload_warning_turns_a_solver_failure_into_a_config_error(tmp_path):
+    exp = load_experiment(write(tmp_path, toml()))
+    bad = dataclasses.replace(exp, classes=(model.JobClass("1", 1e300), exp.classes[1]))  # built by hand
+    with pytest.raises(ConfigError) as info:
+        overload_warning(bad)
+    assert info.value.key == "workload.arrival_rates"
+    assert "arrival_rates[0] = 1e+300 is outside the range" in info.value.problem
+
+
+def experiment_for(tmp_path, **sections) -> Experiment:
+    return load_experiment(write(tmp_path, toml(**sections)))
+
+
+@pytest.mark.parametrize(
+    ("horizon", "fragments"),
+    [
+        (1e300, ["imply 3e+300 jobs per replication"]),
+        (4e6, ["imply 1.2e+07 jobs per replication"]),
+        (math.inf, ["must be a positive number, got inf"]),
+        (math.nan, ["must be a positive number, got nan"]),
+        (0.0, ["must be a positive number, got 0.0"]),
+        (-5.0, ["must be a positive number, got -5.0"]),
+    ],
+)
+def test_check_run_length_names_the_given_key(tmp_path, horizon, fragments):
+    exp = experiment_for(tmp_path)
+    with pytest.raises(ConfigError) as info:
+        config.check_run_length(exp, horizon, "--horizon")
+    assert info.value.key == "--horizon"
+    assert str(info.value).startswith("--horizon: ")
+    for fragment in fragments:
+        assert fragment in info.value.problem, info.value.problem
+
+
+def test_check_run_length_covers_failures_and_checkpoints(tmp_path):
+    exp = experiment_for(
+        tmp_path,
+        failures="[failures]\nmean_up = 1e-4\nmean_down = 1e-4\n",
+        simulation="[simulation]\nhorizon = 100\nwarmup = 0\n",
+    )
+    config.check_run_length(exp, 100.0, "--horizon")  # 3 x 100 / 2e-4 = 1.5e6 failure cycles
+    with pytest.raises(ConfigError, match="imply 1.5e\\+08 failure cycles per replication") as info:
+        config.check_run_length(exp, 1e4, "--horizon")
+    assert info.value.key == "--horizon"
+    exp = experiment_for(tmp_path, simulation="[simulation]\nhorizon = 100\nwarmup = 0\ncheckpoint_interval = 0.01\n")
+    config.check_run_length(exp, 1e4, "--horizon")  # 3 x 1e4 / 0.01 = 3e6 checkpoints
+    with pytest.raises(ConfigError, match="implies up to 3e\\+07 checkpoints per replication") as info:
+        config.check_run_length(exp, 1e5, "--horizon")
+    assert info.value.key == "--horizon"
+
+
+def test_check_run_length_accepts_a_sane_horizon(tmp_path):
+    config.check_run_length(experiment_for(tmp_path), 1e5, "--horizon")
+    config.check_run_length(experiment_for(tmp_path), config.MAX_JOBS / 3, "--horizon")
+
+
+@pytest.mark.parametrize(
+    ("duration", "time_unit", "key", "fragment"),
+    [
+        (0.0, None, "--duration", "must be a positive number, got 0.0"),
+        (-1.0, None, "--duration", "must be a positive number"),
+        (math.inf, None, "--duration", "got inf"),
+        (math.nan, None, "--duration", "got nan"),
+        (1e300, None, "--duration", "must be at most 2.592e+06 s"),
+        (None, 0.0, "--time-unit", "must be a positive number"),
+        (None, math.nan, "--time-unit", "got nan"),
+        (None, 1e-300, "--time-unit", "must be between 0.001 and 86400 s"),
+        (None, 1e9, "--time-unit", "must be between 0.001 and 86400 s"),
+        (2e6, 0.05, "--duration", "4e+07 time units (2e+06 s / 0.05 s each) x total arrival rate 300 imply 1.2e+10 "
+                                  "jobs in the testbed run"),
+        (None, 1e-3, "--time-unit", "(120 s / 0.001 s each)"),  # with [testbed] duration = 120
+    ],
+)
+def test_check_testbed_overrides_names_the_option(tmp_path, duration, time_unit, key, fragment):
+    exp = experiment_for(tmp_path, workload="[workload]\narrival_rates = [100, 200]\n")
+    with pytest.raises(ConfigError) as info:
+        config.check_testbed_overrides(exp, duration, time_unit)
+    assert info.value.key == key
+    assert fragment in info.value.problem, info.value.problem
+
+
+def test_check_testbed_overrides_accepts_sane_values(tmp_path):
+    exp = experiment_for(tmp_path)
+    config.check_testbed_overrides(exp, None, None)
+    config.check_testbed_overrides(exp, 3.0, 0.2)
+    config.check_testbed_overrides(exp, 3600.0, None)
+    config.check_testbed_overrides(exp, None, 1e-3)
+
+
+# ------------------------------------------------------------------ [testbed] commands
+
+
+def test_commands_may_be_keys_or_argvs(tmp_path):
+    text = toml(
+        workload="[workload]\narrival_rates = [1.0, 2.0, 3.0]\n",
+        machines="[machines]\nrates = [[3.0], [6.0], [7.0]]\n",
+        testbed='[testbed]\nexecutor = "command"\ncommands = ["render", ["python3", "-c", "pass"], "sleep-1"]\n',
+    )
+    exp = load_experiment(write(tmp_path, text))
+    assert exp.testbed.commands == ("render", ("python3", "-c", "pass"), "sleep-1")
+
+
+@pytest.mark.parametrize(
+    ("commands", "key", "fragment"),
+    [
+        ('["a", "b", ""]', "testbed.commands[2]", "got '' (a string)"),
+        ('["a", "b", "  "]', "testbed.commands[2]", "allow-list key (a non-empty string) or an argv"),
+        ('["a", "b", []]', "testbed.commands[2]", "got a list"),
+        ('["a", "b", 3]', "testbed.commands[2]", "got 3"),
+        ('["a", ["x", 1], "c"]', "testbed.commands[1]", "non-empty list of non-empty strings"),
+        ('["a", "b"]', "testbed.commands", "must be a list of 3 commands, one per job class, got a list of 2"),
+        ('"a"', "testbed.commands", "got 'a' (a string)"),
+    ],
+)
+def test_bad_commands_name_the_entry(tmp_path, commands, key, fragment):
+    text = toml(
+        workload="[workload]\narrival_rates = [1.0, 2.0, 3.0]\n",
+        machines="[machines]\nrates = [[3.0], [6.0], [7.0]]\n",
+        testbed=f'[testbed]\nexecutor = "command"\ncommands = {commands}\n',
+    )
+    err = error_for(tmp_path, text)
+    assert err.key == key
+    assert fragment in err.problem, err.problem
+
+
+def test_command_executor_without_commands(tmp_path):
+    err = error_for(tmp_path, toml(testbed='[testbed]\nexecutor = "command"\n'))
+    assert err.key == "testbed.commands"
+    assert "an allow-list key, or an argv" in err.problem

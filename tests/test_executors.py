@@ -318,6 +318,20 @@ def test_command_exit_code_env_and_cwd(runs: Callable[..., CommandRun], notify: 
     assert run.returncode == 3
 
 
+def test_command_complete_environment(
+    runs: Callable[..., CommandRun], notify: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With inherit_env=False, ``env`` is all the program gets (looked up on its PATH); by default it is merged."""
+    monkeypatch.setenv("MGST_OUTER", "leak")
+    check = ["sh", "-c", 'test "$MGST_X" = 1 && test -z "$MGST_OUTER"']
+    run = runs(check, {"PATH": os.environ["PATH"], "MGST_X": "1"}, inherit_env=False)
+    assert readable(run.fileno(), 10.0)
+    assert run.poll() == 0, run.stderr_tail()
+    merged = runs(check, {"MGST_X": "1"})
+    assert readable(merged.fileno(), 10.0)
+    assert merged.poll() == 1  # MGST_OUTER came through
+
+
 def test_command_fileno_not_readable_while_running(runs: Callable[..., CommandRun], notify: str) -> None:
     run = runs(["sleep", "60"])
     assert not readable(run.fileno(), 0.1)

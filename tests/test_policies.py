@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import random
+import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from helpers import assigns, job, make_core, make_policy, queue_ids, ready_ids
 
 from mgst.core import Assign, Cancel, Hold, JobCompleted, JobRequeued, JobStatus, MachineState
 from mgst.policies import check_options, names, policy_class
+
+ROOT = Path(__file__).resolve().parent.parent
 
 # ---------------------------------------------------------------- LPAS_DG
 #
@@ -436,3 +442,87 @@ def test_options_are_coerced_where_lossless():
     assert opts.resolve_period == 5.0 and isinstance(opts.resolve_period, float)
     assert policy_class("lpas_dg").Options.from_mapping({"resolve_period": None}).resolve_period is None
     assert policy_class("wqr_ft").Options.from_mapping({"replicas": 3}).replicas == 3
+
+
+# ---------------------------------------------------------------- the registry
+
+_USER_MODULE = (
+    "from mgst.policies import register\n"
+    "from mgst.policies.base import Policy\n\n\n"
+    "@register\n"
+    "class MyFcfs(Policy):\n"
+    "    name = {name!r}\n\n"
+    "    def choose(self, view, machine):\n"
+    "        return None\n"
+)
+
+
+def _fresh_python(tmp_path, name: str, script: str) -> subprocess.CompletedProcess:
+    """``script`` in a new interpreter (the built-ins not loaded yet), with my_policies.py registering ``name``."""
+    (tmp_path / "my_policies.py").write_text(_USER_MODULE.format(name=name))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                          env=env)
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "from mgst import policies\npolicies.import_modules(['my_policies'])\nprint(policies.names())\n",
+        "import my_policies\nfrom mgst import policies\nprint(policies.names())\n",  # imported by hand
+    ],
+    ids=["import_modules", "plain-import"],
+)
+def test_a_user_policy_under_a_builtin_name_is_refused_with_a_clear_message(tmp_path, script):
+    p = _fresh_python(tmp_path, "fcfs", script)
+    assert p.returncode != 0, p.stdout
+    last = p.stderr.strip().splitlines()[-1]
+    assert last == (
+        "ValueError: policy name 'fcfs' of my_policies.MyFcfs is built in (the policy mgst.policies.fcfs.FCFS); "
+        "choose another name"
+    ), p.stderr
+    # Raised where the user's module registers, not while the built-in loads.
+    assert "my_policies.py" in p.stderr and "fcfs.py" not in p.stderr, p.stderr
+
+
+def test_a_user_policy_under_a_new_name_registers_next_to_the_builtins(tmp_path):
+    script = "from mgst import policies\npolicies.import_modules(['my_policies'])\nprint(' '.join(policies.names()))\n"
+    p = _fresh_python(tmp_path, "mine", script)
+    assert p.returncode == 0, p.stderr
+    assert {"fcfs", "lpas_dg", "mine", "random", "wqr_ft"} <= set(p.stdout.split())
+
+
+def test_two_user_policies_under_one_name_name_both():
+    from mgst.policies import register  # noqa: PLC0415
+    from mgst.policies.base import Policy  # noqa: PLC0415
+
+    class First(Policy):
+        name = "test_registry_clash"
+
+        def choose(self, view, machine):
+            return None
+
+    class Second(First):
+        pass
+
+    register(First)
+    try:
+        with pytest.raises(ValueError, match=r"'test_registry_clash' of .*Second is taken by .*First$"):
+            register(Second)
+    finally:
+        from mgst import policies  # noqa: PLC0415
+
+        del policies._REGISTRY["test_registry_clash"]
+
+
+def test_lpas_reports_an_unsolvable_allocation_lp_clearly(monkeypatch):
+    from mgst.policies import lpas  # noqa: PLC0415
+    from mgst.policies.allocation import AllocationError  # noqa: PLC0415
+
+    def fail(*args):
+        raise AllocationError("arrival_rates[0] = 1e+300 is outside the range", "arrival_rates")
+
+    monkeypatch.setattr(lpas, "solve_allocation", fail)
+    with pytest.raises(AllocationError, match=r"^lpas_dg at time 0: arrival_rates\[0\] = 1e\+300") as info:
+        lpas_core()
+    assert info.value.argument == "arrival_rates"

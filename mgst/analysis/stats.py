@@ -1,4 +1,4 @@
-"""Means with Student-t confidence intervals across independent replications."""
+"""Means with Student-t confidence intervals: across independent replications, or by batch means within one run."""
 
 from __future__ import annotations
 
@@ -22,4 +22,28 @@ def mean_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, f
     if n < 2:
         return (mean, math.nan, math.nan)
     half = float(_scipy_stats.t.ppf(0.5 + confidence / 2, n - 1)) * statistics.stdev(values) / math.sqrt(n)
+    return (mean, mean - half, mean + half)
+
+
+def batch_means_ci(values: Sequence[float], batches: int, confidence: float = 0.95) -> tuple[float, float, float]:
+    """(mean, low, high) of one run's ``values`` (in order) by the method of batch means.
+
+    ``values`` are split, in order, into ``batches`` consecutive batches whose sizes
+    differ by at most one and that cover every value (with fewer values than batches,
+    one value per batch). The point estimate is the mean of all values; the interval
+    is centred on it, with half-width t(k - 1) * stdev(batch means) / sqrt(k) over the
+    k batches, so it always contains the estimate. With fewer than two values the
+    interval is (nan, nan).
+    """
+    n = len(values)
+    if n == 0:
+        return (math.nan, math.nan, math.nan)
+    if batches < 1:
+        raise ValueError(f"batches must be >= 1, got {batches}")
+    mean = statistics.fmean(values)
+    k = min(batches, n)
+    if k < 2:
+        return (mean, math.nan, math.nan)
+    means = [statistics.fmean(values[b * n // k:(b + 1) * n // k]) for b in range(k)]
+    half = float(_scipy_stats.t.ppf(0.5 + confidence / 2, k - 1)) * statistics.stdev(means) / math.sqrt(k)
     return (mean, mean - half, mean + half)

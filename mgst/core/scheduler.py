@@ -127,6 +127,15 @@ class Scheduler:
         """A live replica by id."""
         return self._replicas.get(replica_id)
 
+    def accepts_result(self, replica_id: int) -> bool:
+        """Whether a result for this replica would count: it is live, or it was given up on
+        (lost, cancelled) while its job still waits for a result. A driver checks this before
+        it records anything of a reported result, so a replayed report changes nothing."""
+        if replica_id in self._replicas:
+            return True
+        r = self._lost.get(replica_id)
+        return r is not None and r.job.status is not JobStatus.DONE
+
     def up_machines(self) -> list[MachineRecord]:
         return [m for m in self.machines if m.state is not MachineState.DOWN]
 

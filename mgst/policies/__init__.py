@@ -8,23 +8,39 @@ from typing import Any
 # Filled in as policy modules land; see register().
 _REGISTRY: dict[str, type] = {}
 
+# The modules of the built-in policies, loaded before any other policy registers.
+_BUILTIN_MODULES = ("mgst.policies.fcfs", "mgst.policies.lpas", "mgst.policies.random_choice", "mgst.policies.wqr")
+
 
 def register(cls: type) -> type:
-    """Class decorator: make a Policy subclass available under its ``name``."""
+    """Class decorator: make a Policy subclass available under its ``name``.
+
+    The built-ins are registered first, so a policy from elsewhere that takes a
+    built-in's name is refused, with a message saying so.
+    """
     name = getattr(cls, "name", "")
     if not name:
         raise ValueError(f"{cls.__qualname__} has no name")
+    if cls.__module__ not in _BUILTIN_MODULES:
+        _load_builtins()
     known = _REGISTRY.get(name)
     if known is not None and (known.__module__, known.__qualname__) != (cls.__module__, cls.__qualname__):
-        raise ValueError(f"policy name {name!r} is taken by {known.__module__}.{known.__qualname__}")
+        where = f"{known.__module__}.{known.__qualname__}"
+        if known.__module__ in _BUILTIN_MODULES:
+            raise ValueError(
+                f"policy name {name!r} of {cls.__module__}.{cls.__qualname__} is built in (the policy {where}); "
+                "choose another name"
+            )
+        raise ValueError(f"policy name {name!r} of {cls.__module__}.{cls.__qualname__} is taken by {where}")
     _REGISTRY[name] = cls
     return cls
 
 
 def import_modules(modules: list[str] | tuple[str, ...]) -> None:
-    """Import modules that register policies of their own (``mgst simulate --import``)."""
+    """Import modules that register policies of their own (``mgst simulate --import``), after the built-ins."""
     import importlib  # noqa: PLC0415
 
+    _load_builtins()
     for module in modules:
         importlib.import_module(module)
 
@@ -49,5 +65,6 @@ def check_options(name: str, options: Mapping[str, Any]) -> None:
 
 
 def _load_builtins() -> None:
-    # Imported lazily so that `mgst.policies.base` can import this module.
+    # Imported lazily so that `mgst.policies.base` can import this module; keep in step
+    # with _BUILTIN_MODULES.
     from mgst.policies import fcfs, lpas, random_choice, wqr  # noqa: F401

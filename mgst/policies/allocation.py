@@ -11,14 +11,27 @@ from dataclasses import dataclass
 import highspy
 import numpy as np
 
-__all__ = ["Allocation", "cache_clear", "cache_info", "solve_allocation"]
+__all__ = ["Allocation", "AllocationError", "cache_clear", "cache_info", "solve_allocation"]
 
 #: Bound on the number of memoised (rates, arrival_rates, availability) instances.
 CACHE_SIZE = 4096
 
 _INF = highspy.kHighsInf
+# HiGHS's default small_matrix_value and large_matrix_value: it drops or rejects LP
+# coefficients (rates, arrival rates) outside this range.
+_SMALLEST = 1e-9
+_LARGEST = 1e15
 _COLWISE = int(highspy.MatrixFormat.kColwise)
 _MAXIMIZE = int(highspy.ObjSense.kMaximize)
+
+
+class AllocationError(ValueError):
+    """The allocation LP cannot be solved for these numbers; ``argument`` names the input
+    to blame ("rates", "arrival_rates") when one is, else None."""
+
+    def __init__(self, message: str, argument: str | None = None):
+        super().__init__(message)
+        self.argument = argument
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,8 +96,9 @@ def solve_allocation(
     machines make the optimal face wide) they may return different ones, with
     different zeros in delta: LPAS_DG's eligibility then depends on the choice.
 
-    Raises ValueError for malformed input and RuntimeError if HiGHS does not report an
-    optimal solution.
+    Raises ValueError for malformed input, and AllocationError (a ValueError) for a
+    positive rate or arrival rate outside the range HiGHS takes ([1e-9, 1e15)) or an
+    LP that HiGHS rejects or does not solve to optimality.
     """
     if method not in _STRATEGIES:
         raise ValueError(f"method must be one of {', '.join(_STRATEGIES)}, got {method!r}")
@@ -201,6 +215,8 @@ def _solve(r: np.ndarray, alpha: np.ndarray, a: np.ndarray, method: str = "dual"
         return _zeros(0.0, n, m)  # some class cannot be served at all: lambda* = 0
     ii, jj = np.nonzero(useful)
     k = ii.size
+    _check_coefficients(r[ii, jj], "rates", [f"[{i}][{j}]" for i, j in zip(ii.tolist(), jj.tolist())])
+    _check_coefficients(alpha[active], "arrival_rates", [f"[{i}]" for i in np.nonzero(active)[0].tolist()])
     classes = np.nonzero(active)[0]
 
     # Columns 0..k-1: delta_ij; column k: lambda. Rows 0..n-1: classes (>= 0);
@@ -247,18 +263,36 @@ def _solve(r: np.ndarray, alpha: np.ndarray, a: np.ndarray, method: str = "dual"
         np.zeros(num_col, dtype=np.int32),  # integrality: all continuous
     )
     if status != highspy.HighsStatus.kOk:
-        raise RuntimeError(f"HiGHS rejected the allocation LP: {status}")
+        raise AllocationError(f"the HiGHS solver rejected the allocation LP ({_span(r, alpha)})")
     h.run()
     status = h.getModelStatus()
     if status != highspy.HighsModelStatus.kOptimal:
-        raise RuntimeError(
-            f"allocation LP not solved to optimality: {h.modelStatusToString(status)}"
+        raise AllocationError(
+            f"the HiGHS solver did not solve the allocation LP to optimality: "
+            f"{h.modelStatusToString(status)} ({_span(r, alpha)})"
         )
 
     x = np.asarray(h.getSolution().col_value, dtype=np.float64)
     delta = np.zeros((n, m))
     delta[ii, jj] = np.maximum(x[:k], 0.0)  # clip round-off below the lower bound
     return Allocation(lam=float(x[k]), delta=tuple(map(tuple, delta.tolist())))
+
+
+def _check_coefficients(values: np.ndarray, name: str, where: list[str]) -> None:
+    """AllocationError naming the first of ``values`` (LP coefficients) outside what HiGHS takes."""
+    bad = np.nonzero((values < _SMALLEST) | (values >= _LARGEST))[0]
+    if bad.size:
+        b = int(bad[0])
+        raise AllocationError(
+            f"{name}{where[b]} = {values[b]:g} is outside the range the LP solver (HiGHS) takes for "
+            f"rates, [{_SMALLEST:g}, {_LARGEST:g}); rescale the time unit or check for a typo",
+            name,
+        )
+
+
+def _span(r: np.ndarray, alpha: np.ndarray) -> str:
+    positive = np.concatenate([r[r > 0], alpha[alpha > 0]])
+    return f"rates and arrival rates from {positive.min():g} to {positive.max():g}"
 
 
 def _zeros(lam: float, n: int, m: int) -> Allocation:

@@ -10,7 +10,7 @@ from mgst.core.decisions import SetTimer
 from mgst.core.scheduler import Scheduler
 from mgst.core.state import JobRecord, MachineRecord
 from mgst.policies import register
-from mgst.policies.allocation import Allocation, solve_allocation
+from mgst.policies.allocation import Allocation, AllocationError, solve_allocation
 from mgst.policies.base import NOTHING, Decisions, Policy, PolicyOptions
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,10 @@ class LpasDG(Policy):
             c.arrival_rate if any(r > 0.0 and a > 0.0 for r, a in zip(rates[i], share)) else 0.0
             for i, c in enumerate(view.classes)
         )
-        self.allocation = solve_allocation(rates, alpha, share, self.options.lp_method)
+        try:
+            self.allocation = solve_allocation(rates, alpha, share, self.options.lp_method)
+        except AllocationError as err:
+            raise AllocationError(f"lpas_dg at time {view.now:g}: {err}", err.argument) from None
         self.eligible = self.allocation.eligible(self.options.tolerance)
         self._classes_of = [
             [i for i in range(len(self.eligible)) if self.eligible[i][j]] for j in range(len(view.machines))

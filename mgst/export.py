@@ -1,0 +1,37 @@
+"""A run directory's results from its journal alone: the CSVs and summary, for `mgst export` and after a crash."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from mgst.mapper import TestbedRun, finish_run
+from mgst.replay import replay
+from mgst.results import Summary
+
+
+def load_run(folder: Path) -> TestbedRun:
+    """The run recorded in ``folder``'s journal, as far as it was committed."""
+    rp = replay(folder)
+    try:
+        meta, j = rp.meta, rp.journal
+        tu = meta["time_unit"]
+        end = j.last_wall if j.last_wall is not None else meta.get("created", 0.0)
+        t0 = j.start if j.start is not None else end
+        generation_end = t0 + j.generation_end * tu if j.generation_end is not None else end
+        return finish_run(rp.experiment, rp.core, j, tu, t0, generation_end, end, Counter(meta.get("drops", {})),
+                          meta["duration"] / tu, meta["seed"], meta.get("security", "?"), meta.get("aborted", False))
+    finally:
+        rp.store.close()
+        rp.journal.store = None
+
+
+def export_run(folder: Path) -> tuple[TestbedRun, Summary, dict[str, Any]]:
+    """Write jobs.csv, machines.csv, summary.csv and summary.json into ``folder`` from its journal."""
+    from mgst.testbed import summarize_testbed, write_testbed_outputs  # noqa: PLC0415
+
+    run = load_run(folder)
+    summary, extras = summarize_testbed(run)
+    d = write_testbed_outputs(run, summary, extras, folder)
+    return run, summary, d

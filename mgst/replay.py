@@ -1,0 +1,97 @@
+"""Rebuilds a testbed run from its journal store: the journal, and the scheduling core by replaying its inputs.
+
+The core is a deterministic state machine and its policy draws from a seeded
+stream, so feeding a fresh core the inputs the mapper recorded, in order, at
+the model times recorded, rebuilds exactly the state the dead mapper had:
+the same queues, replicas, replica ids and timers. ``mgst export`` and
+``mgst mapper --resume`` both start here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mgst import policies
+from mgst.core.scheduler import Scheduler
+from mgst.experiment_codec import from_plain
+from mgst.journal import Journal
+from mgst.model import Experiment, Job
+from mgst.store import FILENAME, RunStore, StoreError
+from mgst.streams import Purpose, python_random
+
+# The core inputs the mapper records, by method name; the first argument is always model time.
+CORE_INPUTS = frozenset({"start", "job_arrived", "machine_ready", "replica_done", "replica_failed", "machine_up",
+                         "machine_down", "timer_fired"})
+
+
+def make_core(experiment: Experiment, seed: int) -> Scheduler:
+    """The core and policy of a testbed run, as the mapper makes them (replication 0's policy stream)."""
+    spec = experiment.policy
+    cls = policies.policy_class(spec.name)
+    policy = cls(cls.Options.from_mapping(spec.options), python_random(seed, 0, Purpose.POLICY))
+    return Scheduler(experiment.classes, experiment.machines, policy)
+
+
+def encode_args(method: str, args: tuple) -> tuple:
+    """A core input's arguments as plain values for the store."""
+    if method == "job_arrived":
+        (job,) = args
+        return (tuple(job),)
+    return args
+
+
+def call_core(core: Scheduler, method: str, now: float, args: tuple) -> list:
+    if method == "job_arrived":
+        return core.job_arrived(now, Job(*args[0]))
+    return getattr(core, method)(now, *args)
+
+
+@dataclass(slots=True)
+class Replayed:
+    """A run as its store has it."""
+
+    experiment: Experiment
+    meta: dict[str, Any]
+    store: RunStore
+    journal: Journal
+    core: Scheduler
+    model_time: float  # the core's clock when the log ends
+
+
+def open_store(folder: Path) -> tuple[RunStore, dict[str, Any], Experiment]:
+    """The store of a run directory, its settings and its experiment (from the copy kept in the store)."""
+    store = RunStore(folder / FILENAME, create=False)
+    try:
+        meta = store.meta()
+        missing = {"experiment", "seed", "time_unit"} - meta.keys()
+        if missing:
+            raise StoreError(f"{store.path}: the run's settings are incomplete (no {', '.join(sorted(missing))})")
+        experiment = from_plain(meta["experiment"])
+        policies.import_modules(meta.get("imports", []))
+    except BaseException:
+        store.close()
+        raise
+    return store, meta, experiment
+
+
+def replay(folder: Path) -> Replayed:
+    """Open ``folder``'s store and rebuild its journal and core. The caller closes ``.store``."""
+    store, meta, experiment = open_store(folder)
+    try:
+        journal = Journal(experiment)
+        core = make_core(experiment, meta["seed"])
+        for kind, args in store.events():
+            if kind == "core":
+                method, now, margs = args
+                if method not in CORE_INPUTS:
+                    raise StoreError(f"{store.path}: unknown core input {method!r}")
+                call_core(core, method, now, margs)
+            elif not journal.apply(kind, args):
+                raise StoreError(f"{store.path}: unknown event {kind!r}")
+        journal.store = store
+    except BaseException:
+        store.close()
+        raise
+    return Replayed(experiment, meta, store, journal, core, core.now)

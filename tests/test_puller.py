@@ -1,0 +1,447 @@
+"""Tests of the puller daemon against a fake mapper: CURVE, the command allow-list, protocol v2 behaviour, exit codes.
+
+Real puller processes (``python -m puller``) talk to a ROUTER socket in the test,
+on loopback at free ports. Every wait is bounded (polls with timeouts), and every
+process is reaped by the ``pullers`` fixture, pass or fail, which also checks that
+nothing a puller started outlives it or is left stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+import zmq
+
+from mgst import protocol as P
+from mgst import security
+from puller.allowlist import AllowList, AllowListError, CommandRefused, load_file, parse_entry
+
+ROOT = Path(__file__).resolve().parents[1]
+SECRET = "do-not-leak-4711"  # set in the pullers' own environment only
+
+
+# ---------------------------------------------------------------------- fake mapper, pullers
+
+
+class FakeMapper:
+    """A ROUTER socket standing in for the mapper: plain, or CURVE with the given server keys (no ZAP)."""
+
+    def __init__(self, ctx: zmq.Context, keys: security.ServerKeys | None):
+        self.sock = ctx.socket(zmq.ROUTER)
+        self.sock.linger = 0
+        if keys is not None:
+            security.secure_server(self.sock, keys)
+        port = self.sock.bind_to_random_port("tcp://127.0.0.1")
+        self.endpoint = f"tcp://127.0.0.1:{port}"
+
+    def recv(self, timeout: float) -> tuple[bytes, P.Message] | None:
+        """The next message (any type) within ``timeout`` seconds, or None."""
+        if not self.sock.poll(max(0, int(timeout * 1000))):
+            return None
+        ident, frame = self.sock.recv_multipart()
+        return ident, P.decode(frame)
+
+    def expect(self, kind: type, timeout: float = 5.0, ignore: tuple[type, ...] = (P.Heartbeat,)):
+        """(routing id, message) of the next message that is not of an ``ignore`` type; it must be a ``kind``."""
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            got = self.recv(left)
+            if got is None:
+                break
+            if type(got[1]) in ignore:
+                continue
+            assert type(got[1]) is kind, f"expected {kind.__name__}, got {got[1]!r}"
+            return got
+        raise AssertionError(f"no {kind.__name__} within {timeout} s")
+
+    def quiet(self, seconds: float, ignore: tuple[type, ...] = (P.Heartbeat,)) -> None:
+        """Nothing but ``ignore`` types arrives for ``seconds``."""
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            got = self.recv(left)
+            assert got is None or type(got[1]) in ignore, f"unexpected {got[1]!r}"
+
+    def send(self, ident: bytes, msg: P.Message) -> None:
+        self.sock.send_multipart([ident, P.encode(msg)])
+
+    def welcome(self, ident: bytes, executor: str = "emulate", heartbeat: float = 2.0) -> None:
+        self.send(ident, P.Welcome(P.PROTOCOL_VERSION, 0, 1.0, heartbeat, 1.0, executor, None))
+
+
+def job(replica: int, work: float = 0.1, key: str = "", command: tuple[str, ...] = (), job_id: int = 3,
+        job_class: int = 1) -> P.JobMsg:
+    return P.JobMsg(job_id, replica, job_class, 1.5, work, 0.0, key, command)
+
+
+def cpu(pid: int) -> float:
+    t = psutil.Process(pid).cpu_times()
+    return t.user + t.system
+
+
+class Pullers:
+    """Starts puller processes; ``close()`` reaps them and checks what they leave behind."""
+
+    def __init__(self, tmp: Path):
+        self.tmp = tmp
+        self.procs: list[tuple[subprocess.Popen, Path]] = []
+
+    def start(self, endpoint: str, *args: str, machine: str = "M1") -> subprocess.Popen:
+        log = self.tmp / f"puller-{len(self.procs)}.log"
+        with open(log, "wb") as f:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "puller", "-v", "--connect", endpoint, "--machine", machine, *args],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=f, cwd=ROOT,
+                env={**os.environ, "MGST_TEST_SECRET": SECRET},
+            )
+        self.procs.append((proc, log))
+        return proc
+
+    def log(self, proc: subprocess.Popen) -> str:
+        return next(log for p, log in self.procs if p is proc).read_text(errors="replace")
+
+    def descendants(self, proc: subprocess.Popen) -> list[psutil.Process]:
+        try:
+            return psutil.Process(proc.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return []
+
+    def close(self) -> None:
+        left: list[psutil.Process] = []
+        stopped: list[int] = []
+        for proc, _ in self.procs:
+            if proc.poll() is None:
+                for d in self.descendants(proc):
+                    left.append(d)
+                    try:
+                        if d.status() == psutil.STATUS_STOPPED:
+                            stopped.append(d.pid)
+                    except psutil.NoSuchProcess:
+                        pass
+                proc.terminate()
+        for proc, _ in self.procs:
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+        _, alive = psutil.wait_procs(left, timeout=5)
+        for p in alive:
+            p.kill()
+        assert not stopped, f"processes left stopped: {stopped}"
+        assert not alive, f"the pullers left processes behind: {alive}"
+        assert not psutil.Process().children(recursive=True), "a child process was not reaped"
+
+
+@pytest.fixture
+def ctx() -> Iterator[zmq.Context]:
+    c = zmq.Context()
+    try:
+        yield c
+    finally:
+        c.destroy(linger=0)
+
+
+@pytest.fixture
+def pullers(tmp_path: Path) -> Iterator[Pullers]:
+    p = Pullers(tmp_path)
+    try:
+        yield p
+    finally:
+        p.close()
+
+
+@pytest.fixture
+def keydir(tmp_path: Path) -> Path:
+    folder = tmp_path / "keys"
+    security.create_keys(folder, ["M1"])
+    return folder
+
+
+@pytest.fixture
+def mapper(ctx: zmq.Context, keydir: Path) -> FakeMapper:
+    """A fake mapper that holds the real mapper's secret key."""
+    return FakeMapper(ctx, security.server_keys(keydir))
+
+
+def wait_exit(proc: subprocess.Popen, timeout: float) -> int:
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"the puller did not exit within {timeout} s") from None
+
+
+# ---------------------------------------------------------------------- CURVE
+
+
+@pytest.mark.parametrize("server", ["curve-other-key", "plain"])
+def test_a_mapper_without_the_secret_key_hears_nothing(
+    server: str, ctx: zmq.Context, keydir: Path, tmp_path: Path, pullers: Pullers
+) -> None:
+    other = tmp_path / "other"
+    security.create_keys(other, ["M1"])
+    fake = FakeMapper(ctx, security.server_keys(other) if server == "curve-other-key" else None)
+    proc = pullers.start(fake.endpoint, "--keys", str(keydir))
+    deadline = time.monotonic() + 3.0
+    while (left := deadline - time.monotonic()) > 0:
+        got = fake.recv(min(left, 0.2))
+        assert got is None, f"the puller talked to a fake mapper: {got!r}"
+        assert not pullers.descendants(proc), "the puller started something"
+    assert proc.poll() is None, "the puller should keep retrying"
+    proc.terminate()
+    assert wait_exit(proc, 10) == 0
+    log = pullers.log(proc)
+    assert "security handshake" in log and "failed" in log, log  # the lab learns why
+
+
+def test_right_keys_hello_welcome_busy_cancel_bye(mapper: FakeMapper, keydir: Path, pullers: Pullers) -> None:
+    proc = pullers.start(mapper.endpoint, "--key", str(keydir / "pullers" / "M1.key_secret"),
+                         "--mapper-key", str(keydir / "mapper.key"))
+    ident, hello = mapper.expect(P.Hello, 10)
+    assert (hello.version, hello.machine, hello.holds, hello.finished) == (P.PROTOCOL_VERSION, "M1", -1, False)
+    assert "command" not in hello.executors  # no allow-list: no command executor
+    assert "emulate" in hello.executors
+    mapper.welcome(ident)
+    mapper.expect(P.Ready)
+    mapper.send(ident, job(1, work=30.0))
+    _, started = mapper.expect(P.Started)
+    assert started.replica == 1
+    mapper.send(ident, job(2))
+    _, failed = mapper.expect(P.Failed)
+    assert (failed.replica, failed.code) == (2, P.FAIL_BUSY)
+    mapper.send(ident, P.CancelMsg(99))  # not the running replica: ignored
+    mapper.quiet(0.3)
+    mapper.send(ident, P.CancelMsg(1))
+    mapper.expect(P.Ready)
+    mapper.send(ident, P.Bye("run over"))
+    assert wait_exit(proc, 10) == 0
+
+
+# ---------------------------------------------------------------------- allow-list
+
+ENV_DUMP = "import json, os, sys\nwith open(sys.argv[1], 'w') as f:\n    json.dump(dict(os.environ), f)\n"
+
+
+def test_allow_list_refuses_and_runs_with_an_explicit_environment(
+    mapper: FakeMapper, keydir: Path, tmp_path: Path, pullers: Pullers
+) -> None:
+    script = tmp_path / "envdump.py"
+    script.write_text(ENV_DUMP)
+    by_key, by_argv = tmp_path / "by-key.json", tmp_path / "by-argv.json"
+    allow_file = tmp_path / "allow.toml"
+    allow_file.write_text(textwrap.dedent(f"""\
+        [commands]
+        envdump = [{json.dumps(sys.executable)}, {json.dumps(str(script))}, {json.dumps(str(by_key))}]
+
+        [environment]
+        MGST_LAB = "lab-1"
+    """))
+    exact = [sys.executable, str(script), str(by_argv)]
+    marker = tmp_path / "marker"
+    proc = pullers.start(mapper.endpoint, "--keys", str(keydir), "--allow-file", str(allow_file),
+                         "--allow", shlex.join(exact))
+    ident, hello = mapper.expect(P.Hello, 10)
+    assert "command" in hello.executors
+    mapper.welcome(ident, executor="command")
+    mapper.expect(P.Ready)
+
+    for replica, msg in [(10, job(10, command=("sh", "-c", f"touch {marker}"))),
+                         (11, job(11, key="nope")),
+                         (12, job(12, key="envdump", command=("sh", "-c", f"touch {marker}")))]:
+        mapper.send(ident, msg)
+        _, failed = mapper.expect(P.Failed)
+        assert (failed.replica, failed.code) == (replica, P.FAIL_REFUSED)
+        assert failed.reason.startswith("command not allowed: "), failed.reason
+        mapper.expect(P.Ready)
+
+    mapper.send(ident, job(13, key="envdump"))
+    mapper.expect(P.Started)
+    _, done = mapper.expect(P.Done, 20)
+    assert (done.replica, done.ready) == (13, True)
+    mapper.send(ident, job(14, command=tuple(exact), job_id=4, job_class=0))
+    mapper.expect(P.Started)
+    _, done = mapper.expect(P.Done, 20)
+    assert done.replica == 14
+
+    env = json.loads(by_key.read_text())
+    assert {k: env.get(k) for k in ("MGST_JOB", "MGST_REPLICA", "MGST_CLASS", "MGST_MACHINE", "MGST_LAB")} == {
+        "MGST_JOB": "3", "MGST_REPLICA": "13", "MGST_CLASS": "2", "MGST_MACHINE": "M1", "MGST_LAB": "lab-1"}
+    assert float(env["MGST_SECONDS"]) == pytest.approx(0.1) and float(env["MGST_SIZE"]) == 1.5
+    assert env.get("PATH") == os.environ.get("PATH")
+    assert "MGST_TEST_SECRET" not in env and SECRET not in json.dumps(env)
+    env2 = json.loads(by_argv.read_text())
+    assert (env2["MGST_JOB"], env2["MGST_CLASS"]) == ("4", "1") and "MGST_TEST_SECRET" not in env2
+    assert not marker.exists(), "a refused command ran"
+
+    mapper.send(ident, P.Bye("run over"))
+    assert wait_exit(proc, 10) == 0
+    assert not marker.exists()
+    log = pullers.log(proc)
+    assert log.count("command not allowed") == 1, log  # three refusals in a row: one line (rate-limited)
+
+
+def test_allow_entries_and_files() -> None:
+    assert parse_entry("sim=python3 sim.py --fast") == ("sim", ("python3", "sim.py", "--fast"))
+    assert parse_entry("'my prog' 'a b'") == (None, ("my prog", "a b"))
+    assert parse_entry("/opt/a=b/prog x") == (None, ("/opt/a=b/prog", "x"))
+    for bad in ("", "sim=", "'unclosed"):
+        with pytest.raises(AllowListError, match="--allow"):
+            parse_entry(bad)
+    allow = AllowList({"sim": ("python3", "sim.py")}, frozenset({("true",)}), {"A": "1"})
+    assert allow.resolve("sim", ()) == ("python3", "sim.py")
+    assert allow.resolve("sim", ("python3", "sim.py")) == ("python3", "sim.py")
+    assert allow.resolve("", ("python3", "sim.py")) == ("python3", "sim.py")
+    assert allow.resolve("", ("true",)) == ("true",)
+    for key, argv in [("sim", ("rm", "-rf", "/")), ("other", ()), ("", ()), ("", ("python3",)),
+                      ("", ("true", "x"))]:
+        with pytest.raises(CommandRefused):
+            allow.resolve(key, argv)
+    env = allow.env({"MGST_JOB": "1"}, base={"PATH": "/bin", "SECRET": "x", "HOME": "/h"})
+    assert env == {"PATH": "/bin", "HOME": "/h", "A": "1", "MGST_JOB": "1"}
+    assert AllowList.build([], None) is None
+
+
+@pytest.mark.parametrize(("text", "names"), [
+    ("[commands]\nsim = 3\n", "[commands] sim"),
+    ("[commands]\nsim = []\n", "[commands] sim"),
+    ("[commands]\n'a b' = ['x']\n", "[commands] a b"),
+    ("[commands]\nsim = ['x']\n[environment]\nX = 1\n", "[environment] X"),
+    ("[commands]\nsim = ['x']\n[environment]\n'1X' = 'a'\n", "[environment] 1X"),
+    ("[command]\nsim = ['x']\n", "'command'"),
+    ("[commands]\n", "no [commands]"),
+    ("[commands\n", "not valid TOML"),
+])
+def test_bad_allow_files_are_named(tmp_path: Path, text: str, names: str) -> None:
+    path = tmp_path / "allow.toml"
+    path.write_text(text)
+    with pytest.raises(AllowListError) as err:
+        AllowList.build([], path)
+    assert str(path) in str(err.value) and names in str(err.value), err.value
+
+
+def test_allow_file_forms(tmp_path: Path) -> None:
+    path = tmp_path / "allow.toml"
+    path.write_text("[commands]\na = ['prog', 'x y']\nb = \"prog 'x y' z\"\n[environment]\nLAB = 'L'\n")
+    assert load_file(path) == ({"a": ("prog", "x y"), "b": ("prog", "x y", "z")}, {"LAB": "L"})
+    with pytest.raises(AllowListError, match="also in"):
+        AllowList.build(["a=other"], path)
+
+
+# ---------------------------------------------------------------------- protocol v2: away, back, refused, give up
+
+
+def test_result_finished_while_the_mapper_is_away_is_held_without_busy_looping(
+    mapper: FakeMapper, keydir: Path, pullers: Pullers
+) -> None:
+    proc = pullers.start(mapper.endpoint, "--keys", str(keydir))
+    ident, _ = mapper.expect(P.Hello, 10)
+    mapper.welcome(ident, heartbeat=0.2)  # the puller finds the mapper silent after 5 x 0.2 s
+    mapper.expect(P.Ready)
+    mapper.send(ident, job(7, work=2.0))  # 2 s: it ends while the puller is without a mapper
+    mapper.expect(P.Started)
+    hellos: list[P.Hello] = []
+    deadline = time.monotonic() + 10
+    while not (hellos and hellos[-1].finished):
+        assert time.monotonic() < deadline, f"no hello holding the finished result: {hellos}"
+        got = mapper.recv(deadline - time.monotonic())
+        if got is not None and type(got[1]) is P.Hello:
+            hellos.append(got[1])
+    assert (hellos[0].holds, hellos[0].finished) == (7, False)  # reconnected while running: still holds it
+    assert (hellos[-1].holds, hellos[-1].finished) == (7, True)
+    assert proc.poll() is None
+    # Without a mapper, with a finished job: the puller must sleep, not spin.
+    cpu0, t0 = cpu(proc.pid), time.monotonic()
+    mapper.quiet(1.5, ignore=(P.Heartbeat, P.Hello))
+    used = (cpu(proc.pid) - cpu0) / (time.monotonic() - t0)
+    assert used < 0.2, f"the puller used {used:.0%} of a CPU while waiting for the mapper"
+    ident, hello = mapper.expect(P.Hello, 10)
+    assert (hello.holds, hello.finished) == (7, True)
+    mapper.welcome(ident)
+    _, done = mapper.expect(P.Done)  # the held result first, asking for work
+    assert (done.replica, done.ready) == (7, True)
+    assert done.started <= done.finished and done.achieved_share == 1.0
+    mapper.send(ident, job(8))  # a new job: the held result is taken
+    mapper.expect(P.Started)
+    _, done = mapper.expect(P.Done)
+    assert done.replica == 8
+    mapper.send(ident, P.Bye("run over"))
+    assert wait_exit(proc, 10) == 0
+
+
+def test_fatal_refusal_exits_2(mapper: FakeMapper, keydir: Path, pullers: Pullers) -> None:
+    proc = pullers.start(mapper.endpoint, "--keys", str(keydir))
+    ident, _ = mapper.expect(P.Hello, 10)
+    mapper.send(ident, P.Refused("unknown machine name 'M1'", True))
+    assert wait_exit(proc, 10) == 2
+    assert "unknown machine name 'M1'" in pullers.log(proc)
+
+
+def test_non_fatal_refusal_retries_then_bye_ends(mapper: FakeMapper, keydir: Path, pullers: Pullers) -> None:
+    proc = pullers.start(mapper.endpoint, "--keys", str(keydir))
+    ident, _ = mapper.expect(P.Hello, 10)
+    mapper.send(ident, P.Refused("machine name taken", False))
+    ident, hello = mapper.expect(P.Hello, 5)
+    assert proc.poll() is None and hello.holds == -1
+    assert "machine name taken" in pullers.log(proc)
+    mapper.send(ident, P.Bye("the run is over"))  # as a mapper answers hellos after its run
+    assert wait_exit(proc, 10) == 0
+
+
+def test_gives_up_after_the_mapper_is_gone_but_not_before_the_first_welcome(
+    mapper: FakeMapper, keydir: Path, pullers: Pullers
+) -> None:
+    proc = pullers.start(mapper.endpoint, "--keys", str(keydir), "--give-up", "2")
+    ident, _ = mapper.expect(P.Hello, 10)
+    mapper.quiet(2.0, ignore=(P.Hello,))  # not welcomed yet: it waits, whatever --give-up says
+    assert proc.poll() is None
+    ident, _ = mapper.expect(P.Hello, 10)
+    mapper.welcome(ident, heartbeat=0.2)
+    mapper.expect(P.Ready)
+    gone = time.monotonic()  # (the puller counts from when it last heard the mapper, just before)
+    code = wait_exit(proc, 2.0 + 5)
+    assert code == 0
+    assert time.monotonic() - gone >= 1.8  # not at the first sign of silence (5 x 0.2 s): after --give-up
+    assert "the run is over" in pullers.log(proc)
+
+
+# ---------------------------------------------------------------------- command line
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "puller", *args], capture_output=True, text=True, timeout=30,
+                          cwd=ROOT, stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--connect", "127.0.0.1:5555", "--machine", "M1", "--insecure"], "not a ZeroMQ endpoint"),
+    (["--connect", "tcp://127.0.0.1:5555", "--machine", "M1"], "no keys"),
+    (["--connect", "tcp://127.0.0.1:5555", "--machine", "M1", "--insecure", "--keys", "."], "--insecure"),
+    (["--connect", "tcp://127.0.0.1:5555", "--machine", "M1", "--key", "x.key_secret"], "--mapper-key"),
+    (["--connect", "tcp://127.0.0.1:5555", "--machine", "M1", "--insecure", "--allow", "k="], "empty command"),
+])
+def test_cli_errors_exit_2_without_a_traceback(args: list[str], message: str) -> None:
+    r = run_cli(*args)
+    assert r.returncode == 2, r.stderr
+    assert message in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_cli_key_file_errors(tmp_path: Path, keydir: Path) -> None:
+    bad = tmp_path / "bad.key_secret"
+    bad.write_text("not a key\n")
+    base = ["--connect", "tcp://127.0.0.1:5555", "--machine", "M9"]
+    for args, message in [
+        (["--key", str(bad), "--mapper-key", str(keydir / "mapper.key")], str(bad)),
+        (["--keys", str(keydir)], "no key pair for M9"),  # M9 has none, and there is no lab key
+        (["--keys", str(tmp_path / "nowhere")], "not a folder"),
+    ]:
+        r = run_cli(*base, *args)
+        assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)

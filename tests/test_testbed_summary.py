@@ -1,0 +1,178 @@
+"""Batch means, the seed and the warnings of a testbed run's summary, on hand-made runs (no sockets)."""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+from collections import Counter
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats as scipy_stats
+
+from mgst.analysis.stats import batch_means_ci, mean_ci
+from mgst.model import Experiment, Job, JobClass, Machine, PolicySpec
+from mgst.testbed import BATCHES, oversubscription_warning, summarize_testbed
+
+# ---------------------------------------------------------------- batch_means_ci
+
+
+def t_half(means: list[float]) -> float:
+    k = len(means)
+    return float(scipy_stats.t.ppf(0.975, k - 1)) * statistics.stdev(means) / math.sqrt(k)
+
+
+def test_one_value_per_batch_is_the_ordinary_t_interval():
+    values = [3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0, 5.0, 3.0]
+    assert batch_means_ci(values, 10) == pytest.approx(mean_ci(values))
+
+
+def test_batches_of_equal_size_cover_every_value():
+    values = [float(x * x % 7) for x in range(23)]
+    # 23 values in 10 batches: sizes 2 or 3, in order, nothing dropped.
+    sizes = [2, 2, 2, 3, 2, 2, 3, 2, 2, 3]
+    assert sum(sizes) == 23
+    means, start = [], 0
+    for size in sizes:
+        means.append(statistics.fmean(values[start:start + size]))
+        start += size
+    mean, low, high = batch_means_ci(values, 10)
+    assert mean == pytest.approx(statistics.fmean(values))  # every value, not the batch means' mean
+    assert (low, high) == pytest.approx((mean - t_half(means), mean + t_half(means)))
+
+
+def test_fewer_values_than_batches_use_one_value_per_batch():
+    mean, low, high = batch_means_ci([1.0, 3.0, 8.0], 10)
+    assert mean == pytest.approx(4.0)
+    assert (low, high) == pytest.approx((4.0 - t_half([1.0, 3.0, 8.0]), 4.0 + t_half([1.0, 3.0, 8.0])))
+
+
+def test_too_few_values_give_a_nan_interval():
+    assert all(math.isnan(x) for x in batch_means_ci([], 10))
+    mean, low, high = batch_means_ci([2.5], 10)
+    assert mean == 2.5 and math.isnan(low) and math.isnan(high)
+    mean, low, high = batch_means_ci([2.5, 3.5], 1)  # a single batch says nothing about variability
+    assert mean == 3.0 and math.isnan(low) and math.isnan(high)
+    with pytest.raises(ValueError, match="batches"):
+        batch_means_ci([1.0, 2.0], 0)
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(
+    st.lists(st.floats(0.0, 1e6, allow_nan=False), min_size=2, max_size=200),
+    st.integers(2, 20),
+)
+def test_the_interval_always_contains_the_estimate(values, batches):
+    mean, low, high = batch_means_ci(values, batches)
+    assert mean == pytest.approx(statistics.fmean(values))
+    assert low <= mean <= high
+    assert mean - low == pytest.approx(high - mean, abs=1e-9 * max(1.0, abs(mean)))
+
+
+# ---------------------------------------------------------------- summarize_testbed on a hand-made run
+
+
+def experiment(availability=(1.0, 1.0)) -> Experiment:
+    return Experiment(
+        name="hand-made",
+        classes=(JobClass("a", 1.0), JobClass("b", 0.5)),
+        machines=tuple(Machine(f"M{j + 1}", (2.0, 2.0), a) for j, a in enumerate(availability)),
+        policy=PolicySpec("fcfs"),
+    )
+
+
+def hand_made_run(responses: dict[int, list[float]], achieved: list[list[float]], seed: int = 0):
+    """A TestbedRun-like object: class c's jobs are submitted at 1, 2, 3, ... (interleaved
+    with the other class's) and take responses[c][k] time units; time unit 1 s, t0 = 0."""
+    exp = experiment()
+    jobs, replicas = {}, {}
+    order = sorted((k, c) for c, rs in responses.items() for k in range(len(rs)))
+    for jid, (k, c) in enumerate(order):
+        submitted = 1.0 + jid * 0.5
+        jobs[jid] = SimpleNamespace(job=Job(jid, c, submitted), submitted=submitted, done_by=jid, replicas=[jid],
+                                    timed_out=False, requeues=0, across_outage=False)
+        replicas[jid] = SimpleNamespace(t3=submitted + 0.25, t6=submitted + responses[c][k])
+    machines = [
+        SimpleNamespace(name=m.name, share=m.availability, achieved=a, incarnations=[1], jobs_run=len(a), offset=0.0,
+                        rtt=None, periods=[])
+        for m, a in zip(exp.machines, achieved)
+    ]
+    return SimpleNamespace(
+        experiment=exp, time_unit=1.0, t0=0.0, generation_end=1000.0, end=1010.0, cut_off=[], malformed=Counter(),
+        warmup=0.0, seed=seed, security="curve", aborted=False,
+        core=SimpleNamespace(machines=[SimpleNamespace(stats=SimpleNamespace(busy_time=100.0))] * 2, jobs={},
+                             stale_events=0),
+        journal=SimpleNamespace(jobs=jobs, replicas=replicas, machines=machines, delays=lambda: {}, outages=[],
+                                late_results=0),
+    )
+
+
+def test_a_class_mean_lies_inside_its_interval_even_with_a_slow_last_job():
+    # 21 class-a jobs near 1.0 and a last one of 1000: batches over all jobs, cut to 10 of
+    # equal size, used to drop that last job from the interval but not from the mean.
+    a = [1.0 + 0.01 * (k % 3) for k in range(20)] + [1000.0]
+    b = [2.0, 2.5, 3.0, 2.0, 2.5]
+    summary, extras = summarize_testbed(hand_made_run({0: a, 1: b}, [[], []]))
+    est = summary.classes[0]
+    assert est.jobs == 21
+    assert est.mean == pytest.approx(statistics.fmean(a))
+    assert est.low <= est.mean <= est.high
+    assert (est.mean, est.low, est.high) == pytest.approx(batch_means_ci(a, BATCHES))
+    assert (summary.classes[1].mean, summary.classes[1].low) == pytest.approx(batch_means_ci(b, BATCHES)[:2])
+    overall = summary.overall
+    assert overall.jobs == 26 and overall.low <= overall.mean <= overall.high
+    assert overall.mean == pytest.approx(statistics.fmean(a + b))
+    assert "each class" in extras["ci_method"]
+
+
+def test_a_class_with_one_job_has_no_interval():
+    summary, _ = summarize_testbed(hand_made_run({0: [1.0, 2.0, 3.0], 1: [4.0]}, [[], []]))
+    assert summary.classes[1].jobs == 1 and summary.classes[1].mean == 4.0
+    assert math.isnan(summary.classes[1].low) and math.isnan(summary.classes[1].high)
+
+
+def test_the_summary_carries_the_runs_seed():
+    summary, _ = summarize_testbed(hand_made_run({0: [1.0, 2.0], 1: [1.0, 2.0]}, [[], []], seed=4242))
+    assert summary.seed == 4242
+    assert summary.as_dict()["seed"] == 4242
+
+
+def test_machines_short_of_their_cpu_share_are_warned_about():
+    run = hand_made_run({0: [1.0, 2.0], 1: [1.0, 2.0]}, [[0.6, 0.64], [0.97, 0.95]])
+    _, extras = summarize_testbed(run)
+    assert extras["warnings"] == [
+        "machine M1 achieved a mean CPU share of 0.62 for the 1.00 requested (over 2 jobs): its jobs ran slower "
+        "than the model says, so response times are longer than a simulation's"
+    ]
+    _, extras = summarize_testbed(hand_made_run({0: [1.0, 2.0], 1: [1.0]}, [[], [0.951]]))
+    assert extras["warnings"] == []
+
+
+# ---------------------------------------------------------------- oversubscription_warning
+
+
+@pytest.mark.parametrize("executor", ["spin", "command"])
+def test_more_cpu_asked_than_the_host_has_is_warned_about(executor):
+    message = oversubscription_warning(experiment((1.0, 1.0, 1.0)), executor, cpus=2)
+    assert message is not None
+    assert f"the 3 {executor} pullers of this local run ask for 3 CPUs in all" in message
+    assert "this host has 2" in message
+    assert "0.62 and 0.78 for 1.0" in message
+
+
+def test_no_oversubscription_warning_when_it_fits_or_for_emulate():
+    assert oversubscription_warning(experiment((1.0, 1.0, 1.0)), "emulate", cpus=1) is None
+    assert oversubscription_warning(experiment((1.0, 0.5, 0.5)), "spin", cpus=2) is None
+    assert oversubscription_warning(experiment((1.0, 1.0)), "spin", cpus=2) is None
+    with pytest.raises(ValueError, match="executor"):
+        oversubscription_warning(experiment(), "spinn", cpus=2)
+
+
+def test_oversubscription_warning_defaults_to_this_hosts_cpus():
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert oversubscription_warning(experiment((1.0,) * cpus), "spin") is None
+    message = oversubscription_warning(experiment((1.0,) * (cpus + 1)), "spin")
+    assert message is not None and f"this host has {cpus};" in message
