@@ -20,8 +20,10 @@ def load_run(folder: Path) -> TestbedRun:
         end = j.last_wall if j.last_wall is not None else meta.get("created", 0.0)
         t0 = j.start if j.start is not None else end
         generation_end = t0 + j.generation_end * tu if j.generation_end is not None else end
-        return finish_run(rp.experiment, rp.core, j, tu, t0, generation_end, end, Counter(meta.get("drops", {})),
-                          meta["duration"] / tu, meta["seed"], meta.get("security", "?"), meta.get("aborted", False))
+        run = finish_run(rp.experiment, rp.core, j, tu, t0, generation_end, end, Counter(meta.get("drops", {})),
+                         meta["duration"] / tu, meta["seed"], meta.get("security", "?"), meta.get("aborted", False))
+        run.resumes = meta.get("resumes", [])
+        return run
     finally:
         rp.store.close()
         rp.journal.store = None

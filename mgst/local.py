@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import shlex
 import shutil
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from typing import Any
 
 from mgst import security
 from mgst.analysis.compare import comparison, plot_comparison
+from mgst.config import ConfigError
 from mgst.mapper import Mapper, TestbedRun
 from mgst.model import Experiment
 from mgst.results import Summary
@@ -55,6 +57,22 @@ def start_pullers(endpoint: str, names: list[str], log_path: Path, verbose: bool
         ]
     finally:
         logf.close()
+
+
+def local_allow_list(experiment: Experiment, executor: str) -> tuple[str, ...]:
+    """Puller options allowing the experiment's commands, for a local run of the command executor.
+
+    A command named by key refers to a lab machine's allow-list, which local pullers do not have.
+    """
+    if executor != "command":
+        return ()
+    opts: list[str] = []
+    for i, command in enumerate(experiment.testbed.commands):
+        if isinstance(command, str):
+            raise ConfigError(f"testbed.commands[{i}]", f"names the allow-list key {command!r}: a local run "
+                              "needs each command as an argv list")
+        opts += ["--allow", shlex.join(command)]
+    return tuple(opts)
 
 
 def stop_pullers(procs: list[subprocess.Popen], *, grace: float = EXIT_GRACE) -> None:
@@ -110,7 +128,8 @@ def run_local(
         procs: list[subprocess.Popen] = []
         run = None
         try:
-            procs = start_pullers(mapper.endpoint, names, out / "pullers.log", keys=key_dir)
+            procs = start_pullers(mapper.endpoint, names, out / "pullers.log", keys=key_dir,
+                                  extra=local_allow_list(experiment, mapper.executor))
             run = mapper.run()
         finally:
             stop_pullers(procs, grace=EXIT_GRACE if run is not None else 0.0)

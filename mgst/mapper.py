@@ -93,6 +93,7 @@ class TestbedRun:
     seed: int = 0  # the run seed: the job sequence and failure trace it drew
     security: str = "curve"  # "curve", or "none (...)" saying why
     aborted: bool = False  # stopped at once (second interrupt): not drained
+    resumes: list[dict[str, float]] = field(default_factory=list)  # how long each resume took
 
 
 class Mapper:
@@ -137,7 +138,9 @@ class Mapper:
         if resume:
             if out is None:
                 raise ValueError("resume needs the run's directory")
+            replay_started = time.monotonic()
             self._replayed = replay(out)
+            self._replay_s = time.monotonic() - replay_started
             meta = self._replayed.meta
             if to_plain(experiment) != meta["experiment"]:
                 self._replayed.store.close()
@@ -373,8 +376,11 @@ class Mapper:
         return self._result(started, end, generation_end, horizon)
 
     def _result(self, started: float, end: float, generation_end: float, horizon: float) -> TestbedRun:
-        return finish_run(self.experiment, self.core, self.journal, self.time_unit, self.t0 or started,
-                          generation_end, end, self.drops.counts, horizon, self.seed, self.security, self.aborting)
+        run = finish_run(self.experiment, self.core, self.journal, self.time_unit, self.t0 or started,
+                         generation_end, end, self.drops.counts, horizon, self.seed, self.security, self.aborting)
+        if self.journal.store is not None:
+            run.resumes = self.journal.store.meta().get("resumes", [])
+        return run
 
     def _begin(self, now: float) -> None:
         """Every machine is registered: model time 0 is now."""
@@ -392,6 +398,7 @@ class Mapper:
             self._frozen = None
             return None
         self._frozen = mc
+        self._resume_started = now
         self.t0 = now - mc * self.time_unit  # provisional; fixed when the wait ends
         outage = now - (j.last_wall if j.last_wall is not None else now)
         j.resumed(now, self.t0)
@@ -418,6 +425,13 @@ class Mapper:
         self._frozen = None
         self.t0 = now - mc * self.time_unit
         self.journal.began(self.t0)
+        back = self.registered()
+        timing = {"replay_s": self._replay_s, "reconnect_s": now - self._resume_started,
+                  "pullers_back": back, "pullers": len(self.conns)}
+        log.info("resumed: journal replayed in %.2f s, %d of %d pullers back after %.2f s", self._replay_s, back,
+                 len(self.conns), timing["reconnect_s"])
+        if self.journal.store is not None:
+            self.journal.store.set_meta(resumes=[*self.journal.store.meta().get("resumes", []), timing])
         # timers the replayed core holds, and the per-job time-outs of what runs
         for key, at in self.core.timers.items():
             heapq.heappush(self._timers, (self.t0 + at * self.time_unit, _TIMER, next(self._seq), key))

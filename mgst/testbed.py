@@ -141,6 +141,7 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
         "outages": [{"from": a, "to": b, "seconds": b - a} for a, b in run.journal.outages],
         "jobs_across_outage": sum(1 for j in run.journal.jobs.values() if j.across_outage),
         "results_reported_after_outage": run.journal.late_results,
+        "resumes": run.resumes,
     }
     return summary, extras
 

@@ -6,6 +6,7 @@ import csv
 import dataclasses
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -294,3 +295,42 @@ def test_mgst_mapper_and_mgst_puller_commands(tmp_path, no_children_left):
             if p.poll() is None:
                 p.kill()
             p.wait()
+
+
+def test_a_command_outside_the_allow_list_runs_nothing_and_the_mapper_records_it(tmp_path, no_children_left):
+    """Two pullers with valid keys: M1 allows the run's command, M2's allow-list does not have it. M2 runs
+    nothing (no marker file of its), the mapper records refused replicas on M2 and takes M2 out of the
+    run after a few; every job is done once, on M1."""
+    from mgst import security  # noqa: PLC0415
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    argv = ("sh", "-c", 'touch "$0/$MGST_MACHINE-$MGST_JOB"', str(marks))
+    exp = dataclasses.replace(small(policy="fcfs", machines=2, duration=2.0, time_unit=0.05),
+                              testbed=TestbedSettings(time_unit=0.05, duration=2.0, timeout_factor=10.0,
+                                                      executor="command", commands=("work", "work")))
+    keys = tmp_path / "keys"
+    security.create_keys(keys, ["M1", "M2"])
+    mapper = Mapper(exp, "tcp://127.0.0.1:0", keys=security.server_keys(keys), register_timeout=30.0)
+    result: list = []
+    thread = threading.Thread(target=lambda: result.append(mapper.run()), daemon=True)
+    procs: list[subprocess.Popen] = []
+    try:
+        thread.start()
+        log = tmp_path / "pullers.log"
+        procs = start_pullers(mapper.endpoint, ["M1"], log, keys=keys, extra=("--allow", "work=" + shlex.join(argv)))
+        procs += start_pullers(mapper.endpoint, ["M2"], log, keys=keys, extra=("--allow", "other=/bin/true"))
+        thread.join(RUN_LIMIT)
+        assert not thread.is_alive(), "the run did not finish"
+    finally:
+        if thread.is_alive():
+            mapper.stopping = True
+            thread.join(15)
+        stop_pullers(procs)
+    (run,) = result
+    made = {p.name.split("-")[0] for p in marks.iterdir()}
+    assert made == {"M1"}, made  # M2 ran nothing
+    refused = [r for r in run.journal.replicas.values() if r.outcome == "refused"]
+    assert refused and {r.machine for r in refused} == {1}
+    assert len(list(marks.iterdir())) == len(run.journal.jobs)  # each job ran once, on M1
+    check_every_job_done_once(run, tmp_path)

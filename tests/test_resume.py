@@ -1,0 +1,231 @@
+"""A killed mapper resumes from its journal; interrupts drain or stop at once; the journal exports alone."""
+
+from __future__ import annotations
+
+import csv
+import json
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from mgst import security
+from mgst.config import load_experiment
+from mgst.local import start_pullers, stop_pullers
+from mgst.workload.poisson import PoissonWorkload
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def no_children_left() -> Iterator[None]:
+    yield
+    me = psutil.Process()
+    left = [p for p in me.children(recursive=True) if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    stopped = [p for p in left if p.status() == psutil.STATUS_STOPPED]
+    for p in left:
+        p.kill()
+    assert not left, f"children left behind: {left} (stopped: {stopped})"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_mapper(args: list[str]) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "mgst", "mapper", *args, "--quiet", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+
+
+def count_events(journal: Path, kind: str) -> int:
+    """Committed events of one kind, read beside the running mapper (WAL readers never block it)."""
+    if not journal.exists():
+        return 0
+    try:
+        with sqlite3.connect(f"file:{journal}?mode=ro", uri=True, timeout=1.0) as db:
+            return db.execute("SELECT count(*) FROM events WHERE kind = ?", (kind,)).fetchone()[0]
+    except sqlite3.OperationalError:  # the schema is not there yet
+        return 0
+
+
+def wait_for(condition, timeout: float, what: str, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if proc is not None and proc.poll() is not None:
+            pytest.fail(f"{what}: the mapper exited with {proc.returncode}: {proc.stderr.read()[-2000:]}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def read_until(proc: subprocess.Popen, text: str, timeout: float) -> str:
+    """What ``proc`` writes on stderr up to the line holding ``text`` (bounded in time)."""
+    import select  # noqa: PLC0415
+
+    seen = ""
+    deadline = time.monotonic() + timeout
+    while text not in seen:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([proc.stderr], [], [], left)[0]:
+            pytest.fail(f"no {text!r} from the process; it said {seen[-2000:]!r}")
+        line = proc.stderr.readline()
+        if not line:
+            pytest.fail(f"the process ended before saying {text!r}: {seen[-2000:]!r}")
+        seen += line
+    return seen
+
+
+def reap(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+
+
+def test_a_killed_mapper_resumes_and_every_job_is_done_exactly_once(tmp_path, no_children_left):
+    """lolo-mfd-fe, 21 pullers with injected failures: SIGKILL the mapper mid-run, start it again with
+    --resume. Every job generated before and after the crash is Done exactly once, the generator
+    continued the same seeded sequence, and results pullers held during the outage were counted."""
+    exp_file = ROOT / "experiments" / "lolo-mfd-fe.toml"
+    exp = load_experiment(exp_file)
+    names = [m.name for m in exp.machines]
+    keys, out = tmp_path / "keys", tmp_path / "run"
+    security.create_keys(keys, names)
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    journal = out / "journal.sqlite"
+    common = ["--bind", endpoint, "--keys", str(keys)]
+    first = start_mapper([str(exp_file), *common, "--out", str(out), "--duration", "10", "--time-unit", "0.2",
+                          "--seed", "7"])
+    pullers: list[subprocess.Popen] = []
+    second = None
+    try:
+        pullers = start_pullers(endpoint, names, tmp_path / "pullers.log", keys=keys)
+        wait_for(lambda: count_events(journal, "complete") >= 800, 60, "800 jobs done before the crash", first)
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+        crashed_at = time.time()
+        done_at_crash = count_events(journal, "complete")
+        # the pullers go on; their jobs (40 ms on average) finish while nobody listens
+        time.sleep(0.5)
+        resumed = time.monotonic()
+        second = start_mapper([str(exp_file), *common, "--resume", str(out)])
+        stdout, stderr = second.communicate(timeout=90)
+        assert second.returncode == 0, stderr[-3000:]
+        took = time.monotonic() - resumed
+        summary = json.loads(stdout)
+        codes = [p.wait(timeout=30) for p in pullers]  # the run is over: they leave by themselves
+        assert codes == [0] * len(pullers), codes
+    finally:
+        reap([first, *([second] if second else []), *pullers])
+        stop_pullers(pullers)
+    with open(out / "jobs.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    ids = [int(r["ID"]) for r in rows]
+    assert len(ids) == len(set(ids)) == summary["jobs_generated"] > done_at_crash
+    assert sorted(ids) == list(range(len(ids)))  # no job lost or made twice across the crash
+    assert {r["Status"] for r in rows} == {"Done"}
+    # each job done by one replica: the journal has one "complete" per job
+    assert count_events(journal, "complete") == len(ids)
+    # the same seeded sequence as an uninterrupted generator
+    expected = PoissonWorkload(exp.arrival_rates, 7, 0)
+    by_id = {int(r["ID"]): r for r in rows}
+    for jid in range(len(ids)):
+        job = expected.next_job()
+        assert job.id == jid
+        assert int(by_id[jid]["Job Class"]) == job.job_class + 1
+        assert float(by_id[jid]["Size"]) == pytest.approx(job.size, abs=1e-6)
+    assert summary["outages"] and summary["outages"][0]["to"] >= crashed_at
+    assert summary["results_reported_after_outage"] >= 1, summary
+    assert summary["jobs_across_outage"] >= 1
+    (timing,) = summary["resumes"]
+    assert timing["pullers_back"] == len(names)  # all came back by themselves
+    print(f"resume: journal replayed in {timing['replay_s']:.2f} s, pullers back after {timing['reconnect_s']:.2f} s; "
+          f"{took:.2f} s from restart to the end of the run; outage "
+          f"{summary['outages'][0]['seconds']:.2f} s; {summary['results_reported_after_outage']} results "
+          f"reported after it; {summary['jobs_generated']} jobs")
+
+
+def small_file(tmp_path: Path, duration: float = 30.0, rate: float = 6.0, time_unit: float = 0.1) -> Path:
+    f = tmp_path / f"exp-{rate:g}-{time_unit:g}.toml"
+    f.write_text(f"[workload]\narrival_rates = [{rate}]\n[machines]\nrates = [[4.0, 4.0]]\n[policy]\n"
+                 f"name = \"fcfs\"\n[testbed]\ntime_unit = {time_unit}\nduration = {duration}\n")
+    return f
+
+
+def test_sigint_drains_and_writes_results_and_a_second_one_stops_at_once(tmp_path, no_children_left):
+    """The first SIGINT ends generation, drains and writes the results; a second stops at once, and the
+    journal it leaves exports consistently."""
+    names = ["M1", "M2"]
+    for second_too in (False, True):
+        # for the second case, an overloaded setting with long jobs: the drain has work left to cut short
+        exp_file = small_file(tmp_path, rate=12.0, time_unit=1.0) if second_too else small_file(tmp_path)
+        out = tmp_path / f"run{int(second_too)}"
+        endpoint = f"tcp://127.0.0.1:{free_port()}"
+        mapper = start_mapper([str(exp_file), "--bind", endpoint, "--out", str(out)])
+        pullers: list[subprocess.Popen] = []
+        try:
+            pullers = start_pullers(endpoint, names, tmp_path / "pullers.log")
+            wait_for(lambda out=out: count_events(out / "journal.sqlite", "complete") >= 10, 30, "10 jobs", mapper)
+            mapper.send_signal(signal.SIGINT)
+            if second_too:  # once the first is handled (signals do not queue)
+                wait_for(lambda out=out: count_events(out / "journal.sqlite", "genend") >= 1, 10, "the drain", mapper)
+                mapper.send_signal(signal.SIGINT)
+            stdout, stderr = mapper.communicate(timeout=30)
+        finally:
+            reap([mapper])
+            stop_pullers(pullers)
+        assert mapper.returncode == 0, stderr[-2000:]
+        summary = json.loads(stdout)
+        assert summary["duration_s"] < 10  # generation stopped early, not after the file's 30 s
+        assert (out / "jobs.csv").stat().st_size > 0
+        if not second_too:
+            assert summary["jobs_done"] == summary["jobs_generated"] and not summary["aborted"]
+        else:
+            assert summary["aborted"] and summary["jobs_done"] < summary["jobs_generated"]
+        # the journal alone gives the same jobs
+        before = (out / "jobs.csv").read_text()
+        p = subprocess.run([sys.executable, "-m", "mgst", "export", str(out), "--json"], capture_output=True,
+                           text=True, timeout=60, cwd=ROOT)
+        assert p.returncode == 0, p.stderr
+        assert (out / "jobs.csv").read_text() == before
+        assert json.loads(p.stdout)["jobs_generated"] == summary["jobs_generated"]
+
+
+def test_sigint_while_waiting_for_pullers_stops_the_mapper(tmp_path, no_children_left):
+    exp_file = small_file(tmp_path)
+    out = tmp_path / "run"
+    mapper = start_mapper([str(exp_file), "--bind", f"tcp://127.0.0.1:{free_port()}", "--out", str(out)])
+    try:
+        said = read_until(mapper, "listening on", 30)  # its handlers are in place from then on
+        mapper.send_signal(signal.SIGINT)
+        _, stderr = mapper.communicate(timeout=10)
+        stderr = said + stderr
+    finally:
+        reap([mapper])
+    assert mapper.returncode == 130, stderr
+    assert "waiting for pullers" in stderr and "Traceback" not in stderr
+
+
+def test_a_run_directory_is_never_overwritten_and_resume_checks_its_experiment(tmp_path):
+    exp_file = small_file(tmp_path)
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "journal.sqlite").write_bytes(b"")
+    p = subprocess.run([sys.executable, "-m", "mgst", "mapper", str(exp_file), "--bind", "tcp://127.0.0.1:0",
+                        "--out", str(out)], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert p.returncode == 2 and "already holds a run" in p.stderr
+    p = subprocess.run([sys.executable, "-m", "mgst", "mapper", str(exp_file), "--bind", "tcp://127.0.0.1:0",
+                        "--resume", str(tmp_path / "nowhere")], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert p.returncode == 2 and "no journal" in p.stderr, p.stderr
+    p = subprocess.run([sys.executable, "-m", "mgst", "mapper", str(exp_file), "--bind", "tcp://127.0.0.1:0",
+                        "--resume", str(out), "--seed", "3"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert p.returncode == 2 and "--seed" in p.stderr, p.stderr
