@@ -410,6 +410,10 @@ def _simulate(args: argparse.Namespace) -> int:
     horizon = s.horizon if args.horizon is None else args.horizon
     warmup = s.warmup if args.warmup is None else args.warmup
     reps = s.replications if args.replications is None else args.replications
+    if args.horizon is not None:
+        from mgst.config import check_run_length  # noqa: PLC0415
+
+        check_run_length(exp, horizon, "--horizon")
     for key, ok, problem in (
         ("--horizon", horizon > 0, "must be > 0"),
         ("--warmup", 0 <= warmup < horizon, f"must be >= 0 and below the horizon ({horizon:g})"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -126,3 +127,74 @@ def test_a_policy_from_outside_mgst_runs_with_import(tmp_path):
     assert json.loads(p.stdout)["policy"] == "newest_first"
     p = mgst("simulate", str(path))  # without --import the name is unknown, and said so
     assert p.returncode == 2 and "newest_first" in p.stderr
+
+
+BAD_RATES = ("[workload]\narrival_rates = [1e300]\n[machines]\nrates = [[4.0, 4.0]]\n[policy]\nname = \"lpas_dg\"\n")
+
+
+@pytest.mark.parametrize(("args", "key"), [
+    (("run", str(HIHI), "--duration", "-1"), "--duration"),
+    (("run", str(HIHI), "--time-unit", "0"), "--time-unit"),
+    (("mapper", str(HIHI), "--duration", "-1"), "--duration"),
+    (("mapper", str(HIHI), "--bind", "127.0.0.1:5555"), "--bind"),
+    (("simulate", str(HIHI), "--horizon", "1e300"), "--horizon"),
+    (("puller", "--connect", "127.0.0.1:5555", "--machine", "M1", "--insecure"), "tcp://"),
+    (("puller", "--connect", "tcp://127.0.0.1:5555", "--machine", "M1"), "--keys"),
+    (("export", "/nonexistent/run"), "no journal"),
+    (("run", str(HIHI), "--import", "no_such_module_here"), "--import"),
+])
+def test_bad_inputs_get_a_clear_message_and_exit_code_2(args, key):
+    p = mgst(*args, timeout=60)
+    assert p.returncode == 2, (p.returncode, p.stderr[-1500:])
+    assert key in p.stderr and "Traceback" not in p.stderr, p.stderr[-1500:]
+
+
+def test_absurd_rates_and_horizons_in_a_file_are_refused_naming_the_key(tmp_path):
+    f = tmp_path / "bad.toml"
+    f.write_text(BAD_RATES)
+    for command in ("simulate", "run"):
+        p = mgst(command, str(f), timeout=60)
+        assert p.returncode == 2 and "workload.arrival_rates" in p.stderr and "Traceback" not in p.stderr, p.stderr
+    f.write_text(BAD_RATES.replace("1e300", "3.0") + "[simulation]\nhorizon = 1e300\n")
+    p = mgst("simulate", str(f), timeout=60)
+    assert p.returncode == 2 and "simulation.horizon" in p.stderr, p.stderr
+
+
+def test_a_mapper_reachable_from_outside_needs_keys_or_an_explicit_insecure_flag(tmp_path):
+    p = mgst("mapper", str(HIHI), "--bind", "tcp://*:0", "--out", str(tmp_path / "r"), timeout=60)
+    assert p.returncode == 2 and "--keys" in p.stderr and "--insecure" in p.stderr, p.stderr
+
+
+def test_mgst_keys_makes_private_secret_keys(tmp_path):
+    p = mgst("keys", str(tmp_path / "k"), "--pullers", "M1", "M2")
+    assert p.returncode == 0, p.stderr
+    k = tmp_path / "k"
+    assert sorted(x.name for x in (k / "authorized").iterdir()) == ["M1.key", "M2.key"]
+    for secret in [k / "mapper.key_secret", *(k / "pullers").iterdir()]:
+        assert secret.suffix == ".key_secret" and secret.stat().st_mode & 0o077 == 0, secret
+    p = mgst("keys", str(tmp_path / "k"), "--pullers", "../evil")
+    assert p.returncode == 2 and "cannot name a key" in p.stderr
+
+
+def test_a_users_own_policy_runs_on_the_testbed_with_import(tmp_path):
+    """The product's first promise: a policy written outside mgst runs on the testbed (and its simulation)."""
+    (tmp_path / "my_policies.py").write_text(
+        "from mgst.policies import register\nfrom mgst.policies.fcfs import FCFS\n\n\n"
+        "@register\nclass Mine(FCFS):\n    \"\"\"FCFS under another name.\"\"\"\n\n    name = \"mine\"\n")
+    (tmp_path / "clash.py").write_text(
+        "from mgst.policies import register\nfrom mgst.policies.fcfs import FCFS\n\n\n"
+        "@register\nclass Clash(FCFS):\n    name = \"fcfs\"\n")
+    exp = tmp_path / "exp.toml"
+    exp.write_text("[workload]\narrival_rates = [3.0]\n[machines]\nrates = [[4.0, 4.0]]\n[policy]\nname = \"mine\"\n"
+                   "[testbed]\ntime_unit = 0.05\nduration = 1.5\n[simulation]\nseed = 42\n")
+    env_root = f"{tmp_path}"
+    p = subprocess.run([sys.executable, "-m", "mgst", "run", str(exp), "--import", "my_policies", "--out",
+                        str(tmp_path / "out"), "--json", "--quiet", "--seed", "5"], capture_output=True, text=True,
+                       timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": env_root})
+    assert p.returncode == 0, p.stderr[-2000:]
+    d = json.loads(p.stdout)
+    assert d["policy"] == "mine" and d["jobs_done"] == d["jobs_generated"] > 0
+    assert d["seed"] == 5 and d["simulation"]["seed"] == 5  # the seed used, not 0
+    p = subprocess.run([sys.executable, "-m", "mgst", "run", str(exp), "--import", "clash"], capture_output=True,
+                       text=True, timeout=60, cwd=ROOT, env={**os.environ, "PYTHONPATH": env_root})
+    assert p.returncode == 2 and "built in" in p.stderr and "Traceback" not in p.stderr, p.stderr[-2000:]
