@@ -88,8 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.WARNING - 10 * args.verbose, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
-    from mgst.mapper import Interrupted, SecurityError  # noqa: PLC0415
-    from mgst.security import KeyFileError  # noqa: PLC0415
+    from mgst.mapper import Interrupted  # noqa: PLC0415
+    from mgst.security import KeyFileError, SecurityError  # noqa: PLC0415
     from mgst.store import StoreError  # noqa: PLC0415
 
     try:

@@ -6,9 +6,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from mgst.mapper import TestbedRun, finish_run
 from mgst.replay import replay
 from mgst.results import Summary
+from mgst.testbed_run import TestbedRun, finish_run
 
 
 def load_run(folder: Path) -> TestbedRun:

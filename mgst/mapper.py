@@ -20,14 +20,14 @@ from mgst import security
 from mgst.admission import Holder, admit
 from mgst.clock import OffsetEstimator
 from mgst.core.decisions import Assign, Cancel, JobCompleted, JobRequeued, SetTimer
-from mgst.core.scheduler import Scheduler
-from mgst.core.state import JobStatus, MachineState
+from mgst.core.state import MachineState
 from mgst.drops import DropLog
 from mgst.experiment_codec import to_plain
 from mgst.journal import Journal
 from mgst.model import Experiment
 from mgst.replay import call_core, encode_args, make_core, replay
 from mgst.store import FILENAME, RunStore
+from mgst.testbed_run import TestbedRun, finish_run
 from mgst.workload.poisson import PoissonWorkload
 
 log = logging.getLogger(__name__)
@@ -55,10 +55,6 @@ class Interrupted(Exception):
     """The run was stopped before it began (while waiting for pullers)."""
 
 
-class SecurityError(ValueError):
-    """The mapper would run unsafely without having been told to."""
-
-
 @dataclass(slots=True)
 class Connection:
     """What the mapper knows of the puller serving one machine."""
@@ -72,28 +68,6 @@ class Connection:
     pending: tuple[float | None, float | None] = (None, None)  # (t1 on its clock, t2) of its latest request
     hb_seq: int = 0
     refusals: int = 0  # commands its allow-list refused
-
-
-@dataclass(slots=True)
-class TestbedRun:
-    """What a mapper run leaves behind, for results and reports."""
-
-    __test__ = False  # not a pytest test class, despite the name
-
-    experiment: Experiment
-    core: Scheduler
-    journal: Journal
-    time_unit: float
-    t0: float  # wall time of model time 0 (after the last resume)
-    generation_end: float  # wall time when arrivals stopped
-    end: float  # wall time when the run ended
-    cut_off: list[int]  # jobs unfinished when the drain timed out
-    malformed: Counter  # dropped messages by reason
-    warmup: float  # model time
-    seed: int = 0  # the run seed: the job sequence and failure trace it drew
-    security: str = "curve"  # "curve", or "none (...)" saying why
-    aborted: bool = False  # stopped at once (second interrupt): not drained
-    resumes: list[dict[str, float]] = field(default_factory=list)  # how long each resume took
 
 
 class Mapper:
@@ -132,7 +106,7 @@ class Mapper:
         farewell: float = 0.0,
         resume_wait: float = 10.0,
     ):
-        self.security = self._security_mode(bind, keys, insecure)
+        self.security = security.security_mode(bind, keys, insecure)
         tb = experiment.testbed
         self.resuming = resume
         if resume:
@@ -194,7 +168,10 @@ class Mapper:
         self.t0: float | None = None
         self.stopping = False  # set (e.g. by a signal handler) to end generation early and drain
         self.aborting = False  # set to stop at once (a second interrupt): the journal stays consistent
-        self._ctx = context or zmq.Context.instance()
+        # A ZAP handler serves a whole context: a secured mapper gets a context of its own, so that two
+        # mappers in one process (tests, benchmarks) never share or clash over one.
+        self._own_context = context is None and keys is not None
+        self._ctx = context or (zmq.Context() if self._own_context else zmq.Context.instance())
         self._auth = security.start_authenticator(self._ctx, keys) if keys is not None else None
         self._curve = keys is not None
         try:
@@ -211,23 +188,11 @@ class Mapper:
             else:
                 self.socket.bind(bind)
         except BaseException:
+            if hasattr(self, "socket"):
+                self.socket.close(linger=0)
             self._close_auth()
             raise
         self.endpoint = bind
-
-    @staticmethod
-    def _security_mode(bind: str, keys: security.ServerKeys | None, insecure: bool) -> str:
-        if keys is not None:
-            return "curve"
-        if insecure:
-            log.warning("running WITHOUT authentication or encryption (--insecure): anyone who reaches %s can "
-                        "register as a machine and read the jobs", bind)
-            return "none (--insecure)"
-        if not security.is_loopback(bind):
-            raise SecurityError(f"{bind} is reachable from other machines: give the mapper keys (mgst keys, then "
-                                "--keys DIR), or --insecure for a closed lab network")
-        log.warning("no keys: pullers are not authenticated (loopback only)")
-        return "none (loopback)"
 
     # ------------------------------------------------------------------ time
 
@@ -271,6 +236,9 @@ class Mapper:
         if self._auth is not None:
             self._auth.stop()
             self._auth = None
+        if self._own_context:
+            self._own_context = False
+            self._ctx.term()  # every socket of it is closed by now
 
     def _run(self) -> TestbedRun:
         poller = zmq.Poller()
@@ -766,20 +734,3 @@ class Mapper:
                         self.socket.send_multipart([identity, bye], zmq.NOBLOCK)
                 except (P.ProtocolError, zmq.ZMQError):
                     pass
-
-
-def finish_run(experiment: Experiment, core: Scheduler, journal: Journal, time_unit: float, t0: float,
-               generation_end: float, end: float, drops: Counter, horizon: float, seed: int, security_mode: str,
-               aborted: bool) -> TestbedRun:
-    """Close the books of a run (ended, or replayed from its journal) into a TestbedRun."""
-    core.close(max(core.now, (end - t0) / time_unit))
-    journal.correct()
-    cut = [jid for jid, rec in core.jobs.items() if rec.status is not JobStatus.DONE]
-    for r in journal.replicas.values():
-        if r.outcome == "running":
-            r.outcome = "cut off"
-    warmup = min(experiment.simulation.warmup, 0.1 * horizon)
-    if not math.isfinite(generation_end):
-        generation_end = journal.generation_end if journal.generation_end is not None else end
-    return TestbedRun(experiment, core, journal, time_unit, t0, generation_end, end, cut, Counter(drops), warmup,
-                      seed, security_mode, aborted)

@@ -43,6 +43,26 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _ENDPOINT = re.compile(r"^(tcp://(\*|\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})|ipc://.+|inproc://.+)$")
 
 
+class SecurityError(ValueError):
+    """The mapper would run unsafely without having been told to."""
+
+
+def security_mode(bind: str, keys: ServerKeys | None, insecure: bool) -> str:
+    """How a mapper bound to ``bind`` runs: "curve", or "none (...)" saying why; SecurityError if it
+    would be reachable from other machines without keys and without an explicit ``insecure``."""
+    if keys is not None:
+        return "curve"
+    if insecure:
+        log.warning("running WITHOUT authentication or encryption (--insecure): anyone who reaches %s can "
+                    "register as a machine and read the jobs", bind)
+        return "none (--insecure)"
+    if not is_loopback(bind):
+        raise SecurityError(f"{bind} is reachable from other machines: give the mapper keys (mgst keys, then "
+                            "--keys DIR), or --insecure for a closed lab network")
+    log.warning("no keys: pullers are not authenticated (loopback only)")
+    return "none (loopback)"
+
+
 class KeyFileError(ValueError):
     """A key file or folder that is missing or not what it should be; the message names the path."""
 

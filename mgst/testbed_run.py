@@ -1,0 +1,51 @@
+"""What a testbed run leaves behind (TestbedRun), and closing its books when it ends or is replayed."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+
+from mgst.core.scheduler import Scheduler
+from mgst.core.state import JobStatus
+from mgst.journal import Journal
+from mgst.model import Experiment
+
+
+@dataclass(slots=True)
+class TestbedRun:
+    """What a mapper run leaves behind, for results and reports."""
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    experiment: Experiment
+    core: Scheduler
+    journal: Journal
+    time_unit: float
+    t0: float  # wall time of model time 0 (after the last resume)
+    generation_end: float  # wall time when arrivals stopped
+    end: float  # wall time when the run ended
+    cut_off: list[int]  # jobs unfinished when the drain timed out
+    malformed: Counter  # dropped messages by reason
+    warmup: float  # model time
+    seed: int = 0  # the run seed: the job sequence and failure trace it drew
+    security: str = "curve"  # "curve", or "none (...)" saying why
+    aborted: bool = False  # stopped at once (second interrupt): not drained
+    resumes: list[dict[str, float]] = field(default_factory=list)  # how long each resume took
+
+
+def finish_run(experiment: Experiment, core: Scheduler, journal: Journal, time_unit: float, t0: float,
+               generation_end: float, end: float, drops: Counter, horizon: float, seed: int, security_mode: str,
+               aborted: bool) -> TestbedRun:
+    """Close the books of a run (ended, or replayed from its journal) into a TestbedRun."""
+    core.close(max(core.now, (end - t0) / time_unit))
+    journal.correct()
+    cut = [jid for jid, rec in core.jobs.items() if rec.status is not JobStatus.DONE]
+    for r in journal.replicas.values():
+        if r.outcome == "running":
+            r.outcome = "cut off"
+    warmup = min(experiment.simulation.warmup, 0.1 * horizon)
+    if not math.isfinite(generation_end):
+        generation_end = journal.generation_end if journal.generation_end is not None else end
+    return TestbedRun(experiment, core, journal, time_unit, t0, generation_end, end, cut, Counter(drops), warmup,
+                      seed, security_mode, aborted)
