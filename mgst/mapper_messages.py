@@ -1,0 +1,227 @@
+"""What each message from a puller means: registration (who may hold a name), results, readiness.
+
+A mixin of :class:`mgst.mapper.Mapper`, kept apart so that the mapper's run loop
+(clock, job generator, timers, write-ahead sending) and its reading of the wire
+can each be read alone. Every rule here checks a message against who sent it
+before anything is recorded: a hostile or broken peer is counted and dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import zmq
+
+from mgst import protocol as P
+from mgst.admission import Holder, admit
+from mgst.clock import OffsetEstimator
+from mgst.core.state import MachineState
+
+if TYPE_CHECKING:
+    from mgst.mapper import Mapper
+
+log = logging.getLogger("mgst.mapper")
+
+# A failed command refused by a puller's allow-list this many times takes the machine out of the run.
+REFUSE_LIMIT = 3
+
+
+@dataclass(slots=True)
+class Connection:
+    """What the mapper knows of the puller serving one machine."""
+
+    identity: bytes | None = None  # ZeroMQ routing id, None while not registered
+    incarnation: int | None = None
+    last_seen: float = 0.0
+    remote_clock: float = -1.0  # the puller's last heartbeat clock, to echo
+    remote_received: float = -1.0  # when it arrived (our clock)
+    clock: OffsetEstimator = field(default_factory=OffsetEstimator)  # the machine's, shared with the journal
+    pending: tuple[float | None, float | None] = (None, None)  # (t1 on its clock, t2) of its latest request
+    hb_seq: int = 0
+    refusals: int = 0  # commands its allow-list refused
+
+
+class PullerMessages:
+    """The mapper's handling of puller messages (a mixin: ``self`` is the Mapper)."""
+
+    # ------------------------------------------------------------------ receiving
+
+    def _receive_some(self: Mapper, limit: int) -> bool:
+        """Handle up to ``limit`` messages; True if more may be waiting."""
+        sock = self.socket
+        for _ in range(limit):
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return False
+            now = time.time()
+            identity = frames[0].bytes
+            if len(frames) != 2:
+                self._bad(identity, P.Drop.FRAMES, f"{len(frames) - 1} frames")
+                continue
+            try:
+                msg = P.decode(frames[1].buffer)
+            except P.ProtocolError as e:
+                self._bad(identity, e.reason, e.detail)
+                continue
+            if type(msg) not in P.FROM_PULLER:
+                self._bad(identity, P.Drop.DIRECTION, type(msg).__name__)
+                continue
+            try:
+                if type(msg) is P.Hello:
+                    key = frames[1].get("User-Id") if self._curve else None
+                    self._hello(identity, msg, key or None, now)
+                else:
+                    self._handle(identity, msg, now)
+            except Exception:  # no input may crash the mapper; a bug here must still be seen
+                log.exception("error handling %s from %s", type(msg).__name__, identity.hex()[:16])
+                self.drops.counts[P.Drop.HANDLER_ERROR] += 1
+        return True
+
+    def _sender(self: Mapper, identity: bytes) -> str:
+        j = self.by_identity.get(identity)
+        return self.experiment.machines[j].name if j is not None else f"connection {identity.hex()[:16]}"
+
+    def _bad(self: Mapper, identity: bytes, reason: str, detail: str = "") -> None:
+        self.drops.drop(reason, self._sender(identity), detail)
+
+    def _handle(self: Mapper, identity: bytes, msg: Any, now: float) -> None:
+        j = self.by_identity.get(identity)
+        t = type(msg)
+        if j is None:  # an unknown sender gets no reply
+            if t is not P.Bye:
+                self._bad(identity, P.Drop.UNREGISTERED, t.__name__)
+            return
+        conn = self.conns[j]
+        conn.last_seen = now
+        if t is P.Heartbeat:
+            conn.remote_clock, conn.remote_received = msg.clock, now
+            if msg.echo >= 0:
+                self.journal.clock_sample(j, msg.echo, msg.echo_received, msg.clock, now)
+        elif t is P.Ready:
+            conn.pending = (msg.clock, now)
+            self._ready(identity, j, now, msg.share)
+        elif t is P.Started:
+            r = self.journal.replicas.get(msg.replica)
+            live = self.core.replica(msg.replica)
+            if r is None or r.machine != j or live is None or live.machine != j:
+                self._bad(identity, P.Drop.NOT_ITS_REPLICA, f"started {msg.replica}")
+            elif r.t4_remote is None:
+                self.journal.started(msg.replica, msg.received, msg.started)
+        elif t is P.Done:
+            self._done(identity, j, msg, now)
+        elif t is P.Failed:
+            self._failed(identity, j, msg, now)
+        elif t is P.Bye:
+            log.info("%s leaves: %s", self.experiment.machines[j].name, msg.reason[:200])
+            self._machine_gone(j, now)
+
+    def _ready(self: Mapper, identity: bytes, j: int, now: float, share: float | None = None) -> None:
+        state = self.core.machines[j].state
+        if state is MachineState.BUSY:  # never drops the replica it runs
+            self._bad(identity, P.Drop.READY_WHILE_BUSY)
+        else:
+            self._core("machine_ready", now, j, share)
+
+    def _done(self: Mapper, identity: bytes, j: int, msg: P.Done, now: float) -> None:
+        r = self.journal.replicas.get(msg.replica)
+        if r is None or r.machine != j:
+            self._bad(identity, P.Drop.NOT_ITS_REPLICA, f"done {msg.replica}")
+            return
+        if r.t6 is not None or not self.core.accepts_result(msg.replica):
+            # already counted, or not wanted any more: nothing is recorded, but a free machine still asks
+            self._bad(identity, P.Drop.FINISHED_REPLICA, f"done {msg.replica}")
+        else:
+            self.journal.reported_done(msg.replica, msg.received, msg.started, msg.finished, now,
+                                       msg.achieved_share)
+            self._core("replica_done", now, msg.replica)
+        if msg.ready:
+            self.conns[j].pending = (msg.finished, now)
+            self._ready(identity, j, now)
+
+    def _failed(self: Mapper, identity: bytes, j: int, msg: P.Failed, now: float) -> None:
+        live = self.core.replica(msg.replica)
+        if live is None or live.machine != j:
+            self._bad(identity, P.Drop.NOT_ITS_REPLICA, f"failed {msg.replica}")
+            return
+        name = self.experiment.machines[j].name
+        outcome = "refused" if msg.code == P.FAIL_REFUSED else "failed"
+        self.journal.end(outcome, msg.replica)
+        log.warning("%s: replica %d %s: %s", name, msg.replica, outcome, msg.reason[:200])
+        self._core("replica_failed", now, msg.replica, f"{msg.code}: {msg.reason[:200]}")
+        if msg.code == P.FAIL_REFUSED:
+            conn = self.conns[j]
+            conn.refusals += 1
+            if conn.refusals >= REFUSE_LIMIT:
+                log.error("%s refused this run's commands %d times: taken out of the run (check its allow-list)",
+                          name, conn.refusals)
+                self._send(identity, P.Bye("your allow-list refuses this run's commands"), None)
+                self._machine_gone(j, now)
+
+    def _hello(self: Mapper, identity: bytes, msg: P.Hello, key: str | None, now: float) -> None:
+        if msg.version != P.PROTOCOL_VERSION:
+            self._refuse(identity, P.Drop.VERSION, f"protocol version {msg.version}; this mapper speaks "
+                                                   f"{P.PROTOCOL_VERSION}", True)
+            return
+        j = self.names.get(msg.machine)
+        if j is None:
+            self._refuse(identity, P.Drop.UNKNOWN_MACHINE, f"unknown machine {msg.machine[:64]!r}; this experiment "
+                                                           f"has {', '.join(self.names)}", True)
+            return
+        if self.executor not in msg.executors:
+            self._refuse(identity, P.Drop.EXECUTOR, f"this run needs the {self.executor!r} executor"
+                         + (" (enable it with an allow-list)" if self.executor == "command" else ""), True)
+            return
+        conn = self.conns[j]
+        mlog = self.journal.machines[j]
+        holder = Holder(
+            bound_key=mlog.key, incarnations=tuple(mlog.incarnations), identity=conn.identity,
+            live=conn.identity is not None and now - conn.last_seen <= self.liveness * self.heartbeat_interval,
+            key_shared=key is not None and any(m.key == key for i, m in enumerate(self.journal.machines) if i != j),
+        )
+        refusal = admit(msg.machine, holder, key, msg.incarnation, identity)
+        if refusal is not None:
+            log.error("refused a hello as %s from %s: %s", msg.machine, identity.hex()[:16], refusal.reason)
+            self._refuse(identity, refusal.drop, refusal.reason, refusal.fatal)
+            return
+        m = self.experiment.machines[j]
+        restarted = conn.incarnation is not None and conn.incarnation != msg.incarnation
+        if restarted and self.core.machines[j].state is not MachineState.DOWN:
+            # The machine restarted: whatever it ran is gone, even if we had not noticed.
+            self.journal.machine_down(j, now)
+            self._core("machine_down", now, j)
+        if conn.identity is not None and conn.identity != identity:
+            self.by_identity.pop(conn.identity, None)
+        conn.identity = identity
+        conn.incarnation = msg.incarnation
+        conn.last_seen = now
+        self.by_identity[identity] = j
+        self.journal.registered(j, msg.incarnation, msg.speed, key)
+        failures = None
+        if self.failures:
+            f = self.experiment.failures
+            failures = (f.mean_up, f.mean_down, self.seed)
+        self._send(identity, P.Welcome(P.PROTOCOL_VERSION, j, self.time_unit, self.heartbeat_interval,
+                                       m.availability, self.executor, failures), j)
+        if self.core.machines[j].state is MachineState.DOWN:
+            self.journal.machine_up(j, now)
+            self._core("machine_up", now, j, m.availability)
+        else:
+            # Reconcile what it holds with what we think it runs.
+            running = self.core.machines[j].replica
+            if running is not None and running.id != msg.holds:
+                log.info("%s no longer holds replica %d: lost", m.name, running.id)
+                self.journal.end("lost", running.id)
+                self._core("replica_failed", now, running.id, "not held by the puller after reconnecting")
+        live = self.core.machines[j].replica
+        if msg.holds >= 0 and not msg.finished and (live is None or live.id != msg.holds):
+            self._send(identity, P.CancelMsg(msg.holds), j)  # it runs something that is no longer its job
+        log.info("%s registered (incarnation %x)", m.name, msg.incarnation & 0xFFFFFFFF)
+
+    def _refuse(self: Mapper, identity: bytes, drop: str, reason: str, fatal: bool) -> None:
+        self._bad(identity, drop, reason)
+        self._send(identity, P.Refused(reason, fatal), None)
+
