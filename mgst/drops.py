@@ -36,7 +36,7 @@ class DropLog:
     def total(self) -> int:
         return sum(self.counts.values())
 
-    def drop(self, reason: str, sender: str, detail: str = "") -> None:
+    def drop(self, reason: str, sender: str, detail: str = "", level: int = logging.WARNING) -> None:
         if reason not in _REASONS:
             raise ValueError(f"not a drop reason: {reason!r}")
         self.counts[reason] += 1
@@ -49,5 +49,5 @@ class DropLog:
         self._tokens -= 1.0
         more = f" ({self._suppressed} more dropped since the last line)" if self._suppressed else ""
         self._suppressed = 0
-        self._log.warning("dropped a message from %s: %s%s%s", sender, reason, f" ({detail[:120]})" if detail else "",
-                          more)
+        self._log.log(level, "dropped a message from %s: %s%s%s", sender, reason,
+                      f" ({detail[:200]})" if detail else "", more)

@@ -155,6 +155,9 @@ class Mapper(PullerMessages):
         self._ctx = context or (zmq.Context() if self._own_context else zmq.Context.instance())
         self._auth = security.start_authenticator(self._ctx, keys) if keys is not None else None
         self._curve = keys is not None
+        # With per-machine keys (mgst keys), authorized/NAME.key binds machine NAME to its key from the
+        # start: another admitted key cannot take a name whose puller has not registered yet.
+        self.prebound_keys = security.named_keys(keys, self.names) if keys is not None else {}
         try:
             self.socket = self._ctx.socket(zmq.ROUTER)
             self.socket.setsockopt(zmq.LINGER, 0)
@@ -405,7 +408,8 @@ class Mapper(PullerMessages):
                 self._machine_gone(j, now)
                 continue
             conn.hb_seq += 1
-            self._send(conn.identity, P.Heartbeat(conn.hb_seq, time.time(), conn.remote_clock,
+            conn.hb_sent = time.time()
+            self._send(conn.identity, P.Heartbeat(conn.hb_seq, conn.hb_sent, conn.remote_clock,
                                                   conn.remote_received), j)
 
     def _machine_gone(self, j: int, now: float) -> None:

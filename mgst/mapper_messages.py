@@ -41,6 +41,7 @@ class Connection:
     clock: OffsetEstimator = field(default_factory=OffsetEstimator)  # the machine's, shared with the journal
     pending: tuple[float | None, float | None] = (None, None)  # (t1 on its clock, t2) of its latest request
     hb_seq: int = 0
+    hb_sent: float | None = None  # the clock of our last heartbeat to it, until its echo comes back once
     refusals: int = 0  # commands its allow-list refused
 
 
@@ -99,7 +100,10 @@ class PullerMessages:
         conn.last_seen = now
         if t is P.Heartbeat:
             conn.remote_clock, conn.remote_received = msg.clock, now
-            if msg.echo >= 0:
+            # A clock sample only for the echo of the heartbeat we sent last, once: a peer cannot
+            # feed the estimator (or the journal) more samples than we send heartbeats.
+            if conn.hb_sent is not None and msg.echo == conn.hb_sent:
+                conn.hb_sent = None
                 self.journal.clock_sample(j, msg.echo, msg.echo_received, msg.clock, now)
         elif t is P.Ready:
             conn.pending = (msg.clock, now)
@@ -139,7 +143,8 @@ class PullerMessages:
                                        msg.achieved_share)
             self._core("replica_done", now, msg.replica)
         if msg.ready:
-            self.conns[j].pending = (msg.finished, now)
+            if self.core.machines[j].state is MachineState.FREE:  # a replay must not move an earlier request
+                self.conns[j].pending = (msg.finished, now)
             self._ready(identity, j, now)
 
     def _failed(self: Mapper, identity: bytes, j: int, msg: P.Failed, now: float) -> None:
@@ -178,14 +183,14 @@ class PullerMessages:
         conn = self.conns[j]
         mlog = self.journal.machines[j]
         holder = Holder(
-            bound_key=mlog.key, incarnations=tuple(mlog.incarnations), identity=conn.identity,
+            bound_key=mlog.key or self.prebound_keys.get(j), incarnations=tuple(mlog.incarnations),
+            identity=conn.identity,
             live=conn.identity is not None and now - conn.last_seen <= self.liveness * self.heartbeat_interval,
             key_shared=key is not None and any(m.key == key for i, m in enumerate(self.journal.machines) if i != j),
         )
         refusal = admit(msg.machine, holder, key, msg.incarnation, identity)
         if refusal is not None:
-            log.error("refused a hello as %s from %s: %s", msg.machine, identity.hex()[:16], refusal.reason)
-            self._refuse(identity, refusal.drop, refusal.reason, refusal.fatal)
+            self._refuse(identity, refusal.drop, refusal.reason, refusal.fatal, level=logging.ERROR)
             return
         m = self.experiment.machines[j]
         restarted = conn.incarnation is not None and conn.incarnation != msg.incarnation
@@ -199,7 +204,9 @@ class PullerMessages:
         conn.incarnation = msg.incarnation
         conn.last_seen = now
         self.by_identity[identity] = j
-        self.journal.registered(j, msg.incarnation, msg.speed, key)
+        if (not mlog.incarnations or mlog.incarnations[-1] != msg.incarnation or mlog.key != key
+                or mlog.speed != msg.speed):
+            self.journal.registered(j, msg.incarnation, msg.speed, key)
         failures = None
         if self.failures:
             f = self.experiment.failures
@@ -221,7 +228,8 @@ class PullerMessages:
             self._send(identity, P.CancelMsg(msg.holds), j)  # it runs something that is no longer its job
         log.info("%s registered (incarnation %x)", m.name, msg.incarnation & 0xFFFFFFFF)
 
-    def _refuse(self: Mapper, identity: bytes, drop: str, reason: str, fatal: bool) -> None:
-        self._bad(identity, drop, reason)
+    def _refuse(self: Mapper, identity: bytes, drop: str, reason: str, fatal: bool,
+                level: int = logging.WARNING) -> None:
+        self.drops.drop(drop, self._sender(identity), reason, level=level)
         self._send(identity, P.Refused(reason, fatal), None)
 

@@ -188,6 +188,16 @@ def client_keys(key: Path, mapper_key: Path) -> ClientKeys:
     return ClientKeys(public, secret, load_public(mapper_key))
 
 
+def named_keys(keys: ServerKeys, names: dict[str, int]) -> dict[int, str]:
+    """Machine index -> z85 public key, for every machine name with an ``authorized/NAME.key``."""
+    bound = {}
+    for name, j in names.items():
+        path = keys.authorized / f"{name}.key"
+        if path.exists():
+            bound[j] = load_public(path).decode("ascii")
+    return bound
+
+
 def start_authenticator(context: zmq.Context, keys: ServerKeys) -> ThreadAuthenticator:
     """A ZAP handler for ``context`` that admits exactly the keys in ``keys.authorized``.
 
