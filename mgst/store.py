@@ -79,7 +79,12 @@ class RunStore:
 
     def append(self, kind: str, args: tuple) -> None:
         """Add an event; it is durable once commit() returns."""
-        self._pending.append((kind, msgpack.packb(args, use_bin_type=True)))
+        try:
+            data = msgpack.packb(args, use_bin_type=True)
+        except (TypeError, ValueError, OverflowError) as e:  # e.g. a policy's timer key of another type
+            raise StoreError(f"cannot journal a {kind!r} event {str(args)[:120]}: {e}; timer keys must be "
+                             "strings, numbers or tuples of them") from None
+        self._pending.append((kind, data))
 
     @property
     def uncommitted(self) -> int:
