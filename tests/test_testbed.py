@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -338,3 +339,32 @@ def test_a_command_outside_the_allow_list_runs_nothing_and_the_mapper_records_it
     assert refused and {r.machine for r in refused} == {1}
     assert len(list(marks.iterdir())) == len(run.journal.jobs)  # each job ran once, on M1
     check_every_job_done_once(run, tmp_path)
+
+
+def test_after_the_run_a_late_puller_is_told_the_run_is_over(tmp_path, no_children_left):
+    """A puller that was down when the run ended (say, an injected failure) says hello during the mapper's
+    farewell and is answered with a bye, so it exits instead of waiting for a mapper that is gone."""
+    exp = small(machines=2, duration=1.5)
+    with Run(exp, tmp_path) as r:
+        r.mapper.farewell = 30.0  # long enough that the test, not the clock, ends it
+        late = zmq.Context.instance().socket(zmq.DEALER)
+        late.setsockopt(zmq.LINGER, 0)
+        late.connect(r.mapper.endpoint)
+        answers: list[type] = []
+        try:
+            deadline = time.monotonic() + RUN_LIMIT
+            while time.monotonic() < deadline:
+                # a name the run does not have: refused while the run goes, then told it is over
+                late.send(P.encode(P.Hello(P.PROTOCOL_VERSION, "M9", 99, ("emulate",), 0.0, 0.0, -1, False)))
+                if late.poll(200):
+                    answers.append(type(P.decode(late.recv())))
+                    if answers[-1] is P.Bye:
+                        break
+        finally:
+            late.close()
+            r.mapper.aborting = True  # ends the farewell
+        r.wait()
+    assert answers[-1] is P.Bye, answers
+    assert set(answers[:-1]) == {P.Refused}, answers  # while the run went on
+    run = r.result
+    assert run is not None and run.cut_off == []
