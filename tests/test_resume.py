@@ -10,10 +10,8 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
 import pytest
 
 from mgst import security
@@ -22,17 +20,6 @@ from mgst.local import start_pullers, stop_pullers
 from mgst.workload.poisson import PoissonWorkload
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def no_children_left() -> Iterator[None]:
-    yield
-    me = psutil.Process()
-    left = [p for p in me.children(recursive=True) if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-    stopped = [p for p in left if p.status() == psutil.STATUS_STOPPED]
-    for p in left:
-        p.kill()
-    assert not left, f"children left behind: {left} (stopped: {stopped})"
 
 
 def free_port() -> int:

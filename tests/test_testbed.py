@@ -12,11 +12,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import msgpack
-import psutil
 import pytest
 import zmq
 
@@ -44,16 +42,6 @@ def small(policy: str = "lpas_dg", failures: FailureModel | None = None, machine
         simulation=SimulationSettings(horizon=50.0, warmup=5.0, replications=2),
         testbed=TestbedSettings(time_unit=time_unit, duration=duration, timeout_factor=10.0),
     )
-
-
-@pytest.fixture
-def no_children_left() -> Iterator[None]:
-    yield
-    me = psutil.Process()
-    left = [p for p in me.children(recursive=True) if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-    for p in left:
-        p.kill()
-    assert not left, f"children left behind: {left}"
 
 
 class Run:

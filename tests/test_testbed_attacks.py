@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,17 +39,6 @@ DROPS = frozenset(v for k, v in vars(P.Drop).items() if k.isupper())
 
 
 # ---------------------------------------------------------------- helpers
-
-
-@pytest.fixture
-def no_children_left() -> Iterator[None]:
-    yield
-    me = psutil.Process()
-    left = [p for p in me.children(recursive=True) if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-    stopped = [p for p in left if p.status() == psutil.STATUS_STOPPED]
-    for p in left:
-        p.kill()
-    assert not left, f"children left behind: {left} (stopped: {stopped})"
 
 
 def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> Any:

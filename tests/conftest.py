@@ -1,0 +1,20 @@
+"""Fixtures shared by the tests that start real processes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import psutil
+import pytest
+
+
+@pytest.fixture
+def no_children_left() -> Iterator[None]:
+    """After the test, no child process of the test may be left running, or left SIGSTOPped (killed either way)."""
+    yield
+    me = psutil.Process()
+    left = [p for p in me.children(recursive=True) if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    stopped = [p for p in left if p.status() == psutil.STATUS_STOPPED]
+    for p in left:
+        p.kill()
+    assert not left, f"children left behind: {left} (stopped: {stopped})"
