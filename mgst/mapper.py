@@ -22,6 +22,7 @@ from mgst.drops import DropLog
 from mgst.experiment_codec import to_plain
 from mgst.journal import Journal
 from mgst.mapper_messages import Connection, PullerMessages
+from mgst.mapper_resume import Resuming
 from mgst.model import Experiment
 from mgst.replay import call_core, encode_args, make_core, replay
 from mgst.store import FILENAME, RunStore
@@ -51,7 +52,7 @@ class Interrupted(Exception):
     """The run was stopped before it began (while waiting for pullers)."""
 
 
-class Mapper(PullerMessages):
+class Mapper(PullerMessages, Resuming):
     """One testbed run: register pullers, generate jobs in real time, schedule, drain, report.
 
     The job generator draws the same streams as replication 0 of the simulator
@@ -340,61 +341,6 @@ class Mapper(PullerMessages):
         self.journal.began(now)
         log.info("all %d pullers registered; generating jobs for %.1f s", len(self.conns), self.duration)
 
-    # ------------------------------------------------------------------ resuming
-
-    def _prepare_resume(self, workload: PoissonWorkload, now: float) -> Any:
-        """Set up from the replayed journal: hold model time until the pullers are back; the next job."""
-        j = self.journal
-        mc = self._replayed.model_time
-        if j.start is None:  # the old mapper died before its clock started: start afresh
-            self._frozen = None
-            return None
-        self._frozen = mc
-        self._resume_started = now
-        self.t0 = now - mc * self.time_unit  # provisional; fixed when the wait ends
-        outage = now - (j.last_wall if j.last_wall is not None else now)
-        j.resumed(now, self.t0)
-        log.info("resuming at model time %.3f after an outage of %.1f s: %d jobs, %d running, %d queued",
-                 mc, outage, len(j.jobs), len(self.core.running), self.core.queued_count)
-        # the generator continues the same seeded sequence where it stopped
-        nxt = None
-        if j.generation_end is None:
-            last = max(j.jobs, default=-1)
-            nxt = workload.next_job()
-            while nxt.id <= last:
-                nxt = workload.next_job()
-        return nxt
-
-    def _end_resume_wait(self, now: float, next_job: Any) -> tuple[Any, float, float]:
-        """The pullers are back (or the wait is over): machines still missing are down; the clock runs again."""
-        mc = self._frozen
-        assert mc is not None
-        for jdx, conn in enumerate(self.conns):
-            if conn.identity is None and self.core.machines[jdx].state is not MachineState.DOWN:
-                log.info("%s did not come back: down", self.experiment.machines[jdx].name)
-                self.journal.machine_down(jdx, now)
-                self._core("machine_down", now, jdx)
-        self._frozen = None
-        self.t0 = now - mc * self.time_unit
-        self.journal.began(self.t0)
-        back = self.registered()
-        timing = {"replay_s": self._replay_s, "reconnect_s": now - self._resume_started,
-                  "pullers_back": back, "pullers": len(self.conns)}
-        log.info("resumed: journal replayed in %.2f s, %d of %d pullers back after %.2f s", self._replay_s, back,
-                 len(self.conns), timing["reconnect_s"])
-        if self.journal.store is not None:
-            self.journal.store.set_meta(resumes=[*self.journal.store.meta().get("resumes", []), timing])
-        # timers the replayed core holds, and the per-job time-outs of what runs
-        for key, at in self.core.timers.items():
-            heapq.heappush(self._timers, (self.t0 + at * self.time_unit, _TIMER, next(self._seq), key))
-        for rec in self.core.running.values():
-            for r in rec.replicas.values():
-                self._arm_timeout(r.id, r.machine, rec.job.job_class, r.progress, now)
-        if self.journal.generation_end is not None:
-            log.info("resumed in the drain")
-            return None, self.t0 + self.journal.generation_end * self.time_unit, now + self.drain_timeout
-        return next_job, self.t0 + self.duration, math.inf
-
     # ------------------------------------------------------------------ liveness
 
     def _heartbeat(self, now: float, backlog: bool) -> None:
@@ -463,7 +409,11 @@ class Mapper(PullerMessages):
                 self.journal.end("lost", d.replica)
             elif t is SetTimer:
                 wall = (self.t0 or now) + d.at * self.time_unit
-                heapq.heappush(self._timers, (wall, _TIMER, next(self._seq), d.key))
+                self._push_timer(wall, d.key)
+
+    def _push_timer(self, wall: float, key: Any) -> None:
+        """Fire the policy's timer ``key`` at wall time ``wall`` (stale entries are skipped when popped)."""
+        heapq.heappush(self._timers, (wall, _TIMER, next(self._seq), key))
 
     def _dispatch(self, d: Assign, now: float) -> None:
         j = d.machine

@@ -111,8 +111,10 @@ class PullerMessages:
         elif t is P.Started:
             r = self.journal.replicas.get(msg.replica)
             live = self.core.replica(msg.replica)
-            if r is None or r.machine != j or live is None or live.machine != j:
+            if r is None or r.machine != j:
                 self._bad(identity, P.Drop.NOT_ITS_REPLICA, f"started {msg.replica}")
+            elif live is None or live.machine != j:
+                self._bad(identity, P.Drop.FINISHED_REPLICA, f"started {msg.replica}")
             elif r.t4_remote is None:
                 self.journal.started(msg.replica, msg.received, msg.started)
         elif t is P.Done:
@@ -150,7 +152,9 @@ class PullerMessages:
     def _failed(self: Mapper, identity: bytes, j: int, msg: P.Failed, now: float) -> None:
         live = self.core.replica(msg.replica)
         if live is None or live.machine != j:
-            self._bad(identity, P.Drop.NOT_ITS_REPLICA, f"failed {msg.replica}")
+            r = self.journal.replicas.get(msg.replica)
+            mine = r is not None and r.machine == j  # its own, already over: a replay
+            self._bad(identity, P.Drop.FINISHED_REPLICA if mine else P.Drop.NOT_ITS_REPLICA, f"failed {msg.replica}")
             return
         name = self.experiment.machines[j].name
         outcome = "refused" if msg.code == P.FAIL_REFUSED else "failed"
