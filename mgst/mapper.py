@@ -7,7 +7,6 @@ import itertools
 import logging
 import math
 import time
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -188,10 +187,6 @@ class Mapper(PullerMessages, Resuming):
 
     def registered(self) -> int:
         return sum(c.identity is not None for c in self.conns)
-
-    @property
-    def malformed(self) -> Counter:
-        return self.drops.counts
 
     # ------------------------------------------------------------------ the core, journalled
 

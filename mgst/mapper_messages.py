@@ -221,6 +221,8 @@ class PullerMessages:
             self.journal.machine_up(j, now)
             self._core("machine_up", now, j, m.availability)
         else:
+            if not mlog.periods or mlog.periods[-1][1] is not None:  # back after the mapper's own outage
+                self.journal.machine_up(j, now)
             # Reconcile what it holds with what we think it runs.
             running = self.core.machines[j].replica
             if running is not None and running.id != msg.holds:

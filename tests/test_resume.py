@@ -133,12 +133,23 @@ def test_a_killed_mapper_resumes_and_every_job_is_done_exactly_once(tmp_path, no
     assert summary["outages"] and summary["outages"][0]["to"] >= crashed_at
     assert summary["results_reported_after_outage"] >= 1, summary
     assert summary["jobs_across_outage"] >= 1
+    with open(out / "machines.csv", newline="") as f:
+        periods = list(csv.DictReader(f))
+    for name in names:  # every machine was seen up again after the outage, up to the end or a failure
+        mine = [p for p in periods if p["Machine"] == name]
+        assert any(p["Up From"] and p["Up From"] >= _iso(crashed_at) for p in mine), (name, mine)
     (timing,) = summary["resumes"]
     assert timing["pullers_back"] == len(names)  # all came back by themselves
     print(f"resume: journal replayed in {timing['replay_s']:.2f} s, pullers back after {timing['reconnect_s']:.2f} s; "
           f"{took:.2f} s from restart to the end of the run; outage "
           f"{summary['outages'][0]['seconds']:.2f} s; {summary['results_reported_after_outage']} results "
           f"reported after it; {summary['jobs_generated']} jobs")
+
+
+def _iso(t: float) -> str:
+    from mgst.journal import wall_iso  # noqa: PLC0415
+
+    return wall_iso(t)
 
 
 def small_file(tmp_path: Path, duration: float = 30.0, rate: float = 6.0, time_unit: float = 0.1) -> Path:
