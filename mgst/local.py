@@ -118,7 +118,10 @@ def run_local(
     try:
         keys = None
         if key_dir is not None:
-            security.create_keys(key_dir, names)
+            try:
+                security.create_keys(key_dir, names)
+            except ValueError as e:  # a machine name that cannot name a key file
+                raise ConfigError("machines.names", f"{e} (or run with --insecure)") from None
             keys = security.server_keys(key_dir)
         mapper = Mapper(experiment, "tcp://127.0.0.1:0", duration=duration, time_unit=time_unit, seed=seed,
                         progress=progress, executor=executor, keys=keys, insecure=insecure, out=out,
