@@ -135,7 +135,7 @@ def test_job_burns_the_calibrated_cpu_time(worker: SpinWorker) -> None:
     target = 0.3
     fd = worker.fileno()
     ratios = []
-    for job_id in (11, 12, 13):
+    for job_id in (11, 12, 13, 14, 15):  # the median of five: one disturbed pair cannot decide it
         speed = calibrate(0.2)
         assert speed > 1e5
         n = round(target * speed)
@@ -153,7 +153,7 @@ def test_job_burns_the_calibrated_cpu_time(worker: SpinWorker) -> None:
         assert not worker.busy
         ratios.append(cpu / here)
     ratios.sort()
-    assert 0.7 <= ratios[1] <= 1.3, ratios
+    assert 0.7 <= ratios[2] <= 1.3, ratios
     assert worker.fileno() == fd
 
 
