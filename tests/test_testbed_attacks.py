@@ -9,8 +9,6 @@ import json
 import logging
 import queue
 import random
-import socket
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -24,7 +22,8 @@ import psutil
 import pytest
 import zmq
 import zmq.utils.monitor
-from test_testbed import check_every_job_done_once, small
+from test_resume import count_events, free_port
+from test_testbed import Run, check_every_job_done_once, small
 
 from mgst import protocol as P
 from mgst import security
@@ -50,12 +49,6 @@ def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> Any:
     return value
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def z85_key(keys: Path, name: str) -> str:
     return security.load_public(keys / security.AUTHORIZED / f"{name}.key").decode()
 
@@ -69,7 +62,7 @@ def hello(machine: str, holds: int = -1, finished: bool = False) -> P.Hello:
                    finished)
 
 
-class SecureRun:
+class SecureRun(Run):
     """A CURVE mapper (per-machine keys from ``keys``) in a thread and real pullers for ``pullers``;
     the mapper's context is its own, and everything is reaped on exit."""
 
@@ -79,42 +72,18 @@ class SecureRun:
                              register_timeout=30.0, context=self.ctx)
         self.result: TestbedRun | None = None
         self.error: BaseException | None = None
+        self.tmp = tmp
         self.procs = start_pullers(self.mapper.endpoint, pullers, tmp / "pullers.log", keys=keys) if pullers else []
-
-    def _target(self) -> None:
-        try:
-            self.result = self.mapper.run()
-        except BaseException as e:  # reported to the test thread
-            self.error = e
-
-    def __enter__(self) -> SecureRun:
-        self.thread = threading.Thread(target=self._target, daemon=True)
-        self.thread.start()
-        return self
 
     def started(self, timeout: float = 30.0) -> None:
         wait_for(lambda: self.mapper.t0 is not None or not self.thread.is_alive(), timeout, "every puller registered")
         if self.mapper.t0 is None:
             pytest.fail(f"the mapper ended before the run began: {self.error!r}")
 
-    def wait(self) -> TestbedRun:
-        self.thread.join(RUN_LIMIT)
-        if self.thread.is_alive():
-            self.mapper.stopping = True
-            self.thread.join(10)
-            pytest.fail("the run did not finish in time")
-        if self.error is not None:
-            raise self.error
-        assert self.result is not None
-        return self.result
-
     def __exit__(self, *exc) -> None:
-        if self.thread.is_alive():
-            self.mapper.stopping = True
-            if exc[0] is not None:  # the test failed: stop at once, without draining
-                self.mapper.aborting = True
-            self.thread.join(15)
-        stop_pullers(self.procs)
+        if self.thread.is_alive() and exc[0] is not None:  # the test failed: stop at once, without draining
+            self.mapper.stopping = self.mapper.aborting = True
+        super().__exit__(*exc)
         self.ctx.destroy(linger=0)
 
 
@@ -483,17 +452,6 @@ def test_replayed_results_change_nothing_and_a_busy_ready_keeps_its_replica(tmp_
 
 FLOOD = 100_000  # garbage messages from an authorized key
 KEYLESS = 3_000  # messages from a socket without CURVE
-
-
-def count_events(journal: Path, kind: str) -> int:
-    """Committed events of one kind, read beside the running mapper (WAL readers never block it)."""
-    if not journal.exists():
-        return 0
-    try:
-        with sqlite3.connect(f"file:{journal}?mode=ro", uri=True, timeout=1.0) as db:
-            return db.execute("SELECT count(*) FROM events WHERE kind = ?", (kind,)).fetchone()[0]
-    except sqlite3.OperationalError:  # the schema is not there yet
-        return 0
 
 
 class RssSampler:
