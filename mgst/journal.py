@@ -229,8 +229,6 @@ class Journal:
         j = self.jobs[job]
         j.done_by = replica
         self.machines[machine].jobs_run += 1
-        if self.outages and j.submitted < self.outages[-1][0]:
-            j.across_outage = True
 
     def _register(self, machine: int, incarnation: int, speed: float, key: str | None) -> None:
         m = self.machines[machine]
