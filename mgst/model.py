@@ -23,17 +23,40 @@ class Job(NamedTuple):
     bag: int | None = None  # Bag-of-Tasks id, for BoT policies
 
 
+class Bag(NamedTuple):
+    """A Bag of Tasks: an application whose tasks arrive together, as one event.
+
+    Every task is a :class:`Job` whose ``bag`` is this bag's id and whose
+    ``submitted`` is the bag's.
+    """
+
+    id: int
+    submitted: float
+    tasks: tuple[Job, ...]
+    attributes: tuple[tuple[str, Any], ...] = ()  # free-form (user, application size, ...)
+
+
 @dataclass(frozen=True, slots=True)
 class JobClass:
     name: str
-    arrival_rate: float  # alpha_i, jobs per time unit (Poisson)
+    arrival_rate: float  # alpha_i, jobs per time unit (Poisson); 0 for a task class of a bag workload
+    granularity: float = 1.0  # X: mean size (work at unit rate) of a job of this class
 
 
 @dataclass(frozen=True, slots=True)
 class Machine:
     name: str
-    rates: tuple[float, ...]  # nominal mu'_ij for each class i
+    rates: tuple[float, ...]  # nominal mu'_ij for each class i (a computing power P_j: every entry P_j)
     availability: float = 1.0  # a_j, the CPU share given to grid jobs
+    slots: int = 1  # replicas the machine runs at once
+    # Free-form attributes policies may read: group, power, clock, tags... (pairs: hashable, picklable)
+    attributes: tuple[tuple[str, Any], ...] = ()
+
+    def attribute(self, key: str, default: Any = None) -> Any:
+        for k, v in self.attributes:
+            if k == key:
+                return v
+        return default
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +65,77 @@ class FailureModel:
 
     mean_up: float
     mean_down: float
+
+
+@dataclass(frozen=True, slots=True)
+class WeibullGroup:
+    """One machine group's failure law: Weibull time to failure, Normal repair time."""
+
+    mttf: float  # mean time to failure; the Weibull scale is mttf / Gamma(1 + 1/shape)
+    shape: float
+    repair_mean: float
+    repair_sd: float
+
+
+@dataclass(frozen=True, slots=True)
+class WeibullNormalFailures:
+    """Per-group Weibull up periods and Normal down periods (Anglano & Canonico, Table II).
+
+    Machine j follows ``groups[g - 1]`` where g is its ``group`` attribute (1-based).
+    """
+
+    groups: tuple[WeibullGroup, ...]
+
+
+# Availability models: None (always up), exponential up/down, or Weibull/Normal per group.
+Failures = FailureModel | WeibullNormalFailures
+
+
+@dataclass(frozen=True, slots=True)
+class PoissonClasses:
+    """Each class arrives as a Poisson stream at its arrival_rate; sizes Exp(granularity)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BagStream:
+    """Poisson bag arrivals; each bag draws tasks from ``mix`` until its work reaches ``application_size``.
+
+    A task of class i has size U[X_i (1 - spread), X_i (1 + spread)], X_i the class's granularity.
+    """
+
+    bag_rate: float  # bags per time unit
+    application_size: float  # AS: total work of a bag
+    mix: tuple[float, ...]  # fraction of tasks of each class (sums to 1)
+    spread: float = 0.5
+    max_bags: int | None = None  # stop after this many bags (None: the horizon decides)
+
+
+@dataclass(frozen=True, slots=True)
+class BagList:
+    """An explicit list of bags: (submission time, ((class, size), ...)) each."""
+
+    bags: tuple[tuple[float, tuple[tuple[int, float], ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SwfTrace:
+    """Jobs read from a Standard Workload Format trace (Parallel Workloads Archive)."""
+
+    path: str
+    time_scale: float = 1.0  # model time units per trace second
+    work_scale: float = 1.0  # work per trace second of run time (times processors, see docs)
+    bags: str = "none"  # "none": one job per line; "user": a user's jobs submitted together form a bag
+
+
+Workload = PoissonClasses | BagStream | BagList | SwfTrace
+
+
+@dataclass(frozen=True, slots=True)
+class StagingModel:
+    """What a replica transfers before it computes, and how long it takes (model time, uniform)."""
+
+    resume: tuple[float, float] | None = None  # fetching the checkpoint a replica resumes from
+    start: tuple[float, float] | None = None  # every replica: program and data download
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +182,9 @@ class Experiment:
     classes: tuple[JobClass, ...]
     machines: tuple[Machine, ...]
     policy: PolicySpec
-    failures: FailureModel | None = None
+    failures: Failures | None = None
+    workload: Workload = PoissonClasses()
+    staging: StagingModel | None = None
     simulation: SimulationSettings = SimulationSettings()
     testbed: TestbedSettings = TestbedSettings()
     description: str = ""
