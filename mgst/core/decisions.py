@@ -15,14 +15,16 @@ from mgst.model import Job
 class Assign(NamedTuple):
     """Start a replica of ``job`` on ``machine``.
 
-    A policy yields ``Assign(job, machine)``; the core answers with the replica id
-    and the checkpointed fraction of work the replica resumes from.
+    A policy yields ``Assign(job, machine)``; the core answers with the replica id,
+    the checkpointed fraction of work the replica resumes from, and whether it
+    stages first (the driver then reports ReplicaComputing when it computes).
     """
 
     job: Job
     machine: int
     replica: int = -1  # filled by the core
     progress: float = 0.0  # filled by the core: fraction of work already done
+    staging: bool = False  # filled by the core
 
 
 class Cancel(NamedTuple):
@@ -54,6 +56,24 @@ class CancelTimer(NamedTuple):
     key: Hashable
 
 
+class TimeOut(NamedTuple):
+    """Give up on a running replica: it counts as timed out (T/O) and frees its slot.
+
+    Nothing is killed: its result, if it still comes, is taken once.
+    """
+
+    replica: int
+
+
+class SuspectDown(NamedTuple):
+    """Treat the machine as down: its replicas are lost (late results still count once).
+
+    It is back up at its next request for work.
+    """
+
+    machine: int
+
+
 # Notices: no action needed from a driver, but they make its log complete.
 
 
@@ -72,5 +92,25 @@ class JobRequeued(NamedTuple):
     reason: str
 
 
-Decision = Assign | Cancel | Hold | SetTimer | CancelTimer
-Output = Decision | JobCompleted | JobRequeued
+class BagCompleted(NamedTuple):
+    """The bag's last task completed."""
+
+    bag: int
+
+
+class ReplicaTimedOut(NamedTuple):
+    """The core gave up on a replica after a policy's TimeOut."""
+
+    replica: int
+    machine: int
+    job_id: int
+
+
+class MachineSuspected(NamedTuple):
+    """A policy's SuspectDown took the machine down."""
+
+    machine: int
+
+
+Decision = Assign | Cancel | Hold | SetTimer | CancelTimer | TimeOut | SuspectDown
+Output = Decision | JobCompleted | JobRequeued | BagCompleted | ReplicaTimedOut | MachineSuspected

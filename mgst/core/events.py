@@ -8,18 +8,28 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import NamedTuple
 
-from mgst.model import Job
+from mgst.model import Bag, Job
 
 
 class JobArrived(NamedTuple):
     job: Job
 
 
+class BagArrived(NamedTuple):
+    """A whole bag arrives: every task enters the bag's queue, then matching runs once."""
+
+    bag: Bag
+
+
 class MachineReady(NamedTuple):
-    """Machine asks for work (the pull request). ``cpu_share`` is its current a_j, if known."""
+    """Machine asks for work (the pull request). ``cpu_share`` is its current a_j, if known.
+
+    ``slots`` is how many free slots it asks to fill (None: every slot it has free).
+    """
 
     machine: int
     cpu_share: float | None = None
+    slots: int | None = None
 
 
 class ReplicaDone(NamedTuple):
@@ -38,6 +48,12 @@ class ReplicaFailed(NamedTuple):
 
     replica: int
     reason: str = "failed"
+
+
+class ReplicaComputing(NamedTuple):
+    """A replica finished staging (checkpoint, program or data transfer) and started computing."""
+
+    replica: int
 
 
 class ReplicaCheckpoint(NamedTuple):
@@ -61,6 +77,8 @@ class MachineUp(NamedTuple):
 
 
 class CpuShareChanged(NamedTuple):
+    """The machine's a_j changed: its replicas' completions move; 0 suspends them."""
+
     machine: int
     cpu_share: float
 
@@ -71,9 +89,11 @@ class TimerFired(NamedTuple):
 
 Event = (
     JobArrived
+    | BagArrived
     | MachineReady
     | ReplicaDone
     | ReplicaFailed
+    | ReplicaComputing
     | ReplicaCheckpoint
     | MachineDown
     | MachineUp

@@ -11,12 +11,13 @@ from mgst.core.decisions import (
     Cancel,
     CancelTimer,
     Hold,
-    JobCompleted,
-    JobRequeued,
     Output,
     SetTimer,
+    SuspectDown,
+    TimeOut,
 )
 from mgst.core.events import (
+    BagArrived,
     CpuShareChanged,
     Event,
     JobArrived,
@@ -24,12 +25,23 @@ from mgst.core.events import (
     MachineReady,
     MachineUp,
     ReplicaCheckpoint,
+    ReplicaComputing,
     ReplicaDone,
     ReplicaFailed,
     TimerFired,
 )
-from mgst.core.state import JobQueue, JobRecord, JobStatus, MachineRecord, MachineState, ReplicaRecord
-from mgst.model import Job, JobClass, Machine
+from mgst.core.lifecycle import Lifecycle, PolicyError
+from mgst.core.state import (
+    BagRecord,
+    JobQueue,
+    JobRecord,
+    JobStatus,
+    MachineRecord,
+    MachineState,
+    Outcome,
+    ReplicaRecord,
+)
+from mgst.model import Bag, Job, JobClass, Machine, StagingModel
 
 if TYPE_CHECKING:
     from mgst.policies.base import Policy
@@ -40,12 +52,10 @@ log = logging.getLogger(__name__)
 # in drivers that convert wall time).
 TIMER_SLACK = 1e-9
 
-
-class PolicyError(RuntimeError):
-    """A policy asked for something impossible (a bug in the policy, not in the input)."""
+__all__ = ["PolicyError", "Scheduler", "TIMER_SLACK"]
 
 
-class Scheduler:
+class Scheduler(Lifecycle):
     """The scheduling core.
 
     Drivers call :meth:`start` once, then :meth:`handle` for every event (or the
@@ -53,23 +63,32 @@ class Scheduler:
     time with the current model time, and carry out the decisions returned. The
     policy sees this object as its read-only view: the attributes and methods
     under "view" below; it changes nothing itself and acts only by returning
-    decisions.
+    decisions. The transitions themselves live in :class:`Lifecycle`.
     """
 
-    def __init__(self, classes: Sequence[JobClass], machines: Sequence[Machine], policy: Policy):
+    def __init__(
+        self, classes: Sequence[JobClass], machines: Sequence[Machine], policy: Policy,
+        staging: StagingModel | None = None,
+    ):
         n = len(classes)
         for m in machines:
             if len(m.rates) != n:
                 raise ValueError(f"machine {m.name!r} has {len(m.rates)} rates for {n} classes")
+            if m.slots < 1:
+                raise ValueError(f"machine {m.name!r} has {m.slots} slots; it needs at least 1")
         # --- view: read-only for policies ---
         self.now = 0.0
         self.classes: tuple[JobClass, ...] = tuple(classes)
         self.machines: tuple[MachineRecord, ...] = tuple(
-            MachineRecord(j, m.name, tuple(m.rates), m.availability) for j, m in enumerate(machines)
+            MachineRecord(j, m.name, tuple(m.rates), m.availability, m.slots, dict(m.attributes))
+            for j, m in enumerate(machines)
         )
         self.jobs: dict[int, JobRecord] = {}  # every job ever seen, by id
         self.queues: dict[Hashable, JobQueue] = {}  # waiting jobs, by the policy's queue key
         self.running: dict[int, JobRecord] = {}  # jobs with at least one live replica, by id
+        self.bags: dict[int, BagRecord] = {}  # bags not yet complete, in arrival order
+        self.all_bags: dict[int, BagRecord] = {}  # every bag ever seen, by id
+        self.last_bag: BagRecord | None = None  # the bag of the latest BagArrived
         self.queued_count = 0
         self.capacity_version = 0  # bumped whenever a machine goes up or down or its a_j changes
         self.timers: dict[Hashable, float] = {}
@@ -78,27 +97,35 @@ class Scheduler:
         self.policy = policy
         self._ready: dict[int, None] = {}  # machines asking for work, in request order
         self._replicas: dict[int, ReplicaRecord] = {}  # live replicas
-        # Replicas given up on (lost, or cancelled while their job went on) whose result we
-        # would still take; one entry per failure or policy cancel, so it stays small.
+        # Replicas given up on (lost, timed out, or cancelled while their job went on) whose
+        # result we would still take; one entry per failure or policy cancel, so it stays small.
         self._lost: dict[int, ReplicaRecord] = {}
         self._next_replica = 1
         self._out: list[Output] = []
         self._dispatched_version = -1
         self._requeued = False  # a job went back to a queue during this event
+        self._stage_start = staging is not None and staging.start is not None
+        self._stage_resume = staging is not None and staging.resume is not None
+        self._resume = policy.resume_from_checkpoint
+        self._bag_keys: bool | None = None  # do jobs wait by bag (True) or by class (False)?
         from mgst.policies.base import Policy as _Base  # noqa: PLC0415 (the base imports this module)
 
         kind = type(policy)
-        # None: the default, every job waits in its class's queue.
+        # None: the default, every job waits in its class's queue (a task: in its bag's).
         self._queue_key = policy.queue_key if kind.queue_key is not _Base.queue_key else None
         # Make an event object for on_event only if the policy looks at it.
         self._policy_on_event = kind.on_event is not _Base.on_event
+        # Ended replicas wait here for on_replica_end, if the policy looks at them.
+        self._ended: list[ReplicaRecord] | None = [] if kind.on_replica_end is not _Base.on_replica_end else None
         # None: the core matches, asking policy.choose().
         self._dispatch = policy.dispatch if kind.dispatch is not _Base.dispatch else None
         self._handlers: dict[type, Callable[[float, Any], list[Output]]] = {
             JobArrived: lambda now, e: self.job_arrived(now, e.job),
-            MachineReady: lambda now, e: self.machine_ready(now, e.machine, e.cpu_share),
+            BagArrived: lambda now, e: self.bag_arrived(now, e.bag),
+            MachineReady: lambda now, e: self.machine_ready(now, e.machine, e.cpu_share, e.slots),
             ReplicaDone: lambda now, e: self.replica_done(now, e.replica, e.ready),
             ReplicaFailed: lambda now, e: self.replica_failed(now, e.replica, e.reason),
+            ReplicaComputing: lambda now, e: self.replica_computing(now, e.replica),
             ReplicaCheckpoint: lambda now, e: self.replica_checkpoint(now, e.replica, e.progress),
             MachineDown: lambda now, e: self.machine_down(now, e.machine),
             MachineUp: lambda now, e: self.machine_up(now, e.machine, e.cpu_share),
@@ -115,6 +142,7 @@ class Scheduler:
 
     @property
     def ready_count(self) -> int:
+        """Machines asking for work (each for ``asking`` slots)."""
         return len(self._ready)
 
     def is_ready(self, machine: int) -> bool:
@@ -127,10 +155,13 @@ class Scheduler:
         """A live replica by id."""
         return self._replicas.get(replica_id)
 
+    def live_replicas(self) -> Iterable[ReplicaRecord]:
+        return self._replicas.values()
+
     def accepts_result(self, replica_id: int) -> bool:
         """Whether a result for this replica would count: it is live, or it was given up on
-        (lost, cancelled) while its job still waits for a result. A driver checks this before
-        it records anything of a reported result, so a replayed report changes nothing."""
+        (lost, cancelled, timed out) while its job still waits for a result. A driver checks this
+        before it records anything of a reported result, so a replayed report changes nothing."""
         if replica_id in self._replicas:
             return True
         r = self._lost.get(replica_id)
@@ -164,15 +195,37 @@ class Scheduler:
         self._out = []
         return self._after(JobArrived, (job,), new_job=self._enqueue(job))
 
-    def machine_ready(self, now: float, machine: int, cpu_share: float | None = None) -> list[Output]:
+    def bag_arrived(self, now: float, bag: Bag) -> list[Output]:
+        """Every task of the bag enters its queue; then matching runs once, over all of them."""
+        self.now = now
+        self._out = []
+        if bag.id in self.all_bags:
+            self._stale(f"bag {bag.id} arrived twice")
+            return self._after(BagArrived, (bag,), quiet=True)
+        for task in bag.tasks:
+            if task.bag != bag.id:
+                raise ValueError(f"task {task.id} of bag {bag.id} says it belongs to bag {task.bag}")
+        rec = self._bag_record(bag.id, bag.submitted, dict(bag.attributes))
+        for task in bag.tasks:
+            self._enqueue(task)
+        if not rec.size:
+            self._bag_done(rec)
+        self._requeued = True  # many jobs entered queues: every ready machine may take one
+        return self._after(BagArrived, (bag,))
+
+    def machine_ready(
+        self, now: float, machine: int, cpu_share: float | None = None, slots: int | None = None
+    ) -> list[Output]:
         self.now = now
         self._out = []
         m = self.machines[machine]
-        if not self._bring_up(m, cpu_share) and m.state is MachineState.BUSY:
+        if not self._bring_up(m, cpu_share) and m.replicas and m.slots == 1 and (slots is None or slots > 0):
             # It asks for work while we think it runs a replica: that replica is gone.
             self._lose(m.replica, "machine asked for work while running it")  # type: ignore[arg-type]
-        self._make_ready(m)
-        return self._after(MachineReady, (machine, cpu_share), asking=m)
+        elif slots is not None and slots > m.slots - len(m.replicas):
+            self._stale(f"machine {m.name} asks for {slots} slots; {m.slots - len(m.replicas)} are free")
+        self._make_ready(m, slots)
+        return self._after(MachineReady, (machine, cpu_share, slots), asking=m)
 
     def replica_done(self, now: float, replica: int, ready: bool = False) -> list[Output]:
         self.now = now
@@ -183,25 +236,42 @@ class Scheduler:
             if r is None or r.job.status is JobStatus.DONE:
                 self._stale(f"replica {replica} done but not running")
                 return self._after(ReplicaDone, (replica, ready))
-        live = r.live
         self._complete(r)
-        if ready and live:
+        if ready:
             m = self.machines[r.machine]
-            self._make_ready(m)
-            return self._after(ReplicaDone, (replica, ready), asking=m)
+            state = m.state
+            if state is MachineState.FREE and m.slots == 1:  # the common case, inlined
+                m.asking = 1
+                m.state = MachineState.READY
+                self._ready[m.index] = None
+                return self._after(ReplicaDone, (replica, ready), asking=m)
+            if state is not MachineState.DOWN:
+                self._make_ready(m, m.asking + 1)
+                return self._after(ReplicaDone, (replica, ready), asking=m)
         return self._after(ReplicaDone, (replica, ready))
 
     def replica_failed(self, now: float, replica: int, reason: str = "failed") -> list[Output]:
+        """The replica ended without result; reason "timeout" counts it as timed out (T/O)."""
         self.now = now
         self._out = []
         r = self._replicas.get(replica)
         if r is None:
             self._stale(f"replica {replica} failed but not running")
+        elif reason == "timeout":
+            self._time_out(r, notice=False)
         else:
-            if reason == "timeout":
-                r.job.timeouts += 1
-            self._lose(r, reason)
+            self._lose(r, reason, Outcome.FAILED)
         return self._after(ReplicaFailed, (replica, reason))
+
+    def replica_computing(self, now: float, replica: int) -> list[Output]:
+        self.now = now
+        self._out = []
+        r = self._replicas.get(replica)
+        if r is None:
+            self._stale(f"replica {replica} computing but not running")
+        else:
+            self._computing(r)
+        return self._after(ReplicaComputing, (replica,), quiet=True)
 
     def replica_checkpoint(self, now: float, replica: int, progress: float) -> list[Output]:
         self.now = now
@@ -215,6 +285,7 @@ class Scheduler:
             r.checkpoint = progress
             if progress > r.job.best_progress:
                 r.job.best_progress = progress
+                r.best = True
         return self._after(ReplicaCheckpoint, (replica, progress), quiet=True)
 
     def machine_down(self, now: float, machine: int) -> list[Output]:
@@ -224,15 +295,7 @@ class Scheduler:
         if m.state is MachineState.DOWN:
             self._stale(f"machine {m.name} down twice")
         else:
-            if m.replica is not None:
-                self._lose(m.replica, "machine down")
-            self._ready.pop(m.index, None)
-            m.state = MachineState.DOWN
-            m.stats.failures += 1
-            if m.up_since is not None:
-                m.stats.up_time += now - m.up_since
-                m.up_since = None
-            self.capacity_version += 1
+            self._take_down(m)
         return self._after(MachineDown, (machine,))
 
     def machine_up(self, now: float, machine: int, cpu_share: float | None = None) -> list[Output]:
@@ -242,6 +305,7 @@ class Scheduler:
         return self._after(MachineUp, (machine, cpu_share))
 
     def cpu_share_changed(self, now: float, machine: int, cpu_share: float) -> list[Output]:
+        """a_j changed: every computing replica on the machine moves its completion (see eta)."""
         self.now = now
         self._out = []
         self._set_share(self.machines[machine], cpu_share)
@@ -275,9 +339,15 @@ class Scheduler:
         ``new_job`` or ``asking`` tell the policy's dispatch that the event's only
         effect on matching was that one job entered a queue or that one machine
         started asking, so that it may look at just that. ``quiet`` events
-        (checkpoints) change nothing a dispatch could use.
+        (checkpoints, staging over) change nothing a dispatch could use.
         """
         policy = self.policy
+        ended = self._ended
+        while ended:
+            self._ended = []
+            for r in ended:
+                self._apply_all(policy.on_replica_end(self, r))
+            ended = self._ended
         if self._policy_on_event:
             self._apply_all(policy.on_event(self, kind(*args)))
         if self.capacity_version != self._dispatched_version:
@@ -304,15 +374,16 @@ class Scheduler:
     def _match(self, new_job: JobRecord | None, asking: MachineRecord | None) -> None:
         """The default matching, for policies that implement only ``choose``.
 
-        Ready machines are offered work in request order; one that gets nothing
-        goes to the back of the ready queue (the rotating server queue of MGST
-        section 4.3.1). For an ``incremental`` policy that does not replicate, an
-        asking machine alone is offered work, and a new job is offered to ready
-        machines from the head until one takes something; otherwise (and after
-        any requeue or capacity change) every ready machine is offered work
-        once. That is exact when choose() looks only at the machine and the
-        queues: a machine that got nothing can then get something only when a
-        job arrives, and taking jobs away never makes another machine eligible.
+        Ready machines are offered work in request order, one free slot at a
+        time; one that gets nothing goes to the back of the ready queue (the
+        rotating server queue of MGST section 4.3.1). For an ``incremental``
+        policy that does not replicate, an asking machine alone is offered work,
+        and a new job is offered to ready machines from the head until one takes
+        something; otherwise (and after any requeue, bag arrival or capacity
+        change) every ready machine is offered work. That is exact when choose()
+        looks only at the machine and the queues: a machine that got nothing can
+        then get something only when a job arrives, and taking jobs away never
+        makes another machine eligible.
         """
         ready = self._ready
         policy = self.policy
@@ -320,12 +391,16 @@ class Scheduler:
         if not ready or (not self.queued_count and not replicating):
             return
         choose = policy.choose
+        start = self._start
         # A replicating choose() changes its answer when a job starts running: not incremental.
         if policy.incremental and not replicating:
             if asking is not None:
                 rec = choose(self, asking)
-                if rec is not None:
-                    self._start(rec, asking)
+                while rec is not None:
+                    start(rec, asking)
+                    if not asking.asking:
+                        return
+                    rec = choose(self, asking)  # another free slot
                 return
             if new_job is not None:
                 machines = self.machines
@@ -333,7 +408,7 @@ class Scheduler:
                     m = machines[j]
                     rec = choose(self, m)
                     if rec is not None:
-                        self._start(rec, m)
+                        start(rec, m)
                         return
                     del ready[j]  # passed over: to the back
                     ready[j] = None
@@ -341,16 +416,43 @@ class Scheduler:
         machines = self.machines
         for j in list(ready):
             m = machines[j]
-            rec = choose(self, m)
-            if rec is None:
-                del ready[j]
-                ready[j] = None
-            else:
-                self._start(rec, m)
+            while True:
+                rec = choose(self, m)
+                if rec is None:
+                    del ready[j]
+                    ready[j] = None
+                    break
+                start(rec, m)
                 if not self.queued_count and not replicating:
                     return
+                if not m.asking:
+                    break
 
     # ------------------------------------------------------------------ bookkeeping
+
+    def _bag_record(self, bag_id: int, submitted: float, attributes: dict[str, Any]) -> BagRecord:
+        key = bag_id
+        rec = BagRecord(bag_id, submitted, key, attributes)
+        self.bags[bag_id] = rec
+        self.all_bags[bag_id] = rec
+        self.last_bag = rec
+        if self._queue_key is None:
+            self.queues[key] = rec.queue
+        return rec
+
+    def _key_of(self, job: Job, bag: BagRecord | None) -> Hashable:
+        if self._queue_key is not None:
+            return self._queue_key(job)
+        by_bag = bag is not None
+        if self._bag_keys is None:
+            self._bag_keys = by_bag
+        elif self._bag_keys != by_bag:
+            raise ValueError(
+                f"job {job.id} {'belongs to a bag' if by_bag else 'has no bag'} while earlier jobs "
+                f"{'did not' if by_bag else 'did'}: a run mixing bags and single jobs needs a policy "
+                "with its own queue_key"
+            )
+        return job.job_class if bag is None else bag.key
 
     def _enqueue(self, job: Job) -> JobRecord | None:
         if job.id in self.jobs:
@@ -358,27 +460,29 @@ class Scheduler:
             return None
         if not 0 <= job.job_class < len(self.classes):
             raise ValueError(f"job {job.id} has class {job.job_class}; there are {len(self.classes)}")
-        key = job.job_class if self._queue_key is None else self._queue_key(job)
-        rec = JobRecord(job, key, self.now)
+        bag = None
+        if job.bag is None and self._bag_keys is False and self._queue_key is None:  # classes: the fast path
+            key: Hashable = job.job_class
+        else:
+            if job.bag is not None:
+                bag = self.all_bags.get(job.bag)
+                if bag is None:  # a task arriving on its own starts its bag
+                    bag = self._bag_record(job.bag, job.submitted, {})
+                elif bag.completed is not None:
+                    raise ValueError(f"task {job.id} arrived for bag {job.bag}, which is complete")
+            key = self._key_of(job, bag)
+        rec = JobRecord(job, key, self.now, bag)
         self.jobs[job.id] = rec
         q = self.queues.get(key)
         if q is None:
             q = self.queues[key] = JobQueue(key)
         q.append(rec)
         self.queued_count += 1
+        if bag is not None:
+            bag.size += 1
+            bag.queued += 1
+            bag.tasks.append(rec)
         return rec
-
-    def _make_ready(self, m: MachineRecord) -> None:
-        if m.state is not MachineState.READY:
-            m.state = MachineState.READY
-            self._ready[m.index] = None
-
-    def _set_share(self, m: MachineRecord, share: float | None) -> None:
-        if share is not None and share != m.cpu_share:
-            if not 0.0 <= share <= 1.0:
-                raise ValueError(f"CPU share {share} of machine {m.name} outside [0, 1]")
-            m.cpu_share = share
-            self.capacity_version += 1
 
     # ------------------------------------------------------------------ decisions
 
@@ -410,6 +514,18 @@ class Scheduler:
         elif t is CancelTimer:
             if self.timers.pop(d.key, None) is not None:  # type: ignore[attr-defined]
                 self._out.append(d)  # type: ignore[arg-type]
+        elif t is TimeOut:
+            r = self._replicas.get(d.replica)  # type: ignore[attr-defined]
+            if r is None:
+                raise PolicyError(f"time-out of replica {d.replica}, which is not running")  # type: ignore[attr-defined]
+            self._time_out(r)
+        elif t is SuspectDown:
+            j = d.machine  # type: ignore[attr-defined]
+            if not 0 <= j < len(self.machines):
+                raise PolicyError(f"suspicion of unknown machine {j}")
+            m = self.machines[j]
+            if m.state is not MachineState.DOWN:
+                self._take_down(m, suspected=True)
         else:
             raise PolicyError(f"a policy cannot decide {d!r}")
 
@@ -417,120 +533,9 @@ class Scheduler:
         rec = self.jobs.get(d.job.id)
         if rec is None:
             raise PolicyError(f"assign of unknown job {d.job.id}")
+        if not 0 <= d.machine < len(self.machines):
+            raise PolicyError(f"assign to unknown machine {d.machine}")
         self._start(rec, self.machines[d.machine])
-
-    def _start(self, rec: JobRecord, m: MachineRecord) -> None:
-        """Start a replica of ``rec`` on ready machine ``m``."""
-        j = m.index
-        if j not in self._ready:
-            raise PolicyError(f"assign to machine {m.name}, which is not asking for work")
-        if m.rates[rec.job.job_class] <= 0.0:
-            raise PolicyError(f"assign of a class-{rec.job.job_class + 1} job to {m.name}, which cannot run it")
-        now = self.now
-        status = rec.status
-        if status is JobStatus.QUEUED:
-            self.queues[rec.queue_key].remove(rec)
-            self.queued_count -= 1
-            rec.status = JobStatus.RUNNING
-            rec.idle_time += now - rec.queued_since
-            self.running[rec.job.id] = rec
-        elif status is JobStatus.RUNNING:
-            if len(rec.replicas) >= self.policy.max_replicas:
-                raise PolicyError(
-                    f"job {rec.job.id} has {len(rec.replicas)} replicas; the limit is {self.policy.max_replicas}"
-                )
-        else:
-            raise PolicyError(f"assign of job {rec.job.id}, which is done")
-        del self._ready[j]
-        rid = self._next_replica
-        self._next_replica = rid + 1
-        rec.attempts += 1
-        progress = rec.best_progress if self.policy.resume_from_checkpoint else 0.0
-        r = ReplicaRecord(rid, rec, j, rec.attempts, now, progress)
-        rec.replicas[rid] = r
-        self._replicas[rid] = r
-        if rec.first_sent is None:
-            rec.first_sent = now
-        m.state = MachineState.BUSY
-        m.replica = r
-        self._out.append(Assign(rec.job, j, rid, progress))
-
-    def _bring_up(self, m: MachineRecord, share: float | None) -> bool:
-        """Note the machine's CPU share; bring it up if it was down (then True)."""
-        self._set_share(m, share)
-        if m.state is MachineState.DOWN:
-            self._machine_up(m)
-            return True
-        return False
-
-    def _machine_up(self, m: MachineRecord) -> None:
-        m.state = MachineState.FREE
-        m.up_since = self.now
-        self.capacity_version += 1
-
-    def _release(self, r: ReplicaRecord) -> MachineRecord:
-        """Detach a live replica from its job and machine; the machine becomes FREE."""
-        r.live = False
-        del r.job.replicas[r.id]
-        del self._replicas[r.id]
-        m = self.machines[r.machine]
-        m.replica = None
-        m.state = MachineState.FREE
-        m.stats.busy_time += self.now - r.sent
-        return m
-
-    def _complete(self, r: ReplicaRecord) -> None:
-        job = r.job
-        now = self.now
-        if r.live:
-            st = self._release(r).stats
-        else:  # a replica we had given up on delivered after all: take its result
-            st = self.machines[r.machine].stats
-            if job.status is JobStatus.QUEUED:
-                self.queues[job.queue_key].remove(job)
-                self.queued_count -= 1
-        c = job.job.job_class
-        st.completed_by_class[c] += 1
-        st.service_by_class[c] += now - r.sent
-        st.completed += 1
-        job.status = JobStatus.DONE
-        job.completed = now
-        job.done_by = r.id
-        job.done_on = r.machine
-        job.done_sent = r.sent
-        self.running.pop(job.job.id, None)
-        if job.replicas:
-            for sibling in list(job.replicas.values()):
-                self._cancel(sibling)
-        self._out.append(JobCompleted(job.job, r.id, r.machine))
-
-    def _cancel(self, r: ReplicaRecord) -> None:
-        job = r.job
-        m = self._release(r)
-        m.stats.cancelled += 1
-        self._out.append(Cancel(r.id, m.index, job.job.id))
-        if job.status is JobStatus.RUNNING:
-            self._lost[r.id] = r
-            if not job.replicas:
-                self._requeue(job, r, "cancelled")
-
-    def _lose(self, r: ReplicaRecord | None, reason: str) -> None:
-        assert r is not None
-        m = self._release(r)
-        m.stats.lost += 1
-        self._lost[r.id] = r
-        if not r.job.replicas:
-            self._requeue(r.job, r, reason)
-
-    def _requeue(self, job: JobRecord, r: ReplicaRecord, reason: str) -> None:
-        self._requeued = True
-        job.status = JobStatus.QUEUED
-        job.requeues += 1
-        job.queued_since = self.now
-        self.running.pop(job.job.id, None)
-        self.queues[job.queue_key].requeue(job)
-        self.queued_count += 1
-        self._out.append(JobRequeued(job.job, r.id, r.machine, reason))
 
     def _stale(self, what: str) -> None:
         self.stale_events += 1
@@ -557,13 +562,27 @@ class Scheduler:
             if rec.status is JobStatus.DONE:
                 assert not rec.replicas and rec.completed is not None
             assert len(rec.replicas) <= max(1, self.policy.max_replicas)
-        seen_machines: set[int] = set()
+            assert sum(1 for r in rec.history if r.outcome is Outcome.DONE) == (rec.status is JobStatus.DONE)
         for r in self._replicas.values():
             assert r.live and r.job.replicas.get(r.id) is r
-            assert r.machine not in seen_machines, f"machine {r.machine} runs two replicas"
-            seen_machines.add(r.machine)
-            assert self.machines[r.machine].replica is r
+            assert self.machines[r.machine].replicas.get(r.id) is r
         for m in self.machines:
-            busy = m.state is MachineState.BUSY
-            assert busy == (m.replica is not None), m
-            assert (m.state is MachineState.READY) == (m.index in self._ready), m
+            assert len(m.replicas) <= m.slots, f"{m} runs {len(m.replicas)} replicas in {m.slots} slots"
+            assert 0 <= m.asking <= m.slots - len(m.replicas), (m, m.asking)
+            assert (m.state is MachineState.READY) == (m.index in self._ready) == (m.asking > 0), m
+            if m.state is MachineState.BUSY:
+                assert m.replicas, m
+            if m.state is MachineState.FREE or m.state is MachineState.DOWN:
+                assert not m.replicas, m
+        for bag in self.all_bags.values():
+            by_status = {s: 0 for s in JobStatus}
+            for rec in bag.tasks:
+                by_status[rec.status] += 1
+            assert bag.queued == by_status[JobStatus.QUEUED], bag
+            assert len(bag.running) == by_status[JobStatus.RUNNING], bag
+            assert bag.done == by_status[JobStatus.DONE], bag
+            assert bag.size == len(bag.tasks)
+            done = bag.done == bag.size
+            assert done == (bag.completed is not None) == (bag.id not in self.bags), bag
+            if done and bag.tasks:
+                assert bag.completed == max(rec.completed for rec in bag.tasks)  # type: ignore[type-var]

@@ -7,10 +7,12 @@ as read-only: only the core changes them, so that every invariant is kept in one
 from __future__ import annotations
 
 import bisect
+import collections
 import enum
 import heapq
 import math
 from collections.abc import Hashable, Iterator
+from typing import Any
 
 from mgst.model import Job
 
@@ -23,17 +25,46 @@ class JobStatus(enum.Enum):
 
 class MachineState(enum.Enum):
     DOWN = "down"
-    FREE = "free"  # up, not running anything, not asking for work
-    READY = "ready"  # up and asking: its request is held in the ready queue
-    BUSY = "busy"
+    FREE = "free"  # up, running nothing, not asking for work
+    READY = "ready"  # up and asking for work for ``asking`` slots: held in the ready queue
+    BUSY = "busy"  # up, running replicas, not asking
+
+
+class Outcome(enum.Enum):
+    """How a replica ended."""
+
+    DONE = "done"  # it produced the job's result
+    CANCELLED = "cancelled"  # stopped by the core or the policy (a sibling won, ...)
+    LOST = "lost"  # its machine went down, or was suspected down
+    TIMED_OUT = "timed out"  # the policy gave up on it (it may still deliver, once)
+    FAILED = "failed"  # it ended without a result while its machine stayed up
+
+
+STAGING = "staging"  # fetching a checkpoint, a program or data: no work is done
+COMPUTING = "computing"
+
+# How many recent replica outcomes a machine remembers (GridBot-style host statistics).
+RECENT = 20
 
 
 class ReplicaRecord:
-    """One attempt at running a job on a machine."""
+    """One attempt at running a job on a machine, live or ended (ended records are kept).
 
-    __slots__ = ("id", "job", "machine", "attempt", "sent", "progress", "checkpoint", "live")
+    Execution is tracked as work left at a mark: ``left`` units of work remained at
+    model time ``mark`` and the replica does ``rate`` units per time unit since (0
+    while staging or at CPU share 0). A share change re-marks the replica, so
+    :meth:`eta` moves exactly.
+    """
 
-    def __init__(self, id: int, job: JobRecord, machine: int, attempt: int, sent: float, progress: float):
+    __slots__ = (
+        "id", "job", "machine", "attempt", "sent", "progress", "checkpoint", "live", "phase",
+        "left", "mark", "rate", "outcome", "ended", "best", "late",
+    )
+
+    def __init__(
+        self, id: int, job: JobRecord, machine: int, attempt: int, sent: float, progress: float,
+        rate: float = 0.0, staging: bool = False,
+    ):
         self.id = id
         self.job = job
         self.machine = machine
@@ -42,6 +73,90 @@ class ReplicaRecord:
         self.progress = progress  # fraction of work done when this replica started
         self.checkpoint = progress  # latest checkpointed fraction
         self.live = True
+        self.phase = STAGING if staging else COMPUTING
+        self.left = (1.0 - progress) * job.job.size  # work left at ``mark``
+        self.mark = sent
+        self.rate = 0.0 if staging else rate  # work per time unit now
+        self.outcome: Outcome | None = None
+        self.ended: float | None = None
+        self.best = False  # it raised its job's best checkpoint at least once
+        self.late = False  # its result came after the core had given up on it
+
+    def remaining(self, now: float) -> float:
+        """Work left at ``now`` (the job's size is in work units at unit rate); frozen once ended."""
+        if self.ended is not None and now > self.ended:
+            now = self.ended
+        left = self.left - self.rate * (now - self.mark)
+        return left if left > 0.0 else 0.0
+
+    def progress_at(self, now: float) -> float:
+        """Fraction of the job's work done at ``now``."""
+        size = self.job.job.size
+        return 1.0 - self.remaining(now) / size if size > 0.0 else 1.0
+
+    def eta(self, now: float) -> float:
+        """When it completes if nothing changes (inf while staging or suspended)."""
+        rate = self.rate
+        if rate <= 0.0 or not self.live:
+            return math.inf
+        return self.mark + self.left / rate
+
+    def set_rate(self, now: float, rate: float) -> None:
+        self.left = self.remaining(now)
+        self.mark = now
+        self.rate = rate
+
+    @property
+    def suspended(self) -> bool:
+        return self.live and self.phase == COMPUTING and self.rate <= 0.0
+
+    @property
+    def machine_time(self) -> float:
+        """Model time it held its slot (sent to end), for an ended replica."""
+        return (self.ended if self.ended is not None else self.sent) - self.sent
+
+    @property
+    def wasted(self) -> bool:
+        """Ended without the job's result and without ever raising its best checkpoint (seed 000)."""
+        return self.outcome is not None and self.outcome is not Outcome.DONE and not self.best
+
+    def __repr__(self) -> str:
+        state = self.phase if self.live else (self.outcome.value if self.outcome else "ended")
+        return f"ReplicaRecord({self.id}, job={self.job.job.id}, machine={self.machine}, {state})"
+
+
+class BagRecord:
+    """A Bag of Tasks in the core: its queue of waiting tasks, its running tasks, its counters."""
+
+    __slots__ = (
+        "id", "submitted", "size", "attributes", "key", "queue", "running", "queued", "done",
+        "first_dispatch", "completed", "tasks",
+    )
+
+    def __init__(self, id: int, submitted: float, key: Hashable, attributes: dict[str, Any]):
+        self.id = id
+        self.submitted = submitted
+        self.size = 0  # tasks
+        self.attributes = attributes
+        self.key = key  # its queue's key
+        self.queue = JobQueue(key)  # tasks with no live replica, oldest first
+        self.running: dict[int, JobRecord] = {}  # tasks with a live replica, by job id
+        self.queued = 0
+        self.done = 0
+        self.first_dispatch: float | None = None
+        self.completed: float | None = None
+        self.tasks: list[JobRecord] = []
+
+    @property
+    def running_count(self) -> int:
+        return len(self.running)
+
+    @property
+    def is_complete(self) -> bool:
+        return self.completed is not None
+
+    def __repr__(self) -> str:
+        return f"BagRecord({self.id}, {self.queued} queued, {len(self.running)} running, {self.done}/{self.size} done)"
 
 
 class JobRecord:
@@ -50,14 +165,15 @@ class JobRecord:
     __slots__ = (
         "job", "queue_key", "status", "replicas", "attempts", "requeues", "best_progress",
         "first_sent", "completed", "done_by", "done_on", "done_sent", "queued_since", "idle_time",
-        "timeouts",
+        "timeouts", "history", "bag",
     )
 
-    def __init__(self, job: Job, queue_key: Hashable, now: float):
+    def __init__(self, job: Job, queue_key: Hashable, now: float, bag: BagRecord | None = None):
         self.job = job
         self.queue_key = queue_key
         self.status = JobStatus.QUEUED
         self.replicas: dict[int, ReplicaRecord] = {}  # live replicas by id
+        self.history: list[ReplicaRecord] = []  # every replica ever started, in order
         self.attempts = 0  # replicas started so far
         self.requeues = 0  # times the job went back to its queue after losing every replica
         self.best_progress = 0.0  # best checkpoint of any replica: where a new one resumes
@@ -66,9 +182,10 @@ class JobRecord:
         self.done_by: int | None = None  # replica id that finished it
         self.done_on: int | None = None  # machine that finished it
         self.done_sent: float | None = None  # when the finishing replica was sent
-        self.queued_since = now
-        self.idle_time = 0.0  # accumulated time with no running replica (LongIdle)
+        self.queued_since = now  # when it last lost its last running replica (or arrived)
+        self.idle_time = 0.0  # accumulated time with no running replica, until queued_since (LongIdle)
         self.timeouts = 0  # replicas given up on after a time-out (the T/O column)
+        self.bag = bag
 
     @property
     def id(self) -> int:
@@ -86,6 +203,12 @@ class JobRecord:
     def live_replicas(self) -> int:
         return len(self.replicas)
 
+    def idle(self, now: float) -> float:
+        """Total time with no running replica, up to ``now``."""
+        if self.status is JobStatus.QUEUED:
+            return self.idle_time + (now - self.queued_since)
+        return self.idle_time
+
     def __repr__(self) -> str:
         return f"JobRecord({self.job.id}, class={self.job.job_class}, {self.status.name})"
 
@@ -94,38 +217,83 @@ class MachineStats:
     """Per-host statistics kept by the core, for policies and for results."""
 
     __slots__ = (
-        "completed", "lost", "cancelled", "busy_time", "up_time", "failures",
-        "completed_by_class", "service_by_class",
+        "completed", "lost", "cancelled", "timed_out", "failed", "busy_time", "up_time", "failures",
+        "completed_by_class", "service_by_class", "recent",
     )
 
     def __init__(self, n_classes: int):
         self.completed = 0  # replicas that completed their job
-        self.lost = 0  # replicas lost to a failure of this machine or of the replica
+        self.lost = 0  # replicas that ended without a result: machine down, failed or timed out
         self.cancelled = 0  # replicas cancelled (siblings of a finished replica, ...)
+        self.timed_out = 0  # of which: replicas the policy gave up on
+        self.failed = 0  # of which: replicas that failed while the machine stayed up
         self.busy_time = 0.0  # model time spent running replicas, whatever their fate
         self.up_time = 0.0  # model time up, counted at each down event and at close()
         self.failures = 0  # times the machine went down
         self.completed_by_class = [0] * n_classes
         self.service_by_class = [0.0] * n_classes  # sum of sent->done times of completed replicas
+        self.recent: collections.deque[bool] = collections.deque(maxlen=RECENT)  # True: a result
+
+    @property
+    def errors(self) -> int:
+        """Replicas that ended badly here: lost, timed out or failed (cancelled ones are not its fault)."""
+        return self.lost
+
+    @property
+    def error_rate(self) -> float:
+        """Errors over replicas that ended with a result or an error (0 before any)."""
+        n = self.completed + self.errors
+        return self.errors / n if n else 0.0
+
+    @property
+    def recent_successes(self) -> int:
+        """Results among the last RECENT replicas that ended with a result or an error."""
+        return sum(self.recent)
+
+    def mean_service(self, job_class: int) -> float | None:
+        """Mean sent-to-done time of this class's completed replicas here (None before any)."""
+        n = self.completed_by_class[job_class]
+        return self.service_by_class[job_class] / n if n else None
 
 
 class MachineRecord:
-    __slots__ = ("index", "name", "rates", "availability", "cpu_share", "state", "replica", "up_since", "stats")
+    __slots__ = (
+        "index", "name", "rates", "availability", "cpu_share", "state", "replicas", "slots", "asking",
+        "attributes", "suspected", "up_since", "stats",
+    )
 
-    def __init__(self, index: int, name: str, rates: tuple[float, ...], availability: float):
+    def __init__(
+        self, index: int, name: str, rates: tuple[float, ...], availability: float, slots: int = 1,
+        attributes: dict[str, Any] | None = None,
+    ):
         self.index = index
         self.name = name
         self.rates = rates  # nominal mu'_ij by class
         self.availability = availability  # nominal a_j from the experiment
         self.cpu_share = availability  # current a_j as last reported
         self.state = MachineState.DOWN
-        self.replica: ReplicaRecord | None = None
+        self.replicas: dict[int, ReplicaRecord] = {}  # live replicas by id
+        self.slots = slots
+        self.asking = 0  # slots for which it asks for work (0 unless READY)
+        self.attributes = attributes if attributes is not None else {}
+        self.suspected = False  # the policy declared it suspected down
         self.up_since: float | None = None
         self.stats = MachineStats(len(rates))
 
     @property
     def is_up(self) -> bool:
         return self.state is not MachineState.DOWN
+
+    @property
+    def free_slots(self) -> int:
+        return self.slots - len(self.replicas)
+
+    @property
+    def replica(self) -> ReplicaRecord | None:
+        """The replica it runs (the first, for a machine with several slots), or None."""
+        for r in self.replicas.values():
+            return r
+        return None
 
     def __repr__(self) -> str:
         return f"MachineRecord({self.index}, {self.name!r}, {self.state.name})"

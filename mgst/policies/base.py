@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 from mgst.core.decisions import Decision
 from mgst.core.events import Event
 from mgst.core.scheduler import Scheduler
-from mgst.core.state import JobRecord, MachineRecord
+from mgst.core.state import JobRecord, MachineRecord, ReplicaRecord
 from mgst.model import Job
 
 Decisions = Iterable[Decision]
@@ -89,7 +89,7 @@ class Policy:
     # --- hooks -------------------------------------------------------------
 
     def queue_key(self, job: Job) -> Hashable:
-        """Which queue a job waits in: its class by default; a bag for BoT policies."""
+        """Which queue a job waits in: its class by default, a task its bag's (keyed by the bag id)."""
         return job.job_class
 
     def start(self, view: Scheduler) -> Decisions:
@@ -98,6 +98,15 @@ class Policy:
 
     def on_event(self, view: Scheduler, event: Event) -> Decisions:
         """Called after the core has applied any ``event`` (leave it alone if unused: it costs)."""
+        return NOTHING
+
+    def on_replica_end(self, view: Scheduler, replica: ReplicaRecord) -> Decisions:
+        """A replica ended: ``replica.outcome`` says how (done, cancelled, lost, timed out, failed).
+
+        Called once per end, after the core has applied it and before matching; a
+        late result of a replica given up on comes again with outcome DONE and
+        ``replica.late`` set. Leave it alone if unused: it costs.
+        """
         return NOTHING
 
     def on_capacity_change(self, view: Scheduler) -> Decisions:
