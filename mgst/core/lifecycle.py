@@ -74,6 +74,7 @@ class Lifecycle:
     _lost: dict[int, ReplicaRecord]
     _out: list[Output]
     _ended: list[ReplicaRecord] | None
+    _started: list[ReplicaRecord] | None
     _requeued: bool
     _next_replica: int
     _stage_start: bool
@@ -128,6 +129,8 @@ class Lifecycle:
         if rec.first_sent is None:
             rec.first_sent = now
         self._out.append(Assign(rec.job, j, rid, progress, staging))
+        if self._started is not None:
+            self._started.append(r)
 
     def _computing(self, r: ReplicaRecord) -> None:
         if r.phase == STAGING:

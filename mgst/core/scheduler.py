@@ -117,6 +117,10 @@ class Scheduler(Lifecycle):
         self._policy_on_event = kind.on_event is not _Base.on_event
         # Ended replicas wait here for on_replica_end, if the policy looks at them.
         self._ended: list[ReplicaRecord] | None = [] if kind.on_replica_end is not _Base.on_replica_end else None
+        # Started replicas wait here for on_replica_start, if the policy looks at them.
+        self._started: list[ReplicaRecord] | None = (
+            [] if kind.on_replica_start is not _Base.on_replica_start else None
+        )
         # None: the core matches, asking policy.choose().
         self._dispatch = policy.dispatch if kind.dispatch is not _Base.dispatch else None
         self._handlers: dict[type, Callable[[float, Any], list[Output]]] = {
@@ -182,6 +186,12 @@ class Scheduler(Lifecycle):
             self._match(None, None)
         else:
             self._apply_all(self._dispatch(self, None, None))
+        started = self._started
+        while started:
+            self._started = []
+            for r in started:
+                self._apply_all(self.policy.on_replica_start(self, r))
+            started = self._started
         return out
 
     def handle(self, now: float, event: Event) -> list[Output]:
@@ -365,6 +375,12 @@ class Scheduler(Lifecycle):
             self._match(new_job, asking_hint)
         else:
             self._apply_all(self._dispatch(self, new_job, asking_hint))
+        started = self._started
+        while started:
+            self._started = []
+            for r in started:
+                self._apply_all(policy.on_replica_start(self, r))
+            started = self._started
         if asking is not None and asking.index in self._ready:
             self._out.append(Hold(asking.index))
         return self._out

@@ -100,6 +100,13 @@ class Policy:
         """Called after the core has applied any ``event`` (leave it alone if unused: it costs)."""
         return NOTHING
 
+    def on_replica_start(self, view: Scheduler, replica: ReplicaRecord) -> Decisions:
+        """A replica started (after matching): arm a per-replica timer here, for instance.
+
+        Leave it alone if unused: it costs.
+        """
+        return NOTHING
+
     def on_replica_end(self, view: Scheduler, replica: ReplicaRecord) -> Decisions:
         """A replica ended: ``replica.outcome`` says how (done, cancelled, lost, timed out, failed).
 
