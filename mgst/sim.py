@@ -4,23 +4,25 @@ from __future__ import annotations
 
 import heapq
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from mgst.availability.exponential import ExponentialUpDown
-from mgst.core.decisions import Assign, Cancel, SetTimer
+from mgst.availability import make_availability
+from mgst.core.decisions import Assign, Cancel, MachineSuspected, ReplicaTimedOut, SetTimer
 from mgst.core.scheduler import Scheduler
-from mgst.core.state import JobRecord, MachineStats
-from mgst.model import Experiment
+from mgst.core.state import BagRecord, JobRecord, MachineState, MachineStats
+from mgst.model import Bag, Experiment
 from mgst.policies import policy_class
+from mgst.staging import StagingSampler
 from mgst.streams import Purpose, python_random
-from mgst.workload.poisson import PoissonWorkload
+from mgst.workload import make_workload
 
 log = logging.getLogger(__name__)
 
 # Event kinds, in the order they are handled when they fall at the same instant:
 # completions before failures before arrivals, so a job done at the instant its
 # machine fails counts as done (either order is a measure-zero event).
-_DONE, _CHECKPOINT, _DOWN, _UP, _TIMER, _ARRIVAL = range(6)
+_DONE, _CHECKPOINT, _DOWN, _UP, _TIMER, _ARRIVAL, _COMPUTING, _SHARE = range(8)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,17 +42,24 @@ class ReplicationRun:
 
     replication: int
     end_time: float  # model time when the last counted job finished (or the drain limit)
-    jobs: list[JobRecord]  # every job, in id order, with its full record
+    jobs: list[JobRecord]  # every job, in id order, with its full record (replicas in .history)
     machines: list[MachineSummary]
     unfinished: int  # jobs still in the system when the drain limit cut the run
+    bags: list[BagRecord] = ()  # type: ignore[assignment]  # every bag, in arrival order
+    horizon: float = 0.0  # arrivals stopped here
 
 
 class Simulation:
     """One replication of an experiment: arrivals during [0, horizon), then a drain.
 
-    Machines start up and asking for work. Service of a replica of a class-i job
-    of size X on machine j takes (1 - progress) X / (mu'_ij a_j). Failures kill
-    the running replica; the core resubmits the job.
+    Machines start up, each asking for work for all its slots. A replica of a
+    job of size X on machine j does mu'_ij a_j units of work per time unit once
+    it computes (after staging, if the experiment's staging model says so); the
+    core tracks its work left, and the driver schedules its completion at the
+    core's ``eta``, again whenever a share change moves it. Failures kill the
+    machine's replicas; the core resubmits their jobs. A replica the policy gave
+    up on (time-out, suspected machine) keeps running here, as it would on a
+    real machine, and its result still counts once.
     """
 
     def __init__(
@@ -61,8 +70,11 @@ class Simulation:
         seed: int | None = None,
         horizon: float | None = None,
         drain_limit: float | None = None,
+        share_changes: Iterable[tuple[float, int, float]] = (),
     ):
         s = experiment.simulation
+        # (time, machine, a_j): CPU-share changes to impose, e.g. from a trace (0 suspends).
+        self.share_changes = tuple(share_changes)
         self.experiment = experiment
         self.replication = replication
         self.seed = s.seed if seed is None else seed
@@ -74,7 +86,7 @@ class Simulation:
         cls = policy_class(spec.name)
         rng = python_random(self.seed, replication, Purpose.POLICY)
         self.policy = cls(cls.Options.from_mapping(spec.options), rng)
-        self.core = Scheduler(experiment.classes, experiment.machines, self.policy)
+        self.core = Scheduler(experiment.classes, experiment.machines, self.policy, experiment.staging)
 
     def run(self) -> ReplicationRun:
         exp = self.experiment
@@ -87,101 +99,157 @@ class Simulation:
         push = heapq.heappush
         pop = heapq.heappop
         seq = 0
+        n_machines = len(exp.machines)
         share = [m.availability for m in exp.machines]
-        rates = exp.rates  # [class][machine]
-        live: dict[int, tuple[int, float, float, float]] = {}  # replica -> (machine, start, progress, speed)
+        # Replicas running on the (simulated) machines -> seq of their valid completion event.
+        live: dict[int, int] = {}
+        given_up: dict[int, int] = {}  # running replicas the core gave up on -> machine
+        up = [True] * n_machines  # the machine's real state (the core may only suspect it down)
         ck = self.checkpoint_interval
+        staging = StagingSampler(exp.staging, self.seed, self.replication) if exp.staging is not None else None
+        replica = core.replica
 
-        workload = PoissonWorkload(exp.arrival_rates, self.seed, self.replication)
-        first = workload.next_job()
-        arrivals_open = first.submitted < horizon
+        workload = make_workload(exp, self.seed, self.replication)
+        arrivals_open = workload.peek_time() < horizon
         if arrivals_open:
+            first = workload.next()
             push(heap, (first.submitted, _ARRIVAL, seq, first))
             seq += 1
-        updown: list[ExponentialUpDown] = []
-        if exp.failures is not None:
-            for j in range(len(exp.machines)):
-                ud = ExponentialUpDown(exp.failures, self.seed, self.replication, j)
-                updown.append(ud)
+        updown = [make_availability(exp, self.seed, self.replication, j) for j in range(n_machines)]
+        for j, ud in enumerate(updown):
+            if ud is not None:
                 push(heap, (ud.next_up(), _DOWN, seq, j))
                 seq += 1
 
+        for when, j, a in self.share_changes:
+            push(heap, (when, _SHARE, seq, (j, a)))
+            seq += 1
+
         pending: list = []  # outputs to carry out, in order
         pending.extend(core.start(0.0))
-        for j in range(len(exp.machines)):  # every machine starts up and asking for work
+        for j in range(n_machines):  # every machine starts up and asking for work
             pending.extend(core.machine_ready(0.0, j, share[j]))
 
         t = 0.0
         while True:
-            # Carry out decisions; a cancel frees a machine, which asks again at once.
+            # Carry out decisions; a cancel frees a slot, which asks again at once.
             i = 0
             while i < len(pending):
                 d = pending[i]
                 i += 1
                 td = type(d)
                 if td is Assign:
+                    rid = d.replica
+                    if d.staging:
+                        live[rid] = -1  # no completion until it computes
+                        push(heap, (t + staging.duration(d.progress > 0.0), _COMPUTING, seq, rid))  # type: ignore[union-attr]
+                        seq += 1
+                        continue
                     job = d.job
                     j = d.machine
-                    speed = rates[job.job_class][j] * share[j]
-                    remaining = (1.0 - d.progress) * job.size
-                    push(heap, (t + remaining / speed, _DONE, seq, d.replica))
+                    end = t + (1.0 - d.progress) * job.size / (exp.machines[j].rates[job.job_class] * share[j])
+                    live[rid] = seq
+                    push(heap, (end, _DONE, seq, rid))
                     seq += 1
-                    live[d.replica] = (j, t, d.progress, speed)
-                    if ck is not None and t + ck < t + remaining / speed:
-                        push(heap, (t + ck, _CHECKPOINT, seq, d.replica))
+                    if ck is not None and t + ck < end:
+                        push(heap, (t + ck, _CHECKPOINT, seq, rid))
                         seq += 1
                 elif td is Cancel:
                     live.pop(d.replica, None)
+                    given_up.pop(d.replica, None)
                     pending.extend(core.machine_ready(t, d.machine))
                 elif td is SetTimer:
                     push(heap, (d.at, _TIMER, seq, d.key))
                     seq += 1
+                elif td is ReplicaTimedOut:
+                    given_up[d.replica] = d.machine
+                elif td is MachineSuspected:
+                    j = d.machine
+                    for rid in live:
+                        r = core.given_up_replica(rid)
+                        if r is not None and r.machine == j:
+                            given_up[rid] = j  # lost in the core, still running here
             pending.clear()
 
             if not arrivals_open and not core.queued_count and not core.running:
                 break
             if not heap:
                 break
-            t, kind, _, arg = pop(heap)
+            t, kind, s, arg = pop(heap)
             if t >= stop_at:
                 t = stop_at
                 break
             if kind == _DONE:
-                entry = live.pop(arg, None)
-                if entry is None:
-                    continue  # cancelled or lost
-                pending.extend(done(t, arg, True))
+                if live.get(arg) != s:
+                    continue  # cancelled, lost, or its completion moved
+                del live[arg]
+                j = given_up.pop(arg, None)
+                if j is None:
+                    pending.extend(done(t, arg, True))
+                else:
+                    pending.extend(done(t, arg, False))  # a late result: counts once
+                    self._slot_free(t, j, live, given_up, up, pending)
             elif kind == _ARRIVAL:
-                pending.extend(arrived(t, arg))
-                nxt = workload.next_job()
-                if nxt.submitted < horizon:
+                if type(arg) is Bag:
+                    pending.extend(core.bag_arrived(t, arg))
+                else:
+                    pending.extend(arrived(t, arg))
+                if workload.peek_time() < horizon:
+                    nxt = workload.next()
                     push(heap, (nxt.submitted, _ARRIVAL, seq, nxt))
                     seq += 1
                 else:
                     arrivals_open = False
             elif kind == _DOWN:
+                up[arg] = False
+                for rid in [r for r, m in given_up.items() if m == arg]:
+                    del given_up[rid]
+                    live.pop(rid, None)
                 m = core.machines[arg]
-                if m.replica is not None:
-                    live.pop(m.replica.id, None)
-                pending.extend(core.machine_down(t, arg))
-                push(heap, (t + updown[arg].next_down(), _UP, seq, arg))
+                for rid in m.replicas:
+                    live.pop(rid, None)
+                if m.state is not MachineState.DOWN:
+                    pending.extend(core.machine_down(t, arg))
+                push(heap, (t + updown[arg].next_down(), _UP, seq, arg))  # type: ignore[union-attr]
                 seq += 1
             elif kind == _UP:
+                up[arg] = True
                 pending.extend(core.machine_ready(t, arg, share[arg]))  # implies up
-                push(heap, (t + updown[arg].next_up(), _DOWN, seq, arg))
+                push(heap, (t + updown[arg].next_up(), _DOWN, seq, arg))  # type: ignore[union-attr]
                 seq += 1
             elif kind == _TIMER:
                 pending.extend(core.timer_fired(t, arg))
             elif kind == _CHECKPOINT:
-                entry = live.get(arg)
-                if entry is None:
+                if arg not in live:
                     continue
-                _, start, progress, speed = entry
-                size = core.replica(arg).job.job.size  # type: ignore[union-attr]
-                progress_now = min(1.0, progress + (t - start) * speed / size)
-                pending.extend(core.replica_checkpoint(t, arg, progress_now))
+                r = replica(arg)
+                if r is not None:
+                    pending.extend(core.replica_checkpoint(t, arg, min(1.0, r.progress_at(t))))
                 push(heap, (t + ck, _CHECKPOINT, seq, arg))
                 seq += 1
+            elif kind == _COMPUTING:
+                if live.get(arg) != -1:
+                    continue
+                pending.extend(core.replica_computing(t, arg))
+                r = replica(arg)
+                if r is None:
+                    continue
+                live[arg] = seq
+                end = r.eta(t)
+                push(heap, (end, _DONE, seq, arg))
+                seq += 1
+                if ck is not None and t + ck < end:
+                    push(heap, (t + ck, _CHECKPOINT, seq, arg))
+                    seq += 1
+            elif kind == _SHARE:
+                j, a = arg
+                share[j] = a
+                pending.extend(core.cpu_share_changed(t, j, a))
+                for rid, r in core.machines[j].replicas.items():  # their completions moved
+                    if live.get(rid, -1) >= 0:
+                        live[rid] = seq
+                        push(heap, (r.eta(t), _DONE, seq, rid))
+                        seq += 1
 
         core.close(t)
         unfinished = core.queued_count + len(core.running)
@@ -197,7 +265,22 @@ class Simulation:
             jobs=jobs,
             machines=[_summary(m.name, m.stats) for m in core.machines],
             unfinished=unfinished,
+            bags=list(core.all_bags.values()),
+            horizon=horizon,
         )
+
+    def _slot_free(
+        self, t: float, j: int, live: dict[int, int], given_up: dict[int, int], up: list[bool], pending: list
+    ) -> None:
+        """A replica the core had given up on ended here: its slot asks again (its machine, if the
+        core suspected it down, once nothing of it runs any more)."""
+        if not up[j]:
+            return
+        if self.core.machines[j].state is MachineState.DOWN:  # suspected: back once nothing of it runs
+            if not any(mj == j for mj in given_up.values()):
+                pending.extend(self.core.machine_ready(t, j))
+        else:
+            pending.extend(self.core.machine_ready(t, j, None, self.core.machines[j].asking + 1))
 
 
 def _summary(name: str, st: MachineStats) -> MachineSummary:

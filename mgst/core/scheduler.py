@@ -171,6 +171,11 @@ class Scheduler(Lifecycle):
         r = self._lost.get(replica_id)
         return r is not None and r.job.status is not JobStatus.DONE
 
+    def given_up_replica(self, replica_id: int) -> ReplicaRecord | None:
+        """A replica the core gave up on (lost, timed out, cancelled) whose result would still count."""
+        r = self._lost.get(replica_id)
+        return r if r is not None and r.job.status is not JobStatus.DONE else None
+
     def up_machines(self) -> list[MachineRecord]:
         return [m for m in self.machines if m.state is not MachineState.DOWN]
 

@@ -1,0 +1,280 @@
+"""Bag-of-Tasks results: bags.csv rows, AVT, makespan, waiting time and RWT with intervals, and instability."""
+
+from __future__ import annotations
+
+import csv
+import math
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mgst.analysis.stats import batch_means_ci, mean_ci
+from mgst.core.state import BagRecord
+from mgst.model import Experiment
+
+BAG_COLUMNS = (
+    "Replication", "Bag", "Submitted", "First Dispatch", "Completed", "Turnaround", "Waiting", "Makespan",
+    "Tasks", "Replicas Started", "Replicas Wasted", "Wasted Time", "Replica Time", "Counted",
+)
+
+# The instability criterion (stated in docs/results-bot.md). Over the counted window [warmup,
+# horizon), B(t) is the number of bags in the system (arrived, not complete) seen by each arriving
+# bag. A stable system's B is stationary: its least-squares trend over the window is noise around
+# 0. A setting is *unbounded* when that trend adds more than max(GROWTH_MIN_BAGS, GROWTH_FACTOR x
+# the window's mean B) bags across the window (the backlog at least doubles in trend), or when a
+# counted bag is still unfinished when the drain limit cuts the run.
+GROWTH_MIN_BAGS = 5.0
+GROWTH_FACTOR = 1.0
+# Batch means for one replication's interval (bags in submission order).
+BATCHES = 10
+
+
+@dataclass(slots=True)
+class BagReplication:
+    """One replication's bags reduced to what a summary needs (small: it crosses processes)."""
+
+    replication: int
+    turnaround: list[float]  # per counted, completed bag, in submission order
+    waiting: list[float]
+    makespan: list[float]
+    wasted_time: float  # over the counted bags' replicas
+    replica_time: float
+    tasks: int
+    replicas: int
+    bags_counted: int
+    unfinished: int  # counted bags not complete at the end of the run
+    backlog_mean: float
+    backlog_growth: float
+    rows: list[tuple] = field(default_factory=list)
+
+    @property
+    def unbounded(self) -> bool:
+        return self.unfinished > 0 or self.backlog_growth > max(GROWTH_MIN_BAGS, GROWTH_FACTOR * self.backlog_mean)
+
+    @property
+    def rwt(self) -> float:
+        return self.wasted_time / self.replica_time if self.replica_time > 0 else math.nan
+
+
+def bag_row(bag: BagRecord, replication: int, counted: bool) -> tuple:
+    """One bags.csv row (model time)."""
+    started = wasted = 0
+    wasted_time = replica_time = 0.0
+    for rec in bag.tasks:
+        for r in rec.history:
+            started += 1
+            if r.ended is not None:
+                replica_time += r.machine_time
+                if r.wasted:
+                    wasted += 1
+                    wasted_time += r.machine_time
+    sub, first, done = bag.submitted, bag.first_dispatch, bag.completed
+
+    def f(x: float | None) -> str:
+        return "" if x is None else f"{x:.6f}"
+
+    return (
+        replication, bag.id, f(sub), f(first), f(done),
+        f(done - sub if done is not None else None), f(first - sub if first is not None else None),
+        f(done - first if done is not None and first is not None else None),
+        bag.size, started, wasted, f(wasted_time), f(replica_time), "Yes" if counted else "No",
+    )
+
+
+def backlog(bags: Sequence[BagRecord], warmup: float, horizon: float) -> tuple[float, float]:
+    """(mean, fitted growth across the window) of the bags in system seen by arrivals in [warmup, horizon)."""
+    ends = sorted(b.completed if b.completed is not None else math.inf for b in bags)
+    times: list[float] = []
+    counts: list[float] = []
+    done = 0
+    for i, b in enumerate(bags):  # arrival order
+        t = b.submitted
+        while done < len(ends) and ends[done] <= t:
+            done += 1
+        if warmup <= t < horizon:
+            times.append(t)
+            counts.append(float(i - done))  # arrived before it, not complete at its arrival
+    n = len(times)
+    if n < 3:
+        return (sum(counts) / n if n else 0.0), 0.0
+    mt = sum(times) / n
+    mc = sum(counts) / n
+    sxx = sum((t - mt) ** 2 for t in times)
+    if sxx <= 0:
+        return mc, 0.0
+    slope = sum((t - mt) * (c - mc) for t, c in zip(times, counts)) / sxx
+    return mc, slope * (horizon - warmup)
+
+
+def reduce_bags(run: Any, warmup: float, horizon: float, keep_rows: bool = False) -> BagReplication:
+    """Reduce a sim.ReplicationRun: bags submitted in [warmup, horizon) are counted."""
+    turnaround: list[float] = []
+    waiting: list[float] = []
+    makespan: list[float] = []
+    wasted_time = replica_time = 0.0
+    tasks = replicas = counted = unfinished = 0
+    rows: list[tuple] = []
+    for bag in run.bags:
+        is_counted = warmup <= bag.submitted < horizon
+        if keep_rows:
+            rows.append(bag_row(bag, run.replication, is_counted))
+        if not is_counted:
+            continue
+        counted += 1
+        tasks += bag.size
+        for rec in bag.tasks:
+            for r in rec.history:
+                replicas += 1
+                if r.ended is not None:
+                    replica_time += r.machine_time
+                    if r.wasted:
+                        wasted_time += r.machine_time
+        if bag.completed is None:
+            unfinished += 1
+            continue
+        first = bag.first_dispatch if bag.first_dispatch is not None else bag.completed
+        turnaround.append(bag.completed - bag.submitted)
+        waiting.append(first - bag.submitted)
+        makespan.append(bag.completed - first)
+    mean_b, growth = backlog(run.bags, warmup, horizon)
+    return BagReplication(
+        run.replication, turnaround, waiting, makespan, wasted_time, replica_time, tasks, replicas, counted,
+        unfinished, mean_b, growth, rows,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    mean: float
+    low: float
+    high: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"mean": _num(self.mean), "ci95": [_num(self.low), _num(self.high)]}
+
+
+@dataclass(frozen=True, slots=True)
+class BagSummary:
+    """AVT, makespan, waiting and RWT with 95 % intervals; None where the setting is unbounded."""
+
+    replications: int
+    bags: int
+    tasks: int
+    unbounded: bool
+    unbounded_replications: int
+    avt: Metric | None
+    makespan: Metric | None
+    waiting: Metric | None
+    rwt: Metric | None
+    backlog_growth: float
+    interval: str  # "replications" (t over replication means) or "batch means" (one replication)
+
+    def as_dict(self) -> dict[str, Any]:
+        def m(x: Metric | None) -> Any:
+            return "unbounded" if x is None else x.as_dict()
+
+        return {
+            "replications": self.replications, "bags": self.bags, "tasks": self.tasks,
+            "unbounded": self.unbounded, "unbounded_replications": self.unbounded_replications,
+            "avt": m(self.avt), "makespan": m(self.makespan), "waiting": m(self.waiting), "rwt": m(self.rwt),
+            "backlog_growth": _num(self.backlog_growth), "interval": self.interval,
+        }
+
+
+def summarize_bags(reps: Sequence[BagReplication]) -> BagSummary:
+    unbounded = sum(1 for r in reps if r.unbounded)
+    growth = max((r.backlog_growth for r in reps), default=0.0)
+    base = dict(
+        replications=len(reps), bags=sum(r.bags_counted for r in reps), tasks=sum(r.tasks for r in reps),
+        unbounded=unbounded > 0, unbounded_replications=unbounded, backlog_growth=growth,
+    )
+    if len(reps) == 1:
+        r = reps[0]
+        interval = "batch means"
+
+        def est(values: list[float]) -> Metric:
+            return Metric(*batch_means_ci(values, BATCHES)) if values else Metric(math.nan, math.nan, math.nan)
+
+        rwt = Metric(r.rwt, math.nan, math.nan)
+    else:
+        interval = "replications"
+
+        def est(values: list[float]) -> Metric:
+            return Metric(*mean_ci(values))
+
+        rwt = Metric(*mean_ci([r.rwt for r in reps if not math.isnan(r.rwt)]))
+    if unbounded:
+        return BagSummary(**base, avt=None, makespan=None, waiting=None, rwt=rwt, interval=interval)
+    if len(reps) == 1:
+        r = reps[0]
+        return BagSummary(**base, avt=est(r.turnaround), makespan=est(r.makespan), waiting=est(r.waiting),
+                          rwt=rwt, interval=interval)
+
+    def means(attr: str) -> list[float]:
+        return [sum(v) / len(v) for v in (getattr(r, attr) for r in reps) if v]
+
+    return BagSummary(**base, avt=est(means("turnaround")), makespan=est(means("makespan")),
+                      waiting=est(means("waiting")), rwt=rwt, interval=interval)
+
+
+def simulate_cell(experiment: Experiment, replication: int) -> dict[str, float | int | bool]:
+    """One sweep cell: simulate one replication of a BoT experiment and reduce it to its metrics."""
+    from mgst.sim import Simulation  # noqa: PLC0415 (a worker imports only what it runs)
+
+    s = experiment.simulation
+    t0 = time.perf_counter()
+    run = Simulation(experiment, replication=replication).run()
+    rep = reduce_bags(run, s.warmup, s.horizon)
+    summary = summarize_bags([rep])
+    wall = time.perf_counter() - t0
+
+    def mean(m: Metric | None) -> float:
+        return math.nan if m is None else m.mean
+
+    def half(m: Metric | None) -> float:
+        return math.nan if m is None or math.isnan(m.high) else (m.high - m.low) / 2
+
+    return {
+        "avt": mean(summary.avt), "avt_ci": half(summary.avt),
+        "makespan": mean(summary.makespan), "makespan_ci": half(summary.makespan),
+        "waiting": mean(summary.waiting), "waiting_ci": half(summary.waiting),
+        "rwt": rep.rwt, "bags": rep.bags_counted, "tasks": rep.tasks, "replicas": rep.replicas,
+        "unbounded": rep.unbounded, "backlog_mean": rep.backlog_mean, "backlog_growth": rep.backlog_growth,
+        "unfinished_bags": rep.unfinished, "wall_s": wall,
+    }
+
+
+def write_bags_csv(path: Path, rows: Iterable[tuple]) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(BAG_COLUMNS)
+        w.writerows(rows)
+
+
+def format_bags(summary: BagSummary, unit: str = "time units") -> str:
+    """The summary as text lines for the terminal."""
+
+    def show(name: str, m: Metric | None, scale: float = 1.0, fmt: str = "{:.1f}") -> str:
+        if m is None:
+            return f"{name:<16} unbounded"
+        ci = "" if math.isnan(m.low) else f"  95 % CI ({fmt.format(m.low * scale)}, {fmt.format(m.high * scale)})"
+        return f"{name:<16} {fmt.format(m.mean * scale)}{ci}"
+
+    lines = [
+        f"Bags: {summary.bags} counted, {summary.tasks} tasks, {summary.replications} replication(s) "
+        f"(intervals by {summary.interval}; times in {unit})",
+        show("AVT (turnaround)", summary.avt), show("Makespan", summary.makespan),
+        show("Waiting", summary.waiting), show("RWT", summary.rwt, 100.0, "{:.2f}%"),
+    ]
+    if summary.unbounded:
+        lines.append(
+            f"UNBOUNDED: the backlog grows without bound in {summary.unbounded_replications} of "
+            f"{summary.replications} replication(s) (criterion: docs/results-bot.md); no mean is given"
+        )
+    return "\n".join(lines)
+
+
+def _num(x: float | None) -> float | None:
+    return None if x is None or math.isnan(x) or math.isinf(x) else round(x, 6)
