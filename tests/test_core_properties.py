@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable
 
 import pytest
-from helpers import Gang, make_policy, new_core
+from helpers import Gang, make_policy, new_core, of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from mgst.core import (
     Assign,
+    BagArrived,
+    BagCompleted,
     Cancel,
     CancelTimer,
+    CpuShareChanged,
     Hold,
     JobCompleted,
     JobQueue,
@@ -22,10 +33,17 @@ from mgst.core import (
     JobRequeued,
     JobStatus,
     MachineState,
+    MachineSuspected,
+    Outcome,
     Output,
+    ReplicaComputing,
+    ReplicaTimedOut,
+    Scheduler,
     SetTimer,
+    SuspectDown,
+    TimeOut,
 )
-from mgst.model import Job
+from mgst.model import Bag, Job, JobClass, Machine, StagingModel
 from mgst.policies.base import Policy
 
 # Two classes, three machines; class 1 cannot run on M1, class 0 cannot run on M2.
@@ -56,6 +74,7 @@ DT = st.sampled_from([0.0, 0.0, 0.25, 1.0, 3.0])  # time never goes back; ties a
 MACHINE = st.integers(0, N_MACHINES - 1)
 SHARE = st.sampled_from([None, 0.25, 0.5, 1.0])
 UNKNOWN_REPLICA = 10**6
+
 
 
 class CoreMachine(RuleBasedStateMachine):
@@ -327,3 +346,476 @@ def test_job_queue_keeps_submission_order(ops):
         assert q.head is (expected[0] if expected else None)
         for i in range(next_id):
             assert (i in q) == (i in inside)
+
+
+# ---------------------------------------------------------------- the opened core
+#
+# Bags (or single jobs: never both in one run), machines of 1-3 slots asking for random slot counts,
+# work tracked through share changes (0 suspends), staging, policy time-outs and suspicions. The
+# state machine keeps its own account of live replicas, remaining work, completions and bags, from
+# the events it sends and the outputs it gets, and compares it with the core's after every step.
+
+OPEN_RATES = ((1.0, 2.0, 0.0, 1.0), (0.5, 0.0, 1.0, 2.0))  # classes x machines
+OPEN_SLOTS = (1, 2, 3, 1)
+N_OPEN = len(OPEN_SLOTS)
+TIME_LIMIT = 4.0  # the test policy gives up on a replica this long after it starts
+SUSPECT_EVERY = 3  # ...and suspects its machine down at every third time-out there
+STAGINGS = {
+    "none": None,
+    "resume": StagingModel(resume=(240.0, 720.0)),
+    "start": StagingModel(start=(1.0, 2.0)),
+    "both": StagingModel(resume=(240.0, 720.0), start=(1.0, 2.0)),
+}
+OPEN_SETTINGS = settings(
+    max_examples=100,
+    stateful_step_count=50,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+OPEN_MACHINE = st.integers(0, N_OPEN - 1)
+SIZE = st.sampled_from([0.5, 1.0, 2.0, 4.0])
+TASK = st.tuples(st.integers(0, N_CLASSES - 1), SIZE)
+
+
+class TimingOut(Policy):
+    """The oldest queued job the machine can run (then, replicating, the oldest running one);
+    a per-replica time-out of TIME_LIMIT; the machine of every SUSPECT_EVERY-th time-out suspected down."""
+
+    name = "test-timing-out"
+
+    def __init__(self, max_replicas: int) -> None:
+        super().__init__()
+        self.max_replicas = max_replicas
+
+    def choose(self, view, machine):
+        rates = machine.rates
+        waiting = [r for q in view.queues.values() for r in q if rates[r.job_class] > 0]
+        if waiting:
+            return min(waiting, key=lambda r: (r.submitted, r.id))
+        if self.max_replicas > 1:
+            running = [
+                r for r in view.running.values() if r.live_replicas < self.max_replicas and rates[r.job_class] > 0
+            ]
+            return min(running, key=lambda r: (r.submitted, r.id)) if running else None
+        return None
+
+    def on_replica_start(self, view, replica):
+        return [SetTimer(("to", replica.id), view.now + TIME_LIMIT)]
+
+    def on_replica_end(self, view, replica):
+        return [CancelTimer(("to", replica.id))]
+
+    def on_timer(self, view, key):
+        _, rid = key
+        r = view.replica(rid)
+        if r is None:
+            return
+        yield TimeOut(rid)
+        m = view.machines[r.machine]
+        if m.is_up and m.stats.timed_out % SUSPECT_EVERY == 0:
+            yield SuspectDown(m.index)
+
+
+class OpenCoreMachine(RuleBasedStateMachine):
+    """Drives the opened core as a driver would; ``bags``: work arrives as bags, else as single jobs."""
+
+    def __init__(self, bags: bool):
+        super().__init__()
+        self.bags = bags
+        self.core: Scheduler | None = None
+        self.now = 0.0
+        self.next_id = 1
+        self.next_bag = 0
+        self.arrived: dict[int, Job] = {}
+        self.bag_tasks: dict[int, list[int]] = {}
+        self.bag_done_at: dict[int, float] = {}
+        self.completed_at: dict[int, float] = {}
+        self.live: dict[int, int] = {}  # live replica -> machine
+        self.replica_job: dict[int, int] = {}  # every replica ever assigned -> job id
+        self.replica_machine: dict[int, int] = {}
+        self.given_up: set[int] = set()  # replicas lost, failed or timed out whose result may still count
+        self.best: dict[int, float] = {}  # job -> best checkpoint sent for a live replica
+        self.share = [1.0] * N_OPEN  # the last share reported for each machine
+        self.work: dict[int, list] = {}  # live replica -> [left, rate, staging, at]
+        self.timers: dict = {}
+        self.arriving_bag: int | None = None
+
+    @initialize(staging=st.sampled_from(sorted(STAGINGS)), replicas=st.sampled_from([1, 2]))
+    def build(self, staging, replicas):
+        self.staging = staging
+        classes = [JobClass(f"c{i}", 0.0) for i in range(N_CLASSES)]
+        machines = [
+            Machine(f"M{j}", tuple(row[j] for row in OPEN_RATES), 1.0, OPEN_SLOTS[j]) for j in range(N_OPEN)
+        ]
+        self.core = Scheduler(classes, machines, TimingOut(replicas), staging=STAGINGS[staging])
+        self.absorb(self.core.start(0.0))
+        for j in range(N_OPEN):  # every machine asks for all its slots
+            self.ask(0.0, j, None, None)
+
+    # ------------------------------------------------------------ plumbing
+
+    def tick(self, dt: float) -> float:
+        """Move time on; the work of every live replica advances at its rate."""
+        now = self.now + dt
+        for w in self.work.values():
+            w[0] = max(0.0, w[0] - w[1] * (now - w[3]))
+            w[3] = now
+        self.now = now
+        return now
+
+    def rate(self, rid: int) -> float:
+        job = self.arrived[self.replica_job[rid]]
+        j = self.replica_machine[rid]
+        return OPEN_RATES[job.job_class][j] * self.share[j]
+
+    def set_share(self, j: int, share: float | None) -> None:
+        if share is None:
+            return
+        self.share[j] = share
+        for rid, w in self.work.items():
+            if self.live[rid] == j and not w[2]:
+                w[1] = self.rate(rid)
+
+    def end(self, rid: int, given_up: bool) -> None:
+        del self.live[rid]
+        del self.work[rid]
+        if given_up:
+            self.given_up.add(rid)
+
+    def end_all_on(self, j: int) -> None:
+        for rid in [rid for rid, m in self.live.items() if m == j]:
+            self.end(rid, True)
+
+    def on(self, j: int) -> int:
+        return sum(1 for m in self.live.values() if m == j)
+
+    def absorb(self, out: list[Output]) -> None:
+        """Check each output against our own account, then update it."""
+        completed_now: list[int] = []
+        cancelled: list[int] = []  # jobs of cancelled replicas: the policy cancels nothing, the core siblings
+        for o in out:
+            t = type(o)
+            if t is Assign:
+                rid, j, jid = o.replica, o.machine, o.job.id
+                assert rid not in self.replica_job, f"replica id {rid} reused"
+                assert jid in self.arrived and jid not in self.completed_at, o
+                assert self.on(j) < OPEN_SLOTS[j], f"{o}: machine {j} already runs {self.on(j)} replicas"
+                assert o.progress == self.best.get(jid, 0.0), (o, self.best.get(jid))
+                expected_staging = {
+                    "none": False, "resume": o.progress > 0.0, "start": True, "both": True,
+                }[self.staging]
+                assert o.staging == expected_staging, (o, self.staging)
+                self.live[rid] = j
+                self.replica_job[rid] = jid
+                self.replica_machine[rid] = j
+                size = self.arrived[jid].size
+                self.work[rid] = [(1.0 - o.progress) * size, 0.0 if o.staging else self.rate(rid), o.staging, self.now]
+            elif t is Cancel:
+                assert self.live.get(o.replica) == o.machine, (o, self.live)
+                assert self.replica_job[o.replica] == o.job_id
+                cancelled.append(o.job_id)
+                self.end(o.replica, False)
+            elif t is ReplicaTimedOut:
+                assert self.live.get(o.replica) == o.machine, (o, self.live)
+                assert self.replica_job[o.replica] == o.job_id
+                self.end(o.replica, True)
+            elif t is MachineSuspected:
+                self.end_all_on(o.machine)
+            elif t is JobCompleted:
+                jid = o.job.id
+                assert jid not in self.completed_at, f"job {jid} completed twice"
+                assert self.replica_job[o.replica] == jid and self.replica_machine[o.replica] == o.machine
+                self.completed_at[jid] = self.now
+                completed_now.append(jid)
+                if o.replica in self.live:
+                    self.end(o.replica, False)
+                else:
+                    assert o.replica in self.given_up, o
+                    self.given_up.discard(o.replica)
+            elif t is JobRequeued:
+                assert self.replica_job[o.replica] == o.job.id
+            elif t is BagCompleted:
+                b = o.bag
+                assert b in self.bag_tasks and b not in self.bag_done_at, o
+                tasks = self.bag_tasks[b]
+                assert all(tid in self.completed_at for tid in tasks), (o, tasks)
+                if tasks:  # at the instant of its last task, in the outputs of the event that completed it
+                    assert max(self.completed_at[tid] for tid in tasks) == self.now
+                    assert any(tid in completed_now for tid in tasks), (o, completed_now)
+                else:
+                    assert self.arriving_bag == b, o
+                self.bag_done_at[b] = self.now
+            elif t is Hold:
+                assert self.core.is_ready(o.machine)
+            elif t is SetTimer:
+                _, rid = o.key
+                assert rid in self.live and o.at == self.now + TIME_LIMIT, o
+                self.timers[o.key] = o.at
+            elif t is CancelTimer:
+                self.timers.pop(o.key, None)
+            else:
+                raise AssertionError(f"unexpected output {o!r}")
+        assert set(cancelled) <= set(completed_now), (cancelled, completed_now)
+        # no live replica survives its job
+        assert not any(self.replica_job[rid] in self.completed_at for rid in self.live)
+
+    # ------------------------------------------------------------ arrivals
+
+    @precondition(lambda self: self.bags)
+    @rule(dt=DT, n=st.integers(0, 5), data=st.data())
+    def bag_arrives(self, dt, n, data):
+        tasks = data.draw(st.lists(TASK, min_size=n, max_size=n))
+        now = self.tick(dt)
+        b = self.next_bag
+        self.next_bag += 1
+        jobs = []
+        for cls, size in tasks:
+            jobs.append(Job(self.next_id, cls, now, size, b))
+            self.next_id += 1
+        for jb in jobs:
+            self.arrived[jb.id] = jb
+        self.bag_tasks[b] = [jb.id for jb in jobs]
+        self.arriving_bag = b
+        out = self.core.handle(now, BagArrived(Bag(b, now, tuple(jobs))))
+        self.absorb(out)
+        self.arriving_bag = None
+        assert (BagCompleted(b) in out) == (not jobs)
+        rec = self.core.all_bags[b]
+        assert self.core.last_bag is rec and rec.submitted == now
+        assert rec.first_dispatch == (now if any(type(o) is Assign for o in out) else None)
+
+    @precondition(lambda self: not self.bags)
+    @rule(dt=DT, cls=st.integers(0, N_CLASSES - 1), size=SIZE)
+    def job_arrives(self, dt, cls, size):
+        now = self.tick(dt)
+        jb = Job(self.next_id, cls, now, size)
+        self.next_id += 1
+        self.arrived[jb.id] = jb
+        self.absorb(self.core.job_arrived(now, jb))
+
+    # ------------------------------------------------------------ machines
+
+    def ask(self, now: float, j: int, slots: int | None, share: float | None) -> None:
+        m = self.core.machines[j]
+        restart = m.is_up and m.slots == 1 and bool(m.replicas) and (slots is None or slots > 0)
+        free = m.slots - len(m.replicas) + restart
+        want = free if slots is None or slots > free else slots
+        stale = self.core.stale_events
+        if restart:  # a one-slot machine asking while it runs a replica: that replica is gone
+            self.end_all_on(j)
+        self.set_share(j, share)
+        out = self.core.machine_ready(now, j, share, slots)
+        self.absorb(out)
+        assert self.core.stale_events == stale + (not restart and slots is not None and slots > free)
+        assert m.is_up and not m.suspected
+        assert m.asking + sum(1 for o in out if type(o) is Assign and o.machine == j) == want, (m, out)
+        assert (Hold(j) in out) == (m.asking > 0)
+
+    @rule(dt=DT, j=OPEN_MACHINE, slots=st.sampled_from([None, None, 0, 1, 2, 3]), share=SHARE)
+    def ready(self, dt, j, slots, share):
+        self.ask(self.tick(dt), j, slots, share)
+
+    @rule(dt=DT, j=OPEN_MACHINE, up=st.booleans(), share=SHARE)
+    def down_or_up(self, dt, j, up, share):
+        now = self.tick(dt)
+        m = self.core.machines[j]
+        if up:
+            self.set_share(j, share)
+            self.absorb(self.core.machine_up(now, j, share))
+            assert m.is_up and not m.suspected
+            return
+        was_down = not m.is_up
+        stale = self.core.stale_events
+        self.end_all_on(j)
+        self.absorb(self.core.machine_down(now, j))
+        assert m.state is MachineState.DOWN and not m.replicas and m.asking == 0
+        assert self.core.stale_events == stale + was_down
+
+    @rule(dt=DT, j=OPEN_MACHINE, share=st.sampled_from([0.0, 0.0, 0.25, 0.5, 1.0]))
+    def share_changes(self, dt, j, share):
+        now = self.tick(dt)
+        self.set_share(j, share)
+        self.absorb(self.core.handle(now, CpuShareChanged(j, share)))
+        assert self.core.machines[j].cpu_share == share
+
+    # ------------------------------------------------------------ replicas
+
+    @precondition(lambda self: self.live)
+    @rule(dt=DT, data=st.data(), ready=st.booleans())
+    def done(self, dt, data, ready):
+        self.finish(data.draw(st.sampled_from(sorted(self.live))), dt, ready)
+
+    @precondition(lambda self: self.live)
+    @rule(dt=DT, ready=st.booleans())
+    def first_done(self, dt, ready):
+        """The replica due first completes, at its eta (if it has one: not staging, not suspended)."""
+        rid = min(self.live, key=lambda rid: (self.core.replica(rid).eta(self.now), rid))
+        eta = self.core.replica(rid).eta(self.now)
+        self.finish(rid, max(dt, eta - self.now) if eta < math.inf else dt, ready)
+
+    def finish(self, rid: int, dt: float, ready: bool) -> None:
+        now = self.tick(dt)
+        jid = self.replica_job[rid]
+        out = self.core.replica_done(now, rid, ready)
+        self.absorb(out)
+        assert of(out, JobCompleted) == [JobCompleted(self.arrived[jid], rid, self.replica_machine[rid])]
+
+    @precondition(lambda self: self.live)
+    @rule(dt=DT, data=st.data(), reason=st.sampled_from(["failed", "timeout"]))
+    def failed(self, dt, data, reason):
+        rid = data.draw(st.sampled_from(sorted(self.live)))
+        now = self.tick(dt)
+        job = self.core.jobs[self.replica_job[rid]]
+        timeouts = job.timeouts
+        self.end(rid, True)
+        out = self.core.replica_failed(now, rid, reason)
+        self.absorb(out)
+        assert job.timeouts == timeouts + (reason == "timeout")
+        assert of(out, ReplicaTimedOut) == []  # the driver decided it: no notice
+        r = next(r for r in job.history if r.id == rid)
+        assert r.outcome is (Outcome.TIMED_OUT if reason == "timeout" else Outcome.FAILED) and r.ended == now
+
+    @precondition(lambda self: any(w[2] for w in self.work.values()))
+    @rule(dt=DT, data=st.data())
+    def computing(self, dt, data):
+        rid = data.draw(st.sampled_from(sorted(rid for rid, w in self.work.items() if w[2])))
+        now = self.tick(dt)
+        stale = self.core.stale_events
+        self.absorb(self.core.handle(now, ReplicaComputing(rid)))
+        w = self.work[rid]
+        w[1], w[2] = self.rate(rid), False
+        assert self.core.replica(rid).phase == "computing" and self.core.stale_events == stale
+
+    @precondition(lambda self: self.live)
+    @rule(dt=DT, data=st.data(), progress=st.sampled_from([0.0, 0.25, 0.5, 1.0]))
+    def checkpoint(self, dt, data, progress):
+        rid = data.draw(st.sampled_from(sorted(self.live)))
+        now = self.tick(dt)
+        self.absorb(self.core.replica_checkpoint(now, rid, progress))
+        jid = self.replica_job[rid]
+        raised = progress > self.best.get(jid, 0.0)
+        self.best[jid] = max(self.best.get(jid, 0.0), progress)
+        assert self.core.jobs[jid].best_progress == self.best[jid]
+        assert not raised or self.core.replica(rid).best
+
+    @precondition(lambda self: len(self.replica_job) > len(self.live))
+    @rule(dt=DT, data=st.data(), ready=st.booleans())
+    def late_done(self, dt, data, ready):
+        """A result for a replica that is not live: given up on (taken once, while its job is not done) or not."""
+        rid = data.draw(st.sampled_from(sorted(set(self.replica_job) - set(self.live))))
+        jid = self.replica_job[rid]
+        accepted = rid in self.given_up and jid not in self.completed_at
+        assert self.core.accepts_result(rid) == accepted
+        now = self.tick(dt)
+        stale = self.core.stale_events
+        out = self.core.replica_done(now, rid, ready)
+        self.absorb(out)
+        completed = of(out, JobCompleted)
+        if accepted:
+            assert completed == [JobCompleted(self.arrived[jid], rid, self.replica_machine[rid])]
+            assert self.core.stale_events == stale
+            r = next(r for r in self.core.jobs[jid].history if r.id == rid)
+            assert r.late and r.outcome is Outcome.DONE and r.ended == now
+        else:
+            assert completed == [] and self.core.stale_events == stale + 1
+
+    @precondition(lambda self: self.timers)
+    @rule(dt=DT, data=st.data())
+    def timer(self, dt, data):
+        """A per-replica time-out fires, when due (time jumps to it if need be)."""
+        assert self.timers == self.core.timers
+        key = data.draw(st.sampled_from(sorted(self.timers)))
+        at = self.timers.pop(key)
+        now = self.tick(max(dt, at - self.now))
+        _, rid = key
+        j, job = self.live[rid], self.core.jobs[self.replica_job[rid]]
+        timeouts = job.timeouts
+        out = self.core.timer_fired(now, key)
+        self.absorb(out)
+        assert ReplicaTimedOut(rid, j, job.id) in out and job.timeouts == timeouts + 1
+        m = self.core.machines[j]
+        assert (MachineSuspected(j) in out) == (m.stats.timed_out % SUSPECT_EVERY == 0)
+        assert m.suspected == (MachineSuspected(j) in out)
+
+    @rule(dt=DT, kind=st.sampled_from(["computing", "checkpoint", "timer", "arrival"]), data=st.data())
+    def stale(self, dt, kind, data):
+        """An event about something over or unknown: counted stale, and nothing changes."""
+        over = sorted(set(self.replica_job) - set(self.live)) + [UNKNOWN_REPLICA]
+        now = self.tick(dt)
+        stale = self.core.stale_events
+        if kind == "computing":
+            out = self.core.replica_computing(now, data.draw(st.sampled_from(over)))
+        elif kind == "checkpoint":
+            out = self.core.replica_checkpoint(now, data.draw(st.sampled_from(over)), 0.5)
+        elif kind == "timer":
+            out = self.core.timer_fired(now, ("to", data.draw(st.sampled_from(over))))
+        elif self.bags and self.bag_tasks:
+            b = data.draw(st.sampled_from(sorted(self.bag_tasks)))
+            out = self.core.bag_arrived(now, Bag(b, now, (Job(UNKNOWN_REPLICA, 0, now, 1.0, b),)))
+        elif self.arrived:
+            out = self.core.job_arrived(now, self.arrived[data.draw(st.sampled_from(sorted(self.arrived)))])
+        else:
+            return
+        assert out == [] and self.core.stale_events == stale + 1
+
+    # ------------------------------------------------------------ invariants
+
+    @invariant()
+    def consistent(self):
+        core = self.core
+        if core is None:  # before build
+            return
+        core.check_invariants()
+        now = self.now
+
+        # no job lost: every job that arrived is queued, running or done, exactly one of them
+        assert set(core.jobs) == set(self.arrived)
+        queued = [r.id for q in core.queues.values() for r in q]
+        assert len(queued) == len(set(queued)), "a job queued twice"
+        running = set(core.running)
+        done = {jid for jid, r in core.jobs.items() if r.status is JobStatus.DONE}
+        assert not (set(queued) & running) and not (set(queued) & done) and not (running & done)
+        assert set(queued) | running | done == set(self.arrived)
+        assert done == set(self.completed_at)  # completed once each (absorb counts), and only those
+        for jid, t in self.completed_at.items():
+            assert core.jobs[jid].completed == t
+
+        # live replicas: ours are the core's, and no machine runs more than its slots
+        assert self.live == {r.id: r.machine for r in core.live_replicas()}
+        for m in core.machines:
+            assert len(m.replicas) <= m.slots == OPEN_SLOTS[m.index]
+            assert self.on(m.index) == len(m.replicas)
+
+        # work: remaining, rate and eta as worked out from the events alone
+        for rid, (left, rate, staging, _) in self.work.items():
+            r = core.replica(rid)
+            assert r.phase == ("staging" if staging else "computing")
+            assert math.isclose(r.rate, rate, rel_tol=1e-12, abs_tol=1e-12), (r, r.rate, rate)
+            assert math.isclose(r.remaining(now), left, rel_tol=1e-9, abs_tol=1e-9), (r, r.remaining(now), left)
+            if rate == 0.0:
+                assert r.eta(now) == math.inf
+            elif left > 1e-9:
+                assert math.isclose(r.eta(now), now + left / rate, rel_tol=1e-9, abs_tol=1e-9)
+            else:  # overdue: its result just has not come yet
+                assert r.eta(now) <= now + 1e-9
+
+        # bags: complete exactly when every task is; a complete bag leaves bags and queues
+        if self.bags:
+            assert not any(type(k) is not int for k in core.queues)  # tasks wait in bag queues only
+        for b, tasks in self.bag_tasks.items():
+            rec = core.all_bags[b]
+            all_done = all(tid in self.completed_at for tid in tasks)
+            assert (b in self.bag_done_at) == all_done
+            assert rec.completed == self.bag_done_at.get(b)
+            assert (b in core.bags) == (b in core.queues) == (not all_done)
+            assert rec.size == len(tasks) and rec.done == sum(tid in self.completed_at for tid in tasks)
+
+        # timers: ours are the core's, one per live replica at most, each for a live replica
+        assert self.timers == core.timers
+        for key in core.timers:
+            assert key[1] in self.live, key
+
+
+@pytest.mark.parametrize("bags", [True, False], ids=["bags", "jobs"])
+def test_open_core_state_machine(bags):
+    run_state_machine_as_test(lambda: OpenCoreMachine(bags), settings=OPEN_SETTINGS)

@@ -169,6 +169,7 @@ class Lifecycle:
             if status is JobStatus.QUEUED:
                 self.queues[job.queue_key].remove(job)
                 self.queued_count -= 1
+                job.idle_time += now - job.queued_since
             if self._ended is not None:
                 self._ended.append(r)
         c = job.job.job_class

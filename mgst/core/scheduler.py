@@ -191,12 +191,8 @@ class Scheduler(Lifecycle):
             self._match(None, None)
         else:
             self._apply_all(self._dispatch(self, None, None))
-        started = self._started
-        while started:
-            self._started = []
-            for r in started:
-                self._apply_all(self.policy.on_replica_start(self, r))
-            started = self._started
+        if self._started or self._ended:
+            self._replica_hooks()
         return out
 
     def handle(self, now: float, event: Event) -> list[Output]:
@@ -220,6 +216,13 @@ class Scheduler(Lifecycle):
         for task in bag.tasks:
             if task.bag != bag.id:
                 raise ValueError(f"task {task.id} of bag {bag.id} says it belongs to bag {task.bag}")
+            if task.id in self.jobs:
+                raise ValueError(f"task {task.id} of bag {bag.id} has the id of an earlier job")
+        if self._queue_key is None and self._bag_keys is False:
+            raise ValueError(
+                f"bag {bag.id} arrived after single jobs: a run mixing bags and single jobs needs a policy "
+                "with its own queue_key"
+            )
         rec = self._bag_record(bag.id, bag.submitted, dict(bag.attributes))
         for task in bag.tasks:
             self._enqueue(task)
@@ -240,7 +243,7 @@ class Scheduler(Lifecycle):
         elif slots is not None and slots > m.slots - len(m.replicas):
             self._stale(f"machine {m.name} asks for {slots} slots; {m.slots - len(m.replicas)} are free")
         self._make_ready(m, slots)
-        return self._after(MachineReady, (machine, cpu_share, slots), asking=m)
+        return self._after(MachineReady, (machine, cpu_share, slots), asking=m if m.asking else None)
 
     def replica_done(self, now: float, replica: int, ready: bool = False) -> list[Output]:
         self.now = now
@@ -260,9 +263,12 @@ class Scheduler(Lifecycle):
                 m.state = MachineState.READY
                 self._ready[m.index] = None
                 return self._after(ReplicaDone, (replica, ready), asking=m)
+            if state is MachineState.DOWN and m.suspected:  # its result is its next request: back up
+                self._bring_up(m, None)
+                state = m.state
             if state is not MachineState.DOWN:
                 self._make_ready(m, m.asking + 1)
-                return self._after(ReplicaDone, (replica, ready), asking=m)
+                return self._after(ReplicaDone, (replica, ready), asking=m if m.asking else None)
         return self._after(ReplicaDone, (replica, ready))
 
     def replica_failed(self, now: float, replica: int, reason: str = "failed") -> list[Output]:
@@ -357,12 +363,8 @@ class Scheduler(Lifecycle):
         (checkpoints, staging over) change nothing a dispatch could use.
         """
         policy = self.policy
-        ended = self._ended
-        while ended:
-            self._ended = []
-            for r in ended:
-                self._apply_all(policy.on_replica_end(self, r))
-            ended = self._ended
+        if self._ended:
+            self._replica_hooks()
         if self._policy_on_event:
             self._apply_all(policy.on_event(self, kind(*args)))
         if self.capacity_version != self._dispatched_version:
@@ -380,15 +382,25 @@ class Scheduler(Lifecycle):
             self._match(new_job, asking_hint)
         else:
             self._apply_all(self._dispatch(self, new_job, asking_hint))
-        started = self._started
-        while started:
-            self._started = []
-            for r in started:
-                self._apply_all(policy.on_replica_start(self, r))
-            started = self._started
+        if self._started or self._ended:
+            self._replica_hooks()
         if asking is not None and asking.index in self._ready:
             self._out.append(Hold(asking.index))
         return self._out
+
+    def _replica_hooks(self) -> None:
+        """Deliver ended and started replicas to the policy until its decisions end or start no more."""
+        policy = self.policy
+        while self._ended or self._started:
+            ended, started = self._ended, self._started
+            if ended:
+                self._ended = []
+                for r in ended:
+                    self._apply_all(policy.on_replica_end(self, r))
+            if started:
+                self._started = []
+                for r in started:
+                    self._apply_all(policy.on_replica_start(self, r))
 
     # ------------------------------------------------------------------ matching
 
