@@ -395,6 +395,7 @@ class TimingOut(Policy):
         if self.max_replicas > 1:
             running = [
                 r for r in view.running.values() if r.live_replicas < self.max_replicas and rates[r.job_class] > 0
+                and all(x.machine != machine.index for x in r.replicas.values())  # one replica per machine
             ]
             return min(running, key=lambda r: (r.submitted, r.id)) if running else None
         return None

@@ -138,13 +138,13 @@ ENDS: dict[str, tuple[Callable[[Scheduler, float], list], Outcome, dict[str, int
     "done": (lambda c, t: c.replica_done(t, 1), Outcome.DONE, {"completed": 1}),
     "machine down": (_down, Outcome.LOST, {"lost": 1, "failures": 1}),
     "machine restarted": (_restart, Outcome.LOST, {"lost": 1}),
-    "suspected": (lambda c, t: act(c, t, SuspectDown(0)), Outcome.LOST, {"lost": 1, "failures": 1}),
+    "suspected": (lambda c, t: act(c, t, SuspectDown(0)), Outcome.LOST, {"lost": 1, "suspicions": 1}),
     "policy time-out": (lambda c, t: act(c, t, TimeOut(1)), Outcome.TIMED_OUT, {"lost": 1, "timed_out": 1}),
     "driver time-out": (lambda c, t: c.replica_failed(t, 1, "timeout"), Outcome.TIMED_OUT, {"lost": 1, "timed_out": 1}),
     "failed": (lambda c, t: c.replica_failed(t, 1, "crashed"), Outcome.FAILED, {"lost": 1, "failed": 1}),
     "policy cancel": (lambda c, t: act(c, t, Cancel(1)), Outcome.CANCELLED, {"cancelled": 1}),
 }
-STATS = ("completed", "cancelled", "lost", "timed_out", "failed", "failures")
+STATS = ("completed", "cancelled", "lost", "timed_out", "failed", "failures", "suspicions")
 
 
 @pytest.mark.parametrize("how", sorted(ENDS))
@@ -464,13 +464,13 @@ def test_suspect_down_loses_every_replica_until_the_machine_asks_again():
     assert out == [JobRequeued(j1, 1, 0, "machine down"), JobRequeued(j2, 2, 0, "machine down"), MachineSuspected(0)]
     m0 = core.machines[0]
     assert m0.state is MachineState.DOWN and m0.suspected and not m0.replicas and m0.asking == 0
-    assert (m0.stats.lost, m0.stats.failures) == (2, 1)
+    assert (m0.stats.lost, m0.stats.failures, m0.stats.suspicions) == (2, 0, 1)
     assert policy.ended == [(4.0, 1, Outcome.LOST, False), (4.0, 2, Outcome.LOST, False)]
     assert core.queued_count == 2
     core.check_invariants()
 
     assert act(core, 4.5, SuspectDown(0)) == []  # already down: nothing more
-    assert m0.stats.failures == 1
+    assert m0.stats.suspicions == 1
 
     assert core.replica_done(5.0, 1) == [JobCompleted(j1, 1, 0)]  # its late result is taken once
     assert m0.state is MachineState.DOWN and m0.suspected

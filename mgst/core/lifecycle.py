@@ -109,6 +109,9 @@ class Lifecycle:
                 raise PolicyError(
                     f"job {rec.job.id} has {len(rec.replicas)} replicas; the limit is {self.policy.max_replicas}"
                 )
+            for other in rec.replicas.values():
+                if other.machine == j:
+                    raise PolicyError(f"assign of job {rec.job.id} to {m.name}, which already runs a replica of it")
         else:
             raise PolicyError(f"assign of job {rec.job.id}, which is done")
         asking = m.asking - 1
@@ -269,7 +272,10 @@ class Lifecycle:
         m.asking = 0
         m.state = MachineState.DOWN
         m.suspected = suspected
-        m.stats.failures += 1
+        if suspected:
+            m.stats.suspicions += 1
+        else:
+            m.stats.failures += 1
         if m.up_since is not None:
             m.stats.up_time += self.now - m.up_since
             m.up_since = None

@@ -218,7 +218,7 @@ class MachineStats:
 
     __slots__ = (
         "completed", "lost", "cancelled", "timed_out", "failed", "busy_time", "up_time", "failures",
-        "completed_by_class", "service_by_class", "recent",
+        "suspicions", "completed_by_class", "service_by_class", "recent",
     )
 
     def __init__(self, n_classes: int):
@@ -230,6 +230,7 @@ class MachineStats:
         self.busy_time = 0.0  # model time spent running replicas, whatever their fate
         self.up_time = 0.0  # model time up, counted at each down event and at close()
         self.failures = 0  # times the machine went down
+        self.suspicions = 0  # times a policy declared it suspected down (not counted in failures)
         self.completed_by_class = [0] * n_classes
         self.service_by_class = [0.0] * n_classes  # sum of sent->done times of completed replicas
         self.recent: collections.deque[bool] = collections.deque(maxlen=RECENT)  # True: a result
@@ -329,10 +330,18 @@ class JobQueue:
         return job_id in self._main or any(j == job_id for _, j, _ in self._front)
 
     def __iter__(self) -> Iterator[JobRecord]:
+        """Waiting jobs, oldest first, lazily (a caller that stops early pays for what it read).
+
+        The queue must not change while an iteration is under way.
+        """
         if not self._front:
-            return iter(list(self._main.values()))
-        main = ((r.job.submitted, r.job.id, r) for r in list(self._main.values()))
-        return (r for _, _, r in heapq.merge(list(self._front), main, key=lambda e: e[:2]))
+            return iter(self._main.values())
+        main = ((r.job.submitted, r.job.id, r) for r in self._main.values())
+        return (r for _, _, r in heapq.merge(self._front, main, key=lambda e: e[:2]))
+
+    def requeued(self) -> list[JobRecord]:
+        """Jobs back in the queue after losing their replicas (and late arrivals of a trace), oldest first."""
+        return [r for _, _, r in self._front]
 
     def append(self, rec: JobRecord) -> None:
         key = (rec.job.submitted, rec.job.id)

@@ -9,7 +9,15 @@ from typing import Any
 _REGISTRY: dict[str, type] = {}
 
 # The modules of the built-in policies, loaded before any other policy registers.
-_BUILTIN_MODULES = ("mgst.policies.fcfs", "mgst.policies.lpas", "mgst.policies.random_choice", "mgst.policies.wqr")
+_BUILTIN_MODULES = (
+    "mgst.policies.bot",
+    "mgst.policies.bot_circular",
+    "mgst.policies.bot_idle",
+    "mgst.policies.fcfs",
+    "mgst.policies.lpas",
+    "mgst.policies.random_choice",
+    "mgst.policies.wqr",
+)
 
 
 def register(cls: type) -> type:
@@ -67,4 +75,4 @@ def check_options(name: str, options: Mapping[str, Any]) -> None:
 def _load_builtins() -> None:
     # Imported lazily so that `mgst.policies.base` can import this module; keep in step
     # with _BUILTIN_MODULES.
-    from mgst.policies import fcfs, lpas, random_choice, wqr  # noqa: F401
+    from mgst.policies import bot, bot_circular, bot_idle, fcfs, lpas, random_choice, wqr  # noqa: F401

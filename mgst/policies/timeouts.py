@@ -1,0 +1,96 @@
+"""Per-replica time-outs at k times the expected time (MGST's rule), as a piece any policy can hold."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable
+
+from mgst.core.decisions import CancelTimer, SetTimer, SuspectDown, TimeOut
+from mgst.core.scheduler import Scheduler
+from mgst.core.state import ReplicaRecord
+from mgst.policies.base import NOTHING, Decisions
+
+# The first element of every timer key this piece sets: ("timeout", replica id). Keys are a
+# string and an int, which the mapper's journal can store.
+KEY = "timeout"
+
+Expected = Callable[[Scheduler, ReplicaRecord], float]
+
+
+def nominal_expected(view: Scheduler, replica: ReplicaRecord) -> float:
+    """The replica's expected run time when it starts: its class's mean size times the work left,
+    over the machine's nominal rate mu'_ij times its current CPU share (inf if that is 0).
+
+    Staging time is not included; pass another ``expected`` to add it.
+    """
+    machine = view.machines[replica.machine]
+    c = replica.job.job.job_class
+    rate = machine.rates[c] * machine.cpu_share
+    if rate <= 0.0:
+        return math.inf
+    return view.classes[c].granularity * (1.0 - replica.progress) / rate
+
+
+class ReplicaTimeouts:
+    """Give up on a replica still running ``factor`` times its expected time after it was sent.
+
+    Not a policy: a policy holds one and forwards three hooks to it::
+
+        def on_replica_start(self, view, replica):
+            return self.timeouts.on_replica_start(view, replica)
+
+        def on_replica_end(self, view, replica):
+            return self.timeouts.on_replica_end(view, replica)
+
+        def on_timer(self, view, key):
+            return self.timeouts.on_timer(view, key)   # NOTHING for a key it does not own
+
+    - On a replica's start it arms ``SetTimer(("timeout", replica.id), at)``,
+      ``at = replica.sent + factor * expected(view, replica)``; ``expected``
+      defaults to :func:`nominal_expected` (MGST's k x expected time). No timer
+      when the expected time is infinite (the machine's share is 0 when it starts).
+    - When the timer fires and the replica is still live, it yields
+      ``TimeOut(replica.id)``: the core counts it as timed out (T/O), frees its
+      slot, requeues the task if it was its last replica, and still takes its
+      result once if it comes. With ``suspect`` it also yields
+      ``SuspectDown(machine)``: the core treats the machine as down until it asks
+      for work again.
+    - On a replica's end (any outcome) it cancels the replica's timer, if set.
+    """
+
+    def __init__(self, factor: float, *, suspect: bool = False, expected: Expected | None = None):
+        if not (factor > 0.0 and math.isfinite(factor)):
+            raise ValueError(f"factor: must be a positive number, got {factor}")
+        self.factor = factor
+        self.suspect = suspect
+        self.expected: Expected = expected if expected is not None else nominal_expected
+
+    @staticmethod
+    def key(replica_id: int) -> tuple[str, int]:
+        """The timer key of a replica."""
+        return (KEY, replica_id)
+
+    @staticmethod
+    def owns(key: Hashable) -> bool:
+        """Whether a timer key is one of this piece's."""
+        return type(key) is tuple and len(key) == 2 and key[0] == KEY
+
+    def on_replica_start(self, view: Scheduler, replica: ReplicaRecord) -> Decisions:
+        wait = self.factor * self.expected(view, replica)
+        if not wait < math.inf:
+            return NOTHING
+        return (SetTimer((KEY, replica.id), replica.sent + wait),)
+
+    def on_replica_end(self, view: Scheduler, replica: ReplicaRecord) -> Decisions:
+        key = (KEY, replica.id)
+        return (CancelTimer(key),) if key in view.timers else NOTHING
+
+    def on_timer(self, view: Scheduler, key: Hashable) -> Decisions:
+        if not self.owns(key):
+            return NOTHING
+        replica = view.replica(key[1])  # type: ignore[index]
+        if replica is None:  # ended meanwhile (its timer is normally cancelled then)
+            return NOTHING
+        if self.suspect:
+            return (TimeOut(replica.id), SuspectDown(replica.machine))
+        return (TimeOut(replica.id),)
