@@ -13,16 +13,29 @@ from types import MappingProxyType
 from typing import Any
 
 from mgst import policies
+from mgst.availability import machine_group, up_fraction
+from mgst.config_machines import MachineSections
+from mgst.config_models import (
+    AVAILABILITY_KINDS,
+    MACHINE_KEYS,
+    STAGING_KEYS,
+    WORKLOAD_KINDS,
+    ModelSections,
+)
 from mgst.model import (
     EXECUTORS,
+    BagList,
+    BagStream,
     Experiment,
     FailureModel,
-    JobClass,
-    Machine,
+    PoissonClasses,
     PolicySpec,
     SimulationSettings,
+    SwfTrace,
     TestbedSettings,
 )
+from mgst.workload.bags import mean_task_size, normalised_mix
+from mgst.workload.swf import SwfError, read_swf
 
 __all__ = [
     "MAX_DURATION",
@@ -86,9 +99,11 @@ class ConfigError(ValueError):
 # policy's options), so it is not listed here.
 _SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "experiment": ("name", "description"),
-    "workload": ("arrival_rates", "class_names"),
-    "machines": ("rates", "availability", "names"),
+    "workload": tuple(dict.fromkeys(k for keys in WORKLOAD_KINDS.values() for k in keys)),  # per kind: config_models
+    "machines": MACHINE_KEYS,
     "failures": ("mean_up", "mean_down"),
+    "availability": tuple(dict.fromkeys(k for keys in AVAILABILITY_KINDS.values() for k in keys)),
+    "staging": STAGING_KEYS,
     "simulation": ("horizon", "warmup", "replications", "seed", "checkpoint_interval"),
     "testbed": ("time_unit", "duration", "timeout_factor", "executor", "commands"),
 }
@@ -97,6 +112,8 @@ _SECTIONS = (
     "workload",
     "machines",
     "failures",
+    "availability",
+    "staging",
     "policy",
     "simulation",
     "testbed",
@@ -132,26 +149,24 @@ def parse_experiment(
 
 
 def overload_warning(exp: Experiment) -> str | None:
-    """A warning if the LPAS_DG allocation LP finds the system overloaded, else None.
+    """A warning if the experiment's workload exceeds its grid's capacity in the long run, else None.
 
-    Uses the nominal availabilities; with failures, each a_j is scaled by the
-    long-run up fraction mean_up / (mean_up + mean_down).
+    Poisson classes: the LPAS_DG allocation LP (rates mu'_ij / X_i, jobs of mean size X_i)
+    finds the system overloaded. A bag stream: Anglano & Canonico's load factor
+    L = bag_rate x application_size / sum_j EP_j is >= 1 (EP_j: machine j's work rate for
+    the mix, times a_j and its up fraction). A bag list or a trace is finite: None. With
+    failures, each a_j is scaled by the machine's long-run up fraction.
     """
+    if isinstance(exp.workload, BagStream):
+        return _bag_overload(exp, exp.workload)
+    if not isinstance(exp.workload, PoissonClasses):
+        return None
     from mgst.policies.allocation import AllocationError, solve_allocation
 
-    availability = list(exp.availability)
-    note = ""
-    if exp.failures is not None:
-        up = exp.failures.mean_up / (exp.failures.mean_up + exp.failures.mean_down)
-        availability = [a * up for a in availability]
-        note = (
-            f" (availabilities scaled by the long-run up fraction "
-            f"mean_up/(mean_up+mean_down) = {up:.3f} because of failures)"
-        )
+    availability, note = _effective_availability(exp)
+    rates = [[r / c.granularity for r in row] for row, c in zip(exp.rates, exp.classes)]
     try:
-        alloc = solve_allocation(
-            [list(row) for row in exp.rates], list(exp.arrival_rates), availability
-        )
+        alloc = solve_allocation(rates, list(exp.arrival_rates), availability)
     except AllocationError as err:
         key = "workload.arrival_rates" if err.argument == "arrival_rates" else "machines.rates"
         raise ConfigError(key, f"the allocation LP cannot be solved: {err}") from None
@@ -162,6 +177,43 @@ def overload_warning(exp: Experiment) -> str | None:
     return (
         f"overloaded: the allocation LP gives lambda* = {lam:.2f} <= 1, the load is "
         f"{load}{note}; response times will grow without bound"
+    )
+
+
+def _effective_availability(exp: Experiment) -> tuple[list[float], str]:
+    """Each machine's a_j times its long-run up fraction, and a note saying so."""
+    failures = exp.failures
+    availability = list(exp.availability)
+    if failures is None:
+        return availability, ""
+    if isinstance(failures, FailureModel):
+        up = up_fraction(failures)
+        return [a * up for a in availability], (
+            f" (availabilities scaled by the long-run up fraction "
+            f"mean_up/(mean_up+mean_down) = {up:.3f} because of failures)"
+        )
+    ups = [up_fraction(failures, machine_group(exp, j)) for j in range(len(exp.machines))]
+    return [a * u for a, u in zip(availability, ups)], (
+        f" (availabilities scaled by each machine's long-run up fraction MTTF/(MTTF+MTTR), "
+        f"{min(ups):.3f} to {max(ups):.3f}, because of failures)"
+    )
+
+
+def _bag_overload(exp: Experiment, spec: BagStream) -> str | None:
+    availability, note = _effective_availability(exp)
+    mix = normalised_mix(spec.mix)
+    work = mix * [c.granularity for c in exp.classes]
+    work = work / work.sum()  # fraction of the work in each class
+    power = 0.0
+    for j, m in enumerate(exp.machines):  # the mix's work rate on machine j: 1 / sum_i w_i / mu_ij
+        power += availability[j] / sum(w / m.rates[i] for i, w in enumerate(work) if w > 0)
+    load = spec.bag_rate * spec.application_size / power
+    if load < 1:
+        return None
+    return (
+        f"overloaded: the load factor L = bag_rate x application_size / sum of effective powers = "
+        f"{spec.bag_rate:g} x {spec.application_size:g} / {power:.2f} = {load:.2f} >= 1{note}; "
+        "bag turnaround times will grow without bound"
     )
 
 
@@ -225,23 +277,28 @@ def _check_length(
 ) -> None:
     """Raise ConfigError unless ``length`` model time units of ``exp`` stay within MAX_JOBS
     jobs, failure cycles and (``checkpoint_key`` not None) checkpoints."""
-    total = sum(exp.arrival_rates)
-    jobs = length * total
+    jobs, how, unit = _expected_jobs(exp, length)
     if not jobs <= MAX_JOBS:
         raise ConfigError(
             key,
-            f"{length:g} time units{note} x total arrival rate {total:g} imply {jobs:.3g} jobs {what}; "
+            f"{length:g} time units{note} {how} imply {jobs:.3g} {unit} {what}; "
             f"at most {MAX_JOBS:g} are allowed (MAX_JOBS): use a shorter run",
             path,
         )
     n = len(exp.machines)
-    if exp.failures is not None:
-        cycle = exp.failures.mean_up + exp.failures.mean_down
-        cycles = n * length / cycle
+    failures = exp.failures
+    if failures is not None:
+        if isinstance(failures, FailureModel):
+            cycle = failures.mean_up + failures.mean_down
+            cycles = n * length / cycle
+            how = f"mean_up + mean_down = {cycle:g} time units"
+        else:
+            cycles = sum(length / (g.mttf + g.repair_mean) for g in (machine_group(exp, j) for j in range(n)))
+            how = "the groups' MTTF + repair_mean"
         if not cycles <= MAX_JOBS:
             raise ConfigError(
                 failures_key,
-                f"mean_up + mean_down = {cycle:g} time units over {length:g} time units{note} on {n} "
+                f"{how} over {length:g} time units{note} on {n} "
                 f"machines imply {cycles:.3g} failure cycles {what}; at most {MAX_JOBS:g} are allowed "
                 "(MAX_JOBS)",
                 path,
@@ -257,6 +314,33 @@ def _check_length(
                 "(MAX_JOBS)",
                 path,
             )
+
+
+def _expected_jobs(exp: Experiment, length: float) -> tuple[float, str, str]:
+    """Jobs (tasks) that ``length`` model time units of ``exp``'s workload bring, and how that was found."""
+    spec = exp.workload
+    if isinstance(spec, BagStream):
+        per_bag = spec.application_size / mean_task_size(spec.mix, [c.granularity for c in exp.classes]) + 1
+        bags = length * spec.bag_rate
+        cap = ""
+        if spec.max_bags is not None and spec.max_bags < bags:
+            bags, cap = float(spec.max_bags), f" (at most max_bags = {spec.max_bags})"
+        return bags * per_bag, (
+            f"x bag rate {spec.bag_rate:g}{cap} x {per_bag:.4g} tasks per bag "
+            "(application_size / mean task size, + 1)"
+        ), "tasks"
+    if isinstance(spec, BagList):
+        tasks = sum(len(tasks) for at, tasks in spec.bags if at < length)
+        return float(tasks), "of the bag list", "tasks"
+    if isinstance(spec, SwfTrace):
+        try:
+            jobs = read_swf(spec.path)
+        except SwfError as err:
+            raise ConfigError("workload.file", str(err)) from None
+        arrivals = jobs.times(spec.time_scale)
+        return float(int((arrivals < length).sum())), f"of the trace {spec.path}", "jobs"
+    total = sum(exp.arrival_rates)
+    return length * total, f"x total arrival rate {total:g}", "jobs"
 
 
 # --------------------------------------------------------------------------- parsing
@@ -283,10 +367,19 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-class _Parser:
+class _Parser(ModelSections, MachineSections):
+    # Bounds and helpers the model sections (config_models, config_machines) use through self.
+    max_rate = MAX_RATE
+    max_time = MAX_TIME
+    max_jobs = MAX_JOBS
+    describe = staticmethod(_describe)
+    suggest = staticmethod(_suggest)
+    is_number = staticmethod(_is_number)
+
     def __init__(self, path: str | None):
         self.path = path
         self.defaults: dict[str, bool] = {}  # key -> whether the file left it at its default
+        self.failures_key = "failures.mean_up"  # what a too-frequent failure process is blamed on
 
     def error(self, key: str, problem: str) -> ConfigError:
         return ConfigError(key, problem, self.path)
@@ -330,9 +423,9 @@ class _Parser:
             raise self.error(key, f"must be a positive number, got {_describe(value)}")
         return float(value)
 
-    def rate(self, value: Any, key: str) -> float:
-        """A rate in jobs per model time unit, within [MIN_RATE, MAX_RATE]."""
-        return _check_range(value, key, MIN_RATE, MAX_RATE, "jobs per time unit", self.path)
+    def rate(self, value: Any, key: str, unit: str = "jobs per time unit") -> float:
+        """A rate (jobs, or work, per model time unit), within [MIN_RATE, MAX_RATE]."""
+        return _check_range(value, key, MIN_RATE, MAX_RATE, unit, self.path)
 
     def bounded(self, value: Any, key: str, low: float, high: float, unit: str) -> float:
         return _check_range(value, key, low, high, unit, self.path)
@@ -386,22 +479,19 @@ class _Parser:
                 raise self.error(key, f"unknown key{self.top_level_hint(key)}")
 
         name, description = self.header(data, default_name)
-        arrival_rates, class_table = self.workload(data)
-        machines = self.machines(data, arrival_rates)
-        classes = tuple(
-            JobClass(cname, rate)
-            for cname, rate in zip(
-                self.class_names(class_table, len(arrival_rates)), arrival_rates
-            )
-        )
+        workload = self.workload(data)
+        failures, self.failures_key = self.availability(data)
+        machines = self.machines(data, workload, failures)
         exp = Experiment(
             name=name,
-            classes=classes,
+            classes=workload.classes,
             machines=machines,
             policy=self.policy(data),
-            failures=self.failures(data),
+            failures=failures,
+            workload=workload.spec,
+            staging=self.staging(data),
             simulation=self.simulation(data),
-            testbed=self.testbed(data, len(classes)),
+            testbed=self.testbed(data, len(workload.classes)),
             description=description,
         )
         self.check_lengths(exp)
@@ -411,7 +501,7 @@ class _Parser:
         """The simulation and the testbed run stay within MAX_JOBS jobs (failure cycles, checkpoints)."""
         default = " (the default)"
         _check_length(
-            exp, exp.simulation.horizon, "per replication", "simulation.horizon", "failures.mean_up",
+            exp, exp.simulation.horizon, "per replication", "simulation.horizon", self.failures_key,
             "simulation.checkpoint_interval", self.path,
             note=default if self.defaults.get("simulation.horizon") else "",
         )
@@ -419,7 +509,7 @@ class _Parser:
         defaults = ", the defaults" if self.defaults.get("testbed.duration") else ""
         note = f" ({tb.duration:g} s / {tb.time_unit:g} s each{defaults})"
         _check_length(
-            exp, tb.duration / tb.time_unit, "in the testbed run", "testbed.duration", "failures.mean_up", None,
+            exp, tb.duration / tb.time_unit, "in the testbed run", "testbed.duration", self.failures_key, None,
             self.path, note=note,
         )
 
@@ -441,108 +531,6 @@ class _Parser:
         if "description" in table:
             description = self.string(table["description"], "experiment.description")
         return name, description
-
-    def workload(
-        self, data: Mapping[str, Any]
-    ) -> tuple[tuple[float, ...], Mapping[str, Any]]:
-        table = self.table(data, "workload", required=True)
-        assert table is not None
-        self.check_keys(table, "workload")
-        key = "workload.arrival_rates"
-        raw = self.nonempty_list(
-            self.require(table, "workload", "arrival_rates"), key, "numbers"
-        )
-        rates = tuple(self.rate(v, f"{key}[{i}]") for i, v in enumerate(raw))
-        return rates, table
-
-    def class_names(self, table: Mapping[str, Any], count: int) -> tuple[str, ...]:
-        if "class_names" not in table:
-            return tuple(str(i + 1) for i in range(count))
-        return self.names(
-            table["class_names"],
-            "workload.class_names",
-            count,
-            f"workload.arrival_rates has {count} (one per class)",
-        )
-
-    def machines(
-        self, data: Mapping[str, Any], arrival_rates: tuple[float, ...]
-    ) -> tuple[Machine, ...]:
-        table = self.table(data, "machines", required=True)
-        assert table is not None
-        self.check_keys(table, "machines")
-        key = "machines.rates"
-        rows = self.nonempty_list(
-            self.require(table, "machines", "rates"), key, "rows (one per class)"
-        )
-        matrix: list[tuple[float, ...]] = []
-        for i, row in enumerate(rows):
-            row_key = f"{key}[{i}]"
-            entries = self.nonempty_list(row, row_key, "numbers (one per machine)")
-            if matrix and len(entries) != len(matrix[0]):
-                raise self.error(
-                    row_key,
-                    f"has {len(entries)} entries, expected {len(matrix[0])} like row 0",
-                )
-            matrix.append(
-                tuple(
-                    self.rate(v, f"{row_key}[{j}]") for j, v in enumerate(entries)
-                )
-            )
-        n_classes, n_machines = len(matrix), len(matrix[0])
-        if len(arrival_rates) != n_classes:
-            raise self.error(
-                "workload.arrival_rates",
-                f"has {len(arrival_rates)} entries but machines.rates has {n_classes} rows "
-                "(one per class)",
-            )
-
-        columns_text = f"machines.rates has {n_machines} columns (one per machine)"
-        availability = (1.0,) * n_machines
-        if "availability" in table:
-            akey = "machines.availability"
-            raw = self.nonempty_list(
-                table["availability"], akey, "numbers (one per machine)"
-            )
-            if len(raw) != n_machines:
-                raise self.error(akey, f"has {len(raw)} entries but {columns_text}")
-            values = []
-            for j, v in enumerate(raw):
-                if not _is_number(v) or not (0 < v <= 1):
-                    raise self.error(
-                        f"{akey}[{j}]",
-                        f"must be a number in (0, 1], got {_describe(v)}",
-                    )
-                values.append(float(v))
-            availability = tuple(values)
-
-        if "names" in table:
-            names = self.names(
-                table["names"], "machines.names", n_machines, columns_text
-            )
-        else:
-            names = tuple(f"M{j + 1}" for j in range(n_machines))
-
-        return tuple(
-            Machine(
-                names[j], tuple(matrix[i][j] for i in range(n_classes)), availability[j]
-            )
-            for j in range(n_machines)
-        )
-
-    def failures(self, data: Mapping[str, Any]) -> FailureModel | None:
-        table = self.table(data, "failures", required=False)
-        if table is None:
-            return None
-        self.check_keys(table, "failures")
-        return FailureModel(
-            mean_up=self.bounded(
-                self.require(table, "failures", "mean_up"), "failures.mean_up", 0.0, MAX_TIME, "time units"
-            ),
-            mean_down=self.bounded(
-                self.require(table, "failures", "mean_down"), "failures.mean_down", 0.0, MAX_TIME, "time units"
-            ),
-        )
 
     def policy(self, data: Mapping[str, Any]) -> PolicySpec:
         table = self.table(data, "policy", required=True)

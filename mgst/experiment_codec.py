@@ -1,45 +1,133 @@
-"""An Experiment as plain JSON-able values and back: what a run's journal keeps of its setting."""
+"""An Experiment as plain JSON-able values and back: what a run's journal keeps of its setting.
+
+Fields at their defaults (granularity 1, one slot and no attributes, Poisson classes, no
+staging) are left out, so an experiment of the MGST paper encodes as it always did and
+journals written before those fields existed still match and decode.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from mgst.model import (
+    BagList,
+    BagStream,
     Experiment,
     FailureModel,
+    Failures,
     JobClass,
     Machine,
+    PoissonClasses,
     PolicySpec,
     SimulationSettings,
+    StagingModel,
+    SwfTrace,
     TestbedSettings,
+    WeibullGroup,
+    WeibullNormalFailures,
+    Workload,
 )
+
+
+def _plain_value(v: Any) -> Any:
+    return [_plain_value(x) for x in v] if isinstance(v, tuple | list) else v
+
+
+def _frozen_value(v: Any) -> Any:
+    return tuple(_frozen_value(x) for x in v) if isinstance(v, list) else v
+
+
+def _plain_failures(f: Failures | None) -> Any:
+    if f is None:
+        return None
+    if isinstance(f, FailureModel):
+        return [f.mean_up, f.mean_down]
+    return {"kind": "weibull", "groups": [[g.mttf, g.shape, g.repair_mean, g.repair_sd] for g in f.groups]}
+
+
+def _failures(d: Any) -> Failures | None:
+    if d is None:
+        return None
+    if isinstance(d, list):
+        return FailureModel(*d)
+    return WeibullNormalFailures(tuple(WeibullGroup(*g) for g in d["groups"]))
+
+
+def _plain_workload(w: Workload) -> dict[str, Any]:
+    if isinstance(w, BagStream):
+        return {"kind": "bags", "bag_rate": w.bag_rate, "application_size": w.application_size,
+                "mix": list(w.mix), "spread": w.spread, "max_bags": w.max_bags}
+    if isinstance(w, BagList):
+        return {"kind": "bag_list", "bags": [[at, [[c, s] for c, s in tasks]] for at, tasks in w.bags]}
+    if isinstance(w, SwfTrace):
+        return {"kind": "swf", "path": w.path, "time_scale": w.time_scale, "work_scale": w.work_scale,
+                "bags": w.bags}
+    raise TypeError(f"unknown workload model {w!r}")
+
+
+def _workload(d: dict[str, Any] | None) -> Workload:
+    if d is None:
+        return PoissonClasses()
+    kind = d["kind"]
+    if kind == "bags":
+        return BagStream(d["bag_rate"], d["application_size"], tuple(d["mix"]), d["spread"], d["max_bags"])
+    if kind == "bag_list":
+        return BagList(tuple((at, tuple((c, s) for c, s in tasks)) for at, tasks in d["bags"]))
+    if kind == "swf":
+        return SwfTrace(d["path"], d["time_scale"], d["work_scale"], d["bags"])
+    raise ValueError(f"unknown workload kind {kind!r}")
+
+
+def _plain_machine(m: Machine) -> list[Any]:
+    out = [m.name, list(m.rates), m.availability]
+    if m.slots != 1 or m.attributes:
+        out += [m.slots, [[k, _plain_value(v)] for k, v in m.attributes]]
+    return out
+
+
+def _machine(d: list[Any]) -> Machine:
+    name, rates, availability, *rest = d
+    slots, attributes = rest if rest else (1, [])
+    return Machine(name, tuple(rates), availability, slots, tuple((k, _frozen_value(v)) for k, v in attributes))
 
 
 def to_plain(exp: Experiment) -> dict[str, Any]:
     tb = exp.testbed
     sim = exp.simulation
-    return {
+    d: dict[str, Any] = {
         "name": exp.name,
         "description": exp.description,
-        "classes": [[c.name, c.arrival_rate] for c in exp.classes],
-        "machines": [[m.name, list(m.rates), m.availability] for m in exp.machines],
+        "classes": [[c.name, c.arrival_rate] + ([c.granularity] if c.granularity != 1.0 else [])
+                    for c in exp.classes],
+        "machines": [_plain_machine(m) for m in exp.machines],
         "policy": {"name": exp.policy.name, "options": dict(exp.policy.options)},
-        "failures": None if exp.failures is None else [exp.failures.mean_up, exp.failures.mean_down],
+        "failures": _plain_failures(exp.failures),
         "simulation": [sim.horizon, sim.warmup, sim.replications, sim.seed, sim.checkpoint_interval],
         "testbed": [tb.time_unit, tb.duration, tb.timeout_factor, tb.executor,
                     [c if isinstance(c, str) else list(c) for c in tb.commands]],
     }
+    if not isinstance(exp.workload, PoissonClasses):
+        d["workload"] = _plain_workload(exp.workload)
+    if exp.staging is not None:
+        st = exp.staging
+        d["staging"] = {"resume": None if st.resume is None else list(st.resume),
+                        "start": None if st.start is None else list(st.start)}
+    return d
 
 
 def from_plain(d: dict[str, Any]) -> Experiment:
     tu, duration, k, executor, commands = d["testbed"]
+    staging = d.get("staging")
     return Experiment(
         name=d["name"],
         description=d["description"],
-        classes=tuple(JobClass(n, a) for n, a in d["classes"]),
-        machines=tuple(Machine(n, tuple(r), a) for n, r, a in d["machines"]),
+        classes=tuple(JobClass(*c) for c in d["classes"]),
+        machines=tuple(_machine(m) for m in d["machines"]),
         policy=PolicySpec(d["policy"]["name"], d["policy"]["options"]),
-        failures=None if d["failures"] is None else FailureModel(*d["failures"]),
+        failures=_failures(d["failures"]),
+        workload=_workload(d.get("workload")),
+        staging=None if staging is None else StagingModel(
+            *(None if staging[key] is None else tuple(staging[key]) for key in ("resume", "start"))),
         simulation=SimulationSettings(*d["simulation"]),
         testbed=TestbedSettings(tu, duration, k, executor,
                                 tuple(c if isinstance(c, str) else tuple(c) for c in commands)),

@@ -20,6 +20,12 @@ class Purpose(enum.IntEnum):
     FAILURES = 2  # index: machine
     POLICY = 3  # index: 0
     CHECKPOINTS = 4  # index: 0
+    # Added for the pluggable models; new members go at the end so existing streams keep their keys.
+    BAG_ARRIVALS = 5  # index: 0 (bag inter-arrival times)
+    TASK_CLASSES = 6  # index: 0 (class of each task of a bag stream)
+    TASK_SIZES = 7  # index: 0 (unit uniform of each task's size)
+    REPAIRS = 8  # index: machine (down periods of the Weibull/Normal model; FAILURES gives its up periods)
+    STAGING = 9  # index: 0 resume transfers, 1 start transfers
 
 
 def seed_sequence(seed: int, replication: int, purpose: Purpose, index: int = 0) -> np.random.SeedSequence:

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import re
+import shutil
 import textwrap
+import tomllib
 from pathlib import Path
 from types import MappingProxyType
 
@@ -12,6 +16,7 @@ import pytest
 
 from mgst import config, model, policies
 from mgst.config import ConfigError, load_experiment, overload_warning, parse_experiment
+from mgst.experiment_codec import from_plain, to_plain
 from mgst.model import Experiment, FailureModel, SimulationSettings
 
 EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"
@@ -911,3 +916,361 @@ def test_command_executor_without_commands(tmp_path):
     err = error_for(tmp_path, toml(testbed='[testbed]\nexecutor = "command"\n'))
     assert err.key == "testbed.commands"
     assert "an allow-list key, or an argv" in err.problem
+
+
+# ------------------------------------------------------------------ pluggable models (docs/models.md)
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "models.md"
+SAMPLE_SWF = Path(__file__).resolve().parent / "data" / "sample.swf"
+
+BAGS = (
+    '[workload]\nkind = "bags"\nbag_rate = 0.00026\napplication_size = 3600000.0\nmix = [50, 16.3, 16.3, 16.3]\n'
+    'class_names = ["VS", "S", "M", "L"]\ngranularity = [1000.0, 5000.0, 25000.0, 125000.0]\n'
+)
+POWER = "[machines]\npower = {value = 10.0, count = 100}\n"
+WEIBULL = (
+    '[availability]\nkind = "weibull"\nrepair_mean = 100.0\nrepair_sd = 10.0\n'
+    "groups = [{mttf = 1e5}, {mttf = 2e5, shape = 2.0}]\n"
+)
+
+
+def docs_examples() -> list[str]:
+    return re.findall(r"```toml\n(.*?)```", DOCS.read_text(encoding="utf-8"), re.S)
+
+
+def test_the_seed_000_example_of_docs_models_loads(tmp_path):
+    example = docs_examples()[-1]
+    exp = load_experiment(write(tmp_path, example))
+    assert isinstance(exp.workload, model.BagStream) and exp.workload.bag_rate == 0.00026
+    assert [c.granularity for c in exp.classes] == [1000.0, 5000.0, 25000.0, 125000.0]
+    assert all(c.arrival_rate == 0 for c in exp.classes)
+    assert len(exp.machines) == 100 and exp.machines[0].rates == (10.0,) * 4
+    assert [m.attribute("group") for m in exp.machines[:16]] == [*range(1, 16), 1]
+    assert isinstance(exp.failures, model.WeibullNormalFailures) and len(exp.failures.groups) == 15
+    assert exp.staging == model.StagingModel(resume=(240.0, 720.0))
+    assert overload_warning(exp) is None  # L = 0.94
+
+
+def test_the_bag_list_example_of_docs_models_loads():
+    data = tomllib.loads(docs_examples()[0])
+    data |= {"machines": {"power": [5.0, 5.0]}, "policy": {"name": "fcfs"}}
+    exp = parse_experiment(data, "x")
+    assert exp.workload == model.BagList(((0.0, ((0, 12.0), (1, 90.0))), (50.0, ((0, 8.0), (1, 120.0), (1, 95.0)))))
+    assert [c.name for c in exp.classes] == ["short", "long"]
+
+
+def test_poisson_granularity(tmp_path):
+    exp = experiment_for(tmp_path, workload="[workload]\narrival_rates = [1.0, 2.0]\ngranularity = [2.0, 0.5]\n")
+    assert [c.granularity for c in exp.classes] == [2.0, 0.5]
+    assert exp.workload == model.PoissonClasses()
+    assert load_experiment(write(tmp_path, toml())).classes[0].granularity == 1.0
+
+
+def test_bag_stream_file(tmp_path):
+    exp = experiment_for(tmp_path, workload=BAGS + "max_bags = 40\n", machines=POWER)
+    assert exp.workload == model.BagStream(0.00026, 3.6e6, (50.0, 16.3, 16.3, 16.3), 0.5, 40)
+    assert [(c.name, c.arrival_rate) for c in exp.classes] == [("VS", 0.0), ("S", 0.0), ("M", 0.0), ("L", 0.0)]
+
+
+def test_power_forms(tmp_path):
+    machines = [
+        "[machines]\npower = [2.0, 3.0]\n",
+        "[machines]\npower = [2.0, 3.0]\ncount = 2\n",
+        "[machines]\npower = 4.0\ncount = 3\n",
+        "[machines]\npower = {value = 4.0, count = 3}\n",
+    ]
+    expected = [[2.0, 3.0], [2.0, 3.0], [4.0] * 3, [4.0] * 3]
+    for text, powers in zip(machines, expected):
+        exp = experiment_for(tmp_path, machines=text)
+        assert [m.rates for m in exp.machines] == [(p, p) for p in powers]  # every class: rates[i][j] = P_j
+        assert [m.attributes for m in exp.machines] == [(("power", p),) for p in powers]
+
+
+def test_power_drawn_until_the_total_is_reached_keeping_the_last_machine(tmp_path):
+    text = "[machines]\npower = {uniform = [2.3, 17.7], total = 1000.0, seed = 91}\n"
+    one, two = experiment_for(tmp_path, machines=text), experiment_for(tmp_path, machines=text)
+    powers = [m.attribute("power") for m in one.machines]
+    assert powers == [m.attribute("power") for m in two.machines]
+    assert len(powers) == 93  # the paper's heterogeneous grid size, for this seed
+    assert all(2.3 <= p <= 17.7 for p in powers)
+    assert sum(powers[:-1]) < 1000.0 <= sum(powers)
+    other = experiment_for(tmp_path, machines=text.replace("91", "92"))
+    assert [m.attribute("power") for m in other.machines] != powers
+
+
+def test_slots_groups_and_attributes(tmp_path):
+    machines = (
+        '[machines]\npower = [1.0, 2.0, 3.0, 4.0]\nslots = [1, 2, 1, 4]\ngroup = "cycle"\n'
+        'attributes = {os = "linux", clock = [1.0, 2.0, 2.5, 3.0]}\n'
+    )
+    exp = experiment_for(tmp_path, machines=machines, failures="", availability=WEIBULL)
+    assert [m.slots for m in exp.machines] == [1, 2, 1, 4]
+    assert exp.machines[3].attributes == (("power", 4.0), ("group", 2), ("os", "linux"), ("clock", 3.0))
+    assert [m.attribute("group") for m in exp.machines] == [1, 2, 1, 2]
+    exp = experiment_for(tmp_path, machines=BASE["machines"] + "slots = 3\ngroup = [1, 7, 2]\n")
+    assert [(m.slots, m.attributes) for m in exp.machines] == [(3, (("group", g),)) for g in (1, 7, 2)]
+
+
+def test_availability_kinds(tmp_path):
+    assert experiment_for(tmp_path, availability='[availability]\nkind = "always"\n').failures is None
+    exponential = '[availability]\nkind = "exponential"\nmean_up = 5.0\nmean_down = 1.0\n'
+    exp = experiment_for(tmp_path, availability=exponential)
+    assert exp.failures == FailureModel(5.0, 1.0)
+    exp = experiment_for(tmp_path, availability=WEIBULL, machines=BASE["machines"] + "group = [1, 2, 2]\n")
+    assert exp.failures == model.WeibullNormalFailures((
+        model.WeibullGroup(1e5, 0.5, 100.0, 10.0), model.WeibullGroup(2e5, 2.0, 100.0, 10.0)))
+    text = WEIBULL.replace("repair_sd = 10.0\n", "repair_sd = 10.0\nshape = 0.7\n").replace(
+        "{mttf = 1e5}", "{mttf = 1e5, repair_mean = 7.0}")
+    exp = experiment_for(tmp_path, availability=text, machines=BASE["machines"] + 'group = "cycle"\n')
+    assert exp.failures.groups == (model.WeibullGroup(1e5, 0.7, 7.0, 10.0), model.WeibullGroup(2e5, 2.0, 100.0, 10.0))
+
+
+@pytest.mark.parametrize(("preset", "factor", "repair"), [("anglano-high", 1.0, (1800.0, 300.0)),
+                                                          ("anglano-medium", 0.03, (5400.0, 800.0)),
+                                                          ("anglano-low", 0.01, (5400.0, 800.0))])
+def test_availability_presets(tmp_path, preset, factor, repair):
+    from mgst.availability.weibull import ANGLANO_MTTF
+
+    exp = experiment_for(tmp_path, availability=f'[availability]\npreset = "{preset}"\n',
+                         machines=BASE["machines"] + 'group = "cycle"\n')
+    assert [g.mttf for g in exp.failures.groups] == [m * factor for m in ANGLANO_MTTF]
+    assert {(g.shape, g.repair_mean, g.repair_sd) for g in exp.failures.groups} == {(0.5, *repair)}
+    exp = experiment_for(tmp_path, availability=f'[availability]\npreset = "{preset}"\nshape = 0.8\nrepair_sd = 1.0\n',
+                         machines=BASE["machines"] + 'group = "cycle"\n')
+    assert {(g.shape, g.repair_mean, g.repair_sd) for g in exp.failures.groups} == {(0.8, repair[0], 1.0)}
+
+
+def test_staging_section(tmp_path):
+    exp = experiment_for(tmp_path, staging="[staging]\nresume = [240, 720]\nstart = [0.0, 5.0]\n")
+    assert exp.staging == model.StagingModel((240.0, 720.0), (0.0, 5.0))
+    assert experiment_for(tmp_path, staging="[staging]\n").staging is None
+    assert experiment_for(tmp_path).staging is None
+
+
+def test_bag_list_classes_by_index_or_name(tmp_path):
+    text = '[workload]\nkind = "bag_list"\nbags = [{at = 5.0, tasks = [[1, 2.0]]}, {at = 0.0, tasks = [[0, 1]]}]\n'
+    exp = experiment_for(tmp_path, workload=text, machines="[machines]\npower = [1.0]\n")
+    assert exp.workload.bags == ((5.0, ((1, 2.0),)), (0.0, ((0, 1.0),)))  # the file's order; delivered sorted
+    assert [c.name for c in exp.classes] == ["1", "2"]
+    named = text.replace("[1, 2.0]", '["b", 2.0]').replace("kind", 'class_names = ["a", "b", "c"]\nkind')
+    assert len(experiment_for(tmp_path, workload=named, machines="[machines]\npower = [1.0]\n").classes) == 3
+
+
+def test_swf_file_is_relative_to_the_experiment_and_sets_the_granularity(tmp_path):
+    (tmp_path / "traces").mkdir()
+    shutil.copy(SAMPLE_SWF, tmp_path / "traces" / "sample.swf")
+    text = '[workload]\nkind = "swf"\nfile = "traces/sample.swf"\nwork_scale = 0.5\nbags = "user"\n'
+    exp = experiment_for(tmp_path, workload=text, machines="[machines]\npower = 2.0\ncount = 2\n")
+    assert exp.workload == model.SwfTrace(str((tmp_path / "traces" / "sample.swf").resolve()), 1.0, 0.5, "user")
+    sizes = [60, 60, 360, 45, 15, 160, 25, 40, 10, 12, 14]  # run x processors of the 11 usable jobs
+    assert exp.classes == (model.JobClass("1", 0.0, 0.5 * sum(sizes) / 11),)
+
+
+def test_swf_errors_name_the_file_key(tmp_path):
+    text = '[workload]\nkind = "swf"\nfile = "none.swf"\n'
+    err = error_for(tmp_path, toml(workload=text, machines="[machines]\npower = [1.0]\n"))
+    assert err.key == "workload.file" and "cannot read" in err.problem
+    (tmp_path / "bad.swf").write_text("; header\n1 2 3\n", encoding="ascii")
+    err = error_for(tmp_path, toml(workload=text.replace("none", "bad"), machines="[machines]\npower = [1.0]\n"))
+    assert err.key == "workload.file" and f"{tmp_path / 'bad.swf'}:2: has 3 fields" in err.problem
+
+
+MODEL_ERRORS = [
+    pytest.param({"workload": '[workload]\nkind = "lottery"\n'}, "workload.kind", ["must be one of 'poisson'"],
+                 id="workload-kind"),
+    pytest.param({"workload": "[workload]\nkind = [1]\n"}, "workload.kind", ["must be one of", "a list"],
+                 id="workload-kind-list"),
+    pytest.param({"availability": "[availability]\npreset = {a = 1}\n"}, "availability.preset",
+                 ["must be one of", "a table"], id="preset-table"),
+    pytest.param({"workload": BAGS + "arrival_rates = [1.0]\n", "machines": POWER}, "workload.arrival_rates",
+                 ["unknown key for kind = 'bags' (a key of kind = 'poisson')"], id="key-of-another-kind"),
+    pytest.param({"workload": BAGS.replace("bag_rate = 0.00026\n", ""), "machines": POWER}, "workload.bag_rate",
+                 ["missing"], id="bag-rate-missing"),
+    pytest.param({"workload": BAGS.replace("[50,", "[-1,"), "machines": POWER}, "workload.mix[0]", [">= 0"],
+                 id="mix-negative"),
+    pytest.param({"workload": BAGS.replace("[50, 16.3, 16.3, 16.3]", "[0, 0, 0, 0]"), "machines": POWER},
+                 "workload.mix", ["positive sum"], id="mix-zero"),
+    pytest.param({"workload": BAGS + "spread = 1.0\n", "machines": POWER}, "workload.spread", ["[0, 1)"],
+                 id="spread-one"),
+    pytest.param({"workload": BAGS + "max_bags = 0\n", "machines": POWER}, "workload.max_bags", [">= 1"],
+                 id="max-bags-zero"),
+    pytest.param({"workload": BAGS.replace('"VS", ', ""), "machines": POWER}, "workload.class_names",
+                 ["has 3 entries but workload.mix has 4 (one per class)"], id="class-names-vs-mix"),
+    pytest.param({"workload": BAGS.replace("[1000.0, ", "[0.0, "), "machines": POWER}, "workload.granularity[0]",
+                 ["must be a positive number"], id="granularity-zero"),
+    pytest.param({"workload": BAGS}, "machines.rates", ["has 2 rows but workload.mix has 4 (one per class)"],
+                 id="rates-vs-mix"),
+    pytest.param({"workload": BAGS.replace("3600000.0", "1e12").replace("[50, 16.3, 16.3, 16.3]", "[1, 0, 0, 0]"),
+                  "machines": POWER},
+                 "workload.application_size", ["implies 1e+09 tasks per bag", "MAX_JOBS"], id="bag-too-large"),
+    pytest.param({"workload": BAGS, "machines": POWER, "simulation": "[simulation]\nhorizon = 1e9\n"},
+                 "simulation.horizon",
+                 ["1e+09 time units x bag rate 0.00026 x 139.2 tasks per bag (application_size / mean task size, "
+                  "+ 1) imply 3.62e+07 tasks per replication", "MAX_JOBS"], id="bags-too-many-tasks"),
+    pytest.param({"workload": '[workload]\nkind = "bag_list"\nbags = [{at = 0.0, tasks = [["x", 1.0]]}]\n',
+                  "machines": POWER}, "workload.bags[0].tasks[0][0]", ["workload.class_names is not given"],
+                 id="bag-list-name-without-names"),
+    pytest.param({"workload": '[workload]\nkind = "bag_list"\nclass_names = ["a"]\n'
+                              'bags = [{at = 0.0, tasks = [["b", 1.0]]}]\n', "machines": POWER},
+                 "workload.bags[0].tasks[0][0]", ["unknown class 'b'"], id="bag-list-unknown-name"),
+    pytest.param({"workload": '[workload]\nkind = "bag_list"\ngranularity = [1.0]\n'
+                              'bags = [{at = 0.0, tasks = [[1, 1.0]]}]\n', "machines": POWER},
+                 "workload.bags[0].tasks[0][0]", ["class index 1 but there are 1 classes"], id="bag-list-index"),
+    pytest.param({"workload": '[workload]\nkind = "bag_list"\nbags = [{at = -1.0, tasks = [[0, 1.0]]}]\n',
+                  "machines": POWER}, "workload.bags[0].at", ["must be in [0,"], id="bag-list-negative-time"),
+    pytest.param({"workload": '[workload]\nkind = "bag_list"\nbags = [{tasks = [[0, 1.0]]}]\n', "machines": POWER},
+                 "workload.bags[0].at", ["missing"], id="bag-list-no-time"),
+    pytest.param({"workload": '[workload]\nkind = "bag_list"\nbags = [{at = 0.0, tasks = [[0]]}]\n',
+                  "machines": POWER}, "workload.bags[0].tasks[0]", ["must be a pair [class, size]"],
+                 id="bag-list-bad-task"),
+    pytest.param({"workload": '[workload]\nkind = "swf"\nfile = "x.swf"\nbags = "group"\n', "machines": POWER},
+                 "workload.bags", ["must be one of 'none', 'user'"], id="swf-bags"),
+    pytest.param({"machines": BASE["machines"] + "power = [1.0, 2.0, 3.0]\n"}, "machines.power",
+                 ["give machines.rates or machines.power, not both"], id="rates-and-power"),
+    pytest.param({"machines": "[machines]\npower = 2.0\n"}, "machines.count", ["missing"], id="power-without-count"),
+    pytest.param({"machines": BASE["machines"] + "count = 3\n"}, "machines.count",
+                 ["only with a single number as machines.power"], id="count-with-rates"),
+    pytest.param({"machines": "[machines]\npower = [1.0, 2.0]\ncount = 3\n"}, "machines.count",
+                 ["lists 2 machines"], id="count-vs-list"),
+    pytest.param({"machines": "[machines]\npower = {value = 2.0, cnt = 3}\n"}, "machines.power.cnt",
+                 ["unknown key (did you mean 'count'?)"], id="power-table-key"),
+    pytest.param({"machines": "[machines]\npower = {uniform = [5.0, 2.0], total = 10.0}\n"}, "machines.power.uniform",
+                 ["a <= b"], id="power-uniform-order"),
+    pytest.param({"machines": "[machines]\npower = {uniform = [1.0, 2.0], total = 1e9}\n"}, "machines.power.total",
+                 ["more than 100000 machines"], id="power-too-many"),
+    pytest.param({"machines": "[machines]\npower = [1.0, 0.0]\n"}, "machines.power[1]",
+                 ["must be a positive number"], id="power-zero"),
+    pytest.param({"machines": "[machines]\nslots = 2\n"}, "machines.rates", ["missing", "machines.power"],
+                 id="no-rates-nor-power"),
+    pytest.param({"machines": BASE["machines"] + "slots = [1, 2]\n"}, "machines.slots",
+                 ["has 2 entries but machines.rates has 3 columns"], id="slots-length"),
+    pytest.param({"machines": BASE["machines"] + "slots = 0\n"}, "machines.slots", [">= 1"], id="slots-zero"),
+    pytest.param({"machines": BASE["machines"] + 'group = "cycle"\n'}, "machines.group",
+                 ["needs [availability] kind = 'weibull'"], id="cycle-without-weibull"),
+    pytest.param({"machines": BASE["machines"], "availability": WEIBULL}, "machines.group",
+                 ["missing: [availability] has 2 groups"], id="group-missing"),
+    pytest.param({"machines": BASE["machines"] + "group = [1, 3, 1]\n", "availability": WEIBULL},
+                 "machines.group[1]", ["is group 3 but [availability] has 2 groups"], id="group-too-large"),
+    pytest.param({"machines": BASE["machines"] + "group = 2\n"}, "machines.group", ["must be a list"],
+                 id="group-scalar"),
+    pytest.param({"machines": BASE["machines"] + "attributes = {power = 3.0}\n"}, "machines.attributes.power",
+                 ["is set by machines.power"], id="attribute-reserved"),
+    pytest.param({"machines": BASE["machines"] + 'attributes = {os = ["a", "b"]}\n'}, "machines.attributes.os",
+                 ["has 2 entries but machines.rates has 3 columns"], id="attribute-length"),
+    pytest.param({"machines": BASE["machines"] + "attributes = {tags = [[1], [2], [3]]}\n"},
+                 "machines.attributes.tags[0]", ["must be a string, a finite number or a boolean"],
+                 id="attribute-nested"),
+    pytest.param({"failures": "[failures]\nmean_up = 5.0\nmean_down = 1.0\n",
+                  "availability": '[availability]\nkind = "always"\n'}, "availability",
+                 ["give [availability] or [failures], not both"], id="failures-and-availability"),
+    pytest.param({"availability": "[availability]\nmean_up = 5.0\n"}, "availability.kind", ["missing"],
+                 id="availability-kind-missing"),
+    pytest.param({"availability": '[availability]\nkind = "markov"\n'}, "availability.kind",
+                 ["must be one of 'always', 'exponential', 'weibull'"], id="availability-kind"),
+    pytest.param({"availability": '[availability]\nkind = "weibull"\nmean_up = 5.0\n'}, "availability.mean_up",
+                 ["unknown key for kind = 'weibull' (a key of kind = 'exponential')"], id="availability-other-key"),
+    pytest.param({"availability": '[availability]\nkind = "exponential"\nmean_up = 5.0\n'}, "availability.mean_down",
+                 ["missing"], id="exponential-missing"),
+    pytest.param({"availability": '[availability]\npreset = "anglano-mid"\n'}, "availability.preset",
+                 ["must be one of 'anglano-high'"], id="preset-unknown"),
+    pytest.param({"availability": '[availability]\npreset = "anglano-high"\ngroups = [{mttf = 1.0}]\n'},
+                 "availability.groups", ["not both"], id="preset-and-groups"),
+    pytest.param({"availability": WEIBULL.replace("shape = 2.0", "shape = 0.01")}, "availability.groups[1].shape",
+                 ["between 0.1 and 100"], id="shape-range"),
+    pytest.param({"availability": WEIBULL.replace("repair_sd = 10.0\n", "")}, "availability.groups[0].repair_sd",
+                 ["missing (give it here or as availability.repair_sd)"], id="repair-missing"),
+    pytest.param({"availability": WEIBULL.replace("{mttf = 1e5}", "{mttf = 1e5, mtbf = 3}")},
+                 "availability.groups[0].mtbf", ["unknown key (did you mean 'mttf'?)"], id="group-key"),
+    pytest.param({"availability": WEIBULL.replace("repair_sd = 10.0", "repair_sd = -1.0")},
+                 "availability.repair_sd", ["must be in [0,"], id="repair-sd-negative"),
+    pytest.param({"staging": "[staging]\nresume = [720, 240]\n"}, "staging.resume", ["0 <= a <= b"],
+                 id="staging-order"),
+    pytest.param({"staging": "[staging]\nresume = 240\n"}, "staging.resume", ["must be a range [a, b]"],
+                 id="staging-scalar"),
+    pytest.param({"staging": "[staging]\nstrat = [1, 2]\n"}, "staging.strat", ["unknown key (did you mean 'start'?)"],
+                 id="staging-key"),
+    pytest.param({"availability": WEIBULL.replace("1e5", "1e-300").replace("2e5", "1e-300").replace("100.0", "1e-300"),
+                  "machines": BASE["machines"] + 'group = "cycle"\n'}, "availability.groups",
+                 ["the groups' MTTF + repair_mean over 2000 time units (the default) on 3 machines imply",
+                  "failure cycles per replication"], id="weibull-too-frequent"),
+]
+
+
+@pytest.mark.parametrize(("sections", "key", "fragments"), MODEL_ERRORS)
+def test_model_section_errors_name_the_key(tmp_path, sections, key, fragments):
+    err = error_for(tmp_path, toml(**sections))
+    assert err.key == key, err
+    for fragment in fragments:
+        assert fragment in err.problem, err.problem
+
+
+def test_run_length_of_a_bag_stream_honours_max_bags(tmp_path):
+    exp = experiment_for(tmp_path, workload=BAGS + "max_bags = 2\n", machines=POWER)
+    config.check_run_length(exp, 1e9, "--horizon")  # at most 2 bags of ~101 tasks
+    with pytest.raises(ConfigError) as info:
+        config.check_run_length(dataclasses.replace(exp, workload=dataclasses.replace(exp.workload, max_bags=None)),
+                                1e9, "--horizon")
+    assert info.value.key == "--horizon" and "tasks per bag" in info.value.problem
+
+
+def test_overload_warning_for_a_bag_stream(tmp_path):
+    exp = experiment_for(tmp_path, workload=BAGS, machines=POWER)  # L = 0.00026 x 3.6e6 / 1000 = 0.936
+    assert overload_warning(exp) is None
+    heavy = dataclasses.replace(exp, workload=dataclasses.replace(exp.workload, bag_rate=0.0003))
+    message = overload_warning(heavy)
+    assert message is not None and "load factor L" in message and "= 1.08 >= 1" in message
+    # Failures scale the effective power: High-Avail, 100 x P = 10, sum EP = 996.68 (Table IV).
+    failing = experiment_for(tmp_path, workload=BAGS.replace("0.00026", "0.000277"),
+                             machines=POWER + 'group = "cycle"\n',
+                             availability='[availability]\npreset = "anglano-high"\n')
+    message = overload_warning(failing)
+    assert message is not None and "/ 996.68 = 1.00 >= 1" in message and "MTTF/(MTTF+MTTR)" in message
+
+
+def test_overload_warning_poisson_with_weibull_failures(tmp_path):
+    exp = experiment_for(tmp_path, availability=WEIBULL, machines=BASE["machines"] + "group = [1, 2, 1]\n")
+    assert overload_warning(exp) is None  # LP load well below capacity
+    one_bag = '[workload]\nkind = "bag_list"\nbags = [{at = 0.0, tasks = [[0, 9e9]]}]\n'
+    finite = experiment_for(tmp_path, workload=one_bag,
+                            machines="[machines]\npower = [1.0]\n")
+    assert overload_warning(finite) is None  # a finite workload is never overloaded in the long run
+
+
+# ------------------------------------------------------------------ the journal's codec
+
+
+def round_trip(exp: Experiment) -> Experiment:
+    plain = json.loads(json.dumps(to_plain(exp)))  # as the journal stores it
+    assert to_plain(exp) == plain  # the mapper compares these on resume
+    return from_plain(plain)
+
+
+def test_codec_round_trips_every_model(tmp_path):
+    shutil.copy(SAMPLE_SWF, tmp_path / "sample.swf")
+    cases = [
+        dict(workload=BAGS + "max_bags = 4\n", machines=POWER + 'group = "cycle"\nslots = 2\n',
+             availability='[availability]\npreset = "anglano-low"\nshape = 0.7\n',
+             staging="[staging]\nresume = [240, 720]\n"),
+        dict(workload='[workload]\nkind = "bag_list"\nbags = [{at = 1.5, tasks = [[0, 2.0], [1, 3.0]]}]\n',
+             machines="[machines]\npower = {uniform = [1.0, 2.0], total = 5.0}\n"
+                      'attributes = {os = "linux", fast = true}\n',
+             staging="[staging]\nstart = [0.0, 1.0]\n"),
+        dict(workload='[workload]\nkind = "swf"\nfile = "sample.swf"\ntime_scale = 0.5\nbags = "user"\n',
+             machines="[machines]\npower = [3.0]\n", availability='[availability]\nkind = "exponential"\n'
+                                                               "mean_up = 9.0\nmean_down = 1.0\n"),
+        dict(workload="[workload]\narrival_rates = [1.0, 2.0]\ngranularity = [3.0, 1.0]\n", availability=WEIBULL,
+             machines=BASE["machines"] + "group = [1, 2, 2]\n"),
+    ]
+    for sections in cases:
+        exp = experiment_for(tmp_path, **sections)
+        assert round_trip(exp) == exp
+
+
+def test_codec_keeps_the_mgst_format_and_reads_old_journals():
+    exp = load_experiment(EXPERIMENTS / "hihi-mpd-fe.toml")
+    plain = to_plain(exp)
+    assert set(plain) == {"name", "description", "classes", "machines", "policy", "failures", "simulation", "testbed"}
+    assert all(len(c) == 2 for c in plain["classes"]) and all(len(m) == 3 for m in plain["machines"])
+    assert plain["failures"] == [exp.failures.mean_up, exp.failures.mean_down]
+    assert from_plain(plain) == exp
+    assert round_trip(exp) == exp

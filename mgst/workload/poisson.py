@@ -1,4 +1,4 @@
-"""Poisson job classes: exponential inter-arrival times and Exp(1) job sizes, per class."""
+"""Poisson job classes: exponential inter-arrival times and exponential job sizes, per class."""
 
 from __future__ import annotations
 
@@ -13,12 +13,21 @@ class PoissonWorkload:
     """The time-ordered job sequence of an experiment.
 
     Class i arrives at rate alpha_i; each job's size (work at unit rate) is drawn
-    once from Exp(1). Every class has its own arrival and size streams, so the
+    once from Exp with mean X_i, the class's granularity (1 unless given): the unit
+    draw of the class's size stream times X_i, so the streams do not depend on the
+    granularities. Every class has its own arrival and size streams, so the
     sequence of one class does not depend on the others, nor on the policy.
     Job ids count from 0 in arrival order.
     """
 
-    def __init__(self, arrival_rates: Sequence[float], seed: int, replication: int = 0, start: float = 0.0):
+    def __init__(
+        self,
+        arrival_rates: Sequence[float],
+        seed: int,
+        replication: int = 0,
+        start: float = 0.0,
+        granularity: Sequence[float] | None = None,
+    ):
         self._gaps = [
             ExpStream(generator(seed, replication, Purpose.ARRIVALS, i), 1.0 / a) if a > 0 else None
             for i, a in enumerate(arrival_rates)
@@ -26,6 +35,11 @@ class PoissonWorkload:
         self._sizes = [
             ExpStream(generator(seed, replication, Purpose.SIZES, i), 1.0) for i in range(len(arrival_rates))
         ]
+        if granularity is None:
+            granularity = (1.0,) * len(arrival_rates)
+        if len(granularity) != len(arrival_rates):
+            raise ValueError(f"{len(granularity)} granularities for {len(arrival_rates)} classes")
+        self._scale = [float(x) for x in granularity]
         self._next = [start + g() if g is not None else math.inf for g in self._gaps]
         self._id = 0
 
@@ -40,9 +54,11 @@ class PoissonWorkload:
         if t == math.inf:
             raise StopIteration("no job class has a positive arrival rate")
         nxt[i] = t + self._gaps[i]()  # type: ignore[misc]
-        job = Job(self._id, i, t, self._sizes[i]())
+        job = Job(self._id, i, t, self._sizes[i]() * self._scale[i])
         self._id += 1
         return job
+
+    next = next_job  # the name every workload shares (mgst.workload.make_workload)
 
     def __iter__(self) -> Iterator[Job]:
         while self.peek_time() < math.inf:

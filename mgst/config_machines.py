@@ -1,0 +1,229 @@
+"""The [machines] section of an experiment file: rates or computing powers, slots, groups and attributes.
+
+A mixin of mgst.config's parser, like mgst.config_models; docs/models.md describes the keys.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping
+from typing import Any
+
+from mgst.config_models import MAX_MACHINES, MAX_SLOTS, ParsedWorkload
+from mgst.model import Failures, Machine, PoissonClasses, WeibullNormalFailures
+
+POWER_KEYS = {"uniform": ("uniform", "total", "seed"), "value": ("value", "count")}
+
+
+def draw_powers(low: float, high: float, total: float, seed: int) -> list[float]:
+    """Machine powers P_j ~ U[low, high], added until their sum reaches ``total`` (Anglano & Canonico, IV-A).
+
+    The draws are random.Random(seed).uniform(low, high) in order (the stdlib generator, whose
+    sequence Python keeps across versions). Machines are added while the sum is below
+    ``total``; the machine that reaches it is kept whole, so the sum overshoots ``total`` by
+    less than ``high`` and no machine is trimmed. mgst.scenarios.anglano.powers draws the
+    same grid: seed 91 gives the paper's 93 machines (sum 1003.84).
+    """
+    rng = random.Random(seed)
+    out: list[float] = []
+    acc = 0.0
+    while acc < total:
+        p = rng.uniform(low, high)
+        out.append(p)
+        acc += p
+    return out
+
+
+class MachineSections:
+    """Parse [machines] once the workload (its classes) and the availability model (its groups) are known."""
+
+    def machines(self, data: Mapping[str, Any], workload: ParsedWorkload, failures: Failures | None
+                 ) -> tuple[Machine, ...]:
+        table = self.table(data, "machines", required=True)
+        self.check_keys(table, "machines")
+        n_classes = len(workload.classes)
+        powers: list[float] | None = None
+        if "power" in table:
+            if "rates" in table:
+                raise self.error("machines.power", "give machines.rates or machines.power, not both")
+            powers = self.powers(table)
+            matrix = [tuple(powers)] * n_classes
+            columns_text = f"machines.power gives {len(powers)} machines"
+        else:
+            if "count" in table:
+                raise self.error("machines.count", "only with a single number as machines.power")
+            matrix = self.rates(table)
+            if len(matrix) != n_classes:
+                if isinstance(workload.spec, PoissonClasses):
+                    raise self.error("workload.arrival_rates", f"has {n_classes} entries but machines.rates has "
+                                                               f"{len(matrix)} rows (one per class)")
+                raise self.error("machines.rates", f"has {len(matrix)} rows but {workload.count_text}")
+            columns_text = f"machines.rates has {len(matrix[0])} columns (one per machine)"
+        n = len(matrix[0])
+        if n > MAX_MACHINES:
+            raise self.error("machines.power" if powers else "machines.rates",
+                             f"gives {n} machines; at most {MAX_MACHINES} are allowed")
+        availability = self.shares(table, n, columns_text)
+        names = (self.names(table["names"], "machines.names", n, columns_text) if "names" in table
+                 else tuple(f"M{j + 1}" for j in range(n)))
+        slots = self.slots(table, n, columns_text)
+        groups = self.groups(table, n, columns_text, failures)
+        extra = self.attributes(table, n, columns_text)
+        machines = []
+        for j in range(n):
+            attrs: list[tuple[str, Any]] = []
+            if powers is not None:
+                attrs.append(("power", powers[j]))
+            if groups is not None:
+                attrs.append(("group", groups[j]))
+            attrs.extend((k, values[j]) for k, values in extra)
+            machines.append(Machine(names[j], tuple(row[j] for row in matrix), availability[j], slots[j],
+                                    tuple(attrs)))
+        return tuple(machines)
+
+    def rates(self, table: Mapping[str, Any]) -> list[tuple[float, ...]]:
+        key = "machines.rates"
+        if "rates" not in table:
+            raise self.error(key, "missing (required in [machines] unless machines.power is given)")
+        rows = self.nonempty_list(table["rates"], key, "rows (one per class)")
+        matrix: list[tuple[float, ...]] = []
+        for i, row in enumerate(rows):
+            row_key = f"{key}[{i}]"
+            entries = self.nonempty_list(row, row_key, "numbers (one per machine)")
+            if matrix and len(entries) != len(matrix[0]):
+                raise self.error(row_key, f"has {len(entries)} entries, expected {len(matrix[0])} like row 0")
+            matrix.append(tuple(self.rate(v, f"{row_key}[{j}]") for j, v in enumerate(entries)))
+        return matrix
+
+    def powers(self, table: Mapping[str, Any]) -> list[float]:
+        key = "machines.power"
+        value = table["power"]
+        unit = "work per time unit"
+        if isinstance(value, Mapping):
+            if "count" in table:
+                raise self.error("machines.count", "not with a table as machines.power (put count in the table)")
+            form = "uniform" if "uniform" in value else "value" if "value" in value else None
+            if form is None:
+                raise self.error(key, "a table needs uniform = [a, b] (with total and seed) or value = P "
+                                      "(with count)")
+            for k in value:
+                if k not in POWER_KEYS[form]:
+                    raise self.error(f"{key}.{k}", f"unknown key{self.suggest(k, POWER_KEYS[form])}")
+            if form == "value":
+                p = self.rate(value["value"], f"{key}.value", unit)
+                return [p] * self.machine_count(self.require(value, key, "count"), f"{key}.count")
+            bounds = value["uniform"]
+            if not isinstance(bounds, list) or len(bounds) != 2:
+                raise self.error(f"{key}.uniform", f"must be a range [a, b], got {self.describe(bounds)}")
+            low, high = (self.rate(v, f"{key}.uniform[{i}]", unit) for i, v in enumerate(bounds))
+            if low > high:
+                raise self.error(f"{key}.uniform", f"must have a <= b, got [{low:g}, {high:g}]")
+            total = self.positive(self.require(value, key, "total"), f"{key}.total")
+            if not total / ((low + high) / 2.0) <= MAX_MACHINES:
+                raise self.error(f"{key}.total", f"{total:g} / mean power {(low + high) / 2:g} gives more than "
+                                                 f"{MAX_MACHINES} machines")
+            seed = self.integer(value.get("seed", 0), f"{key}.seed", 0)
+            return draw_powers(low, high, total, seed)
+        if isinstance(value, list):
+            powers = [self.rate(v, f"{key}[{j}]", unit) for j, v in enumerate(self.nonempty_list(value, key, unit))]
+            if "count" in table and table["count"] != len(powers):
+                raise self.error("machines.count", f"is {self.describe(table['count'])} but machines.power lists "
+                                                   f"{len(powers)} machines (leave count out)")
+            return powers
+        p = self.rate(value, key, unit)
+        if "count" not in table:
+            raise self.error("machines.count", "missing: a single machines.power needs the number of machines")
+        return [p] * self.machine_count(table["count"], "machines.count")
+
+    def machine_count(self, value: Any, key: str) -> int:
+        count = self.integer(value, key, 1)
+        if count > MAX_MACHINES:
+            raise self.error(key, f"must be at most {MAX_MACHINES}, got {count}")
+        return count
+
+    def shares(self, table: Mapping[str, Any], n: int, columns_text: str) -> tuple[float, ...]:
+        if "availability" not in table:
+            return (1.0,) * n
+        key = "machines.availability"
+        raw = self.nonempty_list(table["availability"], key, "numbers (one per machine)")
+        if len(raw) != n:
+            raise self.error(key, f"has {len(raw)} entries but {columns_text}")
+        values = []
+        for j, v in enumerate(raw):
+            if not self.is_number(v) or not (0 < v <= 1):
+                raise self.error(f"{key}[{j}]", f"must be a number in (0, 1], got {self.describe(v)}")
+            values.append(float(v))
+        return tuple(values)
+
+    def per_machine(self, value: Any, key: str, n: int, columns_text: str) -> list[Any]:
+        if isinstance(value, list):
+            if len(value) != n:
+                raise self.error(key, f"has {len(value)} entries but {columns_text}")
+            return value
+        return [value] * n
+
+    def slots(self, table: Mapping[str, Any], n: int, columns_text: str) -> list[int]:
+        if "slots" not in table:
+            return [1] * n
+        key = "machines.slots"
+        many = isinstance(table["slots"], list)
+        values = self.per_machine(table["slots"], key, n, columns_text)
+        out = []
+        for j, v in enumerate(values):
+            k = f"{key}[{j}]" if many else key
+            s = self.integer(v, k, 1)
+            if s > MAX_SLOTS:
+                raise self.error(k, f"must be at most {MAX_SLOTS}, got {s}")
+            out.append(s)
+        return out
+
+    def groups(self, table: Mapping[str, Any], n: int, columns_text: str, failures: Failures | None
+               ) -> list[int] | None:
+        key = "machines.group"
+        count = len(failures.groups) if isinstance(failures, WeibullNormalFailures) else None
+        if "group" not in table:
+            if count is None:
+                return None
+            if count == 1:
+                return [1] * n
+            raise self.error(key, f"missing: [availability] has {count} groups; give each machine's group "
+                                  "(a list, 1-based) or \"cycle\"")
+        value = table["group"]
+        if value == "cycle":
+            if count is None:
+                raise self.error(key, "\"cycle\" needs [availability] kind = 'weibull' (its number of groups)")
+            return [j % count + 1 for j in range(n)]
+        if not isinstance(value, list):
+            raise self.error(key, f"must be a list (one group per machine, 1-based) or \"cycle\", "
+                                  f"got {self.describe(value)}")
+        out = []
+        for j, v in enumerate(self.per_machine(value, key, n, columns_text)):
+            g = self.integer(v, f"{key}[{j}]", 1)
+            if count is not None and g > count:
+                raise self.error(f"{key}[{j}]", f"is group {g} but [availability] has {count} groups")
+            out.append(g)
+        return out
+
+    def attributes(self, table: Mapping[str, Any], n: int, columns_text: str) -> list[tuple[str, list[Any]]]:
+        if "attributes" not in table:
+            return []
+        key = "machines.attributes"
+        value = table["attributes"]
+        if not isinstance(value, Mapping):
+            raise self.error(key, f"must be a table (name = value, or a list of one value per machine), "
+                                  f"got {self.describe(value)}")
+        out = []
+        for name, raw in value.items():
+            akey = f"{key}.{name}"
+            if name in ("power", "group"):
+                raise self.error(akey, f"is set by machines.{name}")
+            values = self.per_machine(raw, akey, n, columns_text)
+            for j, v in enumerate(values):
+                scalar = isinstance(v, str | bool) or (self.is_number(v) and math.isfinite(v))
+                if not scalar:
+                    k = f"{akey}[{j}]" if isinstance(raw, list) else akey
+                    raise self.error(k, f"must be a string, a finite number or a boolean (or a list of them, one "
+                                        f"per machine), got {self.describe(v)}")
+            out.append((name, values))
+        return out

@@ -1,0 +1,336 @@
+"""Experiment-file sections of the pluggable models: workload kinds, machine powers and groups, availability, staging.
+
+A mixin of mgst.config's parser: it uses the host's checks (``error``, ``number``,
+``bounded``...), so every error names its key the same way. docs/models.md describes the keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mgst.availability.weibull import ANGLANO_PRESETS, DEFAULT_SHAPE, MAX_SHAPE, MIN_SHAPE, anglano_preset
+from mgst.model import (
+    BagList,
+    BagStream,
+    FailureModel,
+    Failures,
+    JobClass,
+    PoissonClasses,
+    StagingModel,
+    SwfTrace,
+    WeibullGroup,
+    WeibullNormalFailures,
+    Workload,
+)
+from mgst.workload.bags import mean_task_size
+from mgst.workload.swf import BAG_MODES, SwfError, read_swf
+
+MAX_WORK = 1e12  # a granularity, task size or application size, in work units (1e9 s at P = 1000)
+MAX_MACHINES = 100_000
+MAX_SLOTS = 10_000
+MAX_GROUPS = 10_000
+MAX_CLASSES = 10_000  # a bag list's class index without class_names or granularity
+MAX_SCALE = 1e9  # SWF time_scale and work_scale
+
+WORKLOAD_KINDS: dict[str, tuple[str, ...]] = {
+    "poisson": ("kind", "arrival_rates", "class_names", "granularity"),
+    "bags": ("kind", "bag_rate", "application_size", "mix", "spread", "max_bags", "class_names", "granularity"),
+    "bag_list": ("kind", "bags", "class_names", "granularity"),
+    "swf": ("kind", "file", "time_scale", "work_scale", "bags", "class_names", "granularity"),
+}
+AVAILABILITY_KINDS: dict[str, tuple[str, ...]] = {
+    "always": ("kind",),
+    "exponential": ("kind", "mean_up", "mean_down"),
+    "weibull": ("kind", "preset", "groups", "shape", "repair_mean", "repair_sd"),
+}
+MACHINE_KEYS = ("rates", "power", "count", "slots", "group", "attributes", "availability", "names")
+STAGING_KEYS = ("resume", "start")
+GROUP_KEYS = ("mttf", "shape", "repair_mean", "repair_sd")
+
+
+@dataclass(frozen=True)
+class ParsedWorkload:
+    spec: Workload
+    classes: tuple[JobClass, ...]
+    count_text: str  # which key fixes the number of classes, for length errors
+
+
+class ModelSections:
+    """Parse [workload] (every kind), [availability] or [failures], and [staging]."""
+
+    # ---------------------------------------------------------------- [workload]
+
+    def workload(self, data: Mapping[str, Any]) -> ParsedWorkload:
+        table = self.table(data, "workload", required=True)
+        kind = table.get("kind", "poisson")
+        if not isinstance(kind, str) or kind not in WORKLOAD_KINDS:
+            raise self.error("workload.kind", f"must be one of {', '.join(map(repr, WORKLOAD_KINDS))}, "
+                                              f"got {self.describe(kind)}")
+        self.kind_keys(table, "workload", kind, WORKLOAD_KINDS)
+        return getattr(self, f"workload_{kind}")(table)
+
+    def kind_keys(self, table: Mapping[str, Any], section: str, kind: str, kinds: dict[str, tuple[str, ...]]) -> None:
+        known = kinds[kind]
+        for key in table:
+            if key not in known:
+                others = [k for k, keys in kinds.items() if key in keys]
+                hint = f" for kind = {kind!r} (a key of kind = {others[0]!r})" if others else self.suggest(key, known)
+                raise self.error(f"{section}.{key}", f"unknown key{hint}")
+
+    def class_list(self, table: Mapping[str, Any], count: int, count_text: str) -> tuple[tuple[str, ...], tuple]:
+        """Class names and granularities (1.0 each unless given), one per class."""
+        names = tuple(str(i + 1) for i in range(count))
+        if "class_names" in table:
+            names = self.names(table["class_names"], "workload.class_names", count, count_text)
+        return names, self.granularity(table, count, count_text)
+
+    def granularity(self, table: Mapping[str, Any], count: int, count_text: str, default: float = 1.0) -> tuple:
+        if "granularity" not in table:
+            return (default,) * count
+        key = "workload.granularity"
+        raw = self.nonempty_list(table["granularity"], key, "numbers (one per class)")
+        if len(raw) != count:
+            raise self.error(key, f"has {len(raw)} entries but {count_text}")
+        return tuple(self.bounded(v, f"{key}[{i}]", 0.0, MAX_WORK, "work units") for i, v in enumerate(raw))
+
+    def workload_poisson(self, table: Mapping[str, Any]) -> ParsedWorkload:
+        key = "workload.arrival_rates"
+        raw = self.nonempty_list(self.require(table, "workload", "arrival_rates"), key, "numbers")
+        rates = tuple(self.rate(v, f"{key}[{i}]") for i, v in enumerate(raw))
+        text = f"workload.arrival_rates has {len(rates)} (one per class)"
+        names, gran = self.class_list(table, len(rates), text)
+        classes = tuple(JobClass(n, r, x) for n, r, x in zip(names, rates, gran))
+        return ParsedWorkload(PoissonClasses(), classes, text)
+
+    def workload_bags(self, table: Mapping[str, Any]) -> ParsedWorkload:
+        rate = self.bounded(self.require(table, "workload", "bag_rate"), "workload.bag_rate", 0.0,
+                            self.max_rate, "bags per time unit")
+        size = self.bounded(self.require(table, "workload", "application_size"), "workload.application_size",
+                            0.0, MAX_WORK, "work units")
+        raw = self.nonempty_list(self.require(table, "workload", "mix"), "workload.mix", "numbers (one per class)")
+        mix = []
+        for i, v in enumerate(raw):
+            value = self.number(v, f"workload.mix[{i}]")
+            if value < 0:
+                raise self.error(f"workload.mix[{i}]", f"must be >= 0, got {v!r}")
+            mix.append(value)
+        if sum(mix) <= 0:
+            raise self.error("workload.mix", "must have a positive sum (the fractions are renormalised)")
+        spread = 0.5
+        if "spread" in table:
+            spread = self.number(table["spread"], "workload.spread")
+            if not 0 <= spread < 1:
+                raise self.error("workload.spread", f"must be in [0, 1), got {table['spread']!r}")
+        max_bags = None
+        if "max_bags" in table:
+            max_bags = self.integer(table["max_bags"], "workload.max_bags", 1)
+        text = f"workload.mix has {len(mix)} (one per class)"
+        names, gran = self.class_list(table, len(mix), text)
+        per_bag = size / mean_task_size(mix, gran) + 1
+        if not per_bag <= self.max_jobs:
+            raise self.error("workload.application_size", f"{size:g} / mean task size "
+                             f"{mean_task_size(mix, gran):g} implies {per_bag:.3g} tasks per bag; at most "
+                             f"{self.max_jobs:g} are allowed (MAX_JOBS)")
+        spec = BagStream(rate, size, tuple(mix), spread, max_bags)
+        return ParsedWorkload(spec, tuple(JobClass(n, 0.0, x) for n, x in zip(names, gran)), text)
+
+    def workload_bag_list(self, table: Mapping[str, Any]) -> ParsedWorkload:
+        names: tuple[str, ...] | None = None
+        count: int | None = None
+        if "class_names" in table:
+            raw_names = self.nonempty_list(table["class_names"], "workload.class_names", "strings")
+            names = self.names(raw_names, "workload.class_names", len(raw_names), "")
+            count = len(names)
+        if "granularity" in table:
+            raw = self.nonempty_list(table["granularity"], "workload.granularity", "numbers (one per class)")
+            if count is None:
+                count = len(raw)
+        key = "workload.bags"
+        raw_bags = self.nonempty_list(self.require(table, "workload", "bags"), key,
+                                      "tables {at = time, tasks = [[class, size], ...]}")
+        bags = []
+        for b, entry in enumerate(raw_bags):
+            bkey = f"{key}[{b}]"
+            if not isinstance(entry, Mapping):
+                raise self.error(bkey, f"must be a table {{at = time, tasks = [[class, size], ...]}}, "
+                                       f"got {self.describe(entry)}")
+            for k in entry:
+                if k not in ("at", "tasks"):
+                    raise self.error(f"{bkey}.{k}", f"unknown key{self.suggest(k, ('at', 'tasks'))}")
+            at = self.number(self.require(entry, bkey, "at"), f"{bkey}.at")
+            if not 0 <= at <= self.max_time:
+                raise self.error(f"{bkey}.at", f"must be in [0, {self.max_time:g}] time units, got {at:g}")
+            tasks = self.nonempty_list(self.require(entry, bkey, "tasks"), f"{bkey}.tasks", "[class, size] pairs")
+            bags.append((at, tuple(self.task(t, f"{bkey}.tasks[{k}]", names, count) for k, t in enumerate(tasks))))
+        if names is not None:
+            text = f"workload.class_names has {count}"
+        elif count is not None:
+            text = f"workload.granularity has {count}"
+        else:
+            count = 1 + max(c for _, tasks in bags for c, _ in tasks)
+            text = f"the bags name {count} classes (the largest class index + 1)"
+        names, gran = self.class_list(table, count, text)
+        return ParsedWorkload(BagList(tuple(bags)), tuple(JobClass(n, 0.0, x) for n, x in zip(names, gran)), text)
+
+    def task(self, value: Any, key: str, names: tuple[str, ...] | None, count: int | None) -> tuple[int, float]:
+        if not isinstance(value, list) or len(value) != 2:
+            raise self.error(key, f"must be a pair [class, size], got {self.describe(value)}")
+        ref, size = value
+        if isinstance(ref, str):
+            if names is None:
+                raise self.error(f"{key}[0]", f"names class {ref!r} but workload.class_names is not given")
+            if ref not in names:
+                raise self.error(f"{key}[0]", f"unknown class {ref!r}{self.suggest(ref, names)}")
+            index = names.index(ref)
+        else:
+            index = self.integer(ref, f"{key}[0]", 0)
+            if count is not None and index >= count:
+                raise self.error(f"{key}[0]", f"class index {index} but there are {count} classes (0-based)")
+            if count is None and index >= MAX_CLASSES:
+                raise self.error(f"{key}[0]", f"class index {index} is beyond {MAX_CLASSES - 1}")
+        return index, self.bounded(size, f"{key}[1]", 0.0, MAX_WORK, "work units")
+
+    def workload_swf(self, table: Mapping[str, Any]) -> ParsedWorkload:
+        name = self.string(self.require(table, "workload", "file"), "workload.file")
+        base = Path(self.path).parent if self.path is not None else Path.cwd()
+        path = str((base / name).resolve())
+        time_scale = self.bounded(table.get("time_scale", 1.0), "workload.time_scale", 0.0, MAX_SCALE,
+                                  "time units per trace second")
+        work_scale = self.bounded(table.get("work_scale", 1.0), "workload.work_scale", 0.0, MAX_SCALE,
+                                  "work units per processor-second")
+        bags = table.get("bags", "none")
+        if bags not in BAG_MODES:
+            raise self.error("workload.bags", f"must be one of {', '.join(map(repr, BAG_MODES))} for kind = 'swf', "
+                                              f"got {self.describe(bags)}")
+        try:
+            jobs = read_swf(path)
+        except SwfError as err:
+            raise self.error("workload.file", str(err)) from None
+        if not len(jobs):
+            raise self.error("workload.file", f"{path}: no usable job (every job has an unknown run time, "
+                                              "processor count or submit time)")
+        text = "a SWF trace has 1 class"
+        mean = float(np.mean(jobs.sizes(work_scale)))
+        names = ("1",)
+        if "class_names" in table:
+            names = self.names(table["class_names"], "workload.class_names", 1, text)
+        gran = self.granularity(table, 1, text, default=min(mean, MAX_WORK))
+        spec = SwfTrace(path, time_scale, work_scale, bags)
+        return ParsedWorkload(spec, (JobClass(names[0], 0.0, gran[0]),), text)
+
+    # ---------------------------------------------------------------- [availability] / [failures]
+
+    def availability(self, data: Mapping[str, Any]) -> tuple[Failures | None, str]:
+        """The failure model and the key a too-frequent failure process is blamed on."""
+        failures = self.table(data, "failures", required=False)
+        table = self.table(data, "availability", required=False)
+        if failures is not None and table is not None:
+            raise self.error("availability", "give [availability] or [failures], not both ([failures] is "
+                                             "[availability] with kind = 'exponential')")
+        if failures is not None:
+            self.check_keys(failures, "failures")
+            return self.exponential(failures, "failures"), "failures.mean_up"
+        if table is None:
+            return None, "availability"
+        kind = table.get("kind", "weibull" if "preset" in table else None)
+        if kind is None:
+            raise self.error("availability.kind", f"missing: one of {', '.join(map(repr, AVAILABILITY_KINDS))}")
+        if not isinstance(kind, str) or kind not in AVAILABILITY_KINDS:
+            raise self.error("availability.kind", f"must be one of {', '.join(map(repr, AVAILABILITY_KINDS))}, "
+                                                  f"got {self.describe(kind)}")
+        self.kind_keys(table, "availability", kind, AVAILABILITY_KINDS)
+        if kind == "always":
+            return None, "availability"
+        if kind == "exponential":
+            return self.exponential(table, "availability"), "availability.mean_up"
+        return self.weibull(table)
+
+    def exponential(self, table: Mapping[str, Any], section: str) -> FailureModel:
+        up, down = (
+            self.bounded(self.require(table, section, k), f"{section}.{k}", 0.0, self.max_time, "time units")
+            for k in ("mean_up", "mean_down")
+        )
+        return FailureModel(up, down)
+
+    def weibull(self, table: Mapping[str, Any]) -> tuple[WeibullNormalFailures, str]:
+        shape = DEFAULT_SHAPE
+        if "shape" in table:
+            shape = self.shape(table["shape"], "availability.shape")
+        repair = {}
+        for k in ("repair_mean", "repair_sd"):
+            if k in table:
+                repair[k] = self.repair(table[k], f"availability.{k}", k)
+        if "preset" in table:
+            preset = table["preset"]
+            if not isinstance(preset, str) or preset not in ANGLANO_PRESETS:
+                raise self.error("availability.preset", f"must be one of {', '.join(map(repr, ANGLANO_PRESETS))}, "
+                                                        f"got {self.describe(preset)}")
+            if "groups" in table:
+                raise self.error("availability.groups", "give availability.preset or availability.groups, not both")
+            groups = anglano_preset(preset, shape).groups
+            groups = tuple(WeibullGroup(g.mttf, g.shape, repair.get("repair_mean", g.repair_mean),
+                                        repair.get("repair_sd", g.repair_sd)) for g in groups)
+            return WeibullNormalFailures(groups), "availability.preset"
+        key = "availability.groups"
+        raw = self.nonempty_list(self.require(table, "availability", "groups"), key,
+                                 "tables {mttf = ..., shape = ...} (one per machine group)")
+        if len(raw) > MAX_GROUPS:
+            raise self.error(key, f"has {len(raw)} groups; at most {MAX_GROUPS} are allowed")
+        groups = []
+        for g, entry in enumerate(raw):
+            gkey = f"{key}[{g}]"
+            if not isinstance(entry, Mapping):
+                raise self.error(gkey, f"must be a table {{mttf = ..., shape = ...}}, got {self.describe(entry)}")
+            for k in entry:
+                if k not in GROUP_KEYS:
+                    raise self.error(f"{gkey}.{k}", f"unknown key{self.suggest(k, GROUP_KEYS)}")
+            mttf = self.bounded(self.require(entry, gkey, "mttf"), f"{gkey}.mttf", 0.0, self.max_time, "time units")
+            values = {}
+            for k in ("repair_mean", "repair_sd"):
+                if k in entry:
+                    values[k] = self.repair(entry[k], f"{gkey}.{k}", k)
+                elif k in repair:
+                    values[k] = repair[k]
+                else:
+                    raise self.error(f"{gkey}.{k}", f"missing (give it here or as availability.{k})")
+            gshape = self.shape(entry["shape"], f"{gkey}.shape") if "shape" in entry else shape
+            groups.append(WeibullGroup(mttf, gshape, values["repair_mean"], values["repair_sd"]))
+        return WeibullNormalFailures(tuple(groups)), key
+
+    def shape(self, value: Any, key: str) -> float:
+        return self.bounded(value, key, MIN_SHAPE, MAX_SHAPE, "(Weibull shape)")
+
+    def repair(self, value: Any, key: str, which: str) -> float:
+        if which == "repair_sd":
+            v = self.number(value, key)
+            if not 0 <= v <= self.max_time:
+                raise self.error(key, f"must be in [0, {self.max_time:g}] time units, got {v:g}")
+            return v
+        return self.bounded(value, key, 0.0, self.max_time, "time units")
+
+    # ---------------------------------------------------------------- [staging]
+
+    def staging(self, data: Mapping[str, Any]) -> StagingModel | None:
+        table = self.table(data, "staging", required=False)
+        if table is None:
+            return None
+        for key in table:
+            if key not in STAGING_KEYS:
+                raise self.error(f"staging.{key}", f"unknown key{self.suggest(key, STAGING_KEYS)}")
+        ranges = {k: self.time_range(table[k], f"staging.{k}") for k in STAGING_KEYS if k in table}
+        if not ranges:
+            return None
+        return StagingModel(**ranges)
+
+    def time_range(self, value: Any, key: str) -> tuple[float, float]:
+        if not isinstance(value, list) or len(value) != 2:
+            raise self.error(key, f"must be a range [a, b] of model times, got {self.describe(value)}")
+        a, b = (self.number(v, f"{key}[{i}]") for i, v in enumerate(value))
+        if not 0 <= a <= b <= self.max_time:
+            raise self.error(key, f"must satisfy 0 <= a <= b <= {self.max_time:g} time units, got [{a:g}, {b:g}]")
+        return a, b
