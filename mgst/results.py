@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from mgst.analysis.stats import mean_ci
+from mgst.bot_metrics import BagReplication, BagSummary, format_bags
 from mgst.core.state import JobRecord
 from mgst.model import Experiment
 
@@ -37,6 +38,7 @@ class ReplicationResult:
     jobs_total: int  # every job simulated, counted or not
     unfinished: int
     rows: list[tuple] = field(default_factory=list)  # jobs.csv rows, when asked for
+    bags: BagReplication | None = None  # a Bag-of-Tasks workload's bags, reduced
 
     def mean(self, cls: int | None = None) -> float:
         if cls is None:
@@ -125,6 +127,7 @@ class Summary:
     jobs_simulated: int
     unfinished: int
     elapsed_s: float
+    bags: BagSummary | None = None  # a Bag-of-Tasks workload's AVT, makespan, waiting, RWT
 
     def as_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -150,6 +153,8 @@ class Summary:
             "jobs_per_s": round(self.jobs_simulated / self.elapsed_s) if self.elapsed_s > 0 else None,
             "time_unit": "model",
         }
+        if self.bags is not None:
+            d["bags"] = self.bags.as_dict()
         return d
 
 
@@ -200,7 +205,8 @@ def format_table(summary: Summary) -> str:
         f"{'Class':<10}{'Jobs':>10}{'Mean resp.':>12}  95 % CI",
     ]
     for name, e in zip(summary.class_names, summary.classes):
-        lines.append(f"{name:<10}{e.jobs:>10}{e.mean:>12.4f}  {ci(e)}")
+        if e.jobs or summary.bags is None:  # a bag workload's unused task classes are left out
+            lines.append(f"{name:<10}{e.jobs:>10}{e.mean:>12.4f}  {ci(e)}")
     e = summary.overall
     lines.append(f"{'Overall':<10}{e.jobs:>10}{e.mean:>12.4f}  {ci(e)}")
     util = ", ".join(f"{n} {u:.0%}" for n, u in zip(summary.machine_names, summary.utilisation))
@@ -209,6 +215,8 @@ def format_table(summary: Summary) -> str:
         lines.append(f"LP load (1/lambda*): {summary.load:.1%}")
     if summary.unfinished:
         lines.append(f"WARNING: {summary.unfinished} jobs were still in the system when the drain limit cut the run")
+    if summary.bags is not None:
+        lines.append(format_bags(summary.bags))
     return "\n".join(lines)
 
 

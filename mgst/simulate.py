@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import logging
 import os
 import time
 from collections.abc import Callable
 
+from mgst.bot_metrics import reduce_bags, summarize_bags
 from mgst.model import Experiment
 from mgst.policies import import_modules
 from mgst.policies.allocation import solve_allocation
@@ -23,7 +25,10 @@ def _one(
 ) -> ReplicationResult:
     import_modules(imports)  # a worker process may not have them yet
     run = Simulation(experiment, replication=replication, seed=seed, horizon=horizon).run()
-    return reduce_replication(experiment, run, warmup, horizon, keep_rows)
+    result = reduce_replication(experiment, run, warmup, horizon, keep_rows)
+    if run.bags:
+        result.bags = reduce_bags(run, warmup, horizon, keep_rows)
+    return result
 
 
 def run_simulation(
@@ -73,9 +78,14 @@ def run_simulation(
                     progress(done, reps)
         results.sort(key=lambda r: r.replication)
     elapsed = time.perf_counter() - t0
-    alloc = solve_allocation(experiment.rates, experiment.arrival_rates, experiment.availability)
+    load = None
+    if any(experiment.arrival_rates):  # the allocation LP's load needs Poisson classes
+        load = solve_allocation(experiment.rates, experiment.arrival_rates, experiment.availability).load
     summary = summarize(
         experiment, results, mode="simulation", horizon=horizon, warmup=warmup, seed=seed,
-        load=alloc.load, elapsed_s=elapsed,
+        load=load, elapsed_s=elapsed,
     )
+    bag_results = [r.bags for r in results if r.bags is not None]
+    if bag_results:
+        summary = dataclasses.replace(summary, bags=summarize_bags(bag_results))
     return summary, results

@@ -1,0 +1,262 @@
+"""Run a sweep's cells on a local process pool or a Dask cluster; resume from sweep.csv; write summary and plots."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import importlib.util
+import json
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mgst.config import ConfigError
+from mgst.model import Experiment
+from mgst.sweep_file import Cell, SweepSpec
+from mgst.sweep_results import ResultLog, summarize, write_summary
+
+log = logging.getLogger(__name__)
+
+CellFn = Callable[[Experiment, int], Mapping[str, Any]]
+MANIFEST = "sweep.json"
+CSV = "sweep.csv"
+SUMMARY = "summary.csv"
+PLOTS = "plots"
+
+
+class SweepError(RuntimeError):
+    """The sweep cannot go on (a worker process died, the cluster went away); finished cells are saved."""
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    done: int  # cells finished, those of earlier runs included
+    total: int
+    skipped: int  # finished by an earlier run
+    failed: int  # failed in this run
+    elapsed: float  # s since this run started
+    eta: float | None  # s, from this run's pace (None before the first cell)
+
+
+@dataclass
+class SweepResult:
+    out_dir: Path
+    total: int
+    skipped: int
+    computed: int = 0
+    failed: list[tuple[Cell, str]] = field(default_factory=list)
+    summary: list[dict[str, Any]] = field(default_factory=list)
+    plots: list[Path] = field(default_factory=list)
+    elapsed: float = 0.0
+
+
+def default_cell(experiment: Experiment, replication: int) -> Mapping[str, Any]:
+    """The real cell: mgst.bot_metrics.simulate_cell, imported where the cell runs."""
+    from mgst.bot_metrics import simulate_cell  # noqa: PLC0415
+
+    return simulate_cell(experiment, replication)
+
+
+def run_cell(cell_fn: CellFn, experiment: Experiment, replication: int) -> dict[str, Any]:
+    """In a worker: one cell's metrics, with ``wall_s`` measured if the cell function gives none."""
+    t0 = time.perf_counter()
+    result = cell_fn(experiment, replication)
+    if not isinstance(result, Mapping):
+        raise TypeError(f"the cell function returned {type(result).__name__}, not a mapping of metrics")
+    out = dict(result)
+    out.setdefault("wall_s", time.perf_counter() - t0)
+    return out
+
+
+def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, workers: int = 1, scheduler: str | None = None,
+              cell_fn: CellFn | None = None, progress: Callable[[Progress], None] | None = None,
+              plots: bool = True, connect_timeout: float = 30.0, worker_log_level: int | None = None) -> SweepResult:
+    """Run every cell of ``spec`` not yet in ``out_dir/sweep.csv``, then write summary.csv and plots.
+
+    Cells run on ``workers`` local processes, or on the Dask cluster whose scheduler is at
+    ``scheduler`` (``tcp://host:port``). ``cell_fn(experiment, replication)`` computes one cell
+    (default: mgst.bot_metrics.simulate_cell); it must be picklable (a module-level function).
+    A cell that raises gets its message in the ``error`` column and runs again next time. On
+    KeyboardInterrupt the pool is shut down (workers killed) and the interrupt re-raised.
+    ``connect_timeout`` (s) bounds the wait for the Dask scheduler; ``worker_log_level`` sets the
+    root log level in local workers (None: as in this process).
+    """
+    out = Path(out_dir)
+    t0 = time.perf_counter()
+    _claim(out, spec)
+    cells = spec.cells()
+    results = ResultLog(out / CSV, spec.columns)
+    try:
+        done = results.open()
+    except ValueError as e:
+        raise ConfigError("--out", str(e)) from None
+    todo = [c for c in cells if c.key not in done]
+    result = SweepResult(out, total=len(cells), skipped=len(cells) - len(todo))
+    log.info("%s: %d cells, %d already done, %d to run", spec.name, len(cells), result.skipped, len(todo))
+    if cell_fn is None:
+        if todo and scheduler is None and importlib.util.find_spec("mgst.bot_metrics") is None:
+            results.close()
+            raise SweepError("mgst.bot_metrics (simulate_cell) is not available: no cell can run")
+        cell_fn = default_cell
+
+    def report() -> None:
+        if progress is not None:
+            n = result.computed
+            elapsed = time.perf_counter() - t0
+            eta = elapsed / n * (len(todo) - n) if n else None
+            progress(Progress(result.skipped + n, result.total, result.skipped, len(result.failed), elapsed, eta))
+
+    report()
+    seen_errors: set[str] = set()
+    try:
+        tasks = ((c, spec.experiment(c)) for c in todo)
+        if scheduler is not None:
+            runner = _dask(tasks, scheduler, cell_fn, connect_timeout)
+        else:
+            runner = _local(tasks, workers, cell_fn, worker_log_level)
+        with contextlib.closing(runner):
+            for cell, outcome in runner if todo else ():
+                if isinstance(outcome, BaseException):
+                    message = f"{type(outcome).__name__}: {outcome}"
+                    results.append(cell.key, None, message)
+                    result.failed.append((cell, message))
+                    first = message not in seen_errors
+                    seen_errors.add(message)
+                    (log.warning if first else log.debug)("cell %s failed: %s", "/".join(cell.key), message)
+                else:
+                    results.append(cell.key, outcome)
+                result.computed += 1
+                report()
+        position = {c: {v: i for i, v in enumerate(spec.values(c))} for c in spec.columns}
+
+        def order(row: Mapping[str, str]) -> tuple:
+            return tuple((position[c].get(row[c], len(position[c])), _int_or(row[c])) for c in spec.columns)
+
+        results.sort(order)
+    finally:
+        results.close()
+    axes = [a.name for a in spec.scenario.axes]
+    result.summary = summarize(results.rows, axes)
+    write_summary(out / SUMMARY, result.summary, axes)
+    if plots:
+        from mgst.sweep_plots import write_plots  # noqa: PLC0415 (matplotlib is slow to import)
+
+        order_of = {a.name: spec.values(a.name) + tuple(v for v in a.values if v not in spec.values(a.name))
+                    for a in spec.scenario.axes}
+        result.plots = write_plots(result.summary, out / PLOTS, panel_axes=spec.scenario.panels,
+                                   groups=spec.scenario.groups, bars=spec.scenario.bars, order=order_of)
+    result.elapsed = time.perf_counter() - t0
+    return result
+
+
+def _int_or(text: str) -> tuple[int, str]:
+    try:
+        return (int(text), "")
+    except ValueError:
+        return (0, text)
+
+
+def _claim(out: Path, spec: SweepSpec) -> None:
+    """Make ``out`` this sweep's folder, or check that the sweep already in it has the same settings."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / MANIFEST
+    mine = spec.manifest()
+    if path.exists():
+        try:
+            theirs = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise ConfigError("--out", f"{path} cannot be read ({e}); choose another folder") from None
+        if theirs != mine:
+            diff = _difference(theirs, mine)
+            raise ConfigError("--out", f"{out} holds a sweep with other settings ({diff}); its rows cannot be "
+                                       "mixed with this sweep's: choose another folder")
+    elif (out / CSV).exists():
+        raise ConfigError("--out", f"{out / CSV} exists but {MANIFEST} does not: choose another folder")
+    else:
+        path.write_text(json.dumps(mine, indent=1) + "\n", encoding="utf-8")
+
+
+def _difference(theirs: Any, mine: Any, where: str = "") -> str:
+    if isinstance(theirs, dict) and isinstance(mine, dict):
+        for k in sorted(set(theirs) | set(mine)):
+            if theirs.get(k) != mine.get(k):
+                return _difference(theirs.get(k), mine.get(k), f"{where}.{k}" if where else k)
+    return f"{where}: {theirs!r} there, {mine!r} here"
+
+
+def _init_worker(log_level: int | None) -> None:
+    """Pool workers leave Ctrl-C to the sweep, which stops them itself."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if log_level is not None:
+        logging.getLogger().setLevel(log_level)
+
+
+Outcome = tuple[Cell, "dict[str, Any] | BaseException"]
+
+
+def _local(tasks, workers: int, cell_fn: CellFn, log_level: int | None) -> Iterator[Outcome]:
+    pool = concurrent.futures.ProcessPoolExecutor(max_workers=workers, initializer=_init_worker,
+                                                  initargs=(log_level,))
+    clean = False
+    try:
+        futures = {pool.submit(run_cell, cell_fn, exp, cell.replication): cell for cell, exp in tasks}
+        for fut in concurrent.futures.as_completed(futures):
+            exc = fut.exception()
+            if isinstance(exc, BrokenProcessPool):
+                raise SweepError(f"a worker process died ({exc}); finished cells are saved: run again to go on")
+            yield futures[fut], exc if exc is not None else fut.result()
+        clean = True
+    finally:
+        if clean:
+            pool.shutdown(wait=True)
+        else:
+            _stop_pool(pool)
+
+
+def _stop_pool(pool: concurrent.futures.ProcessPoolExecutor) -> None:
+    """Cancel what has not started, kill the workers, and reap them."""
+    # The pool forgets its processes on shutdown: take them first (Python 3.14 has terminate_workers()).
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    for p in processes:
+        if p.is_alive():
+            p.kill()
+    for p in processes:
+        p.join(timeout=10)
+    pool.shutdown(wait=True, cancel_futures=True)
+    log.info("stopped the pool's %d worker processes", len(processes))
+
+
+def _dask(tasks, address: str, cell_fn: CellFn, timeout: float) -> Iterator[Outcome]:
+    try:
+        from distributed import Client, as_completed  # noqa: PLC0415
+    except ImportError:
+        raise ConfigError("--scheduler", "needs the 'distributed' package (pip install distributed)") from None
+    try:
+        client = Client(address, timeout=timeout, set_as_default=False)
+    except (OSError, TimeoutError, ValueError) as e:
+        raise ConfigError("--scheduler", f"cannot reach the Dask scheduler at {address}: {e}") from None
+    futures: dict[str, tuple[Any, Cell]] = {}
+    clean = False
+    try:
+        for cell, exp in tasks:
+            fut = client.submit(run_cell, cell_fn, exp, cell.replication, pure=False)
+            futures[fut.key] = (fut, cell)
+        for fut in as_completed([f for f, _ in futures.values()], loop=client.loop):
+            cell = futures[fut.key][1]
+            if fut.status == "finished":
+                yield cell, fut.result()
+            else:
+                exc = fut.exception() if fut.status == "error" else None
+                yield cell, exc if exc is not None else SweepError(f"the Dask task ended as {fut.status}")
+        clean = True
+    finally:
+        if not clean and futures:
+            with contextlib.suppress(Exception):
+                client.cancel([f for f, _ in futures.values()])
+        client.close()
