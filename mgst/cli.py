@@ -43,6 +43,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true", help="one JSON object: every figure and verdict")
     p.set_defaults(func=_paper)
 
+    p = sub.add_parser("sweep", help="run a paper's grid of simulations (policies x settings x replications)")
+    p.add_argument("file", type=Path, help="sweep file (TOML), e.g. experiments/bot/anglano-sweep.toml")
+    p.add_argument("--workers", type=int, help="local processes (default: one per core)")
+    p.add_argument("--scheduler", metavar="ADDRESS", help="run cells on this Dask scheduler (tcp://host:port)")
+    p.add_argument("--out", type=Path, help="output folder; a sweep run again in it skips finished cells "
+                                            "(default: runs/sweep-NAME, or runs/sweep-NAME-quick)")
+    p.add_argument("--replications", type=int, help="replications per cell (overrides the file)")
+    p.add_argument("--only", action="append", default=[], metavar="COLUMN=VALUE[,VALUE]",
+                   help="run only the cells with these values (repeatable), e.g. --only policy=rr,rr_nrf")
+    p.add_argument("--quick", action="store_true", help="apply the file's [quick] preset")
+    p.add_argument("--cell", metavar="MODULE:FUNCTION",
+                   help="the function computing a cell (default mgst.bot_metrics:simulate_cell)")
+    p.add_argument("--no-plots", action="store_true", help="write sweep.csv and summary.csv only")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=_sweep)
+
     p = sub.add_parser("run", help="a testbed run on this machine (pullers on loopback), beside the simulation")
     _testbed_arguments(p)
     p.set_defaults(func=_run)
@@ -228,7 +244,12 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.summary))
         return 0
-    print(format_comparison(result.testbed, result.simulation))
+    if result.testbed.bags is not None:
+        from mgst.analysis.compare import format_bag_comparison  # noqa: PLC0415
+
+        print(format_bag_comparison(result.testbed, result.simulation))
+    else:
+        print(format_comparison(result.testbed, result.simulation))
     d = result.summary["delays"]["communication_delay_s"]
     if d["median"] is not None:
         print(f"communication delay (sent -> started): median {d['median'] * 1e3:.2f} ms, "
@@ -237,7 +258,8 @@ def _run(args: argparse.Namespace) -> int:
     print(f"jobs: {extra['jobs_generated']} generated, {extra['jobs_done']} done, {len(extra['cut_off'])} cut off, "
           f"{extra['requeues']} resubmitted, {extra['timeouts']} timed out")
     _print_warnings(extra)
-    print(f"wrote {out}/: journal.sqlite jobs.csv machines.csv summary.csv summary.json comparison.png pullers.log")
+    files = "bags.csv" if result.testbed.bags is not None else "comparison.png"
+    print(f"wrote {out}/: journal.sqlite jobs.csv machines.csv summary.csv summary.json {files} pullers.log")
     return 0
 
 
@@ -396,6 +418,87 @@ def _paper(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sweep(args: argparse.Namespace) -> int:
+    import importlib  # noqa: PLC0415
+    import os  # noqa: PLC0415
+    import signal  # noqa: PLC0415
+    import time  # noqa: PLC0415
+
+    from mgst.sweep import SweepError, run_sweep  # noqa: PLC0415
+    from mgst.sweep_file import load_sweep  # noqa: PLC0415
+
+    spec = load_sweep(args.file, quick=args.quick, replications=args.replications, only=args.only)
+    if args.workers is not None and args.workers < 1:
+        raise ConfigError("--workers", "must be >= 1")
+    if args.workers is not None and args.scheduler is not None:
+        raise ConfigError("--workers", "cannot be given with --scheduler: the cluster has its own workers")
+    cell_fn = None
+    if args.cell is not None:
+        module, _, name = args.cell.partition(":")
+        try:
+            cell_fn = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError, ValueError) as e:
+            raise ConfigError("--cell", f"cannot load {args.cell!r}: {e}") from None
+    out = args.out or Path("runs") / f"sweep-{spec.name}{'-quick' if args.quick else ''}"
+    tty = sys.stderr.isatty()
+    last = [0.0]
+
+    def clock(s: float) -> str:
+        s = int(s)
+        return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+    def progress(p) -> None:
+        now = time.monotonic()
+        if args.quiet or (not tty and now - last[0] < 10 and p.done < p.total):
+            return
+        last[0] = now
+        eta = clock(p.eta) if p.eta is not None else "-"
+        failed = f", {p.failed} failed" if p.failed else ""
+        line = f"sweep {spec.name}: {p.done}/{p.total} cells{failed} | elapsed {clock(p.elapsed)} | ETA {eta}"
+        print(f"\r{line:<90}" if tty else line, end="" if tty else "\n", file=sys.stderr, flush=True)
+
+    def stop(signum, _frame) -> None:  # SIGTERM stops the sweep as Ctrl-C does
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    where = args.scheduler or f"{args.workers or os.cpu_count() or 1} local processes"
+    if not args.quiet:
+        print(f"mgst sweep: {spec.name} ({spec.scenario.name}), {len(spec.cells())} cells on {where}, into {out}/",
+              file=sys.stderr)
+    try:
+        result = run_sweep(spec, out, workers=args.workers or os.cpu_count() or 1, scheduler=args.scheduler,
+                           cell_fn=cell_fn, progress=progress, plots=not args.no_plots,
+                           # the simulations' own warnings (jobs left at the drain limit: the unbounded
+                           # column says it) would bury the progress line; -v shows them
+                           worker_log_level=None if args.verbose else logging.ERROR)
+    except KeyboardInterrupt:
+        if tty and not args.quiet:
+            print(file=sys.stderr)
+        print(f"mgst: interrupted; finished cells are in {out}/sweep.csv: run the same command again to go on",
+              file=sys.stderr)
+        return 130
+    except SweepError as e:
+        if tty and not args.quiet:
+            print(file=sys.stderr)
+        print(f"mgst: error: {e}", file=sys.stderr)
+        return 1
+    if tty and not args.quiet:
+        print(file=sys.stderr)
+    r = result
+    print(f"{spec.name}: {r.total} cells, {r.skipped} done before, {r.computed} run now ({len(r.failed)} failed) "
+          f"in {r.elapsed:.1f} s")
+    unbounded = [s for s in r.summary if s["unbounded"]]
+    if unbounded:
+        print(f"unbounded: {len(unbounded)} of {len(r.summary)} cells (summary.csv column 'unbounded')")
+    for cell, message in r.failed[:5]:
+        print(f"mgst: failed: {'/'.join(cell.key)}: {message}", file=sys.stderr)
+    if len(r.failed) > 5:
+        print(f"mgst: ... and {len(r.failed) - 5} more failed cells (sweep.csv column 'error'); they run again "
+              "next time", file=sys.stderr)
+    print(f"wrote {out}/: sweep.csv summary.csv" + (f" and {len(r.plots)} plots in plots/" if r.plots else ""))
+    return 1 if r.failed else 0
+
+
 def _simulate(args: argparse.Namespace) -> int:
     from mgst.results import write_jobs_csv, write_summary_csv  # noqa: PLC0415 (keeps `mgst --help` fast)
     from mgst.simulate import run_simulation  # noqa: PLC0415
@@ -444,6 +547,10 @@ def _simulate(args: argparse.Namespace) -> int:
         args.out.mkdir(parents=True, exist_ok=True)
         write_jobs_csv(args.out / "jobs.csv", (row for r in results for row in r.rows))
         write_summary_csv(args.out / "summary.csv", summary)
+        if summary.bags is not None:
+            from mgst.bot_metrics import write_bags_csv  # noqa: PLC0415
+
+            write_bags_csv(args.out / "bags.csv", (row for r in results if r.bags for row in r.bags.rows))
     if args.json:
         print(json.dumps(summary.as_dict()))
     else:
@@ -451,7 +558,8 @@ def _simulate(args: argparse.Namespace) -> int:
 
         print(format_table(summary))
         if args.out is not None:
-            print(f"wrote {args.out / 'jobs.csv'} and {args.out / 'summary.csv'}")
+            bags = ", bags.csv" if summary.bags is not None else ""
+            print(f"wrote jobs.csv{bags} and summary.csv in {args.out}")
     return 0
 
 

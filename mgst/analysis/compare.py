@@ -21,6 +21,45 @@ def comparison(testbed: Summary, simulation: Summary) -> list[dict[str, Any]]:
     return rows
 
 
+def bag_comparison(testbed: Summary, simulation: Summary) -> list[dict[str, Any]]:
+    """Per Bag-of-Tasks metric (AVT, makespan, waiting, RWT): both means, their CIs, the relative difference."""
+    rows = []
+    tb, sim = testbed.bags, simulation.bags
+    if tb is None or sim is None:
+        return rows
+    for name in ("avt", "makespan", "waiting", "rwt"):
+        t, s = getattr(tb, name), getattr(sim, name)
+        row: dict[str, Any] = {"metric": name}
+        for side, m in (("testbed", t), ("simulation", s)):
+            row[side] = "unbounded" if m is None else _n(m.mean)
+            row[f"{side}_ci95"] = None if m is None else [_n(m.low), _n(m.high)]
+        ok = t is not None and s is not None and s.mean and not math.isnan(s.mean)
+        row["difference"] = _n((t.mean - s.mean) / s.mean) if ok else None  # type: ignore[union-attr]
+        rows.append(row)
+    return rows
+
+
+def format_bag_comparison(testbed: Summary, simulation: Summary) -> str:
+    rows = bag_comparison(testbed, simulation)
+    lines = [
+        f"{testbed.experiment}: {testbed.policy}, bags, testbed ({testbed.elapsed_s:.0f} s) beside simulation "
+        f"of the same bag sequence; time units",
+        f"{'Metric':<10}{'Testbed':>12}  {'CI':<24}{'Simulation':>12}  {'CI':<24}{'Diff.':>8}",
+    ]
+
+    def ci(c: list | None) -> str:
+        return "" if not c or c[0] is None else f"({c[0]:.4g}, {c[1]:.4g})"
+
+    def val(v: Any) -> str:
+        return v if isinstance(v, str) else ("n/a" if v is None else f"{v:.4g}")
+
+    for r in rows:
+        diff = "" if r["difference"] is None else f"{r['difference']:+.1%}"
+        lines.append(f"{r['metric'].upper():<10}{val(r['testbed']):>12}  {ci(r['testbed_ci95']):<24}"
+                     f"{val(r['simulation']):>12}  {ci(r['simulation_ci95']):<24}{diff:>8}")
+    return "\n".join(lines)
+
+
 def _n(x: float) -> float | None:
     return None if x is None or math.isnan(x) else round(x, 6)
 
