@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mgst import security
-from mgst.analysis.compare import comparison, plot_comparison
+from mgst.analysis.compare import bag_comparison, comparison, plot_comparison
 from mgst.config import ConfigError
 from mgst.mapper import Mapper, TestbedRun
 from mgst.model import Experiment
@@ -41,19 +41,22 @@ class LocalResult:
 
 
 def start_pullers(endpoint: str, names: list[str], log_path: Path, verbose: bool = False,
-                  keys: Path | None = None, extra: tuple[str, ...] = ()) -> list[subprocess.Popen]:
+                  keys: Path | None = None, extra: tuple[str, ...] = (),
+                  slots: list[int] | None = None) -> list[subprocess.Popen]:
     """One puller process per name, logging to ``log_path``; with ``keys`` (a folder made by
-    security.create_keys) each uses its own key, else they connect without CURVE."""
+    security.create_keys) each uses its own key, else they connect without CURVE. ``slots``: each
+    machine's slots (default 1)."""
     auth = ["--keys", str(keys)] if keys is not None else ["--insecure"]
     logf = open(log_path, "ab")  # noqa: SIM115 (the children keep it; closed when they are reaped)
     try:
         return [
             subprocess.Popen(
                 [sys.executable, "-m", "puller", "--connect", endpoint, "--machine", name, *auth, *extra,
+                 *(["--slots", str(slots[i])] if slots is not None and slots[i] != 1 else []),
                  *(["-v"] if verbose else [])],
                 stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
             )
-            for name in names
+            for i, name in enumerate(names)
         ]
     finally:
         logf.close()
@@ -132,7 +135,8 @@ def run_local(
         run = None
         try:
             procs = start_pullers(mapper.endpoint, names, out / "pullers.log", keys=key_dir,
-                                  extra=local_allow_list(experiment, mapper.executor))
+                                  extra=local_allow_list(experiment, mapper.executor),
+                                  slots=[m.slots for m in experiment.machines])
             run = mapper.run()
         finally:
             stop_pullers(procs, grace=EXIT_GRACE if run is not None else 0.0)
@@ -145,6 +149,9 @@ def run_local(
                             replications=replications, imports=imports)
     extras["simulation"] = sim.as_dict()
     extras["comparison"] = comparison(testbed, sim)
+    if testbed.bags is not None:
+        extras["bag_comparison"] = bag_comparison(testbed, sim)
     summary = write_testbed_outputs(run, testbed, extras, out)
-    plot_comparison(testbed, sim, out / "comparison.png")
+    if testbed.bags is None:
+        plot_comparison(testbed, sim, out / "comparison.png")
     return LocalResult(run, testbed, sim, summary, out)

@@ -15,18 +15,27 @@ import zmq
 
 from mgst import protocol as P
 from mgst import security
-from mgst.core.decisions import Assign, Cancel, JobCompleted, JobRequeued, SetTimer
+from mgst.core.decisions import (
+    Assign,
+    Cancel,
+    JobCompleted,
+    JobRequeued,
+    MachineSuspected,
+    ReplicaTimedOut,
+    SetTimer,
+)
 from mgst.core.state import MachineState
 from mgst.drops import DropLog
 from mgst.experiment_codec import to_plain
 from mgst.journal import Journal
 from mgst.mapper_messages import Connection, PullerMessages
-from mgst.mapper_resume import Resuming
-from mgst.model import Experiment
+from mgst.mapper_resume import Resuming, next_item
+from mgst.model import Bag, Experiment, Job
 from mgst.replay import call_core, encode_args, make_core, replay
+from mgst.staging import StagingSampler
 from mgst.store import FILENAME, RunStore
 from mgst.testbed_run import TestbedRun, finish_run
-from mgst.workload.poisson import PoissonWorkload
+from mgst.workload import make_workload
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +129,8 @@ class Mapper(PullerMessages, Resuming):
         self.progress = progress  # called every progress_interval seconds (monitoring)
         self.progress_interval = progress_interval
         # Long enough for a job that started at the last moment on the slowest machine.
-        slowest = max(1.0 / (min(r for r in m.rates if r > 0) * m.availability) for m in experiment.machines)
+        biggest = max(c.granularity for c in experiment.classes)
+        slowest = max(biggest / (min(r for r in m.rates if r > 0) * m.availability) for m in experiment.machines)
         self.drain_timeout = drain_timeout if drain_timeout is not None else max(30.0, 50 * slowest * self.time_unit)
         if resume:
             self.journal = self._replayed.journal
@@ -140,6 +150,8 @@ class Mapper(PullerMessages, Resuming):
         for conn, m in zip(self.conns, self.journal.machines):
             conn.incarnation = m.incarnations[-1] if m.incarnations else None
         self.by_identity: dict[bytes, int] = {}
+        # Staging durations from the experiment's model (the simulator's stream, replication 0).
+        self.staging = StagingSampler(experiment.staging, self.seed, 0) if experiment.staging is not None else None
         self.drops = DropLog(log)
         self.long_jobs = 0  # time-outs of jobs on machines that were alive (no action taken)
         self._timers: list[tuple[float, int, int, Any]] = []
@@ -225,8 +237,8 @@ class Mapper(PullerMessages, Resuming):
         poller.register(self.socket, zmq.POLLIN)
         started = time.time()
         horizon = self.duration / self.time_unit  # model time
-        workload = PoissonWorkload(self.experiment.arrival_rates, self.seed, 0)
-        next_job = None
+        workload = make_workload(self.experiment, self.seed, 0)
+        next_job: Job | Bag | None = None
         generation_end = math.inf
         drain_deadline = math.inf
         if self.resuming:
@@ -248,7 +260,7 @@ class Mapper(PullerMessages, Resuming):
                     raise TimeoutError(f"pullers did not register within {self.register_timeout:g} s: "
                                        f"{', '.join(missing)}")
                 if self.t0 is not None:
-                    next_job = workload.next_job()
+                    next_job = next_item(workload)
                     generation_end = self.t0 + self.duration
             elif self._frozen is not None and (self.registered() == len(self.conns)
                                                 or now - started > self.resume_wait or self.stopping):
@@ -266,11 +278,21 @@ class Mapper(PullerMessages, Resuming):
                     break
                 if due > now:
                     break
-                self.journal.job_arrived(next_job, due)
                 # The core's clock must not step back: the job keeps its generated submission time,
                 # but the event happens now (at most a poll period after it was due).
-                self._core("job_arrived", now, next_job)
-                next_job = workload.next_job()
+                if type(next_job) is Bag:
+                    for task in next_job.tasks:
+                        self.journal.job_arrived(task, due)
+                    self._core("bag_arrived", now, next_job)
+                else:
+                    self.journal.job_arrived(next_job, due)
+                    self._core("job_arrived", now, next_job)
+                next_job = next_item(workload)
+                if next_job is None:  # the workload is exhausted (a list, a trace): generation is over
+                    generation_end = min(generation_end, now)
+                    self.journal.generation_over(self.model_now(generation_end))
+                    drain_deadline = now + self.drain_timeout
+                    log.info("the workload is exhausted; draining (at most %.1f s)", self.drain_timeout)
             if self.t0 is not None and self._frozen is None and next_job is None and now >= generation_end:
                 if not self.core.queued_count and not self.core.running:
                     break
@@ -405,6 +427,11 @@ class Mapper(PullerMessages, Resuming):
             elif t is SetTimer:
                 wall = (self.t0 or now) + d.at * self.time_unit
                 self._push_timer(wall, d.key)
+            elif t is ReplicaTimedOut:  # a policy gave up on it: nothing to kill, a late result still counts
+                self.journal.timed_out(d.job_id)
+                self.journal.end("timeout", d.replica)
+            elif t is MachineSuspected:  # a policy took it down; it is back at its next request
+                self.journal.machine_down(d.machine, now)
 
     def _push_timer(self, wall: float, key: Any) -> None:
         """Fire the policy's timer ``key`` at wall time ``wall`` (stale entries are skipped when popped)."""
@@ -423,14 +450,22 @@ class Mapper(PullerMessages, Resuming):
         if self.executor == "command":
             command = self.experiment.testbed.commands[job.job_class]
             key, argv = (command, ()) if isinstance(command, str) else ("", tuple(command))
+        stage = 0.0
+        if d.staging and self.staging is not None:
+            stage = self.staging.duration(d.progress > 0.0)
+            if stage <= 0.0:  # nothing to transfer after all: it computes from the start
+                self._core("replica_computing", now, d.replica)
         self._send(conn.identity, P.JobMsg(job.id, d.replica, job.job_class, job.size, job.size / rate,
-                                           d.progress, key, argv), j)
-        self._arm_timeout(d.replica, j, job.job_class, d.progress, now)
+                                           d.progress, stage, key, argv), j)
+        self._arm_timeout(d.replica, j, job.job_class, d.progress, now, stage)
 
-    def _arm_timeout(self, replica: int, j: int, job_class: int, progress: float, now: float) -> None:
+    def _arm_timeout(self, replica: int, j: int, job_class: int, progress: float, now: float,
+                     stage: float = 0.0) -> None:
         if self.timeout_factor:
             rate = self.experiment.machines[j].rates[job_class]
-            expected = (1.0 - progress) / (rate * self.core.machines[j].cpu_share)  # mean, model time
+            mean = self.experiment.classes[job_class].granularity
+            # mean time, model units: staging, then the work left at the machine's share
+            expected = stage + mean * (1.0 - progress) / (rate * self.core.machines[j].cpu_share)
             heapq.heappush(self._timers, (now + self.timeout_factor * expected * self.time_unit, _TIMEOUT,
                                           next(self._seq), replica))
 
@@ -486,3 +521,4 @@ class Mapper(PullerMessages, Resuming):
                         self.socket.send_multipart([identity, bye], zmq.NOBLOCK)
                 except (P.ProtocolError, zmq.ZMQError):
                     pass
+

@@ -17,8 +17,10 @@ import zmq
 
 from mgst import protocol as P
 from mgst.admission import Holder, admit
+from mgst.availability import machine_group
 from mgst.clock import OffsetEstimator
-from mgst.core.state import MachineState
+from mgst.core.state import STAGING, MachineState
+from mgst.model import FailureModel
 
 if TYPE_CHECKING:
     from mgst.mapper import Mapper
@@ -107,7 +109,19 @@ class PullerMessages:
                 self.journal.clock_sample(j, msg.echo, msg.echo_received, msg.clock, now)
         elif t is P.Ready:
             conn.pending = (msg.clock, now)
-            self._ready(identity, j, now, msg.share)
+            self._ready(identity, j, now, msg.share, msg.slots)
+        elif t is P.Computing or t is P.Progress:
+            live = self.core.replica(msg.replica)
+            if live is None or live.machine != j:
+                r = self.journal.replicas.get(msg.replica)
+                mine = r is not None and r.machine == j
+                self._bad(identity, P.Drop.FINISHED_REPLICA if mine else P.Drop.NOT_ITS_REPLICA,
+                          f"{t.__name__.lower()} {msg.replica}")
+            elif t is P.Computing:
+                if live.phase == STAGING:
+                    self._core("replica_computing", now, msg.replica)
+            elif msg.progress > live.checkpoint:
+                self._core("replica_checkpoint", now, msg.replica, msg.progress)
         elif t is P.Started:
             r = self.journal.replicas.get(msg.replica)
             live = self.core.replica(msg.replica)
@@ -125,12 +139,15 @@ class PullerMessages:
             log.info("%s leaves: %s", self.experiment.machines[j].name, msg.reason[:200])
             self._machine_gone(j, now)
 
-    def _ready(self: Mapper, identity: bytes, j: int, now: float, share: float | None = None) -> None:
-        state = self.core.machines[j].state
-        if state is MachineState.BUSY:  # never drops the replica it runs
+    def _ready(self: Mapper, identity: bytes, j: int, now: float, share: float | None = None,
+               slots: int | None = None) -> None:
+        m = self.core.machines[j]
+        if m.state is not MachineState.DOWN and m.free_slots <= 0:  # never drops a replica it runs
             self._bad(identity, P.Drop.READY_WHILE_BUSY)
-        else:
-            self._core("machine_ready", now, j, share)
+            return
+        if m.state is MachineState.DOWN:  # suspected down by the policy: asking again brings it back
+            self.journal.machine_up(j, now)
+        self._core("machine_ready", now, j, share, slots)
 
     def _done(self: Mapper, identity: bytes, j: int, msg: P.Done, now: float) -> None:
         r = self.journal.replicas.get(msg.replica)
@@ -145,9 +162,10 @@ class PullerMessages:
                                        msg.achieved_share)
             self._core("replica_done", now, msg.replica)
         if msg.ready:
-            if self.core.machines[j].state is MachineState.FREE:  # a replay must not move an earlier request
+            if self.core.machines[j].state is not MachineState.READY:  # a replay must not move an earlier request
                 self.conns[j].pending = (msg.finished, now)
-            self._ready(identity, j, now)
+            m = self.core.machines[j]
+            self._ready(identity, j, now, None, min(m.asking + 1, m.slots))
 
     def _failed(self: Mapper, identity: bytes, j: int, msg: P.Failed, now: float) -> None:
         live = self.core.replica(msg.replica)
@@ -180,6 +198,12 @@ class PullerMessages:
             self._refuse(identity, P.Drop.UNKNOWN_MACHINE, f"unknown machine {msg.machine[:64]!r}; this experiment "
                                                            f"has {', '.join(self.names)}", True)
             return
+        slots = self.experiment.machines[j].slots
+        if msg.slots < slots:
+            self._refuse(identity, P.Drop.SLOTS, f"machine {msg.machine[:64]!r} has {slots} slots in this "
+                                                 f"experiment; the puller offers {msg.slots} (start it with "
+                                                 f"--slots {slots})", True)
+            return
         if self.executor not in msg.executors:
             self._refuse(identity, P.Drop.EXECUTOR, f"this run needs the {self.executor!r} executor"
                          + (" (enable it with an allow-list)" if self.executor == "command" else ""), True)
@@ -211,12 +235,9 @@ class PullerMessages:
         if (not mlog.incarnations or mlog.incarnations[-1] != msg.incarnation or mlog.key != key
                 or mlog.speed != msg.speed):
             self.journal.registered(j, msg.incarnation, msg.speed, key)
-        failures = None
-        if self.failures:
-            f = self.experiment.failures
-            failures = (f.mean_up, f.mean_down, self.seed)
         self._send(identity, P.Welcome(P.PROTOCOL_VERSION, j, self.time_unit, self.heartbeat_interval,
-                                       m.availability, self.executor, failures), j)
+                                       m.availability, self.executor, self._failure_law(j), m.slots,
+                                       self.experiment.simulation.checkpoint_interval or 0.0), j)
         if self.core.machines[j].state is MachineState.DOWN:
             self.journal.machine_up(j, now)
             self._core("machine_up", now, j, m.availability)
@@ -224,15 +245,26 @@ class PullerMessages:
             if not mlog.periods or mlog.periods[-1][1] is not None:  # back after the mapper's own outage
                 self.journal.machine_up(j, now)
             # Reconcile what it holds with what we think it runs.
-            running = self.core.machines[j].replica
-            if running is not None and running.id != msg.holds:
-                log.info("%s no longer holds replica %d: lost", m.name, running.id)
-                self.journal.end("lost", running.id)
-                self._core("replica_failed", now, running.id, "not held by the puller after reconnecting")
-        live = self.core.machines[j].replica
-        if msg.holds >= 0 and not msg.finished and (live is None or live.id != msg.holds):
-            self._send(identity, P.CancelMsg(msg.holds), j)  # it runs something that is no longer its job
+            held = set(msg.holds) | set(msg.finished)
+            for rid in [rid for rid in self.core.machines[j].replicas if rid not in held]:
+                log.info("%s no longer holds replica %d: lost", m.name, rid)
+                self.journal.end("lost", rid)
+                self._core("replica_failed", now, rid, "not held by the puller after reconnecting")
+        live = self.core.machines[j].replicas
+        for rid in msg.holds:
+            if rid not in live:
+                self._send(identity, P.CancelMsg(rid), j)  # it runs something that is no longer its job
         log.info("%s registered (incarnation %x)", m.name, msg.incarnation & 0xFFFFFFFF)
+
+    def _failure_law(self: Mapper, j: int) -> tuple | None:
+        """Machine ``j``'s failure law for its puller's welcome (model time), or None."""
+        if not self.failures:
+            return None
+        f = self.experiment.failures
+        if isinstance(f, FailureModel):
+            return ("exponential", f.mean_up, f.mean_down, self.seed)
+        g = machine_group(self.experiment, j)
+        return ("weibull", g.mttf, g.shape, g.repair_mean, g.repair_sd, self.seed)
 
     def _refuse(self: Mapper, identity: bytes, drop: str, reason: str, fatal: bool,
                 level: int = logging.WARNING) -> None:

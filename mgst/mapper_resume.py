@@ -13,7 +13,8 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from mgst.core.state import MachineState
-from mgst.workload.poisson import PoissonWorkload
+from mgst.model import Bag, Job
+from mgst.workload import JobSource
 
 if TYPE_CHECKING:
     from mgst.mapper import Mapper
@@ -26,7 +27,7 @@ class Resuming:
 
     # ------------------------------------------------------------------ resuming
 
-    def _prepare_resume(self: Mapper, workload: PoissonWorkload, now: float) -> Any:
+    def _prepare_resume(self: Mapper, workload: JobSource, now: float) -> Any:
         """Set up from the replayed journal: hold model time until the pullers are back; the next job."""
         j = self.journal
         mc = self._replayed.model_time
@@ -44,9 +45,9 @@ class Resuming:
         nxt = None
         if j.generation_end is None:
             last = max(j.jobs, default=-1)
-            nxt = workload.next_job()
-            while nxt.id <= last:
-                nxt = workload.next_job()
+            nxt = next_item(workload)
+            while nxt is not None and _last_id(nxt) <= last:
+                nxt = next_item(workload)
         return nxt
 
     def _end_resume_wait(self: Mapper, now: float, next_job: Any) -> tuple[Any, float, float]:
@@ -79,3 +80,17 @@ class Resuming:
             return None, self.t0 + self.journal.generation_end * self.time_unit, now + self.drain_timeout
         return next_job, self.t0 + self.duration, math.inf
 
+
+def next_item(workload: JobSource) -> Job | Bag | None:
+    """The workload's next job or bag; None when it has no more."""
+    try:
+        return workload.next()
+    except StopIteration:
+        return None
+
+
+def _last_id(item: Job | Bag) -> int:
+    """The id of the last job in ``item`` (a job, or a bag's last task; -1 for an empty bag)."""
+    if type(item) is Bag:
+        return item.tasks[-1].id if item.tasks else -1
+    return item.id  # type: ignore[union-attr]

@@ -20,7 +20,10 @@ from typing import Any, NamedTuple
 import msgpack
 
 # Bumped on any incompatible change; a hello with another version is refused.
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
+
+# The most slots (replicas at once) a puller may have; bounds every per-slot list on the wire.
+MAX_SLOTS = 64
 
 # Larger frames are refused before decoding: a job message is ~200 bytes; a
 # command line with its environment can be a few kB.
@@ -49,6 +52,7 @@ class Drop:
     VERSION = "protocol version"
     UNKNOWN_MACHINE = "unknown machine name"
     EXECUTOR = "missing executor"
+    SLOTS = "too few slots"
     NAME_TAKEN = "machine name taken"
     RETIRED = "replaced incarnation"
     NOT_ITS_REPLICA = "replica not held by sender"
@@ -72,9 +76,9 @@ class ProtocolError(ValueError):
 class Hello(NamedTuple):
     """A puller registers (or re-registers after a failure, a restart, or the mapper's restart).
 
-    ``holds`` is the replica the puller still has, -1 if none: running, or, with
-    ``finished``, finished with a result it will report (again) after the welcome.
-    A resumed mapper reconciles its journal with it.
+    ``holds`` are the replicas the puller still runs; ``finished`` those that
+    finished with a result it will report (again) after the welcome. A resumed
+    mapper reconciles its journal with them.
     """
 
     version: int
@@ -83,15 +87,17 @@ class Hello(NamedTuple):
     executors: tuple[str, ...]  # what it can run: "emulate", "spin", "command"
     speed: float  # calibrated spin-kernel iterations per second (0 if not calibrated)
     clock: float
-    holds: int
-    finished: bool
+    slots: int  # replicas it can run at once (the mapper's experiment decides; this is what it offers)
+    holds: tuple[int, ...]
+    finished: tuple[int, ...]
 
 
 class Ready(NamedTuple):
-    """The puller is idle and asks for work; ``share`` is its current CPU share a_j."""
+    """The puller asks for work for ``slots`` free slots; ``share`` is its current CPU share a_j."""
 
     share: float
     clock: float
+    slots: int
 
 
 class Started(NamedTuple):
@@ -100,13 +106,27 @@ class Started(NamedTuple):
     started: float  # puller clock when the job started
 
 
+class Computing(NamedTuple):
+    """The replica finished staging (its checkpoint or input transfer) and started computing."""
+
+    replica: int
+    clock: float
+
+
+class Progress(NamedTuple):
+    """The replica checkpointed: ``progress`` is the fraction of the job's work done."""
+
+    replica: int
+    progress: float
+
+
 class Done(NamedTuple):
     replica: int
     received: float
     started: float
     finished: float
     achieved_share: float  # CPU share the job actually got (measured; the target if emulated)
-    ready: bool  # and asks for the next job (saves a Ready message)
+    ready: bool  # and asks for work for the slot it frees (saves a Ready message)
 
 
 # Why a replica failed, as Failed.code says it.
@@ -154,7 +174,11 @@ class Welcome(NamedTuple):
     heartbeat_interval: float  # seconds
     share: float  # the CPU share a_j the experiment imposes
     executor: str  # which executor to use
-    failures: tuple[float, float, int] | None  # (mean_up, mean_down, seed) in model time, or none
+    # The machine's failure law and seed, in model time, or none:
+    # ("exponential", mean_up, mean_down, seed) or ("weibull", mttf, shape, repair_mean, repair_sd, seed).
+    failures: tuple | None
+    slots: int  # replicas it runs at once
+    checkpoint_interval: float  # model time between a replica's checkpoints (Progress); 0: none
 
 
 class JobMsg(NamedTuple):
@@ -171,12 +195,19 @@ class JobMsg(NamedTuple):
     size: float
     work: float
     progress: float  # fraction already done (checkpoint)
+    stage: float  # model time of staging (fetching the checkpoint, the input) before it computes; 0: none
     command_key: str  # allow-list key for the command executor; "" otherwise
     command: tuple[str, ...]  # exact argv for the command executor; empty otherwise
 
 
 class CancelMsg(NamedTuple):
     replica: int
+
+
+class Share(NamedTuple):
+    """The machine's CPU share a_j changes now: running replicas go on at the new share (0 suspends)."""
+
+    share: float
 
 
 class Refused(NamedTuple):
@@ -191,7 +222,10 @@ class Refused(NamedTuple):
     fatal: bool
 
 
-Message = Hello | Ready | Started | Done | Failed | Heartbeat | Bye | Welcome | JobMsg | CancelMsg | Refused
+Message = (
+    Hello | Ready | Started | Computing | Progress | Done | Failed | Heartbeat | Bye | Welcome | JobMsg
+    | CancelMsg | Share | Refused
+)
 
 # ---------------------------------------------------------------- field checks
 
@@ -249,40 +283,55 @@ def _fail_code(v: Any) -> bool:
     return v in FAIL_CODES
 
 
-def _replica_or_none(v: Any) -> bool:
-    return _int(v) and v >= -1
-
-
 def _failures(v: Any) -> bool:
-    return v is None or (
-        isinstance(v, list | tuple) and len(v) == 3 and _pos(v[0]) and _pos(v[1]) and _nat(v[2])
-    )
+    if v is None:
+        return True
+    if not isinstance(v, list | tuple) or not v:
+        return False
+    if v[0] == "exponential":
+        return len(v) == 4 and _pos(v[1]) and _pos(v[2]) and _nat(v[3])
+    if v[0] == "weibull":
+        return len(v) == 6 and all(_pos(x) for x in v[1:4]) and _nonneg(v[4]) and _nat(v[5])
+    return False
+
+
+def _slots(v: Any) -> bool:
+    return _int(v) and 1 <= v <= MAX_SLOTS
+
+
+def _replicas(v: Any) -> bool:
+    return isinstance(v, list | tuple) and len(v) <= MAX_SLOTS and all(_nat(x) for x in v)
 
 
 # wire name -> (class, {field: check}); field order follows the class.
 Check = Callable[[Any], bool]
 _SCHEMA: dict[str, tuple[type, dict[str, Check]]] = {
     "hello": (Hello, {"version": _int, "machine": _str, "incarnation": _int, "executors": _strs,
-                      "speed": _nonneg, "clock": _num, "holds": _replica_or_none, "finished": _bool}),
-    "ready": (Ready, {"share": _given_share, "clock": _num}),
+                      "speed": _nonneg, "clock": _num, "slots": _slots, "holds": _replicas,
+                      "finished": _replicas}),
+    "ready": (Ready, {"share": _given_share, "clock": _num, "slots": _slots}),
     "started": (Started, {"replica": _nat, "received": _num, "started": _num}),
+    "computing": (Computing, {"replica": _nat, "clock": _num}),
+    "progress": (Progress, {"replica": _nat, "progress": _frac}),
     "done": (Done, {"replica": _nat, "received": _num, "started": _num, "finished": _num,
                     "achieved_share": _share, "ready": _bool}),
     "failed": (Failed, {"replica": _nat, "code": _fail_code, "reason": _text}),
     "hb": (Heartbeat, {"seq": _nat, "clock": _num, "echo": _num, "echo_received": _num}),
     "bye": (Bye, {"reason": _text}),
     "welcome": (Welcome, {"version": _int, "machine": _nat, "time_unit": _pos, "heartbeat_interval": _pos,
-                          "share": _given_share, "executor": _str, "failures": _failures}),
+                          "share": _given_share, "executor": _str, "failures": _failures, "slots": _slots,
+                          "checkpoint_interval": _nonneg}),
     "job": (JobMsg, {"job": _nat, "replica": _nat, "job_class": _nat, "size": _nonneg, "work": _nonneg,
-                     "progress": _frac, "command_key": _text, "command": _strs}),
+                     "progress": _frac, "stage": _nonneg, "command_key": _text, "command": _strs}),
     "cancel": (CancelMsg, {"replica": _nat}),
+    "share": (Share, {"share": _share}),
     "refused": (Refused, {"reason": _text, "fatal": _bool}),
 }
 _WIRE_NAME = {cls: name for name, (cls, _) in _SCHEMA.items()}
-_TUPLE_FIELDS = {"executors", "command", "failures"}
+_TUPLE_FIELDS = {"executors", "command", "failures", "holds", "finished"}
 
-FROM_PULLER = frozenset({Hello, Ready, Started, Done, Failed, Heartbeat, Bye})
-FROM_MAPPER = frozenset({Welcome, JobMsg, CancelMsg, Heartbeat, Bye, Refused})
+FROM_PULLER = frozenset({Hello, Ready, Started, Computing, Progress, Done, Failed, Heartbeat, Bye})
+FROM_MAPPER = frozenset({Welcome, JobMsg, CancelMsg, Share, Heartbeat, Bye, Refused})
 
 
 def encode(msg: Message) -> bytes:
@@ -324,6 +373,6 @@ def decode(frame: bytes) -> Message:
         if not check(body[name]):
             raise ProtocolError(Drop.BAD_VALUE, f"{kind}.{name}: {str(body[name])[:40]!r}")
     for name in _TUPLE_FIELDS & fields.keys():
-        if body[name] is not None:
+        if isinstance(body[name], list):  # (not Done.finished, a float: same name as Hello.finished)
             body[name] = tuple(body[name])
     return cls(**body)

@@ -17,12 +17,13 @@ from mgst import policies
 from mgst.core.scheduler import Scheduler
 from mgst.experiment_codec import from_plain
 from mgst.journal import Journal
-from mgst.model import Experiment, Job
+from mgst.model import Bag, Experiment, Job
 from mgst.store import FILENAME, RunStore, StoreError
 from mgst.streams import Purpose, python_random
 
 # The core inputs the mapper records, by method name; the first argument is always model time.
-CORE_INPUTS = frozenset({"start", "job_arrived", "machine_ready", "replica_done", "replica_failed", "machine_up",
+CORE_INPUTS = frozenset({"start", "job_arrived", "bag_arrived", "machine_ready", "replica_done", "replica_failed",
+                         "replica_computing", "replica_checkpoint", "cpu_share_changed", "machine_up",
                          "machine_down", "timer_fired"})
 
 
@@ -31,7 +32,7 @@ def make_core(experiment: Experiment, seed: int) -> Scheduler:
     spec = experiment.policy
     cls = policies.policy_class(spec.name)
     policy = cls(cls.Options.from_mapping(spec.options), python_random(seed, 0, Purpose.POLICY))
-    return Scheduler(experiment.classes, experiment.machines, policy)
+    return Scheduler(experiment.classes, experiment.machines, policy, experiment.staging)
 
 
 def encode_args(method: str, args: tuple) -> tuple:
@@ -39,12 +40,22 @@ def encode_args(method: str, args: tuple) -> tuple:
     if method == "job_arrived":
         (job,) = args
         return (tuple(job),)
+    if method == "bag_arrived":
+        (bag,) = args
+        return ((bag.id, bag.submitted, [tuple(t) for t in bag.tasks], [list(a) for a in bag.attributes]),)
     return args
 
 
 def call_core(core: Scheduler, method: str, now: float, args: tuple) -> list:
     if method == "job_arrived":
         return core.job_arrived(now, Job(*args[0]))
+    if method == "bag_arrived":
+        arg = args[0]
+        if isinstance(arg, Bag):
+            return core.bag_arrived(now, arg)
+        bid, submitted, tasks, attributes = arg
+        bag = Bag(bid, submitted, tuple(Job(*t) for t in tasks), tuple((k, v) for k, v in attributes))
+        return core.bag_arrived(now, bag)
     return getattr(core, method)(now, *args)
 
 

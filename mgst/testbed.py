@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import statistics
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from mgst.analysis.stats import batch_means_ci
+from mgst.bot_metrics import BagReplication, reduce_bags, summarize_bags, write_bags_csv
 from mgst.core.state import JobStatus
 from mgst.model import EXECUTORS, Experiment
 from mgst.policies.allocation import solve_allocation
@@ -77,6 +80,14 @@ def counted_jobs(run: TestbedRun) -> set[int]:
             and run.journal.replicas[jl.done_by].t6 is not None}
 
 
+def testbed_bags(run: TestbedRun, keep_rows: bool = False) -> BagReplication:
+    """The run's bags as the mapper saw them (model time: submitted as generated, first dispatch when
+    sent, completion when the result arrived), reduced like a simulation's."""
+    horizon = (run.generation_end - run.t0) / run.time_unit
+    bags = list(run.core.all_bags.values())
+    return reduce_bags(SimpleNamespace(bags=bags, replication=0), run.warmup, horizon, keep_rows)
+
+
 def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
     """The run's Summary (mode "testbed", times in model units) and its extra figures."""
     exp = run.experiment
@@ -105,7 +116,7 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
     )
     length = max(1e-9, run.end - run.t0)
     util = tuple(m.stats.busy_time * tu / length for m in run.core.machines)
-    load = solve_allocation(exp.rates, exp.arrival_rates, exp.availability).load
+    load = solve_allocation(exp.rates, exp.arrival_rates, exp.availability).load if any(exp.arrival_rates) else None
     summary = Summary(
         experiment=exp.name, mode="testbed", policy=exp.policy.name,
         class_names=tuple(c.name for c in exp.classes), classes=classes, overall=estimate(counted, None),
@@ -113,6 +124,8 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
         horizon=horizon, warmup=run.warmup, seed=run.seed, load=load, jobs_simulated=len(run.journal.jobs),
         unfinished=len(run.cut_off), elapsed_s=run.end - run.t0,
     )
+    if run.core.all_bags:
+        summary = dataclasses.replace(summary, bags=summarize_bags([testbed_bags(run)]))
     done = sum(1 for rec in run.core.jobs.values() if rec.status is JobStatus.DONE)
     extras: dict[str, Any] = {
         "time_unit_s": tu,
@@ -155,6 +168,8 @@ def write_testbed_outputs(run: TestbedRun, summary: Summary, extras: dict[str, A
     run.journal.write_jobs_csv(out / "jobs.csv", run.time_unit, counted, status)
     run.journal.write_machines_csv(out / "machines.csv", run.end)
     write_summary_csv(out / "summary.csv", summary)
+    if run.core.all_bags:
+        write_bags_csv(out / "bags.csv", testbed_bags(run, keep_rows=True).rows)
     d = summary.as_dict()
     d.update(extras)
     d["time_unit"] = "model"

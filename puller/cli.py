@@ -9,6 +9,7 @@ import stat
 import sys
 from pathlib import Path
 
+from mgst import protocol as P
 from mgst import security
 from puller.allowlist import AllowList, AllowListError
 from puller.daemon import GIVE_UP, Puller
@@ -37,6 +38,16 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _slots(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of slots") from None
+    if not 1 <= value <= P.MAX_SLOTS:
+        raise argparse.ArgumentTypeError(f"{text!r}: give 1 to {P.MAX_SLOTS} slots")
+    return value
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--connect", required=True, type=_endpoint, metavar="ENDPOINT",
                    help="the mapper's endpoint, e.g. tcp://head-node:5555")
@@ -57,6 +68,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "else by its exact argv only (repeatable)")
     g.add_argument("--allow-file", type=Path, metavar="FILE",
                    help="a TOML allow-list: [commands] key = [argv...] or \"command line\"; optional [environment]")
+    p.add_argument("--slots", type=_slots, default=1, metavar="N",
+                   help="run up to N replicas at once (default 1); the mapper may use fewer, never more")
     p.add_argument("--give-up", type=_seconds, default=GIVE_UP, metavar="SECONDS",
                    help=f"once welcomed, exit (code 0) after this long without a welcome (default {GIVE_UP:.0f}); "
                         "before the first welcome it waits indefinitely")
@@ -115,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         keys = client_keys(args)
         allowlist = AllowList.build(args.allow, args.allow_file)
         puller = Puller(args.connect, args.machine, keys=keys, insecure=args.insecure, allowlist=allowlist,
-                        stay=args.stay, give_up=args.give_up, throttle=args.throttle)
+                        slots=args.slots, stay=args.stay, give_up=args.give_up, throttle=args.throttle)
     except (UsageError, security.KeyFileError, AllowListError) as e:
         print(f"puller: error: {e}", file=sys.stderr)
         return 2

@@ -19,8 +19,11 @@ from zmq.utils.monitor import recv_monitor_message
 from adjuster.failures import FailureSchedule
 from mgst import protocol as P
 from mgst import security
-from puller.allowlist import AllowList, CommandRefused
-from puller.executors import EXECUTORS, Runner
+from puller.allowlist import AllowList
+from puller.executors import EXECUTORS
+from puller.ratelimit import Throttled
+from puller.runner import Runner
+from puller.slots import WARN_EVERY, Slots
 
 log = logging.getLogger(__name__)
 
@@ -32,35 +35,12 @@ LIVENESS = 5
 BACKOFF_MIN, BACKOFF_MAX = 0.5, 5.0
 # Seconds without a welcome, after having had one, before the puller decides the run is over.
 GIVE_UP = 120.0
-# At most one line per this many seconds for repeated warnings (refused commands, failed handshakes).
-WARN_EVERY = 10.0
-# ... and for "still no answer from the mapper".
+# At most one line per this many seconds for "still no answer from the mapper" (WARN_EVERY: failed handshakes).
 SILENCE_WARN_EVERY = 60.0
 
 _HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
                      | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
 _monitor_names = itertools.count()
-
-
-class _Throttled:
-    """Logs at most one line per ``interval`` seconds; the next line says how many were suppressed."""
-
-    def __init__(self, interval: float):
-        self.interval = interval
-        self.next_at = -math.inf
-        self.suppressed = 0
-
-    def log(self, level: int, msg: str, *args: Any) -> None:
-        now = time.monotonic()
-        if now < self.next_at:
-            self.suppressed += 1
-            return
-        if self.suppressed:
-            msg += " (%d more like this suppressed)"
-            args += (self.suppressed,)
-        log.log(level, msg, *args)
-        self.suppressed = 0
-        self.next_at = now + self.interval
 
 
 class Puller:
@@ -70,19 +50,23 @@ class Puller:
     both ways; the puller talks only to the holder of ``keys.server_public``'s
     secret. ``insecure`` must be said explicitly to go without.
 
+    Work: up to ``slots`` replicas at once (the welcome may ask for fewer, never
+    more), each staging, then computing, in its own slot (``puller/slots.py``).
+
     Reconnection: when the mapper falls silent (LIVENESS heartbeat intervals) the
-    puller sends a new hello, same incarnation, saying which replica it holds
-    (running, or finished with a result not yet known to be taken); a running
-    job keeps running. A result that comes while the mapper is away is held and
-    reported (again) after every welcome until the mapper sends a new job.
-    Having been welcomed once, the puller gives up (exits 0) after ``give_up``
-    seconds without a welcome, unless ``stay``.
+    puller sends a new hello, same incarnation, saying which replicas it runs and
+    which finished with a result not yet known to be read; running replicas keep
+    running. Results that come while the mapper is away are held and reported
+    (again) after every welcome until a mapper heartbeat echoes one of ours sent
+    after them. Having been welcomed once, the puller gives up (exits 0) after
+    ``give_up`` seconds without a welcome, unless ``stay``.
 
     Failure injection (the adjuster's job in the paper): when the mapper's welcome
-    carries a failure model, the puller alternates exponential up and down periods
-    drawn from the simulator's stream for this machine. Down, it kills its job and
-    goes silent (no heartbeats, no answers); after the down time it comes back as
-    the same machine with a new incarnation. The mapper must find out on its own.
+    carries a failure model, the puller alternates up and down periods drawn from
+    the simulator's streams for this machine (``adjuster/failures.py``). Down, it
+    kills every replica and goes silent (no heartbeats, no answers); after the down
+    time it comes back as the same machine with a new incarnation. The mapper must
+    find out on its own.
     """
 
     def __init__(
@@ -94,6 +78,7 @@ class Puller:
         insecure: bool = False,
         allowlist: AllowList | None = None,
         executors: tuple[str, ...] = EXECUTORS,
+        slots: int = 1,
         stay: bool = False,
         give_up: float = GIVE_UP,
         throttle: str = "auto",
@@ -120,11 +105,10 @@ class Puller:
         self.monitor: zmq.Socket | None = None
         self.incarnation = random.getrandbits(62)
         self.welcome: P.Welcome | None = None
+        self.bye_reason = "stopping"  # what the mapper hears if we leave while welcomed
         self.ever_welcomed = False
         self.lost_at: float | None = None  # welcomed once, now without a welcome: since when
         self.asking_since: float | None = None  # saying hello without a welcome: since when
-        self.job: Any = None  # the running execution
-        self.held: P.Done | None = None  # a finished replica's result, until the mapper sends a new job
         self.stopping = False
         self.exit_code = 0
         self.heartbeat_interval = 0.2
@@ -138,12 +122,10 @@ class Puller:
         self.failures: FailureSchedule | None = None
         self.next_down = math.inf
         self.up_at: float | None = None  # while down: when to come back
-        self.jobs_run = 0
-        self.refusals = 0  # jobs refused by the allow-list
         self.runner = Runner(throttle, machine, allowlist)
-        self._warn_refused = _Throttled(WARN_EVERY)
-        self._warn_handshake = _Throttled(WARN_EVERY)
-        self._warn_silence = _Throttled(SILENCE_WARN_EVERY)
+        self.slots = Slots(machine, slots, self.runner, self._send, clock)
+        self._warn_handshake = Throttled(WARN_EVERY, log)
+        self._warn_silence = Throttled(SILENCE_WARN_EVERY, log)
         # A self-pipe: stop() (from a signal handler or another thread) and signals end any wait at once.
         self._wake_r, self._wake_w = os.pipe()
         for fd in (self._wake_r, self._wake_w):
@@ -154,6 +136,10 @@ class Puller:
                         "mapper and read the traffic; for a closed lab only", machine, connect)
         if allowlist is not None:
             log.info("%s: command executor on: %s", machine, allowlist.describe())
+
+    @property
+    def jobs_run(self) -> int:
+        return self.slots.jobs_run
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -180,11 +166,11 @@ class Puller:
         try:
             self._loop()
         finally:
-            self._kill_job()
+            self.slots.kill_all()
             self.runner.close()  # resumes anything stopped, removes cgroups
             if self.sock is not None:
                 if self.welcome is not None:  # we leave while the mapper is there: tell it
-                    self._send(P.Bye("stopping"))
+                    self._send(P.Bye(self.bye_reason))
                 self._close_socket(linger=200 if self.welcome is not None else 0)
             self._close_wakeup()
         return self.exit_code
@@ -217,8 +203,8 @@ class Puller:
             if now >= self.next_down:
                 self._go_down(now)
                 continue
-            if self.job is not None and self.job.finished(now):
-                self._job_ended(now)  # whether the mapper is there or not: a finished job must not wake us again
+            # Whether the mapper is there or not: what is due must not wake us again.
+            self.slots.step(now)
             if self.welcome is None:
                 if self.lost_at is not None and not self.stay and now - self.lost_at >= self.give_up:
                     log.info("%s: no welcome from the mapper for %.0f s: the run is over, leaving",
@@ -233,8 +219,9 @@ class Puller:
                     continue
                 if now >= self.next_hb:
                     self.hb_seq += 1
-                    self._send(P.Heartbeat(self.hb_seq, self.clock(), self.mapper_clock,
-                                           self.mapper_clock_received))
+                    clock = self.clock()
+                    self._send(P.Heartbeat(self.hb_seq, clock, self.mapper_clock, self.mapper_clock_received))
+                    self.slots.heartbeat_sent(clock)
                     self.next_hb = now + self.heartbeat_interval
             self._serve(self._wake_at() - self.clock())
 
@@ -246,17 +233,13 @@ class Puller:
             wake = self.hello_at + self.backoff
             if self.lost_at is not None and not self.stay:
                 wake = min(wake, self.lost_at + self.give_up)
-        if self.job is not None:
-            wake = min(wake, self.job.wake_at())
-        return min(wake, self.next_down)
+        return min(wake, self.slots.wake_at(), self.next_down)
 
     def _serve(self, timeout: float) -> None:
-        fd = self.job.fileno() if self.job is not None else None
         sources: list[Any] = [self.sock]
         if self.monitor is not None:
             sources.append(self.monitor)
-        if fd is not None:
-            sources.append(fd)
+        sources.extend(self.slots.fds())
         events = self._wait(sources, timeout)
         if self.monitor is not None and self.monitor in events:
             self._read_monitor()
@@ -282,6 +265,7 @@ class Puller:
     def _connect(self) -> None:
         """A new socket and a hello, reporting what we hold."""
         self._close_socket(linger=0)
+        self.slots.go_offline()
         sock = self._ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.RECONNECT_IVL_MAX, int(BACKOFF_MAX * 1000))
@@ -300,13 +284,8 @@ class Puller:
         self.hello_at = self.clock()  # the back-off counts from the hello, not from before the calibration
         if self.asking_since is None:
             self.asking_since = self.hello_at
-        holds, finished = -1, False
-        if self.job is not None:
-            holds = self.job.msg.replica
-        elif self.held is not None:
-            holds, finished = self.held.replica, True
         self._send(P.Hello(P.PROTOCOL_VERSION, self.machine, self.incarnation, self.executors, speed,
-                           self.clock(), holds, finished))
+                           self.clock(), self.slots.offered, self.slots.holds(), self.slots.finished()))
 
     def _close_socket(self, linger: int) -> None:
         if self.monitor is not None:
@@ -333,7 +312,7 @@ class Puller:
         self._connect()
 
     def _lose_mapper(self, now: float) -> None:
-        """The mapper fell silent: hello again (same incarnation, what we hold); a running job goes on."""
+        """The mapper fell silent: hello again (same incarnation, what we hold); running replicas go on."""
         log.info("%s: mapper silent for %.1f s; reconnecting", self.machine, now - self.last_heard)
         self.lost_at = self.last_heard
         self.welcome = None
@@ -359,8 +338,10 @@ class Puller:
                                      self.machine, self.connect, why)
 
     def _send(self, msg: Any) -> None:
+        if self.sock is None:
+            return
         try:
-            self.sock.send(P.encode(msg), zmq.NOBLOCK)  # type: ignore[union-attr]
+            self.sock.send(P.encode(msg), zmq.NOBLOCK)
         except zmq.Again:
             log.debug("%s: send queue full, dropped %s", self.machine, type(msg).__name__)
 
@@ -388,18 +369,18 @@ class Puller:
         t = type(msg)
         if t is P.Heartbeat:
             self.mapper_clock, self.mapper_clock_received = msg.clock, now
+            if self.welcome is not None:
+                self.slots.acknowledged(msg.echo)
         elif t is P.Welcome:
             self._welcomed(msg, now)
+        elif t in (P.JobMsg, P.CancelMsg, P.Share) and self.welcome is None:
+            log.warning("%s: %s before a welcome: ignored", self.machine, t.__name__)
         elif t is P.JobMsg:
-            self._start_job(msg, now)
+            self.slots.job(msg, now)
         elif t is P.CancelMsg:
-            if self.job is not None and self.job.msg.replica == msg.replica:
-                log.info("%s: replica %d cancelled", self.machine, msg.replica)
-                self._kill_job()
-                if self.welcome is not None:
-                    self._send(P.Ready(self.welcome.share, self.clock()))
-            else:
-                log.debug("%s: cancel of replica %d, which is not running here: ignored", self.machine, msg.replica)
+            self.slots.cancel(msg.replica)
+        elif t is P.Share:
+            self.slots.set_share(msg.share, now)
         elif t is P.Refused:
             if msg.fatal:
                 log.error("%s: the mapper refused this puller: %s", self.machine, msg.reason)
@@ -409,12 +390,14 @@ class Puller:
                           self.machine, msg.reason, self.backoff)
                 if self.welcome is not None:
                     self.welcome = None
+                    self.slots.go_offline()
                     self.lost_at = now
                 # (the loop says hello again once the back-off has passed, doubling it)
         elif t is P.Bye:
             log.info("%s: the mapper says %s", self.machine, msg.reason)
-            self._kill_job()
-            self.held = None
+            self.slots.kill_all()
+            self.slots.forget()
+            self.slots.go_offline()
             self.welcome = None
             if self.stay:  # wait for the next run: hello again after the back-off
                 self.failures = None
@@ -431,94 +414,42 @@ class Puller:
                       P.PROTOCOL_VERSION)
             self.exit_code = 2
             return
-        self.welcome = msg
+        self.welcome = msg  # (from here on, leaving sends a Bye with bye_reason)
         self.ever_welcomed = True
         self.lost_at = self.asking_since = None
         self.heartbeat_interval = msg.heartbeat_interval
         self.backoff = BACKOFF_MIN
         self.next_hb = now
         if msg.failures is not None and self.failures is None:
-            mean_up, mean_down, seed = msg.failures
-            self.failures = FailureSchedule(mean_up, mean_down, seed, msg.machine, msg.time_unit, now)
+            try:
+                self.failures = FailureSchedule(msg.failures, msg.machine, msg.time_unit, now)
+            except ValueError as e:
+                log.error("%s: cannot inject the mapper's failures %r: %s", self.machine, msg.failures, e)
+                self.bye_reason = f"cannot use the failure model: {e}"[:400]
+                self.exit_code = 2
+                return
             self.next_down = self.failures.down_at
         try:
             self.runner.prepare(msg.executor, msg.share)
         except Exception as e:  # e.g. no throttle backend works here
             log.error("%s: cannot run the %s executor: %s", self.machine, msg.executor, e)
+            self.bye_reason = f"cannot run the {msg.executor} executor: {e}"[:400]
             self.exit_code = 2
             return
         if msg.executor == "command" and self.allowlist is None:
             log.error("%s: the mapper asks for the command executor, which is off here (no --allow or "
                       "--allow-file): every job will be refused", self.machine)
-        if self.held is not None:  # (again, if need be: the mapper ignores a result it has, honours readiness)
-            self._send(self.held)
-        elif self.job is None:
-            self._send(P.Ready(msg.share, self.clock()))
-        # else: the running job reports Done when it ends
-
-    # ------------------------------------------------------------------ jobs
-
-    def _start_job(self, msg: P.JobMsg, now: float) -> None:
-        w = self.welcome
-        if w is None:
-            log.warning("%s: job %d before a welcome: ignored", self.machine, msg.job)
-            return
-        self.held = None  # the mapper sends a job only once it has our Done (or Ready)
-        if self.job is not None:
-            log.warning("%s: got replica %d while running %d; refusing it", self.machine, msg.replica,
-                        self.job.msg.replica)
-            self._send(P.Failed(msg.replica, P.FAIL_BUSY, f"busy with replica {self.job.msg.replica}"))
-            return
-        try:
-            self.job = self.runner.start(w.executor, msg, w.share, w.time_unit, now)
-        except CommandRefused as e:
-            self.refusals += 1
-            self._warn_refused.log(logging.WARNING, "%s: refused replica %d of job %d: command not allowed: %s",
-                                   self.machine, msg.replica, msg.job, e)
-            self._send(P.Failed(msg.replica, P.FAIL_REFUSED, f"command not allowed: {e}"[:400]))
-            self._send(P.Ready(w.share, self.clock()))
-            return
-        except Exception as e:
-            log.warning("%s: could not start job %d: %s", self.machine, msg.job, e)
-            self._send(P.Failed(msg.replica, P.FAIL_START, f"could not start: {e}"[:400]))
-            self._send(P.Ready(w.share, self.clock()))
-            return
-        self._send(P.Started(msg.replica, now, self.job.started))
-
-    def _job_ended(self, now: float) -> None:
-        job = self.job
-        self.job = None
-        failure = job.failure()
-        achieved = job.achieved()
-        job.kill()  # releases what it holds (a command's fds and left-over children)
-        if failure is not None:
-            if self.welcome is not None:
-                self._send(P.Failed(job.msg.replica, P.FAIL_ERROR, failure[:400]))
-                self._send(P.Ready(self.welcome.share, now))
-            else:
-                log.warning("%s: replica %d failed while the mapper was away (%s); its next hello holds nothing",
-                            self.machine, job.msg.replica, failure[:200])
-            return
-        self.jobs_run += 1
-        self.held = P.Done(job.msg.replica, job.received, job.started, now, achieved, True)
-        if self.welcome is not None:
-            self._send(self.held)
-        else:
-            log.info("%s: replica %d finished while the mapper is away; holding its result",
-                     self.machine, job.msg.replica)
-
-    def _kill_job(self) -> None:
-        if self.job is not None:
-            self.job.kill()
-            self.job = None
+        self.slots.configure(msg, now)
+        self.slots.go_online()
 
     # ------------------------------------------------------------------ failure injection
 
     def _go_down(self, now: float) -> None:
         self.up_at = self.failures.go_down(now)  # type: ignore[union-attr]
         log.info("%s: injected failure, down for %.2f s", self.machine, self.up_at - now)
-        self._kill_job()
-        self.held = None  # a new incarnation holds nothing
+        self.slots.kill_all()
+        self.slots.forget()  # a new incarnation holds nothing
+        self.slots.go_offline()
         self._close_socket(linger=0)
         self.welcome = None
         self.next_down = math.inf

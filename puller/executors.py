@@ -1,36 +1,94 @@
-"""What a puller runs a job with: emulate (a timer), spin (calibrated CPU work) or command (a real program)."""
+"""What a puller runs a job with: emulate (a timer), spin (calibrated CPU work) or command (a real program).
+
+Every execution object offers the same interface to the daemon: ``fileno()``
+(a descriptor readable when it may have ended, or None), ``wake_at()`` (when it
+ends by the clock, or inf), ``finished(now)``, ``failure()``, ``achieved(now)``
+(the CPU share it got, time-weighted over its computing time), ``progress(now)``
+(fraction of the job's work done, None when unknown), ``set_share(share, now)``
+(0 suspends, a positive share resumes) and ``kill()``. ``puller/runner.py``
+makes them, with what each slot holds (throttle, spin worker).
+"""
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+import os
+import signal
+from typing import TYPE_CHECKING
+
+import psutil
 
 from mgst import protocol as P
 from mgst.model import EXECUTORS
-from puller.allowlist import AllowList, CommandRefused
+from puller.allowlist import CommandRefused
+
+if TYPE_CHECKING:
+    from puller.runner import SlotKit
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EXECUTORS", "CommandJob", "CommandRefused", "EmulatedJob", "Runner", "SpinJob", "job_environment"]
+__all__ = ["EXECUTORS", "CommandJob", "CommandRefused", "EmulatedJob", "ShareTally", "SpinJob", "job_environment"]
+
+
+class ShareTally:
+    """The time-weighted mean of a share that changes over time (what a job got, by the target)."""
+
+    def __init__(self, share: float, now: float):
+        self.share = share
+        self.began = self.mark = now
+        self._weighted = 0.0  # share x seconds up to mark
+
+    def set(self, share: float, now: float) -> None:
+        self._weighted += self.share * max(0.0, now - self.mark)
+        self.mark, self.share = now, share
+
+    def mean(self, now: float) -> float:
+        wall = now - self.began
+        if wall <= 0:
+            return self.share
+        return min(1.0, max(0.0, (self._weighted + self.share * max(0.0, now - self.mark)) / wall))
 
 
 class EmulatedJob:
-    """Holds the job for (1 - progress) X / (mu'_ij a_j) time units of wall time, recomputed if a_j changes."""
+    """Holds the job for (1 - progress) X / (mu'_ij a_j) time units of wall time, recomputed when a_j changes.
+
+    The work left is tracked at a mark: ``left`` (model time at full speed) at wall time ``mark``,
+    going down at ``share`` per time unit; a share change re-marks it, share 0 freezes it.
+    """
 
     def __init__(self, msg: P.JobMsg, share: float, time_unit: float, now: float):
         self.msg = msg
-        self.share = share
         self.time_unit = time_unit
         self.received = now
         self.started = now
-        self.remaining = msg.work * (1.0 - msg.progress)  # model time at full speed
-        self.deadline = now + self.remaining / share * time_unit
+        self.share = share
+        self.left = msg.work * (1.0 - msg.progress)  # model time at full speed, at self.mark
+        self.mark = now
+        self._tally = ShareTally(share, now)
+        self._ended: float | None = None
+
+    def remaining(self, now: float) -> float:
+        """Work left at ``now``, model time at full speed."""
+        return max(0.0, self.left - self.share * (now - self.mark) / self.time_unit)
+
+    @property
+    def deadline(self) -> float:
+        if self.left <= 0:
+            return self.mark
+        return self.mark + self.left / self.share * self.time_unit if self.share > 0 else math.inf
 
     def set_share(self, share: float, now: float) -> None:
-        self.remaining = max(0.0, (self.deadline - now) / self.time_unit * self.share)
+        if self._ended is not None:
+            return
+        self.left = self.remaining(now)
+        self.mark = now
         self.share = share
-        self.deadline = now + self.remaining / share * self.time_unit
+        self._tally.set(share, now)
+
+    def progress(self, now: float) -> float | None:
+        work = self.msg.work
+        return min(1.0, max(0.0, 1.0 - self.remaining(now) / work)) if work > 0 else 1.0
 
     def fileno(self) -> int | None:
         return None
@@ -39,37 +97,122 @@ class EmulatedJob:
         return self.deadline
 
     def finished(self, now: float) -> bool:
-        return now >= self.deadline
+        if self._ended is None and now >= self.deadline:
+            self._ended = min(now, self.deadline)
+        return self._ended is not None
 
     def failure(self) -> str | None:
         return None
 
-    def achieved(self) -> float:
-        return self.share
+    def achieved(self, now: float) -> float:
+        return self._tally.mean(self._ended if self._ended is not None else now)
 
     def kill(self) -> None:
         pass
 
 
-class SpinJob:
-    """Burns (1 - progress) X / mu'_ij time units of CPU at full speed in the spin worker; the
-    throttle holds the worker at a_j, so it takes that over a_j in wall time."""
+def _cpu_seconds(pid: int) -> float | None:
+    try:
+        t = psutil.Process(pid).cpu_times()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+    return t.user + t.system
 
-    def __init__(self, msg: P.JobMsg, worker, speed: float, time_unit: float, now: float):
+
+class _Suspension:
+    """SIGSTOP/SIGCONT of a job's process (or process group) for share 0.
+
+    The duty throttle resumes what it finds stopped, so a suspended process leaves it
+    while stopped and joins it again on resumption; cgroup throttles leave signals alone.
+    """
+
+    def __init__(self, pid: int, group: bool, kit: SlotKit):
+        self.pid, self.group, self.kit = pid, group, kit
+        self.stopped = False
+
+    def _signal(self, sig: int) -> None:
+        try:
+            (os.killpg if self.group else os.kill)(self.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass  # it has just ended: finished() will say so
+
+    def stop(self) -> None:
+        if self.stopped:
+            return
+        throttle = self.kit.throttle
+        if throttle is not None and throttle.backend == "duty":
+            throttle.detach(self.pid)
+        self._signal(signal.SIGSTOP)
+        self.stopped = True
+
+    def resume(self) -> None:
+        if not self.stopped:
+            return
+        self.stopped = False
+        self._signal(signal.SIGCONT)
+        throttle = self.kit.throttle
+        if throttle is not None and throttle.backend == "duty":
+            try:
+                throttle.attach(self.pid)
+            except ProcessLookupError:
+                pass
+
+
+class SpinJob:
+    """Burns (1 - progress) X / mu'_ij time units of CPU at full speed in the slot's spin worker; the
+    throttle holds the worker at a_j, so it takes that over a_j in wall time.
+
+    Progress is the kernel iterations done, counted as the worker's CPU seconds since the job began
+    times the calibrated speed (iterations per CPU second). Share 0 stops the worker (SIGSTOP): no
+    iteration is lost; a positive share resumes it.
+    """
+
+    def __init__(self, msg: P.JobMsg, kit: SlotKit, speed: float, share: float, time_unit: float, now: float):
         self.msg = msg
-        self.worker = worker
+        self.kit = kit
         self.received = now
-        work = msg.work * (1.0 - msg.progress)
-        worker.start(max(0, round(work * time_unit * speed)), msg.replica)
         self.started = now
+        work = msg.work * (1.0 - msg.progress)
+        self.iterations = max(0, round(work * time_unit * speed))
+        self.cpu_needed = self.iterations / speed if speed > 0 else 0.0
+        worker = kit.spin_worker()
+        if share > 0:
+            kit.hold_at(share, worker.pid)
+        worker.start(self.iterations, msg.replica)
+        self.worker = worker
+        self.pid = worker.pid  # (start() may have replaced a child that had died while idle)
+        self.cpu0 = _cpu_seconds(self.pid)
+        self._pause = _Suspension(self.pid, False, kit)
         self._result: tuple[int, float, float] | None = None
         self._failure: str | None = None
+        if share <= 0:
+            self._pause.stop()
 
     def fileno(self) -> int | None:
         return self.worker.fileno()
 
     def wake_at(self) -> float:
         return math.inf
+
+    def set_share(self, share: float, now: float) -> None:
+        if self._result is not None or self._failure is not None:
+            return
+        if share <= 0:
+            self._pause.stop()
+            return
+        self.kit.hold_at(share, self.pid)
+        self._pause.resume()
+
+    def progress(self, now: float) -> float | None:
+        p0 = self.msg.progress
+        if self._result is not None or self.iterations == 0:
+            return 1.0
+        if self.cpu_needed <= 0:
+            return None
+        cpu = _cpu_seconds(self.pid)
+        if cpu is None or self.cpu0 is None:
+            return None
+        return min(1.0, p0 + (1.0 - p0) * min(1.0, max(0.0, cpu - self.cpu0) / self.cpu_needed))
 
     def finished(self, now: float) -> bool:
         if self._result is None and self._failure is None:
@@ -82,15 +225,15 @@ class SpinJob:
     def failure(self) -> str | None:
         return self._failure
 
-    def achieved(self) -> float:
+    def achieved(self, now: float) -> float:
         if self._result is None:
             return 0.0
-        _, cpu, wall = self._result
+        _, cpu, wall = self._result  # measured by the worker around the kernel: stopped time included
         return min(1.0, cpu / wall) if wall > 0 else 1.0
 
     def kill(self) -> None:
-        if self._result is None:
-            self.worker.cancel()
+        if self._result is None and self._failure is None:
+            self.worker.cancel()  # SIGKILL (a stopped child too), a fresh child for the next job
 
 
 def job_environment(msg: P.JobMsg, time_unit: float, machine: str) -> dict[str, str]:
@@ -103,20 +246,34 @@ def job_environment(msg: P.JobMsg, time_unit: float, machine: str) -> dict[str, 
 
 
 class CommandJob:
-    """Runs an allowed program with exactly the environment ``env``, under the throttle."""
+    """Runs an allowed program with exactly the environment ``env``, under the slot's throttle.
 
-    def __init__(self, msg: P.JobMsg, argv: tuple[str, ...], env: dict[str, str], throttle, now: float):
+    Share 0 stops its process group (SIGSTOP); a positive share resumes it. Its progress is
+    unknown to the puller (the program would have to report it): ``progress()`` is None.
+    """
+
+    def __init__(self, msg: P.JobMsg, argv: tuple[str, ...], env: dict[str, str], kit: SlotKit, share: float,
+                 now: float):
         from puller.command import CommandRun  # noqa: PLC0415
 
         self.msg = msg
-        self.throttle = throttle
+        self.kit = kit
         self.received = now
-        if throttle is not None:
-            throttle.reset_measure()
         self.run = CommandRun(argv, env, inherit_env=False)
-        if throttle is not None:
-            throttle.attach(self.run.pid)
         self.started = now
+        if kit.throttle is not None:
+            kit.throttle.attach(self.run.pid)
+        if share > 0:
+            kit.hold_at(share, self.run.pid)  # (makes the slot's throttle if the share needs one)
+        # Measured when a throttle holds it from the start; else the time-weighted target.
+        self._measured = kit.throttle is not None
+        if kit.throttle is not None:
+            kit.throttle.reset_measure()
+        self._tally = ShareTally(share, now)
+        self._pause = _Suspension(self.run.pid, True, kit)
+        self._ended: float | None = None
+        if share <= 0:
+            self._pause.stop()
 
     def fileno(self) -> int | None:
         return self.run.fileno()
@@ -124,8 +281,25 @@ class CommandJob:
     def wake_at(self) -> float:
         return math.inf
 
+    def set_share(self, share: float, now: float) -> None:
+        if self.run.poll() is not None:
+            return
+        self._tally.set(share, now)
+        if share <= 0:
+            self._pause.stop()
+            return
+        self.kit.hold_at(share, self.run.pid)
+        self._pause.resume()
+
+    def progress(self, now: float) -> float | None:
+        return None
+
     def finished(self, now: float) -> bool:
-        return self.run.poll() is not None
+        if self.run.poll() is None:
+            return False
+        if self._ended is None:
+            self._ended = now
+        return True
 
     def failure(self) -> str | None:
         code = self.run.poll()
@@ -133,68 +307,11 @@ class CommandJob:
             return None
         return f"exit code {code}: {self.run.stderr_tail(400).strip()}"
 
-    def achieved(self) -> float:
-        return self.throttle.achieved() if self.throttle is not None else 1.0
+    def achieved(self, now: float) -> float:
+        if self._measured and self.kit.throttle is not None:
+            return min(1.0, self.kit.throttle.achieved())
+        return self._tally.mean(self._ended if self._ended is not None else now)
 
     def kill(self) -> None:
-        self.run.kill()
+        self.run.kill()  # SIGKILL to the group: a stopped one too
         self.run.close()
-
-
-class Runner:
-    """The executors a puller offers, and the resources they hold (spin worker, throttle)."""
-
-    def __init__(self, throttle_backend: str = "auto", machine: str = "", allowlist: AllowList | None = None):
-        self.machine = machine
-        self.allowlist = allowlist  # None: the command executor is off
-        self.throttle_backend = throttle_backend
-        self.throttle = None
-        self.worker = None
-        self.speed = 0.0  # spin-kernel iterations per CPU second, once calibrated
-
-    def calibrate(self) -> float:
-        """Measure the spin kernel's speed (what a hello reports); once per puller."""
-        if not self.speed:
-            from puller.spin import calibrate  # noqa: PLC0415
-
-            self.speed = calibrate(0.2)
-            log.info("%s: spin kernel at %.3g iterations/s", self.machine, self.speed)
-        return self.speed
-
-    def prepare(self, executor: str, share: float) -> None:
-        """Set up for ``executor`` at CPU share ``share`` (called on every welcome)."""
-        if executor in ("spin", "command") and self.throttle is None and share < 1.0:
-            from adjuster.throttle import make_throttle  # noqa: PLC0415
-
-            self.throttle = make_throttle(self.throttle_backend, name=f"puller-{self.machine}")
-            log.info("%s: %s throttle at share %.2f", self.machine, self.throttle.backend, share)
-        if self.throttle is not None:
-            self.throttle.set_share(share)
-        if executor == "spin" and self.worker is None:
-            from puller.spin import SpinWorker  # noqa: PLC0415
-
-            self.calibrate()
-            attach: Callable[[int], None] | None = self.throttle.attach if self.throttle is not None else None
-            self.worker = SpinWorker(on_spawn=attach)
-
-    def start(self, executor: str, msg: P.JobMsg, share: float, time_unit: float, now: float):
-        """A running job; CommandRefused for a command off the allow-list, other errors if it cannot start."""
-        if executor == "spin":
-            return SpinJob(msg, self.worker, self.speed, time_unit, now)
-        if executor == "command":
-            # The one way to a command: through the allow-list (CommandRefused: nothing is started).
-            if self.allowlist is None:
-                raise CommandRefused("the command executor is off on this puller (no allow-list)")
-            argv = self.allowlist.resolve(msg.command_key, msg.command)
-            env = self.allowlist.env(job_environment(msg, time_unit, self.machine))
-            return CommandJob(msg, argv, env, self.throttle, now)
-        return EmulatedJob(msg, share, time_unit, now)
-
-    def close(self) -> None:
-        """Stop everything; resume anything stopped; remove cgroups."""
-        if self.worker is not None:
-            self.worker.close()
-            self.worker = None
-        if self.throttle is not None:
-            self.throttle.close()
-            self.throttle = None

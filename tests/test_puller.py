@@ -1,4 +1,4 @@
-"""Tests of the puller daemon against a fake mapper: CURVE, the command allow-list, protocol v2 behaviour, exit codes.
+"""Tests of the puller daemon against a fake mapper: CURVE, the command allow-list, reconnection, exit codes.
 
 Real puller processes (``python -m puller``) talk to a ROUTER socket in the test,
 on loopback at free ports. Every wait is bounded (polls with timeouts), and every
@@ -21,6 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 import zmq
+from puller_fakes import FakeMapper, job
 
 from mgst import protocol as P
 from mgst import security
@@ -31,56 +32,6 @@ SECRET = "do-not-leak-4711"  # set in the pullers' own environment only
 
 
 # ---------------------------------------------------------------------- fake mapper, pullers
-
-
-class FakeMapper:
-    """A ROUTER socket standing in for the mapper: plain, or CURVE with the given server keys (no ZAP)."""
-
-    def __init__(self, ctx: zmq.Context, keys: security.ServerKeys | None):
-        self.sock = ctx.socket(zmq.ROUTER)
-        self.sock.linger = 0
-        if keys is not None:
-            security.secure_server(self.sock, keys)
-        port = self.sock.bind_to_random_port("tcp://127.0.0.1")
-        self.endpoint = f"tcp://127.0.0.1:{port}"
-
-    def recv(self, timeout: float) -> tuple[bytes, P.Message] | None:
-        """The next message (any type) within ``timeout`` seconds, or None."""
-        if not self.sock.poll(max(0, int(timeout * 1000))):
-            return None
-        ident, frame = self.sock.recv_multipart()
-        return ident, P.decode(frame)
-
-    def expect(self, kind: type, timeout: float = 5.0, ignore: tuple[type, ...] = (P.Heartbeat,)):
-        """(routing id, message) of the next message that is not of an ``ignore`` type; it must be a ``kind``."""
-        deadline = time.monotonic() + timeout
-        while (left := deadline - time.monotonic()) > 0:
-            got = self.recv(left)
-            if got is None:
-                break
-            if type(got[1]) in ignore:
-                continue
-            assert type(got[1]) is kind, f"expected {kind.__name__}, got {got[1]!r}"
-            return got
-        raise AssertionError(f"no {kind.__name__} within {timeout} s")
-
-    def quiet(self, seconds: float, ignore: tuple[type, ...] = (P.Heartbeat,)) -> None:
-        """Nothing but ``ignore`` types arrives for ``seconds``."""
-        deadline = time.monotonic() + seconds
-        while (left := deadline - time.monotonic()) > 0:
-            got = self.recv(left)
-            assert got is None or type(got[1]) in ignore, f"unexpected {got[1]!r}"
-
-    def send(self, ident: bytes, msg: P.Message) -> None:
-        self.sock.send_multipart([ident, P.encode(msg)])
-
-    def welcome(self, ident: bytes, executor: str = "emulate", heartbeat: float = 2.0) -> None:
-        self.send(ident, P.Welcome(P.PROTOCOL_VERSION, 0, 1.0, heartbeat, 1.0, executor, None))
-
-
-def job(replica: int, work: float = 0.1, key: str = "", command: tuple[str, ...] = (), job_id: int = 3,
-        job_class: int = 1) -> P.JobMsg:
-    return P.JobMsg(job_id, replica, job_class, 1.5, work, 0.0, key, command)
 
 
 def cpu(pid: int) -> float:
@@ -207,11 +158,13 @@ def test_right_keys_hello_welcome_busy_cancel_bye(mapper: FakeMapper, keydir: Pa
     proc = pullers.start(mapper.endpoint, "--key", str(keydir / "pullers" / "M1.key_secret"),
                          "--mapper-key", str(keydir / "mapper.key"))
     ident, hello = mapper.expect(P.Hello, 10)
-    assert (hello.version, hello.machine, hello.holds, hello.finished) == (P.PROTOCOL_VERSION, "M1", -1, False)
+    assert (hello.version, hello.machine, hello.slots, hello.holds, hello.finished) == (
+        P.PROTOCOL_VERSION, "M1", 1, (), ())
     assert "command" not in hello.executors  # no allow-list: no command executor
     assert "emulate" in hello.executors
     mapper.welcome(ident)
-    mapper.expect(P.Ready)
+    _, ready = mapper.expect(P.Ready)
+    assert (ready.slots, ready.share) == (1, 1.0)
     mapper.send(ident, job(1, work=30.0))
     _, started = mapper.expect(P.Started)
     assert started.replica == 1
@@ -221,7 +174,19 @@ def test_right_keys_hello_welcome_busy_cancel_bye(mapper: FakeMapper, keydir: Pa
     mapper.send(ident, P.CancelMsg(99))  # not the running replica: ignored
     mapper.quiet(0.3)
     mapper.send(ident, P.CancelMsg(1))
-    mapper.expect(P.Ready)
+    _, ready = mapper.expect(P.Ready)
+    assert ready.slots == 1
+    mapper.send(ident, P.Bye("run over"))
+    assert wait_exit(proc, 10) == 0
+
+
+def test_slots_option_offers_that_many(mapper: FakeMapper, keydir: Path, pullers: Pullers) -> None:
+    proc = pullers.start(mapper.endpoint, "--keys", str(keydir), "--slots", "3")
+    ident, hello = mapper.expect(P.Hello, 10)
+    assert (hello.slots, hello.holds, hello.finished) == (3, (), ())
+    mapper.welcome(ident, slots=2)  # the experiment's value: it uses that many
+    _, ready = mapper.expect(P.Ready)
+    assert ready.slots == 2
     mapper.send(ident, P.Bye("run over"))
     assert wait_exit(proc, 10) == 0
 
@@ -336,7 +301,7 @@ def test_allow_file_forms(tmp_path: Path) -> None:
         AllowList.build(["a=other"], path)
 
 
-# ---------------------------------------------------------------------- protocol v2: away, back, refused, give up
+# ---------------------------------------------------------------------- away, back, refused, give up
 
 
 def test_result_finished_while_the_mapper_is_away_is_held_without_busy_looping(
@@ -350,13 +315,13 @@ def test_result_finished_while_the_mapper_is_away_is_held_without_busy_looping(
     mapper.expect(P.Started)
     hellos: list[P.Hello] = []
     deadline = time.monotonic() + 10
-    while not (hellos and hellos[-1].finished):
+    while not (hellos and hellos[-1].finished):  # (a non-empty tuple)
         assert time.monotonic() < deadline, f"no hello holding the finished result: {hellos}"
         got = mapper.recv(deadline - time.monotonic())
         if got is not None and type(got[1]) is P.Hello:
             hellos.append(got[1])
-    assert (hellos[0].holds, hellos[0].finished) == (7, False)  # reconnected while running: still holds it
-    assert (hellos[-1].holds, hellos[-1].finished) == (7, True)
+    assert (hellos[0].holds, hellos[0].finished) == ((7,), ())  # reconnected while running: still holds it
+    assert (hellos[-1].holds, hellos[-1].finished) == ((), (7,))
     assert proc.poll() is None
     # Without a mapper, with a finished job: the puller must sleep, not spin.
     cpu0, t0 = cpu(proc.pid), time.monotonic()
@@ -364,7 +329,7 @@ def test_result_finished_while_the_mapper_is_away_is_held_without_busy_looping(
     used = (cpu(proc.pid) - cpu0) / (time.monotonic() - t0)
     assert used < 0.2, f"the puller used {used:.0%} of a CPU while waiting for the mapper"
     ident, hello = mapper.expect(P.Hello, 10)
-    assert (hello.holds, hello.finished) == (7, True)
+    assert (hello.holds, hello.finished) == ((), (7,))
     mapper.welcome(ident)
     _, done = mapper.expect(P.Done)  # the held result first, asking for work
     assert (done.replica, done.ready) == (7, True)
@@ -390,7 +355,7 @@ def test_non_fatal_refusal_retries_then_bye_ends(mapper: FakeMapper, keydir: Pat
     ident, _ = mapper.expect(P.Hello, 10)
     mapper.send(ident, P.Refused("machine name taken", False))
     ident, hello = mapper.expect(P.Hello, 5)
-    assert proc.poll() is None and hello.holds == -1
+    assert proc.poll() is None and hello.holds == () and hello.finished == ()
     assert "machine name taken" in pullers.log(proc)
     mapper.send(ident, P.Bye("the run is over"))  # as a mapper answers hellos after its run
     assert wait_exit(proc, 10) == 0
@@ -427,6 +392,8 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
     (["--connect", "tcp://127.0.0.1:5555", "--machine", "M1", "--insecure", "--keys", "."], "--insecure"),
     (["--connect", "tcp://127.0.0.1:5555", "--machine", "M1", "--key", "x.key_secret"], "--mapper-key"),
     (["--connect", "tcp://127.0.0.1:5555", "--machine", "M1", "--insecure", "--allow", "k="], "empty command"),
+    (["--connect", "tcp://127.0.0.1:5555", "--machine", "M1", "--insecure", "--slots", "0"], "give 1 to 64 slots"),
+    (["--connect", "tcp://127.0.0.1:5555", "--machine", "M1", "--insecure", "--slots", "two"], "whole number"),
 ])
 def test_cli_errors_exit_2_without_a_traceback(args: list[str], message: str) -> None:
     r = run_cli(*args)

@@ -162,13 +162,13 @@ def test_malformed_messages_are_counted_and_the_run_goes_on(tmp_path, no_childre
         bad.connect(r.mapper.endpoint)
         try:
             bad.send(os.urandom(64))  # random bytes
-            bad.send(msgpack.packb({"t": "ready", "share": "half", "clock": 1.0}))  # wrong type
+            bad.send(msgpack.packb({"t": "ready", "share": "half", "clock": 1.0, "slots": 1}))  # wrong type
             bad.send(msgpack.packb({"t": "launch-missiles"}))  # unknown type
             bad.send(msgpack.packb([1, 2, 3]))  # not a map
             bad.send_multipart([b"a", b"b"])  # two frames
-            bad.send(P.encode(P.Ready(1.0, 0.0)))  # valid, but from a sender that never registered: no reply
+            bad.send(P.encode(P.Ready(1.0, 0.0, 1)))  # valid, but from a sender that never registered: no reply
             # wrong version
-            bad.send(P.encode(P.Hello(P.PROTOCOL_VERSION + 1, "M1", 1, ("emulate",), 0.0, 0.0, -1, False)))
+            bad.send(P.encode(P.Hello(P.PROTOCOL_VERSION + 1, "M1", 1, ("emulate",), 0.0, 0.0, 1, (), ())))
             # Frames from one peer are handled in order: the answer to the last one means all were seen,
             # and, being the first answer, that none of the others got one.
             assert bad.poll(10_000), "no answer from the mapper"
@@ -343,7 +343,7 @@ def test_after_the_run_a_late_puller_is_told_the_run_is_over(tmp_path, no_childr
             deadline = time.monotonic() + RUN_LIMIT
             while time.monotonic() < deadline:
                 # a name the run does not have: refused while the run goes, then told it is over
-                late.send(P.encode(P.Hello(P.PROTOCOL_VERSION, "M9", 99, ("emulate",), 0.0, 0.0, -1, False)))
+                late.send(P.encode(P.Hello(P.PROTOCOL_VERSION, "M9", 99, ("emulate",), 0.0, 0.0, 1, (), ())))
                 if late.poll(200):
                     answers.append(type(P.decode(late.recv())))
                     if answers[-1] is P.Bye:

@@ -58,8 +58,10 @@ def client_keys(keys: Path, name: str) -> security.ClientKeys:
 
 
 def hello(machine: str, holds: int = -1, finished: bool = False) -> P.Hello:
-    return P.Hello(P.PROTOCOL_VERSION, machine, random.getrandbits(62), ("emulate",), 0.0, time.time(), holds,
-                   finished)
+    """A hello holding replica ``holds`` (-1: none), running or (``finished``) finished."""
+    held = () if holds < 0 else (holds,)
+    return P.Hello(P.PROTOCOL_VERSION, machine, random.getrandbits(62), ("emulate",), 0.0, time.time(), 1,
+                   () if finished else held, held if finished else ())
 
 
 class SecureRun(Run):
@@ -271,7 +273,7 @@ def test_impostors_are_refused_and_change_nothing(tmp_path, no_children_left):
                 rid = (running or m1_replicas)[-1]
                 before = replica_fields(mapper.journal.replicas[rid])
                 now = time.time()
-                for msg in (P.Ready(1.0, now), P.Started(rid, now, now), P.Done(rid, now, now, now, 1.0, True),
+                for msg in (P.Ready(1.0, now, 1), P.Started(rid, now, now), P.Done(rid, now, now, now, 1.0, True),
                             P.Failed(rid, P.FAIL_ERROR, "forged"), P.Heartbeat(1, now, -1.0, -1.0),
                             P.Bye("M1 leaves (not)")):
                     x.send(msg)
@@ -395,7 +397,7 @@ def test_replayed_results_change_nothing_and_a_busy_ready_keeps_its_replica(tmp_
                 fake.send(hello("M3"))
                 fake.expect(P.Welcome)
                 r.started()
-                fake.send(P.Ready(1.0, time.time()))
+                fake.send(P.Ready(1.0, time.time(), 1))
                 job1 = fake.expect(P.JobMsg, 10)
                 got1 = time.time()
                 fake.send(P.Started(job1.replica, got1, got1))
@@ -510,7 +512,7 @@ def test_floods_neither_stall_the_mapper_nor_reach_it_without_a_key(tmp_path, no
                         "[policy]\nname = \"fcfs\"\n[testbed]\ntime_unit = 0.05\nduration = 10.0\n")
     endpoint = f"tcp://127.0.0.1:{free_port()}"
     frames = garbage(FLOOD)
-    keyless_msgs = [P.encode(m) for m in (P.Ready(1.0, 0.0), hello("M9"), hello("M1"))] * (KEYLESS // 3)
+    keyless_msgs = [P.encode(m) for m in (P.Ready(1.0, 0.0, 1), hello("M9"), hello("M1"))] * (KEYLESS // 3)
     mapper = subprocess.Popen(
         [sys.executable, "-m", "mgst", "mapper", str(exp_file), "--bind", endpoint, "--keys", str(keys),
          "--out", str(out), "--json", "--quiet"],
@@ -566,7 +568,7 @@ def test_floods_neither_stall_the_mapper_nor_reach_it_without_a_key(tmp_path, no
         sent_at = time.time()
         # Frames from one peer are handled in order: the answer to a last, wrong-version hello means the
         # mapper has read the whole flood (much of which waited in socket buffers after the last send).
-        flooder.send(P.encode(P.Hello(P.PROTOCOL_VERSION + 1, "M1", 1, ("emulate",), 0.0, 0.0, -1, False)))
+        flooder.send(P.encode(P.Hello(P.PROTOCOL_VERSION + 1, "M1", 1, ("emulate",), 0.0, 0.0, 1, (), ())))
         assert flooder.poll(30_000), "the mapper never answered after the flood"
         flood_end = time.time()
         assert isinstance(P.decode(flooder.recv()), P.Refused)

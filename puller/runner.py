@@ -1,0 +1,137 @@
+"""What each slot runs with (its throttle, its spin worker) and the Runner that starts executions in slots."""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from mgst import protocol as P
+from mgst.model import EXECUTORS
+from puller.allowlist import AllowList, CommandRefused
+from puller.executors import CommandJob, EmulatedJob, SpinJob, job_environment
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Runner", "SlotKit"]
+
+
+def _safe_name(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", text)[:40] or "x"
+
+
+class SlotKit:
+    """What one slot runs with: its throttle (made the first time the slot needs a share below 1) and,
+    for spin, its own worker. Each slot is held at a_j on its own: the model gives every replica a_j."""
+
+    def __init__(self, index: int, runner: Runner):
+        self.index = index
+        self.runner = runner
+        self.throttle: Any = None
+        self.worker: Any = None
+        self._failed = False  # a throttle could not be made: logged once
+
+    def _on_spawn(self, pid: int) -> None:
+        if self.throttle is not None:
+            self.throttle.attach(pid)
+
+    def spin_worker(self) -> Any:
+        if self.worker is None:
+            from puller.spin import SpinWorker  # noqa: PLC0415
+
+            self.worker = SpinWorker(on_spawn=self._on_spawn)
+        return self.worker
+
+    def make_throttle(self) -> Any:
+        if self.throttle is None:
+            from adjuster.throttle import make_throttle  # noqa: PLC0415
+
+            r = self.runner
+            self.throttle = make_throttle(r.throttle_backend, name=f"puller-{_safe_name(r.machine)}-{self.index}")
+            log.info("%s: slot %d: %s throttle", r.machine, self.index, self.throttle.backend)
+        return self.throttle
+
+    def hold_at(self, share: float, pid: int | None) -> None:
+        """Hold the slot's processes (``pid``: the job's) at ``share`` > 0; 1 lifts the cap."""
+        if self.throttle is None:
+            if share >= 1.0 or self._failed:
+                return
+            try:
+                self.make_throttle()
+                if pid is not None:
+                    self.throttle.attach(pid)
+            except Exception as e:  # e.g. no backend works here: the job goes on at full speed
+                self._failed = True
+                log.error("%s: slot %d cannot be throttled (%s); it runs at full speed", self.runner.machine,
+                          self.index, e)
+                return
+        self.throttle.set_share(share)
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.close()
+            self.worker = None
+        if self.throttle is not None:
+            self.throttle.close()
+            self.throttle = None
+
+
+class Runner:
+    """The executors a puller offers, and the resources each slot holds (throttle, spin worker)."""
+
+    def __init__(self, throttle_backend: str = "auto", machine: str = "", allowlist: AllowList | None = None):
+        self.machine = machine
+        self.allowlist = allowlist  # None: the command executor is off
+        self.throttle_backend = throttle_backend
+        self.kits: dict[int, SlotKit] = {}
+        self.speed = 0.0  # spin-kernel iterations per CPU second, once calibrated
+
+    def calibrate(self) -> float:
+        """Measure the spin kernel's speed (what a hello reports); once per puller."""
+        if not self.speed:
+            from puller.spin import calibrate  # noqa: PLC0415
+
+            self.speed = calibrate(0.2)
+            log.info("%s: spin kernel at %.3g iterations/s", self.machine, self.speed)
+        return self.speed
+
+    def kit(self, slot: int) -> SlotKit:
+        if slot not in self.kits:
+            self.kits[slot] = SlotKit(slot, self)
+        return self.kits[slot]
+
+    def prepare(self, executor: str, share: float) -> None:
+        """Check that ``executor`` can run here at CPU share ``share`` (called on every welcome)."""
+        if executor not in EXECUTORS:
+            raise ValueError(f"unknown executor {executor!r}")
+        if executor == "spin":
+            self.calibrate()
+        if executor in ("spin", "command") and share < 1.0:
+            self.kit(0).make_throttle()  # fails here, not at the first job, if no throttle works
+
+    def plan(self, executor: str, msg: P.JobMsg) -> tuple[str, ...] | None:
+        """What a job will run (a command's argv, checked now; None for the others). CommandRefused if not allowed."""
+        if executor != "command":
+            return None
+        # The one way to a command: through the allow-list (CommandRefused: nothing is started).
+        if self.allowlist is None:
+            raise CommandRefused("the command executor is off on this puller (no allow-list)")
+        return self.allowlist.resolve(msg.command_key, msg.command)
+
+    def start(self, executor: str, msg: P.JobMsg, slot: int, argv: tuple[str, ...] | None, share: float,
+              time_unit: float, now: float) -> Any:
+        """A running execution in slot ``slot``; errors if it cannot start."""
+        if executor == "spin":
+            return SpinJob(msg, self.kit(slot), self.speed, share, time_unit, now)
+        if executor == "command":
+            assert argv is not None and self.allowlist is not None  # plan() said so
+            env = self.allowlist.env(job_environment(msg, time_unit, self.machine))
+            return CommandJob(msg, argv, env, self.kit(slot), share, now)
+        return EmulatedJob(msg, share, time_unit, now)
+
+    def close(self) -> None:
+        """Stop everything; resume anything stopped; remove cgroups."""
+        for kit in self.kits.values():
+            kit.close()
+        self.kits.clear()
+

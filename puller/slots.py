@@ -1,0 +1,330 @@
+"""The replicas a puller runs at once, one per slot: staging, computing, checkpoints, and results to report.
+
+The daemon (``puller/daemon.py``) owns the connection; this owns the work. It
+sends through the daemon's ``send`` and only while ``online`` (welcomed).
+
+Requests for work mirror the mapper's count of slots the machine asks for
+(``asked``): ``Ready(slots=free)`` sets it to the free slots, a job takes one,
+``Done(ready=True)`` adds the slot it frees. A Ready goes out only when a slot
+is free that is not asked for already (after a welcome, a failure, a cancel, a
+share back above 0): never again for the same slots.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from mgst import protocol as P
+from puller.allowlist import CommandRefused
+from puller.ratelimit import Throttled
+from puller.runner import Runner
+
+log = logging.getLogger("puller.daemon")
+
+# Checkpoints closer than this (wall seconds) are sent this often: a welcome cannot make the puller flood.
+MIN_CHECKPOINT = 0.01
+# At most one line per this many seconds for repeated warnings (refused commands).
+WARN_EVERY = 10.0
+
+
+@dataclass(slots=True, eq=False)
+class Replica:
+    """One replica in one slot: staging until ``stage_until``, then computing in ``execution``."""
+
+    msg: P.JobMsg
+    slot: int
+    executor: str
+    time_unit: float
+    argv: tuple[str, ...] | None
+    received: float  # when its job message came; also when it started (Started.started)
+    stage_until: float | None = None  # wall time its staging ends; None once computing
+    staged: bool = False  # it staged: the mapper hears Computing
+    execution: Any = None
+    computing_since: float | None = None
+    next_checkpoint: float = math.inf
+    reported: float = 0.0  # the highest progress it reported
+
+    @property
+    def id(self) -> int:
+        return self.msg.replica
+
+    def wake_at(self) -> float:
+        if self.execution is None:
+            return self.stage_until if self.stage_until is not None else math.inf
+        return min(self.execution.wake_at(), self.next_checkpoint)
+
+
+@dataclass(slots=True, eq=False)
+class Held:
+    """A finished replica's result, kept until the mapper has certainly read it."""
+
+    done: P.Done
+    sent: bool = False  # on the current connection
+    ack_clock: float | None = None  # the clock of our first heartbeat sent after it
+
+
+class Slots:
+    """The puller's slots: which replica runs in which, what is asked for, which results wait."""
+
+    def __init__(self, machine: str, offered: int, runner: Runner, send: Callable[[Any], None],
+                 clock: Callable[[], float]):
+        if not 1 <= offered <= P.MAX_SLOTS:
+            raise ValueError(f"slots must be within 1..{P.MAX_SLOTS}, not {offered!r}")
+        self.machine = machine
+        self.offered = offered  # what the hello offers; never more run at once
+        self.size = offered  # what the welcome says (at most offered)
+        self.runner = runner
+        self._send = send
+        self.clock = clock
+        self.running: dict[int, Replica] = {}
+        self.held: dict[int, Held] = {}
+        self.asked = 0  # slots the mapper believes we ask for
+        self.online = False
+        self.share = 1.0
+        self.executor = "emulate"
+        self.time_unit = 1.0
+        self.checkpoint = 0.0  # wall seconds between checkpoints; 0: none
+        self.jobs_run = 0
+        self.refusals = 0  # jobs refused by the allow-list
+        self._warn_refused = Throttled(WARN_EVERY, log)
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def free(self) -> int:
+        return max(0, self.size - len(self.running))
+
+    def holds(self) -> tuple[int, ...]:
+        return tuple(sorted(self.running))
+
+    def finished(self) -> tuple[int, ...]:
+        return tuple(self.held)
+
+    def wake_at(self) -> float:
+        return min((r.wake_at() for r in self.running.values()), default=math.inf)
+
+    def fds(self) -> list[int]:
+        out = []
+        for r in self.running.values():
+            if r.execution is not None and (fd := r.execution.fileno()) is not None:
+                out.append(fd)
+        return out
+
+    # ------------------------------------------------------------------ connection
+
+    def configure(self, welcome: P.Welcome, now: float) -> None:
+        """Take a welcome's settings: slots (clamped to what we offered), executor, time unit, checkpoints, share."""
+        size = welcome.slots
+        if size > self.offered:
+            log.warning("%s: the mapper asks for %d slots; this puller offers %d and runs at most that many",
+                        self.machine, size, self.offered)
+            size = self.offered
+        self.size = size
+        self.executor = welcome.executor
+        self.time_unit = welcome.time_unit
+        interval = welcome.checkpoint_interval * welcome.time_unit
+        if 0 < interval < MIN_CHECKPOINT:
+            log.warning("%s: checkpoints every %.3g s asked; sending them every %g s", self.machine, interval,
+                        MIN_CHECKPOINT)
+            interval = MIN_CHECKPOINT
+        self.checkpoint = interval
+        for r in self.running.values():
+            self._schedule_checkpoint(r, now)
+        if welcome.share != self.share:
+            self._apply_share(welcome.share, now)
+
+    def go_online(self) -> None:
+        """Welcomed: report held results and staged replicas now computing (again, if need be), then ask."""
+        self.online = True
+        self.asked = 0
+        for h in self.held.values():
+            h.done = h.done._replace(ready=self._claim_ready())
+            self._send(h.done)
+            h.sent, h.ack_clock = True, None
+        for r in self.running.values():
+            if r.staged and r.computing_since is not None:  # (the mapper ignores one it has)
+                self._send(P.Computing(r.id, r.computing_since))
+        self._ask()
+
+    def go_offline(self) -> None:
+        """The mapper is away: nothing goes out; what it may have missed goes out again after the welcome."""
+        self.online = False
+        self.asked = 0
+        for h in self.held.values():
+            h.sent, h.ack_clock = False, None
+
+    def heartbeat_sent(self, clock: float) -> None:
+        for h in self.held.values():
+            if h.sent and h.ack_clock is None:
+                h.ack_clock = clock
+
+    def acknowledged(self, echo: float) -> None:
+        """The mapper echoes our heartbeat of clock ``echo``: it has read every result sent before it."""
+        for replica in [i for i, h in self.held.items() if h.ack_clock is not None and echo >= h.ack_clock]:
+            del self.held[replica]
+
+    # ------------------------------------------------------------------ mapper's messages
+
+    def job(self, msg: P.JobMsg, now: float) -> None:
+        if msg.replica in self.running:
+            log.warning("%s: replica %d, which runs here already: ignored", self.machine, msg.replica)
+            return
+        self.held.pop(msg.replica, None)
+        if not self.free:
+            log.warning("%s: got replica %d with every slot taken (%s); refusing it", self.machine, msg.replica,
+                        ", ".join(map(str, self.holds())))
+            self._send(P.Failed(msg.replica, P.FAIL_BUSY, f"busy: {len(self.running)} of {self.size} slots"))
+            return
+        self.asked = max(0, self.asked - 1)
+        try:
+            argv = self.runner.plan(self.executor, msg)
+        except CommandRefused as e:
+            self.refusals += 1
+            self._warn_refused.log(logging.WARNING, "%s: refused replica %d of job %d: command not allowed: %s",
+                                   self.machine, msg.replica, msg.job, e)
+            self._send(P.Failed(msg.replica, P.FAIL_REFUSED, f"command not allowed: {e}"[:400]))
+            self._ask()
+            return
+        used = {r.slot for r in self.running.values()}
+        slot = next(i for i in range(len(used) + 1) if i not in used)
+        r = Replica(msg, slot, self.executor, self.time_unit, argv, now)
+        self.running[r.id] = r
+        if msg.stage > 0:
+            r.stage_until, r.staged = now + msg.stage * self.time_unit, True
+            log.debug("%s: replica %d stages for %.3f s", self.machine, r.id, r.stage_until - now)
+        elif not self._compute(r, now):
+            return
+        self._send(P.Started(r.id, now, now))
+
+    def cancel(self, replica: int) -> None:
+        r = self.running.pop(replica, None)
+        if r is None:
+            log.debug("%s: cancel of replica %d, which is not running here: ignored", self.machine, replica)
+            return
+        log.info("%s: replica %d cancelled", self.machine, replica)
+        if r.execution is not None:
+            r.execution.kill()
+        self._ask()
+
+    def set_share(self, share: float, now: float) -> None:
+        self._apply_share(share, now)
+        self._ask()
+
+    def _apply_share(self, share: float, now: float) -> None:
+        log.info("%s: CPU share %.3g -> %.3g", self.machine, self.share, share)
+        self.share = share
+        for r in self.running.values():
+            if r.execution is not None:
+                try:
+                    r.execution.set_share(share, now)
+                except Exception as e:  # e.g. a throttle that failed: the job goes on as it can
+                    log.error("%s: replica %d: could not apply share %.3g: %s", self.machine, r.id, share, e)
+
+    # ------------------------------------------------------------------ the loop
+
+    def step(self, now: float) -> None:
+        """Whatever is due: staging that ends, replicas that end, checkpoints (with the mapper there or not)."""
+        for r in list(self.running.values()):
+            if r.execution is None:
+                if r.stage_until is None or now < r.stage_until or not self._compute(r, now):
+                    continue
+                if self.online:
+                    self._send(P.Computing(r.id, now))
+            ex = r.execution
+            if ex.finished(now):
+                self._ended(r, now)
+            elif now >= r.next_checkpoint:
+                self._checkpoint(r, now)
+
+    def _compute(self, r: Replica, now: float) -> bool:
+        """Start computing (staging is over, or there was none); False if it could not start (reported)."""
+        try:
+            r.execution = self.runner.start(r.executor, r.msg, r.slot, r.argv, self.share, r.time_unit, now)
+        except Exception as e:
+            log.warning("%s: could not start job %d: %s", self.machine, r.msg.job, e)
+            del self.running[r.id]
+            if self.online:
+                self._send(P.Failed(r.id, P.FAIL_START, f"could not start: {e}"[:400]))
+                self._ask()
+            return False
+        r.stage_until = None
+        r.computing_since = now
+        self._schedule_checkpoint(r, now)
+        return True
+
+    def _schedule_checkpoint(self, r: Replica, now: float) -> None:
+        if r.computing_since is None or not self.checkpoint:
+            r.next_checkpoint = math.inf
+            return
+        k = max(1, math.floor((now - r.computing_since) / self.checkpoint) + 1)
+        r.next_checkpoint = r.computing_since + k * self.checkpoint
+
+    def _checkpoint(self, r: Replica, now: float) -> None:
+        progress = r.execution.progress(now)
+        if progress is not None and self.online:
+            r.reported = max(r.reported, min(1.0, max(0.0, progress)))
+            self._send(P.Progress(r.id, r.reported))
+        self._schedule_checkpoint(r, now)  # (the next one after now: a late loop skips, never bursts)
+
+    def _ended(self, r: Replica, now: float) -> None:
+        del self.running[r.id]
+        ex = r.execution
+        failure = ex.failure()
+        achieved = ex.achieved(now)
+        ex.kill()  # releases what it holds (a command's fds and left-over children)
+        if failure is not None:
+            if self.online:
+                self._send(P.Failed(r.id, P.FAIL_ERROR, failure[:400]))
+                self._ask()
+            else:
+                log.warning("%s: replica %d failed while the mapper was away (%s); its next hello omits it",
+                            self.machine, r.id, failure[:200])
+            return
+        self.jobs_run += 1
+        h = Held(P.Done(r.id, r.received, r.received, now, min(1.0, max(0.0, achieved)), False))
+        self.held[r.id] = h
+        while len(self.held) > P.MAX_SLOTS:  # the mapper does not echo: forget the oldest (logged)
+            old = next(iter(self.held))
+            del self.held[old]
+            log.info("%s: replica %d's result was never acknowledged; no longer held", self.machine, old)
+        if self.online:
+            h.done = h.done._replace(ready=self._claim_ready())
+            self._send(h.done)
+            h.sent = True
+        else:
+            log.info("%s: replica %d finished while the mapper is away; holding its result", self.machine, r.id)
+
+    # ------------------------------------------------------------------ asking for work
+
+    def _claim_ready(self) -> bool:
+        """Whether a Done asks for the slot it frees (then the mapper counts one more slot asked for)."""
+        if self.online and self.share > 0 and self.free > self.asked:
+            self.asked += 1
+            return True
+        return False
+
+    def _ask(self) -> None:
+        """Ready for every free slot, if some free slot is not asked for (a machine at share 0 does not ask)."""
+        if self.online and self.share > 0 and self.free > self.asked:
+            self._send(P.Ready(self.share, self.clock(), self.free))
+            self.asked = self.free
+
+    # ------------------------------------------------------------------ teardown
+
+    def kill_all(self) -> None:
+        for r in self.running.values():
+            if r.execution is not None:
+                try:
+                    r.execution.kill()
+                except Exception as e:  # keep killing the others
+                    log.error("%s: could not kill replica %d: %s", self.machine, r.id, e)
+        self.running.clear()
+
+    def forget(self) -> None:
+        """A new incarnation, or the run is over: nothing held, nothing asked."""
+        self.held.clear()
+        self.asked = 0

@@ -1,0 +1,74 @@
+"""Failure injection draws the simulator's up/down periods for the welcome's failure law (no processes)."""
+
+from __future__ import annotations
+
+import pytest
+
+from adjuster.failures import FailureSchedule, up_down
+from mgst.availability.exponential import ExponentialUpDown
+from mgst.availability.weibull import WeibullNormalUpDown
+from mgst.model import FailureModel, WeibullGroup
+
+
+def walk(schedule: FailureSchedule, start: float, n: int) -> list[float]:
+    """Up, down, up, ... period lengths in wall seconds, as a puller going down and coming back sees them."""
+    periods = []
+    now = start
+    for _ in range(n):
+        down_at = schedule.down_at
+        up_at = schedule.go_down(down_at)
+        schedule.come_back(up_at)
+        periods += [down_at - now, up_at - down_at]
+        now = up_at
+    return periods
+
+
+@pytest.mark.parametrize("machine", [0, 3, 11])
+def test_weibull_schedule_is_the_simulators_stream(machine: int) -> None:
+    group = WeibullGroup(mttf=5000.0, shape=0.7, repair_mean=600.0, repair_sd=200.0)
+    seed, unit = 2024, 0.01
+    schedule = FailureSchedule(("weibull", 5000.0, 0.7, 600.0, 200.0, seed), machine, unit, 100.0)
+    reference = WeibullNormalUpDown(group, seed, 0, machine)
+    expected = [x for _ in range(200) for x in (reference.next_up() * unit, reference.next_down() * unit)]
+    got = walk(schedule, 100.0, 200)
+    assert got == pytest.approx(expected, rel=1e-9)
+    assert all(d > 0 for d in got[1::2])  # repairs truncated to positive lengths
+
+
+def test_exponential_schedule_is_the_simulators_stream() -> None:
+    schedule = FailureSchedule(["exponential", 40.0, 5.0, 9], 2, 0.5, 0.0)  # (a list, as msgpack gives)
+    reference = ExponentialUpDown(FailureModel(40.0, 5.0), 9, 0, 2)
+    expected = [x for _ in range(50) for x in (reference.next_up() * 0.5, reference.next_down() * 0.5)]
+    assert walk(schedule, 0.0, 50) == pytest.approx(expected, rel=1e-9)
+
+
+def test_machines_and_seeds_differ() -> None:
+    law = ("weibull", 100.0, 0.5, 10.0, 2.0)
+    firsts = {up_down((*law, seed), m).next_up() for seed in (1, 2) for m in (0, 1)}
+    assert len(firsts) == 4
+
+
+@pytest.mark.parametrize(("failures", "message"), [
+    (None, "non-empty tuple"),
+    ((), "non-empty tuple"),
+    (("gamma", 1.0, 2.0, 3), "unknown failure model"),
+    (("exponential", 1.0, 2.0), "seed"),
+    (("exponential", 1.0, 2.0, 1.5), "seed"),
+    (("exponential", 1.0, 2.0, 3.0, 4), "(mean_up, mean_down, seed)"),
+    (("exponential", 0.0, 2.0, 3), "mean_up > 0"),
+    (("exponential", 1.0, float("inf"), 3), "non-finite"),
+    (("weibull", 100.0, 0.5, 10.0, 3), "(mttf, shape, repair_mean, repair_sd, seed)"),
+    (("weibull", 100.0, 0.01, 10.0, 1.0, 3), "shape"),
+    (("weibull", 100.0, 0.5, -10.0, 1.0, 3), "repair_mean > 0"),
+    (("weibull", "100", 0.5, 10.0, 1.0, 3), "non-numeric"),
+    (("weibull", 100.0, 0.5, 10.0, 1.0, -1), "seed"),
+])
+def test_bad_models_are_refused_clearly(failures, message: str) -> None:
+    with pytest.raises(ValueError) as err:
+        FailureSchedule(failures, 0, 1.0, 0.0)
+    assert message in str(err.value), err.value
+
+
+def test_time_unit_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="time_unit"):
+        FailureSchedule(("exponential", 1.0, 1.0, 0), 0, 0.0, 0.0)
