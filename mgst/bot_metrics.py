@@ -19,7 +19,7 @@ BAG_COLUMNS = (
     "Tasks", "Replicas Started", "Replicas Wasted", "Wasted Time", "Replica Time", "Counted",
 )
 
-# The instability criterion (stated in docs/results-bot.md). Over the counted window [warmup,
+# The instability criterion (stated in docs/reproduction-bot.md). Over the counted window [warmup,
 # horizon), B(t) is the number of bags in the system (arrived, not complete) seen by each arriving
 # bag. A stable system's B is stationary: its least-squares trend over the window is noise around
 # 0. A setting is *unbounded* when that trend adds more than max(GROWTH_MIN_BAGS, GROWTH_FACTOR x
@@ -271,7 +271,7 @@ def format_bags(summary: BagSummary, unit: str = "time units") -> str:
     if summary.unbounded:
         lines.append(
             f"UNBOUNDED: the backlog grows without bound in {summary.unbounded_replications} of "
-            f"{summary.replications} replication(s) (criterion: docs/results-bot.md); no mean is given"
+            f"{summary.replications} replication(s) (criterion: docs/reproduction-bot.md); no mean is given"
         )
     return "\n".join(lines)
 

@@ -150,18 +150,17 @@ class Grid:
             total += m.attribute("power") * g.mttf / (g.mttf + g.repair_mean)
         return total
 
-    @property
-    def occupancy(self) -> float:
+    def occupancy(self, application_size: float = APPLICATION_SIZE) -> float:
         """C = AS / sum EP_i (Eq. 8), in s."""
-        return APPLICATION_SIZE / self.effective_power
+        return application_size / self.effective_power
 
-    def bag_rate(self, intensity: str) -> float:
+    def bag_rate(self, intensity: str, application_size: float = APPLICATION_SIZE) -> float:
         """lambda = L / C (Eq. 7), bags per s."""
         try:
             load = INTENSITY[intensity]
         except KeyError:
             raise ValueError(f"unknown intensity {intensity!r}; known: {', '.join(INTENSITY)}") from None
-        return load / self.occupancy
+        return load / self.occupancy(application_size)
 
 
 def grid(availability: str, heterogeneity: str, seed: int = GRID_SEED, *,
@@ -192,13 +191,21 @@ def experiment(
     checkpoint_interval: float | None,
     max_bags: int | None = None,
     grid_seed: int = GRID_SEED,
+    scale: float = 1.0,
 ) -> Experiment:
     """One cell of the paper's grid (without its replication index) as an Experiment; times in s.
 
     ``weibull_shape`` None takes DEFAULT_WEIBULL_SHAPE. The policy name is not checked here: the
-    registry may not hold it yet.
+    registry may not hold it yet. ``scale`` < 1 keeps that fraction of the machines (the first
+    ones, so every group is represented while 15 or more are kept) and of the application size AS:
+    tasks per machine, task sizes, the load factor and so the bag rate stay the paper's, at a
+    fraction of the cost (for tests).
     """
     g = grid(availability, heterogeneity, seed=grid_seed, weibull_shape=weibull_shape)
+    if not 0 < scale <= 1:
+        raise ValueError(f"scale must be in (0, 1], got {scale!r}")
+    if scale != 1.0:
+        g = Grid(g.availability, g.heterogeneity, g.machines[: max(1, round(len(g.machines) * scale))], g.failures)
     fractions = mix_fractions(mix)
     name = f"anglano-{availability}-{heterogeneity}-{mix}-{intensity}-{policy}"
     return Experiment(
@@ -207,7 +214,8 @@ def experiment(
         machines=g.machines,
         policy=PolicySpec(policy),
         failures=g.failures,
-        workload=BagStream(bag_rate=g.bag_rate(intensity), application_size=APPLICATION_SIZE, mix=fractions,
+        workload=BagStream(bag_rate=g.bag_rate(intensity, APPLICATION_SIZE * scale),
+                           application_size=APPLICATION_SIZE * scale, mix=fractions,
                            spread=SPREAD, max_bags=max_bags),
         staging=StagingModel(resume=CHECKPOINT_TRANSFER),
         simulation=SimulationSettings(horizon=horizon, warmup=warmup, replications=replications, seed=seed,
