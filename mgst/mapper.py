@@ -356,6 +356,9 @@ class Mapper(PullerMessages, Resuming):
         """Every machine is registered: model time 0 is now."""
         self.t0 = now
         self.journal.began(now)
+        if self.failures:  # failures start with the run's clock, as in the simulation
+            for j, conn in enumerate(self.conns):
+                self._send(conn.identity, P.Begin(self._failure_law(j)), j)
         log.info("all %d pullers registered; generating jobs for %.1f s", len(self.conns), self.duration)
 
     # ------------------------------------------------------------------ liveness

@@ -236,7 +236,8 @@ class PullerMessages:
                 or mlog.speed != msg.speed):
             self.journal.registered(j, msg.incarnation, msg.speed, key)
         self._send(identity, P.Welcome(P.PROTOCOL_VERSION, j, self.time_unit, self.heartbeat_interval,
-                                       m.availability, self.executor, self._failure_law(j), m.slots,
+                                       m.availability, self.executor,
+                                       self._failure_law(j) if self.t0 is not None else None, m.slots,
                                        self.experiment.simulation.checkpoint_interval or 0.0), j)
         if self.core.machines[j].state is MachineState.DOWN:
             self.journal.machine_up(j, now)

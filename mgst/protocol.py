@@ -204,6 +204,16 @@ class CancelMsg(NamedTuple):
     replica: int
 
 
+class Begin(NamedTuple):
+    """The run's clock starts now (every machine has registered): inject ``failures`` from here.
+
+    A puller welcomed before the run began got no failure law in its welcome, so that
+    failures cannot keep the machines from all being up at the start, as the simulation has them.
+    """
+
+    failures: tuple | None
+
+
 class Share(NamedTuple):
     """The machine's CPU share a_j changes now: running replicas go on at the new share (0 suspends)."""
 
@@ -224,7 +234,7 @@ class Refused(NamedTuple):
 
 Message = (
     Hello | Ready | Started | Computing | Progress | Done | Failed | Heartbeat | Bye | Welcome | JobMsg
-    | CancelMsg | Share | Refused
+    | CancelMsg | Share | Begin | Refused
 )
 
 # ---------------------------------------------------------------- field checks
@@ -325,13 +335,14 @@ _SCHEMA: dict[str, tuple[type, dict[str, Check]]] = {
                      "progress": _frac, "stage": _nonneg, "command_key": _text, "command": _strs}),
     "cancel": (CancelMsg, {"replica": _nat}),
     "share": (Share, {"share": _share}),
+    "begin": (Begin, {"failures": _failures}),
     "refused": (Refused, {"reason": _text, "fatal": _bool}),
 }
 _WIRE_NAME = {cls: name for name, (cls, _) in _SCHEMA.items()}
 _TUPLE_FIELDS = {"executors", "command", "failures", "holds", "finished"}
 
 FROM_PULLER = frozenset({Hello, Ready, Started, Computing, Progress, Done, Failed, Heartbeat, Bye})
-FROM_MAPPER = frozenset({Welcome, JobMsg, CancelMsg, Share, Heartbeat, Bye, Refused})
+FROM_MAPPER = frozenset({Welcome, JobMsg, CancelMsg, Share, Begin, Heartbeat, Bye, Refused})
 
 
 def encode(msg: Message) -> bytes:

@@ -381,6 +381,8 @@ class Puller:
             self.slots.cancel(msg.replica)
         elif t is P.Share:
             self.slots.set_share(msg.share, now)
+        elif t is P.Begin:
+            self._start_failures(msg.failures, now)
         elif t is P.Refused:
             if msg.fatal:
                 log.error("%s: the mapper refused this puller: %s", self.machine, msg.reason)
@@ -408,6 +410,20 @@ class Puller:
             else:
                 self.stopping = True
 
+    def _start_failures(self, failures: tuple | None, now: float) -> bool:
+        """Inject the mapper's failure law from now on (once); False if it cannot be used (exiting)."""
+        if failures is None or self.failures is not None or self.welcome is None:
+            return True
+        try:
+            self.failures = FailureSchedule(failures, self.welcome.machine, self.welcome.time_unit, now)
+        except ValueError as e:
+            log.error("%s: cannot inject the mapper's failures %r: %s", self.machine, failures, e)
+            self.bye_reason = f"cannot use the failure model: {e}"[:400]
+            self.exit_code = 2
+            return False
+        self.next_down = self.failures.down_at
+        return True
+
     def _welcomed(self, msg: P.Welcome, now: float) -> None:
         if msg.version != P.PROTOCOL_VERSION:
             log.error("%s: the mapper speaks protocol %d, this puller %d", self.machine, msg.version,
@@ -420,15 +436,8 @@ class Puller:
         self.heartbeat_interval = msg.heartbeat_interval
         self.backoff = BACKOFF_MIN
         self.next_hb = now
-        if msg.failures is not None and self.failures is None:
-            try:
-                self.failures = FailureSchedule(msg.failures, msg.machine, msg.time_unit, now)
-            except ValueError as e:
-                log.error("%s: cannot inject the mapper's failures %r: %s", self.machine, msg.failures, e)
-                self.bye_reason = f"cannot use the failure model: {e}"[:400]
-                self.exit_code = 2
-                return
-            self.next_down = self.failures.down_at
+        if not self._start_failures(msg.failures, now):
+            return
         try:
             self.runner.prepare(msg.executor, msg.share)
         except Exception as e:  # e.g. no throttle backend works here
