@@ -319,6 +319,23 @@ def test_going_down_kills_every_replica(mapper: FakeMapper, start) -> None:
     assert (back.holds, back.finished) == ((), ())
 
 
+def test_failures_start_with_begin_not_with_the_welcome(mapper: FakeMapper, start) -> None:
+    """A welcome before the run carries no law: the machine stays up however long registration takes;
+    Begin starts the machine's failure periods from its arrival."""
+    seed = _seed_with_first_periods(lambda s: ("weibull", 1.0, 1.0, 0.5, 0.1, s), (0.3, 0.6), (0.2, 0.8))
+    start(slots=1)
+    ident, hello = mapper.expect(P.Hello, 10)
+    mapper.welcome(ident, slots=1, failures=None)
+    mapper.expect(P.Ready)
+    with pytest.raises(AssertionError, match="no Hello within"):  # up past its first up period: no law, no failure
+        mapper.expect(P.Hello, 1.0)
+    mapper.send(ident, P.Begin(("weibull", 1.0, 1.0, 0.5, 0.1, seed)))
+    sent = time.monotonic()
+    _, back = mapper.expect(P.Hello, 6)  # down after its first up period, then back as a new incarnation
+    assert back.incarnation != hello.incarnation
+    assert time.monotonic() - sent >= 0.3 + 0.2
+
+
 def test_a_failure_model_it_cannot_draw_is_refused(mapper: FakeMapper, start) -> None:
     p = start()
     ident, _ = mapper.expect(P.Hello, 10)
