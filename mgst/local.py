@@ -18,7 +18,7 @@ from mgst import security
 from mgst.analysis.compare import bag_comparison, comparison, plot_comparison
 from mgst.config import ConfigError
 from mgst.mapper import Mapper, TestbedRun
-from mgst.model import Experiment
+from mgst.model import Experiment, PoissonClasses
 from mgst.results import Summary
 from mgst.simulate import run_simulation
 from mgst.testbed import summarize_testbed, write_testbed_outputs
@@ -144,6 +144,10 @@ def run_local(
         if key_dir is not None:
             shutil.rmtree(key_dir, ignore_errors=True)
     testbed, extras = summarize_testbed(run)
+    if replications is None and not isinstance(experiment.workload, PoissonClasses):
+        # A bag workload is compared with the simulation of the same bags (and failure trace):
+        # replication 0 alone; its intervals are batch means, like the testbed's.
+        replications = 1
     # The same setting in simulation, over the same model time; replication 0 shares the job sequence.
     sim, _ = run_simulation(experiment, horizon=testbed.horizon, warmup=run.warmup, seed=mapper.seed,
                             replications=replications, imports=imports)
