@@ -123,7 +123,7 @@ class Lifecycle:
         self._next_replica = rid + 1
         rec.attempts += 1
         progress = rec.best_progress if self._resume else 0.0
-        staging = self._stage_start or (self._stage_resume and progress > 0.0)
+        staging = self._stage_start or (progress > 0.0 and self._stage_resume)
         r = ReplicaRecord(rid, rec, j, rec.attempts, now, progress, rate * m.cpu_share, staging)
         rec.replicas[rid] = r
         rec.history.append(r)
