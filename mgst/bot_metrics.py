@@ -58,8 +58,8 @@ class BagReplication:
         return self.wasted_time / self.replica_time if self.replica_time > 0 else math.nan
 
 
-def bag_row(bag: BagRecord, replication: int, counted: bool) -> tuple:
-    """One bags.csv row (model time)."""
+def bag_replicas(bag: BagRecord) -> tuple[int, int, float, float]:
+    """(replicas started, replicas wasted, wasted time, machine time of its ended replicas) of a bag."""
     started = wasted = 0
     wasted_time = replica_time = 0.0
     for rec in bag.tasks:
@@ -70,6 +70,12 @@ def bag_row(bag: BagRecord, replication: int, counted: bool) -> tuple:
                 if r.wasted:
                     wasted += 1
                     wasted_time += r.machine_time
+    return started, wasted, wasted_time, replica_time
+
+
+def bag_row(bag: BagRecord, replication: int, counted: bool) -> tuple:
+    """One bags.csv row (model time)."""
+    started, wasted, wasted_time, replica_time = bag_replicas(bag)
     sub, first, done = bag.submitted, bag.first_dispatch, bag.completed
 
     def f(x: float | None) -> str:
@@ -124,13 +130,10 @@ def reduce_bags(run: Any, warmup: float, horizon: float, keep_rows: bool = False
             continue
         counted += 1
         tasks += bag.size
-        for rec in bag.tasks:
-            for r in rec.history:
-                replicas += 1
-                if r.ended is not None:
-                    replica_time += r.machine_time
-                    if r.wasted:
-                        wasted_time += r.machine_time
+        started, _, wasted, machine_time = bag_replicas(bag)
+        replicas += started
+        wasted_time += wasted
+        replica_time += machine_time
         if bag.completed is None:
             unfinished += 1
             continue
