@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from mgst.availability.weibull import ANGLANO_MTTF, DEFAULT_SHAPE, anglano_preset
 from mgst.model import (
     BagStream,
     Experiment,
@@ -26,28 +27,10 @@ from mgst.model import (
 )
 from mgst.scenarios import Axis, RunSettings, Scenario
 
-# Table II, High-Avail MTTF (s) of machine groups 1..15, as printed.
-MTTF_HIGH: tuple[float, ...] = (
-    773119.0, 1044610.0, 997908.0, 816990.0, 330479.0, 1288810.0, 426508.0, 487921.0,
-    779938.0, 997908.0, 600641.0, 331339.0, 315787.0, 319848.0, 407545.0,
-)
-
-
-@dataclass(frozen=True, slots=True)
-class AvailabilityLevel:
-    """One column pair of Table II: MTTF = High MTTF x ``mttf_factor``; Normal repair times."""
-
-    mttf_factor: float
-    repair_mean: float  # s
-    repair_sd: float  # s; the paper's repair "variance" read as a standard deviation
-
-
-# Medium and Low MTTFs are the High column x 0.03 and x 0.01 (Table II prints them rounded).
-AVAILABILITY: dict[str, AvailabilityLevel] = {
-    "high": AvailabilityLevel(1.0, 1800.0, 300.0),
-    "medium": AvailabilityLevel(0.03, 5400.0, 800.0),
-    "low": AvailabilityLevel(0.01, 5400.0, 800.0),
-}
+# Table II's three availability levels: the 15 machine groups' Weibull/Normal laws are
+# mgst.availability.weibull's "anglano-<level>" presets (one copy of the table, shared with the
+# experiment files' [availability] preset).
+AVAILABILITY = ("high", "medium", "low")
 HETEROGENEITY = ("homogeneous", "heterogeneous")
 
 # Task classes (VS, S, M, L): granularity X in s at P = 1; a task's size is U[X/2, 3X/2].
@@ -76,8 +59,8 @@ POLICIES = ("fcfs_excl", "fcfs_share", "rr", "rr_nrf", "long_idle")
 CHECKPOINT_TRANSFER = (240.0, 720.0)
 
 # The Weibull shape of the time to failure, which the paper does not print (read at call time,
-# so it can be changed here).
-DEFAULT_WEIBULL_SHAPE = 0.5
+# so it can be changed here; the experiment files' default is the same, docs/models.md).
+DEFAULT_WEIBULL_SHAPE = DEFAULT_SHAPE
 
 # Heterogeneous grids: P ~ U[2.3, 17.7] drawn with random.Random(GRID_SEED) (reproducible across
 # Python versions), added until the total reaches 1000. 91 is the smallest seed whose draw has 93
@@ -100,15 +83,12 @@ def mix_fractions(name: str) -> tuple[float, ...]:
 
 def groups(availability: str, weibull_shape: float | None = None) -> tuple[WeibullGroup, ...]:
     """Table II's 15 groups at one availability level: Weibull(shape, MTTF) up, Normal repair."""
-    level = _level(availability)
+    if availability not in AVAILABILITY:
+        raise ValueError(f"unknown availability {availability!r}; known: {', '.join(AVAILABILITY)}")
     shape = DEFAULT_WEIBULL_SHAPE if weibull_shape is None else weibull_shape
     if not shape > 0 or math.isinf(shape):
         raise ValueError(f"Weibull shape must be a positive number, got {shape}")
-    return tuple(
-        WeibullGroup(mttf=m * level.mttf_factor, shape=shape, repair_mean=level.repair_mean,
-                     repair_sd=level.repair_sd)
-        for m in MTTF_HIGH
-    )
+    return anglano_preset(f"anglano-{availability}", shape).groups
 
 
 def powers(heterogeneity: str, seed: int = GRID_SEED) -> tuple[float, ...]:
@@ -129,7 +109,7 @@ def powers(heterogeneity: str, seed: int = GRID_SEED) -> tuple[float, ...]:
 
 def group_of(i: int) -> int:
     """Table II group (1..15) of machine i (1-based): ((i - 1) mod 15) + 1."""
-    return (i - 1) % len(MTTF_HIGH) + 1
+    return (i - 1) % len(ANGLANO_MTTF) + 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,13 +204,6 @@ def experiment(
                      f"sum EP {g.effective_power:.2f}), mix {mix}, {intensity} intensity "
                      f"(L = {INTENSITY[intensity]}), policy {policy}"),
     )
-
-
-def _level(availability: str) -> AvailabilityLevel:
-    try:
-        return AVAILABILITY[availability]
-    except KeyError:
-        raise ValueError(f"unknown availability {availability!r}; known: {', '.join(AVAILABILITY)}") from None
 
 
 # --- the scenario as `mgst sweep` sees it ---------------------------------------------------------
