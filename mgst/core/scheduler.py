@@ -537,10 +537,7 @@ class Scheduler(Lifecycle):
             del self._ready[j]
             self._ready[j] = None
         elif t is Cancel:
-            r = self._replicas.get(d.replica)  # type: ignore[attr-defined]
-            if r is None:
-                raise PolicyError(f"cancel of replica {d.replica}, which is not running")  # type: ignore[attr-defined]
-            self._cancel(r)
+            self._cancel(self._running_replica(d.replica, "cancel"))  # type: ignore[attr-defined]
         elif t is SetTimer:
             self.timers[d.key] = d.at  # type: ignore[attr-defined]
             self._out.append(d)  # type: ignore[arg-type]
@@ -548,10 +545,7 @@ class Scheduler(Lifecycle):
             if self.timers.pop(d.key, None) is not None:  # type: ignore[attr-defined]
                 self._out.append(d)  # type: ignore[arg-type]
         elif t is TimeOut:
-            r = self._replicas.get(d.replica)  # type: ignore[attr-defined]
-            if r is None:
-                raise PolicyError(f"time-out of replica {d.replica}, which is not running")  # type: ignore[attr-defined]
-            self._time_out(r)
+            self._time_out(self._running_replica(d.replica, "time-out"))  # type: ignore[attr-defined]
         elif t is SuspectDown:
             j = d.machine  # type: ignore[attr-defined]
             if not 0 <= j < len(self.machines):
@@ -561,6 +555,13 @@ class Scheduler(Lifecycle):
                 self._take_down(m, suspected=True)
         else:
             raise PolicyError(f"a policy cannot decide {d!r}")
+
+    def _running_replica(self, replica: int, what: str) -> ReplicaRecord:
+        """The live replica a policy's decision names; PolicyError if it is not running."""
+        r = self._replicas.get(replica)
+        if r is None:
+            raise PolicyError(f"{what} of replica {replica}, which is not running")
+        return r
 
     def _assign(self, d: Assign) -> None:
         rec = self.jobs.get(d.job.id)
