@@ -1,4 +1,4 @@
-"""Fixtures shared by the tests that start real processes."""
+"""Fixtures shared by the tests that start real processes or sockets."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import psutil
 import pytest
+import zmq
 
 
 @pytest.fixture
@@ -18,3 +19,13 @@ def no_children_left() -> Iterator[None]:
     for p in left:
         p.kill()
     assert not left, f"children left behind: {left} (stopped: {stopped})"
+
+
+@pytest.fixture
+def ctx() -> Iterator[zmq.Context]:
+    """A ZeroMQ context of the test's own, destroyed (sockets closed at once) after it."""
+    c = zmq.Context()
+    try:
+        yield c
+    finally:
+        c.destroy(linger=0)

@@ -94,15 +94,6 @@ class Pullers:
 
 
 @pytest.fixture
-def ctx() -> Iterator[zmq.Context]:
-    c = zmq.Context()
-    try:
-        yield c
-    finally:
-        c.destroy(linger=0)
-
-
-@pytest.fixture
 def pullers(tmp_path: Path) -> Iterator[Pullers]:
     p = Pullers(tmp_path)
     try:

@@ -29,15 +29,6 @@ TOL = 0.08
 
 
 @pytest.fixture
-def ctx() -> Iterator[zmq.Context]:
-    c = zmq.Context()
-    try:
-        yield c
-    finally:
-        c.destroy(linger=0)
-
-
-@pytest.fixture
 def keydir(tmp_path: Path) -> Path:
     folder = tmp_path / "keys"
     security.create_keys(folder, ["M1"])
