@@ -113,6 +113,7 @@ class Simulation:
         seq = 0
         n_machines = len(exp.machines)
         share = [m.availability for m in exp.machines]
+        rates = exp.rates  # [class][machine], read once: the Assign branch below is the hot path
         # Replicas running on the (simulated) machines -> seq of their valid completion event.
         live: dict[int, int] = {}
         given_up: dict[int, int] = {}  # running replicas the core gave up on -> machine
@@ -159,7 +160,7 @@ class Simulation:
                         continue
                     job = d.job
                     j = d.machine
-                    end = t + (1.0 - d.progress) * job.size / (exp.machines[j].rates[job.job_class] * share[j])
+                    end = t + (1.0 - d.progress) * job.size / (rates[job.job_class][j] * share[j])
                     live[rid] = seq
                     push(heap, (end, _DONE, seq, rid))
                     seq += 1
