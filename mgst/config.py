@@ -23,6 +23,7 @@ from mgst.config_models import (
     ModelSections,
 )
 from mgst.model import (
+    DETECTIONS,
     EXECUTORS,
     BagList,
     BagStream,
@@ -105,7 +106,7 @@ _SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "availability": tuple(dict.fromkeys(k for keys in AVAILABILITY_KINDS.values() for k in keys)),
     "staging": STAGING_KEYS,
     "simulation": ("horizon", "warmup", "replications", "seed", "checkpoint_interval"),
-    "testbed": ("time_unit", "duration", "timeout_factor", "executor", "commands"),
+    "testbed": ("time_unit", "duration", "timeout_factor", "executor", "commands", "detection"),
 }
 _SECTIONS = (
     "experiment",
@@ -594,7 +595,13 @@ class _Parser(ModelSections, MachineSections):
             ),
             executor=self.executor(table.get("executor", d.executor)),
             commands=self.commands(table, n_classes),
+            detection=self.detection(table.get("detection", d.detection)),
         )
+
+    def detection(self, value: Any) -> str:
+        if value not in DETECTIONS:
+            raise self.error("testbed.detection", f"must be one of {', '.join(DETECTIONS)}, got {_describe(value)}")
+        return value
 
     def executor(self, value: Any) -> str:
         if value not in EXECUTORS:

@@ -106,6 +106,8 @@ def to_plain(exp: Experiment) -> dict[str, Any]:
         "testbed": [tb.time_unit, tb.duration, tb.timeout_factor, tb.executor,
                     [c if isinstance(c, str) else list(c) for c in tb.commands]],
     }
+    if tb.detection != "heartbeat":  # stores written before detection existed stay comparable
+        d["testbed"].append(tb.detection)
     if not isinstance(exp.workload, PoissonClasses):
         d["workload"] = _plain_workload(exp.workload)
     if exp.staging is not None:
@@ -116,7 +118,7 @@ def to_plain(exp: Experiment) -> dict[str, Any]:
 
 
 def from_plain(d: dict[str, Any]) -> Experiment:
-    tu, duration, k, executor, commands = d["testbed"]
+    tu, duration, k, executor, commands, *rest = d["testbed"]
     staging = d.get("staging")
     return Experiment(
         name=d["name"],
@@ -130,5 +132,6 @@ def from_plain(d: dict[str, Any]) -> Experiment:
             *(None if staging[key] is None else tuple(staging[key]) for key in ("resume", "start"))),
         simulation=SimulationSettings(*d["simulation"]),
         testbed=TestbedSettings(tu, duration, k, executor,
-                                tuple(c if isinstance(c, str) else tuple(c) for c in commands)),
+                                tuple(c if isinstance(c, str) else tuple(c) for c in commands),
+                                rest[0] if rest else "heartbeat"),
     )

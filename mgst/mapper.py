@@ -53,7 +53,7 @@ RCVHWM = 256
 # How often the journal notes that the mapper is alive (bounds the outage a crash leaves).
 TICK = 0.5
 
-_TIMER, _TIMEOUT = 0, 1
+_TIMER = 0
 
 
 class Interrupted(Exception):
@@ -82,7 +82,6 @@ class Mapper(PullerMessages, Resuming):
         register_timeout: float = 60.0,
         heartbeat_interval: float = HEARTBEAT_INTERVAL,
         liveness: int = LIVENESS,
-        timeout_factor: float | None = None,
         executor: str | None = None,
         failures: bool = True,
         progress: Callable[[Mapper], None] | None = None,
@@ -111,12 +110,14 @@ class Mapper(PullerMessages, Resuming):
                 raise ValueError(f"{out} was run with another experiment than {experiment.name!r}")
             experiment = self._replayed.experiment
             duration, time_unit, seed = meta["duration"], meta["time_unit"], meta["seed"]
-            executor, timeout_factor, failures = meta["executor"], meta["timeout_factor"], meta["failures"]
+            executor, failures = meta["executor"], meta["failures"]
         self.experiment = experiment
         self.duration = tb.duration if duration is None else duration
         self.time_unit = tb.time_unit if time_unit is None else time_unit
         self.seed = experiment.simulation.seed if seed is None else seed
-        self.timeout_factor = tb.timeout_factor if timeout_factor is None else timeout_factor
+        # How a failure is noticed: silence for the liveness window, or MGST's per-job time-out
+        # (the policy's SilenceTimeouts acts on machines we report silent).
+        self.detect_by_timeout = tb.detection == "timeout"
         self.heartbeat_interval = heartbeat_interval
         self.liveness = liveness
         self.register_timeout = register_timeout
@@ -141,7 +142,7 @@ class Mapper(PullerMessages, Resuming):
                 store = RunStore(out / FILENAME, create=True)
                 store.set_meta(experiment=to_plain(experiment), seed=self.seed, duration=self.duration,
                                time_unit=self.time_unit,
-                               executor=self.executor, timeout_factor=self.timeout_factor, failures=self.failures,
+                               executor=self.executor, failures=self.failures,
                                imports=list(imports), security=self.security, created=time.time())
             self.journal = Journal(experiment, store)
             self.core = make_core(experiment, self.seed)
@@ -153,7 +154,6 @@ class Mapper(PullerMessages, Resuming):
         # Staging durations from the experiment's model (the simulator's stream, replication 0).
         self.staging = StagingSampler(experiment.staging, self.seed, 0) if experiment.staging is not None else None
         self.drops = DropLog(log)
-        self.long_jobs = 0  # time-outs of jobs on machines that were alive (no action taken)
         self._timers: list[tuple[float, int, int, Any]] = []
         self._seq = itertools.count()
         self._outbox: list[tuple[bytes, bytes, int | None]] = []
@@ -302,12 +302,9 @@ class Mapper(PullerMessages, Resuming):
                     break
             # timers
             while self._timers and self._timers[0][0] <= now and self._frozen is None:
-                _, kind, _, arg = heapq.heappop(self._timers)
-                if kind == _TIMER:
-                    if arg in self.core.timers:
-                        self._core("timer_fired", now, arg)
-                else:
-                    self._job_timeout(arg, now)
+                _, _, _, key = heapq.heappop(self._timers)
+                if key in self.core.timers:
+                    self._core("timer_fired", now, key)
             if now >= next_hb:
                 self._heartbeat(now, backlog)
                 next_hb = now + self.heartbeat_interval
@@ -370,13 +367,25 @@ class Mapper(PullerMessages, Resuming):
                 continue
             # While messages wait unread (a flood), a silence may be ours, not the puller's.
             if now - conn.last_seen > dead_after and not (backlog and now - conn.last_seen < 3 * dead_after):
-                log.info("%s silent for %.2f s: down", self.experiment.machines[j].name, now - conn.last_seen)
-                self._machine_gone(j, now)
-                continue
+                if not self.detect_by_timeout:
+                    log.info("%s silent for %.2f s: down", self.experiment.machines[j].name, now - conn.last_seen)
+                    self._machine_gone(j, now)
+                    continue
+                self._unreachable(j, now)  # heartbeats go on: it is back when it answers
             conn.hb_seq += 1
             conn.hb_sent = time.time()
             self._send(conn.identity, P.Heartbeat(conn.hb_seq, conn.hb_sent, conn.remote_clock,
                                                   conn.remote_received), j)
+
+    def _unreachable(self, j: int, now: float) -> None:
+        """Its connection is gone: down, or, when failures are detected by time-out, silent."""
+        m = self.core.machines[j]
+        if not self.detect_by_timeout:
+            self._machine_gone(j, now)
+        elif m.state is not MachineState.DOWN and not m.silent:
+            log.info("%s silent or unreachable; its jobs time out at %g x their expected time",
+                     self.experiment.machines[j].name, self.experiment.testbed.timeout_factor)
+            self._core("machine_silent", now, j)
 
     def _machine_gone(self, j: int, now: float) -> None:
         conn = self.conns[j]
@@ -386,28 +395,6 @@ class Mapper(PullerMessages, Resuming):
         if self.core.machines[j].state is not MachineState.DOWN:
             self.journal.machine_down(j, now)
             self._core("machine_down", now, j)
-
-    def _job_timeout(self, replica: int, now: float) -> None:
-        """The paper's per-job time-out, as the failure detector it was there.
-
-        At k x the job's expected time the machine is declared failed (T/O: Yes,
-        the job is resubmitted) unless it has shown it is alive within the
-        heartbeat window: then the job is merely long (sizes are exponential, so
-        one in e^k jobs outlasts k means) and goes on.
-        """
-        r = self.core.replica(replica)
-        if r is None:
-            return  # finished, cancelled or lost meanwhile
-        j = r.machine
-        conn = self.conns[j]
-        if conn.identity is not None and now - conn.last_seen <= self.liveness * self.heartbeat_interval:
-            self.long_jobs += 1
-            return
-        log.info("replica %d of job %d timed out on %s", replica, r.job.id, self.experiment.machines[j].name)
-        self.journal.timed_out(r.job.id)
-        self.journal.end("timeout", replica)
-        self._core("replica_failed", now, replica, "timeout")
-        self._machine_gone(j, now)
 
     # ------------------------------------------------------------------ decisions
 
@@ -460,17 +447,6 @@ class Mapper(PullerMessages, Resuming):
                 self._core("replica_computing", now, d.replica)
         self._send(conn.identity, P.JobMsg(job.id, d.replica, job.job_class, job.size, job.size / rate,
                                            d.progress, stage, key, argv), j)
-        self._arm_timeout(d.replica, j, job.job_class, d.progress, now, stage)
-
-    def _arm_timeout(self, replica: int, j: int, job_class: int, progress: float, now: float,
-                     stage: float = 0.0) -> None:
-        if self.timeout_factor:
-            rate = self.experiment.machines[j].rates[job_class]
-            mean = self.experiment.classes[job_class].granularity
-            # mean time, model units: staging, then the work left at the machine's share
-            expected = stage + mean * (1.0 - progress) / (rate * self.core.machines[j].cpu_share)
-            heapq.heappush(self._timers, (now + self.timeout_factor * expected * self.time_unit, _TIMEOUT,
-                                          next(self._seq), replica))
 
     # ------------------------------------------------------------------ sending (after the journal has it)
 
@@ -493,7 +469,7 @@ class Mapper(PullerMessages, Resuming):
                     log.info("could not send to %s: %s", self._sender(identity), e)
                     gone = e.errno == zmq.EHOSTUNREACH and machine is not None
                     if gone and self.by_identity.get(identity) == machine:
-                        self._machine_gone(machine, time.time())
+                        self._unreachable(machine, time.time())
 
     def _say_bye(self) -> None:
         self._outbox.clear()

@@ -100,6 +100,9 @@ class PullerMessages:
             return
         conn = self.conns[j]
         conn.last_seen = now
+        if self.core.machines[j].silent:
+            log.info("%s speaks again", self.experiment.machines[j].name)
+            self._core("machine_heard", now, j)
         if t is P.Heartbeat:
             conn.remote_clock, conn.remote_received = msg.clock, now
             # A clock sample only for the echo of the heartbeat we sent last, once: a peer cannot
@@ -232,6 +235,8 @@ class PullerMessages:
         conn.incarnation = msg.incarnation
         conn.last_seen = now
         self.by_identity[identity] = j
+        if self.core.machines[j].silent:  # back from a failure no time-out noticed
+            self._core("machine_heard", now, j)
         if (not mlog.incarnations or mlog.incarnations[-1] != msg.incarnation or mlog.key != key
                 or mlog.speed != msg.speed):
             self.journal.registered(j, msg.incarnation, msg.speed, key)

@@ -69,12 +69,9 @@ class Resuming:
                  len(self.conns), timing["reconnect_s"])
         if self.journal.store is not None:
             self.journal.store.set_meta(resumes=[*self.journal.store.meta().get("resumes", []), timing])
-        # timers the replayed core holds, and the per-job time-outs of what runs
+        # timers the replayed core holds (the policy's, and the silence time-outs)
         for key, at in self.core.timers.items():
             self._push_timer(self.t0 + at * self.time_unit, key)
-        for rec in self.core.running.values():
-            for r in rec.replicas.values():
-                self._arm_timeout(r.id, r.machine, rec.job.job_class, r.progress, now)
         if self.journal.generation_end is not None:
             log.info("resumed in the drain")
             return None, self.t0 + self.journal.generation_end * self.time_unit, now + self.drain_timeout

@@ -162,6 +162,10 @@ class SimulationSettings:
 # How a puller runs a job: holds it for its time (emulate), burns calibrated CPU (spin), or runs
 # the class's program (command); spin and command run under the adjuster's CPU throttle.
 EXECUTORS = ("emulate", "spin", "command")
+# How the mapper (and the simulation beside it) learns that a machine failed: "heartbeat", when
+# it falls silent for the liveness window; "timeout", MGST's mapper, only when a job on a silent
+# machine outlives timeout_factor x its expected time (SilenceTimeouts).
+DETECTIONS = ("heartbeat", "timeout")
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +178,7 @@ class TestbedSettings:
     executor: str = "emulate"  # how pullers run jobs: one of EXECUTORS
     # Per class, the command executor's program: a key of the pullers' allow-lists, or an exact argv.
     commands: tuple[str | tuple[str, ...], ...] = ()
+    detection: str = "heartbeat"  # one of DETECTIONS; the simulation follows it too
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,14 +24,12 @@ from mgst.streams import Purpose, python_random
 # The core inputs the mapper records, by method name; the first argument is always model time.
 CORE_INPUTS = frozenset({"start", "job_arrived", "bag_arrived", "machine_ready", "replica_done", "replica_failed",
                          "replica_computing", "replica_checkpoint", "cpu_share_changed", "machine_up",
-                         "machine_down", "timer_fired"})
+                         "machine_down", "timer_fired", "machine_silent", "machine_heard"})
 
 
 def make_core(experiment: Experiment, seed: int) -> Scheduler:
     """The core and policy of a testbed run, as the mapper makes them (replication 0's policy stream)."""
-    spec = experiment.policy
-    cls = policies.policy_class(spec.name)
-    policy = cls(cls.Options.from_mapping(spec.options), python_random(seed, 0, Purpose.POLICY))
+    policy = policies.build_policy(experiment, python_random(seed, 0, Purpose.POLICY))
     return Scheduler(experiment.classes, experiment.machines, policy, experiment.staging)
 
 

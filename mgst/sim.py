@@ -13,7 +13,7 @@ from mgst.core.decisions import Assign, Cancel, MachineSuspected, ReplicaTimedOu
 from mgst.core.scheduler import Scheduler
 from mgst.core.state import BagRecord, JobRecord, MachineState, MachineStats
 from mgst.model import Bag, Experiment
-from mgst.policies import policy_class
+from mgst.policies import build_policy
 from mgst.staging import StagingSampler
 from mgst.streams import Purpose, python_random
 from mgst.workload import make_workload
@@ -58,7 +58,10 @@ class Simulation:
     it computes (after staging, if the experiment's staging model says so); the
     core tracks its work left, and the driver schedules its completion at the
     core's ``eta``, again whenever a share change moves it. Failures kill the
-    machine's replicas; the core resubmits their jobs. A replica the policy gave
+    machine's replicas; the core resubmits their jobs, at once by default, or,
+    with ``[testbed] detection = "timeout"``, only when the policy's silence
+    time-outs give up on them (MGST's mapper), or when the machine comes back
+    holding nothing. A replica the policy gave
     up on (time-out, suspected machine) keeps running here, as it would on a
     real machine, and its result still counts once.
     """
@@ -83,10 +86,8 @@ class Simulation:
         # Drain for at most as long again as the arrival period (an overloaded run never empties).
         self.drain_limit = self.horizon if drain_limit is None else drain_limit
         self.checkpoint_interval = s.checkpoint_interval
-        spec = experiment.policy
-        cls = policy_class(spec.name)
-        rng = python_random(self.seed, replication, Purpose.POLICY)
-        self.policy = cls(cls.Options.from_mapping(spec.options), rng)
+        self.policy = build_policy(experiment, python_random(self.seed, replication, Purpose.POLICY))
+        self.detect_by_timeout = experiment.testbed.detection == "timeout"
         self.core = Scheduler(experiment.classes, experiment.machines, self.policy, experiment.staging)
 
     def run(self) -> ReplicationRun:
@@ -121,6 +122,7 @@ class Simulation:
         ck = self.checkpoint_interval
         staging = StagingSampler(exp.staging, self.seed, self.replication) if exp.staging is not None else None
         replica = core.replica
+        by_timeout = self.detect_by_timeout
 
         workload = make_workload(exp, self.seed, self.replication)
         arrivals_open = workload.peek_time() < horizon
@@ -175,7 +177,8 @@ class Simulation:
                     push(heap, (d.at, _TIMER, seq, d.key))
                     seq += 1
                 elif td is ReplicaTimedOut:
-                    given_up[d.replica] = d.machine
+                    if d.replica in live:  # still running here (not lost with its machine)
+                        given_up[d.replica] = d.machine
                 elif td is MachineSuspected:
                     j = d.machine
                     for rid in live:
@@ -222,11 +225,19 @@ class Simulation:
                 for rid in m.replicas:
                     live.pop(rid, None)
                 if m.state is not MachineState.DOWN:
-                    pending.extend(core.machine_down(t, arg))
+                    if not by_timeout:
+                        pending.extend(core.machine_down(t, arg))
+                    elif not m.silent:  # MGST's mapper: its silence alone, until a time-out decides
+                        pending.extend(core.machine_silent(t, arg))
                 push(heap, (t + updown[arg].next_down(), _UP, seq, arg))  # type: ignore[union-attr]
                 seq += 1
             elif kind == _UP:
                 up[arg] = True
+                m = core.machines[arg]
+                if m.silent:  # back before a time-out noticed: it re-registers holding nothing
+                    pending.extend(core.machine_heard(t, arg))
+                    for rid in list(m.replicas):
+                        pending.extend(core.replica_failed(t, rid, "not held by the machine after its failure"))
                 pending.extend(core.machine_ready(t, arg, share[arg]))  # implies up
                 push(heap, (t + updown[arg].next_up(), _DOWN, seq, arg))  # type: ignore[union-attr]
                 seq += 1

@@ -13,13 +13,14 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import msgpack
 import pytest
 import zmq
 
 from mgst import protocol as P
-from mgst.core.state import JobStatus, MachineState
+from mgst.core.state import JobStatus, MachineState, Outcome
 from mgst.local import start_pullers, stop_pullers
 from mgst.mapper import Mapper, TestbedRun
 from mgst.model import Experiment, FailureModel, JobClass, Machine, PolicySpec, SimulationSettings, TestbedSettings
@@ -113,11 +114,16 @@ def test_three_pullers_every_job_done_once(tmp_path, no_children_left):
     assert all(d >= 0 for d in delays)  # clock-offset correction keeps causality
 
 
-def test_a_puller_killed_mid_job_has_its_job_resubmitted(tmp_path, no_children_left):
-    # M2 is slow (jobs of ~0.4 s): busy most of the time, and long enough to be killed mid-job.
+def slow_m2(**testbed: Any) -> Experiment:
+    """M2 is slow (jobs of ~0.4 s): busy most of the time, and long enough to be killed mid-job."""
     base = small(policy="fcfs", time_unit=0.2, duration=4.0)
     slow = Machine("M2", (0.5, 0.5), 1.0)
-    exp = dataclasses.replace(base, machines=(base.machines[0], slow, base.machines[2]))
+    return dataclasses.replace(base, machines=(base.machines[0], slow, base.machines[2]),
+                               testbed=dataclasses.replace(base.testbed, **testbed))
+
+
+def run_killing_m2_when_busy(exp: Experiment, tmp_path: Path) -> tuple[Run, TestbedRun, int]:
+    """Run ``exp`` and SIGKILL M2's puller the first time it is seen busy; the run, and M2's job then."""
     killed: dict[str, int] = {}
     holder: dict[str, Run] = {}
 
@@ -132,10 +138,29 @@ def test_a_puller_killed_mid_job_has_its_job_resubmitted(tmp_path, no_children_l
         run = r.wait()
     assert killed, "the puller was never seen busy"
     check_every_job_done_once(run, tmp_path)
-    job = run.journal.jobs[killed["job"]]
+    return r, run, killed["job"]
+
+
+def test_a_puller_killed_mid_job_has_its_job_resubmitted(tmp_path, no_children_left):
+    r, run, killed = run_killing_m2_when_busy(slow_m2(), tmp_path)
+    job = run.journal.jobs[killed]
     assert job.requeues >= 1 and len(job.replicas) >= 2
     assert run.core.machines[1].stats.failures >= 1
     assert r.procs[1].returncode == -signal.SIGKILL
+
+
+def test_with_time_out_detection_a_killed_puller_s_job_waits_for_its_time_out(tmp_path, no_children_left):
+    # MGST's mapper: the killed M2 falls silent, and its job is given up only at k x its expected
+    # time after it was sent (k = 20: 20 x 2 model units = 8 s), not at the 1 s liveness window.
+    exp = slow_m2(timeout_factor=20.0, detection="timeout")
+    _, run, killed = run_killing_m2_when_busy(exp, tmp_path)
+    first = [r for r in run.core.jobs[killed].history if r.machine == 1][-1]  # the one M2 ran when killed
+    assert first.outcome is Outcome.TIMED_OUT
+    expected = exp.classes[first.job.job.job_class].granularity / 0.5
+    assert first.ended >= first.sent + 20.0 * expected - 1e-6
+    assert run.journal.jobs[killed].timed_out
+    m2 = run.core.machines[1]
+    assert m2.stats.suspicions == 1 and m2.stats.failures == 0 and m2.stats.timed_out == 1
 
 
 def test_injected_failures_resubmit_jobs_and_machines_come_back(tmp_path, no_children_left):

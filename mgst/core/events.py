@@ -32,6 +32,23 @@ class MachineReady(NamedTuple):
     slots: int | None = None
 
 
+class MachineSilent(NamedTuple):
+    """The driver has not heard from an up machine for its liveness window; it is not declared down.
+
+    Its replicas stay live (they may be running, or lost with it): a policy's
+    failure detector decides (``mgst.policies.timeouts.SilenceTimeouts``). It is
+    offered no work until it is heard again.
+    """
+
+    machine: int
+
+
+class MachineHeard(NamedTuple):
+    """A silent machine spoke again."""
+
+    machine: int
+
+
 class ReplicaDone(NamedTuple):
     """A replica ran to completion.
 

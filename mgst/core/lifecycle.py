@@ -272,6 +272,7 @@ class Lifecycle:
         m.asking = 0
         m.state = MachineState.DOWN
         m.suspected = suspected
+        m.silent = False
         if suspected:
             m.stats.suspicions += 1
         else:

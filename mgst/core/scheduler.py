@@ -22,7 +22,9 @@ from mgst.core.events import (
     Event,
     JobArrived,
     MachineDown,
+    MachineHeard,
     MachineReady,
+    MachineSilent,
     MachineUp,
     ReplicaCheckpoint,
     ReplicaComputing,
@@ -133,6 +135,8 @@ class Scheduler(Lifecycle):
             ReplicaCheckpoint: lambda now, e: self.replica_checkpoint(now, e.replica, e.progress),
             MachineDown: lambda now, e: self.machine_down(now, e.machine),
             MachineUp: lambda now, e: self.machine_up(now, e.machine, e.cpu_share),
+            MachineSilent: lambda now, e: self.machine_silent(now, e.machine),
+            MachineHeard: lambda now, e: self.machine_heard(now, e.machine),
             CpuShareChanged: lambda now, e: self.cpu_share_changed(now, e.machine, e.cpu_share),
             TimerFired: lambda now, e: self.timer_fired(now, e.key),
         }
@@ -237,6 +241,8 @@ class Scheduler(Lifecycle):
         self.now = now
         self._out = []
         m = self.machines[machine]
+        if m.silent:  # its request is a sign of life
+            self._heard(m)
         if not self._bring_up(m, cpu_share) and m.replicas and m.slots == 1 and (slots is None or slots > 0):
             # It asks for work while we think it runs a replica: that replica is gone.
             self._lose(m.replica, "machine asked for work while running it")  # type: ignore[arg-type]
@@ -257,6 +263,8 @@ class Scheduler(Lifecycle):
         self._complete(r)
         if ready:
             m = self.machines[r.machine]
+            if m.silent:  # its request is a sign of life
+                self._heard(m)
             state = m.state
             if state is MachineState.FREE and m.slots == 1:  # the common case, inlined
                 m.asking = 1
@@ -324,6 +332,35 @@ class Scheduler(Lifecycle):
         self._out = []
         self._bring_up(self.machines[machine], cpu_share)
         return self._after(MachineUp, (machine, cpu_share))
+
+    def machine_silent(self, now: float, machine: int) -> list[Output]:
+        """The machine has fallen silent: it is offered no work, its replicas stay live, the policy's
+        ``on_machine_silent`` decides what to give up on (see :class:`MachineSilent`)."""
+        self.now = now
+        self._out = []
+        m = self.machines[machine]
+        if m.state is MachineState.DOWN or m.silent:
+            self._stale(f"machine {m.name} silent while {'silent' if m.silent else 'down'}")
+            return self._after(MachineSilent, (machine,))
+        m.silent = True
+        self._make_ready(m, 0)  # its request, if any, is withdrawn
+        self._apply_all(self.policy.on_machine_silent(self, m))
+        return self._after(MachineSilent, (machine,))
+
+    def machine_heard(self, now: float, machine: int) -> list[Output]:
+        """A silent machine spoke again; it asks for work again with its next request."""
+        self.now = now
+        self._out = []
+        m = self.machines[machine]
+        if not m.silent:
+            self._stale(f"machine {m.name} heard but not silent")
+            return self._after(MachineHeard, (machine,), quiet=True)
+        self._heard(m)
+        return self._after(MachineHeard, (machine,), quiet=True)
+
+    def _heard(self, m: MachineRecord) -> None:
+        m.silent = False
+        self._apply_all(self.policy.on_machine_heard(self, m))
 
     def cpu_share_changed(self, now: float, machine: int, cpu_share: float) -> list[Output]:
         """a_j changed: every computing replica on the machine moves its completion (see eta)."""

@@ -260,7 +260,7 @@ class MachineStats:
 class MachineRecord:
     __slots__ = (
         "index", "name", "rates", "availability", "cpu_share", "state", "replicas", "slots", "asking",
-        "attributes", "suspected", "up_since", "stats",
+        "attributes", "suspected", "silent", "up_since", "stats",
     )
 
     def __init__(
@@ -278,6 +278,7 @@ class MachineRecord:
         self.asking = 0  # slots for which it asks for work (0 unless READY)
         self.attributes = attributes if attributes is not None else {}
         self.suspected = False  # the policy declared it suspected down
+        self.silent = False  # the driver has not heard from it for a while; not (yet) declared down
         self.up_since: float | None = None
         self.stats = MachineStats(len(rates))
 

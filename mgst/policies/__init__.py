@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mgst.model import Experiment
+    from mgst.policies.base import Policy
 
 # Filled in as policy modules land; see register().
 _REGISTRY: dict[str, type] = {}
@@ -65,6 +70,20 @@ def policy_class(name: str) -> type:
         return _REGISTRY[name]
     except KeyError:
         raise KeyError(f"unknown policy {name!r}; known: {', '.join(names())}") from None
+
+
+def build_policy(experiment: Experiment, rng: random.Random) -> Policy:
+    """The experiment's policy with its options, and, when the experiment detects failures by
+    time-out, MGST's silence time-outs (the same for the simulator and the mapper)."""
+    spec = experiment.policy
+    cls = policy_class(spec.name)
+    policy = cls(cls.Options.from_mapping(spec.options), rng)
+    tb = experiment.testbed
+    if tb.detection == "timeout":
+        from mgst.policies.timeouts import SilenceTimeouts  # noqa: PLC0415 (it imports the base, which imports us)
+
+        policy.silence_timeouts = SilenceTimeouts(tb.timeout_factor)
+    return policy
 
 
 def check_options(name: str, options: Mapping[str, Any]) -> None:

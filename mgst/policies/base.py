@@ -14,6 +14,9 @@ from mgst.core.scheduler import Scheduler
 from mgst.core.state import JobRecord, MachineRecord, ReplicaRecord
 from mgst.model import Job
 
+if typing.TYPE_CHECKING:
+    from mgst.policies.timeouts import SilenceTimeouts
+
 Decisions = Iterable[Decision]
 NOTHING: tuple[Decision, ...] = ()
 
@@ -85,6 +88,9 @@ class Policy:
     def __init__(self, options: PolicyOptions | None = None, rng: random.Random | None = None):
         self.options = options if options is not None else self.Options()
         self.rng = rng if rng is not None else random.Random(0)
+        # The failure detector for machines that fall silent (MGST's per-job time-out); the driver
+        # sets it from the experiment's [testbed] detection. None: silent machines are left alone.
+        self.silence_timeouts: SilenceTimeouts | None = None
 
     # --- hooks -------------------------------------------------------------
 
@@ -121,7 +127,26 @@ class Policy:
         return NOTHING
 
     def on_timer(self, view: Scheduler, key: Hashable) -> Decisions:
-        """A timer this policy set with SetTimer(key, at) is due."""
+        """A timer this policy set with SetTimer(key, at) is due.
+
+        A policy that overrides this passes keys it does not own to ``super().on_timer``
+        (the silence time-outs' timers come here).
+        """
+        if self.silence_timeouts is not None:
+            return self.silence_timeouts.on_timer(view, key)
+        return NOTHING
+
+    def on_machine_silent(self, view: Scheduler, machine: MachineRecord) -> Decisions:
+        """The driver has not heard from ``machine`` for a while (it is not down): give up on its
+        replicas, suspect it, or wait. By default the silence time-outs decide, if set."""
+        if self.silence_timeouts is not None:
+            return self.silence_timeouts.on_machine_silent(view, machine)
+        return NOTHING
+
+    def on_machine_heard(self, view: Scheduler, machine: MachineRecord) -> Decisions:
+        """A silent machine spoke again (undo what on_machine_silent armed)."""
+        if self.silence_timeouts is not None:
+            return self.silence_timeouts.on_machine_heard(view, machine)
         return NOTHING
 
     def choose(self, view: Scheduler, machine: MachineRecord) -> JobRecord | None:

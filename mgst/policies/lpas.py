@@ -79,7 +79,9 @@ class LpasDG(Policy):
         return NOTHING
 
     def on_timer(self, view: Scheduler, key: Hashable) -> Decisions:
-        if key != _RESOLVE or self.options.resolve_period is None:
+        if key != _RESOLVE:
+            return super().on_timer(view, key)
+        if self.options.resolve_period is None:
             return NOTHING
         self._solve(view)
         return (SetTimer(_RESOLVE, view.now + self.options.resolve_period),)

@@ -1,4 +1,4 @@
-"""Per-replica time-outs at k times the expected time (MGST's rule), as a piece any policy can hold."""
+"""Per-replica time-outs at k times the expected time (MGST's rule), as pieces any policy can hold."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Callable, Hashable
 
 from mgst.core.decisions import CancelTimer, SetTimer, SuspectDown, TimeOut
 from mgst.core.scheduler import Scheduler
-from mgst.core.state import ReplicaRecord
+from mgst.core.state import MachineRecord, ReplicaRecord
 from mgst.policies.base import NOTHING, Decisions
 
 # The first element of every timer key this piece sets: ("timeout", replica id). Keys are a
@@ -94,3 +94,62 @@ class ReplicaTimeouts:
         if self.suspect:
             return (TimeOut(replica.id), SuspectDown(replica.machine))
         return (TimeOut(replica.id),)
+
+
+# The first element of every timer key SilenceTimeouts sets: ("silence", replica id).
+SILENCE_KEY = "silence"
+
+
+class SilenceTimeouts:
+    """MGST's per-job time-out as the failure detector it was there, for machines that fall silent.
+
+    The paper's mapper learnt of a failure only when a job outlived ``factor`` (k)
+    times its expected time: the job was then resubmitted and the machine taken
+    for down. A machine that still answers is merely running a long job (sizes are
+    exponential: one job in e^k outlasts k means), so the rule here acts only on a
+    machine the driver reports silent (``MachineSilent``):
+
+    - when a machine falls silent, each of its replicas gets a timer at
+      ``max(now, replica.sent + factor * expected)``;
+    - when one fires and the machine is still silent, the replica is given up on
+      (``TimeOut``: T/O, its job is resubmitted; a late result still counts once)
+      and the machine is suspected down (``SuspectDown``: its other replicas are
+      lost with it); it is back with its next request;
+    - when the machine is heard again, its timers are cancelled.
+
+    Every policy holds one in ``silence_timeouts`` when the experiment detects
+    failures by time-out (``[testbed] detection = "timeout"``); the base Policy's
+    ``on_machine_silent``, ``on_machine_heard`` and ``on_timer`` forward to it.
+    It costs nothing while no machine is silent.
+    """
+
+    def __init__(self, factor: float, *, expected: Expected | None = None):
+        if not (factor > 0.0 and math.isfinite(factor)):
+            raise ValueError(f"factor: must be a positive number, got {factor}")
+        self.factor = factor
+        self.expected: Expected = expected if expected is not None else nominal_expected
+
+    @staticmethod
+    def owns(key: Hashable) -> bool:
+        """Whether a timer key is one of this piece's."""
+        return type(key) is tuple and len(key) == 2 and key[0] == SILENCE_KEY
+
+    def on_machine_silent(self, view: Scheduler, machine: MachineRecord) -> Decisions:
+        timers = []
+        for r in machine.replicas.values():
+            wait = self.factor * self.expected(view, r)
+            if wait < math.inf:
+                timers.append(SetTimer((SILENCE_KEY, r.id), max(view.now, r.sent + wait)))
+        return timers
+
+    def on_machine_heard(self, view: Scheduler, machine: MachineRecord) -> Decisions:
+        keys = [(SILENCE_KEY, rid) for rid in machine.replicas]
+        return [CancelTimer(k) for k in keys if k in view.timers]
+
+    def on_timer(self, view: Scheduler, key: Hashable) -> Decisions:
+        if not self.owns(key):
+            return NOTHING
+        replica = view.replica(key[1])  # type: ignore[index]
+        if replica is None or not view.machines[replica.machine].silent:
+            return NOTHING  # ended meanwhile, or its machine was lost or heard from
+        return (TimeOut(replica.id), SuspectDown(replica.machine))
