@@ -24,6 +24,9 @@ log = logging.getLogger(__name__)
 # completions before failures before arrivals, so a job done at the instant its
 # machine fails counts as done (either order is a measure-zero event).
 _DONE, _CHECKPOINT, _DOWN, _UP, _TIMER, _ARRIVAL, _COMPUTING, _SHARE = range(8)
+# The heap drops its dead entries (cancelled or lost replicas' completions) once they are more
+# than half of it and more than this many; until then they are skipped when popped.
+STALE_MIN = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +89,8 @@ class Simulation:
         # Drain for at most as long again as the arrival period (an overloaded run never empties).
         self.drain_limit = self.horizon if drain_limit is None else drain_limit
         self.checkpoint_interval = s.checkpoint_interval
+        self.stale_min = STALE_MIN
+        self.dropped_entries = 0  # dead heap entries dropped (counted for tests)
         self.policy = build_policy(experiment, python_random(self.seed, replication, Purpose.POLICY))
         self.detect_by_timeout = experiment.testbed.detection == "timeout"
         self.core = Scheduler(experiment.classes, experiment.machines, self.policy, experiment.staging)
@@ -122,6 +127,8 @@ class Simulation:
         ck = self.checkpoint_interval
         staging = StagingSampler(exp.staging, self.seed, self.replication) if exp.staging is not None else None
         replica = core.replica
+        stale = 0  # heap entries of replicas cancelled, lost or moved (skipped when popped)
+        stale_min = self.stale_min
         by_timeout = self.detect_by_timeout
 
         workload = make_workload(exp, self.seed, self.replication)
@@ -141,9 +148,9 @@ class Simulation:
             seq += 1
 
         pending: list = []  # outputs to carry out, in order
-        pending.extend(core.start(0.0))
-        for j in range(n_machines):  # every machine starts up and asking for work
+        for j in range(n_machines):  # every machine starts up and asking for work...
             pending.extend(core.machine_ready(0.0, j, share[j]))
+        pending.extend(core.start(0.0))  # ...which the policy plans for once
 
         t = 0.0
         while True:
@@ -170,7 +177,8 @@ class Simulation:
                         push(heap, (t + ck, _CHECKPOINT, seq, rid))
                         seq += 1
                 elif td is Cancel:
-                    live.pop(d.replica, None)
+                    if live.pop(d.replica, None) is not None:
+                        stale += 1  # its completion (or end of staging) is still in the heap
                     given_up.pop(d.replica, None)
                     pending.extend(core.machine_ready(t, d.machine))
                 elif td is SetTimer:
@@ -191,6 +199,11 @@ class Simulation:
                 break
             if not heap:
                 break
+            if stale > stale_min and stale * 2 > len(heap):  # mostly dead entries: drop them
+                size = len(heap)
+                heap = _live_entries(heap, live)
+                self.dropped_entries += size - len(heap)
+                stale = 0
             t, kind, s, arg = pop(heap)
             if t >= stop_at:
                 t = stop_at
@@ -223,7 +236,8 @@ class Simulation:
                     live.pop(rid, None)
                 m = core.machines[arg]
                 for rid in m.replicas:
-                    live.pop(rid, None)
+                    if live.pop(rid, None) is not None:
+                        stale += 1
                 if m.state is not MachineState.DOWN:
                     if not by_timeout:
                         pending.extend(core.machine_down(t, arg))
@@ -271,6 +285,7 @@ class Simulation:
                 pending.extend(core.cpu_share_changed(t, j, a))
                 for rid, r in core.machines[j].replicas.items():  # their completions moved
                     if live.get(rid, -1) >= 0:
+                        stale += 1
                         live[rid] = seq
                         push(heap, (r.eta(t), _DONE, seq, rid))
                         seq += 1
@@ -305,6 +320,18 @@ class Simulation:
                 pending.extend(self.core.machine_ready(t, j))
         else:
             pending.extend(self.core.machine_ready(t, j, None, self.core.machines[j].asking + 1))
+
+
+def _live_entries(heap: list[tuple], live: dict[int, int]) -> list[tuple]:
+    """The heap without the entries of replicas that no longer run, or whose completion moved."""
+    kept = [
+        e for e in heap
+        if (e[1] != _DONE or live.get(e[3]) == e[2])
+        and (e[1] != _CHECKPOINT or e[3] in live)
+        and (e[1] != _COMPUTING or live.get(e[3]) == -1)
+    ]
+    heapq.heapify(kept)
+    return kept
 
 
 def _summary(name: str, st: MachineStats) -> MachineSummary:

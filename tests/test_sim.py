@@ -178,3 +178,24 @@ def test_a_bag_completes_with_its_last_task_and_staging_delays_a_resumed_replica
     # Staging applies to every replica with a start range U[2, 2]: each computes 2 later.
     run = Simulation(bag_list_experiment([4.0, 6.0], staging=StagingModel(start=(2.0, 2.0))), drain_limit=100.0).run()
     assert sorted(j.completed for j in run.jobs) == pytest.approx([5.0, 10.0])
+
+
+def test_dropping_dead_heap_entries_changes_no_result():
+    # WQR-FT with 3 replicas and failures: every finished job leaves its cancelled siblings'
+    # completions in the heap. Dropping them as soon as possible must change nothing.
+    exp = experiment(((1.0, 2.0, 1.5, 0.8),), (2.0,), policy="wqr_ft",
+                     failures=FailureModel(mean_up=40.0, mean_down=4.0), horizon=400.0)
+    exp = dataclasses.replace(exp, policy=PolicySpec("wqr_ft", {"replicas": 3}))
+
+    def schedule(stale_min: int) -> tuple[list, int]:
+        sim = Simulation(exp)
+        sim.stale_min = stale_min
+        run = sim.run()
+        jobs = [(j.job.id, j.completed, j.done_on, [(r.machine, r.outcome, r.ended) for r in j.history])
+                for j in run.jobs]
+        return jobs, sim.dropped_entries
+
+    kept, none = schedule(10**9)
+    dropped, some = schedule(0)
+    assert none == 0 and some > 100  # it did drop something
+    assert dropped == kept

@@ -24,6 +24,7 @@ The :class:`Scheduler` mixes this in; policies never call it.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
@@ -69,7 +70,7 @@ class Lifecycle:
     bags: dict[int, BagRecord]
     queued_count: int
     capacity_version: int
-    _ready: dict[int, None]
+    _ready: OrderedDict[int, None]
     _replicas: dict[int, ReplicaRecord]
     _lost: dict[int, ReplicaRecord]
     _out: list[Output]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -97,7 +98,10 @@ class Scheduler(Lifecycle):
         self.stale_events = 0  # events that referred to something already over (late done, ...)
         # --- internal ---
         self.policy = policy
-        self._ready: dict[int, None] = {}  # machines asking for work, in request order
+        # Machines asking for work, in request order. An OrderedDict: its head is found in O(1) and a
+        # machine passed over moves to the back in O(1) (a dict leaves holes at its front that every
+        # look at the head walks over).
+        self._ready: OrderedDict[int, None] = OrderedDict()
         self._replicas: dict[int, ReplicaRecord] = {}  # live replicas
         # Replicas given up on (lost, timed out, or cancelled while their job went on) whose
         # result we would still take; one entry per failure or policy cancel, so it stays small.
@@ -106,6 +110,10 @@ class Scheduler(Lifecycle):
         self._out: list[Output] = []
         self._dispatched_version = -1
         self._requeued = False  # a job went back to a queue during this event
+        # Before start(), events only set up the initial state (machines up and asking, jobs
+        # queued): no policy hook runs and nothing is matched, so that a policy that plans on
+        # capacity changes (LPAS_DG's LP) plans once, in start(), not once per machine.
+        self._begun = False
         self._stage_start = staging is not None and staging.start is not None
         self._stage_resume = staging is not None and staging.resume is not None
         self._resume = policy.resume_from_checkpoint
@@ -186,9 +194,15 @@ class Scheduler(Lifecycle):
     # ------------------------------------------------------------------ driver API
 
     def start(self, now: float = 0.0) -> list[Output]:
-        """Let the policy set itself up (solve an LP, set timers) and dispatch."""
+        """Let the policy set itself up (solve an LP, set timers) and dispatch.
+
+        Events before start() only set up the initial state (machines up and asking,
+        jobs queued); the policy sees that state here, as a whole.
+        """
         self.now = now
         self._out = out = []
+        self._begun = True
+        self._requeued = False
         self._dispatched_version = self.capacity_version
         self._apply_all(self.policy.start(self))
         if self._dispatch is None:
@@ -399,6 +413,8 @@ class Scheduler(Lifecycle):
         started asking, so that it may look at just that. ``quiet`` events
         (checkpoints, staging over) change nothing a dispatch could use.
         """
+        if not self._begun:  # setting up the initial state: the policy sees it all in start()
+            return self._out
         policy = self.policy
         if self._ended:
             self._replica_hooks()
@@ -474,23 +490,24 @@ class Scheduler(Lifecycle):
                 return
             if new_job is not None:
                 machines = self.machines
-                for j in list(ready):
+                to_back = ready.move_to_end
+                for _ in range(len(ready)):  # each ready machine once, from the head, until one takes it
+                    j = next(iter(ready))
                     m = machines[j]
                     rec = choose(self, m)
                     if rec is not None:
                         start(rec, m)
                         return
-                    del ready[j]  # passed over: to the back
-                    ready[j] = None
+                    to_back(j)  # passed over: to the back
                 return
         machines = self.machines
+        to_back = ready.move_to_end
         for j in list(ready):
             m = machines[j]
             while True:
                 rec = choose(self, m)
                 if rec is None:
-                    del ready[j]
-                    ready[j] = None
+                    to_back(j)
                     break
                 start(rec, m)
                 if not self.queued_count and not replicating:
@@ -571,8 +588,7 @@ class Scheduler(Lifecycle):
             j = d.machine  # type: ignore[attr-defined]
             if j not in self._ready:
                 raise PolicyError(f"hold of machine {j}, which is not asking for work")
-            del self._ready[j]
-            self._ready[j] = None
+            self._ready.move_to_end(j)
         elif t is Cancel:
             self._cancel(self._running_replica(d.replica, "cancel"))  # type: ignore[attr-defined]
         elif t is SetTimer:

@@ -165,7 +165,7 @@ class JobRecord:
     __slots__ = (
         "job", "queue_key", "status", "replicas", "attempts", "requeues", "best_progress",
         "first_sent", "completed", "done_by", "done_on", "done_sent", "queued_since", "idle_time",
-        "timeouts", "history", "bag",
+        "timeouts", "history", "bag", "qtoken",
     )
 
     def __init__(self, job: Job, queue_key: Hashable, now: float, bag: BagRecord | None = None):
@@ -186,6 +186,7 @@ class JobRecord:
         self.idle_time = 0.0  # accumulated time with no running replica, until queued_since (LongIdle)
         self.timeouts = 0  # replicas given up on after a time-out (the T/O column)
         self.bag = bag
+        self.qtoken = 0  # where it waits in its JobQueue: 0 nowhere, 1 in arrival order, else a requeue's token
 
     @property
     def id(self) -> int:
@@ -301,48 +302,62 @@ class MachineRecord:
         return f"MachineRecord({self.index}, {self.name!r}, {self.state.name})"
 
 
+# JobRecord.qtoken of a job waiting in its queue's arrival-order part.
+_IN_MAIN = 1
+
+
 class JobQueue:
     """Jobs waiting to run, in order of submission time (then id).
 
-    New arrivals append in O(1). A job that comes back after a failure keeps its
-    submission time, so it goes back near the head (our reading of the paper's
-    "resubmitted"); such jobs are few and live in a small sorted side list, as
-    does an arrival older than the newest one (only an out-of-order trace does that).
-    ``head`` (the job that has waited longest, or None) is kept up to date, so
-    reading it costs an attribute access.
+    New arrivals append in O(1) to a deque in arrival order. A job that comes back
+    after a failure keeps its submission time, so it goes back near the head (our
+    reading of the paper's "resubmitted"); such jobs are few and live in a small
+    sorted side list, as does an arrival older than the newest one (only an
+    out-of-order trace does that). Removal is O(1) and lazy: the job's
+    ``qtoken`` says where it waits (0: nowhere), and entries whose job has left
+    are dropped when they reach the front. ``head`` (the job that has waited
+    longest, or None) is kept up to date, so reading it costs an attribute access.
     """
 
-    __slots__ = ("key", "head", "_main", "_front", "_last")
+    __slots__ = ("key", "head", "_main", "_front", "_last", "_len", "_nfront", "_tokens")
 
     def __init__(self, key: Hashable):
         self.key = key
         self.head: JobRecord | None = None
-        self._main: dict[int, JobRecord] = {}  # arrival order == submission order
-        self._front: list[tuple[float, int, JobRecord]] = []  # requeued (or late), sorted
+        self._main: collections.deque[JobRecord] = collections.deque()  # arrival order == submission order
+        # (submitted, id, token, job): requeued (or late), sorted; an entry counts while job.qtoken == token
+        self._front: list[tuple[float, int, int, JobRecord]] = []
         self._last: tuple[float, int] = (-math.inf, -1)  # newest (submitted, id) in _main
+        self._len = 0
+        self._nfront = 0  # entries of _front that count
+        self._tokens = _IN_MAIN
 
     def __len__(self) -> int:
-        return len(self._main) + len(self._front)
+        return self._len
 
     def __bool__(self) -> bool:
         return self.head is not None
 
     def __contains__(self, job_id: int) -> bool:
-        return job_id in self._main or any(j == job_id for _, j, _ in self._front)
+        return any(r.job.id == job_id for r in self)
+
+    def _live_front(self) -> list[tuple[float, int, int, JobRecord]]:
+        return [e for e in self._front if e[3].qtoken == e[2]]
 
     def __iter__(self) -> Iterator[JobRecord]:
         """Waiting jobs, oldest first, lazily (a caller that stops early pays for what it read).
 
         The queue must not change while an iteration is under way.
         """
-        if not self._front:
-            return iter(self._main.values())
-        main = ((r.job.submitted, r.job.id, r) for r in self._main.values())
-        return (r for _, _, r in heapq.merge(self._front, main, key=lambda e: e[:2]))
+        main = (r for r in self._main if r.qtoken == _IN_MAIN)
+        if not self._nfront:
+            return main
+        keyed = ((r.job.submitted, r.job.id, 0, r) for r in main)
+        return (e[3] for e in heapq.merge(self._live_front(), keyed, key=lambda e: e[:2]))
 
     def requeued(self) -> list[JobRecord]:
         """Jobs back in the queue after losing their replicas (and late arrivals of a trace), oldest first."""
-        return [r for _, _, r in self._front]
+        return [e[3] for e in self._live_front()]
 
     def append(self, rec: JobRecord) -> None:
         key = (rec.job.submitted, rec.job.id)
@@ -350,32 +365,56 @@ class JobQueue:
             self.requeue(rec)
             return
         self._last = key
-        self._main[rec.job.id] = rec
-        if self.head is None:
+        rec.qtoken = _IN_MAIN
+        self._main.append(rec)
+        self._len += 1
+        head = self.head
+        if head is None:
             self.head = rec
-        elif self._front and (rec.job.submitted, rec.job.id) < (self.head.job.submitted, self.head.job.id):
+        elif self._nfront and key < (head.job.submitted, head.job.id):
             self._find_head()  # only after a requeue can an arrival be older than the head
 
     def requeue(self, rec: JobRecord) -> None:
-        bisect.insort(self._front, (rec.job.submitted, rec.job.id, rec), key=lambda e: e[:2])
+        self._tokens += 1
+        token = rec.qtoken = self._tokens
+        bisect.insort(self._front, (rec.job.submitted, rec.job.id, token, rec), key=lambda e: e[:2])
+        self._len += 1
+        self._nfront += 1
         self._find_head()
 
     def remove(self, rec: JobRecord) -> None:
-        if self._main.pop(rec.job.id, None) is None:
-            for i, (_, jid, _) in enumerate(self._front):
-                if jid == rec.job.id:
-                    del self._front[i]
-                    break
-            else:
-                raise KeyError(rec.job.id)
+        token = rec.qtoken
+        if not token:
+            raise KeyError(rec.job.id)
+        rec.qtoken = 0
+        self._len -= 1
+        if token == _IN_MAIN:
+            if rec is self.head:  # the common case: the head leaves (it is first in _main)
+                main = self._main
+                main.popleft()
+                if not self._nfront:
+                    while main and main[0].qtoken != _IN_MAIN:
+                        main.popleft()
+                    self.head = main[0] if main else None
+                    return
+                self._find_head()
+            return
+        self._nfront -= 1
+        if len(self._front) > 2 * self._nfront + 16:  # mostly left: compact
+            self._front = self._live_front()
         if rec is self.head:
             self._find_head()
 
     def _find_head(self) -> None:
         main = self._main
-        m = next(iter(main.values())) if main else None
-        if self._front:
-            f = self._front[0]
+        while main and main[0].qtoken != _IN_MAIN:  # left while behind the head
+            main.popleft()
+        front = self._front
+        while front and front[0][3].qtoken != front[0][2]:
+            del front[0]
+        m = main[0] if main else None
+        if front:
+            f = front[0]
             if m is None or f[:2] < (m.job.submitted, m.job.id):
-                m = f[2]
+                m = f[3]
         self.head = m

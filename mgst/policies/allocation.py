@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import highspy
@@ -15,6 +15,13 @@ __all__ = ["Allocation", "AllocationError", "cache_clear", "cache_info", "solve_
 
 #: Bound on the number of memoised (rates, arrival_rates, availability) instances.
 CACHE_SIZE = 4096
+#: Instances with more entries (classes x machines) are solved each time, not memoised: a big grid
+#: seldom repeats an availability vector, and 4,096 of its solutions would take gigabytes.
+MEMO_MAX_ENTRIES = 4096
+#: Above this many LP columns (useful class-machine pairs) the LP is solved by interior point with
+#: crossover, which also ends on a vertex: simplex time grows about quadratically with the grid
+#: (about 10 s at 10,000 machines x 4 classes, against 0.3 s).
+LARGE_LP_COLUMNS = 2000
 
 _INF = highspy.kHighsInf
 # HiGHS's default small_matrix_value and large_matrix_value: it drops or rejects LP
@@ -102,6 +109,8 @@ def solve_allocation(
     """
     if method not in _STRATEGIES:
         raise ValueError(f"method must be one of {', '.join(_STRATEGIES)}, got {method!r}")
+    if len(rates) * len(availability) > MEMO_MAX_ENTRIES:
+        return _solve(*_validate(rates, arrival_rates, availability), method)
     key = (rates, arrival_rates, availability)
     try:
         hash(key)
@@ -168,7 +177,7 @@ def _as_array(values: object, name: str) -> np.ndarray:
 _local = threading.local()
 
 
-# HiGHS simplex_strategy values.
+# HiGHS simplex_strategy values; "ipm" is interior point with crossover (for large LPs).
 _STRATEGIES = {"dual": 1, "primal": 4}
 
 
@@ -177,11 +186,14 @@ def _highs(method: str = "dual") -> highspy.Highs:
     h = getattr(_local, method, None)
     if h is None:
         h = highspy.Highs()
+        if method == "ipm":
+            solver: tuple[tuple[str, object], ...] = (("solver", "ipm"), ("run_crossover", "on"))
+        else:
+            # tiny LPs; and the basis comes straight from simplex
+            solver = (("solver", "simplex"), ("simplex_strategy", _STRATEGIES[method]), ("presolve", "off"))
         for option, value in (
             ("output_flag", False),
-            ("solver", "simplex"),
-            ("simplex_strategy", _STRATEGIES[method]),
-            ("presolve", "off"),  # tiny LPs; and the basis comes straight from simplex
+            *solver,
             ("threads", 1),
             ("parallel", "off"),
             ("random_seed", 0),
@@ -215,8 +227,8 @@ def _solve(r: np.ndarray, alpha: np.ndarray, a: np.ndarray, method: str = "dual"
         return _zeros(0.0, n, m)  # some class cannot be served at all: lambda* = 0
     ii, jj = np.nonzero(useful)
     k = ii.size
-    _check_coefficients(r[ii, jj], "rates", [f"[{i}][{j}]" for i, j in zip(ii.tolist(), jj.tolist())])
-    _check_coefficients(alpha[active], "arrival_rates", [f"[{i}]" for i in np.nonzero(active)[0].tolist()])
+    _check_coefficients(r[ii, jj], "rates", lambda b: f"[{ii[b]}][{jj[b]}]")
+    _check_coefficients(alpha[active], "arrival_rates", lambda b: f"[{np.nonzero(active)[0][b]}]")
     classes = np.nonzero(active)[0]
 
     # Columns 0..k-1: delta_ij; column k: lambda. Rows 0..n-1: classes (>= 0);
@@ -244,7 +256,7 @@ def _solve(r: np.ndarray, alpha: np.ndarray, a: np.ndarray, method: str = "dual"
     # The array overload of passModel (see help(highspy.Highs.passModel)) takes the
     # numpy buffers as they are; filling a HighsLp converts them element by element,
     # which cost ~60 us more per solve (4 x 21).
-    h = _highs(method)
+    h = _highs("ipm" if k > LARGE_LP_COLUMNS else method)
     status = h.passModel(
         num_col,
         num_row,
@@ -278,13 +290,14 @@ def _solve(r: np.ndarray, alpha: np.ndarray, a: np.ndarray, method: str = "dual"
     return Allocation(lam=float(x[k]), delta=tuple(map(tuple, delta.tolist())))
 
 
-def _check_coefficients(values: np.ndarray, name: str, where: list[str]) -> None:
-    """AllocationError naming the first of ``values`` (LP coefficients) outside what HiGHS takes."""
+def _check_coefficients(values: np.ndarray, name: str, where: Callable[[int], str]) -> None:
+    """AllocationError naming the first of ``values`` (LP coefficients) outside what HiGHS takes;
+    ``where(b)`` says where the b-th value comes from."""
     bad = np.nonzero((values < _SMALLEST) | (values >= _LARGEST))[0]
     if bad.size:
         b = int(bad[0])
         raise AllocationError(
-            f"{name}{where[b]} = {values[b]:g} is outside the range the LP solver (HiGHS) takes for "
+            f"{name}{where(b)} = {values[b]:g} is outside the range the LP solver (HiGHS) takes for "
             f"rates, [{_SMALLEST:g}, {_LARGEST:g}); rescale the time unit or check for a typo",
             name,
         )

@@ -1,0 +1,98 @@
+"""Simulator throughput against the number of machines, at the same load per machine (LPAS_DG and FCFS).
+
+The grid is hihi-mfd-fd's six machines (Table 1's rate columns) repeated to n machines, with every
+class's arrival rate scaled by n / 6: each machine sees the same load at every size. Every size
+simulates about the same number of jobs (the horizon shrinks as n grows), so jobs/s compare directly.
+Timed: building the simulator and running it (the LP solve of LPAS_DG included), median of the
+repeats; the sizes alternate within each repeat so that the machine's drift hits all of them alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gc
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # also runs without PYTHONPATH (mgst is not installed)
+    sys.path.insert(0, str(ROOT))
+
+from mgst.config import load_experiment  # noqa: E402
+from mgst.model import Experiment, JobClass, Machine, PolicySpec, SimulationSettings  # noqa: E402
+from mgst.sim import Simulation  # noqa: E402
+
+TARGET = 1.5  # jobs/s at the largest size within this factor of the smallest's
+DRAIN = 100.0  # model time after the horizon to finish what is in the system (short horizons at large sizes)
+
+
+def scaled(base: Experiment, n: int, policy: str, jobs: int) -> Experiment:
+    """``base``'s machines repeated to ``n``, arrivals scaled by n / len(base.machines)."""
+    k = len(base.machines)
+    machines = tuple(
+        Machine(f"M{j + 1}", base.machines[j % k].rates, base.machines[j % k].availability) for j in range(n)
+    )
+    classes = tuple(JobClass(c.name, c.arrival_rate * n / k, c.granularity) for c in base.classes)
+    horizon = jobs / sum(c.arrival_rate for c in classes)
+    sim = SimulationSettings(horizon=horizon, warmup=0.0, replications=1, seed=base.simulation.seed)
+    return dataclasses.replace(base, name=f"{base.name}x{n}", machines=machines, classes=classes,
+                               policy=PolicySpec(policy), simulation=sim, failures=None)
+
+
+def timed(exp: Experiment) -> tuple[float, int]:
+    gc.collect()
+    t0 = time.perf_counter()
+    run = Simulation(exp, drain_limit=DRAIN).run()
+    dt = time.perf_counter() - t0
+    assert run.unfinished == 0, f"{exp.name}: {run.unfinished} jobs unfinished"
+    return dt, len(run.jobs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--sizes", default="10,100,1000,10000", help="machine counts, comma-separated")
+    ap.add_argument("--policies", default="lpas_dg,fcfs")
+    ap.add_argument("--jobs", type=int, default=60_000, help="about this many jobs per run")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--experiment", default=str(ROOT / "experiments" / "hihi-mfd-fd.toml"))
+    args = ap.parse_args(argv)
+    base = load_experiment(args.experiment)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    policies = args.policies.split(",")
+    print(f"Python {platform.python_version()}, {platform.machine()}; {base.name} scaled; "
+          f"about {args.jobs:,} jobs per run; median of {args.repeat}")
+    exps = {(p, n): scaled(base, n, p, args.jobs) for p in policies for n in sizes}
+    for exp in exps.values():  # warm-up (imports, caches), untimed: about 100 jobs
+        warm = dataclasses.replace(exp.simulation, horizon=exp.simulation.horizon * 100 / args.jobs)
+        Simulation(dataclasses.replace(exp, simulation=warm), drain_limit=DRAIN).run()
+    times: dict[tuple[str, int], list[float]] = {key: [] for key in exps}
+    counts: dict[tuple[str, int], int] = {}
+    order = list(exps)
+    for rep in range(args.repeat):
+        for key in (order if rep % 2 == 0 else order[::-1]):
+            dt, count = timed(exps[key])
+            times[key].append(dt)
+            counts[key] = count
+    ok = True
+    print(f"{'policy':<10}{'machines':>10}{'jobs':>10}{'median s':>10}{'jobs/s':>12}{'vs smallest':>13}")
+    for p in policies:
+        first = None
+        for n in sizes:
+            med = statistics.median(times[(p, n)])
+            rate = counts[(p, n)] / med
+            first = rate if first is None else first
+            print(f"{p:<10}{n:>10,}{counts[(p, n)]:>10,}{med:>10.3f}{rate:>12,.0f}{rate / first:>12.2f}x")
+        slowdown = first / (counts[(p, sizes[-1])] / statistics.median(times[(p, sizes[-1])]))
+        met = slowdown <= TARGET
+        ok &= met
+        print(f"{p}: {sizes[0]:,} -> {sizes[-1]:,} machines, jobs/s falls by {slowdown:.2f}x "
+              f"(target <= {TARGET}x): {'met' if met else 'NOT met'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
