@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import csv
+import gzip
+import importlib.util
+import io
 import math
-from collections.abc import Iterable, Sequence
+import os
+import shutil
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +25,19 @@ JOB_COLUMNS = (
     "Date Started", "Date Done", "Status", "T/O",
 )
 JOB_EXTRA_COLUMNS = ("Replication", "Response Time", "First Sent", "Attempts", "Requeues", "Size", "Counted")
+
+# `mgst simulate --jobs FORMAT`: the per-job file each format writes.
+JOB_FORMATS = {"csv": "jobs.csv", "csv.gz": "jobs.csv.gz", "parquet": "jobs.parquet"}
+# Mean size of a simulation jobs.csv row, measured on the MGST paper's settings as their files run them
+# (lolo-mpd-fe: 764,840 rows, 83.1 MB, 108.6 bytes a row; hihi-mfd-fd: 264,520 rows, 28.4 MB, 107.5), for
+# estimates only: longer runs have longer times.
+JOB_ROW_BYTES = 108
+# Parquet column types; every other column is a string, as in the CSV. Empty CSV fields are nulls.
+_INT_COLUMNS = frozenset({"ID", "Secondary ID", "Job Class", "Replication", "Attempts", "Requeues"})
+_FLOAT_COLUMNS = frozenset(
+    {"Date Submitted", "Date Sent", "Date Started", "Date Done", "Response Time", "First Sent", "Size"}
+)
+PARQUET_MISSING = "parquet needs pyarrow: pip install 'mgst[parquet]' (or pip install 'pyarrow>=14')"
 
 
 @dataclass(slots=True)
@@ -37,7 +55,7 @@ class ReplicationResult:
     failures: list[int]  # per machine
     jobs_total: int  # every job simulated, counted or not
     unfinished: int
-    rows: list[tuple] = field(default_factory=list)  # jobs.csv rows, when asked for
+    rows: list[tuple] = field(default_factory=list)  # jobs.csv rows, when asked for (keep_rows)
     bags: BagReplication | None = None  # a Bag-of-Tasks workload's bags, reduced
 
     def mean(self, cls: int | None = None) -> float:
@@ -75,6 +93,14 @@ def reduce_replication(
         completed=[m.completed for m in ms], failures=[m.failures for m in ms],
         jobs_total=len(run.jobs), unfinished=run.unfinished, rows=rows,
     )
+
+
+def job_rows(experiment: Experiment, run: Any, warmup: float, horizon: float) -> Iterator[tuple]:
+    """A sim.ReplicationRun's jobs.csv rows, one at a time (the rows reduce_replication keeps with keep_rows)."""
+    names = [m.name for m in experiment.machines]
+    for rec in run.jobs:
+        sub = rec.job.submitted
+        yield job_row(rec, names, run.replication, warmup <= sub < horizon and rec.completed is not None)
 
 
 def _model_time(t: float | None) -> str:
@@ -221,10 +247,95 @@ def format_table(summary: Summary) -> str:
 
 
 def write_jobs_csv(path: Path, rows: Iterable[tuple]) -> None:
-    with open(path, "w", newline="") as f:
+    with open(path, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(JOB_COLUMNS + JOB_EXTRA_COLUMNS)
         w.writerows(rows)
+
+
+def write_job_rows(path: Path, rows: Iterable[tuple]) -> None:
+    """A part of a jobs file: rows as jobs.csv has them, without the header (see :func:`write_jobs`)."""
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows(rows)
+
+
+def parquet_available() -> bool:
+    return importlib.util.find_spec("pyarrow") is not None
+
+
+def _jobs_header() -> bytes:
+    header = io.StringIO()
+    csv.writer(header).writerow(JOB_COLUMNS + JOB_EXTRA_COLUMNS)
+    return header.getvalue().encode("utf-8")
+
+
+def jobs_csv_size(parts: Sequence[Path]) -> int:
+    """The size in bytes of the jobs.csv that :func:`write_jobs` makes of these parts."""
+    return len(_jobs_header()) + sum(os.path.getsize(p) for p in parts)
+
+
+def write_jobs(path: Path, fmt: str, parts: Sequence[Path], *, remove_parts: bool = False) -> int:
+    """Write a jobs file in ``fmt`` (a key of JOB_FORMATS) from parts written by :func:`write_job_rows`, in
+    order; return its size in bytes.
+
+    Every format has the same header and rows: ``csv`` is the parts after the header, ``csv.gz`` the same
+    compressed (gzip), ``parquet`` (pyarrow; zstd) the same columns typed: integers, floats holding exactly the
+    CSV's six-decimal values, strings, and nulls where the CSV field is empty. Rows are streamed, so memory
+    does not grow with their number. The file appears under its name only once complete.
+    ``remove_parts`` deletes each part once copied (the disk then holds one part beyond the file).
+    """
+    if fmt not in JOB_FORMATS:
+        raise ValueError(f"unknown jobs format {fmt!r}; known: {', '.join(JOB_FORMATS)}")
+    tmp = path.with_name(path.name + ".partial")
+    try:
+        if fmt == "parquet":
+            _write_parquet(tmp, parts, remove_parts)
+        else:
+            with open(tmp, "wb") as raw:
+                # mtime 0 and the plain name: the same rows give the same bytes
+                out = gzip.GzipFile(JOB_FORMATS["csv"], "wb", 6, raw, mtime=0) if fmt == "csv.gz" else raw
+                with out:
+                    out.write(_jobs_header())
+                    for part in parts:
+                        with open(part, "rb") as f:
+                            shutil.copyfileobj(f, out, 1 << 20)
+                        if remove_parts:
+                            os.remove(part)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path.stat().st_size
+
+
+def _write_parquet(path: Path, parts: Sequence[Path], remove_parts: bool) -> None:
+    try:
+        import pyarrow as pa  # noqa: PLC0415 (optional: the parquet extra)
+        import pyarrow.csv as pacsv  # noqa: PLC0415
+        import pyarrow.parquet as pq  # noqa: PLC0415
+    except ImportError:
+        raise ImportError(PARQUET_MISSING) from None
+    names = JOB_COLUMNS + JOB_EXTRA_COLUMNS
+    schema = pa.schema([
+        (c, pa.int64() if c in _INT_COLUMNS else pa.float64() if c in _FLOAT_COLUMNS else pa.string())
+        for c in names
+    ])
+    read = pacsv.ReadOptions(column_names=list(names), block_size=16 << 20)  # about 150,000 rows a row group
+    convert = pacsv.ConvertOptions(
+        column_types={f.name: f.type for f in schema}, null_values=[""], strings_can_be_null=False,
+        quoted_strings_can_be_null=False,
+    )
+    # Floats split by byte before zstd, the other columns dictionary-encoded: about half the CSV's size
+    floats = [c for c in names if c in _FLOAT_COLUMNS]
+    others = [c for c in names if c not in _FLOAT_COLUMNS]
+    with pq.ParquetWriter(path, schema, compression="zstd", use_dictionary=others,
+                          use_byte_stream_split=floats) as w:
+        for part in parts:
+            if os.path.getsize(part) > 0:  # else no rows (pyarrow reads no empty CSV)
+                with pacsv.open_csv(part, read_options=read, convert_options=convert) as reader:
+                    for batch in reader:
+                        w.write_batch(batch)
+            if remove_parts:
+                os.remove(part)
 
 
 def write_summary_csv(path: Path, summary: Summary) -> None:

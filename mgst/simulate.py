@@ -4,30 +4,51 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import gc
 import logging
 import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from mgst.bot_metrics import reduce_bags, summarize_bags
 from mgst.model import Experiment
 from mgst.policies import import_modules
 from mgst.policies.allocation import solve_allocation
-from mgst.results import ReplicationResult, Summary, reduce_replication, summarize
+from mgst.results import ReplicationResult, Summary, job_rows, reduce_replication, summarize, write_job_rows
 from mgst.sim import Simulation
 
 log = logging.getLogger(__name__)
 
 
+def jobs_part(jobs_dir: Path, replication: int) -> Path:
+    """Where replication ``replication`` writes its jobs.csv rows when run_simulation is given ``jobs_dir``."""
+    return jobs_dir / f"jobs-{replication:05d}.csv.part"
+
+
 def _one(
     experiment: Experiment, replication: int, seed: int, horizon: float, warmup: float, keep_rows: bool,
-    imports: tuple[str, ...] = (),
+    imports: tuple[str, ...] = (), keep_bag_rows: bool = False, jobs_dir: Path | None = None,
 ) -> ReplicationResult:
     import_modules(imports)  # a worker process may not have them yet
+    result = _reduced(experiment, replication, seed, horizon, warmup, keep_rows, keep_bag_rows, jobs_dir)
+    # The run's records are reference cycles (a job's replicas point back to it), which only the cyclic
+    # collector frees, and the simulator pauses it while it runs: without this, the records of every
+    # replication a process runs pile up (lolo-mpd-fe: about 80 MB each).
+    gc.collect()
+    return result
+
+
+def _reduced(
+    experiment: Experiment, replication: int, seed: int, horizon: float, warmup: float, keep_rows: bool,
+    keep_bag_rows: bool, jobs_dir: Path | None,
+) -> ReplicationResult:
     run = Simulation(experiment, replication=replication, seed=seed, horizon=horizon).run()
+    if jobs_dir is not None:  # streamed from the records: no list of rows
+        write_job_rows(jobs_part(jobs_dir, replication), job_rows(experiment, run, warmup, horizon))
     result = reduce_replication(experiment, run, warmup, horizon, keep_rows)
     if run.bags:
-        result.bags = reduce_bags(run, warmup, horizon, keep_rows)
+        result.bags = reduce_bags(run, warmup, horizon, keep_rows or keep_bag_rows)
     return result
 
 
@@ -42,12 +63,19 @@ def run_simulation(
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     imports: tuple[str, ...] = (),
+    keep_bag_rows: bool = False,
+    jobs_dir: Path | None = None,
 ) -> tuple[Summary, list[ReplicationResult]]:
     """Simulate ``replications`` replications; each draws from streams derived from (seed, replication).
 
     ``workers`` > 1 runs replications in parallel processes; results do not
     depend on it. ``progress(done, total)`` is called as replications finish.
     ``imports`` are modules that register policies of their own; workers import them.
+
+    Per-job rows: ``keep_rows`` keeps each replication's jobs.csv rows (and bags.csv rows) in its
+    result, in memory; ``jobs_dir`` instead has each replication stream its jobs.csv rows to
+    :func:`jobs_part` in that folder (results.write_jobs makes one file of them) and keeps none.
+    ``keep_bag_rows`` keeps the bags.csv rows alone (one per bag, few).
     """
     s = experiment.simulation
     horizon = s.horizon if horizon is None else horizon
@@ -64,13 +92,14 @@ def run_simulation(
     results: list[ReplicationResult] = []
     if workers <= 1:
         for r in range(reps):
-            results.append(_one(experiment, r, seed, horizon, warmup, keep_rows, imports))
+            results.append(_one(experiment, r, seed, horizon, warmup, keep_rows, imports, keep_bag_rows, jobs_dir))
             if progress:
                 progress(r + 1, reps)
     else:
         with concurrent.futures.ProcessPoolExecutor(max_workers=workers) as pool:
             futures = [
-                pool.submit(_one, experiment, r, seed, horizon, warmup, keep_rows, imports) for r in range(reps)
+                pool.submit(_one, experiment, r, seed, horizon, warmup, keep_rows, imports, keep_bag_rows, jobs_dir)
+                for r in range(reps)
             ]
             for done, fut in enumerate(concurrent.futures.as_completed(futures), 1):
                 results.append(fut.result())

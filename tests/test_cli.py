@@ -37,7 +37,7 @@ def test_json_is_exactly_one_object_on_stdout():
 
 def test_table_and_csv_files(tmp_path):
     p = mgst("simulate", str(HIHI), "--horizon", "100", "--warmup", "10", "--replications", "2",
-             "--out", str(tmp_path))
+             "--out", str(tmp_path), "--jobs")  # jobs.csv only on request (tests/test_simulate_outputs.py)
     assert p.returncode == 0, p.stderr
     assert "Overall" in p.stdout and "95 % CI" in p.stdout
     with open(tmp_path / "jobs.csv", newline="") as f:

@@ -1,0 +1,200 @@
+"""`mgst simulate`'s files: summary.csv always with --out, the per-job file only with --jobs, the same rows in
+every format (csv, csv.gz, parquet), streamed from each replication rather than held in memory."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mgst import cli
+from mgst.cli import main
+from mgst.model import Experiment, FailureModel, JobClass, Machine, PolicySpec, SimulationSettings
+from mgst.results import JOB_COLUMNS, JOB_EXTRA_COLUMNS, JOB_FORMATS, jobs_csv_size, write_jobs
+from mgst.simulate import jobs_part, run_simulation
+
+ROOT = Path(__file__).resolve().parents[1]
+HIHI = ROOT / "experiments" / "hihi-mfd-fd.toml"
+HEADER = list(JOB_COLUMNS + JOB_EXTRA_COLUMNS)
+
+
+def awkward_experiment() -> Experiment:
+    """Overloaded, with failures, and machine names CSV must quote: rows with every kind of field, empty
+    ones (jobs unfinished at the drain limit) included."""
+    names = ['fast, "M1"', "M2", "3"]
+    return Experiment(
+        name="awkward",
+        classes=(JobClass("a", 2.0), JobClass("b", 1.5)),
+        machines=tuple(Machine(n, (1.0, 0.7), a) for n, a in zip(names, (1.0, 0.5, 1.0))),
+        policy=PolicySpec("fcfs"),
+        failures=FailureModel(mean_up=8.0, mean_down=2.0),
+        simulation=SimulationSettings(horizon=60.0, warmup=5.0, replications=2, seed=3),
+    )
+
+
+def text(row: tuple) -> list[str]:
+    """A kept row as csv.writer writes it."""
+    return ["" if v is None else str(v) for v in row]
+
+
+def parquet_text(v) -> str:
+    """A parquet value as the CSV has it."""
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return f"{v:.6f}"
+    return str(v)
+
+
+@pytest.fixture(scope="module")
+def simulated(tmp_path_factory):
+    """Rows kept in memory, and the same run's rows streamed to parts: (kept rows, parts, summary)."""
+    exp = awkward_experiment()
+    parts = tmp_path_factory.mktemp("parts")
+    summary, results = run_simulation(exp, workers=1, keep_rows=True, jobs_dir=parts)
+    kept = [row for r in results for row in r.rows]
+    return kept, [jobs_part(parts, r) for r in range(summary.replications)], summary
+
+
+def test_streamed_rows_are_the_kept_rows(simulated, tmp_path):
+    kept, parts, summary = simulated
+    assert summary.unfinished > 0 and len(kept) == summary.jobs_simulated  # empty fields are exercised
+    path = tmp_path / "jobs.csv"
+    size = write_jobs(path, "csv", parts)
+    assert size == path.stat().st_size == jobs_csv_size(parts)
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    assert rows[0] == HEADER
+    assert rows[1:] == [text(r) for r in kept]
+    assert any(r[HEADER.index("Server")] == 'fast, "M1"' for r in rows[1:])
+    assert any(r[HEADER.index("Date Done")] == "" for r in rows[1:])
+    assert not list(tmp_path.glob("*.partial"))
+
+
+def test_every_format_holds_the_same_rows(simulated, tmp_path):
+    _, parts, _ = simulated
+    write_jobs(tmp_path / "jobs.csv", "csv", parts)
+    plain = (tmp_path / "jobs.csv").read_bytes()
+    write_jobs(tmp_path / "jobs.csv.gz", "csv.gz", parts)
+    packed = (tmp_path / "jobs.csv.gz").read_bytes()
+    assert gzip.decompress(packed) == plain
+    write_jobs(tmp_path / "again.csv.gz", "csv.gz", parts)
+    assert (tmp_path / "again.csv.gz").read_bytes() == packed  # no time stamp: same rows, same bytes
+    csv_rows = list(csv.reader(io.StringIO(plain.decode("utf-8"), newline="")))
+
+    pq = pytest.importorskip("pyarrow.parquet")
+    write_jobs(tmp_path / "jobs.parquet", "parquet", parts)
+    table = pq.read_table(tmp_path / "jobs.parquet")
+    assert table.column_names == HEADER
+    types = {f.name: str(f.type) for f in table.schema}
+    assert types["ID"] == types["Attempts"] == "int64" and types["Date Done"] == types["Size"] == "double"
+    assert types["Server"] == types["Counted"] == "string"
+    columns = [table.column(c).to_pylist() for c in HEADER]
+    parquet_rows = [[parquet_text(v) for v in row] for row in zip(*columns)]
+    assert parquet_rows == csv_rows[1:]
+
+
+def test_parallel_replications_write_the_same_file(simulated, tmp_path):
+    _, parts, _ = simulated
+    exp = awkward_experiment()
+    parallel = tmp_path / "parts"
+    parallel.mkdir()
+    summary, results = run_simulation(exp, workers=2, jobs_dir=parallel)
+    assert all(not r.rows for r in results)  # streamed, not kept
+    write_jobs(tmp_path / "one.csv", "csv", parts)
+    write_jobs(tmp_path / "two.csv", "csv", [jobs_part(parallel, r) for r in range(summary.replications)])
+    assert (tmp_path / "one.csv").read_bytes() == (tmp_path / "two.csv").read_bytes()
+
+
+@pytest.mark.parametrize("fmt", ["csv", "csv.gz", "parquet"])
+def test_parts_removed_as_they_are_copied(simulated, tmp_path, fmt):
+    if fmt == "parquet":
+        pytest.importorskip("pyarrow")
+    _, parts, _ = simulated
+    copies = []
+    for part in parts:
+        copies.append(tmp_path / part.name)
+        copies[-1].write_bytes(part.read_bytes())
+    write_jobs(tmp_path / "kept", fmt, parts)
+    write_jobs(tmp_path / "removed", fmt, copies, remove_parts=True)
+    assert not any(c.exists() for c in copies)
+    assert (tmp_path / "removed").read_bytes() == (tmp_path / "kept").read_bytes()
+
+
+def test_no_rows_still_make_a_file(tmp_path):
+    empty = tmp_path / "empty.part"
+    empty.write_text("")
+    write_jobs(tmp_path / "jobs.csv", "csv", [empty])
+    assert (tmp_path / "jobs.csv").read_text(encoding="utf-8").splitlines() == [",".join(HEADER)]
+    pq = pytest.importorskip("pyarrow.parquet")
+    write_jobs(tmp_path / "jobs.parquet", "parquet", [empty])
+    table = pq.read_table(tmp_path / "jobs.parquet")
+    assert table.num_rows == 0 and table.column_names == HEADER
+
+
+def test_cli_formats_are_the_writers_formats():
+    assert cli.SIMULATE_JOB_FORMATS == tuple(JOB_FORMATS)
+
+
+def mgst(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mgst", *args], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT)
+
+
+SHORT = ("--horizon", "60", "--warmup", "5", "--replications", "2")
+
+
+def test_out_alone_writes_no_jobs_file_and_says_how(tmp_path):
+    p = mgst("simulate", str(HIHI), *SHORT, "--out", str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["summary.csv"]
+    assert "per-job records not written" in p.stderr and "--jobs" in p.stderr and "B as CSV" in p.stderr
+    assert f"wrote summary.csv in {tmp_path}" in p.stdout
+
+
+@pytest.mark.parametrize("fmt", ["csv", "csv.gz", "parquet"])
+def test_jobs_option_writes_the_chosen_format(tmp_path, fmt):
+    if fmt == "parquet":
+        pytest.importorskip("pyarrow")
+    p = mgst("simulate", str(HIHI), *SHORT, "--out", str(tmp_path), "--jobs", fmt, "--json")
+    assert p.returncode == 0, p.stderr
+    name = JOB_FORMATS[fmt]
+    # nothing else left behind: no parts folder, no partial file
+    assert sorted(f.name for f in tmp_path.iterdir()) == sorted([name, "summary.csv"])
+    rows = json.loads(p.stdout)["jobs_simulated"]
+    assert f"{name}: about " in p.stderr and " rows expected" in p.stderr  # said before simulating
+    assert f"{name}: {rows:,} rows, " in p.stderr  # and before writing
+    if fmt != "csv":
+        assert f"{name}: " in p.stderr and " written (" in p.stderr  # the compressed size, after
+    assert "not written" not in p.stderr
+
+
+def test_jobs_alone_means_csv_and_earlier_files_are_pointed_out(tmp_path):
+    (tmp_path / "jobs.parquet").write_bytes(b"old")
+    p = mgst("simulate", str(HIHI), *SHORT, "--out", str(tmp_path), "--jobs")
+    assert p.returncode == 0, p.stderr
+    with open(tmp_path / "jobs.csv", newline="") as f:
+        assert next(csv.reader(f)) == HEADER
+    assert "jobs.parquet" in p.stderr and "earlier run" in p.stderr
+    assert f"wrote jobs.csv and summary.csv in {tmp_path}" in p.stdout
+
+
+def test_jobs_needs_out(capsys):
+    assert main(["simulate", str(HIHI), *SHORT, "--jobs"]) == 2
+    assert "--jobs needs --out" in capsys.readouterr().err
+
+
+def test_parquet_without_pyarrow_names_the_extra(monkeypatch, capsys, tmp_path):
+    import mgst.results  # noqa: PLC0415
+
+    monkeypatch.setattr(mgst.results, "parquet_available", lambda: False)
+    assert main(["simulate", str(HIHI), *SHORT, "--out", str(tmp_path), "--jobs", "parquet"]) == 2
+    err = capsys.readouterr().err
+    assert "pyarrow" in err and "mgst[parquet]" in err
+    assert not list(tmp_path.iterdir())  # refused before anything ran
