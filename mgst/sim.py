@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from mgst.availability import make_availability
-from mgst.core.decisions import Assign, Cancel, MachineSuspected, ReplicaTimedOut, SetTimer
+from mgst.core.decisions import Assign, Cancel, JobCompleted, MachineSuspected, ReplicaTimedOut, SetTimer
 from mgst.core.scheduler import Scheduler
 from mgst.core.state import BagRecord, JobRecord, MachineState, MachineStats
 from mgst.model import Bag, Experiment
@@ -94,6 +94,7 @@ class Simulation:
         self.policy = build_policy(experiment, python_random(self.seed, replication, Purpose.POLICY))
         self.detect_by_timeout = experiment.testbed.detection == "timeout"
         self.core = Scheduler(experiment.classes, experiment.machines, self.policy, experiment.staging)
+        self.core.report_holds = False  # a held request needs nothing done here
 
     def run(self) -> ReplicationRun:
         # Every record stays alive until the run ends, so the cyclic garbage collector's passes over
@@ -176,6 +177,8 @@ class Simulation:
                     if ck is not None and t + ck < end:
                         push(heap, (t + ck, _CHECKPOINT, seq, rid))
                         seq += 1
+                elif td is JobCompleted:  # the most frequent: nothing to carry out here
+                    continue
                 elif td is Cancel:
                     if live.pop(d.replica, None) is not None:
                         stale += 1  # its completion (or end of staging) is still in the heap

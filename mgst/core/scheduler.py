@@ -96,6 +96,9 @@ class Scheduler(Lifecycle):
         self.capacity_version = 0  # bumped whenever a machine goes up or down or its a_j changes
         self.timers: dict[Hashable, float] = {}
         self.stale_events = 0  # events that referred to something already over (late done, ...)
+        # Report Hold(machine) when an asking machine gets nothing; a driver with no use for it
+        # (the simulator) turns it off.
+        self.report_holds = True
         # --- internal ---
         self.policy = policy
         # Machines asking for work, in request order. An OrderedDict: its head is found in O(1) and a
@@ -131,6 +134,10 @@ class Scheduler(Lifecycle):
         self._started: list[ReplicaRecord] | None = (
             [] if kind.on_replica_start is not _Base.on_replica_start else None
         )
+        # What _match needs of the policy, looked up once (class attributes of the policy).
+        self._replicating = policy.max_replicas > 1
+        self._incremental = policy.incremental and not self._replicating
+        self._choose = policy.choose
         # None: the core matches, asking policy.choose().
         self._dispatch = policy.dispatch if kind.dispatch is not _Base.dispatch else None
         self._handlers: dict[type, Callable[[float, Any], list[Output]]] = {
@@ -437,7 +444,7 @@ class Scheduler(Lifecycle):
             self._apply_all(self._dispatch(self, new_job, asking_hint))
         if self._started or self._ended:
             self._replica_hooks()
-        if asking is not None and asking.index in self._ready:
+        if asking is not None and self.report_holds and asking.index in self._ready:
             self._out.append(Hold(asking.index))
         return self._out
 
@@ -472,14 +479,13 @@ class Scheduler(Lifecycle):
         makes another machine eligible.
         """
         ready = self._ready
-        policy = self.policy
-        replicating = policy.max_replicas > 1
+        replicating = self._replicating
         if not ready or (not self.queued_count and not replicating):
             return
-        choose = policy.choose
+        choose = self._choose
         start = self._start
         # A replicating choose() changes its answer when a job starts running: not incremental.
-        if policy.incremental and not replicating:
+        if self._incremental:
             if asking is not None:
                 rec = choose(self, asking)
                 while rec is not None:
