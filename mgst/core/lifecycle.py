@@ -27,6 +27,8 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
+from mypy_extensions import mypyc_attr
+
 from mgst.core.decisions import (
     Assign,
     BagCompleted,
@@ -54,6 +56,7 @@ if TYPE_CHECKING:
     from mgst.policies.base import Policy
 
 
+@mypyc_attr(native_class=False)  # mypyc: a native class cannot subclass RuntimeError
 class PolicyError(RuntimeError):
     """A policy asked for something impossible (a bug in the policy, not in the input)."""
 

@@ -188,7 +188,7 @@ class Scheduler(Lifecycle):
     def start(self, now: float = 0.0) -> list[Output]:
         """Let the policy set itself up (solve an LP, set timers) and dispatch."""
         self.now = now
-        self._out = out = []
+        out = self._out = []
         self._dispatched_version = self.capacity_version
         self._apply_all(self.policy.start(self))
         if self._dispatch is None:

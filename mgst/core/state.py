@@ -337,8 +337,9 @@ class JobQueue:
         """
         if not self._front:
             return iter(self._main.values())
-        main = ((r.job.submitted, r.job.id, r) for r in self._main.values())
-        return (r for _, _, r in heapq.merge(self._front, main, key=lambda e: e[:2]))
+        # map, not generator expressions: mypyc would build those as lists (this stays lazy compiled too)
+        main = map(lambda r: (r.job.submitted, r.job.id, r), self._main.values())
+        return map(lambda e: e[2], heapq.merge(self._front, main, key=lambda e: e[:2]))
 
     def requeued(self) -> list[JobRecord]:
         """Jobs back in the queue after losing their replicas (and late arrivals of a trace), oldest first."""
