@@ -85,7 +85,10 @@ class BuildMaybeCompiled(build_ext):
     def _fall_back(e: BaseException) -> None:
         if isinstance(e, KeyboardInterrupt):
             raise e
-        _say(f"not compiled ({type(e).__name__}: {str(e).strip() or 'see above'}); pure Python build")
+        why = " ".join(str(e).split()) or "see above"
+        if len(why) > 160:
+            why = why[:157] + "..."
+        _say(f"not compiled ({type(e).__name__}: {why}); pure Python build")
 
     def _hash_file(self) -> Path:
         base = ROOT if self.inplace or getattr(self, "editable_mode", False) else Path(self.build_lib)

@@ -18,11 +18,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import Greedy, make_core
 
 import mgst
 from mgst import build_info
 from mgst.build_info import COMPILED_MODULES, HASH_FILE, PURE_ENV, decide, sha256_of, source_path
 from mgst.cli import main
+from mgst.core.decisions import Assign
+from mgst.model import Job
+from mgst.policies.base import Policy
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = Path(mgst.__file__).resolve().parent
@@ -221,3 +225,25 @@ def test_pure_python_and_compiled_builds_give_the_same_jobs():
     for a, b in zip(compiled["rows"], pure["rows"]):
         assert a == b  # id, class, submitted, first sent, completed, machine: exactly
     assert compiled["end"] == pure["end"]
+
+
+# ---------------------------------------------------------------- what compiling asked of the Policy base
+
+
+def test_a_policy_sets_max_replicas_in_its_class_body_or_per_instance():
+    """Policy.max_replicas is a ClassVar so that compiled code reads both kinds of override (a native
+    attribute's slot would miss the class-body one): the core then starts two replicas of one job."""
+
+    class TwoInBody(Greedy):
+        max_replicas = 2
+
+        def __init__(self) -> None:
+            Policy.__init__(self)  # not Greedy's, which sets max_replicas per instance
+            self.limit_aware = True
+
+    for policy in (TwoInBody(), Greedy(max_replicas=2)):
+        core = make_core(policy, [[1.0, 1.0, 1.0]])
+        for j in range(3):
+            core.machine_ready(0.0, j)
+        j1 = Job(1, 0, 1.0)
+        assert core.job_arrived(1.0, j1) == [Assign(j1, 0, 1, 0.0), Assign(j1, 1, 2, 0.0)], type(policy)
