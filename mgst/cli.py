@@ -19,6 +19,8 @@ SIMULATE_JOB_FORMATS = ("csv", "csv.gz", "parquet")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mgst", description="A testbed for desktop-grid scheduling policies.")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output on stderr")
+    parser.add_argument("--version", action=_Version,
+                        help="print the version and which build runs (compiled with mypyc, or pure Python)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("simulate", help="simulate an experiment file and print mean response times")
@@ -127,6 +129,30 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("mgst: interrupted", file=sys.stderr)
         return 130
+
+
+def version_line() -> str:
+    """E.g. "mgst 0.1.0 (compiled: mypyc)" or "mgst 0.1.0 (pure Python: MGST_PURE=1)"."""
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+
+    from mgst import build_info  # noqa: PLC0415
+
+    try:
+        number = version("mgst")
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        number = "(not installed)"
+    return f"mgst {number} ({build_info.build()})"
+
+
+class _Version(argparse.Action):
+    """--version, with the version looked up only when asked (reading the metadata takes some 30 ms)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, help: str | None = None):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_line())
+        parser.exit()
 
 
 def _policies(args: argparse.Namespace) -> int:

@@ -215,8 +215,8 @@ class Simulation:
                 if live.get(arg) != s:
                     continue  # cancelled, lost, or its completion moved
                 del live[arg]
-                j = given_up.pop(arg, None)
-                if j is None:
+                j = given_up.pop(arg, -1)
+                if j < 0:
                     pending.extend(done(t, arg, True))
                 else:
                     pending.extend(done(t, arg, False))  # a late result: counts once

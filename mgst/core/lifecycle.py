@@ -28,6 +28,8 @@ from collections import OrderedDict
 from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
+from mypy_extensions import mypyc_attr
+
 from mgst.core.decisions import (
     Assign,
     BagCompleted,
@@ -55,6 +57,7 @@ if TYPE_CHECKING:
     from mgst.policies.base import Policy
 
 
+@mypyc_attr(native_class=False)  # mypyc: a native class cannot subclass RuntimeError
 class PolicyError(RuntimeError):
     """A policy asked for something impossible (a bug in the policy, not in the input)."""
 

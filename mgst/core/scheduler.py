@@ -207,7 +207,7 @@ class Scheduler(Lifecycle):
         jobs queued); the policy sees that state here, as a whole.
         """
         self.now = now
-        self._out = out = []
+        out = self._out = []
         self._begun = True
         self._requeued = False
         self._dispatched_version = self.capacity_version

@@ -349,11 +349,13 @@ class JobQueue:
 
         The queue must not change while an iteration is under way.
         """
-        main = (r for r in self._main if r.qtoken == _IN_MAIN)
+        # filter and map, not generator expressions: mypyc would build those as lists (this stays lazy
+        # compiled too)
+        main = filter(lambda r: r.qtoken == _IN_MAIN, self._main)
         if not self._nfront:
             return main
-        keyed = ((r.job.submitted, r.job.id, 0, r) for r in main)
-        return (e[3] for e in heapq.merge(self._live_front(), keyed, key=lambda e: e[:2]))
+        keyed = map(lambda r: (r.job.submitted, r.job.id, 0, r), main)
+        return map(lambda e: e[3], heapq.merge(self._live_front(), keyed, key=lambda e: e[:2]))
 
     def requeued(self) -> list[JobRecord]:
         """Jobs back in the queue after losing their replicas (and late arrivals of a trace), oldest first."""

@@ -8,6 +8,8 @@ import typing
 from collections.abc import Hashable, Iterable, Mapping
 from typing import Any, ClassVar
 
+from mypy_extensions import mypyc_attr
+
 from mgst.core.decisions import Decision
 from mgst.core.events import Event
 from mgst.core.scheduler import Scheduler
@@ -21,6 +23,7 @@ Decisions = Iterable[Decision]
 NOTHING: tuple[Decision, ...] = ()
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # each policy's options subclass it
 @dataclasses.dataclass(frozen=True)
 class PolicyOptions:
     """Base of every policy's options: a frozen dataclass, filled from ``[policy]`` keys."""
@@ -60,6 +63,7 @@ def _coerce(key: str, value: Any, hint: Any) -> Any:
     raise ValueError(f"{key}: must be {names}, got {value!r}")
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # compiled with mypyc (docs/build.md); policies subclass it
 class Policy:
     """A scheduling policy.
 
@@ -78,9 +82,10 @@ class Policy:
     name: ClassVar[str] = ""
     Options: ClassVar[type[PolicyOptions]] = PolicyOptions
     # How many replicas of one job may run at once; above 1, choose() may return running jobs.
-    max_replicas: int = 1
+    # (ClassVar: subclasses override it in their class body too, which compiled code reads only so)
+    max_replicas: ClassVar[int] = 1
     # A new replica starts from the job's best checkpoint rather than from scratch.
-    resume_from_checkpoint: bool = True
+    resume_from_checkpoint: ClassVar[bool] = True
     # choose() changes its answer only when a job arrives or the machine asks: the core
     # then offers an arriving job, or an asking machine, alone (Scheduler._match).
     incremental: ClassVar[bool] = True

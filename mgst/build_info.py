@@ -1,0 +1,149 @@
+"""Which build of mgst runs: the modules compiled with mypyc, or pure Python, and why.
+
+``setup.py`` compiles the modules of :data:`COMPILED_MODULES` with mypyc when it
+can, and writes the sha256 of each one's source into ``mgst/_compiled.json``.
+When ``mgst`` is imported, :func:`_guard` decides once, for all of those modules
+together, whether the compiled ones are used: only if that file exists, every
+source still has the hash it was compiled from, every extension file is there,
+and ``MGST_PURE`` is not ``1``. Otherwise it puts a finder first on
+``sys.meta_path`` that loads those modules from their ``.py`` sources, so that
+an extension built from an older source is never imported. All or nothing: the
+modules are compiled together and call each other's native code directly.
+
+This module is never compiled, and imports nothing of mgst (setup.py reads it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import importlib.util
+import json
+import logging
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+# The modules compiled with mypyc, in one place (setup.py reads this tuple).
+COMPILED_MODULES: tuple[str, ...] = (
+    "mgst.core.events",
+    "mgst.core.decisions",
+    "mgst.core.state",
+    "mgst.core.lifecycle",
+    "mgst.core.scheduler",
+    "mgst.sim",
+    "mgst.policies.base",
+)
+# Not mgst.policies.fcfs nor .lpas: their classes are decorated (@register), which makes them
+# non-native classes for mypyc, and a non-native class cannot subclass the native Policy.
+
+HASH_FILE = "_compiled.json"  # beside this module; written by setup.py, gitignored
+PURE_ENV = "MGST_PURE"
+REBUILD = "pip install -e ."
+
+log = logging.getLogger(__name__)
+
+_PACKAGE = Path(__file__).resolve().parent
+
+# Set once by _guard(): whether the compiled modules are used, and if not, why.
+_decided = False
+_compiled = False
+_reason: str | None = None
+
+
+def source_path(module: str, package_dir: Path = _PACKAGE) -> Path:
+    """The .py source of one of mgst's modules, e.g. ``mgst.core.state`` -> ``.../mgst/core/state.py``."""
+    parts = module.split(".")
+    if parts[0] != "mgst":
+        raise ValueError(f"{module} is not a module of mgst")
+    return package_dir.joinpath(*parts[1:]).with_suffix(".py")
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _extension_present(directory: Path, stem: str) -> bool:
+    """Whether an extension module named ``stem`` that this interpreter can load is in ``directory``."""
+    return any((directory / (stem + suffix)).is_file() for suffix in importlib.machinery.EXTENSION_SUFFIXES)
+
+
+def decide(package_dir: Path = _PACKAGE, environ: Mapping[str, str] | None = None) -> str | None:
+    """Why the compiled modules must not be used (None: they may).
+
+    Reads ``package_dir``'s hash file and hashes the sources; imports nothing.
+    """
+    env = os.environ if environ is None else environ
+    if env.get(PURE_ENV, "").strip() == "1":
+        return f"{PURE_ENV}=1"
+    try:
+        recorded = json.loads((package_dir / HASH_FILE).read_text(encoding="utf-8"))
+        modules = recorded["modules"]
+        shared = recorded.get("shared_library")
+    except FileNotFoundError:
+        return "not built"
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"mgst/{HASH_FILE} is unreadable; rebuild with {REBUILD}"
+    for module in COMPILED_MODULES:
+        src = source_path(module, package_dir)
+        shown = "mgst/" + src.relative_to(package_dir).as_posix()
+        expected = modules.get(module) if isinstance(modules, dict) else None
+        if expected is None:
+            return f"the compiled build is stale, {module} was not compiled; rebuild with {REBUILD}"
+        try:
+            current = sha256_of(src)
+        except OSError:
+            return f"{shown} is missing"
+        if current != expected:
+            return f"the compiled build is stale, {shown} changed; rebuild with {REBUILD}"
+        if not _extension_present(src.parent, src.stem):
+            return f"the compiled extension of {shown} is missing; rebuild with {REBUILD}"
+    if shared and not _extension_present(package_dir.parent, shared):
+        return f"the compiled build's shared library {shared} is missing; rebuild with {REBUILD}"
+    return None
+
+
+class _SourceFinder:
+    """First on sys.meta_path when the compiled build is not used: loads the compiled modules from
+    their .py sources (Python's own finder would prefer an extension file beside them)."""
+
+    def __init__(self, package_dir: Path):
+        self.paths = {module: str(source_path(module, package_dir)) for module in COMPILED_MODULES}
+
+    def find_spec(self, fullname, path=None, target=None):
+        src = self.paths.get(fullname)
+        if src is None:
+            return None
+        return importlib.util.spec_from_file_location(
+            fullname, src, loader=importlib.machinery.SourceFileLoader(fullname, src)
+        )
+
+
+def _guard() -> None:
+    """Decide, once per process, which build runs (``mgst/__init__.py`` calls this first)."""
+    global _decided, _compiled, _reason
+    if _decided:
+        return  # once per process (a reload of mgst changes nothing)
+    _decided = True
+    _reason = decide()
+    _compiled = _reason is None
+    if _compiled:
+        return
+    if _reason not in ("not built", f"{PURE_ENV}=1"):
+        log.warning("mgst runs pure Python: %s", _reason)
+    sys.meta_path.insert(0, _SourceFinder(_PACKAGE))
+
+
+def compiled() -> bool:
+    """Whether the compiled modules run in this process."""
+    return _compiled
+
+
+def build() -> str:
+    """Which build runs, for ``mgst --version``: "compiled: mypyc", "pure Python", or "pure Python: why"."""
+    if _compiled:
+        return "compiled: mypyc"
+    if _reason is None or _reason == "not built":
+        return "pure Python"
+    return f"pure Python: {_reason}"
