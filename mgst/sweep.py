@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mgst.config import ConfigError
-from mgst.model import Experiment
+from mgst.model import BagList, BagStream, Experiment, PoissonClasses
 from mgst.sweep_file import Cell, SweepSpec
 from mgst.sweep_results import ResultLog, summarize, write_summary
 
@@ -98,6 +98,9 @@ def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, workers: int = 1, 
         raise ConfigError("--out", str(e)) from None
     todo = [c for c in cells if c.key not in done]
     result = SweepResult(out, total=len(cells), skipped=len(cells) - len(todo))
+    # Longest first, so that no long cell starts last while the other workers idle (the order changes
+    # nothing else: cells are independent and sweep.csv is put in grid order at the end).
+    todo = longest_first(todo, spec.experiment)
     log.info("%s: %d cells, %d already done, %d to run", spec.name, len(cells), result.skipped, len(todo))
     if cell_fn is None:
         if todo and scheduler is None and importlib.util.find_spec("mgst.bot_metrics") is None:
@@ -153,6 +156,34 @@ def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, workers: int = 1, 
                                    groups=spec.scenario.groups, bars=spec.scenario.bars, order=order_of)
     result.elapsed = time.perf_counter() - t0
     return result
+
+
+def estimated_cost(experiment: Experiment) -> float:
+    """A cell's expected cost, relative to the other cells of its sweep: the jobs it is expected to simulate.
+
+    Only the order in which cells are submitted depends on it. 0.0 for a workload whose size is not
+    known in advance (a trace).
+    """
+    w = experiment.workload
+    horizon = experiment.simulation.horizon
+    if isinstance(w, BagStream):
+        bags = w.bag_rate * horizon
+        if w.max_bags is not None:
+            bags = min(bags, w.max_bags)
+        total = sum(w.mix)
+        mean_task = sum(f * c.granularity for f, c in zip(w.mix, experiment.classes)) / total if total > 0 else 0.0
+        return bags * w.application_size / mean_task if mean_task > 0 else 0.0
+    if isinstance(w, PoissonClasses):
+        return horizon * sum(c.arrival_rate for c in experiment.classes)
+    if isinstance(w, BagList):
+        return float(sum(len(tasks) for _, tasks in w.bags))
+    return 0.0
+
+
+def longest_first(cells: list[Cell], experiment: Callable[[Cell], Experiment]) -> list[Cell]:
+    """``cells`` by decreasing estimated cost; cells of equal cost keep their order (grid order)."""
+    cost = {c: estimated_cost(experiment(c)) for c in cells}
+    return sorted(cells, key=lambda c: -cost[c])
 
 
 def _int_or(text: str) -> tuple[int, str]:
@@ -244,8 +275,10 @@ def _dask(tasks, address: str, cell_fn: CellFn, timeout: float) -> Iterator[Outc
     futures: dict[str, tuple[Any, Cell]] = {}
     clean = False
     try:
-        for cell, exp in tasks:
-            fut = client.submit(run_cell, cell_fn, exp, cell.replication, pure=False)
+        tasks = list(tasks)
+        for i, (cell, exp) in enumerate(tasks):
+            # Dask runs higher priorities first: keep the order the cells come in (longest first).
+            fut = client.submit(run_cell, cell_fn, exp, cell.replication, pure=False, priority=len(tasks) - i)
             futures[fut.key] = (fut, cell)
         for fut in as_completed([f for f, _ in futures.values()], loop=client.loop):
             cell = futures[fut.key][1]

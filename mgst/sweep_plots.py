@@ -11,6 +11,7 @@ from typing import Any
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.layout_engine import TightLayoutEngine
 from matplotlib.patches import Patch
 
 from mgst.sweep_results import GROWING, PLOTTED
@@ -62,7 +63,7 @@ def figure(summary: Sequence[Mapping[str, Any]], metric: str, panel: Mapping[str
             for s in rows if (v := value(s)) is not None]
     top = max(tops) * 1.15 if tops and max(tops) > 0 else 1.0
 
-    fig = Figure(figsize=(max(6.0, 1.1 * len(group_values) + 2), 4.2))
+    fig = Figure(figsize=(max(6.0, 1.1 * len(group_values) + 2), 4.2), layout="none")
     FigureCanvasAgg(fig)  # the Agg backend, for this figure only (no pyplot, no global backend switch)
     ax = fig.add_subplot()
     width = 0.8 / max(1, len(bar_values))
@@ -95,7 +96,9 @@ def figure(summary: Sequence[Mapping[str, Any]], metric: str, panel: Mapping[str
         handles = [Patch(facecolor=c, label=b) for b, c in zip(bar_values, colours)]
         ax.legend(handles=handles, title=bars, fontsize=8, title_fontsize=8, ncols=min(len(bar_values), 5),
                   loc="upper left", bbox_to_anchor=(0, -0.08), frameon=False)
-    fig.tight_layout()
+    # Laid out once, as fig.tight_layout() does, but without leaving a layout engine on the figure:
+    # any engine, even tight_layout's placeholder, makes savefig draw the whole figure once more.
+    TightLayoutEngine().execute(fig)
     return fig
 
 

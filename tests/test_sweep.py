@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import logging
 import math
 import os
@@ -19,7 +20,9 @@ import sweep_fake
 
 from mgst.cli import main
 from mgst.config import ConfigError
-from mgst.sweep import SweepError, run_sweep
+from mgst.model import BagList, BagStream, JobClass, PoissonClasses, SimulationSettings, SwfTrace
+from mgst.scenarios import anglano
+from mgst.sweep import SweepError, estimated_cost, run_sweep
 from mgst.sweep_file import load_sweep, parse_sweep
 from mgst.sweep_plots import UNBOUNDED, figure
 from mgst.sweep_results import ResultLog, summarize
@@ -51,6 +54,34 @@ def key(row: dict[str, str]) -> tuple[str, ...]:
 def marked(folder: Path, run: str) -> list[tuple[str, ...]]:
     """(experiment name, replication) of every call of the marking fake in ``run``."""
     return sorted(tuple(p.name.split(".")[1:3]) for p in folder.iterdir() if p.name.startswith(run + "."))
+
+
+class Recording:
+    """A fake that appends ``experiment-name replication`` to a file as each call starts (the order cells ran in)."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __call__(self, experiment, replication):
+        with open(self.path, "a") as f:
+            f.write(f"{experiment.name} {replication}\n")
+        return sweep_fake.metrics(experiment, replication)
+
+
+def recorded(path: Path) -> list[tuple[str, str, str, str]]:
+    """(mix, heterogeneity, policy, replication) of each recorded call, in call order."""
+    out = []
+    for line in path.read_text().splitlines():
+        name, rep = line.split()
+        _, _, heterogeneity, mix, _, policy = name.split("-", 5)
+        out.append((mix, heterogeneity, policy, rep))
+    return out
+
+
+# The quick preset's cells, longest first: All_M bags hold 5x the tasks of All_L bags, and the
+# heterogeneous grid's bag rate is a little higher (its sum of EP is); equal costs stay in grid order.
+LONGEST_FIRST = [(mix, het, policy, rep) for mix in ("All_M", "All_L") for het in ("heterogeneous", "homogeneous")
+                 for policy in ("fcfs_excl", "fcfs_share", "rr") for rep in ("0", "1")]
 
 
 def cell_name(row: dict[str, str]) -> tuple[str, str]:
@@ -157,6 +188,34 @@ def test_local_pool_writes_a_tidy_csv_and_summary(tmp_path, no_children_left):
     assert (s["n"], s["failed"], s["unbounded"]) == ("2", "0", "False")
     excl = next(s for s in summary if (s["policy"], s["mix"]) == ("fcfs_excl", "All_L"))
     assert (excl["unbounded"], excl["unbounded_n"]) == ("True", "2")
+
+
+def test_cells_run_longest_first_and_the_csv_is_in_grid_order(tmp_path, no_children_left):
+    calls = tmp_path / "calls.txt"
+    run_sweep(quick(), tmp_path / "out", workers=1, cell_fn=Recording(str(calls)), plots=False)
+    assert recorded(calls) == LONGEST_FIRST
+    assert [key(r) for r in rows(tmp_path / "out")] == [c.key for c in quick().cells()]
+
+
+def test_the_estimated_cost_is_the_expected_number_of_jobs():
+    def cell(mix, intensity="low", **kw):
+        return anglano.experiment("high", "homogeneous", mix, intensity, "rr", horizon=100_000.0, warmup=0.0,
+                                  replications=1, seed=1, checkpoint_interval=600.0, **kw)
+
+    low = cell("All_VS")
+    bags = low.workload.bag_rate * 100_000.0  # 13.8
+    assert estimated_cost(low) == pytest.approx(bags * 3_600_000 / 1000)  # AS / X tasks per bag
+    assert estimated_cost(cell("All_L")) == pytest.approx(estimated_cost(low) / 125)  # X = 125,000 s
+    assert estimated_cost(cell("All_VS", "high")) == pytest.approx(estimated_cost(low) * 0.95 / 0.5)  # L
+    assert estimated_cost(cell("All_VS", max_bags=2)) == pytest.approx(2 * 3_600)  # fewer bags than the horizon's
+    classes = (JobClass("a", 0.5, 1.0), JobClass("b", 0.25, 2.0))
+    poisson = dataclasses.replace(low, classes=classes, workload=PoissonClasses(),
+                                  simulation=SimulationSettings(horizon=400.0))
+    assert estimated_cost(poisson) == pytest.approx(300.0)
+    listed = dataclasses.replace(low, workload=BagList(((0.0, ((0, 1.0), (1, 2.0))), (5.0, ((0, 3.0),)))))
+    assert estimated_cost(listed) == 3.0
+    assert estimated_cost(dataclasses.replace(low, workload=SwfTrace("x.swf"))) == 0.0
+    assert estimated_cost(dataclasses.replace(low, workload=BagStream(0.001, 10.0, (0.0, 0.0, 0.0, 0.0)))) == 0.0
 
 
 def test_numpy_values_and_clashing_names_are_written_plainly(tmp_path):
@@ -321,14 +380,38 @@ def test_plots_are_pngs_and_an_unbounded_cell_goes_past_the_top(tmp_path, no_chi
         sorted([10.5, 10.5, 20.5, 20.5, 30.5, 30.5])  # the fake's RWT, in %, averaged over 2 replications
 
 
+def test_figures_are_laid_out_tight_and_left_without_a_layout_engine(tmp_path, no_children_left):
+    matplotlib = pytest.importorskip("matplotlib")
+    r = run_sweep(quick(), tmp_path, workers=1, cell_fn=sweep_fake.cell, plots=False)
+    order = {a.name: a.values for a in quick().scenario.axes}
+    panel = {"availability": "high", "heterogeneity": "heterogeneous", "intensity": "low"}
+    fig = figure(r.summary, "avt", panel, groups="mix", bars="policy", order=order)
+    # no engine: savefig draws the figure once, not twice (even tight_layout's placeholder engine makes it draw
+    # a second time)
+    assert fig.get_layout_engine() is None
+    pars = fig.subplotpars  # laid out: room made for the legend under the axes and the title above them
+    assert pars.bottom > 0.15 > 0.11 == matplotlib.rcParams["figure.subplot.bottom"]
+    assert pars.top < 0.86 < 0.88 == matplotlib.rcParams["figure.subplot.top"]
+
+
 # --- Dask -------------------------------------------------------------------------------------------
 
 @pytest.fixture
 def cluster():
     """A real two-process Dask cluster on loopback; closed, and its processes reaped, whatever the test did."""
+    yield from _cluster(2)
+
+
+@pytest.fixture
+def cluster1():
+    """As ``cluster``, with one worker process."""
+    yield from _cluster(1)
+
+
+def _cluster(workers: int):
     distributed = pytest.importorskip("distributed")
     before = {p.pid for p in psutil.Process().children(recursive=True)}
-    c = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, host="127.0.0.1",
+    c = distributed.LocalCluster(n_workers=workers, processes=True, threads_per_worker=1, host="127.0.0.1",
                                  dashboard_address=None, silence_logs=logging.ERROR)
     try:
         yield c
@@ -363,6 +446,14 @@ def test_dask_cluster_gives_the_same_csv_as_the_local_pool(tmp_path, no_children
     assert r.computed == QUICK_CELLS * 2
     assert (tmp_path / "dask" / "sweep.csv").read_bytes() == (tmp_path / "local" / "sweep.csv").read_bytes()
     assert (tmp_path / "dask" / "summary.csv").read_bytes() == (tmp_path / "local" / "summary.csv").read_bytes()
+
+
+def test_dask_runs_the_cells_longest_first(tmp_path, no_children_left, cluster1):
+    calls = tmp_path / "calls.txt"
+    r = run_sweep(quick(), tmp_path / "out", scheduler=cluster1.scheduler_address, cell_fn=Recording(str(calls)),
+                  plots=False)
+    assert r.computed == QUICK_CELLS * 2
+    assert recorded(calls) == LONGEST_FIRST
 
 
 def test_an_unreachable_scheduler_is_an_error(tmp_path):
