@@ -367,24 +367,24 @@ class Mapper(PullerMessages, Resuming):
                 continue
             # While messages wait unread (a flood), a silence may be ours, not the puller's.
             if now - conn.last_seen > dead_after and not (backlog and now - conn.last_seen < 3 * dead_after):
-                if not self.detect_by_timeout:
-                    log.info("%s silent for %.2f s: down", self.experiment.machines[j].name, now - conn.last_seen)
-                    self._machine_gone(j, now)
+                self._unreachable(j, now, f"silent for {now - conn.last_seen:.2f} s")
+                if conn.identity is None:  # taken down; a silent one is still heartbeated: back when it answers
                     continue
-                self._unreachable(j, now)  # heartbeats go on: it is back when it answers
             conn.hb_seq += 1
             conn.hb_sent = time.time()
             self._send(conn.identity, P.Heartbeat(conn.hb_seq, conn.hb_sent, conn.remote_clock,
                                                   conn.remote_received), j)
 
-    def _unreachable(self, j: int, now: float) -> None:
-        """Its connection is gone: down, or, when failures are detected by time-out, silent."""
+    def _unreachable(self, j: int, now: float, why: str) -> None:
+        """It does not answer (``why``): down, or, when failures are detected by time-out, silent."""
         m = self.core.machines[j]
+        name = self.experiment.machines[j].name
         if not self.detect_by_timeout:
+            log.info("%s %s: down", name, why)
             self._machine_gone(j, now)
         elif m.state is not MachineState.DOWN and not m.silent:
-            log.info("%s silent or unreachable; its jobs time out at %g x their expected time",
-                     self.experiment.machines[j].name, self.experiment.testbed.timeout_factor)
+            log.info("%s %s; its jobs time out at %g x their expected time", name, why,
+                     self.experiment.testbed.timeout_factor)
             self._core("machine_silent", now, j)
 
     def _machine_gone(self, j: int, now: float) -> None:
@@ -469,7 +469,7 @@ class Mapper(PullerMessages, Resuming):
                     log.info("could not send to %s: %s", self._sender(identity), e)
                     gone = e.errno == zmq.EHOSTUNREACH and machine is not None
                     if gone and self.by_identity.get(identity) == machine:
-                        self._unreachable(machine, time.time())
+                        self._unreachable(machine, time.time(), "unreachable")
 
     def _say_bye(self) -> None:
         self._outbox.clear()
