@@ -10,6 +10,7 @@ at import. On any failure it builds pure Python, with one line on stderr.
 from __future__ import annotations
 
 import contextlib
+import importlib.machinery
 import importlib.util
 import io
 import json
@@ -62,6 +63,7 @@ class BuildMaybeCompiled(build_ext):
         hash_file = self._hash_file()
         with contextlib.suppress(FileNotFoundError):
             hash_file.unlink()  # a build that fails leaves no hash: the guard then runs pure Python
+        self._remove_stray_extensions(hash_file.parent)
         if not self.extensions:
             return
         try:
@@ -76,6 +78,24 @@ class BuildMaybeCompiled(build_ext):
         hash_file.parent.mkdir(parents=True, exist_ok=True)
         record = {"compiler": "mypyc", "shared_library": shared[0] if shared else None, "modules": self._hashes}
         hash_file.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+
+    @staticmethod
+    def _remove_stray_extensions(package: Path) -> None:
+        """Delete the extension files of mgst modules that are no longer compiled (an earlier build's,
+        in an editable tree): Python would import one in place of its source, and the import guard
+        only knows the modules compiled now."""
+        if not package.is_dir():
+            return
+        compiled = {info.source_path(m, package) for m in info.COMPILED_MODULES}
+        suffixes = sorted(importlib.machinery.EXTENSION_SUFFIXES, key=len, reverse=True)  # longest first
+        for ext in package.rglob("*.so"):
+            suffix = next((x for x in suffixes if ext.name.endswith(x)), None)
+            if suffix is None:
+                continue
+            source = ext.with_name(ext.name[: -len(suffix)] + ".py")
+            if source not in compiled and source.is_file():
+                _say(f"removing {ext.relative_to(package.parent)}, built when its module was compiled")
+                ext.unlink()
 
     @staticmethod
     def _source_hashes() -> dict[str, str]:
