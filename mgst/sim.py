@@ -7,6 +7,7 @@ import heapq
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from mgst.availability import make_availability
 from mgst.core.decisions import Assign, Cancel, JobCompleted, MachineSuspected, ReplicaTimedOut, SetTimer
@@ -17,6 +18,7 @@ from mgst.policies import build_policy
 from mgst.staging import StagingSampler
 from mgst.streams import Purpose, python_random
 from mgst.workload import make_workload
+from mgst.workload.poisson import PoissonWorkload
 
 log = logging.getLogger(__name__)
 
@@ -110,11 +112,9 @@ class Simulation:
     def _run(self) -> ReplicationRun:
         exp = self.experiment
         core = self.core
-        arrived = core.job_arrived
-        done = core.replica_done
         horizon = self.horizon
         stop_at = horizon + self.drain_limit
-        heap: list[tuple] = []
+        heap: list[tuple[float, int, int, Any]] = []  # (time, kind, seq, what): typed, so compiled code unboxes
         push = heapq.heappush
         pop = heapq.heappop
         seq = 0
@@ -127,12 +127,13 @@ class Simulation:
         up = [True] * n_machines  # the machine's real state (the core may only suspect it down)
         ck = self.checkpoint_interval
         staging = StagingSampler(exp.staging, self.seed, self.replication) if exp.staging is not None else None
-        replica = core.replica
         stale = 0  # heap entries of replicas cancelled, lost or moved (skipped when popped)
         stale_min = self.stale_min
         by_timeout = self.detect_by_timeout
 
         workload = make_workload(exp, self.seed, self.replication)
+        # Poisson classes, the common case, typed: compiled, its calls are native
+        poisson = workload if isinstance(workload, PoissonWorkload) else None
         arrivals_open = workload.peek_time() < horizon
         if arrivals_open:
             first = workload.next()
@@ -162,15 +163,13 @@ class Simulation:
                 i += 1
                 td = type(d)
                 if td is Assign:
-                    rid = d.replica
-                    if d.staging:
+                    job, j, rid, progress, staged = d  # unpacked: compiled, one tuple read per field
+                    if staged:
                         live[rid] = -1  # no completion until it computes
-                        push(heap, (t + staging.duration(d.progress > 0.0), _COMPUTING, seq, rid))  # type: ignore[union-attr]
+                        push(heap, (t + staging.duration(progress > 0.0), _COMPUTING, seq, rid))  # type: ignore[union-attr]
                         seq += 1
                         continue
-                    job = d.job
-                    j = d.machine
-                    end = t + (1.0 - d.progress) * job.size / (rates[job.job_class][j] * share[j])
+                    end = t + (1.0 - progress) * job.size / (rates[job.job_class][j] * share[j])
                     live[rid] = seq
                     push(heap, (end, _DONE, seq, rid))
                     seq += 1
@@ -217,17 +216,17 @@ class Simulation:
                 del live[arg]
                 j = given_up.pop(arg, -1)
                 if j < 0:
-                    pending.extend(done(t, arg, True))
+                    pending.extend(core.replica_done(t, arg, True))
                 else:
-                    pending.extend(done(t, arg, False))  # a late result: counts once
+                    pending.extend(core.replica_done(t, arg, False))  # a late result: counts once
                     self._slot_free(t, j, live, given_up, up, pending)
             elif kind == _ARRIVAL:
                 if type(arg) is Bag:
                     pending.extend(core.bag_arrived(t, arg))
                 else:
-                    pending.extend(arrived(t, arg))
-                if workload.peek_time() < horizon:
-                    nxt = workload.next()
+                    pending.extend(core.job_arrived(t, arg))
+                if (poisson.peek_time() if poisson is not None else workload.peek_time()) < horizon:
+                    nxt = poisson.next_job() if poisson is not None else workload.next()
                     push(heap, (nxt.submitted, _ARRIVAL, seq, nxt))
                     seq += 1
                 else:
@@ -261,9 +260,9 @@ class Simulation:
             elif kind == _TIMER:
                 pending.extend(core.timer_fired(t, arg))
             elif kind == _CHECKPOINT:
-                if arg not in live:
+                if arg not in live or ck is None:  # (ck is set whenever checkpoints are scheduled)
                     continue
-                r = replica(arg)
+                r = core.replica(arg)
                 if r is not None:
                     pending.extend(core.replica_checkpoint(t, arg, min(1.0, r.progress_at(t))))
                 push(heap, (t + ck, _CHECKPOINT, seq, arg))
@@ -272,7 +271,7 @@ class Simulation:
                 if live.get(arg) != -1:
                     continue
                 pending.extend(core.replica_computing(t, arg))
-                r = replica(arg)
+                r = core.replica(arg)
                 if r is None:
                     continue
                 live[arg] = seq
@@ -325,7 +324,7 @@ class Simulation:
             pending.extend(self.core.machine_ready(t, j, None, self.core.machines[j].asking + 1))
 
 
-def _live_entries(heap: list[tuple], live: dict[int, int]) -> list[tuple]:
+def _live_entries(heap: list[tuple[float, int, int, Any]], live: dict[int, int]) -> list[tuple[float, int, int, Any]]:
     """The heap without the entries of replicas that no longer run, or whose completion moved."""
     kept = [
         e for e in heap

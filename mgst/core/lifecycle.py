@@ -56,6 +56,10 @@ from mgst.core.state import (
 if TYPE_CHECKING:
     from mgst.policies.base import Policy
 
+# Outputs are made with tuple.__new__ directly: a NamedTuple's own __new__ is a Python function, the
+# costliest step of an assignment or a completion once the core is compiled (the result is the same).
+_new_tuple = tuple.__new__
+
 
 @mypyc_attr(native_class=False)  # mypyc: a native class cannot subclass RuntimeError
 class PolicyError(RuntimeError):
@@ -135,7 +139,7 @@ class Lifecycle:
         m.replicas[rid] = r
         if rec.first_sent is None:
             rec.first_sent = now
-        self._out.append(Assign(rec.job, j, rid, progress, staging))
+        self._out.append(_new_tuple(Assign, (rec.job, j, rid, progress, staging)))  # type: ignore[arg-type]
         if self._started is not None:
             self._started.append(r)
 
@@ -189,11 +193,12 @@ class Lifecycle:
         job.done_by = r.id
         job.done_on = r.machine
         job.done_sent = r.sent
-        self.running.pop(job.job.id, None)
+        if status is JobStatus.RUNNING:  # (a late result may find its job queued)
+            del self.running[job.job.id]
         if job.replicas:
             for sibling in list(job.replicas.values()):
                 self._cancel(sibling)
-        self._out.append(JobCompleted(job.job, r.id, r.machine))
+        self._out.append(_new_tuple(JobCompleted, (job.job, r.id, r.machine)))  # type: ignore[arg-type]
         bag = job.bag
         if bag is not None:
             if status is JobStatus.RUNNING:
@@ -216,7 +221,7 @@ class Lifecycle:
         job = r.job
         m = self._release(r, Outcome.CANCELLED)
         m.stats.cancelled += 1
-        self._out.append(Cancel(r.id, m.index, job.job.id))
+        self._out.append(_new_tuple(Cancel, (r.id, m.index, job.job.id)))  # type: ignore[arg-type]
         if job.status is JobStatus.RUNNING:
             self._lost[r.id] = r
             if not job.replicas:

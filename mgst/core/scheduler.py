@@ -137,7 +137,6 @@ class Scheduler(Lifecycle):
         # What _match needs of the policy, looked up once (class attributes of the policy).
         self._replicating = policy.max_replicas > 1
         self._incremental = policy.incremental and not self._replicating
-        self._choose = policy.choose
         # None: the core matches, asking policy.choose().
         self._dispatch = policy.dispatch if kind.dispatch is not _Base.dispatch else None
         self._handlers: dict[type, Callable[[float, Any], list[Output]]] = {
@@ -482,17 +481,17 @@ class Scheduler(Lifecycle):
         replicating = self._replicating
         if not ready or (not self.queued_count and not replicating):
             return
-        choose = self._choose
-        start = self._start
+        # self.policy.choose and self._start, not local bound methods: compiled, these are native calls
+        policy = self.policy
         # A replicating choose() changes its answer when a job starts running: not incremental.
         if self._incremental:
             if asking is not None:
-                rec = choose(self, asking)
+                rec = policy.choose(self, asking)
                 while rec is not None:
-                    start(rec, asking)
+                    self._start(rec, asking)
                     if not asking.asking:
                         return
-                    rec = choose(self, asking)  # another free slot
+                    rec = policy.choose(self, asking)  # another free slot
                 return
             if new_job is not None:
                 machines = self.machines
@@ -500,9 +499,9 @@ class Scheduler(Lifecycle):
                 for _ in range(len(ready)):  # each ready machine once, from the head, until one takes it
                     j = next(iter(ready))
                     m = machines[j]
-                    rec = choose(self, m)
+                    rec = policy.choose(self, m)
                     if rec is not None:
-                        start(rec, m)
+                        self._start(rec, m)
                         return
                     to_back(j)  # passed over: to the back
                 return
@@ -511,11 +510,11 @@ class Scheduler(Lifecycle):
         for j in list(ready):
             m = machines[j]
             while True:
-                rec = choose(self, m)
+                rec = policy.choose(self, m)
                 if rec is None:
                     to_back(j)
                     break
-                start(rec, m)
+                self._start(rec, m)
                 if not self.queued_count and not replicating:
                     return
                 if not m.asking:

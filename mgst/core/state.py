@@ -319,7 +319,7 @@ class JobQueue:
     longest, or None) is kept up to date, so reading it costs an attribute access.
     """
 
-    __slots__ = ("key", "head", "_main", "_front", "_last", "_len", "_nfront", "_tokens")
+    __slots__ = ("key", "head", "_main", "_front", "_last_submitted", "_last_id", "_len", "_nfront", "_tokens")
 
     def __init__(self, key: Hashable):
         self.key = key
@@ -327,7 +327,9 @@ class JobQueue:
         self._main: collections.deque[JobRecord] = collections.deque()  # arrival order == submission order
         # (submitted, id, token, job): requeued (or late), sorted; an entry counts while job.qtoken == token
         self._front: list[tuple[float, int, int, JobRecord]] = []
-        self._last: tuple[float, int] = (-math.inf, -1)  # newest (submitted, id) in _main
+        # the newest (submitted, id) in _main, as two fields: no tuple made per arrival
+        self._last_submitted = -math.inf
+        self._last_id = -1
         self._len = 0
         self._nfront = 0  # entries of _front that count
         self._tokens = _IN_MAIN
@@ -362,18 +364,21 @@ class JobQueue:
         return [e[3] for e in self._live_front()]
 
     def append(self, rec: JobRecord) -> None:
-        key = (rec.job.submitted, rec.job.id)
-        if key < self._last:  # older than the newest arrival (a trace out of order): keep order
-            self.requeue(rec)
+        job = rec.job
+        submitted = job.submitted
+        last = self._last_submitted
+        if submitted < last or (submitted == last and job.id < self._last_id):
+            self.requeue(rec)  # older than the newest arrival (a trace out of order): keep order
             return
-        self._last = key
+        self._last_submitted = submitted
+        self._last_id = job.id
         rec.qtoken = _IN_MAIN
         self._main.append(rec)
         self._len += 1
         head = self.head
         if head is None:
             self.head = rec
-        elif self._nfront and key < (head.job.submitted, head.job.id):
+        elif self._nfront and (submitted, job.id) < (head.job.submitted, head.job.id):
             self._find_head()  # only after a requeue can an arrival be older than the head
 
     def requeue(self, rec: JobRecord) -> None:
