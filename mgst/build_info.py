@@ -34,9 +34,13 @@ COMPILED_MODULES: tuple[str, ...] = (
     "mgst.core.scheduler",
     "mgst.sim",
     "mgst.policies.base",
+    "mgst.policies.fcfs",
+    "mgst.policies.lpas",
+    "mgst.draws",
+    "mgst.workload.poisson",
 )
-# Not mgst.policies.fcfs nor .lpas: their classes are decorated (@register), which makes them
-# non-native classes for mypyc, and a non-native class cannot subclass the native Policy.
+# A compiled policy registers with a call after its class, register(Cls): mypyc makes a decorated
+# class non-native, and a non-native class cannot subclass the native Policy.
 
 HASH_FILE = "_compiled.json"  # beside this module; written by setup.py, gitignored
 PURE_ENV = "MGST_PURE"

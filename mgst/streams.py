@@ -40,21 +40,3 @@ def python_random(seed: int, replication: int, purpose: Purpose, index: int = 0)
     """A stdlib Random (fast scalar draws) seeded from the named stream."""
     state = seed_sequence(seed, replication, purpose, index).generate_state(4, dtype=np.uint64)
     return random.Random(int.from_bytes(state.tobytes(), "little"))
-
-
-class ExpStream:
-    """Exponential draws with a given mean, generated in batches (one numpy call per 1024)."""
-
-    __slots__ = ("_rng", "_mean", "_buf", "_batch")
-
-    def __init__(self, rng: np.random.Generator, mean: float, batch: int = 1024):
-        self._rng = rng
-        self._mean = mean
-        self._batch = batch
-        self._buf: list[float] = []
-
-    def __call__(self) -> float:
-        buf = self._buf
-        if not buf:
-            buf.extend(self._rng.exponential(self._mean, self._batch)[::-1].tolist())
-        return buf.pop()

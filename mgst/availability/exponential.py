@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from mgst.draws import ExpStream
 from mgst.model import FailureModel
-from mgst.streams import ExpStream, Purpose, generator
+from mgst.streams import Purpose, generator
 
 
 class ExponentialUpDown:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from mypy_extensions import mypyc_attr
+
 from mgst.core.scheduler import Scheduler
 from mgst.core.state import JobRecord, MachineRecord
 from mgst.policies import register
 from mgst.policies.base import Policy
 
 
-@register
+@mypyc_attr(allow_interpreted_subclasses=True)  # compiled (mgst.build_info); researchers subclass it
 class FCFS(Policy):
     """First come, first served over all classes.
 
@@ -29,3 +31,6 @@ class FCFS(Policy):
             if best is None or (head.job.submitted, head.job.id) < (best.job.submitted, best.job.id):
                 best = head
         return best
+
+
+register(FCFS)  # a call, not a class decorator: mypyc compiles only undecorated classes natively

@@ -2,44 +2,26 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
+import random
 from collections.abc import Hashable
+
+from mypy_extensions import mypyc_attr
 
 from mgst.core.decisions import SetTimer
 from mgst.core.scheduler import Scheduler
 from mgst.core.state import JobRecord, MachineRecord
 from mgst.policies import register
 from mgst.policies.allocation import Allocation, AllocationError, solve_allocation
-from mgst.policies.base import NOTHING, Decisions, Policy, PolicyOptions
+from mgst.policies.base import NOTHING, Decisions, Policy
+from mgst.policies.lpas_options import LpasOptions
 
 log = logging.getLogger(__name__)
 
 _RESOLVE = ("lpas_dg", "resolve")
 
 
-@dataclasses.dataclass(frozen=True)
-class LpasOptions(PolicyOptions):
-    # delta*_ij above this counts as non-zero: class i is eligible on machine j.
-    tolerance: float = 1e-9
-    # T_system of MGST section 4.3.1: also re-solve every this many time units (None: never).
-    resolve_period: float | None = None
-    # Use the CPU share a_j that machines report (True) or the experiment's nominal a_j.
-    reported_share: bool = True
-    # Simplex variant for the allocation LP: "dual" or "primal". When the LP has several
-    # optimal vertices they may differ in their zeros, hence in eligibility.
-    lp_method: str = "primal"
-
-    def validate(self) -> None:
-        if not self.tolerance >= 0.0:
-            raise ValueError(f"tolerance: must be >= 0, got {self.tolerance}")
-        if self.resolve_period is not None and not self.resolve_period > 0.0:
-            raise ValueError(f"resolve_period: must be > 0, got {self.resolve_period}")
-        if self.lp_method not in ("dual", "primal"):
-            raise ValueError(f"lp_method: must be 'dual' or 'primal', got {self.lp_method!r}")
-
-
-@register
+@mypyc_attr(allow_interpreted_subclasses=True)  # compiled (mgst.build_info); researchers subclass it
 class LpasDG(Policy):
     """LPAS_DG.
 
@@ -59,10 +41,11 @@ class LpasDG(Policy):
 
     name = "lpas_dg"
     Options = LpasOptions
-    options: LpasOptions
 
-    def __init__(self, options: LpasOptions | None = None, rng=None):
-        super().__init__(options, rng)
+    def __init__(self, options: LpasOptions | None = None, rng: random.Random | None = None):
+        opts = options if options is not None else LpasOptions()
+        super().__init__(opts, rng)
+        self.lp_options = opts  # self.options, typed as this policy's (compiled code may not narrow it)
         self.allocation: Allocation | None = None
         self.eligible: tuple[tuple[bool, ...], ...] = ()
         self._classes_of: list[list[int]] = []  # per machine: its eligible classes
@@ -70,8 +53,8 @@ class LpasDG(Policy):
 
     def start(self, view: Scheduler) -> Decisions:
         self._solve(view)
-        if self.options.resolve_period is not None:
-            return (SetTimer(_RESOLVE, view.now + self.options.resolve_period),)
+        if self.lp_options.resolve_period is not None:
+            return (SetTimer(_RESOLVE, view.now + self.lp_options.resolve_period),)
         return NOTHING
 
     def on_capacity_change(self, view: Scheduler) -> Decisions:
@@ -81,13 +64,13 @@ class LpasDG(Policy):
     def on_timer(self, view: Scheduler, key: Hashable) -> Decisions:
         if key != _RESOLVE:
             return super().on_timer(view, key)
-        if self.options.resolve_period is None:
+        if self.lp_options.resolve_period is None:
             return NOTHING
         self._solve(view)
-        return (SetTimer(_RESOLVE, view.now + self.options.resolve_period),)
+        return (SetTimer(_RESOLVE, view.now + self.lp_options.resolve_period),)
 
     def _solve(self, view: Scheduler) -> None:
-        reported = self.options.reported_share
+        reported = self.lp_options.reported_share
         share = tuple(
             (m.cpu_share if reported else m.availability) if m.is_up else 0.0 for m in view.machines
         )
@@ -99,10 +82,10 @@ class LpasDG(Policy):
             for i, c in enumerate(view.classes)
         )
         try:
-            self.allocation = solve_allocation(rates, alpha, share, self.options.lp_method)
+            self.allocation = solve_allocation(rates, alpha, share, self.lp_options.lp_method)
         except AllocationError as err:
             raise AllocationError(f"lpas_dg at time {view.now:g}: {err}", err.argument) from None
-        self.eligible = self.allocation.eligible(self.options.tolerance)
+        self.eligible = self.allocation.eligible(self.lp_options.tolerance)
         self._classes_of = [
             [i for i in range(len(self.eligible)) if self.eligible[i][j]] for j in range(len(view.machines))
         ]
@@ -123,3 +106,6 @@ class LpasDG(Policy):
                 if value > best_value:
                     best, best_value = head, value
         return best
+
+
+register(LpasDG)  # a call, not a class decorator: mypyc compiles only undecorated classes natively

@@ -8,8 +8,9 @@ from itertools import repeat
 
 import numpy as np
 
+from mgst.draws import ExpStream
 from mgst.model import Bag, BagList, BagStream, Job
-from mgst.streams import ExpStream, Purpose, generator
+from mgst.streams import Purpose, generator
 
 
 def normalised_mix(mix: Sequence[float]) -> np.ndarray:

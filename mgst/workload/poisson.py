@@ -5,8 +5,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 
+from mgst.draws import ExpStream
 from mgst.model import Job
-from mgst.streams import ExpStream, Purpose, generator
+from mgst.streams import Purpose, generator
+
+_new_tuple = tuple.__new__
 
 
 class PoissonWorkload:
@@ -41,25 +44,41 @@ class PoissonWorkload:
             raise ValueError(f"{len(granularity)} granularities for {len(arrival_rates)} classes")
         self._scale = [float(x) for x in granularity]
         self._next = [start + g() if g is not None else math.inf for g in self._gaps]
+        self._first = _first_min(self._next)  # the class whose job arrives next
         self._id = 0
 
     def peek_time(self) -> float:
         """When the next job arrives (inf if no class ever arrives)."""
-        return min(self._next)
+        return self._next[self._first]
 
     def next_job(self) -> Job:
         nxt = self._next
-        t = min(nxt)
-        i = nxt.index(t)
-        if t == math.inf:
+        i = self._first
+        t = nxt[i]
+        gap = self._gaps[i]
+        if gap is None:  # t is inf
             raise StopIteration("no job class has a positive arrival rate")
-        nxt[i] = t + self._gaps[i]()  # type: ignore[misc]
-        job = Job(self._id, i, t, self._sizes[i]() * self._scale[i])
+        nxt[i] = t + gap.draw()
+        self._first = _first_min(nxt)
+        # tuple.__new__: a NamedTuple's own __new__ is a Python function (the same Job, made faster)
+        job: Job = _new_tuple(Job, (self._id, i, t, self._sizes[i].draw() * self._scale[i], None))  # type: ignore[arg-type]
         self._id += 1
         return job
 
-    next = next_job  # the name every workload shares (mgst.workload.make_workload)
+    def next(self) -> Job:
+        """The name every workload shares (mgst.workload.make_workload); a method, not an alias of
+        next_job, which a compiled class would not have."""
+        return self.next_job()
 
     def __iter__(self) -> Iterator[Job]:
         while self.peek_time() < math.inf:
             yield self.next_job()
+
+
+def _first_min(times: list[float]) -> int:
+    """The index of the smallest time, the first of equals (as ``times.index(min(times))``)."""
+    best = 0
+    for k in range(1, len(times)):
+        if times[k] < times[best]:
+            best = k
+    return best

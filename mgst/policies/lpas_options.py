@@ -1,0 +1,29 @@
+"""LPAS_DG's options, from ``[policy]`` keys (not compiled: mypyc would lose their union types,
+which PolicyOptions.from_mapping reads to check values)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from mgst.policies.base import PolicyOptions
+
+
+@dataclasses.dataclass(frozen=True)
+class LpasOptions(PolicyOptions):
+    # delta*_ij above this counts as non-zero: class i is eligible on machine j.
+    tolerance: float = 1e-9
+    # T_system of MGST section 4.3.1: also re-solve every this many time units (None: never).
+    resolve_period: float | None = None
+    # Use the CPU share a_j that machines report (True) or the experiment's nominal a_j.
+    reported_share: bool = True
+    # Simplex variant for the allocation LP: "dual" or "primal". When the LP has several
+    # optimal vertices they may differ in their zeros, hence in eligibility.
+    lp_method: str = "primal"
+
+    def validate(self) -> None:
+        if not self.tolerance >= 0.0:
+            raise ValueError(f"tolerance: must be >= 0, got {self.tolerance}")
+        if self.resolve_period is not None and not self.resolve_period > 0.0:
+            raise ValueError(f"resolve_period: must be > 0, got {self.resolve_period}")
+        if self.lp_method not in ("dual", "primal"):
+            raise ValueError(f"lp_method: must be 'dual' or 'primal', got {self.lp_method!r}")
