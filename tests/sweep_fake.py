@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 import uuid
@@ -69,6 +70,9 @@ def main() -> None:
     from mgst.sweep_file import load_sweep
 
     logging.basicConfig(level=logging.INFO)
+    # Ctrl-C raises KeyboardInterrupt even when this was started with SIGINT ignored (a job put in the
+    # background by a shell without job control, as a CI runner may be): Python then keeps it ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     file, out, markers, delay = sys.argv[1:5]
     spec = load_sweep(file, quick=True)
     try:
