@@ -10,7 +10,6 @@ at import. On any failure it builds pure Python, with one line on stderr.
 from __future__ import annotations
 
 import contextlib
-import importlib.machinery
 import importlib.util
 import io
 import json
@@ -81,21 +80,12 @@ class BuildMaybeCompiled(build_ext):
 
     @staticmethod
     def _remove_stray_extensions(package: Path) -> None:
-        """Delete the extension files of mgst modules that are no longer compiled (an earlier build's,
-        in an editable tree): Python would import one in place of its source, and the import guard
-        only knows the modules compiled now."""
+        """Delete the extension files of mgst modules no longer compiled (mgst.build_info.stray_extensions)."""
         if not package.is_dir():
             return
-        compiled = {info.source_path(m, package) for m in info.COMPILED_MODULES}
-        suffixes = sorted(importlib.machinery.EXTENSION_SUFFIXES, key=len, reverse=True)  # longest first
-        for ext in package.rglob("*.so"):
-            suffix = next((x for x in suffixes if ext.name.endswith(x)), None)
-            if suffix is None:
-                continue
-            source = ext.with_name(ext.name[: -len(suffix)] + ".py")
-            if source not in compiled and source.is_file():
-                _say(f"removing {ext.relative_to(package.parent)}, built when its module was compiled")
-                ext.unlink()
+        for ext in info.stray_extensions(package):
+            _say(f"removing {ext.relative_to(package.parent)}, built when its module was compiled")
+            ext.unlink()
 
     @staticmethod
     def _source_hashes() -> dict[str, str]:

@@ -108,6 +108,23 @@ def decide(package_dir: Path = _PACKAGE, environ: Mapping[str, str] | None = Non
     return None
 
 
+def stray_extensions(package_dir: Path) -> list[Path]:
+    """Extension files under ``package_dir`` of modules that are not compiled now (an earlier build's,
+    in an editable tree): Python would import one in place of its source, and the guard knows only
+    the modules of COMPILED_MODULES. setup.py deletes them before it builds."""
+    compiled = {source_path(m, package_dir) for m in COMPILED_MODULES}
+    suffixes = sorted(importlib.machinery.EXTENSION_SUFFIXES, key=len, reverse=True)  # longest first
+    stray = []
+    for ext in sorted(package_dir.rglob("*")):
+        suffix = next((x for x in suffixes if ext.name.endswith(x)), None)
+        if suffix is None or not ext.is_file():
+            continue
+        source = ext.with_name(ext.name[: -len(suffix)] + ".py")
+        if source not in compiled and source.is_file():
+            stray.append(ext)
+    return stray
+
+
 class _SourceFinder:
     """First on sys.meta_path when the compiled build is not used: loads the compiled modules from
     their .py sources (Python's own finder would prefer an extension file beside them)."""

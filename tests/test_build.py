@@ -65,6 +65,18 @@ def fake_package(tmp_path: Path) -> Path:
     return pkg
 
 
+def test_stray_extensions_are_those_of_modules_no_longer_compiled(fake_package):
+    # An earlier build compiled mgst/streams.py; it is no longer in COMPILED_MODULES: its extension would
+    # shadow the source, unseen by the guard. Extensions of compiled modules, and a file with no source
+    # beside it, are not stray.
+    (fake_package / "streams.py").write_text('"""streams"""\n')
+    old = fake_package / ("streams" + SUFFIX)
+    old.write_bytes(b"")
+    (fake_package / ("orphan" + SUFFIX)).write_bytes(b"")
+    assert build_info.stray_extensions(fake_package) == [old]
+    assert decide(fake_package, environ={}) is None  # the guard alone would not notice it
+
+
 def test_all_fresh_means_compiled(fake_package):
     assert decide(fake_package, environ={}) is None
 
