@@ -7,7 +7,7 @@ import heapq
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from mgst.availability import make_availability
 from mgst.core.decisions import Assign, Cancel, JobCompleted, MachineSuspected, ReplicaTimedOut, SetTimer
@@ -31,8 +31,10 @@ _DONE, _CHECKPOINT, _DOWN, _UP, _TIMER, _ARRIVAL, _COMPUTING, _SHARE = range(8)
 STALE_MIN = 1024
 
 
-@dataclass(frozen=True, slots=True)
-class MachineSummary:
+class MachineSummary(NamedTuple):
+    """One machine's totals over a replication (a NamedTuple: a compiled frozen dataclass took about
+    10,000 instructions to make, which 10,000 machines noticed)."""
+
     name: str
     busy_time: float
     up_time: float
