@@ -59,6 +59,25 @@ def test_lpas_allocation_and_eligibility(lp_method):
     assert policy.eligible == ((True, False, True), (False, True, True))
 
 
+
+def test_an_lpas_subclass_gets_its_own_options_by_default():
+    # LpasDG() with no options takes the class's Options, so a subclass may bring its own.
+    import dataclasses
+
+    from mgst.policies.lpas import LpasDG, LpasOptions
+
+    @dataclasses.dataclass(frozen=True)
+    class Wider(LpasOptions):
+        tolerance: float = 0.25
+        note: str = "mine"
+
+    class MyLpas(LpasDG):
+        Options = Wider
+
+    p = MyLpas()
+    assert type(p.options) is Wider and p.options.note == "mine"
+    assert p.lp_options.tolerance == 0.25
+
 def test_lpas_solves_over_up_machines_only():
     # Before any MachineUp every machine is down: nothing is eligible.
     core = make_core(make_policy("lpas_dg"), LP_RATES, LP_ALPHA, up=False)

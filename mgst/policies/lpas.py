@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import random
+import typing
 from collections.abc import Hashable
 
 from mypy_extensions import mypyc_attr
@@ -43,13 +44,16 @@ class LpasDG(Policy):
     Options = LpasOptions
 
     def __init__(self, options: LpasOptions | None = None, rng: random.Random | None = None):
-        opts = options if options is not None else LpasOptions()
-        super().__init__(opts, rng)
-        self.lp_options = opts  # self.options, typed as this policy's (compiled code may not narrow it)
+        super().__init__(options, rng)  # None: the class's Options() (a subclass may have its own)
         self.allocation: Allocation | None = None
         self.eligible: tuple[tuple[bool, ...], ...] = ()
         self._classes_of: list[list[int]] = []  # per machine: its eligible classes
         self.solves = 0
+
+    @property
+    def lp_options(self) -> LpasOptions:
+        """``self.options``, typed as this policy's (a compiled subclass may not narrow the attribute)."""
+        return typing.cast(LpasOptions, self.options)
 
     def start(self, view: Scheduler) -> Decisions:
         self._solve(view)
