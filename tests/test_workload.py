@@ -27,7 +27,7 @@ from mgst.model import (
 from mgst.workload import make_workload
 from mgst.workload import swf as swf_module
 from mgst.workload.bags import BagListWorkload, BagStreamWorkload, mean_task_size
-from mgst.workload.poisson import PoissonWorkload
+from mgst.workload.poisson import PoissonWorkload, _first_min
 from mgst.workload.swf import SwfError, SwfWorkload, read_swf
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -96,6 +96,33 @@ def test_poisson_exhausted_when_no_class_arrives():
     with pytest.raises(StopIteration):
         w.next()
 
+
+
+def test_poisson_exhausted_when_arrivals_start_at_infinity():
+    # Its class has a rate, but its first arrival is already at inf: no job, as from a class with none.
+    w = PoissonWorkload([1.0], seed=1, start=math.inf)
+    assert w.peek_time() == math.inf
+    with pytest.raises(StopIteration):
+        w.next()
+
+
+def test_poisson_with_no_class_is_exhausted_at_once():
+    w = PoissonWorkload([], seed=1)
+    assert w.peek_time() == math.inf
+    with pytest.raises(StopIteration):
+        w.next()
+
+
+def test_poisson_next_class_is_the_first_of_equal_times():
+    # The workload keeps the class whose job comes next; among equal times, the lowest class, as
+    # times.index(min(times)) did.
+    assert _first_min([2.0, 1.5, 1.5]) == 1
+    assert _first_min([1.5, 2.0, 1.5]) == 0
+    assert _first_min([math.inf, math.inf]) == 0
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        times = [float(x) for x in rng.integers(0, 4, size=rng.integers(1, 6))]
+        assert _first_min(times) == times.index(min(times))
 
 # ------------------------------------------------------------------ bag streams
 

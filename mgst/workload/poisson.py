@@ -49,15 +49,16 @@ class PoissonWorkload:
 
     def peek_time(self) -> float:
         """When the next job arrives (inf if no class ever arrives)."""
-        return self._next[self._first]
+        return self._next[self._first] if self._next else math.inf
 
     def next_job(self) -> Job:
         nxt = self._next
-        i = self._first
-        t = nxt[i]
-        gap = self._gaps[i]
-        if gap is None:  # t is inf
+        t = self.peek_time()
+        if t == math.inf:
             raise StopIteration("no job class has a positive arrival rate")
+        i = self._first
+        gap = self._gaps[i]
+        assert gap is not None  # its class arrives: t is finite
         nxt[i] = t + gap.draw()
         self._first = _first_min(nxt)
         # tuple.__new__: a NamedTuple's own __new__ is a Python function (the same Job, made faster)
