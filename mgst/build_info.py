@@ -108,29 +108,36 @@ def decide(package_dir: Path = _PACKAGE, environ: Mapping[str, str] | None = Non
     return None
 
 
-def stray_extensions(package_dir: Path) -> list[Path]:
+def stray_extensions(package_dir: Path = _PACKAGE) -> list[Path]:
     """Extension files under ``package_dir`` of modules that are not compiled now (an earlier build's,
-    in an editable tree): Python would import one in place of its source, and the guard knows only
-    the modules of COMPILED_MODULES. setup.py deletes them before it builds."""
+    in an editable tree, e.g. after a checkout without a rebuild): Python would import one in place of
+    its source. setup.py deletes them before it builds; until then the guard loads their sources."""
     compiled = {source_path(m, package_dir) for m in COMPILED_MODULES}
     suffixes = sorted(importlib.machinery.EXTENSION_SUFFIXES, key=len, reverse=True)  # longest first
     stray = []
-    for ext in sorted(package_dir.rglob("*")):
-        suffix = next((x for x in suffixes if ext.name.endswith(x)), None)
-        if suffix is None or not ext.is_file():
-            continue
-        source = ext.with_name(ext.name[: -len(suffix)] + ".py")
-        if source not in compiled and source.is_file():
-            stray.append(ext)
+    for last in sorted({x.rsplit(".", 1)[-1] for x in suffixes}):  # "so", or "pyd"
+        for ext in sorted(package_dir.rglob("*." + last)):
+            suffix = next((x for x in suffixes if ext.name.endswith(x)), None)
+            if suffix is None or not ext.is_file():
+                continue
+            source = ext.with_name(ext.name[: -len(suffix)] + ".py")
+            if source not in compiled and source.is_file():
+                stray.append(ext)
     return stray
 
 
-class _SourceFinder:
-    """First on sys.meta_path when the compiled build is not used: loads the compiled modules from
-    their .py sources (Python's own finder would prefer an extension file beside them)."""
+def module_of(source: Path, package_dir: Path = _PACKAGE) -> str:
+    """The module name of one of mgst's sources: ``.../mgst/core/state.py`` -> ``mgst.core.state``."""
+    return ".".join(("mgst", *source.relative_to(package_dir).with_suffix("").parts))
 
-    def __init__(self, package_dir: Path):
-        self.paths = {module: str(source_path(module, package_dir)) for module in COMPILED_MODULES}
+
+class _SourceFinder:
+    """First on sys.meta_path when the compiled build is not used (or stray extensions are there):
+    loads the given modules from their .py sources (Python's own finder would prefer an extension
+    file beside them). By default, the compiled modules."""
+
+    def __init__(self, package_dir: Path, modules: tuple[str, ...] = COMPILED_MODULES):
+        self.paths = {module: str(source_path(module, package_dir)) for module in modules}
 
     def find_spec(self, fullname, path=None, target=None):
         src = self.paths.get(fullname)
@@ -149,11 +156,15 @@ def _guard() -> None:
     _decided = True
     _reason = decide()
     _compiled = _reason is None
-    if _compiled:
-        return
-    if _reason not in ("not built", f"{PURE_ENV}=1"):
+    if not _compiled and _reason not in ("not built", f"{PURE_ENV}=1"):
         log.warning("mgst runs pure Python: %s", _reason)
-    sys.meta_path.insert(0, _SourceFinder(_PACKAGE))
+    stray = tuple(module_of(ext.with_name(ext.name.split(".")[0] + ".py")) for ext in stray_extensions())
+    if stray:
+        log.warning("mgst loads %s from source: an earlier build's extension is there; %s removes it",
+                    ", ".join(stray), REBUILD)
+    modules = stray if _compiled else COMPILED_MODULES + stray
+    if modules:
+        sys.meta_path.insert(0, _SourceFinder(_PACKAGE, modules))
 
 
 def compiled() -> bool:

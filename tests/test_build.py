@@ -129,6 +129,17 @@ def test_the_source_finder_loads_exactly_the_compiled_modules_from_their_sources
     assert finder.find_spec("mgst.policies.wqr") is None
 
 
+
+def test_the_source_finder_loads_stray_modules_from_their_sources(fake_package):
+    (fake_package / "streams.py").write_text('"""streams"""\n')
+    (fake_package / ("streams" + SUFFIX)).write_bytes(b"")
+    [stray] = build_info.stray_extensions(fake_package)
+    module = build_info.module_of(stray.with_name("streams.py"), fake_package)
+    assert module == "mgst.streams"
+    finder = build_info._SourceFinder(fake_package, (module,))
+    assert finder.find_spec("mgst.streams").origin == str(fake_package / "streams.py")
+    assert finder.find_spec("mgst.core.state") is None  # the compiled modules are not its business here
+
 def test_this_process_runs_what_the_guard_decided():
     files = [importlib.import_module(m).__file__ for m in COMPILED_MODULES]
     compiled = [f.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)) for f in files]
