@@ -13,6 +13,8 @@ import random
 
 import numpy as np
 
+from mgst.draws import ExpStream  # noqa: F401 (its home before mgst/draws.py: importers keep working)
+
 
 class Purpose(enum.IntEnum):
     ARRIVALS = 0  # index: job class

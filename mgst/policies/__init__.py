@@ -28,6 +28,8 @@ _BUILTIN_MODULES = (
 def register(cls: type) -> type:
     """Class decorator: make a Policy subclass available under its ``name``.
 
+    The compiled built-ins call it after their class instead, ``register(LpasDG)``: mypyc
+    compiles only undecorated classes natively (docs/build.md).
     The built-ins are registered first, so a policy from elsewhere that takes a
     built-in's name is refused, with a message saying so.
     """

@@ -1,5 +1,8 @@
-"""LPAS_DG's options, from ``[policy]`` keys (not compiled: mypyc would lose their union types,
-which PolicyOptions.from_mapping reads to check values)."""
+"""LPAS_DG's options, from ``[policy]`` keys.
+
+A module of their own, not compiled with the policy: mypyc would lose their union types, which
+PolicyOptions.from_mapping reads to check values.
+"""
 
 from __future__ import annotations
 
