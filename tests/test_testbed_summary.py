@@ -25,6 +25,16 @@ def t_half(means: list[float]) -> float:
     return float(scipy_stats.t.ppf(0.975, k - 1)) * statistics.stdev(means) / math.sqrt(k)
 
 
+
+@pytest.mark.parametrize(("confidence", "n", "table"), [(0.95, 10, 2.262), (0.90, 5, 2.132), (0.99, 3, 9.925)])
+def test_mean_ci_uses_students_t_quantile_from_the_table(confidence, n, table):
+    # Student-t critical values t(1 - (1 - confidence) / 2, n - 1), as printed in statistics tables.
+    values = [float(v) for v in range(1, n + 1)]
+    mean, low, high = mean_ci(values, confidence)
+    half = table * statistics.stdev(values) / math.sqrt(n)
+    assert mean == pytest.approx((n + 1) / 2)
+    assert (high - mean) == pytest.approx(half, rel=5e-4) and (mean - low) == pytest.approx(half, rel=5e-4)
+
 def test_one_value_per_batch_is_the_ordinary_t_interval():
     values = [3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0, 5.0, 3.0]
     assert batch_means_ci(values, 10) == pytest.approx(mean_ci(values))
