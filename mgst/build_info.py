@@ -112,6 +112,11 @@ def stray_extensions(package_dir: Path = _PACKAGE) -> list[Path]:
     """Extension files under ``package_dir`` of modules that are not compiled now (an earlier build's,
     in an editable tree, e.g. after a checkout without a rebuild): Python would import one in place of
     its source. setup.py deletes them before it builds; until then the guard loads their sources."""
+    return [ext for ext, _ in _strays(package_dir)]
+
+
+def _strays(package_dir: Path) -> list[tuple[Path, Path]]:
+    """(extension file, its module's source) for each of :func:`stray_extensions`."""
     compiled = {source_path(m, package_dir) for m in COMPILED_MODULES}
     suffixes = sorted(importlib.machinery.EXTENSION_SUFFIXES, key=len, reverse=True)  # longest first
     stray = []
@@ -122,7 +127,7 @@ def stray_extensions(package_dir: Path = _PACKAGE) -> list[Path]:
                 continue
             source = ext.with_name(ext.name[: -len(suffix)] + ".py")
             if source not in compiled and source.is_file():
-                stray.append(ext)
+                stray.append((ext, source))
     return stray
 
 
@@ -158,7 +163,7 @@ def _guard() -> None:
     _compiled = _reason is None
     if not _compiled and _reason not in ("not built", f"{PURE_ENV}=1"):
         log.warning("mgst runs pure Python: %s", _reason)
-    stray = tuple(module_of(ext.with_name(ext.name.split(".")[0] + ".py")) for ext in stray_extensions())
+    stray = tuple(module_of(source) for _, source in _strays(_PACKAGE))
     if stray:
         log.warning("mgst loads %s from source: an earlier build's extension is there; %s removes it",
                     ", ".join(stray), REBUILD)
