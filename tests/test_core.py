@@ -842,3 +842,81 @@ def test_an_arrival_older_than_the_queue_tail_keeps_submission_order():
         core.job_arrived(t, job(jid, cls=0, t=t))
     assert queue_ids(core, 0) == [1, 3, 2]
     core.check_invariants()
+
+
+# ---------------------------------------------------------------- choose_group
+
+
+class RunsWhatItCan(Policy):
+    """The head of the first non-empty queue whose class the machine can run; counts its asks.
+
+    Whether it refuses a machine depends only on which classes the machine can
+    run: that is its choose_group key.
+    """
+
+    name = "test-runs-what-it-can"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[int] = []
+
+    def choose_group(self, view: Scheduler, machine) -> Hashable:
+        return tuple(r > 0.0 for r in machine.rates)
+
+    def choose(self, view: Scheduler, machine):
+        self.asked.append(machine.index)
+        for key in sorted(view.queues):
+            head = view.queues[key].head
+            if head is not None and machine.rates[key] > 0.0:
+                return head
+        return None
+
+
+class AsksEach(RunsWhatItCan):
+    """The same answers; overriding choose() alone makes the core ask machine by machine."""
+
+    name = "test-asks-each"
+
+    def choose(self, view: Scheduler, machine):
+        return super().choose(view, machine)
+
+
+# Class 0 runs everywhere; class 1 only on M3 and M4.
+PICKY = [[1.0, 1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 1.0, 1.0]]
+
+
+@pytest.mark.parametrize(
+    "policy_class, asked",
+    [
+        # M0 refuses the class-1 job: M1 and M2, of its group, are passed over unasked
+        (RunsWhatItCan, [[0, 3], [4], [0]]),
+        (AsksEach, [[0, 1, 2, 3], [4], [0, 1, 2]]),
+    ],
+)
+def test_choose_group_asks_one_machine_per_group_and_rotates_alike(policy_class, asked):
+    policy = policy_class()
+    core = make_core(policy, PICKY)
+    for j in range(5):
+        core.machine_ready(float(j), j)
+    got = []
+    for k, want_machine, want_ready in [(1, 3, [4, 0, 1, 2]), (2, 4, [0, 1, 2]), (3, None, [0, 1, 2])]:
+        policy.asked.clear()
+        j = job(k, 1, 10.0 + k)
+        out = core.job_arrived(10.0 + k, j)
+        assert [a.machine for a in assigns(out)] == ([] if want_machine is None else [want_machine])
+        assert ready_ids(core) == want_ready  # passed over to the back; nobody taking it: unchanged
+        got.append(list(policy.asked))
+        core.check_invariants()
+    assert got == asked
+    assert queue_ids(core, 1) == [3]
+
+
+def test_choose_group_is_used_only_with_the_choose_it_was_written_for():
+    class OwnGroup(AsksEach):
+        def choose_group(self, view: Scheduler, machine) -> Hashable:
+            return 0
+
+    assert make_core(RunsWhatItCan(), PICKY)._grouped
+    assert not make_core(AsksEach(), PICKY)._grouped  # choose overridden below the key
+    assert make_core(OwnGroup(), PICKY)._grouped  # a key declared again for the new choose
+    assert not fcfs_core()._grouped  # no key: every machine is asked

@@ -199,3 +199,39 @@ def test_dropping_dead_heap_entries_changes_no_result():
     dropped, some = schedule(0)
     assert none == 0 and some > 100  # it did drop something
     assert dropped == kept
+
+
+def test_lpas_asking_one_machine_per_eligible_set_changes_no_result(monkeypatch):
+    # LPAS_DG asks one ready machine per set of eligible classes when a job arrives
+    # (Policy.choose_group); a subclass that overrides choose() is asked machine by
+    # machine. With failures (requeues, re-solves) and a periodic re-solve, the two
+    # must give the same schedule, job by job.
+    from mgst import policies
+    from mgst.policies.lpas import LpasDG
+
+    class AskedOneByOne(LpasDG):
+        name = "test-lpas-one-by-one"
+
+        def choose(self, view, machine):
+            return super().choose(view, machine)
+
+    policies.names()  # the built-ins first, so that the patched registry keeps them
+    monkeypatch.setitem(policies._REGISTRY, AskedOneByOne.name, AskedOneByOne)
+    rates = ((4.0, 1.0, 1.0, 2.0), (1.0, 4.0, 3.0, 0.5), (2.0, 2.0, 0.0, 3.0))
+    rates = tuple(row * 12 for row in rates)  # 48 machines, four kinds
+    base = experiment(rates, (9.0, 9.0, 6.0), failures=FailureModel(mean_up=30.0, mean_down=3.0),
+                      horizon=300.0)
+
+    def schedule(name: str) -> tuple[list, int]:
+        exp = dataclasses.replace(base, policy=PolicySpec(name, {"resolve_period": 50.0}))
+        sim = Simulation(exp)
+        run = sim.run()
+        jobs = [(j.job.id, j.completed, j.done_on, [(r.machine, r.outcome, r.ended) for r in j.history])
+                for j in run.jobs]
+        return jobs, sim.core._grouped
+
+    grouped, yes = schedule("lpas_dg")
+    one_by_one, no = schedule(AskedOneByOne.name)
+    assert yes and not no
+    assert len(grouped) > 2000 and sum(len(j[3]) > 1 for j in grouped) > 10  # failures did requeue
+    assert grouped == one_by_one

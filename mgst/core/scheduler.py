@@ -137,6 +137,10 @@ class Scheduler(Lifecycle):
         # What _match needs of the policy, looked up once (class attributes of the policy).
         self._replicating = policy.max_replicas > 1
         self._incremental = policy.incremental and not self._replicating
+        # Ask one ready machine per choose_group() key when offering a new job (Policy.choose_group).
+        self._grouped = kind.choose_group is not _Base.choose_group and issubclass(
+            _defined_in(kind, "choose_group"), _defined_in(kind, "choose")
+        )
         # None: the core matches, asking policy.choose().
         self._dispatch = policy.dispatch if kind.dispatch is not _Base.dispatch else None
         self._handlers: dict[type, Callable[[float, Any], list[Output]]] = {
@@ -494,16 +498,30 @@ class Scheduler(Lifecycle):
                     rec = policy.choose(self, asking)  # another free slot
                 return
             if new_job is not None:
+                # Each ready machine from the head until one takes it; those passed over go to the
+                # back (none taking it: all of them, which leaves the order as it was).
                 machines = self.machines
-                to_back = ready.move_to_end
-                for _ in range(len(ready)):  # each ready machine once, from the head, until one takes it
-                    j = next(iter(ready))
+                grouped = self._grouped
+                refused: set[Hashable] = set()  # choose_group keys that refused (grouped policies)
+                passed: list[int] = []
+                for j in ready:
                     m = machines[j]
-                    rec = policy.choose(self, m)
+                    if grouped:
+                        key = policy.choose_group(self, m)
+                        if key in refused:
+                            passed.append(j)
+                            continue
+                        rec = policy.choose(self, m)
+                        if rec is None:
+                            refused.add(key)
+                    else:
+                        rec = policy.choose(self, m)
                     if rec is not None:
+                        for p in passed:
+                            ready.move_to_end(p)
                         self._start(rec, m)
                         return
-                    to_back(j)  # passed over: to the back
+                    passed.append(j)
                 return
         machines = self.machines
         to_back = ready.move_to_end
@@ -678,3 +696,8 @@ class Scheduler(Lifecycle):
             assert done == (bag.completed is not None) == (bag.id not in self.bags), bag
             if done and bag.tasks:
                 assert bag.completed == max(rec.completed for rec in bag.tasks)  # type: ignore[type-var]
+
+
+def _defined_in(kind: type, name: str) -> type:
+    """The class of ``kind``'s method resolution order that defines attribute ``name``."""
+    return next(k for k in kind.__mro__ if name in k.__dict__)

@@ -162,6 +162,20 @@ class Policy:
         """
         return None
 
+    def choose_group(self, view: Scheduler, machine: MachineRecord) -> Hashable:
+        """A key shared by machines that :meth:`choose` refuses alike (optional; it saves calls).
+
+        The promise: whenever ``choose()`` returns None for one ready machine, it
+        returns None for every ready machine with the same key at that moment.
+        The core then offers an arriving job to one machine per key; the others
+        of a key that refused move to the back of the ready queue unasked, as if
+        each had refused, so the schedule is the same. LPAS_DG keys machines by
+        their eligible classes. The core uses it only if the class that defines
+        it is the class that defines ``choose`` or a subclass of it: a subclass
+        that overrides ``choose`` alone is asked machine by machine.
+        """
+        return None
+
     def dispatch(
         self, view: Scheduler, new_job: JobRecord | None, asking: MachineRecord | None
     ) -> Decisions:

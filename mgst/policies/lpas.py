@@ -48,6 +48,7 @@ class LpasDG(Policy):
         self.allocation: Allocation | None = None
         self.eligible: tuple[tuple[bool, ...], ...] = ()
         self._classes_of: list[list[int]] = []  # per machine: its eligible classes
+        self._group_of: list[int] = []  # per machine: an id of its set of eligible classes
         self.solves = 0
 
     @property
@@ -93,8 +94,14 @@ class LpasDG(Policy):
         self._classes_of = [
             [i for i in range(len(self.eligible)) if self.eligible[i][j]] for j in range(len(view.machines))
         ]
+        ids: dict[tuple[int, ...], int] = {}
+        self._group_of = [ids.setdefault(tuple(c), len(ids)) for c in self._classes_of]
         self.solves += 1
         log.debug("t=%s allocation LP: lambda*=%.4f eligible=%s", view.now, self.allocation.lam, self.eligible)
+
+    def choose_group(self, view: Scheduler, machine: MachineRecord) -> Hashable:
+        """Its eligible classes: choose() refuses a machine iff their queues are all empty."""
+        return self._group_of[machine.index]
 
     def choose(self, view: Scheduler, machine: MachineRecord) -> JobRecord | None:
         now = view.now
