@@ -1,10 +1,11 @@
 """Build hooks only: the metadata is in pyproject.toml.
 
-Compiles the modules of ``mgst.build_info.COMPILED_MODULES`` with mypyc when it
-can (mypy installed, a C compiler, no type error) and writes the sha256 of each
-compiled source into ``mgst/_compiled.json``, which ``mgst.build_info`` checks
-at import. On any failure it builds pure Python, with one line on stderr.
-``MGST_PURE_BUILD=1`` skips compiling. See docs/build.md.
+Compiles the modules of ``mgst.build_info.COMPILED_MODULES`` with mypyc, and
+the C modules of ``C_MODULES``, when it can (mypy installed, a C compiler, no
+type error) and writes the sha256 of each source into ``mgst/_compiled.json``,
+which ``mgst.build_info`` checks at import. On any failure it builds pure
+Python, with one line on stderr. ``MGST_PURE_BUILD=1`` skips compiling. See
+docs/build.md.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ class BuildMaybeCompiled(build_ext):
             try:
                 self._hashes = self._source_hashes()
                 extensions = self._mypycify([p.relative_to(ROOT).as_posix() for p in sources])
+                extensions += [self._c_extension(m) for m in info.C_MODULES]
             except BaseException as e:  # noqa: B036 (mypy exits on a type error; any failure means pure)
                 self._fall_back(e)
         self.distribution.ext_modules = extensions
@@ -89,7 +91,13 @@ class BuildMaybeCompiled(build_ext):
 
     @staticmethod
     def _source_hashes() -> dict[str, str]:
-        return {m: info.sha256_of(info.source_path(m, ROOT / "mgst")) for m in info.COMPILED_MODULES}
+        return {m: info.sha256_of(path) for m, path in info.built_sources(ROOT / "mgst").items()}
+
+    @staticmethod
+    def _c_extension(module: str) -> Extension:
+        """A module of info.C_MODULES: one C file, no library beyond Python's."""
+        source = info.built_sources(ROOT / "mgst")[module].relative_to(ROOT).as_posix()
+        return Extension(module, sources=[source], extra_compile_args=["-O3"])
 
     @staticmethod
     def _fall_back(e: BaseException) -> None:

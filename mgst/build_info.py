@@ -42,6 +42,10 @@ COMPILED_MODULES: tuple[str, ...] = (
 # A compiled policy registers with a call after its class, register(Cls): mypyc makes a decorated
 # class non-native, and a non-native class cannot subclass the native Policy.
 
+# Extension modules written in C (source: the module's path with .c), built and used with the
+# compiled modules, all or nothing; each has a pure-Python twin that runs otherwise.
+C_MODULES: tuple[str, ...] = ("mgst._event_heap",)  # twin: mgst.event_heap.PyEventHeap
+
 HASH_FILE = "_compiled.json"  # beside this module; written by setup.py, gitignored
 PURE_ENV = "MGST_PURE"
 REBUILD = "pip install -e ."
@@ -62,6 +66,13 @@ def source_path(module: str, package_dir: Path = _PACKAGE) -> Path:
     if parts[0] != "mgst":
         raise ValueError(f"{module} is not a module of mgst")
     return package_dir.joinpath(*parts[1:]).with_suffix(".py")
+
+
+def built_sources(package_dir: Path = _PACKAGE) -> dict[str, Path]:
+    """Every module the compiled build is made of, and its source: mypyc's .py, then the C .c files."""
+    sources = {module: source_path(module, package_dir) for module in COMPILED_MODULES}
+    sources.update({module: source_path(module, package_dir).with_suffix(".c") for module in C_MODULES})
+    return sources
 
 
 def sha256_of(path: Path) -> str:
@@ -89,8 +100,7 @@ def decide(package_dir: Path = _PACKAGE, environ: Mapping[str, str] | None = Non
         return "not built"
     except (OSError, ValueError, KeyError, TypeError):
         return f"mgst/{HASH_FILE} is unreadable; rebuild with {REBUILD}"
-    for module in COMPILED_MODULES:
-        src = source_path(module, package_dir)
+    for module, src in built_sources(package_dir).items():
         shown = "mgst/" + src.relative_to(package_dir).as_posix()
         expected = modules.get(module) if isinstance(modules, dict) else None
         if expected is None:

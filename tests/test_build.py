@@ -25,6 +25,7 @@ from mgst import build_info
 from mgst.build_info import COMPILED_MODULES, HASH_FILE, PURE_ENV, decide, sha256_of, source_path
 from mgst.cli import main
 from mgst.core.decisions import Assign
+from mgst.event_heap import new_event_heap
 from mgst.model import Job
 from mgst.policies.base import Policy
 
@@ -53,8 +54,7 @@ def fake_package(tmp_path: Path) -> Path:
     """A folder laid out as a compiled build: sources, extension files, the shared library, the hash file."""
     pkg = tmp_path / "mgst"
     hashes = {}
-    for module in COMPILED_MODULES:
-        src = source_path(module, pkg)
+    for module, src in build_info.built_sources(pkg).items():  # the mypyc modules' .py, the C modules' .c
         src.parent.mkdir(parents=True, exist_ok=True)
         src.write_text(f'"""{module}"""\n')
         (src.parent / (src.stem + SUFFIX)).write_bytes(b"")
@@ -91,6 +91,18 @@ def test_an_edited_source_means_pure_and_names_the_file(fake_package):
         f.write("# edited\n")
     why = decide(fake_package, environ={})
     assert why is not None and "stale" in why and "mgst/core/state.py changed" in why and "pip install -e ." in why
+
+
+def test_an_edited_or_unbuilt_c_module_means_pure_and_names_it(fake_package):
+    assert build_info.C_MODULES == ("mgst._event_heap",)
+    source = fake_package / "_event_heap.c"
+    extension = fake_package / ("_event_heap" + SUFFIX)
+    extension.unlink()
+    assert "the compiled extension of mgst/_event_heap.c is missing" in decide(fake_package, environ={})
+    extension.write_bytes(b"")
+    with source.open("a") as f:
+        f.write("/* edited */\n")
+    assert "stale, mgst/_event_heap.c changed" in decide(fake_package, environ={})
 
 
 def test_mgst_pure_means_pure_even_when_fresh(fake_package):
@@ -144,6 +156,8 @@ def test_this_process_runs_what_the_guard_decided():
     files = [importlib.import_module(m).__file__ for m in COMPILED_MODULES]
     compiled = [f.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)) for f in files]
     assert all(compiled) if build_info.compiled() else not any(compiled)
+    heap = type(new_event_heap())  # the C event heap exactly with the compiled modules
+    assert heap.__module__ == ("mgst._event_heap" if build_info.compiled() else "mgst.event_heap")
     if os.environ.get(PURE_ENV) == "1":
         assert not build_info.compiled() and build_info.build() == "pure Python: MGST_PURE=1"
 
