@@ -187,7 +187,7 @@ class Lifecycle:
         st.completed_by_class[c] += 1
         st.service_by_class[c] += now - r.sent
         st.completed += 1
-        st.recent.append(True)
+        st.note_outcome(True)
         job.status = JobStatus.DONE
         job.completed = now
         job.done_by = r.id
@@ -235,7 +235,7 @@ class Lifecycle:
             st.failed += 1
         elif outcome is Outcome.TIMED_OUT:
             st.timed_out += 1
-        st.recent.append(False)
+        st.note_outcome(False)
         self._lost[r.id] = r
         if not r.job.replicas:
             self._requeue(r.job, r, reason)

@@ -45,6 +45,7 @@ COMPUTING = "computing"
 
 # How many recent replica outcomes a machine remembers (GridBot-style host statistics).
 RECENT = 20
+_RECENT_MASK = (1 << RECENT) - 1
 
 
 class ReplicaRecord:
@@ -219,7 +220,7 @@ class MachineStats:
 
     __slots__ = (
         "completed", "lost", "cancelled", "timed_out", "failed", "busy_time", "up_time", "failures",
-        "suspicions", "completed_by_class", "service_by_class", "recent",
+        "suspicions", "completed_by_class", "service_by_class", "recent_bits", "recent_count",
     )
 
     def __init__(self, n_classes: int):
@@ -234,7 +235,22 @@ class MachineStats:
         self.suspicions = 0  # times a policy declared it suspected down (not counted in failures)
         self.completed_by_class = [0] * n_classes
         self.service_by_class = [0.0] * n_classes  # sum of sent->done times of completed replicas
-        self.recent: collections.deque[bool] = collections.deque(maxlen=RECENT)  # True: a result
+        # The last RECENT outcomes (see note_outcome), as bits, the latest in bit 0: 1 is a result.
+        # Two ints, not a deque: a deque is a 600-byte block per machine, cold at every append.
+        self.recent_bits = 0
+        self.recent_count = 0
+
+    def note_outcome(self, result: bool) -> None:
+        """A replica ended here with a result (True) or an error (False)."""
+        self.recent_bits = ((self.recent_bits << 1) | (1 if result else 0)) & _RECENT_MASK
+        if self.recent_count < RECENT:
+            self.recent_count += 1
+
+    @property
+    def recent(self) -> tuple[bool, ...]:
+        """The last RECENT outcomes, oldest first: True for a result, False for an error."""
+        bits = self.recent_bits
+        return tuple(bool(bits >> i & 1) for i in range(self.recent_count - 1, -1, -1))
 
     @property
     def errors(self) -> int:
@@ -250,7 +266,7 @@ class MachineStats:
     @property
     def recent_successes(self) -> int:
         """Results among the last RECENT replicas that ended with a result or an error."""
-        return sum(self.recent)
+        return self.recent_bits.bit_count()
 
     def mean_service(self, job_class: int) -> float | None:
         """Mean sent-to-done time of this class's completed replicas here (None before any)."""
