@@ -97,7 +97,7 @@ class BuildMaybeCompiled(build_ext):
     def _c_extension(module: str) -> Extension:
         """A module of info.C_MODULES: one C file, no library beyond Python's."""
         source = info.built_sources(ROOT / "mgst")[module].relative_to(ROOT).as_posix()
-        return Extension(module, sources=[source], extra_compile_args=["-O3"])
+        return Extension(module, sources=[source])  # Python's own flags (-O3 on Linux)
 
     @staticmethod
     def _fall_back(e: BaseException) -> None:

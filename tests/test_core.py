@@ -844,14 +844,14 @@ def test_an_arrival_older_than_the_queue_tail_keeps_submission_order():
     core.check_invariants()
 
 
-# ---------------------------------------------------------------- choose_group
+# ---------------------------------------------------------------- choose_groups
 
 
 class RunsWhatItCan(Policy):
     """The head of the first non-empty queue whose class the machine can run; counts its asks.
 
     Whether it refuses a machine depends only on which classes the machine can
-    run: that is its choose_group key.
+    run: that is its choose_groups key.
     """
 
     name = "test-runs-what-it-can"
@@ -860,8 +860,8 @@ class RunsWhatItCan(Policy):
         super().__init__()
         self.asked: list[int] = []
 
-    def choose_group(self, view: Scheduler, machine) -> Hashable:
-        return tuple(r > 0.0 for r in machine.rates)
+    def choose_groups(self, view: Scheduler) -> list[Hashable]:
+        return [tuple(r > 0.0 for r in m.rates) for m in view.machines]
 
     def choose(self, view: Scheduler, machine):
         self.asked.append(machine.index)
@@ -893,7 +893,7 @@ PICKY = [[1.0, 1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 1.0, 1.0]]
         (AsksEach, [[0, 1, 2, 3], [4], [0, 1, 2]]),
     ],
 )
-def test_choose_group_asks_one_machine_per_group_and_rotates_alike(policy_class, asked):
+def test_choose_groups_asks_one_machine_per_key_and_rotates_alike(policy_class, asked):
     policy = policy_class()
     core = make_core(policy, PICKY)
     for j in range(5):
@@ -911,10 +911,10 @@ def test_choose_group_asks_one_machine_per_group_and_rotates_alike(policy_class,
     assert queue_ids(core, 1) == [3]
 
 
-def test_choose_group_is_used_only_with_the_choose_it_was_written_for():
+def test_choose_groups_is_used_only_with_the_choose_it_was_written_for():
     class OwnGroup(AsksEach):
-        def choose_group(self, view: Scheduler, machine) -> Hashable:
-            return 0
+        def choose_groups(self, view: Scheduler) -> list[Hashable]:
+            return [0] * len(view.machines)
 
     assert make_core(RunsWhatItCan(), PICKY)._grouped
     assert not make_core(AsksEach(), PICKY)._grouped  # choose overridden below the key

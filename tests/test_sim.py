@@ -203,7 +203,7 @@ def test_dropping_dead_heap_entries_changes_no_result():
 
 def test_lpas_asking_one_machine_per_eligible_set_changes_no_result(monkeypatch):
     # LPAS_DG asks one ready machine per set of eligible classes when a job arrives
-    # (Policy.choose_group); a subclass that overrides choose() is asked machine by
+    # (Policy.choose_groups); a subclass that overrides choose() is asked machine by
     # machine. With failures (requeues, re-solves) and a periodic re-solve, the two
     # must give the same schedule, job by job.
     from mgst import policies

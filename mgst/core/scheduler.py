@@ -137,9 +137,9 @@ class Scheduler(Lifecycle):
         # What _match needs of the policy, looked up once (class attributes of the policy).
         self._replicating = policy.max_replicas > 1
         self._incremental = policy.incremental and not self._replicating
-        # Ask one ready machine per choose_group() key when offering a new job (Policy.choose_group).
-        self._grouped = kind.choose_group is not _Base.choose_group and issubclass(
-            _defined_in(kind, "choose_group"), _defined_in(kind, "choose")
+        # Ask one ready machine per choose_groups() key when offering a new job (Policy.choose_groups).
+        self._grouped = kind.choose_groups is not _Base.choose_groups and issubclass(
+            _defined_in(kind, "choose_groups"), _defined_in(kind, "choose")
         )
         # None: the core matches, asking policy.choose().
         self._dispatch = policy.dispatch if kind.dispatch is not _Base.dispatch else None
@@ -501,20 +501,22 @@ class Scheduler(Lifecycle):
                 # Each ready machine from the head until one takes it; those passed over go to the
                 # back (none taking it: all of them, which leaves the order as it was).
                 machines = self.machines
-                grouped = self._grouped
-                refused: set[Hashable] = set()  # choose_group keys that refused (grouped policies)
+                # Keys by machine index, read without touching the machine (a cold record at scale).
+                keys = policy.choose_groups(self) if self._grouped else None
+                refused: set[Hashable] = set()  # keys that refused
                 passed: list[int] = []
                 for j in ready:
-                    m = machines[j]
-                    if grouped:
-                        key = policy.choose_group(self, m)
+                    if keys is not None:
+                        key = keys[j]
                         if key in refused:
                             passed.append(j)
                             continue
+                        m = machines[j]
                         rec = policy.choose(self, m)
                         if rec is None:
                             refused.add(key)
                     else:
+                        m = machines[j]
                         rec = policy.choose(self, m)
                     if rec is not None:
                         for p in passed:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import typing
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from mypy_extensions import mypyc_attr
@@ -162,17 +162,19 @@ class Policy:
         """
         return None
 
-    def choose_group(self, view: Scheduler, machine: MachineRecord) -> Hashable:
-        """A key shared by machines that :meth:`choose` refuses alike (optional; it saves calls).
+    def choose_groups(self, view: Scheduler) -> Sequence[Hashable] | None:
+        """Keys of the machines, by index, shared by machines that :meth:`choose` refuses alike
+        (optional; it saves calls). None: no keys.
 
         The promise: whenever ``choose()`` returns None for one ready machine, it
         returns None for every ready machine with the same key at that moment.
-        The core then offers an arriving job to one machine per key; the others
-        of a key that refused move to the back of the ready queue unasked, as if
-        each had refused, so the schedule is the same. LPAS_DG keys machines by
-        their eligible classes. The core uses it only if the class that defines
-        it is the class that defines ``choose`` or a subclass of it: a subclass
-        that overrides ``choose`` alone is asked machine by machine.
+        The core asks for the keys once per arriving job and offers the job to
+        one machine per key; the others of a key that refused move to the back
+        of the ready queue unasked, as if each had refused, so the schedule is
+        the same. LPAS_DG keys machines by their eligible classes. The core uses
+        it only if the class that defines it is the class that defines
+        ``choose`` or a subclass of it: a subclass that overrides ``choose``
+        alone is asked machine by machine.
         """
         return None
 

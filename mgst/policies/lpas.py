@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import random
 import typing
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 
 from mypy_extensions import mypyc_attr
 
@@ -99,9 +99,9 @@ class LpasDG(Policy):
         self.solves += 1
         log.debug("t=%s allocation LP: lambda*=%.4f eligible=%s", view.now, self.allocation.lam, self.eligible)
 
-    def choose_group(self, view: Scheduler, machine: MachineRecord) -> Hashable:
-        """Its eligible classes: choose() refuses a machine iff their queues are all empty."""
-        return self._group_of[machine.index]
+    def choose_groups(self, view: Scheduler) -> Sequence[Hashable] | None:
+        """By eligible classes: choose() refuses a machine iff their queues are all empty."""
+        return self._group_of
 
     def choose(self, view: Scheduler, machine: MachineRecord) -> JobRecord | None:
         now = view.now
