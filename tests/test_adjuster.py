@@ -232,7 +232,9 @@ def test_share_is_imposed_and_measured(backend: str, spawn, new_throttle) -> Non
     time.sleep(0.2)
     achieved, independent = measure(throttle, proc, windows=3)
     print(f"{backend}: target 1.00  achieved {achieved:.3f}  psutil {independent:.3f}")
-    assert achieved > 0.9 and independent > 0.9
+    # Lifted: far above the 0.5 + TOLERANCE a half share allows. Not 0.9: a neighbour on this shared
+    # 2-core VM took 10 % of the CPU from the unthrottled child once (0.896), with nothing throttling it.
+    assert achieved > 0.8 and independent > 0.8
 
 
 @pytest.mark.parametrize("fork", ["after attach", "before attach"])
