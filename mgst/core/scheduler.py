@@ -503,26 +503,19 @@ class Scheduler(Lifecycle):
                 machines = self.machines
                 # Keys by machine index, read without touching the machine (a cold record at scale).
                 keys = policy.choose_groups(self) if self._grouped else None
-                refused: set[Hashable] = set()  # keys that refused
+                refused: set[Hashable] = set()  # keys that refused (without keys, each machine is its own)
                 passed: list[int] = []
                 for j in ready:
-                    if keys is not None:
-                        key = keys[j]
-                        if key in refused:
-                            passed.append(j)
-                            continue
+                    key = keys[j] if keys is not None else j
+                    if key not in refused:
                         m = machines[j]
                         rec = policy.choose(self, m)
-                        if rec is None:
-                            refused.add(key)
-                    else:
-                        m = machines[j]
-                        rec = policy.choose(self, m)
-                    if rec is not None:
-                        for p in passed:
-                            ready.move_to_end(p)
-                        self._start(rec, m)
-                        return
+                        if rec is not None:
+                            for p in passed:
+                                ready.move_to_end(p)
+                            self._start(rec, m)
+                            return
+                        refused.add(key)
                     passed.append(j)
                 return
         machines = self.machines
