@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import gc
 import importlib.util
 import json
 import logging
@@ -64,14 +65,24 @@ def default_cell(experiment: Experiment, replication: int) -> Mapping[str, Any]:
 
 
 def run_cell(cell_fn: CellFn, experiment: Experiment, replication: int) -> dict[str, Any]:
-    """In a worker: one cell's metrics, with ``wall_s`` measured if the cell function gives none."""
+    """In a worker: one cell's metrics, with ``wall_s`` measured if the cell function gives none.
+
+    The cell's garbage is freed before the worker takes the next cell (not counted in ``wall_s``).
+    """
     t0 = time.perf_counter()
-    result = cell_fn(experiment, replication)
-    if not isinstance(result, Mapping):
-        raise TypeError(f"the cell function returned {type(result).__name__}, not a mapping of metrics")
-    out = dict(result)
-    out.setdefault("wall_s", time.perf_counter() - t0)
-    return out
+    try:
+        result = cell_fn(experiment, replication)
+        if not isinstance(result, Mapping):
+            raise TypeError(f"the cell function returned {type(result).__name__}, not a mapping of metrics")
+        out = dict(result)
+        out.setdefault("wall_s", time.perf_counter() - t0)
+        return out
+    finally:
+        # A simulation's records are reference cycles (a job and its replicas point at each other), and
+        # the simulator pauses the cyclic collector while it runs. Left to the collector's own schedule,
+        # a worker's finished cells piled up: 2.0 GB of resident memory after 60 of bench_sweep's cells,
+        # and still growing; 0.27 GB when each is freed here (about 9 % more time in all).
+        gc.collect()
 
 
 def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, workers: int = 1, scheduler: str | None = None,

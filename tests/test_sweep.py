@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import gc
 import logging
 import math
 import os
@@ -11,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import weakref
 from multiprocessing import resource_tracker
 from pathlib import Path
 
@@ -22,7 +24,7 @@ from mgst.cli import main
 from mgst.config import ConfigError
 from mgst.model import BagList, BagStream, JobClass, PoissonClasses, SimulationSettings, SwfTrace
 from mgst.scenarios import anglano
-from mgst.sweep import SweepError, estimated_cost, run_sweep
+from mgst.sweep import SweepError, estimated_cost, run_cell, run_sweep
 from mgst.sweep_file import load_sweep, parse_sweep
 from mgst.sweep_plots import UNBOUNDED, figure
 from mgst.sweep_results import ResultLog, summarize
@@ -245,6 +247,41 @@ def test_summary_of_hand_made_rows():
     assert a["rwt"] == pytest.approx(0.6)
     assert b["avt"] == 3 and math.isnan(b["avt_low"]) and math.isnan(b["rwt"])  # one run: no interval
     assert (b["unbounded"], c["unbounded"]) == (False, True)
+
+
+class _Node:
+    """A reference cycle's member: only the cyclic collector frees it."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def _cell_leaving_a_cycle(experiment, replication, kept=[]):  # noqa: B006 (the list is the point)
+    node = _Node()
+    kept.append(weakref.ref(node))
+    return {"avt": 1.0}
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_cells_garbage_is_freed_before_the_next_cell(fails):
+    # With the collector paused (as it is during a simulation), only run_cell's own collection frees
+    # the cycle: without it, a worker's finished cells piled up in memory.
+    exp = None  # the cell ignores it
+    kept = _cell_leaving_a_cycle.__defaults__[0]
+    kept.clear()
+    cell = _cell_leaving_a_cycle if not fails else lambda e, r: (_cell_leaving_a_cycle(e, r), 1 / 0)
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        if fails:
+            with pytest.raises(ZeroDivisionError):
+                run_cell(cell, exp, 0)
+        else:
+            assert run_cell(cell, exp, 0)["avt"] == 1.0
+        assert len(kept) == 1 and kept[0]() is None
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def test_resume_skips_finished_cells(tmp_path, no_children_left):
