@@ -263,10 +263,14 @@ def _cell_leaving_a_cycle(experiment, replication, kept=[]):  # noqa: B006 (the 
 
 
 @pytest.mark.parametrize("fails", [False, True])
-def test_a_cells_garbage_is_freed_before_the_next_cell(fails):
+@pytest.mark.parametrize("grown", [False, True])
+def test_a_workers_garbage_is_freed_once_it_has_grown(monkeypatch, fails, grown):
     # With the collector paused (as it is during a simulation), only run_cell's own collection frees
     # the cycle: without it, a worker's finished cells piled up in memory.
-    exp = None  # the cell ignores it
+    import mgst.sweep  # noqa: PLC0415
+
+    monkeypatch.setattr(mgst.sweep, "_resident_after_collection", 0)  # as if collected with nothing resident
+    monkeypatch.setattr(mgst.sweep, "GARBAGE_LIMIT", 1 if grown else 1 << 62)
     kept = _cell_leaving_a_cycle.__defaults__[0]
     kept.clear()
     cell = _cell_leaving_a_cycle if not fails else lambda e, r: (_cell_leaving_a_cycle(e, r), 1 / 0)
@@ -275,13 +279,27 @@ def test_a_cells_garbage_is_freed_before_the_next_cell(fails):
     try:
         if fails:
             with pytest.raises(ZeroDivisionError):
-                run_cell(cell, exp, 0)
+                run_cell(cell, None, 0)  # the cell ignores its experiment
         else:
-            assert run_cell(cell, exp, 0)["avt"] == 1.0
-        assert len(kept) == 1 and kept[0]() is None
+            assert run_cell(cell, None, 0)["avt"] == 1.0
+        assert len(kept) == 1 and (kept[0]() is None) == grown
+        if grown:  # the new baseline is the resident memory after the collection
+            assert 0 < mgst.sweep._resident_after_collection < 1 << 40
     finally:
         if was_enabled:
             gc.enable()
+        gc.collect()
+
+
+def test_a_workers_first_cell_sets_the_garbage_limit_and_the_baseline(monkeypatch):
+    import mgst.sweep  # noqa: PLC0415
+
+    monkeypatch.setattr(mgst.sweep, "GARBAGE_LIMIT", None)
+    monkeypatch.setattr(mgst.sweep, "_resident_after_collection", None)
+    total = psutil.virtual_memory().total
+    run_cell(lambda e, r: {"avt": 1.0}, None, 0)
+    assert mgst.sweep.GARBAGE_LIMIT == min(1 << 30, total // (4 * os.cpu_count()))
+    assert 0 < mgst.sweep._resident_after_collection <= psutil.Process().memory_info().rss * 2
 
 
 def test_resume_skips_finished_cells(tmp_path, no_children_left):
