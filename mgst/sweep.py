@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import gc
 import importlib.util
 import json
 import logging
@@ -21,6 +20,7 @@ from mgst.config import ConfigError
 from mgst.model import BagList, BagStream, Experiment, PoissonClasses
 from mgst.sweep_file import Cell, SweepSpec
 from mgst.sweep_results import ResultLog, summarize, write_summary
+from mgst.worker_memory import free_garbage_if_grown
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ def default_cell(experiment: Experiment, replication: int) -> Mapping[str, Any]:
 def run_cell(cell_fn: CellFn, experiment: Experiment, replication: int) -> dict[str, Any]:
     """In a worker: one cell's metrics, with ``wall_s`` measured if the cell function gives none.
 
-    Afterwards, the worker's garbage is freed if it has grown by ``GARBAGE_LIMIT`` (not in ``wall_s``).
+    Afterwards, the worker's garbage is freed if it has grown enough (not counted in ``wall_s``).
     """
     t0 = time.perf_counter()
     try:
@@ -78,34 +78,7 @@ def run_cell(cell_fn: CellFn, experiment: Experiment, replication: int) -> dict[
         out.setdefault("wall_s", time.perf_counter() - t0)
         return out
     finally:
-        _free_garbage_if_grown()
-
-
-# A simulation's records are reference cycles (a job and its replicas point at each other), and the
-# simulator pauses the cyclic collector while it runs. Left to the collector's own schedule, a sweep
-# worker's finished cells piled up: 2.0 GB resident after 60 of bench_sweep's cells, and growing.
-# Collecting after every cell held it at 0.27 GB but took 0.3 to 1 s per large cell (freeing some
-# 800,000 objects), 40 % of a 20-cell sweep. So a worker collects once its resident memory has grown
-# by GARBAGE_LIMIT since it last did: a quarter of its share of the machine's memory (one worker per
-# core), at most 1 GiB. A worker that exits first frees everything at once, for nothing.
-GARBAGE_LIMIT: int | None = None  # bytes; None: set by the first cell as above
-_resident_after_collection: int | None = None  # this worker's, once it has run a cell
-
-
-def _free_garbage_if_grown() -> None:
-    global GARBAGE_LIMIT, _resident_after_collection
-    import psutil  # noqa: PLC0415 (only workers need it)
-
-    resident = psutil.Process().memory_info().rss
-    if GARBAGE_LIMIT is None:
-        GARBAGE_LIMIT = min(1 << 30, psutil.virtual_memory().total // (4 * (os.cpu_count() or 1)))
-    if _resident_after_collection is None:
-        _resident_after_collection = resident
-    elif resident - _resident_after_collection > GARBAGE_LIMIT:
-        freed = gc.collect()
-        _resident_after_collection = psutil.Process().memory_info().rss
-        log.debug("freed %d objects: resident %.0f MB, %.0f MB before", freed,
-                  _resident_after_collection / 1e6, resident / 1e6)
+        free_garbage_if_grown()  # a simulation's records are cycles: freed in batches (mgst.worker_memory)
 
 
 def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, workers: int = 1, scheduler: str | None = None,

@@ -20,6 +20,7 @@ import psutil
 import pytest
 import sweep_fake
 
+from mgst import worker_memory
 from mgst.cli import main
 from mgst.config import ConfigError
 from mgst.model import BagList, BagStream, JobClass, PoissonClasses, SimulationSettings, SwfTrace
@@ -267,10 +268,8 @@ def _cell_leaving_a_cycle(experiment, replication, kept=[]):  # noqa: B006 (the 
 def test_a_workers_garbage_is_freed_once_it_has_grown(monkeypatch, fails, grown):
     # With the collector paused (as it is during a simulation), only run_cell's own collection frees
     # the cycle: without it, a worker's finished cells piled up in memory.
-    import mgst.sweep  # noqa: PLC0415
-
-    monkeypatch.setattr(mgst.sweep, "_resident_after_collection", 0)  # as if collected with nothing resident
-    monkeypatch.setattr(mgst.sweep, "GARBAGE_LIMIT", 1 if grown else 1 << 62)
+    monkeypatch.setattr(worker_memory, "_resident_after_collection", 0)  # as if collected with nothing resident
+    monkeypatch.setattr(worker_memory, "GARBAGE_LIMIT", 1 if grown else 1 << 62)
     kept = _cell_leaving_a_cycle.__defaults__[0]
     kept.clear()
     cell = _cell_leaving_a_cycle if not fails else lambda e, r: (_cell_leaving_a_cycle(e, r), 1 / 0)
@@ -283,23 +282,10 @@ def test_a_workers_garbage_is_freed_once_it_has_grown(monkeypatch, fails, grown)
         else:
             assert run_cell(cell, None, 0)["avt"] == 1.0
         assert len(kept) == 1 and (kept[0]() is None) == grown
-        if grown:  # the new baseline is the resident memory after the collection
-            assert 0 < mgst.sweep._resident_after_collection < 1 << 40
     finally:
         if was_enabled:
             gc.enable()
         gc.collect()
-
-
-def test_a_workers_first_cell_sets_the_garbage_limit_and_the_baseline(monkeypatch):
-    import mgst.sweep  # noqa: PLC0415
-
-    monkeypatch.setattr(mgst.sweep, "GARBAGE_LIMIT", None)
-    monkeypatch.setattr(mgst.sweep, "_resident_after_collection", None)
-    total = psutil.virtual_memory().total
-    run_cell(lambda e, r: {"avt": 1.0}, None, 0)
-    assert mgst.sweep.GARBAGE_LIMIT == min(1 << 30, total // (4 * os.cpu_count()))
-    assert 0 < mgst.sweep._resident_after_collection <= psutil.Process().memory_info().rss * 2
 
 
 def test_resume_skips_finished_cells(tmp_path, no_children_left):
