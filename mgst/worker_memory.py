@@ -6,37 +6,40 @@ import gc
 import logging
 import os
 
+import psutil
+
 log = logging.getLogger(__name__)
 
 # A simulation's records are reference cycles (a job and its replicas point at each other), and the
 # simulator pauses the cyclic collector while it runs. Left to the collector's own schedule, a sweep
 # worker's finished cells piled up: 2.0 GB resident after 60 of bench_sweep's cells, and growing.
 # Collecting after every run bounds that, but freeing some 800,000 objects takes 0.3 to 1 s: 40 % of
-# a 20-cell sweep, and of `mgst simulate` on a paper setting. So a worker collects once its resident
-# memory has grown by GARBAGE_LIMIT since it last did: a quarter of its share of the machine's memory
-# (one worker per core), at most 1 GiB. A worker that exits first frees everything at once, for nothing.
-GARBAGE_LIMIT: int | None = None  # bytes; None: set at the first call, as above
-_resident_after_collection: int | None = None  # this process's, once it has called free_garbage_if_grown
+# a 20-cell sweep, and of `mgst simulate` on a paper setting. So a process collects once its resident
+# memory has grown by GARBAGE_LIMIT since it last did (or since it imported this module): a quarter of
+# its share of the machine's memory (one worker per core), at most 1 GiB. A worker that exits first
+# frees everything at once, for nothing.
+GARBAGE_LIMIT = min(1 << 30, psutil.virtual_memory().total // (4 * (os.cpu_count() or 1)))  # bytes
+
+
+def resident_memory() -> int:
+    """This process's resident memory, in bytes."""
+    return int(psutil.Process().memory_info().rss)
+
+
+_resident_after_collection = resident_memory()  # before this process's first run
 
 
 def free_garbage_if_grown() -> bool:
     """After a run: collect if resident memory has grown by ``GARBAGE_LIMIT`` since the last collection.
 
-    The first call only takes the baseline. True if it collected.
+    True if it collected.
     """
-    global GARBAGE_LIMIT, _resident_after_collection
-    import psutil  # noqa: PLC0415 (only workers need it)
-
-    resident = psutil.Process().memory_info().rss
-    if GARBAGE_LIMIT is None:
-        GARBAGE_LIMIT = min(1 << 30, psutil.virtual_memory().total // (4 * (os.cpu_count() or 1)))
-    if _resident_after_collection is None:
-        _resident_after_collection = resident
-        return False
+    global _resident_after_collection
+    resident = resident_memory()
     if resident - _resident_after_collection <= GARBAGE_LIMIT:
         return False
     freed = gc.collect()
-    _resident_after_collection = psutil.Process().memory_info().rss
+    _resident_after_collection = resident_memory()
     log.debug("freed %d objects: resident %.0f MB, %.0f MB before", freed,
               _resident_after_collection / 1e6, resident / 1e6)
     return True

@@ -34,15 +34,20 @@ def collector_paused():
         gc.collect()
 
 
-def test_the_first_call_sets_the_limit_and_the_baseline_without_collecting(monkeypatch, collector_paused):
-    monkeypatch.setattr(worker_memory, "GARBAGE_LIMIT", None)
-    monkeypatch.setattr(worker_memory, "_resident_after_collection", None)
-    cycle = weakref.ref(_Node())
-    assert worker_memory.free_garbage_if_grown() is False
-    assert cycle() is not None
+def test_the_limit_is_a_quarter_of_a_cores_share_of_memory_at_most_1_gib():
     total = psutil.virtual_memory().total
     assert worker_memory.GARBAGE_LIMIT == min(1 << 30, total // (4 * os.cpu_count()))
-    assert 0 < worker_memory._resident_after_collection <= psutil.Process().memory_info().rss * 2
+
+
+def test_a_large_first_run_is_freed(monkeypatch, collector_paused):
+    # The baseline is taken before any run (at import), not after the first one.
+    monkeypatch.setattr(worker_memory, "_resident_after_collection", worker_memory.resident_memory())
+    monkeypatch.setattr(worker_memory, "GARBAGE_LIMIT", 32 << 20)
+    nodes = [_Node() for _ in range(500_000)]  # about 46 MB of cycles
+    last = weakref.ref(nodes[-1])
+    del nodes
+    assert worker_memory.free_garbage_if_grown() is True
+    assert last() is None
 
 
 @pytest.mark.parametrize("grown", [False, True])
@@ -58,9 +63,8 @@ def test_it_collects_only_past_the_limit_and_takes_a_new_baseline(monkeypatch, c
 
 def test_real_garbage_is_bounded(monkeypatch, collector_paused):
     # About 37 MB of cycles a round, 300 MB in all, a 64 MB limit: the process holds little more.
-    monkeypatch.setattr(worker_memory, "_resident_after_collection", None)
+    monkeypatch.setattr(worker_memory, "_resident_after_collection", worker_memory.resident_memory())
     monkeypatch.setattr(worker_memory, "GARBAGE_LIMIT", 64 << 20)
-    worker_memory.free_garbage_if_grown()
     start = psutil.Process().memory_info().rss
     collections = 0
     for _ in range(8):
