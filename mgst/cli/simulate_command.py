@@ -1,0 +1,168 @@
+"""`mgst simulate`: an experiment file's replications, their summary and their per-job records files."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from mgst import policies
+from mgst.config import load_experiment, overload_warning
+
+
+def simulate_command(args: argparse.Namespace) -> int:
+    from mgst.results import write_summary_csv  # noqa: PLC0415 (keeps `mgst --help` fast)
+    from mgst.simulate import run_simulation  # noqa: PLC0415
+
+    try:
+        policies.import_modules(args.imports)
+    except (ImportError, ValueError) as e:
+        print(f"mgst: error: --import: {e}", file=sys.stderr)
+        return 2
+    exp = load_experiment(args.file)
+    s = exp.simulation
+    horizon = s.horizon if args.horizon is None else args.horizon
+    warmup = s.warmup if args.warmup is None else args.warmup
+    reps = s.replications if args.replications is None else args.replications
+    if args.horizon is not None:
+        from mgst.config import check_run_length  # noqa: PLC0415
+
+        check_run_length(exp, horizon, "--horizon")
+    for key, ok, problem in (
+        ("--horizon", horizon > 0, "must be > 0"),
+        ("--warmup", 0 <= warmup < horizon, f"must be >= 0 and below the horizon ({horizon:g})"),
+        ("--replications", reps >= 1, "must be >= 1"),
+        ("--seed", args.seed is None or args.seed >= 0, "must be >= 0"),
+        ("--workers", args.workers is None or args.workers >= 1, "must be >= 1"),
+        ("--jobs", args.jobs is None or args.out is not None, "needs --out DIR (the folder to write the file into)"),
+        ("--jobs", args.jobs != "parquet" or _parquet_available(), _parquet_missing()),
+    ):
+        if not ok:
+            print(f"mgst: error: {key} {problem}", file=sys.stderr)
+            return 2
+    warning = overload_warning(exp)
+    if warning:
+        print(f"mgst: warning: {warning}", file=sys.stderr)
+
+    show = not args.quiet and sys.stderr.isatty()
+
+    def progress(done: int, total: int) -> None:
+        if show:
+            print(f"\rsimulating {exp.name}: replication {done}/{total}", end="", file=sys.stderr, flush=True)
+
+    if args.jobs is not None:  # say what it will take before it is taken (the rows go to disk as it runs)
+        expected = round(sum(exp.arrival_rates) * horizon * reps)
+        if expected:
+            print(f"mgst: {_jobs_name(args.jobs)}: about {expected:,} rows expected, {_jobs_estimate(expected)}",
+                  file=sys.stderr)
+    parts = None
+    if args.out is not None:
+        import tempfile  # noqa: PLC0415
+
+        args.out.mkdir(parents=True, exist_ok=True)
+        if args.jobs is not None:
+            parts = Path(tempfile.mkdtemp(prefix=".jobs-", dir=args.out))
+    try:
+        summary, results = run_simulation(
+            exp, horizon=horizon, warmup=warmup, replications=reps, seed=args.seed,
+            keep_bag_rows=args.out is not None, jobs_dir=parts, workers=args.workers, progress=progress,
+            imports=tuple(args.imports),
+        )
+        if show:
+            print(file=sys.stderr)
+        written = []
+        if args.out is not None:
+            write_summary_csv(args.out / "summary.csv", summary)
+            written.append("summary.csv")
+            if summary.bags is not None:
+                from mgst.bot_metrics import write_bags_csv  # noqa: PLC0415
+
+                write_bags_csv(args.out / "bags.csv", (row for r in results if r.bags for row in r.bags.rows))
+                written.insert(0, "bags.csv")
+            if parts is not None:
+                written.insert(0, _write_simulated_jobs(args.out, args.jobs, parts, reps, summary.jobs_simulated))
+            _note_jobs_files(args.out, args.jobs, summary.jobs_simulated)
+    finally:
+        if parts is not None:
+            import shutil  # noqa: PLC0415
+
+            shutil.rmtree(parts, ignore_errors=True)
+    if args.json:
+        print(json.dumps(summary.as_dict()))
+    else:
+        from mgst.results import format_table  # noqa: PLC0415
+
+        print(format_table(summary))
+        if args.out is not None:
+            print(f"wrote {_listing(written)} in {args.out}")
+    return 0
+
+
+def _listing(names: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return " and ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else names[0]
+
+
+def _parquet_available() -> bool:
+    from mgst.results import parquet_available  # noqa: PLC0415
+
+    return parquet_available()
+
+
+def _parquet_missing() -> str:
+    from mgst.results import PARQUET_MISSING  # noqa: PLC0415
+
+    return PARQUET_MISSING
+
+
+def _jobs_name(fmt: str) -> str:
+    from mgst.results import JOB_FORMATS  # noqa: PLC0415
+
+    return JOB_FORMATS[fmt]
+
+
+def _size(n: float) -> str:
+    for unit, scale, digits in (("GB", 1e9, 1), ("MB", 1e6, 1), ("kB", 1e3, 0)):
+        if n >= scale:
+            return f"{n / scale:.{digits}f} {unit}"
+    return f"{n:.0f} bytes"
+
+
+def _jobs_estimate(rows: int) -> str:
+    """'about 82 MB as CSV', from the measured mean row size."""
+    from mgst.results import JOB_ROW_BYTES  # noqa: PLC0415
+
+    return f"about {_size(rows * JOB_ROW_BYTES)} as CSV"
+
+
+def _write_simulated_jobs(out: Path, fmt: str, parts: Path, reps: int, rows: int) -> str:
+    """Make the jobs file from the replications' parts; say its size (before writing, and after if compressed)."""
+    from mgst.results import jobs_csv_size, write_jobs  # noqa: PLC0415
+    from mgst.simulate import jobs_part  # noqa: PLC0415
+
+    name = _jobs_name(fmt)
+    files = [jobs_part(parts, r) for r in range(reps)]
+    csv_bytes = jobs_csv_size(files)
+    if fmt == "csv":
+        print(f"mgst: {name}: {rows:,} rows, {_size(csv_bytes)}", file=sys.stderr, flush=True)
+    else:
+        print(f"mgst: {name}: {rows:,} rows, {_size(csv_bytes)} as CSV; writing {fmt}", file=sys.stderr, flush=True)
+    size = write_jobs(out / name, fmt, files, remove_parts=True)
+    if fmt != "csv":
+        print(f"mgst: {name}: {_size(size)} written ({size / csv_bytes:.0%} of the CSV)", file=sys.stderr)
+    return name
+
+
+def _note_jobs_files(out: Path, fmt: str | None, rows: int) -> None:
+    """Say that per-job records were not written, and how to get them; and which jobs files in ``out`` are
+    left from an earlier run (they are not this run's)."""
+    from mgst.results import JOB_FORMATS  # noqa: PLC0415
+
+    if fmt is None:
+        print(f"mgst: per-job records not written ({rows:,} rows, {_jobs_estimate(rows)}): add --jobs "
+              f"(jobs.csv), --jobs csv.gz or --jobs parquet to write them", file=sys.stderr)
+    stale = [name for f, name in JOB_FORMATS.items() if f != fmt and (out / name).exists()]
+    if stale:
+        print(f"mgst: note: {_listing(stale)} in {out} "
+              f"{'are' if len(stale) > 1 else 'is'} from an earlier run, not this one", file=sys.stderr)

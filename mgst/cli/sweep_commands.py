@@ -1,0 +1,135 @@
+"""`mgst sweep` and `mgst paper`: grids of simulations, and the MGST paper's settings beside its tables."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from mgst.config import ConfigError, load_experiment
+
+
+def paper_command(args: argparse.Namespace) -> int:
+    from mgst.analysis.paper import PAPER, agrees, deviation  # noqa: PLC0415
+    from mgst.simulate import run_simulation  # noqa: PLC0415
+
+    names = args.settings or list(PAPER)
+    unknown = [n for n in names if n not in PAPER]
+    if unknown:
+        print(f"mgst: error: not a setting of the paper: {', '.join(unknown)}; known: {', '.join(PAPER)}",
+              file=sys.stderr)
+        return 2
+    report = []
+    for name in names:
+        exp = load_experiment(args.experiments / f"{name}.toml")
+        summary, _ = run_simulation(exp, horizon=args.horizon, warmup=args.warmup,
+                                    replications=args.replications, seed=args.seed, workers=args.workers)
+        paper = PAPER[name]
+        rows = []
+        for label, est, interval in zip(
+            [*summary.class_names, "Overall"], [*summary.classes, summary.overall], paper.simulation
+        ):
+            rows.append({"class": label, "mgst": est.mean, "ci95": [est.low, est.high], "paper": list(interval),
+                         "deviation": deviation(est.mean, interval), "agrees": agrees(est.mean, interval)})
+        report.append({"setting": name, "table": paper.table, "note": paper.note, "rows": rows,
+                       "replications": summary.replications, "horizon": summary.horizon})
+        if not args.json:
+            print(f"{name} (paper Table {paper.table}): {summary.replications} x {summary.horizon:g} time units")
+            print(f"  {'class':<8}{'mgst':>8}  {'95 % CI':<16}{'paper':<14}{'off':>7}")
+            for r in rows:
+                lo, hi = r["ci95"]
+                print(f"  {r['class']:<8}{r['mgst']:>8.3f}  ({lo:.3f}, {hi:.3f})  "
+                      f"({r['paper'][0]:.2f}, {r['paper'][1]:.2f})  {r['deviation']:>+6.1%}"
+                      f"{'' if r['agrees'] else '  <- outside'}")
+            if paper.note:
+                print(f"  note: {paper.note}")
+    if args.json:
+        print(json.dumps({"settings": report}))
+    else:
+        bad = sum(not r["agrees"] for s in report for r in s["rows"])
+        total = sum(len(s["rows"]) for s in report)
+        print(f"{bad} of {total} figures outside the paper's interval and 5 % of its midpoint")
+    return 0
+
+
+def sweep_command(args: argparse.Namespace) -> int:
+    import importlib  # noqa: PLC0415
+    import os  # noqa: PLC0415
+    import signal  # noqa: PLC0415
+    import time  # noqa: PLC0415
+
+    from mgst.sweep import SweepError, run_sweep  # noqa: PLC0415
+    from mgst.sweep_file import load_sweep  # noqa: PLC0415
+
+    spec = load_sweep(args.file, quick=args.quick, replications=args.replications, only=args.only)
+    if args.workers is not None and args.workers < 1:
+        raise ConfigError("--workers", "must be >= 1")
+    if args.workers is not None and args.scheduler is not None:
+        raise ConfigError("--workers", "cannot be given with --scheduler: the cluster has its own workers")
+    cell_fn = None
+    if args.cell is not None:
+        module, _, name = args.cell.partition(":")
+        try:
+            cell_fn = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError, ValueError) as e:
+            raise ConfigError("--cell", f"cannot load {args.cell!r}: {e}") from None
+    out = args.out or Path("runs") / f"sweep-{spec.name}{'-quick' if args.quick else ''}"
+    tty = sys.stderr.isatty()
+    last = [0.0]
+
+    def clock(s: float) -> str:
+        s = int(s)
+        return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+    def progress(p) -> None:
+        now = time.monotonic()
+        if args.quiet or (not tty and now - last[0] < 10 and p.done < p.total):
+            return
+        last[0] = now
+        eta = clock(p.eta) if p.eta is not None else "-"
+        failed = f", {p.failed} failed" if p.failed else ""
+        line = f"sweep {spec.name}: {p.done}/{p.total} cells{failed} | elapsed {clock(p.elapsed)} | ETA {eta}"
+        print(f"\r{line:<90}" if tty else line, end="" if tty else "\n", file=sys.stderr, flush=True)
+
+    def stop(signum, _frame) -> None:  # SIGTERM stops the sweep as Ctrl-C does
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    where = args.scheduler or f"{args.workers or os.cpu_count() or 1} local processes"
+    if not args.quiet:
+        print(f"mgst sweep: {spec.name} ({spec.scenario.name}), {len(spec.cells())} cells on {where}, into {out}/",
+              file=sys.stderr)
+    try:
+        result = run_sweep(spec, out, workers=args.workers or os.cpu_count() or 1, scheduler=args.scheduler,
+                           cell_fn=cell_fn, progress=progress, plots=not args.no_plots,
+                           # the simulations' own warnings (jobs left at the drain limit: the unbounded
+                           # column says it) would bury the progress line; -v shows them
+                           worker_log_level=None if args.verbose else logging.ERROR)
+    except KeyboardInterrupt:
+        if tty and not args.quiet:
+            print(file=sys.stderr)
+        print(f"mgst: interrupted; finished cells are in {out}/sweep.csv: run the same command again to go on",
+              file=sys.stderr)
+        return 130
+    except SweepError as e:
+        if tty and not args.quiet:
+            print(file=sys.stderr)
+        print(f"mgst: error: {e}", file=sys.stderr)
+        return 1
+    if tty and not args.quiet:
+        print(file=sys.stderr)
+    r = result
+    print(f"{spec.name}: {r.total} cells, {r.skipped} done before, {r.computed} run now ({len(r.failed)} failed) "
+          f"in {r.elapsed:.1f} s")
+    unbounded = [s for s in r.summary if s["unbounded"]]
+    if unbounded:
+        print(f"unbounded: {len(unbounded)} of {len(r.summary)} cells (summary.csv column 'unbounded')")
+    for cell, message in r.failed[:5]:
+        print(f"mgst: failed: {'/'.join(cell.key)}: {message}", file=sys.stderr)
+    if len(r.failed) > 5:
+        print(f"mgst: ... and {len(r.failed) - 5} more failed cells (sweep.csv column 'error'); they run again "
+              "next time", file=sys.stderr)
+    print(f"wrote {out}/: sweep.csv summary.csv" + (f" and {len(r.plots)} plots in plots/" if r.plots else ""))
+    return 1 if r.failed else 0

@@ -1,0 +1,259 @@
+"""`mgst run`, `mapper`, `puller`, `keys` and `export`: the testbed's commands, on real machines."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from mgst import policies
+from mgst.config import ConfigError, load_experiment, overload_warning
+from mgst.model import EXECUTORS
+
+
+def add_testbed_arguments(p: argparse.ArgumentParser) -> None:
+    """The options `mgst run` and `mgst mapper` share."""
+    p.add_argument("file", type=Path, help="experiment file (TOML)")
+    p.add_argument("--duration", type=float, help="seconds of job generation (default: the file's [testbed])")
+    p.add_argument("--time-unit", type=float, help="wall seconds per model time unit")
+    p.add_argument("--seed", type=int, help="run seed (the simulation's replication 0 gets the same jobs)")
+    p.add_argument("--executor", choices=list(EXECUTORS),
+                   help="how pullers run jobs (default: the file's [testbed] executor, else emulate)")
+    p.add_argument("--out", type=Path, help="output directory (default: runs/NAME-DATE-TIME)")
+    p.add_argument("--json", action="store_true", help="print only the summary JSON on stdout")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("--insecure", action="store_true",
+                   help="no authentication or encryption (for a closed lab network; logged, and noted in "
+                        "summary.json)")
+    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import a module that registers policies of its own (repeatable)")
+
+
+def _check_testbed_args(args: argparse.Namespace, exp) -> None:
+    """Exit-2 errors for the testbed options, before anything starts."""
+    from mgst.config import check_testbed_overrides  # noqa: PLC0415
+
+    check_testbed_overrides(exp, args.duration, args.time_unit)
+    if args.seed is not None and args.seed < 0:
+        raise ConfigError("--seed", "must be >= 0")
+
+
+def _import_policies(args: argparse.Namespace) -> None:
+    try:
+        policies.import_modules(args.imports)
+    except (ImportError, ValueError) as e:
+        raise ConfigError("--import", str(e)) from None
+
+
+def _stop_on_signals(mapper) -> None:
+    """SIGINT and SIGTERM: the first ends generation and drains; a second stops at once."""
+    import signal  # noqa: PLC0415
+
+    def handler(signum, _frame) -> None:
+        if mapper.stopping:
+            mapper.aborting = True
+            print("\nmgst: stopping now (the journal is consistent)", file=sys.stderr)
+        else:
+            mapper.stopping = True
+            print(f"\nmgst: {signal.Signals(signum).name}: no more jobs; draining (again to stop now)",
+                  file=sys.stderr)
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
+
+
+def _default_out(name: str) -> Path:
+    import time  # noqa: PLC0415
+
+    return Path("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def _progress_printer(enabled: bool):
+    """A mapper progress callback: one refreshed line on stderr (the paper's monitoring)."""
+    from mgst.core.state import JobStatus  # noqa: PLC0415
+
+    def show(mapper) -> None:
+        if not enabled:
+            return
+        core = mapper.core
+        n = len(core.classes)
+        queued, running, done, wait, waited = [0] * n, [0] * n, [0] * n, [0.0] * n, [0] * n
+        for rec in core.jobs.values():
+            c = rec.job.job_class
+            if rec.status is JobStatus.QUEUED:
+                queued[c] += 1
+            elif rec.status is JobStatus.RUNNING:
+                running[c] += 1
+            else:
+                done[c] += 1
+            if rec.first_sent is not None:
+                wait[c] += rec.first_sent - rec.job.submitted
+                waited[c] += 1
+        if mapper.t0 is None:
+            line = f"waiting for pullers: {mapper.registered()}/{len(mapper.conns)} registered"
+        else:
+            import time  # noqa: PLC0415
+
+            elapsed = time.time() - mapper.t0
+            left = max(0.0, mapper.duration - elapsed)
+            fmt = "/".join
+            line = (f"{elapsed:5.0f} s, {left:4.0f} s left | queued {fmt(map(str, queued))} | running "
+                    f"{fmt(map(str, running))} | done {fmt(map(str, done))} | mean wait "
+                    f"{fmt(f'{w / k:.2f}' if k else '-' for w, k in zip(wait, waited))}")
+        end = "\r" if sys.stderr.isatty() else "\n"
+        print(f"{line:<110}", end=end, file=sys.stderr, flush=True)
+
+    return show
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from mgst.analysis.compare import format_comparison  # noqa: PLC0415
+    from mgst.local import run_local  # noqa: PLC0415
+    from mgst.testbed import oversubscription_warning  # noqa: PLC0415
+
+    _import_policies(args)
+    exp = load_experiment(args.file)
+    _check_testbed_args(args, exp)
+    out = args.out or _default_out(exp.name)
+    _check_new_out(out)
+    for warning in (overload_warning(exp), oversubscription_warning(exp, args.executor or exp.testbed.executor)):
+        if warning:
+            print(f"mgst: warning: {warning}", file=sys.stderr)
+    result = run_local(exp, out, duration=args.duration, time_unit=args.time_unit, seed=args.seed,
+                       executor=args.executor, progress=_progress_printer(not args.quiet), insecure=args.insecure,
+                       imports=tuple(args.imports), on_mapper=_stop_on_signals)
+    if not args.quiet and sys.stderr.isatty():
+        print(file=sys.stderr)
+    if args.json:
+        print(json.dumps(result.summary))
+        return 0
+    if result.testbed.bags is not None:
+        from mgst.analysis.compare import format_bag_comparison  # noqa: PLC0415
+
+        print(format_bag_comparison(result.testbed, result.simulation))
+    else:
+        print(format_comparison(result.testbed, result.simulation))
+    d = result.summary["delays"]["communication_delay_s"]
+    if d["median"] is not None:
+        print(f"communication delay (sent -> started): median {d['median'] * 1e3:.2f} ms, "
+              f"p99 {d['p99'] * 1e3:.2f} ms over {d['n']} jobs")
+    extra = result.summary
+    print(f"jobs: {extra['jobs_generated']} generated, {extra['jobs_done']} done, {len(extra['cut_off'])} cut off, "
+          f"{extra['requeues']} resubmitted, {extra['timeouts']} timed out")
+    _print_warnings(extra)
+    files = "bags.csv" if result.testbed.bags is not None else "comparison.png"
+    print(f"wrote {out}/: journal.sqlite jobs.csv machines.csv summary.csv summary.json {files} pullers.log")
+    return 0
+
+
+def _print_warnings(summary: dict) -> None:
+    for w in summary.get("warnings", []):
+        print(f"mgst: warning: {w}", file=sys.stderr)
+
+
+def _check_new_out(out: Path) -> None:
+    from mgst.store import FILENAME  # noqa: PLC0415
+
+    if (out / FILENAME).exists():
+        raise ConfigError("--out", f"{out} already holds a run (continue it with 'mgst mapper FILE --resume {out}', "
+                                   "or choose another folder)")
+
+
+def mapper_command(args: argparse.Namespace) -> int:
+    from mgst import security  # noqa: PLC0415
+    from mgst.mapper import Mapper  # noqa: PLC0415
+    from mgst.results import format_table  # noqa: PLC0415
+    from mgst.testbed import summarize_testbed, write_testbed_outputs  # noqa: PLC0415
+
+    _import_policies(args)
+    exp = load_experiment(args.file)
+    try:
+        security.check_endpoint(args.bind, bind=True)
+    except ValueError as e:
+        raise ConfigError("--bind", str(e)) from None
+    if args.resume is not None:
+        given = [o for o, v in (("--duration", args.duration), ("--time-unit", args.time_unit), ("--seed", args.seed),
+                                ("--executor", args.executor), ("--out", args.out)) if v is not None]
+        if given:
+            raise ConfigError(given[0], "cannot be given with --resume: the run keeps the settings it started with")
+        out = args.resume
+    else:
+        _check_testbed_args(args, exp)
+        out = args.out or _default_out(exp.name)
+        _check_new_out(out)
+    if args.register_timeout <= 0 or not args.register_timeout < 1e7:
+        raise ConfigError("--register-timeout", "must be a positive number of seconds")
+    keys = security.server_keys(args.keys) if args.keys is not None else None
+    farewell = args.farewell
+    if farewell is None:
+        f = exp.failures
+        tu = args.time_unit or exp.testbed.time_unit
+        farewell = min(60.0, 2.0 + (5 * f.mean_down * tu if f is not None else 0.0))
+    try:
+        mapper = Mapper(exp, args.bind, duration=args.duration, time_unit=args.time_unit, seed=args.seed,
+                        register_timeout=args.register_timeout, executor=args.executor,
+                        progress=_progress_printer(not args.quiet), keys=keys, insecure=args.insecure, out=out,
+                        resume=args.resume is not None, imports=tuple(args.imports), farewell=farewell)
+    except ValueError as e:
+        if type(e) is not ValueError:
+            raise
+        raise ConfigError("--resume" if args.resume is not None else "(mapper)", str(e)) from None
+    _stop_on_signals(mapper)
+    print(f"mgst mapper: listening on {mapper.endpoint} ({mapper.security}) for {len(exp.machines)} pullers "
+          f"({', '.join(m.name for m in exp.machines)}); journal {out}/journal.sqlite", file=sys.stderr)
+    try:
+        run = mapper.run()
+    except TimeoutError as e:
+        print(f"mgst: error: {e}", file=sys.stderr)
+        return 1
+    summary, extras = summarize_testbed(run)
+    d = write_testbed_outputs(run, summary, extras, out)
+    if args.json:
+        print(json.dumps(d))
+    else:
+        print(format_table(summary))
+        print(f"wrote {out}/: journal.sqlite jobs.csv machines.csv summary.csv summary.json")
+    _print_warnings(d)
+    return 0
+
+
+def keys_command(args: argparse.Namespace) -> int:
+    from mgst import security  # noqa: PLC0415
+
+    if args.experiment is not None:
+        names = [m.name for m in load_experiment(args.experiment).machines]
+    else:
+        names = args.pullers or []
+    try:
+        written = security.create_keys(args.folder, names, lab=args.lab, overwrite=args.force)
+    except ValueError as e:
+        raise ConfigError("--pullers", str(e)) from None
+    f = args.folder
+    print(f"wrote {len(written)} files into {f}/ ({'kept existing keys' if not written else 'new keys'})")
+    print(f"  head node: mgst mapper FILE --keys {f}   (uses {f}/mapper.key_secret and {f}/authorized/*.key)")
+    who = "each" if not args.lab else "every"
+    key = "pullers/NAME.key_secret" if not args.lab else f"pullers/{security.LAB}.key_secret"
+    print(f"  {who} lab machine: copy {f}/mapper.key and {f}/{key} into a folder KEYS there, then")
+    print("    mgst puller --connect tcp://HEAD-NODE:5555 --machine NAME --keys KEYS")
+    print("  secret keys (*.key_secret) are readable by their owner only: copy them over ssh, never by mail")
+    return 0
+
+
+def export_command(args: argparse.Namespace) -> int:
+    from mgst.export import export_run  # noqa: PLC0415
+    from mgst.results import format_table  # noqa: PLC0415
+
+    _, summary, d = export_run(args.folder)
+    if args.json:
+        print(json.dumps(d))
+    else:
+        print(format_table(summary))
+        print(f"wrote {args.folder}/: jobs.csv machines.csv summary.csv summary.json")
+    return 0
+
+
+def puller_command(args: argparse.Namespace) -> int:
+    from puller.cli import run  # noqa: PLC0415
+
+    return run(args)
