@@ -343,3 +343,87 @@ def test_property_matches_linprog(inst):
     d = np.asarray(alloc.delta)
     assert (d[:, np.asarray(avail) == 0] == 0).all()
     assert (d[np.asarray(alpha) == 0, :] == 0).all()
+
+
+# ------------------------------------------------- large grids: identical machines merged
+
+
+def assert_vertex(alloc: Allocation, rates, alpha, avail, tol: float = 1e-9) -> None:
+    """delta (with lambda) is a basic solution: its nonzero variables' columns in the tight rows are independent."""
+    d = np.asarray(alloc.delta)
+    r = np.asarray(rates, dtype=float)
+    n, m = r.shape
+    nonzero = [(i, j) for i in range(n) for j in range(m) if d[i, j] > tol]
+    served = (d * r).sum(axis=1)
+    tight_classes = [i for i in range(n) if abs(served[i] - alloc.lam * alpha[i]) <= 1e-7 * max(1.0, served[i])]
+    tight_machines = [j for j in range(m) if abs(d[:, j].sum() - avail[j]) <= 1e-9]
+    rows = len(tight_classes) + len(tight_machines)
+    a = np.zeros((rows, len(nonzero) + 1))  # the nonzero deltas, then lambda
+    for col, (i, j) in enumerate(nonzero):
+        if i in tight_classes:
+            a[tight_classes.index(i), col] = r[i, j]
+        if j in tight_machines:
+            a[len(tight_classes) + tight_machines.index(j), col] = 1.0
+    for row, i in enumerate(tight_classes):
+        a[row, -1] = -alpha[i]
+    assert np.linalg.matrix_rank(a) == len(nonzero) + 1, (len(nonzero), rows)
+
+
+def _kinds_repeated(m: int, shares: tuple[float, ...]):
+    """HiHi's six machine kinds repeated to m machines, with shares cycling through ``shares``."""
+    rates = tuple(tuple(row[j % 6] for j in range(m)) for row in HIHI_RATES)
+    avail = tuple(shares[(j // 6) % len(shares)] for j in range(m))
+    alpha = tuple(x * m / 6 for x in HIHI_ALPHA)
+    return rates, alpha, avail
+
+
+@pytest.mark.parametrize("shares", [(1.0,), (1.0, 0.5, 0.0), (0.3, 0.3, 0.9, 0.0, 1.0)])
+def test_a_large_grid_of_few_machine_kinds_is_optimal_feasible_and_a_vertex(shares):
+    rates, alpha, avail = _kinds_repeated(703, shares)  # 2,812 class-machine pairs: merged
+    assert len(rates) * len(avail) > allocation.LARGE_LP_COLUMNS
+    alloc = solve_allocation(rates, alpha, avail, "primal")
+    assert alloc.lam == pytest.approx(reference_lambda(rates, alpha, avail), rel=1e-7)
+    assert_feasible(alloc, rates, alpha, avail, tol=1e-9)
+    assert_vertex(alloc, rates, alpha, avail)
+    d = np.asarray(alloc.delta)
+    assert (d[:, np.asarray(avail) == 0] == 0).all()
+    # Each kind fills its machines one after another: at most classes - 1 of them share out their time.
+    for kind in {(avail[j], tuple(r[j] for r in rates)) for j in range(len(avail))}:
+        members = [j for j in range(len(avail)) if (avail[j], tuple(r[j] for r in rates)) == kind]
+        assert sum((d[:, members] > 1e-9).sum(axis=0) > 1) <= len(rates) - 1
+
+
+def test_a_large_grid_merges_to_a_small_memoised_lp():
+    cache_clear()
+    rates, alpha, avail = _kinds_repeated(5000, (1.0, 0.5))
+    first = solve_allocation(rates, alpha, avail, "dual")
+    again = solve_allocation(rates, alpha, avail, "dual")
+    assert first == again
+    merged = allocation._solve_merged_cached.cache_info()
+    assert (merged.misses, merged.hits) == (1, 1)
+    assert (len(first.delta), len(first.delta[0])) == (4, 5000)
+
+
+
+
+def test_a_large_grid_of_distinct_machines_is_solved_whole():
+    rng = np.random.default_rng(7)
+    m = 600
+    rates = tuple(tuple(rng.uniform(0.5, 20.0, m).tolist()) for _ in range(4))
+    avail = tuple(rng.uniform(0.2, 1.0, m).tolist())
+    alloc = solve_allocation(rates, HIHI_ALPHA, avail, "primal")
+    assert alloc.lam == pytest.approx(reference_lambda(rates, HIHI_ALPHA, avail), rel=1e-7)
+    assert_feasible(alloc, rates, HIHI_ALPHA, avail, tol=1e-9)
+    assert_vertex(alloc, rates, HIHI_ALPHA, avail)
+
+
+def test_the_vertex_check_rejects_an_optimum_averaged_over_identical_machines():
+    rates, alpha, avail = _kinds_repeated(703, (1.0,))
+    alloc = solve_allocation(rates, alpha, avail, "primal")
+    d = np.asarray(alloc.delta)
+    for k in range(6):  # each kind's machines share its classes evenly: optimal, feasible, not a vertex
+        d[:, k::6] = d[:, k::6].mean(axis=1, keepdims=True)
+    averaged = Allocation(lam=alloc.lam, delta=tuple(map(tuple, d.tolist())))
+    assert_feasible(averaged, rates, alpha, avail, tol=1e-9)
+    with pytest.raises(AssertionError):
+        assert_vertex(averaged, rates, alpha, avail)

@@ -103,14 +103,27 @@ def solve_allocation(
     machines make the optimal face wide) they may return different ones, with
     different zeros in delta: LPAS_DG's eligibility then depends on the choice.
 
+    A grid of more than ``LARGE_LP_COLUMNS`` class-machine pairs is first merged: machines with
+    the same rates and availability become one LP column per class, with their summed
+    availability, and each merged share is then spread over its machines in index order, filling
+    one before the next (see :func:`_spread`). The result is an optimal vertex of the whole LP
+    whatever the solver, and the LP of a grid of a few machine kinds stays small however many
+    machines there are.
+
     Raises ValueError for malformed input, and AllocationError (a ValueError) for a
     positive rate or arrival rate outside the range HiGHS takes ([1e-9, 1e15)) or an
     LP that HiGHS rejects or does not solve to optimality.
     """
     if method not in _STRATEGIES:
         raise ValueError(f"method must be one of {', '.join(_STRATEGIES)}, got {method!r}")
-    if len(rates) * len(availability) > MEMO_MAX_ENTRIES:
-        return _solve(*_validate(rates, arrival_rates, availability), method)
+    entries = len(rates) * len(availability)
+    if entries > LARGE_LP_COLUMNS:
+        r, alpha, a = _validate(rates, arrival_rates, availability)
+        merged = _solve_merging_identical_machines(r, alpha, a, method)
+        if merged is not None:
+            return merged
+        if entries > MEMO_MAX_ENTRIES:
+            return _solve(r, alpha, a, method)
     key = (rates, arrival_rates, availability)
     try:
         hash(key)
@@ -128,6 +141,7 @@ def cache_info() -> functools._CacheInfo:
 def cache_clear() -> None:
     """Empty the :func:`solve_allocation` memo."""
     _solve_cached.cache_clear()
+    _solve_merged_cached.cache_clear()
 
 
 # --------------------------------------------------------------------------- internals
@@ -288,6 +302,65 @@ def _solve(r: np.ndarray, alpha: np.ndarray, a: np.ndarray, method: str = "dual"
     delta = np.zeros((n, m))
     delta[ii, jj] = np.maximum(x[:k], 0.0)  # clip round-off below the lower bound
     return Allocation(lam=float(x[k]), delta=tuple(map(tuple, delta.tolist())))
+
+
+def _solve_merging_identical_machines(
+    r: np.ndarray, alpha: np.ndarray, a: np.ndarray, method: str
+) -> Allocation | None:
+    """Solve with identical machines (same rates and availability) merged into one LP column per class.
+
+    None if no two machines are identical.
+    """
+    kinds, first, kind_of = np.unique(np.vstack([a, r]).T, axis=0, return_index=True, return_inverse=True)
+    if len(kinds) == a.size:
+        return None
+    order = np.argsort(first)  # kinds in order of their first machine: the merged LP does not depend on sorting
+    first = first[order]
+    kind_of = np.argsort(order)[kind_of.ravel()]
+    count = np.bincount(kind_of, minlength=first.size)
+    merged_r, merged_a = r[:, first], a[first] * count
+    if merged_r.size <= MEMO_MAX_ENTRIES:
+        merged = _solve_merged_cached(tuple(map(tuple, merged_r.tolist())), tuple(alpha.tolist()),
+                                      tuple(merged_a.tolist()), method)
+    else:
+        merged = _solve(merged_r, alpha, merged_a, method)
+    if not merged.lam > 0 or math.isinf(merged.lam):
+        return _zeros(merged.lam, *r.shape)
+    return Allocation(lam=merged.lam, delta=_spread(np.asarray(merged.delta), kind_of, a))
+
+
+@functools.lru_cache(maxsize=CACHE_SIZE)
+def _solve_merged_cached(
+    rates: tuple[tuple[float, ...], ...],
+    arrival_rates: tuple[float, ...],
+    capacity: tuple[float, ...],
+    method: str,
+) -> Allocation:
+    """The merged LP of :func:`_solve_merging_identical_machines` (capacities may exceed 1), memoised."""
+    return _solve(np.array(rates), np.array(arrival_rates), np.array(capacity), method)
+
+
+def _spread(merged_delta: np.ndarray, kind_of: np.ndarray, a: np.ndarray) -> tuple[tuple[float, ...], ...]:
+    """Spread each kind's merged shares over its machines: in index order, each filled before the next.
+
+    Kind k's classes, in index order, lay their shares end to end on [0, count_k * a_k]; machine
+    number p of the kind (by index) owns [p * a_k, (p + 1) * a_k], and gets of each class the length
+    of the overlap. At most count_k + classes - 1 entries of a kind are nonzero, as at a vertex.
+    """
+    n, m = merged_delta.shape[0], kind_of.size
+    delta = np.zeros((n, m))
+    for k in range(merged_delta.shape[1]):
+        members = np.nonzero(kind_of == k)[0]
+        share = a[members[0]]
+        if share <= 0.0:
+            continue
+        ends = np.cumsum(merged_delta[:, k])  # class i's shares end here on the kind's line
+        starts = ends - merged_delta[:, k]
+        low = np.arange(members.size) * share  # machine p's span: [low[p], low[p] + share]
+        overlap = np.minimum(ends[:, None], low[None, :] + share) - np.maximum(starts[:, None], low[None, :])
+        overlap[overlap <= 1e-12 * share] = 0.0  # touching spans, and round-off
+        delta[:, members] = overlap
+    return tuple(map(tuple, delta.tolist()))
 
 
 def _check_coefficients(values: np.ndarray, name: str, where: Callable[[int], str]) -> None:
