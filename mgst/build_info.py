@@ -30,6 +30,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "mgst.core.events",
     "mgst.core.decisions",
     "mgst.core.state",
+    "mgst.core.ready",
     "mgst.core.lifecycle",
     "mgst.core.scheduler",
     "mgst.sim",

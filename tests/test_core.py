@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 
 import pytest
 from helpers import Gang, Greedy, Scripted, assigns, job, make_core, make_policy, of, queue_ids, ready_ids
@@ -909,6 +909,59 @@ def test_choose_groups_asks_one_machine_per_key_and_rotates_alike(policy_class, 
         core.check_invariants()
     assert got == asked
     assert queue_ids(core, 1) == [3]
+
+
+class _LoggedKeys(Sequence):
+    """Keys by machine index that note which machines' keys the core read."""
+
+    def __init__(self, keys: list[Hashable]) -> None:
+        self.keys = keys
+        self.read: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __getitem__(self, j):
+        self.read.append(j)
+        return self.keys[j]
+
+
+class KeysOnce(RunsWhatItCan):
+    """RunsWhatItCan's keys, made once (as a policy whose keys do not change returns them)."""
+
+    name = "test-keys-once"
+
+    def __init__(self, rates: list[list[float]]) -> None:
+        super().__init__()
+        self.logged = _LoggedKeys([tuple(row[j] > 0.0 for row in rates) for j in range(len(rates[0]))])
+
+    def choose_groups(self, view: Scheduler) -> Sequence[Hashable]:
+        return self.logged
+
+
+def test_a_job_stops_being_offered_once_every_ready_key_refused():
+    # 40 machines: M0-M2 and M36-M39 run class 0 only; M3-M35 both classes. A class-1 job
+    # arrives while M3-M35 are busy: the ready key (class 0 only) refuses it once, and the core
+    # reads no further key (it used to walk all seven ready machines), nor moves any machine.
+    rates = [[1.0] * 40, [0.0] * 3 + [1.0] * 33 + [0.0] * 4]
+    policy = KeysOnce(rates)
+    core = make_core(policy, rates)
+    for j in range(40):
+        core.machine_ready(float(j), j)
+    for k in range(33):  # class-0 jobs fill M0-M32 ... then the both-class machines left
+        core.job_arrived(50.0 + k, job(k, 0, 50.0 + k))
+    assert ready_ids(core) == [33, 34, 35, 36, 37, 38, 39]
+    for k in range(33, 36):  # three class-1 jobs take M33-M35
+        core.job_arrived(100.0 + k, job(k, 1, 100.0 + k))
+    assert ready_ids(core) == [36, 37, 38, 39]
+    policy.logged.read.clear()
+    policy.asked.clear()
+    out = core.job_arrived(200.0, job(99, 1, 200.0))
+    assert assigns(out) == []
+    assert policy.asked == [36]
+    assert policy.logged.read == [36]  # stopped at the first refusal: its key was the only one ready
+    assert ready_ids(core) == [36, 37, 38, 39]
+    core.check_invariants()
 
 
 def test_choose_groups_is_used_only_with_the_choose_it_was_written_for():

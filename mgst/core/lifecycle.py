@@ -24,7 +24,6 @@ The :class:`Scheduler` mixes this in; policies never call it.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
@@ -54,6 +53,7 @@ from mgst.core.state import (
 )
 
 if TYPE_CHECKING:
+    from mgst.core.ready import ReadyQueue
     from mgst.policies.base import Policy
 
 # Outputs are made with tuple.__new__ directly: a NamedTuple's own __new__ is a Python function, the
@@ -77,7 +77,7 @@ class Lifecycle:
     bags: dict[int, BagRecord]
     queued_count: int
     capacity_version: int
-    _ready: OrderedDict[int, None]
+    _ready: ReadyQueue
     _replicas: dict[int, ReplicaRecord]
     _lost: dict[int, ReplicaRecord]
     _out: list[Output]
@@ -125,7 +125,7 @@ class Lifecycle:
         asking = m.asking - 1
         m.asking = asking
         if not asking:
-            del self._ready[j]
+            self._ready.remove(j)
             m.state = MachineState.BUSY
         rid = self._next_replica
         self._next_replica = rid + 1
@@ -277,7 +277,7 @@ class Lifecycle:
     def _take_down(self, m: MachineRecord, suspected: bool = False) -> None:
         for r in list(m.replicas.values()):
             self._lose(r, "machine down")
-        self._ready.pop(m.index, None)
+        self._ready.discard(m.index)
         m.asking = 0
         m.state = MachineState.DOWN
         m.suspected = suspected
@@ -301,10 +301,10 @@ class Lifecycle:
             m.asking = want
             if m.state is not MachineState.READY:
                 m.state = MachineState.READY
-                self._ready[m.index] = None
+                self._ready.add(m.index)
         elif m.state is MachineState.READY:
             m.asking = 0
-            del self._ready[m.index]
+            self._ready.remove(m.index)
             m.state = MachineState.BUSY if m.replicas else MachineState.FREE
 
     def _set_share(self, m: MachineRecord, share: float | None) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +33,7 @@ from mgst.core.events import (
     TimerFired,
 )
 from mgst.core.lifecycle import Lifecycle, PolicyError
+from mgst.core.ready import ReadyQueue
 from mgst.core.state import (
     BagRecord,
     JobQueue,
@@ -101,10 +101,7 @@ class Scheduler(Lifecycle):
         self.report_holds = True
         # --- internal ---
         self.policy = policy
-        # Machines asking for work, in request order. An OrderedDict: its head is found in O(1) and a
-        # machine passed over moves to the back in O(1) (a dict leaves holes at its front that every
-        # look at the head walks over).
-        self._ready: OrderedDict[int, None] = OrderedDict()
+        self._ready = ReadyQueue()  # machines asking for work, in request order
         self._replicas: dict[int, ReplicaRecord] = {}  # live replicas
         # Replicas given up on (lost, timed out, or cancelled while their job went on) whose
         # result we would still take; one entry per failure or policy cancel, so it stays small.
@@ -293,7 +290,7 @@ class Scheduler(Lifecycle):
             if state is MachineState.FREE and m.slots == 1:  # the common case, inlined
                 m.asking = 1
                 m.state = MachineState.READY
-                self._ready[m.index] = None
+                self._ready.add(m.index)
                 return self._after(ReplicaDone, (replica, ready), asking=m)
             if state is MachineState.DOWN and m.suspected:  # its result is its next request: back up
                 self._bring_up(m, None)
@@ -481,7 +478,7 @@ class Scheduler(Lifecycle):
         then get something only when a job arrives, and taking jobs away never
         makes another machine eligible.
         """
-        ready = self._ready
+        ready = self._ready.order  # changed here only by moves, which leave the counts by key as they are
         replicating = self._replicating
         if not ready or (not self.queued_count and not replicating):
             return
@@ -503,6 +500,8 @@ class Scheduler(Lifecycle):
                 machines = self.machines
                 # Keys by machine index, read without touching the machine (a cold record at scale).
                 keys = policy.choose_groups(self) if self._grouped else None
+                # Once every key among the ready machines has refused, nobody takes it: stop there.
+                present = self._ready.keys_present(keys) if keys is not None else -1
                 refused: set[Hashable] = set()  # keys that refused (without keys, each machine is its own)
                 passed: list[int] = []
                 for j in ready:
@@ -516,6 +515,8 @@ class Scheduler(Lifecycle):
                             self._start(rec, m)
                             return
                         refused.add(key)
+                        if len(refused) == present:
+                            return
                     passed.append(j)
                 return
         machines = self.machines
@@ -679,6 +680,7 @@ class Scheduler(Lifecycle):
                 assert m.replicas, m
             if m.state is MachineState.FREE or m.state is MachineState.DOWN:
                 assert not m.replicas, m
+        self._ready.check()
         for bag in self.all_bags.values():
             by_status = {s: 0 for s in JobStatus}
             for rec in bag.tasks:

@@ -171,7 +171,10 @@ class Policy:
         The core asks for the keys once per arriving job and offers the job to
         one machine per key; the others of a key that refused move to the back
         of the ready queue unasked, as if each had refused, so the schedule is
-        the same. LPAS_DG keys machines by their eligible classes. The core uses
+        the same. The core counts the ready machines by key, by the sequence it
+        was last given: return the same sequence while the keys stay as they
+        are, a new one when they change, and never change one in place.
+        LPAS_DG keys machines by their eligible classes. The core uses
         it only if the class that defines it is the class that defines
         ``choose`` or a subclass of it: a subclass that overrides ``choose``
         alone is asked machine by machine.
