@@ -105,9 +105,9 @@ def solve_allocation(
 
     A grid of more than ``LARGE_LP_COLUMNS`` class-machine pairs is first merged: machines with
     the same rates and availability become one LP column per class, with their summed
-    availability, and each merged share is then spread over its machines in index order, filling
-    one before the next (see :func:`_spread`). The result is an optimal vertex of the whole LP
-    whatever the solver, and the LP of a grid of a few machine kinds stays small however many
+    availability, and each merged share is then spread over its machines, filling one before the
+    next, each class's machines spread over the kind's (see :func:`_spread`). The result is an
+    optimal vertex of the whole LP, and the LP of a grid of a few machine kinds stays small however many
     machines there are.
 
     Raises ValueError for malformed input, and AllocationError (a ValueError) for a
@@ -341,11 +341,15 @@ def _solve_merged_cached(
 
 
 def _spread(merged_delta: np.ndarray, kind_of: np.ndarray, a: np.ndarray) -> tuple[tuple[float, ...], ...]:
-    """Spread each kind's merged shares over its machines: in index order, each filled before the next.
+    """Spread each kind's merged shares over its machines, filling one machine before the next.
 
-    Kind k's classes, in index order, lay their shares end to end on [0, count_k * a_k]; machine
-    number p of the kind (by index) owns [p * a_k, (p + 1) * a_k], and gets of each class the length
-    of the overlap. At most count_k + classes - 1 entries of a kind are nonzero, as at a vertex.
+    Kind k's classes, in index order, lay their shares end to end on [0, count_k * a_k]; the p-th
+    machine along that line owns [p * a_k, (p + 1) * a_k] and gets of each class the length of the
+    overlap. At most count_k + classes - 1 entries of a kind are nonzero, and the classes shared by a
+    machine chain one to the next: a vertex. The machines are laid along the line in van der Corput
+    order of their rank within the kind (0, 1/2, 1/4, 3/4, ...), so that each class's machines are
+    spread over the kind's, not a run of neighbours: the ready queue starts in index order, and a job
+    offered to it walks past every machine of a run that cannot take it.
     """
     n, m = merged_delta.shape[0], kind_of.size
     delta = np.zeros((n, m))
@@ -354,13 +358,26 @@ def _spread(merged_delta: np.ndarray, kind_of: np.ndarray, a: np.ndarray) -> tup
         share = a[members[0]]
         if share <= 0.0:
             continue
+        members = members[np.argsort(_van_der_corput(members.size), kind="stable")]
         ends = np.cumsum(merged_delta[:, k])  # class i's shares end here on the kind's line
         starts = ends - merged_delta[:, k]
-        low = np.arange(members.size) * share  # machine p's span: [low[p], low[p] + share]
+        low = np.arange(members.size) * share  # the p-th machine's span: [low[p], low[p] + share]
         overlap = np.minimum(ends[:, None], low[None, :] + share) - np.maximum(starts[:, None], low[None, :])
         overlap[overlap <= 1e-12 * share] = 0.0  # touching spans, and round-off
         delta[:, members] = overlap
     return tuple(map(tuple, delta.tolist()))
+
+
+def _van_der_corput(count: int) -> np.ndarray:
+    """The first ``count`` points of the base-2 van der Corput sequence: 0, 1/2, 1/4, 3/4, 1/8, ..."""
+    p = np.arange(count, dtype=np.int64)
+    points = np.zeros(count)
+    scale = 0.5
+    while p.any():
+        points += (p & 1) * scale
+        p >>= 1
+        scale /= 2
+    return points
 
 
 def _check_coefficients(values: np.ndarray, name: str, where: Callable[[int], str]) -> None:
