@@ -427,3 +427,19 @@ def test_the_vertex_check_rejects_an_optimum_averaged_over_identical_machines():
     assert_feasible(averaged, rates, alpha, avail, tol=1e-9)
     with pytest.raises(AssertionError):
         assert_vertex(averaged, rates, alpha, avail)
+
+
+def test_each_class_of_a_merged_kind_is_spread_over_the_kinds_machines():
+    # Laid in index order, a class's machines would be a run of neighbours, which every job of
+    # another class offered to the ready queue (in index order at first) walks past.
+    rates, alpha, avail = _kinds_repeated(6000, (1.0,))
+    d = np.asarray(solve_allocation(rates, alpha, avail, "primal").delta)
+    for k in range(6):
+        members = np.arange(k, 6000, 6)  # the kind's machines, by rank
+        for i in range(len(rates)):
+            ranks = np.nonzero(d[i, members] > 1e-9)[0]
+            if ranks.size < 10:
+                continue
+            spacing = members.size / ranks.size
+            assert ranks[0] < 2 * spacing and ranks[-1] > members.size - 1 - 2 * spacing, (k, i)
+            assert np.diff(ranks).max() <= 2 * spacing + 1, (k, i, np.diff(ranks).max(), spacing)
