@@ -100,8 +100,11 @@ def test_bad_flags_are_refused():
 def test_policies_lists_the_builtins():
     p = mgst("policies")
     assert p.returncode == 0
-    names = {line.split()[0] for line in p.stdout.splitlines()}
-    assert {"fcfs", "lpas_dg", "random", "wqr_ft"} <= names
+    summaries = dict((line.split(maxsplit=1) + [""])[:2] for line in p.stdout.splitlines())
+    assert {"fcfs", "lpas_dg", "random", "wqr_ft"} <= summaries.keys()
+    # Each with the first line of its docstring, compiled (mypyc drops class docstrings) or not.
+    assert summaries["fcfs"].strip() == "First come, first served over all classes."
+    assert all(len(summary) > 12 for summary in summaries.values()), summaries
 
 
 def test_a_policy_from_outside_mgst_runs_with_import(tmp_path):

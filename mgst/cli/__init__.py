@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -141,6 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("mgst: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # e.g. `mgst policies | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 def version_line() -> str:
@@ -169,6 +173,5 @@ class _Version(argparse.Action):
 
 def _policies(args: argparse.Namespace) -> int:
     for name in policies.names():
-        doc = (policies.policy_class(name).__doc__ or "").strip().splitlines()
-        print(f"{name:<10} {doc[0] if doc else ''}")
+        print(f"{name:<10} {policies.summary(name)}")
     return 0

@@ -74,6 +74,38 @@ def policy_class(name: str) -> type:
         raise KeyError(f"unknown policy {name!r}; known: {', '.join(names())}") from None
 
 
+def summary(name: str) -> str:
+    """The first line of policy ``name``'s class docstring ('' if it has none).
+
+    A class compiled with mypyc keeps no docstring: it is then read from the module's source.
+    """
+    cls = policy_class(name)
+    doc = cls.__doc__ or _source_docstring(cls)
+    lines = doc.strip().splitlines()
+    return lines[0] if lines else ""
+
+
+def _source_docstring(cls: type) -> str:
+    """``cls``'s docstring as written in its module's .py source, or ''."""
+    import ast  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    module = sys.modules.get(cls.__module__)
+    origin = getattr(module, "__file__", None)
+    if not origin:
+        return ""
+    source = Path(origin).with_name(cls.__module__.rpartition(".")[2] + ".py")
+    try:
+        tree = ast.parse(source.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return ""
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == cls.__name__:
+            return ast.get_docstring(node) or ""
+    return ""
+
+
 def build_policy(experiment: Experiment, rng: random.Random) -> Policy:
     """The experiment's policy with its options, and, when the experiment detects failures by
     time-out, MGST's silence time-outs (the same for the simulator and the mapper)."""

@@ -24,7 +24,7 @@ _RESOLVE = ("lpas_dg", "resolve")
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # compiled (mgst.build_info); researchers subclass it
 class LpasDG(Policy):
-    """LPAS_DG.
+    """LPAS_DG: machines serve the classes the allocation LP gives them, the most overdue first.
 
     - The allocation LP is solved over the machines that are up (a machine that
       is down has a_j = 0), at start and whenever a machine goes up or down or
