@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import Any
 
 from mgst import policies
-from mgst.availability import machine_group, up_fraction
+from mgst.availability import machine_group
 from mgst.config_machines import MachineSections
 from mgst.config_models import (
     AVAILABILITY_KINDS,
@@ -29,13 +29,12 @@ from mgst.model import (
     BagStream,
     Experiment,
     FailureModel,
-    PoissonClasses,
     PolicySpec,
     SimulationSettings,
     SwfTrace,
     TestbedSettings,
 )
-from mgst.workload.bags import mean_task_size, normalised_mix
+from mgst.workload.bags import mean_task_size
 from mgst.workload.swf import SwfError, read_swf
 
 __all__ = [
@@ -47,10 +46,7 @@ __all__ = [
     "MIN_RATE",
     "MIN_TIME_UNIT",
     "ConfigError",
-    "check_run_length",
-    "check_testbed_overrides",
     "load_experiment",
-    "overload_warning",
     "parse_experiment",
 ]
 
@@ -147,111 +143,6 @@ def parse_experiment(
 ) -> Experiment:
     """Validate parsed TOML ``data``; ``name`` is used when [experiment] has none."""
     return _Parser(path).experiment(data, name)
-
-
-def overload_warning(exp: Experiment) -> str | None:
-    """A warning if the experiment's workload exceeds its grid's capacity in the long run, else None.
-
-    Poisson classes: the LPAS_DG allocation LP (rates mu'_ij / X_i, jobs of mean size X_i)
-    finds the system overloaded. A bag stream: Anglano & Canonico's load factor
-    L = bag_rate x application_size / sum_j EP_j is >= 1 (EP_j: machine j's work rate for
-    the mix, times a_j and its up fraction). A bag list or a trace is finite: None. With
-    failures, each a_j is scaled by the machine's long-run up fraction.
-    """
-    if isinstance(exp.workload, BagStream):
-        return _bag_overload(exp, exp.workload)
-    if not isinstance(exp.workload, PoissonClasses):
-        return None
-    from mgst.policies.allocation import AllocationError, solve_allocation
-
-    availability, note = _effective_availability(exp)
-    rates = [[r / c.granularity for r in row] for row, c in zip(exp.rates, exp.classes)]
-    try:
-        alloc = solve_allocation(rates, list(exp.arrival_rates), availability)
-    except AllocationError as err:
-        key = "workload.arrival_rates" if err.argument == "arrival_rates" else "machines.rates"
-        raise ConfigError(key, f"the allocation LP cannot be solved: {err}") from None
-    if not alloc.overloaded:
-        return None
-    lam = float(alloc.lam)
-    load = f"{100.0 / lam:.1f} % of capacity" if lam > 0 else "beyond any capacity"
-    return (
-        f"overloaded: the allocation LP gives lambda* = {lam:.2f} <= 1, the load is "
-        f"{load}{note}; response times will grow without bound"
-    )
-
-
-def _effective_availability(exp: Experiment) -> tuple[list[float], str]:
-    """Each machine's a_j times its long-run up fraction, and a note saying so."""
-    failures = exp.failures
-    availability = list(exp.availability)
-    if failures is None:
-        return availability, ""
-    if isinstance(failures, FailureModel):
-        up = up_fraction(failures)
-        return [a * up for a in availability], (
-            f" (availabilities scaled by the long-run up fraction "
-            f"mean_up/(mean_up+mean_down) = {up:.3f} because of failures)"
-        )
-    ups = [up_fraction(failures, machine_group(exp, j)) for j in range(len(exp.machines))]
-    return [a * u for a, u in zip(availability, ups)], (
-        f" (availabilities scaled by each machine's long-run up fraction MTTF/(MTTF+MTTR), "
-        f"{min(ups):.3f} to {max(ups):.3f}, because of failures)"
-    )
-
-
-def _bag_overload(exp: Experiment, spec: BagStream) -> str | None:
-    availability, note = _effective_availability(exp)
-    mix = normalised_mix(spec.mix)
-    work = mix * [c.granularity for c in exp.classes]
-    work = work / work.sum()  # fraction of the work in each class
-    power = 0.0
-    for j, m in enumerate(exp.machines):  # the mix's work rate on machine j: 1 / sum_i w_i / mu_ij
-        power += availability[j] / sum(w / m.rates[i] for i, w in enumerate(work) if w > 0)
-    load = spec.bag_rate * spec.application_size / power
-    if load < 1:
-        return None
-    return (
-        f"overloaded: the load factor L = bag_rate x application_size / sum of effective powers = "
-        f"{spec.bag_rate:g} x {spec.application_size:g} / {power:.2f} = {load:.2f} >= 1{note}; "
-        "bag turnaround times will grow without bound"
-    )
-
-
-def check_run_length(experiment: Experiment, horizon: float, key: str) -> None:
-    """Check a simulation horizon given outside the file (``key``: "--horizon").
-
-    Raises ConfigError naming ``key`` unless ``horizon`` (model time units) is positive,
-    finite and within MAX_JOBS jobs per replication (and as many failure cycles and
-    checkpoints).
-    """
-    if not _is_number(horizon) or not math.isfinite(horizon) or horizon <= 0:
-        raise ConfigError(key, f"must be a positive number, got {_describe(horizon)}")
-    _check_length(experiment, float(horizon), "per replication", key, key, key)
-
-
-def check_testbed_overrides(
-    experiment: Experiment, duration: float | None, time_unit: float | None
-) -> None:
-    """Check the testbed's --duration and --time-unit (None: not given, the file's value).
-
-    Raises ConfigError naming "--duration" or "--time-unit" unless each given value is
-    positive, finite and within bounds (MAX_DURATION; MIN_TIME_UNIT to MAX_TIME_UNIT),
-    and the run they make stays within MAX_JOBS jobs (and failure cycles); a run too
-    long blames --duration if it was given.
-    """
-    tb = experiment.testbed
-    if duration is not None:
-        _check_range(duration, "--duration", 0.0, MAX_DURATION, "s", None)
-    if time_unit is not None:
-        _check_range(time_unit, "--time-unit", MIN_TIME_UNIT, MAX_TIME_UNIT, "s", None)
-    if duration is None and time_unit is None:
-        key = "testbed.duration"
-    else:
-        key = "--duration" if duration is not None else "--time-unit"
-    d = tb.duration if duration is None else float(duration)
-    tu = tb.time_unit if time_unit is None else float(time_unit)
-    _check_length(experiment, d / tu, "in the testbed run", key, key, None, note=f" ({d:g} s / {tu:g} s each)")
 
 
 def _check_range(

@@ -14,8 +14,9 @@ from types import MappingProxyType
 
 import pytest
 
-from mgst import config, model, policies
-from mgst.config import ConfigError, load_experiment, overload_warning, parse_experiment
+from mgst import config, config_checks, model, policies
+from mgst.config import ConfigError, load_experiment, parse_experiment
+from mgst.config_checks import overload_warning
 from mgst.experiment_codec import from_plain, to_plain
 from mgst.model import Experiment, FailureModel, SimulationSettings
 
@@ -608,12 +609,10 @@ def test_module_exports():
         "MIN_RATE",
         "MIN_TIME_UNIT",
         "ConfigError",
-        "check_run_length",
-        "check_testbed_overrides",
         "load_experiment",
-        "overload_warning",
         "parse_experiment",
     }
+    assert set(config_checks.__all__) == {"check_run_length", "check_testbed_overrides", "overload_warning"}
 
 
 # ------------------------------------------------------------------ bounds: no traceback, no endless run
@@ -814,7 +813,7 @@ def experiment_for(tmp_path, **sections) -> Experiment:
 def test_check_run_length_names_the_given_key(tmp_path, horizon, fragments):
     exp = experiment_for(tmp_path)
     with pytest.raises(ConfigError) as info:
-        config.check_run_length(exp, horizon, "--horizon")
+        config_checks.check_run_length(exp, horizon, "--horizon")
     assert info.value.key == "--horizon"
     assert str(info.value).startswith("--horizon: ")
     for fragment in fragments:
@@ -827,20 +826,20 @@ def test_check_run_length_covers_failures_and_checkpoints(tmp_path):
         failures="[failures]\nmean_up = 1e-4\nmean_down = 1e-4\n",
         simulation="[simulation]\nhorizon = 100\nwarmup = 0\n",
     )
-    config.check_run_length(exp, 100.0, "--horizon")  # 3 x 100 / 2e-4 = 1.5e6 failure cycles
+    config_checks.check_run_length(exp, 100.0, "--horizon")  # 3 x 100 / 2e-4 = 1.5e6 failure cycles
     with pytest.raises(ConfigError, match="imply 1.5e\\+08 failure cycles per replication") as info:
-        config.check_run_length(exp, 1e4, "--horizon")
+        config_checks.check_run_length(exp, 1e4, "--horizon")
     assert info.value.key == "--horizon"
     exp = experiment_for(tmp_path, simulation="[simulation]\nhorizon = 100\nwarmup = 0\ncheckpoint_interval = 0.01\n")
-    config.check_run_length(exp, 1e4, "--horizon")  # 3 x 1e4 / 0.01 = 3e6 checkpoints
+    config_checks.check_run_length(exp, 1e4, "--horizon")  # 3 x 1e4 / 0.01 = 3e6 checkpoints
     with pytest.raises(ConfigError, match="implies up to 3e\\+07 checkpoints per replication") as info:
-        config.check_run_length(exp, 1e5, "--horizon")
+        config_checks.check_run_length(exp, 1e5, "--horizon")
     assert info.value.key == "--horizon"
 
 
 def test_check_run_length_accepts_a_sane_horizon(tmp_path):
-    config.check_run_length(experiment_for(tmp_path), 1e5, "--horizon")
-    config.check_run_length(experiment_for(tmp_path), config.MAX_JOBS / 3, "--horizon")
+    config_checks.check_run_length(experiment_for(tmp_path), 1e5, "--horizon")
+    config_checks.check_run_length(experiment_for(tmp_path), config.MAX_JOBS / 3, "--horizon")
 
 
 @pytest.mark.parametrize(
@@ -863,17 +862,17 @@ def test_check_run_length_accepts_a_sane_horizon(tmp_path):
 def test_check_testbed_overrides_names_the_option(tmp_path, duration, time_unit, key, fragment):
     exp = experiment_for(tmp_path, workload="[workload]\narrival_rates = [100, 200]\n")
     with pytest.raises(ConfigError) as info:
-        config.check_testbed_overrides(exp, duration, time_unit)
+        config_checks.check_testbed_overrides(exp, duration, time_unit)
     assert info.value.key == key
     assert fragment in info.value.problem, info.value.problem
 
 
 def test_check_testbed_overrides_accepts_sane_values(tmp_path):
     exp = experiment_for(tmp_path)
-    config.check_testbed_overrides(exp, None, None)
-    config.check_testbed_overrides(exp, 3.0, 0.2)
-    config.check_testbed_overrides(exp, 3600.0, None)
-    config.check_testbed_overrides(exp, None, 1e-3)
+    config_checks.check_testbed_overrides(exp, None, None)
+    config_checks.check_testbed_overrides(exp, 3.0, 0.2)
+    config_checks.check_testbed_overrides(exp, 3600.0, None)
+    config_checks.check_testbed_overrides(exp, None, 1e-3)
 
 
 # ------------------------------------------------------------------ [testbed] commands
@@ -1206,10 +1205,10 @@ def test_model_section_errors_name_the_key(tmp_path, sections, key, fragments):
 
 def test_run_length_of_a_bag_stream_honours_max_bags(tmp_path):
     exp = experiment_for(tmp_path, workload=BAGS + "max_bags = 2\n", machines=POWER)
-    config.check_run_length(exp, 1e9, "--horizon")  # at most 2 bags of ~101 tasks
+    config_checks.check_run_length(exp, 1e9, "--horizon")  # at most 2 bags of ~101 tasks
     with pytest.raises(ConfigError) as info:
-        config.check_run_length(dataclasses.replace(exp, workload=dataclasses.replace(exp.workload, max_bags=None)),
-                                1e9, "--horizon")
+        unbounded = dataclasses.replace(exp, workload=dataclasses.replace(exp.workload, max_bags=None))
+        config_checks.check_run_length(unbounded, 1e9, "--horizon")
     assert info.value.key == "--horizon" and "tasks per bag" in info.value.problem
 
 

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from mgst import policies
-from mgst.config import ConfigError, load_experiment, overload_warning
+from mgst.config import ConfigError, load_experiment
+from mgst.config_checks import overload_warning
 from mgst.model import EXECUTORS
 
 
@@ -32,7 +33,7 @@ def add_testbed_arguments(p: argparse.ArgumentParser) -> None:
 
 def _check_testbed_args(args: argparse.Namespace, exp) -> None:
     """Exit-2 errors for the testbed options, before anything starts."""
-    from mgst.config import check_testbed_overrides  # noqa: PLC0415
+    from mgst.config_checks import check_testbed_overrides  # noqa: PLC0415
 
     check_testbed_overrides(exp, args.duration, args.time_unit)
     if args.seed is not None and args.seed < 0:
