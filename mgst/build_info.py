@@ -32,6 +32,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "mgst.core.state",
     "mgst.core.ready",
     "mgst.core.lifecycle",
+    "mgst.core.matching",
     "mgst.core.scheduler",
     "mgst.sim",
     "mgst.policies.base",

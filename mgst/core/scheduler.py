@@ -7,14 +7,8 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mgst.core.decisions import (
-    Assign,
-    Cancel,
-    CancelTimer,
     Hold,
     Output,
-    SetTimer,
-    SuspectDown,
-    TimeOut,
 )
 from mgst.core.events import (
     BagArrived,
@@ -32,7 +26,8 @@ from mgst.core.events import (
     ReplicaFailed,
     TimerFired,
 )
-from mgst.core.lifecycle import Lifecycle, PolicyError
+from mgst.core.lifecycle import PolicyError
+from mgst.core.matching import Matching
 from mgst.core.ready import ReadyQueue
 from mgst.core.state import (
     BagRecord,
@@ -58,7 +53,7 @@ TIMER_SLACK = 1e-9
 __all__ = ["PolicyError", "Scheduler", "TIMER_SLACK"]
 
 
-class Scheduler(Lifecycle):
+class Scheduler(Matching):
     """The scheduling core.
 
     Drivers call :meth:`start` once, then :meth:`handle` for every event (or the
@@ -66,7 +61,8 @@ class Scheduler(Lifecycle):
     time with the current model time, and carry out the decisions returned. The
     policy sees this object as its read-only view: the attributes and methods
     under "view" below; it changes nothing itself and acts only by returning
-    decisions. The transitions themselves live in :class:`Lifecycle`.
+    decisions. The transitions themselves live in :class:`Lifecycle`, the matching
+    and the decisions' effects in :class:`Matching`.
     """
 
     def __init__(
@@ -462,78 +458,6 @@ class Scheduler(Lifecycle):
                 for r in started:
                     self._apply_all(policy.on_replica_start(self, r))
 
-    # ------------------------------------------------------------------ matching
-
-    def _match(self, new_job: JobRecord | None, asking: MachineRecord | None) -> None:
-        """The default matching, for policies that implement only ``choose``.
-
-        Ready machines are offered work in request order, one free slot at a
-        time; one that gets nothing goes to the back of the ready queue (the
-        rotating server queue of MGST section 4.3.1). For an ``incremental``
-        policy that does not replicate, an asking machine alone is offered work,
-        and a new job is offered to ready machines from the head until one takes
-        something; otherwise (and after any requeue, bag arrival or capacity
-        change) every ready machine is offered work. That is exact when choose()
-        looks only at the machine and the queues: a machine that got nothing can
-        then get something only when a job arrives, and taking jobs away never
-        makes another machine eligible.
-        """
-        ready = self._ready.order  # changed here only by moves, which leave the counts by key as they are
-        replicating = self._replicating
-        if not ready or (not self.queued_count and not replicating):
-            return
-        # self.policy.choose and self._start, not local bound methods: compiled, these are native calls
-        policy = self.policy
-        # A replicating choose() changes its answer when a job starts running: not incremental.
-        if self._incremental:
-            if asking is not None:
-                rec = policy.choose(self, asking)
-                while rec is not None:
-                    self._start(rec, asking)
-                    if not asking.asking:
-                        return
-                    rec = policy.choose(self, asking)  # another free slot
-                return
-            if new_job is not None:
-                # Each ready machine from the head until one takes it; those passed over go to the
-                # back (none taking it: all of them, which leaves the order as it was).
-                machines = self.machines
-                # Keys by machine index, read without touching the machine (a cold record at scale).
-                keys = policy.choose_groups(self) if self._grouped else None
-                # Once every key among the ready machines has refused, nobody takes it: stop there.
-                present = self._ready.keys_present(keys) if keys is not None else -1
-                refused: set[Hashable] = set()  # keys that refused (without keys, each machine is its own)
-                passed: list[int] = []
-                for j in ready:
-                    key = keys[j] if keys is not None else j
-                    if key not in refused:
-                        m = machines[j]
-                        rec = policy.choose(self, m)
-                        if rec is not None:
-                            for p in passed:
-                                ready.move_to_end(p)
-                            self._start(rec, m)
-                            return
-                        refused.add(key)
-                        if len(refused) == present:
-                            return
-                    passed.append(j)
-                return
-        machines = self.machines
-        to_back = ready.move_to_end
-        for j in list(ready):
-            m = machines[j]
-            while True:
-                rec = policy.choose(self, m)
-                if rec is None:
-                    to_back(j)
-                    break
-                self._start(rec, m)
-                if not self.queued_count and not replicating:
-                    return
-                if not m.asking:
-                    break
-
     # ------------------------------------------------------------------ bookkeeping
 
     def _bag_record(self, bag_id: int, submitted: float, attributes: dict[str, Any]) -> BagRecord:
@@ -589,59 +513,6 @@ class Scheduler(Lifecycle):
             bag.queued += 1
             bag.tasks.append(rec)
         return rec
-
-    # ------------------------------------------------------------------ decisions
-
-    def _apply_all(self, decisions: Iterable | None) -> None:
-        if decisions:
-            apply = self._apply
-            for d in decisions:
-                apply(d)
-
-    def _apply(self, d: object) -> None:
-        """Check and carry out one decision of the policy."""
-        t = type(d)
-        if t is Assign:
-            self._assign(d)  # type: ignore[arg-type]
-        elif t is Hold:
-            j = d.machine  # type: ignore[attr-defined]
-            if j not in self._ready:
-                raise PolicyError(f"hold of machine {j}, which is not asking for work")
-            self._ready.move_to_end(j)
-        elif t is Cancel:
-            self._cancel(self._running_replica(d.replica, "cancel"))  # type: ignore[attr-defined]
-        elif t is SetTimer:
-            self.timers[d.key] = d.at  # type: ignore[attr-defined]
-            self._out.append(d)  # type: ignore[arg-type]
-        elif t is CancelTimer:
-            if self.timers.pop(d.key, None) is not None:  # type: ignore[attr-defined]
-                self._out.append(d)  # type: ignore[arg-type]
-        elif t is TimeOut:
-            self._time_out(self._running_replica(d.replica, "time-out"))  # type: ignore[attr-defined]
-        elif t is SuspectDown:
-            j = d.machine  # type: ignore[attr-defined]
-            if not 0 <= j < len(self.machines):
-                raise PolicyError(f"suspicion of unknown machine {j}")
-            m = self.machines[j]
-            if m.state is not MachineState.DOWN:
-                self._take_down(m, suspected=True)
-        else:
-            raise PolicyError(f"a policy cannot decide {d!r}")
-
-    def _running_replica(self, replica: int, what: str) -> ReplicaRecord:
-        """The live replica a policy's decision names; PolicyError if it is not running."""
-        r = self._replicas.get(replica)
-        if r is None:
-            raise PolicyError(f"{what} of replica {replica}, which is not running")
-        return r
-
-    def _assign(self, d: Assign) -> None:
-        rec = self.jobs.get(d.job.id)
-        if rec is None:
-            raise PolicyError(f"assign of unknown job {d.job.id}")
-        if not 0 <= d.machine < len(self.machines):
-            raise PolicyError(f"assign to unknown machine {d.machine}")
-        self._start(rec, self.machines[d.machine])
 
     def _stale(self, what: str) -> None:
         self.stale_events += 1
