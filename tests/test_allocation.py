@@ -443,3 +443,23 @@ def test_each_class_of_a_merged_kind_is_spread_over_the_kinds_machines():
             spacing = members.size / ranks.size
             assert ranks[0] < 2 * spacing and ranks[-1] > members.size - 1 - 2 * spacing, (k, i)
             assert np.diff(ranks).max() <= 2 * spacing + 1, (k, i, np.diff(ranks).max(), spacing)
+
+
+def test_solving_prints_nothing_in_a_fresh_interpreter():
+    """HiGHS's banner ("Running HiGHS ...") must not reach stdout: it would corrupt `mgst paper --json`.
+
+    A fresh interpreter, because each thread makes its HiGHS instances once; both the simplex and
+    the interior-point (large LP) instances are made.
+    """
+    import subprocess
+    import sys
+
+    code = (
+        "from mgst.policies.allocation import solve_allocation, LARGE_LP_COLUMNS\n"
+        "solve_allocation(((1.0, 2.0), (2.0, 1.0)), (1.0, 1.0), (1.0, 1.0))\n"
+        "m = LARGE_LP_COLUMNS + 1\n"
+        "solve_allocation((tuple(1.0 + j % 97 for j in range(m)),), (1.0,), (1.0,) * m)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""

@@ -195,11 +195,19 @@ _local = threading.local()
 _STRATEGIES = {"dual": 1, "primal": 4}
 
 
+# highspy's Highs() registers its Python callbacks in its constructor, and HiGHS (1.16 at least)
+# writes its banner, "Running HiGHS ...", to stdout at that first call, before output_flag can be
+# turned off: it would corrupt `mgst paper --json`. The C++ class underneath, which highspy.Highs
+# extends, has every method used here and prints nothing until it runs with output on. None of the
+# callbacks is used.
+_QUIET_HIGHS: type = getattr(getattr(highspy, "_core", None), "_Highs", highspy.Highs)
+
+
 def _highs(method: str = "dual") -> highspy.Highs:
     """This thread's quiet, deterministic HiGHS instance for the given simplex variant."""
     h = getattr(_local, method, None)
     if h is None:
-        h = highspy.Highs()
+        h = _QUIET_HIGHS()
         if method == "ipm":
             solver: tuple[tuple[str, object], ...] = (("solver", "ipm"), ("run_crossover", "on"))
         else:
