@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mgst.clock import OffsetEstimator
+from mgst.clock import OffsetEstimator, causal_bounds
 from mgst.model import Experiment, Job
 from mgst.results import JOB_COLUMNS
 from mgst.store import RunStore
@@ -33,7 +33,8 @@ class ReplicaLog:
     finished, t6 the mapper learnt it was done. There is no result transfer, so
     the paper's t7 is t6. Puller-side instants are kept as the puller stamped them
     (``*_remote``) and put on the mapper's clock by :meth:`Journal.correct` at the
-    end, with the offset estimated from the heartbeats around each instant.
+    end, with the offset estimated from the heartbeats around each instant, kept
+    within what the replica's own messages allow (none arrives before it left).
     """
 
     replica: int
@@ -272,10 +273,19 @@ class Journal:
             m.rtt = m.clock.rtt
         for r in self.replicas.values():
             clock = self.machines[r.machine].clock
-            r.t1 = None if r.t1_remote is None else clock.to_local(r.t1_remote)
-            r.t4r = None if r.t4r_remote is None else clock.to_local(r.t4r_remote)
-            r.t4 = None if r.t4_remote is None else clock.to_local(r.t4_remote)
-            r.t5 = None if r.t5_remote is None else clock.to_local(r.t5_remote)
+            # The replica's own messages arrived after they left: its request (t1 -> t2), the job
+            # (t3 -> t4r) and its result (t5 -> t6). An offset estimated from the heartbeats can be
+            # off by half a heartbeat's round trip, more than a job's one-way delay on a LAN; these
+            # bounds keep each replica's corrected instants causal.
+            low, high = causal_bounds(
+                [(r.t3, r.t4r_remote)] if r.t4r_remote is not None else [],
+                [(sent, received) for sent, received in ((r.t1_remote, r.t2), (r.t5_remote, r.t6))
+                 if sent is not None and received is not None],
+            )
+            r.t1 = None if r.t1_remote is None else clock.to_local(r.t1_remote, low, high)
+            r.t4r = None if r.t4r_remote is None else clock.to_local(r.t4r_remote, low, high)
+            r.t4 = None if r.t4_remote is None else clock.to_local(r.t4_remote, low, high)
+            r.t5 = None if r.t5_remote is None else clock.to_local(r.t5_remote, low, high)
 
     # --- statistics ----------------------------------------------------------
 
