@@ -21,6 +21,8 @@ class Matching(Lifecycle):
     _replicating: bool
     _incremental: bool
     _grouped: bool
+    _walks: int  # offers of a new job to the ready machines by key, so far
+    _refused_in: list[int]  # by key number: the last such offer that the key refused
 
     def _match(self, new_job: JobRecord | None, asking: MachineRecord | None) -> None:
         """The default matching, for policies that implement only ``choose``.
@@ -36,9 +38,9 @@ class Matching(Lifecycle):
         then get something only when a job arrives, and taking jobs away never
         makes another machine eligible.
         """
-        ready = self._ready.order  # changed here only by moves, which leave the counts by key as they are
+        ready = self._ready
         replicating = self._replicating
-        if not ready or (not self.queued_count and not replicating):
+        if not len(ready) or (not self.queued_count and not replicating):
             return
         # self.policy.choose and self._start, not local bound methods: compiled, these are native calls
         policy = self.policy
@@ -55,37 +57,54 @@ class Matching(Lifecycle):
                 return
             if new_job is not None:
                 # Each ready machine from the head until one takes it; those passed over go to the
-                # back (none taking it: all of them, which leaves the order as it was).
+                # back, in order: the taker becomes the head (none taking it: all of them, which
+                # leaves the order as it was).
                 machines = self.machines
+                next_of = ready.next_of  # the queue is not changed during the walk
+                j = ready.head
                 # Keys by machine index, read without touching the machine (a cold record at scale).
                 keys = policy.choose_groups(view) if self._grouped else None
-                # Once every key among the ready machines has refused, nobody takes it: stop there.
-                present = self._ready.keys_present(keys) if keys is not None else -1
-                refused: set[Hashable] = set()  # keys that refused (without keys, each machine is its own)
-                passed: list[int] = []
-                for j in ready:
-                    key = keys[j] if keys is not None else j
-                    if key not in refused:
+                if keys is None:
+                    for _ in range(len(ready)):
                         m = machines[j]
                         rec = policy.choose(view, m)
                         if rec is not None:
-                            for p in passed:
-                                ready.move_to_end(p)
+                            ready.rotate_to(j)
                             self._start(rec, m)
                             return
-                        refused.add(key)
-                        if len(refused) == present:
+                        j = next_of[j]
+                    return
+                # One machine asked per key; once every key among the ready machines has refused,
+                # nobody takes it: stop there.
+                present = ready.keys_present(keys)
+                key_of = ready.key_of
+                walk = self._walks = self._walks + 1
+                refused_in = self._refused_in  # by key number: the walk in which that key refused
+                if len(refused_in) < ready.key_count:
+                    refused_in.extend([0] * (ready.key_count - len(refused_in)))
+                refusals = 0
+                for _ in range(len(ready)):
+                    key = key_of[j]
+                    if refused_in[key] != walk:
+                        m = machines[j]
+                        rec = policy.choose(view, m)
+                        if rec is not None:
+                            ready.rotate_to(j)
+                            self._start(rec, m)
                             return
-                    passed.append(j)
+                        refused_in[key] = walk
+                        refusals += 1
+                        if refusals == present:
+                            return
+                    j = next_of[j]
                 return
         machines = self.machines
-        to_back = ready.move_to_end
         for j in list(ready):
             m = machines[j]
             while True:
                 rec = policy.choose(view, m)
                 if rec is None:
-                    to_back(j)
+                    ready.move_to_end(j)
                     break
                 self._start(rec, m)
                 if not self.queued_count and not replicating:

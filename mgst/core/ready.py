@@ -2,41 +2,63 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Hashable, Iterator, Sequence
+
+ABSENT = -1  # in ``next_of``: the machine is not in the queue
 
 
 class ReadyQueue:
     """Machines (by index) asking for work, oldest request first: MGST's rotating server queue.
 
-    An OrderedDict: its head is found in O(1) and a machine passed over moves to the back in O(1) (a
-    dict leaves holes at its front that every look at the head walks over). Once given the policy's
-    ``choose_groups`` keys (:meth:`keys_present`), it also counts its machines by key, so that the
-    core can stop offering a job once every key among the ready machines has refused it, instead of
-    walking the whole queue (thousands of machines on a large grid).
+    A cyclic doubly-linked list over machine indices, kept in two lists of ints, with a head: the
+    back of the queue is the machine before the head. Adding, removing and moving a machine to the
+    back are O(1), and so is the rotating server queue's step: when a machine takes a job, the
+    machines that were offered it before and refused move to the back, in order, which is only the
+    head moving to the taker (:meth:`rotate_to`), however many machines were passed over.
+
+    Once given the policy's ``choose_groups`` keys (:meth:`keys_present`), it also counts its
+    machines by key, so that the core can stop offering a job once every key among the ready
+    machines has refused it, and numbers the keys densely (``key_of``) for that walk.
     """
 
     def __init__(self) -> None:
-        self.order: OrderedDict[int, None] = OrderedDict()  # read it; change it only through the methods
+        self.head = ABSENT  # the oldest request; ABSENT when the queue is empty
+        self.next_of: list[int] = []  # by machine index: the next machine in the queue, or ABSENT
+        self._prev: list[int] = []  # by machine index: the previous machine in the queue
+        self._len = 0
         self._keys: Sequence[Hashable] | None = None  # the keys counted by, by machine index
-        self._key_ids: list[int] = []  # by machine index: its key's number (keys numbered from 0)
+        self.key_of: list[int] = []  # by machine index: its key's number (keys numbered from 0)
+        self.key_count = 0  # how many distinct keys there are
         self._per_key: list[int] = []  # by key number: ready machines with that key
         self._present = 0  # keys with a ready machine
 
     def __len__(self) -> int:
-        return len(self.order)
+        return self._len
 
     def __contains__(self, machine: int) -> bool:
-        return machine in self.order
+        return 0 <= machine < len(self.next_of) and self.next_of[machine] != ABSENT
 
     def __iter__(self) -> Iterator[int]:
-        return iter(self.order)
+        """Front to back (do not change the queue while iterating)."""
+        machine = self.head
+        next_of = self.next_of
+        for _ in range(self._len):
+            yield machine
+            machine = next_of[machine]
 
     def add(self, machine: int) -> None:
         """At the back (the machine is not in the queue)."""
-        self.order[machine] = None
+        next_of = self.next_of
+        if machine >= len(next_of):
+            grow = machine + 1 - len(next_of)
+            next_of.extend([ABSENT] * grow)
+            self._prev.extend([ABSENT] * grow)
+        elif next_of[machine] != ABSENT:
+            raise ValueError(f"machine {machine} is already in the ready queue")
+        self._link_before_head(machine)
+        self._len += 1
         if self._keys is not None:
-            key = self._key_ids[machine]
+            key = self.key_of[machine]
             count = self._per_key[key]
             if not count:
                 self._present += 1
@@ -44,9 +66,12 @@ class ReadyQueue:
 
     def remove(self, machine: int) -> None:
         """Out of the queue (KeyError if it is not in it)."""
-        del self.order[machine]
+        if machine not in self:
+            raise KeyError(machine)
+        self._unlink(machine)
+        self._len -= 1
         if self._keys is not None:
-            key = self._key_ids[machine]
+            key = self.key_of[machine]
             count = self._per_key[key] - 1
             if not count:
                 self._present -= 1
@@ -54,12 +79,24 @@ class ReadyQueue:
 
     def discard(self, machine: int) -> None:
         """Out of the queue, if it is in it."""
-        if machine in self.order:
+        if machine in self:
             self.remove(machine)
 
     def move_to_end(self, machine: int) -> None:
-        """To the back."""
-        self.order.move_to_end(machine)
+        """To the back (KeyError if it is not in the queue)."""
+        if machine not in self:
+            raise KeyError(machine)
+        if machine == self.head:
+            self.head = self.next_of[machine]  # the cycle is unchanged: the head was behind itself
+        elif self.next_of[machine] != self.head:  # not at the back already
+            self._unlink(machine)
+            self._link_before_head(machine)
+
+    def rotate_to(self, machine: int) -> None:
+        """Move the machines in front of ``machine`` to the back, in their order: it becomes the head."""
+        if machine not in self:
+            raise KeyError(machine)
+        self.head = machine
 
     def keys_present(self, keys: Sequence[Hashable]) -> int:
         """How many distinct ``keys`` (by machine index) the ready machines have.
@@ -69,20 +106,52 @@ class ReadyQueue:
         """
         if keys is not self._keys:
             numbers: dict[Hashable, int] = {}
-            self._key_ids = [numbers.setdefault(key, len(numbers)) for key in keys]
+            self.key_of = [numbers.setdefault(key, len(numbers)) for key in keys]
+            self.key_count = len(numbers)
             self._per_key = [0] * len(numbers)
-            for machine in self.order:
-                self._per_key[self._key_ids[machine]] += 1
+            for machine in self:
+                self._per_key[self.key_of[machine]] += 1
             self._present = sum(1 for count in self._per_key if count)
             self._keys = keys
         return self._present
 
     def check(self) -> None:
-        """AssertionError unless the counts by key are those of the machines in the queue."""
+        """AssertionError unless the links, the length and the counts by key agree."""
+        order = list(self)
+        assert len(set(order)) == len(order) == sum(1 for m in self.next_of if m != ABSENT), order
+        for position, machine in enumerate(order):
+            assert self.next_of[machine] == order[(position + 1) % len(order)], (machine, order)
+            assert self._prev[machine] == order[position - 1], (machine, order)
         if self._keys is None:
             return
         per_key = [0] * len(self._per_key)
-        for machine in self.order:
-            per_key[self._key_ids[machine]] += 1
+        for machine in order:
+            per_key[self.key_of[machine]] += 1
         assert per_key == self._per_key, (per_key, self._per_key)
         assert self._present == sum(1 for count in per_key if count), self._present
+
+    def _link_before_head(self, machine: int) -> None:
+        """Into the cycle at the back (the machine is not linked)."""
+        head = self.head
+        if head == ABSENT:
+            self.head = machine
+            self.next_of[machine] = self._prev[machine] = machine
+            return
+        back = self._prev[head]
+        self.next_of[back] = machine
+        self._prev[machine] = back
+        self.next_of[machine] = head
+        self._prev[head] = machine
+
+    def _unlink(self, machine: int) -> None:
+        """Out of the cycle (the machine is linked); the head moves on if it was the head."""
+        following = self.next_of[machine]
+        if following == machine:  # the only one
+            self.head = ABSENT
+        else:
+            before = self._prev[machine]
+            self.next_of[before] = following
+            self._prev[following] = before
+            if self.head == machine:
+                self.head = following
+        self.next_of[machine] = self._prev[machine] = ABSENT

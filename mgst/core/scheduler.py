@@ -134,6 +134,8 @@ class Scheduler(Matching):
         self._grouped = kind.choose_groups is not _Base.choose_groups and issubclass(
             _defined_in(kind, "choose_groups"), _defined_in(kind, "choose")
         )
+        self._walks = 0
+        self._refused_in: list[int] = []
         # None: the core matches, asking policy.choose().
         self._dispatch = policy.dispatch if kind.dispatch is not _Base.dispatch else None
         self._handlers: dict[type, Callable[[float, Any], list[Output]]] = {
