@@ -40,7 +40,7 @@ class Matching(Lifecycle):
         """
         ready = self._ready
         replicating = self._replicating
-        if not len(ready) or (not self.queued_count and not replicating):
+        if not ready.size or (not self.queued_count and not replicating):
             return
         # self.policy.choose and self._start, not local bound methods: compiled, these are native calls
         policy = self.policy
@@ -65,7 +65,7 @@ class Matching(Lifecycle):
                 # Keys by machine index, read without touching the machine (a cold record at scale).
                 keys = policy.choose_groups(view) if self._grouped else None
                 if keys is None:
-                    for _ in range(len(ready)):
+                    for _ in range(ready.size):
                         m = machines[j]
                         rec = policy.choose(view, m)
                         if rec is not None:
@@ -83,7 +83,7 @@ class Matching(Lifecycle):
                 if len(refused_in) < ready.key_count:
                     refused_in.extend([0] * (ready.key_count - len(refused_in)))
                 refusals = 0
-                for _ in range(len(ready)):
+                for _ in range(ready.size):
                     key = key_of[j]
                     if refused_in[key] != walk:
                         m = machines[j]

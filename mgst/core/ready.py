@@ -25,7 +25,8 @@ class ReadyQueue:
         self.head = ABSENT  # the oldest request; ABSENT when the queue is empty
         self.next_of: list[int] = []  # by machine index: the next machine in the queue, or ABSENT
         self._prev: list[int] = []  # by machine index: the previous machine in the queue
-        self._len = 0
+        self.size = 0  # machines in the queue (read it; change it only through the methods)
+        self._capacity = 0  # the length of next_of and _prev: machine indices seen so far, + 1
         self._keys: Sequence[Hashable] | None = None  # the keys counted by, by machine index
         self.key_of: list[int] = []  # by machine index: its key's number (keys numbered from 0)
         self.key_count = 0  # how many distinct keys there are
@@ -33,30 +34,42 @@ class ReadyQueue:
         self._present = 0  # keys with a ready machine
 
     def __len__(self) -> int:
-        return self._len
+        return self.size
 
     def __contains__(self, machine: int) -> bool:
-        return 0 <= machine < len(self.next_of) and self.next_of[machine] != ABSENT
+        return 0 <= machine < self._capacity and self.next_of[machine] != ABSENT
 
     def __iter__(self) -> Iterator[int]:
         """Front to back (do not change the queue while iterating)."""
         machine = self.head
         next_of = self.next_of
-        for _ in range(self._len):
+        for _ in range(self.size):
             yield machine
             machine = next_of[machine]
 
     def add(self, machine: int) -> None:
         """At the back (the machine is not in the queue)."""
         next_of = self.next_of
-        if machine >= len(next_of):
-            grow = machine + 1 - len(next_of)
+        prev = self._prev
+        if machine >= self._capacity:
+            grow = machine + 1 - self._capacity
             next_of.extend([ABSENT] * grow)
-            self._prev.extend([ABSENT] * grow)
+            prev.extend([ABSENT] * grow)
+            self._capacity = machine + 1
         elif next_of[machine] != ABSENT:
             raise ValueError(f"machine {machine} is already in the ready queue")
-        self._link_before_head(machine)
-        self._len += 1
+        # Linked in before the head (inline: this and remove run for nearly every job).
+        head = self.head
+        if head == ABSENT:
+            self.head = machine
+            next_of[machine] = prev[machine] = machine
+        else:
+            back = prev[head]
+            next_of[back] = machine
+            prev[machine] = back
+            next_of[machine] = head
+            prev[head] = machine
+        self.size += 1
         if self._keys is not None:
             key = self.key_of[machine]
             count = self._per_key[key]
@@ -66,10 +79,22 @@ class ReadyQueue:
 
     def remove(self, machine: int) -> None:
         """Out of the queue (KeyError if it is not in it)."""
-        if machine not in self:
+        next_of = self.next_of
+        following = next_of[machine] if 0 <= machine < self._capacity else ABSENT
+        if following == ABSENT:
             raise KeyError(machine)
-        self._unlink(machine)
-        self._len -= 1
+        # Unlinked (inline, as in add); the head moves on if it was the head.
+        prev = self._prev
+        if following == machine:  # the only one
+            self.head = ABSENT
+        else:
+            before = prev[machine]
+            next_of[before] = following
+            prev[following] = before
+            if self.head == machine:
+                self.head = following
+        next_of[machine] = prev[machine] = ABSENT
+        self.size -= 1
         if self._keys is not None:
             key = self.key_of[machine]
             count = self._per_key[key] - 1
@@ -94,7 +119,7 @@ class ReadyQueue:
 
     def rotate_to(self, machine: int) -> None:
         """Move the machines in front of ``machine`` to the back, in their order: it becomes the head."""
-        if machine not in self:
+        if not 0 <= machine < self._capacity or self.next_of[machine] == ABSENT:
             raise KeyError(machine)
         self.head = machine
 
@@ -119,6 +144,7 @@ class ReadyQueue:
         """AssertionError unless the links, the length and the counts by key agree."""
         order = list(self)
         assert len(set(order)) == len(order) == sum(1 for m in self.next_of if m != ABSENT), order
+        assert len(self.next_of) == len(self._prev) == self._capacity
         for position, machine in enumerate(order):
             assert self.next_of[machine] == order[(position + 1) % len(order)], (machine, order)
             assert self._prev[machine] == order[position - 1], (machine, order)
