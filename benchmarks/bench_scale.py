@@ -5,6 +5,10 @@ class's arrival rate scaled by n / 6: each machine sees the same load at every s
 simulates about the same number of jobs (the horizon shrinks as n grows), so jobs/s compare directly.
 Timed: building the simulator and running it (the LP solve of LPAS_DG included), median of the
 repeats; the sizes alternate within each repeat so that the machine's drift hits all of them alike.
+
+``--simpy`` adds a reference row: the SimPy model of LPAS_DG in ``simpy_model.py`` (the one
+``bench_sim.py`` compares with) on the same grids, timed once per size (it is slow at 10,000
+machines), with its schedule checked against mgst's job by job.
 """
 
 from __future__ import annotations
@@ -52,6 +56,21 @@ def timed(exp: Experiment) -> tuple[float, int]:
     return dt, len(run.jobs)
 
 
+def timed_simpy(exp: Experiment) -> tuple[float, int]:
+    """The SimPy model's time for ``exp`` (LPAS_DG), after checking it schedules as mgst does."""
+    from simpy_model import LpasDGModel  # needs SimPy: pip install -e ".[bench]"
+
+    gc.collect()
+    t0 = time.perf_counter()
+    records = LpasDGModel(exp, drain_limit=DRAIN).run()
+    dt = time.perf_counter() - t0
+    from bench_sim import rows_mgst, rows_simpy
+
+    same = rows_simpy(records) == rows_mgst(Simulation(exp, drain_limit=DRAIN).run().jobs)
+    assert same, f"{exp.name}: the SimPy model and mgst scheduled differently"
+    return dt, len(records)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--sizes", default="10,100,1000,10000", help="machine counts, comma-separated")
@@ -59,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=60_000, help="about this many jobs per run")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--experiment", default=str(ROOT / "experiments" / "hihi-mfd-fd.toml"))
+    ap.add_argument("--simpy", action="store_true",
+                    help="also time the SimPy model of LPAS_DG once per size, as a reference")
     args = ap.parse_args(argv)
     base = load_experiment(args.experiment)
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -91,6 +112,14 @@ def main(argv: list[str] | None = None) -> int:
         ok &= met
         print(f"{p}: {sizes[0]:,} -> {sizes[-1]:,} machines, jobs/s falls by {slowdown:.2f}x "
               f"(target <= {TARGET}x): {'met' if met else 'NOT met'}")
+    if args.simpy:
+        first = None
+        for n in sizes:
+            dt, count = timed_simpy(scaled(base, n, "lpas_dg", args.jobs))
+            rate = count / dt
+            first = rate if first is None else first
+            print(f"{'simpy':<10}{n:>10,}{count:>10,}{dt:>10.3f}{rate:>12,.0f}{rate / first:>12.2f}x  "
+                  "(SimPy model of LPAS_DG, one run, same schedule as mgst)")
     return 0 if ok else 1
 
 

@@ -13,6 +13,7 @@ import simpy
 
 from mgst.model import Experiment
 from mgst.policies.allocation import solve_allocation
+from mgst.policies.lpas_options import LpasOptions
 from mgst.workload.poisson import PoissonWorkload
 
 
@@ -61,7 +62,10 @@ class LpasDGModel:
         share = exp.availability
         # mu_ij = mu'_ij * a_j: service speed of class i on machine j.
         self.speed = [[exp.rates[i][j] * share[j] for j in range(m)] for i in range(n)]
-        eligible = solve_allocation(exp.rates, exp.arrival_rates, share).eligible(1e-9)
+        # mgst's LPAS_DG options (simplex variant, tolerance): on a grid of repeated machines the LP
+        # has several optimal vertices, and the variant decides which one, hence which machines run what.
+        options = LpasOptions(**exp.policy.options)
+        eligible = solve_allocation(exp.rates, exp.arrival_rates, share, options.lp_method).eligible(options.tolerance)
         self.eligible = eligible  # [class][machine]
         self.classes_of = [[i for i in range(n) if eligible[i][j]] for j in range(m)]
         self.queues: list[deque[JobRecord]] = [deque() for _ in range(n)]
