@@ -1,10 +1,15 @@
-"""Small builders shared by the core and policy tests: experiments by hand, outputs by type."""
+"""Small builders shared by the tests: experiments by hand, outputs by type, a child's stderr read."""
 
 from __future__ import annotations
 
 import random
+import select
+import subprocess
+import time
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
+
+import pytest
 
 from mgst.core import Assign, Hold, JobRecord, MachineRecord, Output, Scheduler
 from mgst.model import Job, JobClass, Machine
@@ -155,3 +160,18 @@ class Gang(Policy):
                 return
         for m in view.ready_machines():
             yield Hold(m.index)
+
+
+def read_until(proc: subprocess.Popen, text: str, timeout: float) -> str:
+    """What ``proc`` writes on stderr up to the line holding ``text`` (bounded in time)."""
+    seen = ""
+    deadline = time.monotonic() + timeout
+    while text not in seen:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([proc.stderr], [], [], left)[0]:
+            pytest.fail(f"no {text!r} from the process; it said {seen[-2000:]!r}")
+        line = proc.stderr.readline()
+        if not line:
+            pytest.fail(f"the process ended before saying {text!r}: {seen[-2000:]!r}")
+        seen += line
+    return seen

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import read_until
 
 from mgst import security
 from mgst.config import load_experiment
@@ -52,23 +53,6 @@ def wait_for(condition, timeout: float, what: str, proc: subprocess.Popen | None
         if time.monotonic() > deadline:
             pytest.fail(f"timed out waiting for {what}")
         time.sleep(0.05)
-
-
-def read_until(proc: subprocess.Popen, text: str, timeout: float) -> str:
-    """What ``proc`` writes on stderr up to the line holding ``text`` (bounded in time)."""
-    import select  # noqa: PLC0415
-
-    seen = ""
-    deadline = time.monotonic() + timeout
-    while text not in seen:
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([proc.stderr], [], [], left)[0]:
-            pytest.fail(f"no {text!r} from the process; it said {seen[-2000:]!r}")
-        line = proc.stderr.readline()
-        if not line:
-            pytest.fail(f"the process ended before saying {text!r}: {seen[-2000:]!r}")
-        seen += line
-    return seen
 
 
 def reap(procs: list[subprocess.Popen]) -> None:

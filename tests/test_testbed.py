@@ -18,6 +18,7 @@ from typing import Any
 import msgpack
 import pytest
 import zmq
+from helpers import read_until
 
 from mgst import protocol as P
 from mgst.core.state import JobStatus, MachineState, Outcome
@@ -297,8 +298,9 @@ def test_mgst_mapper_and_mgst_puller_commands(tmp_path, no_children_left):
     )
     pullers: list[subprocess.Popen] = []
     try:
-        line = mapper.stderr.readline()  # "mgst mapper: listening on tcp://127.0.0.1:PORT for 2 pullers (M1, M2)"
-        endpoint = line.split("listening on ")[1].split()[0]
+        # "mgst mapper: listening on tcp://127.0.0.1:PORT for 2 pullers (M1, M2)", after any warning
+        said = read_until(mapper, "listening on", 60)
+        endpoint = said.split("listening on ")[1].split()[0]
         pullers = [subprocess.Popen([sys.executable, "-m", "mgst", "puller", "--connect", endpoint, "--machine", name,
                                      "--keys", str(tmp_path / name)], stdin=subprocess.DEVNULL)
                    for name in ("M1", "M2")]

@@ -62,36 +62,34 @@ class Matching(Lifecycle):
                 machines = self.machines
                 next_of = ready.next_of  # the queue is not changed during the walk
                 j = ready.head
-                # Keys by machine index, read without touching the machine (a cold record at scale).
+                # Keys by machine index, read without touching the machine (a cold record at scale):
+                # one machine asked per key; once every key among the ready machines has refused,
+                # nobody takes it: stop there. Without keys, each machine is asked.
                 keys = policy.choose_groups(view) if self._grouped else None
-                if keys is None:
-                    for _ in range(ready.size):
-                        m = machines[j]
-                        rec = policy.choose(view, m)
-                        if rec is not None:
-                            ready.rotate_to(j)
-                            self._start(rec, m)
-                            return
-                        j = next_of[j]
-                    return
-                # One machine asked per key; once every key among the ready machines has refused,
-                # nobody takes it: stop there.
-                present = ready.keys_present(keys)
+                grouped = keys is not None
+                present = ready.keys_present(keys) if keys is not None else -1
                 key_of = ready.key_of
-                walk = self._walks = self._walks + 1
                 refused_in = self._refused_in  # by key number: the walk in which that key refused
-                if len(refused_in) < ready.key_count:
-                    refused_in.extend([0] * (ready.key_count - len(refused_in)))
+                walk = 0
+                if grouped:
+                    walk = self._walks = self._walks + 1
+                    if len(refused_in) < ready.key_count:
+                        refused_in.extend([0] * (ready.key_count - len(refused_in)))
+                key = 0
                 refusals = 0
                 for _ in range(ready.size):
-                    key = key_of[j]
-                    if refused_in[key] != walk:
-                        m = machines[j]
-                        rec = policy.choose(view, m)
-                        if rec is not None:
-                            ready.rotate_to(j)
-                            self._start(rec, m)
-                            return
+                    if grouped:
+                        key = key_of[j]
+                        if refused_in[key] == walk:
+                            j = next_of[j]
+                            continue
+                    m = machines[j]
+                    rec = policy.choose(view, m)
+                    if rec is not None:
+                        ready.rotate_to(j)
+                        self._start(rec, m)
+                        return
+                    if grouped:
                         refused_in[key] = walk
                         refusals += 1
                         if refusals == present:
