@@ -5,7 +5,6 @@ from __future__ import annotations
 import bisect
 import math
 from collections import deque
-from collections.abc import Iterable
 
 # An offset estimate uses the exchanges within this many seconds of the time it corrects:
 # wide enough to find a quiet exchange, narrow enough to follow a drifting clock.
@@ -60,25 +59,15 @@ class OffsetEstimator:
     def to_local(self, remote_time: float, low: float = -math.inf, high: float = math.inf) -> float:
         """A time stamped on the peer's clock, on ours (with the estimate for around that time).
 
-        ``low`` and ``high`` bound the offset (:func:`causal_bounds`): an estimate outside them is
-        wrong by at least its distance to the bound, so it is moved to the bound. Bounds that
-        contradict each other (a clock that stepped or drifted meanwhile) are not used.
+        ``low`` and ``high`` bound the offset at that time, from a message that crossed then and
+        cannot have arrived before it left: one we sent at ``s`` that the peer received at ``r``
+        (its clock) gives offset <= r - s; one the peer sent at ``s`` (its clock) that we
+        received at ``r`` gives offset >= s - r. An estimate outside them is wrong by at least its
+        distance to the bound, so it is moved to the bound. Bounds that contradict each other (a
+        clock that stepped) are not used.
         """
         offset = self.offset_at(remote_time - self.offset)
         if low <= high:
             offset = min(max(offset, low), high)
         return remote_time - offset
 
-
-def causal_bounds(
-    to_peer: Iterable[tuple[float, float]], from_peer: Iterable[tuple[float, float]]
-) -> tuple[float, float]:
-    """Bounds on ``remote_clock - local_clock`` from messages whose delay cannot be negative.
-
-    ``to_peer``: (sent on our clock, received on the peer's) pairs, each giving offset <= received
-    - sent; ``from_peer``: (sent on the peer's clock, received on ours), each giving offset >= sent -
-    received. Returns (low, high), infinite where there is no message.
-    """
-    high = min((received - sent for sent, received in to_peer), default=math.inf)
-    low = max((sent - received for sent, received in from_peer), default=-math.inf)
-    return low, high

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mgst.clock import OffsetEstimator, causal_bounds
+from mgst.clock import OffsetEstimator
 from mgst.model import Experiment, Job
 from mgst.results import JOB_COLUMNS
 from mgst.store import RunStore
@@ -34,7 +34,8 @@ class ReplicaLog:
     the paper's t7 is t6. Puller-side instants are kept as the puller stamped them
     (``*_remote``) and put on the mapper's clock by :meth:`Journal.correct` at the
     end, with the offset estimated from the heartbeats around each instant, kept
-    within what the replica's own messages allow (none arrives before it left).
+    within what the replica's message of that time allows (none arrives before it
+    left).
     """
 
     replica: int
@@ -275,17 +276,18 @@ class Journal:
             clock = self.machines[r.machine].clock
             # The replica's own messages arrived after they left: its request (t1 -> t2), the job
             # (t3 -> t4r) and its result (t5 -> t6). An offset estimated from the heartbeats can be
-            # off by half a heartbeat's round trip, more than a job's one-way delay on a LAN; these
-            # bounds keep each replica's corrected instants causal.
-            low, high = causal_bounds(
-                [(r.t3, r.t4r_remote)] if r.t4r_remote is not None else [],
-                [(sent, received) for sent, received in ((r.t1_remote, r.t2), (r.t5_remote, r.t6))
-                 if sent is not None and received is not None],
-            )
-            r.t1 = None if r.t1_remote is None else clock.to_local(r.t1_remote, low, high)
-            r.t4r = None if r.t4r_remote is None else clock.to_local(r.t4r_remote, low, high)
-            r.t4 = None if r.t4_remote is None else clock.to_local(r.t4_remote, low, high)
-            r.t5 = None if r.t5_remote is None else clock.to_local(r.t5_remote, low, high)
+            # off by half a heartbeat's round trip, more than a job's one-way delay on a LAN; each
+            # instant is kept within the bound of the message that crossed at that time (not of
+            # the others: over a long job a drifting clock moves the offset more than that).
+            if r.t1_remote is not None:
+                low = r.t1_remote - r.t2 if r.t2 is not None else -math.inf
+                r.t1 = clock.to_local(r.t1_remote, low=low)
+            high = r.t4r_remote - r.t3 if r.t4r_remote is not None else math.inf
+            r.t4r = None if r.t4r_remote is None else clock.to_local(r.t4r_remote, high=high)
+            r.t4 = None if r.t4_remote is None else clock.to_local(r.t4_remote, high=high)
+            if r.t5_remote is not None:
+                low = r.t5_remote - r.t6 if r.t6 is not None else -math.inf
+                r.t5 = clock.to_local(r.t5_remote, low=low)
 
     # --- statistics ----------------------------------------------------------
 

@@ -458,7 +458,7 @@ def test_solving_prints_nothing_in_a_fresh_interpreter():
         "from mgst.policies.allocation import solve_allocation, LARGE_LP_COLUMNS\n"
         "solve_allocation(((1.0, 2.0), (2.0, 1.0)), (1.0, 1.0), (1.0, 1.0))\n"
         "m = LARGE_LP_COLUMNS + 1\n"
-        "solve_allocation((tuple(1.0 + j % 97 for j in range(m)),), (1.0,), (1.0,) * m)\n"
+        "solve_allocation((tuple(1.0 + j / m for j in range(m)),), (1.0,), (1.0,) * m)\n"  # no two alike
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

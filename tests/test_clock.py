@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pytest
 
-from mgst.clock import OffsetEstimator, causal_bounds
+from mgst.clock import OffsetEstimator
 from mgst.config import load_experiment
 from mgst.journal import Journal
 from mgst.model import Job
@@ -24,18 +23,11 @@ def skewed_estimator() -> OffsetEstimator:
     return clock
 
 
-def test_causal_bounds_take_the_tightest_message_each_way():
-    low, high = causal_bounds([(10.0, 10.5), (20.0, 20.3)], [(30.0, 30.1), (40.2, 40.0)])
-    assert high == pytest.approx(0.3)  # offset <= received - sent, the smallest
-    assert low == pytest.approx(0.2)  # offset >= sent - received, the largest
-    assert causal_bounds([], []) == (-math.inf, math.inf)
-
-
 def test_an_estimate_outside_the_bounds_moves_to_the_nearest_one():
     clock = skewed_estimator()
     assert clock.to_local(101.0) == pytest.approx(100.998)  # no bounds: the heartbeat's estimate
-    assert clock.to_local(101.0, -0.001, 0.0005) == pytest.approx(100.9995)  # above high
-    assert clock.to_local(101.0, 0.003, 0.01) == pytest.approx(100.997)  # below low
+    assert clock.to_local(101.0, high=0.0005) == pytest.approx(100.9995)  # above high
+    assert clock.to_local(101.0, low=0.003) == pytest.approx(100.997)  # below low
     assert clock.to_local(101.0, 0.0, 0.01) == pytest.approx(100.998)  # within: unchanged
     # Contradicting bounds (a clock step) are not used.
     assert clock.to_local(101.0, 0.01, 0.0) == pytest.approx(100.998)
@@ -58,3 +50,31 @@ def test_the_journal_keeps_each_replica_causal_where_the_heartbeats_estimate_is_
     assert r.t4 == pytest.approx(101.0001)
     assert r.t1 <= r.t2 and r.t3 <= r.t4r <= r.t4 <= r.t5 <= r.t6
     assert journal.delays()["communication_delay_s"]["median"] == pytest.approx(0.0001)
+
+
+def test_a_drifting_clock_is_corrected_at_each_instant_by_the_message_of_that_time():
+    """A peer whose clock loses 50 us a second, and a 600 s job: its result is stamped 30 ms behind.
+
+    The heartbeats (every 40 s, both legs 0.2 ms: one in each instant's 30 s window) follow the
+    drift exactly. The request's bound,
+    set at the start (offset >= -0.2 ms), must not hold the result's instant, 600 s later, where
+    the offset is -30 ms: that would put the end 29.8 ms early."""
+    journal = Journal(load_experiment(EXPERIMENT))
+    journal.began(0.0)
+
+    def peer(t: float) -> float:  # the peer's clock at our time t
+        return t - 50e-6 * t
+
+    for k in range(17):
+        t1 = 40.0 * k
+        journal.clock_sample(0, t1, peer(t1 + 0.0002), peer(t1 + 0.0002), t1 + 0.0004)
+    journal.job_arrived(Job(1, 0, 0.0, 1.0), 0.0)
+    journal.sent(7, 1, 0, peer(0.1), 0.1002, 0.2)  # requested at 0.1, sent at 0.2
+    journal.reported_done(7, peer(0.2005), peer(0.2006), peer(600.0), 600.0005, 1.0)
+    journal.completed(1, 7, 0)
+    journal.correct()
+    r = journal.replicas[7]
+    assert r.t1 == pytest.approx(0.1, abs=2e-5)  # the drift since the heartbeat at 0: 5 and 10 us
+    assert r.t4r == pytest.approx(0.2005, abs=2e-5)
+    assert r.t5 == pytest.approx(600.0, abs=1e-6)
+    assert r.t1 <= r.t2 and r.t3 <= r.t4r <= r.t4 <= r.t5 <= r.t6

@@ -203,7 +203,7 @@ _STRATEGIES = {"dual": 1, "primal": 4}
 _QUIET_HIGHS: type = getattr(getattr(highspy, "_core", None), "_Highs", highspy.Highs)
 
 
-def _highs(method: str = "dual") -> highspy.Highs:
+def _highs(method: str = "dual") -> highspy.Highs:  # (or its C++ base class: _QUIET_HIGHS)
     """This thread's quiet, deterministic HiGHS instance for the given simplex variant."""
     h = getattr(_local, method, None)
     if h is None:
