@@ -7,6 +7,7 @@ import csv
 import gzip
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -198,3 +199,20 @@ def test_parquet_without_pyarrow_names_the_extra(monkeypatch, capsys, tmp_path):
     err = capsys.readouterr().err
     assert "pyarrow" in err and "mgst[parquet]" in err
     assert not list(tmp_path.iterdir())  # refused before anything ran
+
+
+def test_a_killed_runs_parts_folder_is_removed_by_the_next_run_and_a_live_ones_kept(tmp_path):
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait(timeout=60)  # reaped: its pid names no process (until the system reuses it)
+    dead = tmp_path / f".jobs-{child.pid}-k1ll3d"
+    live = tmp_path / f".jobs-{os.getpid()}-wr1t1ng"  # this test process: alive
+    other = tmp_path / ".jobs-notes-x"  # not a parts folder of ours
+    for folder in (dead, live, other):
+        folder.mkdir()
+        (folder / "part-0.csv").write_text("id\n")
+    p = mgst("simulate", str(HIHI), *SHORT, "--out", str(tmp_path), "--jobs")
+    assert p.returncode == 0, p.stderr
+    assert not dead.exists()
+    assert f"removed {dead.name}" in p.stderr and f"pid {child.pid}" in p.stderr
+    assert live.exists() and other.exists()
+    assert (tmp_path / "jobs.csv").exists()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -63,7 +64,8 @@ def simulate_command(args: argparse.Namespace) -> int:
 
         args.out.mkdir(parents=True, exist_ok=True)
         if args.jobs is not None:
-            parts = Path(tempfile.mkdtemp(prefix=".jobs-", dir=args.out))
+            _remove_parts_of_dead_runs(args.out)
+            parts = Path(tempfile.mkdtemp(prefix=f"{PARTS_PREFIX}{os.getpid()}-", dir=args.out))
     try:
         summary, results = run_simulation(
             exp, horizon=horizon, warmup=warmup, replications=reps, seed=args.seed,
@@ -98,6 +100,38 @@ def simulate_command(args: argparse.Namespace) -> int:
         if args.out is not None:
             print(f"wrote {_listing(written)} in {args.out}")
     return 0
+
+
+PARTS_PREFIX = ".jobs-"  # then the writing process's pid, "-", and mkdtemp's random part
+
+
+def _remove_parts_of_dead_runs(out: Path) -> None:
+    """Remove the per-job parts folders that runs killed outright (SIGKILL, a power cut) left in ``out``.
+
+    A folder belongs to the process whose pid its name holds; one whose process is gone is removed
+    (its rows were never turned into a jobs file). A live process's folder, a run writing to the
+    same place now, is left alone.
+    """
+    import shutil  # noqa: PLC0415
+
+    for folder in out.glob(f"{PARTS_PREFIX}*-*"):
+        pid = folder.name[len(PARTS_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or not folder.is_dir() or _alive(int(pid)):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        print(f"mgst: removed {folder.name}, the per-job parts an interrupted run (pid {pid}) left in {out}",
+              file=sys.stderr)
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process with this pid exists (one we may not signal counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
 
 
 def _listing(names: list[str]) -> str:
