@@ -70,4 +70,3 @@ class OffsetEstimator:
         if low <= high:
             offset = min(max(offset, low), high)
         return remote_time - offset
-
