@@ -216,3 +216,13 @@ def test_a_killed_runs_parts_folder_is_removed_by_the_next_run_and_a_live_ones_k
     assert f"removed {dead.name}" in p.stderr and f"pid {child.pid}" in p.stderr
     assert live.exists() and other.exists()
     assert (tmp_path / "jobs.csv").exists()
+
+
+def test_jobs_right_before_the_file_means_csv_and_a_mistyped_format_still_fails(tmp_path, capsys):
+    p = mgst("simulate", "--jobs", str(HIHI), *SHORT, "--out", str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    with open(tmp_path / "jobs.csv", newline="") as f:
+        assert next(csv.reader(f)) == HEADER
+    with pytest.raises(SystemExit):
+        main(["simulate", "--jobs", "csvv", str(HIHI), "--out", str(tmp_path)])
+    assert "invalid choice: 'csvv'" in capsys.readouterr().err

@@ -15,6 +15,24 @@ from mgst.config import ConfigError
 SIMULATE_JOB_FORMATS = ("csv", "csv.gz", "parquet")
 
 
+
+def _jobs_before_the_file(argv: list[str]) -> list[str]:
+    """``mgst simulate --jobs FILE ...`` as ``--jobs csv FILE``: the format is optional, and argparse
+    would otherwise take the experiment file for it ("invalid choice"). Only a value that is not a
+    format and names a TOML file or an existing path is read so; a mistyped format still fails."""
+    words = [w for w in argv if not w.startswith("-")]
+    if not words or words[0] != "simulate":
+        return argv
+    for i, word in enumerate(argv[:-1]):
+        if word == "--jobs":
+            value = argv[i + 1]
+            if value not in SIMULATE_JOB_FORMATS and not value.startswith("-") and (
+                value.endswith(".toml") or Path(value).exists()
+            ):
+                return [*argv[: i + 1], "csv", *argv[i + 1 :]]
+    return argv
+
+
 def main(argv: list[str] | None = None) -> int:
     # The commands' modules are imported here, not at the top: there the first of them would import mgst.config
     # (and numpy) one call deeper than this module does, a depth at which CPython 3.11 maps and unmaps a frame-stack
@@ -123,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("policies", help="list the policies an experiment file can name")
     p.set_defaults(func=_policies)
 
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_jobs_before_the_file(sys.argv[1:] if argv is None else argv))
     logging.basicConfig(
         level=logging.WARNING - 10 * args.verbose, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
