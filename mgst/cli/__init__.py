@@ -15,7 +15,6 @@ from mgst.config import ConfigError
 SIMULATE_JOB_FORMATS = ("csv", "csv.gz", "parquet")
 
 
-
 def _jobs_before_the_file(argv: list[str]) -> list[str]:
     """``mgst simulate --jobs FILE ...`` as ``--jobs csv FILE``: the format is optional, and argparse
     would otherwise take the experiment file for it ("invalid choice"). Only a value that is not a

@@ -58,7 +58,7 @@ class ReadyQueue:
             self._capacity = machine + 1
         elif next_of[machine] != ABSENT:
             raise ValueError(f"machine {machine} is already in the ready queue")
-        # Linked in before the head (inline: this and remove run for nearly every job).
+        # Linked in before the head, at the back.
         head = self.head
         if head == ABSENT:
             self.head = machine
@@ -83,7 +83,7 @@ class ReadyQueue:
         following = next_of[machine] if 0 <= machine < self._capacity else ABSENT
         if following == ABSENT:
             raise KeyError(machine)
-        # Unlinked (inline, as in add); the head moves on if it was the head.
+        # Unlinked; the head moves on if it was the head.
         prev = self._prev
         if following == machine:  # the only one
             self.head = ABSENT
@@ -109,13 +109,8 @@ class ReadyQueue:
 
     def move_to_end(self, machine: int) -> None:
         """To the back (KeyError if it is not in the queue)."""
-        if machine not in self:
-            raise KeyError(machine)
-        if machine == self.head:
-            self.head = self.next_of[machine]  # the cycle is unchanged: the head was behind itself
-        elif self.next_of[machine] != self.head:  # not at the back already
-            self._unlink(machine)
-            self._link_before_head(machine)
+        self.remove(machine)
+        self.add(machine)
 
     def rotate_to(self, machine: int) -> None:
         """Move the machines in front of ``machine`` to the back, in their order: it becomes the head."""
@@ -156,28 +151,3 @@ class ReadyQueue:
         assert per_key == self._per_key, (per_key, self._per_key)
         assert self._present == sum(1 for count in per_key if count), self._present
 
-    def _link_before_head(self, machine: int) -> None:
-        """Into the cycle at the back (the machine is not linked)."""
-        head = self.head
-        if head == ABSENT:
-            self.head = machine
-            self.next_of[machine] = self._prev[machine] = machine
-            return
-        back = self._prev[head]
-        self.next_of[back] = machine
-        self._prev[machine] = back
-        self.next_of[machine] = head
-        self._prev[head] = machine
-
-    def _unlink(self, machine: int) -> None:
-        """Out of the cycle (the machine is linked); the head moves on if it was the head."""
-        following = self.next_of[machine]
-        if following == machine:  # the only one
-            self.head = ABSENT
-        else:
-            before = self._prev[machine]
-            self.next_of[before] = following
-            self._prev[following] = before
-            if self.head == machine:
-                self.head = following
-        self.next_of[machine] = self._prev[machine] = ABSENT
