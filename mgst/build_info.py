@@ -46,7 +46,10 @@ COMPILED_MODULES: tuple[str, ...] = (
 
 # Extension modules written in C (source: the module's path with .c), built and used with the
 # compiled modules, all or nothing; each has a pure-Python twin that runs otherwise.
-C_MODULES: tuple[str, ...] = ("mgst._event_heap",)  # twin: mgst.event_heap.PyEventHeap
+C_MODULES: tuple[str, ...] = (
+    "mgst._event_heap",  # twin: mgst.event_heap.PyEventHeap
+    "mgst._tuples",  # twin: tuple.__new__ (mgst.fast_tuple)
+)
 
 HASH_FILE = "_compiled.json"  # beside this module; written by setup.py, gitignored
 PURE_ENV = "MGST_PURE"

@@ -6,7 +6,7 @@ import gc
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from mgst.availability import make_availability
 from mgst.core.decisions import Assign, Cancel, JobCompleted, MachineSuspected, ReplicaTimedOut, SetTimer
@@ -25,10 +25,27 @@ log = logging.getLogger(__name__)
 # Event kinds, in the order they are handled when they fall at the same instant:
 # completions before failures before arrivals, so a job done at the instant its
 # machine fails counts as done (either order is a measure-zero event).
-_DONE, _CHECKPOINT, _DOWN, _UP, _TIMER, _ARRIVAL, _COMPUTING, _SHARE = range(8)
+_DONE: Final = 0
+_CHECKPOINT: Final = 1
+_DOWN: Final = 2
+_UP: Final = 3
+_TIMER: Final = 4
+_ARRIVAL: Final = 5
+_COMPUTING: Final = 6
+_SHARE: Final = 7
 # The heap drops its dead entries (cancelled or lost replicas' completions) once they are more
 # than half of it and more than this many; until then they are skipped when popped.
-STALE_MIN = 1024
+STALE_MIN: Final = 1024
+
+# Final: mypyc keeps a Final module-level name in a C static; a plain one (an imported class too) is
+# read from the module's dict, a string-keyed lookup, at every use.
+_ASSIGN: Final = Assign
+_JOB_COMPLETED: Final = JobCompleted
+_CANCEL: Final = Cancel
+_SET_TIMER: Final = SetTimer
+_REPLICA_TIMED_OUT: Final = ReplicaTimedOut
+_MACHINE_SUSPECTED: Final = MachineSuspected
+_BAG: Final = Bag
 
 
 class MachineSummary(NamedTuple):
@@ -164,7 +181,7 @@ class Simulation:
                 d = pending[i]
                 i += 1
                 td = type(d)
-                if td is Assign:
+                if td is _ASSIGN:
                     job, j, rid, progress, staged = d  # unpacked: compiled, one tuple read per field
                     if staged:
                         live[rid] = -1  # no completion until it computes
@@ -178,20 +195,20 @@ class Simulation:
                     if ck is not None and t + ck < end:
                         push((t + ck, _CHECKPOINT, seq, rid))
                         seq += 1
-                elif td is JobCompleted:  # the most frequent: nothing to carry out here
+                elif td is _JOB_COMPLETED:  # the most frequent: nothing to carry out here
                     continue
-                elif td is Cancel:
+                elif td is _CANCEL:
                     if live.pop(d.replica, None) is not None:
                         stale += 1  # its completion (or end of staging) is still in the heap
                     given_up.pop(d.replica, None)
                     pending.extend(core.machine_ready(t, d.machine))
-                elif td is SetTimer:
+                elif td is _SET_TIMER:
                     push((d.at, _TIMER, seq, d.key))
                     seq += 1
-                elif td is ReplicaTimedOut:
+                elif td is _REPLICA_TIMED_OUT:
                     if d.replica in live:  # still running here (not lost with its machine)
                         given_up[d.replica] = d.machine
-                elif td is MachineSuspected:
+                elif td is _MACHINE_SUSPECTED:
                     j = d.machine
                     for rid in live:
                         r = core.given_up_replica(rid)
@@ -216,14 +233,14 @@ class Simulation:
                 if live.get(arg) != s:
                     continue  # cancelled, lost, or its completion moved
                 del live[arg]
-                j = given_up.pop(arg, -1)
+                j = given_up.pop(arg, -1) if given_up else -1  # (a method call: skipped when empty)
                 if j < 0:
                     pending.extend(core.replica_done(t, arg, True))
                 else:
                     pending.extend(core.replica_done(t, arg, False))  # a late result: counts once
                     self._slot_free(t, j, live, given_up, up, pending)
             elif kind == _ARRIVAL:
-                if type(arg) is Bag:
+                if type(arg) is _BAG:
                     pending.extend(core.bag_arrived(t, arg))
                 else:
                     pending.extend(core.job_arrived(t, arg))

@@ -21,7 +21,7 @@ import pytest
 from helpers import Greedy, make_core
 
 import mgst
-from mgst import build_info
+from mgst import build_info, fast_tuple
 from mgst.build_info import COMPILED_MODULES, HASH_FILE, PURE_ENV, decide, sha256_of, source_path
 from mgst.cli import main
 from mgst.core.decisions import Assign
@@ -93,16 +93,18 @@ def test_an_edited_source_means_pure_and_names_the_file(fake_package):
     assert why is not None and "stale" in why and "mgst/core/state.py changed" in why and "pip install -e ." in why
 
 
-def test_an_edited_or_unbuilt_c_module_means_pure_and_names_it(fake_package):
-    assert build_info.C_MODULES == ("mgst._event_heap",)
-    source = fake_package / "_event_heap.c"
-    extension = fake_package / ("_event_heap" + SUFFIX)
+@pytest.mark.parametrize("module", build_info.C_MODULES)
+def test_an_edited_or_unbuilt_c_module_means_pure_and_names_it(fake_package, module):
+    assert set(build_info.C_MODULES) == {"mgst._event_heap", "mgst._tuples"}
+    stem = module.split(".")[-1]
+    source = fake_package / (stem + ".c")
+    extension = fake_package / (stem + SUFFIX)
     extension.unlink()
-    assert "the compiled extension of mgst/_event_heap.c is missing" in decide(fake_package, environ={})
+    assert f"the compiled extension of mgst/{stem}.c is missing" in decide(fake_package, environ={})
     extension.write_bytes(b"")
     with source.open("a") as f:
         f.write("/* edited */\n")
-    assert "stale, mgst/_event_heap.c changed" in decide(fake_package, environ={})
+    assert f"stale, mgst/{stem}.c changed" in decide(fake_package, environ={})
 
 
 def test_mgst_pure_means_pure_even_when_fresh(fake_package):
@@ -158,6 +160,7 @@ def test_this_process_runs_what_the_guard_decided():
     assert all(compiled) if build_info.compiled() else not any(compiled)
     heap = type(new_event_heap())  # the C event heap exactly with the compiled modules
     assert heap.__module__ == ("mgst._event_heap" if build_info.compiled() else "mgst.event_heap")
+    assert (fast_tuple.new_tuple is not tuple.__new__) == build_info.compiled()  # and the C new_tuple
     if os.environ.get(PURE_ENV) == "1":
         assert not build_info.compiled() and build_info.build() == "pure Python: MGST_PURE=1"
 

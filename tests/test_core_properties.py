@@ -348,6 +348,30 @@ def test_job_queue_keeps_submission_order(ops):
             assert (i in q) == (i in inside)
 
 
+
+def test_job_queue_drops_the_jobs_that_left_its_front():
+    """A long run of arrivals and departures from the front (some from the middle too): the queue keeps
+    its order, and the jobs that left the front of its arrival-order list are at most half of it."""
+    q = JobQueue(0)
+    waiting: list[JobRecord] = []
+    for i in range(3000):
+        rec = _rec(i, float(i))
+        q.append(rec)
+        waiting.append(rec)
+        if i % 3 == 2:  # two leave from the front for every three arrivals...
+            for _ in range(2):
+                q.remove(waiting.pop(0))
+        if i % 7 == 6 and len(waiting) > 2:  # ...and now and then one from the middle
+            q.remove(waiting.pop(len(waiting) // 2))
+        assert q.head is waiting[0]
+        assert q._first <= max(32, len(q._main) // 2)  # what left the front is dropped, not kept
+    assert list(q) == waiting and len(q) == len(waiting)
+    while waiting:
+        q.remove(waiting.pop(0))
+        assert q.head is (waiting[0] if waiting else None)
+    assert not q and list(q) == []
+
+
 # ---------------------------------------------------------------- the opened core
 #
 # Bags (or single jobs: never both in one run), machines of 1-3 slots asking for random slot counts,

@@ -108,6 +108,8 @@ Event = (
     JobArrived
     | BagArrived
     | MachineReady
+    | MachineSilent
+    | MachineHeard
     | ReplicaDone
     | ReplicaFailed
     | ReplicaComputing

@@ -25,7 +25,7 @@ The :class:`Scheduler` mixes this in; policies never call it.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from mypy_extensions import mypyc_attr
 
@@ -51,14 +51,21 @@ from mgst.core.state import (
     Outcome,
     ReplicaRecord,
 )
+from mgst.fast_tuple import new_tuple
 
 if TYPE_CHECKING:
     from mgst.core.ready import ReadyQueue
     from mgst.policies.base import Policy
 
-# Outputs are made with tuple.__new__ directly: a NamedTuple's own __new__ is a Python function, the
-# costliest step of an assignment or a completion once the core is compiled (the result is the same).
-_new_tuple = tuple.__new__
+# Outputs are made with tuple.__new__ (new_tuple: in C where built): a NamedTuple's own __new__ is a
+# Python function, the costliest step of an assignment or a completion once the core is compiled
+# (the result is the same).
+# Final: mypyc keeps a Final module-level name in a C static; a plain one (an imported class too) is
+# read from the module's dict, a string-keyed lookup, at every use.
+_new_tuple: Final = new_tuple
+_ASSIGN: Final = Assign
+_JOB_COMPLETED: Final = JobCompleted
+_CANCEL: Final = Cancel
 
 
 @mypyc_attr(native_class=False)  # mypyc: a native class cannot subclass RuntimeError
@@ -139,7 +146,7 @@ class Lifecycle:
         m.replicas[rid] = r
         if rec.first_sent is None:
             rec.first_sent = now
-        self._out.append(_new_tuple(Assign, (rec.job, j, rid, progress, staging)))  # type: ignore[arg-type]
+        self._out.append(_new_tuple(_ASSIGN, (rec.job, j, rid, progress, staging)))  # type: ignore[arg-type]
         if self._started is not None:
             self._started.append(r)
 
@@ -198,7 +205,7 @@ class Lifecycle:
         if job.replicas:
             for sibling in list(job.replicas.values()):
                 self._cancel(sibling)
-        self._out.append(_new_tuple(JobCompleted, (job.job, r.id, r.machine)))  # type: ignore[arg-type]
+        self._out.append(_new_tuple(_JOB_COMPLETED, (job.job, r.id, r.machine)))  # type: ignore[arg-type]
         bag = job.bag
         if bag is not None:
             if status is JobStatus.RUNNING:
@@ -221,7 +228,7 @@ class Lifecycle:
         job = r.job
         m = self._release(r, Outcome.CANCELLED)
         m.stats.cancelled += 1
-        self._out.append(_new_tuple(Cancel, (r.id, m.index, job.job.id)))  # type: ignore[arg-type]
+        self._out.append(_new_tuple(_CANCEL, (r.id, m.index, job.job.id)))  # type: ignore[arg-type]
         if job.status is JobStatus.RUNNING:
             self._lost[r.id] = r
             if not job.replicas:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterator, Sequence
+from typing import Final
 
-ABSENT = -1  # in ``next_of``: the machine is not in the queue
+ABSENT: Final = -1  # in ``next_of``: the machine is not in the queue
 
 
 class ReadyQueue:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from mgst.core.decisions import (
     Hold,
@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 
 # A timer may be delivered this much model time early and still count (float round-off
 # in drivers that convert wall time).
-TIMER_SLACK = 1e-9
+TIMER_SLACK: Final = 1e-9
 
 __all__ = ["PolicyError", "Scheduler", "TIMER_SLACK"]
 
@@ -227,7 +227,7 @@ class Scheduler(Matching):
     def job_arrived(self, now: float, job: Job) -> list[Output]:
         self.now = now
         self._out = []
-        return self._after(JobArrived, (job,), new_job=self._enqueue(job))
+        return self._after(JobArrived(job) if self._policy_on_event else None, new_job=self._enqueue(job))
 
     def bag_arrived(self, now: float, bag: Bag) -> list[Output]:
         """Every task of the bag enters its queue; then matching runs once, over all of them."""
@@ -235,7 +235,7 @@ class Scheduler(Matching):
         self._out = []
         if bag.id in self.all_bags:
             self._stale(f"bag {bag.id} arrived twice")
-            return self._after(BagArrived, (bag,), quiet=True)
+            return self._after(BagArrived(bag) if self._policy_on_event else None, quiet=True)
         for task in bag.tasks:
             if task.bag != bag.id:
                 raise ValueError(f"task {task.id} of bag {bag.id} says it belongs to bag {task.bag}")
@@ -252,7 +252,7 @@ class Scheduler(Matching):
         if not rec.size:
             self._bag_done(rec)
         self._requeued = True  # many jobs entered queues: every ready machine may take one
-        return self._after(BagArrived, (bag,))
+        return self._after(BagArrived(bag) if self._policy_on_event else None)
 
     def machine_ready(
         self, now: float, machine: int, cpu_share: float | None = None, slots: int | None = None
@@ -268,7 +268,8 @@ class Scheduler(Matching):
         elif slots is not None and slots > m.slots - len(m.replicas):
             self._stale(f"machine {m.name} asks for {slots} slots; {m.slots - len(m.replicas)} are free")
         self._make_ready(m, slots)
-        return self._after(MachineReady, (machine, cpu_share, slots), asking=m if m.asking else None)
+        event = MachineReady(machine, cpu_share, slots) if self._policy_on_event else None
+        return self._after(event, asking=m if m.asking else None)
 
     def replica_done(self, now: float, replica: int, ready: bool = False) -> list[Output]:
         self.now = now
@@ -278,7 +279,7 @@ class Scheduler(Matching):
             r = self._lost.pop(replica, None)
             if r is None or r.job.status is JobStatus.DONE:
                 self._stale(f"replica {replica} done but not running")
-                return self._after(ReplicaDone, (replica, ready))
+                return self._after(ReplicaDone(replica, ready) if self._policy_on_event else None)
         self._complete(r)
         if ready:
             m = self.machines[r.machine]
@@ -289,14 +290,15 @@ class Scheduler(Matching):
                 m.asking = 1
                 m.state = MachineState.READY
                 self._ready.add(m.index)
-                return self._after(ReplicaDone, (replica, ready), asking=m)
+                return self._after(ReplicaDone(replica, ready) if self._policy_on_event else None, asking=m)
             if state is MachineState.DOWN and m.suspected:  # its result is its next request: back up
                 self._bring_up(m, None)
                 state = m.state
             if state is not MachineState.DOWN:
                 self._make_ready(m, m.asking + 1)
-                return self._after(ReplicaDone, (replica, ready), asking=m if m.asking else None)
-        return self._after(ReplicaDone, (replica, ready))
+                event = ReplicaDone(replica, ready) if self._policy_on_event else None
+                return self._after(event, asking=m if m.asking else None)
+        return self._after(ReplicaDone(replica, ready) if self._policy_on_event else None)
 
     def replica_failed(self, now: float, replica: int, reason: str = "failed") -> list[Output]:
         """The replica ended without result; reason "timeout" counts it as timed out (T/O)."""
@@ -309,7 +311,7 @@ class Scheduler(Matching):
             self._time_out(r, notice=False)
         else:
             self._lose(r, reason, Outcome.FAILED)
-        return self._after(ReplicaFailed, (replica, reason))
+        return self._after(ReplicaFailed(replica, reason) if self._policy_on_event else None)
 
     def replica_computing(self, now: float, replica: int) -> list[Output]:
         self.now = now
@@ -319,7 +321,7 @@ class Scheduler(Matching):
             self._stale(f"replica {replica} computing but not running")
         else:
             self._computing(r)
-        return self._after(ReplicaComputing, (replica,), quiet=True)
+        return self._after(ReplicaComputing(replica) if self._policy_on_event else None, quiet=True)
 
     def replica_checkpoint(self, now: float, replica: int, progress: float) -> list[Output]:
         self.now = now
@@ -334,7 +336,7 @@ class Scheduler(Matching):
             if progress > r.job.best_progress:
                 r.job.best_progress = progress
                 r.best = True
-        return self._after(ReplicaCheckpoint, (replica, progress), quiet=True)
+        return self._after(ReplicaCheckpoint(replica, progress) if self._policy_on_event else None, quiet=True)
 
     def machine_down(self, now: float, machine: int) -> list[Output]:
         self.now = now
@@ -344,13 +346,13 @@ class Scheduler(Matching):
             self._stale(f"machine {m.name} down twice")
         else:
             self._take_down(m)
-        return self._after(MachineDown, (machine,))
+        return self._after(MachineDown(machine) if self._policy_on_event else None)
 
     def machine_up(self, now: float, machine: int, cpu_share: float | None = None) -> list[Output]:
         self.now = now
         self._out = []
         self._bring_up(self.machines[machine], cpu_share)
-        return self._after(MachineUp, (machine, cpu_share))
+        return self._after(MachineUp(machine, cpu_share) if self._policy_on_event else None)
 
     def machine_silent(self, now: float, machine: int) -> list[Output]:
         """The machine has fallen silent: it is offered no work, its replicas stay live, the policy's
@@ -360,11 +362,11 @@ class Scheduler(Matching):
         m = self.machines[machine]
         if m.state is MachineState.DOWN or m.silent:
             self._stale(f"machine {m.name} silent while {'silent' if m.silent else 'down'}")
-            return self._after(MachineSilent, (machine,))
+            return self._after(MachineSilent(machine) if self._policy_on_event else None)
         m.silent = True
         self._make_ready(m, 0)  # its request, if any, is withdrawn
         self._apply_all(self.policy.on_machine_silent(self, m))
-        return self._after(MachineSilent, (machine,))
+        return self._after(MachineSilent(machine) if self._policy_on_event else None)
 
     def machine_heard(self, now: float, machine: int) -> list[Output]:
         """A silent machine spoke again; it asks for work again with its next request."""
@@ -373,9 +375,9 @@ class Scheduler(Matching):
         m = self.machines[machine]
         if not m.silent:
             self._stale(f"machine {m.name} heard but not silent")
-            return self._after(MachineHeard, (machine,), quiet=True)
+            return self._after(MachineHeard(machine) if self._policy_on_event else None, quiet=True)
         self._heard(m)
-        return self._after(MachineHeard, (machine,), quiet=True)
+        return self._after(MachineHeard(machine) if self._policy_on_event else None, quiet=True)
 
     def _heard(self, m: MachineRecord) -> None:
         m.silent = False
@@ -386,7 +388,7 @@ class Scheduler(Matching):
         self.now = now
         self._out = []
         self._set_share(self.machines[machine], cpu_share)
-        return self._after(CpuShareChanged, (machine, cpu_share))
+        return self._after(CpuShareChanged(machine, cpu_share) if self._policy_on_event else None)
 
     def timer_fired(self, now: float, key: Hashable) -> list[Output]:
         self.now = now
@@ -397,7 +399,7 @@ class Scheduler(Matching):
         else:
             del self.timers[key]
             self._apply_all(self.policy.on_timer(self, key))
-        return self._after(TimerFired, (key,))
+        return self._after(TimerFired(key) if self._policy_on_event else None)
 
     def close(self, now: float) -> None:
         """Account up-time until ``now``; call once when the run ends."""
@@ -408,10 +410,13 @@ class Scheduler(Matching):
                 m.up_since = now
 
     def _after(
-        self, kind: type, args: tuple, *, new_job: JobRecord | None = None, asking: MachineRecord | None = None,
+        self, event: Event | None, *, new_job: JobRecord | None = None, asking: MachineRecord | None = None,
         quiet: bool = False,
     ) -> list[Output]:
         """Run the policy's hooks after an event and return the event's outputs.
+
+        ``event`` is made only for a policy with an ``on_event`` hook (None otherwise): the entry
+        points above build it with ``... if self._policy_on_event else None``.
 
         ``new_job`` or ``asking`` tell the policy's dispatch that the event's only
         effect on matching was that one job entered a queue or that one machine
@@ -424,7 +429,8 @@ class Scheduler(Matching):
         if self._ended:
             self._replica_hooks()
         if self._policy_on_event:
-            self._apply_all(policy.on_event(self, kind(*args)))
+            assert event is not None
+            self._apply_all(policy.on_event(self, event))
         if self.capacity_version != self._dispatched_version:
             self._dispatched_version = self.capacity_version
             self._apply_all(policy.on_capacity_change(self))

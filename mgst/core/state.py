@@ -7,12 +7,12 @@ as read-only: only the core changes them, so that every invariant is kept in one
 from __future__ import annotations
 
 import bisect
-import collections
 import enum
 import heapq
+import itertools
 import math
 from collections.abc import Hashable, Iterator
-from typing import Any
+from typing import Any, Final
 
 from mgst.model import Job
 
@@ -40,12 +40,12 @@ class Outcome(enum.Enum):
     FAILED = "failed"  # it ended without a result while its machine stayed up
 
 
-STAGING = "staging"  # fetching a checkpoint, a program or data: no work is done
-COMPUTING = "computing"
+STAGING: Final = "staging"  # fetching a checkpoint, a program or data: no work is done
+COMPUTING: Final = "computing"
 
 # How many recent replica outcomes a machine remembers (GridBot-style host statistics).
-RECENT = 20
-_RECENT_MASK = (1 << RECENT) - 1
+RECENT: Final = 20
+_RECENT_MASK: Final = (1 << RECENT) - 1
 
 
 class ReplicaRecord:
@@ -319,13 +319,15 @@ class MachineRecord:
 
 
 # JobRecord.qtoken of a job waiting in its queue's arrival-order part.
-_IN_MAIN = 1
+_IN_MAIN: Final = 1
 
 
 class JobQueue:
     """Jobs waiting to run, in order of submission time (then id).
 
-    New arrivals append in O(1) to a deque in arrival order. A job that comes back
+    New arrivals append in O(1) to a list in arrival order, read from a start index that moves
+    past the jobs that left the front (the list drops them once they are half of it: a list, not
+    a deque, because compiled its operations are native where a deque's are method calls). A job that comes back
     after a failure keeps its submission time, so it goes back near the head (our
     reading of the paper's "resubmitted"); such jobs are few and live in a small
     sorted side list, as does an arrival older than the newest one (only an
@@ -335,12 +337,15 @@ class JobQueue:
     longest, or None) is kept up to date, so reading it costs an attribute access.
     """
 
-    __slots__ = ("key", "head", "_main", "_front", "_last_submitted", "_last_id", "_len", "_nfront", "_tokens")
+    __slots__ = (
+        "key", "head", "_main", "_first", "_front", "_last_submitted", "_last_id", "_len", "_nfront", "_tokens",
+    )
 
     def __init__(self, key: Hashable):
         self.key = key
         self.head: JobRecord | None = None
-        self._main: collections.deque[JobRecord] = collections.deque()  # arrival order == submission order
+        self._main: list[JobRecord] = []  # arrival order == submission order, from index _first on
+        self._first = 0  # _main[:_first] have left the front
         # (submitted, id, token, job): requeued (or late), sorted; an entry counts while job.qtoken == token
         self._front: list[tuple[float, int, int, JobRecord]] = []
         # the newest (submitted, id) in _main, as two fields: no tuple made per arrival
@@ -369,7 +374,7 @@ class JobQueue:
         """
         # filter and map, not generator expressions: mypyc would build those as lists (this stays lazy
         # compiled too)
-        main = filter(lambda r: r.qtoken == _IN_MAIN, self._main)
+        main = filter(lambda r: r.qtoken == _IN_MAIN, itertools.islice(self._main, self._first, None))
         if not self._nfront:
             return main
         keyed = map(lambda r: (r.job.submitted, r.job.id, 0, r), main)
@@ -413,12 +418,14 @@ class JobQueue:
         self._len -= 1
         if token == _IN_MAIN:
             if rec is self.head:  # the common case: the head leaves (it is first in _main)
-                main = self._main
-                main.popleft()
                 if not self._nfront:
-                    while main and main[0].qtoken != _IN_MAIN:
-                        main.popleft()
-                    self.head = main[0] if main else None
+                    main = self._main
+                    first = self._first + 1
+                    n = len(main)
+                    while first < n and main[first].qtoken != _IN_MAIN:
+                        first += 1
+                    self.head = main[first] if first < n else None
+                    self._set_first(first)
                     return
                 self._find_head()
             return
@@ -428,14 +435,24 @@ class JobQueue:
         if rec is self.head:
             self._find_head()
 
+    def _set_first(self, first: int) -> None:
+        """The front of _main is now at ``first``; once the jobs before it are half the list, drop them."""
+        if first > 32 and 2 * first > len(self._main):
+            del self._main[:first]
+            first = 0
+        self._first = first
+
     def _find_head(self) -> None:
         main = self._main
-        while main and main[0].qtoken != _IN_MAIN:  # left while behind the head
-            main.popleft()
+        first = self._first
+        n = len(main)
+        while first < n and main[first].qtoken != _IN_MAIN:  # left while behind the head
+            first += 1
+        m = main[first] if first < n else None
+        self._set_first(first)
         front = self._front
         while front and front[0][3].qtoken != front[0][2]:
             del front[0]
-        m = main[0] if main else None
         if front:
             f = front[0]
             if m is None or f[:2] < (m.job.submitted, m.job.id):

@@ -6,7 +6,7 @@ import dataclasses
 import random
 import typing
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from mypy_extensions import mypyc_attr
 
@@ -20,7 +20,7 @@ if typing.TYPE_CHECKING:
     from mgst.policies.timeouts import SilenceTimeouts
 
 Decisions = Iterable[Decision]
-NOTHING: tuple[Decision, ...] = ()
+NOTHING: Final[tuple[Decision, ...]] = ()
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # each policy's options subclass it

@@ -19,7 +19,7 @@ from mgst.policies.lpas_options import LpasOptions
 
 log = logging.getLogger(__name__)
 
-_RESOLVE = ("lpas_dg", "resolve")
+_RESOLVE: typing.Final = ("lpas_dg", "resolve")
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # compiled (mgst.build_info); researchers subclass it

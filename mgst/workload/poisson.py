@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
+from typing import Final
 
 from mgst.draws import ExpStream
+from mgst.fast_tuple import new_tuple
 from mgst.model import Job
 from mgst.streams import Purpose, generator
 
-_new_tuple = tuple.__new__
+# Final: mypyc keeps a Final module-level name in a C static; a plain one (an imported class too) is
+# read from the module's dict, a string-keyed lookup, at every use.
+_new_tuple: Final = new_tuple
+_JOB: Final = Job
 
 
 class PoissonWorkload:
@@ -62,7 +67,7 @@ class PoissonWorkload:
         nxt[i] = t + gap.draw()
         self._first = _first_min(nxt)
         # tuple.__new__: a NamedTuple's own __new__ is a Python function (the same Job, made faster)
-        job: Job = _new_tuple(Job, (self._id, i, t, self._sizes[i].draw() * self._scale[i], None))  # type: ignore[arg-type]
+        job: Job = _new_tuple(_JOB, (self._id, i, t, self._sizes[i].draw() * self._scale[i], None))  # type: ignore[arg-type]
         self._id += 1
         return job
 

@@ -1,0 +1,91 @@
+"""mgst._tuples.new_tuple, the C twin of tuple.__new__(cls, items): the same objects, the same refusals."""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import pickle
+import sys
+from typing import NamedTuple
+
+import pytest
+
+from mgst.core.decisions import Assign, Cancel, JobCompleted
+from mgst.model import Job
+
+try:  # built with the compiled modules; tested directly whichever build runs
+    c_new_tuple = importlib.import_module("mgst._tuples").new_tuple
+except ImportError:
+    c_new_tuple = None
+
+pytestmark = pytest.mark.skipif(c_new_tuple is None, reason="mgst._tuples is not built here (pip install -e .)")
+
+
+class Point(NamedTuple):
+    x: float
+    y: float = 0.0
+
+
+class Tagged(tuple):  # a plain subclass of tuple, with an instance dict
+    pass
+
+
+JOB = Job(7, 1, 2.5, 0.75)
+CASES = [
+    (Assign, (JOB, 3, 1001, 0.25, True)),
+    (JobCompleted, (JOB, 1001, 3)),
+    (Cancel, (1002, 4, 7)),
+    (Job, (8, 0, 3.0, 1.5, None)),
+    (Point, (1.0, 2.0)),
+    (Tagged, ()),
+    (Tagged, ("a", ["b"], None)),
+]
+
+
+@pytest.mark.parametrize(("cls", "items"), CASES)
+def test_the_same_object_as_tuple_new(cls, items):
+    made, expected = c_new_tuple(cls, items), tuple.__new__(cls, items)
+    assert type(made) is cls
+    assert made == expected and tuple(made) == items
+    assert all(a is b for a, b in zip(made, items, strict=True))  # the items themselves, not copies
+    assert repr(made) == repr(expected)
+    assert gc.is_tracked(made) == gc.is_tracked(expected)
+    assert pickle.loads(pickle.dumps(made)) == made
+
+
+def test_named_fields_and_a_dict_where_the_class_has_one():
+    a = c_new_tuple(Assign, (JOB, 3, 1001, 0.25, True))
+    assert (a.job, a.machine, a.replica, a.progress, a.staging) == (JOB, 3, 1001, 0.25, True)
+    t = c_new_tuple(Tagged, (1, 2))
+    t.note = "kept"  # a subclass with an instance dict gets one, as from tuple.__new__
+    assert t.note == "kept" and t == (1, 2)
+
+
+def test_a_plain_tuple_is_returned_as_is():
+    items = (1, 2, 3)
+    assert c_new_tuple(tuple, items) is items
+
+
+def test_references_are_counted():
+    item = object()
+    before = sys.getrefcount(item)
+    made = [c_new_tuple(Point, (item, 0.0)) for _ in range(100)]
+    assert sys.getrefcount(item) == before + 100
+    del made
+    assert sys.getrefcount(item) == before
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((Point,), "takes 2 arguments"),
+        ((Point, (1.0, 2.0), 3), "takes 2 arguments"),
+        ((list, (1,)), "must be a subtype of tuple"),
+        ((Point(1.0, 2.0), (1.0,)), "must be a subtype of tuple"),
+        ((Point, [1.0, 2.0]), "items must be a tuple"),
+        ((Point, Point(1.0, 2.0)), "items must be a tuple"),  # exactly a tuple, as the callers pass
+    ],
+)
+def test_refusals(args, message):
+    with pytest.raises(TypeError, match=message):
+        c_new_tuple(*args)
