@@ -6,14 +6,14 @@ import gc
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from mgst.availability import make_availability
 from mgst.core.decisions import Assign, Cancel, JobCompleted, MachineSuspected, ReplicaTimedOut, SetTimer
 from mgst.core.scheduler import Scheduler
 from mgst.core.state import BagRecord, JobRecord, MachineState, MachineStats
 from mgst.event_heap import Entry, EventHeap, new_event_heap
-from mgst.model import Bag, Experiment
+from mgst.model import Bag, Experiment, Job
 from mgst.policies import build_policy
 from mgst.staging import StagingSampler
 from mgst.streams import Purpose, python_random
@@ -46,6 +46,11 @@ _SET_TIMER: Final = SetTimer
 _REPLICA_TIMED_OUT: Final = ReplicaTimedOut
 _MACHINE_SUSPECTED: Final = MachineSuspected
 _BAG: Final = Bag
+
+# An Assign's fields, and a heap entry's, as the loop reads them: the ids and the seq stay int objects
+# (Any), compiled, so that each is made once and a dict finds its own key by identity.
+_AssignFields = tuple[Job, int, Any, float, bool]
+_EntryFields = tuple[float, int, Any, Any]
 
 
 class MachineSummary(NamedTuple):
@@ -182,15 +187,17 @@ class Simulation:
                 i += 1
                 td = type(d)
                 if td is _ASSIGN:
-                    job, j, rid, progress, staged = d  # unpacked: compiled, one tuple read per field
+                    fields: _AssignFields = d  # an annotation, not cast(): no call in pure Python
+                    job, j, rid, progress, staged = fields  # compiled: one read per field
                     if staged:
                         live[rid] = -1  # no completion until it computes
                         push((t + staging.duration(progress > 0.0), _COMPUTING, seq, rid))  # type: ignore[union-attr]
                         seq += 1
                         continue
                     end = t + (1.0 - progress) * job.size / (rates[job.job_class][j] * share[j])
-                    live[rid] = seq
-                    push((end, _DONE, seq, rid))
+                    key: Any = seq  # one int object for the dict and the entry
+                    live[rid] = key
+                    push((end, _DONE, key, rid))
                     seq += 1
                     if ck is not None and t + ck < end:
                         push((t + ck, _CHECKPOINT, seq, rid))
@@ -225,7 +232,8 @@ class Simulation:
                 heap.reset(_live_entries(heap.entries(), live))
                 self.dropped_entries += size - len(heap)
                 stale = 0
-            t, kind, s, arg = pop()
+            entry: _EntryFields = pop()
+            t, kind, s, arg = entry
             if t >= stop_at:
                 t = stop_at
                 break

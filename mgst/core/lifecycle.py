@@ -112,11 +112,11 @@ class Lifecycle:
             self.queued_count -= 1
             rec.status = JobStatus.RUNNING
             rec.idle_time += now - rec.queued_since
-            self.running[rec.job.id] = rec
+            self.running[rec.id_key] = rec
             bag = rec.bag
             if bag is not None:
                 bag.queued -= 1
-                bag.running[rec.job.id] = rec
+                bag.running[rec.id_key] = rec
                 if bag.first_dispatch is None:
                     bag.first_dispatch = now
         elif status is JobStatus.RUNNING:
@@ -140,13 +140,14 @@ class Lifecycle:
         progress = rec.best_progress if self._resume else 0.0
         staging = self._stage_start or (progress > 0.0 and self._stage_resume)
         r = ReplicaRecord(rid, rec, j, rec.attempts, now, progress, rate * m.cpu_share, staging)
-        rec.replicas[rid] = r
+        key = r.id_key
+        rec.replicas[key] = r
         rec.history.append(r)
-        self._replicas[rid] = r
-        m.replicas[rid] = r
+        self._replicas[key] = r
+        m.replicas[key] = r
         if rec.first_sent is None:
             rec.first_sent = now
-        self._out.append(_new_tuple(_ASSIGN, (rec.job, j, rid, progress, staging)))  # type: ignore[arg-type]
+        self._out.append(_new_tuple(_ASSIGN, (rec.job, j, key, progress, staging)))  # type: ignore[arg-type]
         if self._started is not None:
             self._started.append(r)
 
@@ -162,10 +163,11 @@ class Lifecycle:
         r.live = False
         r.outcome = outcome
         r.ended = now  # work stops counting here (ReplicaRecord.remaining)
-        del r.job.replicas[r.id]
-        del self._replicas[r.id]
+        key = r.id_key
+        del r.job.replicas[key]
+        del self._replicas[key]
         m = self.machines[r.machine]
-        del m.replicas[r.id]
+        del m.replicas[key]
         if m.state is MachineState.BUSY and not m.replicas:
             m.state = MachineState.FREE
         m.stats.busy_time += now - r.sent
@@ -201,15 +203,15 @@ class Lifecycle:
         job.done_on = r.machine
         job.done_sent = r.sent
         if status is JobStatus.RUNNING:  # (a late result may find its job queued)
-            del self.running[job.job.id]
+            del self.running[job.id_key]
         if job.replicas:
             for sibling in list(job.replicas.values()):
                 self._cancel(sibling)
-        self._out.append(_new_tuple(_JOB_COMPLETED, (job.job, r.id, r.machine)))  # type: ignore[arg-type]
+        self._out.append(_new_tuple(_JOB_COMPLETED, (job.job, r.id_key, r.machine)))  # type: ignore[arg-type]
         bag = job.bag
         if bag is not None:
             if status is JobStatus.RUNNING:
-                del bag.running[job.job.id]
+                del bag.running[job.id_key]
             else:
                 bag.queued -= 1
             bag.done += 1
@@ -228,9 +230,9 @@ class Lifecycle:
         job = r.job
         m = self._release(r, Outcome.CANCELLED)
         m.stats.cancelled += 1
-        self._out.append(_new_tuple(_CANCEL, (r.id, m.index, job.job.id)))  # type: ignore[arg-type]
+        self._out.append(_new_tuple(_CANCEL, (r.id_key, m.index, job.id_key)))  # type: ignore[arg-type]
         if job.status is JobStatus.RUNNING:
-            self._lost[r.id] = r
+            self._lost[r.id_key] = r
             if not job.replicas:
                 self._requeue(job, r, "cancelled")
 
@@ -243,7 +245,7 @@ class Lifecycle:
         elif outcome is Outcome.TIMED_OUT:
             st.timed_out += 1
         st.note_outcome(False)
-        self._lost[r.id] = r
+        self._lost[r.id_key] = r
         if not r.job.replicas:
             self._requeue(r.job, r, reason)
 
@@ -259,12 +261,12 @@ class Lifecycle:
         job.status = JobStatus.QUEUED
         job.requeues += 1
         job.queued_since = self.now
-        self.running.pop(job.job.id, None)
+        self.running.pop(job.id_key, None)
         self.queues[job.queue_key].requeue(job)
         self.queued_count += 1
         bag = job.bag
         if bag is not None:
-            del bag.running[job.job.id]
+            del bag.running[job.id_key]
             bag.queued += 1
         self._out.append(JobRequeued(job.job, r.id, r.machine, reason))
 

@@ -510,7 +510,7 @@ class Scheduler(Matching):
                     raise ValueError(f"task {job.id} arrived for bag {job.bag}, which is complete")
             key = self._key_of(job, bag)
         rec = JobRecord(job, key, self.now, bag)
-        self.jobs[job.id] = rec
+        self.jobs[rec.id_key] = rec
         q = self.queues.get(key)
         if q is None:
             q = self.queues[key] = JobQueue(key)

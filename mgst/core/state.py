@@ -58,7 +58,7 @@ class ReplicaRecord:
     """
 
     __slots__ = (
-        "id", "job", "machine", "attempt", "sent", "progress", "checkpoint", "live", "phase",
+        "id", "id_key", "job", "machine", "attempt", "sent", "progress", "checkpoint", "live", "phase",
         "left", "mark", "rate", "outcome", "ended", "best", "late",
     )
 
@@ -67,6 +67,9 @@ class ReplicaRecord:
         rate: float = 0.0, staging: bool = False,
     ):
         self.id = id
+        # The id as one int object, the key of the core's dicts by replica id: compiled code makes a new
+        # int object from ``id`` at every dict operation (and the dict then compares it by value).
+        self.id_key: Any = id
         self.job = job
         self.machine = machine
         self.attempt = attempt  # 1 for the job's first replica, 2 for the next...
@@ -164,13 +167,14 @@ class JobRecord:
     """A job's state and history in the core."""
 
     __slots__ = (
-        "job", "queue_key", "status", "replicas", "attempts", "requeues", "best_progress",
+        "job", "id_key", "queue_key", "status", "replicas", "attempts", "requeues", "best_progress",
         "first_sent", "completed", "done_by", "done_on", "done_sent", "queued_since", "idle_time",
         "timeouts", "history", "bag", "qtoken",
     )
 
     def __init__(self, job: Job, queue_key: Hashable, now: float, bag: BagRecord | None = None):
         self.job = job
+        self.id_key: Any = job.id  # the id as one int object, the key of the core's dicts by job id (as above)
         self.queue_key = queue_key
         self.status = JobStatus.QUEUED
         self.replicas: dict[int, ReplicaRecord] = {}  # live replicas by id
