@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
 from mgst.availability import make_availability
-from mgst.core.decisions import Assign, Cancel, JobCompleted, MachineSuspected, ReplicaTimedOut, SetTimer
+from mgst.core.decisions import Assign, Cancel, MachineSuspected, ReplicaTimedOut, SetTimer
 from mgst.core.scheduler import Scheduler
 from mgst.core.state import BagRecord, JobRecord, MachineState, MachineStats
 from mgst.event_heap import Entry, EventHeap, new_event_heap
@@ -40,7 +40,6 @@ STALE_MIN: Final = 1024
 # Final: mypyc keeps a Final module-level name in a C static; a plain one (an imported class too) is
 # read from the module's dict, a string-keyed lookup, at every use.
 _ASSIGN: Final = Assign
-_JOB_COMPLETED: Final = JobCompleted
 _CANCEL: Final = Cancel
 _SET_TIMER: Final = SetTimer
 _REPLICA_TIMED_OUT: Final = ReplicaTimedOut
@@ -120,7 +119,8 @@ class Simulation:
         self.policy = build_policy(experiment, python_random(self.seed, replication, Purpose.POLICY))
         self.detect_by_timeout = experiment.testbed.detection == "timeout"
         self.core = Scheduler(experiment.classes, experiment.machines, self.policy, experiment.staging)
-        self.core.report_holds = False  # a held request needs nothing done here
+        self.core.report_holds = False  # a held request needs nothing done here,
+        self.core.report_completions = False  # nor a job done: the records say it all
 
     def run(self) -> ReplicationRun:
         # Every record stays alive until the run ends, so the cyclic garbage collector's passes over
@@ -202,8 +202,6 @@ class Simulation:
                     if ck is not None and t + ck < end:
                         push((t + ck, _CHECKPOINT, seq, rid))
                         seq += 1
-                elif td is _JOB_COMPLETED:  # the most frequent: nothing to carry out here
-                    continue
                 elif td is _CANCEL:
                     if live.pop(d.replica, None) is not None:
                         stale += 1  # its completion (or end of staging) is still in the heap

@@ -135,6 +135,30 @@ def test_replica_done_with_ready_makes_the_machine_ask_again():
     core.check_invariants()
 
 
+
+def test_a_driver_may_turn_completions_and_holds_off_and_the_state_is_the_same():
+    """The simulator needs neither JobCompleted nor Hold: with both off, the outputs lack exactly
+    them, and the records are those of a core that reports them."""
+    cores = [fcfs_core(), fcfs_core()]
+    cores[1].report_completions = cores[1].report_holds = False
+    j1, j2 = job(1, t=1.0), job(2, t=2.0)
+    outs = []
+    for core in cores:
+        out = core.machine_ready(0.0, 0)
+        out += core.job_arrived(1.0, j1)
+        out += core.job_arrived(2.0, j2)
+        out += core.replica_done(3.0, 1, ready=True)
+        out += core.replica_done(4.0, 2, ready=True)
+        outs.append(out)
+        core.check_invariants()
+    assert outs[0] == [Hold(0), Assign(j1, 0, 1, 0.0), JobCompleted(j1, 1, 0), Assign(j2, 0, 2, 0.0),
+                       JobCompleted(j2, 2, 0), Hold(0)]
+    assert outs[1] == [Assign(j1, 0, 1, 0.0), Assign(j2, 0, 2, 0.0)]
+    for rec, other in zip(cores[0].jobs.values(), cores[1].jobs.values(), strict=True):
+        assert (rec.status, rec.completed, rec.done_by, rec.done_on) == (other.status, other.completed,
+                                                                          other.done_by, other.done_on)
+
+
 def test_replica_done_without_ready_leaves_the_machine_free():
     core = fcfs_core()
     core.machine_ready(0.0, 0)

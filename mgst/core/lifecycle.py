@@ -88,6 +88,7 @@ class Lifecycle:
     _replicas: dict[int, ReplicaRecord]
     _lost: dict[int, ReplicaRecord]
     _out: list[Output]
+    report_completions: bool
     _ended: list[ReplicaRecord] | None
     _started: list[ReplicaRecord] | None
     _requeued: bool
@@ -207,7 +208,8 @@ class Lifecycle:
         if job.replicas:
             for sibling in list(job.replicas.values()):
                 self._cancel(sibling)
-        self._out.append(_new_tuple(_JOB_COMPLETED, (job.job, r.id_key, r.machine)))  # type: ignore[arg-type]
+        if self.report_completions:
+            self._out.append(_new_tuple(_JOB_COMPLETED, (job.job, r.id_key, r.machine)))  # type: ignore[arg-type]
         bag = job.bag
         if bag is not None:
             if status is JobStatus.RUNNING:

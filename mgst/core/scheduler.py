@@ -92,9 +92,10 @@ class Scheduler(Matching):
         self.capacity_version = 0  # bumped whenever a machine goes up or down or its a_j changes
         self.timers: dict[Hashable, float] = {}
         self.stale_events = 0  # events that referred to something already over (late done, ...)
-        # Report Hold(machine) when an asking machine gets nothing; a driver with no use for it
-        # (the simulator) turns it off.
+        # Report Hold(machine) when an asking machine gets nothing, and JobCompleted when a job is
+        # done; a driver with no use for them (the simulator) turns them off.
         self.report_holds = True
+        self.report_completions = True
         # --- internal ---
         self.policy = policy
         self._ready = ReadyQueue()  # machines asking for work, in request order

@@ -429,7 +429,10 @@ class JobQueue:
                     while first < n and main[first].qtoken != _IN_MAIN:
                         first += 1
                     self.head = main[first] if first < n else None
-                    self._set_first(first)
+                    if first > 32 and 2 * first > n:  # (_set_first, inlined: the common case)
+                        del main[:first]
+                        first = 0
+                    self._first = first
                     return
                 self._find_head()
             return
