@@ -240,8 +240,8 @@ class Simulation:
                     continue  # cancelled, lost, or its completion moved
                 del live[arg]
                 j = given_up.pop(arg, -1) if given_up else -1  # (a method call: skipped when empty)
-                if j < 0:
-                    pending.extend(core.replica_done(t, arg, True))
+                if j < 0:  # (pending is empty here: the core's list is taken, not copied)
+                    pending = core.replica_done(t, arg, True)
                 else:
                     pending.extend(core.replica_done(t, arg, False))  # a late result: counts once
                     self._slot_free(t, j, live, given_up, up, pending)
@@ -249,9 +249,16 @@ class Simulation:
                 if type(arg) is _BAG:
                     pending.extend(core.bag_arrived(t, arg))
                 else:
-                    pending.extend(core.job_arrived(t, arg))
-                if (poisson.peek_time() if poisson is not None else workload.peek_time()) < horizon:
-                    nxt = poisson.next_job() if poisson is not None else workload.next()
+                    pending = core.job_arrived(t, arg)  # (as above)
+                if poisson is not None:  # typed: compiled, a native call and a tuple read
+                    if poisson.peek_time() < horizon:
+                        new_job = poisson.next_job()
+                        push((new_job.submitted, _ARRIVAL, seq, new_job))
+                        seq += 1
+                    else:
+                        arrivals_open = False
+                elif workload.peek_time() < horizon:
+                    nxt = workload.next()
                     push((nxt.submitted, _ARRIVAL, seq, nxt))
                     seq += 1
                 else:

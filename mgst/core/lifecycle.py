@@ -194,13 +194,16 @@ class Lifecycle:
             if self._ended is not None:
                 self._ended.append(r)
         c = job.job.job_class
-        st.completed_by_class[c] += 1
-        st.service_by_class[c] += now - r.sent
+        # x[c] = x[c] + ..., not x[c] += ...: compiled, += on a list item is the generic number protocol
+        completed = st.completed_by_class
+        completed[c] = completed[c] + 1
+        service = st.service_by_class
+        service[c] = service[c] + (now - r.sent)
         st.completed += 1
         st.note_outcome(True)
         job.status = JobStatus.DONE
         job.completed = now
-        job.done_by = r.id
+        job.done_by = r.id_key
         job.done_on = r.machine
         job.done_sent = r.sent
         if status is JobStatus.RUNNING:  # (a late result may find its job queued)
