@@ -240,9 +240,20 @@ EventHeap_dealloc(EventHeap *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+static PyObject *
+EventHeap_peek(EventHeap *self, PyObject *Py_UNUSED(ignored))
+{
+    if (self->size == 0) {
+        PyErr_SetString(PyExc_IndexError, "peek into an empty event heap");
+        return NULL;
+    }
+    return Py_NewRef(self->items[0].entry);
+}
+
 static PyMethodDef EventHeap_methods[] = {
     {"push", (PyCFunction)EventHeap_push, METH_O, "push(entry): add a (time, kind, seq, ...) tuple."},
     {"pop", (PyCFunction)EventHeap_pop, METH_NOARGS, "pop() -> the least entry, in tuple order."},
+    {"peek", (PyCFunction)EventHeap_peek, METH_NOARGS, "peek() -> the least entry, left in the heap."},
     {"entries", (PyCFunction)EventHeap_entries, METH_NOARGS, "entries() -> a list of the entries, in heap order."},
     {"reset", (PyCFunction)EventHeap_reset, METH_O, "reset(entries): hold exactly these entries."},
     {NULL, NULL, 0, NULL},

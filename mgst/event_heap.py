@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import operator
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
@@ -27,6 +28,7 @@ class EventHeap(Protocol):
 
     push: Callable[[Entry], None]  # add an entry
     pop: Callable[[], Entry]  # remove and return the least entry (IndexError if empty)
+    peek: Callable[[], Entry]  # the least entry, left in place (IndexError if empty)
 
     def __len__(self) -> int: ...
 
@@ -42,12 +44,13 @@ class EventHeap(Protocol):
 class PyEventHeap:
     """``heapq`` over a list; ``push`` and ``pop`` are heapq's own functions, bound with partial."""
 
-    __slots__ = ("_heap", "push", "pop")
+    __slots__ = ("_heap", "push", "pop", "peek")
 
     def __init__(self) -> None:
         self._heap: list[Entry] = []
         self.push: Callable[[Entry], None] = functools.partial(heapq.heappush, self._heap)
         self.pop: Callable[[], Entry] = functools.partial(heapq.heappop, self._heap)
+        self.peek: Callable[[], Entry] = functools.partial(operator.getitem, self._heap, 0)
 
     def __len__(self) -> int:
         return len(self._heap)

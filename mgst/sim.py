@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
@@ -141,6 +142,7 @@ class Simulation:
         heap: EventHeap = new_event_heap()  # (time, kind, seq, what): in C where built (mgst.event_heap)
         push = heap.push
         pop = heap.pop
+        peek = heap.peek
         seq = 0
         n_machines = len(exp.machines)
         share = [m.availability for m in exp.machines]
@@ -158,11 +160,10 @@ class Simulation:
         workload = make_workload(exp, self.seed, self.replication)
         # Poisson classes, the common case, typed: compiled, its calls are native
         poisson = workload if isinstance(workload, PoissonWorkload) else None
-        arrivals_open = workload.peek_time() < horizon
-        if arrivals_open:
-            first = workload.next()
-            push((first.submitted, _ARRIVAL, seq, first))
-            seq += 1
+        # The next arrival is held here, out of the heap, and taken when it comes before the heap's
+        # least entry in (time, kind) order: the order of the heap, as no other entry is an arrival.
+        arrival: Job | Bag | None = workload.next() if workload.peek_time() < horizon else None
+        arrival_at = arrival.submitted if arrival is not None else math.inf
         updown = [make_availability(exp, self.seed, self.replication, j) for j in range(n_machines)]
         for j, ud in enumerate(updown):
             if ud is not None:
@@ -221,17 +222,20 @@ class Simulation:
                             given_up[rid] = j  # lost in the core, still running here
             pending.clear()
 
-            if not arrivals_open and not core.queued_count and not core.running:
+            if arrival is None and not core.queued_count and not core.running:
                 break
-            if not heap:
+            if not heap and arrival is None:
                 break
             if stale > stale_min and stale * 2 > len(heap):  # mostly dead entries: drop them
                 size = len(heap)
                 heap.reset(_live_entries(heap.entries(), live))
                 self.dropped_entries += size - len(heap)
                 stale = 0
-            entry: _EntryFields = pop()
-            t, kind, s, arg = entry
+            if arrival is None or (heap and not _comes_first(arrival_at, _ARRIVAL, peek())):
+                entry: _EntryFields = pop()
+                t, kind, s, arg = entry
+            else:  # the held arrival comes first
+                t, kind, s, arg = arrival_at, _ARRIVAL, None, arrival
             if t >= stop_at:
                 t = stop_at
                 break
@@ -253,16 +257,14 @@ class Simulation:
                 if poisson is not None:  # typed: compiled, a native call and a tuple read
                     if poisson.peek_time() < horizon:
                         new_job = poisson.next_job()
-                        push((new_job.submitted, _ARRIVAL, seq, new_job))
-                        seq += 1
+                        arrival, arrival_at = new_job, new_job.submitted
                     else:
-                        arrivals_open = False
+                        arrival = None
                 elif workload.peek_time() < horizon:
-                    nxt = workload.next()
-                    push((nxt.submitted, _ARRIVAL, seq, nxt))
-                    seq += 1
+                    arrival = workload.next()
+                    arrival_at = arrival.submitted
                 else:
-                    arrivals_open = False
+                    arrival = None
             elif kind == _DOWN:
                 up[arg] = False
                 for rid in [r for r, m in given_up.items() if m == arg]:
@@ -354,6 +356,11 @@ class Simulation:
                 pending.extend(self.core.machine_ready(t, j))
         else:
             pending.extend(self.core.machine_ready(t, j, None, self.core.machines[j].asking + 1))
+
+
+def _comes_first(t: float, kind: int, top: _EntryFields) -> bool:
+    """Whether an event (t, kind) comes before the heap entry ``top``, in the heap's order (kinds differ)."""
+    return t < top[0] or (t == top[0] and kind < top[1])
 
 
 def _live_entries(entries: list[Entry], live: dict[int, int]) -> list[Entry]:

@@ -51,12 +51,17 @@ def test_entries_come_out_in_tuple_order(heap_class, ops):
             if not model:
                 with pytest.raises(IndexError):
                     heap.pop()
+                with pytest.raises(IndexError):
+                    heap.peek()
             else:
-                assert heap.pop() is model.pop(0)
+                assert heap.peek() is model[0]  # left in place...
+                assert heap.pop() is model.pop(0)  # ...for pop to return
         else:
             model = [e for e in model if e[2] % 3 != op[1]]
             heap.reset(e for e in heap.entries() if e[2] % 3 != op[1])
         assert len(heap) == len(model) and bool(heap) == bool(model)
+        if model:
+            assert heap.peek() is model[0]
         assert sorted(map(id, heap.entries())) == sorted(map(id, model))
     while model:
         assert heap.pop() is model.pop(0)

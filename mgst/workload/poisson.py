@@ -84,7 +84,9 @@ class PoissonWorkload:
 def _first_min(times: list[float]) -> int:
     """The index of the smallest time, the first of equals (as ``times.index(min(times))``)."""
     best = 0
+    least = times[0] if times else math.inf
     for k in range(1, len(times)):
-        if times[k] < times[best]:
-            best = k
+        t = times[k]
+        if t < least:
+            best, least = k, t
     return best
