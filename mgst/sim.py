@@ -240,7 +240,8 @@ class Simulation:
                 t = stop_at
                 break
             if kind == _DONE:
-                if live.get(arg) != s:
+                valid = live.get(arg)
+                if valid is not s and valid != s:  # (the same int object, mostly: no comparison then)
                     continue  # cancelled, lost, or its completion moved
                 del live[arg]
                 j = given_up.pop(arg, -1) if given_up else -1  # (a method call: skipped when empty)

@@ -160,7 +160,7 @@ def test_this_process_runs_what_the_guard_decided():
     assert all(compiled) if build_info.compiled() else not any(compiled)
     heap = type(new_event_heap())  # the C event heap exactly with the compiled modules
     assert heap.__module__ == ("mgst._event_heap" if build_info.compiled() else "mgst.event_heap")
-    assert (fast_tuple.new_tuple is not tuple.__new__) == build_info.compiled()  # and the C new_tuple
+    assert (fast_tuple.new_tuple is not fast_tuple.py_new_tuple) == build_info.compiled()  # and the C new_tuple
     if os.environ.get(PURE_ENV) == "1":
         assert not build_info.compiled() and build_info.build() == "pure Python: MGST_PURE=1"
 

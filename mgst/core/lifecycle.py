@@ -148,7 +148,7 @@ class Lifecycle:
         m.replicas[key] = r
         if rec.first_sent is None:
             rec.first_sent = now
-        self._out.append(_new_tuple(_ASSIGN, (rec.job, j, key, progress, staging)))  # type: ignore[arg-type]
+        self._out.append(_new_tuple(_ASSIGN, rec.job, j, key, progress, staging))
         if self._started is not None:
             self._started.append(r)
 
@@ -212,7 +212,7 @@ class Lifecycle:
             for sibling in list(job.replicas.values()):
                 self._cancel(sibling)
         if self.report_completions:
-            self._out.append(_new_tuple(_JOB_COMPLETED, (job.job, r.id_key, r.machine)))  # type: ignore[arg-type]
+            self._out.append(_new_tuple(_JOB_COMPLETED, job.job, r.id_key, r.machine))
         bag = job.bag
         if bag is not None:
             if status is JobStatus.RUNNING:
@@ -235,7 +235,7 @@ class Lifecycle:
         job = r.job
         m = self._release(r, Outcome.CANCELLED)
         m.stats.cancelled += 1
-        self._out.append(_new_tuple(_CANCEL, (r.id_key, m.index, job.id_key)))  # type: ignore[arg-type]
+        self._out.append(_new_tuple(_CANCEL, r.id_key, m.index, job.id_key))
         if job.status is JobStatus.RUNNING:
             self._lost[r.id_key] = r
             if not job.replicas:

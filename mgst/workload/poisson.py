@@ -67,7 +67,7 @@ class PoissonWorkload:
         nxt[i] = t + gap.draw()
         self._first = _first_min(nxt)
         # tuple.__new__: a NamedTuple's own __new__ is a Python function (the same Job, made faster)
-        job: Job = _new_tuple(_JOB, (self._id, i, t, self._sizes[i].draw() * self._scale[i], None))  # type: ignore[arg-type]
+        job: Job = _new_tuple(_JOB, self._id, i, t, self._sizes[i].draw() * self._scale[i], None)
         self._id += 1
         return job
 
