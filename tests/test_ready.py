@@ -58,7 +58,7 @@ def test_the_queue_behaves_as_an_ordered_dict_with_counts_by_key(ops):
         queue.check()
         if keys is not None:
             assert queue.keys_present(keys) == len({keys[j] for j in model})
-            assert [queue.key_of[j] for j in model] == [sorted(set(keys), key=keys.index).index(keys[j])
+            assert [queue.links[j].key for j in model] == [sorted(set(keys), key=keys.index).index(keys[j])
                                                         for j in model]
 
 
@@ -68,10 +68,22 @@ def test_the_walk_links_are_those_of_the_order():
         queue.add(j)
     queue.rotate_to(9)
     assert list(queue) == [9, 0, 5, 2]
-    assert [queue.next_of[j] for j in (9, 0, 5, 2)] == [0, 5, 2, 9]  # a cycle: the back leads to the head
+    assert [queue.links[j].next for j in (9, 0, 5, 2)] == [0, 5, 2, 9]  # a cycle: the back leads to the head
     queue.move_to_end(0)
     assert list(queue) == [9, 5, 2, 0]
     queue.remove(9)
     assert list(queue) == [5, 2, 0] and queue.head == 5
     queue.add(9)
     assert list(queue) == [5, 2, 0, 9]
+
+
+def test_keys_must_cover_every_machine_the_queue_has_seen():
+    queue = ReadyQueue()
+    for j in (0, 3):
+        queue.add(j)
+    with pytest.raises(IndexError, match="machine 2 has no key"):
+        queue.keys_present(["a", "b"])
+    assert queue.keys_present(["a", "b", "a", "c"]) == 2  # machines 0 and 3: keys a and c
+    with pytest.raises(IndexError, match="machine 4 has no key"):
+        queue.add(4)
+    queue.check()

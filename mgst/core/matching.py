@@ -60,7 +60,7 @@ class Matching(Lifecycle):
                 # back, in order: the taker becomes the head (none taking it: all of them, which
                 # leaves the order as it was).
                 machines = self.machines
-                next_of = ready.next_of  # the queue is not changed during the walk
+                links = ready.links  # the queue is not changed during the walk
                 j = ready.head
                 # Keys by machine index, read without touching the machine (a cold record at scale):
                 # one machine asked per key; once every key among the ready machines has refused,
@@ -68,7 +68,6 @@ class Matching(Lifecycle):
                 keys = policy.choose_groups(view) if self._grouped else None
                 grouped = keys is not None
                 present = ready.keys_present(keys) if keys is not None else -1
-                key_of = ready.key_of
                 refused_in = self._refused_in  # by key number: the walk in which that key refused
                 walk = 0
                 if grouped:
@@ -78,10 +77,11 @@ class Matching(Lifecycle):
                 key = 0
                 refusals = 0
                 for _ in range(ready.size):
+                    link = links[j]
                     if grouped:
-                        key = key_of[j]
+                        key = link.key
                         if refused_in[key] == walk:
-                            j = next_of[j]
+                            j = link.next
                             continue
                     m = machines[j]
                     rec = policy.choose(view, m)
@@ -94,7 +94,7 @@ class Matching(Lifecycle):
                         refusals += 1
                         if refusals == present:
                             return
-                    j = next_of[j]
+                    j = link.next
                 return
         machines = self.machines
         for j in list(ready):
