@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import logging
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
@@ -141,8 +141,9 @@ class Simulation:
         stop_at = horizon + self.drain_limit
         heap: EventHeap = new_event_heap()  # (time, kind, seq, what): in C where built (mgst.event_heap)
         push = heap.push
-        pop = heap.pop
-        peek = heap.peek
+        # Typed with the seq as Any, so that compiled code keeps the entry's own int object (see _EntryFields).
+        pop: Callable[[], _EntryFields] = heap.pop
+        peek: Callable[[], _EntryFields] = heap.peek
         seq = 0
         n_machines = len(exp.machines)
         share = [m.availability for m in exp.machines]
