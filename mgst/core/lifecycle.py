@@ -25,7 +25,7 @@ The :class:`Scheduler` mixes this in; policies never call it.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from mypy_extensions import mypyc_attr
 
@@ -93,6 +93,7 @@ class Lifecycle:
     _started: list[ReplicaRecord] | None
     _requeued: bool
     _next_replica: int
+    _no_progress: Any  # 0.0, one object
     _stage_start: bool
     _stage_resume: bool
     _resume: bool
@@ -148,7 +149,10 @@ class Lifecycle:
         m.replicas[key] = r
         if rec.first_sent is None:
             rec.first_sent = now
-        self._out.append(_new_tuple(_ASSIGN, rec.job, j, key, progress, staging))
+        progress_object: Any = self._no_progress  # a progress of 0 (most replicas) as one float object:
+        if progress:  # compiled, a float argument is a new object each time
+            progress_object = progress
+        self._out.append(_new_tuple(_ASSIGN, rec.job, j, key, progress_object, staging))
         if self._started is not None:
             self._started.append(r)
 

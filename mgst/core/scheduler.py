@@ -104,6 +104,7 @@ class Scheduler(Matching):
         # result we would still take; one entry per failure or policy cancel, so it stays small.
         self._lost: dict[int, ReplicaRecord] = {}
         self._next_replica = 1
+        self._no_progress: Any = 0.0  # (see Lifecycle._start)
         self._out: list[Output] = []
         self._dispatched_version = -1
         self._requeued = False  # a job went back to a queue during this event
@@ -494,7 +495,8 @@ class Scheduler(Matching):
         return job.job_class if bag is None else bag.key
 
     def _enqueue(self, job: Job) -> JobRecord | None:
-        if job.id in self.jobs:
+        fields: tuple[Any, ...] = job  # the Job's own id object (compiled, job.id would be boxed anew)
+        if fields[0] in self.jobs:
             self._stale(f"job {job.id} arrived twice")
             return None
         if not 0 <= job.job_class < len(self.classes):

@@ -174,7 +174,8 @@ class JobRecord:
 
     def __init__(self, job: Job, queue_key: Hashable, now: float, bag: BagRecord | None = None):
         self.job = job
-        self.id_key: Any = job.id  # the id as one int object, the key of the core's dicts by job id (as above)
+        fields: tuple[Any, ...] = job  # the Job's own id object (compiled, job.id would be unboxed, then boxed anew)
+        self.id_key: Any = fields[0]  # the id as one int object, the key of the core's dicts by job id (as above)
         self.queue_key = queue_key
         self.status = JobStatus.QUEUED
         self.replicas: dict[int, ReplicaRecord] = {}  # live replicas by id
