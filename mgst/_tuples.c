@@ -11,6 +11,34 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+/* The classes tuple.__new__ has accepted (strong references, kept for good): tuple.__new__ refuses
+ * a subtype whose most derived C base makes its objects with a __new__ other than tuple's (it would
+ * not be one of its kind: time.struct_time), so new_tuple asks it once per class, and remembers. */
+#define KNOWN_SAFE 8
+static PyTypeObject *safe_types[KNOWN_SAFE];
+static int safe_next = 0;
+
+static int
+known_safe(PyTypeObject *type)
+{
+    for (int i = 0; i < KNOWN_SAFE; i++)
+        if (safe_types[i] == type)
+            return 1;
+    PyObject *empty = PyTuple_New(0);
+    if (empty == NULL)
+        return 0;
+    PyObject *probe = PyObject_CallMethod((PyObject *)&PyTuple_Type, "__new__", "OO", (PyObject *)type, empty);
+    Py_DECREF(empty);
+    if (probe == NULL)
+        return 0; /* tuple.__new__'s own error: "... is not safe, use ...__new__()" */
+    Py_DECREF(probe);
+    Py_INCREF(type);
+    Py_XDECREF(safe_types[safe_next]);
+    safe_types[safe_next] = type;
+    safe_next = (safe_next + 1) % KNOWN_SAFE;
+    return 1;
+}
+
 static PyObject *
 new_tuple(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -25,6 +53,8 @@ new_tuple(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyTypeObject *type = (PyTypeObject *)cls;
+    if (type != &PyTuple_Type && !known_safe(type))
+        return NULL;
     Py_ssize_t n = nargs - 1;
     PyObject *obj = type == &PyTuple_Type ? PyTuple_New(n) : type->tp_alloc(type, n);
     if (obj == NULL)

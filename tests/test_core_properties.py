@@ -351,12 +351,14 @@ def test_job_queue_keeps_submission_order(ops):
 
 def test_job_queue_drops_the_jobs_that_left_its_front():
     """A long run of arrivals and departures from the front (some from the middle too): the queue keeps
-    its order, and the jobs that left the front of its arrival-order list are at most half of it."""
+    its order, and the jobs that left the front of its arrival-order list are at most half of it once
+    the next job arrives (it drops them on an arrival, never on a removal: see the next test)."""
     q = JobQueue(0)
     waiting: list[JobRecord] = []
     for i in range(3000):
         rec = _rec(i, float(i))
         q.append(rec)
+        assert q._first <= max(32, len(q._main) // 2)  # what left the front is dropped, not kept
         waiting.append(rec)
         if i % 3 == 2:  # two leave from the front for every three arrivals...
             for _ in range(2):
@@ -364,12 +366,30 @@ def test_job_queue_drops_the_jobs_that_left_its_front():
         if i % 7 == 6 and len(waiting) > 2:  # ...and now and then one from the middle
             q.remove(waiting.pop(len(waiting) // 2))
         assert q.head is waiting[0]
-        assert q._first <= max(32, len(q._main) // 2)  # what left the front is dropped, not kept
     assert list(q) == waiting and len(q) == len(waiting)
     while waiting:
         q.remove(waiting.pop(0))
         assert q.head is (waiting[0] if waiting else None)
     assert not q and list(q) == []
+
+
+
+def test_a_job_queue_may_lose_the_jobs_it_is_iterating_over():
+    """A dispatch that assigns the jobs it iterates over removes each from the queue as it goes: every
+    waiting job still comes once, in order, however many left the front before (no list shifts)."""
+    q = JobQueue(0)
+    recs = [_rec(i, float(i)) for i in range(500)]
+    for rec in recs[:100]:
+        q.append(rec)
+    for rec in recs[:90]:  # 90 left the front: the list keeps them until the next arrival
+        q.remove(rec)
+    for rec in recs[100:]:
+        q.append(rec)
+    seen = []
+    for rec in q:
+        seen.append(rec)
+        q.remove(rec)
+    assert seen == recs[90:] and not q and q.head is None
 
 
 # ---------------------------------------------------------------- the opened core

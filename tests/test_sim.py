@@ -167,6 +167,48 @@ def test_a_share_change_moves_a_running_replica_and_zero_suspends_it():
     assert run.bags[0].completed == job.completed
 
 
+
+def test_events_at_one_instant_come_in_kind_order_around_an_arrival():
+    """At t = 2 a replica completes, a policy timer is due, a bag arrives and a CPU share changes: the
+    simulator takes them in that order (completions, timers, arrivals, share changes), the next arrival
+    being held out of the event heap."""
+    from mgst.core.decisions import SetTimer  # noqa: PLC0415
+    from mgst.model import BagList  # noqa: PLC0415
+    from mgst.policies import register  # noqa: PLC0415
+    from mgst.policies.bot import FcfsShare  # noqa: PLC0415
+
+    @register
+    class EventOrder(FcfsShare):
+        """FCFS-share, noting every event it sees, with a timer of its own at t = 2."""
+
+        name = "test-event-order"
+
+        def __init__(self, options=None, rng=None):
+            super().__init__(options, rng)
+            self.seen = []
+
+        def start(self, view):
+            return [*(super().start(view) or ()), SetTimer("mine", 2.0)]
+
+        def on_timer(self, view, key):
+            return () if key == "mine" else super().on_timer(view, key)
+
+        def on_event(self, view, event):
+            self.seen.append((view.now, type(event).__name__))
+            return ()
+
+    exp = dataclasses.replace(
+        bag_list_experiment([2.0]), policy=PolicySpec("test-event-order"),
+        workload=BagList(((1.0, ((0, 2.0),)), (2.0, ((0, 4.0),)))),  # rate 2: the first task ends at t = 2
+    )
+    sim = Simulation(exp, drain_limit=100.0, share_changes=[(2.0, 0, 0.5)])
+    run = sim.run()
+    at_two = [kind for when, kind in sim.policy.seen if when == 2.0]
+    assert at_two == ["ReplicaDone", "TimerFired", "BagArrived", "CpuShareChanged"]
+    # The second task starts at t = 2 at share 0.5 (rate 1): done at 6.
+    assert sorted(j.completed for j in run.jobs) == pytest.approx([2.0, 6.0])
+
+
 def test_a_bag_completes_with_its_last_task_and_staging_delays_a_resumed_replica():
     from mgst.model import StagingModel  # noqa: PLC0415
 

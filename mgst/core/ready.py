@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterator, Sequence
 from typing import Final
 
-ABSENT: Final = -1  # in ``next_of``: the machine is not in the queue
+ABSENT: Final = -1  # in ``ReadyLink.next``: the machine is not in the queue
 
 
 class ReadyLink:
@@ -145,11 +145,12 @@ class ReadyQueue:
         if keys is not self._keys:
             if len(self.links) > len(keys):
                 raise IndexError(f"machine {len(keys)} has no key: choose_groups gave {len(keys)}")
+            numbers: dict[Hashable, int] = {}
+            number_of = [numbers.setdefault(key, len(numbers)) for key in keys]  # (first: may raise)
             self._keys = None
             self._grow(len(keys) - 1)
-            numbers: dict[Hashable, int] = {}
-            for machine, key in enumerate(keys):
-                self.links[machine].key = numbers.setdefault(key, len(numbers))
+            for link, number in zip(self.links, number_of):
+                link.key = number
             per_key = [0] * len(numbers)
             self.key_count = len(numbers)
             for machine in self:

@@ -331,8 +331,9 @@ class JobQueue:
     """Jobs waiting to run, in order of submission time (then id).
 
     New arrivals append in O(1) to a list in arrival order, read from a start index that moves
-    past the jobs that left the front (the list drops them once they are half of it: a list, not
-    a deque, because compiled its operations are native where a deque's are method calls). A job that comes back
+    past the jobs that left the front (an arrival drops them from the list once they are half of
+    it, so that removals never shift it: a list, not a deque, because compiled its operations are
+    native where a deque's are method calls). A job that comes back
     after a failure keeps its submission time, so it goes back near the head (our
     reading of the paper's "resubmitted"); such jobs are few and live in a small
     sorted side list, as does an arrival older than the newest one (only an
@@ -375,7 +376,8 @@ class JobQueue:
     def __iter__(self) -> Iterator[JobRecord]:
         """Waiting jobs, oldest first, lazily (a caller that stops early pays for what it read).
 
-        The queue must not change while an iteration is under way.
+        The queue must not change while an iteration is under way, but for jobs leaving it (a
+        dispatch that assigns the jobs it reads): they are skipped if not read yet.
         """
         # filter and map, not generator expressions: mypyc would build those as lists (this stays lazy
         # compiled too)
@@ -399,7 +401,12 @@ class JobQueue:
         self._last_submitted = submitted
         self._last_id = job.id
         rec.qtoken = _IN_MAIN
-        self._main.append(rec)
+        main = self._main
+        first = self._first
+        if first > 32 and 2 * first > len(main):  # the jobs that left the front are half the list
+            del main[:first]
+            self._first = 0
+        main.append(rec)
         self._len += 1
         head = self.head
         if head is None:
@@ -430,9 +437,6 @@ class JobQueue:
                     while first < n and main[first].qtoken != _IN_MAIN:
                         first += 1
                     self.head = main[first] if first < n else None
-                    if first > 32 and 2 * first > n:  # (_set_first, inlined: the common case)
-                        del main[:first]
-                        first = 0
                     self._first = first
                     return
                 self._find_head()
@@ -443,13 +447,6 @@ class JobQueue:
         if rec is self.head:
             self._find_head()
 
-    def _set_first(self, first: int) -> None:
-        """The front of _main is now at ``first``; once the jobs before it are half the list, drop them."""
-        if first > 32 and 2 * first > len(self._main):
-            del self._main[:first]
-            first = 0
-        self._first = first
-
     def _find_head(self) -> None:
         main = self._main
         first = self._first
@@ -457,7 +454,7 @@ class JobQueue:
         while first < n and main[first].qtoken != _IN_MAIN:  # left while behind the head
             first += 1
         m = main[first] if first < n else None
-        self._set_first(first)
+        self._first = first
         front = self._front
         while front and front[0][3].qtoken != front[0][2]:
             del front[0]
