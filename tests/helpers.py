@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import random
 import select
 import subprocess
@@ -175,3 +176,14 @@ def read_until(proc: subprocess.Popen, text: str, timeout: float) -> str:
             pytest.fail(f"the process ended before saying {text!r}: {seen[-2000:]!r}")
         seen += line
     return seen
+
+
+def c_twin_params(module: str, attribute: str, python_twin: Any, what: str) -> tuple[Any, list]:
+    """``module.attribute`` of one of mgst's C modules, or None where it is not built, and the
+    parameters [python_twin, the C one (skipped where not built)] for tests of both."""
+    try:  # built with the compiled modules; tested directly whichever build runs
+        c_version = getattr(importlib.import_module(module), attribute)
+    except ImportError:
+        c_version = None
+    needs_c = pytest.mark.skipif(c_version is None, reason=f"{what} is not built here (pip install -e .)")
+    return c_version, [python_twin, pytest.param(c_version, marks=needs_c, id="c")]

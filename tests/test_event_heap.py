@@ -3,23 +3,18 @@
 from __future__ import annotations
 
 import gc
-import importlib
 import sys
 import weakref
 
 import pytest
+from helpers import c_twin_params
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mgst.event_heap import PyEventHeap
 
-try:  # built with the compiled modules; tested directly whichever build runs
-    CEventHeap = importlib.import_module("mgst._event_heap").EventHeap
-except ImportError:
-    CEventHeap = None
-
+CEventHeap, HEAPS = c_twin_params("mgst._event_heap", "EventHeap", PyEventHeap, "the C event heap")
 needs_c = pytest.mark.skipif(CEventHeap is None, reason="the C event heap is not built here (pip install -e .)")
-HEAPS = [PyEventHeap, pytest.param(CEventHeap, marks=needs_c, id="c")]
 
 # Few distinct times and kinds, so that ties are common: order falls to kind, then to seq.
 TIMES = st.sampled_from([0.0, 1.0, 1.5, 2.0, float("inf")]) | st.floats(0.0, 3.0, allow_nan=False)

@@ -3,25 +3,20 @@
 from __future__ import annotations
 
 import gc
-import importlib
 import pickle
 import sys
 import time
 from typing import NamedTuple
 
 import pytest
+from helpers import c_twin_params
 
 from mgst.core.decisions import Assign, Cancel, JobCompleted
 from mgst.fast_tuple import py_new_tuple
 from mgst.model import Job
 
-try:  # built with the compiled modules; tested directly whichever build runs
-    c_new_tuple = importlib.import_module("mgst._tuples").new_tuple
-except ImportError:
-    c_new_tuple = None
-
+c_new_tuple, MAKERS = c_twin_params("mgst._tuples", "new_tuple", py_new_tuple, "mgst._tuples")
 needs_c = pytest.mark.skipif(c_new_tuple is None, reason="mgst._tuples is not built here (pip install -e .)")
-MAKERS = [py_new_tuple, pytest.param(c_new_tuple, marks=needs_c, id="c")]
 
 
 class Point(NamedTuple):
