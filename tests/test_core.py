@@ -159,6 +159,27 @@ def test_a_driver_may_turn_completions_and_holds_off_and_the_state_is_the_same()
                                                                           other.done_by, other.done_on)
 
 
+
+def test_queues_version_counts_the_queues_added_and_a_policy_cache_follows_its_core():
+    """LPAS_DG keeps each class's queue by queues_version and by the core's queues dict: one policy
+    driving two cores in turn (a researcher's loop) sees each core's own queues."""
+    lpas = make_policy("lpas_dg")
+    cores = [make_core(lpas, ((1.0,), (1.0,))), make_core(lpas, ((1.0,), (1.0,)))]
+    first, second = cores
+    assert first.queues_version == second.queues_version == 0
+    j1, j2, j3 = job(1, cls=0, t=1.0), job(2, cls=0, t=2.0), job(3, cls=1, t=3.0)
+    first.job_arrived(1.0, j1)
+    assert first.queues_version == 1
+    first.job_arrived(2.0, j2)
+    assert first.queues_version == 1  # the same queue
+    second.job_arrived(3.0, j3)
+    assert second.queues_version == 1  # the same count, other queues
+    assert second.machine_ready(4.0, 0) == [Assign(j3, 0, 1, 0.0)]  # its own class-2 job, not j1
+    assert first.machine_ready(5.0, 0) == [Assign(j1, 0, 1, 0.0)]
+    for core in cores:
+        core.check_invariants()
+
+
 def test_replica_done_without_ready_leaves_the_machine_free():
     core = fcfs_core()
     core.machine_ready(0.0, 0)

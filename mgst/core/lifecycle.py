@@ -80,6 +80,7 @@ class Lifecycle:
     policy: Policy
     machines: tuple[MachineRecord, ...]
     queues: dict[Hashable, JobQueue]
+    queues_version: int
     running: dict[int, JobRecord]
     bags: dict[int, BagRecord]
     queued_count: int
@@ -233,6 +234,7 @@ class Lifecycle:
         q = self.queues.get(bag.key)
         if q is bag.queue:
             del self.queues[bag.key]
+            self.queues_version += 1
         self._out.append(BagCompleted(bag.id))
 
     def _cancel(self, r: ReplicaRecord) -> None:

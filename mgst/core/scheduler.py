@@ -84,6 +84,7 @@ class Scheduler(Matching):
         )
         self.jobs: dict[int, JobRecord] = {}  # every job ever seen, by id
         self.queues: dict[Hashable, JobQueue] = {}  # waiting jobs, by the policy's queue key
+        self.queues_version = 0  # counts queues added to and removed from ``queues`` (for policies' caches)
         self.running: dict[int, JobRecord] = {}  # jobs with at least one live replica, by id
         self.bags: dict[int, BagRecord] = {}  # bags not yet complete, in arrival order
         self.all_bags: dict[int, BagRecord] = {}  # every bag ever seen, by id
@@ -478,6 +479,7 @@ class Scheduler(Matching):
         self.last_bag = rec
         if self._queue_key is None:
             self.queues[key] = rec.queue
+            self.queues_version += 1
         return rec
 
     def _key_of(self, job: Job, bag: BagRecord | None) -> Hashable:
@@ -517,6 +519,7 @@ class Scheduler(Matching):
         q = self.queues.get(key)
         if q is None:
             q = self.queues[key] = JobQueue(key)
+            self.queues_version += 1
         q.append(rec)
         self.queued_count += 1
         if bag is not None:

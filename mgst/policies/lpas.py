@@ -11,7 +11,7 @@ from mypy_extensions import mypyc_attr
 
 from mgst.core.decisions import SetTimer
 from mgst.core.scheduler import Scheduler
-from mgst.core.state import JobRecord, MachineRecord
+from mgst.core.state import JobQueue, JobRecord, MachineRecord
 from mgst.policies import register
 from mgst.policies.allocation import Allocation, AllocationError, solve_allocation
 from mgst.policies.base import NOTHING, Decisions, Policy
@@ -49,6 +49,11 @@ class LpasDG(Policy):
         self.eligible: tuple[tuple[bool, ...], ...] = ()
         self._classes_of: list[list[int]] = []  # per machine: its eligible classes
         self._group_of: list[int] = []  # per machine: an id of its set of eligible classes
+        # Each class's queue (None: none yet), as of the core's queues and queues_version below:
+        # choose() reads a list, not the dict, once per class of the machine at every offer.
+        self._queue_of: list[JobQueue | None] = []
+        self._queues_seen: dict[Hashable, JobQueue] | None = None
+        self._queues_version = -1
         self.solves = 0
 
     @property
@@ -104,13 +109,18 @@ class LpasDG(Policy):
         return self._group_of
 
     def choose(self, view: Scheduler, machine: MachineRecord) -> JobRecord | None:
+        if view.queues_version != self._queues_version or view.queues is not self._queues_seen:
+            queues = view.queues
+            self._queue_of = [queues.get(i) for i in range(len(view.classes))]
+            self._queues_seen = queues
+            self._queues_version = view.queues_version
+        queue_of = self._queue_of
         now = view.now
-        queues = view.queues
         rates = machine.rates
         best: JobRecord | None = None
         best_value = -1.0
         for i in self._classes_of[machine.index]:
-            q = queues.get(i)
+            q = queue_of[i]
             if q is not None and q.head is not None:
                 head = q.head
                 value = rates[i] * (now - head.job.submitted)
