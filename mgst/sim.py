@@ -225,7 +225,7 @@ class Simulation:
 
             if arrival is None and not core.queued_count and not core.running:
                 break
-            if not heap and arrival is None:
+            if arrival is None and not heap:
                 break
             if stale > stale_min and stale * 2 > len(heap):  # mostly dead entries: drop them
                 size = len(heap)
