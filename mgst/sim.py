@@ -38,8 +38,7 @@ _SHARE: Final = 7
 # than half of it and more than this many; until then they are skipped when popped.
 STALE_MIN: Final = 1024
 
-# Final: mypyc keeps a Final module-level name in a C static; a plain one (an imported class too) is
-# read from the module's dict, a string-keyed lookup, at every use.
+# Final: a C static when compiled, where a plain global is a dict lookup at every use (docs/build.md).
 _ASSIGN: Final = Assign
 _CANCEL: Final = Cancel
 _SET_TIMER: Final = SetTimer

@@ -11,8 +11,7 @@ from mgst.fast_tuple import new_tuple
 from mgst.model import Job
 from mgst.streams import Purpose, generator
 
-# Final: mypyc keeps a Final module-level name in a C static; a plain one (an imported class too) is
-# read from the module's dict, a string-keyed lookup, at every use.
+# Final: a C static when compiled, where a plain global is a dict lookup at every use (docs/build.md).
 _new_tuple: Final = new_tuple
 _JOB: Final = Job
 
@@ -66,7 +65,7 @@ class PoissonWorkload:
         assert gap is not None  # its class arrives: t is finite
         nxt[i] = t + gap.draw()
         self._first = _first_min(nxt)
-        # tuple.__new__: a NamedTuple's own __new__ is a Python function (the same Job, made faster)
+        # new_tuple, not Job(...): a NamedTuple's own __new__ is a Python function (the same Job, made faster)
         job: Job = _new_tuple(_JOB, self._id, i, t, self._sizes[i].draw() * self._scale[i], None)
         self._id += 1
         return job
