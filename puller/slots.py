@@ -138,11 +138,19 @@ class Slots:
             self._apply_share(welcome.share, now)
 
     def go_online(self) -> None:
-        """Welcomed: report held results and staged replicas now computing (again, if need be), then ask."""
+        """Welcomed: report held results and staged replicas now computing (again, if need be), then ask.
+
+        The held results go out without asking for work: the mapper may have counted some of them
+        already (a resumed mapper's journal has every result it read before it died), and a request
+        riding on one of those would be read while another result it lacks still holds the slot, and
+        dropped as "ready while busy", leaving this puller asking for nothing, forever. One Ready after
+        them all asks for every free slot once the mapper has read every result (messages on one
+        connection arrive in order).
+        """
         self.online = True
         self.asked = 0
         for h in self.held.values():
-            h.done = h.done._replace(ready=self._claim_ready())
+            h.done = h.done._replace(ready=False)
             self._send(h.done)
             h.sent, h.ack_clock = True, None
         for r in self.running.values():

@@ -139,6 +139,34 @@ def test_ready_asks_for_free_slots_once_and_hello_lists_replicas(mapper: FakeMap
     assert p.puller.slots.holds() == (2, 3, 5)
 
 
+def test_results_held_across_a_new_welcome_ask_for_nothing_and_one_ready_follows_them(
+        mapper: FakeMapper, start) -> None:
+    """A resumed mapper may have counted a held result already: a request riding on it would be read
+    while another result still holds the slot (dropped as ready while busy). The held results go out
+    without asking, then one Ready asks for every free slot."""
+    start(slots=2)
+    ident, _ = mapper.expect(P.Hello, 10)
+    mapper.welcome(ident, slots=2, heartbeat=0.3)
+    mapper.expect(P.Ready)
+    mapper.send(ident, job(1, work=0.05))
+    mapper.send(ident, job(2, work=0.1))
+    # the mapper falls silent (no heartbeats, no echo): both results are held; the puller says hello again
+    deadline = time.monotonic() + 15
+    while True:
+        got = mapper.recv(deadline - time.monotonic())
+        assert got is not None, "no hello listing both results"
+        if type(got[1]) is P.Hello and sorted(got[1].finished) == [1, 2]:
+            ident, hello = got
+            break
+    assert hello.holds == ()
+    mapper.welcome(ident, slots=2, heartbeat=2.0)
+    before, ready, _ = until(mapper, P.Ready, 5)
+    dones = [m for m, _ in before if type(m) is P.Done]
+    assert sorted(d.replica for d in dones) == [1, 2] and not any(d.ready for d in dones), before
+    assert ready.slots == 2
+    mapper.quiet(0.3)
+
+
 # ---------------------------------------------------------------------- staging
 
 
