@@ -439,7 +439,7 @@ class Puller:
             self.exit_code = 2
             return
         try:
-            msg = self.limits.welcome(msg)
+            msg = self.limits.welcome(msg, self.executors)
         except Unusable as e:
             log.error("%s: %s", self.machine, e)
             self.welcome = msg  # (so that leaving tells the mapper why)
@@ -461,9 +461,6 @@ class Puller:
             self.bye_reason = f"cannot run the {msg.executor} executor: {e}"[:400]
             self.exit_code = 2
             return
-        if msg.executor == "command" and self.allowlist is None:
-            log.error("%s: the mapper asks for the command executor, which is off here (no --allow or "
-                      "--allow-file): every job will be refused", self.machine)
         self.slots.configure(msg, now)
         self.slots.go_online()
 

@@ -9,11 +9,16 @@ acts on a message. For every field of every mapper message the choice is one of:
   see end either way);
 - **stop** (one ERROR line, ``Bye`` with the reason, exit 2): the value defines
   the run and the puller cannot serve it faithfully (a time unit outside what any
-  experiment can have, a failure law beyond any model time);
-- **pass** (the protocol's check is enough): ids, seeds, shares, timestamps,
-  texts. Seeds and the machine index only name a random stream (numpy takes any
-  natural number up to 2**63); timestamps are only echoed and compared; shares
-  are in [0, 1] and every executor and throttle takes those.
+  experiment can have, a failure law beyond any model time, a machine index beyond
+  any experiment's, an executor the puller did not offer);
+- **pass** (the protocol's check is enough): ids, seeds, sizes, progress, shares,
+  timestamps, texts. A seed only names a random stream (numpy takes any natural
+  number up to 2**63); ids are dictionary keys; timestamps are only echoed and
+  compared; shares and progress are in [0, 1], which every executor and throttle takes.
+
+A Share, Job or Cancel before a welcome, and a message the mapper may not send, is
+dropped and logged (``puller/daemon.py``); slots beyond the hello's offer are clamped
+to it (``puller/slots.py``), as are checkpoints closer than 10 ms.
 
 The limits are far beyond what ``mgst/config.py`` lets an experiment have
 (``tests/test_puller_limits.py`` checks that no legitimate run is clamped or
@@ -81,8 +86,13 @@ class Limits:
 
     # ------------------------------------------------------------------ messages
 
-    def welcome(self, msg: P.Welcome) -> P.Welcome:
-        """``msg`` with its harmless extremes clamped; Unusable if the puller cannot serve it."""
+    def welcome(self, msg: P.Welcome, offered: tuple[str, ...]) -> P.Welcome:
+        """``msg`` with its harmless extremes clamped; Unusable if the puller cannot serve it (``offered``: the
+        executors its hello offered; mgst's mapper refuses a puller without the run's, so never asks for another)."""
+        if msg.executor not in offered:
+            off = " (the command executor is off: no --allow or --allow-file)" if msg.executor == "command" else ""
+            raise Unusable(f"the mapper asks for the {msg.executor[:40]!r} executor; this puller offers "
+                           f"{', '.join(offered)}{off}")
         if _outside(msg.time_unit, MIN_TIME_UNIT, MAX_TIME_UNIT):
             raise Unusable(f"the mapper's time unit {msg.time_unit:.3g} s is outside [{MIN_TIME_UNIT:g}, "
                            f"{MAX_TIME_UNIT:g}] s: this puller cannot emulate it")
