@@ -19,6 +19,7 @@ from zmq.utils.monitor import recv_monitor_message
 from adjuster.failures import FailureSchedule
 from mgst import protocol as P
 from mgst import security
+from mgst.drops import DropLog
 from puller.allowlist import AllowList
 from puller.executors import EXECUTORS
 from puller.limits import Limits, Unusable, poll_timeout_ms, shown_reason
@@ -127,6 +128,7 @@ class Puller:
         self.slots = Slots(machine, slots, self.runner, self._send, clock)
         self.limits = Limits(machine)  # what the mapper's messages may ask (puller/limits.py)
         self.handler_errors = 0  # mapper messages whose handling raised (a bug: logged with its traceback)
+        self.drops = DropLog(log)  # mapper messages dropped, by protocol.Drop reason; logged at a bounded rate
         self._warn_handshake = Throttled(WARN_EVERY, log)
         self._warn_silence = Throttled(SILENCE_WARN_EVERY, log)
         # A self-pipe: stop() (from a signal handler or another thread) and signals end any wait at once.
@@ -358,10 +360,10 @@ class Puller:
             try:
                 msg = P.decode(frame)
             except P.ProtocolError as e:
-                log.warning("%s: dropped malformed message from the mapper: %s", self.machine, e)
+                self.drops.drop(e.reason, f"the mapper of {self.machine}", e.detail)
                 continue
             if type(msg) not in P.FROM_MAPPER:
-                log.warning("%s: dropped %s, not a mapper's message", self.machine, type(msg).__name__)
+                self.drops.drop(P.Drop.DIRECTION, f"the mapper of {self.machine}", type(msg).__name__)
                 continue
             self.last_heard = now
             try:
@@ -381,7 +383,7 @@ class Puller:
         elif t is P.Welcome:
             self._welcomed(msg, now)
         elif t in (P.JobMsg, P.CancelMsg, P.Share) and self.welcome is None:
-            log.warning("%s: %s before a welcome: ignored", self.machine, t.__name__)
+            self.drops.drop(P.Drop.UNREGISTERED, f"the mapper of {self.machine}", f"{t.__name__} before a welcome")
         elif t is P.JobMsg:
             self.slots.job(self.limits.job(msg, self.slots.time_unit), now)
         elif t is P.CancelMsg:

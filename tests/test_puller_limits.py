@@ -263,6 +263,28 @@ def test_the_unknown_machine_refusal_of_a_1000_machine_experiment_fits_the_proto
     assert refused.reason.endswith("lab-machine-0019 and 980 more"), refused.reason
 
 
+def test_bad_messages_from_the_mapper_are_counted_and_logged_at_a_bounded_rate(fake: FakeMapper, start) -> None:
+    """Malformed frames, a puller's message, and work before a welcome: each dropped and counted by a fixed
+    reason; 900 of them make a handful of log lines, not 900; the puller then works as usual."""
+    with recorded() as log:
+        p = start()
+        ident, _ = fake.expect(P.Hello, 10)
+        for i in range(300):
+            fake.sock.send_multipart([ident, b"\xc1" * (i % 7 + 1)])  # (0xc1: never valid msgpack)
+            fake.send(ident, P.Ready(1.0, 0.0, 1))  # a puller's message
+            fake.send(ident, job(i))  # before a welcome
+        fake.send(ident, welcome())
+        fake.expect(P.Ready, 10)
+        fake.send(ident, job(1, work=0.01))
+        fake.expect(P.Started)
+        fake.expect(P.Done)
+        drops = dict(p.puller.drops.counts)
+        assert p.close() == 0
+    assert drops == {P.Drop.NOT_MSGPACK: 300, P.Drop.DIRECTION: 300, P.Drop.UNREGISTERED: 300}, drops
+    lines = [r for r in log.records if "dropped a message" in r.getMessage()]
+    assert 1 <= len(lines) <= 15, len(lines)  # (a burst of 10, then one per 5 s)
+
+
 # ---------------------------------------------------------------------- stopping cleanly
 
 
