@@ -391,7 +391,7 @@ _message = st.one_of(
 )
 
 
-@settings(max_examples=30, deadline=None, derandomize=True, database=None,
+@settings(max_examples=50, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(first=_welcome, then=st.lists(_message, max_size=6))
 def test_no_message_the_protocol_lets_through_crashes_or_leaks(first: P.Welcome, then: list[P.Message]) -> None:
