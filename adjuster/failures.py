@@ -12,6 +12,14 @@ from mgst.model import FailureModel, WeibullGroup
 
 # The replication whose streams a testbed run shares with its simulation.
 REPLICATION = 0
+# The shortest up or down period a puller plays, in wall seconds; a shorter draw lasts this long instead.
+# Going down and coming back is a new socket, a CURVE handshake, a hello and a welcome: about 1 ms on
+# loopback (measured, median; 2.4 ms the worst of 200), a few ms on a LAN. A period shorter than that round
+# cannot be played (the machine would be back before the mapper could hear it), and a law drawing periods of
+# microseconds made the puller cycle ~700 times a second until ZeroMQ ran out of sockets. At 10 ms a puller
+# cycles at most 50 times a second (measured: no socket or descriptor left over). The simulation beside a run
+# draws the unclamped law, so the two differ only for laws whose periods, times the time unit, can be this short.
+MIN_PERIOD = 0.01
 
 
 def up_down(failures: Any, machine: int) -> UpDown:
@@ -51,7 +59,8 @@ class FailureSchedule:
     The periods are those the simulator draws for machine ``machine`` of replication 0
     with the same seed and law (:func:`up_down`), scaled to wall seconds by
     ``time_unit``: a testbed run and its simulation fail the same machines at the
-    same model times. The machine starts up at ``now``.
+    same model times. A period shorter than MIN_PERIOD wall seconds lasts MIN_PERIOD.
+    The machine starts up at ``now``.
     """
 
     def __init__(self, failures: Any, machine: int, time_unit: float, now: float):
@@ -60,15 +69,19 @@ class FailureSchedule:
         self.failures = tuple(failures) if isinstance(failures, list | tuple) else failures
         self._periods = up_down(failures, machine)
         self.time_unit = time_unit
-        self.down_at = now + self._periods.next_up() * time_unit
+        self.down_at = now + self._wall(self._periods.next_up())
         self.up_at = math.inf
+
+    def _wall(self, period: float) -> float:
+        """A drawn period (model time) in wall seconds, at least MIN_PERIOD."""
+        return max(MIN_PERIOD, period * self.time_unit)
 
     def go_down(self, now: float) -> float:
         """The machine fails now; returns when it comes back."""
-        self.up_at = now + self._periods.next_down() * self.time_unit
+        self.up_at = now + self._wall(self._periods.next_down())
         self.down_at = math.inf
         return self.up_at
 
     def come_back(self, now: float) -> None:
-        self.down_at = now + self._periods.next_up() * self.time_unit
+        self.down_at = now + self._wall(self._periods.next_up())
         self.up_at = math.inf

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 import zmq
@@ -29,6 +31,15 @@ log = logging.getLogger("mgst.mapper")
 
 # A failed command refused by a puller's allow-list this many times takes the machine out of the run.
 REFUSE_LIMIT = 3
+# An unknown-name refusal lists at most this many of the experiment's names ("and K more"): enough to see
+# the naming scheme, while the reason stays a line, whatever the experiment's size.
+NAMES_SHOWN = 20
+
+
+def some_names(names: Collection[str]) -> str:
+    """The first NAMES_SHOWN of ``names`` (each at most 64 characters), then how many more."""
+    shown = ", ".join(name[:64] for name in islice(names, NAMES_SHOWN))
+    return shown + (f" and {len(names) - NAMES_SHOWN:,} more" if len(names) > NAMES_SHOWN else "")
 
 
 @dataclass(slots=True)
@@ -199,7 +210,7 @@ class PullerMessages:
         j = self.names.get(msg.machine)
         if j is None:
             self._refuse(identity, P.Drop.UNKNOWN_MACHINE, f"unknown machine {msg.machine[:64]!r}; this experiment "
-                                                           f"has {', '.join(self.names)}", True)
+                                                           f"has {some_names(self.names)}", True)
             return
         slots = self.experiment.machines[j].slots
         if msg.slots < slots:
@@ -274,6 +285,7 @@ class PullerMessages:
 
     def _refuse(self: Mapper, identity: bytes, drop: str, reason: str, fatal: bool,
                 level: int = logging.WARNING) -> None:
+        reason = reason[:P.MAX_STR]  # (every reason here is a line; this bounds any future one)
         self.drops.drop(drop, self._sender(identity), reason, level=level)
         self._send(identity, P.Refused(reason, fatal), None)
 

@@ -28,6 +28,9 @@ MAX_SLOTS = 64
 # Larger frames are refused before decoding: a job message is ~200 bytes; a
 # command line with its environment can be a few kB.
 MAX_FRAME = 64 * 1024
+# The longest text field, except a refusal's reason, which may fill a frame: a refusal is the last word a
+# puller hears before it exits, so it must be read whatever its length (the puller prints its first 1,000
+# characters). The frame's size bounds what decoding one can hold either way.
 MAX_STR = 4096
 
 
@@ -281,6 +284,10 @@ def _text(v: Any) -> bool:
     return isinstance(v, str) and len(v) <= MAX_STR
 
 
+def _reason(v: Any) -> bool:
+    return isinstance(v, str) and len(v) <= MAX_FRAME
+
+
 def _bool(v: Any) -> bool:
     return isinstance(v, bool)
 
@@ -336,7 +343,7 @@ _SCHEMA: dict[str, tuple[type, dict[str, Check]]] = {
     "cancel": (CancelMsg, {"replica": _nat}),
     "share": (Share, {"share": _share}),
     "begin": (Begin, {"failures": _failures}),
-    "refused": (Refused, {"reason": _text, "fatal": _bool}),
+    "refused": (Refused, {"reason": _reason, "fatal": _bool}),
 }
 _WIRE_NAME = {cls: name for name, (cls, _) in _SCHEMA.items()}
 _TUPLE_FIELDS = {"executors", "command", "failures", "holds", "finished"}
@@ -358,9 +365,9 @@ def decode(frame: bytes) -> Message:
         raise ProtocolError(Drop.NOT_BYTES)
     if len(frame) > MAX_FRAME:
         raise ProtocolError(Drop.TOO_LARGE, f"{len(frame)} bytes, limit {MAX_FRAME}")
-    try:
+    try:  # (strings up to the frame's size: the field checks bound each; see MAX_STR)
         body = msgpack.unpackb(
-            frame, raw=False, strict_map_key=True, max_str_len=MAX_STR, max_bin_len=0,
+            frame, raw=False, strict_map_key=True, max_str_len=MAX_FRAME, max_bin_len=0,
             max_array_len=256, max_map_len=32, max_ext_len=0,
         )
     except Exception as e:  # msgpack raises several types for bad input

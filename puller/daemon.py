@@ -19,8 +19,10 @@ from zmq.utils.monitor import recv_monitor_message
 from adjuster.failures import FailureSchedule
 from mgst import protocol as P
 from mgst import security
+from mgst.drops import DropLog
 from puller.allowlist import AllowList
 from puller.executors import EXECUTORS
+from puller.limits import Limits, Unusable, poll_timeout_ms, shown_reason
 from puller.ratelimit import Throttled
 from puller.runner import Runner
 from puller.slots import WARN_EVERY, Slots
@@ -124,6 +126,9 @@ class Puller:
         self.up_at: float | None = None  # while down: when to come back
         self.runner = Runner(throttle, machine, allowlist)
         self.slots = Slots(machine, slots, self.runner, self._send, clock)
+        self.limits = Limits(machine)  # what the mapper's messages may ask (puller/limits.py)
+        self.handler_errors = 0  # mapper messages whose handling raised (a bug: logged with its traceback)
+        self.drops = DropLog(log)  # mapper messages dropped, by protocol.Drop reason; logged at a bounded rate
         self._warn_handshake = Throttled(WARN_EVERY, log)
         self._warn_silence = Throttled(SILENCE_WARN_EVERY, log)
         # A self-pipe: stop() (from a signal handler or another thread) and signals end any wait at once.
@@ -252,7 +257,7 @@ class Puller:
         for src in sources:
             poller.register(src, zmq.POLLIN)
         poller.register(self._wake_r, zmq.POLLIN)
-        events = dict(poller.poll(math.ceil(max(0.0, timeout) * 1000)))
+        events = dict(poller.poll(poll_timeout_ms(timeout)))  # (at most MAX_POLL: any far instant is safe)
         if self._wake_r in events:
             try:
                 os.read(self._wake_r, 512)  # drain; the handler has already set the flag
@@ -355,13 +360,17 @@ class Puller:
             try:
                 msg = P.decode(frame)
             except P.ProtocolError as e:
-                log.warning("%s: dropped malformed message from the mapper: %s", self.machine, e)
+                self.drops.drop(e.reason, f"the mapper of {self.machine}", e.detail)
                 continue
             if type(msg) not in P.FROM_MAPPER:
-                log.warning("%s: dropped %s, not a mapper's message", self.machine, type(msg).__name__)
+                self.drops.drop(P.Drop.DIRECTION, f"the mapper of {self.machine}", type(msg).__name__)
                 continue
             self.last_heard = now
-            self._handle(msg, now)
+            try:
+                self._handle(msg, now)
+            except Exception:  # no message may crash the puller; a bug here must still be seen
+                self.handler_errors += 1
+                log.exception("%s: error handling the mapper's %s", self.machine, type(msg).__name__)
             if self.up_at is not None or self.exit_code or self.stopping:
                 return
 
@@ -374,9 +383,9 @@ class Puller:
         elif t is P.Welcome:
             self._welcomed(msg, now)
         elif t in (P.JobMsg, P.CancelMsg, P.Share) and self.welcome is None:
-            log.warning("%s: %s before a welcome: ignored", self.machine, t.__name__)
+            self.drops.drop(P.Drop.UNREGISTERED, f"the mapper of {self.machine}", f"{t.__name__} before a welcome")
         elif t is P.JobMsg:
-            self.slots.job(msg, now)
+            self.slots.job(self.limits.job(msg, self.slots.time_unit), now)
         elif t is P.CancelMsg:
             self.slots.cancel(msg.replica)
         elif t is P.Share:
@@ -385,11 +394,11 @@ class Puller:
             self._start_failures(msg.failures, now)
         elif t is P.Refused:
             if msg.fatal:
-                log.error("%s: the mapper refused this puller: %s", self.machine, msg.reason)
+                log.error("%s: the mapper refused this puller: %s", self.machine, shown_reason(msg.reason))
                 self.exit_code = 2
             else:
                 log.error("%s: the mapper refused this puller for now: %s; retrying in %.1f s",
-                          self.machine, msg.reason, self.backoff)
+                          self.machine, shown_reason(msg.reason), self.backoff)
                 if self.welcome is not None:
                     self.welcome = None
                     self.slots.go_offline()
@@ -415,6 +424,7 @@ class Puller:
         if failures is None or self.failures is not None or self.welcome is None:
             return True
         try:
+            self.limits.failure_law(failures)  # (Unusable, a ValueError)
             self.failures = FailureSchedule(failures, self.welcome.machine, self.welcome.time_unit, now)
         except ValueError as e:
             log.error("%s: cannot inject the mapper's failures %r: %s", self.machine, failures, e)
@@ -428,6 +438,14 @@ class Puller:
         if msg.version != P.PROTOCOL_VERSION:
             log.error("%s: the mapper speaks protocol %d, this puller %d", self.machine, msg.version,
                       P.PROTOCOL_VERSION)
+            self.exit_code = 2
+            return
+        try:
+            msg = self.limits.welcome(msg, self.executors)
+        except Unusable as e:
+            log.error("%s: %s", self.machine, e)
+            self.welcome = msg  # (so that leaving tells the mapper why)
+            self.bye_reason = str(e)[:400]
             self.exit_code = 2
             return
         self.welcome = msg  # (from here on, leaving sends a Bye with bye_reason)
@@ -445,9 +463,6 @@ class Puller:
             self.bye_reason = f"cannot run the {msg.executor} executor: {e}"[:400]
             self.exit_code = 2
             return
-        if msg.executor == "command" and self.allowlist is None:
-            log.error("%s: the mapper asks for the command executor, which is off here (no --allow or "
-                      "--allow-file): every job will be refused", self.machine)
         self.slots.configure(msg, now)
         self.slots.go_online()
 

@@ -29,10 +29,25 @@ def test_weibull_schedule_is_the_simulators_stream(machine: int) -> None:
     seed, unit = 2024, 0.01
     schedule = FailureSchedule(("weibull", 5000.0, 0.7, 600.0, 200.0, seed), machine, unit, 100.0)
     reference = WeibullNormalUpDown(group, seed, 0, machine)
-    expected = [x for _ in range(200) for x in (reference.next_up() * unit, reference.next_down() * unit)]
+    drawn = [x for _ in range(200) for x in (reference.next_up() * unit, reference.next_down() * unit)]
     got = walk(schedule, 100.0, 200)
-    assert got == pytest.approx(expected, rel=1e-9)
+    assert got == pytest.approx([max(0.01, x) for x in drawn], rel=1e-9)  # none shorter than 10 ms (MIN_PERIOD)
     assert all(d > 0 for d in got[1::2])  # repairs truncated to positive lengths
+
+
+def test_periods_shorter_than_the_minimum_last_the_minimum() -> None:
+    """A law of microseconds plays every period at MIN_PERIOD (10 ms); a draw above it is left alone."""
+    tiny = FailureSchedule(("exponential", 1e-6, 1e-6, 4), 0, 1.0, 0.0)
+    assert walk(tiny, 0.0, 50) == pytest.approx([0.01] * 100, rel=1e-9)
+    law = ("weibull", 5000.0, 0.7, 600.0, 200.0, 2024)  # machine 0 draws an up period of 0.23 units: 2.3 ms
+    reference = WeibullNormalUpDown(WeibullGroup(*law[1:5]), 2024, 0, 0)
+    drawn = [x for _ in range(200) for x in (reference.next_up() * 0.01, reference.next_down() * 0.01)]
+    short = [i for i, x in enumerate(drawn) if x < 0.01]
+    assert short, "the case that shows the clamp: some draw shorter than 10 ms"
+    got = walk(FailureSchedule(law, 0, 0.01, 0.0), 0.0, 200)
+    assert [got[i] for i in short] == pytest.approx([0.01] * len(short), rel=1e-9)
+    assert [g for i, g in enumerate(got) if i not in short] == pytest.approx(
+        [x for i, x in enumerate(drawn) if i not in short], rel=1e-9)
 
 
 def test_exponential_schedule_is_the_simulators_stream() -> None:
