@@ -19,7 +19,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from mgst.store import FILENAME, JournalDamaged, JournalWriteError, StoreError, decode_event
+from mgst.store import FILENAME, JournalDamaged, JournalWriteError, StoreError, decode_event, event_rows
 from mgst.wal_check import check_wal
 
 SALVAGED = "journal.salvaged.sqlite"
@@ -111,8 +111,7 @@ class _EventReader:
 
     def __iter__(self):
         try:
-            rows = self.db.execute("SELECT seq, kind, data FROM events ORDER BY seq")
-            while (row := next(rows, None)) is not None:
+            for row in event_rows(self.db):
                 decode_event(self.source, self.count, row)
                 self.count += 1
                 yield row

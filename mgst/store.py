@@ -169,7 +169,7 @@ class RunStore:
         read, a gap in the sequence numbers, or an event that does not decode.
         """
         seq = 0
-        rows = self._db.execute("SELECT seq, kind, data FROM events ORDER BY seq")
+        rows = event_rows(self._db)
         while True:
             try:
                 row = next(rows, None)
@@ -190,6 +190,25 @@ class RunStore:
         finally:
             self._db.close()
             self._db = None  # type: ignore[assignment]
+
+
+def event_rows(db: sqlite3.Connection) -> Iterator[tuple[int, str, bytes]]:
+    """The events rows (seq, kind, data) in order; sqlite3.DatabaseError where the file is damaged, after every row
+    before it (the sqlite3 module reads one row ahead and drops the row before a failed one: those are read again
+    one at a time)."""
+    seq = 0
+    try:
+        for row in db.execute("SELECT seq, kind, data FROM events ORDER BY seq"):
+            seq = row[0]
+            yield row
+    except sqlite3.DatabaseError:
+        pass
+    else:
+        return
+    while (row := db.execute("SELECT seq, kind, data FROM events WHERE seq > ? ORDER BY seq LIMIT 1",
+                             (seq,)).fetchone()) is not None:
+        seq = row[0]
+        yield row
 
 
 def decode_event(path: Path, seq: int, row: tuple) -> tuple[str, tuple]:
