@@ -386,7 +386,7 @@ class Puller:
                 self.slots.acknowledged(msg.echo)
         elif t is P.Welcome:
             self._welcomed(msg, now)
-        elif t in (P.JobMsg, P.CancelMsg, P.Share) and self.welcome is None:
+        elif t in (P.JobMsg, P.CancelMsg, P.Share, P.Paused) and self.welcome is None:
             log.warning("%s: %s before a welcome: ignored", self.machine, t.__name__)
         elif t is P.JobMsg:
             self.slots.job(msg, now)
@@ -431,10 +431,9 @@ class Puller:
         self.paused_at = self.lost_at = self.hello_at = now
         bound = "" if self.stay else f" (at most {self._give_up_after():.0f} s)"
         log.warning("%s: the mapper paused the run: %s; %d replicas run on, %d results held; waiting for it to "
-                    "resume%s", self.machine, reason, len(self.slots.holds()), len(self.slots.finished()), bound)
-        if self.welcome is not None:
-            self.welcome = None
-            self.slots.go_offline()
+                    "resume%s", self.machine, reason[:400], len(self.slots.holds()), len(self.slots.finished()), bound)
+        self.welcome = None
+        self.slots.go_offline()
 
     def _give_up_after(self) -> float:
         """Seconds without a welcome before leaving: longer once the mapper said the run is paused."""

@@ -43,10 +43,11 @@ PAUSED_EXIT = 75  # EX_TEMPFAIL, as README.md and `mgst mapper --help` document 
 
 @pytest.fixture
 def tmpfs(tmp_path: Path) -> Iterator[Path]:
-    """A 4 MB tmpfs of the test's own, unmounted afterwards; skipped where mounting is not permitted."""
+    """A 32 MB tmpfs of the test's own (room for a WAL of 1,000 pages and more), unmounted afterwards; skipped
+    where mounting is not permitted."""
     where = tmp_path / "tmpfs"
     where.mkdir()
-    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(where)], capture_output=True,
+    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", str(where)], capture_output=True,
                        text=True, timeout=30)
     if p.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here (needs root): {p.stderr.strip()}")
@@ -143,11 +144,13 @@ def test_a_full_disk_is_one_clear_error_and_keeps_every_commit(tmpfs: Path) -> N
     store = RunStore(path, create=True)
     committed = 0
     with pytest.raises(JournalWriteError) as raised:
-        for i in range(100_000):  # 4 MB fills long before: each commit adds a 4 kB page to the WAL
+        for i in range(100_000):  # each commit adds a 4 kB page to the WAL: the full disk is met at once
             store.append("tick", (i, "x" * 200))
             store.commit()
             committed = i + 1
-    assert committed > 10
+            if committed == 50:
+                fill(tmpfs)
+    assert 50 <= committed < 1000
     assert str(raised.value) == f"journal {path}: cannot write: database or disk is full"
     assert str(raised.value.__cause__) == "database or disk is full"
     store.close()  # the failed events are dropped, not written again

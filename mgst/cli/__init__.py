@@ -151,15 +151,19 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.WARNING - 10 * args.verbose, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
+    from mgst.cli.testbed_commands import EXIT_PAUSED  # noqa: PLC0415
     from mgst.mapper import Interrupted  # noqa: PLC0415
     from mgst.security import KeyFileError, SecurityError  # noqa: PLC0415
-    from mgst.store import StoreError  # noqa: PLC0415
+    from mgst.store import JournalWriteError, StoreError  # noqa: PLC0415
 
     try:
         return args.func(args)
     except (ConfigError, SecurityError, KeyFileError, StoreError) as e:
         print(f"mgst: error: {e}", file=sys.stderr)
         return 2
+    except JournalWriteError as e:  # (a run's own commands say more: the run is paused, how to resume)
+        print(f"mgst: error: {e}", file=sys.stderr)
+        return EXIT_PAUSED
     except Interrupted as e:
         print(f"mgst: {e}", file=sys.stderr)
         return 130
