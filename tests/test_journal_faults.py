@@ -425,3 +425,35 @@ def test_a_sound_wal_is_not_taken_for_damage(tmp_path: Path) -> None:
     report = inspect_wal(Path(f"{path}-wal"))
     assert report is not None and not report.damaged and report.readable < report.frames  # stale frames follow
     assert len(list(RunStore(path, create=False).events())) == COMMITS
+
+
+def test_a_damaged_wal_header_loses_every_commit_in_it_and_is_found(tmp_path: Path) -> None:
+    path = wal_journal(tmp_path / "run", checkpoint_after=40)  # 40 in the main file, 20 in the WAL
+    wal = Path(f"{path}-wal")
+    in_main_file = len(rows(copy_journal(path, tmp_path / "cut", 0)))  # what SQLite has without the WAL
+    assert in_main_file == 40
+    data = bytearray(wal.read_bytes())
+    data[13] ^= 0xFF  # the checkpoint sequence number: the header's checksum no longer matches
+    wal.write_bytes(bytes(data))
+    assert len(rows(copy_journal(path, tmp_path / "plain"))) == in_main_file < COMMITS  # silently
+    with pytest.raises(JournalDamaged, match="the WAL is damaged at its header"):
+        RunStore(path, create=False)
+    result = salvage(path.parent)
+    assert (result.events, result.lost_commits) == (in_main_file, COMMITS - in_main_file)
+
+
+def test_a_gap_or_an_undecodable_event_is_damage(tmp_path: Path) -> None:
+    for kind, change in (("gap", "DELETE FROM events WHERE seq = 5"),
+                         ("garbage", "UPDATE events SET data = x'c1' WHERE seq = 5")):
+        folder = tmp_path / kind
+        store = RunStore(folder / "journal.sqlite", create=True)
+        for i in range(10):
+            store.append("tick", (i,))
+        store.close()
+        with sqlite3.connect(folder / "journal.sqlite") as db:
+            db.execute(change)
+        events = RunStore(folder / "journal.sqlite", create=False).events()
+        assert [next(events)[1][0] for _ in range(4)] == [0, 1, 2, 3]
+        with pytest.raises(JournalDamaged, match="event 5 (is missing|does not decode)"):
+            next(events)
+        assert salvage(folder).events == 4
