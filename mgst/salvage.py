@@ -50,22 +50,22 @@ def salvage(folder: Path) -> Salvaged:
         raise StoreError(f"{source}: no journal (is this a run directory?)")
     wal = check_wal(Path(f"{source}-wal"))
     target = folder / SALVAGED
-    scratch = Path(tempfile.mkdtemp(prefix=".salvage-", dir=folder))
     try:
-        copy = scratch / FILENAME
+        scratch = Path(tempfile.mkdtemp(prefix=".salvage-", dir=folder))
         try:
+            copy = scratch / FILENAME
             shutil.copyfile(source, copy)
             if Path(f"{source}-wal").exists():
                 shutil.copyfile(f"{source}-wal", f"{copy}-wal")
-        except OSError as e:
-            raise JournalWriteError(scratch, e) from e
-        building = scratch / SALVAGED
-        settings, count, stopped = _copy_prefix(copy, source, building)
-        for suffix in ("", "-wal", "-shm"):  # an earlier salvage's, replaced whole
-            Path(f"{target}{suffix}").unlink(missing_ok=True)
-        os.replace(building, target)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+            building = scratch / SALVAGED
+            settings, count, stopped = _copy_prefix(copy, source, building)
+            for suffix in ("", "-wal", "-shm"):  # an earlier salvage's, replaced whole
+                Path(f"{target}{suffix}").unlink(missing_ok=True)
+            os.replace(building, target)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    except OSError as e:  # a full disk, a read-only folder
+        raise JournalWriteError(target, e) from e
     if stopped is None and wal is not None and wal.damaged:
         stopped = wal.describe()
     return Salvaged(source, target, count, stopped, settings,
