@@ -16,6 +16,7 @@ import os
 import shutil
 import sqlite3
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,7 +110,7 @@ class _EventReader:
         self.count = 0
         self.stopped: str | None = None
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[tuple[int, str, bytes]]:
         try:
             for row in event_rows(self.db):
                 decode_event(self.source, self.count, row)
