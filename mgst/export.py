@@ -8,12 +8,13 @@ from typing import Any
 
 from mgst.replay import replay
 from mgst.results import Summary
+from mgst.store import FILENAME
 from mgst.testbed_run import TestbedRun, finish_run
 
 
-def load_run(folder: Path) -> TestbedRun:
-    """The run recorded in ``folder``'s journal, as far as it was committed."""
-    rp = replay(folder)
+def load_run(folder: Path, journal: str = FILENAME) -> TestbedRun:
+    """The run recorded in ``folder``'s journal (the file ``journal`` in it), as far as it was committed."""
+    rp = replay(folder, journal)
     try:
         meta, j = rp.meta, rp.journal
         tu = meta["time_unit"]
@@ -29,11 +30,12 @@ def load_run(folder: Path) -> TestbedRun:
         rp.journal.store = None
 
 
-def export_run(folder: Path) -> tuple[TestbedRun, Summary, dict[str, Any]]:
-    """Write jobs.csv, machines.csv, summary.csv and summary.json into ``folder`` from its journal."""
+def export_run(folder: Path, journal: str = FILENAME) -> tuple[TestbedRun, Summary, dict[str, Any]]:
+    """Write jobs.csv, machines.csv, summary.csv and summary.json into ``folder`` from its journal (the file
+    ``journal`` in it)."""
     from mgst.testbed import summarize_testbed, write_testbed_outputs  # noqa: PLC0415
 
-    run = load_run(folder)
+    run = load_run(folder, journal)
     summary, extras = summarize_testbed(run)
     d = write_testbed_outputs(run, summary, extras, folder)
     return run, summary, d

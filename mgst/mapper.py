@@ -33,7 +33,7 @@ from mgst.mapper_resume import Resuming, next_item
 from mgst.model import Bag, Experiment, Job
 from mgst.replay import call_core, encode_args, make_core, replay
 from mgst.staging import StagingSampler
-from mgst.store import FILENAME, RunStore
+from mgst.store import FILENAME, JournalWriteError, RunStore
 from mgst.testbed_run import TestbedRun, finish_run
 from mgst.workload import make_workload
 
@@ -52,6 +52,8 @@ RECEIVE_BATCH = 256
 RCVHWM = 256
 # How often the journal notes that the mapper is alive (bounds the outage a crash leaves).
 TICK = 0.5
+# A Paused notice's reason is cut to this (a journal path can be long; the protocol allows MAX_STR).
+PAUSE_REASON_MAX = 400
 
 _TIMER = 0
 
@@ -161,6 +163,7 @@ class Mapper(PullerMessages, Resuming):
         self.t0: float | None = None
         self.stopping = False  # set (e.g. by a signal handler) to end generation early and drain
         self.aborting = False  # set to stop at once (a second interrupt): the journal stays consistent
+        self.paused: str | None = None  # why the run paused (its journal cannot be written), once it has
         # A ZAP handler serves a whole context: a secured mapper gets a context of its own, so that two
         # mappers in one process (tests, benchmarks) never share or clash over one.
         self._own_context = context is None and keys is not None
@@ -212,12 +215,18 @@ class Mapper(PullerMessages, Resuming):
     # ------------------------------------------------------------------ run
 
     def run(self) -> TestbedRun:
+        """The run, to its end; JournalWriteError if the journal cannot be written: the run is paused."""
         try:
             return self._run()
+        except JournalWriteError as e:  # nothing the journal lacks has left (_flush): tell the pullers, stop
+            log.info("%s: the run is paused", e)  # (the CLI says it, once)
+            self.paused = str(e)
+            raise
         finally:
             try:
                 self._say_bye()
-                self._farewell()
+                if self.paused is None:
+                    self._farewell()
             finally:
                 self.socket.close(linger=500)  # ms: let the byes go out
                 self._close_auth()
@@ -472,11 +481,13 @@ class Mapper(PullerMessages, Resuming):
                         self._unreachable(machine, time.time(), "unreachable")
 
     def _say_bye(self) -> None:
-        self._outbox.clear()
+        """The run is over (Bye), or paused (Paused): every registered puller is told."""
+        self._outbox.clear()  # decided by events the journal may lack: never sent
+        frame = P.encode(P.Bye("run over") if self.paused is None else P.Paused(self.paused[:PAUSE_REASON_MAX]))
         for conn in self.conns:
             if conn.identity is not None:
                 try:
-                    self.socket.send_multipart([conn.identity, P.encode(P.Bye("run over"))], zmq.NOBLOCK)
+                    self.socket.send_multipart([conn.identity, frame], zmq.NOBLOCK)
                 except zmq.ZMQError:
                     pass
 

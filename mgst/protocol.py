@@ -235,9 +235,21 @@ class Refused(NamedTuple):
     fatal: bool
 
 
+class Paused(NamedTuple):
+    """The mapper stops, and the run is paused, not over (``reason``: e.g. its journal cannot be written).
+
+    The puller keeps its replicas and held results and says hello again, for longer than
+    after a mapper it merely lost, until a resumed mapper welcomes it (docs/puller.md). An
+    older puller drops this type as unknown and takes the silence that follows for a lost
+    mapper: no version bump.
+    """
+
+    reason: str
+
+
 Message = (
     Hello | Ready | Started | Computing | Progress | Done | Failed | Heartbeat | Bye | Welcome | JobMsg
-    | CancelMsg | Share | Begin | Refused
+    | CancelMsg | Share | Begin | Refused | Paused
 )
 
 # ---------------------------------------------------------------- field checks
@@ -344,12 +356,13 @@ _SCHEMA: dict[str, tuple[type, dict[str, Check]]] = {
     "share": (Share, {"share": _share}),
     "begin": (Begin, {"failures": _failures}),
     "refused": (Refused, {"reason": _reason, "fatal": _bool}),
+    "paused": (Paused, {"reason": _text}),
 }
 _WIRE_NAME = {cls: name for name, (cls, _) in _SCHEMA.items()}
 _TUPLE_FIELDS = {"executors", "command", "failures", "holds", "finished"}
 
 FROM_PULLER = frozenset({Hello, Ready, Started, Computing, Progress, Done, Failed, Heartbeat, Bye})
-FROM_MAPPER = frozenset({Welcome, JobMsg, CancelMsg, Share, Begin, Heartbeat, Bye, Refused})
+FROM_MAPPER = frozenset({Welcome, JobMsg, CancelMsg, Share, Begin, Heartbeat, Bye, Refused, Paused})
 
 
 def encode(msg: Message) -> bytes:

@@ -69,9 +69,10 @@ class Replayed:
     model_time: float  # the core's clock when the log ends
 
 
-def open_store(folder: Path) -> tuple[RunStore, dict[str, Any], Experiment]:
-    """The store of a run directory, its settings and its experiment (from the copy kept in the store)."""
-    store = RunStore(folder / FILENAME, create=False)
+def open_store(folder: Path, journal: str = FILENAME) -> tuple[RunStore, dict[str, Any], Experiment]:
+    """The store of a run directory (the file ``journal`` in it), its settings and its experiment (from the copy
+    kept in the store)."""
+    store = RunStore(folder / journal, create=False)
     try:
         meta = store.meta()
         missing = {"experiment", "seed", "time_unit"} - meta.keys()
@@ -85,9 +86,10 @@ def open_store(folder: Path) -> tuple[RunStore, dict[str, Any], Experiment]:
     return store, meta, experiment
 
 
-def replay(folder: Path) -> Replayed:
-    """Open ``folder``'s store and rebuild its journal and core. The caller closes ``.store``."""
-    store, meta, experiment = open_store(folder)
+def replay(folder: Path, journal: str = FILENAME) -> Replayed:
+    """Open ``folder``'s store (the file ``journal`` in it) and rebuild its journal and core. The caller closes
+    ``.store``."""
+    store, meta, experiment = open_store(folder, journal)
     try:
         journal = Journal(experiment)
         core = make_core(experiment, meta["seed"])

@@ -20,9 +20,11 @@ import logging
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import msgpack
+
+from mgst.wal_check import check_wal
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +35,30 @@ FORMAT = 1
 
 class StoreError(ValueError):
     """A journal that cannot be used: missing, of another format, or not a journal."""
+
+
+class JournalDamaged(StoreError):
+    """A journal file that is damaged: only the events before the damage can be read (``mgst export --salvage``)."""
+
+    def __init__(self, path: Path, cause: str):
+        self.path = path
+        self.cause = cause
+        super().__init__(f"journal {path} is damaged: {cause}; 'mgst export {path.parent} --salvage' recovers "
+                         "the events before the damage (the file itself is left as it is)")
+
+
+class JournalWriteError(Exception):
+    """The journal cannot be written (disk full, I/O error): nothing it lacks may be acted on."""
+
+    def __init__(self, path: Path, cause: sqlite3.Error | OSError | str):
+        self.path = path
+        self.cause = str(cause)
+        super().__init__(f"journal {path}: cannot write: {cause}")
+
+
+def _is_damage(e: sqlite3.Error) -> bool:
+    """SQLite's word for a damaged file (SQLITE_CORRUPT and its extended codes)."""
+    return getattr(e, "sqlite_errorname", "").startswith("SQLITE_CORRUPT")
 
 
 class RunStore:
@@ -46,6 +72,11 @@ class RunStore:
             path.parent.mkdir(parents=True, exist_ok=True)
         elif not path.exists():
             raise StoreError(f"{path}: no journal (is this a run directory?)")
+        else:  # before SQLite reads it: it would drop commits after a bad WAL frame without a word
+            wal = check_wal(Path(f"{path}-wal"))
+            if wal is not None and wal.damaged:
+                raise JournalDamaged(path, wal.describe())
+        self.write_error: str | None = None  # set when a write failed: nothing more is written
         self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -60,17 +91,27 @@ class RunStore:
                 version = self.meta().get("format")
                 if version != FORMAT:
                     raise StoreError(f"{path}: journal format {version!r}, this mgst reads {FORMAT}")
-        except sqlite3.DatabaseError as e:
+        except sqlite3.Error as e:
             self._db.close()
+            if create:
+                raise JournalWriteError(path, e) from e
+            if _is_damage(e):
+                raise JournalDamaged(path, str(e)) from None
             raise StoreError(f"{path}: not a journal ({e})") from None
+        except BaseException:
+            self._db.close()
+            raise
         self._pending: list[tuple[str, bytes]] = []
 
     # ------------------------------------------------------------------ settings
 
     def set_meta(self, **values: Any) -> None:
         """Store settings (JSON values) at once, committed."""
-        self._db.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-                             [(k, json.dumps(v)) for k, v in values.items()])
+        try:
+            self._db.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                                 [(k, json.dumps(v)) for k, v in values.items()])
+        except sqlite3.Error as e:
+            self._failed(e)
 
     def meta(self) -> dict[str, Any]:
         return {k: json.loads(v) for k, v in self._db.execute("SELECT key, value FROM meta")}
@@ -93,27 +134,96 @@ class RunStore:
     def commit(self) -> None:
         if not self._pending:
             return
+        if self.write_error is not None:
+            raise JournalWriteError(self.path, self.write_error)
         db = self._db
-        db.execute("BEGIN")
         try:
+            db.execute("BEGIN")
             db.executemany("INSERT INTO events (kind, data) VALUES (?, ?)", self._pending)
             db.execute("COMMIT")
+        except sqlite3.Error as e:
+            self._failed(e)
         except BaseException:
-            db.execute("ROLLBACK")
+            self._rollback()
             raise
         self._pending.clear()
 
+    def _rollback(self) -> None:
+        """Undo an open transaction (SQLite has already rolled back after some errors, e.g. a full disk)."""
+        if self._db.in_transaction:
+            try:
+                self._db.execute("ROLLBACK")
+            except sqlite3.Error as e:
+                log.debug("%s: rollback: %s", self.path, e)
+
+    def _failed(self, e: sqlite3.Error) -> NoReturn:
+        """A write failed: what is committed stays; nothing more is written (close() does not retry)."""
+        self._rollback()
+        self.write_error = str(e)
+        raise JournalWriteError(self.path, e) from e
+
     def events(self) -> Iterator[tuple[str, tuple]]:
-        """Every committed event, in order; sequences come back as tuples."""
-        for kind, data in self._db.execute("SELECT kind, data FROM events ORDER BY seq"):
-            yield kind, msgpack.unpackb(data, raw=False, use_list=False, strict_map_key=False)
+        """Every committed event, in order; sequences come back as tuples.
+
+        JournalDamaged, after the events before it, where the file is damaged: a page SQLite cannot
+        read, a gap in the sequence numbers, or an event that does not decode.
+        """
+        seq = 0
+        unpack = msgpack.unpackb
+        try:
+            for row in event_rows(self._db):  # (the checks of decode_event, inline: a replay reads millions)
+                number, kind, data = row
+                if number != seq + 1 or type(kind) is not str:
+                    decode_event(self.path, seq, row)  # raises, saying why
+                try:
+                    args = unpack(data, raw=False, use_list=False, strict_map_key=False)
+                except Exception:  # msgpack raises several types for bad input
+                    decode_event(self.path, seq, row)
+                    raise
+                yield kind, args
+                seq = number
+        except sqlite3.DatabaseError as e:
+            raise JournalDamaged(self.path, f"{e} (after event {seq})") from None
 
     def close(self) -> None:
         """Commit what is pending and close. Idempotent."""
         if self._db is None:
             return
         try:
-            self.commit()
+            if self.write_error is None:  # after a failed write, the uncommitted events are dropped
+                self.commit()
         finally:
             self._db.close()
             self._db = None  # type: ignore[assignment]
+
+
+def event_rows(db: sqlite3.Connection) -> Iterator[tuple[int, str, bytes]]:
+    """The events rows (seq, kind, data) in order; sqlite3.DatabaseError where the file is damaged, after every row
+    before it (the sqlite3 module reads one row ahead and drops the row before a failed one: those are read again
+    one at a time)."""
+    seq = 0
+    try:
+        for row in db.execute("SELECT seq, kind, data FROM events ORDER BY seq"):
+            seq = row[0]
+            yield row
+    except sqlite3.DatabaseError:
+        pass
+    else:
+        return
+    while (row := db.execute("SELECT seq, kind, data FROM events WHERE seq > ? ORDER BY seq LIMIT 1",
+                             (seq,)).fetchone()) is not None:
+        seq = row[0]
+        yield row
+
+
+def decode_event(path: Path, seq: int, row: tuple) -> tuple[str, tuple]:
+    """The (kind, args) of events row ``row`` (seq, kind, data), which must follow event ``seq``."""
+    number, kind, data = row
+    if number != seq + 1:
+        raise JournalDamaged(path, f"event {seq + 1} is missing (the next one is {number!r})")
+    try:
+        if not isinstance(kind, str) or not isinstance(data, bytes):
+            raise TypeError(f"a {type(kind).__name__} kind and {type(data).__name__} data")
+        return kind, msgpack.unpackb(data, raw=False, use_list=False, strict_map_key=False)
+    except Exception as e:  # msgpack raises several types for bad input
+        raise JournalDamaged(path, f"event {number} does not decode ({type(e).__name__})") from None

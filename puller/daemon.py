@@ -37,6 +37,11 @@ LIVENESS = 5
 BACKOFF_MIN, BACKOFF_MAX = 0.5, 5.0
 # Seconds without a welcome, after having had one, before the puller decides the run is over.
 GIVE_UP = 120.0
+# Seconds without a welcome after the mapper said the run is PAUSED (its journal could not be written):
+# time for an operator to free space and resume it, during which the replicas run on and results are held.
+PAUSE_GIVE_UP = 3600.0
+# The exit code of a puller that gave up on a paused run (EX_TEMPFAIL, as the mapper's): the run is not over.
+EXIT_PAUSED = 75
 # At most one line per this many seconds for "still no answer from the mapper" (WARN_EVERY: failed handshakes).
 SILENCE_WARN_EVERY = 60.0
 
@@ -110,6 +115,7 @@ class Puller:
         self.bye_reason = "stopping"  # what the mapper hears if we leave while welcomed
         self.ever_welcomed = False
         self.lost_at: float | None = None  # welcomed once, now without a welcome: since when
+        self.paused_at: float | None = None  # the mapper said the run is paused (not over): since when
         self.asking_since: float | None = None  # saying hello without a welcome: since when
         self.stopping = False
         self.exit_code = 0
@@ -211,9 +217,14 @@ class Puller:
             # Whether the mapper is there or not: what is due must not wake us again.
             self.slots.step(now)
             if self.welcome is None:
-                if self.lost_at is not None and not self.stay and now - self.lost_at >= self.give_up:
-                    log.info("%s: no welcome from the mapper for %.0f s: the run is over, leaving",
-                             self.machine, now - self.lost_at)
+                if self.lost_at is not None and not self.stay and now - self.lost_at >= self._give_up_after():
+                    if self.paused_at is not None:
+                        log.error("%s: the paused run did not resume within %.0f s: leaving (its replicas are "
+                                  "killed)", self.machine, now - self.lost_at)
+                        self.exit_code = EXIT_PAUSED
+                    else:
+                        log.info("%s: no welcome from the mapper for %.0f s: the run is over, leaving",
+                                 self.machine, now - self.lost_at)
                     break
                 if now - self.hello_at >= self.backoff:
                     self._no_answer(now)
@@ -237,7 +248,7 @@ class Puller:
         else:
             wake = self.hello_at + self.backoff
             if self.lost_at is not None and not self.stay:
-                wake = min(wake, self.lost_at + self.give_up)
+                wake = min(wake, self.lost_at + self._give_up_after())
         return min(wake, self.slots.wake_at(), self.next_down)
 
     def _serve(self, timeout: float) -> None:
@@ -311,6 +322,8 @@ class Puller:
         log.info("%s: no welcome from %s; reconnecting", self.machine, self.connect)
         if waited > 30:
             hint = "; check that the mapper runs and that this puller's mapper key is its key" if self.keys else ""
+            if self.paused_at is not None:
+                hint = "; the run is paused: waiting for 'mgst mapper --resume'"
             self._warn_silence.log(logging.WARNING, "%s: still no answer from the mapper at %s (%.0f s)%s",
                                    self.machine, self.connect, waited, hint)
         self.backoff = min(BACKOFF_MAX, self.backoff * 2)
@@ -382,7 +395,7 @@ class Puller:
                 self.slots.acknowledged(msg.echo)
         elif t is P.Welcome:
             self._welcomed(msg, now)
-        elif t in (P.JobMsg, P.CancelMsg, P.Share) and self.welcome is None:
+        elif t in (P.JobMsg, P.CancelMsg, P.Share, P.Paused) and self.welcome is None:
             self.drops.drop(P.Drop.UNREGISTERED, f"the mapper of {self.machine}", f"{t.__name__} before a welcome")
         elif t is P.JobMsg:
             self.slots.job(self.limits.job(msg, self.slots.time_unit), now)
@@ -404,6 +417,8 @@ class Puller:
                     self.slots.go_offline()
                     self.lost_at = now
                 # (the loop says hello again once the back-off has passed, doubling it)
+        elif t is P.Paused:
+            self._paused(msg.reason, now)
         elif t is P.Bye:
             log.info("%s: the mapper says %s", self.machine, msg.reason)
             self.slots.kill_all()
@@ -418,6 +433,20 @@ class Puller:
                 self.hello_at = now
             else:
                 self.stopping = True
+
+    def _paused(self, reason: str, now: float) -> None:
+        """The mapper stops and the run is paused, not over: offline as after a lost mapper, keeping every
+        replica and held result, saying hello again (after the back-off) for up to PAUSE_GIVE_UP seconds."""
+        self.paused_at = self.lost_at = self.hello_at = now
+        bound = "" if self.stay else f" (at most {self._give_up_after():.0f} s)"
+        log.warning("%s: the mapper paused the run: %s; %d replicas run on, %d results held; waiting for it to "
+                    "resume%s", self.machine, reason[:400], len(self.slots.holds()), len(self.slots.finished()), bound)
+        self.welcome = None
+        self.slots.go_offline()
+
+    def _give_up_after(self) -> float:
+        """Seconds without a welcome before leaving: longer once the mapper said the run is paused."""
+        return self.give_up if self.paused_at is None else max(self.give_up, PAUSE_GIVE_UP)
 
     def _start_failures(self, failures: tuple | None, now: float) -> bool:
         """Inject the mapper's failure law from now on (once); False if it cannot be used (exiting)."""
@@ -450,7 +479,7 @@ class Puller:
             return
         self.welcome = msg  # (from here on, leaving sends a Bye with bye_reason)
         self.ever_welcomed = True
-        self.lost_at = self.asking_since = None
+        self.lost_at = self.asking_since = self.paused_at = None
         self.heartbeat_interval = msg.heartbeat_interval
         self.backoff = BACKOFF_MIN
         self.next_hb = now

@@ -39,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     from mgst.cli.simulate_command import simulate_command  # noqa: PLC0415
     from mgst.cli.sweep_commands import paper_command, sweep_command  # noqa: PLC0415
     from mgst.cli.testbed_commands import (  # noqa: PLC0415
+        TESTBED_EXIT_CODES,
         add_testbed_arguments,
         export_command,
         keys_command,
@@ -48,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     parser = argparse.ArgumentParser(prog="mgst", description="A testbed for desktop-grid scheduling policies.")
+    epilog = {"epilog": TESTBED_EXIT_CODES, "formatter_class": argparse.RawDescriptionHelpFormatter}
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output on stderr")
     parser.add_argument("--version", action=_Version,
                         help="print the version and which build runs (compiled with mypyc, or pure Python)")
@@ -99,11 +101,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=sweep_command)
 
-    p = sub.add_parser("run", help="a testbed run on this machine (pullers on loopback), beside the simulation")
+    p = sub.add_parser("run", help="a testbed run on this machine (pullers on loopback), beside the simulation",
+                       **epilog)
     add_testbed_arguments(p)
     p.set_defaults(func=run_command)
 
-    p = sub.add_parser("mapper", help="the mapper of a testbed run: pullers connect to it")
+    p = sub.add_parser("mapper", help="the mapper of a testbed run: pullers connect to it",
+                       **epilog)
     add_testbed_arguments(p)
     p.add_argument("--bind", default="tcp://*:5555", help="ZeroMQ endpoint to bind (default tcp://*:5555)")
     p.add_argument("--keys", type=Path, metavar="DIR",
@@ -129,6 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("export", help="write a run directory's CSVs and summary from its journal")
     p.add_argument("folder", type=Path, help="the run directory (holds journal.sqlite)")
     p.add_argument("--json", action="store_true", help="print only the summary JSON on stdout")
+    p.add_argument("--salvage", action="store_true",
+                   help="for a damaged journal: copy its events up to the damage into journal.salvaged.sqlite "
+                        "(the damaged file is left as it is) and write the CSVs from that")
     p.set_defaults(func=export_command)
 
     p = sub.add_parser("puller", help="a puller daemon: runs jobs for a mapper")
@@ -144,15 +151,19 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.WARNING - 10 * args.verbose, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
+    from mgst.cli.testbed_commands import EXIT_PAUSED  # noqa: PLC0415
     from mgst.mapper import Interrupted  # noqa: PLC0415
     from mgst.security import KeyFileError, SecurityError  # noqa: PLC0415
-    from mgst.store import StoreError  # noqa: PLC0415
+    from mgst.store import JournalWriteError, StoreError  # noqa: PLC0415
 
     try:
         return args.func(args)
     except (ConfigError, SecurityError, KeyFileError, StoreError) as e:
         print(f"mgst: error: {e}", file=sys.stderr)
         return 2
+    except JournalWriteError as e:  # (a run's own commands say more: the run is paused, how to resume)
+        print(f"mgst: error: {e}", file=sys.stderr)
+        return EXIT_PAUSED
     except Interrupted as e:
         print(f"mgst: {e}", file=sys.stderr)
         return 130

@@ -12,6 +12,19 @@ from mgst.config import ConfigError, load_experiment
 from mgst.config_checks import overload_warning
 from mgst.model import EXECUTORS
 
+# The journal could not be written (disk full, I/O error): the run is paused, not over. 75 is EX_TEMPFAIL
+# (sysexits.h): try again later, here with `mgst mapper FILE --resume DIR` once the journal can be written.
+EXIT_PAUSED = 75
+
+TESTBED_EXIT_CODES = f"""exit codes:
+  0    the run is over; its results are written
+  1    the pullers did not all register in time
+  2    a usage error, or a journal that cannot be used (damaged: see `mgst export DIR --salvage`)
+  {EXIT_PAUSED}   the journal could not be written (disk full, I/O error): the run is PAUSED, what was
+       committed is kept, and the pullers keep their work and wait; free space, then continue
+       with `mgst mapper FILE --resume DIR`
+  130  interrupted before the run began"""
+
 
 def add_testbed_arguments(p: argparse.ArgumentParser) -> None:
     """The options `mgst run` and `mgst mapper` share."""
@@ -121,9 +134,17 @@ def run_command(args: argparse.Namespace) -> int:
     for warning in (overload_warning(exp), oversubscription_warning(exp, args.executor or exp.testbed.executor)):
         if warning:
             print(f"mgst: warning: {warning}", file=sys.stderr)
-    result = run_local(exp, out, duration=args.duration, time_unit=args.time_unit, seed=args.seed,
-                       executor=args.executor, progress=_progress_printer(not args.quiet), insecure=args.insecure,
-                       imports=tuple(args.imports), on_mapper=_stop_on_signals)
+    from mgst.store import JournalWriteError  # noqa: PLC0415
+
+    try:
+        result = run_local(exp, out, duration=args.duration, time_unit=args.time_unit, seed=args.seed,
+                           executor=args.executor, progress=_progress_printer(not args.quiet),
+                           insecure=args.insecure, imports=tuple(args.imports), on_mapper=_stop_on_signals)
+    except JournalWriteError as e:
+        print(f"mgst: error: {e}; the run is paused, and what was committed is kept: free space, then continue "
+              f"it with 'mgst mapper {args.file} --resume {out}' and pullers (mgst run's own have stopped), "
+              f"or write what was done with 'mgst export {out}'", file=sys.stderr)
+        return EXIT_PAUSED
     if not args.quiet and sys.stderr.isatty():
         print(file=sys.stderr)
     if args.json:
@@ -203,11 +224,17 @@ def mapper_command(args: argparse.Namespace) -> int:
     _stop_on_signals(mapper)
     print(f"mgst mapper: listening on {mapper.endpoint} ({mapper.security}) for {len(exp.machines)} pullers "
           f"({', '.join(m.name for m in exp.machines)}); journal {out}/journal.sqlite", file=sys.stderr)
+    from mgst.store import JournalWriteError  # noqa: PLC0415
+
     try:
         run = mapper.run()
     except TimeoutError as e:
         print(f"mgst: error: {e}", file=sys.stderr)
         return 1
+    except JournalWriteError as e:
+        print(f"mgst: error: {e}; the run is paused (the pullers were told, and keep their work): free space, "
+              f"then continue it with 'mgst mapper {args.file} --resume {out}'", file=sys.stderr)
+        return EXIT_PAUSED
     summary, extras = summarize_testbed(run)
     d = write_testbed_outputs(run, summary, extras, out)
     if args.json:
@@ -244,8 +271,22 @@ def keys_command(args: argparse.Namespace) -> int:
 def export_command(args: argparse.Namespace) -> int:
     from mgst.export import export_run  # noqa: PLC0415
     from mgst.results import format_table  # noqa: PLC0415
+    from mgst.store import FILENAME, JournalWriteError  # noqa: PLC0415
 
-    _, summary, d = export_run(args.folder)
+    journal = FILENAME
+    if args.salvage:
+        from mgst.salvage import salvage  # noqa: PLC0415
+
+        try:
+            salvaged = salvage(args.folder)
+        except JournalWriteError as e:
+            print(f"mgst: error: {e}", file=sys.stderr)
+            return EXIT_PAUSED
+        print(f"mgst: {salvaged.describe()}", file=sys.stderr)
+        if not salvaged.settings:
+            return 2
+        journal = salvaged.target.name
+    _, summary, d = export_run(args.folder, journal)
     if args.json:
         print(json.dumps(d))
     else:
