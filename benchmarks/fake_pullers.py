@@ -7,9 +7,10 @@ What one fake puller does, as the real one:
 - on Welcome: heartbeats every ``heartbeat_interval`` of the welcome, each echoing the mapper's last
   heartbeat clock and when it arrived; then Ready(share, clock, 1);
 - on JobMsg: Started at once, then, ``work * time_unit / share`` seconds later, Done(ready=True);
-- on CancelMsg: drops the replica and asks again (Ready); on Bye: leaves.
-A fake puller never reconnects: a mapper that falls silent is counted (``lost_mapper``), not chased, so
-that a benchmark sees the mapper's faults instead of hiding them.
+- on CancelMsg: drops the replica and asks again (Ready); on Bye: leaves;
+- a mapper silent for LIVENESS heartbeat intervals is lost: the fake says hello again (the same
+  incarnation, holding its replica), as the real puller does, but on the same socket (no new CURVE
+  handshake); each time is counted (``lost_mapper``).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class FakePuller:
     welcome: P.Welcome | None = None
     hello_at: float = 0.0
     hb_seq: int = 0
+    session: int = 0  # counts welcomes: a heartbeat timer of an earlier one is stale
     last_heard: float = 0.0
     mapper_clock: float = -1.0
     mapper_clock_received: float = -1.0
@@ -89,7 +91,7 @@ def run_pullers(endpoint: str, key_dir: Path | None, names: list[str], stop_at: 
     report = WorkerReport()
     pullers: list[FakePuller] = []
     by_socket: dict[zmq.Socket, FakePuller] = {}
-    timers: list[tuple[float, int, int, FakePuller]] = []  # (monotonic due, seq, kind, puller)
+    timers: list[tuple[float, int, int, int, FakePuller]] = []  # (monotonic due, seq, kind, session, puller)
     seq = itertools.count()
     rng = random.Random()
     poller = zmq.Poller()
@@ -112,17 +114,20 @@ def run_pullers(endpoint: str, key_dir: Path | None, names: list[str], stop_at: 
         while live and time.time() < stop_at and not should_stop():
             now = time.monotonic()
             while timers and timers[0][0] <= now:
-                _, _, kind, p = heapq.heappop(timers)
-                if p.welcome is None:
-                    continue
+                _, _, kind, session, p = heapq.heappop(timers)
                 if kind == _HEARTBEAT:
+                    if p.welcome is None or session != p.session:
+                        continue
                     if now - p.last_heard > LIVENESS * p.welcome.heartbeat_interval:
                         report.lost_mapper += 1
-                        p.last_heard = now  # counted once per window
+                        p.welcome = None
+                        p.asked_at = None
+                        _hello(p)
+                        continue
                     p.hb_seq += 1
                     _send(p, P.Heartbeat(p.hb_seq, time.time(), p.mapper_clock, p.mapper_clock_received))
-                    heapq.heappush(timers, (now + p.welcome.heartbeat_interval, next(seq), _HEARTBEAT, p))
-                elif p.replica is not None:  # _DONE, unless cancelled meanwhile
+                    heapq.heappush(timers, (now + p.welcome.heartbeat_interval, next(seq), _HEARTBEAT, session, p))
+                elif p.replica is not None and session == p.replica:  # _DONE, unless cancelled meanwhile
                     t = time.time()
                     report.done += 1
                     report.replicas_done.append(p.replica)
@@ -152,17 +157,19 @@ def run_pullers(endpoint: str, key_dir: Path | None, names: list[str], stop_at: 
                         _send(p, P.Started(msg.replica, p.job_received, p.job_received))
                         share = p.welcome.share if p.welcome is not None else 1.0
                         delay = msg.work * (1.0 - msg.progress) * p.welcome.time_unit / share if p.welcome else 0.0
-                        heapq.heappush(timers, (now + delay, next(seq), _DONE, p))
+                        heapq.heappush(timers, (now + delay, next(seq), _DONE, msg.replica, p))
                     elif t is P.Heartbeat:
                         p.mapper_clock, p.mapper_clock_received = msg.clock, time.time()
                     elif t is P.Welcome:
-                        first = p.welcome is None
+                        if p.welcome is None:
+                            if p.session == 0:
+                                report.welcomed += 1
+                            p.session += 1
+                            heapq.heappush(timers, (now, next(seq), _HEARTBEAT, p.session, p))
+                            if p.replica is None:
+                                _send(p, P.Ready(msg.share, time.time(), 1))
+                                p.asked_at = now
                         p.welcome = msg
-                        if first:
-                            report.welcomed += 1
-                            heapq.heappush(timers, (now, next(seq), _HEARTBEAT, p))
-                            _send(p, P.Ready(msg.share, time.time(), 1))
-                            p.asked_at = now
                     elif t is P.CancelMsg:
                         if p.replica == msg.replica:
                             p.replica = None
@@ -184,7 +191,7 @@ def run_pullers(endpoint: str, key_dir: Path | None, names: list[str], stop_at: 
                         poller.unregister(sock)
                         break
             now = time.monotonic()
-            if report.welcomed < len(pullers) and now >= next_retry:  # (only until every puller is welcomed)
+            if now >= next_retry:
                 next_retry = now + 1.0
                 for p in pullers:
                     if p.welcome is None and not p.gone and now - p.hello_at > HELLO_RETRY:
@@ -198,7 +205,8 @@ def run_pullers(endpoint: str, key_dir: Path | None, names: list[str], stop_at: 
 
 def _hello(p: FakePuller) -> None:
     p.hello_at = time.monotonic()
-    _send(p, P.Hello(P.PROTOCOL_VERSION, p.name, p.incarnation, ("emulate",), 0.0, time.time(), 1, (), ()))
+    holds = () if p.replica is None else (p.replica,)
+    _send(p, P.Hello(P.PROTOCOL_VERSION, p.name, p.incarnation, ("emulate",), 0.0, time.time(), 1, holds, ()))
 
 
 def _send(p: FakePuller, msg: P.Message) -> None:
