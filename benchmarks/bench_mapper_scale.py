@@ -30,12 +30,15 @@ import multiprocessing as mp
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import mgst
 from mgst import security
 from mgst.model import Experiment, JobClass, Machine, PolicySpec, TestbedSettings
 
@@ -64,8 +67,9 @@ def experiment(pullers: int, policy: str, dispatch_rate: float, duration: float,
 
 
 def mapper_main(exp: Experiment, key_dir: str | None, warmup: float, out: Any,
-                register_timeout: float = REGISTER_TIMEOUT) -> None:
-    """The mapper's process: send the endpoint, run, send what it measured (or the error)."""
+                register_timeout: float = REGISTER_TIMEOUT, profile: str | None = None) -> None:
+    """The mapper's process: send the endpoint, run, send what it measured (or the error). With
+    ``profile`` (a path), py-spy samples this process over the steady state into it (collapsed stacks)."""
     import psutil
 
     from mgst.mapper import Mapper
@@ -73,10 +77,18 @@ def mapper_main(exp: Experiment, key_dir: str | None, warmup: float, out: Any,
     logging.basicConfig(level=logging.WARNING, format="mapper %(levelname)s %(name)s: %(message)s")
     me = psutil.Process()
     samples: list[tuple[float, float, int]] = []  # (wall, CPU s, RSS)
+    spy: list[subprocess.Popen] = []
 
     def progress(m: Mapper) -> None:
         if m.t0 is not None:
-            samples.append((time.time(), time.process_time(), me.memory_info().rss))
+            now = time.time()
+            samples.append((now, time.process_time(), me.memory_info().rss))
+            if profile is not None and not spy and now >= m.t0 + warmup:
+                left = max(1, int(m.t0 + m.duration - now))
+                spy.append(subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid",
+                                             str(os.getpid()), "-d", str(left), "-r", "250", "--nonblocking",
+                                             "-f", "raw", "-o", profile], stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.DEVNULL))
 
     try:
         keys = security.server_keys(Path(key_dir)) if key_dir is not None else None
@@ -84,6 +96,8 @@ def mapper_main(exp: Experiment, key_dir: str | None, warmup: float, out: Any,
                         progress=progress, progress_interval=0.5)
         out.send(("endpoint", mapper.endpoint))
         run = mapper.run()
+        for p in spy:
+            p.wait(60)
         out.send(("result", summarise(run, samples, warmup, mapper)))
     except BaseException as e:  # noqa: BLE001 (sent to the parent, which raises it)
         out.send(("error", repr(e)))
@@ -114,6 +128,8 @@ def summarise(run: Any, samples: list[tuple[float, float, int]], warmup: float, 
         "drops": dict(run.malformed),
         "solves": getattr(run.core.policy, "solves", None),
         "window": stop - start,
+        "window_from": math.ceil(start),  # whole seconds, as the fakes count their messages
+        "window_to": math.floor(stop),
     }
 
 
@@ -123,7 +139,7 @@ def worker_main(endpoint: str, key_dir: str | None, names: list[str], stop_at: f
 
 
 def measure(pullers: int, policy: str, *, workers: int, dispatch_rate: float, duration: float,
-            warmup: float, classes: int = 1, options: dict | None = None) -> dict:
+            warmup: float, classes: int = 1, options: dict | None = None, profile: str | None = None) -> dict:
     """One run: a mapper process and ``workers`` worker processes; every process is reaped before it returns."""
     exp = experiment(pullers, policy, dispatch_rate, duration, classes, options)
     names = [m.name for m in exp.machines]
@@ -133,7 +149,8 @@ def measure(pullers: int, policy: str, *, workers: int, dispatch_rate: float, du
         key_dir = Path(tmp) / "keys"
         security.create_keys(key_dir, names)
         m_recv, m_send = ctx.Pipe(duplex=False)
-        mapper = ctx.Process(target=mapper_main, args=(exp, str(key_dir), warmup, m_send), name="mapper")
+        mapper = ctx.Process(target=mapper_main, args=(exp, str(key_dir), warmup, m_send, REGISTER_TIMEOUT, profile),
+                             name="mapper")
         mapper.start()
         procs.append(mapper)
         try:
@@ -167,6 +184,9 @@ def measure(pullers: int, policy: str, *, workers: int, dispatch_rate: float, du
         raise RuntimeError("a worker sent no report")
     lat = result.pop("latencies")
     first_hello = min(r.first_hello for r in reports)
+    lo, hi = result.pop("window_from"), result.pop("window_to")
+    messages = sum(c for r in reports for counts in (r.sent, r.received) for sec, c in counts.items()
+                   if lo <= sec < hi)
     return {
         "pullers": pullers,
         "policy": policy,
@@ -179,7 +199,29 @@ def measure(pullers: int, policy: str, *, workers: int, dispatch_rate: float, du
         "refused": sum(len(r.refused) for r in reports),
         **result,
         "cpu_pct": result["cpu"] * 100,
+        "messages_per_s": messages / (hi - lo) if hi > lo else math.nan,
+        "cpu_us_per_message": result["cpu"] * (hi - lo) / messages * 1e6 if messages else math.nan,
     }
+
+
+def profile_breakdown(path: str, top: int = 25) -> list[tuple[str, float, float]]:
+    """From py-spy's collapsed stacks: (function, % of samples inclusive, % self), the ``top`` by inclusive."""
+    inclusive: Counter = Counter()
+    own: Counter = Counter()
+    total = 0
+    with open(path) as f:
+        for line in f:
+            stack, _, count = line.rstrip().rpartition(" ")
+            if not stack:
+                continue
+            n = int(count)
+            total += n
+            frames = [fr.split(" (")[0] + " (" + fr.split(" (")[1].split(":")[0].rsplit("/", 1)[-1] + ")"
+                      if " (" in fr else fr for fr in stack.split(";")]
+            for fr in set(frames):
+                inclusive[fr] += n
+            own[frames[-1]] += n
+    return [(fr, 100 * c / total, 100 * own[fr] / total) for fr, c in inclusive.most_common(top)] if total else []
 
 
 def _pct(sorted_values: list[float], q: float) -> float:
@@ -206,9 +248,10 @@ def _policies(text: str) -> list[str]:
 
 
 ROW = "{pullers:>7} {policy:>8} {registration_s:>8.1f} {p50_ms:>7.2f} {p99_ms:>8.2f} {max_ms:>8.1f} " \
-      "{false_downs:>6} {cpu_pct:>6.0f} {rss_mb:>6.0f} {jobs:>7} {lost_mapper:>5} {re_registered:>5}"
+      "{false_downs:>6} {cpu_pct:>6.0f} {rss_mb:>6.0f} {jobs:>7} {lost_mapper:>5} {re_registered:>5} " \
+      "{messages_per_s:>7.0f} {cpu_us_per_message:>6.0f}"
 HEAD = f"{'pullers':>7} {'policy':>8} {'reg s':>8} {'p50 ms':>7} {'p99 ms':>8} {'max ms':>8} " \
-       f"{'downs':>6} {'CPU%':>6} {'RSS MB':>6} {'jobs':>7} {'lost':>5} {'rereg':>5}"
+       f"{'downs':>6} {'CPU%':>6} {'RSS MB':>6} {'jobs':>7} {'lost':>5} {'rereg':>5} {'msg/s':>7} {'us/msg':>6}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -225,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dispatch-rate", type=float, default=500.0,
                    help="jobs a second the pullers ask for in all (default 500): sets the job length")
     p.add_argument("--classes", type=int, default=1, help="job classes (default 1)")
+    p.add_argument("--profile", metavar="DIR", help="py-spy the mapper over each steady state; stacks into DIR")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="a [policy] option for lpas_dg (a float), e.g. resolve_debounce=1")
     args = p.parse_args(argv)
@@ -236,18 +280,26 @@ def main(argv: list[str] | None = None) -> int:
         options[key.strip()] = float(value)
     print(f"# {platform.python_version()} {platform.machine()}, {os.cpu_count()} CPUs, "
           f"load {'/'.join(f'{x:.1f}' for x in os.getloadavg())}, workers {args.workers}, "
-          f"dispatch {args.dispatch_rate:g}/s, {args.duration:g} s (warm-up {args.warmup:g}), options {options}")
+          f"dispatch {args.dispatch_rate:g}/s, {args.duration:g} s (warm-up {args.warmup:g}), options {options}, "
+          f"mgst from {Path(mgst.__file__).parent}")
     print(HEAD, flush=True)
     rows: dict[tuple[int, str], list[dict]] = {}
     for rnd in range(args.repeat):
         order = args.policies if rnd % 2 == 0 else list(reversed(args.policies))
         for n in args.pullers:
             for policy in order:
+                profile = None
+                if args.profile:
+                    Path(args.profile).mkdir(parents=True, exist_ok=True)
+                    profile = str(Path(args.profile) / f"mapper-{n}-{policy}-{rnd}.txt")
                 row = measure(n, policy, workers=args.workers, dispatch_rate=args.dispatch_rate,
                               duration=args.duration, warmup=args.warmup, classes=args.classes,
-                              options=options if policy == "lpas_dg" else None)
+                              options=options if policy == "lpas_dg" else None, profile=profile)
                 rows.setdefault((n, policy), []).append(row)
                 print(ROW.format(**row), f"load {os.getloadavg()[0]:.1f}", flush=True)
+                if profile is not None and Path(profile).exists():
+                    for fr, inc, own in profile_breakdown(profile):
+                        print(f"#   {inc:5.1f} % {own:5.1f} % self  {fr}")
     print("# medians over rounds")
     print(HEAD)
     for (n, policy), rs in rows.items():

@@ -28,6 +28,7 @@ from mgst.core.state import MachineState
 from mgst.drops import DropLog
 from mgst.experiment_codec import to_plain
 from mgst.journal import Journal
+from mgst.liveness import HEARTBEAT_INTERVAL, LIVENESS, PAUSE_GRACE, heartbeat_interval_for, slices_for
 from mgst.mapper_messages import Connection, PullerMessages
 from mgst.mapper_resume import Resuming, next_item
 from mgst.model import Bag, Experiment, Job
@@ -39,10 +40,8 @@ from mgst.workload import make_workload
 
 log = logging.getLogger(__name__)
 
-# How often the mapper heartbeats each puller, and how many silent intervals make a
-# machine dead (the Paranoid Pirate pattern of the ZeroMQ guide uses 1 s and 3).
-HEARTBEAT_INTERVAL = 0.2
-LIVENESS = 5
+__all__ = ["HEARTBEAT_INTERVAL", "LIVENESS", "Interrupted", "Mapper"]
+
 # At most this many messages are handled per receive pass; then timers, arrivals and
 # heartbeats get their turn, so that a flood cannot stall them. ROUTER sockets read
 # their peers fair-queued, so a flooding peer cannot starve the others either.
@@ -80,7 +79,7 @@ class Mapper(PullerMessages, Resuming):
         seed: int | None = None,
         drain_timeout: float | None = None,
         register_timeout: float = 60.0,
-        heartbeat_interval: float = HEARTBEAT_INTERVAL,
+        heartbeat_interval: float | None = None,
         liveness: int = LIVENESS,
         executor: str | None = None,
         failures: bool = True,
@@ -118,7 +117,9 @@ class Mapper(PullerMessages, Resuming):
         # How a failure is noticed: silence for the liveness window, or MGST's per-job time-out
         # (the policy's SilenceTimeouts acts on machines we report silent).
         self.detect_by_timeout = tb.detection == "timeout"
-        self.heartbeat_interval = heartbeat_interval
+        # None: by the number of machines (mgst.liveness: 0.2 s for a lab, longer for thousands).
+        self.heartbeat_interval = (heartbeat_interval_for(len(experiment.machines)) if heartbeat_interval is None
+                                   else heartbeat_interval)
         self.liveness = liveness
         self.register_timeout = register_timeout
         self.resume_wait = resume_wait
@@ -151,6 +152,14 @@ class Mapper(PullerMessages, Resuming):
         for conn, m in zip(self.conns, self.journal.machines):
             conn.incarnation = m.incarnations[-1] if m.incarnations else None
         self.by_identity: dict[bytes, int] = {}
+        # Machines by the key they registered with (the journal's), to tell a shared key in O(1).
+        self.machines_of_key: dict[str, set[int]] = {}
+        for j, mlog in enumerate(self.journal.machines):
+            if mlog.key is not None:
+                self.machines_of_key.setdefault(mlog.key, set()).add(j)
+        # When a receive pass last found the socket empty: silence is judged as of then (mgst.liveness).
+        self.drained_at = time.time()
+        self._hb_slice = 0
         # Staging durations from the experiment's model (the simulator's stream, replication 0).
         self.staging = StagingSampler(experiment.staging, self.seed, 0) if experiment.staging is not None else None
         self.drops = DropLog(log)
@@ -199,6 +208,10 @@ class Mapper(PullerMessages, Resuming):
 
     def registered(self) -> int:
         return sum(c.identity is not None for c in self.conns)
+
+    def all_registered(self) -> bool:
+        """Every machine has its puller (O(1) until the last one says hello: each holds an identity)."""
+        return len(self.by_identity) >= len(self.conns) and self.registered() == len(self.conns)
 
     # ------------------------------------------------------------------ the core, journalled
 
@@ -253,7 +266,7 @@ class Mapper(PullerMessages, Resuming):
             if self.t0 is None:
                 if self.stopping:
                     raise Interrupted("stopped while waiting for pullers to register")
-                if self.registered() == len(self.conns):
+                if self.all_registered():
                     self._begin(now)
                 elif now - started > self.register_timeout:
                     missing = [m.name for m, c in zip(self.experiment.machines, self.conns) if c.identity is None]
@@ -262,7 +275,7 @@ class Mapper(PullerMessages, Resuming):
                 if self.t0 is not None:
                     next_job = next_item(workload)
                     generation_end = self.t0 + self.duration
-            elif self._frozen is not None and (self.registered() == len(self.conns)
+            elif self._frozen is not None and (self.all_registered()
                                                 or now - started > self.resume_wait or self.stopping):
                 next_job, generation_end, drain_deadline = self._end_resume_wait(now, next_job)
             # arrivals
@@ -301,13 +314,13 @@ class Mapper(PullerMessages, Resuming):
                                 len(self.core.running))
                     break
             # timers
-            while self._timers and self._timers[0][0] <= now and self._frozen is None:
+            while self._timers and self._timers[0][0] <= now and self._frozen is None and self.t0 is not None:
                 _, _, _, key = heapq.heappop(self._timers)
                 if key in self.core.timers:
                     self._core("timer_fired", now, key)
             if now >= next_hb:
-                self._heartbeat(now, backlog)
-                next_hb = now + self.heartbeat_interval
+                self._heartbeat(now)
+                next_hb = now + self.heartbeat_interval / slices_for(len(self.conns))
             if now >= next_tick and self.journal.store is not None:
                 self.journal.tick(now)
                 next_tick = now + TICK
@@ -330,6 +343,8 @@ class Mapper(PullerMessages, Resuming):
             backlog = False
             if self.socket in events:
                 backlog = self._receive_some(RECEIVE_BATCH)
+            else:  # nothing waits: everything sent to us so far has been read
+                self.drained_at = time.time()
             self._flush()
         end = time.time()
         if self.t0 is not None and next_job is not None:  # aborted while generating
@@ -353,6 +368,10 @@ class Mapper(PullerMessages, Resuming):
         """Every machine is registered: model time 0 is now."""
         self.t0 = now
         self.journal.began(now)
+        # A timer set while model time stood at 0 (waiting for pullers) is due at its model time from now.
+        self._timers = [(now + self.core.timers[key] * self.time_unit, kind, seq, key)
+                        for _, kind, seq, key in self._timers if key in self.core.timers]
+        heapq.heapify(self._timers)
         if self.failures:  # failures start with the run's clock, as in the simulation
             for j, conn in enumerate(self.conns):
                 self._send(conn.identity, P.Begin(self._failure_law(j)), j)
@@ -360,13 +379,20 @@ class Mapper(PullerMessages, Resuming):
 
     # ------------------------------------------------------------------ liveness
 
-    def _heartbeat(self, now: float, backlog: bool) -> None:
+    def _heartbeat(self, now: float) -> None:
+        """Heartbeat the next slice of the machines, and judge their silence (mgst.liveness)."""
         dead_after = self.liveness * self.heartbeat_interval
-        for j, conn in enumerate(self.conns):
+        # As of the last time we had read all that was waiting: what sits unread behind a pause of ours
+        # (a GC, an LP solve, a backlog) was heard. A socket never emptied for PAUSE_GRACE is a flood.
+        heard_until = max(self.drained_at, now - PAUSE_GRACE)
+        slices = slices_for(len(self.conns))
+        first = self._hb_slice
+        self._hb_slice = (first + 1) % slices
+        for j in range(first, len(self.conns), slices):
+            conn = self.conns[j]
             if conn.identity is None:
                 continue
-            # While messages wait unread (a flood), a silence may be ours, not the puller's.
-            if now - conn.last_seen > dead_after and not (backlog and now - conn.last_seen < 3 * dead_after):
+            if heard_until - conn.last_seen > dead_after:
                 self._unreachable(j, now, f"silent for {now - conn.last_seen:.2f} s")
                 if conn.identity is None:  # taken down; a silent one is still heartbeated: back when it answers
                     continue
