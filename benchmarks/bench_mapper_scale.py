@@ -204,8 +204,12 @@ def measure(pullers: int, policy: str, *, workers: int, dispatch_rate: float, du
     }
 
 
+IDLE = "Poller.poll ("  # the mapper's wait for the next thing to do
+
+
 def profile_breakdown(path: str, top: int = 25) -> list[tuple[str, float, float]]:
-    """From py-spy's collapsed stacks: (function, % of samples inclusive, % self), the ``top`` by inclusive."""
+    """From py-spy's collapsed stacks: (function, % of the busy samples inclusive, % self), the ``top`` by
+    inclusive; samples waiting in the mapper's poll are not busy."""
     inclusive: Counter = Counter()
     own: Counter = Counter()
     total = 0
@@ -215,9 +219,11 @@ def profile_breakdown(path: str, top: int = 25) -> list[tuple[str, float, float]
             if not stack:
                 continue
             n = int(count)
-            total += n
             frames = [fr.split(" (")[0] + " (" + fr.split(" (")[1].split(":")[0].rsplit("/", 1)[-1] + ")"
                       if " (" in fr else fr for fr in stack.split(";")]
+            if frames[-1].startswith(IDLE):  # waiting, not working: left out
+                continue
+            total += n
             for fr in set(frames):
                 inclusive[fr] += n
             own[frames[-1]] += n

@@ -20,6 +20,7 @@ import itertools
 import math
 import random
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,6 +75,9 @@ class WorkerReport:
     # came (time.time(), to keep the steady state only).
     latencies: list[float] = field(default_factory=list)
     latency_at: list[float] = field(default_factory=list)
+    # Messages to and from the mapper by second (int(time.time())): the mapper's message rate in a window.
+    sent: Counter = field(default_factory=Counter)
+    received: Counter = field(default_factory=Counter)
 
 
 def load_keys(key_dir: Path, names: list[str]) -> list[security.ClientKeys]:
@@ -88,6 +92,7 @@ def run_pullers(endpoint: str, key_dir: Path | None, names: list[str], stop_at: 
     own key pair from it, else none (a plain loopback mapper)."""
     keys = load_keys(key_dir, names) if key_dir is not None else [None] * len(names)
     ctx = zmq.Context()
+    ctx.max_sockets = len(names) + 16  # (ZeroMQ's default is 1,023)
     report = WorkerReport()
     pullers: list[FakePuller] = []
     by_socket: dict[zmq.Socket, FakePuller] = {}
@@ -144,6 +149,7 @@ def run_pullers(endpoint: str, key_dir: Path | None, names: list[str], stop_at: 
                         break
                     now = time.monotonic()
                     p.last_heard = now
+                    report.received[int(time.time())] += 1
                     msg = P.decode(frame)
                     t = type(msg)
                     if t is P.JobMsg:
@@ -200,7 +206,11 @@ def run_pullers(endpoint: str, key_dir: Path | None, names: list[str], stop_at: 
         for p in pullers:
             p.sock.close(linger=0)
         ctx.term()
+    report.sent = Counter(_sent)
     return report
+
+
+_sent: Counter = Counter()  # this process's sends by second (one worker per process)
 
 
 def _hello(p: FakePuller) -> None:
@@ -212,5 +222,6 @@ def _hello(p: FakePuller) -> None:
 def _send(p: FakePuller, msg: P.Message) -> None:
     try:
         p.sock.send(P.encode(msg), zmq.NOBLOCK)
+        _sent[int(time.time())] += 1
     except zmq.Again:  # its queue to the mapper is full: the mapper is far behind (counted by it as silence)
         pass

@@ -49,6 +49,10 @@ RECEIVE_BATCH = 256
 # Messages a peer may have queued at the mapper: a puller has a handful in flight at most;
 # with MAX_FRAME this caps what one flooding connection can make the mapper hold (16 MB).
 RCVHWM = 256
+# Connections the kernel queues for the mapper to accept, at least (ZeroMQ's default): one per
+# machine, so that thousands of pullers starting at once are not dropped and made to retry their
+# connection 1, 3, 7... s later (the kernel caps it at net.core.somaxconn).
+LISTEN_BACKLOG = 100
 # How often the journal notes that the mapper is alive (bounds the outage a crash leaves).
 TICK = 0.5
 
@@ -185,6 +189,7 @@ class Mapper(PullerMessages, Resuming):
             self.socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
             self.socket.setsockopt(zmq.MAXMSGSIZE, P.MAX_FRAME)
             self.socket.setsockopt(zmq.RCVHWM, RCVHWM)
+            self.socket.setsockopt(zmq.BACKLOG, max(LISTEN_BACKLOG, len(self.conns)))
             if keys is not None:
                 security.secure_server(self.socket, keys)
             if bind.endswith(":0"):
