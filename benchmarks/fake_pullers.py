@@ -15,8 +15,11 @@ What one fake puller does, as the real one:
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import heapq
 import itertools
+import json
 import math
 import random
 import time
@@ -86,10 +89,11 @@ def load_keys(key_dir: Path, names: list[str]) -> list[security.ClientKeys]:
 
 
 def run_pullers(endpoint: str, key_dir: Path | None, names: list[str], stop_at: float,
-                should_stop: Callable[[], bool] = lambda: False) -> WorkerReport:
+                should_stop: Callable[[], bool] = lambda: False, liveness: int = LIVENESS) -> WorkerReport:
     """Run fake pullers ``names`` against the mapper at ``endpoint`` until every one has been told bye,
     ``stop_at`` (time.time()) passes, or ``should_stop()``; with ``key_dir`` (mgst keys) each uses its
-    own key pair from it, else none (a plain loopback mapper)."""
+    own key pair from it, else none (a plain loopback mapper). A mapper silent for ``liveness``
+    heartbeat intervals is lost (the real puller's 5 by default)."""
     keys = load_keys(key_dir, names) if key_dir is not None else [None] * len(names)
     ctx = zmq.Context()
     ctx.max_sockets = len(names) + 16  # (ZeroMQ's default is 1,023)
@@ -123,7 +127,7 @@ def run_pullers(endpoint: str, key_dir: Path | None, names: list[str], stop_at: 
                 if kind == _HEARTBEAT:
                     if p.welcome is None or session != p.session:
                         continue
-                    if now - p.last_heard > LIVENESS * p.welcome.heartbeat_interval:
+                    if now - p.last_heard > liveness * p.welcome.heartbeat_interval:
                         report.lost_mapper += 1
                         p.welcome = None
                         p.asked_at = None
@@ -225,3 +229,30 @@ def _send(p: FakePuller, msg: P.Message) -> None:
         _sent[int(time.time())] += 1
     except zmq.Again:  # its queue to the mapper is full: the mapper is far behind (counted by it as silence)
         pass
+
+
+def report_to_json(report: WorkerReport) -> dict:
+    """A worker's report as JSON values (the seconds of its message counts as strings)."""
+    values = {f.name: getattr(report, f.name) for f in dataclasses.fields(report)}
+    return {k: dict(v) if isinstance(v, Counter) else v for k, v in values.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run as a worker process: ``--names`` pullers against ``--connect``, the report into ``--report``."""
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--connect", required=True, help="the mapper's endpoint")
+    p.add_argument("--keys", type=Path, help="the mgst keys folder (each puller uses pullers/NAME.key_secret)")
+    p.add_argument("--names", required=True, help="machine names, comma-separated")
+    p.add_argument("--seconds", type=float, required=True, help="leave after this long at most")
+    p.add_argument("--report", type=Path, required=True, help="write the report here (JSON)")
+    p.add_argument("--liveness", type=int, default=LIVENESS,
+                   help=f"silent mapper intervals before saying hello again (default {LIVENESS}, as the puller)")
+    args = p.parse_args(argv)
+    report = run_pullers(args.connect, args.keys, args.names.split(","), time.time() + args.seconds,
+                         liveness=args.liveness)
+    args.report.write_text(json.dumps(report_to_json(report)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
