@@ -24,6 +24,7 @@ Policies ``lpas_dg`` and ``fcfs`` side by side, alternating within each round.
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import math
 import multiprocessing as mp
@@ -67,7 +68,7 @@ def experiment(pullers: int, policy: str, dispatch_rate: float, duration: float,
 
 
 def mapper_main(exp: Experiment, key_dir: str | None, warmup: float, out: Any,
-                register_timeout: float = REGISTER_TIMEOUT, profile: str | None = None) -> None:
+                register_timeout: float = REGISTER_TIMEOUT, profile: str | None = None, nice: int = 0) -> None:
     """The mapper's process: send the endpoint, run, send what it measured (or the error). With
     ``profile`` (a path), py-spy samples this process over the steady state into it (collapsed stacks)."""
     import psutil
@@ -75,9 +76,21 @@ def mapper_main(exp: Experiment, key_dir: str | None, warmup: float, out: Any,
     from mgst.mapper import Mapper
 
     logging.basicConfig(level=logging.WARNING, format="mapper %(levelname)s %(name)s: %(message)s")
+    if nice:
+        os.nice(nice)  # (below 0 needs the privilege to)
     me = psutil.Process()
     samples: list[tuple[float, float, int]] = []  # (wall, CPU s, RSS)
     spy: list[subprocess.Popen] = []
+    gc_pauses: list[tuple[float, int, float]] = []  # (wall at the end, generation, seconds)
+    gc_started = [0.0]
+
+    def on_gc(phase: str, info: dict) -> None:
+        if phase == "start":
+            gc_started[0] = time.perf_counter()
+        else:
+            gc_pauses.append((time.time(), info["generation"], time.perf_counter() - gc_started[0]))
+
+    gc.callbacks.append(on_gc)
 
     def progress(m: Mapper) -> None:
         if m.t0 is not None:
@@ -98,7 +111,11 @@ def mapper_main(exp: Experiment, key_dir: str | None, warmup: float, out: Any,
         run = mapper.run()
         for p in spy:
             p.wait(60)
-        out.send(("result", summarise(run, samples, warmup, mapper)))
+        result = summarise(run, samples, warmup, mapper)
+        in_window = [g for g in gc_pauses if result["window_from"] <= g[0] <= result["window_to"]]
+        result["gc_max_ms"] = max((g[2] for g in in_window), default=0.0) * 1e3
+        result["gc_full"] = sum(1 for g in in_window if g[1] == 2)
+        out.send(("result", result))
     except BaseException as e:  # noqa: BLE001 (sent to the parent, which raises it)
         out.send(("error", repr(e)))
 
@@ -139,7 +156,8 @@ def worker_main(endpoint: str, key_dir: str | None, names: list[str], stop_at: f
 
 
 def measure(pullers: int, policy: str, *, workers: int, dispatch_rate: float, duration: float,
-            warmup: float, classes: int = 1, options: dict | None = None, profile: str | None = None) -> dict:
+            warmup: float, classes: int = 1, options: dict | None = None, profile: str | None = None,
+            mapper_nice: int = 0) -> dict:
     """One run: a mapper process and ``workers`` worker processes; every process is reaped before it returns."""
     exp = experiment(pullers, policy, dispatch_rate, duration, classes, options)
     names = [m.name for m in exp.machines]
@@ -149,8 +167,8 @@ def measure(pullers: int, policy: str, *, workers: int, dispatch_rate: float, du
         key_dir = Path(tmp) / "keys"
         security.create_keys(key_dir, names)
         m_recv, m_send = ctx.Pipe(duplex=False)
-        mapper = ctx.Process(target=mapper_main, args=(exp, str(key_dir), warmup, m_send, REGISTER_TIMEOUT, profile),
-                             name="mapper")
+        mapper = ctx.Process(target=mapper_main, name="mapper",
+                             args=(exp, str(key_dir), warmup, m_send, REGISTER_TIMEOUT, profile, mapper_nice))
         mapper.start()
         procs.append(mapper)
         try:
@@ -201,6 +219,7 @@ def measure(pullers: int, policy: str, *, workers: int, dispatch_rate: float, du
         "cpu_pct": result["cpu"] * 100,
         "messages_per_s": messages / (hi - lo) if hi > lo else math.nan,
         "cpu_us_per_message": result["cpu"] * (hi - lo) / messages * 1e6 if messages else math.nan,
+        "workers_cpu_pct": 100 * sum(r.cpu_s for r in reports) / max(r.wall_s for r in reports),
     }
 
 
@@ -255,9 +274,11 @@ def _policies(text: str) -> list[str]:
 
 ROW = "{pullers:>7} {policy:>8} {registration_s:>8.1f} {p50_ms:>7.2f} {p99_ms:>8.2f} {max_ms:>8.1f} " \
       "{false_downs:>6} {cpu_pct:>6.0f} {rss_mb:>6.0f} {jobs:>7} {lost_mapper:>5} {re_registered:>5} " \
-      "{messages_per_s:>7.0f} {cpu_us_per_message:>6.0f}"
+      "{messages_per_s:>7.0f} {cpu_us_per_message:>6.0f} {workers_cpu_pct:>5.0f} " \
+      "{gc_max_ms:>5.0f}"
 HEAD = f"{'pullers':>7} {'policy':>8} {'reg s':>8} {'p50 ms':>7} {'p99 ms':>8} {'max ms':>8} " \
-       f"{'downs':>6} {'CPU%':>6} {'RSS MB':>6} {'jobs':>7} {'lost':>5} {'rereg':>5} {'msg/s':>7} {'us/msg':>6}"
+       f"{'downs':>6} {'CPU%':>6} {'RSS MB':>6} {'jobs':>7} {'lost':>5} {'rereg':>5} {'msg/s':>7} {'us/msg':>6} " \
+       f"{'wCPU%':>5} {'gc ms':>5}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -274,6 +295,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dispatch-rate", type=float, default=500.0,
                    help="jobs a second the pullers ask for in all (default 500): sets the job length")
     p.add_argument("--classes", type=int, default=1, help="job classes (default 1)")
+    p.add_argument("--mapper-nice", type=int, default=0,
+                   help="the mapper process's niceness increment (default 0; e.g. -5, with the privilege, so that "
+                        "a machine busy with other work delays the mapper less)")
     p.add_argument("--profile", metavar="DIR", help="py-spy the mapper over each steady state; stacks into DIR")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="a [policy] option for lpas_dg (a float), e.g. resolve_debounce=1")
@@ -287,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# {platform.python_version()} {platform.machine()}, {os.cpu_count()} CPUs, "
           f"load {'/'.join(f'{x:.1f}' for x in os.getloadavg())}, workers {args.workers}, "
           f"dispatch {args.dispatch_rate:g}/s, {args.duration:g} s (warm-up {args.warmup:g}), options {options}, "
+          f"mapper nice {args.mapper_nice:+d}, "
           f"mgst from {Path(mgst.__file__).parent}")
     print(HEAD, flush=True)
     rows: dict[tuple[int, str], list[dict]] = {}
@@ -300,7 +325,8 @@ def main(argv: list[str] | None = None) -> int:
                     profile = str(Path(args.profile) / f"mapper-{n}-{policy}-{rnd}.txt")
                 row = measure(n, policy, workers=args.workers, dispatch_rate=args.dispatch_rate,
                               duration=args.duration, warmup=args.warmup, classes=args.classes,
-                              options=options if policy == "lpas_dg" else None, profile=profile)
+                              options=options if policy == "lpas_dg" else None, profile=profile,
+                              mapper_nice=args.mapper_nice)
                 rows.setdefault((n, policy), []).append(row)
                 print(ROW.format(**row), f"load {os.getloadavg()[0]:.1f}", flush=True)
                 if profile is not None and Path(profile).exists():

@@ -73,6 +73,8 @@ class WorkerReport:
     refused: list[str] = field(default_factory=list)
     lost_mapper: int = 0  # a fake puller heard nothing for LIVENESS intervals
     byes: int = 0
+    cpu_s: float = 0.0  # this worker's CPU time and wall time (its load on the machine)
+    wall_s: float = 0.0
     replicas_done: list[int] = field(default_factory=list)
     # Every request's latency (s, monotonic: its Ready or Done(ready=True) to its JobMsg), and when the job
     # came (time.time(), to keep the steady state only).
@@ -98,6 +100,7 @@ def run_pullers(endpoint: str, key_dir: Path | None, names: list[str], stop_at: 
     ctx = zmq.Context()
     ctx.max_sockets = len(names) + 16  # (ZeroMQ's default is 1,023)
     report = WorkerReport()
+    started, cpu_started = time.monotonic(), time.process_time()
     pullers: list[FakePuller] = []
     by_socket: dict[zmq.Socket, FakePuller] = {}
     timers: list[tuple[float, int, int, int, FakePuller]] = []  # (monotonic due, seq, kind, session, puller)
@@ -211,6 +214,7 @@ def run_pullers(endpoint: str, key_dir: Path | None, names: list[str], stop_at: 
             p.sock.close(linger=0)
         ctx.term()
     report.sent = Counter(_sent)
+    report.cpu_s, report.wall_s = time.process_time() - cpu_started, time.monotonic() - started
     return report
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import heapq
 import itertools
 import logging
@@ -363,6 +364,7 @@ class Mapper(PullerMessages, Resuming):
         return self._result(started, end, generation_end, horizon)
 
     def _result(self, started: float, end: float, generation_end: float, horizon: float) -> TestbedRun:
+        gc.unfreeze()
         run = finish_run(self.experiment, self.core, self.journal, self.time_unit, self.t0 or started,
                          generation_end, end, self.drops.counts, horizon, self.seed, self.security, self.aborting)
         if self.journal.store is not None:
@@ -373,6 +375,11 @@ class Mapper(PullerMessages, Resuming):
         """Every machine is registered: model time 0 is now."""
         self.t0 = now
         self.journal.began(now)
+        # What exists now (the experiment, the machines, their keys and connections: 200,000 objects at
+        # 3,000 pullers) lives until the end: out of the collector's sight, a full collection in the run
+        # scans only what the run made (a pause of 74 ms at 3,000 pullers otherwise). Undone in _result.
+        gc.collect()
+        gc.freeze()
         # A timer set while model time stood at 0 (waiting for pullers) is due at its model time from now.
         self._timers = [(now + self.core.timers[key] * self.time_unit, kind, seq, key)
                         for _, kind, seq, key in self._timers if key in self.core.timers]
