@@ -29,7 +29,7 @@ from mgst.core.state import MachineState
 from mgst.drops import DropLog
 from mgst.experiment_codec import to_plain
 from mgst.journal import Journal
-from mgst.liveness import HEARTBEAT_INTERVAL, LIVENESS, PAUSE_GRACE, heartbeat_interval_for, slices_for
+from mgst.liveness import LIVENESS, PAUSE_GRACE, heartbeat_interval_for, slices_for
 from mgst.mapper_messages import Connection, PullerMessages
 from mgst.mapper_resume import Resuming, next_item
 from mgst.model import Bag, Experiment, Job
@@ -40,8 +40,6 @@ from mgst.testbed_run import TestbedRun, finish_run
 from mgst.workload import make_workload
 
 log = logging.getLogger(__name__)
-
-__all__ = ["HEARTBEAT_INTERVAL", "LIVENESS", "Interrupted", "Mapper"]
 
 # At most this many messages are handled per receive pass; then timers, arrivals and
 # heartbeats get their turn, so that a flood cannot stall them. ROUTER sockets read
@@ -382,9 +380,9 @@ class Mapper(PullerMessages, Resuming):
         """Every machine is registered: model time 0 is now."""
         self.t0 = now
         self.journal.began(now)
-        # What exists now (the experiment, the machines, their keys and connections: 200,000 objects at
-        # 3,000 pullers) lives until the end: out of the collector's sight, a full collection in the run
-        # scans only what the run made (a pause of 74 ms at 3,000 pullers otherwise). Undone in _result.
+        # What exists now (the experiment, the machines, their keys and connections, the plan) lives until
+        # the end: out of the collector's sight, a full collection in the run scans only what the run made
+        # (one paused the mapper 74 ms at 3,000 pullers otherwise). Undone in _result.
         gc.collect()
         gc.freeze()
         # A timer set while model time stood at 0 (waiting for pullers) is due at its model time from now.
