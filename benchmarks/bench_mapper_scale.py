@@ -7,17 +7,18 @@ Processes (all on 127.0.0.1):
   (benchmarks/fake_pullers.py): one DEALER socket and one CURVE key pair each (``mgst keys``), speaking
   the real protocol; a job is a timer.
 
-Workload: one class (or ``--classes``), jobs arriving at 1.2 x what the pullers can run, each puller's
-jobs
+Workload: one class (or ``--classes``), jobs arriving at 1.2 x what the pullers can run, their length
 exponential with mean ``pullers / --dispatch-rate`` s: the pullers ask for about ``--dispatch-rate``
 jobs a second in all, and every request finds a job waiting, so the latency is the mapper's alone.
+Run from the repository root with ``PYTHONPATH=.``, so that the spawned processes import this tree's mgst.
 
 Measured in the steady state (from ``--warmup`` s after the last registration to the end of generation):
 - dispatch latency: the puller's Ready or Done(ready=True) to its JobMsg's arrival, both on the
   puller's clock (the journal's t1 and t4r; only requests that found their job already queued);
 - false downs: machines the mapper took down (the core's count) while no failure was injected;
 - registration: the first hello to the last registration (the mapper's t0);
-- the mapper's CPU (% of one core) and its RSS at the end.
+- the mapper's CPU (% of one core), its CPU per message (all messages to and from it, as the fakes
+  count them), its peak RSS, its longest GC pause; the workers' CPU.
 Policies ``lpas_dg`` and ``fcfs`` side by side, alternating within each round.
 """
 
@@ -111,7 +112,7 @@ def mapper_main(exp: Experiment, key_dir: str | None, warmup: float, out: Any,
         run = mapper.run()
         for p in spy:
             p.wait(60)
-        result = summarise(run, samples, warmup, mapper)
+        result = summarise(run, samples, warmup)
         in_window = [g for g in gc_pauses if result["window_from"] <= g[0] <= result["window_to"]]
         result["gc_max_ms"] = max((g[2] for g in in_window), default=0.0) * 1e3
         result["gc_full"] = sum(1 for g in in_window if g[1] == 2)
@@ -120,7 +121,7 @@ def mapper_main(exp: Experiment, key_dir: str | None, warmup: float, out: Any,
         out.send(("error", repr(e)))
 
 
-def summarise(run: Any, samples: list[tuple[float, float, int]], warmup: float, mapper: Any) -> dict:
+def summarise(run: Any, samples: list[tuple[float, float, int]], warmup: float) -> dict:
     """Latencies from the journal (the pullers' clocks), downs from the core, CPU and RSS over the window."""
     start = run.t0 + warmup
     stop = min(run.generation_end, run.end)
