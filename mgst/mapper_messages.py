@@ -70,6 +70,7 @@ class PullerMessages:
             try:
                 frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
+                self.drained_at = time.time()  # all that was sent to us so far is read (mgst.liveness)
                 return False
             now = time.time()
             identity = frames[0].bytes
@@ -228,7 +229,7 @@ class PullerMessages:
             bound_key=mlog.key or self.prebound_keys.get(j), incarnations=tuple(mlog.incarnations),
             identity=conn.identity,
             live=conn.identity is not None and now - conn.last_seen <= self.liveness * self.heartbeat_interval,
-            key_shared=key is not None and any(m.key == key for i, m in enumerate(self.journal.machines) if i != j),
+            key_shared=key is not None and bool(self.machines_of_key.get(key, set()) - {j}),
         )
         refusal = admit(msg.machine, holder, key, msg.incarnation, identity)
         if refusal is not None:
@@ -250,6 +251,7 @@ class PullerMessages:
             self._core("machine_heard", now, j)
         if (not mlog.incarnations or mlog.incarnations[-1] != msg.incarnation or mlog.key != key
                 or mlog.speed != msg.speed):
+            self._index_key(j, mlog.key, key)
             self.journal.registered(j, msg.incarnation, msg.speed, key)
         self._send(identity, P.Welcome(P.PROTOCOL_VERSION, j, self.time_unit, self.heartbeat_interval,
                                        m.availability, self.executor,
@@ -272,6 +274,19 @@ class PullerMessages:
             if rid not in live:
                 self._send(identity, P.CancelMsg(rid), j)  # it runs something that is no longer its job
         log.info("%s registered (incarnation %x)", m.name, msg.incarnation & 0xFFFFFFFF)
+
+    def _index_key(self: Mapper, j: int, old: str | None, new: str | None) -> None:
+        """Machine ``j`` registers with key ``new`` instead of ``old``: keep ``machines_of_key`` up to date."""
+        if old == new:
+            return
+        if old is not None:
+            holders = self.machines_of_key.get(old)
+            if holders is not None:
+                holders.discard(j)
+                if not holders:
+                    del self.machines_of_key[old]
+        if new is not None:
+            self.machines_of_key.setdefault(new, set()).add(j)
 
     def _failure_law(self: Mapper, j: int) -> tuple | None:
         """Machine ``j``'s failure law for its puller's welcome (model time), or None."""

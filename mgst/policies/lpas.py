@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import random
 import typing
 from collections.abc import Hashable, Sequence
@@ -20,6 +21,7 @@ from mgst.policies.lpas_options import LpasOptions
 log = logging.getLogger(__name__)
 
 _RESOLVE: typing.Final = ("lpas_dg", "resolve")
+_DEBOUNCED: typing.Final = ("lpas_dg", "debounced")  # the re-solve a debounced capacity change waits for
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # compiled (mgst.build_info); researchers subclass it
@@ -28,7 +30,9 @@ class LpasDG(Policy):
 
     - The allocation LP is solved over the machines that are up (a machine that
       is down has a_j = 0), at start and whenever a machine goes up or down or
-      its a_j changes; optionally also every ``resolve_period``.
+      its a_j changes; optionally also every ``resolve_period``. With ``resolve_debounce``, such
+      a change re-solves at most once per that interval (at its end), unless it leaves a class
+      with a positive arrival rate no eligible machine that is up: then at once.
     - Class i is eligible on machine j iff delta*_ij > tolerance.
     - A machine j that asks gets the head-of-line job of the eligible, non-empty
       class i maximising mu_ij * D_i(t), with mu_ij = mu'_ij a_j and D_i(t) the
@@ -49,6 +53,9 @@ class LpasDG(Policy):
         self.eligible: tuple[tuple[bool, ...], ...] = ()
         self._classes_of: list[list[int]] = []  # per machine: its eligible classes
         self._group_of: list[int] = []  # per machine: an id of its set of eligible classes
+        self._machines_of: list[list[int]] = []  # per class: its eligible machines
+        self._solved_at = -math.inf  # model time of the last solve
+        self._debounced = False  # a capacity change waits for the debounced re-solve
         # Each class's queue (None: none yet), as of the core's queues and queues_version below:
         # choose() reads a list, not the dict, once per class of the machine at every offer.
         self._queue_of: list[JobQueue | None] = []
@@ -68,10 +75,33 @@ class LpasDG(Policy):
         return NOTHING
 
     def on_capacity_change(self, view: Scheduler) -> Decisions:
-        self._solve(view)
-        return NOTHING
+        debounce = self.lp_options.resolve_debounce
+        if debounce is None or view.now >= self._solved_at + debounce or self._starved(view):
+            self._solve(view)
+            return NOTHING
+        if self._debounced:
+            return NOTHING
+        self._debounced = True
+        return (SetTimer(_DEBOUNCED, self._solved_at + debounce),)
+
+    def _starved(self, view: Scheduler) -> bool:
+        """Whether the plan leaves some class with a positive arrival rate no eligible machine that is up,
+        while one that is up could run it (so that re-solving helps)."""
+        machines = view.machines
+        for i, c in enumerate(view.classes):
+            if c.arrival_rate <= 0.0:
+                continue
+            if any(machines[j].is_up for j in self._machines_of[i]):
+                continue
+            if any(m.is_up and m.rates[i] > 0.0 for m in machines):
+                return True
+        return False
 
     def on_timer(self, view: Scheduler, key: Hashable) -> Decisions:
+        if key == _DEBOUNCED:
+            if self._debounced:  # (else a change since solved at once)
+                self._solve(view)
+            return NOTHING
         if key != _RESOLVE:
             return super().on_timer(view, key)
         if self.lp_options.resolve_period is None:
@@ -101,6 +131,9 @@ class LpasDG(Policy):
         ]
         ids: dict[tuple[int, ...], int] = {}
         self._group_of = [ids.setdefault(tuple(c), len(ids)) for c in self._classes_of]
+        self._machines_of = [[j for j, e in enumerate(row) if e] for row in self.eligible]
+        self._solved_at = view.now
+        self._debounced = False
         self.solves += 1
         log.debug("t=%s allocation LP: lambda*=%.4f eligible=%s", view.now, self.allocation.lam, self.eligible)
 

@@ -22,11 +22,17 @@ class LpasOptions(PolicyOptions):
     # Simplex variant for the allocation LP: "dual" or "primal". When the LP has several
     # optimal vertices they may differ in their zeros, hence in eligibility.
     lp_method: str = "primal"
+    # Re-solve at most once per this many time units when machines go up or down or change their share
+    # (None: at every such change, as the paper). A change that leaves a class with a positive arrival
+    # rate no eligible machine that is up re-solves at once; the others wait for the interval's end.
+    resolve_debounce: float | None = None
 
     def validate(self) -> None:
         if not self.tolerance >= 0.0:
             raise ValueError(f"tolerance: must be >= 0, got {self.tolerance}")
         if self.resolve_period is not None and not self.resolve_period > 0.0:
             raise ValueError(f"resolve_period: must be > 0, got {self.resolve_period}")
+        if self.resolve_debounce is not None and not self.resolve_debounce > 0.0:
+            raise ValueError(f"resolve_debounce: must be > 0, got {self.resolve_debounce}")
         if self.lp_method not in ("dual", "primal"):
             raise ValueError(f"lp_method: must be 'dual' or 'primal', got {self.lp_method!r}")
