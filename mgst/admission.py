@@ -1,4 +1,4 @@
-"""Who may register under a machine's name: the rules a mapper applies to each hello."""
+"""Who may register under a machine's name, and how often: the rules a mapper applies to each hello."""
 
 from __future__ import annotations
 
@@ -50,3 +50,37 @@ def admit(name: str, holder: Holder, key: str | None, incarnation: int, identity
         return Refusal(Drop.NAME_TAKEN, f"machine name {name!r} is held by another live puller; a second "
                                         "puller under the same name is refused (retrying)", False)
     return None
+
+
+# Hellos a key may send for one machine name (per name alone without CURVE): a token bucket of
+# HELLO_BURST, refilled at HELLO_RATE a second. An honest puller says hello once per incarnation and,
+# without an answer, again after a back-off that starts at 0.5 s and doubles; an injected failure makes
+# a new incarnation, and a failure cycle is an up period and a down period, each at least the puller's
+# minimum failure period (0.1 s or more): at most 5 hellos a second however short the law's means.
+# The burst absorbs a mapper's restart or a network blip. A peer that re-registers faster is refused
+# (not fatally) and journals nothing: each admitted hello costs at most ~8 journal events.
+HELLO_BURST = 20.0
+HELLO_RATE = 5.0
+
+
+class HelloRate:
+    """Token buckets of hellos, one per (key, machine): :meth:`allow` says whether one more may pass.
+
+    One bucket per admitted key and machine named (known names only), so memory is bounded by the
+    experiment and the authorized keys; a key naming a machine spends its own bucket for it, never
+    the machine's own puller's.
+    """
+
+    __slots__ = ("burst", "rate", "_buckets")
+
+    def __init__(self, burst: float = HELLO_BURST, rate: float = HELLO_RATE):
+        self.burst = burst
+        self.rate = rate
+        self._buckets: dict[tuple[str | None, int], tuple[float, float]] = {}  # -> (tokens, when)
+
+    def allow(self, key: str | None, machine: int, now: float) -> bool:
+        tokens, when = self._buckets.get((key, machine), (self.burst, now))
+        tokens = min(self.burst, tokens + max(0.0, now - when) * self.rate)
+        allowed = tokens >= 1.0
+        self._buckets[(key, machine)] = (tokens - 1.0 if allowed else tokens, now)
+        return allowed

@@ -15,6 +15,7 @@ import zmq
 
 from mgst import protocol as P
 from mgst import security
+from mgst.admission import HelloRate
 from mgst.core.decisions import (
     Assign,
     Cancel,
@@ -28,7 +29,7 @@ from mgst.core.state import MachineState
 from mgst.drops import DropLog
 from mgst.experiment_codec import to_plain
 from mgst.journal import Journal
-from mgst.mapper_messages import Connection, PullerMessages
+from mgst.mapper_messages import RELEASE_CHECKPOINTS_BEFORE, Connection, PullerMessages
 from mgst.mapper_resume import Resuming, next_item
 from mgst.model import Bag, Experiment, Job
 from mgst.replay import call_core, encode_args, make_core, replay
@@ -154,6 +155,7 @@ class Mapper(PullerMessages, Resuming):
         # Staging durations from the experiment's model (the simulator's stream, replication 0).
         self.staging = StagingSampler(experiment.staging, self.seed, 0) if experiment.staging is not None else None
         self.drops = DropLog(log)
+        self.hello_rate = HelloRate()
         self._timers: list[tuple[float, int, int, Any]] = []
         self._seq = itertools.count()
         self._outbox: list[tuple[bytes, bytes, int | None]] = []
@@ -204,6 +206,8 @@ class Mapper(PullerMessages, Resuming):
 
     def _core(self, method: str, now: float, *args: Any) -> None:
         """Feed the core one input (recorded first, for replay) and carry out what it decides."""
+        if method in RELEASE_CHECKPOINTS_BEFORE:
+            self._release_checkpoints(method, now, args)
         mnow = self.model_now(now)
         if self.journal.store is not None:
             self.journal.store.append("core", (method, mnow, encode_args(method, args)))

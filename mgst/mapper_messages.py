@@ -18,7 +18,8 @@ import zmq
 from mgst import protocol as P
 from mgst.admission import Holder, admit
 from mgst.availability import machine_group
-from mgst.clock import OffsetEstimator
+from mgst.checkpoints import CheckpointCoalescer
+from mgst.clock import OffsetEstimator, PeriodBest
 from mgst.core.state import STAGING, MachineState
 from mgst.model import FailureModel
 
@@ -29,6 +30,9 @@ log = logging.getLogger("mgst.mapper")
 
 # A failed command refused by a puller's allow-list this many times takes the machine out of the run.
 REFUSE_LIMIT = 3
+# Core inputs before which a replica's held checkpoint is recorded (it ends, fails, or its machine goes):
+# the checkpoint a puller sent is never lost to coalescing.
+RELEASE_CHECKPOINTS_BEFORE = frozenset({"replica_done", "replica_failed", "machine_down", "machine_silent"})
 
 
 @dataclass(slots=True)
@@ -41,6 +45,8 @@ class Connection:
     remote_clock: float = -1.0  # the puller's last heartbeat clock, to echo
     remote_received: float = -1.0  # when it arrived (our clock)
     clock: OffsetEstimator = field(default_factory=OffsetEstimator)  # the machine's, shared with the journal
+    clock_samples: PeriodBest = field(default_factory=PeriodBest)  # thins its exchanges for the journal
+    checkpoints: CheckpointCoalescer | None = None  # its replicas' checkpoints (made at the first)
     pending: tuple[float | None, float | None] = (None, None)  # (t1 on its clock, t2) of its latest request
     hb_seq: int = 0
     hb_sent: float | None = None  # the clock of our last heartbeat to it, until its echo comes back once
@@ -109,7 +115,13 @@ class PullerMessages:
             # feed the estimator (or the journal) more samples than we send heartbeats.
             if conn.hb_sent is not None and msg.echo == conn.hb_sent:
                 conn.hb_sent = None
-                self.journal.clock_sample(j, msg.echo, msg.echo_received, msg.clock, now)
+                # The journal (and the estimator, fed from it) takes one exchange per clock.PERIOD.
+                sample = conn.clock_samples.offer(msg.echo, msg.echo_received, msg.clock, now)
+                if sample is not None:
+                    self.journal.clock_sample(j, *sample)
+            if conn.checkpoints is not None:  # held checkpoints whose interval has passed
+                for rid, progress in conn.checkpoints.due(now):
+                    self._checkpoint(j, rid, progress, now)
         elif t is P.Ready:
             conn.pending = (msg.clock, now)
             self._ready(identity, j, now, msg.share, msg.slots)
@@ -124,7 +136,7 @@ class PullerMessages:
                 if live.phase == STAGING:
                     self._core("replica_computing", now, msg.replica)
             elif msg.progress > live.checkpoint:
-                self._core("replica_checkpoint", now, msg.replica, msg.progress)
+                self._progress(j, msg.replica, msg.progress, now)
         elif t is P.Started:
             r = self.journal.replicas.get(msg.replica)
             live = self.core.replica(msg.replica)
@@ -141,6 +153,38 @@ class PullerMessages:
         elif t is P.Bye:
             log.info("%s leaves: %s", self.experiment.machines[j].name, msg.reason[:200])
             self._machine_gone(j, now)
+
+    def _progress(self: Mapper, j: int, rid: int, progress: float, now: float) -> None:
+        """Machine ``j``'s replica ``rid`` checkpointed: recorded now, or held (one per interval per replica)."""
+        conn = self.conns[j]
+        if conn.checkpoints is None:
+            interval = (self.experiment.simulation.checkpoint_interval or 0.0) * self.time_unit
+            conn.checkpoints = CheckpointCoalescer(interval)
+        cp = conn.checkpoints
+        cp.prune(lambda r: (x := self.core.replica(r)) is not None and x.machine == j,
+                 2 * self.experiment.machines[j].slots)
+        if cp.offer(rid, progress, now):
+            self._core("replica_checkpoint", now, rid, progress)
+
+    def _checkpoint(self: Mapper, j: int, rid: int, progress: float, now: float) -> None:
+        """Record a held checkpoint, if its replica still runs on ``j`` and it is news."""
+        live = self.core.replica(rid)
+        if live is not None and live.machine == j and progress > live.checkpoint:
+            self._core("replica_checkpoint", now, rid, progress)
+
+    def _release_checkpoints(self: Mapper, method: str, now: float, args: tuple) -> None:
+        """Before ``method`` ends a replica or takes its machine: record what checkpoints it holds."""
+        if method.startswith("machine"):
+            j, rid = args[0], None
+        else:
+            live = self.core.replica(args[0])
+            if live is None:
+                return
+            j, rid = live.machine, args[0]
+        cp = self.conns[j].checkpoints
+        if cp is not None:
+            for r, progress in cp.take(rid):
+                self._checkpoint(j, r, progress, now)
 
     def _ready(self: Mapper, identity: bytes, j: int, now: float, share: float | None = None,
                slots: int | None = None) -> None:
@@ -222,6 +266,10 @@ class PullerMessages:
         refusal = admit(msg.machine, holder, key, msg.incarnation, identity)
         if refusal is not None:
             self._refuse(identity, refusal.drop, refusal.reason, refusal.fatal, level=logging.ERROR)
+            return
+        if not self.hello_rate.allow(key, j, now):  # a registration journals events: at a bounded rate
+            self._refuse(identity, P.Drop.HELLO_RATE, f"too many hellos for machine {msg.machine[:64]!r}; "
+                                                      "try again later", False)
             return
         m = self.experiment.machines[j]
         restarted = conn.incarnation is not None and conn.incarnation != msg.incarnation

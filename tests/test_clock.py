@@ -56,20 +56,25 @@ def test_a_drifting_clock_is_corrected_at_each_instant_by_the_message_of_that_ti
     """A peer whose clock loses 50 us a second, and a 600 s job: its result is stamped 30 ms behind.
 
     The heartbeats (every 40 s, both legs 0.2 ms: one in each instant's 30 s window) follow the
-    drift exactly. The request's bound,
-    set at the start (offset >= -0.2 ms), must not hold the result's instant, 600 s later, where
-    the offset is -30 ms: that would put the end 29.8 ms early."""
+    drift exactly. Events are recorded in the order the mapper sees them (each instant is corrected
+    as it is recorded). The request's bound, set at the start (offset >= -0.2 ms), must not hold the
+    result's instant, 600 s later, where the offset is -30 ms: that would put the end 29.8 ms early."""
     journal = Journal(load_experiment(EXPERIMENT))
     journal.began(0.0)
 
     def peer(t: float) -> float:  # the peer's clock at our time t
         return t - 50e-6 * t
 
-    for k in range(17):
+    def heartbeat(k: int) -> None:
         t1 = 40.0 * k
         journal.clock_sample(0, t1, peer(t1 + 0.0002), peer(t1 + 0.0002), t1 + 0.0004)
+
+    heartbeat(0)
     journal.job_arrived(Job(1, 0, 0.0, 1.0), 0.0)
     journal.sent(7, 1, 0, peer(0.1), 0.1002, 0.2)  # requested at 0.1, sent at 0.2
+    journal.started(7, peer(0.2005), peer(0.2006))
+    for k in range(1, 16):
+        heartbeat(k)
     journal.reported_done(7, peer(0.2005), peer(0.2006), peer(600.0), 600.0005, 1.0)
     journal.completed(1, 7, 0)
     journal.correct()
