@@ -110,31 +110,37 @@ class OffsetEstimator:
 class PeriodBest:
     """Thins one peer's exchanges to the smallest-delay one per :data:`PERIOD`, for the journal.
 
-    :meth:`offer` returns the exchange to record, or None: the first one at once (the peer's times
-    are corrected from the start), then each period's best once a later period has begun. The
-    estimator fed with what it returns holds what it would hold fed with everything, up to the
-    period not yet over; a replay of the journal rebuilds it exactly.
+    :meth:`offer` returns the exchange to record, or None. In the peer's first period every
+    exchange that beats the ones recorded is recorded at once (an exchange taken while the mapper
+    registers everyone may be slow; the peer's first instants are corrected with the best so far);
+    then each period's best, once a later period has begun. At most 1 + PERIOD / heartbeat interval
+    in the first period, then one per period. The estimator fed with what it returns holds what it
+    would hold fed with everything, up to the period not yet over; a replay rebuilds it exactly.
     """
 
-    __slots__ = ("_held", "_delay", "_started")
+    __slots__ = ("_held", "_delay", "_start")
 
     def __init__(self) -> None:
         self._held: tuple[float, float, float, float] | None = None
-        self._delay = math.inf
-        self._started = False
+        self._delay = math.inf  # of the exchange held, or in the first period of the best recorded
+        self._start: float | None = None  # t4 of the first exchange
 
     def offer(self, t1: float, t2: float, t3: float, t4: float) -> tuple[float, float, float, float] | None:
         delay = exchange_delay(t1, t2, t3, t4)
         if delay is None:
             return None
         sample = (t1, t2, t3, t4)
-        if not self._started:
-            self._started = True
-            return sample
+        if self._start is None or t4 - self._start < PERIOD:  # the first period: each improvement at once
+            if self._start is None:
+                self._start = t4
+            if delay < self._delay:
+                self._delay = delay
+                return sample
+            return None
         held = self._held
         if held is not None and math.floor(held[3] / PERIOD) != math.floor(t4 / PERIOD):
             self._held, self._delay = sample, delay
             return held
-        if delay < self._delay:
+        if held is None or delay < self._delay:
             self._held, self._delay = sample, delay
         return None
