@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 from mgst.protocol import Drop
@@ -63,12 +64,12 @@ HELLO_BURST = 20.0
 HELLO_RATE = 5.0
 
 
-class HelloRate:
-    """Token buckets of hellos, one per (key, machine): :meth:`allow` says whether one more may pass.
+class TokenBuckets:
+    """Token buckets, one per key: :meth:`allow` says whether one more may pass (and spends it).
 
-    One bucket per admitted key and machine named (known names only), so memory is bounded by the
-    experiment and the authorized keys; a key naming a machine spends its own bucket for it, never
-    the machine's own puller's.
+    For hellos the key is (CURVE key, machine): known names only, so memory is bounded by the
+    experiment and the authorized keys, and a key naming a machine spends its own bucket for it,
+    never the machine's own puller's.
     """
 
     __slots__ = ("burst", "rate", "_buckets")
@@ -76,11 +77,11 @@ class HelloRate:
     def __init__(self, burst: float = HELLO_BURST, rate: float = HELLO_RATE):
         self.burst = burst
         self.rate = rate
-        self._buckets: dict[tuple[str | None, int], tuple[float, float]] = {}  # -> (tokens, when)
+        self._buckets: dict[Hashable, tuple[float, float]] = {}  # -> (tokens, when)
 
-    def allow(self, key: str | None, machine: int, now: float) -> bool:
-        tokens, when = self._buckets.get((key, machine), (self.burst, now))
+    def allow(self, key: Hashable, now: float) -> bool:
+        tokens, when = self._buckets.get(key, (self.burst, now))
         tokens = min(self.burst, tokens + max(0.0, now - when) * self.rate)
         allowed = tokens >= 1.0
-        self._buckets[(key, machine)] = (tokens - 1.0 if allowed else tokens, now)
+        self._buckets[key] = (tokens - 1.0 if allowed else tokens, now)
         return allowed

@@ -15,7 +15,7 @@ import zmq
 
 from mgst import protocol as P
 from mgst import security
-from mgst.admission import HelloRate
+from mgst.admission import TokenBuckets
 from mgst.core.decisions import (
     Assign,
     Cancel,
@@ -29,7 +29,7 @@ from mgst.core.state import MachineState
 from mgst.drops import DropLog
 from mgst.experiment_codec import to_plain
 from mgst.journal import Journal
-from mgst.mapper_messages import RELEASE_CHECKPOINTS_BEFORE, Connection, PullerMessages
+from mgst.mapper_messages import READY_BURST, READY_RATE, RELEASE_CHECKPOINTS_BEFORE, Connection, PullerMessages
 from mgst.mapper_resume import Resuming, next_item
 from mgst.model import Bag, Experiment, Job
 from mgst.replay import call_core, encode_args, make_core, replay
@@ -155,7 +155,8 @@ class Mapper(PullerMessages, Resuming):
         # Staging durations from the experiment's model (the simulator's stream, replication 0).
         self.staging = StagingSampler(experiment.staging, self.seed, 0) if experiment.staging is not None else None
         self.drops = DropLog(log)
-        self.hello_rate = HelloRate()
+        self.hello_rate = TokenBuckets()  # per (key, machine): admitted hellos
+        self.ready_rate = TokenBuckets(READY_BURST, READY_RATE)  # per machine: requests that change something
         self._timers: list[tuple[float, int, int, Any]] = []
         self._seq = itertools.count()
         self._outbox: list[tuple[bytes, bytes, int | None]] = []

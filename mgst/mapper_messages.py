@@ -33,6 +33,13 @@ REFUSE_LIMIT = 3
 # Core inputs before which a replica's held checkpoint is recorded (it ends, fails, or its machine goes):
 # the checkpoint a puller sent is never lost to coalescing.
 RELEASE_CHECKPOINTS_BEFORE = frozenset({"replica_done", "replica_failed", "machine_down", "machine_silent"})
+# Requests for work (Ready) that change what the core knows, per machine: a bucket of READY_BURST
+# refilled at READY_RATE a second; one beyond is held (the latest) and applied at a heartbeat once
+# the bucket allows, never dropped. An honest puller sends a Ready once per registration and per
+# replica that ends without a result asking for more (failed, cancelled): a few a second at most.
+# (A Ready that changes nothing, a repeat, journals nothing at all.)
+READY_BURST = 20.0
+READY_RATE = 10.0
 
 
 @dataclass(slots=True)
@@ -47,6 +54,7 @@ class Connection:
     clock: OffsetEstimator = field(default_factory=OffsetEstimator)  # the machine's, shared with the journal
     clock_samples: PeriodBest = field(default_factory=PeriodBest)  # thins its exchanges for the journal
     checkpoints: CheckpointCoalescer | None = None  # its replicas' checkpoints (made at the first)
+    ready_held: P.Ready | None = None  # its latest request for work, held while it asks too often
     pending: tuple[float | None, float | None] = (None, None)  # (t1 on its clock, t2) of its latest request
     hb_seq: int = 0
     hb_sent: float | None = None  # the clock of our last heartbeat to it, until its echo comes back once
@@ -122,7 +130,14 @@ class PullerMessages:
             if conn.checkpoints is not None:  # held checkpoints whose interval has passed
                 for rid, progress in conn.checkpoints.due(now):
                     self._checkpoint(j, rid, progress, now)
+            if conn.ready_held is not None and self.ready_rate.allow(j, now):  # a held request, now
+                held, conn.ready_held = conn.ready_held, None
+                if self._ready_changes(j, held):
+                    conn.pending = (held.clock, now)
+                    self._ready(identity, j, now, held.share, held.slots)
         elif t is P.Ready:
+            if not self._ready_news(j, msg, now):  # a repeat, or too often: nothing journalled now
+                return
             conn.pending = (msg.clock, now)
             self._ready(identity, j, now, msg.share, msg.slots)
         elif t is P.Computing or t is P.Progress:
@@ -153,6 +168,28 @@ class PullerMessages:
         elif t is P.Bye:
             log.info("%s leaves: %s", self.experiment.machines[j].name, msg.reason[:200])
             self._machine_gone(j, now)
+
+    def _ready_changes(self: Mapper, j: int, msg: P.Ready) -> bool:
+        """Whether a request for work tells the core anything: not if the machine already asks for the
+        same slots with the same share (then it is a repeat: it journals nothing)."""
+        m = self.core.machines[j]
+        if m.state is not MachineState.READY or m.silent or m.suspected:
+            return True
+        free = m.slots - len(m.replicas)
+        want = free if msg.slots > free else msg.slots
+        return want != m.asking or msg.share != m.cpu_share
+
+    def _ready_news(self: Mapper, j: int, msg: P.Ready, now: float) -> bool:
+        """True if a Ready is to be handled now; a repeat is ignored, and one over the machine's rate is
+        held (the latest) for a heartbeat when the rate allows."""
+        conn = self.conns[j]
+        conn.ready_held = None  # superseded
+        if not self._ready_changes(j, msg):
+            return False
+        if self.ready_rate.allow(j, now):
+            return True
+        conn.ready_held = msg
+        return False
 
     def _progress(self: Mapper, j: int, rid: int, progress: float, now: float) -> None:
         """Machine ``j``'s replica ``rid`` checkpointed: recorded now, or held (one per interval per replica)."""
@@ -267,10 +304,11 @@ class PullerMessages:
         if refusal is not None:
             self._refuse(identity, refusal.drop, refusal.reason, refusal.fatal, level=logging.ERROR)
             return
-        if not self.hello_rate.allow(key, j, now):  # a registration journals events: at a bounded rate
+        if not self.hello_rate.allow((key, j), now):  # a registration journals events: at a bounded rate
             self._refuse(identity, P.Drop.HELLO_RATE, f"too many hellos for machine {msg.machine[:64]!r}; "
                                                       "try again later", False)
             return
+        conn.ready_held = None  # a request of its previous registration
         m = self.experiment.machines[j]
         restarted = conn.incarnation is not None and conn.incarnation != msg.incarnation
         if restarted and self.core.machines[j].state is not MachineState.DOWN:

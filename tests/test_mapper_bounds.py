@@ -17,10 +17,12 @@ from test_testbed_attacks import FakePuller, SecureRun, client_keys, hello
 
 from mgst import protocol as P
 from mgst import security
-from mgst.admission import HELLO_BURST, HELLO_RATE, HelloRate
+from mgst.admission import HELLO_BURST, HELLO_RATE, TokenBuckets
 from mgst.checkpoints import MIN_INTERVAL, CheckpointCoalescer
 from mgst.clock import PERIOD
+from mgst.core.state import MachineState
 from mgst.mapper import Mapper
+from mgst.mapper_messages import READY_BURST, READY_RATE
 
 # ---------------------------------------------------------------- units
 
@@ -57,24 +59,24 @@ def test_the_coalescer_interval_has_a_floor_and_forgets_replicas_that_are_over()
 
 
 def test_hellos_pass_in_a_burst_then_at_the_rate_per_key_and_machine():
-    rate = HelloRate(burst=3, rate=2.0)
-    assert [rate.allow("k", 0, 10.0) for _ in range(4)] == [True, True, True, False]
-    assert rate.allow("k", 1, 10.0) and rate.allow("other", 0, 10.0) and rate.allow(None, 0, 10.0)
-    assert not rate.allow("k", 0, 10.4)  # 0.8 of a token
-    assert rate.allow("k", 0, 10.5) and not rate.allow("k", 0, 10.5)
-    assert [rate.allow("k", 0, 1000.0) for _ in range(4)] == [True, True, True, False]  # never more than the burst
+    rate = TokenBuckets(burst=3, rate=2.0)
+    assert [rate.allow(("k", 0), 10.0) for _ in range(4)] == [True, True, True, False]
+    assert rate.allow(("k", 1), 10.0) and rate.allow(("other", 0), 10.0) and rate.allow((None, 0), 10.0)
+    assert not rate.allow(("k", 0), 10.4)  # 0.8 of a token
+    assert rate.allow(("k", 0), 10.5) and not rate.allow(("k", 0), 10.5)
+    # never more than the burst, however long the bucket was left alone
+    assert [rate.allow(("k", 0), 1000.0) for _ in range(4)] == [True, True, True, False]
 
 
 def test_an_honest_puller_s_hellos_never_hit_the_rate():
-    """The fastest honest re-registration: a failure cycle of two minimum periods (0.1 s each), for an
-    hour, with a reconnect (0.5 s back-off) after each."""
-    rate = HelloRate()
-    t = 0.0
-    for _ in range(3600 * 5 // 2):
-        assert rate.allow("k", 0, t)
+    """The fastest honest re-registration: a new incarnation every failure cycle of two minimum periods
+    (0.1 s each), for an hour, after a burst of reconnects (a mapper's restart: a hello each back-off)."""
+    rate = TokenBuckets(HELLO_BURST, HELLO_RATE)
+    assert all(rate.allow(("k", 0), t) for t in (0.0, 0.5, 1.5, 3.5, 7.5))
+    t = 7.5
+    for _ in range(3600 * 5):
         t += 0.2
-        assert rate.allow("k", 0, t)
-        t += 0.5
+        assert rate.allow(("k", 0), t)
     assert HELLO_RATE >= 5.0
 
 
@@ -117,6 +119,29 @@ class JournalledRun(SecureRun):
 
 PROGRESS = 100_000
 HELLOS = 10_000
+READIES = 10_000
+
+
+def serve_until_idle(fake: FakePuller, mapper: Mapper, machine: int, timeout: float = 30.0) -> list[int]:
+    """Run (at once) every job the mapper sends the fake until its machine asks for nothing, holds nothing
+    and has no request held; the replicas served."""
+    served: list[int] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        fake.sync(mapper, machine)
+        while not fake.inbox.empty():
+            msg = fake.inbox.get()
+            if type(msg) is P.JobMsg:
+                now = time.time()
+                fake.send(P.Started(msg.replica, now, now))
+                fake.send(P.Done(msg.replica, now, now, now, 1.0, False))
+                served.append(msg.replica)
+        m = mapper.core.machines[machine]
+        if (m.state is not MachineState.READY and not m.replicas and mapper.conns[machine].ready_held is None
+                and fake.inbox.empty()):
+            return served
+        time.sleep(0.05)
+    pytest.fail("the fake's machine did not become idle")
 
 
 def test_floods_of_progress_and_re_registrations_add_a_bounded_number_of_events(tmp_path, no_children_left):
@@ -125,6 +150,8 @@ def test_floods_of_progress_and_re_registrations_add_a_bounded_number_of_events(
       failure, and the job goes on from 0.2;
     - sends 100,000 Progress messages for its next replica, then its result: at most one checkpoint
       per interval (0.2 s) is journalled, and the result is recorded as sent;
+    - sends 10,000 Ready messages, each changing its share: at most the bucket's burst and rate reach the
+      core (the others wait, the latest kept, or are dropped as READY_WHILE_BUSY once it has a job);
     - re-registers 10,000 times (a new incarnation each): at most the bucket's burst and rate are
       admitted, the rest refused (not fatally) and counted, journalling nothing.
     Every event about M3 is counted in the journal with sqlite3: a few thousand at most; every job is
@@ -169,7 +196,14 @@ def test_floods_of_progress_and_re_registrations_add_a_bounded_number_of_events(
                 now = time.time()
                 fake.send(P.Done(job2.replica, job2_t := now - 0.5, job2_t, now, 1.0, False))
                 fake.sync(mapper, 2)
-                # 3. a flood of re-registrations
+                # 3. a flood of requests for work, each changing its share
+                began = time.monotonic()
+                for i in range(READIES):
+                    fake.send(P.Ready(0.5 if i % 2 else 1.0, time.time(), 1))
+                fake.sync(mapper, 2, timeout=120)
+                ready_s = time.monotonic() - began
+                served = serve_until_idle(fake, mapper, 2)
+                # 4. a flood of re-registrations
                 refused_before = mapper.drops.counts[P.Drop.HELLO_RATE]
                 began = time.monotonic()
                 for _ in range(HELLOS):
@@ -199,10 +233,12 @@ def test_floods_of_progress_and_re_registrations_add_a_bounded_number_of_events(
     r2 = run.journal.replicas[job2.replica]
     assert (r2.outcome, r2.t5_remote, r2.t4_remote) == ("done", now, job2_t)
     # what M3 added to the journal
-    counts = journal_counts(out / "journal.sqlite", 2, {job1.replica, job2.replica})
+    counts = journal_counts(out / "journal.sqlite", 2, {job1.replica, job2.replica, *served})
     checkpoints = counts["core replica_checkpoint"]
     # job1: 2; job2: the first at once, one per interval, the last held one at its result (+ timing slack)
     assert 2 <= checkpoints <= 2 + 1 + progress_s / interval + 1 + 2, (checkpoints, progress_s)
+    readies = counts["core machine_ready"]
+    assert readies <= 2 + READY_BURST + READY_RATE * ready_s + len(served) + 2, (readies, ready_s, served)
     admitted = HELLOS - refused
     assert refused >= HELLOS - HELLO_BURST - HELLO_RATE * hellos_s - 1
     assert counts["register"] <= 1 + admitted
