@@ -54,7 +54,7 @@ class Connection:
     clock: OffsetEstimator = field(default_factory=OffsetEstimator)  # the machine's, shared with the journal
     clock_samples: PeriodBest = field(default_factory=PeriodBest)  # thins its exchanges for the journal
     checkpoints: CheckpointCoalescer | None = None  # its replicas' checkpoints (made at the first)
-    ready_held: P.Ready | None = None  # its latest request for work, held while it asks too often
+    ready_held: tuple[P.Ready, float] | None = None  # its latest request for work and when it came, held
     pending: tuple[float | None, float | None] = (None, None)  # (t1 on its clock, t2) of its latest request
     hb_seq: int = 0
     hb_sent: float | None = None  # the clock of our last heartbeat to it, until its echo comes back once
@@ -131,9 +131,9 @@ class PullerMessages:
                 for rid, progress in conn.checkpoints.due(now):
                     self._checkpoint(j, rid, progress, now)
             if conn.ready_held is not None and self.ready_rate.allow(j, now):  # a held request, now
-                held, conn.ready_held = conn.ready_held, None
+                (held, received), conn.ready_held = conn.ready_held, None
                 if self._ready_changes(j, held):
-                    conn.pending = (held.clock, now)
+                    conn.pending = (held.clock, received)
                     self._ready(identity, j, now, held.share, held.slots)
         elif t is P.Ready:
             if not self._ready_news(j, msg, now):  # a repeat, or too often: nothing journalled now
@@ -188,7 +188,7 @@ class PullerMessages:
             return False
         if self.ready_rate.allow(j, now):
             return True
-        conn.ready_held = msg
+        conn.ready_held = (msg, now)
         return False
 
     def _progress(self: Mapper, j: int, rid: int, progress: float, now: float) -> None:

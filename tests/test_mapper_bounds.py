@@ -23,6 +23,7 @@ from mgst.clock import PERIOD
 from mgst.core.state import MachineState
 from mgst.mapper import Mapper
 from mgst.mapper_messages import READY_BURST, READY_RATE
+from mgst.replay import replay
 
 # ---------------------------------------------------------------- units
 
@@ -247,6 +248,16 @@ def test_floods_of_progress_and_re_registrations_add_a_bounded_number_of_events(
     total = sum(counts.values())
     assert total <= 3000, (total, counts, progress_s, hellos_s)
     assert len(run.journal.machines[2].periods) <= admitted + 1
+    # a replay of the journal rebuilds the same clock estimates and the same corrected instants
+    replayed = replay(out)
+    try:
+        for m, again in zip(run.journal.machines, replayed.journal.machines):
+            assert list(m.clock._kept) == list(again.clock._kept) and len(m.clock) > 0
+        for rid, x in run.journal.replicas.items():
+            y = replayed.journal.replicas[rid]
+            assert (x.t1, x.t4r, x.t4, x.t5) == (y.t1, y.t4r, y.t4, y.t5), rid
+    finally:
+        replayed.store.close()
     print(f"M3 added {total} events: {dict(counts)}; progress flood {progress_s:.1f} s, hellos {hellos_s:.1f} s, "
           f"{refused} refused")
 
