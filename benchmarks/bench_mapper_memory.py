@@ -78,6 +78,8 @@ def child(config: dict) -> int:
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     exp = experiment(config["pullers"], config["minutes"], config["failures"])
+    if config["trace"]:
+        trace_growth(WARMUP + 10.0, config["minutes"] * 60.0)
     mapper = Mapper(exp, "tcp://127.0.0.1:0", keys=security.server_keys(Path(config["keys"])),
                     out=Path(config["out"]), register_timeout=REGISTER_TIMEOUT, drain_timeout=5.0, farewell=2.0)
     print(mapper.endpoint, flush=True)
@@ -85,6 +87,28 @@ def child(config: dict) -> int:
     done = sum(j.done_by is not None for j in run.journal.jobs.values())
     print(json.dumps({"jobs": len(run.journal.jobs), "done": done, "drops": dict(run.malformed)}), flush=True)
     return 0
+
+
+def trace_growth(first: float, last: float) -> None:
+    """Under tracemalloc, print to stderr the allocation sites that grew most from ``first`` to ``last``
+    seconds after now (a thread takes the snapshots; slower, and the RSS includes tracemalloc's own)."""
+    import threading  # noqa: PLC0415
+    import tracemalloc  # noqa: PLC0415
+
+    tracemalloc.start(4)
+
+    def watch() -> None:
+        time.sleep(first)
+        before = tracemalloc.take_snapshot()
+        time.sleep(max(0.0, last - first))
+        after = tracemalloc.take_snapshot()
+        print(f"allocation sites that grew most from {first:.0f} s to {last:.0f} s:", file=sys.stderr)
+        for stat in after.compare_to(before, "traceback")[:12]:
+            print(f"  {stat.size_diff / 1024:+9.1f} KiB {stat.count_diff:+7d} blocks  "
+                  + " <- ".join(f"{f.filename.rsplit('/', 2)[-1]}:{f.lineno}" for f in stat.traceback),
+                  file=sys.stderr)
+
+    threading.Thread(target=watch, daemon=True).start()
 
 
 def journal_counts(path: Path) -> tuple[int, int, float | None]:
@@ -103,12 +127,13 @@ def journal_counts(path: Path) -> tuple[int, int, float | None]:
     return events, done, msgpack.unpackb(row[0])[0]
 
 
-def measure(pullers: int, minutes: float, every: float, failures: bool) -> dict:
+def measure(pullers: int, minutes: float, every: float, failures: bool, trace: bool = False) -> dict:
     with tempfile.TemporaryDirectory(prefix="mgst-bench-memory-") as tmp:
         keys, out = Path(tmp) / "keys", Path(tmp) / "run"
         names = [f"P{j + 1}" for j in range(pullers)]
         security.create_keys(keys, names)
-        config = {"pullers": pullers, "minutes": minutes, "failures": failures, "keys": str(keys), "out": str(out)}
+        config = {"pullers": pullers, "minutes": minutes, "failures": failures, "keys": str(keys), "out": str(out),
+                  "trace": trace}
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         mapper = subprocess.Popen([sys.executable, __file__, "--child", json.dumps(config)], stdout=subprocess.PIPE,
                                   text=True, env=env, cwd=ROOT)
@@ -162,11 +187,13 @@ def main() -> int:
     p.add_argument("--every", type=float, default=5.0, help="seconds between samples (default 5)")
     p.add_argument("--no-failures", action="store_true", help="no injected failures")
     p.add_argument("--json", action="store_true", help="print the result as JSON too")
+    p.add_argument("--trace", action="store_true",
+                   help="run the mapper under tracemalloc and print where it grew after the first minute")
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
         return child(json.loads(args.child))
-    r = measure(args.pullers, args.minutes, args.every, not args.no_failures)
+    r = measure(args.pullers, args.minutes, args.every, not args.no_failures, args.trace)
     per_job = f", {r['growth_per_job_bytes']:.0f} B per job completed" if r["growth_per_job_bytes"] else ""
     print(f"{r['pullers']} pullers, {r['minutes']:g} min: RSS {r['rss_at_1min_mb']:.1f} MB at 1 min, "
           f"{r['rss_end_mb']:.1f} MB at the end; growth after the first minute {r['growth_mb']:.1f} MB "
