@@ -30,16 +30,6 @@ log = logging.getLogger("mgst.mapper")
 
 # A failed command refused by a puller's allow-list this many times takes the machine out of the run.
 REFUSE_LIMIT = 3
-# Core inputs before which a replica's held checkpoint is recorded (it ends, fails, or its machine goes):
-# the checkpoint a puller sent is never lost to coalescing.
-RELEASE_CHECKPOINTS_BEFORE = frozenset({"replica_done", "replica_failed", "machine_down", "machine_silent"})
-# Requests for work (Ready) that change what the core knows, per machine: a bucket of READY_BURST
-# refilled at READY_RATE a second; one beyond is held (the latest) and applied at a heartbeat once
-# the bucket allows, never dropped. An honest puller sends a Ready once per registration and per
-# replica that ends without a result asking for more (failed, cancelled): a few a second at most.
-# (A Ready that changes nothing, a repeat, journals nothing at all.)
-READY_BURST = 20.0
-READY_RATE = 10.0
 
 
 @dataclass(slots=True)
@@ -59,6 +49,18 @@ class Connection:
     hb_seq: int = 0
     hb_sent: float | None = None  # the clock of our last heartbeat to it, until its echo comes back once
     refusals: int = 0  # commands its allow-list refused
+
+
+# Core inputs before which a replica's held checkpoint is recorded (it ends, fails, or its machine goes):
+# the checkpoint a puller sent is never lost to coalescing.
+RELEASE_CHECKPOINTS_BEFORE = frozenset({"replica_done", "replica_failed", "machine_down", "machine_silent"})
+# Requests for work (Ready) that change what the core knows, per machine: a bucket of READY_BURST
+# refilled at READY_RATE a second; one beyond is held (the latest) and applied at a heartbeat once
+# the bucket allows, never dropped. An honest puller sends a Ready once per registration and per
+# replica that ends without a result asking for more (failed, cancelled): a few a second at most.
+# (A Ready that changes nothing, a repeat, journals nothing at all.)
+READY_BURST = 20.0
+READY_RATE = 10.0
 
 
 class PullerMessages:
