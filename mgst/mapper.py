@@ -15,7 +15,7 @@ import zmq
 
 from mgst import protocol as P
 from mgst import security
-from mgst.admission import TokenBuckets
+from mgst.admission import HELLO_BURST, TokenBuckets, hello_rate
 from mgst.core.decisions import (
     Assign,
     Cancel,
@@ -155,7 +155,9 @@ class Mapper(PullerMessages, Resuming):
         # Staging durations from the experiment's model (the simulator's stream, replication 0).
         self.staging = StagingSampler(experiment.staging, self.seed, 0) if experiment.staging is not None else None
         self.drops = DropLog(log)
-        self.hello_rate = TokenBuckets()  # per (key, machine): admitted hellos
+        # per (key, machine): admitted hellos, at a rate the failure law's restarts never need
+        self.hello_rate = TokenBuckets(HELLO_BURST, hello_rate(experiment.failures if self.failures else None,
+                                                               self.time_unit))
         self.ready_rate = TokenBuckets(READY_BURST, READY_RATE)  # per machine: requests that change something
         self._timers: list[tuple[float, int, int, Any]] = []
         self._seq = itertools.count()

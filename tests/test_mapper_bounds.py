@@ -4,6 +4,8 @@ rate-limited (docs/security.md, "What a peer can add to the journal")."""
 from __future__ import annotations
 
 import dataclasses
+import math
+import random
 import sqlite3
 import time
 from collections import Counter
@@ -17,12 +19,13 @@ from test_testbed_attacks import FakePuller, SecureRun, client_keys, hello
 
 from mgst import protocol as P
 from mgst import security
-from mgst.admission import HELLO_BURST, HELLO_RATE, TokenBuckets
+from mgst.admission import HELLO_BURST, HELLO_RATE, TokenBuckets, hello_rate
 from mgst.checkpoints import MIN_INTERVAL, CheckpointCoalescer
 from mgst.clock import PERIOD
 from mgst.core.state import MachineState
 from mgst.mapper import Mapper
 from mgst.mapper_messages import READY_BURST, READY_RATE
+from mgst.model import FailureModel, WeibullGroup, WeibullNormalFailures
 from mgst.replay import replay
 
 # ---------------------------------------------------------------- units
@@ -69,16 +72,32 @@ def test_hellos_pass_in_a_burst_then_at_the_rate_per_key_and_machine():
     assert [rate.allow(("k", 0), 1000.0) for _ in range(4)] == [True, True, True, False]
 
 
-def test_an_honest_puller_s_hellos_never_hit_the_rate():
-    """The fastest honest re-registration: a new incarnation every failure cycle of two minimum periods
-    (0.1 s each), for an hour, after a burst of reconnects (a mapper's restart: a hello each back-off)."""
-    rate = TokenBuckets(HELLO_BURST, HELLO_RATE)
+@pytest.mark.parametrize(("law", "time_unit"), [
+    (FailureModel(50.0, 2.0), 1.0),  # the paper's FE experiments
+    (FailureModel(8.0, 2.0), 0.1),  # tests/test_testbed.py's failures
+    (FailureModel(1e-6, 1e-6), 1.0),  # every period clamped to the puller's shortest (10 ms)
+    (WeibullNormalFailures((WeibullGroup(mttf=2.0, shape=0.5, repair_mean=0.5, repair_sd=0.2),)), 0.05),
+])
+def test_an_honest_puller_s_hellos_never_hit_the_rate(law, time_unit):
+    """A puller restarting on its failure law's draws (each period at least 10 ms wall), a hello per
+    restart, after a burst of reconnects (a mapper's restart: a hello each back-off): never refused,
+    for an hour or 100,000 restarts."""
+    rng = random.Random(7)
+    rate = TokenBuckets(HELLO_BURST, hello_rate(law, time_unit))
     assert all(rate.allow(("k", 0), t) for t in (0.0, 0.5, 1.5, 3.5, 7.5))
     t = 7.5
-    for _ in range(3600 * 5):
-        t += 0.2
-        assert rate.allow(("k", 0), t)
-    assert HELLO_RATE >= 5.0
+    for _ in range(100_000):
+        if isinstance(law, FailureModel):
+            up, down = rng.expovariate(1 / law.mean_up), rng.expovariate(1 / law.mean_down)
+        else:
+            g = law.groups[0]
+            up = rng.weibullvariate(g.mttf / math.gamma(1 + 1 / g.shape), g.shape)
+            down = max(0.0, rng.gauss(g.repair_mean, g.repair_sd))
+        t += max(0.01, up * time_unit) + max(0.01, down * time_unit)
+        assert rate.allow(("k", 0), t), t
+        if t > 3600:
+            break
+    assert HELLO_RATE <= hello_rate(law, time_unit) <= 50.0
 
 
 # ---------------------------------------------------------------- a hostile peer on a real run
