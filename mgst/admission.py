@@ -1,9 +1,11 @@
-"""Who may register under a machine's name: the rules a mapper applies to each hello."""
+"""Who may register under a machine's name, and how often: the rules a mapper applies to each hello."""
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 
+from mgst.model import FailureModel, Failures
 from mgst.protocol import Drop
 
 
@@ -50,3 +52,53 @@ def admit(name: str, holder: Holder, key: str | None, incarnation: int, identity
         return Refusal(Drop.NAME_TAKEN, f"machine name {name!r} is held by another live puller; a second "
                                         "puller under the same name is refused (retrying)", False)
     return None
+
+
+# Hellos a key may send for one machine name (per name alone without CURVE): a token bucket of
+# HELLO_BURST, refilled at hello_rate() a second. An honest puller says hello once per incarnation and,
+# without an answer, again after a back-off that starts at 0.5 s and doubles; an injected failure makes a
+# new incarnation. So the rate is 4 / the failure law's mean up-and-down cycle (wall), at least HELLO_RATE
+# (a hello every 0.2 s: an experiment without failures, or with slow ones), at most one per
+# SHORTEST_CYCLE. The burst absorbs a mapper's restart, a network blip, a cluster of short periods. A
+# peer that re-registers faster is refused (not fatally) and journals nothing; each admitted hello
+# costs at most 5 + 3 x slots journal events.
+HELLO_BURST = 20.0
+HELLO_RATE = 5.0
+# Two of the puller's shortest failure periods (adjuster.failures.MIN_PERIOD, 10 ms): the fastest an
+# injected failure law can make a puller restart, whatever its means.
+SHORTEST_CYCLE = 0.02
+
+
+def hello_rate(failures: Failures | None, time_unit: float) -> float:
+    """Hellos a second per (key, machine) that an honest puller under ``failures`` never exceeds."""
+    if failures is None:
+        return HELLO_RATE
+    if isinstance(failures, FailureModel):
+        cycle = failures.mean_up + failures.mean_down
+    else:
+        cycle = min(g.mttf + g.repair_mean for g in failures.groups)
+    cycle_s = max(cycle * time_unit, SHORTEST_CYCLE)
+    return min(1.0 / SHORTEST_CYCLE, max(HELLO_RATE, 4.0 / cycle_s))
+
+
+class TokenBuckets:
+    """Token buckets, one per key: :meth:`allow` says whether one more may pass (and spends it).
+
+    For hellos the key is (CURVE key, machine): known names only, so memory is bounded by the
+    experiment and the authorized keys, and a key naming a machine spends its own bucket for it,
+    never the machine's own puller's.
+    """
+
+    __slots__ = ("burst", "rate", "_buckets")
+
+    def __init__(self, burst: float = HELLO_BURST, rate: float = HELLO_RATE):
+        self.burst = burst
+        self.rate = rate
+        self._buckets: dict[Hashable, tuple[float, float]] = {}  # -> (tokens, when)
+
+    def allow(self, key: Hashable, now: float) -> bool:
+        tokens, when = self._buckets.get(key, (self.burst, now))
+        tokens = min(self.burst, tokens + max(0.0, now - when) * self.rate)
+        allowed = tokens >= 1.0
+        self._buckets[key] = (tokens - 1.0 if allowed else tokens, now)
+        return allowed

@@ -16,6 +16,11 @@ from mgst.model import Experiment, Job
 from mgst.results import JOB_COLUMNS
 from mgst.store import RunStore
 
+# The incarnations of a machine remembered (a retired one that hellos again is refused for good): a
+# puller that lost its name retries within seconds, long before this many newer ones have registered
+# (re-registrations are rate-limited, mgst.admission.HELLO_RATE), and the list stays short to copy.
+INCARNATIONS_KEPT = 64
+
 
 def wall_iso(t: float | None) -> str:
     """A wall-clock time as an ISO 8601 local timestamp with microseconds (spreadsheets read it)."""
@@ -32,10 +37,11 @@ class ReplicaLog:
     was made and the job sent, t4r the puller received it, t4 it started, t5 it
     finished, t6 the mapper learnt it was done. There is no result transfer, so
     the paper's t7 is t6. Puller-side instants are kept as the puller stamped them
-    (``*_remote``) and put on the mapper's clock by :meth:`Journal.correct` at the
-    end, with the offset estimated from the heartbeats around each instant, kept
-    within what the replica's message of that time allows (none arrives before it
-    left).
+    (``*_remote``) and put on the mapper's clock when they are recorded, with the
+    offset estimated from the heartbeats of the last minute (the estimator's
+    bounded window), kept within what the replica's message of that time allows
+    (none arrives before it left). The journal's events carry everything the
+    correction uses, in order, so a replay computes the same values.
     """
 
     replica: int
@@ -48,7 +54,7 @@ class ReplicaLog:
     t4_remote: float | None = None
     t5_remote: float | None = None
     t6: float | None = None
-    t1: float | None = None  # the corrected instants, set by Journal.correct()
+    t1: float | None = None  # the corrected instants, set as the puller's are recorded
     t4r: float | None = None
     t4: float | None = None
     t5: float | None = None
@@ -77,7 +83,8 @@ class MachineLog:
     jobs_run: int = 0
     offset: float = 0.0
     rtt: float | None = None
-    incarnations: list[int] = field(default_factory=list)  # every registration's incarnation, in order
+    incarnations: list[int] = field(default_factory=list)  # the latest INCARNATIONS_KEPT incarnations, in order
+    registrations: int = 0  # incarnations registered in all
     key: str | None = None  # the CURVE public key (z85) its name is bound to; None without CURVE
     speed: float = 0.0  # calibrated spin-kernel iterations per second, as the puller reported
 
@@ -188,18 +195,33 @@ class Journal:
 
     def _sent(self, replica: int, job: int, machine: int, t1_remote: float | None, t2: float | None,
               t3: float) -> None:
-        self.replicas[replica] = ReplicaLog(replica, job, machine, t1_remote, t2, t3)
+        r = self.replicas[replica] = ReplicaLog(replica, job, machine, t1_remote, t2, t3)
         self.jobs[job].replicas.append(replica)
+        if t1_remote is not None:  # its request arrived after it left: offset >= t1_remote - t2
+            low = t1_remote - t2 if t2 is not None else -math.inf
+            r.t1 = self.machines[machine].clock.to_local(t1_remote, low=low)
         self._saw(t3)
 
     def _started(self, replica: int, received: float, started: float) -> None:
-        r = self.replicas[replica]
+        self._started_at(self.replicas[replica], received, started)
+
+    def _started_at(self, r: ReplicaLog, received: float, started: float) -> None:
+        """The puller received the job at ``received`` and started it at ``started`` (its clock)."""
+        if r.t4 is not None and (r.t4r_remote, r.t4_remote) == (received, started):
+            return  # corrected when first reported (a result repeats them): kept as they were
         r.t4r_remote, r.t4_remote = received, started
+        # The job, sent at t3, arrived after it left: offset <= t4r_remote - t3.
+        clock = self.machines[r.machine].clock
+        high = received - r.t3
+        r.t4r, r.t4 = clock.to_local(received, high=high), clock.to_local(started, high=high)
 
     def _done(self, replica: int, received: float, started: float, finished: float, wall: float,
               achieved: float) -> None:
         r = self.replicas[replica]
-        r.t4r_remote, r.t4_remote, r.t5_remote, r.t6 = received, started, finished, wall
+        self._started_at(r, received, started)
+        r.t5_remote, r.t6 = finished, wall
+        # The result arrived after it left: offset >= t5_remote - t6.
+        r.t5 = self.machines[r.machine].clock.to_local(finished, low=finished - wall)
         r.achieved_share = achieved
         self.machines[r.machine].achieved.append(achieved)
         if self.outages and r.t3 < self.outages[-1][0] <= wall:
@@ -236,6 +258,9 @@ class Journal:
         m = self.machines[machine]
         if not m.incarnations or m.incarnations[-1] != incarnation:
             m.incarnations.append(incarnation)
+            m.registrations += 1
+            if len(m.incarnations) > INCARNATIONS_KEPT:
+                del m.incarnations[0]
         m.speed = speed
         m.key = key
 
@@ -268,26 +293,19 @@ class Journal:
     }
 
     def correct(self) -> None:
-        """Put every puller-stamped instant on the mapper's clock (call once the run is over)."""
+        """Note each machine's clock offset and delay for machines.csv (call once the run is over).
+
+        The replicas' instants are already on the mapper's clock: each was corrected as it was
+        recorded (:meth:`_sent`, :meth:`_started_at`, :meth:`_done`). The replica's own messages
+        arrived after they left: its request (t1 -> t2), the job (t3 -> t4r) and its result
+        (t5 -> t6). An offset estimated from the heartbeats can be off by half a heartbeat's round
+        trip, more than a job's one-way delay on a LAN; each instant is kept within the bound of
+        the message that crossed at that time (not of the others: over a long job a drifting
+        clock moves the offset more than that).
+        """
         for m in self.machines:
             m.offset = m.clock.offset
             m.rtt = m.clock.rtt
-        for r in self.replicas.values():
-            clock = self.machines[r.machine].clock
-            # The replica's own messages arrived after they left: its request (t1 -> t2), the job
-            # (t3 -> t4r) and its result (t5 -> t6). An offset estimated from the heartbeats can be
-            # off by half a heartbeat's round trip, more than a job's one-way delay on a LAN; each
-            # instant is kept within the bound of the message that crossed at that time (not of
-            # the others: over a long job a drifting clock moves the offset more than that).
-            if r.t1_remote is not None:
-                low = r.t1_remote - r.t2 if r.t2 is not None else -math.inf
-                r.t1 = clock.to_local(r.t1_remote, low=low)
-            high = r.t4r_remote - r.t3 if r.t4r_remote is not None else math.inf
-            r.t4r = None if r.t4r_remote is None else clock.to_local(r.t4r_remote, high=high)
-            r.t4 = None if r.t4_remote is None else clock.to_local(r.t4_remote, high=high)
-            if r.t5_remote is not None:
-                low = r.t5_remote - r.t6 if r.t6 is not None else -math.inf
-                r.t5 = clock.to_local(r.t5_remote, low=low)
 
     # --- statistics ----------------------------------------------------------
 
@@ -349,7 +367,7 @@ class Journal:
                     length = (down if down is not None else end) - up if up is not None else 0.0
                     w.writerow([m.name, wall_iso(up), wall_iso(down), f"{length:.3f}", m.share, achieved,
                                 m.jobs_run, f"{m.offset:.6f}", f"{m.rtt:.6f}" if m.rtt is not None else "",
-                                len(m.incarnations), f"{m.speed:.4g}"])
+                                m.registrations, f"{m.speed:.4g}"])
 
 
 def _stats(values: list[float]) -> dict[str, float | int | None]:

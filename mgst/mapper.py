@@ -14,8 +14,10 @@ from typing import Any
 
 import zmq
 
+from mgst import mapper_messages as messages
 from mgst import protocol as P
 from mgst import security
+from mgst.admission import HELLO_BURST, TokenBuckets, hello_rate
 from mgst.core.decisions import (
     Assign,
     Cancel,
@@ -175,6 +177,11 @@ class Mapper(PullerMessages, Resuming):
         # Staging durations from the experiment's model (the simulator's stream, replication 0).
         self.staging = StagingSampler(experiment.staging, self.seed, 0) if experiment.staging is not None else None
         self.drops = DropLog(log)
+        # per (key, machine): admitted hellos, at a rate the failure law's restarts never need
+        self.hello_rate = TokenBuckets(HELLO_BURST, hello_rate(experiment.failures if self.failures else None,
+                                                               self.time_unit))
+        # per machine: requests for work that change something
+        self.ready_rate = TokenBuckets(messages.READY_BURST, messages.READY_RATE)
         self._timers: list[tuple[float, int, int, Any]] = []
         self._seq = itertools.count()
         self._outbox: list[tuple[bytes, bytes, int | None]] = []
@@ -231,6 +238,8 @@ class Mapper(PullerMessages, Resuming):
 
     def _core(self, method: str, now: float, *args: Any) -> None:
         """Feed the core one input (recorded first, for replay) and carry out what it decides."""
+        if method in messages.RELEASE_CHECKPOINTS_BEFORE:
+            self._release_checkpoints(method, now, args)
         mnow = self.model_now(now)
         if self.journal.store is not None:
             self.journal.store.append("core", (method, mnow, encode_args(method, args)))

@@ -20,7 +20,8 @@ import zmq
 from mgst import protocol as P
 from mgst.admission import Holder, admit
 from mgst.availability import machine_group
-from mgst.clock import OffsetEstimator
+from mgst.checkpoints import CheckpointCoalescer
+from mgst.clock import OffsetEstimator, PeriodBest
 from mgst.core.state import STAGING, MachineState
 from mgst.model import FailureModel
 
@@ -52,10 +53,25 @@ class Connection:
     remote_clock: float = -1.0  # the puller's last heartbeat clock, to echo
     remote_received: float = -1.0  # when it arrived (our clock)
     clock: OffsetEstimator = field(default_factory=OffsetEstimator)  # the machine's, shared with the journal
+    clock_samples: PeriodBest = field(default_factory=PeriodBest)  # thins its exchanges for the journal
+    checkpoints: CheckpointCoalescer | None = None  # its replicas' checkpoints (made at the first)
+    ready_held: tuple[P.Ready, float] | None = None  # its latest request for work and when it came, held
     pending: tuple[float | None, float | None] = (None, None)  # (t1 on its clock, t2) of its latest request
     hb_seq: int = 0
     hb_sent: float | None = None  # the clock of our last heartbeat to it, until its echo comes back once
     refusals: int = 0  # commands its allow-list refused
+
+
+# Core inputs before which a replica's held checkpoint is recorded (it ends, fails, or its machine goes):
+# the checkpoint a puller sent is never lost to coalescing.
+RELEASE_CHECKPOINTS_BEFORE = frozenset({"replica_done", "replica_failed", "machine_down", "machine_silent"})
+# Requests for work (Ready) that change what the core knows, per machine: a bucket of READY_BURST
+# refilled at READY_RATE a second; one beyond is held (the latest) and applied at a heartbeat once
+# the bucket allows, never dropped. An honest puller sends a Ready once per registration and per
+# replica that ends without a result asking for more (failed, cancelled): a few a second at most.
+# (A Ready that changes nothing, a repeat, journals nothing at all.)
+READY_BURST = 20.0
+READY_RATE = 10.0
 
 
 class PullerMessages:
@@ -121,8 +137,21 @@ class PullerMessages:
             # feed the estimator (or the journal) more samples than we send heartbeats.
             if conn.hb_sent is not None and msg.echo == conn.hb_sent:
                 conn.hb_sent = None
-                self.journal.clock_sample(j, msg.echo, msg.echo_received, msg.clock, now)
+                # The journal (and the estimator, fed from it) takes one exchange per clock.PERIOD.
+                sample = conn.clock_samples.offer(msg.echo, msg.echo_received, msg.clock, now)
+                if sample is not None:
+                    self.journal.clock_sample(j, *sample)
+            if conn.checkpoints is not None:  # held checkpoints whose interval has passed
+                for rid, progress in conn.checkpoints.due(now):
+                    self._checkpoint(j, rid, progress, now)
+            if conn.ready_held is not None and self.ready_rate.allow(j, now):  # a held request, now
+                (held, received), conn.ready_held = conn.ready_held, None
+                if self._ready_changes(j, held):
+                    conn.pending = (held.clock, received)
+                    self._ready(identity, j, now, held.share, held.slots)
         elif t is P.Ready:
+            if not self._ready_news(j, msg, now):  # a repeat, or too often: nothing journalled now
+                return
             conn.pending = (msg.clock, now)
             self._ready(identity, j, now, msg.share, msg.slots)
         elif t is P.Computing or t is P.Progress:
@@ -136,7 +165,7 @@ class PullerMessages:
                 if live.phase == STAGING:
                     self._core("replica_computing", now, msg.replica)
             elif msg.progress > live.checkpoint:
-                self._core("replica_checkpoint", now, msg.replica, msg.progress)
+                self._progress(j, msg.replica, msg.progress, now)
         elif t is P.Started:
             r = self.journal.replicas.get(msg.replica)
             live = self.core.replica(msg.replica)
@@ -153,6 +182,60 @@ class PullerMessages:
         elif t is P.Bye:
             log.info("%s leaves: %s", self.experiment.machines[j].name, msg.reason[:200])
             self._machine_gone(j, now)
+
+    def _ready_changes(self: Mapper, j: int, msg: P.Ready) -> bool:
+        """Whether a request for work tells the core anything: not if the machine already asks for the
+        same slots with the same share (then it is a repeat: it journals nothing)."""
+        m = self.core.machines[j]
+        if m.state is not MachineState.READY or m.silent or m.suspected:
+            return True
+        free = m.slots - len(m.replicas)
+        want = free if msg.slots > free else msg.slots
+        return want != m.asking or msg.share != m.cpu_share
+
+    def _ready_news(self: Mapper, j: int, msg: P.Ready, now: float) -> bool:
+        """True if a Ready is to be handled now; a repeat is ignored, and one over the machine's rate is
+        held (the latest) for a heartbeat when the rate allows."""
+        conn = self.conns[j]
+        conn.ready_held = None  # superseded
+        if not self._ready_changes(j, msg):
+            return False
+        if self.ready_rate.allow(j, now):
+            return True
+        conn.ready_held = (msg, now)
+        return False
+
+    def _progress(self: Mapper, j: int, rid: int, progress: float, now: float) -> None:
+        """Machine ``j``'s replica ``rid`` checkpointed: recorded now, or held (one per interval per replica)."""
+        conn = self.conns[j]
+        if conn.checkpoints is None:
+            interval = (self.experiment.simulation.checkpoint_interval or 0.0) * self.time_unit
+            conn.checkpoints = CheckpointCoalescer(interval)
+        cp = conn.checkpoints
+        cp.prune(lambda r: (x := self.core.replica(r)) is not None and x.machine == j,
+                 2 * self.experiment.machines[j].slots)
+        if cp.offer(rid, progress, now):
+            self._core("replica_checkpoint", now, rid, progress)
+
+    def _checkpoint(self: Mapper, j: int, rid: int, progress: float, now: float) -> None:
+        """Record a held checkpoint, if its replica still runs on ``j`` and it is news."""
+        live = self.core.replica(rid)
+        if live is not None and live.machine == j and progress > live.checkpoint:
+            self._core("replica_checkpoint", now, rid, progress)
+
+    def _release_checkpoints(self: Mapper, method: str, now: float, args: tuple) -> None:
+        """Before ``method`` ends a replica or takes its machine: record what checkpoints it holds."""
+        if method.startswith("machine"):
+            j, rid = args[0], None
+        else:
+            live = self.core.replica(args[0])
+            if live is None:
+                return
+            j, rid = live.machine, args[0]
+        cp = self.conns[j].checkpoints
+        if cp is not None:
+            for r, progress in cp.take(rid):
+                self._checkpoint(j, r, progress, now)
 
     def _ready(self: Mapper, identity: bytes, j: int, now: float, share: float | None = None,
                slots: int | None = None) -> None:
@@ -235,6 +318,11 @@ class PullerMessages:
         if refusal is not None:
             self._refuse(identity, refusal.drop, refusal.reason, refusal.fatal, level=logging.ERROR)
             return
+        if not self.hello_rate.allow((key, j), now):  # a registration journals events: at a bounded rate
+            self._refuse(identity, P.Drop.HELLO_RATE, f"too many hellos for machine {msg.machine[:64]!r}; "
+                                                      "try again later", False)
+            return
+        conn.ready_held = None  # a request of its previous registration
         m = self.experiment.machines[j]
         restarted = conn.incarnation is not None and conn.incarnation != msg.incarnation
         if restarted and self.core.machines[j].state is not MachineState.DOWN:

@@ -62,6 +62,7 @@ class Drop:
     FINISHED_REPLICA = "replica already finished"
     READY_WHILE_BUSY = "ready while busy"
     HANDLER_ERROR = "handler error"
+    HELLO_RATE = "hellos too frequent"
 
 
 class ProtocolError(ValueError):

@@ -463,3 +463,44 @@ def test_solving_prints_nothing_in_a_fresh_interpreter():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
+
+
+def test_the_memo_evicts_by_bytes_least_recently_used_first():
+    """A budget of three 2x3 entries: the fourth instance evicts the least recently used one (solved
+    again when asked), never the one just used, and the estimated bytes never pass the budget."""
+    calls: list[tuple] = []
+
+    def solve(rates, alpha, avail, method):
+        calls.append(avail)
+        return ("plan", avail)
+
+    size = allocation._entry_bytes(2, 3)
+    memo = allocation._ByteBoundedMemo(solve, 3 * size + size // 2)
+    rates, alpha = ((1.0, 2.0, 3.0), (3.0, 2.0, 1.0)), (1.0, 1.0)
+    a, b, c, d = ((1.0, 1.0, x) for x in (0.1, 0.2, 0.3, 0.4))
+    for avail in (a, b, c):
+        assert memo(rates, alpha, avail, "dual") == ("plan", avail)
+    memo(rates, alpha, a, "dual")  # a is now the most recently used: b is the oldest
+    memo(rates, alpha, d, "dual")
+    info = memo.cache_info()
+    assert (info.currsize, info.bytes, info.hits, info.misses) == (3, 3 * size, 1, 4)
+    assert calls == [a, b, c, d]
+    memo(rates, alpha, a, "dual")  # kept
+    memo(rates, alpha, b, "dual")  # evicted: solved again
+    assert calls == [a, b, c, d, b]
+    assert memo.cache_info().bytes <= memo.budget
+    memo.cache_clear()
+    assert memo.cache_info() == (0, 0, 0, 0, memo.budget)
+
+
+def test_a_memo_too_small_for_an_entry_keeps_nothing_and_changes_no_result(monkeypatch):
+    """Solved through a memo with room for one small entry, the plans equal those solved afresh."""
+    cache_clear()
+    monkeypatch.setattr(allocation._solve_cached, "budget", allocation._entry_bytes(len(HIHI_RATES), 6))
+    plans = {}
+    for avail in ((1.0,) * 6, (0.5,) * 6, (1.0, 0.0, 1.0, 0.5, 0.5, 0.5), (1.0,) * 6):
+        plans[avail] = solve_allocation(HIHI_RATES, HIHI_ALPHA, avail)
+        assert plans[avail] == allocation._solve(*allocation._validate(HIHI_RATES, HIHI_ALPHA, avail))
+        assert cache_info().currsize <= 1 and cache_info().bytes <= allocation._solve_cached.budget
+    assert cache_info().hits == 0  # (1.0,) * 6 was evicted by the two after it
+    cache_clear()

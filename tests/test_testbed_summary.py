@@ -106,8 +106,8 @@ def hand_made_run(responses: dict[int, list[float]], achieved: list[list[float]]
                                     timed_out=False, requeues=0, across_outage=False)
         replicas[jid] = SimpleNamespace(t3=submitted + 0.25, t6=submitted + responses[c][k])
     machines = [
-        SimpleNamespace(name=m.name, share=m.availability, achieved=a, incarnations=[1], jobs_run=len(a), offset=0.0,
-                        rtt=None, periods=[])
+        SimpleNamespace(name=m.name, share=m.availability, achieved=a, incarnations=[1], registrations=1,
+                        jobs_run=len(a), offset=0.0, rtt=None, periods=[])
         for m, a in zip(exp.machines, achieved)
     ]
     return SimpleNamespace(

@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
-import functools
 import math
 import threading
-from collections.abc import Callable, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from typing import Generic, NamedTuple, TypeVar
 
 import highspy
 import numpy as np
 
 __all__ = ["Allocation", "AllocationError", "cache_clear", "cache_info", "solve_allocation"]
 
-#: Bound on the number of memoised (rates, arrival_rates, availability) instances.
-CACHE_SIZE = 4096
+#: Bound on the memory of the memoised (rates, arrival_rates, availability) instances, in bytes, each
+#: entry's size estimated from its dimensions (:func:`_entry_bytes`). A long testbed run at 1,000
+#: machines re-solves on every change of availability: the 4,096 entries an lru_cache kept then took
+#: 0.2-1 GiB (47 KiB to 260 KiB each with their keys, by tracemalloc, at 4 classes). 64 MiB holds
+#: 230 of the largest of those, thousands of small ones (a simulation sweep's), and keeps a
+#: worker process's memory well under its share of a lab node.
+CACHE_BYTES = 64 * 2**20
 #: Instances with more entries (classes x machines) are solved each time, not memoised: a big grid
 #: seldom repeats an availability vector, and 4,096 of its solutions would take gigabytes.
 MEMO_MAX_ENTRIES = 4096
@@ -84,7 +90,7 @@ def solve_allocation(
     per class (alpha), ``availability`` one CPU share in [0, 1] per machine (0 for a
     machine that is down).
 
-    Results are memoised on the arguments (up to ``CACHE_SIZE`` instances) when they
+    Results are memoised on the arguments (least recently used first out, within ``CACHE_BYTES``) when they
     are hashable, i.e. tuples, as simulations pass them; other sequences (lists, numpy
     arrays) are converted first.
 
@@ -133,7 +139,7 @@ def solve_allocation(
     return _solve_cached(*key, method)
 
 
-def cache_info() -> functools._CacheInfo:
+def cache_info() -> MemoInfo:
     """Hit/miss statistics of the :func:`solve_allocation` memo."""
     return _solve_cached.cache_info()
 
@@ -142,6 +148,76 @@ def cache_clear() -> None:
     """Empty the :func:`solve_allocation` memo."""
     _solve_cached.cache_clear()
     _solve_merged_cached.cache_clear()
+
+
+# --------------------------------------------------------------------------- the memo
+
+_R = TypeVar("_R")
+# A float (24 bytes) and the tuple slot that points to it (8).
+_FLOAT_BYTES = 32
+# A tuple's header, a memo entry's key tuple, its ordered-dict node and the Allocation object.
+_ENTRY_OVERHEAD = 512
+
+
+class MemoInfo(NamedTuple):
+    hits: int
+    misses: int
+    currsize: int  # entries
+    bytes: int  # their estimated size
+    budget: int
+
+
+def _entry_bytes(classes: int, machines: int) -> int:
+    """An upper estimate of one memo entry's memory: its key (rates, arrival rates, availability) and
+    its plan (delta), each float counted with its tuple slot, plus a tuple header per row."""
+    floats = 2 * classes * machines + classes + machines
+    return floats * _FLOAT_BYTES + (2 * classes + 3) * 56 + _ENTRY_OVERHEAD
+
+
+class _ByteBoundedMemo(Generic[_R]):
+    """Memoises ``solve(rates, arrival_rates, availability, method)`` on its (hashable) arguments,
+    evicting the least recently used entries once their estimated size passes ``budget`` bytes.
+    Thread-safe (the solver runs outside the lock; two threads may solve the same instance once each)."""
+
+    def __init__(self, solve: Callable[..., _R], budget: int):
+        self._solve = solve
+        self.budget = budget
+        self._entries: OrderedDict[Hashable, tuple[_R, int]] = OrderedDict()
+        self._bytes = 0
+        self._hits = self._misses = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, rates: Sequence[Sequence[float]], arrival_rates: Sequence[float],
+                 availability: Sequence[float], method: str) -> _R:
+        key = (rates, arrival_rates, availability, method)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+                self._hits += 1
+                return entry[0]
+            self._misses += 1
+        result = self._solve(rates, arrival_rates, availability, method)
+        size = _entry_bytes(len(rates), len(availability))
+        if size > self.budget:
+            return result
+        with self._lock:
+            if key not in self._entries:
+                self._entries[key] = (result, size)
+                self._bytes += size
+                while self._bytes > self.budget:
+                    _, (_, old) = self._entries.popitem(last=False)
+                    self._bytes -= old
+        return result
+
+    def cache_info(self) -> MemoInfo:
+        with self._lock:
+            return MemoInfo(self._hits, self._misses, len(self._entries), self._bytes, self.budget)
+
+    def cache_clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._bytes = self._hits = self._misses = 0
 
 
 # --------------------------------------------------------------------------- internals
@@ -226,14 +302,16 @@ def _highs(method: str = "dual") -> highspy.Highs:  # (or its C++ base class: _Q
     return h
 
 
-@functools.lru_cache(maxsize=CACHE_SIZE)
-def _solve_cached(
+def _solve_validated(
     rates: Sequence[Sequence[float]],
     arrival_rates: Sequence[float],
     availability: Sequence[float],
     method: str,
 ) -> Allocation:
     return _solve(*_validate(rates, arrival_rates, availability), method)
+
+
+_solve_cached = _ByteBoundedMemo(_solve_validated, CACHE_BYTES)
 
 
 def _solve(r: np.ndarray, alpha: np.ndarray, a: np.ndarray, method: str = "dual") -> Allocation:
@@ -337,15 +415,18 @@ def _solve_merging_identical_machines(
     return Allocation(lam=merged.lam, delta=_spread(np.asarray(merged.delta), kind_of, a))
 
 
-@functools.lru_cache(maxsize=CACHE_SIZE)
-def _solve_merged_cached(
+def _solve_merged(
     rates: tuple[tuple[float, ...], ...],
     arrival_rates: tuple[float, ...],
     capacity: tuple[float, ...],
     method: str,
 ) -> Allocation:
-    """The merged LP of :func:`_solve_merging_identical_machines` (capacities may exceed 1), memoised."""
+    """The merged LP of :func:`_solve_merging_identical_machines` (capacities may exceed 1)."""
     return _solve(np.array(rates), np.array(arrival_rates), np.array(capacity), method)
+
+
+# (memoised: the merged LP of a grid of a few kinds is small, and repeats)
+_solve_merged_cached = _ByteBoundedMemo(_solve_merged, CACHE_BYTES)
 
 
 def _spread(merged_delta: np.ndarray, kind_of: np.ndarray, a: np.ndarray) -> tuple[tuple[float, ...], ...]:

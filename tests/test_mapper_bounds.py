@@ -1,0 +1,289 @@
+"""Nothing an admitted peer sends grows the journal without bound: progress is coalesced, hellos are
+rate-limited (docs/security.md, "What a peer can add to the journal")."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+import sqlite3
+import time
+from collections import Counter
+from pathlib import Path
+
+import msgpack
+import pytest
+import zmq
+from test_testbed import check_every_job_done_once, small
+from test_testbed_attacks import FakePuller, SecureRun, client_keys, hello
+
+from mgst import protocol as P
+from mgst import security
+from mgst.admission import HELLO_BURST, HELLO_RATE, TokenBuckets, hello_rate
+from mgst.checkpoints import MIN_INTERVAL, CheckpointCoalescer
+from mgst.clock import PERIOD
+from mgst.core.state import MachineState
+from mgst.mapper import Mapper
+from mgst.mapper_messages import READY_BURST, READY_RATE
+from mgst.model import FailureModel, WeibullGroup, WeibullNormalFailures
+from mgst.replay import replay
+
+# ---------------------------------------------------------------- units
+
+
+def test_a_checkpoint_too_soon_is_held_and_the_latest_recorded_once_its_interval_has_passed():
+    c = CheckpointCoalescer(0.5)
+    assert c.offer(7, 0.1, 100.0)  # the first: at once
+    assert not c.offer(7, 0.2, 100.1) and not c.offer(7, 0.3, 100.2)  # too soon: held, the latest kept
+    assert c.due(100.4) == []
+    assert c.due(100.5) == [(7, 0.3)]
+    assert c.due(100.6) == []  # recorded once
+    assert not c.offer(7, 0.4, 100.7)  # 0.2 s after the last recorded one (at 100.5)
+    assert c.offer(7, 0.5, 101.0)  # its interval has passed: at once, the held 0.4 superseded
+    assert c.due(102.0) == []
+
+
+def test_a_held_checkpoint_is_given_up_before_its_replica_fails_and_only_its_own():
+    c = CheckpointCoalescer(10.0)
+    assert c.offer(1, 0.1, 0.0) and c.offer(2, 0.1, 0.0)
+    assert not c.offer(1, 0.6, 1.0) and not c.offer(2, 0.7, 1.0)
+    assert c.take(1) == [(1, 0.6)]  # replica 1 fails: its checkpoint first, whatever the interval
+    assert c.take(1) == []
+    assert c.take() == [(2, 0.7)]  # the machine goes down: every one it holds
+    assert c.due(100.0) == []
+
+
+def test_the_coalescer_interval_has_a_floor_and_forgets_replicas_that_are_over():
+    assert CheckpointCoalescer(0.0).interval == MIN_INTERVAL
+    c = CheckpointCoalescer(1.0)
+    for r in range(10):
+        c.offer(r, 0.5, 0.0)
+    c.prune(lambda r: r >= 8, keep=4)
+    assert len(c) == 2 and c.offer(3, 0.6, 0.1)  # 3 was forgotten: a new replica to it
+
+
+def test_hellos_pass_in_a_burst_then_at_the_rate_per_key_and_machine():
+    rate = TokenBuckets(burst=3, rate=2.0)
+    assert [rate.allow(("k", 0), 10.0) for _ in range(4)] == [True, True, True, False]
+    assert rate.allow(("k", 1), 10.0) and rate.allow(("other", 0), 10.0) and rate.allow((None, 0), 10.0)
+    assert not rate.allow(("k", 0), 10.4)  # 0.8 of a token
+    assert rate.allow(("k", 0), 10.5) and not rate.allow(("k", 0), 10.5)
+    # never more than the burst, however long the bucket was left alone
+    assert [rate.allow(("k", 0), 1000.0) for _ in range(4)] == [True, True, True, False]
+
+
+@pytest.mark.parametrize(("law", "time_unit"), [
+    (FailureModel(50.0, 2.0), 1.0),  # the paper's FE experiments
+    (FailureModel(8.0, 2.0), 0.1),  # tests/test_testbed.py's failures
+    (FailureModel(1e-6, 1e-6), 1.0),  # every period clamped to the puller's shortest (10 ms)
+    (WeibullNormalFailures((WeibullGroup(mttf=2.0, shape=0.5, repair_mean=0.5, repair_sd=0.2),)), 0.05),
+])
+def test_an_honest_puller_s_hellos_never_hit_the_rate(law, time_unit):
+    """A puller restarting on its failure law's draws (each period at least 10 ms wall), a hello per
+    restart, after a burst of reconnects (a mapper's restart: a hello each back-off): never refused,
+    for an hour or 100,000 restarts."""
+    rng = random.Random(7)
+    rate = TokenBuckets(HELLO_BURST, hello_rate(law, time_unit))
+    assert all(rate.allow(("k", 0), t) for t in (0.0, 0.5, 1.5, 3.5, 7.5))
+    t = 7.5
+    for _ in range(100_000):
+        if isinstance(law, FailureModel):
+            up, down = rng.expovariate(1 / law.mean_up), rng.expovariate(1 / law.mean_down)
+        else:
+            g = law.groups[0]
+            up = rng.weibullvariate(g.mttf / math.gamma(1 + 1 / g.shape), g.shape)
+            down = max(0.0, rng.gauss(g.repair_mean, g.repair_sd))
+        t += max(0.01, up * time_unit) + max(0.01, down * time_unit)
+        assert rate.allow(("k", 0), t), t
+        if t > 3600:
+            break
+    assert HELLO_RATE <= hello_rate(law, time_unit) <= 50.0
+
+
+# ---------------------------------------------------------------- a hostile peer on a real run
+
+
+def journal_counts(path: Path, machine: int, replicas: set[int]) -> Counter:
+    """Events of ``path`` that concern ``machine`` or its ``replicas``, by kind (core inputs by method),
+    read independently of mgst's store."""
+    counts: Counter = Counter()
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        for kind, data in db.execute("SELECT kind, data FROM events"):
+            args = msgpack.unpackb(data, raw=False, use_list=False, strict_map_key=False)
+            if kind == "core":
+                method, _, margs = args
+                if method.startswith("machine") and margs and margs[0] == machine:
+                    counts[f"core {method}"] += 1
+                elif method.startswith("replica") and margs[0] in replicas:
+                    counts[f"core {method}"] += 1
+            elif kind in ("clock", "register", "up", "down") and args[0] == machine:
+                counts[kind] += 1
+            elif kind in ("started", "done", "end") and args[-1 if kind == "end" else 0] in replicas:
+                counts[kind] += 1
+    return counts
+
+
+class JournalledRun(SecureRun):
+    """SecureRun with a journal in ``out``."""
+
+    def __init__(self, exp, tmp: Path, keys: Path, pullers: list[str], out: Path):
+        super().__init__(exp, tmp, keys, [])
+        self.mapper.socket.close(linger=0)
+        self.mapper._close_auth()
+        self.ctx = zmq.Context()
+        self.mapper = Mapper(exp, "tcp://127.0.0.1:0", keys=security.server_keys(keys), seed=11,
+                             register_timeout=30.0, context=self.ctx, out=out)
+        from mgst.local import start_pullers
+        self.procs = start_pullers(self.mapper.endpoint, pullers, tmp / "pullers.log", keys=keys)
+
+
+PROGRESS = 100_000
+HELLOS = 10_000
+READIES = 10_000
+
+
+def serve_until_idle(fake: FakePuller, mapper: Mapper, machine: int, timeout: float = 30.0) -> list[int]:
+    """Run (at once) every job the mapper sends the fake until its machine asks for nothing, holds nothing
+    and has no request held; the replicas served."""
+    served: list[int] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        fake.sync(mapper, machine)
+        while not fake.inbox.empty():
+            msg = fake.inbox.get()
+            if type(msg) is P.JobMsg:
+                now = time.time()
+                fake.send(P.Started(msg.replica, now, now))
+                fake.send(P.Done(msg.replica, now, now, now, 1.0, False))
+                served.append(msg.replica)
+        m = mapper.core.machines[machine]
+        if (m.state is not MachineState.READY and not m.replicas and mapper.conns[machine].ready_held is None
+                and fake.inbox.empty()):
+            return served
+        time.sleep(0.05)
+    pytest.fail("the fake's machine did not become idle")
+
+
+def test_floods_of_progress_and_re_registrations_add_a_bounded_number_of_events(tmp_path, no_children_left):
+    """A fake puller holding M3's own (admitted) key, beside real M1 and M2:
+    - checkpoints a replica at 0.1 then at once 0.2, and fails it: the held 0.2 is recorded before the
+      failure, and the job goes on from 0.2;
+    - sends 100,000 Progress messages for its next replica, then its result: at most one checkpoint
+      per interval (0.2 s) is journalled, and the result is recorded as sent;
+    - sends 10,000 Ready messages, each changing its share: at most the bucket's burst and rate reach the
+      core (the others wait, the latest kept, or are dropped as READY_WHILE_BUSY once it has a job);
+    - re-registers 10,000 times (a new incarnation each): at most the bucket's burst and rate are
+      admitted, the rest refused (not fatally) and counted, journalling nothing.
+    Every event about M3 is counted in the journal with sqlite3: a few thousand at most; every job is
+    done exactly once."""
+    keys = tmp_path / "keys"
+    security.create_keys(keys, ["M1", "M2", "M3"])
+    exp = small(policy="fcfs", duration=60.0)
+    exp = dataclasses.replace(exp, simulation=dataclasses.replace(exp.simulation, checkpoint_interval=4.0))
+    interval = 4.0 * exp.testbed.time_unit  # wall seconds
+    out = tmp_path / "run"
+    out.mkdir()
+    ctx = zmq.Context()
+    began = time.monotonic()
+    try:
+        with JournalledRun(exp, tmp_path, keys, ["M1", "M2"], out) as r:
+            mapper = r.mapper
+            fake = FakePuller(ctx, mapper.endpoint, client_keys(keys, "M3"))
+            try:
+                fake.send(hello("M3"))
+                fake.expect(P.Welcome)
+                r.started()
+                # 1. a checkpoint held when its replica fails is recorded first
+                fake.send(P.Ready(1.0, time.time(), 1))
+                job1 = fake.expect(P.JobMsg, 10)
+                now = time.time()
+                fake.send(P.Started(job1.replica, now, now))
+                fake.send(P.Progress(job1.replica, 0.1))
+                fake.send(P.Progress(job1.replica, 0.2))
+                fake.send(P.Failed(job1.replica, P.FAIL_ERROR, "a test failure"))
+                fake.sync(mapper, 2)
+                assert mapper.journal.replicas[job1.replica].outcome == "failed"
+                # 2. a flood of progress on its next replica
+                fake.send(P.Ready(1.0, time.time(), 1))
+                job2 = fake.expect(P.JobMsg, 10)
+                now = time.time()
+                fake.send(P.Started(job2.replica, now, now))
+                began = time.monotonic()
+                for i in range(1, PROGRESS + 1):
+                    fake.send(P.Progress(job2.replica, 0.99 * i / PROGRESS))
+                fake.sync(mapper, 2, timeout=120)
+                progress_s = time.monotonic() - began
+                now = time.time()
+                fake.send(P.Done(job2.replica, job2_t := now - 0.5, job2_t, now, 1.0, False))
+                fake.sync(mapper, 2)
+                # 3. a flood of requests for work, each changing its share
+                began = time.monotonic()
+                for i in range(READIES):
+                    fake.send(P.Ready(0.5 if i % 2 else 1.0, time.time(), 1))
+                fake.sync(mapper, 2, timeout=120)
+                ready_s = time.monotonic() - began
+                served = serve_until_idle(fake, mapper, 2)
+                # 4. a flood of re-registrations
+                refused_before = mapper.drops.counts[P.Drop.HELLO_RATE]
+                began = time.monotonic()
+                for _ in range(HELLOS):
+                    fake.send(hello("M3"))
+                fake.sync(mapper, 2, timeout=120)
+                hellos_s = time.monotonic() - began
+                refused = mapper.drops.counts[P.Drop.HELLO_RATE] - refused_before
+                mapper.stopping = True
+                run = r.wait()
+            finally:
+                fake.close()
+    finally:
+        ctx.destroy(linger=0)
+    elapsed = time.monotonic() - began
+    assert [p.returncode for p in r.procs] == [0, 0]
+    check_every_job_done_once(run, tmp_path)
+    events = list(RunStoreEvents(out / "journal.sqlite"))
+    # the held 0.2 was recorded before the failure; the job's next replica started from it
+    at = {e[:3]: i for i, e in enumerate(events)}
+    failed = next(i for i, e in enumerate(events) if e[:2] == ("replica_failed", job1.replica))
+    assert at[("replica_checkpoint", job1.replica, 0.1)] < at[("replica_checkpoint", job1.replica, 0.2)] < failed
+    assert run.core.jobs[job1.job].best_progress >= 0.2
+    assert job2.job != job1.job or job2.progress == pytest.approx(0.2)
+    # the flood's last checkpoint (held when the result came) was recorded: the mapper read every one
+    assert ("replica_checkpoint", job2.replica, 0.99) in at
+    # the flood's result, as sent
+    r2 = run.journal.replicas[job2.replica]
+    assert (r2.outcome, r2.t5_remote, r2.t4_remote) == ("done", now, job2_t)
+    # what M3 added to the journal
+    counts = journal_counts(out / "journal.sqlite", 2, {job1.replica, job2.replica, *served})
+    checkpoints = counts["core replica_checkpoint"]
+    # job1: 2; job2: the first at once, one per interval, the last held one at its result (+ timing slack)
+    assert 2 <= checkpoints <= 2 + 1 + progress_s / interval + 1 + 2, (checkpoints, progress_s)
+    readies = counts["core machine_ready"]
+    assert readies <= 2 + READY_BURST + READY_RATE * ready_s + len(served) + 2, (readies, ready_s, served)
+    admitted = HELLOS - refused
+    assert refused >= HELLOS - HELLO_BURST - HELLO_RATE * hellos_s - 1
+    assert counts["register"] <= 1 + admitted
+    assert counts["down"] <= admitted and counts["up"] <= admitted + 1
+    assert counts["clock"] <= 1 + PERIOD / 0.1 + elapsed / PERIOD + 1  # (the fake heartbeats every 0.1 s)
+    total = sum(counts.values())
+    assert total <= 3000, (total, counts, progress_s, hellos_s)
+    assert len(run.journal.machines[2].periods) <= admitted + 1
+    # a replay of the journal rebuilds the same clock estimates and the same corrected instants
+    replayed = replay(out)
+    try:
+        for m, again in zip(run.journal.machines, replayed.journal.machines):
+            assert list(m.clock._kept) == list(again.clock._kept) and len(m.clock) > 0
+        for rid, x in run.journal.replicas.items():
+            y = replayed.journal.replicas[rid]
+            assert (x.t1, x.t4r, x.t4, x.t5) == (y.t1, y.t4r, y.t4, y.t5), rid
+    finally:
+        replayed.store.close()
+    print(f"M3 added {total} events: {dict(counts)}; progress flood {progress_s:.1f} s, hellos {hellos_s:.1f} s, "
+          f"{refused} refused")
+
+
+def RunStoreEvents(path: Path):
+    """Core inputs as (method, *args) and other events as (kind, *args), in order."""
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        for kind, data in db.execute("SELECT kind, data FROM events ORDER BY seq"):
+            args = msgpack.unpackb(data, raw=False, use_list=False, strict_map_key=False)
+            yield (args[0], *args[2]) if kind == "core" else (kind, *args)
