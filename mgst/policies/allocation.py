@@ -14,13 +14,14 @@ import numpy as np
 
 __all__ = ["Allocation", "AllocationError", "cache_clear", "cache_info", "solve_allocation"]
 
-#: Bound on the memory of the memoised (rates, arrival_rates, availability) instances, in bytes, each
-#: entry's size estimated from its dimensions (:func:`_entry_bytes`). A long testbed run at 1,000
-#: machines re-solves on every change of availability: the 4,096 entries an lru_cache kept then took
-#: 0.2-1 GiB (47 KiB to 260 KiB each with their keys, by tracemalloc, at 4 classes). 64 MiB holds
-#: 230 of the largest of those, thousands of small ones (a simulation sweep's), and keeps a
-#: worker process's memory well under its share of a lab node.
-CACHE_BYTES = 64 * 2**20
+#: Bound on the memory of each of the two memos of (rates, arrival_rates, availability) instances, in
+#: bytes, each entry's size estimated from its dimensions (:func:`_entry_bytes`). A long testbed run
+#: re-solves on every change of availability and seldom sees a vector twice: an lru_cache of 4,096
+#: entries took 0.2-1 GiB at 1,000 machines (47 KiB to 260 KiB each with their keys, by tracemalloc, at
+#: 4 classes), and at 64 MiB the memo alone grew a 100-puller mapper by about 0.5 MB a minute, most of
+#: the growth bench_mapper_memory.py measured. 4 MiB keeps every plan of the paper's simulations (the
+#: most a replication memoises is 206 plans, 1.5 MB, lolo-mpd-fe and lohi-mfd-fe) and bounds the testbed's.
+CACHE_BYTES = 4 * 2**20
 #: Instances with more entries (classes x machines) are solved each time, not memoised: a big grid
 #: seldom repeats an availability vector, and 4,096 of its solutions would take gigabytes.
 MEMO_MAX_ENTRIES = 4096
