@@ -165,9 +165,9 @@ def _counts(text: str) -> list[int]:
     try:
         values = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: give puller counts such as 1,21,100") from None
+        raise argparse.ArgumentTypeError(f"{text!r}: give puller counts such as 1,21,100 or 1000,3000") from None
     if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r}: give positive puller counts such as 1,21,100")
+        raise argparse.ArgumentTypeError(f"{text!r}: give positive puller counts such as 1,21,100 or 1000,3000")
     return values
 
 

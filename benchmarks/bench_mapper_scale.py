@@ -45,6 +45,7 @@ from mgst import security
 from mgst.model import Experiment, JobClass, Machine, PolicySpec, TestbedSettings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_dispatch import _counts  # noqa: E402
 from fake_pullers import run_pullers  # noqa: E402
 
 REGISTER_TIMEOUT = 120.0  # s: generous, so that a slow registration is measured rather than fatal
@@ -254,16 +255,6 @@ def _pct(sorted_values: list[float], q: float) -> float:
     if not sorted_values:
         return math.nan
     return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
-
-
-def _counts(text: str) -> list[int]:
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: give puller counts such as 1000,3000") from None
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r}: give positive puller counts such as 1000,3000")
-    return values
 
 
 def _policies(text: str) -> list[str]:
