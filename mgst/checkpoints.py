@@ -24,7 +24,10 @@ class CheckpointCoalescer:
     __slots__ = ("interval", "_last", "_held")
 
     def __init__(self, interval: float):
-        self.interval = max(interval, MIN_INTERVAL)
+        # Half the experiment's interval: an honest puller sends one checkpoint per interval, so each is
+        # recorded as it comes, jitter and all (a gate at the full interval held nearly every one until
+        # the next heartbeat); a flood still reaches the core at most twice per interval per replica.
+        self.interval = max(interval / 2, MIN_INTERVAL)
         self._last: dict[int, float] = {}  # replica -> when its last checkpoint was recorded (wall)
         self._held: dict[int, float] = {}  # replica -> its pending progress
 
@@ -64,6 +67,11 @@ class CheckpointCoalescer:
             for r in [r for r in self._last if not alive(r)]:
                 del self._last[r]
                 self._held.pop(r, None)
+
+    @property
+    def holding(self) -> bool:
+        """Whether any checkpoint is held."""
+        return bool(self._held)
 
     def __len__(self) -> int:
         return len(self._last)

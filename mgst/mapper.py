@@ -189,6 +189,7 @@ class Mapper(PullerMessages, Resuming):
         self.t0: float | None = None
         self.stopping = False  # set (e.g. by a signal handler) to end generation early and drain
         self.aborting = False  # set to stop at once (a second interrupt): the journal stays consistent
+        self._gc_frozen = False  # the objects of before t0 are out of the collector's sight (_begin)
         self.paused: str | None = None  # why the run paused (its journal cannot be written), once it has
         # A ZAP handler serves a whole context: a secured mapper gets a context of its own, so that two
         # mappers in one process (tests, benchmarks) never share or clash over one.
@@ -261,10 +262,17 @@ class Mapper(PullerMessages, Resuming):
                 if self.paused is None:
                     self._farewell()
             finally:
+                self._unfreeze()  # (a run that raised after t0 has not)
                 self.socket.close(linger=500)  # ms: let the byes go out
                 self._close_auth()
                 if self.journal.store is not None:
                     self.journal.store.close()
+
+    def _unfreeze(self) -> None:
+        """Give what the run froze at t0 back to the collector (once)."""
+        if self._gc_frozen:
+            self._gc_frozen = False
+            gc.unfreeze()
 
     def _close_auth(self) -> None:
         if self._auth is not None:
@@ -387,7 +395,7 @@ class Mapper(PullerMessages, Resuming):
         return self._result(started, end, generation_end, horizon)
 
     def _result(self, started: float, end: float, generation_end: float, horizon: float) -> TestbedRun:
-        gc.unfreeze()
+        self._unfreeze()
         run = finish_run(self.experiment, self.core, self.journal, self.time_unit, self.t0 or started,
                          generation_end, end, self.drops.counts, horizon, self.seed, self.security, self.aborting)
         if self.journal.store is not None:
@@ -401,6 +409,7 @@ class Mapper(PullerMessages, Resuming):
         # (one paused the mapper 74 ms at 3,000 pullers otherwise). Undone in _result.
         gc.collect()
         gc.freeze()
+        self._gc_frozen = True
         now = max(now, time.time())
         self.t0 = now
         self.journal.began(now)

@@ -64,7 +64,8 @@ class Connection:
 
 # Core inputs before which a replica's held checkpoint is recorded (it ends, fails, or its machine goes):
 # the checkpoint a puller sent is never lost to coalescing.
-RELEASE_CHECKPOINTS_BEFORE = frozenset({"replica_done", "replica_failed", "machine_down", "machine_silent"})
+RELEASE_CHECKPOINTS_BEFORE = frozenset({"replica_done", "replica_failed", "machine_down", "machine_silent",
+                                        "machine_ready", "timer_fired"})
 # Requests for work (Ready) that change what the core knows, per machine: a bucket of READY_BURST
 # refilled at READY_RATE a second; one beyond is held (the latest) and applied at a heartbeat once
 # the bucket allows, never dropped. An honest puller sends a Ready once per registration and per
@@ -225,6 +226,12 @@ class PullerMessages:
 
     def _release_checkpoints(self: Mapper, method: str, now: float, args: tuple) -> None:
         """Before ``method`` ends a replica or takes its machine: record what checkpoints it holds."""
+        if method == "timer_fired":  # a time-out may end any replica: every held checkpoint first
+            for j, conn in enumerate(self.conns):
+                if conn.checkpoints is not None and conn.checkpoints.holding:
+                    for r, progress in conn.checkpoints.take():
+                        self._checkpoint(j, r, progress, now)
+            return
         if method.startswith("machine"):
             j, rid = args[0], None
         else:
@@ -260,10 +267,18 @@ class PullerMessages:
                                        msg.achieved_share)
             self._core("replica_done", now, msg.replica)
         if msg.ready:
+            conn = self.conns[j]
             if self.core.machines[j].state is not MachineState.READY:  # a replay must not move an earlier request
-                self.conns[j].pending = (msg.finished, now)
+                conn.pending = (msg.finished, now)
             m = self.core.machines[j]
-            self._ready(identity, j, now, None, min(m.asking + 1, m.slots))
+            if conn.ready_held is not None:
+                # The puller asked for ``held.slots`` (held by the rate), then this Done adds the slot it frees:
+                # it counts held.slots + 1 asked. Applied at a heartbeat after this, the held request would
+                # take the count back down by one (or be a "repeat"), and a slot would stay idle for good.
+                (held, _), conn.ready_held = conn.ready_held, None
+                self._ready(identity, j, now, held.share, min(held.slots + 1, m.slots))
+            else:
+                self._ready(identity, j, now, None, min(m.asking + 1, m.slots))
 
     def _failed(self: Mapper, identity: bytes, j: int, msg: P.Failed, now: float) -> None:
         live = self.core.replica(msg.replica)
