@@ -14,7 +14,6 @@ from typing import Any
 
 import zmq
 
-from mgst import mapper_messages as messages
 from mgst import protocol as P
 from mgst import security
 from mgst.admission import HELLO_BURST, TokenBuckets, hello_rate
@@ -32,7 +31,7 @@ from mgst.drops import DropLog
 from mgst.experiment_codec import to_plain
 from mgst.journal import Journal
 from mgst.liveness import LIVENESS, PAUSE_GRACE, heartbeat_interval_for, slices_for
-from mgst.mapper_messages import Connection, PullerMessages
+from mgst.mapper_messages import READY_BURST, READY_RATE, RELEASE_CHECKPOINTS_BEFORE, Connection, PullerMessages
 from mgst.mapper_resume import Resuming, next_item
 from mgst.model import Bag, Experiment, Job
 from mgst.replay import call_core, encode_args, make_core, replay
@@ -181,7 +180,9 @@ class Mapper(PullerMessages, Resuming):
         self.hello_rate = TokenBuckets(HELLO_BURST, hello_rate(experiment.failures if self.failures else None,
                                                                self.time_unit))
         # per machine: requests for work that change something
-        self.ready_rate = TokenBuckets(messages.READY_BURST, messages.READY_RATE)
+        self.ready_rate = TokenBuckets(READY_BURST, READY_RATE)
+        # Machines that held back a checkpoint (mgst.checkpoints) since the last timer recorded them all.
+        self.holding_checkpoints: set[int] = set()
         self._timers: list[tuple[float, int, int, Any]] = []
         self._seq = itertools.count()
         self._outbox: list[tuple[bytes, bytes, int | None]] = []
@@ -239,7 +240,7 @@ class Mapper(PullerMessages, Resuming):
 
     def _core(self, method: str, now: float, *args: Any) -> None:
         """Feed the core one input (recorded first, for replay) and carry out what it decides."""
-        if method in messages.RELEASE_CHECKPOINTS_BEFORE:
+        if method in RELEASE_CHECKPOINTS_BEFORE:
             self._release_checkpoints(method, now, args)
         mnow = self.model_now(now)
         if self.journal.store is not None:

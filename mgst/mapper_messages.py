@@ -217,6 +217,8 @@ class PullerMessages:
                  2 * self.experiment.machines[j].slots)
         if cp.offer(rid, progress, now):
             self._core("replica_checkpoint", now, rid, progress)
+        else:
+            self.holding_checkpoints.add(j)
 
     def _checkpoint(self: Mapper, j: int, rid: int, progress: float, now: float) -> None:
         """Record a held checkpoint, if its replica still runs on ``j`` and it is news."""
@@ -227,10 +229,11 @@ class PullerMessages:
     def _release_checkpoints(self: Mapper, method: str, now: float, args: tuple) -> None:
         """Before ``method`` ends a replica or takes its machine: record what checkpoints it holds."""
         if method == "timer_fired":  # a time-out may end any replica: every held checkpoint first
-            for j, conn in enumerate(self.conns):
-                if conn.checkpoints is not None and conn.checkpoints.holding:
-                    for r, progress in conn.checkpoints.take():
-                        self._checkpoint(j, r, progress, now)
+            for j in self.holding_checkpoints:  # (the machines that held one since; O(them), not O(machines))
+                cp = self.conns[j].checkpoints
+                for r, progress in cp.take() if cp is not None else ():
+                    self._checkpoint(j, r, progress, now)
+            self.holding_checkpoints.clear()
             return
         if method.startswith("machine"):
             j, rid = args[0], None
