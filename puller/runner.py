@@ -52,7 +52,7 @@ class SlotKit:
         return self.throttle
 
     def hold_at(self, share: float, pid: int | None) -> None:
-        """Hold the slot's processes (``pid``: the job's) at ``share`` > 0; 1 lifts the cap."""
+        """Hold the slot's processes (``pid``: the job's) at ``share``; 1 lifts the cap, 0 suspends them."""
         if self.throttle is None:
             if share >= 1.0 or self._failed:
                 return
