@@ -6,23 +6,20 @@ ends by the clock, or inf), ``finished(now)``, ``failure()``, ``achieved(now)``
 (the CPU share it got, time-weighted over its computing time), ``progress(now)``
 (fraction of the job's work done, None when unknown), ``set_share(share, now)``
 (0 suspends, a positive share resumes) and ``kill()``. ``puller/runner.py``
-makes them, with what each slot holds (throttle, spin worker).
+makes them, with what each slot holds (``puller/slotkit.py``: throttle, spin worker).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from typing import TYPE_CHECKING
 
 import psutil
 
 from mgst import protocol as P
 from mgst.model import EXECUTORS
 from puller.allowlist import CommandRefused
-
-if TYPE_CHECKING:
-    from puller.runner import SlotKit
+from puller.slotkit import SlotKit
 
 log = logging.getLogger(__name__)
 
