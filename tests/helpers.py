@@ -16,6 +16,7 @@ from typing import Any
 import psutil
 import pytest
 
+from adjuster.throttle.cgroupfs import list_mounts, proc_cgroups, v1_mount
 from mgst.core import Assign, Hold, JobRecord, MachineRecord, Output, Scheduler
 from mgst.model import Job, JobClass, Machine
 from mgst.policies import policy_class
@@ -206,7 +207,8 @@ SHARE_TRIES = 6  # windows taken before a share is declared impossible to judge 
 
 
 def schedstat(pid: int) -> tuple[float, float]:
-    """(seconds on a CPU, seconds runnable but waiting for one) of the main thread of ``pid``, to the ns."""
+    """(seconds on a CPU, seconds runnable but waiting for one) of the main thread of ``pid``, to the ns; the
+    test is skipped where the kernel does not keep them."""
     try:
         run, wait = Path(f"/proc/{pid}/schedstat").read_text().split()[:2]
     except (OSError, ValueError) as e:
@@ -214,21 +216,38 @@ def schedstat(pid: int) -> tuple[float, float]:
     return int(run) / 1e9, int(wait) / 1e9
 
 
+def contention_seconds(pid: int) -> float | None:
+    """Seconds ``pid`` has waited for a CPU while its throttle let it run (its wait less its cgroup's
+    throttled time; both grow over its life); None once it is gone."""
+    try:
+        wait = int(Path(f"/proc/{pid}/schedstat").read_text().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+    return wait - throttled_seconds(pid)
+
+
 def cpu_seconds(pid: int) -> float:
     """Seconds the main thread of ``pid`` has run (psutil's 10 ms ticks would be 1.7 % of a window)."""
     return schedstat(pid)[0]
 
 
-def throttled_seconds(throttle: Any) -> float:
-    """How long a cgroup throttle's group was held back by its quota (cpu.stat), 0 for other throttles."""
-    for path in getattr(throttle, "paths", ())[:1]:
-        for line in (path / "cpu.stat").read_text().splitlines():
-            key, _, value = line.partition(" ")
-            if key == "throttled_time":  # cgroup v1, ns
-                return int(value) / 1e9
-            if key == "throttled_usec":  # cgroup v2
-                return int(value) / 1e6
-    return 0.0
+def throttled_seconds(pid: int) -> float:
+    """How long the cgroup of ``pid`` (its cpu controller's: v1, else v2) was held back by its quota, from the
+    cgroup's cpu.stat; 0 outside a cgroup with a quota."""
+    cgroups = proc_cgroups(pid)
+    v1 = v1_mount("cpu")
+    if v1 is not None and "cpu" in cgroups:
+        stat, key, unit = v1 / cgroups["cpu"].lstrip("/") / "cpu.stat", "throttled_time", 1e9
+    else:
+        v2 = next((m.path for m in list_mounts() if m.fstype == "cgroup2"), None)
+        if v2 is None or "" not in cgroups:
+            return 0.0
+        stat, key, unit = v2 / cgroups[""].lstrip("/") / "cpu.stat", "throttled_usec", 1e6
+    try:
+        lines = stat.read_text().splitlines()
+    except OSError:
+        return 0.0
+    return next((int(v) / unit for k, _, v in (line.partition(" ") for line in lines) if k == key), 0.0)
 
 
 @dataclass(frozen=True)
@@ -249,9 +268,9 @@ def share_window(target: int, throttle: Any = None, seconds: float = SHARE_WINDO
     """Measure ``target`` (a pid, busy whenever it may run) over ``seconds`` of wall time."""
     if throttle is not None:
         throttle.reset_measure()
-    (run0, wait0), held0, w0 = schedstat(target), throttled_seconds(throttle), time.monotonic()
+    (run0, wait0), held0, w0 = schedstat(target), throttled_seconds(target), time.monotonic()
     time.sleep(seconds)
-    (run1, wait1), held1, w1 = schedstat(target), throttled_seconds(throttle), time.monotonic()
+    (run1, wait1), held1, w1 = schedstat(target), throttled_seconds(target), time.monotonic()
     achieved = throttle.achieved() if throttle is not None else None
     wall = w1 - w0
     return ShareWindow((run1 - run0) / wall, max(0.0, (wait1 - wait0) - (held1 - held0)) / wall, achieved)
