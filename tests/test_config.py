@@ -17,8 +17,8 @@ import pytest
 from mgst import config, config_checks, model, policies
 from mgst.config import ConfigError, load_experiment, parse_experiment
 from mgst.config_checks import overload_warning
-from mgst.experiment_codec import from_plain, to_plain
 from mgst.model import Experiment, FailureModel, SimulationSettings
+from mgst.testbed.experiment_codec import from_plain, to_plain
 
 EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"
 FAKE_POLICIES = ["fcfs", "lpas_dg"]

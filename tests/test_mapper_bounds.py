@@ -19,12 +19,7 @@ from test_testbed_attacks import FakePuller, SecureRun, client_keys, hello
 
 from mgst import protocol as P
 from mgst import security
-from mgst.admission import HELLO_BURST, HELLO_RATE, TokenBuckets, hello_rate
-from mgst.checkpoints import MIN_INTERVAL, CheckpointCoalescer
-from mgst.clock import PERIOD
 from mgst.core.state import MachineState
-from mgst.mapper import Mapper
-from mgst.mapper_messages import READY_BURST, READY_RATE
 from mgst.model import (
     Experiment,
     FailureModel,
@@ -36,7 +31,12 @@ from mgst.model import (
     WeibullGroup,
     WeibullNormalFailures,
 )
-from mgst.replay import replay
+from mgst.testbed.admission import HELLO_BURST, HELLO_RATE, TokenBuckets, hello_rate
+from mgst.testbed.checkpoints import MIN_INTERVAL, CheckpointCoalescer
+from mgst.testbed.clock_offsets import PERIOD
+from mgst.testbed.mapper import Mapper
+from mgst.testbed.messages import READY_BURST, READY_RATE
+from mgst.testbed.replay import replay
 
 # ---------------------------------------------------------------- units
 
@@ -155,7 +155,7 @@ class JournalledRun(SecureRun):
         self.ctx = zmq.Context()
         self.mapper = Mapper(exp, "tcp://127.0.0.1:0", keys=security.server_keys(keys), seed=11,
                              register_timeout=30.0, context=self.ctx, out=out)
-        from mgst.local import start_pullers
+        from mgst.testbed.local_run import start_pullers
         self.procs = start_pullers(self.mapper.endpoint, pullers, tmp / "pullers.log", keys=keys)
 
 

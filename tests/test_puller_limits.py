@@ -28,9 +28,9 @@ from mgst import config, config_models
 from mgst import protocol as P
 from mgst.availability.weibull import ANGLANO_PRESETS, DEFAULT_SHAPE, MAX_SHAPE, MIN_SHAPE, anglano_preset
 from mgst.drops import DropLog
-from mgst.liveness import HEARTBEAT_INTERVAL, heartbeat_interval_for
-from mgst.mapper_messages import PullerMessages
 from mgst.model import EXECUTORS
+from mgst.testbed.liveness import HEARTBEAT_INTERVAL, heartbeat_interval_for
+from mgst.testbed.messages import PullerMessages
 from puller import limits
 from puller.limits import Limits
 
@@ -316,7 +316,7 @@ def test_a_welcome_it_cannot_serve_stops_it_with_one_line(no_children_left, fake
 
 def test_the_limits_contain_every_legitimate_run() -> None:
     assert limits.MIN_TIME_UNIT <= config.MIN_TIME_UNIT and config.MAX_TIME_UNIT <= limits.MAX_TIME_UNIT
-    # the mapper's interval grows with the pullers (mgst.liveness): the largest experiment's is within the limits
+    # the mapper's interval grows with the pullers (mgst.testbed.liveness): the largest experiment's is within limits
     assert limits.MIN_HEARTBEAT <= HEARTBEAT_INTERVAL <= limits.MAX_HEARTBEAT
     assert heartbeat_interval_for(config_models.MAX_MACHINES) <= limits.MAX_HEARTBEAT
     assert config.MAX_TIME <= limits.MAX_LAW_TIME

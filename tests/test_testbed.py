@@ -22,10 +22,10 @@ from helpers import read_until
 
 from mgst import protocol as P
 from mgst.core.state import JobStatus, MachineState, Outcome
-from mgst.local import start_pullers, stop_pullers
-from mgst.mapper import Mapper, TestbedRun
 from mgst.model import Experiment, FailureModel, JobClass, Machine, PolicySpec, SimulationSettings, TestbedSettings
-from mgst.testbed import summarize_testbed, write_testbed_outputs
+from mgst.testbed.local_run import start_pullers, stop_pullers
+from mgst.testbed.mapper import Mapper, TestbedRun
+from mgst.testbed.summary import summarize_testbed, write_testbed_outputs
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_LIMIT = 60.0  # seconds any one run may take before the test gives up

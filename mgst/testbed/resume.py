@@ -1,7 +1,7 @@
 """How a resumed mapper takes over from a dead one: the generator's place, the held clock, the pullers' return.
 
-A mixin of :class:`mgst.mapper.Mapper` (``self`` is the Mapper). The journal and
-the core have already been rebuilt by :func:`mgst.replay.replay`; this decides
+A mixin of :class:`mgst.testbed.mapper.Mapper` (``self`` is the Mapper). The journal and
+the core have already been rebuilt by :func:`mgst.testbed.replay.replay`; this decides
 the rest: model time stands still until the pullers are back (or the wait is
 over), then runs on from where it stopped, with the outage cut out.
 """
@@ -17,9 +17,9 @@ from mgst.model import Bag, Job
 from mgst.workload import JobSource
 
 if TYPE_CHECKING:
-    from mgst.mapper import Mapper
+    from mgst.testbed.mapper import Mapper
 
-log = logging.getLogger("mgst.mapper")
+log = logging.getLogger("mgst.testbed.mapper")
 
 
 class Resuming:

@@ -16,7 +16,6 @@ import zmq
 
 from mgst import protocol as P
 from mgst import security
-from mgst.admission import HELLO_BURST, TokenBuckets, hello_rate
 from mgst.core.decisions import (
     Assign,
     Cancel,
@@ -28,16 +27,17 @@ from mgst.core.decisions import (
 )
 from mgst.core.state import MachineState
 from mgst.drops import DropLog
-from mgst.experiment_codec import to_plain
-from mgst.journal import Journal
-from mgst.liveness import LIVENESS, PAUSE_GRACE, heartbeat_interval_for, slices_for
-from mgst.mapper_messages import READY_BURST, READY_RATE, RELEASE_CHECKPOINTS_BEFORE, Connection, PullerMessages
-from mgst.mapper_resume import Resuming, next_item
 from mgst.model import Bag, Experiment, Job
-from mgst.replay import call_core, encode_args, make_core, replay
 from mgst.staging import StagingSampler
-from mgst.store import FILENAME, JournalWriteError, RunStore
-from mgst.testbed_run import TestbedRun, finish_run
+from mgst.testbed.admission import HELLO_BURST, TokenBuckets, hello_rate
+from mgst.testbed.experiment_codec import to_plain
+from mgst.testbed.journal import Journal
+from mgst.testbed.liveness import LIVENESS, PAUSE_GRACE, heartbeat_interval_for, slices_for
+from mgst.testbed.messages import READY_BURST, READY_RATE, RELEASE_CHECKPOINTS_BEFORE, Connection, PullerMessages
+from mgst.testbed.replay import call_core, encode_args, make_core, replay
+from mgst.testbed.resume import Resuming, next_item
+from mgst.testbed.run_result import TestbedRun, finish_run
+from mgst.testbed.store import FILENAME, JournalWriteError, RunStore
 from mgst.workload import make_workload
 
 log = logging.getLogger(__name__)
@@ -130,7 +130,7 @@ class Mapper(PullerMessages, Resuming):
         # How a failure is noticed: silence for the liveness window, or MGST's per-job time-out
         # (the policy's SilenceTimeouts acts on machines we report silent).
         self.detect_by_timeout = tb.detection == "timeout"
-        # None: by the number of machines (mgst.liveness: 0.2 s for a lab, longer for thousands).
+        # None: by the number of machines (mgst.testbed.liveness: 0.2 s for a lab, longer for thousands).
         self.heartbeat_interval = (heartbeat_interval_for(len(experiment.machines)) if heartbeat_interval is None
                                    else heartbeat_interval)
         self.liveness = liveness
@@ -170,7 +170,7 @@ class Mapper(PullerMessages, Resuming):
         for j, mlog in enumerate(self.journal.machines):
             if mlog.key is not None:
                 self.machines_of_key.setdefault(mlog.key, set()).add(j)
-        # When a receive pass last found the socket empty: silence is judged as of then (mgst.liveness).
+        # When a receive pass last found the socket empty: silence is judged as of then (mgst.testbed.liveness).
         self.drained_at = time.time()
         self._hb_slice = 0
         # Staging durations from the experiment's model (the simulator's stream, replication 0).
@@ -181,7 +181,7 @@ class Mapper(PullerMessages, Resuming):
                                                                self.time_unit))
         # per machine: requests for work that change something
         self.ready_rate = TokenBuckets(READY_BURST, READY_RATE)
-        # Machines that held back a checkpoint (mgst.checkpoints) since the last timer recorded them all.
+        # Machines that held back a checkpoint (mgst.testbed.checkpoints) since the last timer recorded them all.
         self.holding_checkpoints: set[int] = set()
         self._timers: list[tuple[float, int, int, Any]] = []
         self._seq = itertools.count()
@@ -426,7 +426,7 @@ class Mapper(PullerMessages, Resuming):
     # ------------------------------------------------------------------ liveness
 
     def _heartbeat(self, now: float) -> None:
-        """Heartbeat the next slice of the machines, and judge their silence (mgst.liveness)."""
+        """Heartbeat the next slice of the machines, and judge their silence (mgst.testbed.liveness)."""
         dead_after = self.liveness * self.heartbeat_interval
         # As of the last time we had read all that was waiting: what sits unread behind a pause of ours
         # (a GC, an LP solve, a backlog) was heard. A socket never emptied for PAUSE_GRACE is a flood.

@@ -1,6 +1,6 @@
 """What each message from a puller means: registration (who may hold a name), results, readiness.
 
-A mixin of :class:`mgst.mapper.Mapper`, kept apart so that the mapper's run loop
+A mixin of :class:`mgst.testbed.mapper.Mapper`, kept apart so that the mapper's run loop
 (clock, job generator, timers, write-ahead sending) and its reading of the wire
 can each be read alone. Every rule here checks a message against who sent it
 before anything is recorded: a hostile or broken peer is counted and dropped.
@@ -18,17 +18,17 @@ from typing import TYPE_CHECKING, Any
 import zmq
 
 from mgst import protocol as P
-from mgst.admission import Holder, admit
 from mgst.availability import machine_group
-from mgst.checkpoints import CheckpointCoalescer
-from mgst.clock import OffsetEstimator, PeriodBest
 from mgst.core.state import STAGING, MachineState
 from mgst.model import FailureModel
+from mgst.testbed.admission import Holder, admit
+from mgst.testbed.checkpoints import CheckpointCoalescer
+from mgst.testbed.clock_offsets import OffsetEstimator, PeriodBest
 
 if TYPE_CHECKING:
-    from mgst.mapper import Mapper
+    from mgst.testbed.mapper import Mapper
 
-log = logging.getLogger("mgst.mapper")
+log = logging.getLogger("mgst.testbed.mapper")
 
 # A failed command refused by a puller's allow-list this many times takes the machine out of the run.
 REFUSE_LIMIT = 3
@@ -87,7 +87,7 @@ class PullerMessages:
             try:
                 frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
-                self.drained_at = time.time()  # all that was sent to us so far is read (mgst.liveness)
+                self.drained_at = time.time()  # all that was sent to us so far is read (mgst.testbed.liveness)
                 return False
             now = time.time()
             identity = frames[0].bytes
