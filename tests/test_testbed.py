@@ -181,7 +181,7 @@ def test_malformed_messages_are_counted_and_the_run_goes_on(tmp_path, no_childre
     exp = small(machines=2)
     with Run(exp, tmp_path) as r:
         # ZeroMQ itself refuses (and disconnects) a frame over the protocol's limit before buffering it whole
-        assert r.mapper.socket.getsockopt(zmq.MAXMSGSIZE) == P.MAX_FRAME
+        assert r.mapper.router.socket.getsockopt(zmq.MAXMSGSIZE) == P.MAX_FRAME
         ctx = zmq.Context.instance()
         bad = ctx.socket(zmq.DEALER)
         bad.setsockopt(zmq.LINGER, 0)

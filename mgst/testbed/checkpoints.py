@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from mgst.core.scheduler import Scheduler
+from mgst.model import Experiment
+
 # The shortest interval between two checkpoints of one replica that the mapper records (wall
 # seconds), whatever the experiment's checkpoint interval: a checkpoint 0.1 s after the last
 # carries little a job's restart would miss, and at 10 a second per replica a puller's checkpoints
 # stay a bounded, small part of the journal. (A puller sends them at most every 0.01 s.)
 MIN_INTERVAL = 0.1
+# Core inputs before which a replica's held checkpoint is recorded (it ends, fails, or its machine goes):
+# the checkpoint a puller sent is never lost to coalescing.
+RELEASE_CHECKPOINTS_BEFORE = frozenset({"replica_done", "replica_failed", "machine_down", "machine_silent",
+                                        "machine_ready", "timer_fired"})
 
 
 class CheckpointCoalescer:
@@ -75,3 +82,66 @@ class CheckpointCoalescer:
 
     def __len__(self) -> int:
         return len(self._last)
+
+
+class MachineCheckpoints:
+    """The mapper's checkpoints, machine by machine: each machine's :class:`CheckpointCoalescer` (made at its
+    first checkpoint), and the machines that held one back since the last timer recorded them all.
+
+    ``feed(method, now, *args)`` gives the core an input as the mapper does (journalled, its decisions
+    carried out); the mapper calls :meth:`release` before each core input of RELEASE_CHECKPOINTS_BEFORE.
+    """
+
+    def __init__(self, core: Scheduler, experiment: Experiment, time_unit: float, feed: Callable[..., None]):
+        self.core = core
+        self.machines = experiment.machines
+        self.interval = (experiment.simulation.checkpoint_interval or 0.0) * time_unit  # wall s
+        self.feed = feed
+        self.coalescers: list[CheckpointCoalescer | None] = [None] * len(experiment.machines)
+        # Machines that held back a checkpoint since the last timer recorded them all.
+        self.holding: set[int] = set()
+
+    def offer(self, j: int, rid: int, progress: float, now: float) -> None:
+        """Machine ``j``'s replica ``rid`` checkpointed: recorded now, or held (one per interval per replica)."""
+        cp = self.coalescers[j]
+        if cp is None:
+            cp = self.coalescers[j] = CheckpointCoalescer(self.interval)
+        cp.prune(lambda r: (x := self.core.replica(r)) is not None and x.machine == j, 2 * self.machines[j].slots)
+        if cp.offer(rid, progress, now):
+            self.feed("replica_checkpoint", now, rid, progress)
+        else:
+            self.holding.add(j)
+
+    def record_due(self, j: int, now: float) -> None:
+        """Record machine ``j``'s held checkpoints whose interval has passed (at its heartbeat)."""
+        cp = self.coalescers[j]
+        if cp is not None:
+            for rid, progress in cp.due(now):
+                self._record(j, rid, progress, now)
+
+    def _record(self, j: int, rid: int, progress: float, now: float) -> None:
+        """Record a held checkpoint, if its replica still runs on ``j`` and it is news."""
+        live = self.core.replica(rid)
+        if live is not None and live.machine == j and progress > live.checkpoint:
+            self.feed("replica_checkpoint", now, rid, progress)
+
+    def release(self, method: str, now: float, args: tuple) -> None:
+        """Before ``method`` ends a replica or takes its machine: record what checkpoints it holds."""
+        if method == "timer_fired":  # a time-out may end any replica: every held checkpoint first
+            for j in self.holding:  # (the machines that held one since; O(them), not O(machines))
+                cp = self.coalescers[j]
+                for r, progress in cp.take() if cp is not None else ():
+                    self._record(j, r, progress, now)
+            self.holding.clear()
+            return
+        if method.startswith("machine"):
+            j, rid = args[0], None
+        else:
+            live = self.core.replica(args[0])
+            if live is None:
+                return
+            j, rid = live.machine, args[0]
+        cp = self.coalescers[j]
+        if cp is not None:
+            for r, progress in cp.take(rid):
+                self._record(j, r, progress, now)

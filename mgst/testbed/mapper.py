@@ -1,10 +1,16 @@
-"""The mapper: drives the scheduling core from the wall clock and the ZeroMQ messages of puller daemons."""
+"""The mapper: drives the scheduling core from the wall clock and the ZeroMQ messages of puller daemons.
+
+Everything in a testbed run revolves around this: the :class:`Mapper` holds the
+state of the run (the core, the journal, the pullers' connections, the run's
+clock) and the objects it shares that state with, each built here with what it
+needs: the router (the socket), the message handler (what each puller message
+means), the heartbeats (when silence means down), the machines' checkpoints and,
+for a resumed run, the resume. None of them imports this module.
+"""
 
 from __future__ import annotations
 
 import gc
-import heapq
-import itertools
 import logging
 import math
 import time
@@ -16,43 +22,27 @@ import zmq
 
 from mgst import protocol as P
 from mgst import security
-from mgst.core.decisions import (
-    Assign,
-    Cancel,
-    JobCompleted,
-    JobRequeued,
-    MachineSuspected,
-    ReplicaTimedOut,
-    SetTimer,
-)
-from mgst.core.state import MachineState
 from mgst.drops import DropLog
 from mgst.model import Bag, Experiment, Job
 from mgst.staging import StagingSampler
-from mgst.testbed.admission import HELLO_BURST, TokenBuckets, hello_rate
+from mgst.testbed import resume as resuming
+from mgst.testbed.checkpoints import RELEASE_CHECKPOINTS_BEFORE, MachineCheckpoints
+from mgst.testbed.connection import Connection
+from mgst.testbed.dispatch import Dispatcher
 from mgst.testbed.experiment_codec import to_plain
 from mgst.testbed.journal import Journal
-from mgst.testbed.liveness import LIVENESS, PAUSE_GRACE, heartbeat_interval_for, slices_for
-from mgst.testbed.messages import READY_BURST, READY_RATE, RELEASE_CHECKPOINTS_BEFORE, Connection, PullerMessages
-from mgst.testbed.replay import call_core, encode_args, make_core, replay
-from mgst.testbed.resume import Resuming, next_item
+from mgst.testbed.liveness import LIVENESS, Heartbeats, heartbeat_interval_for
+from mgst.testbed.messages import PullerMessages
+from mgst.testbed.replay import call_core, encode_args, make_core
+from mgst.testbed.resume import Resume, next_item
+from mgst.testbed.router import RECEIVE_BATCH, Router
+from mgst.testbed.run_clock import RunClock, WallTimers
 from mgst.testbed.run_result import TestbedRun, finish_run
 from mgst.testbed.store import FILENAME, JournalWriteError, RunStore
 from mgst.workload import make_workload
 
 log = logging.getLogger(__name__)
 
-# At most this many messages are handled per receive pass; then timers, arrivals and
-# heartbeats get their turn, so that a flood cannot stall them. ROUTER sockets read
-# their peers fair-queued, so a flooding peer cannot starve the others either.
-RECEIVE_BATCH = 256
-# Messages a peer may have queued at the mapper: a puller has a handful in flight at most;
-# with MAX_FRAME this caps what one flooding connection can make the mapper hold (16 MB).
-RCVHWM = 256
-# Connections the kernel queues for the mapper to accept, at least (ZeroMQ's default): one per
-# machine, so that thousands of pullers starting at once are not dropped and made to retry their
-# connection 1, 3, 7... s later (the kernel caps it at net.core.somaxconn).
-LISTEN_BACKLOG = 100
 # An LPAS_DG run with this many machines or more, and no resolve_debounce, is told about the option:
 # each re-solve then takes 10 ms or more (17 ms at 1,000), and every registration or failure makes one.
 DEBOUNCE_HINT_MACHINES = 500
@@ -60,15 +50,15 @@ DEBOUNCE_HINT_MACHINES = 500
 TICK = 0.5
 # A Paused notice's reason is cut to this (a journal path can be long; the protocol allows MAX_STR).
 PAUSE_REASON_MAX = 400
-
-_TIMER = 0
+# Rounds of committing and sending in one flush: a failed send may decide more (a machine gone).
+FLUSH_ROUNDS = 100
 
 
 class Interrupted(Exception):
     """The run was stopped before it began (while waiting for pullers)."""
 
 
-class Mapper(PullerMessages, Resuming):
+class Mapper:
     """One testbed run: register pullers, generate jobs in real time, schedule, drain, report.
 
     The job generator draws the same streams as replication 0 of the simulator
@@ -105,18 +95,13 @@ class Mapper(PullerMessages, Resuming):
     ):
         self.security = security.security_mode(bind, keys, insecure)
         tb = experiment.testbed
-        self.resuming = resume
+        replayed, replay_s = None, 0.0
         if resume:
             if out is None:
                 raise ValueError("resume needs the run's directory")
-            replay_started = time.monotonic()
-            self._replayed = replay(out)
-            self._replay_s = time.monotonic() - replay_started
-            meta = self._replayed.meta
-            if to_plain(experiment) != meta["experiment"]:
-                self._replayed.store.close()
-                raise ValueError(f"{out} was run with another experiment than {experiment.name!r}")
-            experiment = self._replayed.experiment
+            replayed, replay_s = resuming.load(out, experiment)
+            meta = replayed.meta
+            experiment = replayed.experiment
             duration, time_unit, seed = meta["duration"], meta["time_unit"], meta["seed"]
             executor, failures = meta["executor"], meta["failures"]
         self.experiment = experiment
@@ -129,7 +114,7 @@ class Mapper(PullerMessages, Resuming):
         self.seed = experiment.simulation.seed if seed is None else seed
         # How a failure is noticed: silence for the liveness window, or MGST's per-job time-out
         # (the policy's SilenceTimeouts acts on machines we report silent).
-        self.detect_by_timeout = tb.detection == "timeout"
+        detect_by_timeout = tb.detection == "timeout"
         # None: by the number of machines (mgst.testbed.liveness: 0.2 s for a lab, longer for thousands).
         self.heartbeat_interval = (heartbeat_interval_for(len(experiment.machines)) if heartbeat_interval is None
                                    else heartbeat_interval)
@@ -147,87 +132,65 @@ class Mapper(PullerMessages, Resuming):
         biggest = max(c.granularity for c in experiment.classes)
         slowest = max(biggest / (min(r for r in m.rates if r > 0) * m.availability) for m in experiment.machines)
         self.drain_timeout = drain_timeout if drain_timeout is not None else max(30.0, 50 * slowest * self.time_unit)
-        if resume:
-            self.journal = self._replayed.journal
-            self.core = self._replayed.core
+        if replayed is not None:
+            self.journal = replayed.journal
+            self.core = replayed.core
         else:
             store = None
             if out is not None:
                 store = RunStore(out / FILENAME, create=True)
                 store.set_meta(experiment=to_plain(experiment), seed=self.seed, duration=self.duration,
-                               time_unit=self.time_unit,
-                               executor=self.executor, failures=self.failures,
+                               time_unit=self.time_unit, executor=self.executor, failures=self.failures,
                                imports=list(imports), security=self.security, created=time.time())
             self.journal = Journal(experiment, store)
             self.core = make_core(experiment, self.seed)
-        self.names = {m.name: j for j, m in enumerate(experiment.machines)}
+        self.clock = RunClock(self.time_unit)
         self.conns = [Connection(clock=m.clock) for m in self.journal.machines]
         for conn, m in zip(self.conns, self.journal.machines):
             conn.incarnation = m.incarnations[-1] if m.incarnations else None
-        self.by_identity: dict[bytes, int] = {}
-        # Machines by the key they registered with (the journal's), to tell a shared key in O(1).
-        self.machines_of_key: dict[str, set[int]] = {}
-        for j, mlog in enumerate(self.journal.machines):
-            if mlog.key is not None:
-                self.machines_of_key.setdefault(mlog.key, set()).add(j)
+        self.by_identity: dict[bytes, int] = {}  # a registered puller's routing id -> its machine
         # When a receive pass last found the socket empty: silence is judged as of then (mgst.testbed.liveness).
         self.drained_at = time.time()
-        self._hb_slice = 0
         # Staging durations from the experiment's model (the simulator's stream, replication 0).
         self.staging = StagingSampler(experiment.staging, self.seed, 0) if experiment.staging is not None else None
         self.drops = DropLog(log)
-        # per (key, machine): admitted hellos, at a rate the failure law's restarts never need
-        self.hello_rate = TokenBuckets(HELLO_BURST, hello_rate(experiment.failures if self.failures else None,
-                                                               self.time_unit))
-        # per machine: requests for work that change something
-        self.ready_rate = TokenBuckets(READY_BURST, READY_RATE)
-        # Machines that held back a checkpoint (mgst.testbed.checkpoints) since the last timer recorded them all.
-        self.holding_checkpoints: set[int] = set()
-        self._timers: list[tuple[float, int, int, Any]] = []
-        self._seq = itertools.count()
-        self._outbox: list[tuple[bytes, bytes, int | None]] = []
-        self._frozen: float | None = None  # model time, held while a resumed mapper waits for its pullers
-        self.t0: float | None = None
+        self.timers = WallTimers()
         self.stopping = False  # set (e.g. by a signal handler) to end generation early and drain
         self.aborting = False  # set to stop at once (a second interrupt): the journal stays consistent
         self._gc_frozen = False  # the objects of before t0 are out of the collector's sight (_begin)
         self.paused: str | None = None  # why the run paused (its journal cannot be written), once it has
-        # A ZAP handler serves a whole context: a secured mapper gets a context of its own, so that two
-        # mappers in one process (tests, benchmarks) never share or clash over one.
-        self._own_context = context is None and keys is not None
-        self._ctx = context or (zmq.Context() if self._own_context else zmq.Context.instance())
-        self._auth = security.start_authenticator(self._ctx, keys) if keys is not None else None
-        self._curve = keys is not None
-        # With per-machine keys (mgst keys), authorized/NAME.key binds machine NAME to its key from the
-        # start: another admitted key cannot take a name whose puller has not registered yet.
-        self.prebound_keys = security.named_keys(keys, self.names) if keys is not None else {}
+        self.router = Router(bind, keys, context, len(self.conns))
+        self.endpoint = self.router.endpoint
         try:
-            self.socket = self._ctx.socket(zmq.ROUTER)
-            self.socket.setsockopt(zmq.LINGER, 0)
-            self.socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
-            self.socket.setsockopt(zmq.MAXMSGSIZE, P.MAX_FRAME)
-            self.socket.setsockopt(zmq.RCVHWM, RCVHWM)
-            self.socket.setsockopt(zmq.BACKLOG, max(LISTEN_BACKLOG, len(self.conns)))
-            if keys is not None:
-                security.secure_server(self.socket, keys)
-            if bind.endswith(":0"):
-                port = self.socket.bind_to_random_port(bind[: -len(":0")])
-                bind = f"{bind[: -len(':0')]}:{port}"
-            else:
-                self.socket.bind(bind)
+            self.dispatcher = Dispatcher(experiment, self.journal, self.conns, self.clock, self.timers,
+                                         send=self.router.send, feed=self.feed, executor=self.executor,
+                                         staging=self.staging)
+            self.checkpoints = MachineCheckpoints(self.core, experiment, self.time_unit, self.feed)
+            self.heartbeats = Heartbeats(experiment, self.core, self.journal, self.conns, self.by_identity,
+                                         send=self.router.send, feed=self.feed, interval=self.heartbeat_interval,
+                                         liveness=liveness, detect_by_timeout=detect_by_timeout)
+            self.messages = PullerMessages(
+                experiment, self.core, self.journal, self.conns, self.by_identity, self.clock, self.drops,
+                self.router, self.checkpoints, keys, feed=self.feed, machine_gone=self.heartbeats.machine_gone,
+                heartbeat_interval=self.heartbeat_interval, liveness=liveness, executor=self.executor,
+                failures=self.failures, seed=self.seed)
+            self.resume = (Resume(replayed, replay_s, self.clock, self.conns, feed=self.feed,
+                                  push_timer=self.timers.push, duration=self.duration,
+                                  drain_timeout=self.drain_timeout)
+                           if replayed is not None else None)
         except BaseException:
-            if hasattr(self, "socket"):
-                self.socket.close(linger=0)
-            self._close_auth()
+            self.router.close()
             raise
-        self.endpoint = bind
 
     # ------------------------------------------------------------------ time
 
+    @property
+    def t0(self) -> float | None:
+        """The wall time of model time 0; None until every puller has registered."""
+        return self.clock.t0
+
     def model_now(self, wall: float) -> float:
-        if self._frozen is not None:
-            return self._frozen
-        return 0.0 if self.t0 is None else max(0.0, (wall - self.t0) / self.time_unit)
+        return self.clock.model_now(wall)
 
     def registered(self) -> int:
         return sum(c.identity is not None for c in self.conns)
@@ -238,14 +201,14 @@ class Mapper(PullerMessages, Resuming):
 
     # ------------------------------------------------------------------ the core, journalled
 
-    def _core(self, method: str, now: float, *args: Any) -> None:
+    def feed(self, method: str, now: float, *args: Any) -> None:
         """Feed the core one input (recorded first, for replay) and carry out what it decides."""
         if method in RELEASE_CHECKPOINTS_BEFORE:
-            self._release_checkpoints(method, now, args)
-        mnow = self.model_now(now)
+            self.checkpoints.release(method, now, args)
+        mnow = self.clock.model_now(now)
         if self.journal.store is not None:
             self.journal.store.append("core", (method, mnow, encode_args(method, args)))
-        self._carry_out(call_core(self.core, method, mnow, args), now)
+        self.dispatcher.carry_out(call_core(self.core, method, mnow, args), now)
 
     # ------------------------------------------------------------------ run
 
@@ -260,14 +223,18 @@ class Mapper(PullerMessages, Resuming):
         finally:
             try:
                 self._say_bye()
-                if self.paused is None:
-                    self._farewell()
+                if self.paused is None and self.farewell > 0 and not self.aborting:
+                    # pullers that were down at the end (injected failures) learn that the run is over
+                    self.router.farewell(self.farewell, lambda: self.aborting)
             finally:
                 self._unfreeze()  # (a run that raised after t0 has not)
-                self.socket.close(linger=500)  # ms: let the byes go out
-                self._close_auth()
+                self.router.close(linger_ms=500)  # let the byes go out
                 if self.journal.store is not None:
                     self.journal.store.close()
+
+    def close(self) -> None:
+        """Close the socket of a mapper that will not run (run() closes it otherwise)."""
+        self.router.close()
 
     def _unfreeze(self) -> None:
         """Give what the run froze at t0 back to the collector (once)."""
@@ -275,33 +242,27 @@ class Mapper(PullerMessages, Resuming):
             self._gc_frozen = False
             gc.unfreeze()
 
-    def _close_auth(self) -> None:
-        if self._auth is not None:
-            self._auth.stop()
-            self._auth = None
-        if self._own_context:
-            self._own_context = False
-            self._ctx.term()  # every socket of it is closed by now
-
     def _run(self) -> TestbedRun:
+        socket = self.router.socket
         poller = zmq.Poller()
-        poller.register(self.socket, zmq.POLLIN)
+        poller.register(socket, zmq.POLLIN)
         started = time.time()
         horizon = self.duration / self.time_unit  # model time
         workload = make_workload(self.experiment, self.seed, 0)
         next_job: Job | Bag | None = None
         generation_end = math.inf
         drain_deadline = math.inf
-        if self.resuming:
-            next_job = self._prepare_resume(workload, started)
+        clock, timers = self.clock, self.timers
+        if self.resume is not None:
+            next_job = self.resume.prepare(workload, started)
         else:
-            self._core("start", started)
+            self.feed("start", started)
         log.info("mapper on %s waiting for %d pullers", self.endpoint, len(self.conns))
         next_hb = next_tick = next_report = started
         backlog = False
         while not self.aborting:
             now = time.time()
-            if self.t0 is None:
+            if clock.t0 is None:
                 if self.stopping:
                     raise Interrupted("stopped while waiting for pullers to register")
                 if self.all_registered():
@@ -310,20 +271,21 @@ class Mapper(PullerMessages, Resuming):
                     missing = [m.name for m, c in zip(self.experiment.machines, self.conns) if c.identity is None]
                     raise TimeoutError(f"pullers did not register within {self.register_timeout:g} s: "
                                        f"{', '.join(missing)}")
-                if self.t0 is not None:
+                if clock.t0 is not None:
                     next_job = next_item(workload)
-                    generation_end = self.t0 + self.duration
-            elif self._frozen is not None and (self.all_registered()
-                                                or now - started > self.resume_wait or self.stopping):
-                next_job, generation_end, drain_deadline = self._end_resume_wait(now, next_job)
+                    generation_end = clock.t0 + self.duration
+            elif clock.held is not None and (self.all_registered()
+                                             or now - started > self.resume_wait or self.stopping):
+                assert self.resume is not None  # (only a resume holds the clock)
+                next_job, generation_end, drain_deadline = self.resume.end_wait(now, next_job)
             # arrivals
-            while next_job is not None and self.t0 is not None and self._frozen is None:
-                due = self.t0 + next_job.submitted * self.time_unit
+            while next_job is not None and clock.t0 is not None and clock.held is None:
+                due = clock.t0 + next_job.submitted * self.time_unit
                 if next_job.submitted >= horizon or self.stopping:
                     next_job = None
                     if self.stopping:  # stopped early: the horizon is now
                         generation_end = min(generation_end, now)
-                    self.journal.generation_over(self.model_now(generation_end))
+                    self.journal.generation_over(clock.model_now(generation_end))
                     drain_deadline = now + self.drain_timeout
                     log.info("generation over; draining (at most %.1f s)", self.drain_timeout)
                     break
@@ -334,17 +296,17 @@ class Mapper(PullerMessages, Resuming):
                 if type(next_job) is Bag:
                     for task in next_job.tasks:
                         self.journal.job_arrived(task, due)
-                    self._core("bag_arrived", now, next_job)
+                    self.feed("bag_arrived", now, next_job)
                 else:
                     self.journal.job_arrived(next_job, due)
-                    self._core("job_arrived", now, next_job)
+                    self.feed("job_arrived", now, next_job)
                 next_job = next_item(workload)
                 if next_job is None:  # the workload is exhausted (a list, a trace): generation is over
                     generation_end = min(generation_end, now)
-                    self.journal.generation_over(self.model_now(generation_end))
+                    self.journal.generation_over(clock.model_now(generation_end))
                     drain_deadline = now + self.drain_timeout
                     log.info("the workload is exhausted; draining (at most %.1f s)", self.drain_timeout)
-            if self.t0 is not None and self._frozen is None and next_job is None and now >= generation_end:
+            if clock.t0 is not None and clock.held is None and next_job is None and now >= generation_end:
                 if not self.core.queued_count and not self.core.running:
                     break
                 if now >= drain_deadline:
@@ -352,13 +314,13 @@ class Mapper(PullerMessages, Resuming):
                                 len(self.core.running))
                     break
             # timers
-            while self._timers and self._timers[0][0] <= now and self._frozen is None and self.t0 is not None:
-                _, _, _, key = heapq.heappop(self._timers)
-                if key in self.core.timers:
-                    self._core("timer_fired", now, key)
+            while timers.next_at() <= now and clock.held is None and clock.t0 is not None:
+                key = timers.pop()
+                if key in self.core.timers:  # (a stale entry is skipped)
+                    self.feed("timer_fired", now, key)
             if now >= next_hb:
-                self._heartbeat(now)
-                next_hb = now + self.heartbeat_interval / slices_for(len(self.conns))
+                self.heartbeats.beat(now, self.drained_at)
+                next_hb = now + self.heartbeat_interval / self.heartbeats.slices
             if now >= next_tick and self.journal.store is not None:
                 self.journal.tick(now)
                 next_tick = now + TICK
@@ -370,25 +332,24 @@ class Mapper(PullerMessages, Resuming):
             deadline = min(next_hb, next_tick if self.journal.store is not None else math.inf)
             if self.progress is not None:
                 deadline = min(deadline, next_report)
-            if self._timers:
-                deadline = min(deadline, self._timers[0][0])
-            if next_job is not None and self.t0 is not None:
-                deadline = min(deadline, self.t0 + next_job.submitted * self.time_unit)
-            if self.t0 is not None and next_job is None:
+            deadline = min(deadline, timers.next_at())
+            if next_job is not None and clock.t0 is not None:
+                deadline = min(deadline, clock.t0 + next_job.submitted * self.time_unit)
+            if clock.t0 is not None and next_job is None:
                 deadline = min(deadline, drain_deadline)
             timeout_ms = 0 if backlog else math.ceil(max(0.0, (deadline - time.time()) * 1000))
             events = dict(poller.poll(timeout_ms))
             backlog = False
-            if self.socket in events:
-                backlog = self._receive_some(RECEIVE_BATCH)
-            else:  # nothing waits: everything sent to us so far has been read
+            if socket in events:
+                backlog = self.messages.receive_some(RECEIVE_BATCH)
+            if not backlog:  # nothing waits: everything sent to us so far has been read (mgst.testbed.liveness)
                 self.drained_at = time.time()
             self._flush()
         end = time.time()
-        if self.t0 is not None and next_job is not None:  # aborted while generating
+        if clock.t0 is not None and next_job is not None:  # aborted while generating
             generation_end = min(generation_end, end)
-        if self.journal.generation_end is None and self.t0 is not None:
-            self.journal.generation_over(self.model_now(min(generation_end, end)))
+        if self.journal.generation_end is None and clock.t0 is not None:
+            self.journal.generation_over(clock.model_now(min(generation_end, end)))
         if self.journal.store is not None:
             self.journal.tick(end)
             self.journal.store.set_meta(drops=dict(self.drops.counts), aborted=self.aborting)
@@ -397,7 +358,7 @@ class Mapper(PullerMessages, Resuming):
 
     def _result(self, started: float, end: float, generation_end: float, horizon: float) -> TestbedRun:
         self._unfreeze()
-        run = finish_run(self.experiment, self.core, self.journal, self.time_unit, self.t0 or started,
+        run = finish_run(self.experiment, self.core, self.journal, self.time_unit, self.clock.t0 or started,
                          generation_end, end, self.drops.counts, horizon, self.seed, self.security, self.aborting)
         if self.journal.store is not None:
             run.resumes = self.journal.store.meta().get("resumes", [])
@@ -412,166 +373,35 @@ class Mapper(PullerMessages, Resuming):
         gc.freeze()
         self._gc_frozen = True
         now = max(now, time.time())
-        self.t0 = now
+        self.clock.begin(now)
         self.journal.began(now)
         # A timer set while model time stood at 0 (waiting for pullers) is due at its model time from now.
-        self._timers = [(now + self.core.timers[key] * self.time_unit, kind, seq, key)
-                        for _, kind, seq, key in self._timers if key in self.core.timers]
-        heapq.heapify(self._timers)
+        self.timers.rebase(now, self.time_unit, self.core.timers)
         if self.failures:  # failures start with the run's clock, as in the simulation
             for j, conn in enumerate(self.conns):
-                self._send(conn.identity, P.Begin(self._failure_law(j)), j)
+                self.router.send(conn.identity, P.Begin(self.messages.failure_law(j)), j)
         log.info("all %d pullers registered; generating jobs for %.1f s", len(self.conns), self.duration)
-
-    # ------------------------------------------------------------------ liveness
-
-    def _heartbeat(self, now: float) -> None:
-        """Heartbeat the next slice of the machines, and judge their silence (mgst.testbed.liveness)."""
-        dead_after = self.liveness * self.heartbeat_interval
-        # As of the last time we had read all that was waiting: what sits unread behind a pause of ours
-        # (a GC, an LP solve, a backlog) was heard. A socket never emptied for PAUSE_GRACE is a flood.
-        heard_until = max(self.drained_at, now - PAUSE_GRACE)
-        slices = slices_for(len(self.conns))
-        first = self._hb_slice
-        self._hb_slice = (first + 1) % slices
-        for j in range(first, len(self.conns), slices):
-            conn = self.conns[j]
-            if conn.identity is None:
-                continue
-            if heard_until - conn.last_seen > dead_after:
-                self._unreachable(j, now, f"silent for {now - conn.last_seen:.2f} s")
-                if conn.identity is None:  # taken down; a silent one is still heartbeated: back when it answers
-                    continue
-            conn.hb_seq += 1
-            conn.hb_sent = time.time()
-            self._send(conn.identity, P.Heartbeat(conn.hb_seq, conn.hb_sent, conn.remote_clock,
-                                                  conn.remote_received), j)
-
-    def _unreachable(self, j: int, now: float, why: str) -> None:
-        """It does not answer (``why``): down, or, when failures are detected by time-out, silent."""
-        m = self.core.machines[j]
-        name = self.experiment.machines[j].name
-        if not self.detect_by_timeout:
-            log.info("%s %s: down", name, why)
-            self._machine_gone(j, now)
-        elif m.state is not MachineState.DOWN and not m.silent:
-            log.info("%s %s; its jobs time out at %g x their expected time", name, why,
-                     self.experiment.testbed.timeout_factor)
-            self._core("machine_silent", now, j)
-
-    def _machine_gone(self, j: int, now: float) -> None:
-        conn = self.conns[j]
-        if conn.identity is not None:
-            self.by_identity.pop(conn.identity, None)
-            conn.identity = None
-        if self.core.machines[j].state is not MachineState.DOWN:
-            self.journal.machine_down(j, now)
-            self._core("machine_down", now, j)
-
-    # ------------------------------------------------------------------ decisions
-
-    def _carry_out(self, outputs: list, now: float) -> None:
-        for d in outputs:
-            t = type(d)
-            if t is Assign:
-                self._dispatch(d, now)
-            elif t is Cancel:
-                self.journal.end("cancelled", d.replica)
-                conn = self.conns[d.machine]
-                if conn.identity is not None:
-                    self._send(conn.identity, P.CancelMsg(d.replica), d.machine)
-            elif t is JobCompleted:
-                self.journal.completed(d.job.id, d.replica, d.machine)
-                self.journal.end("done", d.replica)
-            elif t is JobRequeued:
-                self.journal.requeued(d.job.id)
-                self.journal.end("lost", d.replica)
-            elif t is SetTimer:
-                wall = (self.t0 or now) + d.at * self.time_unit
-                self._push_timer(wall, d.key)
-            elif t is ReplicaTimedOut:  # a policy gave up on it: nothing to kill, a late result still counts
-                self.journal.timed_out(d.job_id)
-                self.journal.end("timeout", d.replica)
-            elif t is MachineSuspected:  # a policy took it down; it is back at its next request
-                self.journal.machine_down(d.machine, now)
-
-    def _push_timer(self, wall: float, key: Any) -> None:
-        """Fire the policy's timer ``key`` at wall time ``wall`` (stale entries are skipped when popped)."""
-        heapq.heappush(self._timers, (wall, _TIMER, next(self._seq), key))
-
-    def _dispatch(self, d: Assign, now: float) -> None:
-        j = d.machine
-        job = d.job
-        m = self.experiment.machines[j]
-        rate = m.rates[job.job_class]
-        conn = self.conns[j]
-        t1, t2 = conn.pending
-        conn.pending = (None, None)
-        self.journal.sent(d.replica, job.id, j, t1, t2, now)
-        key, argv = "", ()
-        if self.executor == "command":
-            command = self.experiment.testbed.commands[job.job_class]
-            key, argv = (command, ()) if isinstance(command, str) else ("", tuple(command))
-        stage = 0.0
-        if d.staging and self.staging is not None:
-            stage = self.staging.duration(d.progress > 0.0)
-            if stage <= 0.0:  # nothing to transfer after all: it computes from the start
-                self._core("replica_computing", now, d.replica)
-        self._send(conn.identity, P.JobMsg(job.id, d.replica, job.job_class, job.size, job.size / rate,
-                                           d.progress, stage, key, argv), j)
 
     # ------------------------------------------------------------------ sending (after the journal has it)
 
-    def _send(self, identity: bytes | None, msg: Any, machine: int | None = None) -> None:
-        if identity is not None:
-            self._outbox.append((identity, P.encode(msg), machine))
-
     def _flush(self) -> None:
         """Commit the journal, then send what it decided (write-ahead: no puller holds a job the log lacks)."""
-        for _ in range(100):  # a failed send may decide more (machine gone): bounded
+        router = self.router
+        for _ in range(FLUSH_ROUNDS):  # a failed send may decide more (machine gone): bounded
             if self.journal.store is not None:
                 self.journal.store.commit()
-            if not self._outbox:
+            if not router.outbox:
                 return
-            out, self._outbox = self._outbox, []
-            for identity, frame, machine in out:
-                try:
-                    self.socket.send_multipart([identity, frame], zmq.NOBLOCK)
-                except zmq.ZMQError as e:  # peer gone (ROUTER_MANDATORY) or its queue full
-                    log.info("could not send to %s: %s", self._sender(identity), e)
-                    gone = e.errno == zmq.EHOSTUNREACH and machine is not None
-                    if gone and self.by_identity.get(identity) == machine:
-                        self._unreachable(machine, time.time(), "unreachable")
+            router.send_queued(self._undeliverable)
+
+    def _undeliverable(self, identity: bytes, machine: int | None, e: zmq.ZMQError) -> None:
+        """A message to ``identity`` could not leave: if its peer is gone, its machine is unreachable."""
+        log.info("could not send to %s: %s", self.messages.sender(identity), e)
+        gone = e.errno == zmq.EHOSTUNREACH and machine is not None
+        if gone and self.by_identity.get(identity) == machine:
+            self.heartbeats.unreachable(machine, time.time(), "unreachable")
 
     def _say_bye(self) -> None:
         """The run is over (Bye), or paused (Paused): every registered puller is told."""
-        self._outbox.clear()  # decided by events the journal may lack: never sent
         frame = P.encode(P.Bye("run over") if self.paused is None else P.Paused(self.paused[:PAUSE_REASON_MAX]))
-        for conn in self.conns:
-            if conn.identity is not None:
-                try:
-                    self.socket.send_multipart([conn.identity, frame], zmq.NOBLOCK)
-                except zmq.ZMQError:
-                    pass
-
-    def _farewell(self) -> None:
-        """For ``farewell`` seconds after the run, answer any hello with a bye: pullers that were down
-        at the end (injected failures) learn that the run is over and exit."""
-        if self.farewell <= 0 or self.aborting:
-            return
-        end = time.monotonic() + self.farewell
-        bye = P.encode(P.Bye("run over"))
-        while not self.aborting and (left := end - time.monotonic()) > 0:
-            if not self.socket.poll(math.ceil(left * 1000)):
-                continue
-            for _ in range(RECEIVE_BATCH):
-                try:
-                    identity, *rest = self.socket.recv_multipart(zmq.NOBLOCK)
-                except (zmq.Again, ValueError):
-                    break
-                try:
-                    if len(rest) == 1 and type(P.decode(rest[0])) is P.Hello:
-                        self.socket.send_multipart([identity, bye], zmq.NOBLOCK)
-                except (P.ProtocolError, zmq.ZMQError):
-                    pass
-
+        self.router.say_bye(frame, [conn.identity for conn in self.conns if conn.identity is not None])
