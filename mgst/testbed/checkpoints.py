@@ -98,7 +98,8 @@ class MachineCheckpoints:
         self.interval = (experiment.simulation.checkpoint_interval or 0.0) * time_unit  # wall s
         self.feed = feed
         self.coalescers: list[CheckpointCoalescer | None] = [None] * len(experiment.machines)
-        # Machines that held back a checkpoint since the last timer recorded them all.
+        # Machines that held back a checkpoint since the last timer recorded them all: every machine that holds
+        # one is here (a heartbeat of any other has nothing due; a timer takes them all, then clears it).
         self.holding: set[int] = set()
 
     def offer(self, j: int, rid: int, progress: float, now: float) -> None:

@@ -170,7 +170,8 @@ class PullerMessages:
                 sample = conn.clock_samples.offer(msg.echo, msg.echo_received, msg.clock, now)
                 if sample is not None:
                     self.journal.clock_sample(j, *sample)
-            self.checkpoints.record_due(j, now)  # held checkpoints whose interval has passed
+            if j in self.checkpoints.holding:  # held checkpoints whose interval has passed
+                self.checkpoints.record_due(j, now)
             if conn.ready_held is not None and self.ready_rate.allow(j, now):  # a held request, now
                 (held, received), conn.ready_held = conn.ready_held, None
                 if self._ready_changes(j, held):
