@@ -20,7 +20,7 @@ A Share, Job or Cancel before a welcome, and a message the mapper may not send, 
 dropped and logged (``puller/daemon.py``); slots beyond the hello's offer are clamped
 to it (``puller/slots.py``), as are checkpoints closer than 10 ms.
 
-The limits are far beyond what ``mgst/config.py`` lets an experiment have
+The limits are far beyond what ``mgst/config/experiment.py`` lets an experiment have
 (``tests/test_puller_limits.py`` checks that no legitimate run is clamped or
 refused), and near enough that wall-clock arithmetic stays finite and exact.
 """

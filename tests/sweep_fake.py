@@ -67,7 +67,7 @@ def main() -> None:
     from sweep_fake import Marking as Fake  # by module name, not __main__, so workers can unpickle it
 
     from mgst.sweep import run_sweep
-    from mgst.sweep_file import load_sweep
+    from mgst.sweep.spec import load_sweep
 
     logging.basicConfig(level=logging.INFO)
     # Ctrl-C raises KeyboardInterrupt even when this was started with SIGINT ignored (a job put in the

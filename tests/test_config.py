@@ -14,9 +14,10 @@ from types import MappingProxyType
 
 import pytest
 
-from mgst import config, config_checks, model, policies
+from mgst import config, model, policies
 from mgst.config import ConfigError, load_experiment, parse_experiment
-from mgst.config_checks import overload_warning
+from mgst.config import checks as config_checks
+from mgst.config.checks import overload_warning
 from mgst.model import Experiment, FailureModel, SimulationSettings
 from mgst.testbed.experiment_codec import from_plain, to_plain
 

@@ -24,9 +24,10 @@ from hypothesis import strategies as st
 from puller_fakes import FakeMapper, ThreadPuller, job
 
 from adjuster.failures import MIN_PERIOD
-from mgst import config, config_models
+from mgst import config
 from mgst import protocol as P
 from mgst.availability.weibull import ANGLANO_PRESETS, DEFAULT_SHAPE, MAX_SHAPE, MIN_SHAPE, anglano_preset
+from mgst.config import model_sections as config_models
 from mgst.drops import DropLog
 from mgst.model import EXECUTORS
 from mgst.testbed.liveness import HEARTBEAT_INTERVAL, heartbeat_interval_for

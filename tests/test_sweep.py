@@ -26,9 +26,9 @@ from mgst.config import ConfigError
 from mgst.model import BagList, BagStream, JobClass, PoissonClasses, SimulationSettings, SwfTrace
 from mgst.scenarios import anglano
 from mgst.sweep import SweepError, estimated_cost, run_cell, run_sweep
-from mgst.sweep_file import load_sweep, parse_sweep
-from mgst.sweep_plots import UNBOUNDED, figure
-from mgst.sweep_results import ResultLog, summarize
+from mgst.sweep.plots import UNBOUNDED, figure
+from mgst.sweep.results import ResultLog, summarize
+from mgst.sweep.spec import load_sweep, parse_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 FILE = ROOT / "experiments" / "bot" / "anglano-sweep.toml"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from mgst import policies
 from mgst.config import load_experiment
-from mgst.config_checks import overload_warning
+from mgst.config.checks import overload_warning
 
 
 def simulate_command(args: argparse.Namespace) -> int:
@@ -28,7 +28,7 @@ def simulate_command(args: argparse.Namespace) -> int:
     warmup = s.warmup if args.warmup is None else args.warmup
     reps = s.replications if args.replications is None else args.replications
     if args.horizon is not None:
-        from mgst.config_checks import check_run_length  # noqa: PLC0415
+        from mgst.config.checks import check_run_length  # noqa: PLC0415
 
         check_run_length(exp, horizon, "--horizon")
     for key, ok, problem in (

@@ -61,7 +61,7 @@ def sweep_command(args: argparse.Namespace) -> int:
     import time  # noqa: PLC0415
 
     from mgst.sweep import SweepError, run_sweep  # noqa: PLC0415
-    from mgst.sweep_file import load_sweep  # noqa: PLC0415
+    from mgst.sweep.spec import load_sweep  # noqa: PLC0415
 
     spec = load_sweep(args.file, quick=args.quick, replications=args.replications, only=args.only)
     if args.workers is not None and args.workers < 1:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from mgst import policies
 from mgst.config import ConfigError, load_experiment
-from mgst.config_checks import overload_warning
+from mgst.config.checks import overload_warning
 from mgst.model import EXECUTORS
 
 # The journal could not be written (disk full, I/O error): the run is paused, not over. 75 is EX_TEMPFAIL
@@ -46,7 +46,7 @@ def add_testbed_arguments(p: argparse.ArgumentParser) -> None:
 
 def _check_testbed_args(args: argparse.Namespace, exp) -> None:
     """Exit-2 errors for the testbed options, before anything starts."""
-    from mgst.config_checks import check_testbed_overrides  # noqa: PLC0415
+    from mgst.config.checks import check_testbed_overrides  # noqa: PLC0415
 
     check_testbed_overrides(exp, args.duration, args.time_unit)
     if args.seed is not None and args.seed < 0:

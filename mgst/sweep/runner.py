@@ -18,8 +18,8 @@ from typing import Any
 
 from mgst.config import ConfigError
 from mgst.model import BagList, BagStream, Experiment, PoissonClasses
-from mgst.sweep_file import Cell, SweepSpec
-from mgst.sweep_results import ResultLog, summarize, write_summary
+from mgst.sweep.results import ResultLog, summarize, write_summary
+from mgst.sweep.spec import Cell, SweepSpec
 from mgst.worker_memory import free_garbage_if_grown
 
 log = logging.getLogger(__name__)
@@ -155,7 +155,7 @@ def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, workers: int = 1, 
     result.summary = summarize(results.rows, axes)
     write_summary(out / SUMMARY, result.summary, axes)
     if plots:
-        from mgst.sweep_plots import write_plots  # noqa: PLC0415 (matplotlib is slow to import)
+        from mgst.sweep.plots import write_plots  # noqa: PLC0415 (matplotlib is slow to import)
 
         order_of = {a.name: spec.values(a.name) + tuple(v for v in a.values if v not in spec.values(a.name))
                     for a in spec.scenario.axes}

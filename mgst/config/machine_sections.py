@@ -1,6 +1,6 @@
 """The [machines] section of an experiment file: rates or computing powers, slots, groups and attributes.
 
-A mixin of mgst.config's parser, like mgst.config_models; docs/models.md describes the keys.
+A mixin of mgst.config's parser, like mgst.config.model_sections; docs/models.md describes the keys.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from mgst.config_models import MAX_MACHINES, MAX_SLOTS, ParsedWorkload
+from mgst.config.model_sections import MAX_MACHINES, MAX_SLOTS, ParsedWorkload
 from mgst.model import Failures, Machine, PoissonClasses, WeibullNormalFailures
 
 POWER_KEYS = {"uniform": ("uniform", "total", "seed"), "value": ("value", "count")}

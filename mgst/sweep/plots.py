@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from matplotlib.layout_engine import TightLayoutEngine
 from matplotlib.patches import Patch
 
-from mgst.sweep_results import GROWING, PLOTTED
+from mgst.sweep.results import GROWING, PLOTTED
 
 log = logging.getLogger(__name__)
 

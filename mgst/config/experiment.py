@@ -14,8 +14,8 @@ from typing import Any
 
 from mgst import policies
 from mgst.availability import machine_group
-from mgst.config_machines import MachineSections
-from mgst.config_models import (
+from mgst.config.machine_sections import MachineSections
+from mgst.config.model_sections import (
     AVAILABILITY_KINDS,
     MACHINE_KEYS,
     STAGING_KEYS,

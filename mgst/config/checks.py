@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from mgst.availability import machine_group, up_fraction
-from mgst.config import (
+from mgst.config.experiment import (
     MAX_DURATION,
     MAX_TIME_UNIT,
     MIN_TIME_UNIT,

@@ -1,0 +1,27 @@
+"""Experiment files (TOML) -> Experiment; every error names the key (the parser is in ``experiment``)."""
+
+from mgst.config.experiment import (
+    MAX_DURATION,
+    MAX_JOBS,
+    MAX_RATE,
+    MAX_TIME,
+    MAX_TIME_UNIT,
+    MIN_RATE,
+    MIN_TIME_UNIT,
+    ConfigError,
+    load_experiment,
+    parse_experiment,
+)
+
+__all__ = [
+    "MAX_DURATION",
+    "MAX_JOBS",
+    "MAX_RATE",
+    "MAX_TIME",
+    "MAX_TIME_UNIT",
+    "MIN_RATE",
+    "MIN_TIME_UNIT",
+    "ConfigError",
+    "load_experiment",
+    "parse_experiment",
+]
