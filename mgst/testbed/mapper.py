@@ -2,10 +2,11 @@
 
 Everything in a testbed run revolves around this: the :class:`Mapper` holds the
 state of the run (the core, the journal, the pullers' connections, the run's
-clock) and the objects it shares that state with, each built here with what it
-needs: the router (the socket), the message handler (what each puller message
-means), the heartbeats (when silence means down), the machines' checkpoints and,
-for a resumed run, the resume. None of them imports this module.
+clock and its timers) and the objects it shares that state with, each built here
+with what it needs: the router (the socket), the dispatcher (the core's decisions
+carried out), the message handler (what each puller message means), the
+heartbeats (when silence means down), the machines' checkpoints and, for a
+resumed run, the resume. None of them imports this module (docs/testbed.md).
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from mgst import security
 from mgst.drops import DropLog
 from mgst.model import Bag, Experiment, Job
 from mgst.staging import StagingSampler
-from mgst.testbed import resume as resuming
 from mgst.testbed.checkpoints import RELEASE_CHECKPOINTS_BEFORE, MachineCheckpoints
 from mgst.testbed.connection import Connection
 from mgst.testbed.dispatch import Dispatcher
@@ -34,7 +34,7 @@ from mgst.testbed.journal import Journal
 from mgst.testbed.liveness import LIVENESS, Heartbeats, heartbeat_interval_for
 from mgst.testbed.messages import PullerMessages
 from mgst.testbed.replay import call_core, encode_args, make_core
-from mgst.testbed.resume import Resume, next_item
+from mgst.testbed.resume import Resume, next_item, replay_to_resume
 from mgst.testbed.router import RECEIVE_BATCH, Router
 from mgst.testbed.run_clock import RunClock, WallTimers
 from mgst.testbed.run_result import TestbedRun, finish_run
@@ -99,7 +99,7 @@ class Mapper:
         if resume:
             if out is None:
                 raise ValueError("resume needs the run's directory")
-            replayed, replay_s = resuming.load(out, experiment)
+            replayed, replay_s = replay_to_resume(out, experiment)
             meta = replayed.meta
             experiment = replayed.experiment
             duration, time_unit, seed = meta["duration"], meta["time_unit"], meta["seed"]

@@ -1,6 +1,6 @@
 """How a resumed mapper takes over from a dead one: the generator's place, the held clock, the pullers' return.
 
-:func:`load` rebuilds the journal and the core from the run's store
+:func:`replay_to_resume` rebuilds the journal and the core from the run's store
 (:func:`mgst.testbed.replay.replay`); a :class:`Resume` decides the rest: model
 time stands still until the pullers are back (or the wait is over), then runs on
 from where it stopped, with the outage cut out.
@@ -26,7 +26,7 @@ from mgst.workload import JobSource
 log = logging.getLogger("mgst.testbed.mapper")
 
 
-def load(out: Path, experiment: Experiment) -> tuple[Replayed, float]:
+def replay_to_resume(out: Path, experiment: Experiment) -> tuple[Replayed, float]:
     """The run in ``out`` replayed, and how long that took (s); ValueError if it ran another experiment."""
     replay_started = time.monotonic()
     replayed = replay(out)
