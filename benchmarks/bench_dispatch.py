@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 
 from mgst import security
-from mgst.local import start_pullers, stop_pullers
-from mgst.mapper import Mapper
 from mgst.model import Experiment, JobClass, Machine, PolicySpec, TestbedSettings
+from mgst.testbed.local_run import start_pullers, stop_pullers
+from mgst.testbed.mapper import Mapper
 
 MODES = ("curve", "plain", "journal")  # journal: CURVE and the run's journal on disk, as mgst run and mgst mapper
 DEFAULT_MODES = ("curve", "plain")

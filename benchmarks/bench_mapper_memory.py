@@ -1,7 +1,7 @@
 """The mapper's memory over a long run: a keyed mapper (its own process, journal on disk) and P real pullers.
 
 The mapper runs in a child process (this file with ``--child``), CURVE-keyed (one key per puller, made in a
-temporary folder), journalling to that folder as ``mgst mapper`` does. P puller processes (mgst.local.
+temporary folder), journalling to that folder as ``mgst mapper`` does. P puller processes (mgst.testbed.local_run.
 start_pullers) serve an experiment that keeps them busy: two classes of jobs of 60 s mean on a machine fast
 at that class (120 s on the others), arriving at 80 % of the capacity (LPAS_DG), every replica
 checkpointing every 2 s (Progress messages), and injected failures (exponential, 300 s up, 10 s down:
@@ -39,7 +39,6 @@ if str(ROOT) not in sys.path:  # also runs without PYTHONPATH (mgst is not insta
 import psutil  # noqa: E402
 
 from mgst import security  # noqa: E402
-from mgst.local import start_pullers, stop_pullers  # noqa: E402
 from mgst.model import (  # noqa: E402
     Experiment,
     FailureModel,
@@ -49,6 +48,7 @@ from mgst.model import (  # noqa: E402
     SimulationSettings,
     TestbedSettings,
 )
+from mgst.testbed.local_run import start_pullers, stop_pullers  # noqa: E402
 
 MB = 2**20
 REGISTER_TIMEOUT = 300.0  # s: 100 Python processes starting on 2 cores take a while
@@ -74,7 +74,7 @@ def experiment(pullers: int, minutes: float, failures: bool) -> Experiment:
 
 def child(config: dict) -> int:
     """The mapper: prints its endpoint, runs, prints a one-line JSON summary."""
-    from mgst.mapper import Mapper  # noqa: PLC0415
+    from mgst.testbed.mapper import Mapper  # noqa: PLC0415
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     exp = experiment(config["pullers"], config["minutes"], config["failures"])

@@ -75,7 +75,7 @@ def mapper_main(exp: Experiment, key_dir: str | None, warmup: float, out: Any,
     ``profile`` (a path), py-spy samples this process over the steady state into it (collapsed stacks)."""
     import psutil
 
-    from mgst.mapper import Mapper
+    from mgst.testbed.mapper import Mapper
 
     logging.basicConfig(level=logging.WARNING, format="mapper %(levelname)s %(name)s: %(message)s")
     if nice:

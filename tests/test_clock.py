@@ -1,4 +1,4 @@
-"""Tests for the puller clock offsets (mgst.clock) and the journal's causal correction of them."""
+"""Tests for the puller clock offsets (mgst.testbed.clock_offsets) and the journal's causal correction of them."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from mgst.clock import KEEP, MAX_KEPT, PERIOD, OffsetEstimator, PeriodBest
 from mgst.config import load_experiment
-from mgst.journal import Journal
 from mgst.model import Job
+from mgst.testbed.clock_offsets import KEEP, MAX_KEPT, PERIOD, OffsetEstimator, PeriodBest
+from mgst.testbed.journal import Journal
 
 EXPERIMENT = Path(__file__).resolve().parents[1] / "experiments" / "hihi-mfd-fd.toml"
 

@@ -18,8 +18,8 @@ from mgst import config, model, policies
 from mgst.config import ConfigError, load_experiment, parse_experiment
 from mgst.config import checks as config_checks
 from mgst.config.checks import overload_warning
-from mgst.experiment_codec import from_plain, to_plain
 from mgst.model import Experiment, FailureModel, SimulationSettings
+from mgst.testbed.experiment_codec import from_plain, to_plain
 
 EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"
 FAKE_POLICIES = ["fcfs", "lpas_dg"]

@@ -27,11 +27,11 @@ from test_resume import count_events, free_port, reap, small_file, start_mapper,
 
 from mgst import protocol as P
 from mgst import security
-from mgst.export import load_run
-from mgst.local import start_pullers, stop_pullers
-from mgst.salvage import salvage
-from mgst.store import JournalDamaged, JournalWriteError, RunStore
-from mgst.wal_check import inspect_wal
+from mgst.testbed.export import load_run
+from mgst.testbed.local_run import start_pullers, stop_pullers
+from mgst.testbed.salvage import salvage
+from mgst.testbed.store import JournalDamaged, JournalWriteError, RunStore
+from mgst.testbed.wal_check import inspect_wal
 from puller import daemon
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -354,7 +354,7 @@ def wal_journal(folder: Path, checkpoint_after: int | None = None) -> Path:
     child = (
         "import os, signal\n"
         "from pathlib import Path\n"
-        "from mgst.store import RunStore\n"
+        "from mgst.testbed.store import RunStore\n"
         f"s = RunStore(Path({str(path)!r}), create=True)\n"
         f"for i in range({COMMITS}):\n"
         "    s.append('tick', (i, 'x' * 300))\n"

@@ -19,12 +19,7 @@ from test_testbed_attacks import FakePuller, SecureRun, client_keys, hello
 
 from mgst import protocol as P
 from mgst import security
-from mgst.admission import HELLO_BURST, HELLO_RATE, TokenBuckets, hello_rate
-from mgst.checkpoints import MIN_INTERVAL, CheckpointCoalescer
-from mgst.clock import PERIOD
 from mgst.core.state import MachineState
-from mgst.mapper import Mapper
-from mgst.mapper_messages import READY_BURST, READY_RATE
 from mgst.model import (
     Experiment,
     FailureModel,
@@ -36,7 +31,12 @@ from mgst.model import (
     WeibullGroup,
     WeibullNormalFailures,
 )
-from mgst.replay import replay
+from mgst.testbed.admission import HELLO_BURST, HELLO_RATE, TokenBuckets, hello_rate
+from mgst.testbed.checkpoints import MIN_INTERVAL, CheckpointCoalescer
+from mgst.testbed.clock_offsets import PERIOD
+from mgst.testbed.mapper import Mapper
+from mgst.testbed.messages import READY_BURST, READY_RATE
+from mgst.testbed.replay import replay
 
 # ---------------------------------------------------------------- units
 
@@ -150,12 +150,11 @@ class JournalledRun(SecureRun):
 
     def __init__(self, exp, tmp: Path, keys: Path, pullers: list[str], out: Path):
         super().__init__(exp, tmp, keys, [])
-        self.mapper.socket.close(linger=0)
-        self.mapper._close_auth()
+        self.mapper.close()
         self.ctx = zmq.Context()
         self.mapper = Mapper(exp, "tcp://127.0.0.1:0", keys=security.server_keys(keys), seed=11,
                              register_timeout=30.0, context=self.ctx, out=out)
-        from mgst.local import start_pullers
+        from mgst.testbed.local_run import start_pullers
         self.procs = start_pullers(self.mapper.endpoint, pullers, tmp / "pullers.log", keys=keys)
 
 
@@ -323,25 +322,25 @@ def test_a_done_asking_for_work_after_a_held_ready_counts_both(ctx):
     mapper = Mapper(exp, "tcp://127.0.0.1:0", context=ctx)
     try:
         ident, now = b"puller-M1", time.time()
-        mapper._core("start", now)
-        mapper._hello(ident, P.Hello(P.PROTOCOL_VERSION, "M1", 1, ("emulate",), 0.0, now, 2, (), ()), None, now)
+        mapper.feed("start", now)
+        mapper.messages.hello(ident, P.Hello(P.PROTOCOL_VERSION, "M1", 1, ("emulate",), 0.0, now, 2, (), ()), None, now)
         mapper._begin(now)
         m = mapper.core.machines[0]
-        mapper._handle(ident, P.Ready(1.0, now, 2), now)
+        mapper.messages.handle(ident, P.Ready(1.0, now, 2), now)
         job = Job(0, 0, 0.0, 1.0)
         mapper.journal.job_arrived(job, now)
-        mapper._core("job_arrived", now, job)  # it runs job 0 in one slot
+        mapper.feed("job_arrived", now, job)  # it runs job 0 in one slot
         (replica,) = m.replicas
         assert m.asking == 1
         # changes of share, more than the burst: the last ones are held
         for k in range(int(READY_BURST) + 5):
-            mapper._handle(ident, P.Ready(0.5 if k % 2 else 1.0, now, 1), now)
+            mapper.messages.handle(ident, P.Ready(0.5 if k % 2 else 1.0, now, 1), now)
         held = mapper.conns[0].ready_held
         assert held is not None and held[0].slots == 1
-        mapper._handle(ident, P.Done(replica, now, now, now + 0.1, 1.0, True), now)  # the puller counts 2
+        mapper.messages.handle(ident, P.Done(replica, now, now, now + 0.1, 1.0, True), now)  # the puller counts 2
         assert m.asking == 2 and mapper.conns[0].ready_held is None
         later = now + 10.0  # a heartbeat, once the rate allows: nothing held is left to take the count down
-        mapper._handle(ident, P.Heartbeat(1, later, -1.0, -1.0), later)
+        mapper.messages.handle(ident, P.Heartbeat(1, later, -1.0, -1.0), later)
         assert m.asking == 2
     finally:
-        mapper.socket.close(linger=0)
+        mapper.close()

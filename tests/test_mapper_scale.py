@@ -18,9 +18,9 @@ from pathlib import Path
 
 from mgst import security
 from mgst.core import JobStatus
-from mgst.local import stop_pullers
-from mgst.mapper import Mapper
 from mgst.model import Experiment, JobClass, Machine, PolicySpec, TestbedSettings
+from mgst.testbed.local_run import stop_pullers
+from mgst.testbed.mapper import Mapper
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -29,9 +29,9 @@ from mgst import protocol as P
 from mgst.availability.weibull import ANGLANO_PRESETS, DEFAULT_SHAPE, MAX_SHAPE, MIN_SHAPE, anglano_preset
 from mgst.config import model_sections as config_models
 from mgst.drops import DropLog
-from mgst.liveness import HEARTBEAT_INTERVAL, heartbeat_interval_for
-from mgst.mapper_messages import PullerMessages
 from mgst.model import EXECUTORS
+from mgst.testbed.liveness import HEARTBEAT_INTERVAL, heartbeat_interval_for
+from mgst.testbed.messages import PullerMessages
 from puller import limits
 from puller.limits import Limits
 
@@ -241,21 +241,20 @@ def test_long_strings_other_than_a_refusal_are_still_refused_by_the_protocol() -
 
 
 class _StubMapper(PullerMessages):
-    """Just what ``PullerMessages._hello`` reads to refuse an unknown name (and ``_failure_law``)."""
+    """Just what ``PullerMessages.hello`` reads to refuse an unknown name (and ``failure_law``): the handler's
+    own constructor takes a whole run's state."""
 
     def __init__(self, names: list[str]):
         self.names = {name: j for j, name in enumerate(names)}
         self.by_identity: dict[bytes, int] = {}
         self.drops = DropLog(logging.getLogger("test"))
         self.sent: list[P.Message] = []
-
-    def _send(self, identity: bytes, msg: P.Message, j: int | None) -> None:
-        self.sent.append(msg)
+        self.send = lambda identity, msg, j: self.sent.append(msg)
 
 
 def test_the_unknown_machine_refusal_of_a_1000_machine_experiment_fits_the_protocol() -> None:
     mapper = _StubMapper([f"lab-machine-{i:04d}" for i in range(1000)])
-    mapper._hello(b"id", P.Hello(P.PROTOCOL_VERSION, "nobody", 1, ("emulate",), 0.0, 0.0, 1, (), ()), None, 0.0)
+    mapper.hello(b"id", P.Hello(P.PROTOCOL_VERSION, "nobody", 1, ("emulate",), 0.0, 0.0, 1, (), ()), None, 0.0)
     (refused,) = mapper.sent
     assert type(refused) is P.Refused and refused.fatal
     assert len(refused.reason) <= P.MAX_STR
@@ -317,7 +316,7 @@ def test_a_welcome_it_cannot_serve_stops_it_with_one_line(no_children_left, fake
 
 def test_the_limits_contain_every_legitimate_run() -> None:
     assert limits.MIN_TIME_UNIT <= config.MIN_TIME_UNIT and config.MAX_TIME_UNIT <= limits.MAX_TIME_UNIT
-    # the mapper's interval grows with the pullers (mgst.liveness): the largest experiment's is within the limits
+    # the mapper's interval grows with the pullers (mgst.testbed.liveness): the largest experiment's is within limits
     assert limits.MIN_HEARTBEAT <= HEARTBEAT_INTERVAL <= limits.MAX_HEARTBEAT
     assert heartbeat_interval_for(config_models.MAX_MACHINES) <= limits.MAX_HEARTBEAT
     assert config.MAX_TIME <= limits.MAX_LAW_TIME
@@ -336,7 +335,7 @@ def test_every_shipped_experiment_is_welcomed_unchanged(path: Path) -> None:
     for time_unit in (exp.testbed.time_unit, config.MIN_TIME_UNIT, config.MAX_TIME_UNIT):
         for j, m in enumerate(exp.machines):
             w = welcome(machine=j, time_unit=time_unit, heartbeat_interval=HEARTBEAT_INTERVAL, share=m.availability,
-                        failures=mapper._failure_law(j), slots=m.slots,
+                        failures=mapper.failure_law(j), slots=m.slots,
                         checkpoint_interval=exp.simulation.checkpoint_interval or 0.0)
             assert check.welcome(P.decode(P.encode(w)), EXECUTORS) == w
     assert check.clamped == {}

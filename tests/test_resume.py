@@ -17,7 +17,7 @@ from helpers import read_until
 
 from mgst import security
 from mgst.config import load_experiment
-from mgst.local import start_pullers, stop_pullers
+from mgst.testbed.local_run import start_pullers, stop_pullers
 from mgst.workload.poisson import PoissonWorkload
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -168,7 +168,7 @@ def test_a_mapper_killed_twice_resumes_and_every_job_is_done_exactly_once(settin
 
 
 def _iso(t: float) -> str:
-    from mgst.journal import wall_iso  # noqa: PLC0415
+    from mgst.testbed.journal import wall_iso  # noqa: PLC0415
 
     return wall_iso(t)
 

@@ -22,11 +22,11 @@ from mgst.core import (
     Scheduler,
     SetTimer,
 )
-from mgst.experiment_codec import from_plain, to_plain
 from mgst.model import Job, JobClass, Machine, TestbedSettings
 from mgst.policies import build_policy
 from mgst.policies.timeouts import SilenceTimeouts
 from mgst.sim import Simulation
+from mgst.testbed.experiment_codec import from_plain, to_plain
 
 KEY1 = ("silence", 1)
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from mgst.store import RunStore, StoreError
+from mgst.testbed.store import RunStore, StoreError
 
 
 def test_events_round_trip_in_order_with_tuples(tmp_path):
@@ -46,7 +46,7 @@ def test_committed_events_survive_sigkill_and_uncommitted_ones_vanish_whole(tmp_
     child = (
         "import os, signal, sys\n"
         "from pathlib import Path\n"
-        "from mgst.store import RunStore\n"
+        "from mgst.testbed.store import RunStore\n"
         f"s = RunStore(Path({str(path)!r}), create=True)\n"
         "for i in range(1000): s.append('tick', (i,))\n"
         "s.commit()\n"

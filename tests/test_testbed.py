@@ -23,10 +23,10 @@ from helpers import CONTENTION_SLACK, contention_seconds, read_until
 
 from mgst import protocol as P
 from mgst.core.state import JobStatus, MachineState, Outcome
-from mgst.local import start_pullers, stop_pullers
-from mgst.mapper import Mapper, TestbedRun
 from mgst.model import Experiment, FailureModel, JobClass, Machine, PolicySpec, SimulationSettings, TestbedSettings
-from mgst.testbed import summarize_testbed, write_testbed_outputs
+from mgst.testbed.local_run import start_pullers, stop_pullers
+from mgst.testbed.mapper import Mapper, TestbedRun
+from mgst.testbed.summary import summarize_testbed, write_testbed_outputs
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_LIMIT = 60.0  # seconds any one run may take before the test gives up
@@ -184,7 +184,7 @@ def test_malformed_messages_are_counted_and_the_run_goes_on(tmp_path, no_childre
     exp = small(machines=2)
     with Run(exp, tmp_path) as r:
         # ZeroMQ itself refuses (and disconnects) a frame over the protocol's limit before buffering it whole
-        assert r.mapper.socket.getsockopt(zmq.MAXMSGSIZE) == P.MAX_FRAME
+        assert r.mapper.router.socket.getsockopt(zmq.MAXMSGSIZE) == P.MAX_FRAME
         ctx = zmq.Context.instance()
         bad = ctx.socket(zmq.DEALER)
         bad.setsockopt(zmq.LINGER, 0)

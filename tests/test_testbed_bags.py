@@ -8,7 +8,6 @@ from pathlib import Path
 from test_testbed import Run
 
 from mgst.core.state import JobStatus, Outcome
-from mgst.local import start_pullers
 from mgst.model import (
     BagStream,
     Experiment,
@@ -21,7 +20,8 @@ from mgst.model import (
     WeibullGroup,
     WeibullNormalFailures,
 )
-from mgst.testbed import summarize_testbed, write_testbed_outputs
+from mgst.testbed.local_run import start_pullers
+from mgst.testbed.summary import summarize_testbed, write_testbed_outputs
 
 POWERS = (4.0, 2.0, 2.0, 1.0)
 SLOTS = (3, 1, 1, 1)

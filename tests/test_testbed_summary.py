@@ -15,7 +15,7 @@ from scipy import stats as scipy_stats
 
 from mgst.analysis.stats import batch_means_ci, mean_ci
 from mgst.model import Experiment, Job, JobClass, Machine, PolicySpec
-from mgst.testbed import BATCHES, oversubscription_warning, summarize_testbed
+from mgst.testbed.summary import BATCHES, oversubscription_warning, summarize_testbed
 
 # ---------------------------------------------------------------- batch_means_ci
 

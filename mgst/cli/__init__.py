@@ -152,9 +152,9 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.WARNING - 10 * args.verbose, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
     from mgst.cli.testbed_commands import EXIT_PAUSED  # noqa: PLC0415
-    from mgst.mapper import Interrupted  # noqa: PLC0415
     from mgst.security import KeyFileError, SecurityError  # noqa: PLC0415
-    from mgst.store import JournalWriteError, StoreError  # noqa: PLC0415
+    from mgst.testbed.mapper import Interrupted  # noqa: PLC0415
+    from mgst.testbed.store import JournalWriteError, StoreError  # noqa: PLC0415
 
     try:
         return args.func(args)

@@ -123,8 +123,8 @@ def _progress_printer(enabled: bool):
 
 def run_command(args: argparse.Namespace) -> int:
     from mgst.analysis.compare import format_comparison  # noqa: PLC0415
-    from mgst.local import run_local  # noqa: PLC0415
-    from mgst.testbed import oversubscription_warning  # noqa: PLC0415
+    from mgst.testbed.local_run import run_local  # noqa: PLC0415
+    from mgst.testbed.summary import oversubscription_warning  # noqa: PLC0415
 
     _import_policies(args)
     exp = load_experiment(args.file)
@@ -134,7 +134,7 @@ def run_command(args: argparse.Namespace) -> int:
     for warning in (overload_warning(exp), oversubscription_warning(exp, args.executor or exp.testbed.executor)):
         if warning:
             print(f"mgst: warning: {warning}", file=sys.stderr)
-    from mgst.store import JournalWriteError  # noqa: PLC0415
+    from mgst.testbed.store import JournalWriteError  # noqa: PLC0415
 
     try:
         result = run_local(exp, out, duration=args.duration, time_unit=args.time_unit, seed=args.seed,
@@ -175,7 +175,7 @@ def _print_warnings(summary: dict) -> None:
 
 
 def _check_new_out(out: Path) -> None:
-    from mgst.store import FILENAME  # noqa: PLC0415
+    from mgst.testbed.store import FILENAME  # noqa: PLC0415
 
     if (out / FILENAME).exists():
         raise ConfigError("--out", f"{out} already holds a run (continue it with 'mgst mapper FILE --resume {out}', "
@@ -184,9 +184,9 @@ def _check_new_out(out: Path) -> None:
 
 def mapper_command(args: argparse.Namespace) -> int:
     from mgst import security  # noqa: PLC0415
-    from mgst.mapper import Mapper  # noqa: PLC0415
     from mgst.results import format_table  # noqa: PLC0415
-    from mgst.testbed import summarize_testbed, write_testbed_outputs  # noqa: PLC0415
+    from mgst.testbed.mapper import Mapper  # noqa: PLC0415
+    from mgst.testbed.summary import summarize_testbed, write_testbed_outputs  # noqa: PLC0415
 
     _import_policies(args)
     exp = load_experiment(args.file)
@@ -224,7 +224,7 @@ def mapper_command(args: argparse.Namespace) -> int:
     _stop_on_signals(mapper)
     print(f"mgst mapper: listening on {mapper.endpoint} ({mapper.security}) for {len(exp.machines)} pullers "
           f"({', '.join(m.name for m in exp.machines)}); journal {out}/journal.sqlite", file=sys.stderr)
-    from mgst.store import JournalWriteError  # noqa: PLC0415
+    from mgst.testbed.store import JournalWriteError  # noqa: PLC0415
 
     try:
         run = mapper.run()
@@ -269,13 +269,13 @@ def keys_command(args: argparse.Namespace) -> int:
 
 
 def export_command(args: argparse.Namespace) -> int:
-    from mgst.export import export_run  # noqa: PLC0415
     from mgst.results import format_table  # noqa: PLC0415
-    from mgst.store import FILENAME, JournalWriteError  # noqa: PLC0415
+    from mgst.testbed.export import export_run  # noqa: PLC0415
+    from mgst.testbed.store import FILENAME, JournalWriteError  # noqa: PLC0415
 
     journal = FILENAME
     if args.salvage:
-        from mgst.salvage import salvage  # noqa: PLC0415
+        from mgst.testbed.salvage import salvage  # noqa: PLC0415
 
         try:
             salvaged = salvage(args.folder)

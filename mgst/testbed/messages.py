@@ -1,34 +1,37 @@
 """What each message from a puller means: registration (who may hold a name), results, readiness.
 
-A mixin of :class:`mgst.mapper.Mapper`, kept apart so that the mapper's run loop
-(clock, job generator, timers, write-ahead sending) and its reading of the wire
-can each be read alone. Every rule here checks a message against who sent it
-before anything is recorded: a hostile or broken peer is counted and dropped.
+An object the mapper (:class:`mgst.testbed.mapper.Mapper`) holds, kept apart so
+that the mapper's run loop (clock, job generator, timers, write-ahead sending) and
+its reading of the wire can each be read alone. Every rule here checks a message
+against who sent it before anything is recorded: a hostile or broken peer is
+counted and dropped.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Collection
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import zmq
 
 from mgst import protocol as P
-from mgst.admission import Holder, admit
+from mgst import security
 from mgst.availability import machine_group
-from mgst.checkpoints import CheckpointCoalescer
-from mgst.clock import OffsetEstimator, PeriodBest
+from mgst.core.scheduler import Scheduler
 from mgst.core.state import STAGING, MachineState
-from mgst.model import FailureModel
+from mgst.drops import DropLog
+from mgst.model import Experiment, FailureModel
+from mgst.testbed.admission import HELLO_BURST, Holder, TokenBuckets, admit, hello_rate
+from mgst.testbed.checkpoints import MachineCheckpoints
+from mgst.testbed.connection import Connection
+from mgst.testbed.journal import Journal
+from mgst.testbed.router import Router
+from mgst.testbed.run_clock import RunClock
 
-if TYPE_CHECKING:
-    from mgst.mapper import Mapper
-
-log = logging.getLogger("mgst.mapper")
+log = logging.getLogger("mgst.testbed.mapper")
 
 # A failed command refused by a puller's allow-list this many times takes the machine out of the run.
 REFUSE_LIMIT = 3
@@ -43,29 +46,6 @@ def some_names(names: Collection[str]) -> str:
     return shown + (f" and {len(names) - NAMES_SHOWN:,} more" if len(names) > NAMES_SHOWN else "")
 
 
-@dataclass(slots=True)
-class Connection:
-    """What the mapper knows of the puller serving one machine."""
-
-    identity: bytes | None = None  # ZeroMQ routing id, None while not registered
-    incarnation: int | None = None
-    last_seen: float = 0.0
-    remote_clock: float = -1.0  # the puller's last heartbeat clock, to echo
-    remote_received: float = -1.0  # when it arrived (our clock)
-    clock: OffsetEstimator = field(default_factory=OffsetEstimator)  # the machine's, shared with the journal
-    clock_samples: PeriodBest = field(default_factory=PeriodBest)  # thins its exchanges for the journal
-    checkpoints: CheckpointCoalescer | None = None  # its replicas' checkpoints (made at the first)
-    ready_held: tuple[P.Ready, float] | None = None  # its latest request for work and when it came, held
-    pending: tuple[float | None, float | None] = (None, None)  # (t1 on its clock, t2) of its latest request
-    hb_seq: int = 0
-    hb_sent: float | None = None  # the clock of our last heartbeat to it, until its echo comes back once
-    refusals: int = 0  # commands its allow-list refused
-
-
-# Core inputs before which a replica's held checkpoint is recorded (it ends, fails, or its machine goes):
-# the checkpoint a puller sent is never lost to coalescing.
-RELEASE_CHECKPOINTS_BEFORE = frozenset({"replica_done", "replica_failed", "machine_down", "machine_silent",
-                                        "machine_ready", "timer_fired"})
 # Requests for work (Ready) that change what the core knows, per machine: a bucket of READY_BURST
 # refilled at READY_RATE a second; one beyond is held (the latest) and applied at a heartbeat once
 # the bucket allows, never dropped. An honest puller sends a Ready once per registration and per
@@ -76,18 +56,64 @@ READY_RATE = 10.0
 
 
 class PullerMessages:
-    """The mapper's handling of puller messages (a mixin: ``self`` is the Mapper)."""
+    """The mapper's handling of puller messages, on the state it shares with the mapper.
+
+    Shared, not copied: the experiment, the core, the journal, the pullers' connections (and
+    ``by_identity``, which maps a registered puller's routing id to its machine), the run's
+    clock, the drop counters, the router (its socket is read here; replies are queued on it)
+    and the machines' checkpoints. ``keys`` are the mapper's CURVE keys (None: not secured).
+    ``feed(method, now, *args)`` gives the core an input as the mapper does (journalled,
+    its decisions carried out); ``machine_gone(j, now)`` takes machine ``j`` out (it left).
+    """
+
+    def __init__(self, experiment: Experiment, core: Scheduler, journal: Journal, conns: list[Connection],
+                 by_identity: dict[bytes, int], clock: RunClock, drops: DropLog, router: Router,
+                 checkpoints: MachineCheckpoints, keys: security.ServerKeys | None, *, feed: Callable[..., None],
+                 machine_gone: Callable[[int, float], None], heartbeat_interval: float, liveness: int, executor: str,
+                 failures: bool, seed: int):
+        self.experiment = experiment
+        self.core = core
+        self.journal = journal
+        self.conns = conns
+        self.by_identity = by_identity
+        self.clock = clock
+        self.drops = drops
+        self.checkpoints = checkpoints
+        self.socket = router.socket
+        self.curve = router.curve
+        self.send = router.send
+        self.feed = feed
+        self.machine_gone = machine_gone
+        self.time_unit = clock.time_unit
+        self.heartbeat_interval = heartbeat_interval
+        self.liveness = liveness
+        self.executor = executor
+        self.failures = failures
+        self.seed = seed
+        self.names = {m.name: j for j, m in enumerate(experiment.machines)}
+        # With per-machine keys (mgst keys), authorized/NAME.key binds machine NAME to its key from the
+        # start: another admitted key cannot take a name whose puller has not registered yet.
+        self.prebound_keys = security.named_keys(keys, self.names) if keys is not None else {}
+        # Machines by the key they registered with (the journal's), to tell a shared key in O(1).
+        self.machines_of_key: dict[str, set[int]] = {}
+        for j, mlog in enumerate(journal.machines):
+            if mlog.key is not None:
+                self.machines_of_key.setdefault(mlog.key, set()).add(j)
+        # per (key, machine): admitted hellos, at a rate the failure law's restarts never need
+        self.hello_rate = TokenBuckets(HELLO_BURST, hello_rate(experiment.failures if failures else None,
+                                                               self.time_unit))
+        # per machine: requests for work that change something
+        self.ready_rate = TokenBuckets(READY_BURST, READY_RATE)
 
     # ------------------------------------------------------------------ receiving
 
-    def _receive_some(self: Mapper, limit: int) -> bool:
-        """Handle up to ``limit`` messages; True if more may be waiting."""
+    def receive_some(self, limit: int) -> bool:
+        """Handle up to ``limit`` messages; True if more may be waiting, False once the socket is empty."""
         sock = self.socket
         for _ in range(limit):
             try:
                 frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
-                self.drained_at = time.time()  # all that was sent to us so far is read (mgst.liveness)
                 return False
             now = time.time()
             identity = frames[0].bytes
@@ -104,23 +130,25 @@ class PullerMessages:
                 continue
             try:
                 if type(msg) is P.Hello:
-                    key = frames[1].get("User-Id") if self._curve else None
-                    self._hello(identity, msg, key or None, now)
+                    key = frames[1].get("User-Id") if self.curve else None
+                    self.hello(identity, msg, key or None, now)
                 else:
-                    self._handle(identity, msg, now)
+                    self.handle(identity, msg, now)
             except Exception:  # no input may crash the mapper; a bug here must still be seen
                 log.exception("error handling %s from %s", type(msg).__name__, identity.hex()[:16])
                 self.drops.counts[P.Drop.HANDLER_ERROR] += 1
         return True
 
-    def _sender(self: Mapper, identity: bytes) -> str:
+    def sender(self, identity: bytes) -> str:
+        """Who ``identity`` is: its machine's name, or the start of the routing id."""
         j = self.by_identity.get(identity)
         return self.experiment.machines[j].name if j is not None else f"connection {identity.hex()[:16]}"
 
-    def _bad(self: Mapper, identity: bytes, reason: str, detail: str = "") -> None:
-        self.drops.drop(reason, self._sender(identity), detail)
+    def _bad(self, identity: bytes, reason: str, detail: str = "") -> None:
+        self.drops.drop(reason, self.sender(identity), detail)
 
-    def _handle(self: Mapper, identity: bytes, msg: Any, now: float) -> None:
+    def handle(self, identity: bytes, msg: Any, now: float) -> None:
+        """A message other than a hello, from ``identity``."""
         j = self.by_identity.get(identity)
         t = type(msg)
         if j is None:  # an unknown sender gets no reply
@@ -131,20 +159,19 @@ class PullerMessages:
         conn.last_seen = now
         if self.core.machines[j].silent:
             log.info("%s speaks again", self.experiment.machines[j].name)
-            self._core("machine_heard", now, j)
+            self.feed("machine_heard", now, j)
         if t is P.Heartbeat:
             conn.remote_clock, conn.remote_received = msg.clock, now
             # A clock sample only for the echo of the heartbeat we sent last, once: a peer cannot
             # feed the estimator (or the journal) more samples than we send heartbeats.
             if conn.hb_sent is not None and msg.echo == conn.hb_sent:
                 conn.hb_sent = None
-                # The journal (and the estimator, fed from it) takes one exchange per clock.PERIOD.
+                # The journal (and the estimator, fed from it) takes one exchange per clock_offsets.PERIOD.
                 sample = conn.clock_samples.offer(msg.echo, msg.echo_received, msg.clock, now)
                 if sample is not None:
                     self.journal.clock_sample(j, *sample)
-            if conn.checkpoints is not None:  # held checkpoints whose interval has passed
-                for rid, progress in conn.checkpoints.due(now):
-                    self._checkpoint(j, rid, progress, now)
+            if j in self.checkpoints.holding:  # held checkpoints whose interval has passed
+                self.checkpoints.record_due(j, now)
             if conn.ready_held is not None and self.ready_rate.allow(j, now):  # a held request, now
                 (held, received), conn.ready_held = conn.ready_held, None
                 if self._ready_changes(j, held):
@@ -164,9 +191,9 @@ class PullerMessages:
                           f"{t.__name__.lower()} {msg.replica}")
             elif t is P.Computing:
                 if live.phase == STAGING:
-                    self._core("replica_computing", now, msg.replica)
+                    self.feed("replica_computing", now, msg.replica)
             elif msg.progress > live.checkpoint:
-                self._progress(j, msg.replica, msg.progress, now)
+                self.checkpoints.offer(j, msg.replica, msg.progress, now)
         elif t is P.Started:
             r = self.journal.replicas.get(msg.replica)
             live = self.core.replica(msg.replica)
@@ -182,9 +209,9 @@ class PullerMessages:
             self._failed(identity, j, msg, now)
         elif t is P.Bye:
             log.info("%s leaves: %s", self.experiment.machines[j].name, msg.reason[:200])
-            self._machine_gone(j, now)
+            self.machine_gone(j, now)
 
-    def _ready_changes(self: Mapper, j: int, msg: P.Ready) -> bool:
+    def _ready_changes(self, j: int, msg: P.Ready) -> bool:
         """Whether a request for work tells the core anything: not if the machine already asks for the
         same slots with the same share (then it is a repeat: it journals nothing)."""
         m = self.core.machines[j]
@@ -194,7 +221,7 @@ class PullerMessages:
         want = free if msg.slots > free else msg.slots
         return want != m.asking or msg.share != m.cpu_share
 
-    def _ready_news(self: Mapper, j: int, msg: P.Ready, now: float) -> bool:
+    def _ready_news(self, j: int, msg: P.Ready, now: float) -> bool:
         """True if a Ready is to be handled now; a repeat is ignored, and one over the machine's rate is
         held (the latest) for a heartbeat when the rate allows."""
         conn = self.conns[j]
@@ -206,48 +233,7 @@ class PullerMessages:
         conn.ready_held = (msg, now)
         return False
 
-    def _progress(self: Mapper, j: int, rid: int, progress: float, now: float) -> None:
-        """Machine ``j``'s replica ``rid`` checkpointed: recorded now, or held (one per interval per replica)."""
-        conn = self.conns[j]
-        if conn.checkpoints is None:
-            interval = (self.experiment.simulation.checkpoint_interval or 0.0) * self.time_unit
-            conn.checkpoints = CheckpointCoalescer(interval)
-        cp = conn.checkpoints
-        cp.prune(lambda r: (x := self.core.replica(r)) is not None and x.machine == j,
-                 2 * self.experiment.machines[j].slots)
-        if cp.offer(rid, progress, now):
-            self._core("replica_checkpoint", now, rid, progress)
-        else:
-            self.holding_checkpoints.add(j)
-
-    def _checkpoint(self: Mapper, j: int, rid: int, progress: float, now: float) -> None:
-        """Record a held checkpoint, if its replica still runs on ``j`` and it is news."""
-        live = self.core.replica(rid)
-        if live is not None and live.machine == j and progress > live.checkpoint:
-            self._core("replica_checkpoint", now, rid, progress)
-
-    def _release_checkpoints(self: Mapper, method: str, now: float, args: tuple) -> None:
-        """Before ``method`` ends a replica or takes its machine: record what checkpoints it holds."""
-        if method == "timer_fired":  # a time-out may end any replica: every held checkpoint first
-            for j in self.holding_checkpoints:  # (the machines that held one since; O(them), not O(machines))
-                cp = self.conns[j].checkpoints
-                for r, progress in cp.take() if cp is not None else ():
-                    self._checkpoint(j, r, progress, now)
-            self.holding_checkpoints.clear()
-            return
-        if method.startswith("machine"):
-            j, rid = args[0], None
-        else:
-            live = self.core.replica(args[0])
-            if live is None:
-                return
-            j, rid = live.machine, args[0]
-        cp = self.conns[j].checkpoints
-        if cp is not None:
-            for r, progress in cp.take(rid):
-                self._checkpoint(j, r, progress, now)
-
-    def _ready(self: Mapper, identity: bytes, j: int, now: float, share: float | None = None,
+    def _ready(self, identity: bytes, j: int, now: float, share: float | None = None,
                slots: int | None = None) -> None:
         m = self.core.machines[j]
         if m.state is not MachineState.DOWN and m.free_slots <= 0:  # never drops a replica it runs
@@ -255,9 +241,9 @@ class PullerMessages:
             return
         if m.state is MachineState.DOWN:  # suspected down by the policy: asking again brings it back
             self.journal.machine_up(j, now)
-        self._core("machine_ready", now, j, share, slots)
+        self.feed("machine_ready", now, j, share, slots)
 
-    def _done(self: Mapper, identity: bytes, j: int, msg: P.Done, now: float) -> None:
+    def _done(self, identity: bytes, j: int, msg: P.Done, now: float) -> None:
         r = self.journal.replicas.get(msg.replica)
         if r is None or r.machine != j:
             self._bad(identity, P.Drop.NOT_ITS_REPLICA, f"done {msg.replica}")
@@ -268,7 +254,7 @@ class PullerMessages:
         else:
             self.journal.reported_done(msg.replica, msg.received, msg.started, msg.finished, now,
                                        msg.achieved_share)
-            self._core("replica_done", now, msg.replica)
+            self.feed("replica_done", now, msg.replica)
         if msg.ready:
             conn = self.conns[j]
             if self.core.machines[j].state is not MachineState.READY:  # a replay must not move an earlier request
@@ -283,7 +269,7 @@ class PullerMessages:
             else:
                 self._ready(identity, j, now, None, min(m.asking + 1, m.slots))
 
-    def _failed(self: Mapper, identity: bytes, j: int, msg: P.Failed, now: float) -> None:
+    def _failed(self, identity: bytes, j: int, msg: P.Failed, now: float) -> None:
         live = self.core.replica(msg.replica)
         if live is None or live.machine != j:
             r = self.journal.replicas.get(msg.replica)
@@ -294,17 +280,18 @@ class PullerMessages:
         outcome = "refused" if msg.code == P.FAIL_REFUSED else "failed"
         self.journal.end(outcome, msg.replica)
         log.warning("%s: replica %d %s: %s", name, msg.replica, outcome, msg.reason[:200])
-        self._core("replica_failed", now, msg.replica, f"{msg.code}: {msg.reason[:200]}")
+        self.feed("replica_failed", now, msg.replica, f"{msg.code}: {msg.reason[:200]}")
         if msg.code == P.FAIL_REFUSED:
             conn = self.conns[j]
             conn.refusals += 1
             if conn.refusals >= REFUSE_LIMIT:
                 log.error("%s refused this run's commands %d times: taken out of the run (check its allow-list)",
                           name, conn.refusals)
-                self._send(identity, P.Bye("your allow-list refuses this run's commands"), None)
-                self._machine_gone(j, now)
+                self.send(identity, P.Bye("your allow-list refuses this run's commands"), None)
+                self.machine_gone(j, now)
 
-    def _hello(self: Mapper, identity: bytes, msg: P.Hello, key: str | None, now: float) -> None:
+    def hello(self, identity: bytes, msg: P.Hello, key: str | None, now: float) -> None:
+        """A puller asks to serve a machine (with CURVE key ``key``): admitted and welcomed, or refused."""
         if msg.version != P.PROTOCOL_VERSION:
             self._refuse(identity, P.Drop.VERSION, f"protocol version {msg.version}; this mapper speaks "
                                                    f"{P.PROTOCOL_VERSION}", True)
@@ -346,7 +333,7 @@ class PullerMessages:
         if restarted and self.core.machines[j].state is not MachineState.DOWN:
             # The machine restarted: whatever it ran is gone, even if we had not noticed.
             self.journal.machine_down(j, now)
-            self._core("machine_down", now, j)
+            self.feed("machine_down", now, j)
         if conn.identity is not None and conn.identity != identity:
             self.by_identity.pop(conn.identity, None)
         conn.identity = identity
@@ -354,18 +341,18 @@ class PullerMessages:
         conn.last_seen = now
         self.by_identity[identity] = j
         if self.core.machines[j].silent:  # back from a failure no time-out noticed
-            self._core("machine_heard", now, j)
+            self.feed("machine_heard", now, j)
         if (not mlog.incarnations or mlog.incarnations[-1] != msg.incarnation or mlog.key != key
                 or mlog.speed != msg.speed):
             self._index_key(j, mlog.key, key)
             self.journal.registered(j, msg.incarnation, msg.speed, key)
-        self._send(identity, P.Welcome(P.PROTOCOL_VERSION, j, self.time_unit, self.heartbeat_interval,
-                                       m.availability, self.executor,
-                                       self._failure_law(j) if self.t0 is not None else None, m.slots,
-                                       self.experiment.simulation.checkpoint_interval or 0.0), j)
+        self.send(identity, P.Welcome(P.PROTOCOL_VERSION, j, self.time_unit, self.heartbeat_interval,
+                                      m.availability, self.executor,
+                                      self.failure_law(j) if self.clock.t0 is not None else None, m.slots,
+                                      self.experiment.simulation.checkpoint_interval or 0.0), j)
         if self.core.machines[j].state is MachineState.DOWN:
             self.journal.machine_up(j, now)
-            self._core("machine_up", now, j, m.availability)
+            self.feed("machine_up", now, j, m.availability)
         else:
             if not mlog.periods or mlog.periods[-1][1] is not None:  # back after the mapper's own outage
                 self.journal.machine_up(j, now)
@@ -374,14 +361,14 @@ class PullerMessages:
             for rid in [rid for rid in self.core.machines[j].replicas if rid not in held]:
                 log.info("%s no longer holds replica %d: lost", m.name, rid)
                 self.journal.end("lost", rid)
-                self._core("replica_failed", now, rid, "not held by the puller after reconnecting")
+                self.feed("replica_failed", now, rid, "not held by the puller after reconnecting")
         live = self.core.machines[j].replicas
         for rid in msg.holds:
             if rid not in live:
-                self._send(identity, P.CancelMsg(rid), j)  # it runs something that is no longer its job
+                self.send(identity, P.CancelMsg(rid), j)  # it runs something that is no longer its job
         log.info("%s registered (incarnation %x)", m.name, msg.incarnation & 0xFFFFFFFF)
 
-    def _index_key(self: Mapper, j: int, old: str | None, new: str | None) -> None:
+    def _index_key(self, j: int, old: str | None, new: str | None) -> None:
         """Machine ``j`` registers with key ``new`` instead of ``old``: keep ``machines_of_key`` up to date."""
         if old == new:
             return
@@ -394,7 +381,7 @@ class PullerMessages:
         if new is not None:
             self.machines_of_key.setdefault(new, set()).add(j)
 
-    def _failure_law(self: Mapper, j: int) -> tuple | None:
+    def failure_law(self, j: int) -> tuple | None:
         """Machine ``j``'s failure law for its puller's welcome (model time), or None."""
         if not self.failures:
             return None
@@ -404,9 +391,9 @@ class PullerMessages:
         g = machine_group(self.experiment, j)
         return ("weibull", g.mttf, g.shape, g.repair_mean, g.repair_sd, self.seed)
 
-    def _refuse(self: Mapper, identity: bytes, drop: str, reason: str, fatal: bool,
+    def _refuse(self, identity: bytes, drop: str, reason: str, fatal: bool,
                 level: int = logging.WARNING) -> None:
         reason = reason[:P.MAX_STR]  # (every reason here is a line; this bounds any future one)
-        self.drops.drop(drop, self._sender(identity), reason, level=level)
-        self._send(identity, P.Refused(reason, fatal), None)
+        self.drops.drop(drop, self.sender(identity), reason, level=level)
+        self.send(identity, P.Refused(reason, fatal), None)
 

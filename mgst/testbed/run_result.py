@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 from mgst.core.scheduler import Scheduler
 from mgst.core.state import JobStatus
-from mgst.journal import Journal
 from mgst.model import Experiment
+from mgst.testbed.journal import Journal
 
 
 @dataclass(slots=True)

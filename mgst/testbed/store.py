@@ -24,7 +24,7 @@ from typing import Any, NoReturn
 
 import msgpack
 
-from mgst.wal_check import check_wal
+from mgst.testbed.wal_check import check_wal
 
 log = logging.getLogger(__name__)
 

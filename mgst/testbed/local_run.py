@@ -17,11 +17,11 @@ from typing import Any
 from mgst import security
 from mgst.analysis.compare import bag_comparison, comparison, plot_comparison
 from mgst.config import ConfigError
-from mgst.mapper import Mapper, TestbedRun
 from mgst.model import Experiment, PoissonClasses
 from mgst.results import Summary
 from mgst.simulate import run_simulation
-from mgst.testbed import summarize_testbed, write_testbed_outputs
+from mgst.testbed.mapper import Mapper, TestbedRun
+from mgst.testbed.summary import summarize_testbed, write_testbed_outputs
 
 log = logging.getLogger(__name__)
 

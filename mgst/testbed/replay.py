@@ -15,11 +15,11 @@ from typing import Any
 
 from mgst import policies
 from mgst.core.scheduler import Scheduler
-from mgst.experiment_codec import from_plain
-from mgst.journal import Journal
 from mgst.model import Bag, Experiment, Job
-from mgst.store import FILENAME, RunStore, StoreError
 from mgst.streams import Purpose, python_random
+from mgst.testbed.experiment_codec import from_plain
+from mgst.testbed.journal import Journal
+from mgst.testbed.store import FILENAME, RunStore, StoreError
 
 # The core inputs the mapper records, by method name; the first argument is always model time.
 CORE_INPUTS = frozenset({"start", "job_arrived", "bag_arrived", "machine_ready", "replica_done", "replica_failed",

@@ -6,10 +6,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from mgst.replay import replay
 from mgst.results import Summary
-from mgst.store import FILENAME
-from mgst.testbed_run import TestbedRun, finish_run
+from mgst.testbed.replay import replay
+from mgst.testbed.run_result import TestbedRun, finish_run
+from mgst.testbed.store import FILENAME
 
 
 def load_run(folder: Path, journal: str = FILENAME) -> TestbedRun:
@@ -33,7 +33,7 @@ def load_run(folder: Path, journal: str = FILENAME) -> TestbedRun:
 def export_run(folder: Path, journal: str = FILENAME) -> tuple[TestbedRun, Summary, dict[str, Any]]:
     """Write jobs.csv, machines.csv, summary.csv and summary.json into ``folder`` from its journal (the file
     ``journal`` in it)."""
-    from mgst.testbed import summarize_testbed, write_testbed_outputs  # noqa: PLC0415
+    from mgst.testbed.summary import summarize_testbed, write_testbed_outputs  # noqa: PLC0415
 
     run = load_run(folder, journal)
     summary, extras = summarize_testbed(run)

@@ -20,8 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from mgst.store import FILENAME, JournalDamaged, JournalWriteError, StoreError, decode_event, event_rows
-from mgst.wal_check import check_wal
+from mgst.testbed.store import FILENAME, JournalDamaged, JournalWriteError, StoreError, decode_event, event_rows
+from mgst.testbed.wal_check import check_wal
 
 SALVAGED = "journal.salvaged.sqlite"
 

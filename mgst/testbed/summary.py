@@ -16,7 +16,7 @@ from mgst.core.state import JobStatus
 from mgst.model import EXECUTORS, Experiment
 from mgst.policies.allocation import solve_allocation
 from mgst.results import Estimate, Summary, write_summary_csv
-from mgst.testbed_run import TestbedRun
+from mgst.testbed.run_result import TestbedRun
 
 # A single run has no replications; its confidence intervals come from batch means
 # over this many consecutive batches of jobs (by submission time), per class and overall.

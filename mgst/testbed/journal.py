@@ -11,14 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mgst.clock import OffsetEstimator
 from mgst.model import Experiment, Job
 from mgst.results import JOB_COLUMNS
-from mgst.store import RunStore
+from mgst.testbed.clock_offsets import OffsetEstimator
+from mgst.testbed.store import RunStore
 
 # The incarnations of a machine remembered (a retired one that hellos again is refused for good): a
 # puller that lost its name retries within seconds, long before this many newer ones have registered
-# (re-registrations are rate-limited, mgst.admission.HELLO_RATE), and the list stays short to copy.
+# (re-registrations are rate-limited, mgst.testbed.admission.HELLO_RATE), and the list stays short to copy.
 INCARNATIONS_KEPT = 64
 
 

@@ -1,0 +1,407 @@
+"""The mapper: drives the scheduling core from the wall clock and the ZeroMQ messages of puller daemons.
+
+Everything in a testbed run revolves around this: the :class:`Mapper` holds the
+state of the run (the core, the journal, the pullers' connections, the run's
+clock and its timers) and the objects it shares that state with, each built here
+with what it needs: the router (the socket), the dispatcher (the core's decisions
+carried out), the message handler (what each puller message means), the
+heartbeats (when silence means down), the machines' checkpoints and, for a
+resumed run, the resume. None of them imports this module (docs/testbed.md).
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from mgst import protocol as P
+from mgst import security
+from mgst.drops import DropLog
+from mgst.model import Bag, Experiment, Job
+from mgst.staging import StagingSampler
+from mgst.testbed.checkpoints import RELEASE_CHECKPOINTS_BEFORE, MachineCheckpoints
+from mgst.testbed.connection import Connection
+from mgst.testbed.dispatch import Dispatcher
+from mgst.testbed.experiment_codec import to_plain
+from mgst.testbed.journal import Journal
+from mgst.testbed.liveness import LIVENESS, Heartbeats, heartbeat_interval_for
+from mgst.testbed.messages import PullerMessages
+from mgst.testbed.replay import call_core, encode_args, make_core
+from mgst.testbed.resume import Resume, next_item, replay_to_resume
+from mgst.testbed.router import RECEIVE_BATCH, Router
+from mgst.testbed.run_clock import RunClock, WallTimers
+from mgst.testbed.run_result import TestbedRun, finish_run
+from mgst.testbed.store import FILENAME, JournalWriteError, RunStore
+from mgst.workload import make_workload
+
+log = logging.getLogger(__name__)
+
+# An LPAS_DG run with this many machines or more, and no resolve_debounce, is told about the option:
+# each re-solve then takes 10 ms or more (17 ms at 1,000), and every registration or failure makes one.
+DEBOUNCE_HINT_MACHINES = 500
+# How often the journal notes that the mapper is alive (bounds the outage a crash leaves).
+TICK = 0.5
+# A Paused notice's reason is cut to this (a journal path can be long; the protocol allows MAX_STR).
+PAUSE_REASON_MAX = 400
+# Rounds of committing and sending in one flush: a failed send may decide more (a machine gone).
+FLUSH_ROUNDS = 100
+
+
+class Interrupted(Exception):
+    """The run was stopped before it began (while waiting for pullers)."""
+
+
+class Mapper:
+    """One testbed run: register pullers, generate jobs in real time, schedule, drain, report.
+
+    The job generator draws the same streams as replication 0 of the simulator
+    with the same seed, so the two runs see the same job sequence. With ``out``,
+    every event is journalled to ``out/journal.sqlite`` as it happens, and
+    nothing the journal does not have leaves the mapper (write-ahead); with
+    ``resume``, the run in ``out`` continues where its journal ends.
+    """
+
+    def __init__(
+        self,
+        experiment: Experiment,
+        bind: str,
+        *,
+        duration: float | None = None,
+        time_unit: float | None = None,
+        seed: int | None = None,
+        drain_timeout: float | None = None,
+        register_timeout: float = 60.0,
+        heartbeat_interval: float | None = None,
+        liveness: int = LIVENESS,
+        executor: str | None = None,
+        failures: bool = True,
+        progress: Callable[[Mapper], None] | None = None,
+        progress_interval: float = 1.0,
+        context: zmq.Context | None = None,
+        keys: security.ServerKeys | None = None,
+        insecure: bool = False,
+        out: Path | None = None,
+        resume: bool = False,
+        imports: tuple[str, ...] = (),
+        farewell: float = 0.0,
+        resume_wait: float = 10.0,
+    ):
+        self.security = security.security_mode(bind, keys, insecure)
+        tb = experiment.testbed
+        replayed, replay_s = None, 0.0
+        if resume:
+            if out is None:
+                raise ValueError("resume needs the run's directory")
+            replayed, replay_s = replay_to_resume(out, experiment)
+            meta = replayed.meta
+            experiment = replayed.experiment
+            duration, time_unit, seed = meta["duration"], meta["time_unit"], meta["seed"]
+            executor, failures = meta["executor"], meta["failures"]
+        self.experiment = experiment
+        if (experiment.policy.name == "lpas_dg" and len(experiment.machines) >= DEBOUNCE_HINT_MACHINES
+                and experiment.policy.options.get("resolve_debounce") is None):
+            log.warning("lpas_dg re-solves its LP at every machine up or down; with %d machines, consider "
+                        "[policy] resolve_debounce (docs/policies.md)", len(experiment.machines))
+        self.duration = tb.duration if duration is None else duration
+        self.time_unit = tb.time_unit if time_unit is None else time_unit
+        self.seed = experiment.simulation.seed if seed is None else seed
+        # How a failure is noticed: silence for the liveness window, or MGST's per-job time-out
+        # (the policy's SilenceTimeouts acts on machines we report silent).
+        detect_by_timeout = tb.detection == "timeout"
+        # None: by the number of machines (mgst.testbed.liveness: 0.2 s for a lab, longer for thousands).
+        self.heartbeat_interval = (heartbeat_interval_for(len(experiment.machines)) if heartbeat_interval is None
+                                   else heartbeat_interval)
+        self.liveness = liveness
+        self.register_timeout = register_timeout
+        self.resume_wait = resume_wait
+        self.farewell = farewell
+        self.executor = tb.executor if executor is None else executor
+        if self.executor == "command" and len(tb.commands) != len(experiment.classes):
+            raise ValueError("the command executor needs [testbed] commands, one per job class")
+        self.failures = failures and experiment.failures is not None
+        self.progress = progress  # called every progress_interval seconds (monitoring)
+        self.progress_interval = progress_interval
+        # Long enough for a job that started at the last moment on the slowest machine.
+        biggest = max(c.granularity for c in experiment.classes)
+        slowest = max(biggest / (min(r for r in m.rates if r > 0) * m.availability) for m in experiment.machines)
+        self.drain_timeout = drain_timeout if drain_timeout is not None else max(30.0, 50 * slowest * self.time_unit)
+        if replayed is not None:
+            self.journal = replayed.journal
+            self.core = replayed.core
+        else:
+            store = None
+            if out is not None:
+                store = RunStore(out / FILENAME, create=True)
+                store.set_meta(experiment=to_plain(experiment), seed=self.seed, duration=self.duration,
+                               time_unit=self.time_unit, executor=self.executor, failures=self.failures,
+                               imports=list(imports), security=self.security, created=time.time())
+            self.journal = Journal(experiment, store)
+            self.core = make_core(experiment, self.seed)
+        self.clock = RunClock(self.time_unit)
+        self.conns = [Connection(clock=m.clock) for m in self.journal.machines]
+        for conn, m in zip(self.conns, self.journal.machines):
+            conn.incarnation = m.incarnations[-1] if m.incarnations else None
+        self.by_identity: dict[bytes, int] = {}  # a registered puller's routing id -> its machine
+        # When a receive pass last found the socket empty: silence is judged as of then (mgst.testbed.liveness).
+        self.drained_at = time.time()
+        # Staging durations from the experiment's model (the simulator's stream, replication 0).
+        self.staging = StagingSampler(experiment.staging, self.seed, 0) if experiment.staging is not None else None
+        self.drops = DropLog(log)
+        self.timers = WallTimers()
+        self.stopping = False  # set (e.g. by a signal handler) to end generation early and drain
+        self.aborting = False  # set to stop at once (a second interrupt): the journal stays consistent
+        self._gc_frozen = False  # the objects of before t0 are out of the collector's sight (_begin)
+        self.paused: str | None = None  # why the run paused (its journal cannot be written), once it has
+        self.router = Router(bind, keys, context, len(self.conns))
+        self.endpoint = self.router.endpoint
+        try:
+            self.dispatcher = Dispatcher(experiment, self.journal, self.conns, self.clock, self.timers,
+                                         send=self.router.send, feed=self.feed, executor=self.executor,
+                                         staging=self.staging)
+            self.checkpoints = MachineCheckpoints(self.core, experiment, self.time_unit, self.feed)
+            self.heartbeats = Heartbeats(experiment, self.core, self.journal, self.conns, self.by_identity,
+                                         send=self.router.send, feed=self.feed, interval=self.heartbeat_interval,
+                                         liveness=liveness, detect_by_timeout=detect_by_timeout)
+            self.messages = PullerMessages(
+                experiment, self.core, self.journal, self.conns, self.by_identity, self.clock, self.drops,
+                self.router, self.checkpoints, keys, feed=self.feed, machine_gone=self.heartbeats.machine_gone,
+                heartbeat_interval=self.heartbeat_interval, liveness=liveness, executor=self.executor,
+                failures=self.failures, seed=self.seed)
+            self.resume = (Resume(replayed, replay_s, self.clock, self.conns, feed=self.feed,
+                                  push_timer=self.timers.push, duration=self.duration,
+                                  drain_timeout=self.drain_timeout)
+                           if replayed is not None else None)
+        except BaseException:
+            self.router.close()
+            raise
+
+    # ------------------------------------------------------------------ time
+
+    @property
+    def t0(self) -> float | None:
+        """The wall time of model time 0; None until every puller has registered."""
+        return self.clock.t0
+
+    def model_now(self, wall: float) -> float:
+        return self.clock.model_now(wall)
+
+    def registered(self) -> int:
+        return sum(c.identity is not None for c in self.conns)
+
+    def all_registered(self) -> bool:
+        """Every machine has its puller (O(1) until the last one says hello: each holds an identity)."""
+        return len(self.by_identity) >= len(self.conns) and self.registered() == len(self.conns)
+
+    # ------------------------------------------------------------------ the core, journalled
+
+    def feed(self, method: str, now: float, *args: Any) -> None:
+        """Feed the core one input (recorded first, for replay) and carry out what it decides."""
+        if method in RELEASE_CHECKPOINTS_BEFORE:
+            self.checkpoints.release(method, now, args)
+        mnow = self.clock.model_now(now)
+        if self.journal.store is not None:
+            self.journal.store.append("core", (method, mnow, encode_args(method, args)))
+        self.dispatcher.carry_out(call_core(self.core, method, mnow, args), now)
+
+    # ------------------------------------------------------------------ run
+
+    def run(self) -> TestbedRun:
+        """The run, to its end; JournalWriteError if the journal cannot be written: the run is paused."""
+        try:
+            return self._run()
+        except JournalWriteError as e:  # nothing the journal lacks has left (_flush): tell the pullers, stop
+            log.info("%s: the run is paused", e)  # (the CLI says it, once)
+            self.paused = str(e)
+            raise
+        finally:
+            try:
+                self._say_bye()
+                if self.paused is None and self.farewell > 0 and not self.aborting:
+                    # pullers that were down at the end (injected failures) learn that the run is over
+                    self.router.farewell(self.farewell, lambda: self.aborting)
+            finally:
+                self._unfreeze()  # (a run that raised after t0 has not)
+                self.router.close(linger_ms=500)  # let the byes go out
+                if self.journal.store is not None:
+                    self.journal.store.close()
+
+    def close(self) -> None:
+        """Close the socket of a mapper that will not run (run() closes it otherwise)."""
+        self.router.close()
+
+    def _unfreeze(self) -> None:
+        """Give what the run froze at t0 back to the collector (once)."""
+        if self._gc_frozen:
+            self._gc_frozen = False
+            gc.unfreeze()
+
+    def _run(self) -> TestbedRun:
+        socket = self.router.socket
+        poller = zmq.Poller()
+        poller.register(socket, zmq.POLLIN)
+        started = time.time()
+        horizon = self.duration / self.time_unit  # model time
+        workload = make_workload(self.experiment, self.seed, 0)
+        next_job: Job | Bag | None = None
+        generation_end = math.inf
+        drain_deadline = math.inf
+        clock, timers = self.clock, self.timers
+        if self.resume is not None:
+            next_job = self.resume.prepare(workload, started)
+        else:
+            self.feed("start", started)
+        log.info("mapper on %s waiting for %d pullers", self.endpoint, len(self.conns))
+        next_hb = next_tick = next_report = started
+        backlog = False
+        while not self.aborting:
+            now = time.time()
+            if clock.t0 is None:
+                if self.stopping:
+                    raise Interrupted("stopped while waiting for pullers to register")
+                if self.all_registered():
+                    self._begin(now)
+                elif now - started > self.register_timeout:
+                    missing = [m.name for m, c in zip(self.experiment.machines, self.conns) if c.identity is None]
+                    raise TimeoutError(f"pullers did not register within {self.register_timeout:g} s: "
+                                       f"{', '.join(missing)}")
+                if clock.t0 is not None:
+                    next_job = next_item(workload)
+                    generation_end = clock.t0 + self.duration
+            elif clock.held is not None and (self.all_registered()
+                                             or now - started > self.resume_wait or self.stopping):
+                assert self.resume is not None  # (only a resume holds the clock)
+                next_job, generation_end, drain_deadline = self.resume.end_wait(now, next_job)
+            # arrivals
+            while next_job is not None and clock.t0 is not None and clock.held is None:
+                due = clock.t0 + next_job.submitted * self.time_unit
+                if next_job.submitted >= horizon or self.stopping:
+                    next_job = None
+                    if self.stopping:  # stopped early: the horizon is now
+                        generation_end = min(generation_end, now)
+                    self.journal.generation_over(clock.model_now(generation_end))
+                    drain_deadline = now + self.drain_timeout
+                    log.info("generation over; draining (at most %.1f s)", self.drain_timeout)
+                    break
+                if due > now:
+                    break
+                # The core's clock must not step back: the job keeps its generated submission time,
+                # but the event happens now (at most a poll period after it was due).
+                if type(next_job) is Bag:
+                    for task in next_job.tasks:
+                        self.journal.job_arrived(task, due)
+                    self.feed("bag_arrived", now, next_job)
+                else:
+                    self.journal.job_arrived(next_job, due)
+                    self.feed("job_arrived", now, next_job)
+                next_job = next_item(workload)
+                if next_job is None:  # the workload is exhausted (a list, a trace): generation is over
+                    generation_end = min(generation_end, now)
+                    self.journal.generation_over(clock.model_now(generation_end))
+                    drain_deadline = now + self.drain_timeout
+                    log.info("the workload is exhausted; draining (at most %.1f s)", self.drain_timeout)
+            if clock.t0 is not None and clock.held is None and next_job is None and now >= generation_end:
+                if not self.core.queued_count and not self.core.running:
+                    break
+                if now >= drain_deadline:
+                    log.warning("drain time-out: %d jobs queued, %d running", self.core.queued_count,
+                                len(self.core.running))
+                    break
+            # timers
+            while timers.next_at() <= now and clock.held is None and clock.t0 is not None:
+                key = timers.pop()
+                if key in self.core.timers:  # (a stale entry is skipped)
+                    self.feed("timer_fired", now, key)
+            if now >= next_hb:
+                self.heartbeats.beat(now, self.drained_at)
+                next_hb = now + self.heartbeat_interval / self.heartbeats.slices
+            if now >= next_tick and self.journal.store is not None:
+                self.journal.tick(now)
+                next_tick = now + TICK
+            if self.progress is not None and now >= next_report:
+                self.progress(self)
+                next_report = now + self.progress_interval
+            self._flush()
+            # wait for the next thing to do
+            deadline = min(next_hb, next_tick if self.journal.store is not None else math.inf)
+            if self.progress is not None:
+                deadline = min(deadline, next_report)
+            deadline = min(deadline, timers.next_at())
+            if next_job is not None and clock.t0 is not None:
+                deadline = min(deadline, clock.t0 + next_job.submitted * self.time_unit)
+            if clock.t0 is not None and next_job is None:
+                deadline = min(deadline, drain_deadline)
+            timeout_ms = 0 if backlog else math.ceil(max(0.0, (deadline - time.time()) * 1000))
+            events = dict(poller.poll(timeout_ms))
+            backlog = False
+            if socket in events:
+                backlog = self.messages.receive_some(RECEIVE_BATCH)
+            if not backlog:  # nothing waits: everything sent to us so far has been read (mgst.testbed.liveness)
+                self.drained_at = time.time()
+            self._flush()
+        end = time.time()
+        if clock.t0 is not None and next_job is not None:  # aborted while generating
+            generation_end = min(generation_end, end)
+        if self.journal.generation_end is None and clock.t0 is not None:
+            self.journal.generation_over(clock.model_now(min(generation_end, end)))
+        if self.journal.store is not None:
+            self.journal.tick(end)
+            self.journal.store.set_meta(drops=dict(self.drops.counts), aborted=self.aborting)
+        self._flush()
+        return self._result(started, end, generation_end, horizon)
+
+    def _result(self, started: float, end: float, generation_end: float, horizon: float) -> TestbedRun:
+        self._unfreeze()
+        run = finish_run(self.experiment, self.core, self.journal, self.time_unit, self.clock.t0 or started,
+                         generation_end, end, self.drops.counts, horizon, self.seed, self.security, self.aborting)
+        if self.journal.store is not None:
+            run.resumes = self.journal.store.meta().get("resumes", [])
+        return run
+
+    def _begin(self, now: float) -> None:
+        """Every machine is registered: model time 0 is now (after the collection below)."""
+        # What exists now (the experiment, the machines, their keys and connections, the plan) lives until
+        # the end: out of the collector's sight, a full collection in the run scans only what the run made
+        # (one paused the mapper 74 ms at 3,000 pullers otherwise). Undone in _result.
+        gc.collect()
+        gc.freeze()
+        self._gc_frozen = True
+        now = max(now, time.time())
+        self.clock.begin(now)
+        self.journal.began(now)
+        # A timer set while model time stood at 0 (waiting for pullers) is due at its model time from now.
+        self.timers.rebase(now, self.time_unit, self.core.timers)
+        if self.failures:  # failures start with the run's clock, as in the simulation
+            for j, conn in enumerate(self.conns):
+                self.router.send(conn.identity, P.Begin(self.messages.failure_law(j)), j)
+        log.info("all %d pullers registered; generating jobs for %.1f s", len(self.conns), self.duration)
+
+    # ------------------------------------------------------------------ sending (after the journal has it)
+
+    def _flush(self) -> None:
+        """Commit the journal, then send what it decided (write-ahead: no puller holds a job the log lacks)."""
+        router = self.router
+        for _ in range(FLUSH_ROUNDS):  # a failed send may decide more (machine gone): bounded
+            if self.journal.store is not None:
+                self.journal.store.commit()
+            if not router.outbox:
+                return
+            router.send_queued(self._undeliverable)
+
+    def _undeliverable(self, identity: bytes, machine: int | None, e: zmq.ZMQError) -> None:
+        """A message to ``identity`` could not leave: if its peer is gone, its machine is unreachable."""
+        log.info("could not send to %s: %s", self.messages.sender(identity), e)
+        gone = e.errno == zmq.EHOSTUNREACH and machine is not None
+        if gone and self.by_identity.get(identity) == machine:
+            self.heartbeats.unreachable(machine, time.time(), "unreachable")
+
+    def _say_bye(self) -> None:
+        """The run is over (Bye), or paused (Paused): every registered puller is told."""
+        frame = P.encode(P.Bye("run over") if self.paused is None else P.Paused(self.paused[:PAUSE_REASON_MAX]))
+        self.router.say_bye(frame, [conn.identity for conn in self.conns if conn.identity is not None])

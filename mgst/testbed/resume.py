@@ -1,0 +1,123 @@
+"""How a resumed mapper takes over from a dead one: the generator's place, the held clock, the pullers' return.
+
+:func:`replay_to_resume` rebuilds the journal and the core from the run's store
+(:func:`mgst.testbed.replay.replay`); a :class:`Resume` decides the rest: model
+time stands still until the pullers are back (or the wait is over), then runs on
+from where it stopped, with the outage cut out.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from mgst.core.state import MachineState
+from mgst.model import Bag, Experiment, Job
+from mgst.testbed.connection import Connection
+from mgst.testbed.experiment_codec import to_plain
+from mgst.testbed.replay import Replayed, replay
+from mgst.testbed.run_clock import RunClock
+from mgst.workload import JobSource
+
+log = logging.getLogger("mgst.testbed.mapper")
+
+
+def replay_to_resume(out: Path, experiment: Experiment) -> tuple[Replayed, float]:
+    """The run in ``out`` replayed, and how long that took (s); ValueError if it ran another experiment."""
+    replay_started = time.monotonic()
+    replayed = replay(out)
+    replay_s = time.monotonic() - replay_started
+    if to_plain(experiment) != replayed.meta["experiment"]:
+        replayed.store.close()
+        raise ValueError(f"{out} was run with another experiment than {experiment.name!r}")
+    return replayed, replay_s
+
+
+class Resume:
+    """The steps of a resumed run, on the state the mapper shares with it (the replayed journal and core,
+    the pullers' connections, the run's clock); ``feed`` gives the core an input as the mapper does
+    (journalled, its decisions carried out), ``push_timer`` sets a wall-clock timer for a core timer."""
+
+    def __init__(self, replayed: Replayed, replay_s: float, clock: RunClock, conns: list[Connection], *,
+                 feed: Callable[..., None], push_timer: Callable[[float, Any], None], duration: float,
+                 drain_timeout: float):
+        self.journal = replayed.journal
+        self.core = replayed.core
+        self.model_time = replayed.model_time  # the core's clock when the journal ends
+        self.replay_s = replay_s
+        self.clock = clock
+        self.conns = conns
+        self.machines = replayed.experiment.machines
+        self.feed = feed
+        self.push_timer = push_timer
+        self.duration = duration
+        self.drain_timeout = drain_timeout
+        self.wait_started = 0.0  # when the resumed mapper began waiting for its pullers (wall)
+
+    def prepare(self, workload: JobSource, now: float) -> Job | Bag | None:
+        """Set up from the replayed journal: hold model time until the pullers are back; the next job."""
+        j = self.journal
+        mc = self.model_time
+        if j.start is None:  # the old mapper died before its clock started: start afresh
+            return None
+        self.clock.hold(mc, now)  # t0 provisional; fixed when the wait ends
+        self.wait_started = now
+        outage = now - (j.last_wall if j.last_wall is not None else now)
+        j.resumed(now, self.clock.t0)
+        log.info("resuming at model time %.3f after an outage of %.1f s: %d jobs, %d running, %d queued",
+                 mc, outage, len(j.jobs), len(self.core.running), self.core.queued_count)
+        # the generator continues the same seeded sequence where it stopped
+        nxt = None
+        if j.generation_end is None:
+            last = max(j.jobs, default=-1)
+            nxt = next_item(workload)
+            while nxt is not None and _last_id(nxt) <= last:
+                nxt = next_item(workload)
+        return nxt
+
+    def end_wait(self, now: float, next_job: Any) -> tuple[Any, float, float]:
+        """The pullers are back (or the wait is over): machines still missing are down; the clock runs again.
+        The next job, the end of generation and the drain's deadline (wall)."""
+        back = 0
+        for jdx, conn in enumerate(self.conns):
+            if conn.identity is not None:
+                back += 1
+            elif self.core.machines[jdx].state is not MachineState.DOWN:
+                log.info("%s did not come back: down", self.machines[jdx].name)
+                self.journal.machine_down(jdx, now)
+                self.feed("machine_down", now, jdx)
+        t0 = self.clock.run_on(now)
+        self.journal.began(t0)
+        timing = {"replay_s": self.replay_s, "reconnect_s": now - self.wait_started,
+                  "pullers_back": back, "pullers": len(self.conns)}
+        log.info("resumed: journal replayed in %.2f s, %d of %d pullers back after %.2f s", self.replay_s, back,
+                 len(self.conns), timing["reconnect_s"])
+        if self.journal.store is not None:
+            self.journal.store.set_meta(resumes=[*self.journal.store.meta().get("resumes", []), timing])
+        # timers the replayed core holds (the policy's, and the silence time-outs)
+        time_unit = self.clock.time_unit
+        for key, at in self.core.timers.items():
+            self.push_timer(t0 + at * time_unit, key)
+        if self.journal.generation_end is not None:
+            log.info("resumed in the drain")
+            return None, t0 + self.journal.generation_end * time_unit, now + self.drain_timeout
+        return next_job, t0 + self.duration, math.inf
+
+
+def next_item(workload: JobSource) -> Job | Bag | None:
+    """The workload's next job or bag; None when it has no more."""
+    try:
+        return workload.next()
+    except StopIteration:
+        return None
+
+
+def _last_id(item: Job | Bag) -> int:
+    """The id of the last job in ``item`` (a job, or a bag's last task; -1 for an empty bag)."""
+    if type(item) is Bag:
+        return item.tasks[-1].id if item.tasks else -1
+    return item.id  # type: ignore[union-attr]
