@@ -51,7 +51,7 @@ from mgst.core.state import (
     Outcome,
     ReplicaRecord,
 )
-from mgst.fast_tuple import new_tuple
+from mgst.core.tuples import new_tuple
 
 if TYPE_CHECKING:
     from mgst.core.ready import ReadyQueue
