@@ -32,6 +32,8 @@ COMPILED_MODULES: tuple[str, ...] = (
     "mgst.core.decisions",
     "mgst.core.state",
     "mgst.core.ready",
+    "mgst.core.view",
+    "mgst.core.hooks",
     "mgst.core.lifecycle",
     "mgst.core.matching",
     "mgst.core.scheduler",

@@ -88,6 +88,7 @@ class Scripted(Policy):
 
     ``todo`` is handed to the core (and emptied) after the next event, through on_event.
     """
+    hooks = frozenset({"on_event"})
 
     name = "test-scripted"
 
@@ -107,6 +108,7 @@ class Greedy(Policy):
     the core's incremental matching does not look for. ``limit_aware = False``
     makes it ignore max_replicas, to provoke the core's check.
     """
+    hooks = frozenset({"choose"})
 
     name = "test-greedy"
     incremental = False
@@ -135,6 +137,7 @@ class Gang(Policy):
     can run (if some machine can run none, nobody starts). Otherwise every asking
     machine is held.
     """
+    hooks = frozenset({"dispatch"})
 
     name = "test-gang"
 

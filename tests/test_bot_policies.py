@@ -434,6 +434,7 @@ def with_timeouts(cls: type[Policy], factor: float, suspect: bool) -> type[Polic
     """``cls`` with a ReplicaTimeouts piece, its hooks forwarded."""
 
     class Timed(cls):  # type: ignore[valid-type, misc]
+        hooks = frozenset({"on_replica_start", "on_replica_end", "on_timer"})
         def __init__(self, options=None, rng=None):
             super().__init__(options, rng)
             self.timeouts = ReplicaTimeouts(factor, suspect=suspect)

@@ -27,6 +27,7 @@ from mgst.policies.base import Decisions, Policy
 
 class Oldest(Policy):
     """The oldest queued job (by submission, then id) the machine can run; records each call."""
+    hooks = frozenset({"choose"})
 
     name = "test-oldest"
 
@@ -42,6 +43,7 @@ class Oldest(Policy):
 
 class OwnKeys(Oldest):
     """Keys its own queues, so single jobs and bag tasks may share a run."""
+    hooks = frozenset({"queue_key"})
 
     def queue_key(self, job: Job) -> Hashable:
         return ("class", job.job_class) if job.bag is None else ("bag", job.bag)
@@ -49,6 +51,7 @@ class OwnKeys(Oldest):
 
 class Watcher(Policy):
     """Takes matching over, matches nothing, and records what each dispatch was told."""
+    hooks = frozenset({"dispatch"})
 
     name = "test-watcher"
 

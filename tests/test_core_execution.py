@@ -32,6 +32,7 @@ from mgst.policies.base import Policy
 
 class Oldest(Policy):
     """The oldest queued job (by submission, then id) the machine can run."""
+    hooks = frozenset({"choose"})
 
     name = "test-oldest"
 
@@ -46,6 +47,7 @@ class Oldest(Policy):
 
 class GroupOnly(Oldest):
     """Runs jobs only on machines of group 3 (an attribute from the experiment file)."""
+    hooks = frozenset({"choose"})
 
     def choose(self, view: Scheduler, machine: MachineRecord) -> JobRecord | None:
         return super().choose(view, machine) if machine.attributes.get("group") == 3 else None

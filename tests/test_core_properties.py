@@ -424,6 +424,7 @@ TASK = st.tuples(st.integers(0, N_CLASSES - 1), SIZE)
 class TimingOut(Policy):
     """The oldest queued job the machine can run (then, replicating, the oldest running one);
     a per-replica time-out of TIME_LIMIT; the machine of every SUSPECT_EVERY-th time-out suspected down."""
+    hooks = frozenset({"on_replica_start", "on_replica_end", "on_timer", "choose"})
 
     name = "test-timing-out"
 

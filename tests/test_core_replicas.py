@@ -45,6 +45,7 @@ class Recorder(Policy):
     It records every on_replica_start and on_replica_end call, and yields ``todo`` when the
     timer ACT fires (see ``act``), re-arming ACT at once so that a test may fire it at any time.
     """
+    hooks = frozenset({"start", "on_replica_start", "on_replica_end", "on_timer", "choose"})
 
     name = "test-recorder"
 
@@ -82,6 +83,7 @@ class Recorder(Policy):
 
 class PerReplicaTimeOut(Recorder):
     """Gives up on every replica ``limit`` after it starts (MGST's T/O, as a policy piece)."""
+    hooks = frozenset({"on_replica_start", "on_replica_end", "on_timer"})
 
     limit = 10.0
 
@@ -490,6 +492,7 @@ def test_suspicion_of_an_unknown_machine_is_a_policy_error():
 
 class DecidesOnEvent(Recorder):
     """Yields ``todo`` from on_event (after the core applied an event, before matching)."""
+    hooks = frozenset({"on_event"})
 
     def on_event(self, view: Scheduler, event: object) -> Decisions:
         todo, self.todo = self.todo, []

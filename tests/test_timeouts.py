@@ -39,6 +39,7 @@ KEY1 = ("timeout", 1)
 
 class TimedHead(Policy):
     """A machine that asks gets the head of queue 0; every replica gets a time-out."""
+    hooks = frozenset({"on_replica_start", "on_replica_end", "on_timer", "choose"})
 
     name = "test-timed-head"
 
@@ -202,6 +203,7 @@ def test_composes_with_a_bag_policy():
     base = policy_class("fcfs_share")
 
     class TimedShare(base):  # type: ignore[valid-type, misc]
+        hooks = frozenset({"on_replica_start", "on_replica_end", "on_timer"})
         def __init__(self, options=None, rng=None):
             super().__init__(options, rng)
             self.timeouts = ReplicaTimeouts(1.5)
