@@ -30,7 +30,9 @@ def new_core(
     arrival_rates: Sequence[float] | None = None,
     availability: Sequence[float] | None = None,
 ) -> Scheduler:
-    """A Scheduler, not started; ``rates`` is classes x machines (mu'_ij, as the papers print it)."""
+    """A Scheduler, not started; ``rates`` is classes x machines (mu'_ij, as the papers print it).
+
+    In check mode: every transition it makes is checked against mgst.core.transitions' table."""
     n_machines = len(rates[0])
     arrival_rates = arrival_rates if arrival_rates is not None else [1.0] * len(rates)
     availability = availability if availability is not None else [1.0] * n_machines
@@ -38,7 +40,7 @@ def new_core(
     machines = [
         Machine(f"M{j}", tuple(row[j] for row in rates), availability[j]) for j in range(n_machines)
     ]
-    return Scheduler(classes, machines, policy)
+    return Scheduler(classes, machines, policy, check=True)
 
 
 def make_core(

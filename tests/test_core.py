@@ -415,7 +415,7 @@ class TimerPolicy(Scripted):
 
 def timer_core(policy: Policy) -> tuple[Scheduler, list]:
     """One class, one machine (down), started: returns the core and start()'s outputs."""
-    core = Scheduler([JobClass("c0", 1.0)], [Machine("M0", (1.0,))], policy)
+    core = Scheduler([JobClass("c0", 1.0)], [Machine("M0", (1.0,))], policy, check=True)
     return core, core.start(0.0)
 
 

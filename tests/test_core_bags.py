@@ -67,7 +67,7 @@ class Watcher(Policy):
 
 def make(policy: Policy, n_machines: int = 3, *, ready: bool = True) -> Scheduler:
     """One class, ``n_machines`` one-slot machines at rate 1, each asking for work at t=0 if ``ready``."""
-    core = Scheduler([JobClass("c0", 0.0)], [Machine(f"M{j}", (1.0,)) for j in range(n_machines)], policy)
+    core = Scheduler([JobClass("c0", 0.0)], [Machine(f"M{j}", (1.0,)) for j in range(n_machines)], policy, check=True)
     core.start(0.0)
     if ready:
         for j in range(n_machines):

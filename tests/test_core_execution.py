@@ -55,7 +55,7 @@ class GroupOnly(Oldest):
 
 def make(*machines: Machine, n_classes: int = 1, policy: Policy | None = None, **kw) -> Scheduler:
     """Machines all down; started at t=0."""
-    core = Scheduler([JobClass(f"c{i}", 0.0) for i in range(n_classes)], machines, policy or Oldest(), **kw)
+    core = Scheduler([JobClass(f"c{i}", 0.0) for i in range(n_classes)], machines, policy or Oldest(), **kw, check=True)
     core.start(0.0)
     return core
 

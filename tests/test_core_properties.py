@@ -493,7 +493,7 @@ class OpenCoreMachine(RuleBasedStateMachine):
         machines = [
             Machine(f"M{j}", tuple(row[j] for row in OPEN_RATES), 1.0, OPEN_SLOTS[j]) for j in range(N_OPEN)
         ]
-        self.core = Scheduler(classes, machines, TimingOut(replicas), staging=STAGINGS[staging])
+        self.core = Scheduler(classes, machines, TimingOut(replicas), staging=STAGINGS[staging], check=True)
         self.absorb(self.core.start(0.0))
         for j in range(N_OPEN):  # every machine asks for all its slots
             self.ask(0.0, j, None, None)

@@ -110,6 +110,7 @@ def make(
         [JobClass(f"c{i}", 0.0) for i in range(n_classes)],
         [Machine(f"M{j}", (1.0,) * n_classes, slots=slots[j]) for j in range(n_machines)],
         policy,
+        check=True,
     )
     core.start(0.0)
     return core

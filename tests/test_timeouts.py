@@ -64,7 +64,7 @@ class TimedHead(Policy):
 def timed_core(factor: float = 3.0, rates=(2.0, 4.0), slots: int = 1, **kwargs) -> Scheduler:
     """Class 0 of mean size 10; machines M0 (rate 2), M1 (rate 4); a job 1 waiting since 0."""
     machines = [Machine(f"M{j}", (rate,), 1.0, slots) for j, rate in enumerate(rates)]
-    core = Scheduler([JobClass("c", 1.0, 10.0)], machines, TimedHead(ReplicaTimeouts(factor, **kwargs)))
+    core = Scheduler([JobClass("c", 1.0, 10.0)], machines, TimedHead(ReplicaTimeouts(factor, **kwargs)), check=True)
     core.start(0.0)
     core.job_arrived(0.0, Job(1, 0, 0.0, 7.0))
     return core
@@ -218,7 +218,7 @@ def test_composes_with_a_bag_policy():
             return self.timeouts.on_timer(view, key)
 
     core = Scheduler([JobClass("t", 0.0, 10.0)], [Machine(f"M{j}", (1.0,)) for j in range(3)],
-                     TimedShare(rng=random.Random(0)))
+                     TimedShare(rng=random.Random(0)), check=True)
     core.start(0.0)
     for j in range(3):
         assert core.machine_ready(0.0, j) == [Hold(j)]

@@ -32,7 +32,7 @@ def runs_compiled() -> bool:
 
 def _choose() -> Callable[..., Any]:
     if runs_compiled():
-        from mgst.core._tuples import new_tuple as c_new_tuple  # noqa: PLC0415 (built with the compiled modules)
+        from mgst.core._tuples import new_tuple as c_new_tuple  # type: ignore[import-not-found]  # noqa: PLC0415
 
         return c_new_tuple  # type: ignore[no-any-return]
     return py_new_tuple
