@@ -35,6 +35,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "mgst.core.view",
     "mgst.core.hooks",
     "mgst.core.lifecycle",
+    "mgst.core.arrivals",
     "mgst.core.matching",
     "mgst.core.scheduler",
     "mgst.sim",

@@ -67,5 +67,5 @@ def check_invariants(view: View, lifecycle: Lifecycle, max_replicas: int) -> Non
         assert done == (bag.completed is not None) == (bag.id not in view.bags), bag
         if done and bag.tasks:
             assert bag.completed == max(rec.completed for rec in bag.tasks)  # type: ignore[type-var]
-    if lifecycle.checking:
-        lifecycle.check_states(records)
+    if lifecycle.checker is not None:
+        lifecycle.checker.check_states(records)

@@ -8,7 +8,6 @@ holds one Lifecycle; policies never call it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Hashable
 from typing import Any, Final
 
 from mgst.core.decisions import (
@@ -27,7 +26,6 @@ from mgst.core.state import (
     COMPUTING,
     STAGING,
     BagRecord,
-    JobQueue,
     JobRecord,
     JobStatus,
     MachineRecord,
@@ -35,10 +33,9 @@ from mgst.core.state import (
     Outcome,
     ReplicaRecord,
 )
-from mgst.core.transitions import END_EVENT, JOB, MACHINE, NEW, REPLICA, State, check, state_of
+from mgst.core.transitions import END_EVENT, JOB, MACHINE, NEW, REPLICA, Checker
 from mgst.core.tuples import new_tuple
 from mgst.core.view import View
-from mgst.model import Job
 
 # Outputs are made with tuple.__new__ (new_tuple: in C where built): a NamedTuple's own __new__ is a
 # Python function, the costliest step of an assignment or a completion once the core is compiled
@@ -57,7 +54,7 @@ class Lifecycle:
 
     def __init__(
         self, view: View, *, max_replicas: int, resume: bool, stage_start: bool, stage_resume: bool,
-        queue_key: Callable[[Job], Hashable] | None, check: bool = False,
+        check: bool = False,
     ):
         self.view = view
         # The view's containers, read on every transition (the same objects).
@@ -71,9 +68,6 @@ class Lifecycle:
         self.resume = resume  # a new replica starts from its job's best checkpoint
         self.stage_start = stage_start  # every replica stages first
         self.stage_resume = stage_resume  # a replica resuming from a checkpoint stages first
-        # The policy's queue_key, if it declares one; None: a job waits in its class's queue (a task: its bag's).
-        self.queue_key = queue_key
-        self.bag_keys: bool | None = None  # do jobs wait by bag (True) or by class (False)? (None: no job yet)
         # Report JobCompleted when a job is done; a driver with no use for it (the simulator) turns it off.
         self.report_completions = True
         self.out: list[Output] = []  # the outputs of the event being handled
@@ -83,95 +77,13 @@ class Lifecycle:
         self.requeued = False  # a job went back to a queue during this event
         self.next_replica = 1
         self.no_progress: Any = 0.0  # a progress of 0 (most replicas) as one float object (see start)
-        # Check mode: every transition looked up in the table, and each record's last state.
-        self.checking = check
-        self.last_state: dict[object, State] = {}
-        if check:
-            for m in view.machines:
-                self.last_state[m] = m.state
-
-    def moved(self, kind: str, record: object, old: State, event: str, new: State) -> None:
-        """Check mode: (kind, old, event) -> new must be a row, and ``old`` the record's last state."""
-        check(kind, old, event, new)
-        last = self.last_state.get(record, NEW)
-        if last != old:
-            raise AssertionError(f"{record!r} went from {last} to {old} by no transition of the table")
-        self.last_state[record] = new
-
-    def check_states(self, records: list[tuple[str, object]]) -> None:
-        """Check mode: every record is in the state its last transition left it in."""
-        for kind, record in records:
-            state = state_of(kind, record)
-            last = self.last_state.get(record, NEW)
-            assert state == last, f"{record!r} is {state} but its last transition left it {last}"
+        # Check mode: every transition looked up in the table where it is made (None: not checked).
+        self.checker: Checker | None = Checker(view.machines) if check else None
 
     def stale(self, what: str) -> None:
         """An event that refers to something already over (or unknown): counted, and nothing changes."""
         self.view.stale_events += 1
         log.debug("stale event at t=%s: %s", self.view.now, what)
-
-    # ------------------------------------------------------------------ arrivals: job NEW --arrive--> QUEUED
-
-    def bag_record(self, bag_id: int, submitted: float, attributes: dict[str, Any]) -> BagRecord:
-        view = self.view
-        rec = BagRecord(bag_id, submitted, bag_id, attributes)
-        view.bags[bag_id] = rec
-        view.all_bags[bag_id] = rec
-        view.last_bag = rec
-        if self.queue_key is None:
-            self.queues[bag_id] = rec.queue
-            view.queues_version += 1
-        return rec
-
-    def _key_of(self, job: Job, bag: BagRecord | None) -> Hashable:
-        if self.queue_key is not None:
-            return self.queue_key(job)
-        by_bag = bag is not None
-        if self.bag_keys is None:
-            self.bag_keys = by_bag
-        elif self.bag_keys != by_bag:
-            raise ValueError(
-                f"job {job.id} {'belongs to a bag' if by_bag else 'has no bag'} while earlier jobs "
-                f"{'did not' if by_bag else 'did'}: a run mixing bags and single jobs needs a policy "
-                "with its own queue_key"
-            )
-        return job.job_class if bag is None else bag.key
-
-    def enqueue(self, job: Job) -> JobRecord | None:
-        """A job arrives (None: it had arrived already, stale)."""
-        view = self.view
-        fields: tuple[Any, ...] = job  # the Job's own id object (compiled, job.id would be boxed anew)
-        if fields[0] in view.jobs:
-            self.stale(f"job {job.id} arrived twice")
-            return None
-        if not 0 <= job.job_class < len(view.classes):
-            raise ValueError(f"job {job.id} has class {job.job_class}; there are {len(view.classes)}")
-        bag = None
-        if job.bag is None and self.bag_keys is False and self.queue_key is None:  # classes: the fast path
-            key: Hashable = job.job_class
-        else:
-            if job.bag is not None:
-                bag = view.all_bags.get(job.bag)
-                if bag is None:  # a task arriving on its own starts its bag
-                    bag = self.bag_record(job.bag, job.submitted, {})
-                elif bag.completed is not None:
-                    raise ValueError(f"task {job.id} arrived for bag {job.bag}, which is complete")
-            key = self._key_of(job, bag)
-        rec = JobRecord(job, key, view.now, bag)
-        view.jobs[rec.id_key] = rec
-        q = self.queues.get(key)
-        if q is None:
-            q = self.queues[key] = JobQueue(key)
-            view.queues_version += 1
-        q.append(rec)
-        view.queued_count += 1
-        if bag is not None:
-            bag.size += 1
-            bag.queued += 1
-            bag.tasks.append(rec)
-        if self.checking:
-            self.moved(JOB, rec, NEW, "arrive", rec.status)
-        return rec
 
     # ------------------------------------------------------------------ jobs and replicas
 
@@ -236,10 +148,10 @@ class Lifecycle:
         self.out.append(_new_tuple(_ASSIGN, rec.job, j, key, progress_object, staging))
         if self.started is not None:
             self.started.append(r)
-        if self.checking:
-            self.moved(JOB, rec, status, "start", rec.status)
-            self.moved(REPLICA, r, NEW, "start_staging" if staging else "start", r.phase)
-            self.moved(MACHINE, m, MachineState.READY, "fill" if asking else "fill_last", m.state)
+        if self.checker is not None:
+            self.checker.moved(JOB, rec, status, "start", rec.status)
+            self.checker.moved(REPLICA, r, NEW, "start_staging" if staging else "start", r.phase)
+            self.checker.moved(MACHINE, m, MachineState.READY, "fill" if asking else "fill_last", m.state)
 
     def computing(self, r: ReplicaRecord) -> None:
         """replica STAGING|COMPUTING --computing--> COMPUTING."""
@@ -248,8 +160,8 @@ class Lifecycle:
             m = self.machines[r.machine]
             r.phase = COMPUTING
             r.set_rate(self.view.now, m.rates[r.job.job.job_class] * m.cpu_share)
-        if self.checking:
-            self.moved(REPLICA, r, phase, "computing", r.phase)
+        if self.checker is not None:
+            self.checker.moved(REPLICA, r, phase, "computing", r.phase)
 
     def checkpoint(self, r: ReplicaRecord, progress: float) -> None:
         """replica STAGING|COMPUTING --checkpoint--> the same: its checkpoint and the job's best noted."""
@@ -258,8 +170,8 @@ class Lifecycle:
             if progress > r.job.best_progress:
                 r.job.best_progress = progress
                 r.best = True
-        if self.checking:
-            self.moved(REPLICA, r, r.phase, "checkpoint", r.phase)
+        if self.checker is not None:
+            self.checker.moved(REPLICA, r, r.phase, "checkpoint", r.phase)
 
     def _release(self, r: ReplicaRecord, outcome: Outcome) -> MachineRecord:
         """End a live replica: detach it from its job and its machine's slot.
@@ -282,9 +194,9 @@ class Lifecycle:
         m.stats.busy_time += now - r.sent
         if self.ended is not None:
             self.ended.append(r)
-        if self.checking:
-            self.moved(REPLICA, r, phase, END_EVENT[outcome], outcome)
-            self.moved(MACHINE, m, state, "release" if m.replicas else "release_last", m.state)
+        if self.checker is not None:
+            self.checker.moved(REPLICA, r, phase, END_EVENT[outcome], outcome)
+            self.checker.moved(MACHINE, m, state, "release" if m.replicas else "release_last", m.state)
         return m
 
     def complete(self, r: ReplicaRecord) -> None:
@@ -295,8 +207,8 @@ class Lifecycle:
         if r.live:
             st = self._release(r, Outcome.DONE).stats
         else:  # a replica we had given up on delivered after all: take its result
-            if self.checking:
-                self.moved(REPLICA, r, r.outcome, "result", Outcome.DONE)  # type: ignore[arg-type]
+            if self.checker is not None:
+                self.checker.moved(REPLICA, r, r.outcome, "result", Outcome.DONE)  # type: ignore[arg-type]
             r.outcome = Outcome.DONE
             r.late = True
             r.ended = now
@@ -320,8 +232,8 @@ class Lifecycle:
         job.done_by = r.id_key
         job.done_on = r.machine
         job.done_sent = r.sent
-        if self.checking:
-            self.moved(JOB, job, status, "result", job.status)
+        if self.checker is not None:
+            self.checker.moved(JOB, job, status, "result", job.status)
         if status is JobStatus.RUNNING:  # (a late result may find its job queued)
             del self.running[job.id_key]
         if job.replicas:
@@ -381,8 +293,8 @@ class Lifecycle:
     def _ended_without_result(self, job: JobRecord, r: ReplicaRecord, reason: str) -> None:
         """job RUNNING --replica_ended--> RUNNING, or --last_replica_ended--> QUEUED (requeued)."""
         if job.replicas:
-            if self.checking:
-                self.moved(JOB, job, job.status, "replica_ended", job.status)
+            if self.checker is not None:
+                self.checker.moved(JOB, job, job.status, "replica_ended", job.status)
             return
         view = self.view
         self.requeued = True
@@ -397,8 +309,8 @@ class Lifecycle:
             del bag.running[job.id_key]
             bag.queued += 1
         self.out.append(JobRequeued(job.job, r.id, r.machine, reason))
-        if self.checking:
-            self.moved(JOB, job, JobStatus.RUNNING, "last_replica_ended", job.status)
+        if self.checker is not None:
+            self.checker.moved(JOB, job, JobStatus.RUNNING, "last_replica_ended", job.status)
 
     # ------------------------------------------------------------------ machines
 
@@ -411,11 +323,11 @@ class Lifecycle:
             m.suspected = False
             m.up_since = self.view.now
             self.view.capacity_version += 1
-            if self.checking:
-                self.moved(MACHINE, m, state, "up", m.state)
+            if self.checker is not None:
+                self.checker.moved(MACHINE, m, state, "up", m.state)
             return True
-        if self.checking:
-            self.moved(MACHINE, m, state, "up", state)
+        if self.checker is not None:
+            self.checker.moved(MACHINE, m, state, "up", state)
         return False
 
     def take_down(self, m: MachineRecord, suspected: bool = False) -> None:
@@ -439,8 +351,8 @@ class Lifecycle:
         view.capacity_version += 1
         if suspected:
             self.out.append(MachineSuspected(m.index))
-        if self.checking:
-            self.moved(MACHINE, m, state, "suspect" if suspected else "down", m.state)
+        if self.checker is not None:
+            self.checker.moved(MACHINE, m, state, "suspect" if suspected else "down", m.state)
 
     def make_ready(self, m: MachineRecord, slots: int | None = None) -> None:
         """The machine asks for work for ``slots`` slots (None: all it has free).
@@ -463,16 +375,16 @@ class Lifecycle:
             event = "withdraw_busy" if m.replicas else "withdraw_idle"
         else:
             event = "ask_none"
-        if self.checking:
-            self.moved(MACHINE, m, state, event, m.state)
+        if self.checker is not None:
+            self.checker.moved(MACHINE, m, state, event, m.state)
 
     def ask_one(self, m: MachineRecord) -> None:
         """A free one-slot machine asks for its slot (make_ready's common case, inlined): FREE --ask--> READY."""
         m.asking = 1
         m.state = MachineState.READY
         self.ready.add(m.index)
-        if self.checking:
-            self.moved(MACHINE, m, MachineState.FREE, "ask", m.state)
+        if self.checker is not None:
+            self.checker.moved(MACHINE, m, MachineState.FREE, "ask", m.state)
 
     def set_share(self, m: MachineRecord, share: float | None) -> None:
         """machine --share--> the same, and each live replica on it: a computing one re-marked at the new rate."""
@@ -484,8 +396,8 @@ class Lifecycle:
             for r in m.replicas.values():
                 if r.phase == COMPUTING:
                     r.set_rate(now, m.rates[r.job.job.job_class] * share)
-                if self.checking:
-                    self.moved(REPLICA, r, r.phase, "share", r.phase)
+                if self.checker is not None:
+                    self.checker.moved(REPLICA, r, r.phase, "share", r.phase)
             self.view.capacity_version += 1
-            if self.checking:
-                self.moved(MACHINE, m, m.state, "share", m.state)
+            if self.checker is not None:
+                self.checker.moved(MACHINE, m, m.state, "share", m.state)

@@ -1,11 +1,12 @@
 """The scheduling state machine: events in, decisions out; no clock, no I/O, no randomness.
 
-Everything in the core revolves around :class:`Scheduler`. It holds, as objects of their own:
-the records, which are the policy's read-only :class:`~mgst.core.view.View`; the ready queue
-(machines asking for work, mgst.core.ready); the :class:`~mgst.core.lifecycle.Lifecycle`, which
-makes the transitions of the table in mgst.core.transitions; and the
-:class:`~mgst.core.matching.Matcher`, which matches by the policy's choose() and applies its
-decisions. The policy (mgst.core.hooks) is called only through the hooks it declares.
+Everything in the core revolves around :class:`Scheduler`. It holds, as objects of their own: the
+records, which are the policy's read-only :class:`~mgst.core.view.View`; the ready queue (machines
+asking for work, mgst.core.ready); the :class:`~mgst.core.arrivals.Arrivals`, which make the
+records of arriving jobs and bags; the :class:`~mgst.core.lifecycle.Lifecycle`, which makes the
+transitions of the table in mgst.core.transitions; and the :class:`~mgst.core.matching.Matcher`,
+which runs the policy after each event (only the hooks it declares: mgst.core.hooks), matches by
+its choose() and applies its decisions.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any, Final
 
-from mgst.core.decisions import Hold, Output
+from mgst.core.arrivals import Arrivals
+from mgst.core.decisions import Output
 from mgst.core.events import (
     BagArrived,
     CpuShareChanged,
@@ -30,7 +32,7 @@ from mgst.core.events import (
     ReplicaFailed,
     TimerFired,
 )
-from mgst.core.hooks import PolicyError, PolicyHooks, declared_hooks, uses_groups
+from mgst.core.hooks import PolicyError, PolicyHooks, declared_hooks
 from mgst.core.invariants import check_invariants
 from mgst.core.lifecycle import Lifecycle
 from mgst.core.matching import Matcher
@@ -38,7 +40,6 @@ from mgst.core.ready import ReadyQueue
 from mgst.core.state import (
     BagRecord,
     JobQueue,
-    JobRecord,
     JobStatus,
     MachineRecord,
     MachineState,
@@ -77,8 +78,7 @@ class Scheduler:
                 raise ValueError(f"machine {m.name!r} has {len(m.rates)} rates for {n} classes")
             if m.slots < 1:
                 raise ValueError(f"machine {m.name!r} has {m.slots} slots; it needs at least 1")
-        kind = type(policy)
-        hooks = declared_hooks(kind)  # PolicyError on a hook defined but not declared
+        hooks = declared_hooks(type(policy))  # PolicyError on a hook defined but not declared
         self.policy = policy
         self.hooks = hooks
         self.ready = ReadyQueue()  # machines asking for work, in request order
@@ -86,10 +86,11 @@ class Scheduler:
         self.lifecycle = Lifecycle(
             self.view, max_replicas=policy.max_replicas, resume=policy.resume_from_checkpoint,
             stage_start=staging is not None and staging.start is not None,
-            stage_resume=staging is not None and staging.resume is not None,
-            queue_key=policy.queue_key if "queue_key" in hooks else None, check=check,
+            stage_resume=staging is not None and staging.resume is not None, check=check,
         )
-        self.matcher = Matcher(self.view, self.lifecycle, policy, grouped=uses_groups(kind, hooks))
+        self.arrivals = Arrivals(self.view, self.lifecycle, policy.queue_key if "queue_key" in hooks else None)
+        self.matcher = Matcher(self.view, self.lifecycle, policy, hooks)
+        self._listening = self.matcher.listening  # make the event object for the policy's on_event
         # The view's containers under their own names, for drivers and tests (the same objects).
         view = self.view
         self.classes = view.classes
@@ -100,28 +101,6 @@ class Scheduler:
         self.bags = view.bags
         self.all_bags = view.all_bags
         self.timers = view.timers
-        # Report Hold(machine) when an asking machine gets nothing; a driver with no use for it (the
-        # simulator) turns it off (and report_completions, JobCompleted).
-        self.report_holds = True
-        # The hooks the policy declares, looked up once. on_event: the event object is made only then.
-        self._listening = "on_event" in hooks
-        self._on_start = "start" in hooks
-        self._on_capacity = "on_capacity_change" in hooks
-        self._on_timer = "on_timer" in hooks
-        self._on_silent = "on_machine_silent" in hooks
-        self._on_heard = "on_machine_heard" in hooks
-        self._matching = "choose" in hooks  # neither it nor dispatch: nothing is ever assigned
-        # None: the core matches, asking policy.choose().
-        self._dispatch = policy.dispatch if "dispatch" in hooks else None
-        if "on_replica_end" in hooks:  # ended and started replicas wait there for the hooks
-            self.lifecycle.ended = []
-        if "on_replica_start" in hooks:
-            self.lifecycle.started = []
-        self._dispatched_version = -1
-        # Before start(), events only set up the initial state (machines up and asking, jobs
-        # queued): no policy hook runs and nothing is matched, so that a policy that plans on
-        # capacity changes (LPAS_DG's LP) plans once, in start(), not once per machine.
-        self._begun = False
         self._handlers: dict[type, Callable[[float, Any], list[Output]]] = {
             JobArrived: lambda now, e: self.job_arrived(now, e.job),
             BagArrived: lambda now, e: self.bag_arrived(now, e.bag),
@@ -163,6 +142,15 @@ class Scheduler:
     @property
     def last_bag(self) -> BagRecord | None:
         return self.view.last_bag
+
+    @property
+    def report_holds(self) -> bool:
+        """Report Hold(machine) when an asking machine gets nothing (the simulator turns it off)."""
+        return self.matcher.report_holds
+
+    @report_holds.setter
+    def report_holds(self, value: bool) -> None:
+        self.matcher.report_holds = value
 
     @property
     def report_completions(self) -> bool:
@@ -211,52 +199,29 @@ class Scheduler:
         jobs queued); the policy sees that state here, as a whole.
         """
         self._begin(now)
-        self._begun = True
-        self.lifecycle.requeued = False
-        self._dispatched_version = self.view.capacity_version
-        if self._on_start:
-            self.matcher.apply_all(self.policy.start(self.view))
-        self._dispatch_now(None, None)
+        self.matcher.start()
         return self.lifecycle.out
 
     def handle(self, now: float, event: Event) -> list[Output]:
         """Apply ``event`` at model time ``now``; return what the driver must do."""
         return self._handlers[type(event)](now, event)
 
-    # Typed entry points: each is handle(now, TheEvent(...)) without making the event, and each has
-    # the same three steps: _begin (the time, a new list of outputs), what the event changes (through
-    # the Lifecycle; an event about something over is counted stale), and _after (the policy's hooks
-    # and matching), given the event only if the policy declares on_event.
+    # Typed entry points: each is handle(now, TheEvent(...)) without making the event, in the same three
+    # steps: _begin (the model time, a new list of outputs); what the event changes, through the
+    # Arrivals and the Lifecycle (an event about something over is counted stale there); and the
+    # Matcher's after_event (the policy's hooks, then matching), given the event only if the policy
+    # declares on_event, and told whether a new job or an asking machine is all that changed.
 
     def job_arrived(self, now: float, job: Job) -> list[Output]:
         self._begin(now)
-        rec = self.lifecycle.enqueue(job)
-        return self._after(JobArrived(job) if self._listening else None, new_job=rec)
+        rec = self.arrivals.job(job)
+        return self.matcher.after_event(JobArrived(job) if self._listening else None, rec, None, False)
 
     def bag_arrived(self, now: float, bag: Bag) -> list[Output]:
         """Every task of the bag enters its queue; then matching runs once, over all of them."""
         self._begin(now)
-        lifecycle = self.lifecycle
-        if bag.id in self.all_bags:
-            lifecycle.stale(f"bag {bag.id} arrived twice")
-            return self._after(BagArrived(bag) if self._listening else None, quiet=True)
-        for task in bag.tasks:
-            if task.bag != bag.id:
-                raise ValueError(f"task {task.id} of bag {bag.id} says it belongs to bag {task.bag}")
-            if task.id in self.jobs:
-                raise ValueError(f"task {task.id} of bag {bag.id} has the id of an earlier job")
-        if lifecycle.queue_key is None and lifecycle.bag_keys is False:
-            raise ValueError(
-                f"bag {bag.id} arrived after single jobs: a run mixing bags and single jobs needs a policy "
-                "with its own queue_key"
-            )
-        rec = lifecycle.bag_record(bag.id, bag.submitted, dict(bag.attributes))
-        for task in bag.tasks:
-            lifecycle.enqueue(task)
-        if not rec.size:
-            lifecycle.bag_done(rec)
-        lifecycle.requeued = True  # many jobs entered queues: every ready machine may take one
-        return self._after(BagArrived(bag) if self._listening else None)
+        arrived = self.arrivals.bag(bag)
+        return self.matcher.after_event(BagArrived(bag) if self._listening else None, None, None, not arrived)
 
     def machine_ready(
         self, now: float, machine: int, cpu_share: float | None = None, slots: int | None = None
@@ -265,7 +230,7 @@ class Scheduler:
         lifecycle = self.lifecycle
         m = self.machines[machine]
         if m.silent:  # its request is a sign of life
-            self._heard(m)
+            self.matcher.heard(m)
         if not lifecycle.bring_up(m, cpu_share) and m.replicas and m.slots == 1 and (slots is None or slots > 0):
             # It asks for work while we think it runs a replica: that replica is gone.
             lifecycle.lose(m.replica, "machine asked for work while running it")  # type: ignore[arg-type]
@@ -273,35 +238,35 @@ class Scheduler:
             lifecycle.stale(f"machine {m.name} asks for {slots} slots; {m.slots - len(m.replicas)} are free")
         lifecycle.make_ready(m, slots)
         event = MachineReady(machine, cpu_share, slots) if self._listening else None
-        return self._after(event, asking=m if m.asking else None)
+        return self.matcher.after_event(event, None, m if m.asking else None, False)
 
     def replica_done(self, now: float, replica: int, ready: bool = False) -> list[Output]:
         self._begin(now)
         lifecycle = self.lifecycle
+        event = ReplicaDone(replica, ready) if self._listening else None
         r = self.view.live.get(replica)
         if r is None:
             r = self.view.given_up.pop(replica, None)
             if r is None or r.job.status is JobStatus.DONE:
                 lifecycle.stale(f"replica {replica} done but not running")
-                return self._after(ReplicaDone(replica, ready) if self._listening else None)
+                return self.matcher.after_event(event, None, None, False)
         lifecycle.complete(r)
-        event = ReplicaDone(replica, ready) if self._listening else None
         if not ready:
-            return self._after(event)
+            return self.matcher.after_event(event, None, None, False)
         m = self.machines[r.machine]
         if m.silent:  # its request is a sign of life
-            self._heard(m)
+            self.matcher.heard(m)
         state = m.state
         if state is MachineState.FREE and m.slots == 1:  # the common case
             lifecycle.ask_one(m)
-            return self._after(event, asking=m)
+            return self.matcher.after_event(event, None, m, False)
         if state is MachineState.DOWN and m.suspected:  # its result is its next request: back up
             lifecycle.bring_up(m, None)
             state = m.state
         if state is MachineState.DOWN:
-            return self._after(event)
+            return self.matcher.after_event(event, None, None, False)
         lifecycle.make_ready(m, m.asking + 1)
-        return self._after(event, asking=m if m.asking else None)
+        return self.matcher.after_event(event, None, m if m.asking else None, False)
 
     def replica_failed(self, now: float, replica: int, reason: str = "failed") -> list[Output]:
         """The replica ended without result; reason "timeout" counts it as timed out (T/O)."""
@@ -313,7 +278,7 @@ class Scheduler:
             self.lifecycle.time_out(r, notice=False)
         else:
             self.lifecycle.lose(r, reason, Outcome.FAILED)
-        return self._after(ReplicaFailed(replica, reason) if self._listening else None)
+        return self.matcher.after_event(ReplicaFailed(replica, reason) if self._listening else None, None, None, False)
 
     def replica_computing(self, now: float, replica: int) -> list[Output]:
         self._begin(now)
@@ -322,7 +287,7 @@ class Scheduler:
             self.lifecycle.stale(f"replica {replica} computing but not running")
         else:
             self.lifecycle.computing(r)
-        return self._after(ReplicaComputing(replica) if self._listening else None, quiet=True)
+        return self.matcher.after_event(ReplicaComputing(replica) if self._listening else None, None, None, True)
 
     def replica_checkpoint(self, now: float, replica: int, progress: float) -> list[Output]:
         self._begin(now)
@@ -333,7 +298,8 @@ class Scheduler:
             self.lifecycle.stale(f"checkpoint of replica {replica} that is not running")
         else:
             self.lifecycle.checkpoint(r, progress)
-        return self._after(ReplicaCheckpoint(replica, progress) if self._listening else None, quiet=True)
+        event = ReplicaCheckpoint(replica, progress) if self._listening else None
+        return self.matcher.after_event(event, None, None, True)
 
     def machine_down(self, now: float, machine: int) -> list[Output]:
         self._begin(now)
@@ -342,12 +308,12 @@ class Scheduler:
             self.lifecycle.stale(f"machine {m.name} down twice")
         else:
             self.lifecycle.take_down(m)
-        return self._after(MachineDown(machine) if self._listening else None)
+        return self.matcher.after_event(MachineDown(machine) if self._listening else None, None, None, False)
 
     def machine_up(self, now: float, machine: int, cpu_share: float | None = None) -> list[Output]:
         self._begin(now)
         self.lifecycle.bring_up(self.machines[machine], cpu_share)
-        return self._after(MachineUp(machine, cpu_share) if self._listening else None)
+        return self.matcher.after_event(MachineUp(machine, cpu_share) if self._listening else None, None, None, False)
 
     def machine_silent(self, now: float, machine: int) -> list[Output]:
         """The machine has fallen silent: it is offered no work, its replicas stay live, the policy's
@@ -359,9 +325,8 @@ class Scheduler:
         else:
             m.silent = True
             self.lifecycle.make_ready(m, 0)  # its request, if any, is withdrawn
-            if self._on_silent:
-                self.matcher.apply_all(self.policy.on_machine_silent(self.view, m))
-        return self._after(MachineSilent(machine) if self._listening else None)
+            self.matcher.silent(m)
+        return self.matcher.after_event(MachineSilent(machine) if self._listening else None, None, None, False)
 
     def machine_heard(self, now: float, machine: int) -> list[Output]:
         """A silent machine spoke again; it asks for work again with its next request."""
@@ -370,14 +335,15 @@ class Scheduler:
         if not m.silent:
             self.lifecycle.stale(f"machine {m.name} heard but not silent")
         else:
-            self._heard(m)
-        return self._after(MachineHeard(machine) if self._listening else None, quiet=True)
+            self.matcher.heard(m)
+        return self.matcher.after_event(MachineHeard(machine) if self._listening else None, None, None, True)
 
     def cpu_share_changed(self, now: float, machine: int, cpu_share: float) -> list[Output]:
         """a_j changed: every computing replica on the machine moves its completion (see eta)."""
         self._begin(now)
         self.lifecycle.set_share(self.machines[machine], cpu_share)
-        return self._after(CpuShareChanged(machine, cpu_share) if self._listening else None)
+        event = CpuShareChanged(machine, cpu_share) if self._listening else None
+        return self.matcher.after_event(event, None, None, False)
 
     def timer_fired(self, now: float, key: Hashable) -> list[Output]:
         self._begin(now)
@@ -386,9 +352,8 @@ class Scheduler:
             self.lifecycle.stale(f"timer {key!r} fired but is not due")
         else:
             del self.timers[key]
-            if self._on_timer:
-                self.matcher.apply_all(self.policy.on_timer(self.view, key))
-        return self._after(TimerFired(key) if self._listening else None)
+            self.matcher.timer(key)
+        return self.matcher.after_event(TimerFired(key) if self._listening else None, None, None, False)
 
     def close(self, now: float) -> None:
         """Account up-time until ``now``; call once when the run ends."""
@@ -398,84 +363,10 @@ class Scheduler:
                 m.stats.up_time += now - m.up_since
                 m.up_since = now
 
-    # ------------------------------------------------------------------ the steps every event shares
-
     def _begin(self, now: float) -> None:
         """An event at ``now`` begins: the model time moves, and its outputs go to a new list."""
         self.view.now = now
         self.lifecycle.out = []
-
-    def _heard(self, m: MachineRecord) -> None:
-        m.silent = False
-        if self._on_heard:
-            self.matcher.apply_all(self.policy.on_machine_heard(self.view, m))
-
-    def _after(
-        self, event: Event | None, *, new_job: JobRecord | None = None, asking: MachineRecord | None = None,
-        quiet: bool = False,
-    ) -> list[Output]:
-        """Run the policy's hooks after an event and return the event's outputs.
-
-        ``event`` is made only for a policy that declares ``on_event`` (None otherwise).
-        ``new_job`` or ``asking`` tell the policy's dispatch that the event's only
-        effect on matching was that one job entered a queue or that one machine
-        started asking, so that it may look at just that. ``quiet`` events
-        (checkpoints, staging over) change nothing a dispatch could use.
-        """
-        lifecycle = self.lifecycle
-        if not self._begun:  # setting up the initial state: the policy sees it all in start()
-            return lifecycle.out
-        policy = self.policy
-        view = self.view
-        if lifecycle.ended:
-            self._replica_hooks()
-        if self._listening:
-            assert event is not None
-            self.matcher.apply_all(policy.on_event(view, event))
-        if view.capacity_version != self._dispatched_version:
-            self._dispatched_version = view.capacity_version
-            if self._on_capacity:
-                self.matcher.apply_all(policy.on_capacity_change(view))
-            new_job = asking_hint = None  # eligibility may have changed: look at everything
-        elif lifecycle.requeued:
-            new_job = asking_hint = None  # a job is back in a queue: any ready machine may take it
-        elif quiet:
-            return lifecycle.out
-        else:
-            asking_hint = asking
-        lifecycle.requeued = False
-        self._dispatch_now(new_job, asking_hint)
-        if asking is not None and self.report_holds and asking.index in self.ready:
-            lifecycle.out.append(Hold(asking.index))
-        return lifecycle.out
-
-    def _dispatch_now(self, new_job: JobRecord | None, asking: MachineRecord | None) -> None:
-        """Matching: the policy's dispatch if it declares one, else the core's by its choose(); then the
-        replica hooks, for the replicas it started and ended."""
-        if self._dispatch is not None:
-            self.matcher.apply_all(self._dispatch(self.view, new_job, asking))
-        elif self._matching:
-            self.matcher.match(new_job, asking)
-        lifecycle = self.lifecycle
-        if lifecycle.started or lifecycle.ended:
-            self._replica_hooks()
-
-    def _replica_hooks(self) -> None:
-        """Deliver ended and started replicas to the policy until its decisions end or start no more."""
-        policy = self.policy
-        lifecycle = self.lifecycle
-        apply_all = self.matcher.apply_all
-        view = self.view
-        while lifecycle.ended or lifecycle.started:
-            ended, started = lifecycle.ended, lifecycle.started
-            if ended:
-                lifecycle.ended = []
-                for r in ended:
-                    apply_all(policy.on_replica_end(view, r))
-            if started:
-                lifecycle.started = []
-                for r in started:
-                    apply_all(policy.on_replica_start(view, r))
 
     def check_invariants(self) -> None:
         """Raise AssertionError if the state is inconsistent (for tests; mgst.core.invariants)."""

@@ -18,14 +18,15 @@ Conventions (as h11's _state.py keeps HTTP's):
   policy's decision, ValueError for a driver's input) or counts it stale and changes nothing.
   Rows that keep the state are listed too: they say what the core accepts without a change.
 
-mgst.core.lifecycle makes these transitions. In check mode (``Scheduler(..., check=True)``, which
-the tests use) it looks up every transition it makes here, at the line that makes it
-(:func:`check`), and ``Scheduler.check_invariants`` checks that every record is in the state its
-last transition left it in. tests/test_transitions.py walks every row.
+mgst.core.lifecycle and mgst.core.arrivals make these transitions. In check mode (``Scheduler(...,
+check=True)``, which the tests use) they look up every transition they make here, at the line that
+makes it (:class:`Checker`), and ``Scheduler.check_invariants`` checks that every record is in the
+state its last transition left it in. tests/test_transitions.py walks every row.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final
 
 from mgst.core.state import COMPUTING, STAGING, JobStatus, MachineState, Outcome
@@ -149,6 +150,28 @@ def state_of(kind: str, record: object) -> State:
     if record.live:  # type: ignore[attr-defined]
         return record.phase  # type: ignore[attr-defined,no-any-return]
     return record.outcome  # type: ignore[attr-defined,no-any-return]
+
+
+class Checker:
+    """Check mode: every transition the core makes must be a row, made from the state the record's last
+    transition left it in (so a change of state made by no transition is found at the next one)."""
+
+    def __init__(self, machines: Iterable[object]):
+        self.last_state: dict[object, State] = {m: state_of(MACHINE, m) for m in machines}  # machines begin DOWN
+
+    def moved(self, kind: str, record: object, old: State, event: str, new: State) -> None:
+        check(kind, old, event, new)
+        last = self.last_state.get(record, NEW)
+        if last != old:
+            raise AssertionError(f"{record!r} went from {_name(last)} to {_name(old)} by no transition of the table")
+        self.last_state[record] = new
+
+    def check_states(self, records: Iterable[tuple[str, object]]) -> None:
+        """Every record is in the state its last transition left it in."""
+        for kind, record in records:
+            state = state_of(kind, record)
+            last = self.last_state.get(record, NEW)
+            assert state == last, f"{record!r} is {_name(state)} but its last transition left it {_name(last)}"
 
 
 def _name(state: State) -> str:

@@ -15,6 +15,7 @@ load this module from source, which then uses :func:`py_new_tuple`.
 
 from __future__ import annotations
 
+import importlib
 import types
 from collections.abc import Callable
 from typing import Any
@@ -32,9 +33,9 @@ def runs_compiled() -> bool:
 
 def _choose() -> Callable[..., Any]:
     if runs_compiled():
-        from mgst.core._tuples import new_tuple as c_new_tuple  # type: ignore[import-not-found]  # noqa: PLC0415
-
-        return c_new_tuple  # type: ignore[no-any-return]
+        # A C extension with no .py source (built with the compiled modules): imported by name.
+        c_new_tuple: Callable[..., Any] = importlib.import_module("mgst.core._tuples").new_tuple
+        return c_new_tuple
     return py_new_tuple
 
 
