@@ -30,6 +30,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "mgst.core.tuples",
     "mgst.core.events",
     "mgst.core.decisions",
+    "mgst.core.stats",
     "mgst.core.state",
     "mgst.core.ready",
     "mgst.core.view",

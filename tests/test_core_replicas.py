@@ -32,7 +32,7 @@ from mgst.core import (
     SuspectDown,
     TimeOut,
 )
-from mgst.core.state import RECENT
+from mgst.core.stats import RECENT
 from mgst.model import Job, JobClass, Machine
 from mgst.policies.base import Decisions, Policy
 

@@ -43,10 +43,10 @@ from mgst.core.state import (
     JobStatus,
     MachineRecord,
     MachineState,
-    MachineStats,
     Outcome,
     ReplicaRecord,
 )
+from mgst.core.stats import MachineStats
 from mgst.core.view import View
 
 __all__ = [

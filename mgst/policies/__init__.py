@@ -6,8 +6,6 @@ import random
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from mgst.policies.timeouts import SilenceTimeouts
-
 if TYPE_CHECKING:
     from mgst.model import Experiment
     from mgst.policies.base import Policy
@@ -116,6 +114,8 @@ def build_policy(experiment: Experiment, rng: random.Random) -> Policy:
     policy = cls(cls.Options.from_mapping(spec.options), rng)
     tb = experiment.testbed
     if tb.detection == "timeout":
+        from mgst.policies.timeouts import SilenceTimeouts  # noqa: PLC0415 (keeps `import mgst.policies` light)
+
         policy.silence_timeouts = SilenceTimeouts(tb.timeout_factor)
     return policy
 
