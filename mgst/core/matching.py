@@ -102,7 +102,13 @@ class Matcher:
         else:
             asking_hint = asking
         lifecycle.requeued = False
-        self.dispatch_now(new_job, asking_hint)
+        # dispatch_now, inlined: this runs after nearly every event
+        if self.dispatch is not None:
+            self.apply_all(self.dispatch(view, new_job, asking_hint))
+        elif self.choosing:
+            self.match(new_job, asking_hint)
+        if lifecycle.started or lifecycle.ended:
+            self.replica_hooks()
         if asking is not None and self.report_holds and asking.index in self.ready:
             lifecycle.out.append(Hold(asking.index))
         return lifecycle.out
