@@ -27,11 +27,16 @@ from pathlib import Path
 
 # The modules compiled with mypyc, in one place (setup.py reads this tuple).
 COMPILED_MODULES: tuple[str, ...] = (
+    "mgst.core.tuples",
     "mgst.core.events",
     "mgst.core.decisions",
+    "mgst.core.stats",
     "mgst.core.state",
     "mgst.core.ready",
+    "mgst.core.view",
+    "mgst.core.hooks",
     "mgst.core.lifecycle",
+    "mgst.core.arrivals",
     "mgst.core.matching",
     "mgst.core.scheduler",
     "mgst.sim",
@@ -48,7 +53,7 @@ COMPILED_MODULES: tuple[str, ...] = (
 # compiled modules, all or nothing; each has a pure-Python twin that runs otherwise.
 C_MODULES: tuple[str, ...] = (
     "mgst._event_heap",  # twin: mgst.event_heap.PyEventHeap
-    "mgst._tuples",  # twin: tuple.__new__ (mgst.fast_tuple)
+    "mgst.core._tuples",  # twin: tuple.__new__ (mgst.core.tuples.py_new_tuple)
 )
 
 HASH_FILE = "_compiled.json"  # beside this module; written by setup.py, gitignored

@@ -36,7 +36,9 @@ def new_core(
     arrival_rates: Sequence[float] | None = None,
     availability: Sequence[float] | None = None,
 ) -> Scheduler:
-    """A Scheduler, not started; ``rates`` is classes x machines (mu'_ij, as the papers print it)."""
+    """A Scheduler, not started; ``rates`` is classes x machines (mu'_ij, as the papers print it).
+
+    In check mode: every transition it makes is checked against mgst.core.transitions' table."""
     n_machines = len(rates[0])
     arrival_rates = arrival_rates if arrival_rates is not None else [1.0] * len(rates)
     availability = availability if availability is not None else [1.0] * n_machines
@@ -44,7 +46,7 @@ def new_core(
     machines = [
         Machine(f"M{j}", tuple(row[j] for row in rates), availability[j]) for j in range(n_machines)
     ]
-    return Scheduler(classes, machines, policy)
+    return Scheduler(classes, machines, policy, check=True)
 
 
 def make_core(
@@ -94,6 +96,7 @@ class Scripted(Policy):
 
     ``todo`` is handed to the core (and emptied) after the next event, through on_event.
     """
+    hooks = frozenset({"on_event"})
 
     name = "test-scripted"
 
@@ -113,6 +116,7 @@ class Greedy(Policy):
     the core's incremental matching does not look for. ``limit_aware = False``
     makes it ignore max_replicas, to provoke the core's check.
     """
+    hooks = frozenset({"choose"})
 
     name = "test-greedy"
     incremental = False
@@ -141,6 +145,7 @@ class Gang(Policy):
     can run (if some machine can run none, nobody starts). Otherwise every asking
     machine is held.
     """
+    hooks = frozenset({"dispatch"})
 
     name = "test-gang"
 

@@ -36,7 +36,7 @@ def bot_core(name: str, n_machines: int = 4, seed: int = 0, slots: int = 1, **op
     """A started core over one task class (mean size 10) and ``n_machines`` machines of rate 1, all up, none asking."""
     policy = make_policy(name, options, seed)
     machines = [Machine(f"M{j}", (1.0,), 1.0, slots) for j in range(n_machines)]
-    core = Scheduler([JobClass("task", 0.0, 10.0)], machines, policy)
+    core = Scheduler([JobClass("task", 0.0, 10.0)], machines, policy, check=True)
     core.start(0.0)
     for j in range(n_machines):
         core.machine_up(0.0, j)
@@ -396,7 +396,7 @@ def test_a_machine_with_two_slots_never_runs_two_replicas_of_one_task():
 def test_a_machine_that_cannot_run_the_class_is_never_given_it():
     policy = make_policy("rr")
     machines = [Machine("M0", (1.0, 0.0)), Machine("M1", (1.0, 1.0))]
-    core = Scheduler([JobClass("a", 0.0), JobClass("b", 0.0)], machines, policy)
+    core = Scheduler([JobClass("a", 0.0), JobClass("b", 0.0)], machines, policy, check=True)
     core.start(0.0)
     core.bag_arrived(0.0, Bag(1, 0.0, (Job(1, 1, 0.0, 1.0, 1),)))  # class b: M0 cannot run it
     assert core.machine_ready(1.0, 0) == [Hold(0)]
@@ -434,6 +434,7 @@ def with_timeouts(cls: type[Policy], factor: float, suspect: bool) -> type[Polic
     """``cls`` with a ReplicaTimeouts piece, its hooks forwarded."""
 
     class Timed(cls):  # type: ignore[valid-type, misc]
+        hooks = frozenset({"on_replica_start", "on_replica_end", "on_timer"})
         def __init__(self, options=None, rng=None):
             super().__init__(options, rng)
             self.timeouts = ReplicaTimeouts(factor, suspect=suspect)
@@ -459,7 +460,7 @@ def drive(policy: Policy, seed: int, n_machines: int = 6, n_bags: int = 10) -> t
     machines = [
         Machine(f"M{j}", (rng.choice((0.5, 1.0, 2.0)),), 1.0, rng.choice((1, 1, 2))) for j in range(n_machines)
     ]
-    core = Scheduler([JobClass("task", 0.0, 4.0)], machines, policy)
+    core = Scheduler([JobClass("task", 0.0, 4.0)], machines, policy, check=True)
     heap: list = []
     seq = itertools.count()
 

@@ -21,9 +21,10 @@ import pytest
 from helpers import Greedy, make_core
 
 import mgst
-from mgst import build_info, fast_tuple
+from mgst import build_info
 from mgst.build_info import COMPILED_MODULES, HASH_FILE, PURE_ENV, decide, sha256_of, source_path
 from mgst.cli import main
+from mgst.core import tuples
 from mgst.core.decisions import Assign
 from mgst.event_heap import new_event_heap
 from mgst.model import Job
@@ -95,16 +96,16 @@ def test_an_edited_source_means_pure_and_names_the_file(fake_package):
 
 @pytest.mark.parametrize("module", build_info.C_MODULES)
 def test_an_edited_or_unbuilt_c_module_means_pure_and_names_it(fake_package, module):
-    assert set(build_info.C_MODULES) == {"mgst._event_heap", "mgst._tuples"}
-    stem = module.split(".")[-1]
-    source = fake_package / (stem + ".c")
-    extension = fake_package / (stem + SUFFIX)
+    assert set(build_info.C_MODULES) == {"mgst._event_heap", "mgst.core._tuples"}
+    source = build_info.built_sources(fake_package)[module]
+    shown = "mgst/" + source.relative_to(fake_package).as_posix()  # mgst/_event_heap.c, mgst/core/_tuples.c
+    extension = source.with_name(source.stem + SUFFIX)
     extension.unlink()
-    assert f"the compiled extension of mgst/{stem}.c is missing" in decide(fake_package, environ={})
+    assert f"the compiled extension of {shown} is missing" in decide(fake_package, environ={})
     extension.write_bytes(b"")
     with source.open("a") as f:
         f.write("/* edited */\n")
-    assert f"stale, mgst/{stem}.c changed" in decide(fake_package, environ={})
+    assert f"stale, {shown} changed" in decide(fake_package, environ={})
 
 
 def test_mgst_pure_means_pure_even_when_fresh(fake_package):
@@ -160,7 +161,8 @@ def test_this_process_runs_what_the_guard_decided():
     assert all(compiled) if build_info.compiled() else not any(compiled)
     heap = type(new_event_heap())  # the C event heap exactly with the compiled modules
     assert heap.__module__ == ("mgst._event_heap" if build_info.compiled() else "mgst.event_heap")
-    assert (fast_tuple.new_tuple is not fast_tuple.py_new_tuple) == build_info.compiled()  # and the C new_tuple
+    assert (tuples.new_tuple is not tuples.py_new_tuple) == build_info.compiled()  # and the C new_tuple
+    assert tuples.runs_compiled() == build_info.compiled()  # the core decides by itself, as the guard did
     if os.environ.get(PURE_ENV) == "1":
         assert not build_info.compiled() and build_info.build() == "pure Python: MGST_PURE=1"
 

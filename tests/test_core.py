@@ -21,6 +21,7 @@ from mgst.core import (
     MachineState,
     MachineUp,
     PolicyError,
+    PolicyHooks,
     ReplicaCheckpoint,
     ReplicaDone,
     Scheduler,
@@ -396,6 +397,7 @@ def test_machine_down_while_ready_withdraws_its_request_and_twice_is_stale():
 
 class TimerPolicy(Scripted):
     """Scripted, plus a record of on_timer calls; ``rearm`` re-sets a fired timer later."""
+    hooks = frozenset({"start", "on_timer"})
 
     def __init__(self, first: SetTimer | None = None, rearm: float | None = None):
         super().__init__()
@@ -413,7 +415,7 @@ class TimerPolicy(Scripted):
 
 def timer_core(policy: Policy) -> tuple[Scheduler, list]:
     """One class, one machine (down), started: returns the core and start()'s outputs."""
-    core = Scheduler([JobClass("c0", 1.0)], [Machine("M0", (1.0,))], policy)
+    core = Scheduler([JobClass("c0", 1.0)], [Machine("M0", (1.0,))], policy, check=True)
     return core, core.start(0.0)
 
 
@@ -480,6 +482,7 @@ def test_cancel_timer():
 
 def test_decisions_from_on_timer_are_applied():
     class AssignOnTimer(TimerPolicy):
+        hooks = frozenset({"on_timer"})
         def on_timer(self, view, key):
             super().on_timer(view, key)
             rec = view.queue(0).head
@@ -764,6 +767,7 @@ def test_late_completion_counts_in_completed_by_class():
 
 class Probe(FCFS):
     """FCFS that logs its hook calls in order."""
+    hooks = frozenset({"on_capacity_change", "choose"})
 
     name = "test-probe"
 
@@ -825,6 +829,7 @@ def test_share_outside_zero_one_is_rejected():
 
 
 class Listener(FCFS):
+    hooks = frozenset({"on_event"})
     name = "test-listener"
 
     def __init__(self):
@@ -856,14 +861,14 @@ def test_on_event_sees_every_event_as_an_event_object():
     ]
 
 
-def test_on_event_is_not_called_unless_overridden(monkeypatch):
+def test_on_event_is_not_called_unless_declared(monkeypatch):
     calls = []
 
     def spy(self, view, event):
         calls.append(event)
         return ()
 
-    monkeypatch.setattr(Policy, "on_event", spy)
+    monkeypatch.setattr(PolicyHooks, "on_event", spy)  # the core's default: FCFS neither defines nor declares it
     core = make_core(FCFS(), ONE)
     core.machine_ready(0.0, 0)
     core.job_arrived(1.0, job(1, t=1.0))
@@ -898,6 +903,7 @@ class RunsWhatItCan(Policy):
     Whether it refuses a machine depends only on which classes the machine can
     run: that is its choose_groups key.
     """
+    hooks = frozenset({"choose", "choose_groups"})
 
     name = "test-runs-what-it-can"
 
@@ -919,6 +925,7 @@ class RunsWhatItCan(Policy):
 
 class AsksEach(RunsWhatItCan):
     """The same answers; overriding choose() alone makes the core ask machine by machine."""
+    hooks = frozenset({"choose"})
 
     name = "test-asks-each"
 
@@ -973,6 +980,7 @@ class _LoggedKeys(Sequence):
 
 class KeysOnce(RunsWhatItCan):
     """RunsWhatItCan's keys, made once (as a policy whose keys do not change returns them)."""
+    hooks = frozenset({"choose_groups"})
 
     name = "test-keys-once"
 
@@ -1012,10 +1020,11 @@ def test_a_job_stops_being_offered_once_every_ready_key_refused():
 
 def test_choose_groups_is_used_only_with_the_choose_it_was_written_for():
     class OwnGroup(AsksEach):
+        hooks = frozenset({"choose_groups"})
         def choose_groups(self, view: Scheduler) -> list[Hashable]:
             return [0] * len(view.machines)
 
-    assert make_core(RunsWhatItCan(), PICKY)._grouped
-    assert not make_core(AsksEach(), PICKY)._grouped  # choose overridden below the key
-    assert make_core(OwnGroup(), PICKY)._grouped  # a key declared again for the new choose
-    assert not fcfs_core()._grouped  # no key: every machine is asked
+    assert make_core(RunsWhatItCan(), PICKY).matcher.grouped
+    assert not make_core(AsksEach(), PICKY).matcher.grouped  # choose overridden below the key
+    assert make_core(OwnGroup(), PICKY).matcher.grouped  # a key declared again for the new choose
+    assert not fcfs_core().matcher.grouped  # no key: every machine is asked

@@ -27,6 +27,7 @@ from mgst.policies.base import Decisions, Policy
 
 class Oldest(Policy):
     """The oldest queued job (by submission, then id) the machine can run; records each call."""
+    hooks = frozenset({"choose"})
 
     name = "test-oldest"
 
@@ -42,6 +43,7 @@ class Oldest(Policy):
 
 class OwnKeys(Oldest):
     """Keys its own queues, so single jobs and bag tasks may share a run."""
+    hooks = frozenset({"queue_key"})
 
     def queue_key(self, job: Job) -> Hashable:
         return ("class", job.job_class) if job.bag is None else ("bag", job.bag)
@@ -49,6 +51,7 @@ class OwnKeys(Oldest):
 
 class Watcher(Policy):
     """Takes matching over, matches nothing, and records what each dispatch was told."""
+    hooks = frozenset({"dispatch"})
 
     name = "test-watcher"
 
@@ -64,7 +67,7 @@ class Watcher(Policy):
 
 def make(policy: Policy, n_machines: int = 3, *, ready: bool = True) -> Scheduler:
     """One class, ``n_machines`` one-slot machines at rate 1, each asking for work at t=0 if ``ready``."""
-    core = Scheduler([JobClass("c0", 0.0)], [Machine(f"M{j}", (1.0,)) for j in range(n_machines)], policy)
+    core = Scheduler([JobClass("c0", 0.0)], [Machine(f"M{j}", (1.0,)) for j in range(n_machines)], policy, check=True)
     core.start(0.0)
     if ready:
         for j in range(n_machines):

@@ -32,6 +32,7 @@ from mgst.policies.base import Policy
 
 class Oldest(Policy):
     """The oldest queued job (by submission, then id) the machine can run."""
+    hooks = frozenset({"choose"})
 
     name = "test-oldest"
 
@@ -46,6 +47,7 @@ class Oldest(Policy):
 
 class GroupOnly(Oldest):
     """Runs jobs only on machines of group 3 (an attribute from the experiment file)."""
+    hooks = frozenset({"choose"})
 
     def choose(self, view: Scheduler, machine: MachineRecord) -> JobRecord | None:
         return super().choose(view, machine) if machine.attributes.get("group") == 3 else None
@@ -53,7 +55,7 @@ class GroupOnly(Oldest):
 
 def make(*machines: Machine, n_classes: int = 1, policy: Policy | None = None, **kw) -> Scheduler:
     """Machines all down; started at t=0."""
-    core = Scheduler([JobClass(f"c{i}", 0.0) for i in range(n_classes)], machines, policy or Oldest(), **kw)
+    core = Scheduler([JobClass(f"c{i}", 0.0) for i in range(n_classes)], machines, policy or Oldest(), **kw, check=True)
     core.start(0.0)
     return core
 

@@ -424,6 +424,7 @@ TASK = st.tuples(st.integers(0, N_CLASSES - 1), SIZE)
 class TimingOut(Policy):
     """The oldest queued job the machine can run (then, replicating, the oldest running one);
     a per-replica time-out of TIME_LIMIT; the machine of every SUSPECT_EVERY-th time-out suspected down."""
+    hooks = frozenset({"on_replica_start", "on_replica_end", "on_timer", "choose"})
 
     name = "test-timing-out"
 
@@ -492,7 +493,7 @@ class OpenCoreMachine(RuleBasedStateMachine):
         machines = [
             Machine(f"M{j}", tuple(row[j] for row in OPEN_RATES), 1.0, OPEN_SLOTS[j]) for j in range(N_OPEN)
         ]
-        self.core = Scheduler(classes, machines, TimingOut(replicas), staging=STAGINGS[staging])
+        self.core = Scheduler(classes, machines, TimingOut(replicas), staging=STAGINGS[staging], check=True)
         self.absorb(self.core.start(0.0))
         for j in range(N_OPEN):  # every machine asks for all its slots
             self.ask(0.0, j, None, None)

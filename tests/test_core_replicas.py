@@ -32,7 +32,7 @@ from mgst.core import (
     SuspectDown,
     TimeOut,
 )
-from mgst.core.state import RECENT
+from mgst.core.stats import RECENT
 from mgst.model import Job, JobClass, Machine
 from mgst.policies.base import Decisions, Policy
 
@@ -45,6 +45,7 @@ class Recorder(Policy):
     It records every on_replica_start and on_replica_end call, and yields ``todo`` when the
     timer ACT fires (see ``act``), re-arming ACT at once so that a test may fire it at any time.
     """
+    hooks = frozenset({"start", "on_replica_start", "on_replica_end", "on_timer", "choose"})
 
     name = "test-recorder"
 
@@ -82,6 +83,7 @@ class Recorder(Policy):
 
 class PerReplicaTimeOut(Recorder):
     """Gives up on every replica ``limit`` after it starts (MGST's T/O, as a policy piece)."""
+    hooks = frozenset({"on_replica_start", "on_replica_end", "on_timer"})
 
     limit = 10.0
 
@@ -108,6 +110,7 @@ def make(
         [JobClass(f"c{i}", 0.0) for i in range(n_classes)],
         [Machine(f"M{j}", (1.0,) * n_classes, slots=slots[j]) for j in range(n_machines)],
         policy,
+        check=True,
     )
     core.start(0.0)
     return core
@@ -490,6 +493,7 @@ def test_suspicion_of_an_unknown_machine_is_a_policy_error():
 
 class DecidesOnEvent(Recorder):
     """Yields ``todo`` from on_event (after the core applied an event, before matching)."""
+    hooks = frozenset({"on_event"})
 
     def on_event(self, view: Scheduler, event: object) -> Decisions:
         todo, self.todo = self.todo, []

@@ -1,4 +1,4 @@
-"""mgst.fast_tuple's new_tuple(cls, *items), in C and its Python twin: tuple.__new__(cls, items), same refusals."""
+"""mgst.core.tuples's new_tuple(cls, *items), in C and its Python twin: tuple.__new__(cls, items), same refusals."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import pytest
 from helpers import c_twin_params
 
 from mgst.core.decisions import Assign, Cancel, JobCompleted
-from mgst.fast_tuple import py_new_tuple
+from mgst.core.tuples import py_new_tuple
 from mgst.model import Job
 
-c_new_tuple, MAKERS = c_twin_params("mgst._tuples", "new_tuple", py_new_tuple, "mgst._tuples")
-needs_c = pytest.mark.skipif(c_new_tuple is None, reason="mgst._tuples is not built here (pip install -e .)")
+c_new_tuple, MAKERS = c_twin_params("mgst.core._tuples", "new_tuple", py_new_tuple, "mgst.core._tuples")
+needs_c = pytest.mark.skipif(c_new_tuple is None, reason="mgst.core._tuples is not built here (pip install -e .)")
 
 
 class Point(NamedTuple):

@@ -470,7 +470,8 @@ _USER_MODULE = (
     "from mgst.policies.base import Policy\n\n\n"
     "@register\n"
     "class MyFcfs(Policy):\n"
-    "    name = {name!r}\n\n"
+    "    name = {name!r}\n"
+    "    hooks = frozenset({{'choose'}})\n\n"
     "    def choose(self, view, machine):\n"
     "        return None\n"
 )
@@ -516,6 +517,7 @@ def test_two_user_policies_under_one_name_name_both():
     from mgst.policies.base import Policy  # noqa: PLC0415
 
     class First(Policy):
+        hooks = frozenset({"choose"})
         name = "test_registry_clash"
 
         def choose(self, view, machine):

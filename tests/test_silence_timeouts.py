@@ -38,7 +38,8 @@ def fcfs_core(factor: float = 3.0, policy: str = "fcfs") -> Scheduler:
     """
     p = make_policy(policy)
     p.silence_timeouts = SilenceTimeouts(factor)
-    core = Scheduler([JobClass("c", 1.0, 10.0)], [Machine("M0", (2.0,), 1.0), Machine("M1", (4.0,), 1.0)], p)
+    machines = [Machine("M0", (2.0,), 1.0), Machine("M1", (4.0,), 1.0)]
+    core = Scheduler([JobClass("c", 1.0, 10.0)], machines, p, check=True)
     core.start(0.0)
     core.job_arrived(0.0, Job(1, 0, 0.0, 7.0))
     assert core.machine_ready(1.0, 0) == [Assign(core.jobs[1].job, 0, 1, 0.0)]
@@ -90,7 +91,7 @@ def test_heard_again_before_the_deadline_cancels_the_time_out():
 def test_a_silent_machine_is_offered_no_work_until_it_asks_again():
     p = make_policy("fcfs")
     p.silence_timeouts = SilenceTimeouts(3.0)
-    core = Scheduler([JobClass("c", 1.0, 10.0)], [Machine("M0", (2.0,), 1.0)], p)
+    core = Scheduler([JobClass("c", 1.0, 10.0)], [Machine("M0", (2.0,), 1.0)], p, check=True)
     core.start(0.0)
     core.machine_ready(0.0, 0)
     assert core.machines[0].asking == 1

@@ -180,6 +180,7 @@ def test_events_at_one_instant_come_in_kind_order_around_an_arrival():
     @register
     class EventOrder(FcfsShare):
         """FCFS-share, noting every event it sees, with a timer of its own at t = 2."""
+        hooks = frozenset({"start", "on_event", "on_timer"})
 
         name = "test-event-order"
 
@@ -252,6 +253,7 @@ def test_lpas_asking_one_machine_per_eligible_set_changes_no_result(monkeypatch)
     from mgst.policies.lpas import LpasDG
 
     class AskedOneByOne(LpasDG):
+        hooks = frozenset({"choose"})
         name = "test-lpas-one-by-one"
 
         def choose(self, view, machine):
@@ -270,7 +272,7 @@ def test_lpas_asking_one_machine_per_eligible_set_changes_no_result(monkeypatch)
         run = sim.run()
         jobs = [(j.job.id, j.completed, j.done_on, [(r.machine, r.outcome, r.ended) for r in j.history])
                 for j in run.jobs]
-        return jobs, sim.core._grouped
+        return jobs, sim.core.matcher.grouped
 
     grouped, yes = schedule("lpas_dg")
     one_by_one, no = schedule(AskedOneByOne.name)

@@ -39,6 +39,7 @@ KEY1 = ("timeout", 1)
 
 class TimedHead(Policy):
     """A machine that asks gets the head of queue 0; every replica gets a time-out."""
+    hooks = frozenset({"on_replica_start", "on_replica_end", "on_timer", "choose"})
 
     name = "test-timed-head"
 
@@ -63,7 +64,7 @@ class TimedHead(Policy):
 def timed_core(factor: float = 3.0, rates=(2.0, 4.0), slots: int = 1, **kwargs) -> Scheduler:
     """Class 0 of mean size 10; machines M0 (rate 2), M1 (rate 4); a job 1 waiting since 0."""
     machines = [Machine(f"M{j}", (rate,), 1.0, slots) for j, rate in enumerate(rates)]
-    core = Scheduler([JobClass("c", 1.0, 10.0)], machines, TimedHead(ReplicaTimeouts(factor, **kwargs)))
+    core = Scheduler([JobClass("c", 1.0, 10.0)], machines, TimedHead(ReplicaTimeouts(factor, **kwargs)), check=True)
     core.start(0.0)
     core.job_arrived(0.0, Job(1, 0, 0.0, 7.0))
     return core
@@ -202,6 +203,7 @@ def test_composes_with_a_bag_policy():
     base = policy_class("fcfs_share")
 
     class TimedShare(base):  # type: ignore[valid-type, misc]
+        hooks = frozenset({"on_replica_start", "on_replica_end", "on_timer"})
         def __init__(self, options=None, rng=None):
             super().__init__(options, rng)
             self.timeouts = ReplicaTimeouts(1.5)
@@ -216,7 +218,7 @@ def test_composes_with_a_bag_policy():
             return self.timeouts.on_timer(view, key)
 
     core = Scheduler([JobClass("t", 0.0, 10.0)], [Machine(f"M{j}", (1.0,)) for j in range(3)],
-                     TimedShare(rng=random.Random(0)))
+                     TimedShare(rng=random.Random(0)), check=True)
     core.start(0.0)
     for j in range(3):
         assert core.machine_ready(0.0, j) == [Hold(j)]

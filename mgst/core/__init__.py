@@ -22,7 +22,9 @@ from mgst.core.events import (
     Event,
     JobArrived,
     MachineDown,
+    MachineHeard,
     MachineReady,
+    MachineSilent,
     MachineUp,
     ReplicaCheckpoint,
     ReplicaComputing,
@@ -30,8 +32,11 @@ from mgst.core.events import (
     ReplicaFailed,
     TimerFired,
 )
-from mgst.core.scheduler import PolicyError, Scheduler
+from mgst.core.hooks import HOOKS, PolicyError, PolicyHooks
+from mgst.core.scheduler import Scheduler
 from mgst.core.state import (
+    COMPUTING,
+    STAGING,
     BagRecord,
     JobQueue,
     JobRecord,
@@ -41,12 +46,14 @@ from mgst.core.state import (
     Outcome,
     ReplicaRecord,
 )
+from mgst.core.stats import MachineStats
+from mgst.core.view import View
 
 __all__ = [
-    "Assign", "BagArrived", "BagCompleted", "BagRecord", "Cancel", "CancelTimer", "CpuShareChanged",
-    "Decision", "Event", "Hold", "JobArrived", "JobCompleted", "JobQueue", "JobRecord", "JobRequeued",
-    "JobStatus", "MachineDown", "MachineReady", "MachineRecord", "MachineState", "MachineSuspected",
-    "MachineUp", "Outcome", "Output", "PolicyError", "ReplicaCheckpoint", "ReplicaComputing", "ReplicaDone",
-    "ReplicaFailed", "ReplicaRecord", "ReplicaTimedOut", "Scheduler", "SetTimer", "SuspectDown", "TimeOut",
-    "TimerFired",
+    "COMPUTING", "HOOKS", "STAGING", "Assign", "BagArrived", "BagCompleted", "BagRecord", "Cancel", "CancelTimer",
+    "CpuShareChanged", "Decision", "Event", "Hold", "JobArrived", "JobCompleted", "JobQueue", "JobRecord",
+    "JobRequeued", "JobStatus", "MachineDown", "MachineHeard", "MachineReady", "MachineRecord", "MachineSilent",
+    "MachineState", "MachineStats", "MachineSuspected", "MachineUp", "Outcome", "Output", "PolicyError",
+    "PolicyHooks", "ReplicaCheckpoint", "ReplicaComputing", "ReplicaDone", "ReplicaFailed", "ReplicaRecord",
+    "ReplicaTimedOut", "Scheduler", "SetTimer", "SuspectDown", "TimeOut", "TimerFired", "View",
 ]

@@ -1,33 +1,14 @@
-"""The life of jobs, replicas, bags and machines: every state transition of the core, in one place.
+"""The transitions of jobs, replicas and machines (the rows of mgst.core.transitions), carried out on the records.
 
-Transitions (the only ones; each method below is one row):
-
-    job      QUEUED  --_start-->            RUNNING    (its first live replica)
-             RUNNING --_start-->            RUNNING    (another replica, up to max_replicas)
-             RUNNING --_complete-->         DONE       (siblings are cancelled)
-             RUNNING --_requeue-->          QUEUED     (its last live replica ended without result)
-             QUEUED  --_complete (late)-->  DONE       (a replica given up on delivered after all)
-    replica  (new)   --_start-->            STAGING or COMPUTING
-             STAGING --computing-->         COMPUTING
-             live    --_complete-->         DONE
-             live    --_cancel-->           CANCELLED
-             live    --_lose-->             LOST, FAILED or TIMED_OUT  (kept for a late result)
-             given up (job not DONE) --_complete--> DONE, late
-    machine  DOWN  --_bring_up-->           FREE
-             up    --_make_ready-->         READY  (asking for n <= free slots)
-             READY --_start (last asked slot)--> BUSY
-             up    --_take_down-->          DOWN   (every live replica LOST)
-    bag      a task's transitions move its counters; the last task DONE completes the bag.
-
-The :class:`Scheduler` mixes this in; policies never call it.
+Each method below makes the transitions its docstring names; the table says which exist and what
+they do. In check mode every transition is looked up in the table where it is made. The Scheduler
+holds one Lifecycle; policies never call it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
-from typing import TYPE_CHECKING, Any, Final
-
-from mypy_extensions import mypyc_attr
+import logging
+from typing import Any, Final
 
 from mgst.core.decisions import (
     Assign,
@@ -39,11 +20,12 @@ from mgst.core.decisions import (
     Output,
     ReplicaTimedOut,
 )
+from mgst.core.hooks import PolicyError
+from mgst.core.ready import ReadyQueue
 from mgst.core.state import (
     COMPUTING,
     STAGING,
     BagRecord,
-    JobQueue,
     JobRecord,
     JobStatus,
     MachineRecord,
@@ -51,11 +33,9 @@ from mgst.core.state import (
     Outcome,
     ReplicaRecord,
 )
-from mgst.fast_tuple import new_tuple
-
-if TYPE_CHECKING:
-    from mgst.core.ready import ReadyQueue
-    from mgst.policies.base import Policy
+from mgst.core.transitions import END_EVENT, JOB, MACHINE, NEW, REPLICA, Checker
+from mgst.core.tuples import new_tuple
+from mgst.core.view import View
 
 # Outputs are made with tuple.__new__ (new_tuple: in C where built): a NamedTuple's own __new__ is a
 # Python function, the costliest step of an assignment or a completion once the core is compiled
@@ -66,40 +46,52 @@ _ASSIGN: Final = Assign
 _JOB_COMPLETED: Final = JobCompleted
 _CANCEL: Final = Cancel
 
-
-@mypyc_attr(native_class=False)  # mypyc: a native class cannot subclass RuntimeError
-class PolicyError(RuntimeError):
-    """A policy asked for something impossible (a bug in the policy, not in the input)."""
+log = logging.getLogger(__name__)
 
 
 class Lifecycle:
-    """State transitions of the core's records (see the module docstring)."""
+    """The core's state transitions, on the records of one :class:`View`."""
 
-    now: float
-    policy: Policy
-    machines: tuple[MachineRecord, ...]
-    queues: dict[Hashable, JobQueue]
-    queues_version: int
-    running: dict[int, JobRecord]
-    bags: dict[int, BagRecord]
-    queued_count: int
-    capacity_version: int
-    _ready: ReadyQueue
-    _replicas: dict[int, ReplicaRecord]
-    _lost: dict[int, ReplicaRecord]
-    _out: list[Output]
-    report_completions: bool
-    _ended: list[ReplicaRecord] | None
-    _started: list[ReplicaRecord] | None
-    _requeued: bool
-    _next_replica: int
-    _no_progress: Any  # 0.0, one object
-    _stage_start: bool
-    _stage_resume: bool
-    _resume: bool
+    def __init__(
+        self, view: View, *, max_replicas: int, resume: bool, stage_start: bool, stage_resume: bool,
+        check: bool = False,
+    ):
+        self.view = view
+        # The view's containers, read on every transition (the same objects).
+        self.machines = view.machines
+        self.queues = view.queues
+        self.running = view.running
+        self.live = view.live
+        self.given_up = view.given_up
+        self.ready: ReadyQueue = view.ready_queue
+        self.max_replicas = max_replicas
+        self.resume = resume  # a new replica starts from its job's best checkpoint
+        self.stage_start = stage_start  # every replica stages first
+        self.stage_resume = stage_resume  # a replica resuming from a checkpoint stages first
+        # Report JobCompleted when a job is done; a driver with no use for it (the simulator) turns it off.
+        self.report_completions = True
+        self.out: list[Output] = []  # the outputs of the event being handled
+        # Replicas ended and started during the event, for the policy's hooks (None: it declares none).
+        self.ended: list[ReplicaRecord] | None = None
+        self.started: list[ReplicaRecord] | None = None
+        self.requeued = False  # a job went back to a queue during this event
+        self.next_replica = 1
+        self.no_progress: Any = 0.0  # a progress of 0 (most replicas) as one float object (see start)
+        # Check mode: every transition looked up in the table where it is made (None: not checked).
+        self.checker: Checker | None = Checker(view.machines) if check else None
 
-    def _start(self, rec: JobRecord, m: MachineRecord) -> None:
-        """Start a replica of ``rec`` in one of the slots ``m`` asks to fill."""
+    def stale(self, what: str) -> None:
+        """An event that refers to something already over (or unknown): counted, and nothing changes."""
+        self.view.stale_events += 1
+        log.debug("stale event at t=%s: %s", self.view.now, what)
+
+    # ------------------------------------------------------------------ jobs and replicas
+
+    def start(self, rec: JobRecord, m: MachineRecord) -> None:
+        """Start a replica of ``rec`` in one of the slots ``m`` asks to fill.
+
+        job QUEUED|RUNNING --start--> RUNNING; replica NEW --start|start_staging-->; machine READY --fill|fill_last-->.
+        """
         j = m.index
         if not m.asking:
             raise PolicyError(f"assign to machine {m.name}, which is not asking for work")
@@ -107,11 +99,12 @@ class Lifecycle:
         rate = m.rates[c]
         if rate <= 0.0:
             raise PolicyError(f"assign of a class-{c + 1} job to {m.name}, which cannot run it")
-        now = self.now
+        view = self.view
+        now = view.now
         status = rec.status
         if status is JobStatus.QUEUED:
             self.queues[rec.queue_key].remove(rec)
-            self.queued_count -= 1
+            view.queued_count -= 1
             rec.status = JobStatus.RUNNING
             rec.idle_time += now - rec.queued_since
             self.running[rec.id_key] = rec
@@ -122,9 +115,9 @@ class Lifecycle:
                 if bag.first_dispatch is None:
                     bag.first_dispatch = now
         elif status is JobStatus.RUNNING:
-            if len(rec.replicas) >= self.policy.max_replicas:
+            if len(rec.replicas) >= self.max_replicas:
                 raise PolicyError(
-                    f"job {rec.job.id} has {len(rec.replicas)} replicas; the limit is {self.policy.max_replicas}"
+                    f"job {rec.job.id} has {len(rec.replicas)} replicas; the limit is {self.max_replicas}"
                 )
             for other in rec.replicas.values():
                 if other.machine == j:
@@ -134,69 +127,98 @@ class Lifecycle:
         asking = m.asking - 1
         m.asking = asking
         if not asking:
-            self._ready.remove(j)
+            self.ready.remove(j)
             m.state = MachineState.BUSY
-        rid = self._next_replica
-        self._next_replica = rid + 1
+        rid = self.next_replica
+        self.next_replica = rid + 1
         rec.attempts += 1
-        progress = rec.best_progress if self._resume else 0.0
-        staging = self._stage_start or (progress > 0.0 and self._stage_resume)
+        progress = rec.best_progress if self.resume else 0.0
+        staging = self.stage_start or (progress > 0.0 and self.stage_resume)
         r = ReplicaRecord(rid, rec, j, rec.attempts, now, progress, rate * m.cpu_share, staging)
         key = r.id_key
         rec.replicas[key] = r
         rec.history.append(r)
-        self._replicas[key] = r
+        self.live[key] = r
         m.replicas[key] = r
         if rec.first_sent is None:
             rec.first_sent = now
-        progress_object: Any = self._no_progress  # a progress of 0 (most replicas) as one float object:
+        progress_object: Any = self.no_progress  # a progress of 0 (most replicas) as one float object:
         if progress:  # compiled, a float argument is a new object each time
             progress_object = progress
-        self._out.append(_new_tuple(_ASSIGN, rec.job, j, key, progress_object, staging))
-        if self._started is not None:
-            self._started.append(r)
+        self.out.append(_new_tuple(_ASSIGN, rec.job, j, key, progress_object, staging))
+        if self.started is not None:
+            self.started.append(r)
+        if self.checker is not None:
+            self.checker.moved(JOB, rec, status, "start", rec.status)
+            self.checker.moved(REPLICA, r, NEW, "start_staging" if staging else "start", r.phase)
+            self.checker.moved(MACHINE, m, MachineState.READY, "fill" if asking else "fill_last", m.state)
 
-    def _computing(self, r: ReplicaRecord) -> None:
-        if r.phase == STAGING:
+    def computing(self, r: ReplicaRecord) -> None:
+        """replica STAGING|COMPUTING --computing--> COMPUTING."""
+        phase = r.phase
+        if phase == STAGING:
             m = self.machines[r.machine]
             r.phase = COMPUTING
-            r.set_rate(self.now, m.rates[r.job.job.job_class] * m.cpu_share)
+            r.set_rate(self.view.now, m.rates[r.job.job.job_class] * m.cpu_share)
+        if self.checker is not None:
+            self.checker.moved(REPLICA, r, phase, "computing", r.phase)
+
+    def checkpoint(self, r: ReplicaRecord, progress: float) -> None:
+        """replica STAGING|COMPUTING --checkpoint--> the same: its checkpoint and the job's best noted."""
+        if progress > r.checkpoint:
+            r.checkpoint = progress
+            if progress > r.job.best_progress:
+                r.job.best_progress = progress
+                r.best = True
+        if self.checker is not None:
+            self.checker.moved(REPLICA, r, r.phase, "checkpoint", r.phase)
 
     def _release(self, r: ReplicaRecord, outcome: Outcome) -> MachineRecord:
-        """End a live replica: detach it from its job and its machine's slot."""
-        now = self.now
+        """End a live replica: detach it from its job and its machine's slot.
+
+        replica live --result|cancel|lose|fail|time_out--> its outcome; machine --release|release_last-->.
+        """
+        now = self.view.now
+        phase = r.phase
         r.live = False
         r.outcome = outcome
         r.ended = now  # work stops counting here (ReplicaRecord.remaining)
         key = r.id_key
         del r.job.replicas[key]
-        del self._replicas[key]
+        del self.live[key]
         m = self.machines[r.machine]
         del m.replicas[key]
-        if m.state is MachineState.BUSY and not m.replicas:
+        state = m.state
+        if state is MachineState.BUSY and not m.replicas:
             m.state = MachineState.FREE
         m.stats.busy_time += now - r.sent
-        if self._ended is not None:
-            self._ended.append(r)
+        if self.ended is not None:
+            self.ended.append(r)
+        if self.checker is not None:
+            self.checker.moved(REPLICA, r, phase, END_EVENT[outcome], outcome)
+            self.checker.moved(MACHINE, m, state, "release" if m.replicas else "release_last", m.state)
         return m
 
-    def _complete(self, r: ReplicaRecord) -> None:
+    def complete(self, r: ReplicaRecord) -> None:
+        """A replica's result: job RUNNING|QUEUED --result--> DONE; replica live or given up --result--> DONE."""
         job = r.job
-        now = self.now
+        now = self.view.now
         status = job.status
         if r.live:
             st = self._release(r, Outcome.DONE).stats
         else:  # a replica we had given up on delivered after all: take its result
+            if self.checker is not None:
+                self.checker.moved(REPLICA, r, r.outcome, "result", Outcome.DONE)  # type: ignore[arg-type]
             r.outcome = Outcome.DONE
             r.late = True
             r.ended = now
             st = self.machines[r.machine].stats
             if status is JobStatus.QUEUED:
                 self.queues[job.queue_key].remove(job)
-                self.queued_count -= 1
+                self.view.queued_count -= 1
                 job.idle_time += now - job.queued_since
-            if self._ended is not None:
-                self._ended.append(r)
+            if self.ended is not None:
+                self.ended.append(r)
         c = job.job.job_class
         # x[c] = x[c] + ..., not x[c] += ...: compiled, += on a list item is the generic number protocol
         completed = st.completed_by_class
@@ -210,13 +232,15 @@ class Lifecycle:
         job.done_by = r.id_key
         job.done_on = r.machine
         job.done_sent = r.sent
+        if self.checker is not None:
+            self.checker.moved(JOB, job, status, "result", job.status)
         if status is JobStatus.RUNNING:  # (a late result may find its job queued)
             del self.running[job.id_key]
         if job.replicas:
             for sibling in list(job.replicas.values()):
-                self._cancel(sibling)
+                self.cancel(sibling)
         if self.report_completions:
-            self._out.append(_new_tuple(_JOB_COMPLETED, job.job, r.id_key, r.machine))
+            self.out.append(_new_tuple(_JOB_COMPLETED, job.job, r.id_key, r.machine))
         bag = job.bag
         if bag is not None:
             if status is JobStatus.RUNNING:
@@ -225,29 +249,30 @@ class Lifecycle:
                 bag.queued -= 1
             bag.done += 1
             if bag.done == bag.size:
-                self._bag_done(bag)
+                self.bag_done(bag)
 
-    def _bag_done(self, bag: BagRecord) -> None:
-        bag.completed = self.now
-        self.bags.pop(bag.id, None)
+    def bag_done(self, bag: BagRecord) -> None:
+        view = self.view
+        bag.completed = view.now
+        view.bags.pop(bag.id, None)
         q = self.queues.get(bag.key)
         if q is bag.queue:
             del self.queues[bag.key]
-            self.queues_version += 1
-        self._out.append(BagCompleted(bag.id))
+            view.queues_version += 1
+        self.out.append(BagCompleted(bag.id))
 
-    def _cancel(self, r: ReplicaRecord) -> None:
+    def cancel(self, r: ReplicaRecord) -> None:
+        """replica live --cancel--> CANCELLED (a sibling won, or the policy's Cancel)."""
         job = r.job
         m = self._release(r, Outcome.CANCELLED)
         m.stats.cancelled += 1
-        self._out.append(_new_tuple(_CANCEL, r.id_key, m.index, job.id_key))
+        self.out.append(_new_tuple(_CANCEL, r.id_key, m.index, job.id_key))
         if job.status is JobStatus.RUNNING:
-            self._lost[r.id_key] = r
-            if not job.replicas:
-                self._requeue(job, r, "cancelled")
+            self.given_up[r.id_key] = r
+            self._ended_without_result(job, r, "cancelled")
 
-    def _lose(self, r: ReplicaRecord, reason: str, outcome: Outcome = Outcome.LOST) -> None:
-        """A live replica ended without a result; its result still counts once if it comes."""
+    def lose(self, r: ReplicaRecord, reason: str, outcome: Outcome = Outcome.LOST) -> None:
+        """A live replica ended without a result (--lose|fail|time_out-->); its result still counts once if it comes."""
         st = self._release(r, outcome).stats
         st.lost += 1
         if outcome is Outcome.FAILED:
@@ -255,48 +280,62 @@ class Lifecycle:
         elif outcome is Outcome.TIMED_OUT:
             st.timed_out += 1
         st.note_outcome(False)
-        self._lost[r.id_key] = r
-        if not r.job.replicas:
-            self._requeue(r.job, r, reason)
+        self.given_up[r.id_key] = r
+        self._ended_without_result(r.job, r, reason)
 
-    def _time_out(self, r: ReplicaRecord, notice: bool = True) -> None:
+    def time_out(self, r: ReplicaRecord, notice: bool = True) -> None:
         """Give up on a live replica (T/O); ``notice`` tells the driver, which did not decide it."""
         r.job.timeouts += 1
         if notice:
-            self._out.append(ReplicaTimedOut(r.id, r.machine, r.job.job.id))
-        self._lose(r, "timeout", Outcome.TIMED_OUT)
+            self.out.append(ReplicaTimedOut(r.id, r.machine, r.job.job.id))
+        self.lose(r, "timeout", Outcome.TIMED_OUT)
 
-    def _requeue(self, job: JobRecord, r: ReplicaRecord, reason: str) -> None:
-        self._requeued = True
+    def _ended_without_result(self, job: JobRecord, r: ReplicaRecord, reason: str) -> None:
+        """job RUNNING --replica_ended--> RUNNING, or --last_replica_ended--> QUEUED (requeued)."""
+        if job.replicas:
+            if self.checker is not None:
+                self.checker.moved(JOB, job, job.status, "replica_ended", job.status)
+            return
+        view = self.view
+        self.requeued = True
         job.status = JobStatus.QUEUED
         job.requeues += 1
-        job.queued_since = self.now
+        job.queued_since = view.now
         self.running.pop(job.id_key, None)
         self.queues[job.queue_key].requeue(job)
-        self.queued_count += 1
+        view.queued_count += 1
         bag = job.bag
         if bag is not None:
             del bag.running[job.id_key]
             bag.queued += 1
-        self._out.append(JobRequeued(job.job, r.id, r.machine, reason))
+        self.out.append(JobRequeued(job.job, r.id, r.machine, reason))
+        if self.checker is not None:
+            self.checker.moved(JOB, job, JobStatus.RUNNING, "last_replica_ended", job.status)
 
     # ------------------------------------------------------------------ machines
 
-    def _bring_up(self, m: MachineRecord, share: float | None) -> bool:
-        """Note the machine's CPU share; bring it up if it was down (then True)."""
-        self._set_share(m, share)
-        if m.state is MachineState.DOWN:
+    def bring_up(self, m: MachineRecord, share: float | None) -> bool:
+        """Note the machine's CPU share; machine DOWN --up--> FREE (then True), an up one stays as it is."""
+        self.set_share(m, share)
+        state = m.state
+        if state is MachineState.DOWN:
             m.state = MachineState.FREE
             m.suspected = False
-            m.up_since = self.now
-            self.capacity_version += 1
+            m.up_since = self.view.now
+            self.view.capacity_version += 1
+            if self.checker is not None:
+                self.checker.moved(MACHINE, m, state, "up", m.state)
             return True
+        if self.checker is not None:
+            self.checker.moved(MACHINE, m, state, "up", state)
         return False
 
-    def _take_down(self, m: MachineRecord, suspected: bool = False) -> None:
+    def take_down(self, m: MachineRecord, suspected: bool = False) -> None:
+        """machine FREE|READY|BUSY --down|suspect--> DOWN: every live replica lost."""
         for r in list(m.replicas.values()):
-            self._lose(r, "machine down")
-        self._ready.discard(m.index)
+            self.lose(r, "machine down")
+        self.ready.discard(m.index)
+        state = m.state
         m.asking = 0
         m.state = MachineState.DOWN
         m.suspected = suspected
@@ -305,34 +344,60 @@ class Lifecycle:
             m.stats.suspicions += 1
         else:
             m.stats.failures += 1
+        view = self.view
         if m.up_since is not None:
-            m.stats.up_time += self.now - m.up_since
+            m.stats.up_time += view.now - m.up_since
             m.up_since = None
-        self.capacity_version += 1
+        view.capacity_version += 1
         if suspected:
-            self._out.append(MachineSuspected(m.index))
+            self.out.append(MachineSuspected(m.index))
+        if self.checker is not None:
+            self.checker.moved(MACHINE, m, state, "suspect" if suspected else "down", m.state)
 
-    def _make_ready(self, m: MachineRecord, slots: int | None = None) -> None:
-        """The machine asks for work for ``slots`` slots (None: all it has free)."""
+    def make_ready(self, m: MachineRecord, slots: int | None = None) -> None:
+        """The machine asks for work for ``slots`` slots (None: all it has free).
+
+        machine --ask--> READY, --ask_none--> as it was, or READY --withdraw_idle|withdraw_busy--> FREE|BUSY.
+        """
+        state = m.state
         free = m.slots - len(m.replicas)
         want = free if slots is None or slots > free else slots
         if want > 0:
             m.asking = want
-            if m.state is not MachineState.READY:
+            if state is not MachineState.READY:
                 m.state = MachineState.READY
-                self._ready.add(m.index)
-        elif m.state is MachineState.READY:
+                self.ready.add(m.index)
+            event = "ask"
+        elif state is MachineState.READY:
             m.asking = 0
-            self._ready.remove(m.index)
+            self.ready.remove(m.index)
             m.state = MachineState.BUSY if m.replicas else MachineState.FREE
+            event = "withdraw_busy" if m.replicas else "withdraw_idle"
+        else:
+            event = "ask_none"
+        if self.checker is not None:
+            self.checker.moved(MACHINE, m, state, event, m.state)
 
-    def _set_share(self, m: MachineRecord, share: float | None) -> None:
+    def ask_one(self, m: MachineRecord) -> None:
+        """A free one-slot machine asks for its slot (make_ready's common case, inlined): FREE --ask--> READY."""
+        m.asking = 1
+        m.state = MachineState.READY
+        self.ready.add(m.index)
+        if self.checker is not None:
+            self.checker.moved(MACHINE, m, MachineState.FREE, "ask", m.state)
+
+    def set_share(self, m: MachineRecord, share: float | None) -> None:
+        """machine --share--> the same, and each live replica on it: a computing one re-marked at the new rate."""
         if share is not None and share != m.cpu_share:
             if not 0.0 <= share <= 1.0:
                 raise ValueError(f"CPU share {share} of machine {m.name} outside [0, 1]")
             m.cpu_share = share
-            now = self.now
+            now = self.view.now
             for r in m.replicas.values():
                 if r.phase == COMPUTING:
                     r.set_rate(now, m.rates[r.job.job.job_class] * share)
-            self.capacity_version += 1
+                if self.checker is not None:
+                    self.checker.moved(REPLICA, r, r.phase, "share", r.phase)
+            self.view.capacity_version += 1
+            if self.checker is not None:
+                self.checker.moved(MACHINE, m, m.state, "share", m.state)

@@ -1,31 +1,162 @@
-"""Matching ready machines to queued jobs by the policy's choose(), and applying the policy's decisions."""
+"""The policy's side of every event: its hooks after the event, matching by its choose() (or its dispatch), and
+the checks and effects of its decisions."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
-from typing import TYPE_CHECKING, cast
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any
 
-from mgst.core.decisions import Assign, Cancel, CancelTimer, Hold, SetTimer, SuspectDown, TimeOut
-from mgst.core.lifecycle import Lifecycle, PolicyError
+from mgst.core.decisions import Assign, Cancel, CancelTimer, Hold, Output, SetTimer, SuspectDown, TimeOut
+from mgst.core.events import Event
+from mgst.core.hooks import PolicyError, PolicyHooks, uses_groups
+from mgst.core.lifecycle import Lifecycle
 from mgst.core.state import JobRecord, MachineRecord, MachineState, ReplicaRecord
+from mgst.core.transitions import MACHINE
+from mgst.core.view import View
 
-if TYPE_CHECKING:
-    from mgst.core.scheduler import Scheduler
 
+class Matcher:
+    """Runs the policy after each event (:meth:`after_event`): the hooks it declares, then the matching,
+    the default one (:meth:`match`) or its dispatch; checks and applies its decisions (:meth:`apply`)."""
 
-class Matching(Lifecycle):
-    """The default matching (:meth:`_match`) and the checks and effects of the policy's decisions."""
+    def __init__(self, view: View, lifecycle: Lifecycle, policy: PolicyHooks, hooks: frozenset[str]):
+        self.view = view
+        self.lifecycle = lifecycle
+        self.policy = policy
+        self.machines = view.machines  # the view's (the same object)
+        self.ready = view.ready_queue
+        # The hooks the policy declares, looked up once. on_event: the event object is made only then.
+        self.listening = "on_event" in hooks
+        self.on_start = "start" in hooks
+        self.on_capacity = "on_capacity_change" in hooks
+        self.on_timer = "on_timer" in hooks
+        self.on_silent = "on_machine_silent" in hooks
+        self.on_heard = "on_machine_heard" in hooks
+        self.choosing = "choose" in hooks  # neither it nor dispatch: nothing is ever assigned
+        # None: the core matches, asking policy.choose().
+        self.dispatch: Callable[[View, JobRecord | None, MachineRecord | None], Any] | None = (
+            policy.dispatch if "dispatch" in hooks else None
+        )
+        if "on_replica_end" in hooks:  # ended and started replicas wait there for the hooks
+            lifecycle.ended = []
+        if "on_replica_start" in hooks:
+            lifecycle.started = []
+        # What match needs of the policy, looked up once (class attributes of the policy).
+        self.replicating = policy.max_replicas > 1
+        # A replicating choose() changes its answer when a job starts running: not incremental.
+        self.incremental = policy.incremental and not self.replicating
+        # Ask one ready machine per choose_groups() key when offering a new job (PolicyHooks.choose_groups).
+        self.grouped = uses_groups(type(policy), hooks)
+        self.walks = 0  # offers of a new job to the ready machines by key, so far
+        self.refused_in: list[int] = []  # by key number: the last such offer that the key refused
+        # Report Hold(machine) when an asking machine gets nothing; a driver with no use for it (the
+        # simulator) turns it off.
+        self.report_holds = True
+        # Before start(), events only set up the initial state (machines up and asking, jobs
+        # queued): no policy hook runs and nothing is matched, so that a policy that plans on
+        # capacity changes (LPAS_DG's LP) plans once, in start(), not once per machine.
+        self.begun = False
+        self.dispatched_version = -1
 
-    jobs: dict[int, JobRecord]
-    timers: dict[Hashable, float]
-    _replicating: bool
-    _incremental: bool
-    _grouped: bool
-    _walks: int  # offers of a new job to the ready machines by key, so far
-    _refused_in: list[int]  # by key number: the last such offer that the key refused
+    # ------------------------------------------------------------------ after each event
 
-    def _match(self, new_job: JobRecord | None, asking: MachineRecord | None) -> None:
-        """The default matching, for policies that implement only ``choose``.
+    def start(self) -> None:
+        """The policy sets itself up and dispatches, once, over the state the events so far have set up."""
+        self.begun = True
+        self.lifecycle.requeued = False
+        self.dispatched_version = self.view.capacity_version
+        if self.on_start:
+            self.apply_all(self.policy.start(self.view))
+        self.dispatch_now(None, None)
+
+    def after_event(
+        self, event: Event | None, new_job: JobRecord | None, asking: MachineRecord | None, quiet: bool
+    ) -> list[Output]:
+        """Run the policy's hooks after an event and return the event's outputs.
+
+        ``event`` is made only for a policy that declares ``on_event`` (None otherwise).
+        ``new_job`` or ``asking`` tell the policy's dispatch that the event's only
+        effect on matching was that one job entered a queue or that one machine
+        started asking, so that it may look at just that. ``quiet`` events
+        (checkpoints, staging over) change nothing a dispatch could use.
+        """
+        lifecycle = self.lifecycle
+        if not self.begun:  # setting up the initial state: the policy sees it all in start()
+            return lifecycle.out
+        policy = self.policy
+        view = self.view
+        if lifecycle.ended:
+            self.replica_hooks()
+        if self.listening:
+            assert event is not None
+            self.apply_all(policy.on_event(view, event))
+        if view.capacity_version != self.dispatched_version:
+            self.dispatched_version = view.capacity_version
+            if self.on_capacity:
+                self.apply_all(policy.on_capacity_change(view))
+            new_job = asking_hint = None  # eligibility may have changed: look at everything
+        elif lifecycle.requeued:
+            new_job = asking_hint = None  # a job is back in a queue: any ready machine may take it
+        elif quiet:
+            return lifecycle.out
+        else:
+            asking_hint = asking
+        lifecycle.requeued = False
+        # dispatch_now, inlined: this runs after nearly every event
+        if self.dispatch is not None:
+            self.apply_all(self.dispatch(view, new_job, asking_hint))
+        elif self.choosing:
+            self.match(new_job, asking_hint)
+        if lifecycle.started or lifecycle.ended:
+            self.replica_hooks()
+        if asking is not None and self.report_holds and asking.index in self.ready:
+            lifecycle.out.append(Hold(asking.index))
+        return lifecycle.out
+
+    def dispatch_now(self, new_job: JobRecord | None, asking: MachineRecord | None) -> None:
+        """Matching: the policy's dispatch if it declares one, else the core's by its choose(); then the
+        replica hooks, for the replicas it started and ended."""
+        if self.dispatch is not None:
+            self.apply_all(self.dispatch(self.view, new_job, asking))
+        elif self.choosing:
+            self.match(new_job, asking)
+        lifecycle = self.lifecycle
+        if lifecycle.started or lifecycle.ended:
+            self.replica_hooks()
+
+    def replica_hooks(self) -> None:
+        """Deliver ended and started replicas to the policy until its decisions end or start no more."""
+        policy = self.policy
+        lifecycle = self.lifecycle
+        view = self.view
+        while lifecycle.ended or lifecycle.started:
+            ended, started = lifecycle.ended, lifecycle.started
+            if ended:
+                lifecycle.ended = []
+                for r in ended:
+                    self.apply_all(policy.on_replica_end(view, r))
+            if started:
+                lifecycle.started = []
+                for r in started:
+                    self.apply_all(policy.on_replica_start(view, r))
+
+    def timer(self, key: Hashable) -> None:
+        if self.on_timer:
+            self.apply_all(self.policy.on_timer(self.view, key))
+
+    def silent(self, m: MachineRecord) -> None:
+        if self.on_silent:
+            self.apply_all(self.policy.on_machine_silent(self.view, m))
+
+    def heard(self, m: MachineRecord) -> None:
+        m.silent = False
+        if self.on_heard:
+            self.apply_all(self.policy.on_machine_heard(self.view, m))
+
+    # ------------------------------------------------------------------ matching
+
+    def match(self, new_job: JobRecord | None, asking: MachineRecord | None) -> None:
+        """The default matching, for policies that declare ``choose`` (and not ``dispatch``).
 
         Ready machines are offered work in request order, one free slot at a
         time; one that gets nothing goes to the back of the ready queue (the
@@ -38,19 +169,19 @@ class Matching(Lifecycle):
         then get something only when a job arrives, and taking jobs away never
         makes another machine eligible.
         """
-        ready = self._ready
-        replicating = self._replicating
-        if not ready.size or (not self.queued_count and not replicating):
+        ready = self.ready
+        view = self.view
+        replicating = self.replicating
+        if not ready.size or (not view.queued_count and not replicating):
             return
-        # self.policy.choose and self._start, not local bound methods: compiled, these are native calls
+        # self.policy.choose and self.lifecycle.start, not local bound methods: compiled, these are native calls
         policy = self.policy
-        view = cast("Scheduler", self)  # what the policy sees
-        # A replicating choose() changes its answer when a job starts running: not incremental.
-        if self._incremental:
+        lifecycle = self.lifecycle
+        if self.incremental:
             if asking is not None:
                 rec = policy.choose(view, asking)
                 while rec is not None:
-                    self._start(rec, asking)
+                    lifecycle.start(rec, asking)
                     if not asking.asking:
                         return
                     rec = policy.choose(view, asking)  # another free slot
@@ -65,13 +196,13 @@ class Matching(Lifecycle):
                 # Keys by machine index, read without touching the machine (a cold record at scale):
                 # one machine asked per key; once every key among the ready machines has refused,
                 # nobody takes it: stop there. Without keys, each machine is asked.
-                keys = policy.choose_groups(view) if self._grouped else None
+                keys = policy.choose_groups(view) if self.grouped else None
                 grouped = keys is not None
                 present = ready.keys_present(keys) if keys is not None else -1
-                refused_in = self._refused_in  # by key number: the walk in which that key refused
+                refused_in = self.refused_in  # by key number: the walk in which that key refused
                 walk = 0
                 if grouped:
-                    walk = self._walks = self._walks + 1
+                    walk = self.walks = self.walks + 1
                     if len(refused_in) < ready.key_count:
                         refused_in.extend([0] * (ready.key_count - len(refused_in)))
                 key = 0
@@ -87,7 +218,7 @@ class Matching(Lifecycle):
                     rec = policy.choose(view, m)
                     if rec is not None:
                         ready.rotate_to(j)
-                        self._start(rec, m)
+                        lifecycle.start(rec, m)
                         return
                     if grouped:
                         refused_in[key] = walk
@@ -104,61 +235,64 @@ class Matching(Lifecycle):
                 if rec is None:
                     ready.move_to_end(j)
                     break
-                self._start(rec, m)
-                if not self.queued_count and not replicating:
+                lifecycle.start(rec, m)
+                if not view.queued_count and not replicating:
                     return
                 if not m.asking:
                     break
 
     # ------------------------------------------------------------------ decisions
 
-    def _apply_all(self, decisions: Iterable | None) -> None:
+    def apply_all(self, decisions: Iterable | None) -> None:
         if decisions:
-            apply = self._apply
+            apply = self.apply
             for d in decisions:
                 apply(d)
 
-    def _apply(self, d: object) -> None:
+    def apply(self, d: object) -> None:
         """Check and carry out one decision of the policy."""
         t = type(d)
+        lifecycle = self.lifecycle
         if t is Assign:
             self._assign(d)  # type: ignore[arg-type]
         elif t is Hold:
             j = d.machine  # type: ignore[attr-defined]
-            if j not in self._ready:
+            if j not in self.ready:
                 raise PolicyError(f"hold of machine {j}, which is not asking for work")
-            self._ready.move_to_end(j)
+            self.ready.move_to_end(j)
         elif t is Cancel:
-            self._cancel(self._running_replica(d.replica, "cancel"))  # type: ignore[attr-defined]
+            lifecycle.cancel(self._running_replica(d.replica, "cancel"))  # type: ignore[attr-defined]
         elif t is SetTimer:
-            self.timers[d.key] = d.at  # type: ignore[attr-defined]
-            self._out.append(d)  # type: ignore[arg-type]
+            self.view.timers[d.key] = d.at  # type: ignore[attr-defined]
+            lifecycle.out.append(d)  # type: ignore[arg-type]
         elif t is CancelTimer:
-            if self.timers.pop(d.key, None) is not None:  # type: ignore[attr-defined]
-                self._out.append(d)  # type: ignore[arg-type]
+            if self.view.timers.pop(d.key, None) is not None:  # type: ignore[attr-defined]
+                lifecycle.out.append(d)  # type: ignore[arg-type]
         elif t is TimeOut:
-            self._time_out(self._running_replica(d.replica, "time-out"))  # type: ignore[attr-defined]
+            lifecycle.time_out(self._running_replica(d.replica, "time-out"))  # type: ignore[attr-defined]
         elif t is SuspectDown:
             j = d.machine  # type: ignore[attr-defined]
             if not 0 <= j < len(self.machines):
                 raise PolicyError(f"suspicion of unknown machine {j}")
             m = self.machines[j]
             if m.state is not MachineState.DOWN:
-                self._take_down(m, suspected=True)
+                lifecycle.take_down(m, suspected=True)
+            elif lifecycle.checker is not None:
+                lifecycle.checker.moved(MACHINE, m, m.state, "suspect", m.state)
         else:
             raise PolicyError(f"a policy cannot decide {d!r}")
 
     def _running_replica(self, replica: int, what: str) -> ReplicaRecord:
         """The live replica a policy's decision names; PolicyError if it is not running."""
-        r = self._replicas.get(replica)
+        r = self.view.live.get(replica)
         if r is None:
             raise PolicyError(f"{what} of replica {replica}, which is not running")
         return r
 
     def _assign(self, d: Assign) -> None:
-        rec = self.jobs.get(d.job.id)
+        rec = self.view.jobs.get(d.job.id)
         if rec is None:
             raise PolicyError(f"assign of unknown job {d.job.id}")
         if not 0 <= d.machine < len(self.machines):
             raise PolicyError(f"assign to unknown machine {d.machine}")
-        self._start(rec, self.machines[d.machine])
+        self.lifecycle.start(rec, self.machines[d.machine])

@@ -114,7 +114,7 @@ def build_policy(experiment: Experiment, rng: random.Random) -> Policy:
     policy = cls(cls.Options.from_mapping(spec.options), rng)
     tb = experiment.testbed
     if tb.detection == "timeout":
-        from mgst.policies.timeouts import SilenceTimeouts  # noqa: PLC0415 (it imports the base, which imports us)
+        from mgst.policies.timeouts import SilenceTimeouts  # noqa: PLC0415 (keeps `import mgst.policies` light)
 
         policy.silence_timeouts = SilenceTimeouts(tb.timeout_factor)
     return policy

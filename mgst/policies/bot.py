@@ -7,8 +7,9 @@ import random
 from collections.abc import Iterator
 
 from mgst.core.decisions import Assign, Decision
-from mgst.core.scheduler import PolicyError, Scheduler
+from mgst.core.hooks import PolicyError
 from mgst.core.state import BagRecord, JobRecord, MachineRecord
+from mgst.core.view import View
 from mgst.policies import register
 from mgst.policies.base import NOTHING, Decisions, Policy, PolicyOptions
 
@@ -87,31 +88,32 @@ class BotPolicy(Policy):
 
     Options = BotOptions
     options: BotOptions
-    incremental = False  # dispatch is overridden: the core's incremental matching is not used
+    hooks = frozenset({"dispatch"})
+    incremental = False  # it dispatches: the core's incremental matching is not used
 
     def __init__(self, options: BotOptions | None = None, rng: random.Random | None = None):
         super().__init__(options, rng)
         replicas = self.options.replicas
         self.max_replicas = UNLIMITED if replicas is None else replicas
         self.resume_from_checkpoint = self.options.checkpoints
-        self._view: Scheduler | None = None
+        self._view: View | None = None
         self._everywhere = True  # every machine runs every class (no nominal rate is 0)
         self._one_slot = True  # every machine has one slot: one that asks runs nothing
         self._blocked: set[int] = set()  # bags passed over in this round: no asking machine runs their task
 
     # ------------------------------------------------------------------ the variable part
 
-    def select(self, view: Scheduler) -> BagRecord | None:
+    def select(self, view: View) -> BagRecord | None:
         """The bag to serve next, among those that are :meth:`eligible`; None if there is none."""
         raise NotImplementedError
 
-    def attach(self, view: Scheduler) -> None:
+    def attach(self, view: View) -> None:
         """A new core drives this policy (a policy object serves one run): reset per-run state."""
 
-    def begin(self, view: Scheduler) -> None:
+    def begin(self, view: View) -> None:
         """A dispatch round starts; nothing but this round's Assigns changes the view until it ends."""
 
-    def served(self, view: Scheduler, bag: BagRecord, task: JobRecord) -> None:
+    def served(self, view: View, bag: BagRecord, task: JobRecord) -> None:
         """The round just started a replica of ``task`` of ``bag`` (the bag :meth:`select` returned)."""
 
     # ------------------------------------------------------------------ the fixed part: WQR-FT
@@ -177,7 +179,7 @@ class BotPolicy(Policy):
         task, able = options[rng.randrange(len(options))] if len(options) > 1 else options[0]
         return task, able[rng.randrange(len(able))] if len(able) > 1 else able[0]
 
-    def dispatch(self, view: Scheduler, new_job: JobRecord | None, asking: MachineRecord | None) -> Decisions:
+    def dispatch(self, view: View, new_job: JobRecord | None, asking: MachineRecord | None) -> Decisions:
         if not view.bags:
             if view.queued_count:
                 raise ValueError(f"policy {self.name} schedules Bags of Tasks; jobs without a bag are waiting")
@@ -193,7 +195,7 @@ class BotPolicy(Policy):
             self.attach(view)
         return self._round(view)
 
-    def _round(self, view: Scheduler) -> Iterator[Decision]:
+    def _round(self, view: View) -> Iterator[Decision]:
         pool = view.ready_machines()
         if self._blocked:
             self._blocked = set()
@@ -234,7 +236,7 @@ class FcfsExcl(BotPolicy):
     Options = ExclOptions
     options: ExclOptions
 
-    def select(self, view: Scheduler) -> BagRecord | None:
+    def select(self, view: View) -> BagRecord | None:
         for bag in view.bags.values():
             return bag if self.eligible(bag) else None
         return None
@@ -253,11 +255,11 @@ class FcfsShare(BotPolicy):
 
     name = "fcfs_share"
 
-    def begin(self, view: Scheduler) -> None:
+    def begin(self, view: View) -> None:
         self._walk = iter(view.bags.values())
         self._bag: BagRecord | None = next(self._walk, None)
 
-    def select(self, view: Scheduler) -> BagRecord | None:
+    def select(self, view: View) -> BagRecord | None:
         bag = self._bag
         while bag is not None and not self.eligible(bag):
             bag = next(self._walk, None)

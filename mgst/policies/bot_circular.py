@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 import random
 
-from mgst.core.scheduler import Scheduler
 from mgst.core.state import BagRecord, JobRecord
+from mgst.core.view import View
 from mgst.policies import register
 from mgst.policies.bot import BotOptions, BotPolicy
 
@@ -26,7 +26,7 @@ class Circle:
         self.next = 0
         self.seen = 0  # how many of view.all_bags have joined
 
-    def sync(self, view: Scheduler) -> None:
+    def sync(self, view: View) -> None:
         """Add the bags that arrived, drop those that completed (the turn stays with the bag after)."""
         n = len(view.all_bags)
         if n != self.seen:
@@ -65,13 +65,13 @@ class RoundRobin(BotPolicy):
         self._circle = Circle()
         self._turn: int | None = None  # position of the bag select() returned
 
-    def attach(self, view: Scheduler) -> None:
+    def attach(self, view: View) -> None:
         self._circle = Circle()
 
-    def begin(self, view: Scheduler) -> None:
+    def begin(self, view: View) -> None:
         self._circle.sync(view)
 
-    def select(self, view: Scheduler) -> BagRecord | None:
+    def select(self, view: View) -> BagRecord | None:
         bags = self._circle.bags
         n = len(bags)
         start = self._circle.next
@@ -82,7 +82,7 @@ class RoundRobin(BotPolicy):
                 return bags[i]
         return None
 
-    def served(self, view: Scheduler, bag: BagRecord, task: JobRecord) -> None:
+    def served(self, view: View, bag: BagRecord, task: JobRecord) -> None:
         if self._turn is not None:
             self._circle.next = self._turn + 1
 
@@ -101,11 +101,11 @@ class RoundRobinNrf(RoundRobin):
 
     name = "rr_nrf"
 
-    def begin(self, view: Scheduler) -> None:
+    def begin(self, view: View) -> None:
         super().begin(view)
         self._nrf: int | None = 0  # offset from the turn where the search resumes; None: none left this round
 
-    def select(self, view: Scheduler) -> BagRecord | None:
+    def select(self, view: View) -> BagRecord | None:
         if self._nrf is not None:
             bags = self._circle.bags
             n = len(bags)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 import random
 
-from mgst.core.scheduler import Scheduler
 from mgst.core.state import BagRecord, JobRecord, JobStatus, ReplicaRecord
+from mgst.core.view import View
 from mgst.policies import register
 from mgst.policies.base import NOTHING, Decisions
 from mgst.policies.bot import BotOptions, BotPolicy
@@ -54,19 +54,20 @@ class LongIdle(BotPolicy):
     """
 
     name = "long_idle"
+    hooks = frozenset({"on_replica_end"})  # notes the tasks that go back to their queue
 
     def __init__(self, options: BotOptions | None = None, rng: random.Random | None = None):
         super().__init__(options, rng)
         self.attach(None)
 
-    def attach(self, view: Scheduler | None) -> None:
+    def attach(self, view: View | None) -> None:
         self._fresh: dict[int, int] = {}  # bag id -> index in bag.tasks before which every task has started
         self._requeued: dict[int, dict[int, JobRecord]] = {}  # bag id -> tasks sent back to the queue
         self._started: dict[int, float] = {}  # bag id -> largest idle time a task of it had when it started
         self._running: dict[int, float] = {}  # bag id -> largest idle time of its running candidates (cache)
         self._idle: dict[int, tuple[float, BagRecord]] = {}  # this round: bag id -> (longest idle, bag)
 
-    def on_replica_end(self, view: Scheduler, replica: ReplicaRecord) -> Decisions:
+    def on_replica_end(self, view: View, replica: ReplicaRecord) -> Decisions:
         task = replica.job
         bag = task.bag
         if bag is not None:
@@ -104,7 +105,7 @@ class LongIdle(BotPolicy):
             best = max(best, running)
         return None if best == NONE else best
 
-    def begin(self, view: Scheduler) -> None:
+    def begin(self, view: View) -> None:
         bags = view.bags
         if len(self._fresh) > len(bags):  # bags completed: forget them
             for memo in (self._fresh, self._requeued, self._started, self._running):
@@ -118,7 +119,7 @@ class LongIdle(BotPolicy):
                 idle[bag.id] = (longest, bag)
         self._idle = idle
 
-    def select(self, view: Scheduler) -> BagRecord | None:
+    def select(self, view: View) -> BagRecord | None:
         chosen = None
         longest = NONE
         blocked = self._blocked
@@ -128,7 +129,7 @@ class LongIdle(BotPolicy):
                 longest = idle
         return chosen
 
-    def served(self, view: Scheduler, bag: BagRecord, task: JobRecord) -> None:
+    def served(self, view: View, bag: BagRecord, task: JobRecord) -> None:
         idle = task.idle_time  # just updated by the core if the task had been waiting
         if idle > self._started.get(bag.id, NONE):
             self._started[bag.id] = idle

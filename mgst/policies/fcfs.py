@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from mypy_extensions import mypyc_attr
 
-from mgst.core.scheduler import Scheduler
 from mgst.core.state import JobRecord, MachineRecord
+from mgst.core.view import View
 from mgst.policies import register
 from mgst.policies.base import Policy
 
@@ -20,8 +20,9 @@ class FCFS(Policy):
     """
 
     name = "fcfs"
+    hooks = frozenset({"choose"})
 
-    def choose(self, view: Scheduler, machine: MachineRecord) -> JobRecord | None:
+    def choose(self, view: View, machine: MachineRecord) -> JobRecord | None:
         rates = machine.rates
         best: JobRecord | None = None
         for q in view.queues.values():

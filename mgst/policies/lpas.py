@@ -11,8 +11,8 @@ from collections.abc import Hashable, Sequence
 from mypy_extensions import mypyc_attr
 
 from mgst.core.decisions import SetTimer
-from mgst.core.scheduler import Scheduler
 from mgst.core.state import JobQueue, JobRecord, MachineRecord
+from mgst.core.view import View
 from mgst.policies import register
 from mgst.policies.allocation import Allocation, AllocationError, solve_allocation
 from mgst.policies.base import NOTHING, Decisions, Policy
@@ -45,6 +45,7 @@ class LpasDG(Policy):
     """
 
     name = "lpas_dg"
+    hooks = frozenset({"start", "on_capacity_change", "on_timer", "choose", "choose_groups"})
     Options = LpasOptions
 
     def __init__(self, options: LpasOptions | None = None, rng: random.Random | None = None):
@@ -68,13 +69,13 @@ class LpasDG(Policy):
         """``self.options``, typed as this policy's (a compiled subclass may not narrow the attribute)."""
         return typing.cast(LpasOptions, self.options)
 
-    def start(self, view: Scheduler) -> Decisions:
+    def start(self, view: View) -> Decisions:
         self._solve(view)
         if self.lp_options.resolve_period is not None:
             return (SetTimer(_RESOLVE, view.now + self.lp_options.resolve_period),)
         return NOTHING
 
-    def on_capacity_change(self, view: Scheduler) -> Decisions:
+    def on_capacity_change(self, view: View) -> Decisions:
         debounce = self.lp_options.resolve_debounce
         if debounce is None or view.now >= self._solved_at + debounce or self._starved(view):
             self._solve(view)
@@ -84,7 +85,7 @@ class LpasDG(Policy):
         self._debounced = True
         return (SetTimer(_DEBOUNCED, self._solved_at + debounce),)
 
-    def _starved(self, view: Scheduler) -> bool:
+    def _starved(self, view: View) -> bool:
         """Whether the plan leaves some class with a positive arrival rate no eligible machine that is up,
         while one that is up could run it (so that re-solving helps)."""
         machines = view.machines
@@ -97,7 +98,7 @@ class LpasDG(Policy):
                 return True
         return False
 
-    def on_timer(self, view: Scheduler, key: Hashable) -> Decisions:
+    def on_timer(self, view: View, key: Hashable) -> Decisions:
         if key == _DEBOUNCED:
             if self._debounced:  # (else a change since solved at once)
                 self._solve(view)
@@ -109,7 +110,7 @@ class LpasDG(Policy):
         self._solve(view)
         return (SetTimer(_RESOLVE, view.now + self.lp_options.resolve_period),)
 
-    def _solve(self, view: Scheduler) -> None:
+    def _solve(self, view: View) -> None:
         reported = self.lp_options.reported_share
         share = tuple(
             (m.cpu_share if reported else m.availability) if m.is_up else 0.0 for m in view.machines
@@ -137,11 +138,11 @@ class LpasDG(Policy):
         self.solves += 1
         log.debug("t=%s allocation LP: lambda*=%.4f eligible=%s", view.now, self.allocation.lam, self.eligible)
 
-    def choose_groups(self, view: Scheduler) -> Sequence[Hashable] | None:
+    def choose_groups(self, view: View) -> Sequence[Hashable] | None:
         """By eligible classes: choose() refuses a machine iff their queues are all empty."""
         return self._group_of
 
-    def choose(self, view: Scheduler, machine: MachineRecord) -> JobRecord | None:
+    def choose(self, view: View, machine: MachineRecord) -> JobRecord | None:
         if view.queues_version != self._queues_version or view.queues is not self._queues_seen:
             queues = view.queues
             self._queue_of = [queues.get(i) for i in range(len(view.classes))]

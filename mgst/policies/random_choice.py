@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from mgst.core.scheduler import Scheduler
 from mgst.core.state import JobRecord, MachineRecord
+from mgst.core.view import View
 from mgst.policies import register
 from mgst.policies.base import Policy
 
@@ -13,8 +13,9 @@ class RandomJob(Policy):
     """Uniformly random over every queued job whose class runs on the machine."""
 
     name = "random"
+    hooks = frozenset({"choose"})
 
-    def choose(self, view: Scheduler, machine: MachineRecord) -> JobRecord | None:
+    def choose(self, view: View, machine: MachineRecord) -> JobRecord | None:
         rates = machine.rates
         queues = [q for q in view.queues.values() if q and rates[q.head.job.job_class] > 0.0]
         total = sum(len(q) for q in queues)

@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 
-from mgst.core.decisions import CancelTimer, SetTimer, SuspectDown, TimeOut
-from mgst.core.scheduler import Scheduler
+from mgst.core.decisions import CancelTimer, Decision, SetTimer, SuspectDown, TimeOut
+from mgst.core.hooks import NO_DECISIONS
 from mgst.core.state import MachineRecord, ReplicaRecord
-from mgst.policies.base import NOTHING, Decisions
+from mgst.core.view import View
 
 # The first element of every timer key this piece sets: ("timeout", replica id). Keys are a
 # string and an int, which the mapper's journal can store.
 KEY = "timeout"
 
-Expected = Callable[[Scheduler, ReplicaRecord], float]
+Expected = Callable[[View, ReplicaRecord], float]
+Decisions = Iterable[Decision]
+NOTHING = NO_DECISIONS
 
 
-def nominal_expected(view: Scheduler, replica: ReplicaRecord) -> float:
+def nominal_expected(view: View, replica: ReplicaRecord) -> float:
     """The replica's expected run time when it starts: its class's mean size times the work left,
     over the machine's nominal rate mu'_ij times its current CPU share (inf if that is 0).
 
@@ -75,17 +77,17 @@ class ReplicaTimeouts:
         """Whether a timer key is one of this piece's."""
         return type(key) is tuple and len(key) == 2 and key[0] == KEY
 
-    def on_replica_start(self, view: Scheduler, replica: ReplicaRecord) -> Decisions:
+    def on_replica_start(self, view: View, replica: ReplicaRecord) -> Decisions:
         wait = self.factor * self.expected(view, replica)
         if not wait < math.inf:
             return NOTHING
         return (SetTimer((KEY, replica.id), replica.sent + wait),)
 
-    def on_replica_end(self, view: Scheduler, replica: ReplicaRecord) -> Decisions:
+    def on_replica_end(self, view: View, replica: ReplicaRecord) -> Decisions:
         key = (KEY, replica.id)
         return (CancelTimer(key),) if key in view.timers else NOTHING
 
-    def on_timer(self, view: Scheduler, key: Hashable) -> Decisions:
+    def on_timer(self, view: View, key: Hashable) -> Decisions:
         if not self.owns(key):
             return NOTHING
         replica = view.replica(key[1])  # type: ignore[index]
@@ -134,7 +136,7 @@ class SilenceTimeouts:
         """Whether a timer key is one of this piece's."""
         return type(key) is tuple and len(key) == 2 and key[0] == SILENCE_KEY
 
-    def on_machine_silent(self, view: Scheduler, machine: MachineRecord) -> Decisions:
+    def on_machine_silent(self, view: View, machine: MachineRecord) -> Decisions:
         timers = []
         for r in machine.replicas.values():
             wait = self.factor * self.expected(view, r)
@@ -142,11 +144,11 @@ class SilenceTimeouts:
                 timers.append(SetTimer((SILENCE_KEY, r.id), max(view.now, r.sent + wait)))
         return timers
 
-    def on_machine_heard(self, view: Scheduler, machine: MachineRecord) -> Decisions:
+    def on_machine_heard(self, view: View, machine: MachineRecord) -> Decisions:
         keys = [(SILENCE_KEY, rid) for rid in machine.replicas]
         return [CancelTimer(k) for k in keys if k in view.timers]
 
-    def on_timer(self, view: Scheduler, key: Hashable) -> Decisions:
+    def on_timer(self, view: View, key: Hashable) -> Decisions:
         if not self.owns(key):
             return NOTHING
         replica = view.replica(key[1])  # type: ignore[index]

@@ -6,8 +6,8 @@ import dataclasses
 from collections.abc import Iterator
 
 from mgst.core.decisions import Assign, Decision
-from mgst.core.scheduler import Scheduler
 from mgst.core.state import JobRecord, MachineRecord
+from mgst.core.view import View
 from mgst.policies import register
 from mgst.policies.base import NOTHING, Decisions, Policy, PolicyOptions
 
@@ -39,6 +39,8 @@ class WqrFT(Policy):
     """
 
     name = "wqr_ft"
+    # dispatch shuffles the ready machines and asks choose() for each
+    hooks = frozenset({"dispatch", "choose"})
     Options = WqrOptions
     options: WqrOptions
 
@@ -47,14 +49,14 @@ class WqrFT(Policy):
         self.max_replicas = self.options.replicas
         self.resume_from_checkpoint = self.options.checkpoints
 
-    def dispatch(self, view: Scheduler, new_job: JobRecord | None, asking: MachineRecord | None) -> Decisions:
+    def dispatch(self, view: View, new_job: JobRecord | None, asking: MachineRecord | None) -> Decisions:
         if not view.ready_count:
             return NOTHING
         if not view.queued_count and (self.max_replicas <= 1 or not view.running):
             return NOTHING
         return self._dispatch(view)
 
-    def _dispatch(self, view: Scheduler) -> Iterator[Decision]:
+    def _dispatch(self, view: View) -> Iterator[Decision]:
         ready = view.ready_machines()
         self.rng.shuffle(ready)
         for m in ready:
@@ -62,7 +64,7 @@ class WqrFT(Policy):
             if rec is not None:
                 yield Assign(rec.job, m.index)
 
-    def choose(self, view: Scheduler, machine: MachineRecord) -> JobRecord | None:
+    def choose(self, view: View, machine: MachineRecord) -> JobRecord | None:
         rates = machine.rates
         best: JobRecord | None = None
         for q in view.queues.values():

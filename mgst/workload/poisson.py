@@ -6,8 +6,8 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import Final
 
+from mgst.core.tuples import new_tuple
 from mgst.draws import ExpStream
-from mgst.fast_tuple import new_tuple
 from mgst.model import Job
 from mgst.streams import Purpose, generator
 

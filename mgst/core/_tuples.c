@@ -5,7 +5,7 @@
  * check and copy the arguments, build a second tuple, then copy it into the new object (about
  * 550 instructions a call, and the caller builds a tuple of the items first). This makes the
  * same object the way CPython's tuple_subtype_new does, from the call's arguments directly.
- * Built by setup.py with the mypyc modules, and used only when they are (mgst.fast_tuple
+ * Built by setup.py with the mypyc modules, and used only when they are (mgst.core.tuples
  * chooses it or its Python twin).
  */
 #define PY_SSIZE_T_CLEAN
@@ -77,7 +77,7 @@ static PyMethodDef tuples_methods[] = {
 
 static struct PyModuleDef tuples_module = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "mgst._tuples",
+    .m_name = "mgst.core._tuples",
     .m_doc = "new_tuple(cls, *items) in C (mgst.fast_tuple chooses it or its Python twin).",
     .m_size = -1,
     .m_methods = tuples_methods,
