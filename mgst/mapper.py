@@ -17,6 +17,7 @@ import zmq
 from mgst import protocol as P
 from mgst import security
 from mgst.admission import HELLO_BURST, TokenBuckets, hello_rate
+from mgst.availability import registry as availability
 from mgst.core.decisions import (
     Assign,
     Cancel,
@@ -147,6 +148,11 @@ class Mapper(PullerMessages, Resuming):
         biggest = max(c.granularity for c in experiment.classes)
         slowest = max(biggest / (min(r for r in m.rates if r > 0) * m.availability) for m in experiment.machines)
         self.drain_timeout = drain_timeout if drain_timeout is not None else max(30.0, 50 * slowest * self.time_unit)
+        # Each machine's availability as its puller plays it (mgst.availability: a trace is sent over the run's
+        # length, its generation and drain), made once: a law the wire cannot carry is refused here, not later.
+        until = (self.duration + self.drain_timeout) / self.time_unit
+        self.availability_forms = ([availability.to_wire(experiment, j, self.seed, until)
+                                    for j in range(len(experiment.machines))] if self.failures else None)
         if resume:
             self.journal = self._replayed.journal
             self.core = self._replayed.core
@@ -178,7 +184,7 @@ class Mapper(PullerMessages, Resuming):
         self.drops = DropLog(log)
         # per (key, machine): admitted hellos, at a rate the failure law's restarts never need
         self.hello_rate = TokenBuckets(HELLO_BURST, hello_rate(experiment.failures if self.failures else None,
-                                                               self.time_unit))
+                                                               self.time_unit, experiment))
         # per machine: requests for work that change something
         self.ready_rate = TokenBuckets(READY_BURST, READY_RATE)
         # Machines that held back a checkpoint (mgst.checkpoints) since the last timer recorded them all.

@@ -19,11 +19,9 @@ import zmq
 
 from mgst import protocol as P
 from mgst.admission import Holder, admit
-from mgst.availability import machine_group
 from mgst.checkpoints import CheckpointCoalescer
 from mgst.clock import OffsetEstimator, PeriodBest
 from mgst.core.state import STAGING, MachineState
-from mgst.model import FailureModel
 
 if TYPE_CHECKING:
     from mgst.mapper import Mapper
@@ -56,6 +54,7 @@ class Connection:
     clock_samples: PeriodBest = field(default_factory=PeriodBest)  # thins its exchanges for the journal
     checkpoints: CheckpointCoalescer | None = None  # its replicas' checkpoints (made at the first)
     ready_held: tuple[P.Ready, float] | None = None  # its latest request for work and when it came, held
+    share_held: float | None = None  # the latest CPU share it reported, held by the rate
     pending: tuple[float | None, float | None] = (None, None)  # (t1 on its clock, t2) of its latest request
     hb_seq: int = 0
     hb_sent: float | None = None  # the clock of our last heartbeat to it, until its echo comes back once
@@ -70,7 +69,9 @@ RELEASE_CHECKPOINTS_BEFORE = frozenset({"replica_done", "replica_failed", "machi
 # refilled at READY_RATE a second; one beyond is held (the latest) and applied at a heartbeat once
 # the bucket allows, never dropped. An honest puller sends a Ready once per registration and per
 # replica that ends without a result asking for more (failed, cancelled): a few a second at most.
-# (A Ready that changes nothing, a repeat, journals nothing at all.)
+# (A Ready that changes nothing, a repeat, journals nothing at all.) A puller's CPU share reports (Share) have
+# a bucket of the same size per machine: one per availability period, of 10 ms at the shortest (the puller's
+# MIN_PERIOD) but seconds to hours in any law of a real run; one beyond is held (the latest) likewise.
 READY_BURST = 20.0
 READY_RATE = 10.0
 
@@ -145,6 +146,9 @@ class PullerMessages:
             if conn.checkpoints is not None:  # held checkpoints whose interval has passed
                 for rid, progress in conn.checkpoints.due(now):
                     self._checkpoint(j, rid, progress, now)
+            if conn.share_held is not None and self.ready_rate.allow((j, P.Share), now):  # a held share, now
+                share, conn.share_held = conn.share_held, None
+                self._share(j, share, now)
             if conn.ready_held is not None and self.ready_rate.allow(j, now):  # a held request, now
                 (held, received), conn.ready_held = conn.ready_held, None
                 if self._ready_changes(j, held):
@@ -155,6 +159,12 @@ class PullerMessages:
                 return
             conn.pending = (msg.clock, now)
             self._ready(identity, j, now, msg.share, msg.slots)
+        elif t is P.Share:  # its availability process took the CPU back, or gave it again
+            if self.ready_rate.allow((j, P.Share), now):
+                conn.share_held = None
+                self._share(j, msg.share, now)
+            else:  # faster than an honest puller's periods: the latest is applied at a heartbeat
+                conn.share_held = msg.share
         elif t is P.Computing or t is P.Progress:
             live = self.core.replica(msg.replica)
             if live is None or live.machine != j:
@@ -246,6 +256,11 @@ class PullerMessages:
         if cp is not None:
             for r, progress in cp.take(rid):
                 self._checkpoint(j, r, progress, now)
+
+    def _share(self: Mapper, j: int, share: float, now: float) -> None:
+        """The puller's CPU share is now ``share`` (0: its replicas are suspended): the core moves what it runs."""
+        if share != self.core.machines[j].cpu_share:
+            self._core("cpu_share_changed", now, j, share)
 
     def _ready(self: Mapper, identity: bytes, j: int, now: float, share: float | None = None,
                slots: int | None = None) -> None:
@@ -340,7 +355,7 @@ class PullerMessages:
             self._refuse(identity, P.Drop.HELLO_RATE, f"too many hellos for machine {msg.machine[:64]!r}; "
                                                       "try again later", False)
             return
-        conn.ready_held = None  # a request of its previous registration
+        conn.ready_held = conn.share_held = None  # what its previous registration said
         m = self.experiment.machines[j]
         restarted = conn.incarnation is not None and conn.incarnation != msg.incarnation
         if restarted and self.core.machines[j].state is not MachineState.DOWN:
@@ -395,14 +410,9 @@ class PullerMessages:
             self.machines_of_key.setdefault(new, set()).add(j)
 
     def _failure_law(self: Mapper, j: int) -> tuple | None:
-        """Machine ``j``'s failure law for its puller's welcome (model time), or None."""
-        if not self.failures:
-            return None
-        f = self.experiment.failures
-        if isinstance(f, FailureModel):
-            return ("exponential", f.mean_up, f.mean_down, self.seed)
-        g = machine_group(self.experiment, j)
-        return ("weibull", g.mttf, g.shape, g.repair_mean, g.repair_sd, self.seed)
+        """Machine ``j``'s availability for its puller's welcome (model time; mgst.availability), or None."""
+        forms = self.availability_forms
+        return forms[j] if forms is not None else None
 
     def _refuse(self: Mapper, identity: bytes, drop: str, reason: str, fatal: bool,
                 level: int = logging.WARNING) -> None:

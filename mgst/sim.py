@@ -9,7 +9,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
-from mgst.availability import make_availability
+from mgst.availability.process import Period, State
+from mgst.availability.registry import make_process
 from mgst.core.decisions import Assign, Cancel, MachineSuspected, ReplicaTimedOut, SetTimer
 from mgst.core.scheduler import Scheduler
 from mgst.core.state import BagRecord, JobRecord, MachineState, MachineStats
@@ -34,6 +35,7 @@ _TIMER: Final = 4
 _ARRIVAL: Final = 5
 _COMPUTING: Final = 6
 _SHARE: Final = 7
+_AVAIL: Final = 8  # an availability period that changes only the machine's CPU share (UP <-> RECLAIMED)
 # The heap drops its dead entries (cancelled or lost replicas' completions) once they are more
 # than half of it and more than this many; until then they are skipped when popped.
 STALE_MIN: Final = 1024
@@ -164,19 +166,38 @@ class Simulation:
         # least entry in (time, kind) order: the order of the heap, as no other entry is an arrival.
         arrival: Job | Bag | None = workload.next() if workload.peek_time() < horizon else None
         arrival_at = arrival.submitted if arrival is not None else math.inf
-        updown = [make_availability(exp, self.seed, self.replication, j) for j in range(n_machines)]
-        for j, ud in enumerate(updown):
-            if ud is not None:
-                push((ud.next_up(), _DOWN, seq, j))
-                seq += 1
+        # Each machine's availability process (None: always up at its a_j), and the period it enters at its next
+        # availability event: drawn one period ahead, to know the event's kind (each machine has its own streams,
+        # so its draws, and their order, are those of drawing each period as it begins).
+        procs = [make_process(exp, self.seed, self.replication, j) for j in range(n_machines)]
+        entering: list[Any] = [None] * n_machines
+        first: list[Any] = [None] * n_machines
+        for j, proc in enumerate(procs):
+            if proc is not None:
+                p0 = proc.next()
+                first[j] = p0
+                p1 = proc.next()
+                entering[j] = p1
+                if p0.duration < math.inf:
+                    push((p0.duration, _transition(p0, p1), seq, j))
+                    seq += 1
 
         for when, j, a in self.share_changes:
             push((when, _SHARE, seq, (j, a)))
             seq += 1
 
         pending: list = []  # outputs to carry out, in order
-        for j in range(n_machines):  # every machine starts up and asking for work...
-            pending.extend(core.machine_ready(0.0, j, share[j]))
+        for j in range(n_machines):  # every machine starts up and asking for work (unless its process says not)...
+            p0 = first[j]
+            if p0 is None or (p0.state is not _DOWN_STATE and p0.cpu_share > 0.0):
+                if p0 is not None:
+                    share[j] = p0.cpu_share
+                pending.extend(core.machine_ready(0.0, j, share[j]))
+            elif p0.state is _DOWN_STATE:
+                up[j] = False
+            else:  # reclaimed at share 0: up, and asking for nothing (a puller asks only with CPU to give)
+                share[j] = 0.0
+                pending.extend(core.machine_up(0.0, j, 0.0))
         pending.extend(core.start(0.0))  # ...which the policy plans for once
 
         t = 0.0
@@ -195,6 +216,13 @@ class Simulation:
                         push((t + staging.duration(progress > 0.0), _COMPUTING, seq, rid))  # type: ignore[union-attr]
                         seq += 1
                         continue
+                    if share[j] <= 0.0:  # suspended from its start: no completion until the share is back
+                        live[rid] = seq
+                        seq += 1
+                        if ck is not None:
+                            push((t + ck, _CHECKPOINT, seq, rid))
+                            seq += 1
+                        continue
                     end = t + (1.0 - progress) * job.size / (rates[job.job_class][j] * share[j])
                     key: Any = seq  # one int object for the dict and the entry
                     live[rid] = key
@@ -207,7 +235,8 @@ class Simulation:
                     if live.pop(d.replica, None) is not None:
                         stale += 1  # its completion (or end of staging) is still in the heap
                     given_up.pop(d.replica, None)
-                    pending.extend(core.machine_ready(t, d.machine))
+                    if share[d.machine] > 0.0:  # (without CPU to give a machine asks again only once it has some)
+                        pending.extend(core.machine_ready(t, d.machine))
                 elif td is _SET_TIMER:
                     push((d.at, _TIMER, seq, d.key))
                     seq += 1
@@ -280,18 +309,26 @@ class Simulation:
                         pending.extend(core.machine_down(t, arg))
                     elif not m.silent:  # MGST's mapper: its silence alone, until a time-out decides
                         pending.extend(core.machine_silent(t, arg))
-                push((t + updown[arg].next_down(), _UP, seq, arg))  # type: ignore[union-attr]
-                seq += 1
+                seq = self._next_period(t, arg, procs, entering, push, seq)
             elif kind == _UP:
                 up[arg] = True
+                period: Period = entering[arg]
+                share[arg] = period.cpu_share
                 m = core.machines[arg]
                 if m.silent:  # back before a time-out noticed: it re-registers holding nothing
                     pending.extend(core.machine_heard(t, arg))
                     for rid in list(m.replicas):
                         pending.extend(core.replica_failed(t, rid, "not held by the machine after its failure"))
-                pending.extend(core.machine_ready(t, arg, share[arg]))  # implies up
-                push((t + updown[arg].next_up(), _DOWN, seq, arg))  # type: ignore[union-attr]
-                seq += 1
+                if period.cpu_share > 0.0:
+                    pending.extend(core.machine_ready(t, arg, share[arg]))  # implies up
+                else:  # back, but reclaimed at share 0: up, asking for nothing
+                    pending.extend(core.machine_up(t, arg, 0.0))
+                seq = self._next_period(t, arg, procs, entering, push, seq)
+            elif kind == _AVAIL:
+                period = entering[arg]
+                seq, moved = self._share_changed(t, arg, period.cpu_share, share, live, push, seq, pending)
+                stale += moved
+                seq = self._next_period(t, arg, procs, entering, push, seq)
             elif kind == _TIMER:
                 pending.extend(core.timer_fired(t, arg))
             elif kind == _CHECKPOINT:
@@ -311,21 +348,16 @@ class Simulation:
                     continue
                 live[arg] = seq
                 end = r.eta(t)
-                push((end, _DONE, seq, arg))
+                if end < math.inf:  # (not suspended)
+                    push((end, _DONE, seq, arg))
                 seq += 1
                 if ck is not None and t + ck < end:
                     push((t + ck, _CHECKPOINT, seq, arg))
                     seq += 1
             elif kind == _SHARE:
                 j, a = arg
-                share[j] = a
-                pending.extend(core.cpu_share_changed(t, j, a))
-                for rid, r in core.machines[j].replicas.items():  # their completions moved
-                    if live.get(rid, -1) >= 0:
-                        stale += 1
-                        live[rid] = seq
-                        push((r.eta(t), _DONE, seq, rid))
-                        seq += 1
+                seq, moved = self._share_changed(t, j, a, share, live, push, seq, pending)
+                stale += moved
 
         core.close(t)
         unfinished = core.queued_count + len(core.running)
@@ -345,6 +377,44 @@ class Simulation:
             horizon=horizon,
         )
 
+    def _next_period(
+        self, t: float, j: int, procs: list[Any], entering: list[Any], push: Callable[[Any], None], seq: int
+    ) -> int:
+        """Machine ``j`` entered ``entering[j]`` at ``t``: draw the period after it and push the event that
+        ends it (none if it lasts for good); the next seq."""
+        period: Period = entering[j]
+        after: Period = procs[j].next()
+        entering[j] = after
+        if period.duration < math.inf:
+            push((t + period.duration, _transition(period, after), seq, j))
+            seq += 1
+        return seq
+
+    def _share_changed(
+        self, t: float, j: int, a: float, share: list[float], live: dict[int, int], push: Callable[[Any], None],
+        seq: int, pending: list,
+    ) -> tuple[int, int]:
+        """Machine ``j``'s CPU share becomes ``a`` at ``t`` (0 suspends): its replicas' completions move (none is
+        scheduled while suspended), and a machine given CPU again asks for its free slots not asked for (as a
+        puller does). The next seq, and how many heap entries became stale."""
+        core = self.core
+        old = share[j]
+        share[j] = a
+        pending.extend(core.cpu_share_changed(t, j, a))
+        stale = 0
+        m = core.machines[j]
+        for rid, r in m.replicas.items():  # their completions moved
+            if live.get(rid, -1) >= 0:
+                stale += 1
+                live[rid] = seq
+                end = r.eta(t)
+                if end < math.inf:
+                    push((end, _DONE, seq, rid))
+                seq += 1
+        if old <= 0.0 < a and m.state is not MachineState.DOWN and m.slots - len(m.replicas) > m.asking:
+            pending.extend(core.machine_ready(t, j, a, m.slots - len(m.replicas)))
+        return seq, stale
+
     def _slot_free(
         self, t: float, j: int, live: dict[int, int], given_up: dict[int, int], up: list[bool], pending: list
     ) -> None:
@@ -357,6 +427,18 @@ class Simulation:
                 pending.extend(self.core.machine_ready(t, j))
         else:
             pending.extend(self.core.machine_ready(t, j, None, self.core.machines[j].asking + 1))
+
+
+_DOWN_STATE: Final = State.DOWN
+
+
+def _transition(period: Period, after: Period) -> int:
+    """The event kind of going from ``period`` into ``after``: down, back up, or a change of CPU share."""
+    if after.state is _DOWN_STATE:
+        return _DOWN
+    if period.state is _DOWN_STATE:
+        return _UP
+    return _AVAIL
 
 
 def _comes_first(t: float, kind: int, top: _EntryFields) -> bool:

@@ -26,6 +26,7 @@ from puller_fakes import FakeMapper, ThreadPuller, job
 from adjuster.failures import MIN_PERIOD
 from mgst import config, config_models
 from mgst import protocol as P
+from mgst.availability import registry as availability
 from mgst.availability.weibull import ANGLANO_PRESETS, DEFAULT_SHAPE, MAX_SHAPE, MIN_SHAPE, anglano_preset
 from mgst.drops import DropLog
 from mgst.liveness import HEARTBEAT_INTERVAL, heartbeat_interval_for
@@ -331,6 +332,8 @@ def test_every_shipped_experiment_is_welcomed_unchanged(path: Path) -> None:
     exp = config.load_experiment(path)
     mapper = _StubMapper([m.name for m in exp.machines])
     mapper.experiment, mapper.failures, mapper.seed = exp, exp.failures is not None, 2**63 - 1
+    until = 2 * exp.testbed.duration / exp.testbed.time_unit  # (generation, and as long a drain)
+    mapper.availability_forms = [availability.to_wire(exp, j, mapper.seed, until) for j in range(len(exp.machines))]
     check = Limits("M")
     for time_unit in (exp.testbed.time_unit, config.MIN_TIME_UNIT, config.MAX_TIME_UNIT):
         for j, m in enumerate(exp.machines):
