@@ -36,9 +36,11 @@ MAX_FRAME = 64 * 1024
 # puller hears before it exits, so it must be read whatever its length (the puller prints its first 1,000
 # characters). The frame's size bounds what decoding one can hold either way.
 MAX_STR = 4096
-# The longest list a frame may hold: a trace's periods (at most MAX_WIRE_PERIODS; every other list is bounded by
-# its own field's check, to 256 or fewer). The frame bounds the total either way.
-MAX_ARRAY = max(256, MAX_WIRE_PERIODS)
+# The longest list a frame may hold: a trace's periods (at most MAX_WIRE_PERIODS, and a little room so that a few
+# too many are refused by the trace's check, saying so; every other list is bounded by its own field's check, to
+# 256 or fewer). The frame bounds the total either way.
+MAX_ARRAY = 1024
+assert MAX_WIRE_PERIODS < MAX_ARRAY
 
 
 class Drop:

@@ -37,7 +37,8 @@ from puller.limits import Limits
 
 ROOT = Path(__file__).resolve().parents[1]
 # Every shipped experiment (experiments/bot's other files are sweeps, of Anglano's presets: checked below).
-EXPERIMENTS = [*sorted((ROOT / "experiments").glob("*.toml")), ROOT / "experiments" / "bot" / "lab-rrnrf-weibull.toml"]
+EXPERIMENTS = [*sorted((ROOT / "experiments").glob("*.toml")), ROOT / "experiments" / "bot" / "lab-rrnrf-weibull.toml",
+               *sorted((ROOT / "experiments" / "availability").glob("*.toml"))]
 
 
 # ---------------------------------------------------------------------- helpers

@@ -59,19 +59,21 @@ class ReplayProcess:
         return Period(math.inf, State.UP, self._share)
 
 
-def _host_intervals(intervals: Intervals, how: str, names: tuple[str, ...], path: str) -> list[list[Interval]]:
-    """Each machine's intervals in ``intervals`` (by name, or the k-th host of the file for machine k)."""
+def _host_intervals(intervals: Intervals, how: str, names: tuple[str, ...], path: str, every: bool
+                    ) -> list[list[Interval]]:
+    """Each machine's intervals in ``intervals`` (by name, or the k-th host of the file for machine k); ``every``:
+    each machine must have some (a host trace), else a machine without is left alone (a CPU series)."""
     if how == "order":
         hosts = list(intervals)  # (in order of first appearance: dicts keep insertion order)
-        if len(hosts) < len(names):
+        if len(hosts) < len(names) and every:
             raise TraceError(path, None, f"has {len(hosts)} hosts; the experiment has {len(names)} machines")
-        return [intervals[h] for h in hosts[: len(names)]]
+        return [intervals[h] for h in hosts[: len(names)]] + [[] for _ in range(len(names) - len(hosts))]
     missing = [n for n in names if n not in intervals]
-    if missing:
+    if missing and every:
         raise TraceError(path, None, f"has no entry for machine {missing[0][:64]!r}"
                                      + (f" (nor {len(missing) - 1} more)" if len(missing) > 1 else "")
                                      + "; every machine needs its own (machines = \"order\" maps hosts in order)")
-    return [intervals[n] for n in names]
+    return [intervals.get(n, []) for n in names]
 
 
 def _merge(sources: list[list[Interval]], offset: float, scale: float, a_j: float) -> tuple[Period, ...]:
@@ -121,10 +123,10 @@ def timelines(spec: TraceAvailability, names: tuple[str, ...], shares: tuple[flo
               ) -> tuple[tuple[Period, ...], ...]:
     """Every machine's periods (machines named ``names``, with a_j ``shares``); TraceError if the trace does not fit."""
     per_machine: list[list[list[Interval]]] = [[] for _ in names]
-    for path, fmt in ((spec.file, spec.format), (spec.cpu_file, "csv")):
+    for path, fmt, every in ((spec.file, spec.format, True), (spec.cpu_file, "csv", False)):
         if path is None:
             continue
-        for j, intervals in enumerate(_host_intervals(read_trace(path, fmt), spec.machines, names, path)):
+        for j, intervals in enumerate(_host_intervals(read_trace(path, fmt), spec.machines, names, path, every)):
             per_machine[j].append(intervals)
     return tuple(_merge(sources, spec.offset, spec.time_scale, a) for sources, a in zip(per_machine, shares))
 
