@@ -1,1 +1,1 @@
-"""Imposes an experiment's properties on a test machine: CPU share (throttle.py) and failures (failures.py)."""
+"""Imposes an experiment's properties on a test machine: CPU share (the throttle package) and failures (failures.py)."""
