@@ -6,25 +6,20 @@ ends by the clock, or inf), ``finished(now)``, ``failure()``, ``achieved(now)``
 (the CPU share it got, time-weighted over its computing time), ``progress(now)``
 (fraction of the job's work done, None when unknown), ``set_share(share, now)``
 (0 suspends, a positive share resumes) and ``kill()``. ``puller/runner.py``
-makes them, with what each slot holds (throttle, spin worker).
+makes them, with what each slot holds (``puller/slotkit.py``: throttle, spin worker).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import os
-import signal
-from typing import TYPE_CHECKING
 
 import psutil
 
 from mgst import protocol as P
 from mgst.model import EXECUTORS
 from puller.allowlist import CommandRefused
-
-if TYPE_CHECKING:
-    from puller.runner import SlotKit
+from puller.slotkit import SlotKit
 
 log = logging.getLogger(__name__)
 
@@ -119,52 +114,13 @@ def _cpu_seconds(pid: int) -> float | None:
     return t.user + t.system
 
 
-class _Suspension:
-    """SIGSTOP/SIGCONT of a job's process (or process group) for share 0.
-
-    The duty throttle resumes what it finds stopped, so a suspended process leaves it
-    while stopped and joins it again on resumption; cgroup throttles leave signals alone.
-    """
-
-    def __init__(self, pid: int, group: bool, kit: SlotKit):
-        self.pid, self.group, self.kit = pid, group, kit
-        self.stopped = False
-
-    def _signal(self, sig: int) -> None:
-        try:
-            (os.killpg if self.group else os.kill)(self.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass  # it has just ended: finished() will say so
-
-    def stop(self) -> None:
-        if self.stopped:
-            return
-        throttle = self.kit.throttle
-        if throttle is not None and throttle.backend == "duty":
-            throttle.detach(self.pid)
-        self._signal(signal.SIGSTOP)
-        self.stopped = True
-
-    def resume(self) -> None:
-        if not self.stopped:
-            return
-        self.stopped = False
-        self._signal(signal.SIGCONT)
-        throttle = self.kit.throttle
-        if throttle is not None and throttle.backend == "duty":
-            try:
-                throttle.attach(self.pid)
-            except ProcessLookupError:
-                pass
-
-
 class SpinJob:
     """Burns (1 - progress) X / mu'_ij time units of CPU at full speed in the slot's spin worker; the
     throttle holds the worker at a_j, so it takes that over a_j in wall time.
 
     Progress is the kernel iterations done, counted as the worker's CPU seconds since the job began
-    times the calibrated speed (iterations per CPU second). Share 0 stops the worker (SIGSTOP): no
-    iteration is lost; a positive share resumes it.
+    times the calibrated speed (iterations per CPU second). Share 0 suspends the worker (the slot's
+    throttle stops or freezes it): no iteration is lost; a positive share resumes it.
     """
 
     def __init__(self, msg: P.JobMsg, kit: SlotKit, speed: float, share: float, time_unit: float, now: float):
@@ -176,17 +132,13 @@ class SpinJob:
         self.iterations = max(0, round(work * time_unit * speed))
         self.cpu_needed = self.iterations / speed if speed > 0 else 0.0
         worker = kit.spin_worker()
-        if share > 0:
-            kit.hold_at(share, worker.pid)
-        worker.start(self.iterations, msg.replica)
+        kit.hold_at(share, worker.pid)
+        worker.start(self.iterations, msg.replica)  # (at share 0 the job waits in the suspended worker's stdin)
         self.worker = worker
         self.pid = worker.pid  # (start() may have replaced a child that had died while idle)
         self.cpu0 = _cpu_seconds(self.pid)
-        self._pause = _Suspension(self.pid, False, kit)
         self._result: tuple[int, float, float] | None = None
         self._failure: str | None = None
-        if share <= 0:
-            self._pause.stop()
 
     def fileno(self) -> int | None:
         return self.worker.fileno()
@@ -197,11 +149,7 @@ class SpinJob:
     def set_share(self, share: float, now: float) -> None:
         if self._result is not None or self._failure is not None:
             return
-        if share <= 0:
-            self._pause.stop()
-            return
         self.kit.hold_at(share, self.pid)
-        self._pause.resume()
 
     def progress(self, now: float) -> float | None:
         p0 = self.msg.progress
@@ -248,8 +196,9 @@ def job_environment(msg: P.JobMsg, time_unit: float, machine: str) -> dict[str, 
 class CommandJob:
     """Runs an allowed program with exactly the environment ``env``, under the slot's throttle.
 
-    Share 0 stops its process group (SIGSTOP); a positive share resumes it. Its progress is
-    unknown to the puller (the program would have to report it): ``progress()`` is None.
+    Share 0 suspends it and its descendants (the slot's throttle stops or freezes them); a positive
+    share resumes them. Its progress is unknown to the puller (the program would have to report it):
+    ``progress()`` is None.
     """
 
     def __init__(self, msg: P.JobMsg, argv: tuple[str, ...], env: dict[str, str], kit: SlotKit, share: float,
@@ -263,17 +212,13 @@ class CommandJob:
         self.started = now
         if kit.throttle is not None:
             kit.throttle.attach(self.run.pid)
-        if share > 0:
-            kit.hold_at(share, self.run.pid)  # (makes the slot's throttle if the share needs one)
+        kit.hold_at(share, self.run.pid)  # (makes the slot's throttle if the share needs one)
         # Measured when a throttle holds it from the start; else the time-weighted target.
         self._measured = kit.throttle is not None
         if kit.throttle is not None:
             kit.throttle.reset_measure()
         self._tally = ShareTally(share, now)
-        self._pause = _Suspension(self.run.pid, True, kit)
         self._ended: float | None = None
-        if share <= 0:
-            self._pause.stop()
 
     def fileno(self) -> int | None:
         return self.run.fileno()
@@ -285,11 +230,7 @@ class CommandJob:
         if self.run.poll() is not None:
             return
         self._tally.set(share, now)
-        if share <= 0:
-            self._pause.stop()
-            return
         self.kit.hold_at(share, self.run.pid)
-        self._pause.resume()
 
     def progress(self, now: float) -> float | None:
         return None
@@ -313,5 +254,5 @@ class CommandJob:
         return self._tally.mean(self._ended if self._ended is not None else now)
 
     def kill(self) -> None:
-        self.run.kill()  # SIGKILL to the group: a stopped one too
+        self.run.kill()  # SIGKILL to the group: a stopped or (cgroup v2) frozen one too
         self.run.close()

@@ -1,79 +1,19 @@
-"""What each slot runs with (its throttle, its spin worker) and the Runner that starts executions in slots."""
+"""The Runner: the executors a puller offers, and the executions it starts in slots (each with its SlotKit)."""
 
 from __future__ import annotations
 
 import logging
-import re
 from typing import Any
 
 from mgst import protocol as P
 from mgst.model import EXECUTORS
 from puller.allowlist import AllowList, CommandRefused
 from puller.executors import CommandJob, EmulatedJob, SpinJob, job_environment
+from puller.slotkit import SlotKit
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Runner", "SlotKit"]
-
-
-def _safe_name(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", text)[:40] or "x"
-
-
-class SlotKit:
-    """What one slot runs with: its throttle (made the first time the slot needs a share below 1) and,
-    for spin, its own worker. Each slot is held at a_j on its own: the model gives every replica a_j."""
-
-    def __init__(self, index: int, runner: Runner):
-        self.index = index
-        self.runner = runner
-        self.throttle: Any = None
-        self.worker: Any = None
-        self._failed = False  # a throttle could not be made: logged once
-
-    def _on_spawn(self, pid: int) -> None:
-        if self.throttle is not None:
-            self.throttle.attach(pid)
-
-    def spin_worker(self) -> Any:
-        if self.worker is None:
-            from puller.spin import SpinWorker  # noqa: PLC0415
-
-            self.worker = SpinWorker(on_spawn=self._on_spawn)
-        return self.worker
-
-    def make_throttle(self) -> Any:
-        if self.throttle is None:
-            from adjuster.throttle import make_throttle  # noqa: PLC0415
-
-            r = self.runner
-            self.throttle = make_throttle(r.throttle_backend, name=f"puller-{_safe_name(r.machine)}-{self.index}")
-            log.info("%s: slot %d: %s throttle", r.machine, self.index, self.throttle.backend)
-        return self.throttle
-
-    def hold_at(self, share: float, pid: int | None) -> None:
-        """Hold the slot's processes (``pid``: the job's) at ``share`` > 0; 1 lifts the cap."""
-        if self.throttle is None:
-            if share >= 1.0 or self._failed:
-                return
-            try:
-                self.make_throttle()
-                if pid is not None:
-                    self.throttle.attach(pid)
-            except Exception as e:  # e.g. no backend works here: the job goes on at full speed
-                self._failed = True
-                log.error("%s: slot %d cannot be throttled (%s); it runs at full speed", self.runner.machine,
-                          self.index, e)
-                return
-        self.throttle.set_share(share)
-
-    def close(self) -> None:
-        if self.worker is not None:
-            self.worker.close()
-            self.worker = None
-        if self.throttle is not None:
-            self.throttle.close()
-            self.throttle = None
+__all__ = ["Runner"]
 
 
 class Runner:
@@ -97,7 +37,7 @@ class Runner:
 
     def kit(self, slot: int) -> SlotKit:
         if slot not in self.kits:
-            self.kits[slot] = SlotKit(slot, self)
+            self.kits[slot] = SlotKit(slot, self.machine, self.throttle_backend)
         return self.kits[slot]
 
     def prepare(self, executor: str, share: float) -> None:

@@ -1,4 +1,5 @@
-"""Small builders shared by the tests: experiments by hand, outputs by type, a child's stderr read."""
+"""Small builders shared by the tests: experiments by hand, outputs by type, a child's stderr read, CPU shares
+measured on a shared machine (in windows without contention), a suspended process told apart."""
 
 from __future__ import annotations
 
@@ -8,10 +9,14 @@ import select
 import subprocess
 import time
 from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
+from adjuster.throttle.cgroupfs import list_mounts, proc_cgroups, v1_mount
 from mgst.core import Assign, Hold, JobRecord, MachineRecord, Output, Scheduler
 from mgst.model import Job, JobClass, Machine
 from mgst.policies import policy_class
@@ -187,3 +192,119 @@ def c_twin_params(module: str, attribute: str, python_twin: Any, what: str) -> t
         c_version = None
     needs_c = pytest.mark.skipif(c_version is None, reason=f"{what} is not built here (pip install -e .)")
     return c_version, [python_twin, pytest.param(c_version, marks=needs_c, id="c")]
+
+
+# ---------------------------------------------------------------------- CPU shares on a shared machine
+
+# What a throttled process gets proves something about its throttle only if nothing else took the CPU while
+# the throttle let it run.  The kernel says how long it waited for a CPU while runnable (/proc/<pid>/schedstat:
+# run and wait times, in ns); a cgroup's throttled time is wait too (the task stays queued), and is taken off.
+# A window where the process waited longer than CONTENTION_SLACK of it was contended, and is taken again.  A
+# spinner alone on a CPU waits 0.5-1.5 % of the time here (the test's own reads, the duty controller's thread).
+CONTENTION_SLACK = 0.03
+SHARE_WINDOW = 0.6  # s: six duty periods, so every window holds whole cycles; a 10 ms scheduler slice is 1.7 % of it
+SHARE_TRIES = 6  # windows taken before a share is declared impossible to judge here (the test skips, saying why)
+
+
+def schedstat(pid: int) -> tuple[float, float]:
+    """(seconds on a CPU, seconds runnable but waiting for one) of the main thread of ``pid``, to the ns; the
+    test is skipped where the kernel does not keep them."""
+    try:
+        run, wait = Path(f"/proc/{pid}/schedstat").read_text().split()[:2]
+    except (OSError, ValueError) as e:
+        pytest.skip(f"no /proc/{pid}/schedstat to measure CPU time by ({e})")
+    return int(run) / 1e9, int(wait) / 1e9
+
+
+def contention_seconds(pid: int) -> float | None:
+    """Seconds ``pid`` has waited for a CPU while its throttle let it run (its wait less its cgroup's
+    throttled time; both grow over its life); None once it is gone."""
+    try:
+        wait = int(Path(f"/proc/{pid}/schedstat").read_text().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+    return wait - throttled_seconds(pid)
+
+
+def cpu_seconds(pid: int) -> float:
+    """Seconds the main thread of ``pid`` has run (psutil's 10 ms ticks would be 1.7 % of a window)."""
+    return schedstat(pid)[0]
+
+
+def throttled_seconds(pid: int) -> float:
+    """How long the cgroup of ``pid`` (its cpu controller's: v1, else v2) was held back by its quota, from the
+    cgroup's cpu.stat; 0 outside a cgroup with a quota."""
+    cgroups = proc_cgroups(pid)
+    v1 = v1_mount("cpu")
+    if v1 is not None and "cpu" in cgroups:
+        stat, key, unit = v1 / cgroups["cpu"].lstrip("/") / "cpu.stat", "throttled_time", 1e9
+    else:
+        v2 = next((m.path for m in list_mounts() if m.fstype == "cgroup2"), None)
+        if v2 is None or "" not in cgroups:
+            return 0.0
+        stat, key, unit = v2 / cgroups[""].lstrip("/") / "cpu.stat", "throttled_usec", 1e6
+    try:
+        lines = stat.read_text().splitlines()
+    except OSError:
+        return 0.0
+    return next((int(v) / unit for k, _, v in (line.partition(" ") for line in lines) if k == key), 0.0)
+
+
+@dataclass(frozen=True)
+class ShareWindow:
+    """Per wall second of one window: CPU seconds of the measured process, seconds it waited for a CPU while
+    its throttle let it run, and the throttle's own measure (None without a throttle)."""
+
+    target: float
+    waited: float
+    throttle: float | None
+
+    @property
+    def contended(self) -> bool:
+        return self.waited > CONTENTION_SLACK
+
+
+def share_window(target: int, throttle: Any = None, seconds: float = SHARE_WINDOW) -> ShareWindow:
+    """Measure ``target`` (a pid, busy whenever it may run) over ``seconds`` of wall time."""
+    if throttle is not None:
+        throttle.reset_measure()
+    (run0, wait0), held0, w0 = schedstat(target), throttled_seconds(target), time.monotonic()
+    time.sleep(seconds)
+    (run1, wait1), held1, w1 = schedstat(target), throttled_seconds(target), time.monotonic()
+    achieved = throttle.achieved() if throttle is not None else None
+    wall = w1 - w0
+    return ShareWindow((run1 - run0) / wall, max(0.0, (wait1 - wait0) - (held1 - held0)) / wall, achieved)
+
+
+def uncontended_window(target: int, throttle: Any = None, *, what: str) -> ShareWindow:
+    """The first of up to SHARE_TRIES windows in which ``target`` had its CPU whenever it could run; if none
+    was, the test is skipped, saying how long it waited (the machine was too busy to judge ``what``)."""
+    waits = []
+    for _ in range(SHARE_TRIES):
+        window = share_window(target, throttle)
+        if not window.contended:
+            return window
+        waits.append(f"{window.waited:.2f}")
+    pytest.skip(f"{what}: every window was contended (it waited {', '.join(waits)} of each for a CPU)")
+
+
+def is_suspended(pid: int) -> bool:
+    """Stopped (SIGSTOP), or frozen by its cgroup v2 (``frozen 1`` in its cgroup.events); False once gone."""
+    try:
+        if psutil.Process(pid).status() == psutil.STATUS_STOPPED:
+            return True
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except (psutil.NoSuchProcess, OSError):
+        return False
+    rel = next((line[3:] for line in lines if line.startswith("0::")), None)
+    if rel is None:
+        return False
+    for mount in Path("/proc/mounts").read_text().splitlines():
+        fields = mount.split()
+        if len(fields) > 2 and fields[2] == "cgroup2":
+            events = Path(fields[1]) / rel.lstrip("/") / "cgroup.events"
+            try:
+                return "frozen 1" in events.read_text().splitlines()
+            except OSError:
+                return False
+    return False

@@ -21,6 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 import zmq
+from helpers import is_suspended
 from puller_fakes import FakeMapper, job
 
 from mgst import protocol as P
@@ -73,11 +74,8 @@ class Pullers:
             if proc.poll() is None:
                 for d in self.descendants(proc):
                     left.append(d)
-                    try:
-                        if d.status() == psutil.STATUS_STOPPED:
-                            stopped.append(d.pid)
-                    except psutil.NoSuchProcess:
-                        pass
+                    if is_suspended(d.pid):
+                        stopped.append(d.pid)
                 proc.terminate()
         for proc, _ in self.procs:
             try:
@@ -88,7 +86,7 @@ class Pullers:
         _, alive = psutil.wait_procs(left, timeout=5)
         for p in alive:
             p.kill()
-        assert not stopped, f"processes left stopped: {stopped}"
+        assert not stopped, f"processes left stopped or frozen: {stopped}"
         assert not alive, f"the pullers left processes behind: {alive}"
         assert not psutil.Process().children(recursive=True), "a child process was not reaped"
 

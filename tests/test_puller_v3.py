@@ -16,8 +16,10 @@ from pathlib import Path
 import psutil
 import pytest
 import zmq
+from helpers import is_suspended
 from puller_fakes import FakeMapper, ThreadPuller, client_keys, job
 
+from adjuster.throttle import available_backends
 from mgst import protocol as P
 from mgst import security
 from mgst.availability.registry import process_from_wire
@@ -301,13 +303,13 @@ def test_spin_progress_and_suspension(no_children_left, mapper: FakeMapper, star
     assert 0 < first.progress < second.progress < 1
     worker = psutil.Process(p.puller.runner.kits[0].worker.pid)
     mapper.send(ident, P.Share(0.0))
-    wait_for(lambda: worker.status() == psutil.STATUS_STOPPED, 2.0)
+    wait_for(lambda: is_suspended(worker.pid), 2.0)
     _, a = mapper.expect(P.Progress)
     _, b = mapper.expect(P.Progress)
     assert b.progress == pytest.approx(a.progress, abs=0.01)  # stopped: no iterations
     mapper.send(ident, P.Share(1.0))
     before, done, _ = until(mapper, P.Done, 20)
-    assert worker.status() != psutil.STATUS_STOPPED
+    assert not is_suspended(worker.pid)
     assert 0 < done.achieved_share <= 1
 
 
@@ -364,7 +366,7 @@ def test_a_failure_model_it_cannot_draw_is_refused(mapper: FakeMapper, start) ->
     assert p.wait(5) == 2
 
 
-def test_command_share_zero_stops_its_process_group(no_children_left, mapper: FakeMapper, start,
+def test_command_share_zero_suspends_it(no_children_left, mapper: FakeMapper, start,
                                                     tmp_path: Path) -> None:
     pidfile = tmp_path / "pid"
     naps = ("import os, sys, time\nopen(sys.argv[1], 'w').write(str(os.getpid()))\n"
@@ -379,10 +381,10 @@ def test_command_share_zero_stops_its_process_group(no_children_left, mapper: Fa
     wait_for(lambda: pidfile.exists() and pidfile.read_text().isdigit(), 5.0)
     proc = psutil.Process(int(pidfile.read_text()))
     mapper.send(ident, P.Share(0.0))
-    wait_for(lambda: proc.status() == psutil.STATUS_STOPPED, 2.0)
+    wait_for(lambda: is_suspended(proc.pid), 2.0)
     t0 = time.time()
     mapper.quiet(0.6)  # stopped: its naps do not go on
-    assert proc.status() == psutil.STATUS_STOPPED
+    assert is_suspended(proc.pid)
     mapper.send(ident, P.Share(1.0))
     paused = time.time() - t0
     _, done, _ = until(mapper, P.Done, 10)
@@ -394,7 +396,7 @@ def test_command_share_zero_stops_its_process_group(no_children_left, mapper: Fa
     wait_for(lambda: pidfile.exists() and pidfile.read_text().isdigit(), 5.0)
     second = psutil.Process(int(pidfile.read_text()))
     mapper.send(ident, P.Share(0.0))
-    wait_for(lambda: second.status() == psutil.STATUS_STOPPED, 2.0)
+    wait_for(lambda: is_suspended(second.pid), 2.0)
     mapper.send(ident, P.CancelMsg(2))
     wait_for(lambda: not second.is_running() or second.status() == psutil.STATUS_ZOMBIE, 5.0)
 
@@ -411,7 +413,7 @@ def test_each_slot_has_its_own_worker_and_throttle(no_children_left) -> None:
         wait_for(lambda: all((j.progress(time.time()) or 0) > 0 for j in jobs), 5.0)
         jobs[0].set_share(0.0, time.time())
         stopped = psutil.Process(jobs[0].pid)
-        wait_for(lambda: stopped.status() == psutil.STATUS_STOPPED, 2.0)
+        wait_for(lambda: is_suspended(stopped.pid), 2.0)
         jobs[1].set_share(0.25, time.time())
         assert k1.throttle.share == 0.25
         frozen = jobs[0].progress(time.time())
@@ -420,5 +422,36 @@ def test_each_slot_has_its_own_worker_and_throttle(no_children_left) -> None:
         for j in jobs:
             j.kill()  # a stopped worker too
         assert not stopped.is_running() or stopped.status() == psutil.STATUS_ZOMBIE
+    finally:
+        runner.close()
+
+
+@pytest.mark.parametrize("backend", available_backends())
+def test_share_zero_on_the_slot_throttle_leaves_nothing_suspended(no_children_left, backend: str) -> None:
+    """Share 0 is the slot's throttle suspending the job, on every backend: no iteration while suspended, the
+    job goes on when the share is back; cancelled while suspended it is killed and reaped, the fresh worker
+    waits suspended, and closing the runner (what the puller does when it exits) leaves nothing behind."""
+    runner = Runner(backend, "M1")
+    try:
+        runner.calibrate()
+        first = runner.start("spin", job(1, work=30.0), 0, None, 0.0, 1.0, time.time())  # suspended from the start
+        kit = runner.kits[0]
+        assert kit.throttle.backend == backend and kit.throttle.suspended and is_suspended(first.pid)
+        assert first.progress(time.time()) == 0.0
+        time.sleep(0.3)
+        assert first.progress(time.time()) == 0.0
+        first.set_share(1.0, time.time())
+        assert not is_suspended(first.pid)
+        wait_for(lambda: (first.progress(time.time()) or 0) > 0, 5.0)
+        first.set_share(0.0, time.time())
+        assert is_suspended(first.pid)
+        held = first.progress(time.time())
+        time.sleep(0.3)
+        assert first.progress(time.time()) == held
+        killed = psutil.Process(first.pid)
+        first.kill()  # cancelled while suspended
+        assert not killed.is_running(), "the suspended worker was not killed and reaped"
+        second = runner.start("spin", job(2, work=30.0), 0, None, 0.0, 1.0, time.time())
+        assert second.pid != killed.pid and is_suspended(second.pid)
     finally:
         runner.close()

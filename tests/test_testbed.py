@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
+import psutil
 import pytest
 import zmq
-from helpers import read_until
+from helpers import CONTENTION_SLACK, contention_seconds, read_until
 
 from mgst import protocol as P
 from mgst.core.state import JobStatus, MachineState, Outcome
@@ -29,6 +30,8 @@ from mgst.testbed import summarize_testbed, write_testbed_outputs
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_LIMIT = 60.0  # seconds any one run may take before the test gives up
+SPIN_RUNS = 2  # runs of the spin test before it is declared impossible to judge here (skipped, saying why)
+SPIN_JUDGED = 3  # uncontended jobs its median is taken over, at least
 
 
 def small(policy: str = "lpas_dg", failures: FailureModel | None = None, machines: int = 3,
@@ -232,8 +235,52 @@ def test_mgst_run_json_and_files(tmp_path, no_children_left):
     assert (out / "comparison.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+class SpinWatch:
+    """Samples, every SAMPLE_S, how long each spin worker of the test's pullers (``spin.py --serve``, one per
+    single-slot machine) has waited for a CPU while its throttle let it run, on the wall clock the journal
+    uses; ``contention(machine, t0, t1)`` is that wait over [t0, t1] per second of it (None if unknown)."""
+
+    SAMPLE_S = 0.1  # the windows are widened to the samples around them: what waits there is counted too
+
+    def __init__(self) -> None:
+        self.samples: dict[str, list[tuple[float, int, float]]] = {}  # machine -> (time, worker pid, waited)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> SpinWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.SAMPLE_S):
+            for proc in psutil.Process().children(recursive=True):
+                try:
+                    if "--serve" not in proc.cmdline():
+                        continue
+                    puller = proc.parent().cmdline()
+                    machine = puller[puller.index("--machine") + 1]
+                except (psutil.Error, ValueError, IndexError, AttributeError):
+                    continue
+                waited = contention_seconds(proc.pid)
+                if waited is not None:
+                    self.samples.setdefault(machine, []).append((time.time(), proc.pid, waited))
+
+    def contention(self, machine: str, t0: float, t1: float) -> float | None:
+        samples = self.samples.get(machine, [])
+        before = [s for s in samples if s[0] <= t0]
+        after = [s for s in samples if s[0] >= t1]
+        if not before or not after or before[-1][1] != after[0][1]:
+            return None  # not sampled around it, or its worker was replaced meanwhile
+        return (after[0][2] - before[-1][2]) / (t1 - t0)
+
+
 def test_spin_jobs_run_throttled_to_the_cpu_share(tmp_path, no_children_left):
-    """Real CPU work: machines at a_j = 0.5 burn their jobs at half a CPU (the adjuster's throttle)."""
+    """Real CPU work: machines at a_j = 0.5 burn their jobs at half a CPU (the adjuster's throttle), judged on
+    the jobs whose worker had a CPU whenever the throttle let it run (the run is made again if too few had)."""
     exp = Experiment(
         name="spin",
         classes=(JobClass("1", 0.6),),
@@ -241,15 +288,28 @@ def test_spin_jobs_run_throttled_to_the_cpu_share(tmp_path, no_children_left):
         policy=PolicySpec("fcfs"),
         testbed=TestbedSettings(time_unit=0.2, duration=6.0, timeout_factor=10.0, executor="spin"),
     )
-    with Run(exp, tmp_path) as r:
-        run = r.wait()
-    assert run.cut_off == [] and all(rec.status is JobStatus.DONE for rec in run.core.jobs.values())
-    done = run.journal.done_replicas()
-    assert len(done) == len(run.journal.jobs) >= 5
-    shares = sorted(x.achieved_share for x in done if x.t5 - x.t4 > 0.1)  # long enough to measure
-    assert shares, "no job long enough to measure its share"
-    median = shares[len(shares) // 2]
-    assert abs(median - 0.5) <= 0.1, shares
+    names = [m.name for m in exp.machines]
+    judged: list[float] = []
+    for attempt in range(SPIN_RUNS):
+        folder = tmp_path / f"run{attempt}"
+        folder.mkdir()
+        with SpinWatch() as watch, Run(exp, folder) as r:
+            run = r.wait()
+        assert run.cut_off == [] and all(rec.status is JobStatus.DONE for rec in run.core.jobs.values())
+        done = run.journal.done_replicas()
+        assert len(done) == len(run.journal.jobs) >= 5
+        measurable = [x for x in done if x.t5 - x.t4 > 0.1]  # long enough to measure
+        assert measurable, "no job long enough to measure its share"
+        contention = [watch.contention(names[x.machine], x.t4, x.t5) for x in measurable]
+        judged = sorted(x.achieved_share for x, c in zip(measurable, contention)
+                        if c is not None and c <= CONTENTION_SLACK)
+        if len(judged) >= SPIN_JUDGED:
+            break
+    else:
+        pytest.skip(f"too few uncontended jobs in {SPIN_RUNS} runs ({len(judged)} in the last; the workers "
+                    f"waited {sorted(round(c, 2) for c in contention if c is not None)} of their jobs for a CPU)")
+    median = judged[len(judged) // 2]
+    assert abs(median - 0.5) <= 0.1, judged
     # (Wall times are not checked against the calibration: this VM's CPU speed drifts up to 2x.)
 
 

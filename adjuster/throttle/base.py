@@ -38,9 +38,11 @@ class Unavailable(Exception):
 class Throttle(abc.ABC):
     """Caps the CPU share of attached processes (and their descendants) and measures the share they got.
 
-    ``share`` is a fraction of ONE CPU (the model's a_j); 1.0 means unthrottled.  A new throttle starts at 1.0
-    with its measurement window open.  Use it as a context manager, or call ``close()``: closing releases every
-    process (none is left stopped) and removes whatever the backend created.  A throttle is also closed when it
+    ``share`` is a fraction of ONE CPU (the model's a_j); 1.0 means unthrottled, 0 suspends the processes (the
+    owner took the machine back: they keep their state and use no CPU until a positive share resumes them; how
+    each backend suspends is in its docstring).  A new throttle starts at 1.0 with its measurement window open.
+    Use it as a context manager, or call ``close()``: closing releases every process (none is left stopped or
+    frozen) and removes whatever the backend created.  A throttle is also closed when it
     is garbage-collected and when the interpreter exits normally (``weakref.finalize`` registers that atexit
     hook); nothing can help if the controlling process is killed with SIGKILL.
     """
@@ -68,7 +70,9 @@ class Throttle(abc.ABC):
         """Release a process and its descendants (a process that already died is fine)."""
 
     @abc.abstractmethod
-    def _apply_share(self, share: float) -> None: ...
+    def _apply_share(self, share: float) -> None:
+        """Impose ``share`` in [0, 1]: 0 suspends every attached process and returns once they are suspended,
+        and the processes attached while it holds are suspended too; a positive share after 0 resumes them."""
 
     @abc.abstractmethod
     def _cpu_seconds(self) -> float:
@@ -85,8 +89,14 @@ class Throttle(abc.ABC):
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def suspended(self) -> bool:
+        """True while the share is 0 (the attached processes are stopped or frozen)."""
+        return self._share == 0.0
+
     def set_share(self, share: float) -> None:
-        """Cap the attached processes at ``share`` of one CPU, 0 < share <= 1; 1.0 lifts the cap."""
+        """Cap the attached processes at ``share`` of one CPU, 0 <= share <= 1; 1.0 lifts the cap, 0 suspends
+        them (returning once they are), and a positive share after 0 resumes them where they stopped."""
         share = _check_share(share)
         self._require_open()
         self._apply_share(share)
@@ -152,7 +162,7 @@ def _check_share(share: float) -> float:
     try:
         value = float(share)
     except (TypeError, ValueError):
-        raise ValueError(f"share must be a number in (0, 1], got {share!r}") from None
-    if not (0.0 < value <= 1.0) or math.isnan(value):
-        raise ValueError(f"share must be in (0, 1] (a fraction of one CPU), got {share!r}")
-    return value
+        raise ValueError(f"share must be a number in [0, 1], got {share!r}") from None
+    if not (0.0 <= value <= 1.0) or math.isnan(value):
+        raise ValueError(f"share must be in [0, 1] (a fraction of one CPU; 0 suspends), got {share!r}")
+    return value + 0.0  # -0.0 becomes 0.0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 import errno
 import logging
 import time
@@ -12,6 +13,7 @@ import psutil
 
 from adjuster.throttle.base import BackendUnavailable, Throttle
 from adjuster.throttle.cgroupfs import new_cgroup, read_pids, write
+from adjuster.throttle.suspend import StoppedSet
 
 log = logging.getLogger(__name__)
 
@@ -22,15 +24,19 @@ log = logging.getLogger(__name__)
 # 0.6 for 0.5); at 20 ms the burst is 10 ms. Testbed jobs last 0.1-1 s.
 CFS_PERIOD_US = 20_000
 MIN_QUOTA_US = 1_000  # the kernel rejects quotas below 1 ms (min_cfs_quota_period): shares below 0.05 round up
+# Share 0 is therefore no quota: the smallest one still runs the job 1 ms in every 20 ms period (0.05 of a CPU;
+# 0.001 even at the longest period, 1 s).  It suspends instead: SIGSTOP (suspend.py), or cgroup v2's freezer.
 
 
 class _CgroupSet:
-    """The cgroup directories one throttle created, and where their processes go back to.  Closing it (the
-    finalizer's job too) moves every remaining process out and removes the directories."""
+    """The cgroup directories one throttle created, where their processes go back to, and the processes it
+    stopped for share 0.  Closing it (the finalizer's job too) resumes those, thaws and unlimits the
+    directories, moves every remaining process out and removes the directories."""
 
     def __init__(self) -> None:
         self.homes: dict[Path, list[Path]] = {}  # created cgroup -> where its leftovers go, in order of preference
         self.home_of: dict[int, Path] = {}  # cgroup v2: each attached process's original cgroup
+        self.stopped = StoppedSet()  # share 0 by SIGSTOP
         self.closed = False
 
     def evict(self, pid: int, child: Path) -> None:
@@ -54,6 +60,7 @@ class _CgroupSet:
         if self.closed:
             return
         self.closed = True
+        self.stopped.resume()
         for child in reversed(list(self.homes)):
             self._remove(child)
 
@@ -61,7 +68,8 @@ class _CgroupSet:
         # Lift the limit first: a task moved out while its group is throttled can stay unscheduled
         # (seen here for 0.3-0.6 s and more) until the kernel unthrottles that group, and removing the
         # group may leave nothing to do it. Lifting the limit unthrottles the group's queues at once.
-        for knob, unlimited in (("cpu.cfs_quota_us", "-1"), ("cpu.max", "max")):
+        # Thawed too (cgroup v2's freezer, share 0): moving a task out would thaw it, but not one forked meanwhile.
+        for knob, unlimited in (("cpu.cfs_quota_us", "-1"), ("cpu.max", "max"), ("cgroup.freeze", "0")):
             try:
                 write(child / knob, unlimited)
             except OSError:
@@ -84,7 +92,12 @@ class _CgroupSet:
 
 
 class CgroupThrottle(Throttle):
-    """What the two cgroup backends share: a set of child cgroups that processes are written into."""
+    """What the two cgroup backends share: a set of child cgroups that processes are written into.
+
+    A positive share is the backend's quota (``_set_quota``); share 0 suspends with SIGSTOP every process of
+    the cgroup, looking again until none is left running (``suspend.StoppedSet``), unless the backend has a
+    freezer (``_suspend``/``_resume``).
+    """
 
     def __init__(self, name: str) -> None:
         super().__init__(name)
@@ -108,6 +121,27 @@ class CgroupThrottle(Throttle):
 
     def _remember_home(self, pid: int) -> None:
         """Hook: note where ``pid`` came from before it is moved (cgroup v2)."""
+
+    @abc.abstractmethod
+    def _set_quota(self, share: float) -> None:
+        """Cap the cgroup at ``share`` > 0 of one CPU (1 lifts the cap)."""
+
+    def _apply_share(self, share: float) -> None:
+        if share == 0.0:
+            self._suspend()
+            return
+        self._set_quota(share)  # first, so that what resumes runs at its new share at once
+        self._resume()
+
+    def _members(self) -> list[int]:
+        return read_pids(self.paths[0] / "cgroup.procs")
+
+    def _suspend(self) -> None:
+        """Stop every process in the cgroup (again: also those attached or forked since)."""
+        self._cg.stopped.stop_all(self._members)
+
+    def _resume(self) -> None:
+        self._cg.stopped.resume()
 
     def attach(self, pid: int) -> None:
         root = self._check_pid(pid)
@@ -135,6 +169,8 @@ class CgroupThrottle(Throttle):
                         write(path / "cgroup.procs", str(child))
                     except ProcessLookupError:
                         break
+        if self._share == 0.0:
+            self._suspend()  # it joins the suspended ones now
         log.debug("%s throttle %s: attached %d", self.backend, self.name, pid)
 
     def detach(self, pid: int) -> None:
@@ -145,7 +181,8 @@ class CgroupThrottle(Throttle):
             pids = {pid}
         for path in self.paths:
             for member in set(read_pids(path / "cgroup.procs")) & pids:
-                self._cg.evict(member, path)
+                self._cg.evict(member, path)  # (out of a frozen cgroup v2: thawed by the move)
+        self._cg.stopped.resume(pids)
         for member in pids:
             self._cg.home_of.pop(member, None)
         log.debug("%s throttle %s: detached %d", self.backend, self.name, pid)

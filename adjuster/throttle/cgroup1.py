@@ -76,7 +76,7 @@ class Cgroup1Throttle(CgroupThrottle):
             log.info("cgroup1: cpuacct is not mounted; measuring with psutil")
             self._acct = CpuAccountant()
 
-    def _apply_share(self, share: float) -> None:
+    def _set_quota(self, share: float) -> None:
         quota = -1 if share >= 1.0 else max(MIN_QUOTA_US, round(share * CFS_PERIOD_US))
         write(self._cpu_dir / "cpu.cfs_quota_us", str(quota))
 

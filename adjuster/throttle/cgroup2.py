@@ -1,14 +1,25 @@
-"""The cgroup v2 backend: cpu.max in a child cgroup, measured by its cpu.stat."""
+"""The cgroup v2 backend: cpu.max in a child cgroup, measured by its cpu.stat; share 0 by its freezer."""
 
 from __future__ import annotations
 
 import errno
+import logging
 import os
+import time
 from pathlib import Path
 
 from adjuster.throttle.base import BackendUnavailable, Unavailable
 from adjuster.throttle.cgroup import CFS_PERIOD_US, MIN_QUOTA_US, CgroupThrottle
 from adjuster.throttle.cgroupfs import list_mounts, own_dir, probe_mkdir, proc_cgroups, v1_mount, words, write
+
+log = logging.getLogger(__name__)
+
+# How long set_share(0) waits for the kernel to report the cgroup frozen ("frozen 1" in cgroup.events).  Each
+# task freezes at its next return to user space: within microseconds when it computes, and when its sleep ends
+# when it waits in the kernel (an uninterruptible disk read, say).  Past this the wait ends with a WARNING, and
+# the kernel freezes the rest when it can.
+FREEZE_WAIT_S = 1.0
+_FREEZE_POLL_S = 0.001  # cgroup.events is read this often while waiting (one busy task froze in 0.5 ms here)
 
 
 def cgroup2_layout(probe: bool) -> tuple[Path, Path]:
@@ -57,6 +68,9 @@ class Cgroup2Throttle(CgroupThrottle):
 
     ``achieved()`` counts ``usage_usec`` of the cgroup's ``cpu.stat``: the CPU time (user + system) of every task
     while it was inside, including descendants that have exited.
+
+    Share 0 freezes the cgroup (``Freezer``); on a kernel without ``cgroup.freeze`` (before 5.2) it stops its
+    processes with SIGSTOP, as cgroup v1 does.
     """
 
     backend = "cgroup2"
@@ -73,6 +87,7 @@ class Cgroup2Throttle(CgroupThrottle):
             write(self._dir / "cpu.max", f"max {CFS_PERIOD_US}")
         except OSError as e:
             raise self._fail(e) from e
+        self._freezer = Freezer(self._dir) if Freezer.supported(self._dir) else None
 
     def _remember_home(self, pid: int) -> None:
         rel = proc_cgroups(pid).get("")
@@ -81,9 +96,21 @@ class Cgroup2Throttle(CgroupThrottle):
             if home not in self.paths:
                 self._cg.home_of[pid] = home
 
-    def _apply_share(self, share: float) -> None:
+    def _set_quota(self, share: float) -> None:
         quota = "max" if share >= 1.0 else str(max(MIN_QUOTA_US, round(share * CFS_PERIOD_US)))
         write(self._dir / "cpu.max", f"{quota} {CFS_PERIOD_US}")
+
+    def _suspend(self) -> None:
+        if self._freezer is None:
+            super()._suspend()
+        else:
+            self._freezer.freeze()
+
+    def _resume(self) -> None:
+        if self._freezer is None:
+            super()._resume()
+        else:
+            self._freezer.thaw()
 
     def _cpu_seconds(self) -> float:
         for line in (self._dir / "cpu.stat").read_text().splitlines():
@@ -91,3 +118,43 @@ class Cgroup2Throttle(CgroupThrottle):
             if key == "usage_usec":
                 return int(value) / 1e6
         raise OSError(errno.EIO, f"no usage_usec in {self._dir / 'cpu.stat'}")
+
+
+class Freezer:
+    """The cgroup v2 freezer of one cgroup (``cgroup.freeze``, Linux 5.2+): share 0 without signals.
+
+    Chosen over SIGSTOP where the kernel has it: it freezes the whole cgroup at once, a child forked meanwhile
+    included (no chasing of forks); the job cannot see it (no stopped child for its parent, no SIGCONT of its
+    own undoes it); and SIGKILL still kills a frozen task, so a cancelled job ends at once.  (cgroup v1's
+    freezer is not used: its frozen tasks cannot be killed until thawed, and it is a hierarchy of its own.)
+    A process moved into a frozen cgroup freezes; one moved out thaws.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.requested = False  # cgroup.freeze was set to 1 and not back to 0
+
+    @staticmethod
+    def supported(path: Path) -> bool:
+        return (path / "cgroup.freeze").exists()
+
+    def freeze(self, wait: float = FREEZE_WAIT_S) -> bool:
+        """Freeze every task of the cgroup; True once the kernel says they all are (within ``wait`` seconds)."""
+        write(self.path / "cgroup.freeze", "1")
+        self.requested = True
+        deadline = time.monotonic() + wait
+        while not self.frozen():
+            if time.monotonic() >= deadline:
+                log.warning("cgroup %s not frozen after %.1f s (a task waiting in the kernel?)", self.path, wait)
+                return False
+            time.sleep(_FREEZE_POLL_S)
+        return True
+
+    def thaw(self) -> None:
+        if self.requested:
+            write(self.path / "cgroup.freeze", "0")
+            self.requested = False
+
+    def frozen(self) -> bool:
+        """The kernel's word: every task of the cgroup is frozen (``frozen 1`` in cgroup.events)."""
+        return "frozen 1" in (self.path / "cgroup.events").read_text().splitlines()

@@ -13,6 +13,7 @@ import psutil
 
 from adjuster.throttle.accounting import CpuAccountant
 from adjuster.throttle.base import BackendUnavailable, Throttle
+from adjuster.throttle.suspend import MAX_STOP_LOOKS, send_signal, wait_stopped
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,8 @@ class _DutyEngine:
     and the CPU count, sleep through the run phase, SIGSTOP every member, sleep to the end of the period.  The
     run phase is (share * P + half the recent shortfall) / rate, where rate is the members' CPU seconds per
     second let run, averaged over the last cycles (``adaptive=False``: rate 1, no shortfall: share * P).
+    At share 0 there is no run phase: every member is stopped when the share is set (and when attached), and
+    each period the members are refreshed and any new one (forked just before its parent stopped) stopped.
 
     It holds no reference to its DutyThrottle, so that can be collected (and its finalizer run); every method
     takes the lock, which is re-entrant in case a finalizer runs on this thread.
@@ -88,6 +91,8 @@ class _DutyEngine:
                     self._add(child, proc.pid, since_birth=False)
             except psutil.NoSuchProcess:
                 pass
+            if self._share == 0.0:
+                self._suspend_all()  # suspended: it joins them now, not at the next cycle
 
     def detach(self, pid: int) -> None:
         with self._cond:
@@ -104,13 +109,15 @@ class _DutyEngine:
                     del self._members[proc.pid]
                 self._acct.untrack(proc)
                 self._stopped.pop(proc.pid, None)
-                _signal(proc, signal.SIGCONT)
+                send_signal(proc, signal.SIGCONT)
 
     def set_share(self, share: float) -> None:
         with self._cond:
             self._check_alive()
-            self._share = share
-            if share >= 1.0:
+            was, self._share = self._share, share
+            if share == 0.0:
+                self._suspend_all()  # suspended when this returns, not at the next cycle
+            elif share >= 1.0 or was == 0.0:
                 self._resume(everyone=False)
             self._kick = True
             self._cond.notify_all()
@@ -151,19 +158,27 @@ class _DutyEngine:
                 if self._closed:
                     return
                 self._kick = False
-                self._resume(everyone=False)  # the run phase begins now
-                began = time.monotonic()
-                self._refresh()  # after SIGCONT, so its cost does not lengthen the run phase
-                used = self._acct.total()
-                share = self._share
-                if previous is not None and self._members:
-                    cpu0, began0, stopped0 = previous
-                    self._learn(used - cpu0, (stopped0 if stopped0 is not None else began) - began0)
-                    self._owed(share, share * (began - began0) - (used - cpu0))
-                elif previous is None:
-                    self._debt = 0.0
-                want = share * self.period + _DEBT_GAIN * self._debt  # CPU seconds to let the job have this cycle
-                rate = self._rate
+                suspended = self._share == 0.0
+                if suspended:  # no run phase: stop what joined since the last look (forked just before a stop)
+                    self._suspend_all()
+                else:
+                    self._resume(everyone=False)  # the run phase begins now
+                    began = time.monotonic()
+                    self._refresh()  # after SIGCONT, so its cost does not lengthen the run phase
+                    used = self._acct.total()
+                    share = self._share
+                    if previous is not None and self._members:
+                        cpu0, began0, stopped0 = previous
+                        self._learn(used - cpu0, (stopped0 if stopped0 is not None else began) - began0)
+                        self._owed(share, share * (began - began0) - (used - cpu0))
+                    elif previous is None:
+                        self._debt = 0.0
+                    want = share * self.period + _DEBT_GAIN * self._debt  # CPU seconds to let the job have this cycle
+                    rate = self._rate
+            if suspended:  # nothing is owed for a suspension: the first cycle after it starts afresh
+                self._sleep_until(time.monotonic() + self.period)
+                start, previous = time.monotonic(), None
+                continue
             run = self.period if share >= 1.0 else max(0.0, min(self.period, want / rate))
             stopped: float | None = None
             if run < self.period:
@@ -247,9 +262,21 @@ class _DutyEngine:
                 del self._stopped[proc.pid]
             log.debug("duty: process %d exited; dropped", proc.pid)
 
+    def _suspend_all(self) -> None:
+        """Stop every member and wait until each is; look again for children forked before their parent
+        stopped (a stopped process cannot fork: the looks end)."""
+        for _ in range(MAX_STOP_LOOKS):
+            self._refresh()
+            fresh = [pid for pid in self._members if pid not in self._stopped]
+            if not fresh:
+                return
+            self._stop()
+            wait_stopped(self._stopped[pid] for pid in fresh if pid in self._stopped)
+        log.warning("duty: processes still forking after %d rounds of SIGSTOP; the newest may run", MAX_STOP_LOOKS)
+
     def _stop(self) -> None:
         for pid, (proc, _) in list(self._members.items()):
-            if _signal(proc, signal.SIGSTOP):
+            if send_signal(proc, signal.SIGSTOP):
                 self._stopped[pid] = proc
             else:
                 self._members.pop(pid, None)
@@ -260,19 +287,7 @@ class _DutyEngine:
             procs.update((pid, p) for pid, (p, _) in self._members.items())
         self._stopped.clear()
         for proc in procs.values():
-            _signal(proc, signal.SIGCONT)
-
-
-def _signal(proc: psutil.Process, sig: int) -> bool:
-    """Send ``sig``; False if the process is gone (psutil also refuses a reused pid) or not ours to signal."""
-    try:
-        proc.send_signal(sig)
-        return True
-    except psutil.NoSuchProcess:
-        return False
-    except psutil.AccessDenied:
-        log.warning("duty: not allowed to signal process %d; it is no longer throttled", proc.pid)
-        return False
+            send_signal(proc, signal.SIGCONT)
 
 
 class DutyThrottle(Throttle):
@@ -281,7 +296,8 @@ class DutyThrottle(Throttle):
 
     Works wherever SIGSTOP does (Linux, macOS), for processes the caller may signal.  The attached processes'
     descendants are found with psutil every cycle and stay throttled after being orphaned.  The backend owns
-    SIGSTOP/SIGCONT of its processes: it will resume a process someone else stopped.
+    SIGSTOP/SIGCONT of its processes: it will resume a process someone else stopped.  Share 0 keeps them all
+    stopped (SIGSTOP, which SIGKILL still overrides) until a positive share or close() resumes them.
 
     The run phase is share * P / rate, where rate is the CPU the processes were measured to use per second
     they were let run (a moving average, see ``_DutyEngine``).  For one busy process on a free CPU rate is 1
