@@ -390,6 +390,8 @@ class PullerMessages:
                 log.info("%s no longer holds replica %d: lost", m.name, rid)
                 self.journal.end("lost", rid)
                 self._core("replica_failed", now, rid, "not held by the puller after reconnecting")
+            if self.core.machines[j].cpu_share != m.availability:  # the welcome's share holds, as on the puller,
+                self._core("cpu_share_changed", now, j, m.availability)  # unless it says otherwise (a Share next)
         live = self.core.machines[j].replicas
         for rid in msg.holds:
             if rid not in live:

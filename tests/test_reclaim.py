@@ -264,7 +264,8 @@ def test_the_mapper_s_core_learns_the_puller_s_share(tmp_path, no_children_left)
         run, fake = _registered(tmp_path, ctx)
         with run as r:
             try:
-                fake.send(hello("M1"))
+                first = hello("M1")
+                fake.send(first)
                 fake.expect(P.Welcome)
                 m = r.mapper.core.machines[0]
                 fake.send(P.Share(0.0))
@@ -277,6 +278,12 @@ def test_the_mapper_s_core_learns_the_puller_s_share(tmp_path, no_children_left)
                     fake.send(P.encode(P.Share(bad)))  # (encode does not check)
                 fake.sync(r.mapper, 0)
                 assert m.cpu_share == 0.25 and r.mapper.drops.counts[P.Drop.BAD_VALUE] == 4
+                # Reconnecting (same incarnation, e.g. after the mapper fell silent): the welcome's share, a_j,
+                # holds unless the puller says otherwise, as the puller takes it.
+                fake.send(first._replace(clock=time.time()))
+                fake.expect(P.Welcome)
+                fake.sync(r.mapper, 0)
+                assert m.cpu_share == r.mapper.experiment.machines[0].availability == 0.5
             finally:
                 fake.close()
             r.mapper.stopping = True
