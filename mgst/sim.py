@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
 from mgst.availability.process import Period, State
-from mgst.availability.registry import make_process
 from mgst.core.decisions import Assign, Cancel, MachineSuspected, ReplicaTimedOut, SetTimer
 from mgst.core.scheduler import Scheduler
 from mgst.core.state import BagRecord, JobRecord, MachineState, MachineStats
 from mgst.event_heap import Entry, EventHeap, new_event_heap
 from mgst.model import Bag, Experiment, Job
 from mgst.policies import build_policy
+from mgst.sim_availability import PeriodEvents
 from mgst.staging import StagingSampler
 from mgst.streams import Purpose, python_random
 from mgst.workload import make_workload
@@ -47,6 +47,7 @@ _SET_TIMER: Final = SetTimer
 _REPLICA_TIMED_OUT: Final = ReplicaTimedOut
 _MACHINE_SUSPECTED: Final = MachineSuspected
 _BAG: Final = Bag
+_DOWN_STATE: Final = State.DOWN
 
 # An Assign's fields, and a heap entry's, as the loop reads them: the ids and the seq stay int objects
 # (Any), compiled, so that each is made once and a dict finds its own key by identity.
@@ -166,21 +167,8 @@ class Simulation:
         # least entry in (time, kind) order: the order of the heap, as no other entry is an arrival.
         arrival: Job | Bag | None = workload.next() if workload.peek_time() < horizon else None
         arrival_at = arrival.submitted if arrival is not None else math.inf
-        # Each machine's availability process (None: always up at its a_j), and the period it enters at its next
-        # availability event: drawn one period ahead, to know the event's kind (each machine has its own streams,
-        # so its draws, and their order, are those of drawing each period as it begins).
-        procs = [make_process(exp, self.seed, self.replication, j) for j in range(n_machines)]
-        entering: list[Any] = [None] * n_machines
-        first: list[Any] = [None] * n_machines
-        for j, proc in enumerate(procs):
-            if proc is not None:
-                p0 = proc.next()
-                first[j] = p0
-                p1 = proc.next()
-                entering[j] = p1
-                if p0.duration < math.inf:
-                    push((p0.duration, _transition(p0, p1), seq, j))
-                    seq += 1
+        periods = PeriodEvents(exp, self.seed, self.replication, (_DOWN, _UP, _AVAIL, _DONE))
+        first, seq = periods.start(push, seq)
 
         for when, j, a in self.share_changes:
             push((when, _SHARE, seq, (j, a)))
@@ -309,10 +297,10 @@ class Simulation:
                         pending.extend(core.machine_down(t, arg))
                     elif not m.silent:  # MGST's mapper: its silence alone, until a time-out decides
                         pending.extend(core.machine_silent(t, arg))
-                seq = self._next_period(t, arg, procs, entering, push, seq)
+                seq = periods.advance(t, arg, push, seq)
             elif kind == _UP:
                 up[arg] = True
-                period: Period = entering[arg]
+                period: Period = periods.entering[arg]
                 share[arg] = period.cpu_share
                 m = core.machines[arg]
                 if m.silent:  # back before a time-out noticed: it re-registers holding nothing
@@ -323,12 +311,12 @@ class Simulation:
                     pending.extend(core.machine_ready(t, arg, share[arg]))  # implies up
                 else:  # back, but reclaimed at share 0: up, asking for nothing
                     pending.extend(core.machine_up(t, arg, 0.0))
-                seq = self._next_period(t, arg, procs, entering, push, seq)
+                seq = periods.advance(t, arg, push, seq)
             elif kind == _AVAIL:
-                period = entering[arg]
-                seq, moved = self._share_changed(t, arg, period.cpu_share, share, live, push, seq, pending)
+                period = periods.entering[arg]
+                seq, moved = periods.share_changed(core, t, arg, period.cpu_share, share, live, push, seq, pending)
                 stale += moved
-                seq = self._next_period(t, arg, procs, entering, push, seq)
+                seq = periods.advance(t, arg, push, seq)
             elif kind == _TIMER:
                 pending.extend(core.timer_fired(t, arg))
             elif kind == _CHECKPOINT:
@@ -356,7 +344,7 @@ class Simulation:
                     seq += 1
             elif kind == _SHARE:
                 j, a = arg
-                seq, moved = self._share_changed(t, j, a, share, live, push, seq, pending)
+                seq, moved = periods.share_changed(core, t, j, a, share, live, push, seq, pending)
                 stale += moved
 
         core.close(t)
@@ -377,44 +365,6 @@ class Simulation:
             horizon=horizon,
         )
 
-    def _next_period(
-        self, t: float, j: int, procs: list[Any], entering: list[Any], push: Callable[[Any], None], seq: int
-    ) -> int:
-        """Machine ``j`` entered ``entering[j]`` at ``t``: draw the period after it and push the event that
-        ends it (none if it lasts for good); the next seq."""
-        period: Period = entering[j]
-        after: Period = procs[j].next()
-        entering[j] = after
-        if period.duration < math.inf:
-            push((t + period.duration, _transition(period, after), seq, j))
-            seq += 1
-        return seq
-
-    def _share_changed(
-        self, t: float, j: int, a: float, share: list[float], live: dict[int, int], push: Callable[[Any], None],
-        seq: int, pending: list,
-    ) -> tuple[int, int]:
-        """Machine ``j``'s CPU share becomes ``a`` at ``t`` (0 suspends): its replicas' completions move (none is
-        scheduled while suspended), and a machine given CPU again asks for its free slots not asked for (as a
-        puller does). The next seq, and how many heap entries became stale."""
-        core = self.core
-        old = share[j]
-        share[j] = a
-        pending.extend(core.cpu_share_changed(t, j, a))
-        stale = 0
-        m = core.machines[j]
-        for rid, r in m.replicas.items():  # their completions moved
-            if live.get(rid, -1) >= 0:
-                stale += 1
-                live[rid] = seq
-                end = r.eta(t)
-                if end < math.inf:
-                    push((end, _DONE, seq, rid))
-                seq += 1
-        if old <= 0.0 < a and m.state is not MachineState.DOWN and m.slots - len(m.replicas) > m.asking:
-            pending.extend(core.machine_ready(t, j, a, m.slots - len(m.replicas)))
-        return seq, stale
-
     def _slot_free(
         self, t: float, j: int, live: dict[int, int], given_up: dict[int, int], up: list[bool], pending: list
     ) -> None:
@@ -427,18 +377,6 @@ class Simulation:
                 pending.extend(self.core.machine_ready(t, j))
         else:
             pending.extend(self.core.machine_ready(t, j, None, self.core.machines[j].asking + 1))
-
-
-_DOWN_STATE: Final = State.DOWN
-
-
-def _transition(period: Period, after: Period) -> int:
-    """The event kind of going from ``period`` into ``after``: down, back up, or a change of CPU share."""
-    if after.state is _DOWN_STATE:
-        return _DOWN
-    if period.state is _DOWN_STATE:
-        return _UP
-    return _AVAIL
 
 
 def _comes_first(t: float, kind: int, top: _EntryFields) -> bool:

@@ -51,7 +51,9 @@ Intervals = dict[str, list[Interval]]  # machine identifier -> its intervals, in
 
 
 def _open(path: str) -> IO[bytes]:
-    return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
+    if path.endswith(".gz"):
+        return gzip.open(path, "rb")  # type: ignore[return-value]  # (a GzipFile reads bytes)
+    return open(path, "rb")
 
 
 def _lines(path: str) -> Iterator[tuple[int, str]]:
