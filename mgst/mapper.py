@@ -150,7 +150,8 @@ class Mapper(PullerMessages, Resuming):
         self.drain_timeout = drain_timeout if drain_timeout is not None else max(30.0, 50 * slowest * self.time_unit)
         # Each machine's availability as its puller plays it (mgst.availability: a trace is sent over the run's
         # length, its generation and drain), made once: a law the wire cannot carry is refused here, not later.
-        until = (self.duration + self.drain_timeout) / self.time_unit
+        self.availability_until = (self.duration + self.drain_timeout) / self.time_unit
+        until = self.availability_until
         self.availability_forms = ([availability.to_wire(experiment, j, self.seed, until)
                                     for j in range(len(experiment.machines))] if self.failures else None)
         if resume:

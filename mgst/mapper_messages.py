@@ -19,6 +19,7 @@ import zmq
 
 from mgst import protocol as P
 from mgst.admission import Holder, admit
+from mgst.availability import registry as availability
 from mgst.checkpoints import CheckpointCoalescer
 from mgst.clock import OffsetEstimator, PeriodBest
 from mgst.core.state import STAGING, MachineState
@@ -376,7 +377,8 @@ class PullerMessages:
             self.journal.registered(j, msg.incarnation, msg.speed, key)
         self._send(identity, P.Welcome(P.PROTOCOL_VERSION, j, self.time_unit, self.heartbeat_interval,
                                        m.availability, self.executor,
-                                       self._failure_law(j) if self.t0 is not None else None, m.slots,
+                                       self._failure_law(j, self.model_now(now)) if self.t0 is not None else None,
+                                       m.slots,
                                        self.experiment.simulation.checkpoint_interval or 0.0), j)
         if self.core.machines[j].state is MachineState.DOWN:
             self.journal.machine_up(j, now)
@@ -411,10 +413,13 @@ class PullerMessages:
         if new is not None:
             self.machines_of_key.setdefault(new, set()).add(j)
 
-    def _failure_law(self: Mapper, j: int) -> tuple | None:
-        """Machine ``j``'s availability for its puller's welcome (model time; mgst.availability), or None."""
+    def _failure_law(self: Mapper, j: int, since: float = 0.0) -> tuple | None:
+        """Machine ``j``'s availability for its puller, playing it from model time ``since`` (mgst.availability),
+        or None. From the run's start (Begin) it is the form made before the run."""
         forms = self.availability_forms
-        return forms[j] if forms is not None else None
+        if forms is None or since <= 0.0:
+            return forms[j] if forms is not None else None
+        return availability.to_wire(self.experiment, j, self.seed, self.availability_until, since)
 
     def _refuse(self: Mapper, identity: bytes, drop: str, reason: str, fatal: bool,
                 level: int = logging.WARNING) -> None:

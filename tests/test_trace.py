@@ -209,6 +209,9 @@ def test_the_mapper_sends_a_machine_its_own_periods_over_the_run_only(tmp_path):
                               [10.0, 0, 0.5]])
     assert to_wire(exp, 0, 3, 25.0) == ("trace", form[1][:3])  # periods that start before the run's end
     assert to_wire(exp, 1, 3, math.inf) == ("trace", [[1.0, 2, 0.0]])
+    # A puller joining at model time 15 (a restarted process) plays what is left, from then.
+    assert to_wire(exp, 0, 3, math.inf, since=15.0) == ("trace", [[5.0, 1, 0.0], *form[1][2:]])
+    assert to_wire(exp, 0, 3, math.inf, since=60.0) == ("trace", [])  # over: up at a_j
     played = process_from_wire(list(form), 0, 1.0)
     assert [played.next() for _ in range(7)] == [*periods_of(exp.failures, (1.0, 1.0))[0], Period(math.inf, UP, 1.0)]
 

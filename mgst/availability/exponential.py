@@ -56,7 +56,8 @@ class ExponentialKind(AvailabilityKind):
         draws = ExponentialUpDown(spec, seed, replication, machine)
         return UpDownProcess(draws, experiment.machines[machine].availability)
 
-    def to_wire(self, spec: FailureModel, experiment: Experiment, machine: int, seed: int, until: float) -> tuple:
+    def to_wire(self, spec: FailureModel, experiment: Experiment, machine: int, seed: int, until: float,
+                since: float = 0.0) -> tuple:
         return (self.name, spec.mean_up, spec.mean_down, seed)
 
     def wire_problem(self, form: Sequence[Any]) -> str | None:

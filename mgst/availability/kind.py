@@ -86,9 +86,12 @@ class AvailabilityKind:
 
     # ---------------------------------------------------------------- wire
 
-    def to_wire(self, spec: Any, experiment: Experiment, machine: int, seed: int, until: float) -> tuple:
-        """What a puller needs to play machine ``machine``'s process for replication 0 of ``seed``
-        (``until``: the model time the testbed run may last; a kind may send only what comes before)."""
+    def to_wire(self, spec: Any, experiment: Experiment, machine: int, seed: int, until: float,
+                since: float = 0.0) -> tuple:
+        """What a puller needs to play machine ``machine``'s process for replication 0 of ``seed`` (``until``: the
+        model time the testbed run may last, a kind may send only what comes before; ``since``: the model time
+        at which the puller starts playing, for a puller joining a run under way: a trace sends what is left of
+        it, a random law draws afresh)."""
         raise NotImplementedError
 
     def wire_problem(self, form: Sequence[Any]) -> str | None:

@@ -181,7 +181,7 @@ class Markov3Kind(AvailabilityKind):
         return Markov3Process(group, experiment.machines[machine].availability, seed, replication, machine)
 
     def to_wire(self, spec: Markov3Availability, experiment: Experiment, machine: int, seed: int,
-                until: float) -> tuple:
+                until: float, since: float = 0.0) -> tuple:
         g = self.group(spec, experiment, machine)
         return (self.name, g.slot, g.reclaimed_share, *(p for row in g.matrix for p in row), seed)
 

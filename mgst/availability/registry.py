@@ -74,13 +74,14 @@ def from_plain(plain: Any) -> Any:
 # ---------------------------------------------------------------- wire
 
 
-def to_wire(experiment: Experiment, machine: int, seed: int, until: float) -> tuple | None:
+def to_wire(experiment: Experiment, machine: int, seed: int, until: float, since: float = 0.0) -> tuple | None:
     """What machine ``machine``'s puller needs to play its availability (None: always up); ``until``: the
-    model time the testbed run may last."""
+    model time the testbed run may last; ``since``: the model time the puller starts playing it (a puller
+    joining a run under way)."""
     spec = experiment.failures
     if spec is None:
         return None
-    return kind_of(spec).to_wire(spec, experiment, machine, seed, until)
+    return kind_of(spec).to_wire(spec, experiment, machine, seed, until, since)
 
 
 def _wire_kind(form: Any) -> tuple[AvailabilityKind | None, str | None]:

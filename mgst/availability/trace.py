@@ -191,14 +191,16 @@ class TraceKind(AvailabilityKind):
         return ReplayProcess(machine_periods(spec, experiment, machine), experiment.machines[machine].availability)
 
     def to_wire(self, spec: TraceAvailability, experiment: Experiment, machine: int, seed: int,
-                until: float) -> tuple:
+                until: float, since: float = 0.0) -> tuple:
         sent = []
         at = 0.0
         for p in machine_periods(spec, experiment, machine):
             if at >= until:
                 break
-            sent.append([p.duration, int(p.state), p.cpu_share])
-            at += p.duration
+            end = at + p.duration
+            if end > since:  # (what is left of the period under way for a puller joining at ``since``)
+                sent.append([end - max(at, since), int(p.state), p.cpu_share])
+            at = end
         if len(sent) > MAX_WIRE_PERIODS:
             raise ValueError(f"machine {experiment.machines[machine].name!r} has {len(sent):,} trace periods in the "
                              f"testbed run's {until:g} time units; a puller takes at most {MAX_WIRE_PERIODS:,} "

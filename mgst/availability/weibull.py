@@ -190,7 +190,7 @@ class WeibullKind(AvailabilityKind):
         return UpDownProcess(draws, experiment.machines[machine].availability)
 
     def to_wire(self, spec: WeibullNormalFailures, experiment: Experiment, machine: int, seed: int,
-                until: float) -> tuple:
+                until: float, since: float = 0.0) -> tuple:
         g = self.group(spec, experiment, machine)
         return (self.name, g.mttf, g.shape, g.repair_mean, g.repair_sd, seed)
 
