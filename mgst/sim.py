@@ -53,6 +53,7 @@ _DOWN_STATE: Final = State.DOWN
 # (Any), compiled, so that each is made once and a dict finds its own key by identity.
 _AssignFields = tuple[Job, int, Any, float, bool]
 _EntryFields = tuple[float, int, Any, Any]
+_JobFields = tuple[Any, int, float, float, Any]  # a Job's: id, job_class, submitted, size, bag
 
 
 class MachineSummary(NamedTuple):
@@ -79,6 +80,32 @@ class ReplicationRun:
     unfinished: int  # jobs still in the system when the drain limit cut the run
     bags: list[BagRecord] = ()  # type: ignore[assignment]  # every bag, in arrival order
     horizon: float = 0.0  # arrivals stopped here
+
+    def counted_totals(
+        self, n_classes: int, warmup: float, horizon: float
+    ) -> tuple[list[int], list[float], list[float]]:
+        """Per class, of the jobs submitted in [warmup, horizon) that completed: how many, and the sums
+        of their response times and of their waits (submitted to first sent), added in job order.
+
+        Here, compiled, rather than in mgst.results: a long run's million records are read natively
+        (interpreted, this loop took a tenth of the run's time).
+        """
+        counts = [0] * n_classes
+        sums = [0.0] * n_classes
+        waits = [0.0] * n_classes
+        for rec in self.jobs:
+            done = rec.completed
+            if done is None:
+                continue
+            job: _JobFields = rec.job  # an annotation: compiled, the fields are read as a tuple's, natively
+            _, c, sub, _, _ = job
+            if warmup <= sub < horizon:
+                first = rec.first_sent
+                assert first is not None  # a completed job was sent
+                counts[c] = counts[c] + 1  # (x[i] = x[i] + y: native, compiled; x[i] += y is not)
+                sums[c] = sums[c] + (done - sub)
+                waits[c] = waits[c] + (first - sub)
+        return counts, sums, waits
 
 
 class Simulation:
