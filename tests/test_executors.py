@@ -19,7 +19,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from helpers import uncontended_window
+from helpers import judged_share
 
 from adjuster.throttle import available_backends, make_throttle
 from puller import command as command_mod
@@ -431,7 +431,7 @@ def test_spin_executor_achieves_the_cpu_share(backend, share):
         throttle.set_share(share)
         worker.start(round(60 * speed), job_id=1)  # a minute of full-speed work: outlasts the windows
         assert not readable(worker.fileno(), 0.5)  # let the throttle settle; readable only if the job ended
-        window = uncontended_window(worker.pid, throttle, what=f"{backend} at share {share}")
+        window = judged_share(worker.pid, throttle, what=f"{backend} at share {share}")
         assert not readable(worker.fileno(), 0), "the job ended: the window measured nothing"
         assert abs(window.target - share) <= 0.05, (backend, share, window)
         assert window.throttle is not None and abs(window.throttle - share) <= 0.05, (backend, share, window)
