@@ -87,8 +87,15 @@ class WeibullNormalFailures:
     groups: tuple[WeibullGroup, ...]
 
 
-# Availability models: None (always up), exponential up/down, or Weibull/Normal per group.
-Failures = FailureModel | WeibullNormalFailures
+class AvailabilityModel:
+    """Base of the availability models that kind modules define (mgst/availability/: markov3, trace)."""
+
+    __slots__ = ()
+
+
+# Availability models: None (always up), exponential up/down, Weibull/Normal per group, or a kind's own
+# (mgst.availability.registry lists the kinds).
+Failures = FailureModel | WeibullNormalFailures | AvailabilityModel
 
 
 @dataclass(frozen=True, slots=True)

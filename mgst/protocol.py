@@ -19,8 +19,12 @@ from typing import Any, NamedTuple
 
 import msgpack
 
-# Bumped on any incompatible change; a hello with another version is refused.
-PROTOCOL_VERSION = 3
+from mgst.availability import registry as availability
+from mgst.availability.trace import MAX_WIRE_PERIODS
+
+# Bumped on any incompatible change; a hello with another version is refused. 4: three-state availability
+# (a puller reports its own CPU share with Share; markov3 and trace laws in Welcome and Begin).
+PROTOCOL_VERSION = 4
 
 # The most slots (replicas at once) a puller may have; bounds every per-slot list on the wire.
 MAX_SLOTS = 64
@@ -32,6 +36,11 @@ MAX_FRAME = 64 * 1024
 # puller hears before it exits, so it must be read whatever its length (the puller prints its first 1,000
 # characters). The frame's size bounds what decoding one can hold either way.
 MAX_STR = 4096
+# The longest list a frame may hold: a trace's periods (at most MAX_WIRE_PERIODS, and a little room so that a few
+# too many are refused by the trace's check, saying so; every other list is bounded by its own field's check, to
+# 256 or fewer). The frame bounds the total either way.
+MAX_ARRAY = 1024
+assert MAX_WIRE_PERIODS < MAX_ARRAY
 
 
 class Drop:
@@ -178,8 +187,9 @@ class Welcome(NamedTuple):
     heartbeat_interval: float  # seconds
     share: float  # the CPU share a_j the experiment imposes
     executor: str  # which executor to use
-    # The machine's failure law and seed, in model time, or none:
-    # ("exponential", mean_up, mean_down, seed) or ("weibull", mttf, shape, repair_mean, repair_sd, seed).
+    # The machine's availability, in model time, or none (always up): mgst.availability's wire form of its
+    # kind, e.g. ("exponential", mean_up, mean_down, seed), ("weibull", mttf, shape, repair_mean, repair_sd,
+    # seed), ("markov3", slot, reclaimed_share, 9 probabilities, seed), ("trace", [[duration, state, share]...]).
     failures: tuple | None
     slots: int  # replicas it runs at once
     checkpoint_interval: float  # model time between a replica's checkpoints (Progress); 0: none
@@ -219,7 +229,11 @@ class Begin(NamedTuple):
 
 
 class Share(NamedTuple):
-    """The machine's CPU share a_j changes now: running replicas go on at the new share (0 suspends)."""
+    """Both ways: the machine's CPU share a_j changes now: running replicas go on at the new share (0 suspends).
+
+    From the mapper, an order; from a puller, news: its availability process took the CPU back (RECLAIMED)
+    or gave it again, and the mapper's core moves what the machine runs.
+    """
 
     share: float
 
@@ -314,15 +328,13 @@ def _fail_code(v: Any) -> bool:
 
 
 def _failures(v: Any) -> bool:
+    """An availability wire form (mgst.availability checks each kind's); ProtocolError saying what is wrong."""
     if v is None:
         return True
-    if not isinstance(v, list | tuple) or not v:
-        return False
-    if v[0] == "exponential":
-        return len(v) == 4 and _pos(v[1]) and _pos(v[2]) and _nat(v[3])
-    if v[0] == "weibull":
-        return len(v) == 6 and all(_pos(x) for x in v[1:4]) and _nonneg(v[4]) and _nat(v[5])
-    return False
+    problem = availability.wire_problem(v)
+    if problem is not None:
+        raise ProtocolError(Drop.BAD_VALUE, f"failures: {problem}"[:400])
+    return True
 
 
 def _slots(v: Any) -> bool:
@@ -333,7 +345,8 @@ def _replicas(v: Any) -> bool:
     return isinstance(v, list | tuple) and len(v) <= MAX_SLOTS and all(_nat(x) for x in v)
 
 
-# wire name -> (class, {field: check}); field order follows the class.
+# wire name -> (class, {field: check}); field order follows the class. A check returns whether the value is
+# good, or raises ProtocolError itself to say why not.
 Check = Callable[[Any], bool]
 _SCHEMA: dict[str, tuple[type, dict[str, Check]]] = {
     "hello": (Hello, {"version": _int, "machine": _str, "incarnation": _int, "executors": _strs,
@@ -362,7 +375,7 @@ _SCHEMA: dict[str, tuple[type, dict[str, Check]]] = {
 _WIRE_NAME = {cls: name for name, (cls, _) in _SCHEMA.items()}
 _TUPLE_FIELDS = {"executors", "command", "failures", "holds", "finished"}
 
-FROM_PULLER = frozenset({Hello, Ready, Started, Computing, Progress, Done, Failed, Heartbeat, Bye})
+FROM_PULLER = frozenset({Hello, Ready, Started, Computing, Progress, Done, Failed, Heartbeat, Bye, Share})
 FROM_MAPPER = frozenset({Welcome, JobMsg, CancelMsg, Share, Begin, Heartbeat, Bye, Refused, Paused})
 
 
@@ -382,7 +395,7 @@ def decode(frame: bytes) -> Message:
     try:  # (strings up to the frame's size: the field checks bound each; see MAX_STR)
         body = msgpack.unpackb(
             frame, raw=False, strict_map_key=True, max_str_len=MAX_FRAME, max_bin_len=0,
-            max_array_len=256, max_map_len=32, max_ext_len=0,
+            max_array_len=MAX_ARRAY, max_map_len=32, max_ext_len=0,
         )
     except Exception as e:  # msgpack raises several types for bad input
         raise ProtocolError(Drop.NOT_MSGPACK, type(e).__name__) from None

@@ -69,22 +69,8 @@ def reduce_replication(
     experiment: Experiment, run: Any, warmup: float, horizon: float, keep_rows: bool
 ) -> ReplicationResult:
     """Reduce a sim.ReplicationRun: count jobs submitted in [warmup, horizon) that completed."""
-    n = len(experiment.classes)
-    counts = [0] * n
-    sums = [0.0] * n
-    waits = [0.0] * n
-    rows: list[tuple] = []
-    names = [m.name for m in experiment.machines]
-    for rec in run.jobs:
-        sub = rec.job.submitted
-        counted = warmup <= sub < horizon and rec.completed is not None
-        if counted:
-            c = rec.job.job_class
-            counts[c] += 1
-            sums[c] += rec.completed - sub
-            waits[c] += rec.first_sent - sub
-        if keep_rows:
-            rows.append(job_row(rec, names, run.replication, counted))
+    counts, sums, waits = run.counted_totals(len(experiment.classes), warmup, horizon)
+    rows = list(job_rows(experiment, run, warmup, horizon)) if keep_rows else []
     ms = run.machines
     return ReplicationResult(
         replication=run.replication,

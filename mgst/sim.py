@@ -9,13 +9,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
-from mgst.availability import make_availability
+from mgst.availability.process import Period, State
 from mgst.core.decisions import Assign, Cancel, MachineSuspected, ReplicaTimedOut, SetTimer
 from mgst.core.scheduler import Scheduler
 from mgst.core.state import BagRecord, JobRecord, MachineState, MachineStats
 from mgst.event_heap import Entry, EventHeap, new_event_heap
 from mgst.model import Bag, Experiment, Job
 from mgst.policies import build_policy
+from mgst.sim_availability import PeriodEvents
 from mgst.staging import StagingSampler
 from mgst.streams import Purpose, python_random
 from mgst.workload import make_workload
@@ -34,6 +35,7 @@ _TIMER: Final = 4
 _ARRIVAL: Final = 5
 _COMPUTING: Final = 6
 _SHARE: Final = 7
+_AVAIL: Final = 8  # an availability period that changes only the machine's CPU share (UP <-> RECLAIMED)
 # The heap drops its dead entries (cancelled or lost replicas' completions) once they are more
 # than half of it and more than this many; until then they are skipped when popped.
 STALE_MIN: Final = 1024
@@ -45,11 +47,13 @@ _SET_TIMER: Final = SetTimer
 _REPLICA_TIMED_OUT: Final = ReplicaTimedOut
 _MACHINE_SUSPECTED: Final = MachineSuspected
 _BAG: Final = Bag
+_DOWN_STATE: Final = State.DOWN
 
 # An Assign's fields, and a heap entry's, as the loop reads them: the ids and the seq stay int objects
 # (Any), compiled, so that each is made once and a dict finds its own key by identity.
 _AssignFields = tuple[Job, int, Any, float, bool]
 _EntryFields = tuple[float, int, Any, Any]
+_JobFields = tuple[Any, int, float, float, Any]  # a Job's: id, job_class, submitted, size, bag
 
 
 class MachineSummary(NamedTuple):
@@ -76,6 +80,32 @@ class ReplicationRun:
     unfinished: int  # jobs still in the system when the drain limit cut the run
     bags: list[BagRecord] = ()  # type: ignore[assignment]  # every bag, in arrival order
     horizon: float = 0.0  # arrivals stopped here
+
+    def counted_totals(
+        self, n_classes: int, warmup: float, horizon: float
+    ) -> tuple[list[int], list[float], list[float]]:
+        """Per class, of the jobs submitted in [warmup, horizon) that completed: how many, and the sums
+        of their response times and of their waits (submitted to first sent), added in job order.
+
+        Here, compiled, rather than in mgst.results: a long run's million records are read natively
+        (interpreted, this loop took a tenth of the run's time).
+        """
+        counts = [0] * n_classes
+        sums = [0.0] * n_classes
+        waits = [0.0] * n_classes
+        for rec in self.jobs:
+            done = rec.completed
+            if done is None:
+                continue
+            job: _JobFields = rec.job  # an annotation: compiled, the fields are read as a tuple's, natively
+            _, c, sub, _, _ = job
+            if warmup <= sub < horizon:
+                first = rec.first_sent
+                assert first is not None  # a completed job was sent
+                counts[c] = counts[c] + 1  # (x[i] = x[i] + y: native, compiled; x[i] += y is not)
+                sums[c] = sums[c] + (done - sub)
+                waits[c] = waits[c] + (first - sub)
+        return counts, sums, waits
 
 
 class Simulation:
@@ -134,199 +164,10 @@ class Simulation:
                 gc.enable()
 
     def _run(self) -> ReplicationRun:
-        exp = self.experiment
+        loop = _EventLoop(self)
+        t = loop.run(self.horizon + self.drain_limit)
+        self.dropped_entries += loop.dropped_entries
         core = self.core
-        horizon = self.horizon
-        stop_at = horizon + self.drain_limit
-        heap: EventHeap = new_event_heap()  # (time, kind, seq, what): in C where built (mgst.event_heap)
-        push = heap.push
-        # Typed with the seq as Any, so that compiled code keeps the entry's own int object (see _EntryFields).
-        pop: Callable[[], _EntryFields] = heap.pop
-        peek: Callable[[], _EntryFields] = heap.peek
-        seq = 0
-        n_machines = len(exp.machines)
-        share = [m.availability for m in exp.machines]
-        rates = exp.rates  # [class][machine], read once: the Assign branch below is the hot path
-        # Replicas running on the (simulated) machines -> seq of their valid completion event.
-        live: dict[int, int] = {}
-        given_up: dict[int, int] = {}  # running replicas the core gave up on -> machine
-        up = [True] * n_machines  # the machine's real state (the core may only suspect it down)
-        ck = self.checkpoint_interval
-        staging = StagingSampler(exp.staging, self.seed, self.replication) if exp.staging is not None else None
-        stale = 0  # heap entries of replicas cancelled, lost or moved (skipped when popped)
-        stale_min = self.stale_min
-        by_timeout = self.detect_by_timeout
-
-        workload = make_workload(exp, self.seed, self.replication)
-        # Poisson classes, the common case, typed: compiled, its calls are native
-        poisson = workload if isinstance(workload, PoissonWorkload) else None
-        # The next arrival is held here, out of the heap, and taken when it comes before the heap's
-        # least entry in (time, kind) order: the order of the heap, as no other entry is an arrival.
-        arrival: Job | Bag | None = workload.next() if workload.peek_time() < horizon else None
-        arrival_at = arrival.submitted if arrival is not None else math.inf
-        updown = [make_availability(exp, self.seed, self.replication, j) for j in range(n_machines)]
-        for j, ud in enumerate(updown):
-            if ud is not None:
-                push((ud.next_up(), _DOWN, seq, j))
-                seq += 1
-
-        for when, j, a in self.share_changes:
-            push((when, _SHARE, seq, (j, a)))
-            seq += 1
-
-        pending: list = []  # outputs to carry out, in order
-        for j in range(n_machines):  # every machine starts up and asking for work...
-            pending.extend(core.machine_ready(0.0, j, share[j]))
-        pending.extend(core.start(0.0))  # ...which the policy plans for once
-
-        t = 0.0
-        while True:
-            # Carry out decisions; a cancel frees a slot, which asks again at once.
-            i = 0
-            while i < len(pending):
-                d = pending[i]
-                i += 1
-                td = type(d)
-                if td is _ASSIGN:
-                    fields: _AssignFields = d  # an annotation, not cast(): no call in pure Python
-                    job, j, rid, progress, staged = fields  # compiled: one read per field
-                    if staged:
-                        live[rid] = -1  # no completion until it computes
-                        push((t + staging.duration(progress > 0.0), _COMPUTING, seq, rid))  # type: ignore[union-attr]
-                        seq += 1
-                        continue
-                    end = t + (1.0 - progress) * job.size / (rates[job.job_class][j] * share[j])
-                    key: Any = seq  # one int object for the dict and the entry
-                    live[rid] = key
-                    push((end, _DONE, key, rid))
-                    seq += 1
-                    if ck is not None and t + ck < end:
-                        push((t + ck, _CHECKPOINT, seq, rid))
-                        seq += 1
-                elif td is _CANCEL:
-                    if live.pop(d.replica, None) is not None:
-                        stale += 1  # its completion (or end of staging) is still in the heap
-                    given_up.pop(d.replica, None)
-                    pending.extend(core.machine_ready(t, d.machine))
-                elif td is _SET_TIMER:
-                    push((d.at, _TIMER, seq, d.key))
-                    seq += 1
-                elif td is _REPLICA_TIMED_OUT:
-                    if d.replica in live:  # still running here (not lost with its machine)
-                        given_up[d.replica] = d.machine
-                elif td is _MACHINE_SUSPECTED:
-                    j = d.machine
-                    for rid in live:
-                        r = core.given_up_replica(rid)
-                        if r is not None and r.machine == j:
-                            given_up[rid] = j  # lost in the core, still running here
-            pending.clear()
-
-            if arrival is None and not core.queued_count and not core.running:
-                break
-            if arrival is None and not heap:
-                break
-            if stale > stale_min and stale * 2 > len(heap):  # mostly dead entries: drop them
-                size = len(heap)
-                heap.reset(_live_entries(heap.entries(), live))
-                self.dropped_entries += size - len(heap)
-                stale = 0
-            if arrival is None or (heap and not _comes_first(arrival_at, _ARRIVAL, peek())):
-                entry: _EntryFields = pop()
-                t, kind, s, arg = entry
-            else:  # the held arrival comes first
-                t, kind, s, arg = arrival_at, _ARRIVAL, None, arrival
-            if t >= stop_at:
-                t = stop_at
-                break
-            if kind == _DONE:
-                valid = live.get(arg)
-                if valid is not s and valid != s:  # (the same int object, mostly: no comparison then)
-                    continue  # cancelled, lost, or its completion moved
-                del live[arg]
-                j = given_up.pop(arg, -1) if given_up else -1  # (a method call: skipped when empty)
-                if j < 0:  # (pending is empty here: the core's list is taken, not copied)
-                    pending = core.replica_done(t, arg, True)
-                else:
-                    pending.extend(core.replica_done(t, arg, False))  # a late result: counts once
-                    self._slot_free(t, j, live, given_up, up, pending)
-            elif kind == _ARRIVAL:
-                if type(arg) is _BAG:
-                    pending.extend(core.bag_arrived(t, arg))
-                else:
-                    pending = core.job_arrived(t, arg)  # (as above)
-                if poisson is not None:  # typed: compiled, a native call and a tuple read
-                    if poisson.peek_time() < horizon:
-                        new_job = poisson.next_job()
-                        arrival, arrival_at = new_job, new_job.submitted
-                    else:
-                        arrival = None
-                elif workload.peek_time() < horizon:
-                    arrival = workload.next()
-                    arrival_at = arrival.submitted
-                else:
-                    arrival = None
-            elif kind == _DOWN:
-                up[arg] = False
-                for rid in [r for r, m in given_up.items() if m == arg]:
-                    del given_up[rid]
-                    live.pop(rid, None)
-                m = core.machines[arg]
-                for rid in m.replicas:
-                    if live.pop(rid, None) is not None:
-                        stale += 1
-                if m.state is not MachineState.DOWN:
-                    if not by_timeout:
-                        pending.extend(core.machine_down(t, arg))
-                    elif not m.silent:  # MGST's mapper: its silence alone, until a time-out decides
-                        pending.extend(core.machine_silent(t, arg))
-                push((t + updown[arg].next_down(), _UP, seq, arg))  # type: ignore[union-attr]
-                seq += 1
-            elif kind == _UP:
-                up[arg] = True
-                m = core.machines[arg]
-                if m.silent:  # back before a time-out noticed: it re-registers holding nothing
-                    pending.extend(core.machine_heard(t, arg))
-                    for rid in list(m.replicas):
-                        pending.extend(core.replica_failed(t, rid, "not held by the machine after its failure"))
-                pending.extend(core.machine_ready(t, arg, share[arg]))  # implies up
-                push((t + updown[arg].next_up(), _DOWN, seq, arg))  # type: ignore[union-attr]
-                seq += 1
-            elif kind == _TIMER:
-                pending.extend(core.timer_fired(t, arg))
-            elif kind == _CHECKPOINT:
-                if arg not in live or ck is None:  # (ck is set whenever checkpoints are scheduled)
-                    continue
-                r = core.replica(arg)
-                if r is not None:
-                    pending.extend(core.replica_checkpoint(t, arg, min(1.0, r.progress_at(t))))
-                push((t + ck, _CHECKPOINT, seq, arg))
-                seq += 1
-            elif kind == _COMPUTING:
-                if live.get(arg) != -1:
-                    continue
-                pending.extend(core.replica_computing(t, arg))
-                r = core.replica(arg)
-                if r is None:
-                    continue
-                live[arg] = seq
-                end = r.eta(t)
-                push((end, _DONE, seq, arg))
-                seq += 1
-                if ck is not None and t + ck < end:
-                    push((t + ck, _CHECKPOINT, seq, arg))
-                    seq += 1
-            elif kind == _SHARE:
-                j, a = arg
-                share[j] = a
-                pending.extend(core.cpu_share_changed(t, j, a))
-                for rid, r in core.machines[j].replicas.items():  # their completions moved
-                    if live.get(rid, -1) >= 0:
-                        stale += 1
-                        live[rid] = seq
-                        push((r.eta(t), _DONE, seq, rid))
-                        seq += 1
-
         core.close(t)
         unfinished = core.queued_count + len(core.running)
         if unfinished:
@@ -342,26 +183,326 @@ class Simulation:
             machines=[_summary(m.name, m.stats) for m in core.machines],
             unfinished=unfinished,
             bags=list(core.all_bags.values()),
-            horizon=horizon,
+            horizon=self.horizon,
         )
 
-    def _slot_free(
-        self, t: float, j: int, live: dict[int, int], given_up: dict[int, int], up: list[bool], pending: list
-    ) -> None:
+
+class _EventLoop:
+    """One replication's event loop: ``run`` takes the events in time order and hands each to the
+    handler of its kind (``_on_done``, ``_on_arrival``, ...), which tells the core and returns the
+    core's decisions; ``_carry_out`` carries those out on the simulated machines.
+
+    Compiled, this is a native class: its attributes are struct fields and its methods are called
+    directly, so the split costs no speed (docs/benchmarks.md). For the pure build, the per-event
+    steps stay inline (the arrival-or-heap choice, an Assign), and a handler reads an attribute it
+    uses more than once into a local.
+    """
+
+    def __init__(self, sim: Simulation) -> None:
+        exp = sim.experiment
+        self.core = sim.core
+        self.horizon = sim.horizon
+        self.heap: EventHeap = new_event_heap()  # (time, kind, seq, what): in C where built (mgst.event_heap)
+        self.push: Callable[[Entry], None] = self.heap.push
+        self.seq = 0  # the next heap entry's seq: unique, so no two entries tie
+        n_machines = len(exp.machines)
+        self.share = [m.availability for m in exp.machines]
+        self.rates = exp.rates  # [class][machine], read once: an Assign is the hot path
+        # Replicas running on the (simulated) machines -> seq of their valid completion event
+        # (-1 while staging: no completion until it computes).
+        self.live: dict[int, int] = {}
+        self.given_up: dict[int, int] = {}  # running replicas the core gave up on -> machine
+        self.up = [True] * n_machines  # the machine's real state (the core may only suspect it down)
+        self.ck = sim.checkpoint_interval
+        self.staging = StagingSampler(exp.staging, sim.seed, sim.replication) if exp.staging is not None else None
+        self.stale = 0  # heap entries of replicas cancelled, lost or moved (skipped when popped)
+        self.stale_min = sim.stale_min
+        self.dropped_entries = 0
+        self.by_timeout = sim.detect_by_timeout
+        # Each machine's availability process, drawn a period ahead (mgst.sim_availability).
+        self.periods = PeriodEvents(exp, sim.seed, sim.replication, (_DOWN, _UP, _AVAIL, _DONE))
+
+        self.workload = make_workload(exp, sim.seed, sim.replication)
+        # Poisson classes, the common case, typed: compiled, its calls are native
+        self.poisson = self.workload if isinstance(self.workload, PoissonWorkload) else None
+        # The next arrival is held here, out of the heap, and taken when it comes before the heap's
+        # least entry in (time, kind) order: the order of the heap, as no other entry is an arrival.
+        self.arrival: Job | Bag | None = self.workload.next() if self.workload.peek_time() < self.horizon else None
+        self.arrival_at = self.arrival.submitted if self.arrival is not None else math.inf
+
+        self.first, self.seq = self.periods.start(self.push, self.seq)  # (None: a machine always up)
+        for when, j, a in sim.share_changes:
+            self._schedule(when, _SHARE, (j, a))
+
+    def run(self, stop_at: float) -> float:
+        """Run until nothing is left to do or ``stop_at``; the model time it ended at."""
+        core = self.core
+        heap = self.heap
+        # Typed with the seq as Any, so that compiled code keeps the entry's own int object (see _EntryFields).
+        pop: Callable[[], _EntryFields] = heap.pop
+        peek: Callable[[], _EntryFields] = heap.peek
+        pending: list = []  # the core's outputs to carry out, in order
+        share = self.share
+        for j, first in enumerate(self.first):  # every machine starts up and asking for work (unless it starts down,
+            if first is None or (first.state is not _DOWN_STATE and first.cpu_share > 0.0):  # or reclaimed)...
+                if first is not None:
+                    share[j] = first.cpu_share
+                pending.extend(core.machine_ready(0.0, j, share[j]))
+            elif first.state is _DOWN_STATE:
+                self.up[j] = False
+            else:  # reclaimed at share 0: up, and asking for nothing (a puller asks only with CPU to give)
+                share[j] = 0.0
+                pending.extend(core.machine_up(0.0, j, 0.0))
+        pending.extend(core.start(0.0))  # ...which the policy plans for once
+
+        t = 0.0
+        while True:
+            if pending:
+                self._carry_out(t, pending)
+            arrival = self.arrival
+            if arrival is None and (not heap or (not core.queued_count and not core.running)):
+                break
+            if self.stale > self.stale_min and self.stale * 2 > len(heap):  # mostly dead entries
+                self._drop_dead_entries()
+            if arrival is not None:
+                t = self.arrival_at
+                try:  # the held arrival comes first, in the heap's (time, kind) order? (inline: every event)
+                    top = peek()
+                    arrival_first = t < top[0] or (t == top[0] and _ARRIVAL < top[1])
+                except IndexError:  # the heap is empty (peek, not len(): a call per event in pure Python)
+                    arrival_first = True
+                if arrival_first:
+                    if t >= stop_at:
+                        return stop_at
+                    pending = self._on_arrival(t, arrival)
+                    continue
+            entry: _EntryFields = pop()
+            t, kind, s, arg = entry
+            if t >= stop_at:
+                return stop_at
+            if kind == _DONE:
+                pending = self._on_done(t, s, arg)
+            elif kind == _CHECKPOINT:
+                pending = self._on_checkpoint(t, arg)
+            elif kind == _DOWN:
+                pending = self._on_down(t, arg)
+            elif kind == _UP:
+                pending = self._on_up(t, arg)
+            elif kind == _TIMER:
+                pending = self._on_timer(t, arg)
+            elif kind == _COMPUTING:
+                pending = self._on_computing(t, arg)
+            elif kind == _SHARE:
+                pending = self._on_share(t, arg)
+            elif kind == _AVAIL:
+                pending = self._on_avail(t, arg)
+        return t
+
+    # -- the clock's events, one handler per kind: each returns the core's outputs to carry out --
+
+    def _on_done(self, t: float, s: Any, rid: Any) -> list:
+        """A replica's completion, if still valid (not cancelled, lost, or moved since)."""
+        live = self.live
+        valid = live.get(rid)
+        if valid is not s and valid != s:  # (the same int object, mostly: no comparison then)
+            return []
+        del live[rid]
+        given_up = self.given_up
+        j = given_up.pop(rid, -1) if given_up else -1  # (a method call: skipped when empty)
+        if j < 0:
+            return self.core.replica_done(t, rid, True)  # (the core's list is taken, not copied)
+        pending = self.core.replica_done(t, rid, False)  # a late result: counts once
+        self._slot_free(t, j, pending)
+        return pending
+
+    def _on_arrival(self, t: float, arrival: Job | Bag) -> list:
+        """A job or a bag arrives; the workload's next one is held in its place."""
+        if type(arrival) is _BAG:
+            pending = self.core.bag_arrived(t, arrival)
+        else:
+            pending = self.core.job_arrived(t, arrival)  # type: ignore[arg-type]  # a Job: not narrowed by type() is
+        poisson = self.poisson
+        if poisson is not None:  # typed: compiled, a native call and a tuple read
+            if poisson.peek_time() < self.horizon:
+                new_job = poisson.next_job()
+                self.arrival = new_job
+                self.arrival_at = new_job.submitted
+            else:
+                self.arrival = None
+        elif self.workload.peek_time() < self.horizon:
+            nxt = self.workload.next()
+            self.arrival = nxt
+            self.arrival_at = nxt.submitted
+        else:
+            self.arrival = None
+        return pending
+
+    def _on_checkpoint(self, t: float, rid: Any) -> list:
+        """A running replica checkpoints (every ``ck``, from its start of computing)."""
+        ck = self.ck
+        if rid not in self.live or ck is None:  # (ck is set whenever checkpoints are scheduled)
+            return []
+        r = self.core.replica(rid)
+        pending = [] if r is None else self.core.replica_checkpoint(t, rid, min(1.0, r.progress_at(t)))
+        self._schedule(t + ck, _CHECKPOINT, rid)
+        return pending
+
+    def _on_down(self, t: float, j: int) -> list:
+        """Machine j fails: its replicas are lost; the core hears of it now, or by its silence."""
+        self.up[j] = False
+        given_up = self.given_up
+        live = self.live
+        for rid in [r for r, m in given_up.items() if m == j]:
+            del given_up[rid]
+            live.pop(rid, None)
+        core = self.core
+        m = core.machines[j]
+        for rid in m.replicas:
+            if live.pop(rid, None) is not None:
+                self.stale += 1
+        pending: list = []
+        if m.state is not MachineState.DOWN:
+            if not self.by_timeout:
+                pending = core.machine_down(t, j)
+            elif not m.silent:  # MGST's mapper: its silence alone, until a time-out decides
+                pending = core.machine_silent(t, j)
+        self.seq = self.periods.advance(t, j, self.push, self.seq)
+        return pending
+
+    def _on_up(self, t: float, j: int) -> list:
+        """Machine j is back, asking for work for all its slots (reclaimed at share 0: asking for none)."""
+        self.up[j] = True
+        period: Period = self.periods.entering[j]
+        self.share[j] = period.cpu_share
+        core = self.core
+        m = core.machines[j]
+        pending: list = []
+        if m.silent:  # back before a time-out noticed: it re-registers holding nothing
+            pending.extend(core.machine_heard(t, j))
+            for rid in list(m.replicas):
+                pending.extend(core.replica_failed(t, rid, "not held by the machine after its failure"))
+        if period.cpu_share > 0.0:
+            pending.extend(core.machine_ready(t, j, self.share[j]))  # implies up
+        else:
+            pending.extend(core.machine_up(t, j, 0.0))
+        self.seq = self.periods.advance(t, j, self.push, self.seq)
+        return pending
+
+    def _on_avail(self, t: float, j: int) -> list:
+        """Machine j's availability changes its CPU share only (reclaimed by its owner, or given back)."""
+        period: Period = self.periods.entering[j]
+        pending: list = []
+        self.seq, moved = self.periods.share_changed(self.core, t, j, period.cpu_share, self.share, self.live,
+                                                     self.push, self.seq, pending)
+        self.stale += moved
+        self.seq = self.periods.advance(t, j, self.push, self.seq)
+        return pending
+
+    def _on_timer(self, t: float, key: Any) -> list:
+        """A timer the core set (SetTimer) fires."""
+        return self.core.timer_fired(t, key)
+
+    def _on_computing(self, t: float, rid: Any) -> list:
+        """A replica's staging ends: it computes from now, and its completion is scheduled."""
+        if self.live.get(rid) != -1:
+            return []
+        core = self.core
+        pending = core.replica_computing(t, rid)
+        r = core.replica(rid)
+        if r is None:
+            return pending
+        self._schedule_completion(t, r.eta(t), rid)
+        return pending
+
+    def _on_share(self, t: float, change: tuple[int, float]) -> list:
+        """Machine j's CPU share becomes a (an imposed change): its replicas' completions move."""
+        j, a = change
+        pending: list = []
+        self.seq, moved = self.periods.share_changed(self.core, t, j, a, self.share, self.live, self.push, self.seq,
+                                                     pending)
+        self.stale += moved
+        return pending
+
+    # -- the core's decisions, carried out on the simulated machines --
+
+    def _carry_out(self, t: float, pending: list) -> None:
+        """Carry out the decisions in order; a cancel frees a slot, which asks again at once."""
+        i = 0
+        while i < len(pending):
+            d = pending[i]
+            i += 1
+            td = type(d)
+            if td is _ASSIGN:  # a replica starts on machine j (inline: the hot path)
+                fields: _AssignFields = d  # an annotation, not cast(): no call in pure Python
+                job, j, rid, progress, staged = fields  # compiled: one read per field
+                if staged:
+                    self.live[rid] = -1  # no completion until it computes
+                    self._schedule(t + self.staging.duration(progress > 0.0), _COMPUTING, rid)  # type: ignore[union-attr]
+                    continue
+                a = self.share[j]  # (0: suspended from its start, its completion waits for the share)
+                end = t + (1.0 - progress) * job.size / (self.rates[job.job_class][j] * a) if a > 0.0 else math.inf
+                self._schedule_completion(t, end, rid)
+            elif td is _CANCEL:
+                if self.live.pop(d.replica, None) is not None:
+                    self.stale += 1  # its completion (or end of staging) is still in the heap
+                self.given_up.pop(d.replica, None)
+                if self.share[d.machine] > 0.0:  # (without CPU to give a machine asks again only once it has some)
+                    pending.extend(self.core.machine_ready(t, d.machine))
+            elif td is _SET_TIMER:
+                self._schedule(d.at, _TIMER, d.key)
+            elif td is _REPLICA_TIMED_OUT:
+                if d.replica in self.live:  # still running here (not lost with its machine)
+                    self.given_up[d.replica] = d.machine
+            elif td is _MACHINE_SUSPECTED:
+                self._suspected(d.machine)
+
+    def _suspected(self, j: int) -> None:
+        """The core suspects machine j down: what it still runs here, the core has given up on."""
+        given_up = self.given_up
+        for rid in self.live:
+            r = self.core.given_up_replica(rid)
+            if r is not None and r.machine == j:
+                given_up[rid] = j  # lost in the core, still running here
+
+    def _slot_free(self, t: float, j: int, pending: list) -> None:
         """A replica the core had given up on ended here: its slot asks again (its machine, if the
         core suspected it down, once nothing of it runs any more)."""
-        if not up[j]:
+        if not self.up[j]:
             return
-        if self.core.machines[j].state is MachineState.DOWN:  # suspected: back once nothing of it runs
-            if not any(mj == j for mj in given_up.values()):
-                pending.extend(self.core.machine_ready(t, j))
+        core = self.core
+        if core.machines[j].state is MachineState.DOWN:  # suspected: back once nothing of it runs
+            if not any(mj == j for mj in self.given_up.values()):
+                pending.extend(core.machine_ready(t, j))
         else:
-            pending.extend(self.core.machine_ready(t, j, None, self.core.machines[j].asking + 1))
+            pending.extend(core.machine_ready(t, j, None, core.machines[j].asking + 1))
 
+    # -- the heap --
 
-def _comes_first(t: float, kind: int, top: _EntryFields) -> bool:
-    """Whether an event (t, kind) comes before the heap entry ``top``, in the heap's order (kinds differ)."""
-    return t < top[0] or (t == top[0] and kind < top[1])
+    def _schedule_completion(self, t: float, end: float, rid: Any) -> None:
+        """A replica computes from t until ``end``: its completion, and its first checkpoint if before."""
+        seq = self.seq
+        key: Any = seq  # one int object for the dict and the entry
+        self.live[rid] = key
+        if end < math.inf:  # (suspended, at share 0: no completion until the share is back)
+            self.push((end, _DONE, key, rid))
+        ck = self.ck
+        if ck is not None and t + ck < end:
+            self.push((t + ck, _CHECKPOINT, seq + 1, rid))
+            self.seq = seq + 2
+        else:
+            self.seq = seq + 1
+
+    def _schedule(self, at: float, kind: int, what: Any) -> None:
+        self.push((at, kind, self.seq, what))
+        self.seq += 1
+
+    def _drop_dead_entries(self) -> None:
+        """Rebuild the heap without the dead entries (cancelled or lost replicas' completions)."""
+        heap = self.heap
+        size = len(heap)
+        heap.reset(_live_entries(heap.entries(), self.live))
+        self.dropped_entries += size - len(heap)
+        self.stale = 0
 
 
 def _live_entries(entries: list[Entry], live: dict[int, int]) -> list[Entry]:

@@ -16,7 +16,7 @@ from mgst.policies import import_modules
 from mgst.policies.allocation import solve_allocation
 from mgst.results import ReplicationResult, Summary, job_rows, reduce_replication, summarize, write_job_rows
 from mgst.sim import Simulation
-from mgst.worker_memory import free_garbage_if_grown
+from mgst.worker_memory import free_garbage_if_grown, records_out_of_sight
 
 log = logging.getLogger(__name__)
 
@@ -31,13 +31,14 @@ def _one(
     imports: tuple[str, ...] = (), keep_bag_rows: bool = False, jobs_dir: Path | None = None,
 ) -> ReplicationResult:
     import_modules(imports)  # a worker process may not have them yet
-    result = _reduced(experiment, replication, seed, horizon, warmup, keep_rows, keep_bag_rows, jobs_dir)
     # The run's records are reference cycles (a job's replicas point back to it), which only the cyclic
-    # collector frees, and the simulator pauses it while it runs: without this, the records of every
-    # replication a process runs pile up (lolo-mpd-fe: about 80 MB each). Freed in batches, since
-    # freeing them after each replication took 40 % of the time.
+    # collector frees: without this, the records of every replication a process runs pile up
+    # (lolo-mpd-fe: about 80 MB each). Freed in batches, since freeing them after each replication took
+    # 40 % of the time; before a run, not after, so that the last one's are never walked: the process
+    # ends (mgst.worker_memory).
     free_garbage_if_grown()
-    return result
+    with records_out_of_sight():
+        return _reduced(experiment, replication, seed, horizon, warmup, keep_rows, keep_bag_rows, jobs_dir)
 
 
 def _reduced(

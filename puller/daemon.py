@@ -16,9 +16,10 @@ from typing import Any
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from adjuster.failures import FailureSchedule
+from adjuster.failures import AvailabilitySchedule
 from mgst import protocol as P
 from mgst import security
+from mgst.availability.process import Period, State
 from mgst.drops import DropLog
 from puller.allowlist import AllowList
 from puller.executors import EXECUTORS
@@ -68,12 +69,12 @@ class Puller:
     after them. Having been welcomed once, the puller gives up (exits 0) after
     ``give_up`` seconds without a welcome, unless ``stay``.
 
-    Failure injection (the adjuster's job in the paper): when the mapper's welcome
-    carries a failure model, the puller alternates up and down periods drawn from
-    the simulator's streams for this machine (``adjuster/failures.py``). Down, it
-    kills every replica and goes silent (no heartbeats, no answers); after the down
-    time it comes back as the same machine with a new incarnation. The mapper must
-    find out on its own.
+    Availability injection (the adjuster's job in the paper): once the run begins, if the
+    mapper sent an availability law, the puller plays its periods, the simulator's for this
+    machine (``adjuster/failures.py``). DOWN, it kills every replica and goes silent (no
+    heartbeats, no answers); after the down time it comes back as the same machine with a
+    new incarnation: the mapper must find out on its own. UP or RECLAIMED, its replicas
+    run at the period's CPU share (0 suspends them), which it tells the mapper (Share).
     """
 
     def __init__(
@@ -127,8 +128,8 @@ class Puller:
         self.last_heard = 0.0
         self.hello_at = 0.0
         self.backoff = BACKOFF_MIN
-        self.failures: FailureSchedule | None = None
-        self.next_down = math.inf
+        self.failures: AvailabilitySchedule | None = None
+        self.next_change = math.inf  # while up: when the availability period ends
         self.up_at: float | None = None  # while down: when to come back
         self.runner = Runner(throttle, machine, allowlist)
         self.slots = Slots(machine, slots, self.runner, self._send, clock)
@@ -211,8 +212,8 @@ class Puller:
                 else:
                     self._wait([], self.up_at - now)
                 continue
-            if now >= self.next_down:
-                self._go_down(now)
+            if now >= self.next_change:
+                self._enter(self.failures.advance(now), now)  # type: ignore[union-attr]
                 continue
             # Whether the mapper is there or not: what is due must not wake us again.
             self.slots.step(now)
@@ -249,7 +250,7 @@ class Puller:
             wake = self.hello_at + self.backoff
             if self.lost_at is not None and not self.stay:
                 wake = min(wake, self.lost_at + self._give_up_after())
-        return min(wake, self.slots.wake_at(), self.next_down)
+        return min(wake, self.slots.wake_at(), self.next_change)
 
     def _serve(self, timeout: float) -> None:
         sources: list[Any] = [self.sock]
@@ -427,7 +428,8 @@ class Puller:
             self.welcome = None
             if self.stay:  # wait for the next run: hello again after the back-off
                 self.failures = None
-                self.next_down = math.inf
+                self.next_change = math.inf
+                self.slots.impose_share(None, now)
                 self.ever_welcomed = False
                 self.lost_at = None
                 self.hello_at = now
@@ -454,13 +456,14 @@ class Puller:
             return True
         try:
             self.limits.failure_law(failures)  # (Unusable, a ValueError)
-            self.failures = FailureSchedule(failures, self.welcome.machine, self.welcome.time_unit, now)
+            self.failures = AvailabilitySchedule(failures, self.welcome.machine, self.welcome.time_unit, now,
+                                                 self.welcome.share)
         except ValueError as e:
             log.error("%s: cannot inject the mapper's failures %r: %s", self.machine, failures, e)
             self.bye_reason = f"cannot use the failure model: {e}"[:400]
             self.exit_code = 2
             return False
-        self.next_down = self.failures.down_at
+        self._enter(self.failures.period, now)
         return True
 
     def _welcomed(self, msg: P.Welcome, now: float) -> None:
@@ -495,22 +498,36 @@ class Puller:
         self.slots.configure(msg, now)
         self.slots.go_online()
 
-    # ------------------------------------------------------------------ failure injection
+    # ------------------------------------------------------------------ availability injection
+
+    def _enter(self, period: Period, now: float) -> None:
+        """An availability period begins now: DOWN, or up at its CPU share (the mapper hears of a change)."""
+        if period.state is State.DOWN:
+            self._go_down(now)
+            return
+        if period.state is State.RECLAIMED:
+            log.info("%s: the owner reclaims the machine: CPU share %.3g", self.machine, period.cpu_share)
+        self.slots.impose_share(period.cpu_share, now)
+        self.next_change = self.failures.ends_at  # type: ignore[union-attr]
 
     def _go_down(self, now: float) -> None:
-        self.up_at = self.failures.go_down(now)  # type: ignore[union-attr]
+        self.up_at = self.failures.ends_at  # type: ignore[union-attr]
         log.info("%s: injected failure, down for %.2f s", self.machine, self.up_at - now)
         self.slots.kill_all()
         self.slots.forget()  # a new incarnation holds nothing
         self.slots.go_offline()
         self._close_socket(linger=0)
         self.welcome = None
-        self.next_down = math.inf
+        self.next_change = math.inf
 
     def _come_back(self, now: float) -> None:
+        period = self.failures.advance(now)  # type: ignore[union-attr]
+        if period.state is State.DOWN:  # (a law may follow one down period with another)
+            self.up_at = self.failures.ends_at  # type: ignore[union-attr]
+            return
         self.up_at = None
-        self.failures.come_back(now)  # type: ignore[union-attr]
-        self.next_down = self.failures.down_at  # type: ignore[union-attr]
+        self.slots.impose_share(period.cpu_share, now)  # (offline: the welcome's share gives way to it)
+        self.next_change = self.failures.ends_at  # type: ignore[union-attr]
         self.incarnation = random.getrandbits(62)
         self.lost_at = now if self.ever_welcomed else None  # the time down does not count towards giving up
         self.asking_since = None

@@ -31,6 +31,7 @@ import logging
 import math
 
 from mgst import protocol as P
+from mgst.availability import registry as availability
 
 log = logging.getLogger("puller.daemon")
 
@@ -50,8 +51,9 @@ MAX_HEARTBEAT = 600.0
 # command environments finite (1e300 time units x 86,400 s overflows to inf). A checkpoint interval above
 # it means no checkpoint in any run: it is taken as 0 (none).
 MAX_WALL = 1e9
-# A failure law's model-time parameters (means, MTTF, repair mean and sd). Experiments allow up to 1e9 time
-# units (config.MAX_TIME); 1000x room. Beyond, a law's periods times the time unit could overflow: stop.
+# A failure law's model-time parameters (means, MTTF, repair mean and sd, a markov3 slot, a trace's span).
+# Experiments allow up to 1e9 time units (config.MAX_TIME); 1000x room. Beyond, a law's periods times the time
+# unit could overflow: stop.
 MAX_LAW_TIME = 1e12
 # The machine index a welcome may give: experiments have at most 100,000 machines (config_models.MAX_MACHINES);
 # 100x room. It only picks the failure streams; beyond it the mapper is not one of mgst's: stop.
@@ -115,7 +117,7 @@ class Limits:
         e.g. a Weibull shape it cannot draw, are ``adjuster/failures.py``'s)."""
         if failures is None:
             return
-        times = failures[1:3] if failures[0] == "exponential" else failures[1:2] + failures[3:5]
+        times = availability.wire_times(failures)
         if any(t > MAX_LAW_TIME for t in times):
             raise Unusable(f"the mapper's {failures[0]} failure law has a time beyond {MAX_LAW_TIME:g} time units "
                            f"({', '.join(f'{t:.3g}' for t in times)})")

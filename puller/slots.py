@@ -85,6 +85,8 @@ class Slots:
         self.asked = 0  # slots the mapper believes we ask for
         self.online = False
         self.share = 1.0
+        self.granted = 1.0  # the share the mapper's welcome gave
+        self.imposed: float | None = None  # the share the machine's availability process imposes, if it plays one
         self.executor = "emulate"
         self.time_unit = 1.0
         self.checkpoint = 0.0  # wall seconds between checkpoints; 0: none
@@ -134,8 +136,10 @@ class Slots:
         self.checkpoint = interval
         for r in self.running.values():
             self._schedule_checkpoint(r, now)
-        if welcome.share != self.share:
-            self._apply_share(welcome.share, now)
+        self.granted = welcome.share
+        share = welcome.share if self.imposed is None else self.imposed
+        if share != self.share:
+            self._apply_share(share, now)
 
     def go_online(self) -> None:
         """Welcomed: report held results and staged replicas now computing (again, if need be), then ask.
@@ -149,6 +153,8 @@ class Slots:
         """
         self.online = True
         self.asked = 0
+        if self.imposed is not None and self.imposed != self.granted:  # reclaimed (or slowed) as it registered
+            self._send(P.Share(self.imposed))
         for h in self.held.values():
             h.done = h.done._replace(ready=False)
             self._send(h.done)
@@ -219,7 +225,19 @@ class Slots:
         self._ask()
 
     def set_share(self, share: float, now: float) -> None:
+        """The mapper sets the share."""
         self._apply_share(share, now)
+        self._ask()
+
+    def impose_share(self, share: float | None, now: float) -> None:
+        """The machine's availability process sets the share (None: it plays none any more): running replicas go
+        on at it (0 suspends them), and the mapper hears of a change while online, before any request for work."""
+        self.imposed = share
+        if share is None or share == self.share:
+            return
+        self._apply_share(share, now)
+        if self.online:
+            self._send(P.Share(share))
         self._ask()
 
     def _apply_share(self, share: float, now: float) -> None:

@@ -1,4 +1,4 @@
-"""Tests for the availability models (exponential, Weibull/Normal by group) and the staging sampler."""
+"""Tests for the availability models (exponential, Weibull/Normal by group, as processes) and the staging sampler."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from mgst.availability import machine_group, make_availability, up_fraction
+from mgst.availability import Period, State, machine_group, make_process, up_fraction
 from mgst.availability.exponential import ExponentialUpDown
 from mgst.availability.weibull import (
     ANGLANO_MTTF,
@@ -46,21 +46,31 @@ def downs(source, n: int) -> np.ndarray:
     return np.array([source.next_down() for _ in range(n)])
 
 
+def periods(process, n: int) -> list[Period]:
+    return [process.next() for _ in range(n)]
+
+
 # ------------------------------------------------------------------ exponential (MGST): unchanged draws
 
 
 def test_no_failures_means_always_up():
-    assert make_availability(experiment(None), 1, 0, 0) is None
+    assert make_process(experiment(None), 1, 0, 0) is None
     assert up_fraction(None) == 1.0
 
 
 def test_exponential_draws_are_unchanged():
     # Recorded from ExponentialUpDown before the Weibull model was added.
-    ud = make_availability(experiment(FailureModel(100.0, 10.0), n=5), 5, 2, 4)
-    assert isinstance(ud, ExponentialUpDown)
+    ud = ExponentialUpDown(FailureModel(100.0, 10.0), 5, 2, 4)
     assert [ud.next_up() for _ in range(3)] == [33.326132141000244, 24.476816157815982, 157.75754654007602]
     assert [ud.next_down() for _ in range(3)] == [18.72138850852767, 15.989288987666008, 0.20881176099305745]
     assert ud.next_up() == 161.1039975675784
+    # As a process (UP at a_j, DOWN, UP, ...), the same numbers in the simulator's order: up, down, up, ...
+    exp = experiment(FailureModel(100.0, 10.0), n=5)
+    got = periods(make_process(exp, 5, 2, 4), 7)
+    assert got == [Period(33.326132141000244, State.UP, 1.0), Period(18.72138850852767, State.DOWN, 0.0),
+                   Period(24.476816157815982, State.UP, 1.0), Period(15.989288987666008, State.DOWN, 0.0),
+                   Period(157.75754654007602, State.UP, 1.0), Period(0.20881176099305745, State.DOWN, 0.0),
+                   Period(161.1039975675784, State.UP, 1.0)]
     assert up_fraction(FailureModel(100.0, 10.0)) == pytest.approx(100 / 110)
 
 
@@ -117,23 +127,25 @@ def test_weibull_streams_are_per_machine_and_repairs_do_not_move_ups():
     assert list(ups(WeibullNormalUpDown(g, 9, 0, 2), 5)) == list(ups(WeibullNormalUpDown(g, 9, 0, 2), 5))
 
 
-def test_make_availability_follows_the_machine_group():
+def test_the_process_follows_the_machine_group_and_draws_the_law_in_order():
     groups = (WeibullGroup(100.0, 0.5, 5.0, 1.0), WeibullGroup(2000.0, 1.5, 50.0, 3.0))
     exp = experiment(WeibullNormalFailures(groups), groups=[2, 1, 2])
     for j, g in enumerate([2, 1, 2]):
         assert machine_group(exp, j) == groups[g - 1]
-        got = make_availability(exp, 4, 1, j)
+        got = periods(make_process(exp, 4, 1, j), 10)
         want = WeibullNormalUpDown(groups[g - 1], 4, 1, j)
-        assert list(ups(got, 5)) == list(ups(want, 5))
-        assert list(downs(got, 5)) == list(downs(want, 5))
+        assert [p.state for p in got] == [State.UP, State.DOWN] * 5
+        assert [p.cpu_share for p in got] == [1.0, 0.0] * 5
+        assert [p.duration for p in got[0::2]] == list(ups(want, 5))
+        assert [p.duration for p in got[1::2]] == list(downs(want, 5))
 
 
 def test_group_is_required_with_several_groups_and_checked():
     groups = (WeibullGroup(100.0, 0.5, 5.0, 1.0), WeibullGroup(2000.0, 1.5, 50.0, 3.0))
     with pytest.raises(ValueError, match="group None"):
-        make_availability(experiment(WeibullNormalFailures(groups)), 1, 0, 0)
+        make_process(experiment(WeibullNormalFailures(groups)), 1, 0, 0)
     with pytest.raises(ValueError, match="group 3"):
-        make_availability(experiment(WeibullNormalFailures(groups), groups=[3, 1, 1]), 1, 0, 0)
+        make_process(experiment(WeibullNormalFailures(groups), groups=[3, 1, 1]), 1, 0, 0)
     one = WeibullNormalFailures(groups[:1])
     assert machine_group(experiment(one), 2) == groups[0]  # one group: every machine is in it
 

@@ -26,6 +26,7 @@ from puller_fakes import FakeMapper, ThreadPuller, job
 from adjuster.failures import MIN_PERIOD
 from mgst import config
 from mgst import protocol as P
+from mgst.availability import registry as availability
 from mgst.availability.weibull import ANGLANO_PRESETS, DEFAULT_SHAPE, MAX_SHAPE, MIN_SHAPE, anglano_preset
 from mgst.config import model_sections as config_models
 from mgst.drops import DropLog
@@ -37,7 +38,8 @@ from puller.limits import Limits
 
 ROOT = Path(__file__).resolve().parents[1]
 # Every shipped experiment (experiments/bot's other files are sweeps, of Anglano's presets: checked below).
-EXPERIMENTS = [*sorted((ROOT / "experiments").glob("*.toml")), ROOT / "experiments" / "bot" / "lab-rrnrf-weibull.toml"]
+EXPERIMENTS = [*sorted((ROOT / "experiments").glob("*.toml")), ROOT / "experiments" / "bot" / "lab-rrnrf-weibull.toml",
+               *sorted((ROOT / "experiments" / "availability").glob("*.toml"))]
 
 
 # ---------------------------------------------------------------------- helpers
@@ -331,6 +333,8 @@ def test_every_shipped_experiment_is_welcomed_unchanged(path: Path) -> None:
     exp = config.load_experiment(path)
     mapper = _StubMapper([m.name for m in exp.machines])
     mapper.experiment, mapper.failures, mapper.seed = exp, exp.failures is not None, 2**63 - 1
+    until = 2 * exp.testbed.duration / exp.testbed.time_unit  # (generation, and as long a drain)
+    mapper.availability_forms = [availability.to_wire(exp, j, mapper.seed, until) for j in range(len(exp.machines))]
     check = Limits("M")
     for time_unit in (exp.testbed.time_unit, config.MIN_TIME_UNIT, config.MAX_TIME_UNIT):
         for j, m in enumerate(exp.machines):

@@ -19,10 +19,10 @@ import zmq
 from helpers import is_suspended
 from puller_fakes import FakeMapper, ThreadPuller, client_keys, job
 
-from adjuster.failures import up_down
 from adjuster.throttle import available_backends
 from mgst import protocol as P
 from mgst import security
+from mgst.availability.registry import process_from_wire
 from puller.allowlist import AllowList
 from puller.runner import Runner
 
@@ -319,8 +319,8 @@ def test_spin_progress_and_suspension(no_children_left, mapper: FakeMapper, star
 def _seed_with_first_periods(failures: Callable[[int], tuple], up: tuple[float, float],
                              down: tuple[float, float]) -> int:
     for seed in range(1000):
-        periods = up_down(failures(seed), 0)
-        if up[0] <= periods.next_up() <= up[1] and down[0] <= periods.next_down() <= down[1]:
+        periods = process_from_wire(failures(seed), 0, 1.0)
+        if up[0] <= periods.next().duration <= up[1] and down[0] <= periods.next().duration <= down[1]:
             return seed
     raise AssertionError("no such seed")
 

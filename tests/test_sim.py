@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from mgst.core.state import JobStatus
-from mgst.model import Experiment, FailureModel, JobClass, Machine, PolicySpec, SimulationSettings
-from mgst.sim import Simulation
+from mgst.core.state import JobRecord, JobStatus
+from mgst.model import Experiment, FailureModel, Job, JobClass, Machine, PolicySpec, SimulationSettings
+from mgst.sim import ReplicationRun, Simulation
 from mgst.simulate import run_simulation
 from mgst.workload.poisson import PoissonWorkload
 
@@ -279,3 +279,42 @@ def test_lpas_asking_one_machine_per_eligible_set_changes_no_result(monkeypatch)
     assert yes and not no
     assert len(grouped) > 2000 and sum(len(j[3]) > 1 for j in grouped) > 10  # failures did requeue
     assert grouped == one_by_one
+
+
+def test_counted_totals_count_the_jobs_submitted_in_the_window_that_completed():
+    # Hand-made records (warm-up 10, horizon 100): the window is [10, 100), and a job counts once done.
+    def record(job_id, cls, submitted, first_sent=None, completed=None):
+        rec = JobRecord(Job(job_id, cls, submitted), cls, submitted)
+        rec.first_sent, rec.completed = first_sent, completed
+        return rec
+
+    jobs = [
+        record(0, 0, 9.5, 9.5, 12.0),  # before the warm-up
+        record(1, 0, 10.0, 11.0, 14.0),  # at the warm-up: counted (response 4, wait 1)
+        record(2, 1, 50.0, 50.0, 50.5),  # counted (0.5, 0)
+        record(3, 1, 60.0, 62.0),  # sent, never completed
+        record(4, 0, 99.0, 101.0, 103.0),  # counted (4, 2): completes after the horizon
+        record(5, 1, 100.0, 100.0, 101.0),  # at the horizon: not counted
+        record(6, 0, 20.0, 20.25, 21.0),  # counted (1, 0.25)
+    ]
+    run = ReplicationRun(replication=0, end_time=110.0, jobs=jobs, machines=[], unfinished=1, bags=[])
+    counts, sums, waits = run.counted_totals(3, 10.0, 100.0)
+    assert counts == [3, 1, 0]
+    assert sums == [9.0, 0.5, 0.0]
+    assert waits == [3.25, 0.0, 0.0]
+
+
+def test_a_reduction_sums_in_job_order():
+    # The sums make the published figures, so they must be the ones a loop in job order makes, bit for
+    # bit: an exact sum (math.fsum) gives 0.6 and 1.0000000000000002e16, and so does adding the small
+    # responses first to the second class's.
+    def record(job_id, cls, response):
+        rec = JobRecord(Job(job_id, cls, 0.0), cls, 0.0)
+        rec.first_sent, rec.completed = 0.0, response
+        return rec
+
+    jobs = [record(0, 0, 0.1), record(1, 0, 0.2), record(2, 0, 0.3),
+            record(3, 1, 1e16), record(4, 1, 1.0), record(5, 1, 1.0)]
+    run = ReplicationRun(replication=0, end_time=1.0, jobs=jobs, machines=[], unfinished=0, bags=[])
+    _, sums, _ = run.counted_totals(2, 0.0, 1.0)
+    assert sums == [0.6000000000000001, 1e16]  # in order: (0.1 + 0.2) + 0.3; 1e16 + 1 is 1e16, twice

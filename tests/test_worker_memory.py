@@ -115,3 +115,57 @@ def test_a_simulation_frees_its_replications_in_batches(monkeypatch):
     exp = load_experiment(Path(__file__).resolve().parents[1] / "experiments" / "hihi-mfd-fd.toml")
     simulate.run_simulation(exp, horizon=200.0, warmup=0.0, replications=3, workers=1)
     assert len(calls) == 3
+
+
+def test_records_made_out_of_sight_are_walked_by_no_collection_until_memory_has_grown():
+    result = _run_fresh("""
+        gc.enable()
+        worker_memory.GARBAGE_LIMIT = 1 << 62  # not grown
+        with worker_memory.records_out_of_sight():
+            paused = not gc.isenabled()
+            node = Node()
+            last = weakref.ref(node)
+            del node
+        resumed = gc.isenabled()
+        gc.collect()
+        kept = last() is not None  # frozen: not even a full collection frees it
+        not_grown = not worker_memory.free_garbage_if_grown()
+        kept_still = last() is not None
+        worker_memory._resident_after_collection, worker_memory.GARBAGE_LIMIT = 0, 0  # grown
+        collected = worker_memory.free_garbage_if_grown()
+        print(json.dumps({"paused": paused, "resumed": resumed, "kept": kept, "not grown": not_grown,
+                          "kept still": kept_still, "collected": collected, "freed": last() is None}))
+    """)
+    assert result == {"paused": True, "resumed": True, "kept": True, "not grown": True, "kept still": True,
+                      "collected": True, "freed": True}
+
+
+def test_out_of_sight_leaves_a_paused_collector_paused_and_freezes_after_an_error_too():
+    result = _run_fresh("""
+        try:
+            with worker_memory.records_out_of_sight():
+                node = Node()
+                last = weakref.ref(node)
+                del node
+                raise ValueError
+        except ValueError:
+            pass
+        gc.collect()
+        print(json.dumps({"enabled": gc.isenabled(), "kept": last() is not None}))
+    """)
+    assert result == {"enabled": False, "kept": True}
+
+
+def test_a_simulation_leaves_its_last_replications_records_frozen():
+    # The records of a run of 5,300 jobs: a JobRecord, a ReplicaRecord and a history list each, at least.
+    result = _run_fresh(f"""
+        gc.enable()
+        from mgst import simulate
+        from mgst.config import load_experiment
+        exp = load_experiment({str(Path(__file__).resolve().parents[1] / "experiments" / "hihi-mfd-fd.toml")!r})
+        gc.freeze()  # what there is before the run
+        before = gc.get_freeze_count()
+        summary, _ = simulate.run_simulation(exp, horizon=200.0, warmup=0.0, replications=1, workers=1)
+        print(json.dumps({{"jobs": summary.jobs_simulated, "frozen": gc.get_freeze_count() - before}}))
+    """)
+    assert result["jobs"] > 5000 and result["frozen"] > 3 * result["jobs"]

@@ -1,48 +1,22 @@
-"""Machine availability models: when machines go down and come back (make_availability picks the model)."""
+"""Machine availability: each machine's periods UP, RECLAIMED or DOWN (``registry`` makes them, for every kind)."""
 
 from __future__ import annotations
 
-from typing import Protocol
-
-from mgst.availability.exponential import ExponentialUpDown
-from mgst.availability.weibull import WeibullNormalUpDown, mean_repair
+from mgst.availability.process import AvailabilityProcess, Period, State
+from mgst.availability.registry import make_process
+from mgst.availability.weibull import KIND as _WEIBULL
+from mgst.availability.weibull import mean_repair
 from mgst.model import Experiment, FailureModel, Failures, WeibullGroup, WeibullNormalFailures
 
-__all__ = ["UpDown", "machine_group", "make_availability", "up_fraction"]
-
-
-class UpDown(Protocol):
-    """Alternating period lengths of one machine, starting up."""
-
-    def next_up(self) -> float: ...
-
-    def next_down(self) -> float: ...
+__all__ = ["AvailabilityProcess", "Period", "State", "machine_group", "make_process", "up_fraction"]
 
 
 def machine_group(experiment: Experiment, machine: int) -> WeibullGroup:
     """The Weibull group of ``machine``: its ``group`` attribute (1-based); group 1 if there is one group."""
     failures = experiment.failures
     if not isinstance(failures, WeibullNormalFailures):
-        raise TypeError("the experiment's availability model has no groups")
-    m = experiment.machines[machine]
-    g = m.attribute("group")
-    if g is None and len(failures.groups) == 1:
-        g = 1
-    if not isinstance(g, int) or isinstance(g, bool) or not 1 <= g <= len(failures.groups):
-        raise ValueError(f"machine {m.name!r} has group {g!r}; need 1..{len(failures.groups)}")
-    return failures.groups[g - 1]
-
-
-def make_availability(experiment: Experiment, seed: int, replication: int, machine: int) -> UpDown | None:
-    """Machine ``machine``'s up/down periods, from its own streams; None when it is always up."""
-    failures = experiment.failures
-    if failures is None:
-        return None
-    if isinstance(failures, FailureModel):
-        return ExponentialUpDown(failures, seed, replication, machine)
-    if isinstance(failures, WeibullNormalFailures):
-        return WeibullNormalUpDown(machine_group(experiment, machine), seed, replication, machine)
-    raise TypeError(f"unknown availability model {failures!r}")
+        raise TypeError("the experiment's availability model has no Weibull groups")
+    return _WEIBULL.group(failures, experiment, machine)
 
 
 def up_fraction(failures: Failures | None, group: WeibullGroup | None = None) -> float:

@@ -3,8 +3,20 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from mgst.model import WeibullGroup, WeibullNormalFailures
+from mgst.availability.kind import (
+    WIRE_REPLICATION,
+    AvailabilityKind,
+    ConfigHost,
+    UpDownProcess,
+    group_of,
+    numeric_law_problem,
+    up_fraction_note,
+)
+from mgst.availability.process import AvailabilityProcess
+from mgst.model import Experiment, WeibullGroup, WeibullNormalFailures
 from mgst.streams import Purpose, generator
 
 # The Weibull shape of every group when the file gives none. Anglano & Canonico (seed 000,
@@ -30,6 +42,8 @@ ANGLANO_PRESETS = {
     "anglano-medium": (0.03, 5400.0, 800.0),
     "anglano-low": (0.01, 5400.0, 800.0),
 }
+MAX_GROUPS = 10_000
+GROUP_KEYS = ("mttf", "shape", "repair_mean", "repair_sd")
 
 
 def anglano_preset(name: str, shape: float = DEFAULT_SHAPE) -> WeibullNormalFailures:
@@ -94,3 +108,144 @@ class WeibullNormalUpDown:
             d = self._downs.pop()
             if d > 0:  # truncation by redrawing: repair_mean > 0, so at least half the draws pass
                 return d
+
+
+class WeibullKind(AvailabilityKind):
+    """``kind = "weibull"``: groups (or a preset) of mttf, shape, repair_mean, repair_sd; machine j follows
+    the group its ``group`` attribute names.
+
+    Wire: ``("weibull", mttf, shape, repair_mean, repair_sd, seed)``, the machine's group.
+    """
+
+    name = "weibull"
+    spec_type = WeibullNormalFailures
+    keys = ("kind", "preset", "groups", "shape", "repair_mean", "repair_sd")
+    grouped = True
+
+    # ---------------------------------------------------------------- experiment file and store
+
+    def from_config(self, host: ConfigHost, table: Mapping[str, Any], section: str
+                    ) -> tuple[WeibullNormalFailures, str]:
+        shape = DEFAULT_SHAPE
+        if "shape" in table:
+            shape = _shape(host, table["shape"], f"{section}.shape")
+        repair = {}
+        for k in ("repair_mean", "repair_sd"):
+            if k in table:
+                repair[k] = _repair(host, table[k], f"{section}.{k}", k)
+        if "preset" in table:
+            preset = table["preset"]
+            if not isinstance(preset, str) or preset not in ANGLANO_PRESETS:
+                raise host.error(f"{section}.preset", f"must be one of {', '.join(map(repr, ANGLANO_PRESETS))}, "
+                                                      f"got {host.describe(preset)}")
+            if "groups" in table:
+                raise host.error(f"{section}.groups", f"give {section}.preset or {section}.groups, not both")
+            groups = anglano_preset(preset, shape).groups
+            groups = tuple(WeibullGroup(g.mttf, g.shape, repair.get("repair_mean", g.repair_mean),
+                                        repair.get("repair_sd", g.repair_sd)) for g in groups)
+            return WeibullNormalFailures(groups), f"{section}.preset"
+        key = f"{section}.groups"
+        raw = host.nonempty_list(host.require(table, section, "groups"), key,
+                                 "tables {mttf = ..., shape = ...} (one per machine group)")
+        if len(raw) > MAX_GROUPS:
+            raise host.error(key, f"has {len(raw)} groups; at most {MAX_GROUPS} are allowed")
+        parsed = []
+        for g, entry in enumerate(raw):
+            gkey = f"{key}[{g}]"
+            if not isinstance(entry, Mapping):
+                raise host.error(gkey, f"must be a table {{mttf = ..., shape = ...}}, got {host.describe(entry)}")
+            for k in entry:
+                if k not in GROUP_KEYS:
+                    raise host.error(f"{gkey}.{k}", f"unknown key{host.suggest(k, GROUP_KEYS)}")
+            mttf = host.bounded(host.require(entry, gkey, "mttf"), f"{gkey}.mttf", 0.0, host.max_time, "time units")
+            values = {}
+            for k in ("repair_mean", "repair_sd"):
+                if k in entry:
+                    values[k] = _repair(host, entry[k], f"{gkey}.{k}", k)
+                elif k in repair:
+                    values[k] = repair[k]
+                else:
+                    raise host.error(f"{gkey}.{k}", f"missing (give it here or as {section}.{k})")
+            gshape = _shape(host, entry["shape"], f"{gkey}.shape") if "shape" in entry else shape
+            parsed.append(WeibullGroup(mttf, gshape, values["repair_mean"], values["repair_sd"]))
+        return WeibullNormalFailures(tuple(parsed)), key
+
+    def to_plain(self, spec: WeibullNormalFailures) -> Any:
+        return {"kind": "weibull", "groups": [[g.mttf, g.shape, g.repair_mean, g.repair_sd] for g in spec.groups]}
+
+    def from_plain(self, plain: Any) -> WeibullNormalFailures:
+        return WeibullNormalFailures(tuple(WeibullGroup(*g) for g in plain["groups"]))
+
+    def group_count(self, spec: WeibullNormalFailures) -> int:
+        return len(spec.groups)
+
+    # ---------------------------------------------------------------- simulation and wire
+
+    def group(self, spec: WeibullNormalFailures, experiment: Experiment, machine: int) -> WeibullGroup:
+        return spec.groups[group_of(experiment, machine, len(spec.groups))]
+
+    def process(self, spec: WeibullNormalFailures, experiment: Experiment, seed: int, replication: int,
+                machine: int) -> AvailabilityProcess:
+        draws = WeibullNormalUpDown(self.group(spec, experiment, machine), seed, replication, machine)
+        return UpDownProcess(draws, experiment.machines[machine].availability)
+
+    def to_wire(self, spec: WeibullNormalFailures, experiment: Experiment, machine: int, seed: int,
+                until: float, since: float = 0.0) -> tuple:
+        g = self.group(spec, experiment, machine)
+        return (self.name, g.mttf, g.shape, g.repair_mean, g.repair_sd, seed)
+
+    def wire_problem(self, form: Sequence[Any]) -> str | None:
+        problem = numeric_law_problem(self.name, form,
+                                      "a weibull failure model is (mttf, shape, repair_mean, repair_sd, seed)", 5)
+        if problem is None and not (form[1] > 0 and form[2] > 0 and form[3] > 0 and form[4] >= 0):
+            problem = ("weibull failure model: need mttf > 0, shape > 0, repair_mean > 0 and repair_sd >= 0, "
+                       f"got {tuple(form[1:])!r:.80}")
+        return problem
+
+    def wire_times(self, form: Sequence[Any]) -> tuple[float, ...]:
+        return (form[1], form[3], form[4])
+
+    def from_wire(self, form: Sequence[Any], machine: int, share: float) -> AvailabilityProcess:
+        problem = self.wire_problem(form)
+        if problem is not None:
+            raise ValueError(problem)
+        group = WeibullGroup(*(float(x) for x in form[1:5]))
+        draws = WeibullNormalUpDown(group, form[5], WIRE_REPLICATION, machine)  # (ValueError: a law it cannot draw)
+        return UpDownProcess(draws, share)
+
+    # ---------------------------------------------------------------- long-run figures
+
+    def capacity(self, spec: WeibullNormalFailures, experiment: Experiment) -> tuple[list[float], str]:
+        ups = [_up_fraction(self.group(spec, experiment, j)) for j in range(len(experiment.machines))]
+        return ups, up_fraction_note(ups, "MTTF/(MTTF+MTTR)")
+
+    def cycles(self, spec: WeibullNormalFailures, experiment: Experiment, length: float) -> tuple[float, str]:
+        groups = (self.group(spec, experiment, j) for j in range(len(experiment.machines)))
+        return sum(length / (g.mttf + g.repair_mean) for g in groups), "the groups' MTTF + repair_mean"
+
+    def shortest_cycle(self, spec: WeibullNormalFailures, experiment: Experiment) -> float:
+        return min(g.mttf + g.repair_mean for g in spec.groups)
+
+    def longest_down(self, spec: WeibullNormalFailures, experiment: Experiment) -> float:
+        return max(mean_repair(g) for g in spec.groups)
+
+
+def _up_fraction(group: WeibullGroup) -> float:
+    """E[up] / (E[up] + E[down]) (Anglano & Canonico's A_i, Eq. 3), E[down] the truncated Normal's mean."""
+    return group.mttf / (group.mttf + mean_repair(group))
+
+
+def _shape(host: ConfigHost, value: Any, key: str) -> float:
+    return host.bounded(value, key, MIN_SHAPE, MAX_SHAPE, "(Weibull shape)")
+
+
+def _repair(host: ConfigHost, value: Any, key: str, which: str) -> float:
+    if which == "repair_sd":
+        v = host.number(value, key)
+        if not 0 <= v <= host.max_time:
+            raise host.error(key, f"must be in [0, {host.max_time:g}] time units, got {v:g}")
+        return v
+    return host.bounded(value, key, 0.0, host.max_time, "time units")
+
+
+KIND = WeibullKind()

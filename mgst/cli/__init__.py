@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         run_command,
     )
 
+    argv = _jobs_before_the_file(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="mgst", description="A testbed for desktop-grid scheduling policies.")
     epilog = {"epilog": TESTBED_EXIT_CODES, "formatter_class": argparse.RawDescriptionHelpFormatter}
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output on stderr")
@@ -139,40 +140,61 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=export_command)
 
     p = sub.add_parser("puller", help="a puller daemon: runs jobs for a mapper")
-    from puller.cli import add_arguments  # noqa: PLC0415
+    if _command(argv) == "puller":  # its options import the daemon (and ZeroMQ): not for the other commands
+        from puller.cli import add_arguments  # noqa: PLC0415
 
-    add_arguments(p)
+        add_arguments(p)
     p.set_defaults(func=puller_command)
 
     p = sub.add_parser("policies", help="list the policies an experiment file can name")
     p.set_defaults(func=_policies)
 
-    args = parser.parse_args(_jobs_before_the_file(sys.argv[1:] if argv is None else argv))
+    args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.WARNING - 10 * args.verbose, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
-    from mgst.cli.testbed_commands import EXIT_PAUSED  # noqa: PLC0415
-    from mgst.security import KeyFileError, SecurityError  # noqa: PLC0415
-    from mgst.testbed.mapper import Interrupted  # noqa: PLC0415
-    from mgst.testbed.store import JournalWriteError, StoreError  # noqa: PLC0415
-
     try:
         return args.func(args)
-    except (ConfigError, SecurityError, KeyFileError, StoreError) as e:
+    except ConfigError as e:
         print(f"mgst: error: {e}", file=sys.stderr)
         return 2
-    except JournalWriteError as e:  # (a run's own commands say more: the run is paused, how to resume)
-        print(f"mgst: error: {e}", file=sys.stderr)
-        return EXIT_PAUSED
-    except Interrupted as e:
-        print(f"mgst: {e}", file=sys.stderr)
-        return 130
     except KeyboardInterrupt:
         print("mgst: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # e.g. `mgst policies | head`: the reader left; say nothing more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except Exception as e:
+        code = _testbed_error(e)
+        if code is None:
+            raise
+        return code
+
+
+def _command(argv: list[str]) -> str | None:
+    """The command word of ``mgst`` 's arguments (its own options take no value), None if there is none."""
+    return next((w for w in argv if not w.startswith("-")), None)
+
+
+def _testbed_error(e: Exception) -> int | None:
+    """The exit code of an error of the testbed's (its message printed), None for any other. Their classes
+    are imported here, once something failed: `mgst simulate` does not import the mapper, ZeroMQ and SQLite
+    (0.15 s) to catch errors it cannot raise."""
+    from mgst.cli.testbed_commands import EXIT_PAUSED  # noqa: PLC0415
+    from mgst.security import KeyFileError, SecurityError  # noqa: PLC0415
+    from mgst.testbed.mapper import Interrupted  # noqa: PLC0415
+    from mgst.testbed.store import JournalWriteError, StoreError  # noqa: PLC0415
+
+    if isinstance(e, (SecurityError, KeyFileError, StoreError)):
+        print(f"mgst: error: {e}", file=sys.stderr)
+        return 2
+    if isinstance(e, JournalWriteError):  # (a run's own commands say more: the run is paused, how to resume)
+        print(f"mgst: error: {e}", file=sys.stderr)
+        return EXIT_PAUSED
+    if isinstance(e, Interrupted):
+        print(f"mgst: {e}", file=sys.stderr)
+        return 130
+    return None
 
 
 def version_line() -> str:

@@ -209,9 +209,10 @@ def mapper_command(args: argparse.Namespace) -> int:
     keys = security.server_keys(args.keys) if args.keys is not None else None
     farewell = args.farewell
     if farewell is None:
-        f = exp.failures
+        from mgst.availability.registry import longest_down  # noqa: PLC0415
+
         tu = args.time_unit or exp.testbed.time_unit
-        farewell = min(60.0, 2.0 + (5 * f.mean_down * tu if f is not None else 0.0))
+        farewell = min(60.0, 2.0 + 5 * longest_down(exp.failures, exp) * tu)
     try:
         mapper = Mapper(exp, args.bind, duration=args.duration, time_unit=args.time_unit, seed=args.seed,
                         register_timeout=args.register_timeout, executor=args.executor,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from mgst.availability import machine_group, up_fraction
+from mgst.availability import registry as availability_kinds
 from mgst.config.experiment import (
     MAX_DURATION,
     MAX_TIME_UNIT,
@@ -15,7 +15,7 @@ from mgst.config.experiment import (
     _describe,
     _is_number,
 )
-from mgst.model import BagStream, Experiment, FailureModel, PoissonClasses
+from mgst.model import BagStream, Experiment, PoissonClasses
 from mgst.workload.bags import normalised_mix
 
 __all__ = ["check_run_length", "check_testbed_overrides", "overload_warning"]
@@ -54,22 +54,9 @@ def overload_warning(exp: Experiment) -> str | None:
 
 
 def _effective_availability(exp: Experiment) -> tuple[list[float], str]:
-    """Each machine's a_j times its long-run up fraction, and a note saying so."""
-    failures = exp.failures
-    availability = list(exp.availability)
-    if failures is None:
-        return availability, ""
-    if isinstance(failures, FailureModel):
-        up = up_fraction(failures)
-        return [a * up for a in availability], (
-            f" (availabilities scaled by the long-run up fraction "
-            f"mean_up/(mean_up+mean_down) = {up:.3f} because of failures)"
-        )
-    ups = [up_fraction(failures, machine_group(exp, j)) for j in range(len(exp.machines))]
-    return [a * u for a, u in zip(availability, ups)], (
-        f" (availabilities scaled by each machine's long-run up fraction MTTF/(MTTF+MTTR), "
-        f"{min(ups):.3f} to {max(ups):.3f}, because of failures)"
-    )
+    """Each machine's a_j times its long-run fraction of it (its up fraction, for up/down laws), and a note."""
+    fractions, note = availability_kinds.capacity(exp)
+    return [a * f for a, f in zip(exp.availability, fractions)], note
 
 
 def _bag_overload(exp: Experiment, spec: BagStream) -> str | None:

@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import Any
 
 from mgst import policies
-from mgst.availability import machine_group
+from mgst.availability import registry as availability
 from mgst.config.machine_sections import MachineSections
 from mgst.config.model_sections import (
     AVAILABILITY_KINDS,
@@ -28,7 +28,6 @@ from mgst.model import (
     BagList,
     BagStream,
     Experiment,
-    FailureModel,
     PolicySpec,
     SimulationSettings,
     SwfTrace,
@@ -178,15 +177,8 @@ def _check_length(
             path,
         )
     n = len(exp.machines)
-    failures = exp.failures
-    if failures is not None:
-        if isinstance(failures, FailureModel):
-            cycle = failures.mean_up + failures.mean_down
-            cycles = n * length / cycle
-            how = f"mean_up + mean_down = {cycle:g} time units"
-        else:
-            cycles = sum(length / (g.mttf + g.repair_mean) for g in (machine_group(exp, j) for j in range(n)))
-            how = "the groups' MTTF + repair_mean"
+    if exp.failures is not None:
+        cycles, how = availability.cycles(exp, length)
         if not cycles <= MAX_JOBS:
             raise ConfigError(
                 failures_key,
@@ -386,6 +378,10 @@ class _Parser(ModelSections, MachineSections):
             testbed=self.testbed(data, len(workload.classes)),
             description=description,
         )
+        try:
+            availability.check(exp)
+        except ValueError as e:
+            raise self.error(self.failures_key, str(e)) from None
         self.check_lengths(exp)
         return exp
 

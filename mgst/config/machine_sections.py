@@ -10,8 +10,9 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
+from mgst.availability.registry import KINDS, group_count
 from mgst.config.model_sections import MAX_MACHINES, MAX_SLOTS, ParsedWorkload
-from mgst.model import Failures, Machine, PoissonClasses, WeibullNormalFailures
+from mgst.model import Failures, Machine, PoissonClasses
 
 POWER_KEYS = {"uniform": ("uniform", "total", "seed"), "value": ("value", "count")}
 
@@ -181,7 +182,7 @@ class MachineSections:
     def groups(self, table: Mapping[str, Any], n: int, columns_text: str, failures: Failures | None
                ) -> list[int] | None:
         key = "machines.group"
-        count = len(failures.groups) if isinstance(failures, WeibullNormalFailures) else None
+        count = group_count(failures)
         if "group" not in table:
             if count is None:
                 return None
@@ -192,7 +193,8 @@ class MachineSections:
         value = table["group"]
         if value == "cycle":
             if count is None:
-                raise self.error(key, "\"cycle\" needs [availability] kind = 'weibull' (its number of groups)")
+                grouped = " or ".join(repr(k.name) for k in KINDS if k.grouped)
+                raise self.error(key, f"\"cycle\" needs [availability] kind = {grouped} (its number of groups)")
             return [j % count + 1 for j in range(n)]
         if not isinstance(value, list):
             raise self.error(key, f"must be a list (one group per machine, 1-based) or \"cycle\", "

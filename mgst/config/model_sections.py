@@ -13,18 +13,15 @@ from typing import Any
 
 import numpy as np
 
-from mgst.availability.weibull import ANGLANO_PRESETS, DEFAULT_SHAPE, MAX_SHAPE, MIN_SHAPE, anglano_preset
+from mgst.availability.registry import BY_NAME, CONFIG_KINDS
 from mgst.model import (
     BagList,
     BagStream,
-    FailureModel,
     Failures,
     JobClass,
     PoissonClasses,
     StagingModel,
     SwfTrace,
-    WeibullGroup,
-    WeibullNormalFailures,
     Workload,
 )
 from mgst.workload.bags import mean_task_size
@@ -33,7 +30,6 @@ from mgst.workload.swf import BAG_MODES, SwfError, read_swf
 MAX_WORK = 1e12  # a granularity, task size or application size, in work units (1e9 s at P = 1000)
 MAX_MACHINES = 100_000
 MAX_SLOTS = 10_000
-MAX_GROUPS = 10_000
 MAX_CLASSES = 10_000  # a bag list's class index without class_names or granularity
 MAX_SCALE = 1e9  # SWF time_scale and work_scale
 
@@ -43,14 +39,9 @@ WORKLOAD_KINDS: dict[str, tuple[str, ...]] = {
     "bag_list": ("kind", "bags", "class_names", "granularity"),
     "swf": ("kind", "file", "time_scale", "work_scale", "bags", "class_names", "granularity"),
 }
-AVAILABILITY_KINDS: dict[str, tuple[str, ...]] = {
-    "always": ("kind",),
-    "exponential": ("kind", "mean_up", "mean_down"),
-    "weibull": ("kind", "preset", "groups", "shape", "repair_mean", "repair_sd"),
-}
+AVAILABILITY_KINDS: dict[str, tuple[str, ...]] = CONFIG_KINDS  # each kind's module parses its keys
 MACHINE_KEYS = ("rates", "power", "count", "slots", "group", "attributes", "availability", "names")
 STAGING_KEYS = ("resume", "start")
-GROUP_KEYS = ("mttf", "shape", "repair_mean", "repair_sd")
 
 
 @dataclass(frozen=True)
@@ -234,7 +225,7 @@ class ModelSections:
                                              "[availability] with kind = 'exponential')")
         if failures is not None:
             self.check_keys(failures, "failures")
-            return self.exponential(failures, "failures"), "failures.mean_up"
+            return BY_NAME["exponential"].from_config(self, failures, "failures")
         if table is None:
             return None, "availability"
         kind = table.get("kind", "weibull" if "preset" in table else None)
@@ -246,72 +237,7 @@ class ModelSections:
         self.kind_keys(table, "availability", kind, AVAILABILITY_KINDS)
         if kind == "always":
             return None, "availability"
-        if kind == "exponential":
-            return self.exponential(table, "availability"), "availability.mean_up"
-        return self.weibull(table)
-
-    def exponential(self, table: Mapping[str, Any], section: str) -> FailureModel:
-        up, down = (
-            self.bounded(self.require(table, section, k), f"{section}.{k}", 0.0, self.max_time, "time units")
-            for k in ("mean_up", "mean_down")
-        )
-        return FailureModel(up, down)
-
-    def weibull(self, table: Mapping[str, Any]) -> tuple[WeibullNormalFailures, str]:
-        shape = DEFAULT_SHAPE
-        if "shape" in table:
-            shape = self.shape(table["shape"], "availability.shape")
-        repair = {}
-        for k in ("repair_mean", "repair_sd"):
-            if k in table:
-                repair[k] = self.repair(table[k], f"availability.{k}", k)
-        if "preset" in table:
-            preset = table["preset"]
-            if not isinstance(preset, str) or preset not in ANGLANO_PRESETS:
-                raise self.error("availability.preset", f"must be one of {', '.join(map(repr, ANGLANO_PRESETS))}, "
-                                                        f"got {self.describe(preset)}")
-            if "groups" in table:
-                raise self.error("availability.groups", "give availability.preset or availability.groups, not both")
-            groups = anglano_preset(preset, shape).groups
-            groups = tuple(WeibullGroup(g.mttf, g.shape, repair.get("repair_mean", g.repair_mean),
-                                        repair.get("repair_sd", g.repair_sd)) for g in groups)
-            return WeibullNormalFailures(groups), "availability.preset"
-        key = "availability.groups"
-        raw = self.nonempty_list(self.require(table, "availability", "groups"), key,
-                                 "tables {mttf = ..., shape = ...} (one per machine group)")
-        if len(raw) > MAX_GROUPS:
-            raise self.error(key, f"has {len(raw)} groups; at most {MAX_GROUPS} are allowed")
-        groups = []
-        for g, entry in enumerate(raw):
-            gkey = f"{key}[{g}]"
-            if not isinstance(entry, Mapping):
-                raise self.error(gkey, f"must be a table {{mttf = ..., shape = ...}}, got {self.describe(entry)}")
-            for k in entry:
-                if k not in GROUP_KEYS:
-                    raise self.error(f"{gkey}.{k}", f"unknown key{self.suggest(k, GROUP_KEYS)}")
-            mttf = self.bounded(self.require(entry, gkey, "mttf"), f"{gkey}.mttf", 0.0, self.max_time, "time units")
-            values = {}
-            for k in ("repair_mean", "repair_sd"):
-                if k in entry:
-                    values[k] = self.repair(entry[k], f"{gkey}.{k}", k)
-                elif k in repair:
-                    values[k] = repair[k]
-                else:
-                    raise self.error(f"{gkey}.{k}", f"missing (give it here or as availability.{k})")
-            gshape = self.shape(entry["shape"], f"{gkey}.shape") if "shape" in entry else shape
-            groups.append(WeibullGroup(mttf, gshape, values["repair_mean"], values["repair_sd"]))
-        return WeibullNormalFailures(tuple(groups)), key
-
-    def shape(self, value: Any, key: str) -> float:
-        return self.bounded(value, key, MIN_SHAPE, MAX_SHAPE, "(Weibull shape)")
-
-    def repair(self, value: Any, key: str, which: str) -> float:
-        if which == "repair_sd":
-            v = self.number(value, key)
-            if not 0 <= v <= self.max_time:
-                raise self.error(key, f"must be in [0, {self.max_time:g}] time units, got {v:g}")
-            return v
-        return self.bounded(value, key, 0.0, self.max_time, "time units")
+        return BY_NAME[kind].from_config(self, table, "availability")
 
     # ---------------------------------------------------------------- [staging]
 

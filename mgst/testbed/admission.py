@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from mgst.model import FailureModel, Failures
+from mgst.availability import registry as availability
+from mgst.model import Experiment, Failures
 from mgst.protocol import Drop
 
 
@@ -69,14 +70,12 @@ HELLO_RATE = 5.0
 SHORTEST_CYCLE = 0.02
 
 
-def hello_rate(failures: Failures | None, time_unit: float) -> float:
-    """Hellos a second per (key, machine) that an honest puller under ``failures`` never exceeds."""
+def hello_rate(failures: Failures | None, time_unit: float, experiment: Experiment | None = None) -> float:
+    """Hellos a second per (key, machine) that an honest puller under ``failures`` never exceeds (``experiment``:
+    the machines, for a law that differs by machine, e.g. a trace)."""
     if failures is None:
         return HELLO_RATE
-    if isinstance(failures, FailureModel):
-        cycle = failures.mean_up + failures.mean_down
-    else:
-        cycle = min(g.mttf + g.repair_mean for g in failures.groups)
+    cycle = availability.shortest_cycle(failures, experiment)  # type: ignore[arg-type]
     cycle_s = max(cycle * time_unit, SHORTEST_CYCLE)
     return min(1.0 / SHORTEST_CYCLE, max(HELLO_RATE, 4.0 / cycle_s))
 

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from mgst.availability import registry as availability
 from mgst.model import (
     BagList,
     BagStream,
     Experiment,
-    FailureModel,
-    Failures,
     JobClass,
     Machine,
     PoissonClasses,
@@ -23,8 +22,6 @@ from mgst.model import (
     StagingModel,
     SwfTrace,
     TestbedSettings,
-    WeibullGroup,
-    WeibullNormalFailures,
     Workload,
 )
 
@@ -35,22 +32,6 @@ def _plain_value(v: Any) -> Any:
 
 def _frozen_value(v: Any) -> Any:
     return tuple(_frozen_value(x) for x in v) if isinstance(v, list) else v
-
-
-def _plain_failures(f: Failures | None) -> Any:
-    if f is None:
-        return None
-    if isinstance(f, FailureModel):
-        return [f.mean_up, f.mean_down]
-    return {"kind": "weibull", "groups": [[g.mttf, g.shape, g.repair_mean, g.repair_sd] for g in f.groups]}
-
-
-def _failures(d: Any) -> Failures | None:
-    if d is None:
-        return None
-    if isinstance(d, list):
-        return FailureModel(*d)
-    return WeibullNormalFailures(tuple(WeibullGroup(*g) for g in d["groups"]))
 
 
 def _plain_workload(w: Workload) -> dict[str, Any]:
@@ -101,7 +82,7 @@ def to_plain(exp: Experiment) -> dict[str, Any]:
                     for c in exp.classes],
         "machines": [_plain_machine(m) for m in exp.machines],
         "policy": {"name": exp.policy.name, "options": dict(exp.policy.options)},
-        "failures": _plain_failures(exp.failures),
+        "failures": availability.to_plain(exp.failures),
         "simulation": [sim.horizon, sim.warmup, sim.replications, sim.seed, sim.checkpoint_interval],
         "testbed": [tb.time_unit, tb.duration, tb.timeout_factor, tb.executor,
                     [c if isinstance(c, str) else list(c) for c in tb.commands]],
@@ -126,7 +107,7 @@ def from_plain(d: dict[str, Any]) -> Experiment:
         classes=tuple(JobClass(*c) for c in d["classes"]),
         machines=tuple(_machine(m) for m in d["machines"]),
         policy=PolicySpec(d["policy"]["name"], d["policy"]["options"]),
-        failures=_failures(d["failures"]),
+        failures=availability.from_plain(d["failures"]),
         workload=_workload(d.get("workload")),
         staging=None if staging is None else StagingModel(
             *(None if staging[key] is None else tuple(staging[key]) for key in ("resume", "start"))),

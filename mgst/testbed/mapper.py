@@ -23,6 +23,7 @@ import zmq
 
 from mgst import protocol as P
 from mgst import security
+from mgst.availability import registry as availability
 from mgst.drops import DropLog
 from mgst.model import Bag, Experiment, Job
 from mgst.staging import StagingSampler
@@ -132,6 +133,12 @@ class Mapper:
         biggest = max(c.granularity for c in experiment.classes)
         slowest = max(biggest / (min(r for r in m.rates if r > 0) * m.availability) for m in experiment.machines)
         self.drain_timeout = drain_timeout if drain_timeout is not None else max(30.0, 50 * slowest * self.time_unit)
+        # Each machine's availability as its puller plays it (mgst.availability: a trace is sent over the run's
+        # length, its generation and drain), made once: a law the wire cannot carry is refused here, not later.
+        self.availability_until = (self.duration + self.drain_timeout) / self.time_unit
+        until = self.availability_until
+        self.availability_forms = ([availability.to_wire(experiment, j, self.seed, until)
+                                    for j in range(len(experiment.machines))] if self.failures else None)
         if replayed is not None:
             self.journal = replayed.journal
             self.core = replayed.core
@@ -173,7 +180,8 @@ class Mapper:
                 experiment, self.core, self.journal, self.conns, self.by_identity, self.clock, self.drops,
                 self.router, self.checkpoints, keys, feed=self.feed, machine_gone=self.heartbeats.machine_gone,
                 heartbeat_interval=self.heartbeat_interval, liveness=liveness, executor=self.executor,
-                failures=self.failures, seed=self.seed)
+                failures=self.failures, seed=self.seed,
+                availability_forms=self.availability_forms, availability_until=self.availability_until)
             self.resume = (Resume(replayed, replay_s, self.clock, self.conns, feed=self.feed,
                                   push_timer=self.timers.push, duration=self.duration,
                                   drain_timeout=self.drain_timeout)

@@ -10,6 +10,7 @@ counted and dropped.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Collection
 from itertools import islice
@@ -19,11 +20,11 @@ import zmq
 
 from mgst import protocol as P
 from mgst import security
-from mgst.availability import machine_group
+from mgst.availability import registry as availability
 from mgst.core.scheduler import Scheduler
 from mgst.core.state import STAGING, MachineState
 from mgst.drops import DropLog
-from mgst.model import Experiment, FailureModel
+from mgst.model import Experiment
 from mgst.testbed.admission import HELLO_BURST, Holder, TokenBuckets, admit, hello_rate
 from mgst.testbed.checkpoints import MachineCheckpoints
 from mgst.testbed.connection import Connection
@@ -50,7 +51,9 @@ def some_names(names: Collection[str]) -> str:
 # refilled at READY_RATE a second; one beyond is held (the latest) and applied at a heartbeat once
 # the bucket allows, never dropped. An honest puller sends a Ready once per registration and per
 # replica that ends without a result asking for more (failed, cancelled): a few a second at most.
-# (A Ready that changes nothing, a repeat, journals nothing at all.)
+# (A Ready that changes nothing, a repeat, journals nothing at all.) A puller's CPU share reports (Share) have
+# a bucket of the same size per machine: one per availability period, of 10 ms at the shortest (the puller's
+# MIN_PERIOD) but seconds to hours in any law of a real run; one beyond is held (the latest) likewise.
 READY_BURST = 20.0
 READY_RATE = 10.0
 
@@ -70,7 +73,8 @@ class PullerMessages:
                  by_identity: dict[bytes, int], clock: RunClock, drops: DropLog, router: Router,
                  checkpoints: MachineCheckpoints, keys: security.ServerKeys | None, *, feed: Callable[..., None],
                  machine_gone: Callable[[int, float], None], heartbeat_interval: float, liveness: int, executor: str,
-                 failures: bool, seed: int):
+                 failures: bool, seed: int, availability_forms: list[tuple] | None = None,
+                 availability_until: float = math.inf):
         self.experiment = experiment
         self.core = core
         self.journal = journal
@@ -90,6 +94,9 @@ class PullerMessages:
         self.executor = executor
         self.failures = failures
         self.seed = seed
+        # each machine's availability as its puller plays it from the run's start (made by the mapper), and until when
+        self.availability_forms = availability_forms
+        self.availability_until = availability_until
         self.names = {m.name: j for j, m in enumerate(experiment.machines)}
         # With per-machine keys (mgst keys), authorized/NAME.key binds machine NAME to its key from the
         # start: another admitted key cannot take a name whose puller has not registered yet.
@@ -101,7 +108,7 @@ class PullerMessages:
                 self.machines_of_key.setdefault(mlog.key, set()).add(j)
         # per (key, machine): admitted hellos, at a rate the failure law's restarts never need
         self.hello_rate = TokenBuckets(HELLO_BURST, hello_rate(experiment.failures if failures else None,
-                                                               self.time_unit))
+                                                               self.time_unit, experiment))
         # per machine: requests for work that change something
         self.ready_rate = TokenBuckets(READY_BURST, READY_RATE)
 
@@ -172,6 +179,9 @@ class PullerMessages:
                     self.journal.clock_sample(j, *sample)
             if j in self.checkpoints.holding:  # held checkpoints whose interval has passed
                 self.checkpoints.record_due(j, now)
+            if conn.share_held is not None and self.ready_rate.allow((j, P.Share), now):  # a held share, now
+                share, conn.share_held = conn.share_held, None
+                self._share(j, share, now)
             if conn.ready_held is not None and self.ready_rate.allow(j, now):  # a held request, now
                 (held, received), conn.ready_held = conn.ready_held, None
                 if self._ready_changes(j, held):
@@ -182,6 +192,12 @@ class PullerMessages:
                 return
             conn.pending = (msg.clock, now)
             self._ready(identity, j, now, msg.share, msg.slots)
+        elif t is P.Share:  # its availability process took the CPU back, or gave it again
+            if self.ready_rate.allow((j, P.Share), now):
+                conn.share_held = None
+                self._share(j, msg.share, now)
+            else:  # faster than an honest puller's periods: the latest is applied at a heartbeat
+                conn.share_held = msg.share
         elif t is P.Computing or t is P.Progress:
             live = self.core.replica(msg.replica)
             if live is None or live.machine != j:
@@ -232,6 +248,11 @@ class PullerMessages:
             return True
         conn.ready_held = (msg, now)
         return False
+
+    def _share(self, j: int, share: float, now: float) -> None:
+        """The puller's CPU share is now ``share`` (0: its replicas are suspended): the core moves what it runs."""
+        if share != self.core.machines[j].cpu_share:
+            self.feed("cpu_share_changed", now, j, share)
 
     def _ready(self, identity: bytes, j: int, now: float, share: float | None = None,
                slots: int | None = None) -> None:
@@ -327,7 +348,7 @@ class PullerMessages:
             self._refuse(identity, P.Drop.HELLO_RATE, f"too many hellos for machine {msg.machine[:64]!r}; "
                                                       "try again later", False)
             return
-        conn.ready_held = None  # a request of its previous registration
+        conn.ready_held = conn.share_held = None  # what its previous registration said
         m = self.experiment.machines[j]
         restarted = conn.incarnation is not None and conn.incarnation != msg.incarnation
         if restarted and self.core.machines[j].state is not MachineState.DOWN:
@@ -348,7 +369,9 @@ class PullerMessages:
             self.journal.registered(j, msg.incarnation, msg.speed, key)
         self.send(identity, P.Welcome(P.PROTOCOL_VERSION, j, self.time_unit, self.heartbeat_interval,
                                       m.availability, self.executor,
-                                      self.failure_law(j) if self.clock.t0 is not None else None, m.slots,
+                                      (self.failure_law(j, self.clock.model_now(now))
+                                       if self.clock.t0 is not None else None),
+                                      m.slots,
                                       self.experiment.simulation.checkpoint_interval or 0.0), j)
         if self.core.machines[j].state is MachineState.DOWN:
             self.journal.machine_up(j, now)
@@ -362,6 +385,8 @@ class PullerMessages:
                 log.info("%s no longer holds replica %d: lost", m.name, rid)
                 self.journal.end("lost", rid)
                 self.feed("replica_failed", now, rid, "not held by the puller after reconnecting")
+            if self.core.machines[j].cpu_share != m.availability:  # the welcome's share holds, as on the puller,
+                self.feed("cpu_share_changed", now, j, m.availability)  # unless it says otherwise (a Share next)
         live = self.core.machines[j].replicas
         for rid in msg.holds:
             if rid not in live:
@@ -381,15 +406,13 @@ class PullerMessages:
         if new is not None:
             self.machines_of_key.setdefault(new, set()).add(j)
 
-    def failure_law(self, j: int) -> tuple | None:
-        """Machine ``j``'s failure law for its puller's welcome (model time), or None."""
-        if not self.failures:
-            return None
-        f = self.experiment.failures
-        if isinstance(f, FailureModel):
-            return ("exponential", f.mean_up, f.mean_down, self.seed)
-        g = machine_group(self.experiment, j)
-        return ("weibull", g.mttf, g.shape, g.repair_mean, g.repair_sd, self.seed)
+    def failure_law(self, j: int, since: float = 0.0) -> tuple | None:
+        """Machine ``j``'s availability for its puller, playing it from model time ``since`` (mgst.availability),
+        or None. From the run's start (Begin) it is the form made before the run."""
+        forms = self.availability_forms
+        if forms is None or since <= 0.0:
+            return forms[j] if forms is not None else None
+        return availability.to_wire(self.experiment, j, self.seed, self.availability_until, since)
 
     def _refuse(self, identity: bytes, drop: str, reason: str, fatal: bool,
                 level: int = logging.WARNING) -> None:

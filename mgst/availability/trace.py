@@ -1,0 +1,281 @@
+"""Trace replay: each machine's periods read from a host-availability trace and a CPU-availability series.
+
+As Kondo et al. replay their SDSC traces: model time 0 is trace time ``offset``, and
+``time_scale`` model time units pass per trace second. ``file`` gives each host's
+availability (Failure Trace Archive event trace, or CSV); ``cpu_file`` (CSV), if given,
+the CPU share left to grid work. Where both speak, the worse state wins (DOWN over
+RECLAIMED over UP) and the smaller share; where neither does, and after the trace ends,
+the machine is UP at its a_j. A trace is the same in every replication.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mgst.availability.kind import AvailabilityKind, ConfigHost, is_number
+from mgst.availability.process import AvailabilityProcess, Period, State
+from mgst.availability.trace_files import FORMATS, Interval, Intervals, TraceError, guess_format, read_trace
+from mgst.model import AvailabilityModel, Experiment
+
+# The most periods the mapper sends a puller (its own machine's, over the testbed run): a welcome stays
+# within the protocol's frame (64 KiB: 1,000 periods of ~20 bytes are 20 kB) and its list bound.
+MAX_WIRE_PERIODS = 1000
+MATCHES = ("name", "order")  # how trace hosts map to machines: by name, or the k-th host to machine k
+MAX_SCALE = 1e9
+
+
+@dataclass(frozen=True, slots=True)
+class TraceAvailability(AvailabilityModel):
+    """Machines replay a trace (paths resolved when the experiment file is read)."""
+
+    file: str
+    format: str = "csv"  # of ``file``: "csv" or "fta"
+    cpu_file: str | None = None  # a CSV CPU-availability series
+    offset: float = 0.0  # trace seconds at model time 0
+    time_scale: float = 1.0  # model time units per trace second
+    machines: str = "name"  # one of MATCHES
+
+
+class ReplayProcess:
+    """Given periods, then UP at ``share`` for good."""
+
+    __slots__ = ("_periods", "_next", "_share")
+
+    def __init__(self, periods: Sequence[Period], share: float):
+        self._periods = periods
+        self._next = 0
+        self._share = share
+
+    def next(self) -> Period:
+        k = self._next
+        if k < len(self._periods):
+            self._next = k + 1
+            return self._periods[k]
+        return Period(math.inf, State.UP, self._share)
+
+
+def _host_intervals(intervals: Intervals, how: str, names: tuple[str, ...], path: str, every: bool
+                    ) -> list[list[Interval]]:
+    """Each machine's intervals in ``intervals`` (by name, or the k-th host of the file for machine k); ``every``:
+    each machine must have some (a host trace), else a machine without is left alone (a CPU series)."""
+    if how == "order":
+        hosts = list(intervals)  # (in order of first appearance: dicts keep insertion order)
+        if len(hosts) < len(names) and every:
+            raise TraceError(path, None, f"has {len(hosts)} hosts; the experiment has {len(names)} machines")
+        return [intervals[h] for h in hosts[: len(names)]] + [[] for _ in range(len(names) - len(hosts))]
+    missing = [n for n in names if n not in intervals]
+    if missing and every:
+        raise TraceError(path, None, f"has no entry for machine {missing[0][:64]!r}"
+                                     + (f" (nor {len(missing) - 1} more)" if len(missing) > 1 else "")
+                                     + "; every machine needs its own (machines = \"order\" maps hosts in order)")
+    return [intervals.get(n, []) for n in names]
+
+
+def _merge(sources: list[list[Interval]], offset: float, scale: float, a_j: float) -> tuple[Period, ...]:
+    """One machine's periods from t = 0 (trace time ``offset``): the worse state and the smaller share where
+    sources overlap, UP at a_j where none speaks."""
+    cuts = sorted({t for src in sources for iv in src for t in (iv.start, iv.end) if t > offset} | {offset})
+    periods: list[Period] = []
+    for left, right in zip(cuts, cuts[1:]):
+        state, share = State.UP, a_j
+        mid = (left + right) / 2
+        for src in sources:
+            iv = _covering(src, mid)
+            if iv is not None:
+                state = max(state, iv.state)
+                default = a_j if iv.state is State.UP else 0.0
+                share = min(share, default if iv.share is None else iv.share)
+        _append(periods, Period((right - left) * scale, state, 0.0 if state is State.DOWN else share))
+    while periods and periods[-1].state is State.UP and periods[-1].cpu_share == a_j:  # (as after the trace)
+        periods.pop()
+    return tuple(periods)
+
+
+def _covering(intervals: list[Interval], t: float) -> Interval | None:
+    lo, hi = 0, len(intervals)
+    while lo < hi:  # the last interval starting at or before t
+        mid = (lo + hi) // 2
+        if intervals[mid].start <= t:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo and intervals[lo - 1].start <= t < intervals[lo - 1].end:
+        return intervals[lo - 1]
+    return None
+
+
+def _append(periods: list[Period], p: Period) -> None:
+    if p.duration <= 0:
+        return
+    if periods and periods[-1].state is p.state and periods[-1].cpu_share == p.cpu_share:
+        periods[-1] = Period(periods[-1].duration + p.duration, p.state, p.cpu_share)
+    else:
+        periods.append(p)
+
+
+@functools.lru_cache(maxsize=4)
+def timelines(spec: TraceAvailability, names: tuple[str, ...], shares: tuple[float, ...]
+              ) -> tuple[tuple[Period, ...], ...]:
+    """Every machine's periods (machines named ``names``, with a_j ``shares``); TraceError if the trace does not fit."""
+    per_machine: list[list[list[Interval]]] = [[] for _ in names]
+    for path, fmt, every in ((spec.file, spec.format, True), (spec.cpu_file, "csv", False)):
+        if path is None:
+            continue
+        for j, intervals in enumerate(_host_intervals(read_trace(path, fmt), spec.machines, names, path, every)):
+            per_machine[j].append(intervals)
+    return tuple(_merge(sources, spec.offset, spec.time_scale, a) for sources, a in zip(per_machine, shares))
+
+
+def machine_periods(spec: TraceAvailability, experiment: Experiment, machine: int) -> tuple[Period, ...]:
+    names = tuple(m.name for m in experiment.machines)
+    shares = tuple(m.availability for m in experiment.machines)
+    return timelines(spec, names, shares)[machine]
+
+
+class TraceKind(AvailabilityKind):
+    """``kind = "trace"``: ``file`` (required), ``format`` ("csv" or "fta"; by default from the file's name),
+    ``cpu_file`` (a CSV series), ``offset`` (trace seconds at model time 0), ``time_scale``, ``machines``.
+
+    Wire: ``("trace", [[duration, state, cpu_share], ...])``, the machine's own periods over the testbed run
+    (at most MAX_WIRE_PERIODS), after which it is UP at its a_j.
+    """
+
+    name = "trace"
+    spec_type = TraceAvailability
+    keys = ("kind", "file", "format", "cpu_file", "offset", "time_scale", "machines")
+
+    def from_config(self, host: ConfigHost, table: Mapping[str, Any], section: str) -> tuple[TraceAvailability, str]:
+        base = Path(host.path).parent if host.path is not None else Path.cwd()
+        path = str((base / host.string(host.require(table, section, "file"), f"{section}.file")).resolve())
+        fmt = table.get("format", guess_format(path))
+        if fmt not in FORMATS:
+            raise host.error(f"{section}.format", f"must be one of {', '.join(map(repr, FORMATS))}, got "
+                                                  f"{host.describe(fmt)}")
+        cpu_file = None
+        if "cpu_file" in table:
+            cpu_file = str((base / host.string(table["cpu_file"], f"{section}.cpu_file")).resolve())
+        offset = host.number(table.get("offset", 0.0), f"{section}.offset")
+        scale = host.bounded(table.get("time_scale", 1.0), f"{section}.time_scale", 0.0, MAX_SCALE,
+                             "model time units per trace second")
+        how = table.get("machines", "name")
+        if how not in MATCHES:
+            raise host.error(f"{section}.machines", f"must be one of {', '.join(map(repr, MATCHES))}, got "
+                                                    f"{host.describe(how)}")
+        for key, p, f in ((f"{section}.file", path, fmt), (f"{section}.cpu_file", cpu_file, "csv")):
+            if p is not None:
+                try:
+                    read_trace(p, f)
+                except TraceError as e:
+                    raise host.error(key, str(e)) from None
+        return TraceAvailability(path, fmt, cpu_file, offset, scale, how), f"{section}.file"
+
+    def check(self, spec: TraceAvailability, experiment: Experiment) -> None:
+        names = tuple(m.name for m in experiment.machines)
+        timelines(spec, names, tuple(m.availability for m in experiment.machines))  # (TraceError)
+
+    def to_plain(self, spec: TraceAvailability) -> Any:
+        return {"kind": self.name, "file": spec.file, "format": spec.format, "cpu_file": spec.cpu_file,
+                "offset": spec.offset, "time_scale": spec.time_scale, "machines": spec.machines}
+
+    def from_plain(self, plain: Any) -> TraceAvailability:
+        return TraceAvailability(plain["file"], plain["format"], plain["cpu_file"], plain["offset"],
+                                 plain["time_scale"], plain["machines"])
+
+    def process(self, spec: TraceAvailability, experiment: Experiment, seed: int, replication: int,
+                machine: int) -> AvailabilityProcess:
+        return ReplayProcess(machine_periods(spec, experiment, machine), experiment.machines[machine].availability)
+
+    def to_wire(self, spec: TraceAvailability, experiment: Experiment, machine: int, seed: int,
+                until: float, since: float = 0.0) -> tuple:
+        sent = []
+        at = 0.0
+        for p in machine_periods(spec, experiment, machine):
+            if at >= until:
+                break
+            end = at + p.duration
+            if end > since:  # (what is left of the period under way for a puller joining at ``since``)
+                sent.append([end - max(at, since), int(p.state), p.cpu_share])
+            at = end
+        if len(sent) > MAX_WIRE_PERIODS:
+            raise ValueError(f"machine {experiment.machines[machine].name!r} has {len(sent):,} trace periods in the "
+                             f"testbed run's {until:g} time units; a puller takes at most {MAX_WIRE_PERIODS:,} "
+                             "(MAX_WIRE_PERIODS): use a shorter run or a coarser trace")
+        return (self.name, sent)
+
+    def wire_problem(self, form: Sequence[Any]) -> str | None:
+        if len(form) != 2 or not isinstance(form[1], list | tuple):
+            return f"a trace is (\"trace\", [[duration, state, cpu_share], ...]), got {form!r:.80}"
+        periods = form[1]
+        if len(periods) > MAX_WIRE_PERIODS:
+            return f"a trace of {len(periods):,} periods; at most {MAX_WIRE_PERIODS:,} are taken"
+        for k, p in enumerate(periods):
+            if not isinstance(p, list | tuple) or len(p) != 3 or not all(is_number(x) for x in p):
+                return f"trace period {k} is not [duration, state, cpu_share] numbers: {p!r:.60}"
+            duration, state, share = p
+            if not duration > 0:
+                return f"trace period {k}: duration {duration!r:.30} is not > 0"
+            if not isinstance(state, int) or state not in (0, 1, 2):
+                return f"trace period {k}: state {state!r:.30} is not 0 (UP), 1 (RECLAIMED) or 2 (DOWN)"
+            if not 0 <= share <= 1 or (state == State.DOWN and share != 0):
+                return f"trace period {k}: cpu_share {share!r:.30} is not in [0, 1] (0 when DOWN)"
+        return None
+
+    def wire_times(self, form: Sequence[Any]) -> tuple[float, ...]:
+        return (math.fsum(p[0] for p in form[1]),)
+
+    def from_wire(self, form: Sequence[Any], machine: int, share: float) -> AvailabilityProcess:
+        problem = self.wire_problem(form)
+        if problem is not None:
+            raise ValueError(problem)
+        return ReplayProcess([Period(float(d), State(s), float(c)) for d, s, c in form[1]], share)
+
+    def capacity(self, spec: TraceAvailability, experiment: Experiment) -> tuple[list[float], str]:
+        fractions = []
+        for j, m in enumerate(experiment.machines):
+            periods = machine_periods(spec, experiment, j)
+            span = math.fsum(p.duration for p in periods)
+            given = math.fsum(p.duration * p.cpu_share for p in periods)
+            fractions.append(given / (span * m.availability) if span > 0 else 1.0)
+        return fractions, (" (availabilities scaled by each machine's mean CPU share over its trace, "
+                           f"{min(fractions):.3f} to {max(fractions):.3f})")
+
+    def cycles(self, spec: TraceAvailability, experiment: Experiment, length: float) -> tuple[float, str]:
+        total = 0
+        for j in range(len(experiment.machines)):
+            at = 0.0
+            for p in machine_periods(spec, experiment, j):
+                if at >= length:
+                    break
+                total += 1
+                at += p.duration
+        return float(total), "the trace's periods"
+
+    def shortest_cycle(self, spec: TraceAvailability, experiment: Experiment) -> float:
+        """The shortest time between the starts of two DOWN periods of one machine: a trace's restarts may
+        come in bursts, which a mean would hide."""
+        shortest = math.inf
+        for j in range(len(experiment.machines)):
+            at, last_down = 0.0, None
+            for p in machine_periods(spec, experiment, j):
+                if p.state is State.DOWN:
+                    if last_down is not None:
+                        shortest = min(shortest, at - last_down)
+                    last_down = at
+                at += p.duration
+        return shortest
+
+    def longest_down(self, spec: TraceAvailability, experiment: Experiment) -> float:
+        longest = 0.0
+        for j in range(len(experiment.machines)):
+            downs = [p.duration for p in machine_periods(spec, experiment, j) if p.state is State.DOWN]
+            if downs:
+                longest = max(longest, math.fsum(downs) / len(downs))
+        return longest
+
+
+KIND = TraceKind()

@@ -1,0 +1,189 @@
+"""Availability trace files: the Failure Trace Archive's tab-separated event traces, and a plain CSV.
+
+Both read to, per machine identifier, the intervals the file gives, in trace seconds:
+``Interval(start, end, state, share)``, ``share`` None where the file leaves it to the
+machine (its a_j when UP, 0 otherwise). docs/models.md describes the formats.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import math
+import os
+from collections.abc import Iterator
+from typing import IO, NamedTuple
+
+from mgst.availability.process import State
+
+# Bounds on what a trace may hold (mgst.config's MAX_JOBS bounds the events of one run likewise).
+MAX_TRACE_LINES = 10_000_000
+MAX_LINE = 4096  # bytes; a CSV line is ~40 bytes, an FTA event ~100
+FORMATS = ("csv", "fta")
+# The Failure Trace Archive's event_trace table, in its column order (http://fta.scem.uws.edu.au/, page
+# "FTAFormat"; Javadi, Kondo, Iosup and Epema, "The Failure Trace Archive", JPDC 73(8), 2013). A header line
+# naming the columns, if the file has one, takes precedence over this order.
+FTA_COLUMNS = ("event_id", "component_id", "node_id", "platform_id", "node_name", "event_type",
+               "event_start_time", "event_end_time", "event_end_reason")
+# event_type: 0 the node is unavailable, 1 available.
+FTA_EVENT_STATES = {0: State.DOWN, 1: State.UP}
+CSV_STATES = {"up": State.UP, "reclaimed": State.RECLAIMED, "down": State.DOWN}
+
+
+class TraceError(ValueError):
+    """A trace that cannot be read, naming the file and (when it is one line's fault) the line."""
+
+    def __init__(self, path: str, line: int | None, problem: str):
+        self.path = path
+        self.line = line
+        self.problem = problem
+        super().__init__(f"{path}:{line}: {problem}" if line is not None else f"{path}: {problem}")
+
+
+class Interval(NamedTuple):
+    start: float  # trace seconds
+    end: float
+    state: State
+    share: float | None  # None: the machine's own (a_j UP, 0 otherwise)
+
+
+Intervals = dict[str, list[Interval]]  # machine identifier -> its intervals, in file order
+
+
+def _open(path: str) -> IO[bytes]:
+    if path.endswith(".gz"):
+        return gzip.open(path, "rb")  # type: ignore[return-value]  # (a GzipFile reads bytes)
+    return open(path, "rb")
+
+
+def _lines(path: str) -> Iterator[tuple[int, str]]:
+    """(line number, text) of the data lines: blank lines and ``#`` comments skipped; bounds checked."""
+    try:
+        with _open(path) as f:
+            for number, raw in enumerate(f, 1):
+                if number > MAX_TRACE_LINES:
+                    raise TraceError(path, None, f"more than {MAX_TRACE_LINES:,} lines")
+                if len(raw) > MAX_LINE:
+                    raise TraceError(path, number, f"longer than {MAX_LINE} bytes")
+                try:
+                    text = raw.decode("ascii").strip()
+                except UnicodeDecodeError:
+                    raise TraceError(path, number, "not ASCII") from None
+                if text and not text.startswith("#"):
+                    yield number, text
+    except OSError as e:
+        raise TraceError(path, None, f"cannot read: {e.strerror or e}") from None
+
+
+def _time(path: str, number: int, text: str, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise TraceError(path, number, f"{what} is not a number: {text[:40]!r}") from None
+    if not math.isfinite(value):
+        raise TraceError(path, number, f"{what} is not finite: {text[:40]!r}")
+    return value
+
+
+def _add(out: Intervals, path: str, number: int, machine: str, interval: Interval) -> None:
+    if not machine:
+        raise TraceError(path, number, "no machine")
+    if not interval.start < interval.end:
+        raise TraceError(path, number, f"start {interval.start:g} is not before end {interval.end:g}")
+    out.setdefault(machine, []).append(interval)
+
+
+def parse_csv(path: str) -> Intervals:
+    """``machine,start,end,state,cpu_share`` lines (a first line starting ``machine`` is a header)."""
+    out: Intervals = {}
+    first = True
+    for number, text in _lines(path):
+        fields = [f.strip() for f in text.split(",")]
+        if first and fields[0].lower() == "machine":
+            first = False
+            continue
+        first = False
+        if len(fields) not in (4, 5):
+            raise TraceError(path, number, f"{len(fields)} fields; need machine,start,end,state,cpu_share")
+        machine, start, end, state_text = fields[:4]
+        state = CSV_STATES.get(state_text.lower())
+        if state is None:
+            raise TraceError(path, number, f"state {state_text[:20]!r}; need up, reclaimed or down")
+        share = None
+        if len(fields) == 5 and fields[4]:
+            share = _time(path, number, fields[4], "cpu_share")
+            if not 0 <= share <= 1:
+                raise TraceError(path, number, f"cpu_share {share:g} is not in [0, 1]")
+            if state is State.DOWN and share != 0:
+                raise TraceError(path, number, f"a down machine has no CPU share, got {share:g}")
+        _add(out, path, number, machine,
+             Interval(_time(path, number, start, "start"), _time(path, number, end, "end"), state, share))
+    return out
+
+
+def parse_fta(path: str) -> Intervals:
+    """A Failure Trace Archive event trace: tab-separated, FTA_COLUMNS (or a header line naming them)."""
+    out: Intervals = {}
+    columns = {name: k for k, name in enumerate(FTA_COLUMNS)}
+    first = True
+    for number, text in _lines(path):
+        fields = [f.strip() for f in text.split("\t")]
+        if first and "event_type" in fields:
+            first = False
+            columns = {name.lower().replace("event_stop_time", "event_end_time"): k for k, name in enumerate(fields)}
+            missing = [c for c in ("event_type", "event_start_time", "event_end_time") if c not in columns]
+            if missing or ("node_name" not in columns and "node_id" not in columns):
+                raise TraceError(path, number, f"the header lacks {', '.join(missing) or 'node_name and node_id'}")
+            continue
+        first = False
+        if len(fields) < len(columns):
+            raise TraceError(path, number, f"{len(fields)} tab-separated fields; need {len(columns)}")
+        try:
+            event = int(fields[columns["event_type"]])
+        except ValueError:
+            event = -1
+        state = FTA_EVENT_STATES.get(event)
+        if state is None:
+            raise TraceError(path, number, f"event_type {fields[columns['event_type']][:20]!r}; need 0 "
+                                           "(unavailable) or 1 (available)")
+        name = fields[columns["node_name"]] if "node_name" in columns else ""
+        if not name or name.upper() == "NULL":
+            name = fields[columns["node_id"]] if "node_id" in columns else ""
+        start = _time(path, number, fields[columns["event_start_time"]], "event_start_time")
+        end = _time(path, number, fields[columns["event_end_time"]], "event_end_time")
+        _add(out, path, number, name, Interval(start, end, state, None))
+    return out
+
+
+@functools.lru_cache(maxsize=8)
+def _cached(path: str, fmt: str, mtime_ns: int, size: int) -> Intervals:
+    intervals = parse_csv(path) if fmt == "csv" else parse_fta(path)
+    for machine, items in intervals.items():  # one machine's intervals may not overlap
+        ordered = sorted(items)
+        for a, b in zip(ordered, ordered[1:]):
+            if b.start < a.end:
+                raise TraceError(path, None, f"machine {machine[:64]!r}: intervals [{a.start:g}, {a.end:g}) and "
+                                             f"[{b.start:g}, {b.end:g}) overlap")
+        intervals[machine] = ordered
+    return intervals
+
+
+def read_trace(path: str, fmt: str) -> Intervals:
+    """Every machine's intervals in ``path`` (``fmt``: "csv" or "fta"; ``.gz`` is read compressed), sorted by
+    start, none overlapping; TraceError naming the file (and line) otherwise. Cached per file and change."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown trace format {fmt!r}")
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise TraceError(path, None, f"cannot read: {e.strerror or e}") from None
+    return _cached(path, fmt, st.st_mtime_ns, st.st_size)
+
+
+def guess_format(path: str) -> str:
+    """"csv" for a .csv file (.csv.gz too), otherwise "fta" (the archive's files end .tab or .txt)."""
+    name = path[:-3] if path.endswith(".gz") else path
+    return "csv" if name.lower().endswith(".csv") else "fta"
+
+
+__all__ = ["FORMATS", "Interval", "TraceError", "guess_format", "read_trace"]

@@ -1,0 +1,94 @@
+"""The simulator's side of availability: each machine's process, the events that end its periods, share changes."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from mgst.availability.process import Period, State
+from mgst.availability.registry import make_process
+from mgst.core.state import MachineState
+from mgst.model import Experiment
+
+if TYPE_CHECKING:
+    from mgst.core.scheduler import Scheduler
+
+
+class PeriodEvents:
+    """Every machine's availability process in one replication, and the heap events that end its periods.
+
+    A machine's next period is drawn when the current one begins, to know the kind of the event that ends
+    the current one (``kinds``: the simulator's down, back-up and share-change kinds). Each machine draws
+    from its own streams, so its draws, and their order, are those of drawing each period as it begins.
+    """
+
+    __slots__ = ("procs", "entering", "down", "up", "share", "done")
+
+    def __init__(self, experiment: Experiment, seed: int, replication: int, kinds: tuple[int, int, int, int]):
+        n = len(experiment.machines)
+        self.procs = [make_process(experiment, seed, replication, j) for j in range(n)]  # None: always up
+        self.entering: list[Any] = [None] * n  # the period each machine enters at its next availability event
+        self.down, self.up, self.share, self.done = kinds  # (down, back up, share change, completion) event kinds
+
+    def start(self, push: Callable[[Any], None], seq: int) -> tuple[list[Period | None], int]:
+        """Every machine's first period (None: always up at its a_j), the events that end them pushed; and the
+        next seq."""
+        firsts: list[Period | None] = []
+        for j, proc in enumerate(self.procs):
+            if proc is None:
+                firsts.append(None)
+                continue
+            first = proc.next()
+            after = proc.next()
+            self.entering[j] = after
+            firsts.append(first)
+            if first.duration < math.inf:
+                push((first.duration, self._kind(first, after), seq, j))
+                seq += 1
+        return firsts, seq
+
+    def advance(self, t: float, j: int, push: Callable[[Any], None], seq: int) -> int:
+        """Machine ``j`` entered ``entering[j]`` at ``t``: draw the period after it and push the event that ends
+        it (none if it lasts for good); the next seq."""
+        period: Period = self.entering[j]
+        after = self.procs[j].next()  # type: ignore[union-attr]
+        self.entering[j] = after
+        if period.duration < math.inf:
+            push((t + period.duration, self._kind(period, after), seq, j))
+            seq += 1
+        return seq
+
+    def _kind(self, period: Period, after: Period) -> int:
+        if after.state is State.DOWN:
+            return self.down
+        if period.state is State.DOWN:
+            return self.up
+        return self.share
+
+    def share_changed(
+        self, core: Scheduler, t: float, j: int, a: float, share: list[float], live: dict[int, int],
+        push: Callable[[Any], None], seq: int, pending: list,
+    ) -> tuple[int, int]:
+        """Machine ``j``'s CPU share becomes ``a`` at ``t`` (0 suspends): its replicas' completions move (none is
+        scheduled while suspended), and a machine given CPU again asks for its free slots not asked for (as a
+        puller does). The next seq, and how many heap entries became stale."""
+        old = share[j]
+        share[j] = a
+        pending.extend(core.cpu_share_changed(t, j, a))
+        stale = 0
+        m = core.machines[j]
+        for rid, r in m.replicas.items():  # their completions moved
+            if live.get(rid, -1) >= 0:
+                stale += 1
+                live[rid] = seq
+                end = r.eta(t)
+                if end < math.inf:
+                    push((end, self.done, seq, rid))
+                seq += 1
+        if old <= 0.0 < a and m.state is not MachineState.DOWN and m.slots - len(m.replicas) > m.asking:
+            pending.extend(core.machine_ready(t, j, a, m.slots - len(m.replicas)))
+        return seq, stale
+
+
+__all__ = ["PeriodEvents"]
