@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mgst.analysis.stats import batch_means_ci, mean_ci
 from mgst.core.state import BagRecord
+from mgst.intervals import batch_means_ci, mean_ci
 from mgst.model import Experiment
 
 BAG_COLUMNS = (

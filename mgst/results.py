@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mgst.analysis.stats import mean_ci
 from mgst.bot_metrics import BagReplication, BagSummary, format_bags
 from mgst.core.state import JobRecord
+from mgst.intervals import mean_ci
 from mgst.model import Experiment
 
 # The paper's Figure 1 columns, in order; extra columns follow them.

@@ -303,14 +303,14 @@ def test_a_share_flood_reaches_the_core_at_a_bounded_rate_and_the_latest_wins(tm
                 fake.send(hello("M1"))
                 fake.expect(P.Welcome)
                 applied = []
-                core_input = r.mapper._core
+                core_input = r.mapper.messages.feed
 
                 def counting(method, now, *args):
                     if method == "cpu_share_changed":
                         applied.append(args[1])
                     return core_input(method, now, *args)
 
-                r.mapper._core = counting  # type: ignore[method-assign]
+                r.mapper.messages.feed = counting  # the puller messages feed the core its shares
                 began = time.monotonic()
                 for i in range(n):
                     fake.send(P.Share(0.0 if i % 2 else 1.0))
@@ -348,14 +348,14 @@ def test_a_reclaimed_machine_s_job_ends_when_the_simulation_says(tmp_path, no_ch
     assert simulated.completed == 6.5
     run = Run(exp, tmp_path)
     changes = []
-    core_input = run.mapper._core
+    core_input = run.mapper.messages.feed
 
     def spy(method, now, *args):
         if method == "cpu_share_changed":
             changes.append((run.mapper.model_now(now), args))
         return core_input(method, now, *args)
 
-    run.mapper._core = spy  # type: ignore[method-assign]
+    run.mapper.messages.feed = spy  # the puller messages feed the core its shares
     with run as r:
         result = r.wait()
     (job,) = result.core.jobs.values()

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as scipy_stats
 
-from mgst.analysis.stats import batch_means_ci, mean_ci
+from mgst.intervals import batch_means_ci, mean_ci
 from mgst.model import Experiment, Job, JobClass, Machine, PolicySpec
 from mgst.testbed.summary import BATCHES, oversubscription_warning, summarize_testbed
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mgst.analysis.stats import mean_ci
+from mgst.intervals import mean_ci
 
 log = logging.getLogger(__name__)
 

@@ -10,9 +10,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from mgst.analysis.stats import batch_means_ci
 from mgst.bot_metrics import BagReplication, reduce_bags, summarize_bags, write_bags_csv
 from mgst.core.state import JobStatus
+from mgst.intervals import batch_means_ci
 from mgst.model import EXECUTORS, Experiment
 from mgst.policies.allocation import solve_allocation
 from mgst.results import Estimate, Summary, write_summary_csv
