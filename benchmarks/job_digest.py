@@ -2,11 +2,16 @@
 
 The runs: the 16 MGST paper experiments with LPAS_DG, FCFS and random (one replication, horizon 300),
 the bag experiments of ``experiments/bot`` (one replication each, as their files say, horizon cut to
-300), and hihi-mfd-fd's grid scaled to 10, 100 and 1,000 machines (LPAS_DG and FCFS, 5,000 jobs).
+300), and hihi-mfd-fd's grid scaled to 10, 100 and 1,000 machines (LPAS_DG and FCFS, 5,000 jobs); then
+seed 000's Bag-of-Tasks grid (``--bags``, on by default): its five schedulers, High and Low availability,
+both grids, All_M at low intensity, 4 bags each (the shipped bag experiment ends before a bag arrives).
 Hashed per job: status, completion time, finishing machine, and per replica its machine, sent and
 ended times and outcome (times as ``repr`` of floats: any change shows).
 
     python benchmarks/job_digest.py            # prints the digest and the number of jobs hashed
+    python benchmarks/job_digest.py --no-bags  # the runs of issues 8-19's digest only (318379e40520cb6a)
+
+It digests the mgst of its own checkout (its root goes first on sys.path), whatever is installed.
 """
 
 from __future__ import annotations
@@ -18,17 +23,29 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]  # this checkout's mgst, not an installed one
 
 from bench_scale import scaled  # noqa: E402
 
 from mgst.config import load_experiment  # noqa: E402
 from mgst.model import Experiment, PolicySpec, SimulationSettings  # noqa: E402
+from mgst.scenarios import anglano  # noqa: E402
 from mgst.sim import Simulation  # noqa: E402
 
 HORIZON = 300.0
 SCALED_SIZES = (10, 100, 1000)
 SCALED_JOBS = 5000
+
+
+BAG_POLICIES = ("fcfs_share", "fcfs_excl", "rr", "rr_nrf", "long_idle")
+BAGS = 4
+
+
+def bag_runs() -> list[Experiment]:
+    """Seed 000's schedulers on small grids: every policy, High and Low availability, both grids."""
+    return [anglano.experiment(avail, grid, "All_M", "low", policy, horizon=1e12, warmup=0.0, replications=1,
+                               seed=1, checkpoint_interval=600.0, max_bags=BAGS)
+            for policy in BAG_POLICIES for avail in ("high", "low") for grid in ("homogeneous", "heterogeneous")]
 
 
 def runs() -> list[Experiment]:
@@ -60,7 +77,10 @@ def digest(experiments: list[Experiment]) -> tuple[str, int]:
     h = hashlib.blake2b(digest_size=8)
     jobs = 0
     for exp in experiments:
-        run = Simulation(exp, replication=0, seed=exp.simulation.seed, horizon=exp.simulation.horizon).run()
+        drain = 1e12 if exp.simulation.horizon >= 1e12 else None  # (a bag run: until its bags are done)
+        sim = Simulation(exp, replication=0, seed=exp.simulation.seed, horizon=exp.simulation.horizon,
+                         **({"drain_limit": drain} if drain is not None else {}))
+        run = sim.run()
         h.update(f"{exp.name}|{run.unfinished}|{run.end_time!r}\n".encode())
         for rec in run.jobs:
             jobs += 1
@@ -72,8 +92,10 @@ def digest(experiments: list[Experiment]) -> tuple[str, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
-    exps = runs()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--no-bags", action="store_true", help="leave out seed 000's bag grid")
+    args = ap.parse_args(argv)
+    exps = runs() + ([] if args.no_bags else bag_runs())
     value, jobs = digest(exps)
     print(f"{value}  ({jobs} jobs in {len(exps)} runs)")
     return 0
