@@ -27,6 +27,7 @@ _TIMER = r"""
 import gc, json, sys, time
 sys.path[:0] = [".", "benchmarks"]
 kind, repeat, arg = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+clock = time.process_time if sys.argv[4] == "cpu" else time.perf_counter
 if kind == "sim":
     from mgst.config import load_experiment
     from mgst.sim import Simulation
@@ -34,16 +35,17 @@ if kind == "sim":
     horizon = float(arg)
     def once():
         gc.collect()
-        t0 = time.perf_counter()
+        t0 = clock()
         Simulation(exp, seed=exp.simulation.seed, horizon=horizon).run()
-        return time.perf_counter() - t0
+        return clock() - t0
     Simulation(exp, seed=exp.simulation.seed, horizon=10.0).run()
 else:
-    from bench_bot import run_once
+    import bench_bot
     policy, bags = arg.split(",")
+    bench_bot.time.perf_counter = clock  # (bench_bot times its run with time.perf_counter)
     def once():
-        return run_once(policy, int(bags), 1)[0]
-    run_once(policy, 1, 1)
+        return bench_bot.run_once(policy, int(bags), 1)[0]
+    bench_bot.run_once(policy, 1, 1)
 print(json.dumps([once() for _ in range(repeat)]))
 """
 
@@ -55,10 +57,10 @@ def _tree(spec: str) -> tuple[str, str]:
     return python, root
 
 
-def _times(tree: tuple[str, str], kind: str, repeat: int, arg: str, pure: bool) -> list[float]:
+def _times(tree: tuple[str, str], kind: str, repeat: int, arg: str, pure: bool, cpu: bool) -> list[float]:
     python, root = tree
     env = dict(os.environ, MGST_PURE="1" if pure else "0")
-    out = subprocess.run([python, "-c", _TIMER, kind, str(repeat), arg], cwd=root, env=env,
+    out = subprocess.run([python, "-c", _TIMER, kind, str(repeat), arg, "cpu" if cpu else "wall"], cwd=root, env=env,
                          capture_output=True, text=True, check=True, timeout=3600)
     return [float(x) for x in json.loads(out.stdout.strip().splitlines()[-1])]
 
@@ -81,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bot", default="rr_nrf,10", help="bot workload's POLICY,BAGS (default rr_nrf,10)")
     ap.add_argument("--workloads", default="sim,bot", help="comma-separated: sim, bot (default both)")
     ap.add_argument("--pure", action="store_true", help="time both trees with MGST_PURE=1")
+    ap.add_argument("--cpu", action="store_true",
+                    help="time.process_time instead of wall time: steadier on a shared machine")
     args = ap.parse_args(argv)
     trees = {"before": _tree(args.before), "after": _tree(args.after)}
     for name, tree in trees.items():
@@ -90,9 +94,10 @@ def main(argv: list[str] | None = None) -> int:
         times: dict[str, list[float]] = {name: [] for name in trees}
         for _ in range(args.rounds):
             for name, tree in trees.items():
-                times[name] += _times(tree, kind, args.repeat, arg, args.pure)
+                times[name] += _times(tree, kind, args.repeat, arg, args.pure, args.cpu)
         med = {name: statistics.median(ts) for name, ts in times.items()}
-        print(f"{kind} ({arg}): before median {med['before']:.3f} s, after {med['after']:.3f} s, "
+        clock = "CPU" if args.cpu else "wall"
+        print(f"{kind} ({arg}, {clock}): before median {med['before']:.3f} s, after {med['after']:.3f} s, "
               f"after/before {med['after'] / med['before']:.3f} "
               f"({len(times['before'])} runs each; before {_fmt(times['before'])}; after {_fmt(times['after'])})")
     return 0
