@@ -49,8 +49,15 @@ log = logging.getLogger(__name__)
 # A timer may be delivered this much model time early and still count (float round-off
 # in drivers that convert wall time).
 TIMER_SLACK: Final = 1e-9
+# A checkpoint raises its job's best (and so makes its replica useful, seed 000's RWT) only when it
+# is better than the stored one by more than this fraction of the job. Progress is a fraction worked
+# out in floating point: a replica resumed from the best checkpoint and its sibling, at equal power,
+# reach the same work along different sums, and differ by a few ulps (1e-16 measured; at most about
+# 1e-11 from a model time of 2e6 s); a real step between two checkpoints is a whole checkpoint
+# interval of work (1e-4 and more in seed 000's cells). Equal is not better.
+CHECKPOINT_TIE: Final = 1e-9
 
-__all__ = ["PolicyError", "Scheduler", "TIMER_SLACK"]
+__all__ = ["CHECKPOINT_TIE", "PolicyError", "Scheduler", "TIMER_SLACK"]
 
 
 class Scheduler(Matching):
@@ -336,9 +343,12 @@ class Scheduler(Matching):
             self._stale(f"checkpoint of replica {replica} that is not running")
         elif progress > r.checkpoint:
             r.checkpoint = progress
-            if progress > r.job.best_progress:
-                r.job.best_progress = progress
-                r.best = True
+            job = r.job
+            best = job.best_progress
+            if progress > best:
+                job.best_progress = progress  # a tie's larger value too: where a new replica resumes
+                if progress - best > CHECKPOINT_TIE:
+                    r.best = True
         return self._after(ReplicaCheckpoint(replica, progress) if self._policy_on_event else None, quiet=True)
 
     def machine_down(self, now: float, machine: int) -> list[Output]:

@@ -83,7 +83,7 @@ class ReplicaRecord:
         self.rate = 0.0 if staging else rate  # work per time unit now
         self.outcome: Outcome | None = None
         self.ended: float | None = None
-        self.best = False  # it raised its job's best checkpoint at least once
+        self.best = False  # it raised its job's best checkpoint at least once (by more than CHECKPOINT_TIE)
         self.late = False  # its result came after the core had given up on it
 
     def remaining(self, now: float) -> float:
