@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import random
 from collections.abc import Iterator
 
 from mgst.core.decisions import Assign, Decision
 from mgst.core.scheduler import PolicyError, Scheduler
-from mgst.core.state import BagRecord, JobRecord, MachineRecord
+from mgst.core.state import BagRecord, JobRecord, JobStatus, MachineRecord
 from mgst.policies import register
 from mgst.policies.base import NOTHING, Decisions, Policy, PolicyOptions
 
@@ -25,6 +26,10 @@ class BotOptions(PolicyOptions):
     replicas: int = 2
     # A new replica resumes from the task's best checkpoint (WQR-FT's Select_Best_Checkpoint).
     checkpoints: bool = True
+    # mgst's rule before issue 20: a bag's requeued tasks (they have a checkpoint) restart before its
+    # never-started ones, each in submission order (the queue's head). Off: the paper's "in case of
+    # tie, random selection is used", a uniform pick among every waiting task of the bag.
+    requeued_first: bool = False
 
     def validate(self) -> None:
         if self.replicas < 1:
@@ -51,16 +56,15 @@ class BotPolicy(Policy):
        than RepThresh live replicas -- is non-empty. When none has one, the loop
        stops and the machines still asking stay held (the printed loop,
        ``while Q != {} and M != {}``, would spin: POLICIES.md).
-    2. Take the task of CS(B) with the fewest live replicas. A waiting task has
-       none, so while the bag's queue is not empty the task is the queue's head,
-       in O(1): its never-started tasks are interchangeable (no replica, no
-       checkpoint, sizes iid and unknown to the scheduler), so the head is, in
-       distribution, the paper's random pick among them. A requeued task keeps
-       its place in submission order and so sits at the head, ahead of the bag's
-       never-started tasks: between a requeued task (it has a checkpoint) and a
-       never-started one the paper's tie is broken in favour of the requeued task.
-       When nothing of the bag waits, its running tasks are scanned (at most one
-       per busy slot) and a tie on the fewest replicas is broken with ``self.rng``.
+    2. Take the task of CS(B) with the fewest live replicas, "in case of tie, random
+       selection" (the paper). A waiting task has none, so while the bag's queue is
+       not empty the task is drawn uniformly (``self.rng``) among all of the bag's
+       waiting tasks, requeued (they have a checkpoint) and never-started alike
+       (:meth:`waiting_task`). With the ``requeued_first`` option it is the queue's
+       head instead: requeued tasks first, then never-started ones in submission
+       order (mgst's rule before issue 20). When nothing of the bag waits, its
+       running tasks are scanned (at most one per busy slot) and a tie on the
+       fewest replicas is broken with ``self.rng``.
     3. Pick a machine uniformly at random (``self.rng``) among those asking, each
        machine once whatever its number of free slots (Random_Select).
     4. Yield ``Assign``: the core starts the replica at once, from the task's best
@@ -75,14 +79,15 @@ class BotPolicy(Policy):
     task is the candidate with the fewest replicas that some asking machine can
     take, and the machine is drawn among those that can; a bag none of whose
     candidates fits an asking machine is passed over until the next event (of its
-    waiting tasks only the head is tried).
+    waiting tasks only the one drawn is tried).
 
     The first replica to finish wins and the core cancels its siblings; a task that
     loses its last replica goes back to its bag's queue (the core).
 
-    Per decision: O(1) for the task while the bag has waiting tasks, else the bag's
-    running tasks; O(1) for the machine (in the general case, O(the bag's running
-    tasks x asking machines) for both); plus the selection's cost (each subclass).
+    Per decision: O(1) amortised for the task while the bag has waiting tasks (plus
+    its requeued waiting tasks, few), else the bag's running tasks; O(1) for the
+    machine (in the general case, O(the bag's running tasks x asking machines) for
+    both); plus the selection's cost (each subclass).
     """
 
     Options = BotOptions
@@ -94,6 +99,11 @@ class BotPolicy(Policy):
         replicas = self.options.replicas
         self.max_replicas = UNLIMITED if replicas is None else replicas
         self.resume_from_checkpoint = self.options.checkpoints
+        self.requeued_first = self.options.requeued_first
+        # bag id -> its never-started tasks, in no order, and how many of bag.tasks were added: an entry
+        # that has started since is dropped when drawn (see waiting_task)
+        self._unstarted: dict[int, list[JobRecord]] = {}
+        self._unstarted_seen: dict[int, int] = {}
         self._view: Scheduler | None = None
         self._everywhere = True  # every machine runs every class (no nominal rate is 0)
         self._one_slot = True  # every machine has one slot: one that asks runs nothing
@@ -128,11 +138,47 @@ class BotPolicy(Policy):
                 return True
         return False
 
+    def waiting_task(self, bag: BagRecord) -> JobRecord:
+        """A task of the bag's queue (it must not be empty): all have no live replica, so they tie.
+
+        The paper's tie rule: uniform among them, drawn with ``self.rng``. The bag's requeued tasks
+        are read from its queue (they are few); its never-started ones are kept here, per bag, in
+        a list from which a draw takes one at random and drops, as it goes, those that have started
+        since (so each is drawn over uniformly, and dropped once). ``requeued_first``: the head.
+        """
+        queue = bag.queue
+        head = queue.head
+        waiting = len(queue)
+        if head is not None and (self.requeued_first or waiting == 1):
+            return head
+        rng = self.rng
+        requeued = [t for t in queue.requeued() if t.attempts]  # (an out-of-order arrival is never-started)
+        if requeued:
+            k = rng.randrange(waiting)
+            if k < len(requeued):
+                return requeued[k]
+        pool = self._unstarted.get(bag.id)
+        if pool is None:
+            pool = self._unstarted[bag.id] = []
+        tasks = bag.tasks
+        seen = self._unstarted_seen.get(bag.id, 0)
+        if seen < len(tasks):  # the bag's tasks so far (a task may arrive on its own, after its bag)
+            pool.extend(t for t in itertools.islice(tasks, seen, None) if not t.attempts)
+            self._unstarted_seen[bag.id] = len(tasks)
+        while pool:
+            i = rng.randrange(len(pool)) if len(pool) > 1 else 0
+            task = pool[i]
+            if not task.attempts and task.status is JobStatus.QUEUED:
+                return task
+            pool[i] = pool[-1]  # it started since it was added: drop it
+            pool.pop()
+        raise PolicyError(f"{self.name}: {bag} has {waiting} waiting tasks, of which {len(requeued)} requeued, "
+                          "and no never-started one")
+
     def candidate(self, bag: BagRecord) -> JobRecord:
         """The task of CS(bag) with the fewest live replicas (see the class docstring); CS must not be empty."""
-        head = bag.queue.head
-        if head is not None:
-            return head
+        if bag.queue.head is not None:
+            return self.waiting_task(bag)
         limit = self.max_replicas
         fewest = limit
         ties: list[JobRecord] = []
@@ -153,12 +199,12 @@ class BotPolicy(Policy):
         """The general case: the candidate with the fewest replicas that some asking machine can
         take (its class's rate there is positive, it runs no replica of the task yet), ties at
         random, and such a machine at random (its position in ``pool``); None if there is none.
-        A waiting task is the queue's head only, as in :meth:`candidate`."""
-        head = bag.queue.head
+        Of the waiting tasks only one is tried, drawn as in :meth:`candidate`."""
+        waiting = self.waiting_task(bag) if bag.queue.head is not None else None
         limit = self.max_replicas
         fewest = limit
         options: list[tuple[JobRecord, list[int]]] = []
-        for rec in (head,) if head is not None else bag.running.values():
+        for rec in (waiting,) if waiting is not None else bag.running.values():
             n = len(rec.replicas)
             if n > fewest or n >= limit:
                 continue
@@ -188,6 +234,8 @@ class BotPolicy(Policy):
             return NOTHING
         if view is not self._view:
             self._view = view
+            self._unstarted = {}
+            self._unstarted_seen = {}
             self._everywhere = all(rate > 0.0 for m in view.machines for rate in m.rates)
             self._one_slot = all(m.slots == 1 for m in view.machines)
             self.attach(view)
@@ -197,6 +245,10 @@ class BotPolicy(Policy):
         pool = view.ready_machines()
         if self._blocked:
             self._blocked = set()
+        if len(self._unstarted) > len(view.bags):  # bags completed: forget their tasks
+            for gone in [b for b in self._unstarted if b not in view.bags]:
+                del self._unstarted[gone]
+                self._unstarted_seen.pop(gone, None)
         self.begin(view)
         rng = self.rng
         while pool:
