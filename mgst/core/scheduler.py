@@ -30,6 +30,7 @@ from mgst.core.lifecycle import PolicyError
 from mgst.core.matching import Matching
 from mgst.core.ready import ReadyQueue
 from mgst.core.state import (
+    CHECKPOINT_TIE,
     BagRecord,
     JobQueue,
     JobRecord,
@@ -49,15 +50,8 @@ log = logging.getLogger(__name__)
 # A timer may be delivered this much model time early and still count (float round-off
 # in drivers that convert wall time).
 TIMER_SLACK: Final = 1e-9
-# A checkpoint raises its job's best (and so makes its replica useful, seed 000's RWT) only when it
-# is better than the stored one by more than this fraction of the job. Progress is a fraction worked
-# out in floating point: a replica resumed from the best checkpoint and its sibling, at equal power,
-# reach the same work along different sums, and differ by a few ulps (1e-16 measured; at most about
-# 1e-11 from a model time of 2e6 s); a real step between two checkpoints is a whole checkpoint
-# interval of work (1e-4 and more in seed 000's cells). Equal is not better.
-CHECKPOINT_TIE: Final = 1e-9
 
-__all__ = ["CHECKPOINT_TIE", "PolicyError", "Scheduler", "TIMER_SLACK"]
+__all__ = ["PolicyError", "Scheduler", "TIMER_SLACK"]
 
 
 class Scheduler(Matching):

@@ -43,6 +43,14 @@ class Outcome(enum.Enum):
 STAGING: Final = "staging"  # fetching a checkpoint, a program or data: no work is done
 COMPUTING: Final = "computing"
 
+# A checkpoint raises its job's best (and so makes its replica useful, seed 000's RWT) only when it
+# is better than the stored one by more than this fraction of the job. Progress is a fraction worked
+# out in floating point: a replica resumed from the best checkpoint and its sibling, at equal power,
+# reach the same work along different sums, and differ by a few ulps (1e-16 measured; at most about
+# 1e-11 from a model time of 2e6 s); a real step between two checkpoints is a whole checkpoint
+# interval of work (1e-4 and more in seed 000's cells). Equal is not better.
+CHECKPOINT_TIE: Final = 1e-9
+
 # How many recent replica outcomes a machine remembers (GridBot-style host statistics).
 RECENT: Final = 20
 _RECENT_MASK: Final = (1 << RECENT) - 1
