@@ -454,14 +454,29 @@ def test_a_machine_with_two_slots_never_runs_two_replicas_of_one_task():
     core.check_invariants()
 
 
-def test_a_machine_that_cannot_run_the_class_is_never_given_it():
+def test_a_machine_that_cannot_run_the_class_is_never_given_it(caplog):
     policy = make_policy("rr")
     machines = [Machine("M0", (1.0, 0.0)), Machine("M1", (1.0, 1.0))]
     core = Scheduler([JobClass("a", 0.0), JobClass("b", 0.0)], machines, policy)
     core.start(0.0)
     core.bag_arrived(0.0, Bag(1, 0.0, (Job(1, 1, 0.0, 1.0, 1),)))  # class b: M0 cannot run it
     assert core.machine_ready(1.0, 0) == [Hold(0)]
+    # The task drawn for M0 and not placed went back to the bag's never-started tasks (no rebuild).
     assert assigns(core.machine_ready(2.0, 1)) == [Assign(core.jobs[1].job, 1, 1, 0.0)]
+    assert "out of step" not in caplog.text
+
+
+def test_a_list_of_never_started_tasks_out_of_step_is_rebuilt(caplog):
+    # Every never-started task leaves the queue through the policy's draw, which keeps its list
+    # exact; were one assigned by other means, the next draw would notice, rebuild, and go on.
+    core = bot_core("rr", n_machines=4)
+    core.bag_arrived(0.0, bag(1, 0.0, [1, 2, 3, 4]))
+    first = ask(core, 1.0, 0)
+    core.policy._unstarted[1].pop()  # a waiting task lost from the list
+    got = first + ask(core, 2.0, 1) + ask(core, 3.0, 2) + ask(core, 4.0, 3)
+    assert sorted(got) == [1, 2, 3, 4]
+    assert "out of step" in caplog.text
+    core.check_invariants()
 
 
 # ---------------------------------------------------------------- a random drive
@@ -489,6 +504,12 @@ def _check_rules(core: Scheduler, name: str) -> None:
     assert not _startable(core, selectable), "a machine is held while a candidate waits for it"
     if name == "fcfs_excl" and bags:
         assert all(r.job.bag is bags[0] for r in core.live_replicas()), "FCFS-Excl ran a task of a newer bag"
+    # The policy's list of a bag's never-started tasks is exactly those still waiting (waiting_task).
+    for b in bags:
+        kept = getattr(core.policy, "_unstarted", {}).get(b.id)
+        if kept is not None:
+            assert sorted(t.id for t in kept) == sorted(
+                t.id for t in b.tasks if not t.attempts and t.status is JobStatus.QUEUED), b
 
 
 def with_timeouts(cls: type[Policy], factor: float, suspect: bool) -> type[Policy]:

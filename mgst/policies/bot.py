@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import logging
 import random
 from collections.abc import Iterator
 
@@ -12,6 +13,8 @@ from mgst.core.scheduler import PolicyError, Scheduler
 from mgst.core.state import BagRecord, JobRecord, JobStatus, MachineRecord
 from mgst.policies import register
 from mgst.policies.base import NOTHING, Decisions, Policy, PolicyOptions
+
+log = logging.getLogger(__name__)
 
 # RR and RR-NRF live in bot_circular.py, LongIdle in bot_idle.py; all five register as built-ins.
 
@@ -141,22 +144,41 @@ class BotPolicy(Policy):
     def waiting_task(self, bag: BagRecord) -> JobRecord:
         """A task of the bag's queue (it must not be empty): all have no live replica, so they tie.
 
-        The paper's tie rule: uniform among them, drawn with ``self.rng``. The bag's requeued tasks
-        are read from its queue (they are few); its never-started ones are kept here, per bag, in
-        a list from which a draw takes one at random and drops, as it goes, those that have started
-        since (so each is drawn over uniformly, and dropped once). ``requeued_first``: the head.
+        The paper's tie rule: uniform among them, one draw of ``self.rng``. The bag's never-started
+        waiting tasks are kept here, per bag, in a list (:meth:`_unstarted_tasks`); the queue holds
+        them and the bag's requeued tasks (a draw past the list reads those, few, from the queue).
+        A never-started task leaves the queue only when assigned, and every Assign of one comes
+        from this draw, which takes it out of the list: so the list holds exactly the bag's
+        never-started waiting tasks (checked, and rebuilt if it does not). ``requeued_first``:
+        the queue's head, no draw.
         """
         queue = bag.queue
-        head = queue.head
-        waiting = len(queue)
-        if head is not None and (self.requeued_first or waiting == 1):
+        if self.requeued_first:
+            head = queue.head
+            if head is None:
+                raise PolicyError(f"{self.name}: {bag} has no waiting task")
             return head
-        rng = self.rng
+        pool = self._unstarted.get(bag.id)
+        if pool is None or self._unstarted_seen[bag.id] < len(bag.tasks):
+            pool = self._unstarted_tasks(bag)
+        waiting = len(queue)
+        fresh = len(pool)
+        # floor(u * n): uniform on 0..n-1 but for a bias of n / 2**53, and 4 times faster than randrange
+        i = int(self.rng.random() * waiting) if waiting > 1 else 0
+        if i < fresh:
+            task = pool[i]
+            if task.attempts or task.status is not JobStatus.QUEUED:
+                return self._resync(bag)
+            pool[i] = pool[-1]
+            pool.pop()
+            return task
         requeued = [t for t in queue.requeued() if t.attempts]  # (an out-of-order arrival is never-started)
-        if requeued:
-            k = rng.randrange(waiting)
-            if k < len(requeued):
-                return requeued[k]
+        if len(requeued) != waiting - fresh:
+            return self._resync(bag)
+        return requeued[i - fresh]
+
+    def _unstarted_tasks(self, bag: BagRecord) -> list[JobRecord]:
+        """The bag's never-started waiting tasks, in no order (see :meth:`waiting_task`)."""
         pool = self._unstarted.get(bag.id)
         if pool is None:
             pool = self._unstarted[bag.id] = []
@@ -165,15 +187,24 @@ class BotPolicy(Policy):
         if seen < len(tasks):  # the bag's tasks so far (a task may arrive on its own, after its bag)
             pool.extend(t for t in itertools.islice(tasks, seen, None) if not t.attempts)
             self._unstarted_seen[bag.id] = len(tasks)
-        while pool:
-            i = rng.randrange(len(pool)) if len(pool) > 1 else 0
-            task = pool[i]
-            if not task.attempts and task.status is JobStatus.QUEUED:
-                return task
-            pool[i] = pool[-1]  # it started since it was added: drop it
-            pool.pop()
-        raise PolicyError(f"{self.name}: {bag} has {waiting} waiting tasks, of which {len(requeued)} requeued, "
-                          "and no never-started one")
+        return pool
+
+    def _resync(self, bag: BagRecord) -> JobRecord:
+        """The list of never-started tasks was out of step (a task assigned by other means): rebuilt, drawn again."""
+        log.warning("%s: the never-started tasks of %s were out of step; rebuilt", self.name, bag)
+        self._unstarted[bag.id] = [t for t in bag.tasks if not t.attempts and t.status is JobStatus.QUEUED]
+        self._unstarted_seen[bag.id] = len(bag.tasks)
+        pool = self._unstarted[bag.id]
+        requeued = [t for t in bag.queue.requeued() if t.attempts]
+        if len(pool) + len(requeued) != len(bag.queue):
+            raise PolicyError(f"{self.name}: {bag} has {len(bag.queue)} waiting tasks, {len(pool)} never started "
+                              f"and {len(requeued)} requeued")
+        return self.waiting_task(bag)
+
+    def _put_back(self, task: JobRecord) -> None:
+        """A never-started task drawn by :meth:`waiting_task` and not assigned after all goes back to its list."""
+        if not task.attempts and task.bag is not None and not self.requeued_first:
+            self._unstarted_tasks(task.bag).append(task)
 
     def candidate(self, bag: BagRecord) -> JobRecord:
         """The task of CS(bag) with the fewest live replicas (see the class docstring); CS must not be empty."""
@@ -218,6 +249,8 @@ class BotPolicy(Policy):
                 options = []
             options.append((rec, able))
         if not options:
+            if waiting is not None:
+                self._put_back(waiting)
             return None
         rng = self.rng
         task, able = options[rng.randrange(len(options))] if len(options) > 1 else options[0]
