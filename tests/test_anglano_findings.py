@@ -61,6 +61,39 @@ def test_a_cell_is_unbounded_when_most_of_its_replications_are():
     assert cell.is_unbounded and cell.unbounded == 2 and cell.replications == 3 and cell.avt == 100.0
 
 
+@pytest.mark.parametrize(("unbounded", "replications", "verdict"), [
+    (0, 1, "bounded"), (1, 1, "unbounded"), (1, 2, "undecided"), (2, 2, "unbounded"), (1, 3, "bounded"),
+    (2, 3, "unbounded"), (2, 4, "undecided"), (3, 5, "unbounded"),
+])
+def test_a_verdict_needs_a_strict_majority_and_a_tie_decides_nothing(unbounded, replications, verdict):
+    c = Cell(100.0, 0.1, unbounded, replications)
+    assert c.verdict == verdict
+    assert (c.is_unbounded, c.is_bounded) == (verdict == "unbounded", verdict == "bounded")
+
+
+def test_a_tied_cell_leaves_its_setting_undecided_not_bounded():
+    # Finding 3's High/homogeneous/All_M on 2 replications: FCFS-Share unbounded in one, bounded in
+    # the other. The old majority (2 x 1 > 2 is false) called it bounded and the finding failed on it;
+    # a tie is neither.
+    s = ("high", "homogeneous", "All_M", "high")
+    cells = {(p, *s): Cell(math.nan if unb else 100.0, 0.05, unb, 2)
+             for p, unb in (("rr", 0), ("rr_nrf", 0), ("fcfs_excl", 2), ("fcfs_share", 1), ("long_idle", 2))}
+    f = finding_3(cells)
+    assert f.holds is None and f.failed == [] and f.checked == 1
+    assert f.undecided == ["homogeneous All_M: fcfs_share unbounded 1 of 2"]
+    assert f.line().startswith("3. undecided (1 settings) (undecided, replications tied: homogeneous All_M")
+    # A third replication decides it, either way.
+    cells[("fcfs_share", *s)] = Cell(math.nan, 0.05, 2, 3)
+    assert finding_3(cells).holds is True
+    cells[("fcfs_share", *s)] = Cell(100.0, 0.05, 1, 3)
+    f = finding_3(cells)
+    assert f.holds is False and f.failed == ["homogeneous All_M: fcfs_share bounded (unbounded 1 of 3)"]
+    # Finding 5 leaves a tied pair open too, rather than call them "one unbounded".
+    cells[("fcfs_share", *s)] = Cell(100.0, 0.05, 1, 2)
+    f = finding_5(cells)
+    assert f.holds is None and f.failed == [] and len(f.undecided) == 1
+
+
 @pytest.mark.parametrize("replications", [3])
 def test_findings_1_and_2_hold_at_a_small_scale(replications):
     """High-Avail, homogeneous, low intensity, at a fifth of the paper's grid and application size

@@ -61,6 +61,11 @@ def live(core: Scheduler, job_id: int) -> int:
     return len(core.jobs[job_id].replicas)
 
 
+def ask_bag(core: Scheduler, t: float, machine: int) -> list[int]:
+    """Machine asks at ``t``; the bag ids of the tasks it was given (which task of a bag is drawn at random)."""
+    return [core.jobs[i].bag.id for i in ask(core, t, machine)]
+
+
 # ---------------------------------------------------------------- registry and options
 
 
@@ -131,9 +136,8 @@ def test_fcfs_share_serves_the_oldest_bag_while_it_has_a_candidate_then_the_next
     # Bag 1's task is a candidate until it has RepThresh = 2 replicas, though bag 2 waits.
     assert ask(core, 1.0, 0) == [1]
     assert ask(core, 2.0, 1) == [1]
-    # Bag 1 has no candidate left: bag 2, its waiting tasks first (fewest replicas: 0).
-    assert ask(core, 3.0, 2) == [2]
-    assert ask(core, 4.0, 3) == [3]
+    # Bag 1 has no candidate left: bag 2, its waiting tasks first (fewest replicas: 0), either first.
+    assert sorted(ask(core, 3.0, 2) + ask(core, 4.0, 3)) == [2, 3]
     assert ask(core, 5.0, 4) in ([2], [3])  # a tie on 1 replica: either
     assert live(core, 2) + live(core, 3) == 3
     core.check_invariants()
@@ -159,26 +163,28 @@ def test_rr_rotates_across_events_skips_bags_without_candidates_and_drops_comple
     core.bag_arrived(0.2, bag(3, 0.2, [31, 32, 33, 34, 35]))  # C
     # One machine asks per event: the turn goes A, B, C, A, B, C, A; then B's only task has
     # two replicas (RepThresh) and B is skipped: C; then A.
-    got = [ask(core, 1.0 + j, j) for j in range(9)]
-    assert got == [[11], [21], [31], [12], [21], [32], [13], [33], [14]]
+    got = [ask_bag(core, 1.0 + j, j) for j in range(9)]
+    assert got == [[1], [2], [3], [1], [2], [3], [1], [3], [1]]
     # B's task finishes on M1 (replica 2); its sibling on M4 (replica 5) is cancelled and B
     # completes. A was served last; the bag after A was B, which left the circle: C.
     out = core.replica_done(10.0, 2, ready=True)
     assert of(out, Cancel) == [Cancel(5, 4, 21)]
     assert BagCompleted(2) in out
-    assert tasks(out) == [34]
-    assert ask(core, 11.0, 4) == [15]  # after C: A
-    assert ask(core, 12.0, 9) == [35]  # after A: C
+    assert [core.jobs[i].bag.id for i in tasks(out)] == [3]
+    assert ask_bag(core, 11.0, 4) == [1]  # after C: A
+    assert ask_bag(core, 12.0, 9) == [3]  # after A: C
+    # Each of A's and C's tasks was drawn once (a waiting task has no replica: the fewest).
+    assert [live(core, i) for i in (11, 12, 13, 14, 15, 31, 32, 33, 34, 35)] == [1] * 10
     core.check_invariants()
 
 
 def test_rr_a_new_bag_joins_the_circle_at_the_end():
     core = bot_core("rr", n_machines=4)
     core.bag_arrived(0.0, bag(1, 0.0, [11, 12]))
-    assert ask(core, 1.0, 0) == [11]  # A served last; the circle is [A]: A again next...
+    assert ask_bag(core, 1.0, 0) == [1]  # A served last; the circle is [A]: A again next...
     core.bag_arrived(2.0, bag(2, 2.0, [21]))
     assert ask(core, 3.0, 1) == [21]  # ...but B arrived, and the bag after A is now B
-    assert ask(core, 4.0, 2) == [12]
+    assert ask_bag(core, 4.0, 2) == [1]
     assert ask(core, 5.0, 3) == [21]
 
 
@@ -187,13 +193,13 @@ def test_rr_a_bag_completing_behind_the_turn_leaves_it_in_place():
     core.bag_arrived(0.0, bag(1, 0.0, [11]))  # A
     core.bag_arrived(0.0, bag(2, 0.0, [21, 22]))  # B
     core.bag_arrived(0.0, bag(3, 0.0, [31, 32]))  # C
-    assert [ask(core, 1.0, j) for j in range(3)] == [[11], [21], [31]]
+    assert [ask_bag(core, 1.0, j) for j in range(3)] == [[1], [2], [3]]
     # C was served last: A is next. A's task finishes on M0 and A completes: the turn goes
     # on to the bag after A, B (not C).
     out = core.replica_done(2.0, 1, ready=True)
     assert BagCompleted(1) in out
-    assert tasks(out) == [22]
-    assert ask(core, 3.0, 3) == [32]
+    assert [core.jobs[i].bag.id for i in tasks(out)] == [2]
+    assert ask_bag(core, 3.0, 3) == [3]
 
 
 # ---------------------------------------------------------------- RR-NRF
@@ -204,21 +210,20 @@ def test_rr_a_bag_completing_behind_the_turn_leaves_it_in_place():
     [
         # The first three picks were of bags with nothing running: the turn never moved from
         # A. B lost its only running task: RR-NRF serves B first, without moving the turn,
-        # then A (RR), then B (after A; its head, task 22).
-        ("rr_nrf", [[21], [12], [22]]),
-        # RR served A, B, C: the turn is back at A. It goes on: A, B (its head: the requeued
-        # task 21), C.
-        ("rr", [[12], [21], [32]]),
+        # then A (RR), then B (after A).
+        ("rr_nrf", [[2], [1], [2]]),
+        # RR served A, B, C: the turn is back at A. It goes on: A, B, C.
+        ("rr", [[1], [2], [3]]),
     ],
 )
 def test_rr_nrf_serves_a_bag_with_nothing_running_before_the_turn(name, expected):
     core = bot_core(name, n_machines=6)
     for b in (1, 2, 3):
         core.bag_arrived(0.0, bag(b, 0.0, [10 * b + 1, 10 * b + 2, 10 * b + 3]))
-    assert [ask(core, 1.0 + j, j) for j in range(3)] == [[11], [21], [31]]
-    core.machine_down(4.0, 1)  # task 21 is requeued: bag 2 has no running task
+    assert [ask_bag(core, 1.0 + j, j) for j in range(3)] == [[1], [2], [3]]
+    core.machine_down(4.0, 1)  # bag 2's task is requeued: bag 2 has no running task
     assert not core.bags[2].running
-    assert [ask(core, 5.0 + k, j) for k, j in enumerate((3, 4, 5))] == expected
+    assert [ask_bag(core, 5.0 + k, j) for k, j in enumerate((3, 4, 5))] == expected
     core.check_invariants()
 
 
@@ -238,15 +243,14 @@ def test_rr_nrf_takes_bags_with_nothing_running_in_circular_order_from_the_turn(
     for b in (1, 2, 3, 4):
         core.bag_arrived(0.0, bag(b, 0.0, [10 * b + 1, 10 * b + 2]))
     # RR-NRF: the first four picks are of bags with nothing running (the turn stays at A);
-    # then RR from A: A, B, C. RR: A, B, C, D, A, B, C. Either way the same tasks start.
-    assert [ask(core, 1.0, j) for j in range(7)] == [[11], [21], [31], [41], [12], [22], [32]]
-    for j in (1, 3, 5):  # tasks 21, 41, 22: B and D have nothing running
+    # then RR from A: A, B, C. RR: A, B, C, D, A, B, C. Either way the same bags are served.
+    assert [ask_bag(core, 1.0, j) for j in range(7)] == [[1], [2], [3], [4], [1], [2], [3]]
+    for j in (1, 3, 5):  # tasks of B, D, B: B and D have nothing running
         core.machine_down(2.0, j)
+    assert not core.bags[2].running and not core.bags[4].running
     core.bag_arrived(3.0, bag(5, 3.0, [51, 52]))
-    got = [ask(core, 4.0 + k, j) for k, j in enumerate((7, 8, 9, 10))]
-    assert [core.jobs[t].bag.id for (t,) in got] == expected
-    if name == "rr_nrf":
-        assert got == [[41], [51], [21], [42]]
+    got = [ask_bag(core, 4.0 + k, j) for k, j in enumerate((7, 8, 9, 10))]
+    assert [b for (b,) in got] == expected
     core.check_invariants()
 
 
@@ -262,8 +266,7 @@ def test_long_idle_prefers_a_newer_never_started_task_that_waited_longer(t, long
     for name, expected in (("long_idle", long_idle_bag), ("fcfs_share", 1)):
         core = bot_core(name, n_machines=3)
         core.bag_arrived(0.0, bag(1, 0.0, [1, 2]))
-        assert ask(core, 3.0, 0) == [1]
-        assert ask(core, 3.0, 1) == [2]
+        assert sorted(ask(core, 3.0, 0) + ask(core, 3.0, 1)) == [1, 2]
         core.bag_arrived(4.0, bag(2, 4.0, [3]))
         (got,) = ask(core, t, 2)
         assert core.jobs[got].bag.id == expected, name
@@ -319,8 +322,8 @@ def test_the_candidate_with_fewest_replicas_is_chosen_and_repthresh_is_kept(name
     # RepThresh 3, one bag of tasks 1 and 2, machines asking one per event.
     core = bot_core(name, n_machines=8, replicas=3)
     core.bag_arrived(0.0, bag(1, 0.0, [1, 2]))
-    assert ask(core, 1.0, 0) == [1]  # the waiting tasks first, head first
-    assert ask(core, 1.0, 1) == [2]
+    pair = ask(core, 1.0, 0) + ask(core, 1.0, 1)  # the waiting tasks first (0 replicas), either first
+    assert sorted(pair) == [1, 2]
     pair = ask(core, 1.0, 2) + ask(core, 1.0, 3)  # a tie on 1 replica, then the other task
     assert sorted(pair) == [1, 2]
     # A machine running task 2 fails: task 1 has 2 replicas, task 2 has 1. Both are
@@ -333,6 +336,64 @@ def test_the_candidate_with_fewest_replicas_is_chosen_and_repthresh_is_kept(name
     assert (live(core, 1), live(core, 2)) == (3, 3)
     assert core.machine_ready(4.0, 7) == [Hold(7)]  # RepThresh reached: held
     core.check_invariants()
+
+
+def _requeue_one(core: Scheduler) -> int:
+    """Bag 1 (tasks 1-4) arrives; M0 takes a task and fails: that task is requeued (it has a
+    checkpoint), the other three never started. The requeued task's id."""
+    core.bag_arrived(0.0, bag(1, 0.0, [1, 2, 3, 4]))
+    (first,) = ask(core, 1.0, 0)
+    core.replica_checkpoint(2.0, 1, 0.5)
+    core.machine_down(3.0, 0)
+    assert core.jobs[first].status is JobStatus.QUEUED and core.jobs[first].attempts == 1
+    return first
+
+
+@pytest.mark.parametrize("name", POLICIES)
+def test_a_waiting_task_is_drawn_uniformly_requeued_or_never_started(name):
+    # Seed 000: the task with the fewest running replicas, "in case of tie, random selection".
+    # A bag's waiting tasks all have none: one requeued and three never started are drawn each
+    # with p = 1/4. Over 200 seeds the requeued one is drawn 50 times on average (sd 6.1); mgst's
+    # old rule (requeued first) drew it every time. Every task is also drawn first about 50 times.
+    requeued = 0
+    first = Counter()
+    for seed in range(200):
+        core = bot_core(name, n_machines=2, seed=seed)
+        again = _requeue_one(core)
+        first[again] += 1
+        (got,) = ask(core, 4.0, 1)
+        requeued += got == again
+        assert core.jobs[got].bag.id == 1
+    assert 25 <= requeued <= 75, requeued
+    assert set(first) == {1, 2, 3, 4} and min(first.values()) >= 25, first
+
+
+@pytest.mark.parametrize("name", POLICIES)
+def test_requeued_first_restarts_requeued_tasks_then_the_others_in_order(name):
+    # The option keeps mgst's rule before issue 20: the queue's head, i.e. requeued tasks first
+    # (in submission order), then never-started ones in submission order. No task is drawn.
+    for seed in range(5):
+        core = bot_core(name, n_machines=6, seed=seed, requeued_first=True)
+        core.bag_arrived(0.0, bag(1, 0.0, [1, 2, 3, 4]))
+        assert ask(core, 1.0, 0) + ask(core, 1.0, 1) == [1, 2]
+        core.machine_down(2.0, 1)  # task 2 requeued
+        core.machine_down(2.0, 0)  # task 1 requeued
+        assert [ask(core, 3.0, j) for j in (2, 3, 4, 5)] == [[1], [2], [3], [4]]
+
+
+def test_the_task_draw_uses_the_policy_stream_only():
+    # Reproducible from the policy's seed, and the global random module is never drawn from.
+    def picks(seed: int) -> list[int]:
+        core = bot_core("rr", n_machines=8, seed=seed)
+        core.bag_arrived(0.0, bag(1, 0.0, range(1, 21)))
+        return [t for j in range(8) for t in ask(core, 1.0, j)]
+
+    random.seed(12345)
+    state = random.getstate()
+    a = picks(7)
+    assert random.getstate() == state
+    assert picks(7) == a and len(set(a)) == 8
+    assert any(picks(s) != a for s in range(8, 12))  # another seed, another draw
 
 
 @pytest.mark.parametrize("name", POLICIES)
@@ -393,14 +454,29 @@ def test_a_machine_with_two_slots_never_runs_two_replicas_of_one_task():
     core.check_invariants()
 
 
-def test_a_machine_that_cannot_run_the_class_is_never_given_it():
+def test_a_machine_that_cannot_run_the_class_is_never_given_it(caplog):
     policy = make_policy("rr")
     machines = [Machine("M0", (1.0, 0.0)), Machine("M1", (1.0, 1.0))]
     core = Scheduler([JobClass("a", 0.0), JobClass("b", 0.0)], machines, policy, check=True)
     core.start(0.0)
     core.bag_arrived(0.0, Bag(1, 0.0, (Job(1, 1, 0.0, 1.0, 1),)))  # class b: M0 cannot run it
     assert core.machine_ready(1.0, 0) == [Hold(0)]
+    # The task drawn for M0 and not placed went back to the bag's never-started tasks (no rebuild).
     assert assigns(core.machine_ready(2.0, 1)) == [Assign(core.jobs[1].job, 1, 1, 0.0)]
+    assert "out of step" not in caplog.text
+
+
+def test_a_list_of_never_started_tasks_out_of_step_is_rebuilt(caplog):
+    # Every never-started task leaves the queue through the policy's draw, which keeps its list
+    # exact; were one assigned by other means, the next draw would notice, rebuild, and go on.
+    core = bot_core("rr", n_machines=4)
+    core.bag_arrived(0.0, bag(1, 0.0, [1, 2, 3, 4]))
+    first = ask(core, 1.0, 0)
+    core.policy._unstarted[1].pop()  # a waiting task lost from the list
+    got = first + ask(core, 2.0, 1) + ask(core, 3.0, 2) + ask(core, 4.0, 3)
+    assert sorted(got) == [1, 2, 3, 4]
+    assert "out of step" in caplog.text
+    core.check_invariants()
 
 
 # ---------------------------------------------------------------- a random drive
@@ -428,6 +504,12 @@ def _check_rules(core: Scheduler, name: str) -> None:
     assert not _startable(core, selectable), "a machine is held while a candidate waits for it"
     if name == "fcfs_excl" and bags:
         assert all(r.job.bag is bags[0] for r in core.live_replicas()), "FCFS-Excl ran a task of a newer bag"
+    # The policy's list of a bag's never-started tasks is exactly those still waiting (waiting_task).
+    for b in bags:
+        kept = getattr(core.policy, "_unstarted", {}).get(b.id)
+        if kept is not None:
+            assert sorted(t.id for t in kept) == sorted(
+                t.id for t in b.tasks if not t.attempts and t.status is JobStatus.QUEUED), b
 
 
 def with_timeouts(cls: type[Policy], factor: float, suspect: bool) -> type[Policy]:

@@ -297,6 +297,44 @@ def test_best_and_wasted_follow_the_checkpoints():
     core.check_invariants()
 
 
+def test_a_checkpoint_equal_but_for_rounding_is_not_better():
+    """Seed 000: a replica is useless if it ends "without having ever produced a checkpoint better than
+    the one stored". At equal power, a replica resumed from the best checkpoint reaches its sibling's
+    next checkpoint with the same work, summed along another path of floats: one ulp higher, which a
+    plain ``>`` took for better (RWT too low on homogeneous grids). Equal is not better."""
+    size = 12537.0  # both machines run 10 units of work per second, and checkpoint every 600 s
+    first = 1.0 - (size - 6000.0) / size  # r1's at 600, started from 0 at 0 (as the simulator works it out)
+    second = 1.0 - (size - 12000.0) / size  # r1's at 1200: 12,000 units done
+    resumed = 1.0 - ((1.0 - first) * size - 6000.0) / size  # r2's at 1300, resumed from ``first`` at 700
+    assert 0.0 < resumed - second < 1e-15  # the same 12,000 units, one ulp apart: the case under test
+
+    core = make(Recorder(max_replicas=2), 2)
+    j1 = Job(1, 0, 0.0, size)
+    core.machine_ready(0.0, 0)
+    core.job_arrived(0.0, j1)  # r1 on M0
+    core.replica_checkpoint(600.0, 1, first)
+    assert core.machine_ready(700.0, 1) == [Assign(j1, 1, 2, first, False)]  # r2 resumes from r1's checkpoint
+    core.replica_checkpoint(1200.0, 1, second)  # r1 raises the best again
+    core.replica_checkpoint(1300.0, 2, resumed)  # r2: equal work, one ulp more
+    r1, r2 = core.replica(1), core.replica(2)
+    assert r1.best and not r2.best
+    assert core.jobs[1].best_progress == resumed  # the larger of the two is kept to resume from: harmless
+    core.replica_done(1300.5, 1)  # r1 wins; r2 is cancelled without ever having bettered the stored checkpoint
+    assert r2.outcome is Outcome.CANCELLED and r2.wasted and not r1.wasted
+    core.check_invariants()
+
+
+def test_a_checkpoint_better_by_a_small_real_step_is_better():
+    """The tie tolerance (CHECKPOINT_TIE, 1e-9 of the job) must not swallow real progress: 1e-8 more counts."""
+    core = make(Recorder(max_replicas=2), 2)
+    core.machine_ready(0.0, 0)
+    core.machine_ready(0.0, 1)
+    core.job_arrived(0.0, Job(1, 0, 0.0, 8.0))  # r1 on M0, r2 on M1
+    core.replica_checkpoint(1.0, 1, 0.5)
+    core.replica_checkpoint(2.0, 2, 0.5 + 1e-8)
+    assert core.replica(2).best and core.jobs[1].best_progress == 0.5 + 1e-8
+
+
 def test_best_is_not_set_without_resume_when_below_the_best():
     core = make(Recorder(resume=False))
     core.machine_ready(0.0, 0)

@@ -144,13 +144,13 @@ def test_no_job_arrives_after_the_horizon():
     assert all(r.job.submitted < 1.0 for r in run.jobs)
 
 
-def bag_list_experiment(tasks, staging=None, checkpoint_interval=None) -> Experiment:
+def bag_list_experiment(tasks, staging=None, checkpoint_interval=None, options=None) -> Experiment:
     """One machine of rate 2 (work per time unit), one bag at t = 1 with tasks of the given sizes."""
     from mgst.model import BagList  # noqa: PLC0415
 
     return Experiment(
         name="b", classes=(JobClass("T", 0.0, 10.0),), machines=(Machine("M1", (2.0,)),),
-        policy=PolicySpec("fcfs_share"), workload=BagList(((1.0, tuple((0, s) for s in tasks)),)),
+        policy=PolicySpec("fcfs_share", options or {}), workload=BagList(((1.0, tuple((0, s) for s in tasks)),)),
         staging=staging,
         simulation=SimulationSettings(horizon=5.0, warmup=0.0, replications=1, checkpoint_interval=checkpoint_interval),
     )
@@ -214,12 +214,15 @@ def test_a_bag_completes_with_its_last_task_and_staging_delays_a_resumed_replica
     from mgst.model import StagingModel  # noqa: PLC0415
 
     # Two tasks on one machine (rate 2): 4 then 6 units of work: done at 1 + 2 = 3, then 3 + 3 = 6.
-    run = Simulation(bag_list_experiment([4.0, 6.0]), drain_limit=100.0).run()
+    # (requeued_first: the tasks start in the listed order, not in a random one.)
+    in_order = {"requeued_first": True}
+    run = Simulation(bag_list_experiment([4.0, 6.0], options=in_order), drain_limit=100.0).run()
     done = sorted(j.completed for j in run.jobs)
     assert done == pytest.approx([3.0, 6.0])
     assert run.bags[0].completed == pytest.approx(6.0) and run.bags[0].first_dispatch == 1.0
     # Staging applies to every replica with a start range U[2, 2]: each computes 2 later.
-    run = Simulation(bag_list_experiment([4.0, 6.0], staging=StagingModel(start=(2.0, 2.0))), drain_limit=100.0).run()
+    staged = bag_list_experiment([4.0, 6.0], staging=StagingModel(start=(2.0, 2.0)), options=in_order)
+    run = Simulation(staged, drain_limit=100.0).run()
     assert sorted(j.completed for j in run.jobs) == pytest.approx([5.0, 10.0])
 
 

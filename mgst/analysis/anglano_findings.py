@@ -29,20 +29,57 @@ class Cell:
         """Unbounded when most of its replications are (a lone replication's verdict can be noise)."""
         return 2 * self.unbounded > self.replications
 
+    @property
+    def is_bounded(self) -> bool:
+        """Bounded when most of its replications are."""
+        return 2 * self.unbounded < self.replications
+
+    @property
+    def verdict(self) -> str:
+        """"unbounded" or "bounded" by a strict majority of its replications; "undecided" when they
+        split evenly (an even count): a tie decides nothing, in neither direction."""
+        return "unbounded" if self.is_unbounded else "bounded" if self.is_bounded else "undecided"
+
+    def split(self) -> str:
+        """How its replications voted, e.g. "unbounded 2 of 3"."""
+        return f"unbounded {self.unbounded} of {self.replications}"
+
 
 @dataclass(slots=True)
 class Finding:
     number: int
     claim: str
-    holds: bool | None  # None: the sweep lacks the cells to say
+    holds: bool | None  # None: the sweep lacks the cells to say, or (``undecided``) its replications tie
     checked: int = 0  # settings (or cells) checked
     failed: list[str] = field(default_factory=list)  # where it does not hold, and how
+    undecided: list[str] = field(default_factory=list)  # settings left open: a cell's replications tie
 
     def line(self) -> str:
-        verdict = {True: "holds", False: "does not hold", None: "not checked"}[self.holds]
+        verdict = {True: "holds", False: "does not hold", None: "undecided" if self.undecided else "not checked"}[
+            self.holds]
         where = f" ({len(self.failed)} of {self.checked} settings against: {'; '.join(self.failed[:6])}" + (
             ", ..." if len(self.failed) > 6 else "") + ")" if self.failed else f" ({self.checked} settings)"
+        if self.undecided:
+            where += f" (undecided, replications tied: {'; '.join(self.undecided)})"
         return f"{self.number}. {verdict}{where}: {self.claim}"
+
+    def settle(self) -> None:
+        """holds from what was found: False on any failure; else None if a tie left a setting open."""
+        if not self.checked:
+            self.holds = None
+        elif self.failed:
+            self.holds = False
+        else:
+            self.holds = None if self.undecided else True
+
+
+def _ties(f: Finding, label: str, got: Mapping[str, Cell]) -> bool:
+    """Note in ``f`` the cells of ``got`` whose replications tie; whether there is one (the setting is then
+    left open: neither for nor against)."""
+    tied = [f"{p} {c.split()}" for p, c in got.items() if c.verdict == "undecided"]
+    if tied:
+        f.undecided.append(f"{label}: {', '.join(tied)}")
+    return bool(tied)
 
 
 def load_cells(rows: Iterable[Mapping[str, str]]) -> dict[tuple[str, str, str, str, str], Cell]:
@@ -74,25 +111,24 @@ def _avt(c: Cell) -> float:
 def finding_1(cells: Mapping, heterogeneity: str = "homogeneous") -> Finding:
     f = Finding(1, "High-Avail, homogeneous, low intensity: RR and RR-NRF have higher AVT than the others on "
                    "All_VS and All_S, lower on All_L; FCFS-Excl is unbounded on All_L", None)
-    ok = True
     for mix in ("All_VS", "All_S", "All_L"):
         got = {p: cells.get((p, "high", heterogeneity, mix, "low")) for p in (*RR, *OTHERS)}
         if any(c is None for c in got.values()):
             return f
         f.checked += 1
+        if _ties(f, mix, got):
+            continue
         rr = [_avt(got[p]) for p in RR]
         others = [_avt(got[p]) for p in ("fcfs_share", "long_idle")] + (
             [] if mix == "All_L" else [_avt(got["fcfs_excl"])])
         if mix == "All_L":
             good = max(rr) < min(others) and got["fcfs_excl"].is_unbounded
             if not good:
-                ok = False
                 f.failed.append(f"All_L: RR/RR-NRF {_fmt(rr)} vs FCFS-Share/LongIdle {_fmt(others)}, FCFS-Excl "
                                 f"{'unbounded' if got['fcfs_excl'].is_unbounded else _fmt([got['fcfs_excl'].avt])}")
         elif not min(rr) > max(others):
-            ok = False
             f.failed.append(f"{mix}: RR/RR-NRF {_fmt(rr)} vs others {_fmt(others)}")
-    f.holds = ok
+    f.settle()
     return f
 
 
@@ -121,11 +157,12 @@ def finding_3(cells: Mapping) -> Finding:
             if any(c is None for c in got.values()):
                 continue
             f.checked += 1
-            wrong = [p for p in OTHERS if not got[p].is_unbounded] + [p for p in RR if got[p].is_unbounded]
+            _ties(f, f"{het} {mix}", got)
+            wrong = [p for p in OTHERS if got[p].is_bounded] + [p for p in RR if got[p].is_unbounded]
             if wrong:
-                f.failed.append(f"{het} {mix}: " + ", ".join(
-                    f"{p} {'unbounded' if got[p].is_unbounded else 'bounded'}" for p in wrong))
-    f.holds = None if not f.checked else not f.failed
+                f.failed.append(f"{het} {mix}: " + ", ".join(f"{p} {got[p].verdict} ({got[p].split()})"
+                                                             for p in wrong))
+    f.settle()
     return f
 
 
@@ -137,10 +174,11 @@ def finding_4(cells: Mapping) -> Finding:
             if any(c is None for c in got.values()):
                 continue
             f.checked += 1
-            bounded = [p for p, c in got.items() if not c.is_unbounded]
+            _ties(f, f"{het} {mix}", got)
+            bounded = [p for p, c in got.items() if c.is_bounded]
             if bounded:
                 f.failed.append(f"{het} {mix}: {', '.join(bounded)} bounded")
-    f.holds = None if not f.checked else not f.failed
+    f.settle()
     return f
 
 
@@ -153,11 +191,13 @@ def finding_5(cells: Mapping, tolerance: float = 0.05) -> Finding:
         if a is None or b is None:
             continue
         f.checked += 1
+        if _ties(f, "/".join(s), {"fcfs_share": a, "long_idle": b}):
+            continue
         if a.is_unbounded != b.is_unbounded:
             f.failed.append(f"{'/'.join(s)}: one unbounded")
         elif not a.is_unbounded and abs(a.avt - b.avt) > tolerance * max(a.avt, b.avt):
             f.failed.append(f"{'/'.join(s)}: AVT {a.avt:.0f} vs {b.avt:.0f}")
-    f.holds = None if not f.checked else not f.failed
+    f.settle()
     return f
 
 

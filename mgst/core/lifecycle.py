@@ -23,6 +23,7 @@ from mgst.core.decisions import (
 from mgst.core.hooks import PolicyError
 from mgst.core.ready import ReadyQueue
 from mgst.core.state import (
+    CHECKPOINT_TIE,
     COMPUTING,
     STAGING,
     BagRecord,
@@ -167,9 +168,12 @@ class Lifecycle:
         """replica STAGING|COMPUTING --checkpoint--> the same: its checkpoint and the job's best noted."""
         if progress > r.checkpoint:
             r.checkpoint = progress
-            if progress > r.job.best_progress:
-                r.job.best_progress = progress
-                r.best = True
+            job = r.job
+            best = job.best_progress
+            if progress > best:
+                job.best_progress = progress  # a tie's larger value too: where a new replica resumes
+                if progress - best > CHECKPOINT_TIE:  # equal is not better (seed 000's RWT)
+                    r.best = True
         if self.checker is not None:
             self.checker.moved(REPLICA, r, r.phase, "checkpoint", r.phase)
 

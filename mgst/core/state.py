@@ -44,6 +44,14 @@ class Outcome(enum.Enum):
 STAGING: Final = "staging"  # fetching a checkpoint, a program or data: no work is done
 COMPUTING: Final = "computing"
 
+# A checkpoint raises its job's best (and so makes its replica useful, seed 000's RWT) only when it
+# is better than the stored one by more than this fraction of the job. Progress is a fraction worked
+# out in floating point: a replica resumed from the best checkpoint and its sibling, at equal power,
+# reach the same work along different sums, and differ by a few ulps (1e-16 measured; at most about
+# 1e-11 from a model time of 2e6 s); a real step between two checkpoints is a whole checkpoint
+# interval of work (1e-4 and more in seed 000's cells). Equal is not better.
+CHECKPOINT_TIE: Final = 1e-9
+
 
 class ReplicaRecord:
     """One attempt at running a job on a machine, live or ended (ended records are kept).
@@ -80,7 +88,7 @@ class ReplicaRecord:
         self.rate = 0.0 if staging else rate  # work per time unit now
         self.outcome: Outcome | None = None
         self.ended: float | None = None
-        self.best = False  # it raised its job's best checkpoint at least once
+        self.best = False  # it raised its job's best checkpoint at least once (by more than CHECKPOINT_TIE)
         self.late = False  # its result came after the core had given up on it
 
     def remaining(self, now: float) -> float:

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import logging
 import random
 from collections.abc import Iterator
 
 from mgst.core.decisions import Assign, Decision
 from mgst.core.hooks import PolicyError
-from mgst.core.state import BagRecord, JobRecord, MachineRecord
+from mgst.core.state import BagRecord, JobRecord, JobStatus, MachineRecord
 from mgst.core.view import View
 from mgst.policies import register
 from mgst.policies.base import NOTHING, Decisions, Policy, PolicyOptions
+
+log = logging.getLogger(__name__)
 
 # RR and RR-NRF live in bot_circular.py, LongIdle in bot_idle.py; all five register as built-ins.
 
@@ -26,6 +30,10 @@ class BotOptions(PolicyOptions):
     replicas: int = 2
     # A new replica resumes from the task's best checkpoint (WQR-FT's Select_Best_Checkpoint).
     checkpoints: bool = True
+    # mgst's rule before issue 20: a bag's requeued tasks (they have a checkpoint) restart before its
+    # never-started ones, each in submission order (the queue's head). Off: the paper's "in case of
+    # tie, random selection is used", a uniform pick among every waiting task of the bag.
+    requeued_first: bool = False
 
     def validate(self) -> None:
         if self.replicas < 1:
@@ -52,16 +60,15 @@ class BotPolicy(Policy):
        than RepThresh live replicas -- is non-empty. When none has one, the loop
        stops and the machines still asking stay held (the printed loop,
        ``while Q != {} and M != {}``, would spin: POLICIES.md).
-    2. Take the task of CS(B) with the fewest live replicas. A waiting task has
-       none, so while the bag's queue is not empty the task is the queue's head,
-       in O(1): its never-started tasks are interchangeable (no replica, no
-       checkpoint, sizes iid and unknown to the scheduler), so the head is, in
-       distribution, the paper's random pick among them. A requeued task keeps
-       its place in submission order and so sits at the head, ahead of the bag's
-       never-started tasks: between a requeued task (it has a checkpoint) and a
-       never-started one the paper's tie is broken in favour of the requeued task.
-       When nothing of the bag waits, its running tasks are scanned (at most one
-       per busy slot) and a tie on the fewest replicas is broken with ``self.rng``.
+    2. Take the task of CS(B) with the fewest live replicas, "in case of tie, random
+       selection" (the paper). A waiting task has none, so while the bag's queue is
+       not empty the task is drawn uniformly (``self.rng``) among all of the bag's
+       waiting tasks, requeued (they have a checkpoint) and never-started alike
+       (:meth:`waiting_task`). With the ``requeued_first`` option it is the queue's
+       head instead: requeued tasks first, then never-started ones in submission
+       order (mgst's rule before issue 20). When nothing of the bag waits, its
+       running tasks are scanned (at most one per busy slot) and a tie on the
+       fewest replicas is broken with ``self.rng``.
     3. Pick a machine uniformly at random (``self.rng``) among those asking, each
        machine once whatever its number of free slots (Random_Select).
     4. Yield ``Assign``: the core starts the replica at once, from the task's best
@@ -76,14 +83,15 @@ class BotPolicy(Policy):
     task is the candidate with the fewest replicas that some asking machine can
     take, and the machine is drawn among those that can; a bag none of whose
     candidates fits an asking machine is passed over until the next event (of its
-    waiting tasks only the head is tried).
+    waiting tasks only the one drawn is tried).
 
     The first replica to finish wins and the core cancels its siblings; a task that
     loses its last replica goes back to its bag's queue (the core).
 
-    Per decision: O(1) for the task while the bag has waiting tasks, else the bag's
-    running tasks; O(1) for the machine (in the general case, O(the bag's running
-    tasks x asking machines) for both); plus the selection's cost (each subclass).
+    Per decision: O(1) amortised for the task while the bag has waiting tasks (plus
+    its requeued waiting tasks, few), else the bag's running tasks; O(1) for the
+    machine (in the general case, O(the bag's running tasks x asking machines) for
+    both); plus the selection's cost (each subclass).
     """
 
     Options = BotOptions
@@ -96,6 +104,11 @@ class BotPolicy(Policy):
         replicas = self.options.replicas
         self.max_replicas = UNLIMITED if replicas is None else replicas
         self.resume_from_checkpoint = self.options.checkpoints
+        self.requeued_first = self.options.requeued_first
+        # bag id -> its never-started tasks, in no order, and how many of bag.tasks were added: an entry
+        # that has started since is dropped when drawn (see waiting_task)
+        self._unstarted: dict[int, list[JobRecord]] = {}
+        self._unstarted_seen: dict[int, int] = {}
         self._view: View | None = None
         self._everywhere = True  # every machine runs every class (no nominal rate is 0)
         self._one_slot = True  # every machine has one slot: one that asks runs nothing
@@ -130,11 +143,75 @@ class BotPolicy(Policy):
                 return True
         return False
 
+    def waiting_task(self, bag: BagRecord) -> JobRecord:
+        """A task of the bag's queue (it must not be empty): all have no live replica, so they tie.
+
+        The paper's tie rule: uniform among them, one draw of ``self.rng``. The bag's never-started
+        waiting tasks are kept here, per bag, in a list (:meth:`_unstarted_tasks`); the queue holds
+        them and the bag's requeued tasks (a draw past the list reads those, few, from the queue).
+        A never-started task leaves the queue only when assigned, and every Assign of one comes
+        from this draw, which takes it out of the list: so the list holds exactly the bag's
+        never-started waiting tasks (checked, and rebuilt if it does not). ``requeued_first``:
+        the queue's head, no draw.
+        """
+        queue = bag.queue
+        if self.requeued_first:
+            head = queue.head
+            if head is None:
+                raise PolicyError(f"{self.name}: {bag} has no waiting task")
+            return head
+        pool = self._unstarted.get(bag.id)
+        if pool is None or self._unstarted_seen[bag.id] < len(bag.tasks):
+            pool = self._unstarted_tasks(bag)
+        waiting = len(queue)
+        fresh = len(pool)
+        # floor(u * n): uniform on 0..n-1 but for a bias of n / 2**53, and 4 times faster than randrange
+        i = int(self.rng.random() * waiting) if waiting > 1 else 0
+        if i < fresh:
+            task = pool[i]
+            if task.attempts or task.status is not JobStatus.QUEUED:
+                return self._resync(bag)
+            pool[i] = pool[-1]
+            pool.pop()
+            return task
+        requeued = [t for t in queue.requeued() if t.attempts]  # (an out-of-order arrival is never-started)
+        if len(requeued) != waiting - fresh:
+            return self._resync(bag)
+        return requeued[i - fresh]
+
+    def _unstarted_tasks(self, bag: BagRecord) -> list[JobRecord]:
+        """The bag's never-started waiting tasks, in no order (see :meth:`waiting_task`)."""
+        pool = self._unstarted.get(bag.id)
+        if pool is None:
+            pool = self._unstarted[bag.id] = []
+        tasks = bag.tasks
+        seen = self._unstarted_seen.get(bag.id, 0)
+        if seen < len(tasks):  # the bag's tasks so far (a task may arrive on its own, after its bag)
+            pool.extend(t for t in itertools.islice(tasks, seen, None) if not t.attempts)
+            self._unstarted_seen[bag.id] = len(tasks)
+        return pool
+
+    def _resync(self, bag: BagRecord) -> JobRecord:
+        """The list of never-started tasks was out of step (a task assigned by other means): rebuilt, drawn again."""
+        log.warning("%s: the never-started tasks of %s were out of step; rebuilt", self.name, bag)
+        self._unstarted[bag.id] = [t for t in bag.tasks if not t.attempts and t.status is JobStatus.QUEUED]
+        self._unstarted_seen[bag.id] = len(bag.tasks)
+        pool = self._unstarted[bag.id]
+        requeued = [t for t in bag.queue.requeued() if t.attempts]
+        if len(pool) + len(requeued) != len(bag.queue):
+            raise PolicyError(f"{self.name}: {bag} has {len(bag.queue)} waiting tasks, {len(pool)} never started "
+                              f"and {len(requeued)} requeued")
+        return self.waiting_task(bag)
+
+    def _put_back(self, task: JobRecord) -> None:
+        """A never-started task drawn by :meth:`waiting_task` and not assigned after all goes back to its list."""
+        if not task.attempts and task.bag is not None and not self.requeued_first:
+            self._unstarted_tasks(task.bag).append(task)
+
     def candidate(self, bag: BagRecord) -> JobRecord:
         """The task of CS(bag) with the fewest live replicas (see the class docstring); CS must not be empty."""
-        head = bag.queue.head
-        if head is not None:
-            return head
+        if bag.queue.head is not None:
+            return self.waiting_task(bag)
         limit = self.max_replicas
         fewest = limit
         ties: list[JobRecord] = []
@@ -155,12 +232,12 @@ class BotPolicy(Policy):
         """The general case: the candidate with the fewest replicas that some asking machine can
         take (its class's rate there is positive, it runs no replica of the task yet), ties at
         random, and such a machine at random (its position in ``pool``); None if there is none.
-        A waiting task is the queue's head only, as in :meth:`candidate`."""
-        head = bag.queue.head
+        Of the waiting tasks only one is tried, drawn as in :meth:`candidate`."""
+        waiting = self.waiting_task(bag) if bag.queue.head is not None else None
         limit = self.max_replicas
         fewest = limit
         options: list[tuple[JobRecord, list[int]]] = []
-        for rec in (head,) if head is not None else bag.running.values():
+        for rec in (waiting,) if waiting is not None else bag.running.values():
             n = len(rec.replicas)
             if n > fewest or n >= limit:
                 continue
@@ -174,6 +251,8 @@ class BotPolicy(Policy):
                 options = []
             options.append((rec, able))
         if not options:
+            if waiting is not None:
+                self._put_back(waiting)
             return None
         rng = self.rng
         task, able = options[rng.randrange(len(options))] if len(options) > 1 else options[0]
@@ -190,6 +269,8 @@ class BotPolicy(Policy):
             return NOTHING
         if view is not self._view:
             self._view = view
+            self._unstarted = {}
+            self._unstarted_seen = {}
             self._everywhere = all(rate > 0.0 for m in view.machines for rate in m.rates)
             self._one_slot = all(m.slots == 1 for m in view.machines)
             self.attach(view)
@@ -199,6 +280,10 @@ class BotPolicy(Policy):
         pool = view.ready_machines()
         if self._blocked:
             self._blocked = set()
+        if len(self._unstarted) > len(view.bags):  # bags completed: forget their tasks
+            for gone in [b for b in self._unstarted if b not in view.bags]:
+                del self._unstarted[gone]
+                self._unstarted_seen.pop(gone, None)
         self.begin(view)
         rng = self.rng
         while pool:
