@@ -271,6 +271,12 @@ class ShareWindow:
     def contended(self) -> bool:
         return self.waited > CONTENTION_SLACK
 
+    @property
+    def held(self) -> float:
+        """The part of the window a process busy whenever it may run was neither running nor waiting for a
+        CPU: stopped, frozen or throttled. Contention does not change it (a waiting process is runnable)."""
+        return max(0.0, 1.0 - self.target - self.waited)
+
 
 def share_window(target: int, throttle: Any = None, seconds: float = SHARE_WINDOW) -> ShareWindow:
     """Measure ``target`` (a pid, busy whenever it may run) over ``seconds`` of wall time."""
