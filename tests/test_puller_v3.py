@@ -390,9 +390,9 @@ def test_command_share_zero_suspends_it(no_children_left, mapper: FakeMapper, st
     _, done, _ = until(mapper, P.Done, 10)
     assert done.finished - started.started >= 1.0 + paused - 0.2  # its 1 s of naps, after the pause
     # A replica cancelled while suspended is killed, not left stopped (no_children_left checks).
+    pidfile.unlink()  # before the job: its process may write the file before Started arrives
     mapper.send(ident, job(2, key="nap"))
     mapper.expect(P.Started)
-    pidfile.unlink()
     wait_for(lambda: pidfile.exists() and pidfile.read_text().isdigit(), 5.0)
     second = psutil.Process(int(pidfile.read_text()))
     mapper.send(ident, P.Share(0.0))

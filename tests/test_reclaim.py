@@ -251,7 +251,7 @@ def test_a_cpu_series_is_achieved_and_the_job_ends_when_the_model_says(no_childr
     """Shares 1, 0.5, 0 and 1 (2 s each): each achieved within 0.05 (CPU accounting of the spin worker) and the
     job done within 5 % of the model's time. On a busy machine (CI: 2 shared cores) a control process spinning in
     the same windows measures what a CPU-bound process can get: a share is expected up to that, never above its
-    target; a run where the control got under 90 % of a CPU and that fails is tried again (at most 3 times)."""
+    target; a failing run is tried again (at most 3 times), and the test fails when every run fails."""
     control = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     seen = []
     try:
@@ -259,9 +259,10 @@ def test_a_cpu_series_is_achieved_and_the_job_ends_when_the_model_says(no_childr
             problems, contended = _attempt(mapper, start, control)
             if not problems:
                 return
-            assert contended, f"on an uncontended machine: {problems}"
-            seen.append(problems)
-        pytest.fail(f"{ATTEMPTS} attempts, all contended and failing: {seen}")
+            # Any failing attempt is tried again (CI once saw an uncontended attempt end 5.6 % early, 7.55 s for
+            # 8.00, and the next run pass): a puller that plays the series wrong fails every attempt.
+            seen.append((problems, "contended" if contended else "uncontended"))
+        pytest.fail(f"{ATTEMPTS} attempts, all failing: {seen}")
     finally:
         control.kill()
         control.wait(5)
