@@ -9,12 +9,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from mgst.availability import exponential, markov3, trace, weibull
+from mgst.availability.exponential import KIND as EXPONENTIAL
 from mgst.availability.kind import AvailabilityKind
+from mgst.availability.markov3 import KIND as MARKOV3
 from mgst.availability.process import AvailabilityProcess
+from mgst.availability.trace import KIND as TRACE
+from mgst.availability.weibull import KIND as WEIBULL
 from mgst.model import Experiment
 
-KINDS: tuple[AvailabilityKind, ...] = (exponential.KIND, weibull.KIND, markov3.KIND, trace.KIND)
+KINDS: tuple[AvailabilityKind, ...] = (EXPONENTIAL, WEIBULL, MARKOV3, TRACE)
 BY_NAME: dict[str, AvailabilityKind] = {k.name: k for k in KINDS}
 _BY_TYPE: dict[type, AvailabilityKind] = {k.spec_type: k for k in KINDS}
 # [availability] kind -> its keys; "always" is no model (machines never fail).
@@ -64,7 +67,7 @@ def from_plain(plain: Any) -> Any:
     if plain is None:
         return None
     if isinstance(plain, list):  # (stores written before kinds had names)
-        return exponential.KIND.from_plain(plain)
+        return EXPONENTIAL.from_plain(plain)
     kind = BY_NAME.get(plain.get("kind"))
     if kind is None:
         raise ValueError(f"unknown availability kind {plain.get('kind')!r:.40} in the run store")
