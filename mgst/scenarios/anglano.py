@@ -25,7 +25,7 @@ from mgst.model import (
     WeibullGroup,
     WeibullNormalFailures,
 )
-from mgst.scenarios import Axis, RunSettings, Scenario
+from mgst.scenarios.scenario import Axis, RunSettings, Scenario
 
 # Table II's three availability levels: the 15 machine groups' Weibull/Normal laws are
 # mgst.availability.weibull's "anglano-<level>" presets (one copy of the table, shared with the
