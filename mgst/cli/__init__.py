@@ -146,6 +146,13 @@ def main(argv: list[str] | None = None) -> int:
         add_arguments(p)
     p.set_defaults(func=puller_command)
 
+    p = sub.add_parser("lab", help="launch, show and stop the pullers of lab machines over SSH (docs/lab.md)")
+    if _command(argv) == "lab":
+        from mgst.cli.lab_commands import add_lab_arguments, lab_command  # noqa: PLC0415
+
+        add_lab_arguments(p)
+        p.set_defaults(func=lab_command)
+
     p = sub.add_parser("policies", help="list the policies an experiment file can name")
     p.set_defaults(func=_policies)
 

@@ -1,0 +1,1 @@
+"""`mgst lab`: puller daemons launched, shown and stopped on lab machines over SSH (docs/lab.md)."""

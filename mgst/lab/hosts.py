@@ -1,0 +1,258 @@
+"""The hosts file of `mgst lab` (TOML) -> Lab: every error names the key (format in docs/lab.md)."""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mgst import security
+
+# Host labels and machine names become parts of file names and of messages: a safe alphabet.
+_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+# A host name or an IPv4/IPv6 address; never starting with '-' (ssh would read an option).
+_ADDRESS = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:%-]{0,252}$")
+_USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$")
+# StrictHostKeyChecking values: "yes" (the default: a host must be in known_hosts), "accept-new" (trust on
+# first use), "no" (unsafe: accepts any key; logged).
+HOST_KEY_CHECKING = ("yes", "accept-new", "no")
+# The ssh connection time-out's bounds, in seconds: below 1 s a loaded network fails; above 300 s a dead host
+# holds the command for minutes.
+MIN_CONNECT_TIMEOUT, MAX_CONNECT_TIMEOUT = 1.0, 300.0
+DEFAULT_CONNECT_TIMEOUT = 10.0
+DEFAULT_REMOTE_DIR = "mgst-lab"
+DEFAULT_MGST = ("mgst",)
+# Options `mgst lab` gives the puller itself; puller_args may not repeat them (they would contradict its files).
+MANAGED_PULLER_OPTIONS = ("--connect", "--machine", "--keys", "--key", "--mapper-key", "--insecure", "--allow-file")
+# A remote path or argument is written into a shell script: bounded, printable, one line.
+MAX_WORD = 4096
+
+_HOST_KEYS = ("address", "machines", "user", "port", "identity_file", "known_hosts", "ssh_config",
+              "host_key_checking", "connect_timeout", "remote_dir", "mgst", "allow_file", "puller_args")
+_DEFAULT_KEYS = tuple(k for k in _HOST_KEYS if k not in ("address", "machines"))
+_LAB_KEYS = ("connect", "keys")
+
+
+class HostsFileError(ValueError):
+    """A problem with a hosts file, naming the offending key (``hosts.pc01.port``), or ``(file)``."""
+
+    def __init__(self, key: str, problem: str, path: str):
+        self.key, self.problem, self.path = key, problem, path
+        super().__init__(f"{path}: {key}: {problem}")
+
+
+@dataclass(frozen=True, slots=True)
+class Host:
+    """One lab machine reached over SSH, and the pullers it runs (one per machine name)."""
+
+    label: str
+    address: str
+    machines: tuple[str, ...]
+    user: str | None
+    port: int
+    identity_file: Path | None
+    known_hosts: Path | None
+    ssh_config: Path | None
+    host_key_checking: str
+    connect_timeout: float
+    remote_dir: str
+    mgst: tuple[str, ...]
+    allow_file: Path | None
+    puller_args: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Lab:
+    """A hosts file: where the mapper is, its key folder, and the hosts."""
+
+    path: Path
+    connect: str
+    keys: Path
+    hosts: tuple[Host, ...]
+
+
+def load_hosts(path: Path) -> Lab:
+    """Read and validate the hosts file at ``path``; HostsFileError naming the key."""
+    where = str(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise HostsFileError("(file)", "no such file", where) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise HostsFileError("(file)", f"cannot read: {e}", where) from None
+    except tomllib.TOMLDecodeError as e:
+        raise HostsFileError("(file)", f"TOML syntax error: {e}", where) from None
+    return parse_hosts(data, path)
+
+
+def parse_hosts(data: Mapping[str, Any], path: Path) -> Lab:
+    where = str(path)
+    base = path.parent
+
+    def fail(key: str, problem: str) -> HostsFileError:
+        return HostsFileError(key, problem, where)
+
+    _known(data, ("lab", "defaults", "hosts"), "", fail)
+    lab = _table(data, "lab", fail, required=True)
+    _known(lab, _LAB_KEYS, "lab.", fail)
+    connect = _string(lab, "connect", "lab.", fail, required=True)
+    try:
+        security.check_endpoint(connect, bind=False)
+    except ValueError as e:
+        raise fail("lab.connect", str(e)) from None
+    keys = _local_path(_string(lab, "keys", "lab.", fail, required=True), base)
+    if not (keys / f"{security.MAPPER}.key").is_file():
+        raise fail("lab.keys", f"{keys} has no {security.MAPPER}.key (make the folder with 'mgst keys')")
+    defaults = _table(data, "defaults", fail)
+    _known(defaults, _DEFAULT_KEYS, "defaults.", fail)
+    hosts_table = _table(data, "hosts", fail, required=True)
+    if not hosts_table:
+        raise fail("hosts", "no host: add a [hosts.NAME] table per lab machine")
+    hosts = []
+    seen: dict[str, str] = {}
+    for label, table in hosts_table.items():
+        prefix = f"hosts.{label}."
+        if not _LABEL.match(label):
+            raise fail(f"hosts.{label}", "a host's name takes letters, digits, '_', '.', '-' (at most 64)")
+        if not isinstance(table, Mapping):
+            raise fail(f"hosts.{label}", "must be a table: [hosts.NAME] with address = ... and machines = [...]")
+        _known(table, _HOST_KEYS, prefix, fail)
+        host = _host(label, table, defaults, base, prefix, fail)
+        for m in host.machines:
+            if m in seen:
+                raise fail(prefix + "machines", f"{m} is also run by host {seen[m]}")
+            seen[m] = label
+            if _secret_key(keys, m) is None:
+                raise fail(prefix + "machines", f"{keys} has no key pair for {m} (pullers/{m}.key_secret or "
+                                                f"pullers/{security.LAB}.key_secret; make it with 'mgst keys')")
+        hosts.append(host)
+    return Lab(path, connect, keys, tuple(hosts))
+
+
+def secret_key(lab: Lab, machine: str) -> Path:
+    """The local secret key file of ``machine`` (its own, else the shared lab key)."""
+    found = _secret_key(lab.keys, machine)
+    assert found is not None, "checked by parse_hosts"
+    return found
+
+
+def _secret_key(keys: Path, machine: str) -> Path | None:
+    for name in (machine, security.LAB):
+        p = keys / security.PULLERS / f"{name}.key_secret"
+        if p.is_file():
+            return p
+    return None
+
+
+def _host(label: str, own: Mapping[str, Any], defaults: Mapping[str, Any], base: Path, prefix: str,
+          fail) -> Host:
+    t = {**defaults, **own}
+
+    def key(k: str) -> str:  # the key where the file gives it: in the host's table, else in [defaults]
+        return "defaults." + k if k not in own and k in defaults else prefix + k
+
+    address = _string(t, "address", prefix, fail, required=True)
+    if not _ADDRESS.match(address):
+        raise fail(prefix + "address", f"{address!r} is not a host name or address")
+    machines = t.get("machines")
+    if (not isinstance(machines, list) or not machines
+            or not all(isinstance(m, str) and _LABEL.match(m) for m in machines)):
+        raise fail(prefix + "machines", "give the experiment's machine names this host runs, e.g. [\"M1\"] "
+                                        "(letters, digits, '_', '.', '-')")
+    if len(set(machines)) != len(machines):
+        raise fail(prefix + "machines", "a machine is named twice")
+    user = t.get("user")
+    if user is not None and (not isinstance(user, str) or not _USER.match(user)):
+        raise fail(key("user"), "a user name takes letters, digits, '_', '.', '-' (at most 32)")
+    port = t.get("port", 22)
+    if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
+        raise fail(key("port"), "must be a whole number in 1..65535")
+    checking = t.get("host_key_checking", "yes")
+    if checking not in HOST_KEY_CHECKING:
+        raise fail(key("host_key_checking"), f"must be one of {', '.join(HOST_KEY_CHECKING)}")
+    timeout = t.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT)
+    if (not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not math.isfinite(timeout)
+            or not MIN_CONNECT_TIMEOUT <= timeout <= MAX_CONNECT_TIMEOUT):
+        raise fail(key("connect_timeout"), f"must be {MIN_CONNECT_TIMEOUT:g} to {MAX_CONNECT_TIMEOUT:g} seconds")
+    remote_dir = _word(t.get("remote_dir", DEFAULT_REMOTE_DIR), key("remote_dir"), fail)
+    if remote_dir.strip("/") == "":
+        raise fail(key("remote_dir"), "must name a folder of its own, not '/'")
+    mgst = _words(t.get("mgst", list(DEFAULT_MGST)), key("mgst"), fail)
+    if not mgst:
+        raise fail(key("mgst"), "give the command that runs mgst on the host, e.g. \"mgst\"")
+    if mgst[0].startswith("-"):
+        raise fail(key("mgst"), f"{mgst[0]!r}: the command cannot start with an option")
+    puller_args = _words(t.get("puller_args", []), key("puller_args"), fail)
+    for a in puller_args:
+        if a.split("=", 1)[0] in MANAGED_PULLER_OPTIONS:
+            raise fail(key("puller_args"), f"{a.split('=', 1)[0]} is given by mgst lab itself (see docs/lab.md)")
+    files = {}
+    for k in ("identity_file", "known_hosts", "ssh_config", "allow_file"):
+        v = t.get(k)
+        if v is None:
+            files[k] = None
+            continue
+        if not isinstance(v, str) or not v:
+            raise fail(key(k), "must be a file's path")
+        p = _local_path(v, base)
+        if not p.is_file() and not (k == "ssh_config" and v == "/dev/null"):
+            raise fail(key(k), f"{p}: no such file")
+        files[k] = p
+    return Host(label, address, tuple(machines), user, port, files["identity_file"], files["known_hosts"],
+                files["ssh_config"], checking, float(timeout), remote_dir, mgst, files["allow_file"],
+                puller_args)
+
+
+def _known(table: Mapping[str, Any], keys: tuple[str, ...], prefix: str, fail) -> None:
+    for k in table:
+        if k not in keys:
+            raise fail(prefix + k, f"unknown key (known: {', '.join(keys)})")
+
+
+def _table(data: Mapping[str, Any], name: str, fail, *, required: bool = False) -> Mapping[str, Any]:
+    t = data.get(name)
+    if t is None:
+        if required:
+            raise fail(name, f"missing: add a [{name}] table (docs/lab.md)")
+        return {}
+    if not isinstance(t, Mapping):
+        raise fail(name, "must be a table")
+    return t
+
+
+def _string(t: Mapping[str, Any], k: str, prefix: str, fail, *, required: bool = False) -> str:
+    v = t.get(k)
+    if v is None and required:
+        raise fail(prefix + k, "missing")
+    if not isinstance(v, str) or not v:
+        raise fail(prefix + k, "must be a non-empty string")
+    return v
+
+
+def _word(v: Any, key: str, fail) -> str:
+    if not isinstance(v, str) or not v or len(v) > MAX_WORD or not v.isprintable():
+        raise fail(key, f"must be a non-empty string of printable characters (at most {MAX_WORD})")
+    return v
+
+
+def _words(v: Any, key: str, fail) -> tuple[str, ...]:
+    """A command as a list of words, or a string split as a POSIX shell would (no expansion)."""
+    if isinstance(v, str):
+        try:
+            v = shlex.split(v)
+        except ValueError as e:
+            raise fail(key, f"cannot split {v!r}: {e}") from None
+    if not isinstance(v, list):
+        raise fail(key, "must be a list of strings or a command line")
+    return tuple(_word(w, key, fail) for w in v)
+
+
+def _local_path(text: str, base: Path) -> Path:
+    """A path of the hosts file: ~ expanded, relative to the file's folder."""
+    p = Path(text).expanduser()
+    return p if p.is_absolute() else base / p

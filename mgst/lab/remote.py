@@ -1,0 +1,223 @@
+"""The POSIX shell scripts `mgst lab` runs on a host, and the checked reading of what they print back.
+
+Every line a script means for us starts with MARK; other lines (a chatty shell profile) are ignored. A marked
+line is believed only once checked: a known kind, one of the host's machine names, a pid in range, printable
+text of bounded length. Pids are checked on the host too before `kill` sees them (digits only), and a pid is
+taken for a puller only if /proc/PID/cmdline shows that machine's name and this host's key folder (a pid
+reused by another process is never signalled). The hosts run Linux (/proc, setsid)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+
+from mgst import security
+from mgst.lab.hosts import Host
+from mgst.lab.ssh import SshError, printable
+
+MARK = "@mgst-lab"
+# Linux's largest pid_max (2^22): a pid read back beyond it is not a pid.
+MAX_PID = 4_194_304
+# How long a started puller must stay alive for `lab up` to say "started": a puller that cannot read its keys
+# or its allow-list exits with one line within its start-up (about 0.3 s here), so a second tells them apart;
+# `mgst lab status` is the check of a puller that fails later.
+SETTLE_SECONDS = 1.0
+# Waiting for a started puller's pid file (written by its shell before it becomes the puller): 5 s in 0.1 s steps.
+PID_FILE_POLLS = 50
+# Log lines shown per puller (status, and a puller that died at start), and the bytes of the log read for them.
+LOG_LINES, MAX_LOG_LINES, LOG_TAIL_BYTES = 5, 50, 8192
+# The `mgst --version` line: "mgst 0.1.0 (pure Python: MGST_PURE=1)"; the number is compared, not the build.
+_VERSION = re.compile(r"^mgst (\S{1,40}|\(not installed\)) \(([ -~]{1,100})\)$")
+_STATES = ("running", "started", "stopped", "killed", "exited")  # "M PID"
+_NAMED = ("died", "nopid")  # "M"
+
+_PRELUDE = r"""set -u
+MARK='@mgst-lab'
+pid_of() {  # the pid in M's pid file, digits only, or fail
+    [ -f "$D/$1.pid" ] || return 1
+    p=$(head -c 16 "$D/$1.pid")
+    case $p in ''|*[!0-9]*) return 1 ;; esac
+    echo "$p"
+}
+ours() {  # is process $1 the puller of machine $2 with this folder's keys?
+    [ -r "/proc/$1/cmdline" ] || return 1
+    tr '\0' '\n' < "/proc/$1/cmdline" | M="$2" K="$D/keys" awk \
+        'p == "--machine" && $0 == ENVIRON["M"] {a = 1} p == "--keys" && $0 == ENVIRON["K"] {b = 1} {p = $0}
+         END {exit !(a && b)}'
+}
+tail_log() {  # the last lines of M's log, marked
+    [ -f "$D/$1.log" ] && tail -c LOG_TAIL_BYTES "$D/$1.log" | tail -n "$2" | sed "s/^/$MARK line $1 /"
+    return 0
+}
+""".replace("LOG_TAIL_BYTES", str(LOG_TAIL_BYTES))
+
+
+def _q(word: str) -> str:
+    return shlex.quote(word)
+
+
+def _machines(host: Host) -> str:
+    return " ".join(_q(m) for m in host.machines)
+
+
+def version_script(host: Host) -> str:
+    """Prints the host's `mgst --version` (first line, bounded)."""
+    command = " ".join(_q(w) for w in host.mgst)
+    return (f"v=$(env {command} --version 2>&1 | head -n 1 | head -c 300)\n"
+            f'echo "{MARK} version $v"\n')
+
+
+def up_script(host: Host, connect: str, files: dict[str, bytes], allow: bytes | None) -> str:
+    """Refuses if a puller of the host runs; else writes the key files (mode 600, folders 700) and the
+    allow-list, and starts one detached puller per machine (its own session, HUP ignored, stdin /dev/null,
+    log appended to DIR/M.log, pid in DIR/M.pid written by the process itself); then, after SETTLE_SECONDS,
+    says which are alive. ``files`` maps paths under DIR/keys/ to their contents."""
+    lines = [_PRELUDE, "umask 077", f"D={_q(host.remote_dir)}",
+             f'mkdir -p -- "$D/keys/{security.PULLERS}" && D=$(cd -- "$D" && pwd -P) || '
+             f'{{ echo "{MARK} fail cannot make the folder $D/keys/{security.PULLERS}"; exit 0; }}',
+             f'chmod 700 -- "$D" "$D/keys" "$D/keys/{security.PULLERS}"',
+             "busy=0",
+             f"for m in {_machines(host)}; do",
+             f'    if p=$(pid_of "$m") && ours "$p" "$m"; then echo "{MARK} running $m $p"; busy=1; fi',
+             "done",
+             '[ "$busy" = 0 ] || exit 0']
+    for rel, content in files.items():  # printf is a shell builtin: the secret is on no command line
+        lines += [f'printf %s {_q(content.decode("ascii"))} > "$D/keys/{rel}" || '
+                  f'{{ echo "{MARK} fail cannot write $D/keys/{rel}"; exit 0; }}',
+                  f'chmod 600 -- "$D/keys/{rel}"']
+    allow_option = ""
+    if allow is not None:
+        lines += [f'printf %s {_q(allow.decode("utf-8"))} > "$D/allow.toml" && chmod 600 -- "$D/allow.toml" || '
+                  f'{{ echo "{MARK} fail cannot write $D/allow.toml"; exit 0; }}']
+        allow_option = ' --allow-file "$D/allow.toml"'
+    command = " ".join(_q(w) for w in host.mgst)
+    extra = "".join(" " + _q(a) for a in host.puller_args)
+    lines += [f'echo "{MARK} dir $D"',
+              f"for m in {_machines(host)}; do",
+              '    rm -f -- "$D/$m.pid"',
+              '    echo "---- mgst lab up $(date -u +%Y-%m-%dT%H:%M:%SZ) ----" >> "$D/$m.log"',
+              "    ( trap '' HUP; exec setsid sh -c 'echo $$ > \"$0\"; exec env \"$@\"' \"$D/$m.pid\" "
+              f'{command} puller --connect {_q(connect)} --machine "$m" --keys "$D/keys"{allow_option}{extra} '
+              ') >> "$D/$m.log" 2>&1 < /dev/null &',
+              "done",
+              f"for m in {_machines(host)}; do",
+              f'    i=0; while [ ! -s "$D/$m.pid" ] && [ "$i" -lt {PID_FILE_POLLS} ]; do sleep 0.1; i=$((i + 1)); done',
+              "done",
+              f"sleep {SETTLE_SECONDS:g}",
+              f"for m in {_machines(host)}; do",
+              f'    if p=$(pid_of "$m") && ours "$p" "$m"; then echo "{MARK} started $m $p"',
+              f'    else echo "{MARK} died $m"; tail_log "$m" {LOG_LINES}; fi',
+              "done"]
+    return "\n".join(lines) + "\n"
+
+
+def status_script(host: Host, log_lines: int) -> str:
+    """Prints the host's mgst version and, per machine, its puller's state, its log's path and last lines."""
+    return "\n".join([
+        _PRELUDE, version_script(host), f"D={_q(host.remote_dir)}",
+        f'D=$(cd -- "$D" 2>/dev/null && pwd -P) || {{ echo "{MARK} nodir"; exit 0; }}',
+        f"for m in {_machines(host)}; do",
+        f'    if p=$(pid_of "$m"); then if ours "$p" "$m"; then echo "{MARK} running $m $p"; '
+        f'else echo "{MARK} exited $m $p"; fi; else echo "{MARK} nopid $m"; fi',
+        f'    echo "{MARK} log $m $D/$m.log"',
+        f'    tail_log "$m" {min(log_lines, MAX_LOG_LINES)}',
+        "done"]) + "\n"
+
+
+def down_script(host: Host, grace: float) -> str:
+    """Stops each machine's puller: SIGTERM, then after ``grace`` seconds SIGKILL to its process group (its
+    own session); says which it stopped, killed, found exited, or never found; removes the pid files."""
+    polls = max(1, round(grace * 10))
+    return "\n".join([
+        _PRELUDE, f"D={_q(host.remote_dir)}",
+        f'D=$(cd -- "$D" 2>/dev/null && pwd -P) || {{ echo "{MARK} nodir"; exit 0; }}',
+        f"for m in {_machines(host)}; do",
+        '    if p=$(pid_of "$m") && ours "$p" "$m"; then',
+        '        kill -TERM "$p" 2>/dev/null',
+        f'        i=0; while ours "$p" "$m" && [ "$i" -lt {polls} ]; do sleep 0.1; i=$((i + 1)); done',
+        '        if ours "$p" "$m"; then kill -KILL -"$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null;',
+        f'            echo "{MARK} killed $m $p"; else echo "{MARK} stopped $m $p"; fi',
+        f'    elif p=$(pid_of "$m"); then echo "{MARK} exited $m $p"',
+        f'    else echo "{MARK} nopid $m"; fi',
+        '    rm -f -- "$D/$m.pid"',
+        "done"]) + "\n"
+
+
+@dataclass(slots=True)
+class PullerState:
+    """One machine's puller as its host reported it."""
+
+    machine: str
+    state: str = "unknown"  # one of _STATES or _NAMED
+    pid: int | None = None
+    log: str | None = None
+    lines: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Readout:
+    """A script's marked lines, checked."""
+
+    version: str | None = None
+    folder: str | None = None
+    failure: str | None = None
+    no_folder: bool = False
+    pullers: dict[str, PullerState] = field(default_factory=dict)
+
+
+def read_reply(host: Host, stdout: str) -> Readout:
+    """The marked lines of ``stdout``, each checked; SshError naming the first that is not as it should be."""
+    out = Readout(pullers={m: PullerState(m) for m in host.machines})
+    for raw in stdout.splitlines():
+        if not raw.startswith(MARK + " "):
+            continue
+        kind, _, rest = raw[len(MARK) + 1:].partition(" ")
+        if kind == "version":
+            out.version = rest
+        elif kind in ("dir", "fail"):
+            text = _text(rest, raw)
+            if kind == "dir":
+                out.folder = text
+            else:
+                out.failure = text
+        elif kind == "nodir":
+            out.no_folder = True
+        elif kind in _STATES or kind in _NAMED or kind in ("log", "line"):
+            machine, _, value = rest.partition(" ")
+            p = out.pullers.get(machine)
+            if p is None:
+                raise SshError(f"unexpected reply: {printable(raw, 100)!r} (not a machine of this host)")
+            if kind in _STATES:
+                p.state, p.pid = kind, _pid(value, raw)
+            elif kind in _NAMED:
+                if value:
+                    raise SshError(f"unexpected reply: {printable(raw, 100)!r}")
+                p.state = kind
+            elif kind == "log":
+                p.log = _text(value, raw)
+            elif len(p.lines) < MAX_LOG_LINES:
+                p.lines.append(printable(value))
+        else:
+            raise SshError(f"unexpected reply: {printable(raw, 100)!r}")
+    return out
+
+
+def version_number(line: str | None) -> str:
+    """The version number of a `mgst --version` line; SshError (with the line, made printable) if it is not one."""
+    m = _VERSION.match(line or "")
+    if m is None:
+        raise SshError(f"cannot run mgst there: 'mgst --version' said {printable(line or '', 200)!r}")
+    return m.group(1)
+
+
+def _pid(text: str, raw: str) -> int:
+    if not (text.isdigit() and text.isascii() and len(text) <= 7 and 1 < int(text) <= MAX_PID):
+        raise SshError(f"unexpected reply: {printable(raw, 100)!r} (not a pid)")
+    return int(text)
+
+
+def _text(text: str, raw: str) -> str:
+    if not text or len(text) > 4096 or not text.isprintable():
+        raise SshError(f"unexpected reply: {printable(raw, 100)!r}")
+    return text

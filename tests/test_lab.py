@@ -1,0 +1,428 @@
+"""`mgst lab up / status / down` for real: an OpenSSH server in a network namespace per host, a keyed mapper in
+the root namespace, pullers launched through SSH, a run to its end, `lab down`, and nothing left behind (no
+puller, no sshd, no namespace, no veth). Also the hosts file's errors and the checks of what a host sends back."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import re
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+import pytest
+from helpers import read_until
+
+from mgst.cli import main
+from mgst.lab import ssh
+from mgst.lab.hosts import HostsFileError, load_hosts
+from mgst.lab.remote import read_reply, version_number
+from mgst.lab.ssh import SshError
+
+ROOT = Path(__file__).resolve().parents[1]
+SSHD = "/usr/sbin/sshd"
+SSH_PORT = 2222  # sshd's port in each namespace (a fresh namespace has every port free)
+_networks = itertools.count()
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def mgst(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mgst", *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=ROOT, env=_env())
+
+
+def _need_lab() -> None:
+    """Skip without root, sshd, ip or network namespaces; but FAIL on CI, which installs them."""
+    why = None
+    if os.geteuid() != 0:
+        why = "needs root (network namespaces, sshd)"
+    elif not Path(SSHD).is_file():
+        why = f"no {SSHD} (Debian: apt-get install openssh-server)"
+    elif missing := [t for t in ("ip", "ssh", "ssh-keygen") if shutil.which(t) is None]:
+        why = f"no {', '.join(missing)} (Debian: iproute2, openssh-client)"
+    if why is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the SSH launcher test: {why}")
+        pytest.skip(why)
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30, check=check)
+
+
+def _free_subnets(n: int) -> list[int]:
+    """n third octets X with 10.213.X.0/24 used by no interface here (another run's network)."""
+    used = {int(m) for m in re.findall(r"10\.213\.(\d+)\.", _ip("-4", "-o", "addr").stdout + _ip("route").stdout)}
+    start = os.getpid() % 250
+    free = [x % 250 + 1 for x in range(start, start + 250) if x % 250 + 1 not in used]
+    return free[:n]
+
+
+@dataclass
+class NetHost:
+    namespace: str
+    veth: str  # its end in the root namespace
+    root_address: str
+    address: str  # the host's own address, where its sshd listens
+    sshd: subprocess.Popen | None = None
+
+
+@dataclass
+class LabNet:
+    prefix: str
+    folder: Path
+    identity: Path
+    known_hosts: Path
+    hosts: list[NetHost] = field(default_factory=list)
+
+
+def _wait_for_port(address: str, port: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection((address, port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+@contextmanager
+def lab_network(folder: Path, n: int) -> Iterator[LabNet]:
+    """n namespaces, each a "host" with a veth to the root namespace (10.213.X.2, the root's end 10.213.X.1,
+    default route through it) and an sshd admitting root with a test key; all removed on the way out."""
+    prefix = f"mgl{os.getpid() % 100000}x{next(_networks)}"
+    net = LabNet(prefix, folder, folder / "id_test", folder / "known_hosts")
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(net.identity)], check=True, timeout=30)
+    (folder / "authorized_keys").write_text(net.identity.with_suffix(".pub").read_text())
+    os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # sshd's privilege separation folder
+    try:
+        for i, x in enumerate(_free_subnets(n)):
+            h = NetHost(f"{prefix}n{i}", f"{prefix}r{i}", f"10.213.{x}.1", f"10.213.{x}.2")
+            made = _ip("netns", "add", h.namespace, check=False)
+            if made.returncode != 0:
+                if os.environ.get("CI"):
+                    pytest.fail(f"ip netns add: {made.stderr}")
+                pytest.skip(f"no network namespaces here: {made.stderr.strip()}")
+            net.hosts.append(h)
+            _ip("link", "add", h.veth, "type", "veth", "peer", "name", "eth0", "netns", h.namespace)
+            _ip("addr", "add", f"{h.root_address}/24", "dev", h.veth)
+            _ip("link", "set", h.veth, "up")
+            for cmd in (("addr", "add", f"{h.address}/24", "dev", "eth0"), ("link", "set", "eth0", "up"),
+                        ("link", "set", "lo", "up"), ("route", "add", "default", "via", h.root_address)):
+                _ip("-n", h.namespace, *cmd)
+            key = folder / f"host_key{i}"
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True, timeout=30)
+            with net.known_hosts.open("a") as f:
+                f.write(f"[{h.address}]:{SSH_PORT} {' '.join(key.with_suffix('.pub').read_text().split()[:2])}\n")
+            config = folder / f"sshd{i}.conf"
+            config.write_text(f"ListenAddress {h.address}\nPort {SSH_PORT}\nHostKey {key}\n"
+                              f"PidFile {folder}/sshd{i}.pid\nAuthorizedKeysFile {folder}/authorized_keys\n"
+                              "PermitRootLogin prohibit-password\n"
+                              "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
+                              "StrictModes no\nPrintMotd no\nLogLevel ERROR\n")
+            with (folder / f"sshd{i}.log").open("w") as log:
+                h.sshd = subprocess.Popen(["ip", "netns", "exec", h.namespace, SSHD, "-D", "-e", "-f", str(config)],
+                                          stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        for h in net.hosts:
+            _wait_for_port(h.address, SSH_PORT, 20)
+        yield net
+    finally:
+        for h in net.hosts:
+            if h.sshd is not None:
+                h.sshd.terminate()
+                try:
+                    h.sshd.wait(5)
+                except subprocess.TimeoutExpired:
+                    h.sshd.kill()
+                    h.sshd.wait()
+        for h in net.hosts:
+            _ip("netns", "del", h.namespace, check=False)  # takes its veth pair with it
+            if _ip("link", "show", h.veth, check=False).returncode == 0:
+                _ip("link", "del", h.veth, check=False)
+
+
+def processes_under(folder: Path) -> list[psutil.Process]:
+    """Live processes whose command line names ``folder`` (pullers, sshds of a test)."""
+    mark = str(folder)
+    found = []
+    for p in psutil.process_iter(["cmdline", "status"]):
+        if p.info["status"] != psutil.STATUS_ZOMBIE and any(mark in a for a in p.info["cmdline"] or ()):
+            found.append(p)
+    return found
+
+
+def assert_nothing_left(net: LabNet) -> None:
+    assert processes_under(net.folder) == [], "a puller or an sshd is left"
+    assert net.prefix not in _ip("netns", "list").stdout, "a namespace is left"
+    assert net.prefix not in _ip("link").stdout, "a veth is left"
+
+
+def write_hosts(path: Path, net: LabNet, connect: str, hosts: dict[str, dict]) -> Path:
+    pure = [f"MGST_PURE={os.environ['MGST_PURE']}"] if "MGST_PURE" in os.environ else []
+    command = json.dumps([*pure, f"PYTHONPATH={ROOT}", sys.executable, "-m", "mgst"])
+    text = (f'[lab]\nconnect = "{connect}"\nkeys = "keys"\n\n[defaults]\nuser = "root"\nport = {SSH_PORT}\n'
+            f'identity_file = "{net.identity}"\nknown_hosts = "{net.known_hosts}"\nssh_config = "/dev/null"\n'
+            f"connect_timeout = 5\nmgst = {command}\n")
+    for label, keys in hosts.items():
+        text += f"\n[hosts.{label}]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in keys.items())
+    path.write_text(text)
+    return path
+
+
+EXPERIMENT = ('[workload]\narrival_rates = [6.0]\n[machines]\nrates = [[4.0, 4.0, 4.0, 4.0]]\n'
+              'names = ["M1", "M2", "M3", "M4"]\n[policy]\nname = "fcfs"\n[testbed]\ntime_unit = 0.1\nduration = 2.0\n')
+
+
+def _wait_until(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"not within {timeout} s: {what}")
+        time.sleep(0.1)
+
+
+def test_lab_up_runs_an_experiment_through_ssh_then_down_leaves_nothing(tmp_path, no_children_left):
+    """4 hosts (namespaces with sshd); `lab up` copies keys and starts a puller on each; the mapper's run ends
+    with every job done; status says they exited; a second `lab up` is stopped by `lab down` (SIGTERM); an
+    unreachable host is an error of its own; nothing is left."""
+    _need_lab()
+    remote = tmp_path / "remote"  # every "host" shares this file system: each gets its own folder under it
+    made = mgst("keys", str(tmp_path / "keys"), "--pullers", "M1", "M2", "M3", "M4")
+    assert made.returncode == 0, made.stderr
+    secrets = [line for f in (tmp_path / "keys" / "pullers").iterdir() for line in f.read_text().splitlines()
+               if "secret-key" in line]
+    (tmp_path / "exp.toml").write_text(EXPERIMENT)
+    with lab_network(tmp_path, 4) as net:
+        mapper = subprocess.Popen(
+            [sys.executable, "-m", "mgst", "mapper", str(tmp_path / "exp.toml"), "--bind",
+             f"tcp://{net.hosts[0].root_address}:0", "--keys", str(tmp_path / "keys"), "--out", str(tmp_path / "out"),
+             "--json", "--quiet", "--register-timeout", "60", "--farewell", "1"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=_env())
+        try:
+            endpoint = read_until(mapper, "listening on", 60).split("listening on ")[1].split()[0]
+            hosts = {f"h{i}": {"address": h.address, "machines": [f"M{i + 1}"], "remote_dir": str(remote / f"h{i}")}
+                     for i, h in enumerate(net.hosts)}
+            hosts_file = write_hosts(tmp_path / "hosts.toml", net, endpoint, hosts)
+            t0 = time.monotonic()
+            up = mgst("lab", "up", str(hosts_file))
+            up_seconds = time.monotonic() - t0
+            assert up.returncode == 0, up.stdout + up.stderr
+            for i, h in enumerate(net.hosts):
+                assert re.search(rf"^h{i} \({re.escape(h.address)}\): mgst \S+ .*; started M{i + 1} \(pid \d+\)",
+                                 up.stdout, re.M), up.stdout
+            stdout, stderr = mapper.communicate(timeout=90)
+        finally:
+            if mapper.poll() is None:
+                mapper.kill()
+                mapper.wait()
+        assert mapper.returncode == 0, stderr
+        run = json.loads(stdout)
+        assert run["security"] == "curve" and run["jobs_done"] == run["jobs_generated"] > 0
+        # what a host holds: the mapper's public key and its own pair, secret files 600 in 700 folders
+        for i in range(4):
+            d = remote / f"h{i}"
+            assert sorted(str(p.relative_to(d)) for p in d.rglob("*") if p.is_file()) == [
+                f"M{i + 1}.log", f"M{i + 1}.pid", "keys/mapper.key", f"keys/pullers/M{i + 1}.key_secret"]
+            assert stat.S_IMODE((d / "keys" / "pullers" / f"M{i + 1}.key_secret").stat().st_mode) == 0o600
+            assert stat.S_IMODE((d / "keys").stat().st_mode) == stat.S_IMODE(d.stat().st_mode) == 0o700
+        # the run is over: the pullers got the mapper's Bye and left
+        _wait_until(lambda: not processes_under(remote), 20, "the pullers exit after the run")
+        status = mgst("lab", "status", str(hosts_file), "--lines", "50")
+        assert status.returncode == 0, status.stdout + status.stderr
+        for i in range(4):
+            assert re.search(rf"^  M{i + 1}: not running \(pid \d+ exited\); log {remote}/h{i}/M{i + 1}.log$",
+                             status.stdout, re.M), status.stdout
+        assert status.stdout.count("| ---- mgst lab up ") == 4, status.stdout
+        down = mgst("lab", "down", str(hosts_file))
+        assert down.returncode == 0 and down.stdout.count("was not running (pid") == 4, down.stdout
+
+        # launched again (no mapper now: they wait for one), refused while they run, then stopped by down
+        up = mgst("lab", "up", str(hosts_file))
+        assert up.returncode == 0, up.stdout + up.stderr
+        again = mgst("lab", "up", str(hosts_file))
+        assert again.returncode == 1 and again.stdout.count("error: already running: M") == 4, again.stdout
+        pids = {m: int(p) for m, p in re.findall(r"started (M\d) \(pid (\d+)\)", up.stdout)}
+        assert len(pids) == 4
+        for m, pid in pids.items():
+            cmdline = psutil.Process(pid).cmdline()
+            assert "puller" in cmdline and cmdline[cmdline.index("--machine") + 1] == m
+        # a fifth host nobody answers for: its own clear error, the others still reported, exit 1
+        ghost = {**hosts, "ghost": {"address": net.hosts[0].address, "port": SSH_PORT + 1, "machines": ["M9"],
+                                    "remote_dir": str(remote / "ghost")}}
+        (tmp_path / "keys" / "pullers" / "lab.key_secret").write_text(
+            (tmp_path / "keys" / "pullers" / "M1.key_secret").read_text())  # M9 needs a key: the shared one
+        status = mgst("lab", "status", str(write_hosts(tmp_path / "ghost.toml", net, endpoint, ghost)), timeout=60)
+        assert status.returncode == 1, status.stdout + status.stderr
+        assert re.search(rf"^ghost \({re.escape(net.hosts[0].address)}\): error: ssh: .*port {SSH_PORT + 1}.*refused",
+                         status.stdout, re.M | re.I), status.stdout
+        assert "failed on 1 of 5 hosts: ghost" in status.stderr
+        for m, pid in pids.items():
+            assert f"  {m}: running, pid {pid}; log" in status.stdout
+        down = mgst("lab", "down", str(hosts_file), "--grace", "5")
+        assert down.returncode == 0, down.stdout + down.stderr
+        for m, pid in pids.items():
+            assert f"{m} stopped (pid {pid}, SIGTERM)" in down.stdout
+            assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        assert not list(remote.rglob("*.pid"))
+        # no secret key in anything printed or logged
+        said = "".join(p.read_text() for p in remote.rglob("*.log")) + up.stdout + up.stderr + status.stdout
+        assert secrets and not any(s.split('"')[1] in said for s in secrets)
+    assert_nothing_left(net)
+    print(f"lab up of 4 hosts: {up_seconds:.1f} s")
+
+
+def test_lab_up_refuses_another_version_a_forged_one_and_says_which_puller_died(tmp_path, no_children_left):
+    """A host whose mgst is another version is refused (nothing copied, nothing started); one that answers with
+    something that is not a version (escape sequences) is refused too, and printed harmlessly; --ignore-version
+    launches the first anyway, with a warning; a puller that exits at once is an error, with its log's lines."""
+    _need_lab()
+    made = mgst("keys", str(tmp_path / "keys"), "--pullers", "X1", "X2")
+    assert made.returncode == 0, made.stderr
+    remote = tmp_path / "remote"
+    with lab_network(tmp_path, 1) as net:
+        address = net.hosts[0].address
+        real = " ".join(json.loads(write_hosts(tmp_path / "h.toml", net, "tcp://h:1", {}).read_text()
+                                   .split("mgst = ")[1].splitlines()[0]))
+        old = f'if [ "$1" = --version ]; then echo "mgst 0.0.9 (pure Python)"; else exec env {real} "$@"; fi'
+        hosts = {"old": {"address": address, "machines": ["X1"], "remote_dir": str(remote / "old"),
+                         "mgst": ["sh", "-c", old, "sh"]},
+                 "forged": {"address": address, "machines": ["X2"], "remote_dir": str(remote / "forged"),
+                            "mgst": ["printf", "\\033]0;owned\\007mgst 0.1.0 (x)\\n"]}}
+        nobody = f"tcp://{net.hosts[0].root_address}:9"  # the pullers wait for a mapper that never comes
+        hosts_file = write_hosts(tmp_path / "hosts.toml", net, nobody, hosts)
+        up = mgst("lab", "up", str(hosts_file))
+        assert up.returncode == 1, up.stdout + up.stderr
+        assert re.search(r"^old .*: error: mgst 0\.0\.9 there, \S+ here: install the same version, or give "
+                         r"--ignore-version$", up.stdout, re.M), up.stdout
+        assert re.search(r"^forged .*: error: cannot run mgst there: 'mgst --version' said '\?]0;owned\?mgst",
+                         up.stdout, re.M), up.stdout
+        assert "\x1b" not in up.stdout + up.stderr
+        assert not remote.exists()  # nothing copied, nothing started
+        hosts["forged"] = {"address": address, "machines": ["X2"], "remote_dir": str(remote / "forged"),
+                           "puller_args": ["--slots", "999"]}
+        hosts_file = write_hosts(tmp_path / "hosts.toml", net, nobody, hosts)
+        up = mgst("lab", "up", str(hosts_file), "--ignore-version")
+        assert "old: version 0.0.9 differs" in up.stderr
+        assert re.search(r"^old .*: mgst 0\.0\.9 \(pure Python\); started X1 \(pid \d+\)", up.stdout, re.M), up.stdout
+        assert up.returncode == 1 and "forged (10.213." in up.stdout and "error: exited at once: X2" in up.stdout
+        assert re.search(r"^    X2 \| .*--slots", up.stdout, re.M), up.stdout  # the puller's own words
+        down = mgst("lab", "down", str(hosts_file))
+        assert down.returncode == 0, down.stdout
+        assert re.search(r"^old .*: X1 stopped \(pid \d+, SIGTERM\)$", down.stdout, re.M), down.stdout
+        assert re.search(r"^forged .*: X2 was not running \(pid \d+ had exited\)$", down.stdout, re.M), down.stdout
+    assert_nothing_left(net)
+
+
+BAD_HOSTS = [
+    ("", "lab: missing"),
+    ('[lab]\nconnect = "head:5555"\nkeys = "keys"\n[hosts.a]\naddress = "h"\nmachines = ["M1"]\n', "lab.connect"),
+    ('[lab]\nconnect = "tcp://h:5555"\nkeys = "nokeys"\n[hosts.a]\naddress = "h"\nmachines = ["M1"]\n', "lab.keys"),
+    ('[lab]\nconnect = "tcp://h:5555"\nkeys = "keys"\n', "hosts: missing"),
+    ('[lab]\nconnect = "tcp://h:5555"\nkeys = "keys"\n[hosts.a]\naddress = "-oProxyCommand=x"\nmachines = ["M1"]\n',
+     "hosts.a.address"),
+    ('[lab]\nconnect = "tcp://h:5555"\nkeys = "keys"\n[hosts.a]\naddress = "h"\nmachines = ["M1"]\nport = 0\n',
+     "hosts.a.port"),
+    ('[lab]\nconnect = "tcp://h:5555"\nkeys = "keys"\n[defaults]\nport = "22"\n[hosts.a]\naddress = "h"\n'
+     'machines = ["M1"]\n', "defaults.port"),
+    ('[lab]\nconnect = "tcp://h:5555"\nkeys = "keys"\n[hosts.a]\naddress = "h"\nmachines = ["M1"]\nprot = 22\n',
+     "hosts.a.prot: unknown key"),
+    ('[lab]\nconnect = "tcp://h:5555"\nkeys = "keys"\n[hosts.a]\naddress = "h"\nmachines = ["M1"]\n'
+     '[hosts.b]\naddress = "h"\nmachines = ["M1"]\n', "hosts.b.machines: M1 is also run by host a"),
+    ('[lab]\nconnect = "tcp://h:5555"\nkeys = "keys"\n[hosts.a]\naddress = "h"\nmachines = ["M7"]\n',
+     "hosts.a.machines"),
+    ('[lab]\nconnect = "tcp://h:5555"\nkeys = "keys"\n[hosts.a]\naddress = "h"\nmachines = ["../M1"]\n',
+     "hosts.a.machines"),
+    ('[lab]\nconnect = "tcp://h:5555"\nkeys = "keys"\n[hosts.a]\naddress = "h"\nmachines = ["M1"]\n'
+     'host_key_checking = "maybe"\n', "hosts.a.host_key_checking"),
+    ('[lab]\nconnect = "tcp://h:5555"\nkeys = "keys"\n[hosts.a]\naddress = "h"\nmachines = ["M1"]\n'
+     'puller_args = ["--keys", "/tmp"]\n', "hosts.a.puller_args"),
+    ('[lab]\nconnect = "tcp://h:5555"\nkeys = "keys"\n[hosts.a]\naddress = "h"\nmachines = ["M1"]\n'
+     'remote_dir = "a\\nb"\n', "hosts.a.remote_dir"),
+    ('[lab]\nconnect = "tcp://h:5555"\nkeys = "keys"\n[hosts.a]\naddress = "h"\nmachines = ["M1"]\n'
+     'identity_file = "nope"\n', "hosts.a.identity_file"),
+    ('[lab]\nconnect = "tcp://h:5555"\nkeys = "keys"\n[hosts.a]\naddress = "h"\nmachines = ["M1"]\nmgst = "-x"\n',
+     "hosts.a.mgst"),
+    ("[lab\n", "(file): TOML syntax error"),
+]
+
+
+@pytest.fixture(scope="module")
+def key_folder(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("lab") / "keys"
+    from mgst import security  # noqa: PLC0415
+
+    security.create_keys(folder, ["M1"])
+    return folder
+
+
+@pytest.mark.parametrize("text,key", BAD_HOSTS)
+def test_a_bad_hosts_file_is_one_line_naming_the_key_and_exit_2(text, key, key_folder, capsys):
+    hosts = key_folder.parent / "hosts.toml"
+    hosts.write_text(text)
+    with pytest.raises(HostsFileError):
+        load_hosts(hosts)
+    assert main(["lab", "status", str(hosts)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"mgst: error: {hosts}: {key}") and err.count("\n") == 1, err
+
+
+def test_a_bad_option_is_exit_2(key_folder, capsys):
+    for args, key in ((["down", "h.toml", "--grace", "-1"], "--grace"), (["status", "h.toml", "--lines", "99"],
+                                                                         "--lines"),
+                      (["up", "h.toml", "--parallel", "0"], "--parallel")):
+        assert main(["lab", *args]) == 2
+        assert capsys.readouterr().err.startswith(f"mgst: error: {key}")
+
+
+def _host(tmp_path: Path, key_folder: Path, machines=("M1",)):
+    hosts = key_folder.parent / "one.toml"
+    hosts.write_text('[lab]\nconnect = "tcp://h:5555"\nkeys = "keys"\n[hosts.a]\naddress = "h"\n'
+                     f'machines = {json.dumps(list(machines))}\n')
+    return load_hosts(hosts).hosts[0]
+
+
+@pytest.mark.parametrize("line", [
+    "@mgst-lab running M1 -1", "@mgst-lab running M1 0", "@mgst-lab running M1 99999999", "@mgst-lab running M1 12a",
+    "@mgst-lab running M1 ١٢٣", "@mgst-lab running M2 1234", "@mgst-lab started ../M1 1234", "@mgst-lab nopid M1 x",
+    "@mgst-lab reboot now", "@mgst-lab log M1 a\x1bb", "@mgst-lab dir ",
+])
+def test_what_a_host_sends_back_is_checked(line, tmp_path, key_folder):
+    with pytest.raises(SshError, match="unexpected reply"):
+        read_reply(_host(tmp_path, key_folder), f"welcome to the lab\n{line}\n")
+
+
+def test_a_host_reply_is_read_and_made_printable(tmp_path, key_folder):
+    out = read_reply(_host(tmp_path, key_folder), "motd\n@mgst-lab running M1 4321\n@mgst-lab log M1 /r/M1.log\n"
+                                                  "@mgst-lab line M1 \x1b[31mred\x1b[0m\n")
+    p = out.pullers["M1"]
+    assert (p.state, p.pid, p.log, p.lines) == ("running", 4321, "/r/M1.log", ["?[31mred?[0m"])
+    assert version_number("mgst 0.1.0 (pure Python: MGST_PURE=1)") == "0.1.0"
+    for forged in ("mgst 0.1.0", "mgst 0.1.0 (x)\nmore", "Mgst 1 (x)", "mgst 0.1.0 (\x1b)", None):
+        with pytest.raises(SshError):
+            version_number(forged)
+
+
+def test_a_host_sending_too_much_is_cut_off(tmp_path, key_folder, monkeypatch, no_children_left):
+    """A reply beyond MAX_OUTPUT is refused, and ssh (here a stand-in flooding stdout) is killed, not awaited."""
+    monkeypatch.setattr(ssh, "ssh_argv", lambda host: [sys.executable, "-c",
+                                                       "import sys\nwhile True: sys.stdout.write('x' * 65536)"])
+    t0 = time.monotonic()
+    with pytest.raises(SshError, match="more than 256 KiB"):
+        asyncio.run(ssh.run_script(_host(tmp_path, key_folder), "", timeout=30))
+    assert time.monotonic() - t0 < 20
