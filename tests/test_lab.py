@@ -24,6 +24,7 @@ import psutil
 import pytest
 from helpers import read_until
 
+from mgst import security
 from mgst.cli import main
 from mgst.lab import ssh
 from mgst.lab.hosts import HostsFileError, load_hosts
@@ -43,6 +44,23 @@ def _env() -> dict[str, str]:
 def mgst(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "mgst", *args], capture_output=True, text=True, timeout=timeout,
                           cwd=ROOT, env=_env())
+
+
+@dataclass
+class Said:
+    """What an `mgst` command run in this process returned and printed."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def lab(capsys, *args: str) -> Said:
+    """`mgst lab ARGS`, run in this process (the command's own code; saves a Python start per call)."""
+    capsys.readouterr()
+    code = main(["lab", *args])
+    out, err = capsys.readouterr()
+    return Said(code, out, err)
 
 
 def _need_lab() -> None:
@@ -197,14 +215,13 @@ def _wait_until(condition, timeout: float, what: str) -> None:
         time.sleep(0.1)
 
 
-def test_lab_up_runs_an_experiment_through_ssh_then_down_leaves_nothing(tmp_path, no_children_left):
+def test_lab_up_runs_an_experiment_through_ssh_then_down_leaves_nothing(tmp_path, capsys, no_children_left):
     """4 hosts (namespaces with sshd); `lab up` copies keys and starts a puller on each; the mapper's run ends
     with every job done; status says they exited; a second `lab up` is stopped by `lab down` (SIGTERM); an
     unreachable host is an error of its own; nothing is left."""
     _need_lab()
     remote = tmp_path / "remote"  # every "host" shares this file system: each gets its own folder under it
-    made = mgst("keys", str(tmp_path / "keys"), "--pullers", "M1", "M2", "M3", "M4")
-    assert made.returncode == 0, made.stderr
+    security.create_keys(tmp_path / "keys", ["M1", "M2", "M3", "M4"])
     secrets = [line for f in (tmp_path / "keys" / "pullers").iterdir() for line in f.read_text().splitlines()
                if "secret-key" in line]
     (tmp_path / "exp.toml").write_text(EXPERIMENT)
@@ -220,7 +237,8 @@ def test_lab_up_runs_an_experiment_through_ssh_then_down_leaves_nothing(tmp_path
                      for i, h in enumerate(net.hosts)}
             hosts_file = write_hosts(tmp_path / "hosts.toml", net, endpoint, hosts)
             t0 = time.monotonic()
-            up = mgst("lab", "up", str(hosts_file))
+            # --settle: a puller must stay alive this long to be "started" (the other test sees one that does not)
+            up = lab(capsys, "up", str(hosts_file), "--settle", "0.5")
             up_seconds = time.monotonic() - t0
             assert up.returncode == 0, up.stdout + up.stderr
             for i, h in enumerate(net.hosts):
@@ -243,20 +261,21 @@ def test_lab_up_runs_an_experiment_through_ssh_then_down_leaves_nothing(tmp_path
             assert stat.S_IMODE((d / "keys").stat().st_mode) == stat.S_IMODE(d.stat().st_mode) == 0o700
         # the run is over: the pullers got the mapper's Bye and left
         _wait_until(lambda: not processes_under(remote), 20, "the pullers exit after the run")
-        status = mgst("lab", "status", str(hosts_file), "--lines", "50")
+        status = lab(capsys, "status", str(hosts_file), "--lines", "50")
         assert status.returncode == 0, status.stdout + status.stderr
         for i in range(4):
             assert re.search(rf"^  M{i + 1}: not running \(pid \d+ exited\); log {remote}/h{i}/M{i + 1}.log$",
                              status.stdout, re.M), status.stdout
         assert status.stdout.count("| ---- mgst lab up ") == 4, status.stdout
-        down = mgst("lab", "down", str(hosts_file))
-        assert down.returncode == 0 and down.stdout.count("was not running (pid") == 4, down.stdout
 
         # launched again (no mapper now: they wait for one), refused while they run, then stopped by down
-        up = mgst("lab", "up", str(hosts_file))
+        up = lab(capsys, "up", str(hosts_file), "--settle", "0.5")
         assert up.returncode == 0, up.stdout + up.stderr
-        again = mgst("lab", "up", str(hosts_file))
-        assert again.returncode == 1 and again.stdout.count("error: already running: M") == 4, again.stdout
+        only_h0 = write_hosts(tmp_path / "h0.toml", net, endpoint, {"h0": hosts["h0"]})
+        again = lab(capsys, "up", str(only_h0))
+        assert again.returncode == 1, again.stdout
+        assert re.search(r"^h0 .*: error: already running: M1 \(pid \d+\); stop them first with 'mgst lab down'$",
+                         again.stdout, re.M), again.stdout
         pids = {m: int(p) for m, p in re.findall(r"started (M\d) \(pid (\d+)\)", up.stdout)}
         assert len(pids) == 4
         for m, pid in pids.items():
@@ -267,14 +286,14 @@ def test_lab_up_runs_an_experiment_through_ssh_then_down_leaves_nothing(tmp_path
                                     "remote_dir": str(remote / "ghost")}}
         (tmp_path / "keys" / "pullers" / "lab.key_secret").write_text(
             (tmp_path / "keys" / "pullers" / "M1.key_secret").read_text())  # M9 needs a key: the shared one
-        status = mgst("lab", "status", str(write_hosts(tmp_path / "ghost.toml", net, endpoint, ghost)), timeout=60)
+        status = lab(capsys, "status", str(write_hosts(tmp_path / "ghost.toml", net, endpoint, ghost)))
         assert status.returncode == 1, status.stdout + status.stderr
         assert re.search(rf"^ghost \({re.escape(net.hosts[0].address)}\): error: ssh: .*port {SSH_PORT + 1}.*refused",
                          status.stdout, re.M | re.I), status.stdout
         assert "failed on 1 of 5 hosts: ghost" in status.stderr
         for m, pid in pids.items():
             assert f"  {m}: running, pid {pid}; log" in status.stdout
-        down = mgst("lab", "down", str(hosts_file), "--grace", "5")
+        down = lab(capsys, "down", str(hosts_file), "--grace", "5")
         assert down.returncode == 0, down.stdout + down.stderr
         for m, pid in pids.items():
             assert f"{m} stopped (pid {pid}, SIGTERM)" in down.stdout
@@ -287,13 +306,12 @@ def test_lab_up_runs_an_experiment_through_ssh_then_down_leaves_nothing(tmp_path
     print(f"lab up of 4 hosts: {up_seconds:.1f} s")
 
 
-def test_lab_up_refuses_another_version_a_forged_one_and_says_which_puller_died(tmp_path, no_children_left):
+def test_lab_up_refuses_another_version_a_forged_one_and_says_which_puller_died(tmp_path, capsys, no_children_left):
     """A host whose mgst is another version is refused (nothing copied, nothing started); one that answers with
     something that is not a version (escape sequences) is refused too, and printed harmlessly; --ignore-version
     launches the first anyway, with a warning; a puller that exits at once is an error, with its log's lines."""
     _need_lab()
-    made = mgst("keys", str(tmp_path / "keys"), "--pullers", "X1", "X2")
-    assert made.returncode == 0, made.stderr
+    security.create_keys(tmp_path / "keys", ["X1", "X2"])
     remote = tmp_path / "remote"
     with lab_network(tmp_path, 1) as net:
         address = net.hosts[0].address
@@ -306,7 +324,7 @@ def test_lab_up_refuses_another_version_a_forged_one_and_says_which_puller_died(
                             "mgst": ["printf", "\\033]0;owned\\007mgst 0.1.0 (x)\\n"]}}
         nobody = f"tcp://{net.hosts[0].root_address}:9"  # the pullers wait for a mapper that never comes
         hosts_file = write_hosts(tmp_path / "hosts.toml", net, nobody, hosts)
-        up = mgst("lab", "up", str(hosts_file))
+        up = lab(capsys, "up", str(hosts_file))
         assert up.returncode == 1, up.stdout + up.stderr
         assert re.search(r"^old .*: error: mgst 0\.0\.9 there, \S+ here: install the same version, or give "
                          r"--ignore-version$", up.stdout, re.M), up.stdout
@@ -317,12 +335,17 @@ def test_lab_up_refuses_another_version_a_forged_one_and_says_which_puller_died(
         hosts["forged"] = {"address": address, "machines": ["X2"], "remote_dir": str(remote / "forged"),
                            "puller_args": ["--slots", "999"]}
         hosts_file = write_hosts(tmp_path / "hosts.toml", net, nobody, hosts)
-        up = mgst("lab", "up", str(hosts_file), "--ignore-version")
+        up = lab(capsys, "up", str(write_hosts(tmp_path / "old.toml", net, nobody, {"old": hosts["old"]})),
+                 "--ignore-version")
         assert "old: version 0.0.9 differs" in up.stderr
         assert re.search(r"^old .*: mgst 0\.0\.9 \(pure Python\); started X1 \(pid \d+\)", up.stdout, re.M), up.stdout
+        # a puller that exits at once is seen if it exits within --settle: 20 s leaves a loaded machine time to
+        # start Python, and `lab up` returns as soon as it died
+        up = lab(capsys, "up", str(write_hosts(tmp_path / "forged.toml", net, nobody, {"forged": hosts["forged"]})),
+                 "--settle", "20")
         assert up.returncode == 1 and "forged (10.213." in up.stdout and "error: exited at once: X2" in up.stdout
         assert re.search(r"^    X2 \| .*--slots", up.stdout, re.M), up.stdout  # the puller's own words
-        down = mgst("lab", "down", str(hosts_file))
+        down = lab(capsys, "down", str(hosts_file))
         assert down.returncode == 0, down.stdout
         assert re.search(r"^old .*: X1 stopped \(pid \d+, SIGTERM\)$", down.stdout, re.M), down.stdout
         assert re.search(r"^forged .*: X2 was not running \(pid \d+ had exited\)$", down.stdout, re.M), down.stdout
@@ -365,8 +388,6 @@ BAD_HOSTS = [
 @pytest.fixture(scope="module")
 def key_folder(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("lab") / "keys"
-    from mgst import security  # noqa: PLC0415
-
     security.create_keys(folder, ["M1"])
     return folder
 
@@ -385,7 +406,8 @@ def test_a_bad_hosts_file_is_one_line_naming_the_key_and_exit_2(text, key, key_f
 def test_a_bad_option_is_exit_2(key_folder, capsys):
     for args, key in ((["down", "h.toml", "--grace", "-1"], "--grace"), (["status", "h.toml", "--lines", "99"],
                                                                          "--lines"),
-                      (["up", "h.toml", "--parallel", "0"], "--parallel")):
+                      (["up", "h.toml", "--parallel", "0"], "--parallel"),
+                      (["up", "h.toml", "--settle", "nan"], "--settle")):
         assert main(["lab", *args]) == 2
         assert capsys.readouterr().err.startswith(f"mgst: error: {key}")
 

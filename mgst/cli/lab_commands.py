@@ -19,7 +19,7 @@ The hosts file and what is copied where: docs/lab.md."""
 
 def add_lab_arguments(p: argparse.ArgumentParser) -> None:
     from mgst.lab.launcher import DEFAULT_GRACE, DEFAULT_PARALLEL  # noqa: PLC0415
-    from mgst.lab.remote import LOG_LINES, MAX_LOG_LINES  # noqa: PLC0415
+    from mgst.lab.remote import LOG_LINES, MAX_LOG_LINES, SETTLE_SECONDS  # noqa: PLC0415
 
     sub = p.add_subparsers(dest="lab_command", required=True, metavar="{up,status,down}")
     epilog = {"epilog": LAB_EPILOG, "formatter_class": argparse.RawDescriptionHelpFormatter}
@@ -27,6 +27,9 @@ def add_lab_arguments(p: argparse.ArgumentParser) -> None:
     q.add_argument("hosts", type=Path, metavar="HOSTS_FILE", help="the lab's hosts file (TOML, docs/lab.md)")
     q.add_argument("--ignore-version", action="store_true",
                    help="launch even where the host's mgst version differs from this one (logged)")
+    q.add_argument("--settle", type=float, default=SETTLE_SECONDS, metavar="SECONDS",
+                   help="how long a puller must stay alive to count as started (default "
+                        f"{SETTLE_SECONDS:g}; one that fails later shows in 'mgst lab status')")
     q = sub.add_parser("status", help="each host's pullers: running or not, pid, version, log", **epilog)
     q.add_argument("hosts", type=Path, metavar="HOSTS_FILE")
     q.add_argument("--lines", type=int, default=LOG_LINES, metavar="N",
@@ -43,13 +46,15 @@ def add_lab_arguments(p: argparse.ArgumentParser) -> None:
 def lab_command(args: argparse.Namespace) -> int:
     from mgst.lab import launcher  # noqa: PLC0415
     from mgst.lab.hosts import HostsFileError, load_hosts  # noqa: PLC0415
-    from mgst.lab.remote import MAX_LOG_LINES  # noqa: PLC0415
+    from mgst.lab.remote import MAX_LOG_LINES, MAX_SETTLE_SECONDS  # noqa: PLC0415
     from mgst.lab.ssh import SshError  # noqa: PLC0415
 
     if not 1 <= args.parallel <= 256:
         raise ConfigError("--parallel", "give 1 to 256 hosts at once")
     if args.lab_command == "status" and not 0 <= args.lines <= MAX_LOG_LINES:
         raise ConfigError("--lines", f"give 0 to {MAX_LOG_LINES} lines")
+    if args.lab_command == "up" and not (math.isfinite(args.settle) and 0 <= args.settle <= MAX_SETTLE_SECONDS):
+        raise ConfigError("--settle", f"give 0 to {MAX_SETTLE_SECONDS:g} seconds")
     if args.lab_command == "down" and not (math.isfinite(args.grace) and 0 <= args.grace <= 600):
         raise ConfigError("--grace", "give 0 to 600 seconds")
     try:
@@ -64,7 +69,7 @@ def lab_command(args: argparse.Namespace) -> int:
                 print(f"mgst: warning: {h.label}: host_key_checking = \"no\": its SSH host key is not checked "
                       "(anyone on the path can pose as it and receive its secret key)", file=sys.stderr)
         try:
-            action = launcher.up(lab, version_line(), ignore_version=args.ignore_version)
+            action = launcher.up(lab, version_line(), ignore_version=args.ignore_version, settle=args.settle)
         except SshError as e:
             raise ConfigError("(version)", f"this mgst: {e}") from None
         reports = launcher.run_on_hosts(lab, action, args.parallel)

@@ -74,7 +74,8 @@ async def remote_version(host: Host) -> str:
     return line
 
 
-def up(lab: Lab, local_version: str, *, ignore_version: bool = False) -> Callable[[Host], Awaitable[HostReport]]:
+def up(lab: Lab, local_version: str, *, ignore_version: bool = False,
+       settle: float = remote.SETTLE_SECONDS) -> Callable[[Host], Awaitable[HostReport]]:
     """The action launching a host's pullers, once its mgst version is the same as ``local_version``'s (the
     number; the build, compiled or pure Python, may differ)."""
     local = remote.version_number(local_version)
@@ -96,8 +97,8 @@ def up(lab: Lab, local_version: str, *, ignore_version: bool = False) -> Callabl
             key = secret_key(lab, m)
             files[f"{security.PULLERS}/{key.name}"] = key.read_bytes()
         allow = host.allow_file.read_bytes() if host.allow_file is not None else None
-        script = remote.up_script(host, lab.connect, files, allow)
-        return _read(report, await run_script(host, script, _timeout(host, remote.SETTLE_SECONDS + 5)), "up")
+        script = remote.up_script(host, lab.connect, files, allow, settle)
+        return _read(report, await run_script(host, script, _timeout(host, settle + 5)), "up")
 
     return action
 

@@ -19,10 +19,11 @@ from mgst.lab.ssh import SshError, printable
 MARK = "@mgst-lab"
 # Linux's largest pid_max (2^22): a pid read back beyond it is not a pid.
 MAX_PID = 4_194_304
-# How long a started puller must stay alive for `lab up` to say "started": a puller that cannot read its keys
-# or its allow-list exits with one line within its start-up (about 0.3 s here), so a second tells them apart;
-# `mgst lab status` is the check of a puller that fails later.
-SETTLE_SECONDS = 1.0
+# How long a started puller must stay alive for `lab up` to say "started" (`--settle`): a puller that cannot read
+# its keys or its allow-list exits with one line within its start-up (about 0.4 s on an idle machine), so a
+# second or two tells them apart; `mgst lab status` is the check of a puller that fails later.
+SETTLE_SECONDS = 2.0
+MAX_SETTLE_SECONDS = 60.0
 # Waiting for a started puller's pid file (written by its shell before it becomes the puller): 5 s in 0.1 s steps.
 PID_FILE_POLLS = 50
 # Log lines shown per puller (status, and a puller that died at start), and the bytes of the log read for them.
@@ -46,6 +47,11 @@ ours() {  # is process $1 the puller of machine $2 with this folder's keys?
         'p == "--machine" && $0 == ENVIRON["M"] {a = 1} p == "--keys" && $0 == ENVIRON["K"] {b = 1} {p = $0}
          END {exit !(a && b)}'
 }
+alive() {  # is process $1 there and not a zombie? (builtins only: it is polled)
+    [ -r "/proc/$1/stat" ] && read -r s < "/proc/$1/stat" || return 1
+    s=${s##*) }
+    [ "${s%% *}" != Z ]
+}
 tail_log() {  # the last lines of M's log, marked
     [ -f "$D/$1.log" ] && tail -c LOG_TAIL_BYTES "$D/$1.log" | tail -n "$2" | sed "s/^/$MARK line $1 /"
     return 0
@@ -68,11 +74,13 @@ def version_script(host: Host) -> str:
             f'echo "{MARK} version $v"\n')
 
 
-def up_script(host: Host, connect: str, files: dict[str, bytes], allow: bytes | None) -> str:
+def up_script(host: Host, connect: str, files: dict[str, bytes], allow: bytes | None,
+              settle: float = SETTLE_SECONDS) -> str:
     """Refuses if a puller of the host runs; else writes the key files (mode 600, folders 700) and the
     allow-list, and starts one detached puller per machine (its own session, HUP ignored, stdin /dev/null,
-    log appended to DIR/M.log, pid in DIR/M.pid written by the process itself); then, after SETTLE_SECONDS,
-    says which are alive. ``files`` maps paths under DIR/keys/ to their contents."""
+    log appended to DIR/M.log, pid in DIR/M.pid written by the process itself); then, once ``settle``
+    seconds passed (or every puller died), says which are alive. ``files`` maps paths under DIR/keys/ to their
+    contents."""
     lines = [_PRELUDE, "umask 077", f"D={_q(host.remote_dir)}",
              f'mkdir -p -- "$D/keys/{security.PULLERS}" && D=$(cd -- "$D" && pwd -P) || '
              f'{{ echo "{MARK} fail cannot make the folder $D/keys/{security.PULLERS}"; exit 0; }}',
@@ -104,7 +112,15 @@ def up_script(host: Host, connect: str, files: dict[str, bytes], allow: bytes | 
               f"for m in {_machines(host)}; do",
               f'    i=0; while [ ! -s "$D/$m.pid" ] && [ "$i" -lt {PID_FILE_POLLS} ]; do sleep 0.1; i=$((i + 1)); done',
               "done",
-              f"sleep {SETTLE_SECONDS:g}",
+              # until every puller died or `settle` passed: a puller that fails at start is told at once
+              f"i=0; while [ \"$i\" -lt {max(1, round(settle * 10))} ]; do",
+              "    n=0",
+              f"    for m in {_machines(host)}; do",
+              '        if p=$(pid_of "$m") && alive "$p"; then n=1; fi',
+              "    done",
+              '    [ "$n" = 1 ] || break',
+              "    sleep 0.1; i=$((i + 1))",
+              "done",
               f"for m in {_machines(host)}; do",
               f'    if p=$(pid_of "$m") && ours "$p" "$m"; then echo "{MARK} started $m $p"',
               f'    else echo "{MARK} died $m"; tail_log "$m" {LOG_LINES}; fi',
