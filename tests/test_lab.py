@@ -379,6 +379,10 @@ BAD_HOSTS = [
      'remote_dir = "a\\nb"\n', "hosts.a.remote_dir"),
     ('[lab]\nconnect = "tcp://h:5555"\nkeys = "keys"\n[hosts.a]\naddress = "h"\nmachines = ["M1"]\n'
      'identity_file = "nope"\n', "hosts.a.identity_file"),
+    ('[lab]\nconnect = "tcp://h:5555"\nkeys = "keys"\n[defaults]\nremote_dir = "."\n[hosts.a]\naddress = "h"\n'
+     'machines = ["M1"]\n', "defaults.remote_dir"),
+    ('[lab]\nconnect = "tcp://h:5555"\nkeys = "keys"\n[hosts.a]\naddress = "h"\nmachines = ["M1"]\n'
+     'remote_dir = "/srv/.."\n', "hosts.a.remote_dir"),
     ('[lab]\nconnect = "tcp://h:5555"\nkeys = "keys"\n[hosts.a]\naddress = "h"\nmachines = ["M1"]\nmgst = "-x"\n',
      "hosts.a.mgst"),
     ("[lab\n", "(file): TOML syntax error"),

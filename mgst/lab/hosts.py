@@ -8,7 +8,7 @@ import shlex
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from mgst import security
@@ -180,8 +180,11 @@ def _host(label: str, own: Mapping[str, Any], defaults: Mapping[str, Any], base:
             or not MIN_CONNECT_TIMEOUT <= timeout <= MAX_CONNECT_TIMEOUT):
         raise fail(key("connect_timeout"), f"must be {MIN_CONNECT_TIMEOUT:g} to {MAX_CONNECT_TIMEOUT:g} seconds")
     remote_dir = _word(t.get("remote_dir", DEFAULT_REMOTE_DIR), key("remote_dir"), fail)
-    if remote_dir.strip("/") == "":
-        raise fail(key("remote_dir"), "must name a folder of its own, not '/'")
+    if remote_dir.startswith("~/"):  # the login's home: where a relative path starts anyway
+        remote_dir = remote_dir[2:]
+    if PurePosixPath(remote_dir).name in ("", ".", "..") or remote_dir.startswith("~"):
+        raise fail(key("remote_dir"), f"{remote_dir!r}: name a folder of its own for mgst lab (it is made mode "
+                                      "700), e.g. \"mgst-lab\" (relative to the login's home) or an absolute path")
     mgst = _words(t.get("mgst", list(DEFAULT_MGST)), key("mgst"), fail)
     if not mgst:
         raise fail(key("mgst"), "give the command that runs mgst on the host, e.g. \"mgst\"")
