@@ -203,8 +203,11 @@ def write_hosts(path: Path, net: LabNet, connect: str, hosts: dict[str, dict]) -
     return path
 
 
-EXPERIMENT = ('[workload]\narrival_rates = [6.0]\n[machines]\nrates = [[4.0, 4.0, 4.0, 4.0]]\n'
-              'names = ["M1", "M2", "M3", "M4"]\n[policy]\nname = "fcfs"\n[testbed]\ntime_unit = 0.1\nduration = 2.0\n')
+EXPERIMENT = ('[workload]\narrival_rates = [6.0]\n[machines]\nrates = [[4.0, 4.0, 4.0, 4.0, 4.0]]\n'
+              'names = ["M1", "M2", "M3", "M4", "M5"]\n[policy]\nname = "fcfs"\n[testbed]\ntime_unit = 0.1\n'
+              'duration = 2.0\n')
+# machines by host: h0 runs two pullers
+MACHINES = {0: ["M1", "M5"], 1: ["M2"], 2: ["M3"], 3: ["M4"]}
 
 
 def _wait_until(condition, timeout: float, what: str) -> None:
@@ -221,7 +224,7 @@ def test_lab_up_runs_an_experiment_through_ssh_then_down_leaves_nothing(tmp_path
     unreachable host is an error of its own; nothing is left."""
     _need_lab()
     remote = tmp_path / "remote"  # every "host" shares this file system: each gets its own folder under it
-    security.create_keys(tmp_path / "keys", ["M1", "M2", "M3", "M4"])
+    security.create_keys(tmp_path / "keys", ["M1", "M2", "M3", "M4", "M5"])
     secrets = [line for f in (tmp_path / "keys" / "pullers").iterdir() for line in f.read_text().splitlines()
                if "secret-key" in line]
     (tmp_path / "exp.toml").write_text(EXPERIMENT)
@@ -233,7 +236,7 @@ def test_lab_up_runs_an_experiment_through_ssh_then_down_leaves_nothing(tmp_path
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=_env())
         try:
             endpoint = read_until(mapper, "listening on", 60).split("listening on ")[1].split()[0]
-            hosts = {f"h{i}": {"address": h.address, "machines": [f"M{i + 1}"], "remote_dir": str(remote / f"h{i}")}
+            hosts = {f"h{i}": {"address": h.address, "machines": MACHINES[i], "remote_dir": str(remote / f"h{i}")}
                      for i, h in enumerate(net.hosts)}
             hosts_file = write_hosts(tmp_path / "hosts.toml", net, endpoint, hosts)
             t0 = time.monotonic()
@@ -242,8 +245,9 @@ def test_lab_up_runs_an_experiment_through_ssh_then_down_leaves_nothing(tmp_path
             up_seconds = time.monotonic() - t0
             assert up.returncode == 0, up.stdout + up.stderr
             for i, h in enumerate(net.hosts):
-                assert re.search(rf"^h{i} \({re.escape(h.address)}\): mgst \S+ .*; started M{i + 1} \(pid \d+\)",
-                                 up.stdout, re.M), up.stdout
+                started = ", ".join(rf"{m} \(pid \d+\)" for m in MACHINES[i])
+                assert re.search(rf"^h{i} \({re.escape(h.address)}\): mgst \S+ .*; started {started}; logs "
+                                 rf"{remote}/h{i}/MACHINE.log$", up.stdout, re.M), up.stdout
             stdout, stderr = mapper.communicate(timeout=90)
         finally:
             if mapper.poll() is None:
@@ -253,20 +257,23 @@ def test_lab_up_runs_an_experiment_through_ssh_then_down_leaves_nothing(tmp_path
         run = json.loads(stdout)
         assert run["security"] == "curve" and run["jobs_done"] == run["jobs_generated"] > 0
         # what a host holds: the mapper's public key and its own pair, secret files 600 in 700 folders
-        for i in range(4):
+        for i, machines in MACHINES.items():
             d = remote / f"h{i}"
-            assert sorted(str(p.relative_to(d)) for p in d.rglob("*") if p.is_file()) == [
-                f"M{i + 1}.log", f"M{i + 1}.pid", "keys/mapper.key", f"keys/pullers/M{i + 1}.key_secret"]
-            assert stat.S_IMODE((d / "keys" / "pullers" / f"M{i + 1}.key_secret").stat().st_mode) == 0o600
+            assert sorted(str(p.relative_to(d)) for p in d.rglob("*") if p.is_file()) == sorted(
+                [f"{m}.{x}" for m in machines for x in ("log", "pid")] + ["keys/mapper.key"]
+                + [f"keys/pullers/{m}.key_secret" for m in machines])
+            for m in machines:
+                assert stat.S_IMODE((d / "keys" / "pullers" / f"{m}.key_secret").stat().st_mode) == 0o600
             assert stat.S_IMODE((d / "keys").stat().st_mode) == stat.S_IMODE(d.stat().st_mode) == 0o700
         # the run is over: the pullers got the mapper's Bye and left
         _wait_until(lambda: not processes_under(remote), 20, "the pullers exit after the run")
         status = lab(capsys, "status", str(hosts_file), "--lines", "50")
         assert status.returncode == 0, status.stdout + status.stderr
-        for i in range(4):
-            assert re.search(rf"^  M{i + 1}: not running \(pid \d+ exited\); log {remote}/h{i}/M{i + 1}.log$",
-                             status.stdout, re.M), status.stdout
-        assert status.stdout.count("| ---- mgst lab up ") == 4, status.stdout
+        for i, machines in MACHINES.items():
+            for m in machines:
+                assert re.search(rf"^  {m}: not running \(pid \d+ exited\); log {remote}/h{i}/{m}.log$",
+                                 status.stdout, re.M), status.stdout
+        assert status.stdout.count("| ---- mgst lab up ") == 5, status.stdout
 
         # launched again (no mapper now: they wait for one), refused while they run, then stopped by down
         up = lab(capsys, "up", str(hosts_file), "--settle", "0.5")
@@ -274,10 +281,10 @@ def test_lab_up_runs_an_experiment_through_ssh_then_down_leaves_nothing(tmp_path
         only_h0 = write_hosts(tmp_path / "h0.toml", net, endpoint, {"h0": hosts["h0"]})
         again = lab(capsys, "up", str(only_h0))
         assert again.returncode == 1, again.stdout
-        assert re.search(r"^h0 .*: error: already running: M1 \(pid \d+\); stop them first with 'mgst lab down'$",
-                         again.stdout, re.M), again.stdout
-        pids = {m: int(p) for m, p in re.findall(r"started (M\d) \(pid (\d+)\)", up.stdout)}
-        assert len(pids) == 4
+        assert re.search(r"^h0 .*: error: already running: M1 \(pid \d+\), M5 \(pid \d+\); stop them first with "
+                         r"'mgst lab down'$", again.stdout, re.M), again.stdout
+        pids = {m: int(p) for m, p in re.findall(r"(M\d) \(pid (\d+)\)", up.stdout)}
+        assert sorted(pids) == ["M1", "M2", "M3", "M4", "M5"]
         for m, pid in pids.items():
             cmdline = psutil.Process(pid).cmdline()
             assert "puller" in cmdline and cmdline[cmdline.index("--machine") + 1] == m
@@ -303,7 +310,7 @@ def test_lab_up_runs_an_experiment_through_ssh_then_down_leaves_nothing(tmp_path
         said = "".join(p.read_text() for p in remote.rglob("*.log")) + up.stdout + up.stderr + status.stdout
         assert secrets and not any(s.split('"')[1] in said for s in secrets)
     assert_nothing_left(net)
-    print(f"lab up of 4 hosts: {up_seconds:.1f} s")
+    print(f"lab up of 4 hosts, 5 pullers: {up_seconds:.1f} s")
 
 
 def test_lab_up_refuses_another_version_a_forged_one_and_says_which_puller_died(tmp_path, capsys, no_children_left):

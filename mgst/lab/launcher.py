@@ -69,6 +69,8 @@ async def remote_version(host: Host) -> str:
     """The host's `mgst --version` line, checked (SshError if it is not one)."""
     reply = await run_script(host, remote.version_script(host), _timeout(host))
     line = remote.read_reply(host, reply.stdout).version
+    if line is None:  # the script did not run: a login shell that refuses commands, no `sh`
+        raise SshError(f"the host ran no script (exit {reply.returncode}): {last_line(reply.stderr) or 'no reply'}")
     remote.version_number(line)
     assert line is not None
     return line
