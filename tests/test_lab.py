@@ -161,6 +161,9 @@ def lab_network(folder: Path, n: int) -> Iterator[LabNet]:
             _wait_for_port(h.address, SSH_PORT, 20)
         yield net
     finally:
+        for p in processes_under(folder):  # pullers a failed test left running (their command lines name folder)
+            if p.pid != os.getpid() and all(h.sshd is None or p.pid != h.sshd.pid for h in net.hosts):
+                p.kill()
         for h in net.hosts:
             if h.sshd is not None:
                 h.sshd.terminate()
