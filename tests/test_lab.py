@@ -5,11 +5,13 @@ puller, no sshd, no namespace, no veth). Also the hosts file's errors and the ch
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import os
 import re
 import shutil
+import signal
 import socket
 import stat
 import subprocess
@@ -319,23 +321,30 @@ def test_lab_up_runs_an_experiment_through_ssh_then_down_leaves_nothing(tmp_path
 def test_lab_up_refuses_another_version_a_forged_one_and_says_which_puller_died(tmp_path, capsys, no_children_left):
     """A host whose mgst is another version is refused (nothing copied, nothing started); one that answers with
     something that is not a version (escape sequences) is refused too, and printed harmlessly; --ignore-version
-    launches the first anyway, with a warning; a puller that exits at once is an error, with its log's lines."""
+    launches the first anyway, with a warning; a puller that exits at once is an error, with its log's lines;
+    one that ignores SIGTERM is killed, with its process group, after --grace."""
     _need_lab()
-    security.create_keys(tmp_path / "keys", ["X1", "X2"])
+    security.create_keys(tmp_path / "keys", ["X1", "X2", "X3"])
     remote = tmp_path / "remote"
     with lab_network(tmp_path, 1) as net:
         address = net.hosts[0].address
         real = " ".join(json.loads(write_hosts(tmp_path / "h.toml", net, "tcp://h:1", {}).read_text()
                                    .split("mgst = ")[1].splitlines()[0]))
         old = f'if [ "$1" = --version ]; then echo "mgst 0.0.9 (pure Python)"; else exec env {real} "$@"; fi'
+        # a "puller" deaf to SIGTERM, with a child in its process group (its command line has the puller's
+        # --machine and --keys: taken for one)
+        deaf = ('if [ "$1" = --version ]; then echo "mgst 0.0.0 (deaf)"; else trap "" TERM; '
+                'while :; do sleep 600; done; fi')
         hosts = {"old": {"address": address, "machines": ["X1"], "remote_dir": str(remote / "old"),
                          "mgst": ["sh", "-c", old, "sh"]},
+                 "deaf": {"address": address, "machines": ["X3"], "remote_dir": str(remote / "deaf"),
+                          "mgst": ["sh", "-c", deaf, "sh"]},
                  "forged": {"address": address, "machines": ["X2"], "remote_dir": str(remote / "forged"),
                             "mgst": ["printf", "\\033]0;owned\\007mgst 0.1.0 (x)\\n"]}}
         nobody = f"tcp://{net.hosts[0].root_address}:9"  # the pullers wait for a mapper that never comes
         hosts_file = write_hosts(tmp_path / "hosts.toml", net, nobody, hosts)
         up = lab(capsys, "up", str(hosts_file))
-        assert up.returncode == 1, up.stdout + up.stderr
+        assert up.returncode == 1 and "failed on 3 of 3 hosts" in up.stderr, up.stdout + up.stderr
         assert re.search(r"^old .*: error: mgst 0\.0\.9 there, \S+ here: install the same version, or give "
                          r"--ignore-version$", up.stdout, re.M), up.stdout
         assert re.search(r"^forged .*: error: cannot run mgst there: 'mgst --version' said '\?]0;owned\?mgst",
@@ -345,21 +354,42 @@ def test_lab_up_refuses_another_version_a_forged_one_and_says_which_puller_died(
         hosts["forged"] = {"address": address, "machines": ["X2"], "remote_dir": str(remote / "forged"),
                            "puller_args": ["--slots", "999"]}
         hosts_file = write_hosts(tmp_path / "hosts.toml", net, nobody, hosts)
-        up = lab(capsys, "up", str(write_hosts(tmp_path / "old.toml", net, nobody, {"old": hosts["old"]})),
+        up = lab(capsys, "up", str(write_hosts(tmp_path / "old.toml", net, nobody, {"old": hosts["old"],
+                                                                                      "deaf": hosts["deaf"]})),
                  "--ignore-version")
-        assert "old: version 0.0.9 differs" in up.stderr
+        assert "old: version 0.0.9 differs" in up.stderr and up.returncode == 0, up.stdout + up.stderr
         assert re.search(r"^old .*: mgst 0\.0\.9 \(pure Python\); started X1 \(pid \d+\)", up.stdout, re.M), up.stdout
+        deaf_pid = int(re.search(r"^deaf .*; started X3 \(pid (\d+)\)", up.stdout, re.M).group(1))
         # a puller that exits at once is seen if it exits within --settle: 20 s leaves a loaded machine time to
         # start Python, and `lab up` returns as soon as it died
         up = lab(capsys, "up", str(write_hosts(tmp_path / "forged.toml", net, nobody, {"forged": hosts["forged"]})),
                  "--settle", "20")
         assert up.returncode == 1 and "forged (10.213." in up.stdout and "error: exited at once: X2" in up.stdout
         assert re.search(r"^    X2 \| .*--slots", up.stdout, re.M), up.stdout  # the puller's own words
+        try:
+            down = lab(capsys, "down", str(write_hosts(tmp_path / "deaf.toml", net, nobody, {"deaf": hosts["deaf"]})),
+                       "--grace", "0.5")
+            assert re.search(rf"^deaf .*: X3 killed \(pid {deaf_pid}: SIGKILL after the grace period\)$",
+                             down.stdout, re.M), down.stdout
+            _wait_until(lambda: not [p for p in psutil.process_iter(["status"]) if _pgid(p.pid) == deaf_pid
+                                     and p.info["status"] != psutil.STATUS_ZOMBIE],
+                        10, "the deaf puller's process group (its `sleep 600`) is gone")
+        finally:  # whatever happened, no `sleep 600` of ours outlives the test
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(deaf_pid, signal.SIGKILL)
         down = lab(capsys, "down", str(hosts_file))
         assert down.returncode == 0, down.stdout
+        assert re.search(r"^deaf .*: X3 was not running$", down.stdout, re.M), down.stdout
         assert re.search(r"^old .*: X1 stopped \(pid \d+, SIGTERM\)$", down.stdout, re.M), down.stdout
         assert re.search(r"^forged .*: X2 was not running \(pid \d+ had exited\)$", down.stdout, re.M), down.stdout
     assert_nothing_left(net)
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
 
 
 BAD_HOSTS = [
