@@ -243,6 +243,8 @@ def test_lab_up_runs_an_experiment_through_ssh_then_down_leaves_nothing(tmp_path
             endpoint = read_until(mapper, "listening on", 60).split("listening on ")[1].split()[0]
             hosts = {f"h{i}": {"address": h.address, "machines": MACHINES[i], "remote_dir": str(remote / f"h{i}")}
                      for i, h in enumerate(net.hosts)}
+            (tmp_path / "allow.toml").write_text('[commands]\nwork = ["/bin/true"]\n')
+            hosts["h1"]["allow_file"] = "allow.toml"  # h1's puller gets an allow-list
             hosts_file = write_hosts(tmp_path / "hosts.toml", net, endpoint, hosts)
             t0 = time.monotonic()
             # --settle: a puller must stay alive this long to be "started" (the other test sees one that does not)
@@ -266,7 +268,7 @@ def test_lab_up_runs_an_experiment_through_ssh_then_down_leaves_nothing(tmp_path
             d = remote / f"h{i}"
             assert sorted(str(p.relative_to(d)) for p in d.rglob("*") if p.is_file()) == sorted(
                 [f"{m}.{x}" for m in machines for x in ("log", "pid")] + ["keys/mapper.key"]
-                + [f"keys/pullers/{m}.key_secret" for m in machines])
+                + [f"keys/pullers/{m}.key_secret" for m in machines] + (["allow.toml"] if i == 1 else []))
             for m in machines:
                 assert stat.S_IMODE((d / "keys" / "pullers" / f"{m}.key_secret").stat().st_mode) == 0o600
             assert stat.S_IMODE((d / "keys").stat().st_mode) == stat.S_IMODE(d.stat().st_mode) == 0o700
@@ -293,6 +295,8 @@ def test_lab_up_runs_an_experiment_through_ssh_then_down_leaves_nothing(tmp_path
         for m, pid in pids.items():
             cmdline = psutil.Process(pid).cmdline()
             assert "puller" in cmdline and cmdline[cmdline.index("--machine") + 1] == m
+            assert ("--allow-file" in cmdline) == (m == "M2")
+        assert stat.S_IMODE((remote / "h1" / "allow.toml").stat().st_mode) == 0o600
         # a fifth host nobody answers for: its own clear error, the others still reported, exit 1
         ghost = {**hosts, "ghost": {"address": net.hosts[0].address, "port": SSH_PORT + 1, "machines": ["M9"],
                                     "remote_dir": str(remote / "ghost")}}
@@ -454,6 +458,17 @@ def test_a_bad_option_is_exit_2(key_folder, capsys):
                       (["up", "h.toml", "--settle", "nan"], "--settle")):
         assert main(["lab", *args]) == 2
         assert capsys.readouterr().err.startswith(f"mgst: error: {key}")
+
+
+def test_a_file_that_cannot_travel_is_exit_2_before_any_host(key_folder, capsys):
+    """An allow-list that is not text (it would go as a shell string) stops `lab up` before any host is asked."""
+    (key_folder.parent / "bin.toml").write_bytes(b"[commands]\0")
+    hosts = key_folder.parent / "bin-hosts.toml"
+    hosts.write_text('[lab]\nconnect = "tcp://h:5555"\nkeys = "keys"\n[hosts.a]\naddress = "h"\nmachines = ["M1"]\n'
+                     'allow_file = "bin.toml"\n')
+    assert main(["lab", "up", str(hosts)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"mgst: error: {hosts}: hosts.a.allow_file: ") and "not a text file" in err, err
 
 
 def _host(tmp_path: Path, key_folder: Path, machines=("M1",)):

@@ -72,6 +72,8 @@ def lab_command(args: argparse.Namespace) -> int:
             action = launcher.up(lab, version_line(), ignore_version=args.ignore_version, settle=args.settle)
         except SshError as e:
             raise ConfigError("(version)", f"this mgst: {e}") from None
+        except HostsFileError as e:
+            raise ConfigError(e.key, e.problem, e.path) from None
         reports = launcher.run_on_hosts(lab, action, args.parallel)
         _print_up(reports)
     elif args.lab_command == "status":

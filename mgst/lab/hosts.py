@@ -91,6 +91,7 @@ def load_hosts(path: Path) -> Lab:
 
 
 def parse_hosts(data: Mapping[str, Any], path: Path) -> Lab:
+    """Validate parsed TOML ``data`` of the hosts file at ``path`` (its folder anchors relative paths)."""
     where = str(path)
     base = path.parent
 
@@ -100,12 +101,12 @@ def parse_hosts(data: Mapping[str, Any], path: Path) -> Lab:
     _known(data, ("lab", "defaults", "hosts"), "", fail)
     lab = _table(data, "lab", fail, required=True)
     _known(lab, _LAB_KEYS, "lab.", fail)
-    connect = _string(lab, "connect", "lab.", fail, required=True)
+    connect = _string(lab, "connect", "lab.", fail)
     try:
         security.check_endpoint(connect, bind=False)
     except ValueError as e:
         raise fail("lab.connect", str(e)) from None
-    keys = _local_path(_string(lab, "keys", "lab.", fail, required=True), base)
+    keys = _local_path(_string(lab, "keys", "lab.", fail), base)
     if not (keys / f"{security.MAPPER}.key").is_file():
         raise fail("lab.keys", f"{keys} has no {security.MAPPER}.key (make the folder with 'mgst keys')")
     defaults = _table(data, "defaults", fail)
@@ -156,7 +157,7 @@ def _host(label: str, own: Mapping[str, Any], defaults: Mapping[str, Any], base:
     def key(k: str) -> str:  # the key where the file gives it: in the host's table, else in [defaults]
         return "defaults." + k if k not in own and k in defaults else prefix + k
 
-    address = _string(t, "address", prefix, fail, required=True)
+    address = _string(t, "address", prefix, fail)
     if not _ADDRESS.match(address):
         raise fail(prefix + "address", f"{address!r} is not a host name or address")
     machines = t.get("machines")
@@ -228,9 +229,10 @@ def _table(data: Mapping[str, Any], name: str, fail, *, required: bool = False) 
     return t
 
 
-def _string(t: Mapping[str, Any], k: str, prefix: str, fail, *, required: bool = False) -> str:
+def _string(t: Mapping[str, Any], k: str, prefix: str, fail) -> str:
+    """A required non-empty string."""
     v = t.get(k)
-    if v is None and required:
+    if v is None:
         raise fail(prefix + k, "missing")
     if not isinstance(v, str) or not v:
         raise fail(prefix + k, "must be a non-empty string")

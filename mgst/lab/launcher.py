@@ -7,10 +7,11 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from mgst import security
 from mgst.lab import remote
-from mgst.lab.hosts import Host, Lab, secret_key
+from mgst.lab.hosts import Host, HostsFileError, Lab, secret_key
 from mgst.lab.remote import PullerState, Readout
 from mgst.lab.ssh import Reply, SshError, last_line, run_script
 
@@ -72,7 +73,6 @@ async def remote_version(host: Host) -> str:
     if line is None:  # the script did not run: a login shell that refuses commands, no `sh`
         raise SshError(f"the host ran no script (exit {reply.returncode}): {last_line(reply.stderr) or 'no reply'}")
     remote.version_number(line)
-    assert line is not None
     return line
 
 
@@ -81,7 +81,20 @@ def up(lab: Lab, local_version: str, *, ignore_version: bool = False,
     """The action launching a host's pullers, once its mgst version is the same as ``local_version``'s (the
     number; the build, compiled or pure Python, may differ)."""
     local = remote.version_number(local_version)
-    mapper_key = (lab.keys / f"{security.MAPPER}.key").read_bytes()
+    contents: dict[Path, bytes] = {}  # every local file a host gets, read before any host is touched
+    for host in lab.hosts:
+        wanted = [lab.keys / f"{security.MAPPER}.key", *(secret_key(lab, m) for m in host.machines)]
+        for path, key in [(p, "lab.keys") for p in wanted] + [(host.allow_file, f"hosts.{host.label}.allow_file")]:
+            if path is not None and path not in contents:
+                try:
+                    contents[path] = data = path.read_bytes()
+                    data.decode("utf-8")
+                except OSError as e:
+                    raise HostsFileError(key, f"cannot read {path}: {e.strerror}", str(lab.path)) from None
+                except UnicodeDecodeError:
+                    data = b"\0"
+                if b"\0" in data:  # the files travel as shell strings: text only
+                    raise HostsFileError(key, f"{path} is not a text file", str(lab.path))
 
     async def action(host: Host) -> HostReport:
         report = HostReport(host)
@@ -94,11 +107,11 @@ def up(lab: Lab, local_version: str, *, ignore_version: bool = False,
                 return report
             report.notes.append(f"version {theirs} differs from {local} here (--ignore-version)")
             log.warning("%s: mgst %s there, %s here: launching anyway (--ignore-version)", host.label, theirs, local)
-        files = {f"{security.MAPPER}.key": mapper_key}
+        files = {f"{security.MAPPER}.key": contents[lab.keys / f"{security.MAPPER}.key"]}
         for m in host.machines:
             key = secret_key(lab, m)
-            files[f"{security.PULLERS}/{key.name}"] = key.read_bytes()
-        allow = host.allow_file.read_bytes() if host.allow_file is not None else None
+            files[f"{security.PULLERS}/{key.name}"] = contents[key]
+        allow = contents[host.allow_file] if host.allow_file is not None else None
         script = remote.up_script(host, lab.connect, files, allow, settle)
         return _read(report, await run_script(host, script, _timeout(host, settle + 5)), "up")
 
@@ -135,6 +148,8 @@ def _read(report: HostReport, reply: Reply, what: str) -> HostReport:
         report.error = f"the {what} script failed (exit {reply.returncode}): {last_line(reply.stderr)}"
     elif out.no_folder:
         report.notes.append(f"no folder {report.host.remote_dir} there: nothing was launched")
+        for p in report.pullers:
+            p.state = "nopid"
     elif what == "up":
         busy = [p for p in report.pullers if p.state == "running"]
         died = [p for p in report.pullers if p.state == "died"]

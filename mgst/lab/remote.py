@@ -91,7 +91,7 @@ def up_script(host: Host, connect: str, files: dict[str, bytes], allow: bytes | 
              "done",
              '[ "$busy" = 0 ] || exit 0']
     for rel, content in files.items():  # printf is a shell builtin: the secret is on no command line
-        lines += [f'printf %s {_q(content.decode("ascii"))} > "$D/keys/{rel}" || '
+        lines += [f'printf %s {_q(content.decode("utf-8"))} > "$D/keys/{rel}" || '
                   f'{{ echo "{MARK} fail cannot write $D/keys/{rel}"; exit 0; }}',
                   f'chmod 600 -- "$D/keys/{rel}"']
     allow_option = ""
