@@ -328,7 +328,7 @@ def test_lab_up_refuses_another_version_a_forged_one_and_says_which_puller_died(
     launches the first anyway, with a warning; a puller that exits at once is an error, with its log's lines;
     one that ignores SIGTERM is killed, with its process group, after --grace."""
     _need_lab()
-    security.create_keys(tmp_path / "keys", ["X1", "X2", "X3"])
+    security.create_keys(tmp_path / "keys", ["X1", "X2", "X3", "X4"])
     remote = tmp_path / "remote"
     with lab_network(tmp_path, 1) as net:
         address = net.hosts[0].address
@@ -345,10 +345,14 @@ def test_lab_up_refuses_another_version_a_forged_one_and_says_which_puller_died(
                           "mgst": ["sh", "-c", deaf, "sh"]},
                  "forged": {"address": address, "machines": ["X2"], "remote_dir": str(remote / "forged"),
                             "mgst": ["printf", "\\033]0;owned\\007mgst 0.1.0 (x)\\n"]}}
+        (tmp_path / "no_known_hosts").write_text("")
+        stranger = {"address": address, "machines": ["X4"], "remote_dir": str(remote / "stranger"),
+                    "known_hosts": str(tmp_path / "no_known_hosts")}  # a host key we do not know: refused
         nobody = f"tcp://{net.hosts[0].root_address}:9"  # the pullers wait for a mapper that never comes
         hosts_file = write_hosts(tmp_path / "hosts.toml", net, nobody, hosts)
-        up = lab(capsys, "up", str(hosts_file))
-        assert up.returncode == 1 and "failed on 3 of 3 hosts" in up.stderr, up.stdout + up.stderr
+        up = lab(capsys, "up", str(write_hosts(tmp_path / "all.toml", net, nobody, {**hosts, "stranger": stranger})))
+        assert up.returncode == 1 and "failed on 4 of 4 hosts" in up.stderr, up.stdout + up.stderr
+        assert re.search(r"^stranger .*: error: ssh: Host key verification failed\.$", up.stdout, re.M), up.stdout
         assert re.search(r"^old .*: error: mgst 0\.0\.9 there, \S+ here: install the same version, or give "
                          r"--ignore-version$", up.stdout, re.M), up.stdout
         assert re.search(r"^forged .*: error: cannot run mgst there: 'mgst --version' said '\?]0;owned\?mgst",
