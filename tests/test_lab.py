@@ -328,13 +328,15 @@ def test_lab_up_refuses_another_version_a_forged_one_and_says_which_puller_died(
     launches the first anyway, with a warning; a puller that exits at once is an error, with its log's lines;
     one that ignores SIGTERM is killed, with its process group, after --grace."""
     _need_lab()
-    security.create_keys(tmp_path / "keys", ["X1", "X2", "X3", "X4"])
+    security.create_keys(tmp_path / "keys", ["X1", "X2", "X3", "X4", "X5"])
     remote = tmp_path / "remote"
     with lab_network(tmp_path, 1) as net:
         address = net.hosts[0].address
         real = " ".join(json.loads(write_hosts(tmp_path / "h.toml", net, "tcp://h:1", {}).read_text()
                                    .split("mgst = ")[1].splitlines()[0]))
-        old = f'if [ "$1" = --version ]; then echo "mgst 0.0.9 (pure Python)"; else exec env {real} "$@"; fi'
+        # another version, with a warning on stderr first (as a stale compiled build prints): not the version
+        old = (f'if [ "$1" = --version ]; then echo "mgst: stale build" >&2; echo "mgst 0.0.9 (pure Python)"; '
+               f'else exec env {real} "$@"; fi')
         # a "puller" deaf to SIGTERM, with a child in its process group (its command line has the puller's
         # --machine and --keys: taken for one)
         deaf = ('if [ "$1" = --version ]; then echo "mgst 0.0.0 (deaf)"; else trap "" TERM; '
@@ -350,13 +352,18 @@ def test_lab_up_refuses_another_version_a_forged_one_and_says_which_puller_died(
                     "known_hosts": str(tmp_path / "no_known_hosts")}  # a host key we do not know: refused
         nobody = f"tcp://{net.hosts[0].root_address}:9"  # the pullers wait for a mapper that never comes
         hosts_file = write_hosts(tmp_path / "hosts.toml", net, nobody, hosts)
-        up = lab(capsys, "up", str(write_hosts(tmp_path / "all.toml", net, nobody, {**hosts, "stranger": stranger})))
-        assert up.returncode == 1 and "failed on 4 of 4 hosts" in up.stderr, up.stdout + up.stderr
+        missing = {"address": address, "machines": ["X5"], "remote_dir": str(remote / "missing"),
+                   "mgst": "/nonexistent/bin/mgst"}
+        up = lab(capsys, "up", str(write_hosts(tmp_path / "all.toml", net, nobody,
+                                                {**hosts, "stranger": stranger, "missing": missing})))
+        assert up.returncode == 1 and "failed on 5 of 5 hosts" in up.stderr, up.stdout + up.stderr
+        assert re.search(r"^missing .*: error: cannot run mgst there: 'mgst --version' said: env: "
+                         r".*/nonexistent/bin/mgst.*No such file or directory$", up.stdout, re.M), up.stdout
         assert re.search(r"^stranger .*: error: ssh: Host key verification failed\.$", up.stdout, re.M), up.stdout
         assert re.search(r"^old .*: error: mgst 0\.0\.9 there, \S+ here: install the same version, or give "
                          r"--ignore-version$", up.stdout, re.M), up.stdout
-        assert re.search(r"^forged .*: error: cannot run mgst there: 'mgst --version' said '\?]0;owned\?mgst",
-                         up.stdout, re.M), up.stdout
+        assert re.search(r"^forged .*: error: cannot run mgst there: 'mgst --version' said: "
+                         r"\?]0;owned\?mgst 0\.1\.0 \(x\)$", up.stdout, re.M), up.stdout
         assert "\x1b" not in up.stdout + up.stderr
         assert not remote.exists()  # nothing copied, nothing started
         hosts["forged"] = {"address": address, "machines": ["X2"], "remote_dir": str(remote / "forged"),

@@ -68,9 +68,11 @@ def _machines(host: Host) -> str:
 
 
 def version_script(host: Host) -> str:
-    """Prints the host's `mgst --version` (first line, bounded)."""
+    """Prints the host's `mgst --version` (its first line on stdout, bounded; stderr may hold a warning, e.g. a
+    stale compiled build); if it printed nothing there, the last line of its stderr (why it could not run)."""
     command = " ".join(_q(w) for w in host.mgst)
-    return (f"v=$(env {command} --version 2>&1 | head -n 1 | head -c 300)\n"
+    return (f"v=$(env {command} --version 2>/dev/null | head -n 1 | head -c 300)\n"
+            f'[ -n "$v" ] || v=$(env {command} --version 2>&1 | tail -n 1 | head -c 300)\n'
             f'echo "{MARK} version $v"\n')
 
 
@@ -223,7 +225,8 @@ def version_number(line: str | None) -> str:
     """The version number of a `mgst --version` line; SshError (with the line, made printable) if it is not one."""
     m = _VERSION.match(line or "")
     if m is None:
-        raise SshError(f"cannot run mgst there: 'mgst --version' said {printable(line or '', 200)!r}")
+        said = f"said: {printable(line, 200)}" if line else "said nothing"
+        raise SshError(f"cannot run mgst there: 'mgst --version' {said}")
     return m.group(1)
 
 
