@@ -24,7 +24,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-from helpers import read_until
 
 from mgst import security
 from mgst.cli import main
@@ -234,13 +233,17 @@ def test_lab_up_runs_an_experiment_through_ssh_then_down_leaves_nothing(tmp_path
                if "secret-key" in line]
     (tmp_path / "exp.toml").write_text(EXPERIMENT)
     with lab_network(tmp_path, 4) as net:
+        # a free port of our own address (only this test uses it): the pullers are launched while the mapper
+        # starts, and wait for it
+        with socket.socket() as probe:
+            probe.bind((net.hosts[0].root_address, 0))
+            endpoint = f"tcp://{net.hosts[0].root_address}:{probe.getsockname()[1]}"
         mapper = subprocess.Popen(
-            [sys.executable, "-m", "mgst", "mapper", str(tmp_path / "exp.toml"), "--bind",
-             f"tcp://{net.hosts[0].root_address}:0", "--keys", str(tmp_path / "keys"), "--out", str(tmp_path / "out"),
-             "--json", "--quiet", "--register-timeout", "60", "--farewell", "1"],
+            [sys.executable, "-m", "mgst", "mapper", str(tmp_path / "exp.toml"), "--bind", endpoint, "--keys",
+             str(tmp_path / "keys"), "--out", str(tmp_path / "out"), "--json", "--quiet", "--register-timeout", "60",
+             "--farewell", "1"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=_env())
         try:
-            endpoint = read_until(mapper, "listening on", 60).split("listening on ")[1].split()[0]
             hosts = {f"h{i}": {"address": h.address, "machines": MACHINES[i], "remote_dir": str(remote / f"h{i}")}
                      for i, h in enumerate(net.hosts)}
             (tmp_path / "allow.toml").write_text('[commands]\nwork = ["/bin/true"]\n')
@@ -371,7 +374,7 @@ def test_lab_up_refuses_another_version_a_forged_one_and_says_which_puller_died(
         hosts_file = write_hosts(tmp_path / "hosts.toml", net, nobody, hosts)
         up = lab(capsys, "up", str(write_hosts(tmp_path / "old.toml", net, nobody, {"old": hosts["old"],
                                                                                       "deaf": hosts["deaf"]})),
-                 "--ignore-version")
+                 "--ignore-version", "--settle", "0.5")
         assert "old: version 0.0.9 differs" in up.stderr and up.returncode == 0, up.stdout + up.stderr
         assert re.search(r"^old .*: mgst 0\.0\.9 \(pure Python\); started X1 \(pid \d+\)", up.stdout, re.M), up.stdout
         deaf_pid = int(re.search(r"^deaf .*; started X3 \(pid (\d+)\)", up.stdout, re.M).group(1))
