@@ -81,20 +81,7 @@ def up(lab: Lab, local_version: str, *, ignore_version: bool = False,
     """The action launching a host's pullers, once its mgst version is the same as ``local_version``'s (the
     number; the build, compiled or pure Python, may differ)."""
     local = remote.version_number(local_version)
-    contents: dict[Path, bytes] = {}  # every local file a host gets, read before any host is touched
-    for host in lab.hosts:
-        wanted = [lab.keys / f"{security.MAPPER}.key", *(secret_key(lab, m) for m in host.machines)]
-        for path, key in [(p, "lab.keys") for p in wanted] + [(host.allow_file, f"hosts.{host.label}.allow_file")]:
-            if path is not None and path not in contents:
-                try:
-                    contents[path] = data = path.read_bytes()
-                    data.decode("utf-8")
-                except OSError as e:
-                    raise HostsFileError(key, f"cannot read {path}: {e.strerror}", str(lab.path)) from None
-                except UnicodeDecodeError:
-                    data = b"\0"
-                if b"\0" in data:  # the files travel as shell strings: text only
-                    raise HostsFileError(key, f"{path} is not a text file", str(lab.path))
+    contents = _local_files(lab)
 
     async def action(host: Host) -> HostReport:
         report = HostReport(host)
@@ -118,11 +105,37 @@ def up(lab: Lab, local_version: str, *, ignore_version: bool = False,
     return action
 
 
+def _local_files(lab: Lab) -> dict[Path, bytes]:
+    """Every local file a host gets, read before any host is touched; HostsFileError (naming the key) for one
+    that cannot be read or is not text (the files travel as shell strings)."""
+    contents: dict[Path, bytes] = {}
+    for host in lab.hosts:
+        wanted = [(lab.keys / f"{security.MAPPER}.key", "lab.keys")]
+        wanted += [(secret_key(lab, m), "lab.keys") for m in host.machines]
+        if host.allow_file is not None:
+            wanted.append((host.allow_file, f"hosts.{host.label}.allow_file"))
+        for path, key in wanted:
+            if path in contents:
+                continue
+            try:
+                data = path.read_bytes()
+            except OSError as e:
+                raise HostsFileError(key, f"cannot read {path}: {e.strerror}", str(lab.path)) from None
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                text = "\0"
+            if "\0" in text:
+                raise HostsFileError(key, f"{path} is not a text file", str(lab.path))
+            contents[path] = data
+    return contents
+
+
 def status(log_lines: int = remote.LOG_LINES) -> Callable[[Host], Awaitable[HostReport]]:
     async def action(host: Host) -> HostReport:
         reply = await run_script(host, remote.status_script(host, log_lines), _timeout(host))
         report = _read(HostReport(host), reply, "status")
-        report.version = _checked_version(report, host)
+        report.version = _checked_version(report)
         return report
 
     return action
@@ -157,7 +170,9 @@ def _read(report: HostReport, reply: Reply, what: str) -> HostReport:
             report.error = ("already running: " + ", ".join(f"{p.machine} (pid {p.pid})" for p in busy)
                             + "; stop them first with 'mgst lab down'")
         elif died:
-            report.error = "exited at once: " + ", ".join(p.machine for p in died) + " (see its log below)"
+            started = [p for p in report.pullers if p.state == "started"]
+            report.error = ("exited at once: " + ", ".join(p.machine for p in died) + " (its log below)"
+                            + "".join(f"; {p.machine} started (pid {p.pid})" for p in started))
         elif any(p.state != "started" for p in report.pullers):
             report.error = "the host did not say whether every puller started"
     elif any(p.state == "unknown" for p in report.pullers):
@@ -165,7 +180,8 @@ def _read(report: HostReport, reply: Reply, what: str) -> HostReport:
     return report
 
 
-def _checked_version(report: HostReport, host: Host) -> str | None:
+def _checked_version(report: HostReport) -> str | None:
+    """The version line of a status report, or None (and a note saying what the host said) if it is not one."""
     try:
         remote.version_number(report.version)
     except SshError as e:
