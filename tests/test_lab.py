@@ -301,15 +301,23 @@ def test_lab_up_runs_an_experiment_through_ssh_then_down_leaves_nothing(tmp_path
             assert ("--allow-file" in cmdline) == (m == "M2")
         assert stat.S_IMODE((remote / "h1" / "allow.toml").stat().st_mode) == 0o600
         # a fifth host nobody answers for: its own clear error, the others still reported, exit 1
+        # and one whose address nobody has (no ARP answer): its own error after its connect_timeout
+        silent_address = net.hosts[1].address.rsplit(".", 1)[0] + ".9"
         ghost = {**hosts, "ghost": {"address": net.hosts[0].address, "port": SSH_PORT + 1, "machines": ["M9"],
-                                    "remote_dir": str(remote / "ghost")}}
+                                    "remote_dir": str(remote / "ghost")},
+                 "void": {"address": silent_address, "connect_timeout": 1, "machines": ["M8"],
+                          "remote_dir": str(remote / "void")}}
         (tmp_path / "keys" / "pullers" / "lab.key_secret").write_text(
-            (tmp_path / "keys" / "pullers" / "M1.key_secret").read_text())  # M9 needs a key: the shared one
+            (tmp_path / "keys" / "pullers" / "M1.key_secret").read_text())  # M8, M9 need a key: the shared one
+        t0 = time.monotonic()
         status = lab(capsys, "status", str(write_hosts(tmp_path / "ghost.toml", net, endpoint, ghost)))
+        assert time.monotonic() - t0 < 30  # ssh's connect time-out, not a hang
         assert status.returncode == 1, status.stdout + status.stderr
+        assert re.search(rf"^void \({re.escape(silent_address)}\): error: ssh: .*port {SSH_PORT}: ", status.stdout,
+                         re.M), status.stdout
         assert re.search(rf"^ghost \({re.escape(net.hosts[0].address)}\): error: ssh: .*port {SSH_PORT + 1}.*refused",
                          status.stdout, re.M | re.I), status.stdout
-        assert "failed on 1 of 5 hosts: ghost" in status.stderr
+        assert "failed on 2 of 6 hosts: ghost, void" in status.stderr
         for m, pid in pids.items():
             assert f"  {m}: running, pid {pid}; log" in status.stdout
         down = lab(capsys, "down", str(hosts_file), "--grace", "5")
@@ -521,3 +529,12 @@ def test_a_host_sending_too_much_is_cut_off(tmp_path, key_folder, monkeypatch, n
     with pytest.raises(SshError, match="more than 256 KiB"):
         asyncio.run(ssh.run_script(_host(tmp_path, key_folder), "", timeout=30))
     assert time.monotonic() - t0 < 20
+
+
+def test_a_host_that_never_answers_is_cut_off_at_the_time_out(tmp_path, key_folder, monkeypatch, no_children_left):
+    """ssh that neither ends nor speaks (here a stand-in that sleeps) is killed at the time-out: an error, no hang."""
+    monkeypatch.setattr(ssh, "ssh_argv", lambda host: ["sleep", "60"])
+    t0 = time.monotonic()
+    with pytest.raises(SshError, match="no answer within 1 s"):
+        asyncio.run(ssh.run_script(_host(tmp_path, key_folder), "", timeout=1))
+    assert time.monotonic() - t0 < 10

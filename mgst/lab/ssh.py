@@ -64,8 +64,7 @@ async def run_script(host: Host, script: str, timeout: float) -> Reply:
                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
                                                 start_new_session=True)
     try:
-        out, err = await asyncio.wait_for(_exchange(proc, script.encode()), timeout)
-        code = await proc.wait()
+        out, err, code = await asyncio.wait_for(_exchange(proc, script.encode()), timeout)
     except TimeoutError:
         raise SshError(f"no answer within {timeout:g} s") from None
     finally:
@@ -80,7 +79,8 @@ async def run_script(host: Host, script: str, timeout: float) -> Reply:
     return Reply(code, stdout, stderr)
 
 
-async def _exchange(proc: asyncio.subprocess.Process, script: bytes) -> tuple[bytes, bytes]:
+async def _exchange(proc: asyncio.subprocess.Process, script: bytes) -> tuple[bytes, bytes, int]:
+    """The script fed to ssh's stdin, its stdout and stderr read (bounded), and its exit status."""
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
 
     async def feed() -> None:
@@ -92,7 +92,7 @@ async def _exchange(proc: asyncio.subprocess.Process, script: bytes) -> tuple[by
     _, out, err = await asyncio.gather(feed(), _read_bounded(proc, proc.stdout), _read_bounded(proc, proc.stderr))
     if out is None or err is None:
         raise SshError(f"the host sent more than {MAX_OUTPUT // 1024} KiB: refused")
-    return out, err
+    return out, err, await proc.wait()
 
 
 async def _read_bounded(proc: asyncio.subprocess.Process, stream: asyncio.StreamReader) -> bytes | None:
