@@ -53,10 +53,11 @@ def not_closed(run: TestbedRun, now: float | None = None) -> str:
 
 
 def export_run(folder: Path, journal: str = FILENAME) -> Beside:
-    """Write ``folder``'s outputs (mgst.testbed.beside.finish_outputs: the CSVs, the summary, the simulation beside
-    it) from its journal (the file ``journal`` in it); RunNeverStarted if its run never began."""
+    """Write ``folder``'s outputs (mgst.testbed.beside.finish_outputs: the CSVs, the summary and, for a closed run,
+    the simulation beside it) from its journal (the file ``journal`` in it); RunNeverStarted if its run never began."""
     run = load_run(folder, journal)
     if run.journal.start is None:
         raise RunNeverStarted(f"{folder / journal}: the run never started (its pullers did not all register, so no "
                               "job was generated): there is nothing to export")
-    return finish_outputs(run, folder)
+    # (a run not closed is not simulated: its jobs in flight have no counterpart in a simulation, which drains)
+    return finish_outputs(run, folder, simulate=run.closed)
