@@ -155,6 +155,7 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
         "ci_method": f"batch means over {BATCHES} batches of each class's jobs",
         "machines_detail": [
             {"machine": m.name, "registrations": m.registrations, "jobs_run": m.jobs_run,
+             "requested_share": m.share,
              "achieved_share": (sum(m.achieved) / len(m.achieved)) if m.achieved else None,
              "clock_offset_s": m.offset, "min_rtt_s": m.rtt,
              "down_periods": sum(1 for p in m.periods if p[1] is not None), "state_at_end": state_at_end(m),
