@@ -48,6 +48,8 @@ class BagReplication:
     backlog_mean: float
     backlog_growth: float
     rows: list[tuple] = field(default_factory=list)
+    # (wasted time, replica time) per counted bag, in submission order: one replication's RWT interval
+    bag_times: list[tuple[float, float]] = field(default_factory=list)
 
     @property
     def unbounded(self) -> bool:
@@ -122,6 +124,7 @@ def reduce_bags(run: Any, warmup: float, horizon: float, keep_rows: bool = False
     wasted_time = replica_time = 0.0
     tasks = replicas = counted = unfinished = 0
     rows: list[tuple] = []
+    bag_times: list[tuple[float, float]] = []
     for bag in run.bags:
         is_counted = warmup <= bag.submitted < horizon
         if keep_rows:
@@ -134,6 +137,7 @@ def reduce_bags(run: Any, warmup: float, horizon: float, keep_rows: bool = False
         replicas += started
         wasted_time += wasted
         replica_time += machine_time
+        bag_times.append((wasted, machine_time))
         if bag.completed is None:
             unfinished += 1
             continue
@@ -144,7 +148,7 @@ def reduce_bags(run: Any, warmup: float, horizon: float, keep_rows: bool = False
     mean_b, growth = backlog(run.bags, warmup, horizon)
     return BagReplication(
         run.replication, turnaround, waiting, makespan, wasted_time, replica_time, tasks, replicas, counted,
-        unfinished, mean_b, growth, rows,
+        unfinished, mean_b, growth, rows, bag_times,
     )
 
 
@@ -186,6 +190,22 @@ class BagSummary:
         }
 
 
+def rwt_batch_means(rep: BagReplication) -> Metric:
+    """One replication's RWT (wasted over all replica time of its counted bags) with a batch-means interval.
+
+    RWT is a ratio: each bag's (wasted, replica time) is linearised about it (the delta method),
+    RWT + (wasted - RWT x time) / mean time, whose mean is RWT itself, and those values get the
+    batch-means interval of :func:`batch_means_ci` (bags in submission order).
+    """
+    ratio = rep.rwt
+    times = rep.bag_times
+    mean_time = sum(t for _, t in times) / len(times) if times else 0.0
+    if math.isnan(ratio) or mean_time <= 0:
+        return Metric(ratio, math.nan, math.nan)
+    _, low, high = batch_means_ci([ratio + (w - ratio * t) / mean_time for w, t in times], BATCHES)
+    return Metric(ratio, low, high)
+
+
 def summarize_bags(reps: Sequence[BagReplication]) -> BagSummary:
     unbounded = sum(1 for r in reps if r.unbounded)
     growth = max((r.backlog_growth for r in reps), default=0.0)
@@ -200,7 +220,7 @@ def summarize_bags(reps: Sequence[BagReplication]) -> BagSummary:
         def est(values: list[float]) -> Metric:
             return Metric(*batch_means_ci(values, BATCHES)) if values else Metric(math.nan, math.nan, math.nan)
 
-        rwt = Metric(r.rwt, math.nan, math.nan)
+        rwt = rwt_batch_means(r)
     else:
         interval = "replications"
 
@@ -254,6 +274,27 @@ def write_bags_csv(path: Path, rows: Iterable[tuple]) -> None:
         w = csv.writer(f)
         w.writerow(BAG_COLUMNS)
         w.writerows(rows)
+
+
+BAG_SUMMARY_COLUMNS = ("Experiment", "Mode", "Policy", "Metric", "Bags", "Mean", "CI95 Low", "CI95 High", "Unit",
+                       "Interval", "Unbounded")
+
+
+def write_bag_summary_csv(path: Path, experiment: str, mode: str, policy: str, summary: BagSummary) -> None:
+    """summary.csv of a bag workload: one row per metric (AVT, makespan, waiting, RWT), with its interval;
+    an unbounded setting's means are left empty (its ``Unbounded`` column says Yes)."""
+    def f(x: float) -> str:
+        return "" if math.isnan(x) else f"{x:.6f}"
+
+    with open(path, "w", newline="") as out:
+        w = csv.writer(out)
+        w.writerow(BAG_SUMMARY_COLUMNS)
+        for name, m, unit in (("AVT", summary.avt, "time units"), ("Makespan", summary.makespan, "time units"),
+                              ("Waiting", summary.waiting, "time units"),
+                              ("RWT", summary.rwt, "fraction of replica time")):
+            values = ["", "", ""] if m is None else [f(m.mean), f(m.low), f(m.high)]
+            w.writerow([experiment, mode, policy, name, summary.bags, *values, unit, summary.interval,
+                        "Yes" if summary.unbounded else "No"])
 
 
 def format_bags(summary: BagSummary, unit: str = "time units") -> str:

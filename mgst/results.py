@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mgst.bot_metrics import BagReplication, BagSummary, format_bags
+from mgst.bot_metrics import BagReplication, BagSummary, format_bags, write_bag_summary_csv
 from mgst.core.state import JobRecord
 from mgst.intervals import mean_ci
 from mgst.model import Experiment
@@ -325,6 +325,10 @@ def _write_parquet(path: Path, parts: Sequence[Path], remove_parts: bool) -> Non
 
 
 def write_summary_csv(path: Path, summary: Summary) -> None:
+    """Mean response per class and overall; for a bag workload, its AVT, makespan, waiting and RWT instead."""
+    if summary.bags is not None:
+        write_bag_summary_csv(path, summary.experiment, summary.mode, summary.policy, summary.bags)
+        return
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(

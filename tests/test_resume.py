@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import json
 import signal
 import socket
@@ -144,10 +145,12 @@ def test_a_mapper_killed_twice_resumes_and_every_job_is_done_exactly_once(settin
         assert job.id == jid
         assert int(by_id[jid]["Job Class"]) == job.job_class + 1
         assert float(by_id[jid]["Size"]) == pytest.approx(job.size, abs=1e-6)
-    assert len(summary["outages"]) == 2 and summary["outages"][0]["to"] >= crashed_at
+    # (ISO 8601 local times with their UTC offset)
+    assert len(summary["outages"]) == 2
+    assert dt.datetime.fromisoformat(summary["outages"][0]["to"]).timestamp() >= crashed_at
     assert summary["results_reported_after_outage"] >= 1, summary
     assert summary["jobs_across_outage"] >= 1
-    with open(tmp_path / "run" / "machines.csv", newline="") as f:
+    with open(tmp_path / "run" / "machine_periods.csv", newline="") as f:
         periods = list(csv.DictReader(f))
     for name in names:  # every machine was seen up again after the outage, up to the end or a failure
         mine = [p for p in periods if p["Machine"] == name]

@@ -24,6 +24,7 @@ from helpers import CONTENTION_SLACK, contention_seconds, read_until
 from mgst import protocol as P
 from mgst.core.state import JobStatus, MachineState, Outcome
 from mgst.model import Experiment, FailureModel, JobClass, Machine, PolicySpec, SimulationSettings, TestbedSettings
+from mgst.testbed.export import load_run
 from mgst.testbed.local_run import start_pullers, stop_pullers
 from mgst.testbed.mapper import Mapper, TestbedRun
 from mgst.testbed.summary import summarize_testbed, write_testbed_outputs
@@ -175,9 +176,13 @@ def test_injected_failures_resubmit_jobs_and_machines_come_back(tmp_path, no_chi
     downs = sum(m.stats.failures for m in run.core.machines)
     comebacks = sum(len(m.incarnations) - 1 for m in run.journal.machines)
     assert downs >= 1 and comebacks >= 1
-    with open(tmp_path / "machines.csv", newline="") as f:
+    with open(tmp_path / "machine_periods.csv", newline="") as f:
         periods = [row for row in csv.DictReader(f) if row["Down At"]]
-    assert len(periods) >= 1
+    assert len(periods) >= 1 and {row["Ended By"] for row in periods} == {"down"}
+    with open(tmp_path / "machines.csv", newline="") as f:  # the totals, once per machine
+        machines = list(csv.DictReader(f))
+    assert [row["Machine"] for row in machines] == [m.name for m in exp.machines]
+    assert sum(int(row["Down Periods"]) for row in machines) == len(periods)
 
 
 def test_malformed_messages_are_counted_and_the_run_goes_on(tmp_path, no_children_left):
@@ -391,7 +396,8 @@ def test_a_command_outside_the_allow_list_runs_nothing_and_the_mapper_records_it
                                                       executor="command", commands=("work", "work")))
     keys = tmp_path / "keys"
     security.create_keys(keys, ["M1", "M2"])
-    mapper = Mapper(exp, "tcp://127.0.0.1:0", keys=security.server_keys(keys), register_timeout=30.0)
+    journalled = tmp_path / "run"
+    mapper = Mapper(exp, "tcp://127.0.0.1:0", keys=security.server_keys(keys), register_timeout=30.0, out=journalled)
     result: list = []
     thread = threading.Thread(target=lambda: result.append(mapper.run()), daemon=True)
     procs: list[subprocess.Popen] = []
@@ -414,6 +420,21 @@ def test_a_command_outside_the_allow_list_runs_nothing_and_the_mapper_records_it
     assert refused and {r.machine for r in refused} == {1}
     assert len(list(marks.iterdir())) == len(run.journal.jobs)  # each job ran once, on M1
     check_every_job_done_once(run, tmp_path)
+    # M2 was expelled after REFUSE_LIMIT refusals: summary.json warns of it, machines.csv and machine_periods.csv
+    # say so (not an ordinary down), and the journal has it, so that `mgst export` sees it too
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert [w for w in summary["warnings"] if w.startswith("machine M2 was expelled from the run")], summary
+    assert [m["state_at_end"] for m in summary["machines_detail"]] == ["up", "expelled"]
+    with open(tmp_path / "machines.csv", newline="") as f:
+        machines = {row["Machine"]: row for row in csv.DictReader(f)}
+    assert machines["M2"]["State At End"] == "expelled" and machines["M1"]["State At End"] == "up"
+    assert "refused this run's commands 3 times" in machines["M2"]["Expelled Because"]
+    assert int(machines["M2"]["Refusals"]) == len(refused)
+    with open(tmp_path / "machine_periods.csv", newline="") as f:
+        periods = [row for row in csv.DictReader(f) if row["Machine"] == "M2"]
+    assert periods[-1]["Ended By"] == "expelled"
+    replayed = load_run(journalled)
+    assert replayed.journal.machines[1].expelled == run.journal.machines[1].expelled is not None
 
 
 def test_after_the_run_a_late_puller_is_told_the_run_is_over(tmp_path, no_children_left):

@@ -107,12 +107,12 @@ def hand_made_run(responses: dict[int, list[float]], achieved: list[list[float]]
         replicas[jid] = SimpleNamespace(t3=submitted + 0.25, t6=submitted + responses[c][k])
     machines = [
         SimpleNamespace(name=m.name, share=m.availability, achieved=a, incarnations=[1], registrations=1,
-                        jobs_run=len(a), offset=0.0, rtt=None, periods=[])
+                        jobs_run=len(a), offset=0.0, rtt=None, periods=[], expelled=None)
         for m, a in zip(exp.machines, achieved)
     ]
     return SimpleNamespace(
         experiment=exp, time_unit=1.0, t0=0.0, generation_end=1000.0, end=1010.0, cut_off=[], malformed=Counter(),
-        warmup=0.0, seed=seed, security="curve", aborted=False, resumes=[],
+        warmup=0.0, seed=seed, security="curve", aborted=False, resumes=[], closed=True,
         core=SimpleNamespace(machines=[SimpleNamespace(stats=SimpleNamespace(busy_time=100.0))] * 2, jobs={},
                              stale_events=0, all_bags={}),
         journal=SimpleNamespace(jobs=jobs, replicas=replicas, machines=machines, delays=lambda: {}, outages=[],

@@ -41,22 +41,25 @@ def bag_comparison(testbed: Summary, simulation: Summary) -> list[dict[str, Any]
 
 def format_bag_comparison(testbed: Summary, simulation: Summary) -> str:
     rows = bag_comparison(testbed, simulation)
+    tb, sim = testbed.bags, simulation.bags
+    counts = "" if tb is None or sim is None else f"; {tb.bags} bags counted on the testbed, {sim.bags} in simulation"
     lines = [
         f"{testbed.experiment}: {testbed.policy}, bags, testbed ({testbed.elapsed_s:.0f} s) beside simulation "
-        f"of the same bag sequence; time units",
-        f"{'Metric':<10}{'Testbed':>12}  {'CI':<24}{'Simulation':>12}  {'CI':<24}{'Diff.':>8}",
+        f"of the same bag sequence{counts}; time units, RWT in % of replica time",
+        f"{'Metric':<10}{'Testbed':>12}  {'95 % CI':<24}{'Simulation':>12}  {'95 % CI':<24}{'Diff.':>8}",
     ]
 
-    def ci(c: list | None) -> str:
-        return "" if not c or c[0] is None else f"({c[0]:.4g}, {c[1]:.4g})"
+    def ci(c: list | None, scale: float, fmt: str) -> str:
+        return "" if not c or c[0] is None else f"({fmt.format(c[0] * scale)}, {fmt.format(c[1] * scale)})"
 
-    def val(v: Any) -> str:
-        return v if isinstance(v, str) else ("n/a" if v is None else f"{v:.4g}")
+    def val(v: Any, scale: float, fmt: str) -> str:
+        return v if isinstance(v, str) else ("n/a" if v is None else fmt.format(v * scale))
 
     for r in rows:
+        how = (100.0, "{:.2f}%") if r["metric"] == "rwt" else (1.0, "{:.4g}")
         diff = "" if r["difference"] is None else f"{r['difference']:+.1%}"
-        lines.append(f"{r['metric'].upper():<10}{val(r['testbed']):>12}  {ci(r['testbed_ci95']):<24}"
-                     f"{val(r['simulation']):>12}  {ci(r['simulation_ci95']):<24}{diff:>8}")
+        lines.append(f"{r['metric'].upper():<10}{val(r['testbed'], *how):>12}  {ci(r['testbed_ci95'], *how):<24}"
+                     f"{val(r['simulation'], *how):>12}  {ci(r['simulation_ci95'], *how):<24}{diff:>8}")
     return "\n".join(lines)
 
 
@@ -82,25 +85,56 @@ def format_comparison(testbed: Summary, simulation: Summary) -> str:
 
 def plot_comparison(testbed: Summary, simulation: Summary, path: Path) -> None:
     """A PNG bar chart: testbed and simulation side by side per class, with 95 % intervals."""
+    labels = [f"class {c}" for c in testbed.class_names] + ["overall"]
+    ests = {"testbed": [*testbed.classes, testbed.overall], "simulation": [*simulation.classes, simulation.overall]}
+    bars = {name: [(e.mean, e.low, e.high) for e in values] for name, values in ests.items()}
+    _bar_chart([(labels, bars, "mean response time (time units)")],
+               f"{testbed.experiment} ({testbed.policy}): testbed vs simulation, 95 % CI", path)
+
+
+def plot_bag_comparison(testbed: Summary, simulation: Summary, path: Path) -> None:
+    """A PNG: AVT, makespan and waiting (time units) beside RWT (%), testbed and simulation, 95 % intervals;
+    an unbounded metric has no bar."""
+    nan = (math.nan, math.nan, math.nan)
+
+    def values(s: Summary, names: tuple[str, ...], scale: float) -> list[tuple[float, float, float]]:
+        out = []
+        for n in names:
+            m = getattr(s.bags, n) if s.bags is not None else None
+            out.append(nan if m is None else (m.mean * scale, m.low * scale, m.high * scale))
+        return out
+
+    times, rwt = ("avt", "makespan", "waiting"), ("rwt",)
+    panels = [(["AVT", "makespan", "waiting"], {"testbed": values(testbed, times, 1.0),
+                                                 "simulation": values(simulation, times, 1.0)}, "time units"),
+              (["RWT"], {"testbed": values(testbed, rwt, 100.0), "simulation": values(simulation, rwt, 100.0)},
+               "% of replica time")]
+    _bar_chart(panels, f"{testbed.experiment} ({testbed.policy}), bags: testbed vs simulation, 95 % CI", path)
+
+
+def _bar_chart(panels: list[tuple[list[str], dict[str, list[tuple[float, float, float]]], str]], title: str,
+               path: Path) -> None:
+    """Side-by-side bars (one per series) with their intervals, in one panel per (labels, series, y label)."""
     import matplotlib  # noqa: PLC0415 (slow import; only needed here)
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
-    labels = [*testbed.class_names, "Overall"]
-    ests = {"testbed": [*testbed.classes, testbed.overall], "simulation": [*simulation.classes, simulation.overall]}
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=120)
+    widths = [len(labels) + 1 for labels, _, _ in panels]
+    fig, axes = plt.subplots(1, len(panels), figsize=(7, 4), dpi=120, squeeze=False,
+                             gridspec_kw={"width_ratios": widths})
     width = 0.38
-    for k, (name, values) in enumerate(ests.items()):
-        xs = [i + (k - 0.5) * width for i in range(len(labels))]
-        means = [e.mean for e in values]
-        err = [[0 if math.isnan(e.low) else e.mean - e.low for e in values],
-               [0 if math.isnan(e.high) else e.high - e.mean for e in values]]
-        ax.bar(xs, means, width, yerr=err, capsize=3, label=name)
-    ax.set_xticks(range(len(labels)), labels=[f"class {c}" for c in testbed.class_names] + ["overall"])
-    ax.set_ylabel("mean response time (time units)")
-    ax.set_title(f"{testbed.experiment} ({testbed.policy}): testbed vs simulation, 95 % CI")
-    ax.legend()
+    for ax, (labels, series, ylabel) in zip(axes[0], panels):
+        for k, (name, ests) in enumerate(series.items()):
+            xs = [i + (k - 0.5) * width for i in range(len(labels))]
+            means = [0.0 if math.isnan(m) else m for m, _, _ in ests]
+            err = [[0 if math.isnan(lo) else m - lo for m, lo, _ in ests],
+                   [0 if math.isnan(hi) else hi - m for m, _, hi in ests]]
+            ax.bar(xs, means, width, yerr=err, capsize=3, label=name)
+        ax.set_xticks(range(len(labels)), labels=labels)
+        ax.set_ylabel(ylabel)
+    axes[0][0].legend()
+    fig.suptitle(title, fontsize="medium")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

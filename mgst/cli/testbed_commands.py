@@ -122,7 +122,6 @@ def _progress_printer(enabled: bool):
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from mgst.analysis.compare import format_comparison  # noqa: PLC0415
     from mgst.testbed.local_run import run_local  # noqa: PLC0415
     from mgst.testbed.summary import oversubscription_warning  # noqa: PLC0415
 
@@ -147,26 +146,21 @@ def run_command(args: argparse.Namespace) -> int:
         return EXIT_PAUSED
     if not args.quiet and sys.stderr.isatty():
         print(file=sys.stderr)
-    if args.json:
-        print(json.dumps(result.summary))
-        return 0
-    if result.testbed.bags is not None:
-        from mgst.analysis.compare import format_bag_comparison  # noqa: PLC0415
-
-        print(format_bag_comparison(result.testbed, result.simulation))
-    else:
-        print(format_comparison(result.testbed, result.simulation))
-    d = result.summary["delays"]["communication_delay_s"]
-    if d["median"] is not None:
-        print(f"communication delay (sent -> started): median {d['median'] * 1e3:.2f} ms, "
-              f"p99 {d['p99'] * 1e3:.2f} ms over {d['n']} jobs")
-    extra = result.summary
-    print(f"jobs: {extra['jobs_generated']} generated, {extra['jobs_done']} done, {len(extra['cut_off'])} cut off, "
-          f"{extra['requeues']} resubmitted, {extra['timeouts']} timed out")
-    _print_warnings(extra)
-    files = "bags.csv" if result.testbed.bags is not None else "comparison.png"
-    print(f"wrote {out}/: journal.sqlite jobs.csv machines.csv summary.csv summary.json {files} pullers.log")
+    _report(result, args.json, out, ["journal.sqlite", *result.files, "pullers.log"])
     return 0
+
+
+def _report(result, as_json: bool, out: Path, files: list[str]) -> None:
+    """A finished run's end on the terminal (mgst.testbed.beside): the summary JSON alone, or the comparison,
+    the delays, the jobs, the gap's causes and the files written; the warnings on stderr."""
+    from mgst.testbed.beside import format_beside  # noqa: PLC0415
+
+    if as_json:
+        print(json.dumps(result.summary))
+    else:
+        print(format_beside(result))
+        print(f"wrote {out}/: {' '.join(files)}")
+    _print_warnings(result.summary)
 
 
 def _print_warnings(summary: dict) -> None:
@@ -184,9 +178,7 @@ def _check_new_out(out: Path) -> None:
 
 def mapper_command(args: argparse.Namespace) -> int:
     from mgst import security  # noqa: PLC0415
-    from mgst.results import format_table  # noqa: PLC0415
     from mgst.testbed.mapper import Mapper  # noqa: PLC0415
-    from mgst.testbed.summary import summarize_testbed, write_testbed_outputs  # noqa: PLC0415
 
     _import_policies(args)
     exp = load_experiment(args.file)
@@ -236,14 +228,10 @@ def mapper_command(args: argparse.Namespace) -> int:
         print(f"mgst: error: {e}; the run is paused (the pullers were told, and keep their work): free space, "
               f"then continue it with 'mgst mapper {args.file} --resume {out}'", file=sys.stderr)
         return EXIT_PAUSED
-    summary, extras = summarize_testbed(run)
-    d = write_testbed_outputs(run, summary, extras, out)
-    if args.json:
-        print(json.dumps(d))
-    else:
-        print(format_table(summary))
-        print(f"wrote {out}/: journal.sqlite jobs.csv machines.csv summary.csv summary.json")
-    _print_warnings(d)
+    from mgst.testbed.beside import finish_outputs  # noqa: PLC0415
+
+    result = finish_outputs(run, out, imports=tuple(args.imports))
+    _report(result, args.json, out, ["journal.sqlite", *result.files])
     return 0
 
 
@@ -270,7 +258,6 @@ def keys_command(args: argparse.Namespace) -> int:
 
 
 def export_command(args: argparse.Namespace) -> int:
-    from mgst.results import format_table  # noqa: PLC0415
     from mgst.testbed.export import export_run  # noqa: PLC0415
     from mgst.testbed.store import FILENAME, JournalWriteError  # noqa: PLC0415
 
@@ -287,12 +274,12 @@ def export_command(args: argparse.Namespace) -> int:
         if not salvaged.settings:
             return 2
         journal = salvaged.target.name
-    _, summary, d = export_run(args.folder, journal)
-    if args.json:
-        print(json.dumps(d))
-    else:
-        print(format_table(summary))
-        print(f"wrote {args.folder}/: jobs.csv machines.csv summary.csv summary.json")
+    result = export_run(args.folder, journal)
+    if not result.run.closed:
+        from mgst.testbed.export import not_closed  # noqa: PLC0415
+
+        print(f"mgst: warning: {not_closed(result.run)}", file=sys.stderr)
+    _report(result, args.json, args.folder, result.files)
     return 0
 
 

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
-from mgst.results import Summary
+from mgst.testbed.beside import Beside, finish_outputs
 from mgst.testbed.replay import replay
 from mgst.testbed.run_result import TestbedRun, finish_run
-from mgst.testbed.store import FILENAME
+from mgst.testbed.store import FILENAME, StoreError
+
+
+class RunNeverStarted(StoreError):
+    """A journal whose run never began (its pullers never all registered): no job, nothing to export."""
+
+
+# A journal written to within this many seconds, and not closed, is taken for a run still going (its mapper
+# notes every mapper.TICK = 0.5 s that it is alive): older, its mapper died or was killed.
+LIVE_WITHIN_S = 10.0
 
 
 def load_run(folder: Path, journal: str = FILENAME) -> TestbedRun:
@@ -24,18 +33,31 @@ def load_run(folder: Path, journal: str = FILENAME) -> TestbedRun:
         run = finish_run(rp.experiment, rp.core, j, tu, t0, generation_end, end, Counter(meta.get("drops", {})),
                          meta["duration"] / tu, meta["seed"], meta.get("security", "?"), meta.get("aborted", False))
         run.resumes = meta.get("resumes", [])
+        run.imports = tuple(meta.get("imports", []))
+        run.closed = "drops" in meta  # the mapper's last words (Mapper._run): a journal without them was not closed
         return run
     finally:
         rp.store.close()
         rp.journal.store = None
 
 
-def export_run(folder: Path, journal: str = FILENAME) -> tuple[TestbedRun, Summary, dict[str, Any]]:
-    """Write jobs.csv, machines.csv, summary.csv and summary.json into ``folder`` from its journal (the file
-    ``journal`` in it)."""
-    from mgst.testbed.summary import summarize_testbed, write_testbed_outputs  # noqa: PLC0415
+def not_closed(run: TestbedRun, now: float | None = None) -> str:
+    """What a run whose journal has no end is: going on, or left by a mapper that died."""
+    ago = (time.time() if now is None else now) - run.end
+    if ago <= LIVE_WITHIN_S:
+        return (f"the run is still going (its mapper wrote to the journal {max(ago, 0.0):.0f} s ago): these results "
+                "stop where the journal does")
+    return (f"the run was not closed: its mapper stopped writing {ago:.0f} s ago without ending it (killed, or its "
+            "machine went down?); these results stop where the journal does, and 'mgst mapper FILE --resume DIR' "
+            "continues it")
 
+
+def export_run(folder: Path, journal: str = FILENAME) -> Beside:
+    """Write ``folder``'s outputs (mgst.testbed.beside.finish_outputs: the CSVs, the summary and, for a closed run,
+    the simulation beside it) from its journal (the file ``journal`` in it); RunNeverStarted if its run never began."""
     run = load_run(folder, journal)
-    summary, extras = summarize_testbed(run)
-    d = write_testbed_outputs(run, summary, extras, folder)
-    return run, summary, d
+    if run.journal.start is None:
+        raise RunNeverStarted(f"{folder / journal}: the run never started (its pullers did not all register, so no "
+                              "job was generated): there is nothing to export")
+    # (a run not closed is not simulated: its jobs in flight have no counterpart in a simulation, which drains)
+    return finish_outputs(run, folder, simulate=run.closed)

@@ -87,6 +87,7 @@ class MachineLog:
     registrations: int = 0  # incarnations registered in all
     key: str | None = None  # the CURVE public key (z85) its name is bound to; None without CURVE
     speed: float = 0.0  # calibrated spin-kernel iterations per second, as the puller reported
+    expelled: tuple[float, str] | None = None  # (wall time, why) the mapper took it out of the run for good
 
 
 class Journal:
@@ -147,6 +148,10 @@ class Journal:
 
     def machine_down(self, machine: int, wall: float) -> None:
         self._record("down", machine, wall)
+
+    def machine_expelled(self, machine: int, wall: float, why: str) -> None:
+        """The mapper took ``machine`` out of the run for good (``why``); its down follows."""
+        self._record("expel", machine, wall, why)
 
     def end(self, outcome: str, replica: int) -> None:
         r = self.replicas.get(replica)
@@ -240,6 +245,10 @@ class Journal:
             periods[-1][1] = wall
         self._saw(wall)
 
+    def _expel(self, machine: int, wall: float, why: str) -> None:
+        self.machines[machine].expelled = (wall, why)
+        self._saw(wall)
+
     def _end(self, outcome: str, replica: int) -> None:
         self.replicas[replica].outcome = outcome
 
@@ -288,7 +297,7 @@ class Journal:
 
     _APPLY: dict[str, Callable[..., None]] = {
         "begin": _begin, "arrive": _arrive, "sent": _sent, "started": _started, "done": _done, "up": _up,
-        "down": _down, "end": _end, "timeout": _timeout, "requeue": _requeue, "complete": _complete,
+        "down": _down, "expel": _expel, "end": _end, "timeout": _timeout, "requeue": _requeue, "complete": _complete,
         "register": _register, "clock": _clock, "genend": _genend, "tick": _tick, "resume": _resume,
     }
 
@@ -354,20 +363,6 @@ class Journal:
                     f"{r.t3 - max(r.t2, j.submitted):.6f}" if r and r.t2 is not None else "",
                     "Yes" if jid in counted else "No",
                 ])
-
-    def write_machines_csv(self, path: Path, end: float) -> None:
-        with open(path, "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(["Machine", "Up From", "Down At", "Up (s)", "CPU Share Requested", "CPU Share Achieved",
-                        "Jobs Run", "Clock Offset (s)", "Min RTT (s)", "Registrations", "Calibrated Speed (it/s)"])
-            for m in self.machines:
-                achieved = f"{statistics.fmean(m.achieved):.4f}" if m.achieved else ""
-                periods = m.periods or [[None, None]]
-                for up, down in periods:
-                    length = (down if down is not None else end) - up if up is not None else 0.0
-                    w.writerow([m.name, wall_iso(up), wall_iso(down), f"{length:.3f}", m.share, achieved,
-                                m.jobs_run, f"{m.offset:.6f}", f"{m.rtt:.6f}" if m.rtt is not None else "",
-                                m.registrations, f"{m.speed:.4g}"])
 
 
 def _stats(values: list[float]) -> dict[str, float | int | None]:

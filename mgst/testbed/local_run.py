@@ -10,18 +10,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from mgst import security
-from mgst.analysis.compare import bag_comparison, comparison, plot_comparison
 from mgst.config import ConfigError
-from mgst.model import Experiment, PoissonClasses
-from mgst.results import Summary
-from mgst.simulate import run_simulation
-from mgst.testbed.mapper import Mapper, TestbedRun
-from mgst.testbed.summary import summarize_testbed, write_testbed_outputs
+from mgst.model import Experiment
+from mgst.testbed.beside import Beside, finish_outputs
+from mgst.testbed.mapper import Mapper
 
 log = logging.getLogger(__name__)
 
@@ -29,15 +24,6 @@ log = logging.getLogger(__name__)
 # before they are killed.
 EXIT_GRACE = 5.0
 TERM_GRACE = 5.0
-
-
-@dataclass(slots=True)
-class LocalResult:
-    run: TestbedRun
-    testbed: Summary
-    simulation: Summary
-    summary: dict[str, Any]  # summary.json's object, with the simulation and the comparison added
-    out: Path
 
 
 def start_pullers(endpoint: str, names: list[str], log_path: Path, verbose: bool = False,
@@ -112,9 +98,9 @@ def run_local(
     insecure: bool = False,
     imports: tuple[str, ...] = (),
     on_mapper: Callable[[Mapper], None] | None = None,
-) -> LocalResult:
+) -> Beside:
     """A testbed run on loopback, with ephemeral CURVE keys (one per puller) unless ``insecure``,
-    journalled to ``out/journal.sqlite``, then its simulation beside it."""
+    journalled to ``out/journal.sqlite``, then its simulation beside it (mgst.testbed.beside)."""
     out.mkdir(parents=True, exist_ok=True)
     names = [m.name for m in experiment.machines]
     key_dir = None if insecure else Path(tempfile.mkdtemp(prefix="mgst-keys-"))  # 0700, removed below
@@ -143,19 +129,5 @@ def run_local(
     finally:
         if key_dir is not None:
             shutil.rmtree(key_dir, ignore_errors=True)
-    testbed, extras = summarize_testbed(run)
-    if replications is None and not isinstance(experiment.workload, PoissonClasses):
-        # A bag workload is compared with the simulation of the same bags (and failure trace):
-        # replication 0 alone; its intervals are batch means, like the testbed's.
-        replications = 1
-    # The same setting in simulation, over the same model time; replication 0 shares the job sequence.
-    sim, _ = run_simulation(experiment, horizon=testbed.horizon, warmup=run.warmup, seed=mapper.seed,
-                            replications=replications, imports=imports)
-    extras["simulation"] = sim.as_dict()
-    extras["comparison"] = comparison(testbed, sim)
-    if testbed.bags is not None:
-        extras["bag_comparison"] = bag_comparison(testbed, sim)
-    summary = write_testbed_outputs(run, testbed, extras, out)
-    if testbed.bags is None:
-        plot_comparison(testbed, sim, out / "comparison.png")
-    return LocalResult(run, testbed, sim, summary, out)
+    assert run is not None  # (mapper.run() returned)
+    return finish_outputs(run, out, replications=replications, imports=imports)

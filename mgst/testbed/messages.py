@@ -309,6 +309,8 @@ class PullerMessages:
                 log.error("%s refused this run's commands %d times: taken out of the run (check its allow-list)",
                           name, conn.refusals)
                 self.send(identity, P.Bye("your allow-list refuses this run's commands"), None)
+                self.journal.machine_expelled(j, now, f"its allow-list refused this run's commands {conn.refusals} "
+                                                      "times")
                 self.machine_gone(j, now)
 
     def hello(self, identity: bytes, msg: P.Hello, key: str | None, now: float) -> None:

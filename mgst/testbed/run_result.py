@@ -32,6 +32,8 @@ class TestbedRun:
     security: str = "curve"  # "curve", or "none (...)" saying why
     aborted: bool = False  # stopped at once (second interrupt): not drained
     resumes: list[dict[str, float]] = field(default_factory=list)  # how long each resume took
+    imports: tuple[str, ...] = ()  # modules that registered its policy (the simulation beside it needs them)
+    closed: bool = True  # its mapper ended it; False: read from a journal without an end (live, or its mapper died)
 
 
 def finish_run(experiment: Experiment, core: Scheduler, journal: Journal, time_unit: float, t0: float,

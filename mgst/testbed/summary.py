@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
 import os
 import statistics
@@ -16,6 +17,7 @@ from mgst.intervals import batch_means_ci
 from mgst.model import EXECUTORS, Experiment
 from mgst.policies.allocation import solve_allocation
 from mgst.results import Estimate, Summary, write_summary_csv
+from mgst.testbed.machines_csv import state_at_end, write_machines_csv, write_periods_csv
 from mgst.testbed.run_result import TestbedRun
 
 # A single run has no replications; its confidence intervals come from batch means
@@ -69,6 +71,18 @@ def share_warnings(run: TestbedRun) -> list[str]:
                 "are longer than a simulation's"
             )
     return out
+
+
+def expelled_warnings(run: TestbedRun) -> list[str]:
+    """One sentence per machine the mapper took out of the run for good."""
+    return [f"machine {m.name} was expelled from the run at {wall_iso_offset(m.expelled[0])}: {m.expelled[1]} "
+            "(its jobs went to the other machines; check its allow-list)"
+            for m in run.journal.machines if m.expelled is not None]
+
+
+def wall_iso_offset(t: float) -> str:
+    """A wall-clock time as jobs.csv writes it (ISO 8601 local, microseconds), with its UTC offset."""
+    return dt.datetime.fromtimestamp(t).astimezone().isoformat(sep=" ", timespec="microseconds")
 
 
 def counted_jobs(run: TestbedRun) -> set[int]:
@@ -141,17 +155,22 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
         "ci_method": f"batch means over {BATCHES} batches of each class's jobs",
         "machines_detail": [
             {"machine": m.name, "registrations": m.registrations, "jobs_run": m.jobs_run,
+             "requested_share": m.share,
              "achieved_share": (sum(m.achieved) / len(m.achieved)) if m.achieved else None,
              "clock_offset_s": m.offset, "min_rtt_s": m.rtt,
-             "down_periods": sum(1 for p in m.periods if p[1] is not None)}
+             "down_periods": sum(1 for p in m.periods if p[1] is not None), "state_at_end": state_at_end(m),
+             "expelled": None if m.expelled is None else {"at": wall_iso_offset(m.expelled[0]), "why": m.expelled[1]}}
             for m in run.journal.machines
         ],
-        "warnings": share_warnings(run),
+        "warnings": share_warnings(run) + expelled_warnings(run),
+        "closed": run.closed,
         # how the run was secured: "curve", or "none (--insecure)" / "none (loopback)"
         "security": run.security,
         "insecure": run.security != "curve",
         "aborted": run.aborted,
-        "outages": [{"from": a, "to": b, "seconds": b - a} for a, b in run.journal.outages],
+        # ISO 8601 local times with their UTC offset (jobs.csv's local times, made unambiguous)
+        "outages": [{"from": wall_iso_offset(a), "to": wall_iso_offset(b), "seconds": round(b - a, 6)}
+                    for a, b in run.journal.outages],
         "jobs_across_outage": sum(1 for j in run.journal.jobs.values() if j.across_outage),
         "results_reported_after_outage": run.journal.late_results,
         "resumes": run.resumes,
@@ -160,13 +179,14 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
 
 
 def write_testbed_outputs(run: TestbedRun, summary: Summary, extras: dict[str, Any], out: Path) -> dict[str, Any]:
-    """jobs.csv, machines.csv, summary.csv and summary.json (the summary with ``extras`` added); returns
-    the summary JSON object."""
+    """jobs.csv, machines.csv, machine_periods.csv, summary.csv, bags.csv (bags) and summary.json (the summary
+    with ``extras`` added); returns the summary JSON object."""
     out.mkdir(parents=True, exist_ok=True)
     counted = counted_jobs(run)
     status = {jid: rec.status.value for jid, rec in run.core.jobs.items()}
     run.journal.write_jobs_csv(out / "jobs.csv", run.time_unit, counted, status)
-    run.journal.write_machines_csv(out / "machines.csv", run.end)
+    write_machines_csv(run, out / "machines.csv")
+    write_periods_csv(run, out / "machine_periods.csv")
     write_summary_csv(out / "summary.csv", summary)
     if run.core.all_bags:
         write_bags_csv(out / "bags.csv", testbed_bags(run, keep_rows=True).rows)

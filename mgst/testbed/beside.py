@@ -1,0 +1,104 @@
+"""The end of every testbed run: the simulation of the same setting and job sequence beside it, the comparison,
+the gap's measured causes, comparison.png and the output files (for `mgst run`, `mgst mapper` and `mgst export`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mgst.analysis.compare import (
+    bag_comparison,
+    comparison,
+    format_bag_comparison,
+    format_comparison,
+    plot_bag_comparison,
+    plot_comparison,
+)
+from mgst.model import PoissonClasses
+from mgst.results import Summary, format_table
+from mgst.simulate import run_simulation
+from mgst.testbed.gap import Gap, find_gap
+from mgst.testbed.run_result import TestbedRun
+from mgst.testbed.summary import summarize_testbed, write_testbed_outputs
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Beside:
+    """A testbed run's results, with its simulation (None when the run generated nothing to compare)."""
+
+    run: TestbedRun
+    testbed: Summary
+    simulation: Summary | None
+    gap: Gap | None
+    summary: dict[str, Any]  # summary.json's object
+    files: list[str]  # the files written, by name
+
+
+def simulate_beside(run: TestbedRun, testbed: Summary, *, replications: int | None = None,
+                    imports: tuple[str, ...] = ()) -> Summary:
+    """The run's setting simulated over the same model time, with the run's seed: replication 0 has the very same
+    job sequence (and failure trace). A bag workload is compared with replication 0 alone (the same bags), its
+    intervals by batch means like the testbed's; job classes with the file's replications."""
+    if replications is None and not isinstance(run.experiment.workload, PoissonClasses):
+        replications = 1
+    sim, _ = run_simulation(run.experiment, horizon=testbed.horizon, warmup=run.warmup, seed=run.seed,
+                            replications=replications, imports=imports)
+    return sim
+
+
+def finish_outputs(run: TestbedRun, out: Path, *, simulate: bool = True, replications: int | None = None,
+                   imports: tuple[str, ...] = ()) -> Beside:
+    """Summarise the run, simulate it (``simulate``), compare, find the gap's causes, and write jobs.csv,
+    machines.csv, machine_periods.csv, summary.csv, bags.csv (bags), summary.json and comparison.png."""
+    imports = imports or run.imports
+    testbed, extras = summarize_testbed(run)
+    sim = gap = None
+    if simulate and testbed.horizon > run.warmup:  # (a run that generated nothing has nothing to simulate)
+        sim = simulate_beside(run, testbed, replications=replications, imports=imports)
+        extras["simulation"] = sim.as_dict()
+        extras["comparison"] = comparison(testbed, sim)
+        if testbed.bags is not None:
+            extras["bag_comparison"] = bag_comparison(testbed, sim)
+        gap = find_gap(run, testbed, sim)
+        extras["gap"] = gap.as_dict()
+    summary = write_testbed_outputs(run, testbed, extras, out)
+    files = ["jobs.csv", "machines.csv", "machine_periods.csv", "summary.csv", "summary.json"]
+    if testbed.bags is not None:
+        files.append("bags.csv")
+    if sim is not None:
+        (plot_bag_comparison if testbed.bags is not None else plot_comparison)(testbed, sim, out / "comparison.png")
+        files.append("comparison.png")
+    return Beside(run, testbed, sim, gap, summary, files)
+
+
+def format_beside(b: Beside) -> str:
+    """What a run's end prints: the comparison (or the testbed's table alone), the delays, the jobs (and bags),
+    and where the two differ beyond their intervals, the measured causes."""
+    d = b.summary
+    lines = []
+    if b.simulation is None:
+        lines.append(format_table(dataclasses.replace(b.testbed, unfinished=0)))
+    elif b.testbed.bags is not None:
+        lines.append(format_bag_comparison(b.testbed, b.simulation))
+    else:
+        lines.append(format_comparison(b.testbed, b.simulation))
+    c = d["delays"]["communication_delay_s"]
+    if c["median"] is not None:
+        lines.append(f"communication delay (sent -> started): median {c['median'] * 1e3:.2f} ms, "
+                     f"p99 {c['p99'] * 1e3:.2f} ms over {c['n']} jobs")
+    noun = "tasks" if b.testbed.bags is not None else "jobs"
+    lines.append(f"{noun}: {d['jobs_generated']} generated, {d['jobs_done']} done, {len(d['cut_off'])} "
+                 f"{'still in the system' if not b.run.closed else 'cut off'}, {d['requeues']} resubmitted, "
+                 f"{d['timeouts']} timed out")
+    if b.testbed.bags is not None:
+        bags = b.testbed.bags
+        lines.append(f"bags: {len(b.run.core.all_bags)} arrived, {bags.bags} counted (submitted after the warm-up), "
+                     f"{bags.tasks} tasks in them")
+    if b.gap is not None:
+        lines += b.gap.describe()
+    return "\n".join(lines)

@@ -1,0 +1,161 @@
+"""Where a testbed run and its simulation differ beyond their intervals, and the causes its journal measured."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from mgst.results import Summary
+from mgst.testbed.run_result import TestbedRun
+from mgst.testbed.summary import SHARE_SHORTFALL
+
+# The mapper's own per-job delays (request, scheduling, communication, report: t1 to t6) are named as a cause
+# when their mean sum reaches this share of the testbed's mean response time: below it they cannot explain a
+# gap wider than both intervals (which are rarely narrower than a few per cent of the mean on a single run).
+DELAY_SHARE = 0.02
+# The delays, as the journal names them (mgst.testbed.journal.Journal.delays), and the instants they span.
+DELAYS = (("request_delay_s", "request (t2-t1)"), ("scheduling_delay_s", "scheduling (t3-t2)"),
+          ("communication_delay_s", "communication (t4-t3)"), ("report_delay_s", "report (t6-t5)"))
+# The bag metrics compared, as BagSummary names them.
+BAG_METRICS = ("avt", "makespan", "waiting", "rwt")
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    """One figure on which the testbed and the simulation differ beyond their intervals."""
+
+    what: str  # "class 1", "overall", "AVT", ...
+    testbed: float
+    simulation: float
+    relative: float  # (testbed - simulation) / simulation
+
+
+@dataclass(frozen=True, slots=True)
+class Cause:
+    """A measured cause: what the journal saw, in a sentence, and its figures."""
+
+    kind: str  # cpu_share, delays, suspicions, timeouts, refusals
+    text: str
+    figures: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Gap:
+    differences: list[Difference]
+    causes: list[Cause]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"differences": [{k: _n(v) for k, v in asdict(d).items()} for d in self.differences],
+                "causes": [asdict(c) for c in self.causes]}
+
+    def describe(self) -> list[str]:
+        """Lines for the terminal: nothing when the two agree within their intervals."""
+        if not self.differences:
+            return []
+        lines = ["testbed and simulation differ beyond their intervals on: "
+                 + ", ".join(f"{d.what} ({d.relative:+.1%})" for d in self.differences)]
+        if not self.causes:
+            lines.append("  no measured cause: CPU shares, delays, suspicions, time-outs and refusals are all as "
+                         "the model assumes (a single run's sample path differs from the simulation's)")
+        lines += [f"  cause: {c.text}" for c in self.causes]
+        return lines
+
+
+def _n(x: Any) -> Any:
+    return round(x, 6) if isinstance(x, float) and math.isfinite(x) else (None if isinstance(x, float) else x)
+
+
+def beyond(t: tuple[float, float, float], s: tuple[float, float, float]) -> bool:
+    """Whether two (mean, low, high) estimates differ beyond their intervals: the intervals are disjoint; with
+    one interval only, the other mean lies outside it; with none, nothing can be said (False)."""
+    (tm, tl, th), (sm, sl, sh) = t, s
+    if math.isnan(tm) or math.isnan(sm):
+        return False
+    t_ci, s_ci = not math.isnan(tl), not math.isnan(sl)
+    if t_ci and s_ci:
+        return tl > sh or th < sl
+    if s_ci:
+        return not sl <= tm <= sh
+    if t_ci:
+        return not tl <= sm <= th
+    return False
+
+
+def differences(testbed: Summary, simulation: Summary) -> list[Difference]:
+    """Every class (with jobs on both sides), the overall mean and, for bags, each bag metric that differs."""
+    out = []
+    pairs: list[tuple[str, tuple[float, float, float], tuple[float, float, float]]] = []
+    if testbed.bags is None:
+        for name, t, s in zip(testbed.class_names, testbed.classes, simulation.classes):
+            if t.jobs and s.jobs:
+                pairs.append((f"class {name}", (t.mean, t.low, t.high), (s.mean, s.low, s.high)))
+        t, s = testbed.overall, simulation.overall
+        pairs.append(("overall", (t.mean, t.low, t.high), (s.mean, s.low, s.high)))
+    elif simulation.bags is not None:
+        for name in BAG_METRICS:
+            tm, sm = getattr(testbed.bags, name), getattr(simulation.bags, name)
+            if tm is not None and sm is not None:
+                pairs.append((name.upper(), (tm.mean, tm.low, tm.high), (sm.mean, sm.low, sm.high)))
+    for what, t3, s3 in pairs:
+        if beyond(t3, s3):
+            out.append(Difference(what, t3[0], s3[0], (t3[0] - s3[0]) / s3[0] if s3[0] else math.nan))
+    return out
+
+
+def measured_causes(run: TestbedRun, testbed: Summary) -> list[Cause]:
+    """What the journal measured that the model does not have: CPU shares short of the requested ones, the
+    mapper's per-job delays, suspicions, time-outs and refusals."""
+    causes = []
+    for m in run.journal.machines:
+        if m.achieved:
+            achieved = statistics.fmean(m.achieved)
+            if achieved < m.share - SHARE_SHORTFALL:
+                causes.append(Cause(
+                    "cpu_share", f"machine {m.name} achieved a CPU share of {achieved:.2f} for the {m.share:.2f} "
+                    f"requested (over {len(m.achieved)} jobs): its jobs ran {m.share / max(achieved, 1e-9):.2g} "
+                    "times slower than the model's",
+                    {"machine": m.name, "requested": m.share, "achieved": round(achieved, 6), "jobs": len(m.achieved)}))
+    delays = run.journal.delays()
+    means = {key: (delays.get(key) or {}).get("mean") or 0.0 for key, _ in DELAYS}
+    response_s = testbed.overall.mean * run.time_unit
+    total = sum(means.values())
+    if total > 0 and math.isfinite(response_s) and total >= DELAY_SHARE * response_s:
+        parts = ", ".join(f"{label} {means[key] * 1e3:.3g} ms" for key, label in DELAYS)
+        causes.append(Cause(
+            "delays", f"the mapper's per-job delays, which the model does not have, add {total * 1e3:.3g} ms to each "
+            f"job on average ({total / response_s:.1%} of the mean response time): {parts}",
+            {"mean_s": {key: round(v, 9) for key, v in means.items()},
+             "share_of_response": round(total / response_s, 6)}))
+    names = [m.name for m in run.journal.machines]
+    suspected = {names[j]: m.stats.suspicions for j, m in enumerate(run.core.machines) if m.stats.suspicions}
+    if suspected:
+        causes.append(Cause(
+            "suspicions", f"{sum(suspected.values())} suspicions (machines the policy took down without a failure, "
+            f"their replicas lost): {_per_machine(suspected)}", {"by_machine": suspected}))
+    timed_out = sum(1 for j in run.journal.jobs.values() if j.timed_out)
+    if timed_out:
+        by = Counter(names[r.machine] for r in run.journal.replicas.values() if r.outcome == "timeout")
+        causes.append(Cause(
+            "timeouts", f"{timed_out} jobs timed out (a replica given up on, the job sent again): "
+            f"{_per_machine(dict(by))}", {"jobs": timed_out, "replicas_by_machine": dict(by)}))
+    refused = Counter(names[r.machine] for r in run.journal.replicas.values() if r.outcome == "refused")
+    if refused:
+        expelled = [m.name for m in run.journal.machines if m.expelled is not None]
+        causes.append(Cause(
+            "refusals", f"{sum(refused.values())} replicas refused by pullers' allow-lists: "
+            f"{_per_machine(dict(refused))}" + (f"; expelled: {', '.join(expelled)}" if expelled else ""),
+            {"by_machine": dict(refused), "expelled": expelled}))
+    return causes
+
+
+def _per_machine(counts: dict[str, int]) -> str:
+    return ", ".join(f"{name} {n}" for name, n in counts.items())
+
+
+def find_gap(run: TestbedRun, testbed: Summary, simulation: Summary) -> Gap:
+    """The differences beyond the intervals and, when there is any, the causes the journal measured."""
+    diffs = differences(testbed, simulation)
+    return Gap(diffs, measured_causes(run, testbed) if diffs else [])

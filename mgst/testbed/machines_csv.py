@@ -1,0 +1,71 @@
+"""A testbed run's machines for spreadsheets: machines.csv (one row per machine) and machine_periods.csv (one
+row per up period)."""
+
+from __future__ import annotations
+
+import csv
+import statistics
+from collections import Counter
+from pathlib import Path
+
+from mgst.testbed.journal import MachineLog, wall_iso
+from mgst.testbed.run_result import TestbedRun
+
+MACHINE_COLUMNS = (
+    "Machine", "State At End", "Expelled Because", "CPU Share Requested", "CPU Share Achieved", "Jobs Run",
+    "Up (s)", "Down Periods", "Registrations", "Refusals", "Suspicions", "Time-outs", "Clock Offset (s)",
+    "Min RTT (s)", "Calibrated Speed (it/s)",
+)
+PERIOD_COLUMNS = ("Machine", "Up From", "Down At", "Up (s)", "Ended By")
+
+
+def state_at_end(m: MachineLog) -> str:
+    """up, down, or expelled (taken out of the run for good, and not back since)."""
+    last = m.periods[-1] if m.periods else None
+    if m.expelled is not None and (last is None or last[0] is None or last[0] <= m.expelled[0]):
+        return "expelled"
+    return "up" if last is not None and last[1] is None else "down"
+
+
+def _ended_by(m: MachineLog, down: float | None, outage_starts: set[float]) -> str:
+    if down is None:
+        return "run end"
+    if m.expelled is not None and down == m.expelled[0]:
+        return "expelled"
+    return "mapper outage" if down in outage_starts else "down"
+
+
+def up_seconds(m: MachineLog, end: float) -> float:
+    """Wall seconds the machine was up in the run (an open period runs to ``end``)."""
+    return sum(((down if down is not None else end) - up) for up, down in m.periods if up is not None)
+
+
+def write_machines_csv(run: TestbedRun, path: Path) -> None:
+    """One row per machine: its totals (requested and achieved share, jobs, up time, incidents)."""
+    refusals = Counter(r.machine for r in run.journal.replicas.values() if r.outcome == "refused")
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(MACHINE_COLUMNS)
+        for j, m in enumerate(run.journal.machines):
+            stats = run.core.machines[j].stats
+            w.writerow([
+                m.name, state_at_end(m), m.expelled[1] if m.expelled is not None else "", m.share,
+                f"{statistics.fmean(m.achieved):.4f}" if m.achieved else "", m.jobs_run,
+                f"{up_seconds(m, run.end):.3f}", sum(1 for p in m.periods if p[1] is not None), m.registrations,
+                refusals[j], stats.suspicions, stats.timed_out, f"{m.offset:.6f}",
+                f"{m.rtt:.6f}" if m.rtt is not None else "", f"{m.speed:.4g}",
+            ])
+
+
+def write_periods_csv(run: TestbedRun, path: Path) -> None:
+    """One row per up period of each machine (ISO 8601 local times, as in jobs.csv), and what ended it."""
+    outage_starts = {a for a, _ in run.journal.outages}
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(PERIOD_COLUMNS)
+        for m in run.journal.machines:
+            for up, down in m.periods:
+                if up is None:
+                    continue
+                length = (down if down is not None else run.end) - up
+                w.writerow([m.name, wall_iso(up), wall_iso(down), f"{length:.3f}", _ended_by(m, down, outage_starts)])

@@ -1,0 +1,309 @@
+"""The simulation beside every run: `mgst mapper` with real pullers (job classes and bags), the gap's measured
+causes on hand-made runs, `mgst export` of runs that never started or were not closed, bag outputs."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import json
+import math
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from helpers import read_until
+from test_testbed_summary import hand_made_run
+
+from mgst.bot_metrics import BagReplication, summarize_bags
+from mgst.model import Experiment, JobClass, Machine, PolicySpec
+from mgst.results import Estimate, Summary
+from mgst.testbed.export import LIVE_WITHIN_S, not_closed
+from mgst.testbed.gap import DELAY_SHARE, find_gap
+from mgst.testbed.journal import Journal
+from mgst.testbed.store import FILENAME, RunStore
+from mgst.testbed.summary import summarize_testbed
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN_LIMIT = 90.0  # seconds a mapper run (registration, generation, drain, the simulation beside it) may take
+PNG = b"\x89PNG\r\n\x1a\n"
+# A bag workload small enough for a few seconds on loopback: three pullers, ~10 bags of ~10 tasks at load 0.5.
+BAGS_TOML = """
+[experiment]
+name = "bags-small"
+
+[workload]
+kind = "bags"
+bag_rate = 0.04
+application_size = 1000.0
+mix = [100]
+class_names = ["T"]
+granularity = [100.0]
+
+[machines]
+power = [40.0, 20.0, 20.0]
+
+[policy]
+name = "rr_nrf"
+
+[simulation]
+horizon = 800.0
+warmup = 0.0
+replications = 1
+
+[testbed]
+time_unit = 0.01
+duration = 3.0
+"""
+
+
+def mgst(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mgst", *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=ROOT)
+
+
+def run_mapper(exp_file: Path, out: Path, names: list[str], extra: tuple[str, ...] = (),
+               snapshot: Path | None = None) -> tuple[str, str]:
+    """`mgst mapper` and one `mgst puller` per machine on loopback (--insecure: no keys needed for this); its
+    stdout and stderr. With ``snapshot``, a consistent copy of the journal is taken while the run goes."""
+    mapper = subprocess.Popen(
+        [sys.executable, "-m", "mgst", "mapper", str(exp_file), "--bind", "tcp://127.0.0.1:0", "--out", str(out),
+         "--insecure", "--quiet", *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+    )
+    pullers: list[subprocess.Popen] = []
+    try:
+        said = read_until(mapper, "listening on", 60)
+        endpoint = said.split("listening on ")[1].split()[0]
+        pullers = [subprocess.Popen([sys.executable, "-m", "mgst", "puller", "--connect", endpoint, "--machine", name,
+                                     "--insecure"], stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                   for name in names]
+        if snapshot is not None:
+            take_snapshot(out / FILENAME, snapshot, mapper)
+        stdout, stderr = mapper.communicate(timeout=RUN_LIMIT)
+        assert mapper.returncode == 0, stderr[-3000:]
+        assert [p.wait(timeout=15) for p in pullers] == [0] * len(names)
+        return stdout, said + stderr
+    finally:
+        for p in [mapper, *pullers]:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+
+
+def take_snapshot(journal: Path, folder: Path, mapper: subprocess.Popen) -> None:
+    """Copy the live journal (SQLite's backup: a consistent state) once it holds 20 completed jobs."""
+    deadline = time.monotonic() + RUN_LIMIT
+    while time.monotonic() < deadline and mapper.poll() is None:
+        if journal.exists():
+            src = sqlite3.connect(f"file:{journal}?mode=ro", uri=True)
+            try:
+                done = src.execute("SELECT count(*) FROM events WHERE kind = 'complete'").fetchone()[0]
+                if done >= 20:
+                    folder.mkdir()
+                    dst = sqlite3.connect(folder / FILENAME)
+                    src.backup(dst)
+                    dst.close()
+                    return
+            except sqlite3.OperationalError:  # the table is not there yet
+                pass
+            finally:
+                src.close()
+        time.sleep(0.05)
+    pytest.fail("the journal never held 20 completed jobs while the run went on")
+
+
+# ---------------------------------------------------------------- acceptance: `mgst mapper`, real pullers
+
+
+def test_mgst_mapper_sets_a_job_class_run_beside_its_simulation(tmp_path, no_children_left):
+    """hihi-mfd-fd: the comparison table on stdout, the `simulation` and `comparison` keys, comparison.png; and
+    `mgst export` of a copy of its journal taken mid-run says the run is still going, never "the drain limit"."""
+    exp_file = tmp_path / "hihi-mfd-fd.toml"
+    exp_file.write_text((ROOT / "experiments" / "hihi-mfd-fd.toml").read_text())
+    out, live = tmp_path / "run", tmp_path / "live"
+    stdout, _ = run_mapper(exp_file, out, [f"M{j}" for j in range(1, 7)], ("--duration", "2", "--time-unit", "0.2"),
+                           snapshot=live)
+    assert "hihi-mfd-fd: lpas_dg, testbed (" in stdout and "beside simulation (10 x 10 time units)" in stdout
+    rows = [line.split()[0] for line in stdout.splitlines()]
+    assert {"1", "2", "3", "4", "Overall"} <= set(rows), stdout
+    assert "comparison.png" in stdout.splitlines()[-1]
+    d = json.loads((out / "summary.json").read_text())
+    assert d["mode"] == "testbed" and d["simulation"]["mode"] == "simulation" and d["simulation"]["replications"] == 10
+    assert d["simulation"]["seed"] == d["seed"] and d["simulation"]["horizon"] == d["horizon"]
+    assert [row["class"] for row in d["comparison"]] == ["1", "2", "3", "4", "Overall"]
+    assert set(d["gap"]) == {"differences", "causes"}
+    assert (out / "comparison.png").read_bytes()[:8] == PNG
+
+    p = mgst("export", str(live))
+    assert p.returncode == 0, p.stderr
+    assert "the run is still going" in p.stderr or "the run was not closed" in p.stderr, p.stderr
+    assert "drain limit" not in p.stdout + p.stderr
+    assert "still in the system" in p.stdout
+    assert json.loads((live / "summary.json").read_text())["closed"] is False
+
+
+def test_mgst_mapper_sets_a_bag_run_beside_its_simulation(tmp_path, no_children_left):
+    """A BoT file: the bag comparison with RWT in % and its interval, the bag count, summary.csv with AVT,
+    makespan and RWT, bags.csv and comparison.png."""
+    exp_file = tmp_path / "bags-small.toml"
+    exp_file.write_text(BAGS_TOML)
+    out = tmp_path / "run"
+    stdout, _ = run_mapper(exp_file, out, ["M1", "M2", "M3"])
+    assert "bags-small: rr_nrf, bags, testbed (" in stdout and "bags counted on the testbed" in stdout, stdout
+    lines = {line.split()[0]: line for line in stdout.splitlines() if line.strip()}
+    assert {"AVT", "MAKESPAN", "WAITING", "RWT"} <= set(lines), stdout
+    assert lines["RWT"].count("%") >= 2, lines["RWT"]  # the value and its interval, in per cent
+    assert lines["bags:"].startswith("bags: ") and " counted" in lines["bags:"]
+    d = json.loads((out / "summary.json").read_text())
+    assert d["simulation"]["bags"]["bags"] >= 3 and d["bags"]["bags"] >= 3
+    assert [row["metric"] for row in d["bag_comparison"]] == ["avt", "makespan", "waiting", "rwt"]
+    rwt = d["bags"]["rwt"]
+    assert rwt["ci95"][0] is not None and rwt["ci95"][0] <= rwt["mean"] <= rwt["ci95"][1], rwt
+    with open(out / "summary.csv", newline="") as f:
+        metrics = {row["Metric"]: row for row in csv.DictReader(f)}
+    assert set(metrics) == {"AVT", "Makespan", "Waiting", "RWT"}
+    assert float(metrics["AVT"]["Mean"]) == pytest.approx(d["bags"]["avt"]["mean"], abs=1e-6)
+    assert float(metrics["RWT"]["Mean"]) == pytest.approx(rwt["mean"], abs=1e-6)
+    assert int(metrics["AVT"]["Bags"]) == d["bags"]["bags"]
+    assert (out / "comparison.png").read_bytes()[:8] == PNG and (out / "bags.csv").stat().st_size > 0
+
+
+# ---------------------------------------------------------------- the gap, on hand-made runs
+
+
+def est(mean: float, half: float, jobs: int = 100) -> Estimate:
+    return Estimate(jobs, mean, mean - half, mean + half)
+
+
+def summary(mode: str, overall: Estimate) -> Summary:
+    return Summary(experiment="hand-made", mode=mode, policy="fcfs", class_names=("a",), classes=(overall,),
+                   overall=overall, mean_wait=(0.0,), machine_names=("M1", "M2"), utilisation=(0.5, 0.5),
+                   replications=1, horizon=100.0, warmup=0.0, seed=0, load=None, jobs_simulated=100, unfinished=0,
+                   elapsed_s=100.0)
+
+
+def gap_run(achieved: list[list[float]], delays: dict | None = None, suspicions: tuple[int, int] = (0, 0)):
+    """A hand-made run (two machines of requested share 1.0, time unit 1 s) with the journal's delays."""
+    run = hand_made_run({0: [1.0, 2.0], 1: [1.0, 2.0]}, achieved)
+    run.journal.delays = lambda: delays or {}
+    for r in run.journal.replicas.values():
+        r.machine, r.outcome = 0, "done"
+    run.core.machines = [SimpleNamespace(stats=SimpleNamespace(busy_time=100.0, suspicions=s)) for s in suspicions]
+    return run
+
+
+def test_a_machine_at_half_its_requested_share_is_named_as_a_cause():
+    run = gap_run([[0.5, 0.5, 0.5], [1.0, 1.0]])
+    gap = find_gap(run, summary("testbed", est(2.0, 0.1)), summary("simulation", est(1.0, 0.05)))
+    assert [(d.what, d.relative) for d in gap.differences] == [("class a", 1.0), ("overall", 1.0)]
+    assert [c.kind for c in gap.causes] == ["cpu_share"]
+    assert gap.causes[0].figures == {"machine": "M1", "requested": 1.0, "achieved": 0.5, "jobs": 3}
+    assert "machine M1 achieved a CPU share of 0.50 for the 1.00 requested" in gap.causes[0].text
+    text = "\n".join(gap.describe())
+    assert "differ beyond their intervals on: class a (+100.0%), overall (+100.0%)" in text and "M1" in text
+    assert json.dumps(gap.as_dict())  # summary.json's "gap"
+
+
+def test_a_run_without_a_gap_names_nothing():
+    # the same half share, but the two agree within their intervals: nothing to explain
+    run = gap_run([[0.5, 0.5, 0.5], [1.0, 1.0]], suspicions=(2, 0))
+    gap = find_gap(run, summary("testbed", est(1.1, 0.2)), summary("simulation", est(1.0, 0.05)))
+    assert gap.differences == [] and gap.causes == [] and gap.describe() == []
+    assert gap.as_dict() == {"differences": [], "causes": []}
+
+
+def test_no_interval_on_either_side_is_no_verdict():
+    nan = Estimate(1, 2.0, math.nan, math.nan)
+    assert find_gap(gap_run([[0.5], [1.0]]), summary("testbed", nan), summary("simulation", nan)).differences == []
+
+
+def test_delays_and_suspicions_are_named_when_they_are_there():
+    # 40 ms of the mapper's own delays per job against a mean response of 1.5 s: 2.7 %, above DELAY_SHARE
+    delays = {"request_delay_s": {"mean": 0.01}, "scheduling_delay_s": {"mean": 0.01},
+              "communication_delay_s": {"mean": 0.015}, "report_delay_s": {"mean": 0.005}}
+    assert 0.04 / 1.5 > DELAY_SHARE
+    run = gap_run([[1.0], [1.0]], delays, suspicions=(0, 3))
+    gap = find_gap(run, summary("testbed", est(1.5, 0.1)), summary("simulation", est(1.0, 0.05)))
+    assert [c.kind for c in gap.causes] == ["delays", "suspicions"]
+    assert "add 40 ms to each job" in gap.causes[0].text and "communication (t4-t3) 15 ms" in gap.causes[0].text
+    assert gap.causes[1].figures == {"by_machine": {"M2": 3}}
+    # the same delays against responses 100 times longer are not a cause
+    gap = find_gap(run, summary("testbed", est(150.0, 10.0)), summary("simulation", est(100.0, 5.0)))
+    assert [c.kind for c in gap.causes] == ["suspicions"]
+
+
+def test_time_outs_and_refusals_are_named():
+    run = gap_run([[1.0], [1.0]])
+    run.journal.jobs[0].timed_out = True
+    run.journal.replicas = {0: SimpleNamespace(machine=0, outcome="timeout", t3=1.25, t6=2.0),
+                            1: SimpleNamespace(machine=1, outcome="refused", t3=1.75, t6=None),
+                            2: SimpleNamespace(machine=1, outcome="refused", t3=2.0, t6=None)}
+    run.journal.machines[1].expelled = (5.0, "its allow-list refused this run's commands 3 times")
+    gap = find_gap(run, summary("testbed", est(1.5, 0.1)), summary("simulation", est(1.0, 0.05)))
+    assert [c.kind for c in gap.causes] == ["timeouts", "refusals"]
+    assert gap.causes[0].figures == {"jobs": 1, "replicas_by_machine": {"M1": 1}}
+    assert gap.causes[1].figures == {"by_machine": {"M2": 2}, "expelled": ["M2"]}
+
+
+# ---------------------------------------------------------------- outputs
+
+
+def test_outage_times_in_the_summary_are_iso_times_with_their_offset():
+    run = hand_made_run({0: [1.0, 2.0], 1: [1.0]}, [[], []])
+    crashed, resumed = 1_790_000_000.25, 1_790_000_012.75
+    run.journal.outages = [(crashed, resumed)]
+    _, extras = summarize_testbed(run)
+    (outage,) = extras["outages"]
+    start, end = dt.datetime.fromisoformat(outage["from"]), dt.datetime.fromisoformat(outage["to"])
+    assert start.tzinfo is not None and end.tzinfo is not None
+    assert (start.timestamp(), end.timestamp(), outage["seconds"]) == (crashed, resumed, 12.5)
+    # jobs.csv's local time, with the offset added
+    assert outage["from"].startswith(dt.datetime.fromtimestamp(crashed).isoformat(sep=" ", timespec="microseconds"))
+
+
+def test_one_replication_of_bags_gives_rwt_an_interval():
+    # four bags' (wasted, replica) times: RWT = 10 / 100, and the bags' ratios vary, so the interval has width
+    times = [(1.0, 20.0), (4.0, 30.0), (0.0, 10.0), (5.0, 40.0)]
+    rep = BagReplication(0, [5.0] * 4, [1.0] * 4, [4.0] * 4, 10.0, 100.0, 8, 9, 4, 0, 1.0, 0.0, bag_times=times)
+    rwt = summarize_bags([rep]).rwt
+    assert rwt is not None and rwt.mean == pytest.approx(0.1)
+    assert rwt.low < 0.1 < rwt.high
+    # by hand: linearised values r + (w - r t) / mean(t) with mean(t) = 25, one bag per batch, t(3) = 3.182
+    values = [0.1 + (w - 0.1 * t) / 25.0 for w, t in times]
+    mean = sum(values) / 4
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / 3)
+    assert rwt.high - rwt.mean == pytest.approx(3.182 * sd / 2, rel=1e-3)
+
+
+# ---------------------------------------------------------------- `mgst export` of runs that never started
+
+
+def test_export_of_a_run_that_never_started_says_so(tmp_path):
+    """A journal whose pullers never all registered (what a mapper stopped while waiting leaves): a clear
+    error and a non-zero exit, and no table of NaNs."""
+    exp = Experiment(name="never", classes=(JobClass("a", 1.0),), machines=(Machine("M1", (2.0,)),),
+                     policy=PolicySpec("fcfs"))
+    from mgst.testbed.experiment_codec import to_plain  # noqa: PLC0415
+
+    store = RunStore(tmp_path / FILENAME, create=True)
+    store.set_meta(experiment=to_plain(exp), seed=0, duration=10.0, time_unit=1.0, executor="emulate",
+                   failures=False, imports=[], security="curve", created=time.time())
+    Journal(exp, store).tick(time.time())
+    store.commit()
+    store.close()
+    p = mgst("export", str(tmp_path))
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert p.stderr.strip() == (f"mgst: error: {tmp_path / FILENAME}: the run never started (its pullers did not all "
+                                "register, so no job was generated): there is nothing to export")
+    assert p.stdout == "" and not (tmp_path / "summary.json").exists()
+
+
+def test_a_journal_left_long_ago_is_a_run_that_was_not_closed():
+    run = SimpleNamespace(end=1000.0)
+    assert not_closed(run, now=1000.0 + LIVE_WITHIN_S / 2).startswith("the run is still going")
+    said = not_closed(run, now=1000.0 + 10 * LIVE_WITHIN_S)
+    assert said.startswith("the run was not closed: its mapper stopped writing 100 s ago") and "--resume" in said
