@@ -61,8 +61,11 @@ def _import_policies(args: argparse.Namespace) -> None:
 
 
 def _stop_on_signals(mapper) -> None:
-    """SIGINT and SIGTERM: the first ends generation and drains; a second stops at once."""
+    """SIGINT, SIGTERM and SIGHUP (the terminal closed): the first ends generation and drains for a few seconds
+    (mgst.testbed.mapper.INTERRUPT_DRAIN; what is unfinished then is cut off); a second stops at once."""
     import signal  # noqa: PLC0415
+
+    from mgst.testbed.mapper import INTERRUPT_DRAIN  # noqa: PLC0415
 
     def handler(signum, _frame) -> None:
         if mapper.stopping:
@@ -70,11 +73,11 @@ def _stop_on_signals(mapper) -> None:
             print("\nmgst: stopping now (the journal is consistent)", file=sys.stderr)
         else:
             mapper.stopping = True
-            print(f"\nmgst: {signal.Signals(signum).name}: no more jobs; draining (again to stop now)",
-                  file=sys.stderr)
+            print(f"\nmgst: {signal.Signals(signum).name}: no more jobs; draining for at most {INTERRUPT_DRAIN:g} s "
+                  "(again to stop now)", file=sys.stderr)
 
-    signal.signal(signal.SIGINT, handler)
-    signal.signal(signal.SIGTERM, handler)
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, handler)
 
 
 def _default_out(name: str) -> Path:
@@ -112,7 +115,8 @@ def _progress_printer(enabled: bool):
             elapsed = time.time() - mapper.t0
             left = max(0.0, mapper.duration - elapsed)
             fmt = "/".join
-            line = (f"{elapsed:5.0f} s, {left:4.0f} s left | queued {fmt(map(str, queued))} | running "
+            when = "draining" if mapper.stopping or mapper.journal.generation_end is not None else f"{left:4.0f} s left"
+            line = (f"{elapsed:5.0f} s, {when} | queued {fmt(map(str, queued))} | running "
                     f"{fmt(map(str, running))} | done {fmt(map(str, done))} | mean wait "
                     f"{fmt(f'{w / k:.2f}' if k else '-' for w, k in zip(wait, waited))}")
         end = "\r" if sys.stderr.isatty() else "\n"

@@ -45,7 +45,11 @@ def start_pullers(endpoint: str, names: list[str], log_path: Path, verbose: bool
                   slots: list[int] | None = None) -> list[subprocess.Popen]:
     """One puller process per name, logging to ``log_path``; with ``keys`` (a folder made by
     security.create_keys) each uses its own key, else they connect without CURVE. ``slots``: each
-    machine's slots (default 1)."""
+    machine's slots (default 1).
+
+    Each puller leads a process group of its own: Ctrl-C in the terminal (SIGINT to the foreground group) reaches
+    the mapper alone, which drains, says bye, and then stops them (:func:`stop_pullers`); in the terminal's group
+    they would die at once, their running jobs lost."""
     auth = ["--keys", str(keys)] if keys is not None else ["--insecure"]
     logf = open(log_path, "ab")  # noqa: SIM115 (the children keep it; closed when they are reaped)
     try:
@@ -54,7 +58,7 @@ def start_pullers(endpoint: str, names: list[str], log_path: Path, verbose: bool
                 [sys.executable, "-m", "puller", "--connect", endpoint, "--machine", name, *auth, *extra,
                  *(["--slots", str(slots[i])] if slots is not None and slots[i] != 1 else []),
                  *(["-v"] if verbose else [])],
-                stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
+                stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, process_group=0,
             )
             for i, name in enumerate(names)
         ]
