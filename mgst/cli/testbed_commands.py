@@ -7,23 +7,29 @@ import json
 import sys
 from pathlib import Path
 
-from mgst import policies
+from mgst.cli.options import check_folder, import_policies
 from mgst.config import ConfigError, load_experiment
 from mgst.config.checks import overload_warning
 from mgst.model import EXECUTORS
 
+# --farewell at most (s): an hour of answering late pullers is more than any failure of a lab run lasts.
+MAX_FAREWELL = 3600.0
 # The journal could not be written (disk full, I/O error): the run is paused, not over. 75 is EX_TEMPFAIL
 # (sysexits.h): try again later, here with `mgst mapper FILE --resume DIR` once the journal can be written.
 EXIT_PAUSED = 75
 
 TESTBED_EXIT_CODES = f"""exit codes:
-  0    the run is over; its results are written
-  1    the pullers did not all register in time
-  2    a usage error, or a journal that cannot be used (damaged: see `mgst export DIR --salvage`)
+  0    the run is over; its results are written (--resume of a run already over: said so, nothing
+       rewritten)
+  1    the pullers did not all register in time (no job was generated: nothing is left behind)
+  2    a usage error (nothing is created), or a journal that cannot be used (damaged: see
+       `mgst export DIR --salvage`)
   {EXIT_PAUSED}   the journal could not be written (disk full, I/O error): the run is PAUSED, what was
        committed is kept, and the pullers keep their work and wait; free space, then continue
        with `mgst mapper FILE --resume DIR`
-  130  interrupted before the run began"""
+  130  interrupted before the run began (nothing is left behind)
+Ctrl-C (or SIGTERM) during the run ends job generation and drains for at most a few seconds; the jobs still
+unfinished are reported cut off, and the results written (exit 0). A second Ctrl-C stops at once."""
 
 
 def add_testbed_arguments(p: argparse.ArgumentParser) -> None:
@@ -51,13 +57,6 @@ def _check_testbed_args(args: argparse.Namespace, exp) -> None:
     check_testbed_overrides(exp, args.duration, args.time_unit)
     if args.seed is not None and args.seed < 0:
         raise ConfigError("--seed", "must be >= 0")
-
-
-def _import_policies(args: argparse.Namespace) -> None:
-    try:
-        policies.import_modules(args.imports)
-    except (ImportError, ValueError) as e:
-        raise ConfigError("--import", str(e)) from None
 
 
 def _stop_on_signals(mapper) -> None:
@@ -130,7 +129,7 @@ def run_command(args: argparse.Namespace) -> int:
     from mgst.testbed.local_run import run_local  # noqa: PLC0415
     from mgst.testbed.summary import oversubscription_warning  # noqa: PLC0415
 
-    _import_policies(args)
+    import_policies(args)
     exp = load_experiment(args.file)
     _check_testbed_args(args, exp)
     out = args.out or _default_out(exp.name)
@@ -144,6 +143,9 @@ def run_command(args: argparse.Namespace) -> int:
         result = run_local(exp, out, duration=args.duration, time_unit=args.time_unit, seed=args.seed,
                            executor=args.executor, progress=_progress_printer(not args.quiet),
                            insecure=args.insecure, imports=tuple(args.imports), on_mapper=_stop_on_signals)
+    except TimeoutError as e:  # (the local pullers did not start: their log says why)
+        print(f"mgst: error: {e}; see {out}/pullers.log", file=sys.stderr)
+        return 1
     except JournalWriteError as e:
         print(f"mgst: error: {e}; the run is paused, and what was committed is kept: free space, then continue "
               f"it with 'mgst mapper {args.file} --resume {out}' and pullers (mgst run's own have stopped), "
@@ -181,6 +183,7 @@ def _print_warnings(summary: dict) -> None:
 def _check_new_out(out: Path) -> None:
     from mgst.testbed.store import FILENAME  # noqa: PLC0415
 
+    check_folder("--out", out)
     if (out / FILENAME).exists():
         raise ConfigError("--out", f"{out} already holds a run (continue it with 'mgst mapper FILE --resume {out}', "
                                    "or choose another folder)")
@@ -190,15 +193,18 @@ def mapper_command(args: argparse.Namespace) -> int:
     from mgst import security  # noqa: PLC0415
     from mgst.results import format_table  # noqa: PLC0415
     from mgst.testbed.mapper import Mapper  # noqa: PLC0415
+    from mgst.testbed.resume import RunOver  # noqa: PLC0415
+    from mgst.testbed.router import BindError  # noqa: PLC0415
     from mgst.testbed.summary import summarize_testbed, write_testbed_outputs  # noqa: PLC0415
 
-    _import_policies(args)
+    import_policies(args)
     exp = load_experiment(args.file)
     try:
         security.check_endpoint(args.bind, bind=True)
     except ValueError as e:
         raise ConfigError("--bind", str(e)) from None
     if args.resume is not None:
+        check_folder("--resume", args.resume)
         given = [o for o, v in (("--duration", args.duration), ("--time-unit", args.time_unit), ("--seed", args.seed),
                                 ("--executor", args.executor), ("--out", args.out)) if v is not None]
         if given:
@@ -208,8 +214,12 @@ def mapper_command(args: argparse.Namespace) -> int:
         _check_testbed_args(args, exp)
         out = args.out or _default_out(exp.name)
         _check_new_out(out)
-    if args.register_timeout <= 0 or not args.register_timeout < 1e7:
+    if not 0 < args.register_timeout < 1e7:
         raise ConfigError("--register-timeout", "must be a positive number of seconds")
+    if args.farewell is not None and not 0 <= args.farewell <= MAX_FAREWELL:
+        raise ConfigError("--farewell", f"must be a number of seconds in [0, {MAX_FAREWELL:g}]")
+    if args.keys is not None and not args.keys.is_dir():
+        raise ConfigError("--keys", f"{args.keys} is not a folder (one made by 'mgst keys')")
     keys = security.server_keys(args.keys) if args.keys is not None else None
     farewell = args.farewell
     if farewell is None:
@@ -222,6 +232,11 @@ def mapper_command(args: argparse.Namespace) -> int:
                         register_timeout=args.register_timeout, executor=args.executor,
                         progress=_progress_printer(not args.quiet), keys=keys, insecure=args.insecure, out=out,
                         resume=args.resume is not None, imports=tuple(args.imports), farewell=farewell)
+    except RunOver as e:  # exit 0: what was asked for, a finished run, is there; nothing is listened for or rewritten
+        print(f"mgst: {e}", file=sys.stderr)
+        return 0
+    except BindError as e:
+        raise ConfigError("--bind", str(e)) from None
     except ValueError as e:
         if type(e) is not ValueError:
             raise
@@ -235,6 +250,9 @@ def mapper_command(args: argparse.Namespace) -> int:
         run = mapper.run()
     except TimeoutError as e:
         print(f"mgst: error: {e}", file=sys.stderr)
+        if args.resume is None:
+            print(f"mgst: no job was generated: {out}/journal.sqlite is removed; start again with the same command",
+                  file=sys.stderr)
         return 1
     except JournalWriteError as e:
         print(f"mgst: error: {e}; the run is paused (the pullers were told, and keep their work): free space, "
@@ -254,6 +272,7 @@ def mapper_command(args: argparse.Namespace) -> int:
 def keys_command(args: argparse.Namespace) -> int:
     from mgst import security  # noqa: PLC0415
 
+    check_folder("FOLDER", args.folder)
     if args.experiment is not None:
         names = [m.name for m in load_experiment(args.experiment).machines]
     else:

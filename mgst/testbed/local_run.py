@@ -119,8 +119,9 @@ def run_local(
 ) -> LocalResult:
     """A testbed run on loopback, with ephemeral CURVE keys (one per puller) unless ``insecure``,
     journalled to ``out/journal.sqlite``, then its simulation beside it."""
-    out.mkdir(parents=True, exist_ok=True)
     names = [m.name for m in experiment.machines]
+    # Checked before anything is created (the mapper creates ``out`` and its journal once it has bound).
+    allow = local_allow_list(experiment, executor if executor is not None else experiment.testbed.executor)
     key_dir = None if insecure else Path(tempfile.mkdtemp(prefix="mgst-keys-"))  # 0700, removed below
     try:
         keys = None
@@ -139,7 +140,7 @@ def run_local(
         run = None
         try:
             procs = start_pullers(mapper.endpoint, names, out / "pullers.log", keys=key_dir,
-                                  extra=local_allow_list(experiment, mapper.executor),
+                                  extra=allow,
                                   slots=[m.slots for m in experiment.machines])
             run = mapper.run()
         finally:

@@ -21,13 +21,37 @@ from mgst.testbed.connection import Connection
 from mgst.testbed.experiment_codec import to_plain
 from mgst.testbed.replay import Replayed, replay
 from mgst.testbed.run_clock import RunClock
+from mgst.testbed.store import FILENAME, RunStore
 from mgst.workload import JobSource
 
 log = logging.getLogger("mgst.testbed.mapper")
 
 
+class RunOver(Exception):
+    """The run to resume has finished: there is nothing to continue (its results were written at its end)."""
+
+    def __init__(self, out: Path):
+        self.out = out
+        super().__init__(f"the run in {out} is already finished; its results are in {out}/ ('mgst export {out}' "
+                         "writes them again from its journal)")
+
+
+def run_is_over(out: Path) -> bool:
+    """The run journalled in ``out`` reached its end (drained, timed out, or stopped): its mapper recorded the
+    end (``ended``; a journal of before that key: the drop counts it wrote at the same moment)."""
+    store = RunStore(out / FILENAME, create=False)
+    try:
+        meta = store.meta()
+    finally:
+        store.close()
+    return "ended" in meta or "drops" in meta
+
+
 def replay_to_resume(out: Path, experiment: Experiment) -> tuple[Replayed, float]:
-    """The run in ``out`` replayed, and how long that took (s); ValueError if it ran another experiment."""
+    """The run in ``out`` replayed, and how long that took (s); ValueError if it ran another experiment, RunOver
+    if it has finished (nothing to resume: the mapper must not listen, nor write its results again)."""
+    if run_is_over(out):
+        raise RunOver(out)
     replay_started = time.monotonic()
     replayed = replay(out)
     replay_s = time.monotonic() - replay_started
