@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="the function computing a cell (default mgst.bot_metrics:simulate_cell)")
     p.add_argument("--no-plots", action="store_true", help="write sweep.csv and summary.csv only")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    _add_import(p, " (local workers inherit them; a Dask cluster's workers must have the module installed)")
+    _add_import(p, "; every worker imports it (a Dask cluster's workers need the module installed)")
     p.set_defaults(func=sweep_command)
 
     p = sub.add_parser("run", help="a testbed run on this machine (pullers on loopback), beside the simulation",

@@ -98,6 +98,12 @@ def sweep_command(args: argparse.Namespace) -> int:
             cell_fn = getattr(importlib.import_module(module), name)
         except (ImportError, AttributeError, ValueError) as e:
             raise ConfigError("--cell", f"cannot load {args.cell!r}: {e}") from None
+    if args.imports:  # each worker imports them before its cells (a spawned or a Dask worker has not)
+        import functools  # noqa: PLC0415
+
+        from mgst.sweep.runner import default_cell  # noqa: PLC0415
+
+        cell_fn = functools.partial(_cell_with_imports, tuple(args.imports), cell_fn or default_cell)
     out = args.out or Path("runs") / f"sweep-{spec.name}{'-quick' if args.quick else ''}"
     tty = sys.stderr.isatty()
     last = [0.0]
@@ -120,7 +126,7 @@ def sweep_command(args: argparse.Namespace) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, stop)
-    where = args.scheduler or f"{args.workers or os.cpu_count() or 1} local processes"
+    where = args.scheduler or f"{plural(args.workers or os.cpu_count() or 1, 'local process', 'local processes')}"
     if not args.quiet:
         print(f"mgst sweep: {spec.name} ({spec.scenario.name}), {plural(len(spec.cells()), 'cell')} on {where}, "
               f"into {out}/",
@@ -159,3 +165,11 @@ def sweep_command(args: argparse.Namespace) -> int:
     plots = f" and {plural(len(r.plots), 'plot')} in plots/" if r.plots else ""
     print(f"wrote {out}/: sweep.csv summary.csv{plots}")
     return 1 if r.failed else 0
+
+
+def _cell_with_imports(imports: tuple[str, ...], cell_fn, experiment, replication: int):
+    """In a sweep's worker: import the --import modules (their policies registered), then compute the cell."""
+    from mgst import policies  # noqa: PLC0415
+
+    policies.import_modules(imports)
+    return cell_fn(experiment, replication)
