@@ -83,7 +83,18 @@ def local_allow_list(experiment: Experiment, executor: str) -> tuple[str, ...]:
 
 
 def stop_pullers(procs: list[subprocess.Popen], *, grace: float = EXIT_GRACE) -> None:
-    """Time to leave on their own, then SIGTERM, then SIGKILL; every child reaped."""
+    """Time to leave on their own, then SIGTERM, then SIGKILL; every child reaped (killed at once if the wait is
+    interrupted: none is left behind)."""
+    try:
+        _stop(procs, grace)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def _stop(procs: list[subprocess.Popen], grace: float) -> None:
     deadline = time.monotonic() + grace
     for p in procs:
         try:
