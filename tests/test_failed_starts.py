@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -98,3 +99,20 @@ def test_resuming_a_finished_run_says_so_and_rewrites_nothing(tmp_path, no_child
     assert took < 10, took  # (it listened for about 28 s before; the command itself takes 1 to 2 s)
     after = {f.name: (f.stat().st_mtime_ns, f.read_bytes()) for f in out.iterdir() if f.is_file()}
     assert after == before
+
+
+def test_ctrl_c_while_waiting_for_pullers_leaves_nothing(tmp_path, no_children_left):
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "mgst", "mapper", str(WEIBULL), "--bind", "tcp://127.0.0.1:0",
+                             "--insecure", "--out", str(out)],
+                            stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT, env=ENV)
+    try:
+        read_until(proc, "listening on", timeout=60)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130 and "Traceback" not in stderr, stderr[-2000:]
+    assert not out.exists(), list(out.iterdir())

@@ -21,7 +21,6 @@ from mgst.testbed.connection import Connection
 from mgst.testbed.experiment_codec import to_plain
 from mgst.testbed.replay import Replayed, replay
 from mgst.testbed.run_clock import RunClock
-from mgst.testbed.store import FILENAME, RunStore
 from mgst.workload import JobSource
 
 log = logging.getLogger("mgst.testbed.mapper")
@@ -36,25 +35,21 @@ class RunOver(Exception):
                          "writes them again from its journal)")
 
 
-def run_is_over(out: Path) -> bool:
-    """The run journalled in ``out`` reached its end (drained, timed out, or stopped): its mapper recorded the
-    end (``ended``; a journal of before that key: the drop counts it wrote at the same moment)."""
-    store = RunStore(out / FILENAME, create=False)
-    try:
-        meta = store.meta()
-    finally:
-        store.close()
+def run_is_over(meta: dict[str, Any]) -> bool:
+    """A journal's settings say that its run reached its end (drained, timed out, or stopped): its mapper recorded
+    the end (``ended``; a journal of before that key: the drop counts it wrote at the same moment)."""
     return "ended" in meta or "drops" in meta
 
 
 def replay_to_resume(out: Path, experiment: Experiment) -> tuple[Replayed, float]:
     """The run in ``out`` replayed, and how long that took (s); ValueError if it ran another experiment, RunOver
     if it has finished (nothing to resume: the mapper must not listen, nor write its results again)."""
-    if run_is_over(out):
-        raise RunOver(out)
     replay_started = time.monotonic()
-    replayed = replay(out)
+    replayed = replay(out)  # (a damaged journal is refused here, finished or not)
     replay_s = time.monotonic() - replay_started
+    if run_is_over(replayed.meta):
+        replayed.store.close()
+        raise RunOver(out)
     if to_plain(experiment) != replayed.meta["experiment"]:
         replayed.store.close()
         raise ValueError(f"{out} was run with another experiment than {experiment.name!r}")
