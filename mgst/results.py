@@ -18,6 +18,7 @@ from mgst.bot_metrics import BagReplication, BagSummary, format_bags, write_bag_
 from mgst.core.state import JobRecord
 from mgst.intervals import mean_ci
 from mgst.model import Experiment
+from mgst.wording import plural
 
 # The paper's Figure 1 columns, in order; extra columns follow them.
 JOB_COLUMNS = (
@@ -212,7 +213,7 @@ def format_table(summary: Summary) -> str:
         return f"({e.low:.3f}, {e.high:.3f})"
 
     lines = [
-        f"{summary.experiment}: {summary.policy}, {summary.mode}, {summary.replications} replications "
+        f"{summary.experiment}: {summary.policy}, {summary.mode}, {plural(summary.replications, 'replication')} "
         f"x {summary.horizon:g} time units (warm-up {summary.warmup:g}), seed {summary.seed}",
         f"{'Class':<10}{'Jobs':>10}{'Mean resp.':>12}  95 % CI",
     ]

@@ -71,19 +71,19 @@ def main(argv: list[str] | None = None) -> int:
                         "pyarrow: pip install 'mgst[parquet]'); a paper setting makes up to 765,000 rows, 83 MB "
                         "as CSV")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                   help="import a module that registers policies of its own (repeatable)")
+    _add_import(p)
     p.set_defaults(func=simulate_command)
 
     p = sub.add_parser("paper", help="simulate the MGST paper's settings and set them beside its tables")
     p.add_argument("settings", nargs="*", help="setting names, e.g. hihi-mfd-fd (default: all in the paper)")
     p.add_argument("--experiments", type=Path, default=Path("experiments"), help="folder of the experiment files")
-    p.add_argument("--horizon", type=float)
-    p.add_argument("--warmup", type=float)
-    p.add_argument("--replications", type=int)
-    p.add_argument("--seed", type=int)
-    p.add_argument("--workers", type=int)
+    p.add_argument("--horizon", type=float, help="model time during which jobs arrive (default: each file's)")
+    p.add_argument("--warmup", type=float, help="jobs submitted before this are not counted (default: each file's)")
+    p.add_argument("--replications", type=int, help="independent replications (default: each file's)")
+    p.add_argument("--seed", type=int, help="run seed; replication r uses streams derived from (seed, r)")
+    p.add_argument("--workers", type=int, help="parallel processes (default: one per core)")
     p.add_argument("--json", action="store_true", help="one JSON object: every figure and verdict")
+    _add_import(p)
     p.set_defaults(func=paper_command)
 
     p = sub.add_parser("sweep", help="run a paper's grid of simulations (policies x settings x replications)")
@@ -100,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="the function computing a cell (default mgst.bot_metrics:simulate_cell)")
     p.add_argument("--no-plots", action="store_true", help="write sweep.csv and summary.csv only")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    _add_import(p, "; every worker imports it (a Dask cluster's workers need the module installed)")
     p.set_defaults(func=sweep_command)
 
     p = sub.add_parser("run", help="a testbed run on this machine (pullers on loopback), beside the simulation",
@@ -154,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         p.set_defaults(func=lab_command)
 
     p = sub.add_parser("policies", help="list the policies an experiment file can name")
+    _add_import(p)
     p.set_defaults(func=_policies)
 
     args = parser.parse_args(argv)
@@ -176,6 +178,12 @@ def main(argv: list[str] | None = None) -> int:
         if code is None:
             raise
         return code
+
+
+def _add_import(p: argparse.ArgumentParser, note: str = "") -> None:
+    """--import MODULE, as every command that names policies has it."""
+    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help=f"import a module that registers policies of its own (repeatable){note}")
 
 
 def _command(argv: list[str]) -> str | None:
@@ -229,6 +237,9 @@ class _Version(argparse.Action):
 
 
 def _policies(args: argparse.Namespace) -> int:
+    from mgst.cli.options import import_policies  # noqa: PLC0415
+
+    import_policies(args)
     for name in policies.names():
         print(f"{name:<10} {policies.summary(name)}")
     return 0

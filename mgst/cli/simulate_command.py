@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from mgst import policies
+from mgst.cli.options import check_folder, check_horizon_warmup, import_policies
 from mgst.config import load_experiment
 from mgst.config.checks import overload_warning
 
@@ -17,11 +17,7 @@ def simulate_command(args: argparse.Namespace) -> int:
     from mgst.results import write_summary_csv  # noqa: PLC0415 (keeps `mgst --help` fast)
     from mgst.simulate import run_simulation  # noqa: PLC0415
 
-    try:
-        policies.import_modules(args.imports)
-    except (ImportError, ValueError) as e:
-        print(f"mgst: error: --import: {e}", file=sys.stderr)
-        return 2
+    import_policies(args)
     exp = load_experiment(args.file)
     s = exp.simulation
     horizon = s.horizon if args.horizon is None else args.horizon
@@ -31,9 +27,10 @@ def simulate_command(args: argparse.Namespace) -> int:
         from mgst.config.checks import check_run_length  # noqa: PLC0415
 
         check_run_length(exp, horizon, "--horizon")
+    check_horizon_warmup(horizon, warmup, args.horizon is not None, args.warmup is not None)
+    if args.out is not None:
+        check_folder("--out", args.out)
     for key, ok, problem in (
-        ("--horizon", horizon > 0, "must be > 0"),
-        ("--warmup", 0 <= warmup < horizon, f"must be >= 0 and below the horizon ({horizon:g})"),
         ("--replications", reps >= 1, "must be >= 1"),
         ("--seed", args.seed is None or args.seed >= 0, "must be >= 0"),
         ("--workers", args.workers is None or args.workers >= 1, "must be >= 1"),

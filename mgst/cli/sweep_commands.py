@@ -8,24 +8,43 @@ import logging
 import sys
 from pathlib import Path
 
+from mgst.cli.options import check_folder, check_horizon_warmup, import_policies
 from mgst.config import ConfigError, load_experiment
+from mgst.wording import plural
 
 
 def paper_command(args: argparse.Namespace) -> int:
     from mgst.analysis.paper import PAPER, agrees, deviation  # noqa: PLC0415
+    from mgst.config.checks import check_run_length  # noqa: PLC0415
     from mgst.simulate import run_simulation  # noqa: PLC0415
 
+    import_policies(args)
     names = args.settings or list(PAPER)
     unknown = [n for n in names if n not in PAPER]
     if unknown:
         print(f"mgst: error: not a setting of the paper: {', '.join(unknown)}; known: {', '.join(PAPER)}",
               file=sys.stderr)
         return 2
+    if not args.experiments.is_dir():
+        raise ConfigError("--experiments", f"{args.experiments} is not a folder (of the paper's experiment files)")
+    for key, value, least in (("--replications", args.replications, 1), ("--seed", args.seed, 0),
+                              ("--workers", args.workers, 1)):
+        if value is not None and value < least:
+            raise ConfigError(key, f"must be >= {least}")
+    experiments = {name: load_experiment(args.experiments / f"{name}.toml") for name in names}
+    for exp in experiments.values():  # every setting checked before the first is simulated
+        s = exp.simulation
+        if args.horizon is not None:
+            check_run_length(exp, args.horizon, "--horizon")
+        check_horizon_warmup(s.horizon if args.horizon is None else args.horizon,
+                             s.warmup if args.warmup is None else args.warmup,
+                             args.horizon is not None, args.warmup is not None)
     report = []
     for name in names:
-        exp = load_experiment(args.experiments / f"{name}.toml")
+        exp = experiments[name]
         summary, _ = run_simulation(exp, horizon=args.horizon, warmup=args.warmup,
-                                    replications=args.replications, seed=args.seed, workers=args.workers)
+                                    replications=args.replications, seed=args.seed, workers=args.workers,
+                                    imports=tuple(args.imports))
         paper = PAPER[name]
         rows = []
         for label, est, interval in zip(
@@ -36,7 +55,8 @@ def paper_command(args: argparse.Namespace) -> int:
         report.append({"setting": name, "table": paper.table, "note": paper.note, "rows": rows,
                        "replications": summary.replications, "horizon": summary.horizon})
         if not args.json:
-            print(f"{name} (paper Table {paper.table}): {summary.replications} x {summary.horizon:g} time units")
+            print(f"{name} (paper Table {paper.table}): {plural(summary.replications, 'replication')} x "
+                  f"{summary.horizon:g} time units")
             print(f"  {'class':<8}{'mgst':>8}  {'95 % CI':<16}{'paper':<14}{'off':>7}")
             for r in rows:
                 lo, hi = r["ci95"]
@@ -50,7 +70,7 @@ def paper_command(args: argparse.Namespace) -> int:
     else:
         bad = sum(not r["agrees"] for s in report for r in s["rows"])
         total = sum(len(s["rows"]) for s in report)
-        print(f"{bad} of {total} figures outside the paper's interval and 5 % of its midpoint")
+        print(f"{bad} of {plural(total, 'figure')} outside the paper's interval and 5 % of its midpoint")
     return 0
 
 
@@ -63,6 +83,9 @@ def sweep_command(args: argparse.Namespace) -> int:
     from mgst.sweep import SweepError, run_sweep  # noqa: PLC0415
     from mgst.sweep.spec import load_sweep  # noqa: PLC0415
 
+    import_policies(args)
+    if args.out is not None:
+        check_folder("--out", args.out)
     spec = load_sweep(args.file, quick=args.quick, replications=args.replications, only=args.only)
     if args.workers is not None and args.workers < 1:
         raise ConfigError("--workers", "must be >= 1")
@@ -75,6 +98,12 @@ def sweep_command(args: argparse.Namespace) -> int:
             cell_fn = getattr(importlib.import_module(module), name)
         except (ImportError, AttributeError, ValueError) as e:
             raise ConfigError("--cell", f"cannot load {args.cell!r}: {e}") from None
+    if args.imports:  # each worker imports them before its cells (a spawned or a Dask worker has not)
+        import functools  # noqa: PLC0415
+
+        from mgst.sweep.runner import default_cell  # noqa: PLC0415
+
+        cell_fn = functools.partial(_cell_with_imports, tuple(args.imports), cell_fn or default_cell)
     out = args.out or Path("runs") / f"sweep-{spec.name}{'-quick' if args.quick else ''}"
     tty = sys.stderr.isatty()
     last = [0.0]
@@ -90,16 +119,17 @@ def sweep_command(args: argparse.Namespace) -> int:
         last[0] = now
         eta = clock(p.eta) if p.eta is not None else "-"
         failed = f", {p.failed} failed" if p.failed else ""
-        line = f"sweep {spec.name}: {p.done}/{p.total} cells{failed} | elapsed {clock(p.elapsed)} | ETA {eta}"
+        line = f"sweep {spec.name}: {p.done}/{plural(p.total, 'cell')}{failed} | elapsed {clock(p.elapsed)} | ETA {eta}"
         print(f"\r{line:<90}" if tty else line, end="" if tty else "\n", file=sys.stderr, flush=True)
 
     def stop(signum, _frame) -> None:  # SIGTERM stops the sweep as Ctrl-C does
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, stop)
-    where = args.scheduler or f"{args.workers or os.cpu_count() or 1} local processes"
+    where = args.scheduler or f"{plural(args.workers or os.cpu_count() or 1, 'local process', 'local processes')}"
     if not args.quiet:
-        print(f"mgst sweep: {spec.name} ({spec.scenario.name}), {len(spec.cells())} cells on {where}, into {out}/",
+        print(f"mgst sweep: {spec.name} ({spec.scenario.name}), {plural(len(spec.cells()), 'cell')} on {where}, "
+              f"into {out}/",
               file=sys.stderr)
     try:
         result = run_sweep(spec, out, workers=args.workers or os.cpu_count() or 1, scheduler=args.scheduler,
@@ -121,7 +151,8 @@ def sweep_command(args: argparse.Namespace) -> int:
     if tty and not args.quiet:
         print(file=sys.stderr)
     r = result
-    print(f"{spec.name}: {r.total} cells, {r.skipped} done before, {r.computed} run now ({len(r.failed)} failed) "
+    print(f"{spec.name}: {plural(r.total, 'cell')}, {r.skipped} done before, {r.computed} run now "
+          f"({len(r.failed)} failed) "
           f"in {r.elapsed:.1f} s")
     unbounded = [s for s in r.summary if s["unbounded"]]
     if unbounded:
@@ -131,5 +162,14 @@ def sweep_command(args: argparse.Namespace) -> int:
     if len(r.failed) > 5:
         print(f"mgst: ... and {len(r.failed) - 5} more failed cells (sweep.csv column 'error'); they run again "
               "next time", file=sys.stderr)
-    print(f"wrote {out}/: sweep.csv summary.csv" + (f" and {len(r.plots)} plots in plots/" if r.plots else ""))
+    plots = f" and {plural(len(r.plots), 'plot')} in plots/" if r.plots else ""
+    print(f"wrote {out}/: sweep.csv summary.csv{plots}")
     return 1 if r.failed else 0
+
+
+def _cell_with_imports(imports: tuple[str, ...], cell_fn, experiment, replication: int):
+    """In a sweep's worker: import the --import modules (their policies registered), then compute the cell."""
+    from mgst import policies  # noqa: PLC0415
+
+    policies.import_modules(imports)
+    return cell_fn(experiment, replication)

@@ -7,23 +7,29 @@ import json
 import sys
 from pathlib import Path
 
-from mgst import policies
+from mgst.cli.options import check_folder, import_policies
 from mgst.config import ConfigError, load_experiment
 from mgst.config.checks import overload_warning
 from mgst.model import EXECUTORS
 
+# --farewell at most (s): an hour of answering late pullers is more than any failure of a lab run lasts.
+MAX_FAREWELL = 3600.0
 # The journal could not be written (disk full, I/O error): the run is paused, not over. 75 is EX_TEMPFAIL
 # (sysexits.h): try again later, here with `mgst mapper FILE --resume DIR` once the journal can be written.
 EXIT_PAUSED = 75
 
 TESTBED_EXIT_CODES = f"""exit codes:
-  0    the run is over; its results are written
-  1    the pullers did not all register in time
-  2    a usage error, or a journal that cannot be used (damaged: see `mgst export DIR --salvage`)
+  0    the run is over; its results are written (--resume of a run already over: said so, nothing
+       rewritten)
+  1    the pullers did not all register in time (no job was generated: nothing is left behind)
+  2    a usage error (nothing is created), or a journal that cannot be used (damaged: see
+       `mgst export DIR --salvage`)
   {EXIT_PAUSED}   the journal could not be written (disk full, I/O error): the run is PAUSED, what was
        committed is kept, and the pullers keep their work and wait; free space, then continue
        with `mgst mapper FILE --resume DIR`
-  130  interrupted before the run began"""
+  130  interrupted before the run began (nothing is left behind)
+Ctrl-C (or SIGTERM) during the run ends job generation and drains for at most a few seconds; the jobs still
+unfinished are reported cut off, and the results written (exit 0). A second Ctrl-C stops at once."""
 
 
 def add_testbed_arguments(p: argparse.ArgumentParser) -> None:
@@ -53,16 +59,12 @@ def _check_testbed_args(args: argparse.Namespace, exp) -> None:
         raise ConfigError("--seed", "must be >= 0")
 
 
-def _import_policies(args: argparse.Namespace) -> None:
-    try:
-        policies.import_modules(args.imports)
-    except (ImportError, ValueError) as e:
-        raise ConfigError("--import", str(e)) from None
-
-
 def _stop_on_signals(mapper) -> None:
-    """SIGINT and SIGTERM: the first ends generation and drains; a second stops at once."""
+    """SIGINT, SIGTERM and SIGHUP (the terminal closed): the first ends generation and drains for a few seconds
+    (mgst.testbed.mapper.INTERRUPT_DRAIN; what is unfinished then is cut off); a second stops at once."""
     import signal  # noqa: PLC0415
+
+    from mgst.testbed.mapper import INTERRUPT_DRAIN  # noqa: PLC0415
 
     def handler(signum, _frame) -> None:
         if mapper.stopping:
@@ -70,11 +72,11 @@ def _stop_on_signals(mapper) -> None:
             print("\nmgst: stopping now (the journal is consistent)", file=sys.stderr)
         else:
             mapper.stopping = True
-            print(f"\nmgst: {signal.Signals(signum).name}: no more jobs; draining (again to stop now)",
-                  file=sys.stderr)
+            print(f"\nmgst: {signal.Signals(signum).name}: no more jobs; draining for at most {INTERRUPT_DRAIN:g} s "
+                  "(again to stop now)", file=sys.stderr)
 
-    signal.signal(signal.SIGINT, handler)
-    signal.signal(signal.SIGTERM, handler)
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, handler)
 
 
 def _default_out(name: str) -> Path:
@@ -112,7 +114,8 @@ def _progress_printer(enabled: bool):
             elapsed = time.time() - mapper.t0
             left = max(0.0, mapper.duration - elapsed)
             fmt = "/".join
-            line = (f"{elapsed:5.0f} s, {left:4.0f} s left | queued {fmt(map(str, queued))} | running "
+            when = "draining" if mapper.stopping or mapper.journal.generation_end is not None else f"{left:4.0f} s left"
+            line = (f"{elapsed:5.0f} s, {when} | queued {fmt(map(str, queued))} | running "
                     f"{fmt(map(str, running))} | done {fmt(map(str, done))} | mean wait "
                     f"{fmt(f'{w / k:.2f}' if k else '-' for w, k in zip(wait, waited))}")
         end = "\r" if sys.stderr.isatty() else "\n"
@@ -125,7 +128,7 @@ def run_command(args: argparse.Namespace) -> int:
     from mgst.testbed.local_run import run_local  # noqa: PLC0415
     from mgst.testbed.summary import oversubscription_warning  # noqa: PLC0415
 
-    _import_policies(args)
+    import_policies(args)
     exp = load_experiment(args.file)
     _check_testbed_args(args, exp)
     out = args.out or _default_out(exp.name)
@@ -139,6 +142,9 @@ def run_command(args: argparse.Namespace) -> int:
         result = run_local(exp, out, duration=args.duration, time_unit=args.time_unit, seed=args.seed,
                            executor=args.executor, progress=_progress_printer(not args.quiet),
                            insecure=args.insecure, imports=tuple(args.imports), on_mapper=_stop_on_signals)
+    except TimeoutError as e:  # (the local pullers did not start: their log says why)
+        print(f"mgst: error: {e}; see {out}/pullers.log", file=sys.stderr)
+        return 1
     except JournalWriteError as e:
         print(f"mgst: error: {e}; the run is paused, and what was committed is kept: free space, then continue "
               f"it with 'mgst mapper {args.file} --resume {out}' and pullers (mgst run's own have stopped), "
@@ -171,6 +177,7 @@ def _print_warnings(summary: dict) -> None:
 def _check_new_out(out: Path) -> None:
     from mgst.testbed.store import FILENAME  # noqa: PLC0415
 
+    check_folder("--out", out)
     if (out / FILENAME).exists():
         raise ConfigError("--out", f"{out} already holds a run (continue it with 'mgst mapper FILE --resume {out}', "
                                    "or choose another folder)")
@@ -179,14 +186,17 @@ def _check_new_out(out: Path) -> None:
 def mapper_command(args: argparse.Namespace) -> int:
     from mgst import security  # noqa: PLC0415
     from mgst.testbed.mapper import Mapper  # noqa: PLC0415
+    from mgst.testbed.resume import RunOver  # noqa: PLC0415
+    from mgst.testbed.router import BindError  # noqa: PLC0415
 
-    _import_policies(args)
+    import_policies(args)
     exp = load_experiment(args.file)
     try:
         security.check_endpoint(args.bind, bind=True)
     except ValueError as e:
         raise ConfigError("--bind", str(e)) from None
     if args.resume is not None:
+        check_folder("--resume", args.resume)
         given = [o for o, v in (("--duration", args.duration), ("--time-unit", args.time_unit), ("--seed", args.seed),
                                 ("--executor", args.executor), ("--out", args.out)) if v is not None]
         if given:
@@ -196,8 +206,12 @@ def mapper_command(args: argparse.Namespace) -> int:
         _check_testbed_args(args, exp)
         out = args.out or _default_out(exp.name)
         _check_new_out(out)
-    if args.register_timeout <= 0 or not args.register_timeout < 1e7:
+    if not 0 < args.register_timeout < 1e7:
         raise ConfigError("--register-timeout", "must be a positive number of seconds")
+    if args.farewell is not None and not 0 <= args.farewell <= MAX_FAREWELL:
+        raise ConfigError("--farewell", f"must be a number of seconds in [0, {MAX_FAREWELL:g}]")
+    if args.keys is not None and not args.keys.is_dir():
+        raise ConfigError("--keys", f"{args.keys} is not a folder (one made by 'mgst keys')")
     keys = security.server_keys(args.keys) if args.keys is not None else None
     farewell = args.farewell
     if farewell is None:
@@ -210,6 +224,11 @@ def mapper_command(args: argparse.Namespace) -> int:
                         register_timeout=args.register_timeout, executor=args.executor,
                         progress=_progress_printer(not args.quiet), keys=keys, insecure=args.insecure, out=out,
                         resume=args.resume is not None, imports=tuple(args.imports), farewell=farewell)
+    except RunOver as e:  # exit 0: what was asked for, a finished run, is there; nothing is listened for or rewritten
+        print(f"mgst: {e}", file=sys.stderr)
+        return 0
+    except BindError as e:
+        raise ConfigError("--bind", str(e)) from None
     except ValueError as e:
         if type(e) is not ValueError:
             raise
@@ -223,6 +242,9 @@ def mapper_command(args: argparse.Namespace) -> int:
         run = mapper.run()
     except TimeoutError as e:
         print(f"mgst: error: {e}", file=sys.stderr)
+        if args.resume is None:
+            print(f"mgst: no job was generated: {out}/journal.sqlite is removed; start again with the same command",
+                  file=sys.stderr)
         return 1
     except JournalWriteError as e:
         print(f"mgst: error: {e}; the run is paused (the pullers were told, and keep their work): free space, "
@@ -238,6 +260,7 @@ def mapper_command(args: argparse.Namespace) -> int:
 def keys_command(args: argparse.Namespace) -> int:
     from mgst import security  # noqa: PLC0415
 
+    check_folder("FOLDER", args.folder)
     if args.experiment is not None:
         names = [m.name for m in load_experiment(args.experiment).machines]
     else:

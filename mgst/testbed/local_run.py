@@ -31,7 +31,11 @@ def start_pullers(endpoint: str, names: list[str], log_path: Path, verbose: bool
                   slots: list[int] | None = None) -> list[subprocess.Popen]:
     """One puller process per name, logging to ``log_path``; with ``keys`` (a folder made by
     security.create_keys) each uses its own key, else they connect without CURVE. ``slots``: each
-    machine's slots (default 1)."""
+    machine's slots (default 1).
+
+    Each puller leads a process group of its own: Ctrl-C in the terminal (SIGINT to the foreground group) reaches
+    the mapper alone, which drains, says bye, and then stops them (:func:`stop_pullers`); in the terminal's group
+    they would die at once, their running jobs lost."""
     auth = ["--keys", str(keys)] if keys is not None else ["--insecure"]
     logf = open(log_path, "ab")  # noqa: SIM115 (the children keep it; closed when they are reaped)
     try:
@@ -40,7 +44,7 @@ def start_pullers(endpoint: str, names: list[str], log_path: Path, verbose: bool
                 [sys.executable, "-m", "puller", "--connect", endpoint, "--machine", name, *auth, *extra,
                  *(["--slots", str(slots[i])] if slots is not None and slots[i] != 1 else []),
                  *(["-v"] if verbose else [])],
-                stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
+                stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, process_group=0,
             )
             for i, name in enumerate(names)
         ]
@@ -65,7 +69,18 @@ def local_allow_list(experiment: Experiment, executor: str) -> tuple[str, ...]:
 
 
 def stop_pullers(procs: list[subprocess.Popen], *, grace: float = EXIT_GRACE) -> None:
-    """Time to leave on their own, then SIGTERM, then SIGKILL; every child reaped."""
+    """Time to leave on their own, then SIGTERM, then SIGKILL; every child reaped (killed at once if the wait is
+    interrupted: none is left behind)."""
+    try:
+        _stop(procs, grace)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def _stop(procs: list[subprocess.Popen], grace: float) -> None:
     deadline = time.monotonic() + grace
     for p in procs:
         try:
@@ -101,8 +116,9 @@ def run_local(
 ) -> Beside:
     """A testbed run on loopback, with ephemeral CURVE keys (one per puller) unless ``insecure``,
     journalled to ``out/journal.sqlite``, then its simulation beside it (mgst.testbed.beside)."""
-    out.mkdir(parents=True, exist_ok=True)
     names = [m.name for m in experiment.machines]
+    # Checked before anything is created (the mapper creates ``out`` and its journal once it has bound).
+    allow = local_allow_list(experiment, executor if executor is not None else experiment.testbed.executor)
     key_dir = None if insecure else Path(tempfile.mkdtemp(prefix="mgst-keys-"))  # 0700, removed below
     try:
         keys = None
@@ -121,7 +137,7 @@ def run_local(
         run = None
         try:
             procs = start_pullers(mapper.endpoint, names, out / "pullers.log", keys=key_dir,
-                                  extra=local_allow_list(experiment, mapper.executor),
+                                  extra=allow,
                                   slots=[m.slots for m in experiment.machines])
             run = mapper.run()
         finally:

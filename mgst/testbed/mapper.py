@@ -24,6 +24,7 @@ import zmq
 from mgst import protocol as P
 from mgst import security
 from mgst.availability import registry as availability
+from mgst.core.state import MachineState
 from mgst.drops import DropLog
 from mgst.model import Bag, Experiment, Job
 from mgst.staging import StagingSampler
@@ -38,8 +39,9 @@ from mgst.testbed.replay import call_core, encode_args, make_core
 from mgst.testbed.resume import Resume, next_item, replay_to_resume
 from mgst.testbed.router import RECEIVE_BATCH, Router
 from mgst.testbed.run_clock import RunClock, WallTimers
+from mgst.testbed.run_dir import NewRunDir
 from mgst.testbed.run_result import TestbedRun, finish_run
-from mgst.testbed.store import FILENAME, JournalWriteError, RunStore
+from mgst.testbed.store import JournalWriteError, RunStore
 from mgst.workload import make_workload
 
 log = logging.getLogger(__name__)
@@ -53,6 +55,9 @@ TICK = 0.5
 PAUSE_REASON_MAX = 400
 # Rounds of committing and sending in one flush: a failed send may decide more (a machine gone).
 FLUSH_ROUNDS = 100
+# An interrupted run (Ctrl-C, SIGTERM) drains for at most this long (s), not the run's drain time-out (30 s or
+# more): the user wants out, and issue 21 asks for the end within 10 s; the jobs still unfinished are cut off.
+INTERRUPT_DRAIN = 4.0
 
 
 class Interrupted(Exception):
@@ -139,18 +144,18 @@ class Mapper:
         until = self.availability_until
         self.availability_forms = ([availability.to_wire(experiment, j, self.seed, until)
                                     for j in range(len(experiment.machines))] if self.failures else None)
-        if replayed is not None:
-            self.journal = replayed.journal
-            self.core = replayed.core
-        else:
-            store = None
-            if out is not None:
-                store = RunStore(out / FILENAME, create=True)
-                store.set_meta(experiment=to_plain(experiment), seed=self.seed, duration=self.duration,
-                               time_unit=self.time_unit, executor=self.executor, failures=self.failures,
-                               imports=list(imports), security=self.security, created=time.time())
-            self.journal = Journal(experiment, store)
-            self.core = make_core(experiment, self.seed)
+        # Bound before the journal is created: a bind refused leaves no journal behind (that would refuse the retry).
+        self.router = Router(bind, keys, context, len(experiment.machines))
+        self.endpoint = self.router.endpoint
+        # A new run's directory: its journal is removed again if the run never begins (run()).
+        self.new_dir = NewRunDir(out) if out is not None and replayed is None else None
+        try:
+            self._open_journal(experiment, replayed, imports)
+        except BaseException:
+            self.router.close()
+            if replayed is not None:
+                replayed.store.close()
+            raise
         self.clock = RunClock(self.time_unit)
         self.conns = [Connection(clock=m.clock) for m in self.journal.machines]
         for conn, m in zip(self.conns, self.journal.machines):
@@ -166,8 +171,6 @@ class Mapper:
         self.aborting = False  # set to stop at once (a second interrupt): the journal stays consistent
         self._gc_frozen = False  # the objects of before t0 are out of the collector's sight (_begin)
         self.paused: str | None = None  # why the run paused (its journal cannot be written), once it has
-        self.router = Router(bind, keys, context, len(self.conns))
-        self.endpoint = self.router.endpoint
         try:
             self.dispatcher = Dispatcher(experiment, self.journal, self.conns, self.clock, self.timers,
                                          send=self.router.send, feed=self.feed, executor=self.executor,
@@ -188,7 +191,35 @@ class Mapper:
                            if replayed is not None else None)
         except BaseException:
             self.router.close()
+            self._close_journal()
             raise
+
+    def _open_journal(self, experiment: Experiment, replayed: Any, imports: tuple[str, ...]) -> None:
+        """The journal and core: replayed (a resume), or new (with a store in the run's directory, if any)."""
+        if replayed is not None:
+            self.journal = replayed.journal
+            self.core = replayed.core
+            return
+        store = None
+        if self.new_dir is not None:
+            store = RunStore(self.new_dir.journal, create=True)
+            try:
+                store.set_meta(experiment=to_plain(experiment), seed=self.seed, duration=self.duration,
+                               time_unit=self.time_unit, executor=self.executor, failures=self.failures,
+                               imports=list(imports), security=self.security, created=time.time())
+            except BaseException:
+                store.close()
+                self.new_dir.discard()
+                raise
+        self.journal = Journal(experiment, store)
+        self.core = make_core(experiment, self.seed)
+
+    def _close_journal(self) -> None:
+        """Close the journal's store; a new run's journal is removed if the run never began (no job in it)."""
+        if self.journal.store is not None:
+            self.journal.store.close()
+        if self.new_dir is not None and self.clock.t0 is None and not self.journal.jobs:
+            self.new_dir.discard()
 
     # ------------------------------------------------------------------ time
 
@@ -231,18 +262,19 @@ class Mapper:
         finally:
             try:
                 self._say_bye()
-                if self.paused is None and self.farewell > 0 and not self.aborting:
-                    # pullers that were down at the end (injected failures) learn that the run is over
+                if self.paused is None and self.farewell > 0 and not self.aborting and self.clock.t0 is not None:
+                    # pullers that were down at the end (injected failures) learn that the run is over (a run that
+                    # never began has none: its pullers did not come, or were told at once)
                     self.router.farewell(self.farewell, lambda: self.aborting)
             finally:
                 self._unfreeze()  # (a run that raised after t0 has not)
                 self.router.close(linger_ms=500)  # let the byes go out
-                if self.journal.store is not None:
-                    self.journal.store.close()
+                self._close_journal()
 
     def close(self) -> None:
-        """Close the socket of a mapper that will not run (run() closes it otherwise)."""
+        """Close the socket and journal of a mapper that will not run (run() closes them otherwise)."""
         self.router.close()
+        self._close_journal()
 
     def _unfreeze(self) -> None:
         """Give what the run froze at t0 back to the collector (once)."""
@@ -268,6 +300,7 @@ class Mapper:
         log.info("mapper on %s waiting for %d pullers", self.endpoint, len(self.conns))
         next_hb = next_tick = next_report = started
         backlog = False
+        interrupted_at: float | None = None  # when the loop first saw self.stopping (after t0)
         while not self.aborting:
             now = time.time()
             if clock.t0 is None:
@@ -314,6 +347,15 @@ class Mapper:
                     self.journal.generation_over(clock.model_now(generation_end))
                     drain_deadline = now + self.drain_timeout
                     log.info("the workload is exhausted; draining (at most %.1f s)", self.drain_timeout)
+            if self.stopping and clock.t0 is not None and clock.held is None and next_job is None:
+                if interrupted_at is None:
+                    interrupted_at = now
+                    log.info("interrupted: draining for at most %.1f s", INTERRUPT_DRAIN)
+                drain_deadline = min(drain_deadline, interrupted_at + INTERRUPT_DRAIN)
+                if self._no_machine_up():  # nothing queued or running can finish: no wait
+                    log.warning("interrupted, and no machine is up: %d jobs queued, %d running cut off",
+                                self.core.queued_count, len(self.core.running))
+                    break
             if clock.t0 is not None and clock.held is None and next_job is None and now >= generation_end:
                 if not self.core.queued_count and not self.core.running:
                     break
@@ -360,9 +402,13 @@ class Mapper:
             self.journal.generation_over(clock.model_now(min(generation_end, end)))
         if self.journal.store is not None:
             self.journal.tick(end)
-            self.journal.store.set_meta(drops=dict(self.drops.counts), aborted=self.aborting)
+            self.journal.store.set_meta(drops=dict(self.drops.counts), aborted=self.aborting, ended=end)
         self._flush()
         return self._result(started, end, generation_end, horizon)
+
+    def _no_machine_up(self) -> bool:
+        """Every machine is down (its puller gone, silent or failed)."""
+        return all(m.state is MachineState.DOWN for m in self.core.machines)
 
     def _result(self, started: float, end: float, generation_end: float, horizon: float) -> TestbedRun:
         self._unfreeze()

@@ -26,11 +26,30 @@ from mgst.workload import JobSource
 log = logging.getLogger("mgst.testbed.mapper")
 
 
+class RunOver(Exception):
+    """The run to resume has finished: there is nothing to continue (its results were written at its end)."""
+
+    def __init__(self, out: Path):
+        self.out = out
+        super().__init__(f"the run in {out} is already finished; its results are in {out}/ ('mgst export {out}' "
+                         "writes them again from its journal)")
+
+
+def run_is_over(meta: dict[str, Any]) -> bool:
+    """A journal's settings say that its run reached its end (drained, timed out, or stopped): its mapper recorded
+    the end (``ended``; a journal of before that key: the drop counts it wrote at the same moment)."""
+    return "ended" in meta or "drops" in meta
+
+
 def replay_to_resume(out: Path, experiment: Experiment) -> tuple[Replayed, float]:
-    """The run in ``out`` replayed, and how long that took (s); ValueError if it ran another experiment."""
+    """The run in ``out`` replayed, and how long that took (s); ValueError if it ran another experiment, RunOver
+    if it has finished (nothing to resume: the mapper must not listen, nor write its results again)."""
     replay_started = time.monotonic()
-    replayed = replay(out)
+    replayed = replay(out)  # (a damaged journal is refused here, finished or not)
     replay_s = time.monotonic() - replay_started
+    if run_is_over(replayed.meta):
+        replayed.store.close()
+        raise RunOver(out)
     if to_plain(experiment) != replayed.meta["experiment"]:
         replayed.store.close()
         raise ValueError(f"{out} was run with another experiment than {experiment.name!r}")

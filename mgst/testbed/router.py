@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import math
 import time
@@ -26,6 +27,10 @@ LISTEN_BACKLOG = 100
 # heartbeats get their turn, so that a flood cannot stall them. ROUTER sockets read
 # their peers fair-queued, so a flooding peer cannot starve the others either.
 RECEIVE_BATCH = 256
+
+
+class BindError(ValueError):
+    """The mapper's address cannot be bound (in use, or not this machine's)."""
 
 
 class Router:
@@ -53,11 +58,15 @@ class Router:
             self.socket.setsockopt(zmq.BACKLOG, max(LISTEN_BACKLOG, machines))
             if keys is not None:
                 security.secure_server(self.socket, keys)
-            if bind.endswith(":0"):
-                port = self.socket.bind_to_random_port(bind[: -len(":0")])
-                bind = f"{bind[: -len(':0')]}:{port}"
-            else:
-                self.socket.bind(bind)
+            try:
+                if bind.endswith(":0"):
+                    port = self.socket.bind_to_random_port(bind[: -len(":0")])
+                    bind = f"{bind[: -len(':0')]}:{port}"
+                else:
+                    self.socket.bind(bind)
+            except zmq.ZMQError as e:  # a port in use, an address not of this machine: the user's to fix
+                raise BindError(f"cannot bind {bind}: {zmq.strerror(e.errno)}"
+                                + (" (not an address of this machine?)" if e.errno == errno.ENODEV else "")) from None
         except BaseException:
             if hasattr(self, "socket"):
                 self.socket.close(linger=0)

@@ -46,6 +46,8 @@ def finish_run(experiment: Experiment, core: Scheduler, journal: Journal, time_u
     for r in journal.replicas.values():
         if r.outcome == "running":
             r.outcome = "cut off"
+    if journal.generation_end is not None:  # generation stopped early (interrupted): a tenth of what was generated
+        horizon = min(horizon, journal.generation_end)
     warmup = min(experiment.simulation.warmup, 0.1 * horizon)
     if not math.isfinite(generation_end):
         generation_end = journal.generation_end if journal.generation_end is not None else end

@@ -72,6 +72,8 @@ class RunStore:
             path.parent.mkdir(parents=True, exist_ok=True)
         elif not path.exists():
             raise StoreError(f"{path}: no journal (is this a run directory?)")
+        elif not path.is_file():
+            raise StoreError(f"{path}: not a journal file (a {'folder' if path.is_dir() else 'special file'})")
         else:  # before SQLite reads it: it would drop commits after a bad WAL frame without a word
             wal = check_wal(Path(f"{path}-wal"))
             if wal is not None and wal.damaged:

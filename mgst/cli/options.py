@@ -1,0 +1,49 @@
+"""Command-line options several commands share: --import, output folders, and a horizon beside its warm-up."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from mgst import policies
+from mgst.config import ConfigError
+
+
+def check_folder(option: str, path: Path) -> None:
+    """ConfigError naming ``option`` unless ``path`` is a folder, or one that can be made (its nearest existing
+    ancestor a folder this user may write in)."""
+    for folder in (path, *path.parents):
+        if not folder.exists():
+            continue
+        if not folder.is_dir():
+            where = "is a file" if folder == path else f"cannot be made: {folder} is a file"
+            raise ConfigError(option, f"{path} {where}; a folder is expected")
+        if folder != path and not os.access(folder, os.W_OK | os.X_OK):
+            raise ConfigError(option, f"{path} cannot be made: {folder} is not writable")
+        return
+
+
+def check_horizon_warmup(horizon: float, warmup: float, horizon_given: bool, warmup_given: bool,
+                         file_key: str = "simulation") -> None:
+    """ConfigError unless 0 <= warm-up < horizon, naming what the user gave: ``--horizon 50`` alone, against the
+    file's warm-up of 100, is the horizon's fault (and the user is told to lower the warm-up too)."""
+    if horizon > 0 and 0 <= warmup < horizon:
+        return
+    if not horizon > 0:
+        raise ConfigError("--horizon" if horizon_given else f"{file_key}.horizon", "must be > 0")
+    if warmup_given:
+        raise ConfigError("--warmup", f"must be >= 0 and below the horizon ({horizon:g})")
+    raise ConfigError("--horizon" if horizon_given else f"{file_key}.horizon",
+                      f"must be above the warm-up ({file_key}.warmup = {warmup:g}); give a smaller --warmup too")
+
+
+def import_policies(args: argparse.Namespace) -> None:
+    """The modules of --import, imported (their policies registered); ConfigError naming --import if one fails
+    (the module's own error, in one line: a syntax error in it, a name clash with a built-in policy...)."""
+    for module in args.imports:
+        try:
+            policies.import_modules([module])
+        except Exception as e:  # noqa: BLE001 (whatever the user's module raises is said in one line)
+            raise ConfigError("--import", f"{module}: {e}" if isinstance(e, (ImportError, ValueError))
+                              else f"{module}: {type(e).__name__}: {e}") from None

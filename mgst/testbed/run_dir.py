@@ -1,0 +1,39 @@
+"""A new run's directory: the journal a mapper creates there, removed again if the run never began."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from mgst.testbed.store import FILENAME
+
+log = logging.getLogger("mgst.testbed.mapper")
+
+# SQLite's companions of a journal in WAL mode (and of a rollback journal).
+JOURNAL_SUFFIXES = ("", "-wal", "-shm", "-journal")
+
+
+class NewRunDir:
+    """The directory ``out`` of a run about to be created: which of its folders do not exist yet (the mapper makes
+    them), so that :meth:`discard` removes only what this run made, and only what holds no job: a start that failed
+    (a bind refused, pullers that never came, Ctrl-C while waiting) leaves nothing that would refuse the retry."""
+
+    def __init__(self, out: Path):
+        self.out = out
+        self.journal = out / FILENAME
+        self.made: list[Path] = []  # the folders this run creates, deepest first
+        for folder in (out, *out.parents):
+            if folder.exists():
+                break
+            self.made.append(folder)
+
+    def discard(self) -> None:
+        """Remove the journal (a run that never began: no job in it) and the folders made for it, if empty."""
+        for suffix in JOURNAL_SUFFIXES:
+            Path(f"{self.journal}{suffix}").unlink(missing_ok=True)
+        for folder in self.made:
+            try:
+                folder.rmdir()
+            except OSError:  # not empty (e.g. pullers.log), or gone: kept
+                break
+        log.info("the run never began: its journal %s is removed", self.journal)

@@ -1,0 +1,253 @@
+"""The bad-input table of the README's commands: each bad input gets one clear error line naming what is wrong
+(the option, the key or the file), exit 2, and no traceback (issue 21).
+
+Most inputs go through ``mgst.cli.main`` in this process (an exception escaping it is what the top level would
+print as a traceback, so it fails the test the same way); the commands that would open sockets or start
+processes (`run`, `mapper`, `puller`) run as real subprocesses, a few at a time."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import zmq
+
+from mgst.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+HIHI = str(ROOT / "experiments" / "hihi-mfd-fd.toml")
+SWEEP = str(ROOT / "experiments" / "bot" / "anglano-sweep.toml")
+EXPERIMENTS = str(ROOT / "experiments")
+A_FILE = str(ROOT / "README.md")  # a file that is not what any command expects
+MISSING = "/nonexistent/mgst/nothing.toml"
+SMALL = '[workload]\narrival_rates = [2.0]\n[machines]\nrates = [[8.0, 8.0]]\n[policy]\nname = "fcfs"\n'
+# Subprocesses at once (the machine has 2 cores, shared): the table stays within its time budget.
+PARALLEL = 4
+EXIT_USAGE = 2
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> dict[str, str]:
+    """Bad files of each kind, made once."""
+    d = tmp_path_factory.mktemp("bad")
+    made = {
+        "unknown_key": SMALL.replace("[policy]", "[policy]\nfoo_bar = 1\n").replace("[workload]",
+                                                                                    "[workload]\nsurprise = 3\n"),
+        "unknown_section": SMALL + "[nonsense]\nx = 1\n",
+        "unknown_policy": SMALL.replace('"fcfs"', '"no_such_policy"'),
+        "not_toml": "this is [ not = toml\n",
+        "empty": "",
+        "negative_rate": SMALL.replace("[[8.0, 8.0]]", "[[-8.0, 8.0]]"),
+        "nan_rate": SMALL.replace("[2.0]", "[nan]"),
+        "string_rate": SMALL.replace("[2.0]", '["fast"]'),
+    }
+    out = {}
+    for name, text in made.items():
+        (d / f"{name}.toml").write_text(text)
+        out[name] = str(d / f"{name}.toml")
+    (d / "binary.toml").write_bytes(b"\x00\xff\xfe garbage \x80")
+    out["binary"] = str(d / "binary.toml")
+    (d / "no_journal").mkdir()
+    out["no_journal"] = str(d / "no_journal")
+    (d / "bad_journal").mkdir()
+    (d / "bad_journal" / "journal.sqlite").write_bytes(b"not a database at all" * 100)
+    out["bad_journal"] = str(d / "bad_journal")
+    (d / "journal_is_dir" / "journal.sqlite").mkdir(parents=True)
+    out["journal_is_dir"] = str(d / "journal_is_dir")
+    out["dir"] = str(d)
+    sweeps = {"sweep_unknown_key": 'scenario = "anglano"\nname = "x"\nbogus = 1\n',
+              "sweep_unknown_scenario": 'scenario = "no_such_scenario"\nname = "x"\n'}
+    for name, text in sweeps.items():
+        (d / f"{name}.toml").write_text(text)
+        out[name] = str(d / f"{name}.toml")
+    # an experiment whose trace file (a path relative to it) is not beside it
+    (d / "trace.toml").write_text((ROOT / "experiments" / "availability" / "trace-csv.toml").read_text())
+    out["trace_elsewhere"] = str(d / "trace.toml")
+    out["keys_file"] = str(d / "empty.toml")
+    return out
+
+
+# (arguments, what the error line must name); "{name}" is one of the files above.
+IN_PROCESS = [
+    # simulate: files
+    (["simulate", MISSING], "nothing.toml"),
+    (["simulate", EXPERIMENTS], "experiments"),
+    (["simulate", A_FILE], "README.md"),
+    (["simulate", "{binary}"], "binary.toml"),
+    (["simulate", "{not_toml}"], "not_toml.toml"),
+    (["simulate", "{empty}"], "empty.toml"),
+    (["simulate", "{unknown_key}"], "surprise"),
+    (["simulate", "{unknown_section}"], "nonsense"),
+    (["simulate", "{unknown_policy}"], "no_such_policy"),
+    (["simulate", "{negative_rate}"], "machines.rates"),
+    (["simulate", "{nan_rate}"], "workload.arrival_rates"),
+    (["simulate", "{string_rate}"], "workload.arrival_rates"),
+    # simulate: numbers
+    (["simulate", HIHI, "--horizon", "-1"], "--horizon"),
+    (["simulate", HIHI, "--horizon", "0"], "--horizon"),
+    (["simulate", HIHI, "--horizon", "nan"], "--horizon"),
+    (["simulate", HIHI, "--horizon", "inf"], "--horizon"),
+    (["simulate", HIHI, "--horizon", "ten"], "--horizon"),
+    (["simulate", HIHI, "--horizon", "50"], "--horizon"),  # the file's warm-up is 100: the horizon's fault
+    (["simulate", HIHI, "--warmup", "-1"], "--warmup"),
+    (["simulate", HIHI, "--warmup", "nan"], "--warmup"),
+    (["simulate", HIHI, "--horizon", "50", "--warmup", "60"], "--warmup"),
+    (["simulate", HIHI, "--replications", "0"], "--replications"),
+    (["simulate", HIHI, "--replications", "1.5"], "--replications"),
+    (["simulate", HIHI, "--seed", "-1"], "--seed"),
+    (["simulate", HIHI, "--workers", "0"], "--workers"),
+    (["simulate", HIHI, "--jobs", "csv"], "--jobs"),
+    (["simulate", HIHI, "--out", A_FILE], "--out"),
+    (["simulate", HIHI, "--out", f"{A_FILE}/sub"], "--out"),
+    (["simulate", HIHI, "--import", "no_such_module_here"], "--import"),
+    # paper
+    (["paper", "no-such-setting"], "no-such-setting"),
+    (["paper", "hihi-mfd-fd", "--experiments", "/nonexistent"], "--experiments"),
+    (["paper", "hihi-mfd-fd", "--experiments", A_FILE], "--experiments"),
+    (["paper", "hihi-mfd-fd", "--replications", "0"], "--replications"),
+    (["paper", "hihi-mfd-fd", "--horizon", "50"], "--horizon"),
+    (["paper", "hihi-mfd-fd", "--horizon", "-5"], "--horizon"),
+    (["paper", "hihi-mfd-fd", "--workers", "0"], "--workers"),
+    (["paper", "hihi-mfd-fd", "--seed", "-2"], "--seed"),
+    (["paper", "--import", "no_such_module_here"], "--import"),
+    # sweep
+    (["sweep", MISSING], "nothing.toml"),
+    (["sweep", EXPERIMENTS], "experiments"),
+    (["sweep", HIHI], "hihi-mfd-fd.toml"),  # an experiment file, not a sweep file
+    (["sweep", SWEEP, "--out", A_FILE], "--out"),
+    (["sweep", SWEEP, "--workers", "0"], "--workers"),
+    (["sweep", SWEEP, "--replications", "0"], "--replications"),
+    (["sweep", SWEEP, "--only", "policy"], "--only"),
+    (["sweep", SWEEP, "--only", "colour=red"], "colour"),
+    (["sweep", SWEEP, "--only", "policy=no_such_policy"], "no_such_policy"),
+    (["sweep", SWEEP, "--cell", "no_such_module:f"], "--cell"),
+    (["sweep", SWEEP, "--import", "no_such_module_here"], "--import"),
+    # keys
+    (["keys", A_FILE, "--lab"], "FOLDER"),
+    (["keys", "{dir}/k1", "--experiment", MISSING], "nothing.toml"),
+    (["keys", "{dir}/k2", "--experiment", EXPERIMENTS], "experiments"),
+    (["keys", "{dir}/k3", "--pullers", "../evil"], "--pullers"),
+    (["keys", "{dir}/k4", "--pullers", ""], "--pullers"),
+    # export
+    (["export", "/nonexistent/run"], "no journal"),
+    (["export", A_FILE], "README.md"),
+    (["export", "{no_journal}"], "no journal"),
+    (["export", "{bad_journal}"], "journal.sqlite"),
+    (["export", "{journal_is_dir}"], "journal.sqlite"),
+    (["export", "{no_journal}", "--salvage"], "journal"),
+    # policies, and mgst itself
+    (["policies", "--import", "no_such_module_here"], "--import"),
+    (["--no-such-flag", "policies"], "--no-such-flag"),
+    (["simulate", HIHI, "--jobs", "xml"], "--jobs"),
+    (["simulate", "{trace_elsewhere}"], "trace"),
+    # sweep files
+    (["sweep", "{sweep_unknown_key}"], "bogus"),
+    (["sweep", "{sweep_unknown_scenario}"], "no_such_scenario"),
+    # run and mapper: each refused before a socket or a process is made (--duration 1 and --register-timeout 3
+    # bound the test, should one get through)
+    (["run", EXPERIMENTS], "experiments"),
+    (["run", HIHI, "--duration", "-1"], "--duration"),
+    (["run", HIHI, "--duration", "nan"], "--duration"),
+    (["run", HIHI, "--duration", "0"], "--duration"),
+    (["run", HIHI, "--duration", "1", "--time-unit", "0"], "--time-unit"),
+    (["run", HIHI, "--duration", "1", "--time-unit", "nan"], "--time-unit"),
+    (["run", HIHI, "--duration", "1", "--seed", "-1"], "--seed"),
+    (["run", HIHI, "--duration", "1", "--executor", "telepathy"], "--executor"),
+    (["run", "{unknown_policy}", "--duration", "1"], "no_such_policy"),
+    (["run", HIHI, "--duration", "1", "--import", "no_such_module_here"], "--import"),
+    (["mapper", HIHI, "--bind", "no-scheme-here", "--insecure"], "--bind"),
+    (["mapper", HIHI, "--bind", "tcp://*:0"], "--keys"),  # reachable from outside: keys, or --insecure said
+    (["mapper", HIHI, "--register-timeout", "0", "--insecure"], "--register-timeout"),
+    (["mapper", HIHI, "--register-timeout", "nan", "--insecure"], "--register-timeout"),
+    (["mapper", HIHI, "--register-timeout", "-5", "--insecure"], "--register-timeout"),
+    (["mapper", HIHI, "--farewell", "-1", "--insecure", "--register-timeout", "3"], "--farewell"),
+    (["mapper", HIHI, "--farewell", "nan", "--insecure", "--register-timeout", "3"], "--farewell"),
+    (["mapper", HIHI, "--keys", "/nonexistent/keys", "--register-timeout", "3"], "--keys"),
+    (["mapper", HIHI, "--keys", A_FILE, "--register-timeout", "3"], "--keys"),
+    (["mapper", HIHI, "--keys", "{dir}", "--register-timeout", "3"], "mapper.key"),  # a folder without keys
+    (["mapper", HIHI, "--resume", "/nonexistent/run", "--bind", "tcp://127.0.0.1:0"], "no journal"),
+    (["mapper", HIHI, "--resume", A_FILE, "--bind", "tcp://127.0.0.1:0"], "--resume"),
+    (["mapper", HIHI, "--resume", "{bad_journal}", "--bind", "tcp://127.0.0.1:0"], "journal.sqlite"),
+    (["mapper", HIHI, "--resume", "{no_journal}", "--seed", "3"], "--seed"),
+    (["mapper", HIHI, "--out", A_FILE, "--insecure", "--register-timeout", "3"], "--out"),
+    (["mapper", HIHI, "--duration", "-1", "--insecure", "--register-timeout", "3"], "--duration"),
+    # the puller (refused before it connects)
+    (["puller", "--connect", "127.0.0.1:5555", "--machine", "M1", "--insecure"], "tcp://"),
+    (["puller", "--connect", "tcp://127.0.0.1:5555", "--machine", "M1"], "--keys"),
+    (["puller", "--connect", "tcp://127.0.0.1:5555", "--machine", "M1", "--keys", "/nonexistent/k"], "--keys"),
+    (["puller", "--connect", "tcp://127.0.0.1:5555", "--machine", "M1", "--insecure", "--slots", "nan"], "--slots"),
+]
+
+
+def _name(args: list[str]) -> str:
+    """A test id: the arguments, with this checkout's path left out."""
+    return " ".join(args).replace(f"{ROOT}/", "")[:70]
+
+
+def _fill(args: list[str], files: dict[str, str]) -> list[str]:
+    return [a.format(**files) if "{" in a else a for a in args]
+
+
+def _check(code: int | None, stderr: str, key: str) -> None:
+    assert "Traceback" not in stderr, stderr[-3000:]
+    assert code == EXIT_USAGE, (code, stderr[-3000:])
+    errors = [line for line in stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1, stderr[-3000:]  # one error line (argparse's usage lines besides)
+    assert key in errors[0], (key, errors[0])
+
+
+@pytest.mark.parametrize(("args", "key"), IN_PROCESS, ids=[_name(a) for a, _ in IN_PROCESS])
+def test_a_bad_input_gets_one_error_line_naming_it(args, key, files, capsys):
+    try:
+        code = main(_fill(args, files))
+    except SystemExit as e:  # argparse's own refusals
+        code = e.code
+    stderr = capsys.readouterr().err
+    _check(code, stderr, key)
+
+
+def test_the_table_is_big_enough():
+    assert len(IN_PROCESS) + len(SUBPROCESS) >= 80
+
+
+# A few as real subprocesses (the top level and the interpreter's own exit, as a user meets them); "{port}" is a
+# port this test holds in use.
+SUBPROCESS = [
+    (["run", MISSING], "nothing.toml"),
+    (["run", HIHI, "--out", A_FILE], "--out"),
+    (["mapper", HIHI, "--bind", "tcp://127.0.0.1:{port}", "--insecure"], "--bind"),
+    (["mapper", HIHI, "--bind", "tcp://999.1.1.1:5555", "--insecure"], "--bind"),
+    (["keys", A_FILE, "--lab"], "FOLDER"),
+    (["puller", "--connect", "tcp://127.0.0.1:5555", "--machine", "M1", "--insecure", "--slots", "0"], "--slots"),
+]
+
+
+@pytest.fixture(scope="module")
+def subprocess_results(files) -> dict[int, subprocess.CompletedProcess[str]]:
+    """Every SUBPROCESS case run, PARALLEL at a time, with a port held in use by this process."""
+    ctx = zmq.Context()
+    held = ctx.socket(zmq.ROUTER)
+    port = held.bind_to_random_port("tcp://127.0.0.1")
+    env = {**os.environ, "MGST_PURE": "1"}
+
+    def one(args: list[str]) -> subprocess.CompletedProcess[str]:
+        argv = _fill(args, {**files, "port": str(port)})
+        return subprocess.run([sys.executable, "-m", "mgst", *argv], capture_output=True, text=True, timeout=60,
+                              cwd=ROOT, env=env)
+
+    try:
+        with concurrent.futures.ThreadPoolExecutor(PARALLEL) as pool:
+            return dict(enumerate(pool.map(one, [args for args, _ in SUBPROCESS])))
+    finally:
+        held.close(linger=0)
+        ctx.term()
+
+
+@pytest.mark.parametrize("case", range(len(SUBPROCESS)), ids=[_name(a) for a, _ in SUBPROCESS])
+def test_a_bad_input_to_a_process_command_gets_one_error_line(case, subprocess_results):
+    p = subprocess_results[case]
+    _check(p.returncode, p.stderr, SUBPROCESS[case][1])

@@ -1,0 +1,138 @@
+"""Ctrl-C on `mgst run`, as a terminal sends it (SIGINT to the process group): the run ends within seconds, every
+job Done or reported cut off, no process left (issue 21, item 1)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import select
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from helpers import read_until
+
+ROOT = Path(__file__).resolve().parents[1]
+# Jobs of 10 s (mean) on 2 machines, arriving every 0.7 s: some run, more wait, when the interrupt comes, and the
+# drain cannot empty the queue (the run's own drain time-out would be 500 s: 50 of the slowest jobs).
+EXPERIMENT = """[experiment]
+name = "interrupt"
+[workload]
+arrival_rates = [1.5]
+[machines]
+rates = [[0.1, 0.1]]
+[policy]
+name = "fcfs"
+[simulation]
+seed = 3
+replications = 2
+[testbed]
+time_unit = 1.0
+duration = 60.0
+"""
+# Issue 21's acceptance: the run ends within this many seconds of Ctrl-C (the journal's "ended").
+END_WITHIN = 10.0
+# ... and the command exits within this many: the simulation beside the run and the comparison's plot come after
+# the run's end (some 3 s on an idle machine, three times that at a load average of 25).
+EXIT_WITHIN = 30.0
+PROGRESS = re.compile(r"running (\d+)")
+
+
+def _await_running_jobs(proc: subprocess.Popen, timeout: float) -> str:
+    """stderr up to the first progress line showing a running job (bounded in time)."""
+    seen = ""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([proc.stderr], [], [], left)[0]:
+            pytest.fail(f"no job ran in {timeout} s: {seen[-2000:]!r}")
+        line = proc.stderr.readline()
+        if not line:
+            pytest.fail(f"mgst run ended first: {seen[-2000:]!r}")
+        seen += line
+        m = PROGRESS.search(line)
+        if m and int(m.group(1)) > 0:
+            return seen
+
+
+def _alive(procs: list[psutil.Process]) -> list[psutil.Process]:
+    """Those of ``procs`` still running (a zombie has ended: its parent has yet to reap it)."""
+    alive = []
+    for p in procs:
+        try:
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                alive.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
+
+
+def _await(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"waited {timeout} s for {what}")
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("mode", ["pullers-live", "pullers-die-first", "twice"])
+def test_ctrl_c_on_the_process_group_ends_the_run_within_seconds(tmp_path, no_children_left, mode):
+    """pullers-die-first: the pullers are sent SIGINT too, before the mapper (the mapper sees only silence and
+    goodbyes, and must not wait its whole drain time-out for machines that will not come back). twice: a second
+    Ctrl-C once the drain has begun stops at once."""
+    pullers_die = mode == "pullers-die-first"
+    exp = tmp_path / "exp.toml"
+    exp.write_text(EXPERIMENT)
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "mgst", "run", str(exp), "--out", str(out)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env={**os.environ, "MGST_PURE": "1"})
+    pullers: list[psutil.Process] = []
+    try:
+        _await_running_jobs(proc, timeout=60)
+        pullers = psutil.Process(proc.pid).children(recursive=True)
+        assert len(pullers) >= 2, pullers
+        if pullers_die:
+            for p in pullers:
+                p.send_signal(signal.SIGINT)
+            _await(lambda: not _alive(pullers), 10, "the pullers to end")
+        interrupted, sent = time.monotonic(), time.time()
+        os.killpg(proc.pid, signal.SIGINT)
+        if mode == "twice":
+            read_until(proc, "draining", timeout=END_WITHIN)
+            os.killpg(proc.pid, signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+        took = time.monotonic() - interrupted
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        for p in pullers:
+            if p.is_running():
+                p.kill()
+    assert proc.returncode == 0, stderr[-2000:]
+    assert took < EXIT_WITHIN, (took, stderr[-2000:])
+    with sqlite3.connect(f"file:{out / 'journal.sqlite'}?mode=ro", uri=True) as db:
+        ended = json.loads(db.execute("SELECT value FROM meta WHERE key = 'ended'").fetchone()[0])
+    assert ended - sent < END_WITHIN, (ended - sent, stderr[-2000:])
+    assert "Traceback" not in stderr
+    assert not _alive(pullers), f"pullers left: {_alive(pullers)}"
+    # every job Done or cut off, and the journal's jobs.csv and summary.json agree
+    summary = json.loads((out / "summary.json").read_text())
+    with open(out / "jobs.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    done = {int(r["ID"]) for r in rows if r["Status"] == "Done"}
+    unfinished = {int(r["ID"]) for r in rows if r["Status"] != "Done"}
+    assert len(rows) == summary["jobs_generated"] > 0
+    assert len(done) == summary["jobs_done"]
+    assert unfinished == set(summary["cut_off"])
+    assert f"{len(unfinished)} cut off" in stdout
+    assert unfinished, "the queue was longer than the drain"
+    assert summary["aborted"] is (mode == "twice")
