@@ -237,11 +237,10 @@ class Puller:
                         self.end_reason = f"no welcome from the mapper for {now - self.lost_at:.0f} s: the run is over"
                     break
                 if self._unreachable_for(now) >= self.give_up:
-                    log.error("%s: cannot reach the mapper at %s after %.0f s (--give-up): %s", self.machine,
-                              self.connect, now - self.reach.unreached_since, self.reach.reason())  # type: ignore[operator]
-                    self.exit_code = EXIT_UNREACHABLE
-                    self.end_reason = "the mapper could not be reached"
-                    break
+                    self._read_monitor()  # (its last events: a handshake may have completed just now)
+                    if self._unreachable_for(now) >= self.give_up:
+                        self._give_up_unreached(now)
+                        break
                 if now - self.hello_at >= self.backoff:
                     self._no_answer(now)
                     continue
@@ -268,6 +267,13 @@ class Puller:
             if self.reach.unreached_since is not None and not self.ever_welcomed and not self.stay:
                 wake = min(wake, self.reach.unreached_since + self.give_up)
         return min(wake, self.slots.wake_at(), self.next_change)
+
+    def _give_up_unreached(self, now: float) -> None:
+        """Never welcomed, and the mapper not reached for --give-up seconds: one line saying why, exit 69."""
+        log.error("%s: cannot reach the mapper at %s after %.0f s (--give-up): %s", self.machine, self.connect,
+                  self._unreachable_for(now), self.reach.final_reason(now))
+        self.exit_code = EXIT_UNREACHABLE
+        self.end_reason = "the mapper could not be reached"
 
     def _unreachable_for(self, now: float) -> float:
         """Seconds this puller, never welcomed (not with --stay), has not reached its mapper; 0 otherwise."""
@@ -317,7 +323,6 @@ class Puller:
         except zmq.ZMQError as e:  # diagnostics only
             log.debug("%s: no socket monitor: %s", self.machine, e)
             self.monitor = None
-        self.reach.new_socket(self.clock())
         sock.connect(self.connect)
         self.sock = sock
         self.welcome = None
@@ -325,6 +330,7 @@ class Puller:
         self.hello_at = self.clock()  # the back-off counts from the hello, not from before the calibration
         if self.asking_since is None:
             self.asking_since = self.hello_at
+        self.reach.new_socket(self.hello_at)  # (before any of its monitor's events is read)
         self._send(P.Hello(P.PROTOCOL_VERSION, self.machine, self.incarnation, self.executors, speed,
                            self.clock(), self.slots.offered, self.slots.holds(), self.slots.finished()))
 
@@ -400,7 +406,7 @@ class Puller:
             try:
                 msg = P.decode(frame)
             except P.ProtocolError as e:
-                self.drops.drop(e.reason, f"the mapper of {self.machine}", e.detail)
+                self.drops.drop(e.reason, f"the mapper of {self.machine}", printable(e.detail, MAX_SHOWN))
                 continue
             if type(msg) not in P.FROM_MAPPER:
                 self.drops.drop(P.Drop.DIRECTION, f"the mapper of {self.machine}", type(msg).__name__)

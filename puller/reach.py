@@ -149,6 +149,16 @@ class Reach:
     def _run_probe(self, host: str, port: int, ipv6: bool) -> None:
         self._probed = probe(host, port, ipv6)  # (one assignment: the loop reads it whenever it looks)
 
+    def final_reason(self, now: float) -> str:
+        """The reason, once more, for the line of a puller that gives up: if nothing says why yet (the machine
+        was too busy to look), a probe's answer, awaited for at most the probe's own time-outs."""
+        if self.target is not None and not (self.connected or self.handshake_ok or self.failure or self._probed):
+            self.probe_at = -PROBE_EVERY
+            self.maybe_probe(now)
+            if self._probe is not None:
+                self._probe.join(PROBE_TIMEOUT * PROBE_ADDRESSES + 1.0)
+        return self.reason()
+
     def reason(self) -> str:
         """Why the mapper has not welcomed this puller, as far as can be seen now."""
         if self.failure is not None:
