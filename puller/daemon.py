@@ -156,10 +156,12 @@ class Puller:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def stop(self, *_: Any) -> None:
-        """Ask run() to finish; safe from a signal handler and from another thread."""
+    def stop(self, *handler_args: Any) -> None:
+        """Ask run() to finish; safe from a signal handler (its arguments: signal number, frame) and from another
+        thread."""
         if not self.stopping:
-            self.end_reason = f"stopped by {signal.Signals(_[0]).name}" if _ and isinstance(_[0], int) else "stopped"
+            signum = handler_args[0] if handler_args else None
+            self.end_reason = f"stopped by {signal.Signals(signum).name}" if isinstance(signum, int) else "stopped"
         self.stopping = True
         if self._wake_lock.acquire(blocking=False):  # not if run() is closing the pipe right now
             try:

@@ -48,7 +48,7 @@ class Narrator:
         self.mapper_key = security.fingerprint(keys.server_public) if keys is not None else "none (--insecure)"
         self.away: tuple[str, float] | None = None  # welcomed before, not now: why, since when (said at the welcome)
         self._waiting: tuple[str, float] = ("", -math.inf)  # the last "no welcome" line: its reason, when
-        self._reclaimed = False  # the current availability period is RECLAIMED
+        self._reclaimed: float | None = None  # the CPU share of the current RECLAIMED period, None if not in one
 
     def start(self, give_up: float | None, exit_code: int) -> None:
         bound = "" if give_up is None else f"; exits (code {exit_code}) if it cannot within {give_up:.0f} s"
@@ -93,19 +93,19 @@ class Narrator:
         log.info("%s: injected failure: down at %s for %.3g s, up again at %s; %s killed", self.machine,
                  wall_time(now), up_at - now, wall_time(up_at), plural(killed, "replica"))
         self.gone("an injected failure", now)
-        self._reclaimed = False
+        self._reclaimed = None
 
     def still_down(self, up_at: float) -> None:
         log.info("%s: injected failure goes on: up again at %s", self.machine, wall_time(up_at))
 
     def up(self, period: Period, until: float) -> None:
         """An UP or RECLAIMED period begins: a line when the owner's reclaim begins or ends."""
-        if period.state is State.RECLAIMED:
+        if period.state is State.RECLAIMED and self._reclaimed != period.cpu_share:  # (not each slot of a reclaim)
             log.info("%s: injected reclaim: the owner takes the machine, CPU share %.3g until %s", self.machine,
                      period.cpu_share, wall_time(until))
-        elif self._reclaimed:
+        elif self._reclaimed is not None:
             log.info("%s: the owner's reclaim ends: CPU share %.3g", self.machine, period.cpu_share)
-        self._reclaimed = period.state is State.RECLAIMED
+        self._reclaimed = period.cpu_share if period.state is State.RECLAIMED else None
 
     def end(self, exit_code: int, why: str, jobs: int) -> None:
         log.info("%s: leaving (exit code %d): %s; %s run", self.machine, exit_code, why, plural(jobs, "job"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from pathlib import Path
 import msgpack
 import pytest
 import zmq
+from helpers import read_until
 from puller_fakes import FakeMapper, job
 from zmq.utils import z85
 
@@ -161,3 +163,21 @@ def test_by_default_a_line_per_registration_failure_reconnection_and_the_end(
     one(r"WARNING dropped a message from the mapper of M1: .*\\x1b\]0;owned\\x07")
     assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text  # escaped, never sent to a terminal
     assert len(lines) <= 10, text  # start, registered, reclaim, down, again, silent, again, dropped, end (+1)
+
+
+def test_a_puller_stopped_by_a_signal_says_so(no_children_left) -> None:
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        proc = subprocess.Popen([sys.executable, "-m", "puller", "--connect", f"tcp://127.0.0.1:{closed.getsockname()[1]}",
+                                 "--machine", "M1", "--insecure"], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                text=True, cwd=ROOT)
+        try:
+            read_until(proc, "looking for the mapper", 30)
+            proc.send_signal(signal.SIGTERM)
+            _, rest = proc.communicate(timeout=10)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 0, rest
+    assert stamped(rest)[-1].endswith("INFO M1: leaving (exit code 0): stopped by SIGTERM; 0 jobs run"), rest
