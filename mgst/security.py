@@ -17,6 +17,7 @@ mapper whose public key it holds; a fake mapper cannot finish the handshake.
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import logging
 import os
@@ -29,6 +30,7 @@ from pathlib import Path
 import zmq
 import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
+from zmq.utils import z85
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +42,9 @@ LAB = "lab"  # the name of a shared puller key
 ZAP_DOMAIN = "mgst"
 # Names become file names: keep them to a safe alphabet.
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+# A key fingerprint's length in hex digits (64 bits): short enough to compare by eye, long enough that nobody
+# can make a second key with the same fingerprint (2^64 tries).
+FINGERPRINT_HEX = 16
 _ENDPOINT = re.compile(r"^(tcp://(\*|\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})|ipc://.+|inproc://.+)$")
 
 
@@ -172,6 +177,16 @@ def load_public(path: Path) -> bytes:
     except (OSError, ValueError) as e:
         raise KeyFileError(f"{path}: cannot read a public key ({e})") from None
     return public
+
+
+def fingerprint(public: bytes) -> str:
+    """A public key's short fingerprint, ``sha256:`` and the first FINGERPRINT_HEX hex digits of the SHA-256 of
+    its 32 raw bytes (``public`` is its z85 text, as in a ``.key`` file); `mgst keys` and the puller print it."""
+    try:
+        raw = z85.decode(public)
+    except ValueError:  # (not z85: fingerprint the bytes as they are, so that a bad key still shows which)
+        raw = public
+    return "sha256:" + hashlib.sha256(raw).hexdigest()[:FINGERPRINT_HEX]
 
 
 def server_keys(folder: Path) -> ServerKeys:

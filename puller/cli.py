@@ -12,9 +12,22 @@ from pathlib import Path
 from mgst import protocol as P
 from mgst import security
 from puller.allowlist import AllowList, AllowListError
-from puller.daemon import GIVE_UP, Puller
+from puller.daemon import EXIT_PAUSED, EXIT_UNREACHABLE, GIVE_UP, Puller
 
 log = logging.getLogger(__name__)
+
+# Every log line starts with the local time to the millisecond, ISO 8601 style (as `date '+%F %T.%3N'`), so that
+# a puller's log can be set beside the mapper's and another machine's.
+DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
+LINE_FORMAT = "%(asctime)s.%(msecs)03d %(levelname)s %(message)s"
+VERBOSE_LINE_FORMAT = "%(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s"  # (-v: which module said it)
+
+EXIT_CODES = f"""exit codes:
+  0    the run is over (the mapper's bye, or no welcome for --give-up seconds after one), or SIGINT/SIGTERM
+  2    a usage error, a fatal refusal by the mapper, or a run this puller cannot serve
+  {EXIT_UNREACHABLE}   the mapper could not be reached for --give-up seconds before any welcome: a host name
+       that does not resolve, a refused connection, a handshake that fails (a wrong mapper key)
+  {EXIT_PAUSED}   the mapper paused the run and no resumed mapper welcomed this puller within an hour"""
 
 
 class UsageError(ValueError):
@@ -48,6 +61,9 @@ def _slots(text: str) -> int:
     return value
 
 
+VERBOSE_HELP = "log every step (DEBUG); by default a line per registration, injected failure, reconnection, the end"
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--connect", required=True, type=_endpoint, metavar="ENDPOINT",
                    help="the mapper's endpoint, e.g. tcp://head-node:5555")
@@ -71,8 +87,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--slots", type=_slots, default=1, metavar="N",
                    help="run up to N replicas at once (default 1); the mapper may use fewer, never more")
     p.add_argument("--give-up", type=_seconds, default=GIVE_UP, metavar="SECONDS",
-                   help=f"once welcomed, exit (code 0) after this long without a welcome (default {GIVE_UP:.0f}); "
-                        "before the first welcome it waits indefinitely")
+                   help=f"exit after this long without a welcome (default {GIVE_UP:.0f}): before the first one, "
+                        f"with code {EXIT_UNREACHABLE} if the mapper could not be reached (a mapper that answers "
+                        "is waited for); after one, with code 0 (the run is over)")
     p.add_argument("--stay", action="store_true",
                    help="after a run, wait for the next one instead of exiting (and never give up)")
     p.add_argument("--throttle", default="auto", choices=["auto", "cgroup2", "cgroup1", "duty"],
@@ -119,11 +136,20 @@ def client_keys(args: argparse.Namespace) -> security.ClientKeys | None:
             log.warning("%s: the secret key is readable by others than its owner (chmod 600 it)", key)
     except OSError:
         pass
-    log.info("CURVE on: key %s, mapper key %s", key, mapper_key)
+    log.debug("CURVE on: key %s, mapper key %s", key, mapper_key)
     return keys
 
 
+def configure_logging(verbose: int) -> None:
+    """The puller's log on stderr: timestamped lines, INFO by default (registration, injected failures,
+    reconnections, the end), DEBUG with -v."""
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, stream=sys.stderr, force=True,
+                        format=VERBOSE_LINE_FORMAT if verbose else LINE_FORMAT, datefmt=DATE_FORMAT)
+
+
 def run(args: argparse.Namespace) -> int:
+    """The puller of the command line's options (``python -m puller`` and ``mgst puller``); its exit code."""
+    configure_logging(getattr(args, "verbose", 0) + getattr(args, "puller_verbose", 0))
     try:
         keys = client_keys(args)
         allowlist = AllowList.build(args.allow, args.allow_file)
@@ -137,10 +163,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="puller", description="mgst puller daemon: runs jobs for a mapper")
-    p.add_argument("-v", "--verbose", action="count", default=0)
+    p = argparse.ArgumentParser(prog="puller", description="mgst puller daemon: runs jobs for a mapper",
+                                epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-v", "--verbose", action="count", default=0, help=VERBOSE_HELP)
     add_arguments(p)
-    args = p.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING - 10 * args.verbose, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return run(args)
+    return run(p.parse_args(argv))

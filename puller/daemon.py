@@ -23,10 +23,11 @@ from mgst.availability.process import Period, State
 from mgst.drops import DropLog
 from puller.allowlist import AllowList
 from puller.executors import EXECUTORS
-from puller.limits import Limits, Unusable, poll_timeout_ms, shown_reason
-from puller.ratelimit import Throttled
+from puller.limits import MAX_SHOWN, Limits, Unusable, poll_timeout_ms, printable, shown_reason
+from puller.narrator import WAITING_EVERY, Narrator, plural
+from puller.reach import EVENTS, Reach
 from puller.runner import Runner
-from puller.slots import WARN_EVERY, Slots
+from puller.slots import Slots
 
 log = logging.getLogger(__name__)
 
@@ -43,11 +44,10 @@ GIVE_UP = 120.0
 PAUSE_GIVE_UP = 3600.0
 # The exit code of a puller that gave up on a paused run (EX_TEMPFAIL, as the mapper's): the run is not over.
 EXIT_PAUSED = 75
-# At most one line per this many seconds for "still no answer from the mapper" (WARN_EVERY: failed handshakes).
-SILENCE_WARN_EVERY = 60.0
+# The exit code of a puller that never reached its mapper within --give-up seconds (EX_UNAVAILABLE, sysexits.h):
+# a name that does not resolve, a refused connection, a handshake that fails (a wrong mapper key).
+EXIT_UNREACHABLE = 69
 
-_HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
-                     | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
 _monitor_names = itertools.count()
 
 
@@ -136,8 +136,9 @@ class Puller:
         self.limits = Limits(machine)  # what the mapper's messages may ask (puller/limits.py)
         self.handler_errors = 0  # mapper messages whose handling raised (a bug: logged with its traceback)
         self.drops = DropLog(log)  # mapper messages dropped, by protocol.Drop reason; logged at a bounded rate
-        self._warn_handshake = Throttled(WARN_EVERY, log)
-        self._warn_silence = Throttled(SILENCE_WARN_EVERY, log)
+        self.reach = Reach(self.connect, keys, clock)  # why the mapper is not reached, if it is not
+        self.say = Narrator(machine, self.connect, keys)  # the INFO lines: registered, failures, reconnected, end
+        self.end_reason = "stopped"  # the end line's reason
         # A self-pipe: stop() (from a signal handler or another thread) and signals end any wait at once.
         self._wake_r, self._wake_w = os.pipe()
         for fd in (self._wake_r, self._wake_w):
@@ -155,8 +156,12 @@ class Puller:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def stop(self, *_: Any) -> None:
-        """Ask run() to finish; safe from a signal handler and from another thread."""
+    def stop(self, *handler_args: Any) -> None:
+        """Ask run() to finish; safe from a signal handler (its arguments: signal number, frame) and from another
+        thread."""
+        if not self.stopping:
+            signum = handler_args[0] if handler_args else None
+            self.end_reason = f"stopped by {signal.Signals(signum).name}" if isinstance(signum, int) else "stopped"
         self.stopping = True
         if self._wake_lock.acquire(blocking=False):  # not if run() is closing the pipe right now
             try:
@@ -174,10 +179,16 @@ class Puller:
         signal.set_wakeup_fd(self._wake_w)
 
     def run(self) -> int:
-        """Serve until the end; the exit code (0: the run is over or stop(); 2: refused or cannot run)."""
+        """Serve until the end; the exit code (0: the run is over or stop(); 2: refused or cannot run; 69: the
+        mapper was never reached; 75: a paused run did not resume)."""
+        self.say.start(None if self.stay else self.give_up, EXIT_UNREACHABLE)
         try:
             self._loop()
+        except BaseException:
+            self.end_reason = "an error"
+            raise
         finally:
+            self.say.end(self.exit_code, self.end_reason, self.jobs_run)
             self.slots.kill_all()
             self.runner.close()  # resumes anything stopped, removes cgroups
             if self.sock is not None:
@@ -223,10 +234,15 @@ class Puller:
                         log.error("%s: the paused run did not resume within %.0f s: leaving (its replicas are "
                                   "killed)", self.machine, now - self.lost_at)
                         self.exit_code = EXIT_PAUSED
+                        self.end_reason = "the paused run did not resume"
                     else:
-                        log.info("%s: no welcome from the mapper for %.0f s: the run is over, leaving",
-                                 self.machine, now - self.lost_at)
+                        self.end_reason = f"no welcome from the mapper for {now - self.lost_at:.0f} s: the run is over"
                     break
+                if self._unreachable_for(now) >= self.give_up:
+                    self._read_monitor()  # (its last events: a handshake may have completed just now)
+                    if self._unreachable_for(now) >= self.give_up:
+                        self._give_up_unreached(now)
+                        break
                 if now - self.hello_at >= self.backoff:
                     self._no_answer(now)
                     continue
@@ -250,7 +266,22 @@ class Puller:
             wake = self.hello_at + self.backoff
             if self.lost_at is not None and not self.stay:
                 wake = min(wake, self.lost_at + self._give_up_after())
+            if self.reach.unreached_since is not None and not self.ever_welcomed and not self.stay:
+                wake = min(wake, self.reach.unreached_since + self.give_up)
         return min(wake, self.slots.wake_at(), self.next_change)
+
+    def _give_up_unreached(self, now: float) -> None:
+        """Never welcomed, and the mapper not reached for --give-up seconds: one line saying why, exit 69."""
+        log.error("%s: cannot reach the mapper at %s after %.0f s (--give-up): %s", self.machine, self.connect,
+                  self._unreachable_for(now), self.reach.final_reason(now))
+        self.exit_code = EXIT_UNREACHABLE
+        self.end_reason = "the mapper could not be reached"
+
+    def _unreachable_for(self, now: float) -> float:
+        """Seconds this puller, never welcomed (not with --stay), has not reached its mapper; 0 otherwise."""
+        if self.ever_welcomed or self.stay or self.reach.unreached_since is None:
+            return 0.0
+        return now - self.reach.unreached_since
 
     def _serve(self, timeout: float) -> None:
         sources: list[Any] = [self.sock]
@@ -290,7 +321,7 @@ class Puller:
             security.secure_client(sock, self.keys)
         try:
             self.monitor = sock.get_monitor_socket(
-                _HANDSHAKE_FAILED, addr=f"inproc://mgst-puller-monitor-{os.getpid()}-{next(_monitor_names)}")
+                EVENTS, addr=f"inproc://mgst-puller-monitor-{os.getpid()}-{next(_monitor_names)}")
         except zmq.ZMQError as e:  # diagnostics only
             log.debug("%s: no socket monitor: %s", self.machine, e)
             self.monitor = None
@@ -301,6 +332,7 @@ class Puller:
         self.hello_at = self.clock()  # the back-off counts from the hello, not from before the calibration
         if self.asking_since is None:
             self.asking_since = self.hello_at
+        self.reach.new_socket(self.hello_at)  # (before any of its monitor's events is read)
         self._send(P.Hello(P.PROTOCOL_VERSION, self.machine, self.incarnation, self.executors, speed,
                            self.clock(), self.slots.offered, self.slots.holds(), self.slots.finished()))
 
@@ -318,21 +350,34 @@ class Puller:
             self.sock = None
 
     def _no_answer(self, now: float) -> None:
-        """No welcome since our last hello: try again, with a longer back-off."""
-        waited = now - (self.asking_since if self.asking_since is not None else self.hello_at)
-        log.info("%s: no welcome from %s; reconnecting", self.machine, self.connect)
-        if waited > 30:
-            hint = "; check that the mapper runs and that this puller's mapper key is its key" if self.keys else ""
-            if self.paused_at is not None:
-                hint = "; the run is paused: waiting for 'mgst mapper --resume'"
-            self._warn_silence.log(logging.WARNING, "%s: still no answer from the mapper at %s (%.0f s)%s",
-                                   self.machine, self.connect, waited, hint)
+        """No welcome since our last hello: say what it waits for (not too often), try again, back off more."""
+        log.debug("%s: no welcome from %s (%s); reconnecting", self.machine, self.connect, self.reach.reason())
+        self.reach.maybe_probe(now)
+        self._say_waiting(now)
         self.backoff = min(BACKOFF_MAX, self.backoff * 2)
         self._connect()
 
+    def _say_waiting(self, now: float) -> None:
+        """Say what the puller waits for (the narrator says it at most every WAITING_EVERY seconds)."""
+        if self.reach.probing() and now - self.reach.probe_at < WAITING_EVERY:
+            return  # (its answer is the reason: a later round says it)
+        reason = self.reach.reason()
+        if self.paused_at is not None:
+            reason = f"the run is paused: waiting for 'mgst mapper --resume' ({reason})"
+        since = self.lost_at if self.lost_at is not None else self.asking_since
+        leaving = ""
+        if self.stay:
+            pass
+        elif self.lost_at is not None:
+            leaving = f"leaving in {max(0.0, self.lost_at + self._give_up_after() - now):.0f} s"
+        elif self.reach.unreached_since is not None and not self.ever_welcomed:
+            leaving = f"giving up in {max(0.0, self.reach.unreached_since + self.give_up - now):.0f} s"
+        self.say.waiting(now, reason, None if since is None else now - since, leaving)
+
     def _lose_mapper(self, now: float) -> None:
         """The mapper fell silent: hello again (same incarnation, what we hold); running replicas go on."""
-        log.info("%s: mapper silent for %.1f s; reconnecting", self.machine, now - self.last_heard)
+        self.say.lost(now - self.last_heard, len(self.slots.holds()))
+        self.say.gone("the mapper fell silent", self.last_heard)
         self.lost_at = self.last_heard
         self.welcome = None
         self._connect()
@@ -343,18 +388,7 @@ class Puller:
                 event = recv_monitor_message(self.monitor, zmq.NOBLOCK)
             except zmq.Again:
                 return
-            kind = event["event"]
-            if kind == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
-                why = "the mapper does not admit this puller's key (is its public key in the mapper's authorized/?)"
-            elif kind == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL:
-                why = (f"protocol error {event['value']:#x}: "
-                       + ("does the mapper run without CURVE?" if self.keys else "the mapper requires CURVE keys"))
-            elif self.keys is not None:
-                why = "the server does not hold the secret key of the mapper key this puller trusts"
-            else:
-                why = "no detail"
-            self._warn_handshake.log(logging.WARNING, "%s: security handshake with %s failed: %s",
-                                     self.machine, self.connect, why)
+            self.reach.event(event["event"], event["value"])
 
     def _send(self, msg: Any) -> None:
         if self.sock is None:
@@ -374,7 +408,7 @@ class Puller:
             try:
                 msg = P.decode(frame)
             except P.ProtocolError as e:
-                self.drops.drop(e.reason, f"the mapper of {self.machine}", e.detail)
+                self.drops.drop(e.reason, f"the mapper of {self.machine}", printable(e.detail, MAX_SHOWN))
                 continue
             if type(msg) not in P.FROM_MAPPER:
                 self.drops.drop(P.Drop.DIRECTION, f"the mapper of {self.machine}", type(msg).__name__)
@@ -410,6 +444,7 @@ class Puller:
             if msg.fatal:
                 log.error("%s: the mapper refused this puller: %s", self.machine, shown_reason(msg.reason))
                 self.exit_code = 2
+                self.end_reason = "refused by the mapper"
             else:
                 log.error("%s: the mapper refused this puller for now: %s; retrying in %.1f s",
                           self.machine, shown_reason(msg.reason), self.backoff)
@@ -417,11 +452,13 @@ class Puller:
                     self.welcome = None
                     self.slots.go_offline()
                     self.lost_at = now
+                    self.say.gone("refused for now", now)
                 # (the loop says hello again once the back-off has passed, doubling it)
         elif t is P.Paused:
             self._paused(msg.reason, now)
         elif t is P.Bye:
-            log.info("%s: the mapper says %s", self.machine, msg.reason)
+            said = printable(msg.reason, MAX_SHOWN)
+            log.debug("%s: the mapper says %s", self.machine, said)
             self.slots.kill_all()
             self.slots.forget()
             self.slots.go_offline()
@@ -433,8 +470,12 @@ class Puller:
                 self.ever_welcomed = False
                 self.lost_at = None
                 self.hello_at = now
+                self.say.away = None
+                log.info("%s: the mapper says \"%s\"; %s run so far; waiting for the next run (--stay)",
+                         self.machine, said, plural(self.jobs_run, "job"))
             else:
                 self.stopping = True
+                self.end_reason = f'the mapper says "{said}"'
 
     def _paused(self, reason: str, now: float) -> None:
         """The mapper stops and the run is paused, not over: offline as after a lost mapper, keeping every
@@ -442,8 +483,10 @@ class Puller:
         self.paused_at = self.lost_at = self.hello_at = now
         bound = "" if self.stay else f" (at most {self._give_up_after():.0f} s)"
         log.warning("%s: the mapper paused the run: %s; %d replicas run on, %d results held; waiting for it to "
-                    "resume%s", self.machine, reason[:400], len(self.slots.holds()), len(self.slots.finished()), bound)
+                    "resume%s", self.machine, printable(reason, MAX_SHOWN), len(self.slots.holds()),
+                    len(self.slots.finished()), bound)
         self.welcome = None
+        self.say.gone("the run was paused", now)
         self.slots.go_offline()
 
     def _give_up_after(self) -> float:
@@ -459,9 +502,11 @@ class Puller:
             self.failures = AvailabilitySchedule(failures, self.welcome.machine, self.welcome.time_unit, now,
                                                  self.welcome.share)
         except ValueError as e:
-            log.error("%s: cannot inject the mapper's failures %r: %s", self.machine, failures, e)
+            log.error("%s: cannot inject the mapper's failures %s: %s", self.machine,
+                      printable(repr(failures), MAX_SHOWN), printable(str(e), MAX_SHOWN))
             self.bye_reason = f"cannot use the failure model: {e}"[:400]
             self.exit_code = 2
+            self.end_reason = "cannot use the mapper's failure model"
             return False
         self._enter(self.failures.period, now)
         return True
@@ -471,16 +516,20 @@ class Puller:
             log.error("%s: the mapper speaks protocol %d, this puller %d", self.machine, msg.version,
                       P.PROTOCOL_VERSION)
             self.exit_code = 2
+            self.end_reason = "the mapper speaks another protocol"
             return
         try:
             msg = self.limits.welcome(msg, self.executors)
         except Unusable as e:
-            log.error("%s: %s", self.machine, e)
+            log.error("%s: %s", self.machine, printable(str(e), MAX_SHOWN))
             self.welcome = msg  # (so that leaving tells the mapper why)
             self.bye_reason = str(e)[:400]
             self.exit_code = 2
+            self.end_reason = "the mapper asks what this puller cannot serve"
             return
         self.welcome = msg  # (from here on, leaving sends a Bye with bye_reason)
+        self.say.registered(msg, now, first=not self.ever_welcomed)
+        self.reach.reached()
         self.ever_welcomed = True
         self.lost_at = self.asking_since = self.paused_at = None
         self.heartbeat_interval = msg.heartbeat_interval
@@ -494,6 +543,7 @@ class Puller:
             log.error("%s: cannot run the %s executor: %s", self.machine, msg.executor, e)
             self.bye_reason = f"cannot run the {msg.executor} executor: {e}"[:400]
             self.exit_code = 2
+            self.end_reason = f"cannot run the {msg.executor} executor"
             return
         self.slots.configure(msg, now)
         self.slots.go_online()
@@ -505,14 +555,13 @@ class Puller:
         if period.state is State.DOWN:
             self._go_down(now)
             return
-        if period.state is State.RECLAIMED:
-            log.info("%s: the owner reclaims the machine: CPU share %.3g", self.machine, period.cpu_share)
         self.slots.impose_share(period.cpu_share, now)
         self.next_change = self.failures.ends_at  # type: ignore[union-attr]
+        self.say.up(period, self.next_change)
 
     def _go_down(self, now: float) -> None:
         self.up_at = self.failures.ends_at  # type: ignore[union-attr]
-        log.info("%s: injected failure, down for %.2f s", self.machine, self.up_at - now)
+        self.say.down(now, self.up_at, len(self.slots.holds()))
         self.slots.kill_all()
         self.slots.forget()  # a new incarnation holds nothing
         self.slots.go_offline()
@@ -524,12 +573,14 @@ class Puller:
         period = self.failures.advance(now)  # type: ignore[union-attr]
         if period.state is State.DOWN:  # (a law may follow one down period with another)
             self.up_at = self.failures.ends_at  # type: ignore[union-attr]
+            self.say.still_down(self.up_at)
             return
         self.up_at = None
         self.slots.impose_share(period.cpu_share, now)  # (offline: the welcome's share gives way to it)
         self.next_change = self.failures.ends_at  # type: ignore[union-attr]
+        self.say.up(period, self.next_change)
         self.incarnation = random.getrandbits(62)
         self.lost_at = now if self.ever_welcomed else None  # the time down does not count towards giving up
         self.asking_since = None
         self._connect()
-        log.info("%s: back up", self.machine)
+        log.debug("%s: back up", self.machine)

@@ -60,6 +60,8 @@ MAX_LAW_TIME = 1e12
 MAX_MACHINE = 10_000_000
 # A refusal's reason is printed at most this long (the rest is counted): a mapper's reason is a sentence.
 MAX_REASON_SHOWN = 1000
+# A bye's or a pause's reason, and other texts from the mapper, are printed at most this long: a sentence.
+MAX_SHOWN = 400
 # The longest single wait of the puller's loop, seconds: the loop only goes round again, so any instant in
 # the far future (an up period of 1e20 s) costs one wake-up a minute, and no poll timeout can overflow.
 MAX_POLL = 60.0
@@ -136,11 +138,17 @@ class Limits:
         return msg
 
 
+def printable(text: str, limit: int) -> str:
+    """A text from the wire as the puller prints it: every character that is not printable (control characters,
+    escape sequences, bidirectional overrides, line breaks) written as its Python escape (``\\x1b``), and at most
+    ``limit`` characters of it, then how many more there were: a mapper cannot rewrite the operator's terminal."""
+    shown = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text[:limit])
+    return shown if len(text) <= limit else f"{shown}... ({len(text) - limit:,} more characters)"
+
+
 def shown_reason(reason: str) -> str:
-    """A mapper's reason as the puller prints it: at most MAX_REASON_SHOWN characters, then how many more."""
-    if len(reason) <= MAX_REASON_SHOWN:
-        return reason
-    return f"{reason[:MAX_REASON_SHOWN]}... ({len(reason) - MAX_REASON_SHOWN:,} more characters)"
+    """A refusal as the puller prints it: printable, at most MAX_REASON_SHOWN characters, then how many more."""
+    return printable(reason, MAX_REASON_SHOWN)
 
 
 def poll_timeout_ms(seconds: float) -> int:

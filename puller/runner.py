@@ -32,7 +32,7 @@ class Runner:
             from puller.spin import calibrate  # noqa: PLC0415
 
             self.speed = calibrate(0.2)
-            log.info("%s: spin kernel at %.3g iterations/s", self.machine, self.speed)
+            log.debug("%s: spin kernel at %.3g iterations/s", self.machine, self.speed)
         return self.speed
 
     def kit(self, slot: int) -> SlotKit:

@@ -48,7 +48,7 @@ class SlotKit:
 
             self.throttle = make_throttle(self.throttle_backend,
                                           name=f"puller-{_safe_name(self.machine)}-{self.index}")
-            log.info("%s: slot %d: %s throttle", self.machine, self.index, self.throttle.backend)
+            log.debug("%s: slot %d: %s throttle", self.machine, self.index, self.throttle.backend)
         return self.throttle
 
     def hold_at(self, share: float, pid: int | None) -> None:

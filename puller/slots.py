@@ -219,7 +219,7 @@ class Slots:
         if r is None:
             log.debug("%s: cancel of replica %d, which is not running here: ignored", self.machine, replica)
             return
-        log.info("%s: replica %d cancelled", self.machine, replica)
+        log.debug("%s: replica %d cancelled", self.machine, replica)
         if r.execution is not None:
             r.execution.kill()
         self._ask()
@@ -241,7 +241,7 @@ class Slots:
         self._ask()
 
     def _apply_share(self, share: float, now: float) -> None:
-        log.info("%s: CPU share %.3g -> %.3g", self.machine, self.share, share)
+        log.debug("%s: CPU share %.3g -> %.3g", self.machine, self.share, share)
         self.share = share
         for r in self.running.values():
             if r.execution is not None:
@@ -316,13 +316,13 @@ class Slots:
         while len(self.held) > P.MAX_SLOTS:  # the mapper does not echo: forget the oldest (logged)
             old = next(iter(self.held))
             del self.held[old]
-            log.info("%s: replica %d's result was never acknowledged; no longer held", self.machine, old)
+            log.debug("%s: replica %d's result was never acknowledged; no longer held", self.machine, old)
         if self.online:
             h.done = h.done._replace(ready=self._claim_ready())
             self._send(h.done)
             h.sent = True
         else:
-            log.info("%s: replica %d finished while the mapper is away; holding its result", self.machine, r.id)
+            log.debug("%s: replica %d finished while the mapper is away; holding its result", self.machine, r.id)
 
     # ------------------------------------------------------------------ asking for work
 

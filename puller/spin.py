@@ -112,7 +112,7 @@ def calibrate(seconds: float = 0.5) -> float:
         if dt > 0:
             rates.append(n / dt)
     speed = statistics.median(rates)
-    log.info(
+    log.debug(
         "spin kernel: %.4g iterations/s (median of %d chunks of %d; min %.4g, max %.4g)",
         speed,
         len(rates),

@@ -77,7 +77,7 @@ def make_throttle(backend: str = "auto", name: str = "mgst") -> Throttle:
             except BackendUnavailable as e:
                 reasons.append(f"{candidate}: {e.reason}")
                 continue
-            log.info("throttle backend: %s", candidate)
+            log.debug("throttle backend: %s", candidate)
             return throttle
         raise BackendUnavailable("auto", "no backend works here (" + "; ".join(reasons) + ")")
     if backend not in _CLASSES:

@@ -73,7 +73,7 @@ class Cgroup1Throttle(CgroupThrottle):
         except OSError as e:
             raise self._fail(e) from e
         if self._acct_dir is None:
-            log.info("cgroup1: cpuacct is not mounted; measuring with psutil")
+            log.debug("cgroup1: cpuacct is not mounted; measuring with psutil")
             self._acct = CpuAccountant()
 
     def _set_quota(self, share: float) -> None:

@@ -142,8 +142,11 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("puller", help="a puller daemon: runs jobs for a mapper")
     if _command(argv) == "puller":  # its options import the daemon (and ZeroMQ): not for the other commands
-        from puller.cli import add_arguments  # noqa: PLC0415
+        from puller.cli import EXIT_CODES, VERBOSE_HELP, add_arguments  # noqa: PLC0415
 
+        p.epilog, p.formatter_class = EXIT_CODES, argparse.RawDescriptionHelpFormatter
+        # (its own dest: a sub-parser's default would overwrite `mgst -v puller`'s count)
+        p.add_argument("-v", "--verbose", dest="puller_verbose", action="count", default=0, help=VERBOSE_HELP)
         add_arguments(p)
     p.set_defaults(func=puller_command)
 

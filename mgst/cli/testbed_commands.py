@@ -272,6 +272,8 @@ def keys_command(args: argparse.Namespace) -> int:
     f = args.folder
     print(f"wrote {len(written)} files into {f}/ ({'kept existing keys' if not written else 'new keys'})")
     print(f"  head node: mgst mapper FILE --keys {f}   (uses {f}/mapper.key_secret and {f}/authorized/*.key)")
+    print(f"  the mapper key's fingerprint: {security.fingerprint(security.load_public(f / f'{security.MAPPER}.key'))}"
+          " (a puller prints it when it registers: compare)")
     who = "each" if not args.lab else "every"
     key = "pullers/NAME.key_secret" if not args.lab else f"pullers/{security.LAB}.key_secret"
     print(f"  {who} lab machine: copy {f}/mapper.key and {f}/{key} into a folder KEYS there, then")

@@ -1,0 +1,183 @@
+"""A puller says what it does, on timestamped lines, without -v: registered (where, which mapper key), each
+injected failure, each reconnection, the end with its jobs. It names why it cannot reach its mapper (a refused
+connection, a host name that does not resolve, a handshake a wrong mapper key fails) and exits 69 after
+--give-up. `mgst puller -v` is accepted. Real puller processes, a fake mapper on loopback (tests/puller_fakes.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import msgpack
+import pytest
+import zmq
+from helpers import read_until
+from puller_fakes import FakeMapper, job
+from zmq.utils import z85
+
+from mgst import protocol as P
+from mgst import security
+
+ROOT = Path(__file__).resolve().parents[1]
+# The documented exit code of a puller that could not reach its mapper (docs/puller.md; EX_UNAVAILABLE).
+UNREACHABLE = 69
+GIVE_UP = "2"
+# Every line a puller logs: local time to the millisecond, then the level.
+STAMPED = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{3} (DEBUG|INFO|WARNING|ERROR|CRITICAL) ")
+
+
+def puller(*args: str, command: tuple[str, ...] = ("puller",)) -> subprocess.CompletedProcess:
+    """A puller process run to its end (``command``: ``puller`` for ``python -m puller``, or ``mgst puller``)."""
+    return subprocess.run([sys.executable, "-m", *command, *args], capture_output=True, text=True, timeout=30,
+                          cwd=ROOT, stdin=subprocess.DEVNULL)
+
+
+def stamped(stderr: str) -> list[str]:
+    lines = stderr.splitlines()
+    assert lines, "the puller said nothing"
+    unstamped = [line for line in lines if not STAMPED.match(line)]
+    assert not unstamped, f"lines without a timestamp: {unstamped}"
+    return lines
+
+
+def fingerprint(key_file: Path) -> str:
+    """The documented fingerprint, computed here: sha256: and 16 hex digits of the SHA-256 of the raw key."""
+    z85_key = re.search(r'public-key = "(.{40})"', key_file.read_text()).group(1)  # type: ignore[union-attr]
+    return "sha256:" + hashlib.sha256(z85.decode(z85_key)).hexdigest()[:16]
+
+
+def unreachable(stderr: str, returncode: int, elapsed: float) -> None:
+    assert returncode == UNREACHABLE, stderr
+    assert "Traceback" not in stderr, stderr
+    assert float(GIVE_UP) <= elapsed < float(GIVE_UP) + 15, elapsed  # after --give-up, not at once nor much later
+    stamped(stderr)
+
+
+def test_a_closed_port_is_named_and_the_puller_exits_after_give_up(no_children_left) -> None:
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))  # bound, not listening: connections are refused, and nobody takes the port
+        port = closed.getsockname()[1]
+        t0 = time.monotonic()
+        r = puller("--connect", f"tcp://127.0.0.1:{port}", "--machine", "M1", "--insecure", "--give-up", GIVE_UP)
+    unreachable(r.stderr, r.returncode, time.monotonic() - t0)
+    assert f"connection refused by 127.0.0.1 port {port}" in r.stderr, r.stderr
+    assert f"cannot reach the mapper at tcp://127.0.0.1:{port}" in r.stderr and "exit code 69" in r.stderr
+
+
+def test_a_host_name_that_does_not_resolve_is_named(no_children_left) -> None:
+    t0 = time.monotonic()  # (.invalid never resolves: RFC 2606; no network needed)
+    r = puller("--connect", "tcp://nonexistent.invalid:5555", "--machine", "M1", "--insecure", "--give-up", GIVE_UP)
+    unreachable(r.stderr, r.returncode, time.monotonic() - t0)
+    assert "cannot resolve the host name 'nonexistent.invalid'" in r.stderr and "(DNS)" in r.stderr, r.stderr
+
+
+def test_a_wrong_mapper_key_is_named(ctx: zmq.Context, tmp_path: Path, no_children_left) -> None:
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    security.create_keys(ours, ["M1"])
+    security.create_keys(theirs, ["M1"])
+    server = FakeMapper(ctx, security.server_keys(theirs))  # a CURVE server holding another mapper's key
+    t0 = time.monotonic()
+    r = puller("--connect", server.endpoint, "--machine", "M1", "--keys", str(ours), "--give-up", GIVE_UP)
+    unreachable(r.stderr, r.returncode, time.monotonic() - t0)
+    assert server.recv(0) is None, "a server without the mapper's secret key heard the puller"
+    assert "security handshake failed" in r.stderr and "wrong mapper.key" in r.stderr, r.stderr
+    assert fingerprint(ours / "mapper.key") in r.stderr  # which key the puller trusts
+
+
+@pytest.mark.parametrize("command", [("mgst", "-v", "puller"), ("mgst", "puller", "-v"), ("puller", "-v")])
+def test_v_is_accepted_by_mgst_puller(command: tuple[str, ...], no_children_left) -> None:
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        r = puller("--connect", f"tcp://127.0.0.1:{closed.getsockname()[1]}", "--machine", "M1", "--insecure",
+                   "--give-up", "1", command=command)
+    assert r.returncode == UNREACHABLE, r.stderr
+    assert any(" DEBUG " in line for line in stamped(r.stderr)), r.stderr
+
+
+def test_mgst_keys_prints_the_fingerprint_the_puller_prints(tmp_path: Path, no_children_left) -> None:
+    r = subprocess.run([sys.executable, "-m", "mgst", "keys", str(tmp_path / "k"), "--pullers", "M1"],
+                       capture_output=True, text=True, timeout=30, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert fingerprint(tmp_path / "k" / "mapper.key") in r.stdout, r.stdout
+
+
+def test_by_default_a_line_per_registration_failure_reconnection_and_the_end(
+    ctx: zmq.Context, tmp_path: Path, no_children_left
+) -> None:
+    keys = tmp_path / "keys"
+    security.create_keys(keys, ["M1"])
+    mapper = FakeMapper(ctx, security.server_keys(keys))
+    # Model time units (0.1 s each): up 3, the owner reclaims it for 2, down 3, then up for good.
+    trace = ("trace", [[3.0, 0, 1.0], [2.0, 1, 0.5], [3.0, 2, 0.0]])
+    noise = (P.Heartbeat, P.Ready, P.Share, P.Started)
+    # A bye whose reason would clear the terminal and retitle it, were it printed as sent.
+    evil = "run over\x1b[2J\x1b]0;owned\x07\u202e"
+    log = tmp_path / "puller.log"
+    with open(log, "wb") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "mgst", "puller", "--connect", mapper.endpoint, "--machine",
+                                 "M1", "--keys", str(keys)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=err, cwd=ROOT)
+    try:
+        ident, first = mapper.expect(P.Hello, 15)
+        mapper.welcome(ident, time_unit=0.1, failures=trace)
+        mapper.send(ident, job(1, work=0.5))
+        mapper.expect(P.Done, 5, ignore=noise)
+        ident, again = mapper.expect(P.Hello, 10, ignore=noise)  # after the injected failure: a new incarnation
+        assert again.incarnation != first.incarnation
+        mapper.welcome(ident, time_unit=0.1, failures=trace, heartbeat=0.2)  # then silent: it finds it gone
+        ident, _ = mapper.expect(P.Hello, 10, ignore=noise)
+        mapper.welcome(ident, time_unit=0.1, failures=trace)
+        # a frame the protocol drops, whose unknown field's name would retitle the terminal if printed as sent
+        mapper.sock.send_multipart([ident, msgpack.packb({"t": "bye", "reason": "x", "\x1b]0;owned\x07": 1})])
+        mapper.send(ident, P.Bye(evil))
+        assert proc.wait(10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log.read_text()
+    lines = stamped(text)
+    assert not [line for line in lines if " DEBUG " in line], text  # (no -v)
+
+    def one(pattern: str) -> str:
+        found = [line for line in lines if re.search(pattern, line)]
+        assert len(found) == 1, (pattern, text)
+        return found[0]
+
+    one(rf"INFO M1: registered as M1 \(machine 0\) with the mapper at {re.escape(mapper.endpoint)}, "
+        rf"mapper key {fingerprint(keys / 'mapper.key')}, protocol {P.PROTOCOL_VERSION}; ")
+    one(r"INFO M1: injected reclaim: the owner takes the machine, CPU share 0\.5 until \d\d:\d\d:\d\d\.\d{3}$")
+    one(r"INFO M1: injected failure: down at \d\d:\d\d:\d\d\.\d{3} for 0\.3 s, up again at \d\d:\d\d:\d\d\.\d{3}")
+    one(r"INFO M1: registered again with the mapper at .*, [\d.e-]+ s after an injected failure$")
+    one(r"WARNING M1: the mapper at .* fell silent")
+    one(r"INFO M1: registered again with the mapper at .*, [\d.e-]+ s after the mapper fell silent$")
+    end = one(r"INFO M1: leaving \(exit code 0\): the mapper says ")
+    assert end.endswith(r'the mapper says "run over\x1b[2J\x1b]0;owned\x07\u202e"; 1 job run'), end
+    one(r"WARNING dropped a message from the mapper of M1: .*\\x1b\]0;owned\\x07")
+    assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text  # escaped, never sent to a terminal
+    assert len(lines) <= 10, text  # start, registered, reclaim, down, again, silent, again, dropped, end (+1)
+
+
+def test_a_puller_stopped_by_a_signal_says_so(no_children_left) -> None:
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        proc = subprocess.Popen([sys.executable, "-m", "puller", "--connect", f"tcp://127.0.0.1:{closed.getsockname()[1]}",
+                                 "--machine", "M1", "--insecure"], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                text=True, cwd=ROOT)
+        try:
+            read_until(proc, "looking for the mapper", 30)
+            proc.send_signal(signal.SIGTERM)
+            _, rest = proc.communicate(timeout=10)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 0, rest
+    assert stamped(rest)[-1].endswith("INFO M1: leaving (exit code 0): stopped by SIGTERM; 0 jobs run"), rest
