@@ -410,7 +410,8 @@ def decode(frame: bytes) -> Message:
     cls, fields = entry
     if body.keys() != fields.keys():
         missing = sorted(fields.keys() - body.keys())
-        extra = sorted(map(str, body.keys() - fields.keys()))
+        # repr, not str: a field name is the peer's text, and its control characters must not reach a log raw
+        extra = sorted(repr(k)[:40] for k in body.keys() - fields.keys())
         raise ProtocolError(Drop.BAD_FIELDS, f"{kind}: " + "; ".join(
             p for p in (f"missing {', '.join(missing)}" if missing else "",
                         f"unknown {', '.join(extra)[:80]}" if extra else "") if p))

@@ -242,6 +242,16 @@ def test_long_strings_other_than_a_refusal_are_still_refused_by_the_protocol() -
     assert err.value.reason == P.Drop.TOO_LARGE
 
 
+def test_a_peer_s_unknown_field_names_reach_the_drop_reason_escaped() -> None:
+    """A field name is the peer's text: its control characters (here one that retitles a terminal) are escaped."""
+    import msgpack  # noqa: PLC0415  (a frame the encoder would never make)
+
+    with pytest.raises(P.ProtocolError) as err:
+        P.decode(msgpack.packb({"t": "bye", "reason": "", "\x1b]0;owned\x07": 1}))
+    assert err.value.reason == P.Drop.BAD_FIELDS
+    assert "\x1b" not in str(err.value) and "\x07" not in str(err.value)
+    assert "\\x1b" in str(err.value)
+
 class _StubMapper(PullerMessages):
     """Just what ``PullerMessages.hello`` reads to refuse an unknown name (and ``failure_law``): the handler's
     own constructor takes a whole run's state."""
