@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from mgst.core.state import BagRecord
-from mgst.intervals import batch_means_ci, mean_ci
+from mgst.intervals import STUDENT_T, Interval, batch_means_ci, is_default, mean_ci, method_note
 from mgst.model import Experiment
 
 BAG_COLUMNS = (
@@ -27,6 +27,18 @@ BAG_COLUMNS = (
 # counted bag is still unfinished when the drain limit cuts the run.
 GROWTH_MIN_BAGS = 5.0
 GROWTH_FACTOR = 1.0
+# Evidence for that verdict: the counted window must span SETTLE_MAKESPANS times the shortest makespan
+# (first dispatch to completion) of the run's bags, the time the machines need to clear one bag. A bounded
+# backlog, filled from empty (a run without warm-up) or raised by a burst of arrivals, comes back down
+# only as bags finish; over a window of one or two makespans every bag is still there when the next
+# arrives, and the backlog climbs exactly as an unbounded one does (the --quick preset's All_L cells:
+# 40,000 s against bags of 18,000 s; bounded at 200,000 s). Five makespans leave a bounded backlog
+# time to clear its start several times over; below that, growth (or a bag left unfinished) makes the
+# replication "undecided at this horizon", not unbounded. A run whose bags never finish gives no
+# makespan: it is undecided too (docs/reproduction-bot.md, "Unbounded").
+SETTLE_MAKESPANS = 5.0
+BOUNDED, UNBOUNDED, UNDECIDED = "bounded", "unbounded", "undecided"
+UNDECIDED_TEXT = "undecided at this horizon"
 # Batch means for one replication's interval (bags in submission order).
 BATCHES = 10
 
@@ -50,10 +62,24 @@ class BagReplication:
     rows: list[tuple] = field(default_factory=list)
     # (wasted time, replica time) per counted bag, in submission order: one replication's RWT interval
     bag_times: list[tuple[float, float]] = field(default_factory=list)
+    window: float = math.inf  # the counted window's length, horizon - warmup
+    settle_time: float = 0.0  # the shortest makespan of the run's bags (inf: none finished)
+
+    @property
+    def grows(self) -> bool:
+        """The backlog's trend crosses the threshold, or a counted bag was left unfinished."""
+        return self.unfinished > 0 or self.backlog_growth > max(GROWTH_MIN_BAGS, GROWTH_FACTOR * self.backlog_mean)
+
+    @property
+    def verdict(self) -> str:
+        """BOUNDED, UNBOUNDED, or UNDECIDED: growth seen in a window too short to tell (SETTLE_MAKESPANS)."""
+        if not self.grows:
+            return BOUNDED
+        return UNBOUNDED if self.window >= SETTLE_MAKESPANS * self.settle_time else UNDECIDED
 
     @property
     def unbounded(self) -> bool:
-        return self.unfinished > 0 or self.backlog_growth > max(GROWTH_MIN_BAGS, GROWTH_FACTOR * self.backlog_mean)
+        return self.verdict == UNBOUNDED
 
     @property
     def rwt(self) -> float:
@@ -146,9 +172,11 @@ def reduce_bags(run: Any, warmup: float, horizon: float, keep_rows: bool = False
         waiting.append(first - bag.submitted)
         makespan.append(bag.completed - first)
     mean_b, growth = backlog(run.bags, warmup, horizon)
+    settle = min((b.completed - b.first_dispatch for b in run.bags
+                  if b.completed is not None and b.first_dispatch is not None), default=math.inf)
     return BagReplication(
         run.replication, turnaround, waiting, makespan, wasted_time, replica_time, tasks, replicas, counted,
-        unfinished, mean_b, growth, rows, bag_times,
+        unfinished, mean_b, growth, rows, bag_times, horizon - warmup, settle,
     )
 
 
@@ -157,14 +185,22 @@ class Metric:
     mean: float
     low: float
     high: float
+    method: str = STUDENT_T  # how the interval was made (mgst.intervals)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"mean": _num(self.mean), "ci95": [_num(self.low), _num(self.high)]}
+        d = {"mean": _num(self.mean), "ci95": [_num(self.low), _num(self.high)]}
+        if not is_default(self.method):
+            d["interval_method"] = self.method
+        return d
+
+
+def _metric(ci: Interval) -> Metric:
+    return Metric(*ci, ci.method)
 
 
 @dataclass(frozen=True, slots=True)
 class BagSummary:
-    """AVT, makespan, waiting and RWT with 95 % intervals; None where the setting is unbounded."""
+    """AVT, makespan, waiting and RWT with 95 % intervals; None where the setting is unbounded or undecided."""
 
     replications: int
     bags: int
@@ -177,14 +213,21 @@ class BagSummary:
     rwt: Metric | None
     backlog_growth: float
     interval: str  # "replications" (t over replication means) or "batch means" (one replication)
+    undecided_replications: int = 0  # growth seen over too short a window to call (SETTLE_MAKESPANS)
+
+    @property
+    def verdict(self) -> str:
+        """UNBOUNDED if any replication is; else UNDECIDED if any is; else BOUNDED."""
+        return UNBOUNDED if self.unbounded else UNDECIDED if self.undecided_replications else BOUNDED
 
     def as_dict(self) -> dict[str, Any]:
         def m(x: Metric | None) -> Any:
-            return "unbounded" if x is None else x.as_dict()
+            return (UNBOUNDED if self.unbounded else UNDECIDED_TEXT) if x is None else x.as_dict()
 
         return {
             "replications": self.replications, "bags": self.bags, "tasks": self.tasks,
             "unbounded": self.unbounded, "unbounded_replications": self.unbounded_replications,
+            "undecided_replications": self.undecided_replications, "verdict": self.verdict,
             "avt": m(self.avt), "makespan": m(self.makespan), "waiting": m(self.waiting), "rwt": m(self.rwt),
             "backlog_growth": _num(self.backlog_growth), "interval": self.interval,
         }
@@ -202,33 +245,35 @@ def rwt_batch_means(rep: BagReplication) -> Metric:
     mean_time = sum(t for _, t in times) / len(times) if times else 0.0
     if math.isnan(ratio) or mean_time <= 0:
         return Metric(ratio, math.nan, math.nan)
-    _, low, high = batch_means_ci([ratio + (w - ratio * t) / mean_time for w, t in times], BATCHES)
-    return Metric(ratio, low, high)
+    ci = batch_means_ci([ratio + (w - ratio * t) / mean_time for w, t in times], BATCHES)
+    return Metric(ratio, ci[1], ci[2], ci.method)  # (an interval that stays >= 0: RWT is a share of time)
 
 
 def summarize_bags(reps: Sequence[BagReplication]) -> BagSummary:
-    unbounded = sum(1 for r in reps if r.unbounded)
+    unbounded = sum(1 for r in reps if r.verdict == UNBOUNDED)
+    undecided = sum(1 for r in reps if r.verdict == UNDECIDED)
     growth = max((r.backlog_growth for r in reps), default=0.0)
     base = dict(
         replications=len(reps), bags=sum(r.bags_counted for r in reps), tasks=sum(r.tasks for r in reps),
         unbounded=unbounded > 0, unbounded_replications=unbounded, backlog_growth=growth,
+        undecided_replications=undecided,
     )
     if len(reps) == 1:
         r = reps[0]
         interval = "batch means"
 
         def est(values: list[float]) -> Metric:
-            return Metric(*batch_means_ci(values, BATCHES)) if values else Metric(math.nan, math.nan, math.nan)
+            return _metric(batch_means_ci(values, BATCHES)) if values else Metric(math.nan, math.nan, math.nan)
 
         rwt = rwt_batch_means(r)
     else:
         interval = "replications"
 
         def est(values: list[float]) -> Metric:
-            return Metric(*mean_ci(values))
+            return _metric(mean_ci(values))
 
-        rwt = Metric(*mean_ci([r.rwt for r in reps if not math.isnan(r.rwt)]))
-    if unbounded:
+        rwt = _metric(mean_ci([r.rwt for r in reps if not math.isnan(r.rwt)]))
+    if unbounded or undecided:
         return BagSummary(**base, avt=None, makespan=None, waiting=None, rwt=rwt, interval=interval)
     if len(reps) == 1:
         r = reps[0]
@@ -264,8 +309,9 @@ def simulate_cell(experiment: Experiment, replication: int) -> dict[str, float |
         "makespan": mean(summary.makespan), "makespan_ci": half(summary.makespan),
         "waiting": mean(summary.waiting), "waiting_ci": half(summary.waiting),
         "rwt": rep.rwt, "bags": rep.bags_counted, "tasks": rep.tasks, "replicas": rep.replicas,
-        "unbounded": rep.unbounded, "backlog_mean": rep.backlog_mean, "backlog_growth": rep.backlog_growth,
-        "unfinished_bags": rep.unfinished, "wall_s": wall,
+        "unbounded": rep.unbounded, "undecided": rep.verdict == UNDECIDED, "backlog_mean": rep.backlog_mean,
+        "backlog_growth": rep.backlog_growth, "unfinished_bags": rep.unfinished, "settle_time": rep.settle_time,
+        "wall_s": wall,
     }
 
 
@@ -302,8 +348,10 @@ def format_bags(summary: BagSummary, unit: str = "time units") -> str:
 
     def show(name: str, m: Metric | None, scale: float = 1.0, fmt: str = "{:.1f}") -> str:
         if m is None:
-            return f"{name:<16} unbounded"
-        ci = "" if math.isnan(m.low) else f"  95 % CI ({fmt.format(m.low * scale)}, {fmt.format(m.high * scale)})"
+            return f"{name:<16} {UNBOUNDED if summary.unbounded else UNDECIDED_TEXT}"
+        note = method_note(m.method)
+        ci = note if math.isnan(m.low) else (
+            f"  95 % CI ({fmt.format(m.low * scale)}, {fmt.format(m.high * scale)}){note}")
         return f"{name:<16} {fmt.format(m.mean * scale)}{ci}"
 
     lines = [
@@ -316,6 +364,12 @@ def format_bags(summary: BagSummary, unit: str = "time units") -> str:
         lines.append(
             f"UNBOUNDED: the backlog grows without bound in {summary.unbounded_replications} of "
             f"{summary.replications} replication(s) (criterion: docs/reproduction-bot.md); no mean is given"
+        )
+    elif summary.undecided_replications:
+        lines.append(
+            f"UNDECIDED AT THIS HORIZON: the backlog grows in {summary.undecided_replications} of "
+            f"{summary.replications} replication(s), over a window shorter than {SETTLE_MAKESPANS:g} bag makespans: "
+            "too short to tell a bounded backlog filling up from an unbounded one; run a longer horizon"
         )
     return "\n".join(lines)
 

@@ -1,10 +1,48 @@
-"""Means with Student-t confidence intervals: across independent replications, or by batch means within one run."""
+"""Means of positive quantities with 95 % intervals that stay positive: across replications, or by batch means."""
 
 from __future__ import annotations
 
 import math
 import statistics
 from collections.abc import Sequence
+
+# How an interval was made (docs/sweeps.md, "Intervals"). Every quantity summarised here (response
+# times, AVT, makespan, waiting, RWT) is >= 0, so an interval must not reach below 0:
+STUDENT_T = "student-t"  # mean +- t(n-1) s / sqrt(n), kept whenever its lower bound is >= 0
+LOG_SCALE = "log-scale"  # m exp(+-t(n-1) s / (m sqrt(n))): the delta method on log(mean), always > 0
+# the Student-t interval reaches below 0 and there are fewer than MIN_LOG_SCALE values: "too few replications"
+# (or "too few batches", for batch means)
+TOO_FEW = "too few"
+NO_INTERVAL = "none"  # fewer than 2 values (or a mean of 0 with spread): nothing to say about variability
+# Values (replications, or batches) needed before a log-scale interval is given. With 2, t(1) = 12.7 and
+# the interval m exp(+-12.7 s / (m sqrt 2)) spans orders of magnitude (AVT 5,595 s and 12,594 s: 68 s to
+# 1.2 million s): it says nothing that the two values do not, so "too few replications" is said instead.
+# From 3 on, t(n - 1) <= 4.3 (a third of t(1)) and the interval narrows as 1/sqrt(n) with each value added.
+MIN_LOG_SCALE = 3
+
+
+class Interval(tuple[float, float, float]):
+    """(mean, low, high): a mean and its interval ((nan, nan) where there is none), unpacked as three values;
+    ``method`` says how the interval was made."""
+
+    method: str
+
+    def __new__(cls, mean: float, low: float, high: float, method: str) -> Interval:
+        self = super().__new__(cls, (mean, low, high))
+        self.method = method
+        return self
+
+    @property
+    def mean(self) -> float:
+        return self[0]
+
+    @property
+    def low(self) -> float:
+        return self[1]
+
+    @property
+    def high(self) -> float:
+        return self[2]
 
 
 def _t_quantile(df: int, p: float) -> float:
@@ -16,41 +54,67 @@ def _t_quantile(df: int, p: float) -> float:
     return float(stdtrit(df, p))
 
 
-def mean_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
-    """(mean, low, high) of ``values`` with a two-sided Student-t interval.
+def positive_interval(mean: float, sample: Sequence[float], confidence: float, what: str = "replications"
+                      ) -> Interval:
+    """The interval of ``mean`` from ``sample`` (values whose mean is ``mean``: replications, or batch means),
+    for a quantity that cannot be negative: Student-t when its lower bound is >= 0; else the log-scale
+    interval from 3 values on (MIN_LOG_SCALE); else no interval, said so (TOO_FEW)."""
+    k = len(sample)
+    if k < 2:
+        return Interval(mean, math.nan, math.nan, NO_INTERVAL)
+    t = _t_quantile(k - 1, 0.5 + confidence / 2)
+    s = statistics.stdev(sample)
+    half = t * s / math.sqrt(k)
+    if mean - half >= 0:
+        return Interval(mean, mean - half, mean + half, STUDENT_T)
+    if k < MIN_LOG_SCALE:
+        return Interval(mean, math.nan, math.nan, f"{TOO_FEW} {what}")
+    if mean <= 0:  # a spread around a mean of 0 has no log scale (a negative value: not a positive quantity)
+        return Interval(mean, math.nan, math.nan, NO_INTERVAL)
+    factor = math.exp(t * s / (mean * math.sqrt(k)))
+    return Interval(mean, mean / factor, mean * factor, LOG_SCALE)
 
-    With fewer than two values the interval is (nan, nan): one replication says
-    nothing about its own variability.
-    """
+
+def mean_ci(values: Sequence[float], confidence: float = 0.95) -> Interval:
+    """The mean of ``values`` (independent replications of a quantity >= 0) and its interval
+    (:func:`positive_interval`). With fewer than two values the interval is (nan, nan): one replication
+    says nothing about its own variability."""
     n = len(values)
     if n == 0:
-        return (math.nan, math.nan, math.nan)
-    mean = statistics.fmean(values)
-    if n < 2:
-        return (mean, math.nan, math.nan)
-    half = float(_t_quantile(n - 1, 0.5 + confidence / 2)) * statistics.stdev(values) / math.sqrt(n)
-    return (mean, mean - half, mean + half)
+        return Interval(math.nan, math.nan, math.nan, NO_INTERVAL)
+    return positive_interval(statistics.fmean(values), values, confidence)
 
 
-def batch_means_ci(values: Sequence[float], batches: int, confidence: float = 0.95) -> tuple[float, float, float]:
-    """(mean, low, high) of one run's ``values`` (in order) by the method of batch means.
+def batch_means_ci(values: Sequence[float], batches: int, confidence: float = 0.95) -> Interval:
+    """The mean of one run's ``values`` (in order, each >= 0) and its interval by the method of batch means.
 
     ``values`` are split, in order, into ``batches`` consecutive batches whose sizes
     differ by at most one and that cover every value (with fewer values than batches,
     one value per batch). The point estimate is the mean of all values; the interval
     is centred on it, with half-width t(k - 1) * stdev(batch means) / sqrt(k) over the
-    k batches, so it always contains the estimate. With fewer than two values the
-    interval is (nan, nan).
+    k batches, so it always contains the estimate; where that reaches below 0, the
+    log-scale interval over the batch means (:func:`positive_interval`). With fewer
+    than two values the interval is (nan, nan).
     """
     n = len(values)
     if n == 0:
-        return (math.nan, math.nan, math.nan)
+        return Interval(math.nan, math.nan, math.nan, NO_INTERVAL)
     if batches < 1:
         raise ValueError(f"batches must be >= 1, got {batches}")
     mean = statistics.fmean(values)
     k = min(batches, n)
-    if k < 2:
-        return (mean, math.nan, math.nan)
     means = [statistics.fmean(values[b * n // k:(b + 1) * n // k]) for b in range(k)]
-    half = float(_t_quantile(k - 1, 0.5 + confidence / 2)) * statistics.stdev(means) / math.sqrt(k)
-    return (mean, mean - half, mean + half)
+    return positive_interval(mean, means, confidence, "batches")
+
+
+def method_note(method: str) -> str:
+    """What a table prints after an interval made otherwise than by Student-t ("" for Student-t or none)."""
+    if method == LOG_SCALE:
+        return " [log-scale]"
+    return f" ({method})" if method.startswith(TOO_FEW) else ""
+
+
+def is_default(method: str) -> bool:
+    """Whether an interval needs no word on how it was made (Student-t, or no interval at all): JSON then
+    carries no ``interval_method``, as before positive intervals existed."""
+    return method in (STUDENT_T, NO_INTERVAL)

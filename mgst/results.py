@@ -16,7 +16,7 @@ from typing import Any
 
 from mgst.bot_metrics import BagReplication, BagSummary, format_bags, write_bag_summary_csv
 from mgst.core.state import JobRecord
-from mgst.intervals import mean_ci
+from mgst.intervals import STUDENT_T, is_default, mean_ci, method_note
 from mgst.model import Experiment
 from mgst.wording import plural
 
@@ -116,9 +116,13 @@ class Estimate:
     mean: float
     low: float
     high: float
+    method: str = STUDENT_T  # how the interval was made (mgst.intervals)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"jobs": self.jobs, "mean_response": _num(self.mean), "ci95": [_num(self.low), _num(self.high)]}
+        d = {"jobs": self.jobs, "mean_response": _num(self.mean), "ci95": [_num(self.low), _num(self.high)]}
+        if not is_default(self.method):
+            d["interval_method"] = self.method
+        return d
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,10 +187,10 @@ def summarize(
     n = len(experiment.classes)
     classes = []
     for c in range(n):
-        m, lo, hi = mean_ci([r.mean(c) for r in results if r.counts[c]])
-        classes.append(Estimate(sum(r.counts[c] for r in results), m, lo, hi))
-    m, lo, hi = mean_ci([r.mean() for r in results if sum(r.counts)])
-    overall = Estimate(sum(sum(r.counts) for r in results), m, lo, hi)
+        ci = mean_ci([r.mean(c) for r in results if r.counts[c]])
+        classes.append(Estimate(sum(r.counts[c] for r in results), *ci, ci.method))
+    ci = mean_ci([r.mean() for r in results if sum(r.counts)])
+    overall = Estimate(sum(sum(r.counts) for r in results), *ci, ci.method)
     waits = tuple(
         sum(r.wait_sums[c] for r in results) / max(1, sum(r.counts[c] for r in results)) for c in range(n)
     )
@@ -209,8 +213,8 @@ def format_table(summary: Summary) -> str:
 
     def ci(e: Estimate) -> str:
         if math.isnan(e.low):
-            return "(n/a)"
-        return f"({e.low:.3f}, {e.high:.3f})"
+            return method_note(e.method).strip() or "(n/a)"
+        return f"({e.low:.3f}, {e.high:.3f})" + method_note(e.method)
 
     lines = [
         f"{summary.experiment}: {summary.policy}, {summary.mode}, {plural(summary.replications, 'replication')} "

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from helpers import judged_share
+from helpers import assert_share_held
 
 from adjuster.throttle import available_backends, make_throttle
 from puller import command as command_mod
@@ -423,7 +423,7 @@ def test_command_missing_program_leaks_nothing(notify: str) -> None:
 @pytest.mark.parametrize("share", [0.5, 0.25])
 def test_spin_executor_achieves_the_cpu_share(backend, share):
     """A spin job held at a_j by the adjuster gets that share of a CPU (within 0.05), by the kernel's count and
-    the throttle's, in a window where it had a CPU whenever the throttle let it run (a busy machine proves nothing)."""
+    the throttle's, judged against what CPU contention left it in the same windows (helpers.share_problems)."""
     speed = calibrate(0.2)
     throttle = make_throttle(backend, name=f"test-spin-{share}")
     worker = SpinWorker(on_spawn=throttle.attach)
@@ -431,10 +431,8 @@ def test_spin_executor_achieves_the_cpu_share(backend, share):
         throttle.set_share(share)
         worker.start(round(60 * speed), job_id=1)  # a minute of full-speed work: outlasts the windows
         assert not readable(worker.fileno(), 0.5)  # let the throttle settle; readable only if the job ended
-        window = judged_share(worker.pid, throttle, what=f"{backend} at share {share}")
+        assert_share_held(worker.pid, throttle, share, what=f"{backend} at share {share}")
         assert not readable(worker.fileno(), 0), "the job ended: the window measured nothing"
-        assert abs(window.target - share) <= 0.05, (backend, share, window)
-        assert window.throttle is not None and abs(window.throttle - share) <= 0.05, (backend, share, window)
     finally:
         worker.close()
         throttle.close()

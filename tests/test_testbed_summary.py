@@ -29,10 +29,11 @@ def t_half(means: list[float]) -> float:
 @pytest.mark.parametrize(("confidence", "n", "table"), [(0.95, 10, 2.262), (0.90, 5, 2.132), (0.99, 3, 9.925)])
 def test_mean_ci_uses_students_t_quantile_from_the_table(confidence, n, table):
     # Student-t critical values t(1 - (1 - confidence) / 2, n - 1), as printed in statistics tables.
-    values = [float(v) for v in range(1, n + 1)]
+    # (offset by 100: the Student-t interval is kept only while it stays above 0, docs/intervals.md)
+    values = [100.0 + v for v in range(1, n + 1)]
     mean, low, high = mean_ci(values, confidence)
     half = table * statistics.stdev(values) / math.sqrt(n)
-    assert mean == pytest.approx((n + 1) / 2)
+    assert mean == pytest.approx(100 + (n + 1) / 2)
     assert (high - mean) == pytest.approx(half, rel=5e-4) and (mean - low) == pytest.approx(half, rel=5e-4)
 
 def test_one_value_per_batch_is_the_ordinary_t_interval():
@@ -55,9 +56,9 @@ def test_batches_of_equal_size_cover_every_value():
 
 
 def test_fewer_values_than_batches_use_one_value_per_batch():
-    mean, low, high = batch_means_ci([1.0, 3.0, 8.0], 10)
-    assert mean == pytest.approx(4.0)
-    assert (low, high) == pytest.approx((4.0 - t_half([1.0, 3.0, 8.0]), 4.0 + t_half([1.0, 3.0, 8.0])))
+    mean, low, high = batch_means_ci([11.0, 13.0, 18.0], 10)
+    assert mean == pytest.approx(14.0)
+    assert (low, high) == pytest.approx((14.0 - t_half([11.0, 13.0, 18.0]), 14.0 + t_half([11.0, 13.0, 18.0])))
 
 
 def test_too_few_values_give_a_nan_interval():
@@ -76,10 +77,15 @@ def test_too_few_values_give_a_nan_interval():
     st.integers(2, 20),
 )
 def test_the_interval_always_contains_the_estimate(values, batches):
-    mean, low, high = batch_means_ci(values, batches)
+    mean, low, high = ci = batch_means_ci(values, batches)
     assert mean == pytest.approx(statistics.fmean(values))
-    assert low <= mean <= high
-    assert mean - low == pytest.approx(high - mean, abs=1e-9 * max(1.0, abs(mean)))
+    if ci.method == "student-t":
+        assert 0 <= low <= mean <= high
+        assert mean - low == pytest.approx(high - mean, abs=1e-9 * max(1.0, abs(mean)))
+    elif ci.method == "log-scale":  # where Student-t would reach below 0 (docs/intervals.md)
+        assert 0 < low <= mean <= high
+    else:
+        assert math.isnan(low) and math.isnan(high)
 
 
 # ---------------------------------------------------------------- summarize_testbed on a hand-made run

@@ -23,6 +23,7 @@ class Cell:
     rwt: float
     unbounded: int  # replications judged unbounded
     replications: int
+    undecided: int = 0  # replications whose growth came over too short a window to call (mgst.bot_metrics)
 
     @property
     def is_unbounded(self) -> bool:
@@ -32,17 +33,18 @@ class Cell:
     @property
     def is_bounded(self) -> bool:
         """Bounded when most of its replications are."""
-        return 2 * self.unbounded < self.replications
+        return 2 * (self.replications - self.unbounded - self.undecided) > self.replications
 
     @property
     def verdict(self) -> str:
-        """"unbounded" or "bounded" by a strict majority of its replications; "undecided" when they
-        split evenly (an even count): a tie decides nothing, in neither direction."""
+        """"unbounded" or "bounded" by a strict majority of its replications; "undecided" when neither has
+        one: they split evenly (a tie decides nothing, in neither direction), or too many were undecided."""
         return "unbounded" if self.is_unbounded else "bounded" if self.is_bounded else "undecided"
 
     def split(self) -> str:
-        """How its replications voted, e.g. "unbounded 2 of 3"."""
-        return f"unbounded {self.unbounded} of {self.replications}"
+        """How its replications voted, e.g. "unbounded 2 of 3" (", undecided 1" when some were)."""
+        return f"unbounded {self.unbounded} of {self.replications}" + (
+            f", undecided {self.undecided}" if self.undecided else "")
 
 
 @dataclass(slots=True)
@@ -92,10 +94,11 @@ def load_cells(rows: Iterable[Mapping[str, str]]) -> dict[tuple[str, str, str, s
     cells = {}
     for key, reps in acc.items():
         unb = sum(1 for r in reps if r["unbounded"].lower() in ("true", "1"))
+        undecided = sum(1 for r in reps if r.get("undecided", "").lower() in ("true", "1"))
         avts = [float(r["avt"]) for r in reps if r["avt"] not in ("", "nan") and not math.isnan(float(r["avt"]))]
         rwts = [float(r["rwt"]) for r in reps if r["rwt"] not in ("", "nan") and not math.isnan(float(r["rwt"]))]
         cells[key] = Cell(sum(avts) / len(avts) if avts else math.nan, sum(rwts) / len(rwts) if rwts else math.nan,
-                          unb, len(reps))
+                          unb, len(reps), undecided)
     return cells
 
 

@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from mgst.intervals import is_default, method_note
 from mgst.results import Estimate, Summary
 
 
@@ -18,6 +19,9 @@ def comparison(testbed: Summary, simulation: Summary) -> list[dict[str, Any]]:
         rows.append({"class": label, "testbed": _n(t.mean), "testbed_ci95": [_n(t.low), _n(t.high)],
                      "simulation": _n(s.mean), "simulation_ci95": [_n(s.low), _n(s.high)],
                      "difference": _n(diff)})
+        for side, e in (("testbed", t), ("simulation", s)):
+            if not is_default(e.method):
+                rows[-1][f"{side}_interval_method"] = e.method
     return rows
 
 
@@ -33,6 +37,8 @@ def bag_comparison(testbed: Summary, simulation: Summary) -> list[dict[str, Any]
         for side, m in (("testbed", t), ("simulation", s)):
             row[side] = "unbounded" if m is None else _n(m.mean)
             row[f"{side}_ci95"] = None if m is None else [_n(m.low), _n(m.high)]
+            if m is not None and not is_default(m.method):
+                row[f"{side}_interval_method"] = m.method
         ok = t is not None and s is not None and s.mean and not math.isnan(s.mean)
         row["difference"] = _n((t.mean - s.mean) / s.mean) if ok else None  # type: ignore[union-attr]
         rows.append(row)
@@ -49,8 +55,11 @@ def format_bag_comparison(testbed: Summary, simulation: Summary) -> str:
         f"{'Metric':<10}{'Testbed':>12}  {'95 % CI':<24}{'Simulation':>12}  {'95 % CI':<24}{'Diff.':>8}",
     ]
 
-    def ci(c: list | None, scale: float, fmt: str) -> str:
-        return "" if not c or c[0] is None else f"({fmt.format(c[0] * scale)}, {fmt.format(c[1] * scale)})"
+    def ci(c: list | None, scale: float, fmt: str, method: str | None) -> str:
+        note = method_note(method) if method else ""
+        if not c or c[0] is None:
+            return note.strip()
+        return f"({fmt.format(c[0] * scale)}, {fmt.format(c[1] * scale)}){note}"
 
     def val(v: Any, scale: float, fmt: str) -> str:
         return v if isinstance(v, str) else ("n/a" if v is None else fmt.format(v * scale))
@@ -58,8 +67,10 @@ def format_bag_comparison(testbed: Summary, simulation: Summary) -> str:
     for r in rows:
         how = (100.0, "{:.2f}%") if r["metric"] == "rwt" else (1.0, "{:.4g}")
         diff = "" if r["difference"] is None else f"{r['difference']:+.1%}"
-        lines.append(f"{r['metric'].upper():<10}{val(r['testbed'], *how):>12}  {ci(r['testbed_ci95'], *how):<24}"
-                     f"{val(r['simulation'], *how):>12}  {ci(r['simulation_ci95'], *how):<24}{diff:>8}")
+        lines.append(f"{r['metric'].upper():<10}{val(r['testbed'], *how):>12}  "
+                     f"{ci(r['testbed_ci95'], *how, r.get('testbed_interval_method')):<24}"
+                     f"{val(r['simulation'], *how):>12}  "
+                     f"{ci(r['simulation_ci95'], *how, r.get('simulation_interval_method')):<24}{diff:>8}")
     return "\n".join(lines)
 
 
@@ -69,7 +80,8 @@ def _n(x: float) -> float | None:
 
 def format_comparison(testbed: Summary, simulation: Summary) -> str:
     def ci(e: Estimate) -> str:
-        return "" if math.isnan(e.low) else f"({e.low:.3f}, {e.high:.3f})"
+        note = method_note(e.method)
+        return note.strip() if math.isnan(e.low) else f"({e.low:.3f}, {e.high:.3f}){note}"
 
     lines = [
         f"{testbed.experiment}: {testbed.policy}, testbed ({testbed.elapsed_s:.0f} s) beside simulation "

@@ -22,6 +22,7 @@ LABELS = {"avt": "average turnaround time (s)", "makespan": "average makespan (s
           "waiting": "average bag waiting time (s)", "rwt": "relative wasted time (%)"}
 SCALE = {"rwt": 100.0}  # RWT is a fraction in the CSVs, a percentage on the plots
 UNBOUNDED = "unbounded"  # the gid of an unbounded bar, and its label
+UNDECIDED = "undecided"  # the gid and label of a cell whose growth a short run cannot call (no bar)
 OVERSHOOT = 1.07  # an unbounded bar reaches this multiple of the axes' top (past the border)
 
 
@@ -45,7 +46,8 @@ def figure(summary: Sequence[Mapping[str, Any]], metric: str, panel: Mapping[str
 
     Error bars are the 95 % t-interval across replications. A cell whose run is unbounded is
     drawn, for the growing metrics, as a hatched bar beyond the top of the axes (gid
-    ``"unbounded"``, labelled so), never as a number; a cell with no result shows "n/a".
+    ``"unbounded"``, labelled so), never as a number; an undecided cell (growth over too short a
+    window to call) shows "undecided", and a cell with no result "n/a".
     """
     rows = [s for s in summary if all(s[a] == v for a, v in panel.items())]
     group_values = _order({str(s[groups]) for s in rows}, order.get(groups, ()))
@@ -54,7 +56,7 @@ def figure(summary: Sequence[Mapping[str, Any]], metric: str, panel: Mapping[str
     scale = SCALE.get(metric, 1.0)
 
     def value(s: Mapping[str, Any]) -> tuple[float, float, float] | None:
-        if s["n"] == 0 or (metric in GROWING and s["unbounded"]):
+        if s["n"] == 0 or (metric in GROWING and (s["unbounded"] or s.get("undecided"))):
             return None
         m, lo, hi = (float(s[f"{metric}{x}"]) * scale for x in ("", "_low", "_high"))
         return None if math.isnan(m) else (m, lo, hi)
@@ -79,6 +81,9 @@ def figure(summary: Sequence[Mapping[str, Any]], metric: str, panel: Mapping[str
                 m, lo, hi = v
                 yerr = None if math.isnan(lo) else [[m - lo], [hi - m]]
                 ax.bar(x, m, width, color=colour, yerr=yerr, capsize=2, ecolor="black")
+            elif s["n"] > 0 and not s["unbounded"] and s.get("undecided"):  # undecided at this horizon: no bar, a label
+                ax.text(x, top * 0.02, UNDECIDED, rotation=90, ha="center", va="bottom", fontsize=7, color="grey",
+                        gid=UNDECIDED)
             elif s["n"] > 0:  # unbounded: past the border, as the paper draws it
                 (patch,) = ax.bar(x, top * OVERSHOOT, width, color=colour, hatch="//", edgecolor="black",
                                   clip_on=False)

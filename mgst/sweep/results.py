@@ -150,6 +150,9 @@ def summarize(rows: Iterable[Mapping[str, str]], axes: Sequence[str]) -> list[di
 
     A cell is ``unbounded`` if any of its replications is (``unbounded_n`` says how many); the
     means of its growing metrics (AVT, makespan, waiting) are then lower bounds over the horizon.
+    Else it is ``undecided`` if any replication is (growth over a window too short to call it:
+    ``undecided_n``); ``verdict`` says which of the three. Each interval's ``_interval`` column says
+    how it was made (mgst.intervals: Student-t, log-scale, or too few replications).
     Failed replications are counted in ``failed`` and their first message kept in ``error``.
     """
     groups: dict[tuple[str, ...], list[Mapping[str, str]]] = {}
@@ -160,12 +163,15 @@ def summarize(rows: Iterable[Mapping[str, str]], axes: Sequence[str]) -> list[di
         ok = [r for r in members if not r.get(ERROR)]
         failed = [r for r in members if r.get(ERROR)]
         unbounded_n = sum(r.get("unbounded", "").strip().lower() in TRUE for r in ok)
+        undecided_n = sum(r.get("undecided", "").strip().lower() in TRUE for r in ok)
         s: dict[str, Any] = dict(zip(axes, key))
-        s.update(n=len(ok), failed=len(failed), unbounded=unbounded_n > 0, unbounded_n=unbounded_n)
+        s.update(n=len(ok), failed=len(failed), unbounded=unbounded_n > 0, unbounded_n=unbounded_n,
+                 undecided=not unbounded_n and undecided_n > 0, undecided_n=undecided_n)
+        s["verdict"] = "unbounded" if s["unbounded"] else "undecided" if s["undecided"] else "bounded" if ok else ""
         for m in PLOTTED:
             values = [x for x in (_float(r.get(m, "")) for r in ok) if x is not None and not math.isnan(x)]
-            mean, low, high = mean_ci(values)
-            s.update({m: mean, f"{m}_low": low, f"{m}_high": high})
+            ci = mean_ci(values)
+            s.update({m: ci.mean, f"{m}_low": ci.low, f"{m}_high": ci.high, f"{m}_interval": ci.method})
         for m in ("bags", "tasks"):
             values = [x for x in (_float(r.get(m, "")) for r in ok) if x is not None]
             s[m] = sum(values) / len(values) if values else math.nan
@@ -174,8 +180,9 @@ def summarize(rows: Iterable[Mapping[str, str]], axes: Sequence[str]) -> list[di
     return out
 
 
-SUMMARY_COLUMNS = ("n", "failed", "unbounded", "unbounded_n",
-                   *(f"{m}{suffix}" for m in PLOTTED for suffix in ("", "_low", "_high")), "bags", "tasks", ERROR)
+SUMMARY_COLUMNS = ("n", "failed", "verdict", "unbounded", "unbounded_n", "undecided", "undecided_n",
+                   *(f"{m}{suffix}" for m in PLOTTED for suffix in ("", "_low", "_high", "_interval")), "bags",
+                   "tasks", ERROR)
 
 
 def write_summary(path: Path, summary: Sequence[Mapping[str, Any]], axes: Sequence[str]) -> None:

@@ -121,8 +121,8 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
     def estimate(rows: list, cls: int | None) -> Estimate:
         # The class's own jobs, in submission order, in BATCHES batches of (nearly) equal size.
         pick = [x[2] for x in rows if cls is None or x[1] == cls]
-        mean, lo, hi = batch_means_ci(pick, BATCHES)
-        return Estimate(len(pick), mean, lo, hi)
+        mean, lo, hi = ci = batch_means_ci(pick, BATCHES)
+        return Estimate(len(pick), mean, lo, hi, ci.method)
 
     classes = tuple(estimate(counted, c) for c in range(n))
     waits = tuple(

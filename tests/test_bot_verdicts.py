@@ -1,0 +1,70 @@
+"""A bag backlog is called unbounded only on enough evidence for the horizon; otherwise "undecided at this horizon"."""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from mgst.bot_metrics import SETTLE_MAKESPANS, BagReplication, reduce_bags, summarize_bags
+from mgst.sim import Simulation
+from mgst.sweep.spec import parse_sweep
+
+SWEEP = Path(__file__).resolve().parents[1] / "experiments" / "bot" / "anglano-sweep.toml"
+
+
+def _rep(growth: float, unfinished: int, window: float, settle: float) -> BagReplication:
+    return BagReplication(1, [1.0], [0.0], [1.0], 0.0, 1.0, 10, 10, 12, unfinished, 2.0, growth, [], window, settle)
+
+
+@pytest.mark.parametrize(("growth", "unfinished", "window", "settle", "verdict"), [
+    (9.7, 0, 40_000.0, 18_364.0, "undecided"),  # the --quick preset's All_L: a window of 2.2 makespans
+    (9.7, 2, 40_000.0, 18_364.0, "undecided"),  # a bag left unfinished over so short a run proves nothing either
+    (9.7, 0, 40_000.0, 6_603.0, "unbounded"),  # 6.1 makespans: growth over them is evidence
+    (0.0, 1, 40_000.0, 6_603.0, "unbounded"),
+    (4.0, 0, 40_000.0, 18_364.0, "bounded"),  # under the threshold max(5, 2.0): no growth to judge
+    (9.7, 0, 40_000.0, math.inf, "undecided"),  # no bag finished: no makespan, nothing to judge by
+    (9.7, 0, SETTLE_MAKESPANS * 8_000.0, 8_000.0, "unbounded"),  # exactly at the limit
+])
+def test_a_verdict_needs_a_window_of_several_makespans(growth, unfinished, window, settle, verdict):
+    assert _rep(growth, unfinished, window, settle).verdict == verdict
+
+
+def _cell(quick: bool, replication: int, **axes: str) -> BagReplication:
+    """One replication of one cell of the Anglano sweep file (with its --quick preset's settings if ``quick``)."""
+    data = tomllib.loads(SWEEP.read_text(encoding="utf-8"))
+    data["axes"] = {k: [v] for k, v in axes.items()}
+    data.setdefault("quick", {})["axes"] = data["axes"]
+    spec = parse_sweep(data, "anglano", str(SWEEP), quick=quick)
+    experiment = spec.experiment(next(c for c in spec.cells() if c.replication == replication))
+    s = experiment.simulation
+    return reduce_bags(Simulation(experiment, replication=replication).run(), s.warmup, s.horizon)
+
+
+def test_a_bounded_setting_that_climbs_over_the_quick_horizon_is_undecided_not_unbounded():
+    # FCFS-Share, High-Avail, All_L, low intensity (L = 0.5): 5 bags arrive at 13,103-28,091 s, each still in the
+    # system when the next comes (bags take 18,000-30,000 s), so the backlog's trend over the 40,000 s window
+    # is +9.7 bags, past the threshold of 5. Main called it unbounded.
+    axes = {"policy": "fcfs_share", "availability": "high", "heterogeneity": "homogeneous", "mix": "All_L",
+            "intensity": "low"}
+    quick = _cell(True, 1, **axes)
+    assert quick.backlog_growth > 5 and quick.window < SETTLE_MAKESPANS * quick.settle_time
+    assert quick.verdict == "undecided" and not quick.unbounded
+    summary = summarize_bags([quick])
+    assert summary.verdict == "undecided" and summary.avt is None
+    assert summary.as_dict()["avt"] == "undecided at this horizon"
+    # and the sweep's own horizon (200,000 s, warm-up 20,000 s) finds it bounded: its trend is flat there
+    full = _cell(False, 1, **axes)
+    assert full.verdict == "bounded" and abs(full.backlog_growth) < 5
+
+
+def test_a_truly_unbounded_setting_is_still_unbounded_at_the_quick_horizon():
+    # FCFS-Excl, Low-Avail, All_VS, high intensity (finding 4: every policy unbounded): bags need ~6,600 s,
+    # the 40,000 s window spans 6 of them, and the backlog grows by 7 bags across it.
+    axes = {"policy": "fcfs_excl", "availability": "low", "heterogeneity": "homogeneous", "mix": "All_VS",
+            "intensity": "high"}
+    rep = _cell(True, 1, **axes)
+    assert rep.window >= SETTLE_MAKESPANS * rep.settle_time and rep.backlog_growth > 5
+    assert rep.verdict == "unbounded"

@@ -1,0 +1,93 @@
+"""Intervals of positive quantities never reach below 0: Student-t where it stays >= 0, else log-scale, else
+"too few"; the tables and JSON say which. Expected values are worked by hand from tabled t quantiles."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from mgst.bot_metrics import BagSummary, Metric, format_bags
+from mgst.intervals import LOG_SCALE, STUDENT_T, batch_means_ci, mean_ci
+from mgst.results import Estimate
+
+# Student-t 0.975 quantiles, from a table (not from the code under test)
+T1, T2, T3 = 12.706204736174698, 4.302652729911275, 3.182446305284263
+
+
+def test_student_t_is_kept_when_its_lower_bound_is_positive():
+    # 10, 11, 12: mean 11, s = 1, half-width t(2) / sqrt(3) = 2.484138
+    ci = mean_ci([10.0, 11.0, 12.0])
+    assert ci.method == STUDENT_T
+    assert (ci.mean, ci.low, ci.high) == pytest.approx((11.0, 11 - T2 / math.sqrt(3), 11 + T2 / math.sqrt(3)))
+    assert ci.low == pytest.approx(8.515862, abs=1e-6)
+
+
+def test_a_negative_student_t_bound_becomes_a_log_scale_interval():
+    # 1, 2, 6: mean 3, s = sqrt((4 + 1 + 9) / 2) = sqrt(7); Student-t 3 -+ 6.57 reaches below 0.
+    # Log scale: 3 exp(-+t(2) sqrt(7) / (3 sqrt(3))) = 3 exp(-+2.19080) = (0.335481, 26.8272)
+    ci = mean_ci([1.0, 2.0, 6.0])
+    assert ci.method == LOG_SCALE and ci.mean == pytest.approx(3.0)
+    assert (ci.low, ci.high) == pytest.approx((0.335481, 26.8272), rel=1e-5)
+    assert ci.low * ci.high == pytest.approx(9.0)  # symmetric on the log scale: low x high = mean^2
+
+
+def test_two_replications_reaching_below_zero_say_too_few():
+    # 1, 5: mean 3, s = 2 sqrt(2), half-width t(1) x 2 = 25.4: no interval on two values, said so
+    ci = mean_ci([1.0, 5.0])
+    assert ci.mean == 3.0 and math.isnan(ci.low) and math.isnan(ci.high)
+    assert ci.method == "too few replications"
+    # The --quick sweep's AVTs (5,595 and 12,594 s): Student-t gave (-35,370, 53,559) s
+    assert mean_ci([5595.199438, 12594.007315]).method == "too few replications"
+
+
+def test_batch_means_of_a_short_testbed_class_stay_positive():
+    # 4 jobs: 4 batches of one. Mean 1.4, s = sqrt(17.3 / 3) = 2.40139, Student-t 1.4 -+ 3.82114 reaches below 0;
+    # log scale: 1.4 exp(-+3.82114 / 1.4) = 1.4 exp(-+2.72939) = (0.0913628, 21.4529)
+    ci = batch_means_ci([0.1, 0.2, 0.3, 5.0], 10)
+    assert ci.method == LOG_SCALE
+    assert (ci.mean, ci.low, ci.high) == pytest.approx((1.4, 0.0913628, 21.4529), rel=1e-5)
+    two = batch_means_ci([0.1, 3.0], 10)
+    assert math.isnan(two.low) and two.method == "too few batches"
+    # 20 jobs of 1.0 and 1.2 alternating, 10 batches of (1.0, 1.2): every batch mean 1.1, s = 0: (1.1, 1.1)
+    flat = batch_means_ci([1.0, 1.2] * 10, 10)
+    assert flat.method == STUDENT_T and (flat.low, flat.high) == pytest.approx((1.1, 1.1))
+
+
+def test_no_interval_of_positive_values_reaches_below_zero():
+    rng = random.Random(7)
+    seen = set()
+    for _ in range(2000):
+        values = [rng.expovariate(1.0) ** 3 for _ in range(rng.randint(2, 8))]
+        for ci in (mean_ci(values), batch_means_ci(values, 4)):
+            assert math.isnan(ci.low) or 0 <= ci.low <= ci.mean <= ci.high, (values, ci)
+            seen.add(ci.method.split()[0])
+    assert seen == {"student-t", "log-scale", "too"}  # every branch was taken
+
+
+def _estimate(values: list[float]) -> Estimate:
+    ci = mean_ci(values)
+    return Estimate(len(values), *ci, ci.method)
+
+
+def _metric(values: list[float]) -> Metric:
+    ci = mean_ci(values)
+    return Metric(*ci, ci.method)
+
+
+def test_json_and_tables_say_how_the_interval_was_made():
+    t = _estimate([10.0, 11.0, 12.0])
+    assert "interval_method" not in t.as_dict()  # Student-t: as before (mgst paper --json unchanged)
+    log = _estimate([1.0, 2.0, 6.0])
+    assert log.as_dict()["interval_method"] == "log-scale" and log.as_dict()["ci95"][0] > 0
+    few = _estimate([1.0, 5.0])
+    assert few.as_dict()["interval_method"] == "too few replications" and few.as_dict()["ci95"] == [None, None]
+    m = _metric([1.0, 2.0, 6.0])
+    summary = BagSummary(3, 30, 300, False, 0, m, m, m, _metric([0.1, 0.2, 0.1]), 0.0, "replications")
+    text = format_bags(summary)
+    assert "AVT (turnaround) 3.0  95 % CI (0.3, 26.8) [log-scale]" in text
+    assert summary.as_dict()["avt"]["interval_method"] == "log-scale"
+    few_text = format_bags(BagSummary(2, 20, 200, False, 0, _metric([1.0, 5.0]), m, m, m, 0.0,
+                                      "replications"))
+    assert "AVT (turnaround) 3.0 (too few replications)" in few_text
