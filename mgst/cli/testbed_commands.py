@@ -42,6 +42,13 @@ def add_testbed_arguments(p: argparse.ArgumentParser) -> None:
                         "summary.json)")
     p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="import a module that registers policies of its own (repeatable)")
+    p.add_argument("--live", default="127.0.0.1:0", metavar="[HOST:]PORT",
+                   help="serve the read-only live view of the run here (default 127.0.0.1 on a free port; the URL "
+                        "is printed); any address but loopback needs a token (docs/live.md)")
+    p.add_argument("--no-live", dest="live", action="store_const", const=None, help="no live view")
+    p.add_argument("--live-token-file", type=Path, metavar="FILE",
+                   help="the live view's token (default off loopback: KEYS/live.token if there, else a new one "
+                        "in OUT/live.token)")
 
 
 def _check_testbed_args(args: argparse.Namespace, exp) -> None:
@@ -75,6 +82,28 @@ def _stop_on_signals(mapper) -> None:
 
     signal.signal(signal.SIGINT, handler)
     signal.signal(signal.SIGTERM, handler)
+
+
+def _open_live(args: argparse.Namespace, exp, out: Path, keys: Path | None):
+    """The live view of the run (None with --no-live), its URL printed; exit 2 if it cannot be served."""
+    if args.live is None:
+        return None
+    from mgst.testbed.live.view import open_live_view  # noqa: PLC0415
+
+    try:
+        view, token_file = open_live_view(args.live, args.live_token_file, keys, out, exp, tuple(args.imports))
+    except (ValueError, OSError) as e:
+        raise ConfigError("--live-token-file" if args.live_token_file and "token" in str(e) else "--live",
+                          str(e)) from None
+    needs = f" (token in {token_file}: open {view.url}?token=...)" if token_file is not None else ""
+    print(f"mgst: live view at {view.url}{needs}", file=sys.stderr)
+    return view
+
+
+def _close_live(live) -> None:
+    if live is not None:
+        live.finish()
+        live.close()
 
 
 def _default_out(name: str) -> Path:
@@ -136,15 +165,25 @@ def run_command(args: argparse.Namespace) -> int:
             print(f"mgst: warning: {warning}", file=sys.stderr)
     from mgst.testbed.store import JournalWriteError  # noqa: PLC0415
 
+    live = _open_live(args, exp, out, None)
+    printer = _progress_printer(not args.quiet)
+
+    def on_mapper(mapper) -> None:
+        _stop_on_signals(mapper)
+        if live is not None:
+            live.attach(mapper)
+
     try:
         result = run_local(exp, out, duration=args.duration, time_unit=args.time_unit, seed=args.seed,
-                           executor=args.executor, progress=_progress_printer(not args.quiet),
-                           insecure=args.insecure, imports=tuple(args.imports), on_mapper=_stop_on_signals)
+                           executor=args.executor, progress=live.progress(printer) if live else printer,
+                           insecure=args.insecure, imports=tuple(args.imports), on_mapper=on_mapper)
     except JournalWriteError as e:
         print(f"mgst: error: {e}; the run is paused, and what was committed is kept: free space, then continue "
               f"it with 'mgst mapper {args.file} --resume {out}' and pullers (mgst run's own have stopped), "
               f"or write what was done with 'mgst export {out}'", file=sys.stderr)
         return EXIT_PAUSED
+    finally:
+        _close_live(live)
     if not args.quiet and sys.stderr.isatty():
         print(file=sys.stderr)
     if args.json:
@@ -213,16 +252,24 @@ def mapper_command(args: argparse.Namespace) -> int:
 
         tu = args.time_unit or exp.testbed.time_unit
         farewell = min(60.0, 2.0 + 5 * longest_down(exp.failures, exp) * tu)
+    live = _open_live(args, exp, out, args.keys)
+    printer = _progress_printer(not args.quiet)
     try:
         mapper = Mapper(exp, args.bind, duration=args.duration, time_unit=args.time_unit, seed=args.seed,
                         register_timeout=args.register_timeout, executor=args.executor,
-                        progress=_progress_printer(not args.quiet), keys=keys, insecure=args.insecure, out=out,
-                        resume=args.resume is not None, imports=tuple(args.imports), farewell=farewell)
+                        progress=live.progress(printer) if live else printer, keys=keys, insecure=args.insecure,
+                        out=out, resume=args.resume is not None, imports=tuple(args.imports), farewell=farewell)
     except ValueError as e:
+        _close_live(live)
         if type(e) is not ValueError:
             raise
         raise ConfigError("--resume" if args.resume is not None else "(mapper)", str(e)) from None
+    except BaseException:
+        _close_live(live)
+        raise
     _stop_on_signals(mapper)
+    if live is not None:
+        live.attach(mapper)
     print(f"mgst mapper: listening on {mapper.endpoint} ({mapper.security}) for {len(exp.machines)} pullers "
           f"({', '.join(m.name for m in exp.machines)}); journal {out}/journal.sqlite", file=sys.stderr)
     from mgst.testbed.store import JournalWriteError  # noqa: PLC0415
@@ -236,6 +283,8 @@ def mapper_command(args: argparse.Namespace) -> int:
         print(f"mgst: error: {e}; the run is paused (the pullers were told, and keep their work): free space, "
               f"then continue it with 'mgst mapper {args.file} --resume {out}'", file=sys.stderr)
         return EXIT_PAUSED
+    finally:
+        _close_live(live)
     summary, extras = summarize_testbed(run)
     d = write_testbed_outputs(run, summary, extras, out)
     if args.json:
