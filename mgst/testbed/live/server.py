@@ -197,6 +197,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif path.startswith("/static/") and path[len("/static/"):] in STATIC:
             self._file(path[len("/static/"):], body)
         elif path == "/api/snapshot":
+            srv.board.viewed = True
             self._reply(HTTPStatus.OK, srv.board.latest, "application/json", body)
         else:
             self._reply(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain", body)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import multiprocessing as mp
 import os
+import threading
 from typing import Any
 
 from mgst.model import Experiment, PoissonClasses
@@ -15,12 +16,25 @@ log = logging.getLogger(__name__)
 NICE = 15
 # Seconds given to the process to stop when the view closes, after it is terminated, before it is killed.
 STOP_GRACE = 2.0
+# How often (s) the process checks that its parent lives: a mapper killed outright leaves no simulation behind.
+ORPHAN_CHECK = 1.0
 
 
-def _simulate(conn: Any, experiment: Experiment, horizon: float, warmup: float, seed: int,
+def _exit_with_parent(parent: int) -> None:
+    """In the child: exit at once when the parent is gone (reparented: our parent id changes)."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            threading.Event().wait(ORPHAN_CHECK)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="orphan-check", daemon=True).start()
+
+
+def _simulate(conn: Any, parent: int, experiment: Experiment, horizon: float, warmup: float, seed: int,
               replications: int | None, imports: tuple[str, ...]) -> None:
     """The child: simulate, send ("done", summary dict) or ("failed", why)."""
     try:
+        _exit_with_parent(parent)
         os.nice(NICE)
         from mgst.simulate import run_simulation  # noqa: PLC0415 (the child imports only what it runs)
 
@@ -47,7 +61,7 @@ class BackgroundSimulation:
         ctx = mp.get_context("spawn")  # never fork a process with threads and a ZeroMQ context
         self._recv, send = ctx.Pipe(duplex=False)
         self.process = ctx.Process(target=_simulate, name="mgst-live-simulation", daemon=True,
-                                   args=(send, experiment, horizon, warmup, seed, replications, imports))
+                                   args=(send, os.getpid(), experiment, horizon, warmup, seed, replications, imports))
         self.process.start()
         send.close()
         self.state: dict[str, Any] = {"status": "running", "horizon": horizon, "seed": seed}

@@ -52,8 +52,10 @@ class Board:
     A reference swap: the reader gets either the old bytes or the new ones, whole (no lock needed).
     """
 
-    def __init__(self) -> None:
-        self.latest: bytes = json.dumps({"version": SNAPSHOT_VERSION, "phase": "starting"}).encode()
+    def __init__(self, **first: Any) -> None:
+        """``first``: what the page shows until the first snapshot (e.g. the experiment's name)."""
+        self.latest: bytes = json.dumps({"version": SNAPSHOT_VERSION, "phase": "starting", **first}).encode()
+        self.viewed = False  # set by the HTTP thread when a snapshot is first asked for (a flag, nothing more)
 
     def put(self, data: bytes) -> None:
         self.latest = data
@@ -106,8 +108,12 @@ class LivePublisher:
         self._achieved: list[tuple[int, float]] = []  # per machine: (results counted, their share sum)
         self._last_state: list[str] = []
         self._last_refusals: list[int] = []
+        self._periods_seen: list[tuple[int, int]] = []
         self._events: deque[dict[str, Any]] = deque(maxlen=MAX_EVENTS)
-        self._series: deque[list[float | None]] = deque(maxlen=MAX_POINTS)
+        self._series: deque[str] = deque(maxlen=MAX_POINTS)  # each point as JSON text, serialised once
+        # The first interval imports the t distribution (scipy, half a second): done now, before the run,
+        # not in the mapper's loop (it stalled dispatching 0.5 s).
+        batch_means_ci([0.0, 1.0], 2)
 
     def __call__(self, mapper: Any) -> None:
         now = time.time()
@@ -128,8 +134,12 @@ class LivePublisher:
     # ------------------------------------------------------------------ building
 
     def publish(self, mapper: Any, now: float) -> None:
-        snap = self.build(mapper, now)
-        self.board.put(json.dumps(snap, separators=(",", ":")).encode())
+        """Build and put the snapshot; the plots' series (up to MAX_POINTS points) is spliced in as the text
+        its points were serialised to once, not serialised again every second."""
+        text = json.dumps(self.build(mapper, now), separators=(",", ":"))
+        series = ('"series":{"columns":["elapsed_s","done","queued","running","up","mean_response"],"rows":['
+                  + ",".join(self._series) + "]}")
+        self.board.put(f"{text[:-1]},{series}}}".encode())
 
     def build(self, mapper: Any, now: float) -> dict[str, Any]:
         exp, core, journal = mapper.experiment, mapper.core, mapper.journal
@@ -153,7 +163,8 @@ class LivePublisher:
         intervals = self._results(mapper, exp, now, warmup, horizon)
         up = counts.get("up", 0)
         overall = intervals.get("overall") or {}
-        self._series.append([round(elapsed, 2), self._done, queued, running, up, overall.get("mean_response")])
+        self._series.append(json.dumps([round(elapsed, 2), self._done, queued, running, up,
+                                        overall.get("mean_response")]))
         return {
             "version": SNAPSHOT_VERSION,
             "at": now,
@@ -172,9 +183,7 @@ class LivePublisher:
             "queues": self._queues(core, exp),
             "results": intervals,
             "simulation": self.simulation() if self.simulation is not None else None,
-            "events": list(self._events),
-            "series": {"columns": ["elapsed_s", "done", "queued", "running", "up", "mean_response"],
-                       "rows": list(self._series)},
+            "events": sorted(self._events, key=lambda e: e["at"] or 0.0),
         }
 
     def _follow_jobs(self, journal: Any, tu: float, warmup: float, horizon: float, classes: int) -> None:
@@ -235,6 +244,7 @@ class LivePublisher:
             self._last_state = [""] * n
             self._last_refusals = [0] * n
             self._achieved = [(0, 0.0)] * n
+            self._periods_seen = [(0, 0)] * n  # per machine: (up-periods seen, up-periods seen closed)
         counts: dict[str, int] = {}
         shown: list[dict[str, Any]] = []
         for j, (rec, conn, mlog) in enumerate(zip(core.machines, mapper.conns, journal.machines)):
@@ -245,7 +255,7 @@ class LivePublisher:
                 total += sum(mlog.achieved[k:])
                 k = len(mlog.achieved)
                 self._achieved[j] = (k, total)
-            self._note_changes(j, mlog.name, state, conn.refusals, now)
+            self._note_changes(j, mlog.name, state, conn.refusals, mlog.periods, now)
             if j < MAX_MACHINES_SHOWN:
                 shown.append({
                     "name": mlog.name, "state": state, "activity": rec.state.value,
@@ -258,19 +268,29 @@ class LivePublisher:
                 })
         return shown, counts
 
-    def _note_changes(self, j: int, name: str, state: str, refusals: int, now: float) -> None:
-        """The timeline: a machine's state changed, or it refused a command, since the last snapshot."""
-        before = self._last_state[j]
+    def _note_changes(self, j: int, name: str, state: str, refusals: int, periods: list, now: float) -> None:
+        """The timeline: ups and downs at the instants the journal has them (a down shorter than a snapshot's
+        period is not missed); suspicions, silences, expulsions and refusals as the snapshots see them."""
+        seen, closed = self._periods_seen[j]
+        for k in range(max(0, seen - 1), len(periods)):
+            up, down = periods[k]
+            if k >= seen:
+                self._event(up, name, "registered" if k == 0 else "up", "")
+            if down is not None and k >= closed:
+                self._event(down, name, "down", "")
+                closed = k + 1
+        self._periods_seen[j] = (len(periods), closed)
         if refusals > self._last_refusals[j]:
-            self._events.append({"at": now, "machine": name, "kind": "refused",
-                                 "detail": f"{refusals} command(s) refused by its allow-list"})
+            self._event(now, name, "refused", f"{refusals} command(s) refused by its allow-list")
             self._last_refusals[j] = refusals
+        before = self._last_state[j]
         if state != before:
             self._last_state[j] = state
-            if before and not (before == "waiting" and state == "up"):
-                self._events.append({"at": now, "machine": name, "kind": state, "detail": f"was {before}"})
-            elif state == "up" and before == "waiting":
-                self._events.append({"at": now, "machine": name, "kind": "registered", "detail": ""})
+            if state in ("suspected", "silent", "expelled"):
+                self._event(now, name, state, f"was {before}" if before else "")
+
+    def _event(self, at: float | None, machine: str, kind: str, detail: str) -> None:
+        self._events.append({"at": at, "machine": machine, "kind": kind, "detail": detail})
 
     def _queues(self, core: Any, exp: Any) -> list[dict[str, Any]]:
         names = {i: c.name for i, c in enumerate(exp.classes)}

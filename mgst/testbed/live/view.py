@@ -50,8 +50,8 @@ def resolve_token(host: str, token_file: Path | None, keys: Path | None, out: Pa
 class LiveView:
     """Serves the page of a run; :meth:`progress` wraps the mapper's progress callback to publish snapshots.
 
-    The simulation of the same setting starts, in a low-priority process, at the first snapshot (when the
-    mapper's seed, duration and time unit are known), unless ``simulate`` is False.
+    The simulation of the same setting starts, in a low-priority process, once the page (or a script) has
+    asked for a snapshot: a run nobody watches spends no CPU on it. Not with ``simulate`` False.
     """
 
     def __init__(self, experiment: Experiment, host: str, port: int, token: str | None = None, *,
@@ -59,8 +59,9 @@ class LiveView:
         self.experiment = experiment
         self.imports = imports
         self.simulate = simulate
-        self.board = Board()
+        self.board = Board(experiment=experiment.name, policy=experiment.policy.name)
         self.sim: BackgroundSimulation | None = None
+        self.sim_error: str | None = None
         self.publisher = LivePublisher(self.board, simulation=self._simulation)
         self.server = LiveServer(self.board, host, port, token).start()
         self.mapper: Any = None
@@ -70,18 +71,24 @@ class LiveView:
         return self.server.url
 
     def _simulation(self) -> dict[str, Any] | None:
-        return self.sim.poll() if self.sim is not None else None
+        if self.sim_error is not None:
+            return {"status": "failed", "error": self.sim_error}
+        if self.sim is None:
+            return {"status": "waiting"} if self.simulate else None
+        return self.sim.poll()
 
     def attach(self, mapper: Any) -> None:
-        """The run's mapper (its first snapshot starts the simulation)."""
+        """The run's mapper."""
         self.mapper = mapper
-        if self.simulate and self.sim is None:
-            horizon = mapper.duration / mapper.time_unit
-            warmup = min(self.experiment.simulation.warmup, 0.1 * horizon)  # as the run's summary has it
-            try:
-                self.sim = BackgroundSimulation(mapper.experiment, horizon, warmup, mapper.seed, self.imports)
-            except Exception as e:  # noqa: BLE001 (the page says so; the run goes on)
-                log.warning("the live view's simulation could not start: %s", e)
+
+    def _start_simulation(self, mapper: Any) -> None:
+        horizon = mapper.duration / mapper.time_unit
+        warmup = min(self.experiment.simulation.warmup, 0.1 * horizon)  # as the run's summary has it
+        try:
+            self.sim = BackgroundSimulation(mapper.experiment, horizon, warmup, mapper.seed, self.imports)
+        except Exception as e:  # noqa: BLE001 (the page says so; the run goes on)
+            log.warning("the live view's simulation could not start: %s", e)
+            self.sim_error = f"it could not start: {e}"
 
     def progress(self, inner: Callable[[Any], None] | None) -> Callable[[Any], None]:
         """A mapper progress callback: ``inner``'s (e.g. the terminal's line), then a snapshot if one is due."""
@@ -90,6 +97,8 @@ class LiveView:
                 inner(mapper)
             if self.mapper is None:
                 self.attach(mapper)
+            if self.board.viewed and self.simulate and self.sim is None and self.sim_error is None:
+                self._start_simulation(mapper)
             self.publisher(mapper)
 
         return both

@@ -16,7 +16,7 @@
   const plots = {};
 
   function plot(id, label, stroke) {
-    const width = Math.max(280, Math.min(460, (window.innerWidth - 80) / 3));
+    const width = Math.max(280, Math.min(460, (window.innerWidth - 140) / 3));
     const series = [{}].concat(label.map((l, i) => ({label: l, stroke: stroke[i], width: 1.5})));
     return new uPlot({width: width, height: 170, series: series, scales: {x: {time: false}},
                       axes: [{label: "elapsed (s)"}, {}], legend: {show: true}},
@@ -28,11 +28,11 @@
     const rows = s.series.rows;
     const col = (i) => rows.map((r) => r[i]);
     if (!plots.jobs) {
-      plots.jobs = plot("plot-jobs", ["done", "queued", "running"], ["#2a7", "#d70", "#36c"]);
+      plots.jobs = plot("plot-jobs", ["queued", "running"], ["#d70", "#36c"]);
       plots.response = plot("plot-response", ["testbed", "simulation"], ["#c33", "#888"]);
       plots.up = plot("plot-up", ["up"], ["#2a7"]);
     }
-    plots.jobs.setData([col(0), col(1), col(2), col(3)]);
+    plots.jobs.setData([col(0), col(2), col(3)]);
     const sim = simOverall(s);
     plots.response.setData([col(0), col(5), rows.map(() => sim)]);
     plots.up.setData([col(0), col(4)]);
@@ -74,6 +74,7 @@
     fill(tbody, rows);
     const st = s.simulation;
     $("sim-status").textContent = !st ? "No simulation beside this run." :
+      st.status === "waiting" ? "The simulation of this setting starts now that the page is open..." :
       st.status === "running" ? "The simulation of this setting is running (low priority)..." :
       st.status === "failed" ? `The simulation failed: ${st.error}` :
       `Simulation: ${st.summary.replications} replication(s), horizon ${fmt(st.summary.horizon, 1)}, seed ${st.summary.seed}. ` +
