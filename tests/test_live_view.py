@@ -183,6 +183,13 @@ def test_bad_live_option_is_a_usage_error(tmp_path):
                        cwd=ROOT)
     assert p.returncode == 2 and "--live" in p.stderr and "Traceback" not in p.stderr, p.stderr
     assert not (out / "journal.sqlite").exists()
+    short = tmp_path / "short.token"
+    short.write_text("short\n")
+    p = subprocess.run([sys.executable, "-m", "mgst", "run", str(ROOT / "experiments" / "hihi-mfd-fd.toml"),
+                        "--out", str(out), "--live", "0.0.0.0:0", "--live-token-file", str(short)],  # noqa: S104
+                       capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert p.returncode == 2 and "--live-token-file" in p.stderr and "at least 16" in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr and not (out / "journal.sqlite").exists()
 
 
 def _fake_mapper(periods: list, refusals: int = 0, silent: bool = False, suspected: bool = False):

@@ -88,13 +88,13 @@ def _open_live(args: argparse.Namespace, exp, out: Path, keys: Path | None):
     """The live view of the run (None with --no-live), its URL printed; exit 2 if it cannot be served."""
     if args.live is None:
         return None
-    from mgst.testbed.live.view import open_live_view  # noqa: PLC0415
+    from mgst.testbed.live.view import TokenError, open_live_view  # noqa: PLC0415
 
     try:
         view, token_file = open_live_view(args.live, args.live_token_file, keys, out, exp, tuple(args.imports))
-    except (ValueError, OSError) as e:
-        raise ConfigError("--live-token-file" if args.live_token_file and "token" in str(e) else "--live",
-                          str(e)) from None
+    except ValueError as e:
+        token = isinstance(e, TokenError) and args.live_token_file is not None
+        raise ConfigError("--live-token-file" if token else "--live", str(e)) from None
     needs = f" (token in {token_file}: open {view.url}?token=...)" if token_file is not None else ""
     print(f"mgst: live view at {view.url}{needs}", file=sys.stderr)
     return view

@@ -19,7 +19,12 @@ log = logging.getLogger(__name__)
 TOKEN_FILE = "live.token"  # in the key folder (read if there), or in the run's folder (made if needed)
 
 
-def resolve_token(host: str, token_file: Path | None, keys: Path | None, out: Path) -> tuple[str | None, Path | None]:
+class TokenError(ValueError):
+    """The token's file cannot be read, or holds no usable token."""
+
+
+def resolve_token(host: str, token_file: Path | None, keys: Path | None,
+                  out: Path) -> tuple[str | None, Path | None]:
     """The token the view on ``host`` requires, and the file it is in (None, None: none needed).
 
     ``token_file`` if given (on any address); else, off loopback, ``keys``/live.token if it exists, else a
@@ -35,9 +40,11 @@ def resolve_token(host: str, token_file: Path | None, keys: Path | None, out: Pa
         try:
             return check_token(path.read_text()), path
         except OSError as e:
-            raise ValueError(f"cannot read {path}: {e.strerror}") from None
+            raise TokenError(f"cannot read {path}: {e.strerror}") from None
         except UnicodeDecodeError:
-            raise ValueError(f"{path} does not hold a text token") from None
+            raise TokenError(f"{path} does not hold a text token") from None
+        except ValueError as e:
+            raise TokenError(f"{path}: {e}") from None
     out.mkdir(parents=True, exist_ok=True)
     path = out / TOKEN_FILE
     token = secrets.token_urlsafe(32)
@@ -120,12 +127,16 @@ class LiveView:
 def open_live_view(spec: str, token_file: Path | None, keys: Path | None, out: Path, experiment: Experiment,
                    imports: tuple[str, ...] = ()) -> tuple[LiveView, Path | None]:
     """The live view on ``spec`` ([HOST:]PORT), started, and the file holding its token (None on loopback
-    without one). ValueError (bad address or token) or OSError (cannot bind) before anything else starts."""
+    without one). TokenError (its token), ValueError (its address, or it cannot be served there) before
+    anything else starts."""
     from mgst.testbed.live.server import parse_live  # noqa: PLC0415
 
     host, port = parse_live(spec)
     token, where = resolve_token(host, token_file, keys, out)
-    view = LiveView(experiment, host, port, token, imports=imports)
+    try:
+        view = LiveView(experiment, host, port, token, imports=imports)
+    except OSError as e:
+        raise ValueError(f"cannot serve the live view on {spec}: {e.strerror or e}") from None
     if token is not None:
         log.info("the live view on %s:%d requires the token in %s", host, view.server.port, where)
     return view, where
