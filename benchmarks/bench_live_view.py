@@ -41,17 +41,24 @@ HEAD = f"{'round':>5} {'closed n':>8} {'p50 ms':>7} {'p99 ms':>7} {'open n':>7} 
        f"{'ratio':>6} {'polls':>6} {'snap ms':>8} {'snap max':>8} {'snap kB':>7}"
 
 
-def mapper_main(exp: Any, key_dir: str, warmup: float, out: Any) -> None:
-    """The mapper's process: its view served and its snapshot published from its loop; sends back each
-    steady-state dispatch as (sent at, latency)."""
+def mapper_main(exp: Any, key_dir: str, warmup: float, server_kind: str, out: Any) -> None:
+    """The mapper's process: its view served (by a process of its own, as the commands do, or a thread of
+    this one) and its snapshot published from its loop; sends back each steady-state dispatch as (sent at,
+    latency)."""
+    from mgst.testbed.live.board import Board
+    from mgst.testbed.live.process import ServerProcess
     from mgst.testbed.live.server import LiveServer
-    from mgst.testbed.live.snapshot import Board, LivePublisher
+    from mgst.testbed.live.snapshot import LivePublisher
     from mgst.testbed.mapper import Mapper
 
     builds: list[float] = []
-    board = Board()
+    if server_kind == "process":
+        server: Any = ServerProcess("127.0.0.1", 0, None)
+        board: Any = server.board
+    else:
+        board = Board()
+        server = LiveServer(board, "127.0.0.1", 0).start()
     publisher = LivePublisher(board)
-    server = LiveServer(board, "127.0.0.1", 0).start()
 
     def progress(m: Any) -> None:
         t = time.perf_counter()
@@ -101,7 +108,7 @@ def poll(url: str, hz: float, origin: float, window: float, stop: threading.Even
 
 
 def measure(*, pullers: int, workers: int, dispatch_rate: float, duration: float, warmup: float,
-            poll_hz: float, window: float) -> dict:
+            poll_hz: float, window: float, server: str = "process") -> dict:
     """One run, open and closed alternating; every process is reaped before it returns."""
     exp = experiment(pullers, "fcfs", dispatch_rate, duration)
     names = [m.name for m in exp.machines]
@@ -115,7 +122,7 @@ def measure(*, pullers: int, workers: int, dispatch_rate: float, duration: float
         key_dir = Path(tmp) / "keys"
         security.create_keys(key_dir, names)
         m_recv, m_send = ctx.Pipe(duplex=False)
-        mapper = ctx.Process(target=mapper_main, args=(exp, str(key_dir), warmup, m_send))
+        mapper = ctx.Process(target=mapper_main, args=(exp, str(key_dir), warmup, server, m_send))
         mapper.start()
         procs.append(mapper)
         try:
@@ -174,18 +181,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dispatch-rate", type=float, default=500.0, help="jobs a second asked for in all (default 500)")
     p.add_argument("--poll-hz", type=float, default=4.0, help="the open page's polls a second (default 4)")
     p.add_argument("--window", type=float, default=5.0, help="seconds open, then closed, in turn (default 5)")
+    p.add_argument("--server", choices=("process", "thread"), default="process",
+                   help="the view's server in a process of its own, as the commands run it (default), or in a "
+                        "thread of the mapper's process")
     args = p.parse_args(argv)
     if args.repeat < 1 or not args.duration > args.warmup or args.poll_hz <= 0 or args.window <= 2 * EDGE:
         p.error("--repeat must be at least 1, --duration more than --warmup, --poll-hz positive, --window > 1")
     print(f"# {platform.python_version()} {platform.machine()}, {os.cpu_count()} CPUs, "
           f"load {'/'.join(f'{x:.1f}' for x in os.getloadavg())}, {args.pullers} pullers, fcfs, "
           f"dispatch {args.dispatch_rate:g}/s, {args.duration:g} s (warm-up {args.warmup:g}), poll {args.poll_hz:g} Hz "
-          f"in every other {args.window:g} s window")
+          f"in every other {args.window:g} s window, server in a {args.server}")
     print(HEAD, flush=True)
     rows = []
     for rnd in range(args.repeat):
         r = measure(pullers=args.pullers, workers=args.workers, dispatch_rate=args.dispatch_rate,
-                    duration=args.duration, warmup=args.warmup, poll_hz=args.poll_hz, window=args.window)
+                    duration=args.duration, warmup=args.warmup, poll_hz=args.poll_hz, window=args.window,
+                    server=args.server)
         rows.append(r)
         print(f"{rnd:>5} {r['closed_n']:>8} {r['closed_p50']:>7.2f} {r['closed_p99']:>7.2f} {r['open_n']:>7} "
               f"{r['open_p50']:>7.2f} {r['open_p99']:>7.2f} {r['open_p99'] / r['closed_p99']:>6.3f} {r['polls']:>6} "

@@ -85,7 +85,8 @@ def _stop_on_signals(mapper) -> None:
 
 
 def _open_live(args: argparse.Namespace, exp, out: Path, keys: Path | None):
-    """The live view of the run (None with --no-live), its URL printed; exit 2 if it cannot be served."""
+    """The live view of the run (None with --no-live), serving before anything else starts; exit 2 if it
+    cannot be served."""
     if args.live is None:
         return None
     from mgst.testbed.live.view import TokenError, open_live_view  # noqa: PLC0415
@@ -95,9 +96,16 @@ def _open_live(args: argparse.Namespace, exp, out: Path, keys: Path | None):
     except ValueError as e:
         token = isinstance(e, TokenError) and args.live_token_file is not None
         raise ConfigError("--live-token-file" if token else "--live", str(e)) from None
-    needs = f" (token in {token_file}: open {view.url}?token=...)" if token_file is not None else ""
-    print(f"mgst: live view at {view.url}{needs}", file=sys.stderr)
+    view.token_file = token_file
     return view
+
+
+def _announce_live(live) -> None:
+    """The live view's URL, once the run's mapper exists (a run that cannot start does not advertise it)."""
+    if live is not None:
+        token = live.token_file
+        needs = f" (token in {token}: open {live.url}?token=...)" if token is not None else ""
+        print(f"mgst: live view at {live.url}{needs}", file=sys.stderr)
 
 
 def _close_live(live) -> None:
@@ -172,6 +180,7 @@ def run_command(args: argparse.Namespace) -> int:
         _stop_on_signals(mapper)
         if live is not None:
             live.attach(mapper)
+            _announce_live(live)
 
     try:
         result = run_local(exp, out, duration=args.duration, time_unit=args.time_unit, seed=args.seed,
@@ -270,6 +279,7 @@ def mapper_command(args: argparse.Namespace) -> int:
     _stop_on_signals(mapper)
     if live is not None:
         live.attach(mapper)
+        _announce_live(live)
     print(f"mgst mapper: listening on {mapper.endpoint} ({mapper.security}) for {len(exp.machines)} pullers "
           f"({', '.join(m.name for m in exp.machines)}); journal {out}/journal.sqlite", file=sys.stderr)
     from mgst.testbed.store import JournalWriteError  # noqa: PLC0415

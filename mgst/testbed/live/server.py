@@ -1,9 +1,9 @@
 """The live view's HTTP server: a read-only page, its static files and /api/snapshot, in a daemon thread.
 
 The standard library's ThreadingHTTPServer is enough here: the page polls one small snapshot a second,
-the snapshot is already JSON bytes when it is served (built in the mapper's thread, :mod:`.snapshot`),
-and a request costs the thread about a hundred microseconds of Python; connections are bounded, so a
-flood of them cannot take threads (or the GIL) from the mapper. Nothing here touches a mapper object.
+the snapshot is already JSON bytes when it is served (built in the mapper's loop, :mod:`.snapshot`), and
+connections are bounded. The commands run it in a process of its own (:mod:`.process`), so that it never
+takes the GIL from the mapper; nothing here touches a mapper object.
 
 Policy (docs/live.md):
 - GET and HEAD only; any other method is 405, and no endpoint changes anything;
@@ -27,7 +27,7 @@ from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from mgst.testbed.live.snapshot import Board
+from mgst.testbed.live.board import Board, FolderBoard
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +106,13 @@ def token_matches(expected: str, given: str | None) -> bool:
     return given is not None and hmac.compare_digest(expected.encode(), given.encode())
 
 
+def page_url(host: str, port: int) -> str:
+    """The page's address on ``host``:``port`` (this machine's name for a wildcard address)."""
+    if host in ("0.0.0.0", "::"):  # noqa: S104 (any address: named by the machine's name)
+        host = socket.gethostname()
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}/"
+
+
 def _static_files() -> dict[str, bytes]:
     folder = resources.files("mgst.testbed.live") / "static"
     return {name: (folder / name).read_bytes() for name in STATIC}
@@ -114,7 +121,7 @@ def _static_files() -> dict[str, bytes]:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = MAX_CONNECTIONS
-    board: Board
+    board: Board | FolderBoard
     token: str | None
     loopback: bool
     files: dict[str, bytes]
@@ -245,7 +252,7 @@ class _Handler(BaseHTTPRequestHandler):
 class LiveServer:
     """Serves ``board`` on (``host``, ``port``) in a daemon thread; off loopback, ``token`` is required."""
 
-    def __init__(self, board: Board, host: str = "127.0.0.1", port: int = 0, token: str | None = None):
+    def __init__(self, board: Board | FolderBoard, host: str = "127.0.0.1", port: int = 0, token: str | None = None):
         loopback = is_loopback(host)
         if not loopback and token is None:
             raise ValueError(f"the live view on {host} (not loopback) needs a token")
@@ -264,8 +271,7 @@ class LiveServer:
     @property
     def url(self) -> str:
         """The page's address (without the token)."""
-        host = socket.gethostname() if self.host in ("0.0.0.0", "::") else self.host  # noqa: S104 (any address)
-        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}/"
+        return page_url(self.host, self.port)
 
     def start(self) -> LiveServer:
         self.thread.start()

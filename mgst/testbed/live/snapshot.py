@@ -2,8 +2,8 @@
 
 :class:`LivePublisher` is called from the mapper's loop (as its progress callback, about once a second).
 It reads the mapper's objects there, in the mapper's thread, builds a plain dict, serialises it, and
-swaps the bytes into a :class:`Board`: the HTTP thread only ever reads ``Board.latest`` (one reference,
-immutable bytes), never a mapper object. The cost per call is bounded: jobs are followed incrementally
+puts the bytes on a board (:mod:`.board`): the HTTP server only ever reads the board, never a mapper
+object. The cost per call is bounded: jobs are followed incrementally
 (only the new ones and those not yet done are looked at), and the lists shown are capped.
 """
 
@@ -24,12 +24,12 @@ from mgst.bot_metrics import reduce_bags, summarize_bags
 from mgst.core.state import MachineState
 from mgst.intervals import batch_means_ci
 from mgst.testbed.journal import JobLog
+from mgst.testbed.live.board import SNAPSHOT_VERSION, Board, FolderBoard
 from mgst.testbed.messages import REFUSE_LIMIT
 from mgst.testbed.summary import BATCHES
 
 log = logging.getLogger(__name__)
 
-SNAPSHOT_VERSION = 1
 # Machines listed one by one (a run of thousands shows the first ones, and the counts of all): the
 # snapshot stays under about 200 kB, and building it under a few ms, however large the run.
 MAX_MACHINES_SHOWN = 500
@@ -44,21 +44,6 @@ MAX_POINTS = 1800
 # The intervals (batch means over every job so far) are recomputed at most this often (s): their cost
 # grows with the jobs done, and they do not move much in a few seconds.
 INTERVAL_EVERY = 5.0
-
-
-class Board:
-    """The latest snapshot, as JSON bytes: written by the mapper's thread, read by the HTTP thread.
-
-    A reference swap: the reader gets either the old bytes or the new ones, whole (no lock needed).
-    """
-
-    def __init__(self, **first: Any) -> None:
-        """``first``: what the page shows until the first snapshot (e.g. the experiment's name)."""
-        self.latest: bytes = json.dumps({"version": SNAPSHOT_VERSION, "phase": "starting", **first}).encode()
-        self.viewed = False  # set by the HTTP thread when a snapshot is first asked for (a flag, nothing more)
-
-    def put(self, data: bytes) -> None:
-        self.latest = data
 
 
 def _num(x: float | None, digits: int = 6) -> float | None:
@@ -91,7 +76,7 @@ class LivePublisher:
     how often a snapshot is built, whatever the caller's rate.
     """
 
-    def __init__(self, board: Board, *, every: float = 1.0,
+    def __init__(self, board: Board | FolderBoard, *, every: float = 1.0,
                  simulation: Callable[[], dict[str, Any] | None] | None = None):
         self.board = board
         self.every = every

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from mgst.model import Experiment
-from mgst.testbed.live.server import LiveServer, check_token, is_loopback
+from mgst.testbed.live.process import ServerProcess
+from mgst.testbed.live.server import check_token, is_loopback
 from mgst.testbed.live.simulation import BackgroundSimulation
-from mgst.testbed.live.snapshot import Board, LivePublisher
+from mgst.testbed.live.snapshot import LivePublisher
 
 log = logging.getLogger(__name__)
 
@@ -66,12 +67,13 @@ class LiveView:
         self.experiment = experiment
         self.imports = imports
         self.simulate = simulate
-        self.board = Board(experiment=experiment.name, policy=experiment.policy.name)
+        self.server = ServerProcess(host, port, token, experiment=experiment.name, policy=experiment.policy.name)
+        self.board = self.server.board
         self.sim: BackgroundSimulation | None = None
         self.sim_error: str | None = None
         self.publisher = LivePublisher(self.board, simulation=self._simulation)
-        self.server = LiveServer(self.board, host, port, token).start()
         self.mapper: Any = None
+        self.token_file: Path | None = None  # where its token is, for the command to say
 
     @property
     def url(self) -> str:
