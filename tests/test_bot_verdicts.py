@@ -16,7 +16,8 @@ SWEEP = Path(__file__).resolve().parents[1] / "experiments" / "bot" / "anglano-s
 
 
 def _rep(growth: float, unfinished: int, window: float, settle: float) -> BagReplication:
-    return BagReplication(1, [1.0], [0.0], [1.0], 0.0, 1.0, 10, 10, 12, unfinished, 2.0, growth, [], window, settle)
+    return BagReplication(1, [1.0], [0.0], [1.0], 0.0, 1.0, 10, 10, 12, unfinished, 2.0, growth, [],
+                          window=window, settle_time=settle)
 
 
 @pytest.mark.parametrize(("growth", "unfinished", "window", "settle", "verdict"), [

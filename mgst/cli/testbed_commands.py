@@ -48,6 +48,13 @@ def add_testbed_arguments(p: argparse.ArgumentParser) -> None:
                         "summary.json)")
     p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="import a module that registers policies of its own (repeatable)")
+    p.add_argument("--live", default="127.0.0.1:0", metavar="[HOST:]PORT",
+                   help="serve the read-only live view of the run here (default 127.0.0.1 on a free port; the URL "
+                        "is printed); any address but loopback needs a token (docs/live.md)")
+    p.add_argument("--no-live", dest="live", action="store_const", const=None, help="no live view")
+    p.add_argument("--live-token-file", type=Path, metavar="FILE",
+                   help="the live view's token (default off loopback: KEYS/live.token if there, else a new one "
+                        "in OUT/live.token)")
 
 
 def _check_testbed_args(args: argparse.Namespace, exp) -> None:
@@ -77,6 +84,36 @@ def _stop_on_signals(mapper) -> None:
 
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, handler)
+
+
+def _open_live(args: argparse.Namespace, exp, out: Path, keys: Path | None):
+    """The live view of the run (None with --no-live), serving before anything else starts; exit 2 if it
+    cannot be served."""
+    if args.live is None:
+        return None
+    from mgst.testbed.live.view import TokenError, open_live_view  # noqa: PLC0415
+
+    try:
+        view, token_file = open_live_view(args.live, args.live_token_file, keys, out, exp, tuple(args.imports))
+    except ValueError as e:
+        token = isinstance(e, TokenError) and args.live_token_file is not None
+        raise ConfigError("--live-token-file" if token else "--live", str(e)) from None
+    view.token_file = token_file
+    return view
+
+
+def _announce_live(live) -> None:
+    """The live view's URL, once the run's mapper exists (a run that cannot start does not advertise it)."""
+    if live is not None:
+        token = live.token_file
+        needs = f" (token in {token}: open {live.url}?token=...)" if token is not None else ""
+        print(f"mgst: live view at {live.url}{needs}", file=sys.stderr)
+
+
+def _close_live(live) -> None:
+    if live is not None:
+        live.finish()
+        live.close()
 
 
 def _default_out(name: str) -> Path:
@@ -138,10 +175,19 @@ def run_command(args: argparse.Namespace) -> int:
             print(f"mgst: warning: {warning}", file=sys.stderr)
     from mgst.testbed.store import JournalWriteError  # noqa: PLC0415
 
+    live = _open_live(args, exp, out, None)
+    printer = _progress_printer(not args.quiet)
+
+    def on_mapper(mapper) -> None:
+        _stop_on_signals(mapper)
+        if live is not None:
+            live.attach(mapper)
+            _announce_live(live)
+
     try:
         result = run_local(exp, out, duration=args.duration, time_unit=args.time_unit, seed=args.seed,
-                           executor=args.executor, progress=_progress_printer(not args.quiet),
-                           insecure=args.insecure, imports=tuple(args.imports), on_mapper=_stop_on_signals)
+                           executor=args.executor, progress=live.progress(printer) if live else printer,
+                           insecure=args.insecure, imports=tuple(args.imports), on_mapper=on_mapper)
     except TimeoutError as e:  # (the local pullers did not start: their log says why)
         print(f"mgst: error: {e}; see {out}/pullers.log", file=sys.stderr)
         return 1
@@ -150,6 +196,8 @@ def run_command(args: argparse.Namespace) -> int:
               f"it with 'mgst mapper {args.file} --resume {out}' and pullers (mgst run's own have stopped), "
               f"or write what was done with 'mgst export {out}'", file=sys.stderr)
         return EXIT_PAUSED
+    finally:
+        _close_live(live)
     if not args.quiet and sys.stderr.isatty():
         print(file=sys.stderr)
     _report(result, args.json, out, ["journal.sqlite", *result.files, "pullers.log"])
@@ -219,21 +267,32 @@ def mapper_command(args: argparse.Namespace) -> int:
 
         tu = args.time_unit or exp.testbed.time_unit
         farewell = min(60.0, 2.0 + 5 * longest_down(exp.failures, exp) * tu)
+    live = _open_live(args, exp, out, args.keys)
+    printer = _progress_printer(not args.quiet)
     try:
         mapper = Mapper(exp, args.bind, duration=args.duration, time_unit=args.time_unit, seed=args.seed,
                         register_timeout=args.register_timeout, executor=args.executor,
-                        progress=_progress_printer(not args.quiet), keys=keys, insecure=args.insecure, out=out,
-                        resume=args.resume is not None, imports=tuple(args.imports), farewell=farewell)
+                        progress=live.progress(printer) if live else printer, keys=keys, insecure=args.insecure,
+                        out=out, resume=args.resume is not None, imports=tuple(args.imports), farewell=farewell)
     except RunOver as e:  # exit 0: what was asked for, a finished run, is there; nothing is listened for or rewritten
+        _close_live(live)
         print(f"mgst: {e}", file=sys.stderr)
         return 0
     except BindError as e:
+        _close_live(live)
         raise ConfigError("--bind", str(e)) from None
     except ValueError as e:
+        _close_live(live)
         if type(e) is not ValueError:
             raise
         raise ConfigError("--resume" if args.resume is not None else "(mapper)", str(e)) from None
+    except BaseException:
+        _close_live(live)
+        raise
     _stop_on_signals(mapper)
+    if live is not None:
+        live.attach(mapper)
+        _announce_live(live)
     print(f"mgst mapper: listening on {mapper.endpoint} ({mapper.security}) for {len(exp.machines)} pullers "
           f"({', '.join(m.name for m in exp.machines)}); journal {out}/journal.sqlite", file=sys.stderr)
     from mgst.testbed.store import JournalWriteError  # noqa: PLC0415
@@ -250,6 +309,8 @@ def mapper_command(args: argparse.Namespace) -> int:
         print(f"mgst: error: {e}; the run is paused (the pullers were told, and keep their work): free space, "
               f"then continue it with 'mgst mapper {args.file} --resume {out}'", file=sys.stderr)
         return EXIT_PAUSED
+    finally:
+        _close_live(live)
     from mgst.testbed.beside import finish_outputs  # noqa: PLC0415
 
     result = finish_outputs(run, out, imports=tuple(args.imports))
