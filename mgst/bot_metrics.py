@@ -13,6 +13,7 @@ from typing import Any
 from mgst.core.state import BagRecord
 from mgst.intervals import STUDENT_T, Interval, batch_means_ci, is_default, mean_ci, method_note
 from mgst.model import Experiment
+from mgst.wording import plural
 
 BAG_COLUMNS = (
     "Replication", "Bag", "Submitted", "First Dispatch", "Completed", "Turnaround", "Waiting", "Makespan",
@@ -355,7 +356,7 @@ def format_bags(summary: BagSummary, unit: str = "time units") -> str:
         return f"{name:<16} {fmt.format(m.mean * scale)}{ci}"
 
     lines = [
-        f"Bags: {summary.bags} counted, {summary.tasks} tasks, {summary.replications} replication(s) "
+        f"Bags: {summary.bags} counted, {summary.tasks} tasks, {plural(summary.replications, 'replication')} "
         f"(intervals by {summary.interval}; times in {unit})",
         show("AVT (turnaround)", summary.avt), show("Makespan", summary.makespan),
         show("Waiting", summary.waiting), show("RWT", summary.rwt, 100.0, "{:.2f}%"),
@@ -363,12 +364,13 @@ def format_bags(summary: BagSummary, unit: str = "time units") -> str:
     if summary.unbounded:
         lines.append(
             f"UNBOUNDED: the backlog grows without bound in {summary.unbounded_replications} of "
-            f"{summary.replications} replication(s) (criterion: docs/reproduction-bot.md); no mean is given"
+            f"{plural(summary.replications, 'replication')} (criterion: docs/reproduction-bot.md); no mean is given"
         )
     elif summary.undecided_replications:
         lines.append(
             f"UNDECIDED AT THIS HORIZON: the backlog grows in {summary.undecided_replications} of "
-            f"{summary.replications} replication(s), over a window shorter than {SETTLE_MAKESPANS:g} bag makespans: "
+            f"{plural(summary.replications, 'replication')}, over a window shorter than {SETTLE_MAKESPANS:g} bag "
+            "makespans: "
             "too short to tell a bounded backlog filling up from an unbounded one; run a longer horizon"
         )
     return "\n".join(lines)

@@ -77,7 +77,7 @@
       st.status === "waiting" ? "The simulation of this setting starts now that the page is open..." :
       st.status === "running" ? "The simulation of this setting is running (low priority)..." :
       st.status === "failed" ? `The simulation failed: ${st.error}` :
-      `Simulation: ${st.summary.replications} replication(s), horizon ${fmt(st.summary.horizon, 1)}, seed ${st.summary.seed}. ` +
+      `Simulation: ${st.summary.replications} replication${st.summary.replications === 1 ? '' : 's'}, horizon ${fmt(st.summary.horizon, 1)}, seed ${st.summary.seed}. ` +
       `Times in model units; testbed intervals: ${res.ci_method || ""}.`;
   }
 
