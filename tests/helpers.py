@@ -3,12 +3,14 @@ measured on a shared machine (in windows without contention), a suspended proces
 
 from __future__ import annotations
 
+import codecs
 import importlib
+import os
 import random
 import select
 import subprocess
 import time
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -174,17 +176,28 @@ class Gang(Policy):
 
 
 def read_until(proc: subprocess.Popen, text: str, timeout: float) -> str:
-    """What ``proc`` writes on stderr up to the line holding ``text`` (bounded in time)."""
+    """What ``proc`` writes on stderr up to (at least) the line holding ``text`` (bounded in time)."""
+    return read_stderr_until(proc, lambda seen: text in seen, timeout, repr(text))
+
+
+def read_stderr_until(proc: subprocess.Popen, done: Callable[[str], bool], timeout: float, what: str) -> str:
+    """What ``proc`` writes on stderr until ``done(all of it so far)`` (bounded in time).
+
+    It reads the pipe's file descriptor itself: ``select`` on a buffered reader misses lines that reader already
+    holds (two lines written together, one returned by ``readline``, the other waiting in its buffer forever).
+    """
+    fd = proc.stderr.fileno()
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
     seen = ""
     deadline = time.monotonic() + timeout
-    while text not in seen:
+    while not done(seen):
         left = deadline - time.monotonic()
-        if left <= 0 or not select.select([proc.stderr], [], [], left)[0]:
-            pytest.fail(f"no {text!r} from the process; it said {seen[-2000:]!r}")
-        line = proc.stderr.readline()
-        if not line:
-            pytest.fail(f"the process ended before saying {text!r}: {seen[-2000:]!r}")
-        seen += line
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            pytest.fail(f"no {what} from the process in {timeout} s; it said {seen[-2000:]!r}")
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            pytest.fail(f"the process ended before saying {what}: {seen[-2000:]!r}")
+        seen += decoder.decode(chunk)
     return seen
 
 

@@ -7,7 +7,6 @@ import csv
 import json
 import os
 import re
-import select
 import signal
 import sqlite3
 import subprocess
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from helpers import read_until
+from helpers import read_stderr_until, read_until
 
 ROOT = Path(__file__).resolve().parents[1]
 # Jobs of 10 s (mean) on 2 machines, arriving every 0.7 s: some run, more wait, when the interrupt comes, and the
@@ -47,19 +46,8 @@ PROGRESS = re.compile(r"running (\d+)")
 
 def _await_running_jobs(proc: subprocess.Popen, timeout: float) -> str:
     """stderr up to the first progress line showing a running job (bounded in time)."""
-    seen = ""
-    deadline = time.monotonic() + timeout
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([proc.stderr], [], [], left)[0]:
-            pytest.fail(f"no job ran in {timeout} s: {seen[-2000:]!r}")
-        line = proc.stderr.readline()
-        if not line:
-            pytest.fail(f"mgst run ended first: {seen[-2000:]!r}")
-        seen += line
-        m = PROGRESS.search(line)
-        if m and int(m.group(1)) > 0:
-            return seen
+    return read_stderr_until(proc, lambda seen: any(int(n) > 0 for n in PROGRESS.findall(seen)), timeout,
+                             "progress line with a running job")
 
 
 def _alive(procs: list[psutil.Process]) -> list[psutil.Process]:
