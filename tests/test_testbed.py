@@ -459,8 +459,31 @@ def test_after_the_run_a_late_puller_is_told_the_run_is_over(tmp_path, no_childr
         finally:
             late.close()
             r.mapper.aborting = True  # ends the farewell
+            aborted_at = time.monotonic()
         r.wait()
+        ended_in = time.monotonic() - aborted_at
     assert answers[-1] is P.Bye, answers
+    # an abort (a second Ctrl-C) ends the farewell at once, not when its 30 s run out (it did, before)
+    assert ended_in < 10.0, ended_in
     assert set(answers[:-1]) == {P.Refused}, answers  # while the run went on
     run = r.result
     assert run is not None and run.cut_off == []
+
+
+def test_an_interrupted_run_says_farewell_no_longer_than_it_drains(tmp_path, no_children_left):
+    """Ctrl-C on `mgst mapper`: the farewell to pullers that were down is cut to INTERRUPT_DRAIN, so the mapper
+    ends within seconds, not after its farewell (up to 60 s; here 30)."""
+    from mgst.testbed.mapper import INTERRUPT_DRAIN  # noqa: PLC0415
+
+    exp = small(machines=2, duration=30.0)
+    with Run(exp, tmp_path) as r:
+        r.mapper.farewell = 30.0
+        deadline = time.monotonic() + RUN_LIMIT
+        while r.mapper.clock.t0 is None and time.monotonic() < deadline:  # the run has begun
+            time.sleep(0.02)
+        r.mapper.stopping = True
+        stopped_at = time.monotonic()
+        r.wait()
+        ended_in = time.monotonic() - stopped_at
+    # drain (at most INTERRUPT_DRAIN) + farewell (at most INTERRUPT_DRAIN) + the byes' linger, with room for load
+    assert ended_in < 2 * INTERRUPT_DRAIN + 6.0, ended_in

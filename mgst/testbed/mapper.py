@@ -265,7 +265,9 @@ class Mapper:
                 if self.paused is None and self.farewell > 0 and not self.aborting and self.clock.t0 is not None:
                     # pullers that were down at the end (injected failures) learn that the run is over (a run that
                     # never began has none: its pullers did not come, or were told at once)
-                    self.router.farewell(self.farewell, lambda: self.aborting)
+                    # (an interrupted run says farewell for no longer than it drained: the user wants out)
+                    farewell = min(self.farewell, INTERRUPT_DRAIN) if self.stopping else self.farewell
+                    self.router.farewell(farewell, lambda: self.aborting)
             finally:
                 self._unfreeze()  # (a run that raised after t0 has not)
                 self.router.close(linger_ms=500)  # let the byes go out

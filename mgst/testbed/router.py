@@ -27,6 +27,8 @@ LISTEN_BACKLOG = 100
 # heartbeats get their turn, so that a flood cannot stall them. ROUTER sockets read
 # their peers fair-queued, so a flooding peer cannot starve the others either.
 RECEIVE_BATCH = 256
+# How often the farewell looks at whether it is aborted: a second Ctrl-C ends it within this.
+FAREWELL_POLL_MS = 100
 
 
 class BindError(ValueError):
@@ -104,7 +106,8 @@ class Router:
         end = time.monotonic() + seconds
         bye = P.encode(P.Bye("run over"))
         while not aborting() and (left := end - time.monotonic()) > 0:
-            if not self.socket.poll(math.ceil(left * 1000)):
+            # (in slices: an abort, a second Ctrl-C, must end the farewell now, not when the socket next hears)
+            if not self.socket.poll(min(math.ceil(left * 1000), FAREWELL_POLL_MS)):
                 continue
             for _ in range(RECEIVE_BATCH):
                 try:
