@@ -402,8 +402,10 @@ class Mapper:
             self.journal.generation_over(clock.model_now(min(generation_end, end)))
         if self.journal.store is not None:
             self.journal.tick(end)
-            self.journal.store.set_meta(drops=dict(self.drops.counts), aborted=self.aborting, ended=end)
         self._flush()
+        if self.journal.store is not None:  # last, once every event is committed: a journal with it is a run over
+            # (a commit failing after it would pause the run, exit 75, and leave one --resume refuses as finished)
+            self.journal.store.set_meta(drops=dict(self.drops.counts), aborted=self.aborting, ended=end)
         return self._result(started, end, generation_end, horizon)
 
     def _no_machine_up(self) -> bool:
