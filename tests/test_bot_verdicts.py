@@ -16,7 +16,8 @@ SWEEP = Path(__file__).resolve().parents[1] / "experiments" / "bot" / "anglano-s
 
 
 def _rep(growth: float, unfinished: int, window: float, settle: float) -> BagReplication:
-    return BagReplication(1, [1.0], [0.0], [1.0], 0.0, 1.0, 10, 10, 12, unfinished, 2.0, growth, [], window, settle)
+    return BagReplication(1, [1.0], [0.0], [1.0], 0.0, 1.0, 10, 10, 12, unfinished, 2.0, growth, [],
+                          window=window, settle_time=settle)
 
 
 @pytest.mark.parametrize(("growth", "unfinished", "window", "settle", "verdict"), [
@@ -68,3 +69,4 @@ def test_a_truly_unbounded_setting_is_still_unbounded_at_the_quick_horizon():
     rep = _cell(True, 1, **axes)
     assert rep.window >= SETTLE_MAKESPANS * rep.settle_time and rep.backlog_growth > 5
     assert rep.verdict == "unbounded"
+
