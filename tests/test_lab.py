@@ -299,6 +299,11 @@ BAD_HOSTS = [
      'host_key_checking = "maybe"\n', "hosts.a.host_key_checking"),
     ('[lab]\nconnect = "tcp://h:5555"\nkeys = "keys"\n[hosts.a]\naddress = "h"\nmachines = ["M1"]\n'
      'puller_args = ["--keys", "/tmp"]\n', "hosts.a.puller_args"),
+    # argparse takes a unique prefix for the option: "--insec" is --insecure (no CURVE), "--conn=" is --connect
+    ('[lab]\nconnect = "tcp://h:5555"\nkeys = "keys"\n[hosts.a]\naddress = "h"\nmachines = ["M1"]\n'
+     'puller_args = ["--insec"]\n', "hosts.a.puller_args"),
+    ('[lab]\nconnect = "tcp://h:5555"\nkeys = "keys"\n[hosts.a]\naddress = "h"\nmachines = ["M1"]\n'
+     'puller_args = ["--conn=tcp://elsewhere:1"]\n', "hosts.a.puller_args"),
     ('[lab]\nconnect = "tcp://h:5555"\nkeys = "keys"\n[hosts.a]\naddress = "h"\nmachines = ["M1"]\n'
      'remote_dir = "a\\nb"\n', "hosts.a.remote_dir"),
     ('[lab]\nconnect = "tcp://h:5555"\nkeys = "keys"\n[hosts.a]\naddress = "h"\nmachines = ["M1"]\n'
