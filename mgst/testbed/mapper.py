@@ -202,7 +202,11 @@ class Mapper:
             return
         store = None
         if self.new_dir is not None:
-            store = RunStore(self.new_dir.journal, create=True)
+            try:
+                store = RunStore(self.new_dir.journal, create=True)
+            except (JournalWriteError, OSError):  # made, not writable (a full disk): removed, or it refuses the retry
+                self.new_dir.discard()  # (a journal that was there already is a StoreError, raised before it is made)
+                raise
             try:
                 store.set_meta(experiment=to_plain(experiment), seed=self.seed, duration=self.duration,
                                time_unit=self.time_unit, executor=self.executor, failures=self.failures,
