@@ -35,7 +35,10 @@ def wall_time(t: float) -> str:
     """An instant of the puller's clock (seconds since the epoch) as local time with milliseconds, for log lines."""
     if not math.isfinite(t):
         return "never"
-    return datetime.fromtimestamp(t).strftime("%H:%M:%S.%f")[:-3]
+    try:
+        return datetime.fromtimestamp(t).strftime("%H:%M:%S.%f")[:-3]
+    except (OverflowError, ValueError, OSError):  # past year 9999 (a law's long period): no calendar shows it
+        return f"{t:.6g} s after the epoch"
 
 
 class Narrator:

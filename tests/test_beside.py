@@ -307,3 +307,12 @@ def test_a_journal_left_long_ago_is_a_run_that_was_not_closed():
     assert not_closed(run, now=1000.0 + LIVE_WITHIN_S / 2).startswith("the run is still going")
     said = not_closed(run, now=1000.0 + 10 * LIVE_WITHIN_S)
     assert said.startswith("the run was not closed: its mapper stopped writing 100 s ago") and "--resume" in said
+
+
+def test_a_difference_from_a_simulated_zero_is_shown_without_nan():
+    """RWT is 0 in a simulation without waste; a testbed run with some differs beyond the intervals, and its
+    relative difference has no value: the line shows both figures, not "+nan%"."""
+    from mgst.testbed.gap import Difference, Gap  # noqa: PLC0415
+
+    text = "\n".join(Gap([Difference("RWT", 0.0125, 0.0, math.nan)], []).describe())
+    assert "nan" not in text.lower() and "RWT (0.0125 against 0)" in text, text

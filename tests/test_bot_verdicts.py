@@ -69,3 +69,18 @@ def test_a_truly_unbounded_setting_is_still_unbounded_at_the_quick_horizon():
     rep = _cell(True, 1, **axes)
     assert rep.window >= SETTLE_MAKESPANS * rep.settle_time and rep.backlog_growth > 5
     assert rep.verdict == "unbounded"
+
+
+
+def test_the_comparison_says_undecided_where_a_side_is_undecided():
+    """A testbed run shorter than five bag makespans is undecided, not unbounded: the comparison beside its
+    simulation (summary.json's bag_comparison, and its table) must not call it unbounded."""
+    from types import SimpleNamespace  # noqa: PLC0415
+
+    from mgst.analysis.compare import bag_comparison  # noqa: PLC0415
+
+    undecided = summarize_bags([_rep(9.7, 0, 40_000.0, 18_364.0)])
+    unbounded = summarize_bags([_rep(9.7, 0, 40_000.0, 6_603.0)])
+    rows = bag_comparison(SimpleNamespace(bags=undecided), SimpleNamespace(bags=unbounded))
+    avt = next(r for r in rows if r["metric"] == "avt")
+    assert (avt["testbed"], avt["simulation"]) == ("undecided at this horizon", "unbounded")

@@ -457,3 +457,20 @@ def test_a_gap_or_an_undecodable_event_is_damage(tmp_path: Path) -> None:
         with pytest.raises(JournalDamaged, match="event 5 (is missing|does not decode)"):
             next(events)
         assert salvage(folder).events == 4
+
+
+def test_a_full_disk_at_the_start_leaves_no_journal_to_refuse_the_retry(tmpfs: Path, ctx) -> None:
+    """The journal cannot be created (the disk is full): the mapper's start fails with JournalWriteError and
+    leaves neither a journal nor the folders it made, so that the retry, once there is space, is not refused
+    with "already holds a run" (issue 21, item 5)."""
+    from mgst.config import load_experiment  # noqa: PLC0415
+    from mgst.testbed.mapper import Mapper  # noqa: PLC0415
+
+    exp_file = small_file(tmpfs.parent, duration=2.0)
+    filler = fill(tmpfs)
+    out = tmpfs / "runs" / "one"
+    with pytest.raises(JournalWriteError):
+        Mapper(load_experiment(exp_file), "tcp://127.0.0.1:0", context=ctx, out=out)
+    assert sorted(p.name for p in tmpfs.iterdir()) == ["filler"], list(tmpfs.rglob("*"))
+    filler.unlink()
+    Mapper(load_experiment(exp_file), "tcp://127.0.0.1:0", context=ctx, out=out).close()

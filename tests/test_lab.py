@@ -299,6 +299,11 @@ BAD_HOSTS = [
      'host_key_checking = "maybe"\n', "hosts.a.host_key_checking"),
     ('[lab]\nconnect = "tcp://h:5555"\nkeys = "keys"\n[hosts.a]\naddress = "h"\nmachines = ["M1"]\n'
      'puller_args = ["--keys", "/tmp"]\n', "hosts.a.puller_args"),
+    # argparse takes a unique prefix for the option: "--insec" is --insecure (no CURVE), "--conn=" is --connect
+    ('[lab]\nconnect = "tcp://h:5555"\nkeys = "keys"\n[hosts.a]\naddress = "h"\nmachines = ["M1"]\n'
+     'puller_args = ["--insec"]\n', "hosts.a.puller_args"),
+    ('[lab]\nconnect = "tcp://h:5555"\nkeys = "keys"\n[hosts.a]\naddress = "h"\nmachines = ["M1"]\n'
+     'puller_args = ["--conn=tcp://elsewhere:1"]\n', "hosts.a.puller_args"),
     ('[lab]\nconnect = "tcp://h:5555"\nkeys = "keys"\n[hosts.a]\naddress = "h"\nmachines = ["M1"]\n'
      'remote_dir = "a\\nb"\n', "hosts.a.remote_dir"),
     ('[lab]\nconnect = "tcp://h:5555"\nkeys = "keys"\n[hosts.a]\naddress = "h"\nmachines = ["M1"]\n'
@@ -396,3 +401,47 @@ def test_a_host_that_never_answers_is_cut_off_at_the_time_out(tmp_path, key_fold
     with pytest.raises(SshError, match="no answer within 1 s"):
         asyncio.run(ssh.run_script(_host(tmp_path, key_folder), "", timeout=1))
     assert time.monotonic() - t0 < 10
+
+
+def _up_locally(host, key_folder: Path, cwd: Path, path: str | None = None) -> subprocess.CompletedProcess:
+    """`lab up`'s script for ``host`` run by a local `sh -s` in ``cwd`` (as a login's home), with the puller
+    command a no-op (``host.mgst``) and the key files of ``key_folder``."""
+    from mgst.lab.remote import up_script  # noqa: PLC0415
+
+    files = {f"{security.MAPPER}.key": (key_folder / f"{security.MAPPER}.key").read_bytes(),
+             f"{security.PULLERS}/M1.key_secret": (key_folder / security.PULLERS / "M1.key_secret").read_bytes()}
+    env = {**os.environ, "PATH": path or os.environ["PATH"]}
+    return subprocess.run(["sh", "-s"], input=up_script(host, "tcp://h:5555", files, None, settle=0.0),
+                          capture_output=True, text=True, cwd=cwd, env=env, timeout=60)
+
+
+def test_a_remote_dir_full_of_shell_is_a_plain_folder(tmp_path, key_folder, no_children_left):
+    """remote_dir goes into the script quoted: spaces, quotes, $(...), backquotes and ; are a folder's name."""
+    import dataclasses  # noqa: PLC0415
+
+    home = tmp_path / "home"
+    home.mkdir()
+    odd = "lab $(touch PWNED1) `touch PWNED2`; touch PWNED3 'q\" $HOME"
+    host = dataclasses.replace(_host(tmp_path, key_folder), remote_dir=odd, mgst=("true",))
+    _up_locally(host, key_folder, home)
+    assert not list(home.glob("PWNED*")) and not list(tmp_path.glob("PWNED*"))
+    assert (home / odd / "keys" / security.PULLERS / "M1.key_secret").is_file()
+
+
+def test_no_secret_is_written_into_a_folder_it_cannot_make_private(tmp_path, key_folder, no_children_left):
+    """A remote_dir in a shared place that another user made first (chmod 700 refused: not its owner) must not
+    receive the secret keys: the script stops, saying why. (Here chmod is a stand-in that always fails: this test
+    runs as root, whose chmod never does.)"""
+    import dataclasses  # noqa: PLC0415
+
+    stub = tmp_path / "bin"
+    stub.mkdir()
+    (stub / "chmod").write_text("#!/bin/sh\necho 'chmod: Operation not permitted' >&2\nexit 1\n")
+    (stub / "chmod").chmod(0o755)
+    home = tmp_path / "home"
+    home.mkdir()
+    host = dataclasses.replace(_host(tmp_path, key_folder), remote_dir="shared", mgst=("true",))
+    p = _up_locally(host, key_folder, home, path=f"{stub}:{os.environ['PATH']}")
+    out = read_reply(host, p.stdout)
+    assert out.failure is not None and "private" in out.failure, p.stdout
+    assert not [f for f in (home / "shared").rglob("*") if f.is_file()], p.stdout

@@ -344,3 +344,31 @@ def test_a_done_asking_for_work_after_a_held_ready_counts_both(ctx):
         assert m.asking == 2
     finally:
         mapper.close()
+
+
+def test_a_puller_s_failure_reason_reaches_the_mapper_s_log_escaped(ctx, caplog):
+    """A Failed's reason and a Bye's are the puller's text: its terminal controls (here one that retitles the
+    window and one that clears the screen) must not reach the operator's terminal raw, in the WARNING the mapper
+    logs by default."""
+    exp = Experiment(name="one", classes=(JobClass("1", 1.0),), machines=(Machine("M1", (1.0,), 1.0),),
+                     policy=PolicySpec("fcfs"), testbed=TestbedSettings(time_unit=1.0, duration=10.0))
+    hostile = "no\x1b]0;owned\x07\x1b[2J\r\nWARNING forged line"
+    mapper = Mapper(exp, "tcp://127.0.0.1:0", context=ctx)
+    try:
+        ident, now = b"puller-M1", time.time()
+        mapper.feed("start", now)
+        mapper.messages.hello(ident, P.Hello(P.PROTOCOL_VERSION, "M1", 1, ("emulate",), 0.0, now, 1, (), ()), None, now)
+        mapper._begin(now)
+        mapper.messages.handle(ident, P.Ready(1.0, now, 1), now)
+        job = Job(0, 0, 0.0, 1.0)
+        mapper.journal.job_arrived(job, now)
+        mapper.feed("job_arrived", now, job)
+        (replica,) = mapper.core.machines[0].replicas
+        with caplog.at_level("INFO", logger="mgst"):
+            mapper.messages.handle(ident, P.Failed(replica, P.FAIL_ERROR, hostile), now)
+            mapper.messages.handle(ident, P.Bye(hostile), now)
+        said = [r.getMessage() for r in caplog.records if "owned" in r.getMessage()]
+        assert len(said) == 2, said
+        assert not any(c in text for text in said for c in "\x1b\x07\r\n"), said
+    finally:
+        mapper.close()

@@ -181,3 +181,18 @@ def test_a_puller_stopped_by_a_signal_says_so(no_children_left) -> None:
                 proc.wait()
     assert proc.returncode == 0, rest
     assert stamped(rest)[-1].endswith("INFO M1: leaving (exit code 0): stopped by SIGTERM; 0 jobs run"), rest
+
+
+def test_an_instant_beyond_the_calendar_is_logged_not_fatal(caplog: pytest.LogCaptureFixture) -> None:
+    """A failure law the puller accepts (times up to limits.MAX_LAW_TIME = 1e12 time units) can draw a down
+    period ending past year 9999: the line saying so must not raise (datetime cannot show it), or the puller dies
+    at the injected failure."""
+    from puller.limits import MAX_LAW_TIME  # noqa: PLC0415
+    from puller.narrator import Narrator  # noqa: PLC0415
+
+    say = Narrator("M1", "tcp://127.0.0.1:5555", None)
+    now = time.time()
+    with caplog.at_level("INFO", logger="puller.daemon"):
+        say.down(now, now + MAX_LAW_TIME, 0)
+        say.still_down(now + 1e20)
+    assert "injected failure" in caplog.text and "up again at" in caplog.text

@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from mgst.bot_metrics import UNBOUNDED, UNDECIDED_TEXT
 from mgst.intervals import is_default, method_note
 from mgst.results import Estimate, Summary
 
@@ -34,8 +35,9 @@ def bag_comparison(testbed: Summary, simulation: Summary) -> list[dict[str, Any]
     for name in ("avt", "makespan", "waiting", "rwt"):
         t, s = getattr(tb, name), getattr(sim, name)
         row: dict[str, Any] = {"metric": name}
-        for side, m in (("testbed", t), ("simulation", s)):
-            row[side] = "unbounded" if m is None else _n(m.mean)
+        for side, m, whole in (("testbed", t, tb), ("simulation", s, sim)):
+            # (no mean: unbounded, or growth over too short a window: "undecided at this horizon")
+            row[side] = (UNBOUNDED if whole.unbounded else UNDECIDED_TEXT) if m is None else _n(m.mean)
             row[f"{side}_ci95"] = None if m is None else [_n(m.low), _n(m.high)]
             if m is not None and not is_default(m.method):
                 row[f"{side}_interval_method"] = m.method

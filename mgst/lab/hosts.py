@@ -29,6 +29,8 @@ DEFAULT_REMOTE_DIR = "mgst-lab"
 DEFAULT_MGST = ("mgst",)
 # Options `mgst lab` gives the puller itself; puller_args may not repeat them (they would contradict its files).
 MANAGED_PULLER_OPTIONS = ("--connect", "--machine", "--keys", "--key", "--mapper-key", "--insecure", "--allow-file")
+# The puller's options that begin a managed one's name, yet are its own (exact: argparse takes them as given).
+OWN_PULLER_OPTIONS = ("--allow",)
 # A remote path or argument is written into a shell script: bounded, printable, one line.
 MAX_WORD = 4096
 
@@ -193,8 +195,13 @@ def _host(label: str, own: Mapping[str, Any], defaults: Mapping[str, Any], base:
         raise fail(key("mgst"), f"{mgst[0]!r}: the command cannot start with an option")
     puller_args = _words(t.get("puller_args", []), key("puller_args"), fail)
     for a in puller_args:
-        if a.split("=", 1)[0] in MANAGED_PULLER_OPTIONS:
-            raise fail(key("puller_args"), f"{a.split('=', 1)[0]} is given by mgst lab itself (see docs/lab.md)")
+        name = a.split("=", 1)[0]
+        # (argparse also takes a unique prefix of a long option: "--insec" would be --insecure)
+        managed = [o for o in MANAGED_PULLER_OPTIONS
+                   if name == o or (len(name) > 2 and o.startswith(name) and name not in OWN_PULLER_OPTIONS)]
+        if name.startswith("--") and managed:
+            said = name if name == managed[0] else f"{name} (that is {managed[0]})"
+            raise fail(key("puller_args"), f"{said} is given by mgst lab itself (see docs/lab.md)")
     files = {}
     for k in ("identity_file", "known_hosts", "ssh_config", "allow_file"):
         v = t.get(k)

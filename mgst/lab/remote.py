@@ -86,7 +86,10 @@ def up_script(host: Host, connect: str, files: dict[str, bytes], allow: bytes | 
     lines = [_PRELUDE, "umask 077", f"D={_q(host.remote_dir)}",
              f'mkdir -p -- "$D/keys/{security.PULLERS}" && D=$(cd -- "$D" && pwd -P) || '
              f'{{ echo "{MARK} fail cannot make the folder $D/keys/{security.PULLERS}"; exit 0; }}',
-             f'chmod 700 -- "$D" "$D/keys" "$D/keys/{security.PULLERS}"',
+             # checked: a folder another user made first (a shared remote_dir) cannot be made private, and must
+             # not receive the secret keys
+             f'chmod 700 -- "$D" "$D/keys" "$D/keys/{security.PULLERS}" || '
+             f'{{ echo "{MARK} fail cannot make $D private (mode 700): is it another user\'s?"; exit 0; }}',
              "busy=0",
              f"for m in {_machines(host)}; do",
              f'    if p=$(pid_of "$m") && ours "$p" "$m"; then echo "{MARK} running $m $p"; busy=1; fi',

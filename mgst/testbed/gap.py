@@ -56,12 +56,17 @@ class Gap:
         if not self.differences:
             return []
         lines = ["testbed and simulation differ beyond their intervals on: "
-                 + ", ".join(f"{d.what} ({d.relative:+.1%})" for d in self.differences)]
+                 + ", ".join(f"{d.what} ({_change(d)})" for d in self.differences)]
         if not self.causes:
             lines.append("  no measured cause: CPU shares, delays, suspicions, time-outs and refusals are all as "
                          "the model assumes (a single run's sample path differs from the simulation's)")
         lines += [f"  cause: {c.text}" for c in self.causes]
         return lines
+
+
+def _change(d: Difference) -> str:
+    """The relative difference; against a simulated 0 (RWT without waste) it has none: both figures."""
+    return f"{d.relative:+.1%}" if math.isfinite(d.relative) else f"{d.testbed:.4g} against {d.simulation:.4g}"
 
 
 def _n(x: Any) -> Any:

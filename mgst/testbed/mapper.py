@@ -202,7 +202,11 @@ class Mapper:
             return
         store = None
         if self.new_dir is not None:
-            store = RunStore(self.new_dir.journal, create=True)
+            try:
+                store = RunStore(self.new_dir.journal, create=True)
+            except (JournalWriteError, OSError):  # made, not writable (a full disk): removed, or it refuses the retry
+                self.new_dir.discard()  # (a journal that was there already is a StoreError, raised before it is made)
+                raise
             try:
                 store.set_meta(experiment=to_plain(experiment), seed=self.seed, duration=self.duration,
                                time_unit=self.time_unit, executor=self.executor, failures=self.failures,
@@ -404,8 +408,10 @@ class Mapper:
             self.journal.generation_over(clock.model_now(min(generation_end, end)))
         if self.journal.store is not None:
             self.journal.tick(end)
-            self.journal.store.set_meta(drops=dict(self.drops.counts), aborted=self.aborting, ended=end)
         self._flush()
+        if self.journal.store is not None:  # last, once every event is committed: a journal with it is a run over
+            # (a commit failing after it would pause the run, exit 75, and leave one --resume refuses as finished)
+            self.journal.store.set_meta(drops=dict(self.drops.counts), aborted=self.aborting, ended=end)
         return self._result(started, end, generation_end, horizon)
 
     def _no_machine_up(self) -> bool:

@@ -224,7 +224,7 @@ class PullerMessages:
         elif t is P.Failed:
             self._failed(identity, j, msg, now)
         elif t is P.Bye:
-            log.info("%s leaves: %s", self.experiment.machines[j].name, msg.reason[:200])
+            log.info("%s leaves: %r", self.experiment.machines[j].name, msg.reason[:200])  # (%r: the peer's text)
             self.machine_gone(j, now)
 
     def _ready_changes(self, j: int, msg: P.Ready) -> bool:
@@ -300,7 +300,8 @@ class PullerMessages:
         name = self.experiment.machines[j].name
         outcome = "refused" if msg.code == P.FAIL_REFUSED else "failed"
         self.journal.end(outcome, msg.replica)
-        log.warning("%s: replica %d %s: %s", name, msg.replica, outcome, msg.reason[:200])
+        # %r: the puller's text, its control characters escaped (they would rewrite the operator's terminal)
+        log.warning("%s: replica %d %s: %r", name, msg.replica, outcome, msg.reason[:200])
         self.feed("replica_failed", now, msg.replica, f"{msg.code}: {msg.reason[:200]}")
         if msg.code == P.FAIL_REFUSED:
             conn = self.conns[j]

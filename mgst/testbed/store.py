@@ -108,12 +108,18 @@ class RunStore:
     # ------------------------------------------------------------------ settings
 
     def set_meta(self, **values: Any) -> None:
-        """Store settings (JSON values) at once, committed."""
+        """Store settings (JSON values) at once, committed: all of them or none (one transaction; in autocommit
+        mode each row would be its own, and a full disk could keep the run's end mark "drops" without "ended")."""
+        rows = [(k, json.dumps(v)) for k, v in values.items()]
         try:
-            self._db.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-                                 [(k, json.dumps(v)) for k, v in values.items()])
+            self._db.execute("BEGIN")
+            self._db.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", rows)
+            self._db.execute("COMMIT")
         except sqlite3.Error as e:
             self._failed(e)
+        except BaseException:
+            self._rollback()
+            raise
 
     def meta(self) -> dict[str, Any]:
         return {k: json.loads(v) for k, v in self._db.execute("SELECT key, value FROM meta")}
