@@ -24,6 +24,18 @@ from mgst.model import Job, JobClass, Machine
 from mgst.policies import policy_class
 from mgst.policies.base import Decisions, Policy
 
+# A one-machine, one-class experiment of a second of generation: the smallest real testbed run.
+SMALL_TOML = """[workload]
+arrival_rates = [2.0]
+[machines]
+rates = [[8.0, 8.0]]
+[policy]
+name = "fcfs"
+[testbed]
+time_unit = 0.05
+duration = 1.0
+"""
+
 
 def make_policy(name: str, options: Mapping[str, Any] | None = None, seed: int = 0) -> Policy:
     """A registered policy, with options as an experiment file spells them and a seeded rng."""

@@ -10,21 +10,12 @@ import time
 from pathlib import Path
 
 import zmq
+from helpers import SMALL_TOML as SMALL
 from helpers import read_until
 
 ROOT = Path(__file__).resolve().parents[1]
 # 19 machines with Weibull failures: on main, its farewell (60 s) followed a registration time-out.
 WEIBULL = ROOT / "experiments" / "bot" / "lab-rrnrf-weibull.toml"
-SMALL = """[workload]
-arrival_rates = [2.0]
-[machines]
-rates = [[8.0, 8.0]]
-[policy]
-name = "fcfs"
-[testbed]
-time_unit = 0.05
-duration = 1.0
-"""
 # The exit must come within the registration time-out plus this (s): the byes' linger (0.5 s), closing the
 # journal, and a busy CI machine's slack; on main it was 31 s more for this experiment (its farewell).
 EXIT_GRACE = 4.0

@@ -7,23 +7,13 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from helpers import SMALL_TOML as SMALL
 
 from mgst.config.experiment import load_experiment
 from mgst.testbed import store as store_module
 from mgst.testbed.local_run import run_local
 from mgst.testbed.resume import run_is_over
 from mgst.testbed.store import JournalWriteError, RunStore
-
-SMALL = """[workload]
-arrival_rates = [2.0]
-[machines]
-rates = [[8.0, 8.0]]
-[policy]
-name = "fcfs"
-[testbed]
-time_unit = 0.05
-duration = 1.0
-"""
 
 
 def test_the_end_settings_are_written_all_or_none(tmp_path: Path) -> None:
