@@ -437,37 +437,93 @@ def test_a_command_outside_the_allow_list_runs_nothing_and_the_mapper_records_it
     assert replayed.journal.machines[1].expelled == run.journal.machines[1].expelled is not None
 
 
+def _leave_and_be_down(r: Run, j: int) -> None:
+    """Machine ``j``'s puller leaves (SIGTERM: it says bye), and the mapper has it down (bounded in time)."""
+    deadline = time.monotonic() + RUN_LIMIT
+    while r.mapper.clock.t0 is None and time.monotonic() < deadline:  # the run has begun
+        time.sleep(0.02)
+    r.procs[j].terminate()
+    r.procs[j].wait(30)
+    while r.mapper.core.machines[j].state is not MachineState.DOWN and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert r.mapper.core.machines[j].state is MachineState.DOWN
+
+
+def _hello(name: str) -> bytes:
+    return P.encode(P.Hello(P.PROTOCOL_VERSION, name, 99, ("emulate",), 0.0, 0.0, 1, (), ()))
+
+
+def _hello_until_bye(late: zmq.Socket, name: str) -> list[type]:
+    """Hellos as ``name`` until the mapper answers one with a bye (its farewell has begun): the answers."""
+    answers: list[type] = []
+    deadline = time.monotonic() + RUN_LIMIT
+    while time.monotonic() < deadline:
+        late.send(_hello(name))
+        if late.poll(200):
+            answers.append(type(P.decode(late.recv())))
+            if answers[-1] is P.Bye:
+                break
+    return answers
+
+
+def _late_socket(endpoint: str) -> zmq.Socket:
+    late = zmq.Context.instance().socket(zmq.DEALER)
+    late.setsockopt(zmq.LINGER, 0)
+    late.connect(endpoint)
+    return late
+
+
 def test_after_the_run_a_late_puller_is_told_the_run_is_over(tmp_path, no_children_left):
     """A puller that was down when the run ended (say, an injected failure) says hello during the mapper's
-    farewell and is answered with a bye, so it exits instead of waiting for a mapper that is gone."""
-    exp = small(machines=2, duration=1.5)
+    farewell and is answered with a bye, so it exits instead of waiting for a mapper that is gone; the farewell
+    ends once every machine down at the end has been told, not when its time runs out."""
+    exp = small(machines=2, duration=2.0)
     with Run(exp, tmp_path) as r:
         r.mapper.farewell = 30.0  # long enough that the test, not the clock, ends it
-        late = zmq.Context.instance().socket(zmq.DEALER)
-        late.setsockopt(zmq.LINGER, 0)
-        late.connect(r.mapper.endpoint)
-        answers: list[type] = []
+        _leave_and_be_down(r, 1)  # M2: down at the end
+        late = _late_socket(r.mapper.endpoint)
         try:
-            deadline = time.monotonic() + RUN_LIMIT
-            while time.monotonic() < deadline:
-                # a name the run does not have: refused while the run goes, then told it is over
-                late.send(P.encode(P.Hello(P.PROTOCOL_VERSION, "M9", 99, ("emulate",), 0.0, 0.0, 1, (), ())))
-                if late.poll(200):
-                    answers.append(type(P.decode(late.recv())))
-                    if answers[-1] is P.Bye:
-                        break
+            # a name the run does not have: refused while the run goes, then told it is over
+            answers = _hello_until_bye(late, "M9")
+            # the farewell goes on for M2 (M9 is nobody's); M2's hello is told too, and that ends it
+            late.send(_hello("M2"))
+            assert late.poll(5000) and type(P.decode(late.recv())) is P.Bye
+            told_at = time.monotonic()
         finally:
             late.close()
-            r.mapper.aborting = True  # ends the farewell
-            aborted_at = time.monotonic()
         r.wait()
-        ended_in = time.monotonic() - aborted_at
+        ended_in = time.monotonic() - told_at
     assert answers[-1] is P.Bye, answers
-    # an abort (a second Ctrl-C) ends the farewell at once, not when its 30 s run out (it did, before)
-    assert ended_in < 10.0, ended_in
     assert set(answers[:-1]) == {P.Refused}, answers  # while the run went on
+    assert ended_in < 10.0, ended_in  # not the farewell's 30 s
     run = r.result
     assert run is not None and run.cut_off == []
+
+
+def test_a_farewell_ends_at_once_on_abort_and_is_skipped_when_every_puller_was_told(tmp_path, no_children_left):
+    """An abort (a second Ctrl-C) ends the farewell within its poll, not when its 30 s run out (it did); and a
+    run whose pullers were all up at the end has nobody to tell, so it says no farewell at all (it waited)."""
+    exp = small(machines=2, duration=1.5)
+    with Run(exp, tmp_path) as r:  # every puller up at the end
+        r.mapper.farewell = 30.0
+        t0 = time.monotonic()
+        r.wait()
+        took = time.monotonic() - t0
+    assert took < 20.0, took  # generation 1.5 s and the drain; no 30 s farewell
+    (tmp_path / "aborted").mkdir()
+    with Run(exp, tmp_path / "aborted") as r:
+        r.mapper.farewell = 30.0
+        _leave_and_be_down(r, 1)
+        late = _late_socket(r.mapper.endpoint)
+        try:
+            assert _hello_until_bye(late, "M9")[-1] is P.Bye  # the farewell has begun
+        finally:
+            late.close()
+        r.mapper.aborting = True
+        aborted_at = time.monotonic()
+        r.wait()
+        ended_in = time.monotonic() - aborted_at
+    assert ended_in < 10.0, ended_in
 
 
 def test_an_interrupted_run_says_farewell_no_longer_than_it_drains(tmp_path, no_children_left):
@@ -478,9 +534,7 @@ def test_an_interrupted_run_says_farewell_no_longer_than_it_drains(tmp_path, no_
     exp = small(machines=2, duration=30.0)
     with Run(exp, tmp_path) as r:
         r.mapper.farewell = 30.0
-        deadline = time.monotonic() + RUN_LIMIT
-        while r.mapper.clock.t0 is None and time.monotonic() < deadline:  # the run has begun
-            time.sleep(0.02)
+        _leave_and_be_down(r, 1)  # M2 down at the end: a farewell is owed to it
         r.mapper.stopping = True
         stopped_at = time.monotonic()
         r.wait()

@@ -119,8 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--register-timeout", type=float, default=300.0,
                    help="seconds to wait for every machine's puller (default 300)")
     p.add_argument("--farewell", type=float, default=None,
-                   help="seconds to answer late pullers with 'run over' after the run (default: enough for a "
-                        "failed machine to come back, at most 60)")
+                   help="at most this many seconds after the run, answer the pullers that were down at its end "
+                        "with 'run over' (it ends once each has been told; default: enough for a failed machine "
+                        "to come back, at most 60)")
     p.set_defaults(func=mapper_command)
 
     p = sub.add_parser("keys", help="make CURVE key pairs for a lab: the mapper's and the pullers'")

@@ -271,7 +271,7 @@ class Mapper:
                     # never began has none: its pullers did not come, or were told at once)
                     # (an interrupted run says farewell for no longer than it drained: the user wants out)
                     farewell = min(self.farewell, INTERRUPT_DRAIN) if self.stopping else self.farewell
-                    self.router.farewell(farewell, lambda: self.aborting)
+                    self.router.farewell(farewell, lambda: self.aborting, self._not_told())
             finally:
                 self._unfreeze()  # (a run that raised after t0 has not)
                 self.router.close(linger_ms=500)  # let the byes go out
@@ -462,6 +462,16 @@ class Mapper:
         gone = e.errno == zmq.EHOSTUNREACH and machine is not None
         if gone and self.by_identity.get(identity) == machine:
             self.heartbeats.unreachable(machine, time.time(), "unreachable")
+
+    def _not_told(self) -> set[str]:
+        """The machines whose puller the bye may not have reached, which the farewell waits for: with injected
+        failures, every one (a puller down by its schedule reads nothing, and the mapper may not know it yet);
+        else those unregistered, down or silent at the end (none: no farewell at all)."""
+        machines = self.experiment.machines
+        if availability.longest_down(self.experiment.failures, self.experiment) > 0:
+            return {m.name for m in machines}
+        return {m.name for m, conn, state in zip(machines, self.conns, self.core.machines)
+                if conn.identity is None or state.state is MachineState.DOWN or state.silent}
 
     def _say_bye(self) -> None:
         """The run is over (Bye), or paused (Paused): every registered puller is told."""

@@ -100,12 +100,14 @@ class Router:
             except zmq.ZMQError:
                 pass
 
-    def farewell(self, seconds: float, aborting: Callable[[], bool]) -> None:
-        """For ``seconds``, answer any hello with a bye (until ``aborting()``): pullers that were down at the end
-        (injected failures) learn that the run is over and exit."""
+    def farewell(self, seconds: float, aborting: Callable[[], bool], awaited: set[str]) -> None:
+        """For at most ``seconds``, answer any hello with a bye, until every machine in ``awaited`` (those whose
+        puller was down at the end: injected failures) has said hello, or ``aborting()``: such pullers learn
+        that the run is over and exit. With nobody awaited, there is nobody to tell."""
         end = time.monotonic() + seconds
         bye = P.encode(P.Bye("run over"))
-        while not aborting() and (left := end - time.monotonic()) > 0:
+        awaited = set(awaited)
+        while awaited and not aborting() and (left := end - time.monotonic()) > 0:
             # (in slices: an abort, a second Ctrl-C, must end the farewell now, not when the socket next hears)
             if not self.socket.poll(min(math.ceil(left * 1000), FAREWELL_POLL_MS)):
                 continue
@@ -115,8 +117,11 @@ class Router:
                 except (zmq.Again, ValueError):
                     break
                 try:
-                    if len(rest) == 1 and type(P.decode(rest[0])) is P.Hello:
+                    msg = P.decode(rest[0]) if len(rest) == 1 else None
+                    if type(msg) is P.Hello:
                         self.socket.send_multipart([identity, bye], zmq.NOBLOCK)
+                        # (a forged name can only end the farewell early: that puller then gives up on its own)
+                        awaited.discard(msg.machine)
                 except (P.ProtocolError, zmq.ZMQError):
                     pass
 
