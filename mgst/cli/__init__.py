@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from mgst import policies
+from mgst.cli.version import version_line
 from mgst.config import ConfigError
 
 # `mgst simulate --jobs` formats: mgst.results.JOB_FORMATS's keys (not imported here: keeps `mgst --help` fast)
@@ -214,19 +215,6 @@ def _testbed_error(e: Exception) -> int | None:
         print(f"mgst: {e}", file=sys.stderr)
         return 130
     return None
-
-
-def version_line() -> str:
-    """E.g. "mgst 0.1.0 (compiled: mypyc)" or "mgst 0.1.0 (pure Python: MGST_PURE=1)"."""
-    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
-
-    from mgst import build_info  # noqa: PLC0415
-
-    try:
-        number = version("mgst")
-    except PackageNotFoundError:  # run from a source tree that is not installed
-        number = "(not installed)"
-    return f"mgst {number} ({build_info.build()})"
 
 
 class _Version(argparse.Action):

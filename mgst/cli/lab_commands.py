@@ -62,7 +62,7 @@ def lab_command(args: argparse.Namespace) -> int:
     except HostsFileError as e:
         raise ConfigError(e.key, e.problem, e.path) from None
     if args.lab_command == "up":
-        from mgst.cli import version_line  # noqa: PLC0415
+        from mgst.cli.version import version_line  # noqa: PLC0415
 
         for h in lab.hosts:
             if h.host_key_checking == "no":
