@@ -216,6 +216,16 @@ def test_a_run_without_a_gap_names_nothing():
     assert gap.as_dict() == {"differences": [], "causes": []}
 
 
+def test_a_testbed_better_than_its_model_names_no_slowdown_as_its_cause():
+    # the same half share and suspicions, but the testbed did better than simulated: a slowdown cannot explain it
+    run = gap_run([[0.5, 0.5, 0.5], [1.0, 1.0]], suspicions=(2, 0))
+    gap = find_gap(run, summary("testbed", est(0.5, 0.05)), summary("simulation", est(1.0, 0.05)))
+    assert [(d.what, d.relative) for d in gap.differences] == [("class a", -0.5), ("overall", -0.5)]
+    assert gap.causes == []
+    text = "\n".join(gap.describe())
+    assert "overall (-50.0%)" in text and "the testbed did better than the model" in text and "cause:" not in text
+
+
 def test_no_interval_on_either_side_is_no_verdict():
     nan = Estimate(1, 2.0, math.nan, math.nan)
     assert find_gap(gap_run([[0.5], [1.0]]), summary("testbed", nan), summary("simulation", nan)).differences == []
