@@ -192,7 +192,8 @@ def test_bad_live_option_is_a_usage_error(tmp_path):
     assert "Traceback" not in p.stderr and not (out / "journal.sqlite").exists()
 
 
-def _fake_mapper(periods: list, refusals: int = 0, silent: bool = False, suspected: bool = False):
+def _fake_mapper(periods: list, refusals: int = 0, silent: bool = False, suspected: bool = False,
+                 suspicions: int = 0):
     """What the snapshot reads of a mapper, for one machine M1 of class "a" (plain objects, no run)."""
     from types import SimpleNamespace as NS
 
@@ -200,7 +201,7 @@ def _fake_mapper(periods: list, refusals: int = 0, silent: bool = False, suspect
     from mgst.model import Job
     from mgst.testbed.journal import JobLog, ReplicaLog
 
-    rec = NS(silent=silent, suspected=suspected, cpu_share=0.5, replicas={},
+    rec = NS(silent=silent, suspected=suspected, cpu_share=0.5, replicas={}, stats=NS(suspicions=suspicions),
              state=MachineState.DOWN if (silent or suspected or periods[-1][1] is not None) else MachineState.FREE)
     jobs = {1: JobLog(Job(1, 0, 5.0, 1.0), 100.0, [7], done_by=7), 2: JobLog(Job(2, 0, 6.0, 1.0), 101.0, [8])}
     replicas = {7: ReplicaLog(7, 1, 0, None, None, 100.5, t6=102.0), 8: ReplicaLog(8, 2, 0, None, None, 101.5)}
@@ -233,8 +234,12 @@ def test_snapshot_of_a_mapper():
     events = [(e["kind"], e["at"]) for e in json.loads(board.latest)["events"]]
     assert events == [("registered", 100.0), ("down", 103.2), ("up", 103.6)]
     for kwargs, state in (({"refusals": 3}, "expelled"), ({"silent": True}, "silent"),
-                          ({"suspected": True}, "suspected"), ({}, "down")):
+                          ({"suspected": True, "suspicions": 1}, "suspected"), ({"suspicions": 1}, "down")):
         pub.publish(_fake_mapper([[100.0, 104.5]], **kwargs), 105.0)
         assert json.loads(board.latest)["machines"][0]["state"] == state, kwargs
     kinds = [e["kind"] for e in json.loads(board.latest)["events"]]
     assert {"refused", "expelled", "silent", "suspected"} <= set(kinds)
+    # two suspicions that began and ended between two snapshots (never seen in the "suspected" state)
+    pub.publish(_fake_mapper([[100.0, 104.5]], suspicions=3), 106.0)
+    last = json.loads(board.latest)["events"][-1]
+    assert (last["kind"], last["at"], last["detail"]) == ("suspected", 106.0, "2 suspicion(s) by the policy")

@@ -228,6 +228,7 @@ class LivePublisher:
         if not self._last_state:
             self._last_state = [""] * n
             self._last_refusals = [0] * n
+            self._last_suspicions = [0] * n
             self._achieved = [(0, 0.0)] * n
             self._periods_seen = [(0, 0)] * n  # per machine: (up-periods seen, up-periods seen closed)
         counts: dict[str, int] = {}
@@ -240,7 +241,7 @@ class LivePublisher:
                 total += sum(mlog.achieved[k:])
                 k = len(mlog.achieved)
                 self._achieved[j] = (k, total)
-            self._note_changes(j, mlog.name, state, conn.refusals, mlog.periods, now)
+            self._note_changes(j, mlog.name, state, conn.refusals, rec.stats.suspicions, mlog.periods, now)
             if j < MAX_MACHINES_SHOWN:
                 shown.append({
                     "name": mlog.name, "state": state, "activity": rec.state.value,
@@ -253,9 +254,11 @@ class LivePublisher:
                 })
         return shown, counts
 
-    def _note_changes(self, j: int, name: str, state: str, refusals: int, periods: list, now: float) -> None:
+    def _note_changes(self, j: int, name: str, state: str, refusals: int, suspicions: int, periods: list,
+                      now: float) -> None:
         """The timeline: ups and downs at the instants the journal has them (a down shorter than a snapshot's
-        period is not missed); suspicions, silences, expulsions and refusals as the snapshots see them."""
+        period is not missed); suspicions and refusals by their counts (one that began and ended between two
+        snapshots is not missed either); silences and expulsions as the snapshots see them."""
         seen, closed = self._periods_seen[j]
         for k in range(max(0, seen - 1), len(periods)):
             up, down = periods[k]
@@ -268,10 +271,14 @@ class LivePublisher:
         if refusals > self._last_refusals[j]:
             self._event(now, name, "refused", f"{refusals} command(s) refused by its allow-list")
             self._last_refusals[j] = refusals
+        if suspicions > self._last_suspicions[j]:
+            new = suspicions - self._last_suspicions[j]
+            self._event(now, name, "suspected", f"{new} suspicion(s) by the policy" if new > 1 else "")
+            self._last_suspicions[j] = suspicions
         before = self._last_state[j]
         if state != before:
             self._last_state[j] = state
-            if state in ("suspected", "silent", "expelled"):
+            if state in ("silent", "expelled"):
                 self._event(now, name, state, f"was {before}" if before else "")
 
     def _event(self, at: float | None, machine: str, kind: str, detail: str) -> None:
