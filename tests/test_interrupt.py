@@ -124,3 +124,33 @@ def test_ctrl_c_on_the_process_group_ends_the_run_within_seconds(tmp_path, no_ch
     assert f"{len(unfinished)} cut off" in stdout
     assert unfinished, "the queue was longer than the drain"
     assert summary["aborted"] is (mode == "twice")
+
+
+def test_ctrl_c_during_the_simulation_beside_the_run_skips_it_and_writes_the_results(tmp_path, no_children_left):
+    """Once the run is over, Ctrl-C stops the simulation beside it (the file asks for 100,000 replications: some
+    minutes) instead of being taken for a drain request and ignored; the testbed's results are still written."""
+    exp = tmp_path / "exp.toml"
+    exp.write_text(EXPERIMENT.replace("replications = 2", "replications = 100000")
+                   .replace("duration = 60.0", "duration = 2.0").replace("[[0.1, 0.1]]", "[[4.0, 4.0]]"))
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "mgst", "-v", "run", str(exp), "--out", str(out), "--no-live"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env={**os.environ, "MGST_PURE": "1"})
+    try:
+        read_stderr_until(proc, lambda seen: "simulating the run beside it" in seen, 90, "the simulation's start")
+        interrupted = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+        took = time.monotonic() - interrupted
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 0, stderr[-2000:]
+    assert took < EXIT_WITHIN, (took, stderr[-2000:])
+    assert "Traceback" not in stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert "simulation" not in summary and "comparison" not in summary
+    assert any("simulation beside the run was interrupted" in w for w in summary["warnings"])
+    assert summary["jobs_done"] > 0 and (out / "jobs.csv").is_file()
+    assert "simulation beside the run was interrupted" in stderr

@@ -3,8 +3,12 @@ the gap's measured causes, comparison.png and the output files (for `mgst run`, 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
+import signal
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +29,10 @@ from mgst.testbed.run_result import TestbedRun
 from mgst.testbed.summary import summarize_testbed, write_testbed_outputs
 
 log = logging.getLogger(__name__)
+
+# What summary.json's warnings say when the simulation beside a run was interrupted.
+SKIPPED = ("the simulation beside the run was interrupted: the testbed's results are written without it "
+           "('mgst export {out}' simulates and compares again)")
 
 
 @dataclass(slots=True)
@@ -59,7 +67,14 @@ def finish_outputs(run: TestbedRun, out: Path, *, simulate: bool = True, replica
     testbed, extras = summarize_testbed(run)
     sim = gap = None
     if simulate and testbed.horizon > run.warmup:  # (a run that generated nothing has nothing to simulate)
-        sim = simulate_beside(run, testbed, replications=replications, imports=imports)
+        try:
+            with _interruptible():
+                log.info("simulating the run beside it (Ctrl-C skips the simulation; the results are written "
+                         "either way)")
+                sim = simulate_beside(run, testbed, replications=replications, imports=imports)
+        except KeyboardInterrupt:
+            extras["warnings"] = [*extras.get("warnings", []), SKIPPED.format(out=out)]
+    if sim is not None:
         extras["simulation"] = sim.as_dict()
         extras["comparison"] = comparison(testbed, sim)
         if testbed.bags is not None:
@@ -74,6 +89,24 @@ def finish_outputs(run: TestbedRun, out: Path, *, simulate: bool = True, replica
         (plot_bag_comparison if testbed.bags is not None else plot_comparison)(testbed, sim, out / "comparison.png")
         files.append("comparison.png")
     return Beside(run, testbed, sim, gap, summary, files)
+
+
+@contextlib.contextmanager
+def _interruptible() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP raise KeyboardInterrupt while it lasts (in the main thread): the run is over
+    (its handlers only drain a running mapper), and the user who interrupts now wants out, results written."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signums = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    before = {s: signal.getsignal(s) for s in signums}
+    for s in signums:
+        signal.signal(s, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
 
 
 def format_beside(b: Beside) -> str:
