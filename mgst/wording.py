@@ -1,4 +1,5 @@
-"""Counted nouns in the messages users read: "1 replication", "2 replications"."""
+"""Words in the messages users read: counted nouns ("1 replication", "2 replications") and text from a peer
+made safe to print."""
 
 from __future__ import annotations
 
@@ -6,3 +7,11 @@ from __future__ import annotations
 def plural(count: int, noun: str, nouns: str | None = None) -> str:
     """``count`` and the noun, singular for exactly one: plural(1, "replication") is "1 replication"."""
     return f"{count} {noun if count == 1 else (nouns or noun + 's')}"
+
+
+def printable(text: str, limit: int = 300) -> str:
+    """A text from a peer (the wire, a remote host) as we print it: every character that is not printable (control
+    characters, escape sequences, bidirectional overrides, line breaks) written as its Python escape (``\\x1b``), and
+    at most ``limit`` characters of it, then how many more there were: a peer cannot rewrite the terminal."""
+    shown = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text[:limit])
+    return shown if len(text) <= limit else f"{shown}... ({len(text) - limit:,} more characters)"

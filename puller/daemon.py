@@ -21,9 +21,10 @@ from mgst import protocol as P
 from mgst import security
 from mgst.availability.process import Period, State
 from mgst.drops import DropLog
+from mgst.wording import printable
 from puller.allowlist import AllowList
 from puller.executors import EXECUTORS
-from puller.limits import MAX_SHOWN, Limits, Unusable, poll_timeout_ms, printable, shown_reason
+from puller.limits import MAX_SHOWN, Limits, Unusable, poll_timeout_ms, shown_reason
 from puller.narrator import WAITING_EVERY, Narrator, plural
 from puller.reach import EVENTS, Reach
 from puller.runner import Runner

@@ -32,6 +32,7 @@ import math
 
 from mgst import protocol as P
 from mgst.availability import registry as availability
+from mgst.wording import printable
 
 log = logging.getLogger("puller.daemon")
 
@@ -136,14 +137,6 @@ class Limits:
                         msg.stage * time_unit, MAX_WALL)
             msg = msg._replace(stage=longest)
         return msg
-
-
-def printable(text: str, limit: int) -> str:
-    """A text from the wire as the puller prints it: every character that is not printable (control characters,
-    escape sequences, bidirectional overrides, line breaks) written as its Python escape (``\\x1b``), and at most
-    ``limit`` characters of it, then how many more there were: a mapper cannot rewrite the operator's terminal."""
-    shown = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text[:limit])
-    return shown if len(text) <= limit else f"{shown}... ({len(text) - limit:,} more characters)"
 
 
 def shown_reason(reason: str) -> str:

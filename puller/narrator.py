@@ -2,7 +2,7 @@
 
 Every value in these lines is the puller's own (its options, its clock, its counts) or
 one from the mapper that ``puller/limits.py`` has checked; texts the mapper chose pass
-through ``limits.printable`` (no control character reaches the operator's terminal).
+through ``mgst.wording.printable`` (no control character reaches the operator's terminal).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from datetime import datetime
 from mgst import protocol as P
 from mgst import security
 from mgst.availability.process import Period, State
-from puller.limits import printable
+from mgst.wording import printable
 
 log = logging.getLogger("puller.daemon")
 

@@ -232,7 +232,7 @@ def test_lab_up_refuses_another_version_a_forged_one_and_says_which_puller_died(
         assert re.search(r"^old .*: error: mgst 0\.0\.9 there, \S+ here: install the same version, or give "
                          r"--ignore-version$", up.stdout, re.M), up.stdout
         assert re.search(r"^forged .*: error: cannot run mgst there: 'mgst --version' said: "
-                         r"\?]0;owned\?mgst 0\.1\.0 \(x\)$", up.stdout, re.M), up.stdout
+                         r"\\x1b]0;owned\\x07mgst 0\.1\.0 \(x\)$", up.stdout, re.M), up.stdout
         assert "\x1b" not in up.stdout + up.stderr
         assert not remote.exists()  # nothing copied, nothing started
         hosts["forged"] = {"address": address, "machines": ["X2"], "remote_dir": str(remote / "forged"),
@@ -377,7 +377,7 @@ def test_a_host_reply_is_read_and_made_printable(tmp_path, key_folder):
     out = read_reply(_host(tmp_path, key_folder), "motd\n@mgst-lab running M1 4321\n@mgst-lab log M1 /r/M1.log\n"
                                                   "@mgst-lab line M1 \x1b[31mred\x1b[0m\n")
     p = out.pullers["M1"]
-    assert (p.state, p.pid, p.log, p.lines) == ("running", 4321, "/r/M1.log", ["?[31mred?[0m"])
+    assert (p.state, p.pid, p.log, p.lines) == ("running", 4321, "/r/M1.log", ["\\x1b[31mred\\x1b[0m"])
     assert version_number("mgst 0.1.0 (pure Python: MGST_PURE=1)") == "0.1.0"
     for forged in ("mgst 0.1.0", "mgst 0.1.0 (x)\nmore", "Mgst 1 (x)", "mgst 0.1.0 (\x1b)", None):
         with pytest.raises(SshError):

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 from mgst import security
 from mgst.lab.hosts import Host
-from mgst.lab.ssh import SshError, printable
+from mgst.lab.ssh import SshError
+from mgst.wording import printable
 
 MARK = "@mgst-lab"
 # Linux's largest pid_max (2^22): a pid read back beyond it is not a pid.

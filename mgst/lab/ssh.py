@@ -9,6 +9,7 @@ import shutil
 from dataclasses import dataclass
 
 from mgst.lab.hosts import Host
+from mgst.wording import printable
 
 log = logging.getLogger(__name__)
 
@@ -105,13 +106,6 @@ async def _read_bounded(proc: asyncio.subprocess.Process, stream: asyncio.Stream
                 proc.kill()
             return None
     return bytes(data)
-
-
-def printable(text: str, limit: int = 300) -> str:
-    """``text`` as one safe line for the terminal: control characters (escape sequences too) shown as '?',
-    cut at ``limit`` characters."""
-    clean = "".join(c if c.isprintable() else "?" for c in text)
-    return clean if len(clean) <= limit else clean[:limit] + "..."
 
 
 def last_line(text: str) -> str:
