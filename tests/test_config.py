@@ -1274,3 +1274,19 @@ def test_codec_keeps_the_mgst_format_and_reads_old_journals():
     assert plain["failures"] == [exp.failures.mean_up, exp.failures.mean_down]
     assert from_plain(plain) == exp
     assert round_trip(exp) == exp
+
+
+@pytest.mark.parametrize("loader", ["experiment", "sweep", "hosts"])
+def test_every_user_file_names_the_line_of_a_syntax_error_even_at_its_end(tmp_path, loader):
+    """One reader for the three TOML files a user writes: an unterminated table at the end of the file (which
+    tomllib reports without a line) gets its line and column, and a missing file says so."""
+    from mgst.lab.hosts import load_hosts
+    from mgst.sweep.spec import load_sweep
+
+    load = {"experiment": load_experiment, "sweep": load_sweep, "hosts": load_hosts}[loader]
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[workload]\narrival_rates = [1.0]\n[machines')
+    with pytest.raises(ValueError, match=r"\(file\): TOML syntax error: .*line 3, column 10"):
+        load(bad)
+    with pytest.raises(ValueError, match=r"\(file\): no such file"):
+        load(tmp_path / "missing.toml")

@@ -62,6 +62,13 @@ def _alive(procs: list[psutil.Process]) -> list[psutil.Process]:
     return alive
 
 
+def _kill_group_if_running(proc: subprocess.Popen) -> None:
+    """SIGKILL the process group of a run the test did not see end (it leads its own session), and reap it."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 def _await(condition, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -99,9 +106,7 @@ def test_ctrl_c_on_the_process_group_ends_the_run_within_seconds(tmp_path, no_ch
         stdout, stderr = proc.communicate(timeout=60)
         took = time.monotonic() - interrupted
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        _kill_group_if_running(proc)
         for p in pullers:
             if p.is_running():
                 p.kill()
@@ -143,9 +148,7 @@ def test_ctrl_c_during_the_simulation_beside_the_run_skips_it_and_writes_the_res
         stdout, stderr = proc.communicate(timeout=60)
         took = time.monotonic() - interrupted
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        _kill_group_if_running(proc)
     assert proc.returncode == 0, stderr[-2000:]
     assert took < EXIT_WITHIN, (took, stderr[-2000:])
     assert "Traceback" not in stderr

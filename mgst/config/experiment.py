@@ -6,7 +6,6 @@ import difflib
 import math
 import os
 import re
-import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
@@ -33,6 +32,7 @@ from mgst.model import (
     SwfTrace,
     TestbedSettings,
 )
+from mgst.toml_file import TomlFileError, read_toml
 from mgst.workload.bags import mean_task_size
 from mgst.workload.swf import SwfError, read_swf
 
@@ -121,19 +121,9 @@ def load_experiment(path: str | os.PathLike) -> Experiment:
     p = Path(path)
     where = str(p)
     try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError("(file)", "no such file", where) from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError("(file)", f"cannot read: {err}", where) from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        message = str(err)
-        if "line" not in message:  # "(at end of document)": say where that is
-            lines = text.split("\n")
-            message = f"{message} [line {len(lines)}, column {len(lines[-1]) + 1}]"
-        raise ConfigError("(file)", f"TOML syntax error: {message}", where) from None
+        data = read_toml(p)
+    except TomlFileError as err:
+        raise ConfigError("(file)", str(err), where) from None
     return parse_experiment(data, p.stem, where)
 
 

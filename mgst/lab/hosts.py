@@ -5,13 +5,13 @@ from __future__ import annotations
 import math
 import re
 import shlex
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from mgst import security
+from mgst.toml_file import TomlFileError, read_toml
 
 # Host labels and machine names become parts of file names and of messages: a safe alphabet.
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -80,15 +80,10 @@ class Lab:
 
 def load_hosts(path: Path) -> Lab:
     """Read and validate the hosts file at ``path``; HostsFileError naming the key."""
-    where = str(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise HostsFileError("(file)", "no such file", where) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise HostsFileError("(file)", f"cannot read: {e}", where) from None
-    except tomllib.TOMLDecodeError as e:
-        raise HostsFileError("(file)", f"TOML syntax error: {e}", where) from None
+        data = read_toml(path)
+    except TomlFileError as e:
+        raise HostsFileError("(file)", str(e), str(path)) from None
     return parse_hosts(data, path)
 
 

@@ -7,7 +7,6 @@ import difflib
 import itertools
 import math
 import os
-import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +16,7 @@ from mgst import scenarios
 from mgst.config import MAX_TIME, ConfigError
 from mgst.model import Experiment
 from mgst.scenarios import RunSettings, Scenario
+from mgst.toml_file import TomlFileError, read_toml
 
 __all__ = ["Cell", "SweepSpec", "load_sweep", "parse_sweep"]
 
@@ -103,13 +103,9 @@ def load_sweep(path: str | os.PathLike, *, quick: bool = False, replications: in
     p = Path(path)
     where = str(p)
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError("(file)", "no such file", where) from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError("(file)", f"cannot read: {err}", where) from None
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError("(file)", f"TOML syntax error: {err}", where) from None
+        data = read_toml(p)
+    except TomlFileError as err:
+        raise ConfigError("(file)", str(err), where) from None
     return parse_sweep(data, p.stem, where, quick=quick, replications=replications, only=only)
 
 
