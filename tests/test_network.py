@@ -177,6 +177,19 @@ def test_without_root_the_run_says_so_in_one_line_and_exits_2(tmp_path, monkeypa
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize(("machines", "spec", "says"), [
+    (2, "delay=20", "--network: delay='20' needs a time unit (us, ms, s)"),
+    (2, "M3:delay=20ms", "--network: names machine 'M3', which the experiment does not have (it has M1, M2)"),
+    (254, "delay=20ms", "--network: gives at most 253 machines a link; the experiment has 254"),
+])
+def test_a_bad_network_is_one_line_and_exit_2_before_anything_is_made(tmp_path, capsys, machines, spec, says):
+    exp = tmp_path / "exp.toml"
+    exp.write_text(SMALL_TOML.replace("rates = [[8.0, 8.0]]", f"rates = [[{', '.join(['8.0'] * machines)}]]"))
+    assert main(["run", str(exp), "--network", spec, "--out", str(tmp_path / "run"), "--no-live"]) == 2
+    assert capsys.readouterr().err == f"mgst: error: {says}\n"
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_link_of_20ms_measures_20ms_within_10_percent_and_leaves_nothing(no_children_left):
     need_network()
     net = LabNetwork(parse_network("delay=20ms"), ["a", "b"], seed=1)
@@ -188,6 +201,17 @@ def test_a_link_of_20ms_measures_20ms_within_10_percent_and_leaves_nothing(no_ch
     assert measured.sent == 150 and len(measured.rtts) >= 148  # (no loss asked; a late echo is possible)
     assert 0.018 <= measured.one_way_median <= 0.022
     assert _left(net.prefix) == []
+
+
+def test_each_machine_gets_its_own_link(no_children_left):
+    need_network()
+    with LabNetwork(parse_network("a:delay=5ms;*:delay=30ms,loss=10%"), ["a", "b"], seed=2) as net:
+        near = echoes(net, 0, count=60, interval=0.005)
+        far = echoes(net, 1, count=400, interval=0.002, wait=1.0)
+    assert 0.0045 <= near.one_way_median <= 0.0055 and near.loss == 0
+    assert 0.027 <= far.one_way_median <= 0.033
+    # an echo is lost with probability 1 - 0.9^2 = 0.19; over 400, 5 standard deviations (0.098) either side
+    assert 0.19 - 0.098 < far.loss < 0.19 + 0.098
 
 
 def test_setup_failing_half_way_leaves_nothing(monkeypatch, no_children_left):
@@ -242,6 +266,7 @@ def test_mgst_run_behind_20ms_shows_it_in_the_journal_and_leaves_nothing(tmp_pat
     where on loopback they are about a millisecond; summary.json says what was asked; nothing is left."""
     need_network()
     exp = tmp_path / "exp.toml"
+    assert "rates = [[8.0, 8.0]]" in SMALL_TOML
     exp.write_text(SMALL_TOML.replace("rates = [[8.0, 8.0]]", "rates = [[8.0, 8.0, 8.0]]"))
     out = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "mgst", "run", str(exp), "--network", "delay=20ms", "--out",

@@ -21,7 +21,9 @@ EXIT_PAUSED = 75
 TESTBED_EXIT_CODES = f"""exit codes:
   0    the run is over; its results are written (--resume of a run already over: said so, nothing
        rewritten)
-  1    the pullers did not all register in time (no job was generated: nothing is left behind)
+  1    the pullers did not all register in time (no job was generated: nothing is left behind); or
+       `mgst run --network`'s network could not be made, or its relay ended during the run (which was
+       stopped, its results written; nothing is left behind)
   2    a usage error (nothing is created), or a journal that cannot be used (damaged: see
        `mgst export DIR --salvage`)
   {EXIT_PAUSED}   the journal could not be written (disk full, I/O error): the run is PAUSED, what was
@@ -165,11 +167,13 @@ def _network(spec: str | None, exp):
     """The --network asked (None: none), checked against the experiment and this machine: exit 2 if not."""
     if spec is None:
         return None
-    from mgst.netem.links import NetworkError, check_possible  # noqa: PLC0415
+    from mgst.netem.links import MAX_LINKS, NetworkError, check_possible  # noqa: PLC0415
     from mgst.netem.spec import OPTION, parse_network  # noqa: PLC0415
 
     network = parse_network(spec)
     network.check_machines([m.name for m in exp.machines])
+    if len(exp.machines) > MAX_LINKS:
+        raise ConfigError(OPTION, f"gives at most {MAX_LINKS} machines a link; the experiment has {len(exp.machines)}")
     try:
         check_possible()
     except NetworkError as e:
