@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from helpers import SMALL_TOML
+from helpers import SMALL_TOML, read_stderr_until
 
 from mgst.cli import main
 from mgst.config import ConfigError
@@ -207,7 +207,7 @@ def test_each_machine_gets_its_own_link(no_children_left):
     need_network()
     with LabNetwork(parse_network("a:delay=5ms;*:delay=30ms,loss=10%"), ["a", "b"], seed=2) as net:
         near = echoes(net, 0, count=60, interval=0.005)
-        far = echoes(net, 1, count=400, interval=0.002, wait=1.0)
+        far = echoes(net, 1, count=400, interval=0.002, wait=0.5)
     assert 0.0045 <= near.one_way_median <= 0.0055 and near.loss == 0
     assert 0.027 <= far.one_way_median <= 0.033
     # an echo is lost with probability 1 - 0.9^2 = 0.19; over 400, 5 standard deviations (0.098) either side
@@ -294,6 +294,33 @@ def test_mgst_run_behind_20ms_shows_it_in_the_journal_and_leaves_nothing(tmp_pat
         assert 0.018 <= delays[key]["median"] <= 0.035, (key, delays[key])
     assert "M1 up" in (out / "network.log").read_text()
     assert _left(f"{links_module.NAMESPACE_PREFIX}{proc.pid}-", summary["network"]["mapper_address"]) == []
+
+
+def test_ctrl_c_on_a_run_behind_the_network_leaves_nothing(tmp_path, no_children_left):
+    """Ctrl-C as a terminal sends it (SIGINT to the process group) while jobs run: the run drains and ends, exit 0,
+    and its namespaces, links, relay and pullers are all gone."""
+    need_network()
+    exp = tmp_path / "exp.toml"
+    exp.write_text(SMALL_TOML.replace("duration = 1.0", "duration = 60.0"))
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "mgst", "run", str(exp), "--network", "delay=10ms", "--out",
+                             str(out), "--no-live"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True, env={**os.environ, "MGST_PURE": "1"})
+    try:
+        read_stderr_until(proc, lambda seen: re.search(r"running [1-9]", seen) is not None, 60,
+                          "a progress line with a running job")
+        prefix = f"{links_module.NAMESPACE_PREFIX}{proc.pid}-"
+        assert len([n for n in _left(prefix) if n.startswith(prefix)]) == 2  # its namespaces, while it runs
+        os.killpg(proc.pid, signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 0, stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["network"]["spec"] == "delay=10ms"
+    assert _left(prefix, summary["network"]["mapper_address"]) == []
 
 
 def test_the_command_line_spells_network_as_documented():
