@@ -293,6 +293,9 @@ def test_mgst_run_behind_20ms_shows_it_in_the_journal_and_leaves_nothing(tmp_pat
         # would be 40), leaving 15 ms of scheduling on a busy machine
         assert 0.018 <= delays[key]["median"] <= 0.035, (key, delays[key])
     assert "M1 up" in (out / "network.log").read_text()
+    counts = summary["network"]["relay_counts"]
+    assert counts["packets"] > 4 * summary["jobs_done"]  # each job: request, job, result, its acknowledgement ...
+    assert counts["lost"] == counts["overflowed"] == counts["write_errors"] == 0
     assert _left(f"{links_module.NAMESPACE_PREFIX}{proc.pid}-", summary["network"]["mapper_address"]) == []
 
 

@@ -17,6 +17,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 
+from mgst.netem.relay import COUNTS
 from mgst.netem.spec import LinkSpec, NetworkSpec
 
 log = logging.getLogger(__name__)
@@ -117,6 +118,23 @@ def remove_namespace(name: str) -> None:
     ip("netns", "del", name, check=False)
 
 
+def _counts(relay_log: str) -> list[dict]:
+    """The counts the relay said at its end ([] if it did not: it was killed)."""
+    for line in reversed(relay_log.splitlines()):
+        if line.startswith(COUNTS):
+            try:
+                return json.loads(line[len(COUNTS):])
+            except ValueError:
+                return []
+    return []
+
+
+def totals(counts: list[dict]) -> dict[str, int]:
+    """The counts of every link direction added up (each direction of a packet counts once)."""
+    keys = ("packets", "bytes", "lost", "overflowed", "write_errors")
+    return {k: sum(int(c.get(k, 0)) for c in counts) for k in keys}
+
+
 def _free_subnet() -> int:
     """X with 10.214.X.0/24 on no interface here (another run's)."""
     used = {int(x) for x in re.findall(rf"{re.escape(SUBNET)}\.(\d+)\.", ip("-4", "-o", "addr").stdout)}
@@ -139,6 +157,7 @@ class LabNetwork:
         self.machines = machines
         self.seed = seed
         self.relay_log = ""  # what the relay said (its counts at its end), once closed
+        self.counts: list[dict] = []  # each link direction's packets, bytes, lost..., once closed (relay.Direction)
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close())
         self.links: list[Link] = []
         self.namespaces: list[str] = []  # made (removed on close, even those of half-made links)
@@ -232,6 +251,7 @@ class LabNetwork:
             self._log.seek(0)
             self.relay_log = self._log.read().decode(errors="replace")
             self._log.close()
+            self.counts = _counts(self.relay_log)
             self._close_fds()
             for name in self.namespaces:
                 try:

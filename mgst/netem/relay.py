@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 MAX_PACKET = 65536
 # Packets read from one device per wake-up at most, so that one busy link cannot delay the others' departures.
 READ_BATCH = 64
+COUNTS = "counts: "  # the relay's last line on stderr: this, then its counts as JSON (LabNetwork reads them)
 
 
 @dataclass(slots=True)
@@ -105,7 +106,8 @@ def main() -> int:
     print("ready", flush=True)
     started = time.monotonic()
     relay(dirs, sys.stdin.fileno())
-    log.info("carried for %.1f s: %s", time.monotonic() - started, json.dumps([d.stats() for d in dirs]))
+    log.info("carried for %.1f s", time.monotonic() - started)
+    print(f"{COUNTS}{json.dumps([d.stats() for d in dirs])}", file=sys.stderr, flush=True)
     return 0
 
 

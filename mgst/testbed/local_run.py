@@ -16,7 +16,7 @@ from pathlib import Path
 from mgst import security
 from mgst.config import ConfigError
 from mgst.model import Experiment
-from mgst.netem.links import LabNetwork, NetworkError
+from mgst.netem.links import LabNetwork, NetworkError, totals
 from mgst.netem.spec import NetworkSpec
 from mgst.testbed.beside import Beside, finish_outputs
 from mgst.testbed.mapper import Mapper
@@ -176,7 +176,8 @@ def run_local(
                 shutil.rmtree(key_dir, ignore_errors=True)
     assert run is not None  # (mapper.run() returned)
     if net is not None:
-        run.network = {**net.spec.as_dict(), "mapper_address": net.mapper_address, "relay_failed": failed}
+        run.network = {**net.spec.as_dict(), "mapper_address": net.mapper_address, "relay_failed": failed,
+                       "relay_counts": totals(net.counts) if net.counts else None}
     result = finish_outputs(run, out, replications=replications, imports=imports)
     if net is not None and failed:
         raise NetworkError(f"the network relay ended during the run, which was stopped (see {out}/network.log); "
