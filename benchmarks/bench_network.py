@@ -61,7 +61,8 @@ def main() -> int:
     p.add_argument("--interval", type=float, default=0.01, help="seconds between echoes (default 0.01)")
     p.add_argument("--loss-echoes", type=int, default=3000, help="echoes for a loss setting (default 3000)")
     p.add_argument("--runs", nargs="*", metavar="SPEC",
-                   help="also a real mgst run of 3 pullers behind each of these (e.g. delay=0ms delay=20ms)")
+                   help="also a real mgst run of 3 pullers behind each of these (e.g. none delay=0ms delay=20ms; "
+                        "none: on loopback, without --network)")
     p.add_argument("--run-seconds", type=float, default=20.0, help="each run's duration (default 20)")
     p.add_argument("settings", nargs="*", default=list(SETTINGS))
     args = p.parse_args()
@@ -108,8 +109,9 @@ def runs(settings: list[str], seconds: float) -> None:
             f.write(RUN_TOML)
         for k, setting in enumerate(settings):
             out = os.path.join(tmp, f"run{k}")
-            done = subprocess.run([sys.executable, "-m", "mgst", "run", exp, "--duration", str(seconds), "--network",
-                                   setting, "--out", out, "--json", "--quiet", "--no-live"], capture_output=True,
+            network = [] if setting == "none" else ["--network", setting]
+            done = subprocess.run([sys.executable, "-m", "mgst", "run", exp, "--duration", str(seconds), *network,
+                                   "--out", out, "--json", "--quiet", "--no-live"], capture_output=True,
                                   text=True, timeout=seconds + 300, check=True)
             s = json.loads(done.stdout)
             d = s["delays"]
