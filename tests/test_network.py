@@ -248,13 +248,28 @@ def test_stale_namespaces_of_a_dead_run_are_removed():
     need_network()
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
                           check=True).stdout.strip()  # a pid that has ended (reused within a second: unlikely)
-    name = f"{links_module.NAMESPACE_PREFIX}{dead}-0"
-    links_module.ip("netns", "add", name)
+    names = [f"{links_module.NAMESPACE_PREFIX}{dead}-0",
+             f"{links_module.NAMESPACE_PREFIX}{os.getpid()}-7"]  # a dead run's that had this process's pid
+    alive = f"{links_module.NAMESPACE_PREFIX}1-0"  # pid 1 runs: not stale
+    for name in (*names, alive):
+        links_module.ip("netns", "add", name)
     try:
-        assert name in links_module.remove_stale()
+        removed = links_module.remove_stale()
+        assert set(names) <= set(removed) and alive not in removed
     finally:
-        links_module.ip("netns", "del", name, check=False)
-    assert name not in links_module.ip("netns", "list").stdout
+        for name in (*names, alive):
+            links_module.ip("netns", "del", name, check=False)
+    assert not any(name in links_module.ip("netns", "list").stdout for name in names)
+
+
+def test_one_network_at_a_time_per_process(no_children_left):
+    need_network()
+    with LabNetwork(parse_network("delay=1ms"), ["a"]) as net:
+        with pytest.raises(NetworkError, match="already"):
+            LabNetwork(parse_network("delay=1ms"), ["b"]).start()
+        assert net.relay is not None and not net.relay_failed()
+    with LabNetwork(parse_network("delay=1ms"), ["c"]) as again:  # once closed, another may start
+        assert again.links[0].machine == "c"
 
 
 # --------------------------------------------------------------------------- the CI test: a real run at 20 ms

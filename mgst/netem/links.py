@@ -39,6 +39,9 @@ RELAY_START = 20.0
 RELAY_STOP = 5.0
 
 
+_running = False  # a LabNetwork of this process is up (its names hold the pid: one at a time)
+
+
 class NetworkError(RuntimeError):
     """The lab network cannot be set up here (no root, no TUN, an `ip` command failed)."""
 
@@ -85,11 +88,12 @@ def open_tun(name: str) -> int:
 
 
 def remove_stale() -> list[str]:
-    """Remove the namespaces (and what runs in them) of earlier runs whose process is gone (killed, crashed)."""
+    """Remove the namespaces (and what runs in them) of earlier runs whose process is gone (killed, crashed), and
+    those named with this process's pid (a dead run's that had it: this process has none before its network)."""
     removed = []
     for line in ip("netns", "list", check=False).stdout.splitlines():
         m = re.match(rf"^({re.escape(NAMESPACE_PREFIX)}(\d+)-\d+)\b", line)
-        if m is None or _alive(int(m.group(2))):
+        if m is None or (int(m.group(2)) != os.getpid() and _alive(int(m.group(2)))):
             continue
         remove_namespace(m.group(1))
         removed.append(m.group(1))
@@ -165,6 +169,7 @@ class LabNetwork:
         self.mapper_address = ""
         self.prefix = f"{NAMESPACE_PREFIX}{os.getpid()}-"  # of its namespaces (and named in the relay's command line)
         self.closed = False
+        self._up = False  # start() claimed this process's one network
 
     def __enter__(self) -> LabNetwork:
         self.start()
@@ -174,7 +179,12 @@ class LabNetwork:
         self.close()
 
     def start(self) -> None:
+        global _running  # noqa: PLW0603 (one network per process: its names hold the pid)
+        if _running:
+            raise NetworkError("a lab network is up in this process already (one per process: names hold the pid)")
         check_possible()
+        _running = True
+        self._up = True
         remove_stale()
         x = _free_subnet()
         self.mapper_address = f"{SUBNET}.{x}.1"
@@ -242,6 +252,7 @@ class LabNetwork:
 
     def close(self) -> None:
         """Stop the relay, remove every namespace and device made. Idempotent; every step tried."""
+        global _running  # noqa: PLW0603
         if self.closed:
             return
         self.closed = True
@@ -261,6 +272,8 @@ class LabNetwork:
             for link in self.links:
                 if ip("link", "show", link.device, check=False).returncode == 0:
                     ip("link", "del", link.device, check=False)
+            if self._up:
+                _running = False
         log.info("lab network down")
 
     def _stop_relay(self) -> None:
