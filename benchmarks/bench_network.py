@@ -22,7 +22,7 @@ import sys
 import threading
 
 from mgst.netem.links import LabNetwork
-from mgst.netem.measure import Echoes, _echo_server, echoes, throughput
+from mgst.netem.measure import Echoes, echo_server, echoes, throughput
 from mgst.netem.spec import parse_network
 
 SETTINGS = ("delay=0ms", "delay=20ms", "delay=50ms", "delay=20ms,jitter=5ms", "loss=1%", "rate=10mbit",
@@ -35,7 +35,7 @@ def loopback_echoes(count: int, interval: float) -> Echoes:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         sock.bind(("127.0.0.1", 0))
         stop = threading.Event()
-        server = threading.Thread(target=_echo_server, args=(sock, stop), daemon=True)
+        server = threading.Thread(target=echo_server, args=(sock, stop), daemon=True)
         server.start()
         try:
             out = subprocess.run([sys.executable, "-m", "mgst.netem.measure", "echo", "127.0.0.1",

@@ -47,7 +47,8 @@ class Echoes:
                 "rtt_stdev_ms": statistics.pstdev(self.rtts) * 1e3, "echo_loss": self.loss}
 
 
-def _echo_server(sock: socket.socket, stop: threading.Event) -> None:
+def echo_server(sock: socket.socket, stop: threading.Event) -> None:
+    """Send each datagram (at most 2 KiB) back to its sender, until ``stop`` is set."""
     sock.settimeout(0.2)
     while not stop.is_set():
         try:
@@ -77,7 +78,7 @@ def echoes(net: LabNetwork, link: int, count: int, interval: float, wait: float 
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         sock.bind((net.mapper_address, 0))
         stop = threading.Event()
-        server = threading.Thread(target=_echo_server, args=(sock, stop), daemon=True)
+        server = threading.Thread(target=echo_server, args=(sock, stop), daemon=True)
         server.start()
         try:
             out = _in_namespace(net, link, ["echo", net.mapper_address, str(sock.getsockname()[1]), str(count),
