@@ -10,6 +10,7 @@ import random
 import re
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -299,6 +300,9 @@ def test_mgst_run_behind_20ms_shows_it_in_the_journal_and_leaves_nothing(tmp_pat
                                              "rate_mbit": None}
     assert summary["network"]["relay_failed"] is False
     assert json.loads((out / "summary.json").read_text())["network"] == summary["network"]
+    with sqlite3.connect(f"file:{out / 'journal.sqlite'}?mode=ro", uri=True) as db:  # what `mgst export` reads
+        kept = json.loads(db.execute("SELECT value FROM meta WHERE key = 'network'").fetchone()[0])
+    assert kept == {k: v for k, v in summary["network"].items() if k not in ("relay_failed", "relay_counts")}
     assert summary["jobs_generated"] >= 10
     assert summary["jobs_done"] == summary["jobs_generated"] and summary["cut_off"] == []
     delays = summary["delays"]

@@ -149,7 +149,7 @@ def run_local(
                         progress=progress, executor=executor, keys=keys, insecure=insecure, out=out,
                         imports=imports)
         if net is not None and mapper.journal.store is not None:
-            mapper.journal.store.set_meta(network=net.spec.as_dict())
+            mapper.journal.store.set_meta(network=_network_settings(net))
         if on_mapper is not None:
             on_mapper(mapper)  # e.g. the CLI's signal handlers
         procs: list[subprocess.Popen] = []
@@ -176,13 +176,18 @@ def run_local(
                 shutil.rmtree(key_dir, ignore_errors=True)
     assert run is not None  # (mapper.run() returned)
     if net is not None:
-        run.network = {**net.spec.as_dict(), "mapper_address": net.mapper_address, "relay_failed": failed,
+        run.network = {**_network_settings(net), "relay_failed": failed,
                        "relay_counts": totals(net.counts) if net.counts else None}
     result = finish_outputs(run, out, replications=replications, imports=imports)
     if net is not None and failed:
         raise NetworkError(f"the network relay ended during the run, which was stopped (see {out}/network.log); "
                            "the results written are of a broken network")
     return result
+
+
+def _network_settings(net: LabNetwork) -> dict:
+    """The network asked and where the mapper was on it (the journal's settings; `mgst export` reads them)."""
+    return {**net.spec.as_dict(), "mapper_address": net.mapper_address}
 
 
 def _watch_relay(net: LabNetwork, mapper: Mapper) -> threading.Event:
