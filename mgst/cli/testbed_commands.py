@@ -195,6 +195,9 @@ def run_command(args: argparse.Namespace) -> int:
     for warning in (overload_warning(exp), oversubscription_warning(exp, args.executor or exp.testbed.executor)):
         if warning:
             print(f"mgst: warning: {warning}", file=sys.stderr)
+    if network is not None and not args.quiet:
+        print(f"mgst: every puller behind an emulated link ({network.text or 'no impairment'}; the userspace relay "
+              "of docs/network.md)", file=sys.stderr)
     from mgst.testbed.store import JournalWriteError  # noqa: PLC0415
 
     live = _open_live(args, exp, out, None)
