@@ -91,6 +91,11 @@ class Policy(PolicyHooks):
         # sets it from the experiment's [testbed] detection. None: silent machines are left alone.
         self.silence_timeouts: SilenceTimeouts | None = None
 
+    def report(self) -> dict[str, float]:
+        """Counts of the run for its output (the simulation's summary, the testbed's summary.json), by
+        name; {} (the default) adds nothing. Read once, when the run ends."""
+        return {}
+
     # --- hooks (the others: mgst.core.hooks.PolicyHooks) -------------------
 
     def on_timer(self, view: View, key: Hashable) -> Decisions:

@@ -275,7 +275,11 @@ class PullerMessages:
         else:
             self.journal.reported_done(msg.replica, msg.received, msg.started, msg.finished, now,
                                        msg.achieved_share)
-            self.feed("replica_done", now, msg.replica)
+            # How long it computed, t5 - t4 on the puller's own clock (a duration: no offset to correct),
+            # in model time; the core's figure (sent to result) would include the delays.
+            computed = (msg.finished - msg.started) / self.time_unit
+            self.feed("replica_done", now, msg.replica, False,
+                      computed if 0.0 <= computed < math.inf else None)
         if msg.ready:
             conn = self.conns[j]
             if self.core.machines[j].state is not MachineState.READY:  # a replay must not move an earlier request
