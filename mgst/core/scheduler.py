@@ -245,7 +245,9 @@ class Scheduler:
         event = MachineReady(machine, cpu_share, slots) if self._listening else None
         return self.matcher.after_event(event, None, m if m.asking else None, False)
 
-    def replica_done(self, now: float, replica: int, ready: bool = False, computed: float | None = None) -> list[Output]:
+    def replica_done(
+        self, now: float, replica: int, ready: bool = False, computed: float | None = None
+    ) -> list[Output]:
         """A replica's result; ``computed``: how long it computed, if the driver measured it (see ReplicaDone)."""
         self._begin(now)
         lifecycle = self.lifecycle

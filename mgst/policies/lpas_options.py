@@ -11,7 +11,6 @@ import math
 
 from mgst.policies.base import PolicyOptions
 
-
 # server_choice's values: the core's rotating ready queue (MGST's first implementation), or the idle
 # eligible machine that serves the class fastest (our reading of LPAS for clusters; docs/policies.md).
 SERVER_CHOICES = ("fcfs", "lpas")
