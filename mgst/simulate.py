@@ -52,7 +52,7 @@ def _reduced(
     result = reduce_replication(experiment, run, warmup, horizon, keep_rows)
     if run.bags:
         result.bags = reduce_bags(run, warmup, horizon, keep_rows or keep_bag_rows)
-    result.policy_counts = simulation.policy.report()
+    result.policy_counts = getattr(simulation.policy, "report", dict)()  # (a bare PolicyHooks has none)
     return result
 
 

@@ -171,7 +171,7 @@ class LpasFixes:
             self.samples[j][i] += 1
             self.work[j][i] += view.classes[i].granularity * (1.0 - r.progress)
             self.cpu_time[j][i] += r.computed * machine.cpu_share
-            resolve = self._rates_moved(view)
+            resolve = self._rates_moved(view, j, i)
         if self.options.delay_correction and not r.late:  # (a late result's holding time is not a job's)
             self.delay_samples[j] += 1
             self.delay_sum[j] += max(0.0, (view.now - r.sent) - r.computed)
@@ -186,23 +186,23 @@ class LpasFixes:
             return None
         return self.work[j][i] / self.cpu_time[j][i]
 
-    def _rates_moved(self, view: View) -> bool:
+    def _rates_moved(self, view: View, j: int, i: int) -> bool:
+        """Whether the entry (i, j), just learnt from, moved past the threshold from the belief; if so every
+        trusted entry replaces its belief. (Only that entry can have moved since the last check: the others'
+        estimates are unchanged, and a solve set the belief of each trusted one to its estimate.)"""
         threshold = self.options.rate_threshold
         assert threshold is not None
-        moved = False
-        for j, row in enumerate(self.belief):
-            for i, believed in enumerate(row):
-                learnt = self.learnt_rate(j, i)
-                if learnt is not None and abs(learnt - believed) > threshold * believed:
-                    moved = True
-        if moved:
-            self.belief = [
-                tuple(r if (x := self.learnt_rate(j, i)) is None else x for i, r in enumerate(row))
-                for j, row in enumerate(self.belief)
-            ]
-            self.counts["solves_rates"] += 1
-            log.debug("t=%s learnt rates moved: %s", view.now, self.belief)
-        return moved
+        learnt = self.learnt_rate(j, i)
+        believed = self.belief[j][i]
+        if learnt is None or abs(learnt - believed) <= threshold * believed:
+            return False
+        self.belief = [
+            tuple(r if (x := self.learnt_rate(m, c)) is None else x for c, r in enumerate(row))
+            for m, row in enumerate(self.belief)
+        ]
+        self.counts["solves_rates"] += 1
+        log.debug("t=%s learnt rates moved: %s", view.now, self.belief)
+        return True
 
     def _p_moved(self, view: View, j: int) -> bool:
         share = view.machines[j].cpu_share
