@@ -53,6 +53,8 @@ def files(tmp_path_factory) -> dict[str, str]:
         **{f"lpas_{key}": LPAS_SMALL.replace("[policy]", f"[policy]\n{key} = {value}")
            for key, value in LPAS_BAD.items()},
         "lpas_resolve_on_events_alone": LPAS_SMALL.replace("[policy]", "[policy]\nresolve_on_events = false"),
+        "lpas_no_such_class": LPAS_SMALL.replace("[policy]", '[policy]\narrival_estimate_class = "nine"'),
+        "lpas_no_such_machine": LPAS_SMALL.replace("[policy]", '[policy]\nrate_estimate_machine = "M99"'),
     }
     out = {}
     for name, text in made.items():
@@ -97,6 +99,8 @@ IN_PROCESS = [
     (["simulate", "{string_rate}"], "workload.arrival_rates"),
     *[(["simulate", f"{{lpas_{key}}}"], key) for key in LPAS_BAD],
     (["simulate", "{lpas_resolve_on_events_alone}"], "resolve_on_events"),
+    (["simulate", "{lpas_no_such_class}"], "arrival_estimate_class"),
+    (["simulate", "{lpas_no_such_machine}"], "rate_estimate_machine"),
     # simulate: numbers
     (["simulate", HIHI, "--horizon", "-1"], "--horizon"),
     (["simulate", HIHI, "--horizon", "0"], "--horizon"),

@@ -13,7 +13,7 @@ from helpers import make_core, make_policy
 from mgst.core import Assign, MachineState, SetTimer
 from mgst.core.decisions import MachineSuspected, ReplicaTimedOut
 from mgst.model import Job
-from mgst.policies.lpas_fixes import ARRIVAL_MIN_COUNT, DELAY_MIN_SAMPLES, RATE_MIN_SAMPLES
+from mgst.policies.lpas_fixes import DELAY_MIN_SAMPLES, min_samples
 from mgst.policies.lpas_options import LpasOptions
 
 RATES = [[4.0, 1.0, 1.0], [1.0, 4.0, 3.0]]
@@ -21,6 +21,7 @@ ALPHA = [1.0, 1.0]
 ALL_UP = ((True, False, True), (False, True, True))
 ARRIVALS = ("lpas_dg", "arrivals")
 RESOLVE = ("lpas_dg", "resolve")
+LEARNT = ("lpas_dg", "learnt")
 
 
 def core_with(options: dict, rates=RATES, alpha=ALPHA):
@@ -44,10 +45,16 @@ def assigned(outputs) -> list[Assign]:
 
 def run_one(core, jobs: Jobs, machine: int, job_class: int, at: float, holding: float, computed: float | None):
     """A job of ``job_class`` arrives at ``at`` and goes to ``machine`` (asking); its result comes ``holding``
-    later, having computed ``computed`` (None: the driver measured nothing). Returns the replica id."""
+    later, having computed ``computed`` (None: the driver measured nothing); the re-solve it asks for, if
+    any (a timer due at once), is fired. Returns the replica id."""
     core.job_arrived(at, jobs(job_class, at))
     (a,) = assigned(core.machine_ready(at, machine))
-    core.replica_done(at + holding, a.replica, False, computed)
+    out = core.replica_done(at + holding, a.replica, False, computed)
+    if LEARNT in core.timers:
+        assert SetTimer(LEARNT, at + holding) in out
+        solves = core.policy.solves
+        core.timer_fired(at + holding, LEARNT)
+        assert core.policy.solves == solves + 1
     return a.replica
 
 
@@ -75,6 +82,24 @@ def test_the_beliefs_scale_the_lp_and_the_time_outs():
     assert core.timers[("timeout", a.replica)] == pytest.approx(1.0 + 3.0 / 8.0)
 
 
+def test_a_belief_for_one_class_or_one_machine():
+    core = core_with({"arrival_estimate_scale": 0.8, "arrival_estimate_class": "c1",
+                      "rate_estimate_scale": 1.25, "rate_estimate_machine": "M2"})
+    assert core.policy.lp_alpha == pytest.approx((1.0, 0.8))
+    assert core.policy.lp_rates == ((4.0, 1.0, 1.25), (1.0, 4.0, 3.75))
+
+
+def test_a_belief_scaled_alike_everywhere_plans_as_the_truth():
+    # max lambda s.t. sum_j delta_ij mu_ij >= lambda alpha_i: scaling every alpha (or every mu) by c scales
+    # lambda by 1/c (or c) and leaves delta* alone, so LPAS_DG decides as without the mis-estimate.
+    truth = core_with({}).policy
+    for options in ({"arrival_estimate_scale": 1 / 1.2}, {"rate_estimate_scale": 1.25}):
+        believed = core_with(options).policy
+        flat = [d for row in believed.allocation.delta for d in row]
+        assert flat == pytest.approx([d for row in truth.allocation.delta for d in row])
+        assert believed.eligible == truth.eligible
+
+
 @pytest.mark.parametrize(("options", "key"), [
     ({"arrival_check_period": 0.0}, "arrival_check_period"),
     ({"arrival_threshold": -0.1}, "arrival_threshold"),
@@ -94,9 +119,15 @@ def test_bad_values_name_their_key(options, key):
 # ---------------------------------------------------------------------------- 1: arrival rates
 
 
-def arrivals_then_check(rate0: float, period: float = 100.0, checks: int = 1):
+def test_how_many_samples_an_estimate_needs():
+    # (2 / threshold)^2, at least the floor: the relative standard error 1/sqrt(n) is then half the threshold
+    assert [min_samples(t, 10) for t in (0.1, 0.2, 0.3, 1.0)] == [400, 100, 45, 10]
+
+
+def arrivals_then_check(rate0: float, period: float = 400.0, checks: int = 1):
     """Class 0 arrives at ``rate0`` (evenly spaced), class 1 at its estimate 1, for ``checks`` periods;
-    the arrival check fires at the end of each. Returns the core and the solves at each check."""
+    the arrival check fires at the end of each. Returns the core and the solves at each check. (With the
+    default threshold, 10 %, a class's rate is trusted from 400 arrivals: one period of class 1.)"""
     core = core_with({"arrival_check_period": period})
     jobs = Jobs()
     solves = [core.policy.solves]
@@ -114,8 +145,8 @@ def arrivals_then_check(rate0: float, period: float = 100.0, checks: int = 1):
 
 def test_arrivals_25_percent_above_the_estimate_re_solve_once_with_the_observed_rate():
     core, solves = arrivals_then_check(1.25, checks=2)
-    # 125 arrivals of class 0 in 100: 1.25, 25 % above 1 (> 10 %): one solve, with alpha = (1.25, 1);
-    # at the second check 250 in 200 is still 1.25, the rate the LP now uses: no solve.
+    # 500 arrivals of class 0 in 400: 1.25, 25 % above 1 (> 10 %): one solve, with alpha = (1.25, 1);
+    # at the second check 1,000 in 800 is still 1.25, the rate the LP now uses: no solve.
     assert solves == [solves[0], solves[0] + 1, solves[0] + 1]
     assert core.policy.lp_alpha == pytest.approx((1.25, 1.0))
     assert core.policy.report()["solves_arrivals"] == 1
@@ -128,23 +159,25 @@ def test_arrivals_5_percent_above_the_estimate_do_not_re_solve():
 
 
 def test_too_few_arrivals_keep_the_estimate():
-    # 9 arrivals of class 0 in 10 (0.9) and 12 of class 1 (1.2, 20 % off): class 1 has 12 >= the minimum,
-    # class 0 fewer, so the solve takes class 1's observed rate and keeps class 0's estimate.
-    assert ARRIVAL_MIN_COUNT == 10
-    core = core_with({"arrival_check_period": 10.0})
+    # Threshold 50 %: a rate is trusted from 16 arrivals. In 10: 9 of class 0 (0.9), 20 of class 1 (2.0,
+    # 100 % off): the solve takes class 1's observed rate and keeps class 0's estimate.
+    core = core_with({"arrival_check_period": 10.0, "arrival_threshold": 0.5})
     jobs = Jobs()
     for m in range(9):
         core.job_arrived(m * 1.0, jobs(0, m * 1.0))
-    for m in range(12):
-        core.job_arrived(m * 0.8, jobs(1, m * 0.8))
+    for m in range(20):
+        core.job_arrived(m * 0.5, jobs(1, m * 0.5))
     core.timer_fired(10.0, ARRIVALS)
-    assert core.policy.lp_alpha == pytest.approx((1.0, 1.2))
+    assert core.policy.lp_alpha == pytest.approx((1.0, 2.0))
 
 
 # ---------------------------------------------------------------------------- 2: processing rates
 
 
-def learn_rate(factor: float, samples: int = RATE_MIN_SAMPLES):
+RATE_SAMPLES = 100  # a rate is trusted from (2 / 0.2)^2 completions at a 20 % threshold
+
+
+def learn_rate(factor: float, samples: int = RATE_SAMPLES):
     """Class-0 jobs on M0 whose measured compute times say M0 runs class 0 at 4 x ``factor``; returns the
     core and the solves after each completion. The holding time (3) is far from the compute time: the
     policy must learn from the compute time."""
@@ -160,16 +193,40 @@ def learn_rate(factor: float, samples: int = RATE_MIN_SAMPLES):
 def test_completions_30_percent_slower_re_solve_with_the_learnt_rate():
     core, solves = learn_rate(0.7)
     first = solves[0]
-    # nothing is learnt below RATE_MIN_SAMPLES completions; the 30th says 2.8, 30 % below 4: one solve
-    assert solves[:-1] == [first] * (RATE_MIN_SAMPLES - 1)
+    # nothing is learnt below 100 completions; the 100th says 2.8, 30 % below 4: one solve
+    assert solves[:-1] == [first] * (RATE_SAMPLES - 1)
     assert solves[-1] == first + 1
     assert core.policy.lp_rates[0][0] == pytest.approx(2.8)
     assert core.policy.lp_rates[0][1:] == (1.0, 1.0)  # the others keep their estimates
     assert core.policy.report()["solves_rates"] == 1
 
 
+def test_the_re_solve_a_completion_asks_for_offers_work_to_every_ready_machine():
+    # Two machines: M0 runs class 0 at 4 (believed), M1 class 1 at 4, each 1 the other class. Planned:
+    # class 0 on M0, class 1 on M1. M0 turns out to run class 0 at 0.2: then (hand-solved) lambda* = 1
+    # with M1 all class 0 and M0 all class 1. M1 waits, idle, while a class-0 job is queued; the re-solve
+    # is a timer, after which the core's full pass gives M1 that job.
+    core = core_with({"rate_threshold": 0.2}, rates=[[4.0, 1.0], [1.0, 4.0]])
+    jobs = Jobs()
+    for k in range(RATE_SAMPLES - 1):
+        run_one(core, jobs, 0, 0, 10.0 * k, 5.0, 5.0)
+    assert core.policy.eligible == ((True, False), (False, True))
+    at = 10.0 * RATE_SAMPLES
+    core.job_arrived(at, jobs(0, at))
+    (a,) = assigned(core.machine_ready(at, 0))
+    waiting = jobs(0, at + 1.0)
+    core.job_arrived(at + 1.0, waiting)
+    assert not assigned(core.machine_ready(at + 1.0, 1))  # M1 is not eligible for class 0
+    out = core.replica_done(at + 5.0, a.replica, False, 5.0)
+    assert SetTimer(LEARNT, at + 5.0) in out and not assigned(out)
+    (b,) = assigned(core.timer_fired(at + 5.0, LEARNT))
+    assert (b.job.id, b.machine) == (waiting.id, 1)
+    assert core.policy.eligible == ((False, True), (True, False))
+    assert core.policy.lp_rates[0][0] == pytest.approx(0.2)
+
+
 def test_completions_5_percent_slower_do_not_re_solve():
-    core, solves = learn_rate(0.95, RATE_MIN_SAMPLES + 5)
+    core, solves = learn_rate(0.95, RATE_SAMPLES + 5)
     assert solves == [solves[0]] * len(solves)
     assert core.policy.lp_rates[0][0] == 4.0
 

@@ -27,6 +27,11 @@ NOTHING: Final[tuple[Decision, ...]] = NO_DECISIONS
 class PolicyOptions:
     """Base of every policy's options: a frozen dataclass, filled from ``[policy]`` keys."""
 
+    # Options whose value is the name of one of the experiment's classes, or machines (checked when an
+    # experiment file is loaded: mgst.policies.check_names).
+    class_name_options: ClassVar[tuple[str, ...]] = ()
+    machine_name_options: ClassVar[tuple[str, ...]] = ()
+
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> PolicyOptions:
         fields = {f.name: f for f in dataclasses.fields(cls)}

@@ -10,7 +10,7 @@ from collections.abc import Hashable, Sequence
 
 from mypy_extensions import mypyc_attr
 
-from mgst.core.decisions import SetTimer
+from mgst.core.decisions import Decision, SetTimer
 from mgst.core.events import Event, JobArrived
 from mgst.core.state import JobQueue, JobRecord, MachineRecord, ReplicaRecord
 from mgst.core.view import View
@@ -25,6 +25,10 @@ log = logging.getLogger(__name__)
 _RESOLVE: typing.Final = ("lpas_dg", "resolve")
 _DEBOUNCED: typing.Final = ("lpas_dg", "debounced")  # the re-solve a debounced capacity change waits for
 _ARRIVALS: typing.Final = ("lpas_dg", "arrivals")  # arrival_check_period's check
+# The re-solve a completion asks for (a learnt rate or p_ij moved), due at once: a timer is followed by the
+# core's full matching pass, so that every ready machine is offered work under the new plan (the matching
+# after a completion offers the asking machine alone).
+_LEARNT: typing.Final = ("lpas_dg", "learnt")
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # compiled (mgst.build_info); researchers subclass it
@@ -87,7 +91,7 @@ class LpasDG(Policy):
         """The fixes' hooks only when their options are on: with every fix off, the paper's policy costs
         what it did."""
         o = self.lp_options
-        unused = set()
+        unused: set[str] = set()
         if o.arrival_check_period is None and o.server_choice == "fcfs" and o.timeout_factor is None:
             unused.add("on_event")
         if o.timeout_factor is None:
@@ -102,7 +106,7 @@ class LpasDG(Policy):
             self.fixes.begin(view)
             self._belief = self.fixes.belief
         self._solve(view)
-        timers = []
+        timers: list[SetTimer] = []
         if o.resolve_period is not None:
             timers.append(SetTimer(_RESOLVE, view.now + o.resolve_period))
         if o.arrival_check_period is not None:
@@ -158,17 +162,22 @@ class LpasDG(Policy):
             return NOTHING
         if replica.late:
             fixes.late_result(replica)
-        if fixes.learn(view, replica):
-            self._belief = fixes.belief
-            self._solve(view)
+        decisions: list[Decision] = []
+        if fixes.learn(view, replica) and _LEARNT not in view.timers:
+            decisions.append(SetTimer(_LEARNT, view.now))
         if fixes.timeouts is not None:
-            return fixes.timeouts.on_replica_end(view, replica)
-        return NOTHING
+            decisions.extend(fixes.timeouts.on_replica_end(view, replica))
+        return decisions
 
     def on_timer(self, view: View, key: Hashable) -> Decisions:
         fixes = self.fixes
         if fixes is not None and fixes.timeouts is not None and fixes.timeouts.owns(key):
             return fixes.timed_out(view, fixes.timeouts.on_timer(view, key))
+        if key == _LEARNT:
+            if fixes is not None:
+                self._belief = fixes.belief
+                self._solve(view)
+            return NOTHING
         if key == _ARRIVALS:
             if fixes is None or self.lp_options.arrival_check_period is None:
                 return NOTHING

@@ -21,14 +21,16 @@ from mgst.policies.timeouts import ReplicaTimeouts
 
 log = logging.getLogger(__name__)
 
-# A class's observed arrival rate replaces its estimate only once this many of its jobs have arrived:
-# the count of a Poisson stream has a relative spread of 1/sqrt(n), 32 % at 10 (a 10 % threshold is
-# then crossed by chance early on, and the new estimate is refined at the next checks); below it, a
-# class with a positive rate but no arrival yet would be planned with rate 0 and get no machine.
+# How many arrivals (or completions) an observed rate needs before it is trusted: enough that its relative
+# standard error, 1/sqrt(n) for a Poisson count and for the mean of exponential sizes (the paper's), is at
+# most 1/NOISE_SPAN of the threshold it is tested against; a chance crossing is then a NOISE_SPAN-sigma
+# event. (With 30 completions and a 20 % threshold, hilo-mpd-fd re-solved 91 times in 4 replications of
+# 500 on noise alone, and its mean response rose 9 %.) See min_samples.
+NOISE_SPAN = 2.0
+# Floors of those counts, for large thresholds: a class's observed arrival rate replaces its estimate only
+# from 10 arrivals (a class with a positive rate and no arrival yet would be planned at rate 0 and get no
+# machine), a (class, machine) rate only from 30 completions.
 ARRIVAL_MIN_COUNT = 10
-# A (class, machine) rate is learnt only from this many completions: sizes are random (exponential in
-# the paper), and the mean of n has a relative spread of 1/sqrt(n), 18 % at 30, below the 20-30 %
-# mis-estimates section 4.3.2 is about.
 RATE_MIN_SAMPLES = 30
 # A machine's delay tau_j is estimated from this many completions: it is the network and scheduling
 # overhead, nearly constant from one job to the next (jitter aside), not a random job size.
@@ -36,6 +38,12 @@ DELAY_MIN_SAMPLES = 5
 # Re-solve when some p_ij moves by more than this fraction from the value the LP used (p scales the
 # LP's rates as a mis-estimated rate would; 10 % is arrival_threshold's default).
 DELAY_RESOLVE_SHIFT = 0.1
+
+
+def min_samples(threshold: float, floor: int) -> int:
+    """The count from which an estimate tested against ``threshold`` is trusted: (NOISE_SPAN / threshold)^2,
+    at least ``floor`` (400 at a 10 % threshold, 100 at 20 %)."""
+    return max(floor, math.ceil((NOISE_SPAN / threshold) ** 2 - 1e-9))
 
 
 class LpasFixes:
@@ -46,6 +54,9 @@ class LpasFixes:
 
     def __init__(self, options: LpasOptions):
         self.options = options
+        self.arrival_min = min_samples(options.arrival_threshold, ARRIVAL_MIN_COUNT)
+        threshold = options.rate_threshold
+        self.rate_min = min_samples(threshold, RATE_MIN_SAMPLES) if threshold is not None else RATE_MIN_SAMPLES
         self.timeouts: ReplicaTimeouts | None = (
             ReplicaTimeouts(options.timeout_factor, suspect=True, expected=self.expected)
             if options.timeout_factor is not None else None
@@ -77,8 +88,15 @@ class LpasFixes:
     def begin(self, view: View) -> None:
         o = self.options
         n, m = len(view.classes), len(view.machines)
-        self.belief = [tuple(r * o.rate_estimate_scale for r in mach.rates) for mach in view.machines]
-        self.alpha = [c.arrival_rate * o.arrival_estimate_scale for c in view.classes]
+        self.belief = [
+            tuple(r * o.rate_estimate_scale for r in mach.rates)
+            if o.rate_estimate_machine in (None, mach.name) else tuple(mach.rates)
+            for mach in view.machines
+        ]
+        self.alpha = [
+            c.arrival_rate * o.arrival_estimate_scale if o.arrival_estimate_class in (None, c.name) else c.arrival_rate
+            for c in view.classes
+        ]
         self.started = view.now
         self.arrivals = [0] * n
         self.samples = [[0] * n for _ in range(m)]
@@ -128,9 +146,9 @@ class LpasFixes:
     # ------------------------------------------------------------------ fix 1: arrival rates
 
     def observed_rate(self, view: View, i: int) -> float | None:
-        """Class i's arrivals since start over the time since start, or None below ARRIVAL_MIN_COUNT."""
+        """Class i's arrivals since start over the time since start, or None below ``arrival_min`` arrivals."""
         elapsed = view.now - self.started
-        if self.arrivals[i] < ARRIVAL_MIN_COUNT or elapsed <= 0.0:
+        if self.arrivals[i] < self.arrival_min or elapsed <= 0.0:
             return None
         return self.arrivals[i] / elapsed
 
@@ -181,8 +199,8 @@ class LpasFixes:
         return resolve
 
     def learnt_rate(self, j: int, i: int) -> float | None:
-        """mu'_ij as learnt: work over CPU time (a ratio of sums), or None below RATE_MIN_SAMPLES."""
-        if self.samples[j][i] < RATE_MIN_SAMPLES or self.cpu_time[j][i] <= 0.0:
+        """mu'_ij as learnt: work over CPU time (a ratio of sums), or None below ``rate_min`` completions."""
+        if self.samples[j][i] < self.rate_min or self.cpu_time[j][i] <= 0.0:
             return None
         return self.work[j][i] / self.cpu_time[j][i]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import ClassVar
 
 from mgst.policies.base import PolicyOptions
 
@@ -52,6 +53,14 @@ class LpasOptions(PolicyOptions):
     # as the file's times rate_estimate_scale (the file stays the truth the drivers run).
     arrival_estimate_scale: float = 1.0
     rate_estimate_scale: float = 1.0
+    # The class (its name in the file) whose arrival rate arrival_estimate_scale applies to, and the machine
+    # (its name) whose rates rate_estimate_scale applies to; None: every class, every machine. (A scale
+    # applied to every class or every machine alike changes neither the LP's plan nor choose(): only one
+    # that singles some out does.)
+    arrival_estimate_class: str | None = None
+    rate_estimate_machine: str | None = None
+    class_name_options: ClassVar[tuple[str, ...]] = ("arrival_estimate_class",)
+    machine_name_options: ClassVar[tuple[str, ...]] = ("rate_estimate_machine",)
 
     def validate(self) -> None:
         if not self.tolerance >= 0.0:
