@@ -8,13 +8,16 @@ class 1 on M1 and M2.
 from __future__ import annotations
 
 import pytest
-from helpers import make_core, make_policy
+from helpers import SMALL_TOML, make_core, make_policy
 
+from mgst.config.experiment import load_experiment
 from mgst.core import Assign, MachineState, SetTimer
 from mgst.core.decisions import MachineSuspected, ReplicaTimedOut
+from mgst.core.state import Outcome
 from mgst.model import Job
 from mgst.policies.lpas_fixes import DELAY_MIN_SAMPLES, min_samples
 from mgst.policies.lpas_options import LpasOptions
+from mgst.testbed.local_run import run_local
 
 RATES = [[4.0, 1.0, 1.0], [1.0, 4.0, 3.0]]
 ALPHA = [1.0, 1.0]
@@ -368,3 +371,26 @@ def test_periodic_only_still_solves_at_once_when_a_class_would_starve():
     core.machine_down(12.0, 2)  # class 0 has no eligible machine up, and M1 could run it
     assert policy.solves == solves + 1
     assert policy.eligible[0] == (False, True, False)
+
+
+# ---------------------------------------------------------------------------- on the testbed
+
+
+def test_on_the_testbed_the_policy_learns_the_pullers_compute_time(tmp_path, no_children_left):
+    """A small real run (loopback pullers, emulated jobs): every result the core took carries the compute time
+    the puller measured, t5 - t4 in model time, not the core's sent-to-result time, which adds the delays;
+    the fixes' counts reach summary.json, beside the simulation's."""
+    text = SMALL_TOML.replace('name = "fcfs"', 'name = "lpas_dg"\ndelay_correction = true')
+    exp = tmp_path / "small.toml"
+    exp.write_text(text)
+    result = run_local(load_experiment(exp), tmp_path / "run", insecure=True, replications=2)
+    journal, core = result.run.journal, result.run.core
+    unit = result.run.time_unit
+    done = [r for rec in core.jobs.values() for r in rec.history if r.outcome is Outcome.DONE]
+    assert len(done) >= 10
+    for r in done:
+        log = journal.replicas[r.id]
+        assert r.computed == pytest.approx((log.t5_remote - log.t4_remote) / unit)
+        assert r.computed < r.ended - r.sent  # the delays (t3 to t4, t5 to t6) are left out
+    assert result.summary["policy_counts"]["solves"] >= 1
+    assert "policy_counts" in result.summary["simulation"]
