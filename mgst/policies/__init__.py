@@ -130,8 +130,8 @@ def check_names(name: str, options: Mapping[str, Any], class_names: Sequence[str
     """Raise ValueError naming the option if one of policy ``name``'s options that name a class or a machine
     names none of the experiment's."""
     kind: Any = policy_class(name).Options
-    for keys, what, names in ((kind.class_name_options, "class", class_names),
-                              (kind.machine_name_options, "machine", machine_names)):
+    for keys, what, names in ((getattr(kind, "class_name_options", ()), "class", class_names),
+                              (getattr(kind, "machine_name_options", ()), "machine", machine_names)):
         for key in keys:
             if key in options and options[key] not in names:
                 raise ValueError(f"{key}: no {what} named {options[key]!r} (the experiment's: {', '.join(names)})")

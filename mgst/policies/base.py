@@ -27,10 +27,10 @@ NOTHING: Final[tuple[Decision, ...]] = NO_DECISIONS
 class PolicyOptions:
     """Base of every policy's options: a frozen dataclass, filled from ``[policy]`` keys."""
 
-    # Options whose value is the name of one of the experiment's classes, or machines (checked when an
-    # experiment file is loaded: mgst.policies.check_names).
-    class_name_options: ClassVar[tuple[str, ...]] = ()
-    machine_name_options: ClassVar[tuple[str, ...]] = ()
+    # A subclass may list, in class attributes ``class_name_options`` and ``machine_name_options`` (tuples
+    # of field names), the options whose value names one of the experiment's classes or machines; loading
+    # the file checks them (mgst.policies.check_names). Not declared here: compiled, this dataclass would
+    # take them for fields.
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> PolicyOptions:
