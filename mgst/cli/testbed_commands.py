@@ -161,13 +161,31 @@ def _progress_printer(enabled: bool):
     return show
 
 
+def _network(spec: str | None, exp):
+    """The --network asked (None: none), checked against the experiment and this machine: exit 2 if not."""
+    if spec is None:
+        return None
+    from mgst.netem.links import NetworkError, check_possible  # noqa: PLC0415
+    from mgst.netem.spec import OPTION, parse_network  # noqa: PLC0415
+
+    network = parse_network(spec)
+    network.check_machines([m.name for m in exp.machines])
+    try:
+        check_possible()
+    except NetworkError as e:
+        raise ConfigError(OPTION, str(e)) from None
+    return network
+
+
 def run_command(args: argparse.Namespace) -> int:
+    from mgst.netem.links import NetworkError  # noqa: PLC0415
     from mgst.testbed.local_run import run_local  # noqa: PLC0415
     from mgst.testbed.summary import oversubscription_warning  # noqa: PLC0415
 
     import_policies(args)
     exp = load_experiment(args.file)
     _check_testbed_args(args, exp)
+    network = _network(args.network, exp)
     out = args.out or _default_out(exp.name)
     _check_new_out(out)
     for warning in (overload_warning(exp), oversubscription_warning(exp, args.executor or exp.testbed.executor)):
@@ -187,7 +205,11 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         result = run_local(exp, out, duration=args.duration, time_unit=args.time_unit, seed=args.seed,
                            executor=args.executor, progress=live.progress(printer) if live else printer,
-                           insecure=args.insecure, imports=tuple(args.imports), on_mapper=on_mapper)
+                           insecure=args.insecure, imports=tuple(args.imports), on_mapper=on_mapper,
+                           network=network)
+    except NetworkError as e:
+        print(f"mgst: error: {e}", file=sys.stderr)
+        return 1
     except TimeoutError as e:  # (the local pullers did not start: their log says why)
         print(f"mgst: error: {e}; see {out}/pullers.log", file=sys.stderr)
         return 1
@@ -200,7 +222,8 @@ def run_command(args: argparse.Namespace) -> int:
         _close_live(live)
     if not args.quiet and sys.stderr.isatty():
         print(file=sys.stderr)
-    _report(result, args.json, out, ["journal.sqlite", *result.files, "pullers.log"])
+    _report(result, args.json, out, ["journal.sqlite", *result.files, "pullers.log",
+                                     *(["network.log"] if network is not None else [])])
     return 0
 
 
