@@ -9,6 +9,7 @@ those and the executor's overrun. Writes a Markdown table of the errors against 
 
     MGST_PURE=1 python experiments/calibration/run_calibration.py --out runs/calibration
 
+`--delays loopback 0 20 50` adds the pullers on loopback (no emulated network) to the relay at 0, 20 and 50 ms.
 `--reuse` takes the runs already in --out (only the simulations are redone). The machine's load average is noted
 with every run: the figures of a loaded machine are not those of an idle one.
 """
@@ -37,26 +38,34 @@ GOAL = 0.10  # the issue's: within 10 % of the longer run's overall mean respons
 @dataclass
 class Row:
     file: str
-    delay_ms: float
+    network: str  # "loopback", or the --network spec
+    durations: tuple[float, float]  # short, long (s)
     load: str
     short: Path
     long: Path
-    testbed: tuple[float, float, float, int]  # mean, low, high, jobs
+    testbed: tuple[float, float, float, int, int]  # mean, low, high, jobs counted, jobs cut off at the end
     plain: tuple[float, float, float]
     calibrated: tuple[float, float, float]
     with_overrun: tuple[float, float, float]
-    same_jobs: tuple[float, float, float]  # replication 0 alone: plain, calibrated, with overrun (means)
+    same_jobs: tuple[tuple, tuple, tuple]  # replication 0 alone: plain, calibrated, with overrun (as mean_ci)
     pre_post_ms: tuple[float, float]
 
 
-def testbed_run(file: Path, delay_ms: float, duration: float, seed: int, out: Path, reuse: bool) -> str:
+def network_spec(delay: str) -> str | None:
+    """The --network of a --delays value: "loopback" is none (the pullers on loopback), a number is that one-way
+    delay in ms through the emulated network (0: the relay alone)."""
+    return None if delay == "loopback" else f"delay={float(delay):g}ms"
+
+
+def testbed_run(file: Path, network: str | None, duration: float, seed: int, out: Path, reuse: bool) -> str:
     """Run the testbed (unless ``reuse`` and its summary is there); the 1-minute load before and after."""
     if reuse and (out / "summary.json").exists():
-        return "reused"
+        load = out / "load.txt"
+        return load.read_text().split()[0] if load.exists() else "?"
     cmd = [sys.executable, "-m", "mgst", "run", str(file), "--duration", str(duration), "--seed", str(seed),
            "--out", str(out), "--no-live", "--quiet"]
-    if delay_ms > 0:
-        cmd += ["--network", f"delay={delay_ms:g}ms"]
+    if network is not None:
+        cmd += ["--network", network]
     before = os.getloadavg()[0]
     t0 = time.time()
     print("$", " ".join(cmd), flush=True)
@@ -67,9 +76,10 @@ def testbed_run(file: Path, delay_ms: float, duration: float, seed: int, out: Pa
     return load
 
 
-def mean_ci(summary) -> tuple[float, float, float]:
+def mean_ci(summary) -> tuple[float, float, float, int]:
+    """The overall mean response with its interval, and the jobs still in the system at the drain limit."""
     o = summary.overall
-    return o.mean, o.low, o.high
+    return o.mean, o.low, o.high, summary.unfinished
 
 
 def simulate(file: Path, long_run: Path, short_run: Path) -> tuple:
@@ -85,7 +95,7 @@ def simulate(file: Path, long_run: Path, short_run: Path) -> tuple:
     pre = [v for m in four.machines for v in m.pre]
     post = [v for m in four.machines for v in m.post]
     unit = exp.testbed.time_unit * 1e3
-    testbed = (s["overall"]["mean_response"], *s["overall"]["ci95"], s["overall"]["jobs"])
+    testbed = (s["overall"]["mean_response"], *s["overall"]["ci95"], s["overall"]["jobs"], len(s["cut_off"]))
     return testbed, out, (sum(pre) / len(pre) * unit, sum(post) / len(post) * unit)
 
 
@@ -100,17 +110,19 @@ def table(rows: list[Row], short: float, long: float) -> str:
         f"testbed of the longer run's overall mean response; ✗: beyond {GOAL:.0%}. 'Same jobs': replication 0 alone, "
         "which draws the very jobs of the longer run.",
         "",
-        "| setting | delay | load (1 min, before->after each run) | testbed (95 % CI), jobs | mean pre / post (ms) "
-        "| plain sim | error | calibrated | error | + overrun | error | same jobs: plain / calibrated / + overrun |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| setting | network | runs (s) | load (1 min, before->after, short; long) | longer run: testbed (95 % CI), "
+        "jobs counted, cut off | short run: mean pre / post (ms) | plain sim | error | calibrated | error "
+        "| + overrun | error | same jobs: plain / calibrated / + overrun |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        tm, tl, th, n = r.testbed
-        cells = [r.file, f"{r.delay_ms:g} ms", r.load, f"{tm:.4f} ({tl:.4f}, {th:.4f}), {n}",
+        tm, tl, th, n, cut = r.testbed
+        cells = [r.file, r.network, f"{r.durations[0]:g}, {r.durations[1]:g}", r.load,
+                 f"{tm:.4f} ({tl:.4f}, {th:.4f}), {n}, {cut}",
                  f"{r.pre_post_ms[0]:.2f} / {r.pre_post_ms[1]:.2f}"]
         for sim in (r.plain, r.calibrated, r.with_overrun):
-            cells += [f"{sim[0]:.4f}", err(sim[0], tm)]
-        cells.append(" / ".join(err(m, tm) for m in r.same_jobs))
+            cells += [f"{sim[0]:.4f}" + (f" ({sim[3]} unfinished)" if sim[3] else ""), err(sim[0], tm)]
+        cells.append(" / ".join(err(m[0], tm) + (f" ({m[3]} unfinished)" if m[3] else "") for m in r.same_jobs))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -119,7 +131,9 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--files", nargs="+", type=Path,
                    default=[ROOT / "experiments/hihi-mfd-fd.toml", ROOT / "experiments/hihi-mpd-fe.toml"])
-    p.add_argument("--delays", nargs="+", type=float, default=[0.0, 20.0, 50.0], help="one-way delays, ms")
+    p.add_argument("--delays", nargs="+", default=["0", "20", "50"],
+                   help="one-way delays in ms through the emulated network (mgst run --network delay=Dms), or "
+                        "loopback (no --network)")
     p.add_argument("--short", type=float, default=60.0, help="seconds of job generation of the calibration run")
     p.add_argument("--long", type=float, default=180.0, help="seconds of job generation of the predicted run")
     p.add_argument("--short-seed", type=int, default=101)
@@ -128,20 +142,19 @@ def main() -> int:
     p.add_argument("--reuse", action="store_true", help="reuse the runs already in --out")
     args = p.parse_args()
     rows = []
+    args.out.mkdir(parents=True, exist_ok=True)
     for delay in args.delays:
+        network = network_spec(delay)
         for file in args.files:
-            name = f"{file.stem}-d{delay:g}ms"
+            name = f"{file.stem}-{'loopback' if network is None else f'd{float(delay):g}ms'}"
             short, long = args.out / f"{name}-short", args.out / f"{name}-long"
-            load_s = testbed_run(file, delay, args.short, args.short_seed, short, args.reuse)
-            load_l = testbed_run(file, delay, args.long, args.long_seed, long, args.reuse)
-            if load_s == "reused":
-                load_s = (short / "load.txt").read_text().split()[0] if (short / "load.txt").exists() else "?"
-            if load_l == "reused":
-                load_l = (long / "load.txt").read_text().split()[0] if (long / "load.txt").exists() else "?"
+            load_s = testbed_run(file, network, args.short, args.short_seed, short, args.reuse)
+            load_l = testbed_run(file, network, args.long, args.long_seed, long, args.reuse)
+            durations = tuple(json.loads((d / "summary.json").read_text())["duration_s"] for d in (short, long))
             testbed, sims, pre_post = simulate(file, long, short)
             (ten, one) = sims
-            rows.append(Row(file.stem, delay, f"{load_s}, {load_l}", short, long, testbed, ten[0], ten[1], ten[2],
-                            (one[0][0], one[1][0], one[2][0]), pre_post))
+            rows.append(Row(file.stem, network or "loopback", durations, f"{load_s}; {load_l}", short, long, testbed,
+                            ten[0], ten[1], ten[2], (one[0], one[1], one[2]), pre_post))
             out = table(rows, args.short, args.long)
             (args.out / "calibration.md").write_text(out)
             print(out, flush=True)
