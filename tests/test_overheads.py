@@ -187,3 +187,16 @@ def test_a_real_run_calibrates_its_simulation(tmp_path: Path, capsys, no_childre
     out = capsys.readouterr()
     assert "mgst: overheads from " in out.err and "pre-compute" in out.err, out.err
     assert json.loads(out.out)["overall"]["mean_response"] > json.loads(plain)["overall"]["mean_response"]
+
+
+def test_the_overheads_reach_worker_processes() -> None:
+    """Replications in two processes draw what they draw in one (the overheads are pickled to the workers)."""
+    from mgst.simulate import run_simulation  # noqa: PLC0415
+
+    exp = load_experiment(Path(__file__).resolve().parent.parent / "experiments" / "hihi-mfd-fd.toml")
+    ov = Overheads(tuple(MachineOverheads((0.01, 0.03), (0.02,)) for _ in exp.machines))
+    runs = [run_simulation(exp, horizon=20.0, warmup=2.0, replications=2, workers=w, overheads=ov)[0]
+            for w in (1, 2)]
+    plain = run_simulation(exp, horizon=20.0, warmup=2.0, replications=2, workers=1)[0]
+    assert runs[0].overall == runs[1].overall
+    assert runs[0].overall.mean > plain.overall.mean
