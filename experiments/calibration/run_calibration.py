@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -35,20 +36,21 @@ from mgst.testbed.overheads import overheads_from_run  # noqa: E402
 GOAL = 0.10  # the issue's: within 10 % of the longer run's overall mean response
 
 
+# The simulations set beside each longer run: (column, overheads from which run, with the overrun).
+VARIANTS = (("plain", None, False), ("calibrated", "short", False), ("+ overrun", "short", True),
+            ("own run's", "long", True))
+
+
 @dataclass
 class Row:
     file: str
     network: str  # "loopback", or the --network spec
     durations: tuple[float, float]  # short, long (s)
     load: str
-    short: Path
-    long: Path
     testbed: tuple[float, float, float, int, int]  # mean, low, high, jobs counted, jobs cut off at the end
-    plain: tuple[float, float, float]
-    calibrated: tuple[float, float, float]
-    with_overrun: tuple[float, float, float]
-    same_jobs: tuple[tuple, tuple, tuple]  # replication 0 alone: plain, calibrated, with overrun (as mean_ci)
-    pre_post_ms: tuple[float, float]
+    ten: list[tuple]  # per VARIANTS, its 10 replications (as mean_ci)
+    same_jobs: list[tuple]  # per VARIANTS, replication 0 alone (as mean_ci)
+    pre_post_ms: dict[str, tuple[float, float]]  # short, long: mean pre and post, wall ms
 
 
 def network_spec(delay: str) -> str | None:
@@ -83,20 +85,26 @@ def mean_ci(summary) -> tuple[float, float, float, int]:
 
 
 def simulate(file: Path, long_run: Path, short_run: Path) -> tuple:
+    """The longer run's testbed figures, the VARIANTS' simulations of it (10 replications, and replication 0), and
+    the mean pre and post delays of each run."""
     exp = load_experiment(file)
     s = json.loads((long_run / "summary.json").read_text())
     horizon, warmup, seed = s["horizon"], s["warmup"], s["seed"]
-    four = overheads_from_run(short_run, exp, overrun=False)
-    full = overheads_from_run(short_run, exp)
-    out = []
-    for reps in (None, 1):
-        out.append([mean_ci(run_simulation(exp, horizon=horizon, warmup=warmup, seed=seed, replications=reps,
-                                           overheads=ov, workers=1)[0]) for ov in (None, four, full)])
-    pre = [v for m in four.machines for v in m.pre]
-    post = [v for m in four.machines for v in m.post]
+    runs = {"short": short_run, "long": long_run}
+    ten, one = [], []
+    for _, source, overrun in VARIANTS:
+        ov = overheads_from_run(runs[source], exp, overrun=overrun) if source else None
+        for reps, out in ((None, ten), (1, one)):
+            out.append(mean_ci(run_simulation(exp, horizon=horizon, warmup=warmup, seed=seed, replications=reps,
+                                              overheads=ov, workers=1)[0]))
     unit = exp.testbed.time_unit * 1e3
+    pre_post = {}
+    for name, run in runs.items():
+        ov = overheads_from_run(run, exp)
+        pre_post[name] = tuple(statistics.fmean(v for m in ov.machines for v in getattr(m, kind)) * unit
+                               for kind in ("pre", "post"))
     testbed = (s["overall"]["mean_response"], *s["overall"]["ci95"], s["overall"]["jobs"], len(s["cut_off"]))
-    return testbed, out, (sum(pre) / len(pre) * unit, sum(post) / len(post) * unit)
+    return testbed, ten, one, pre_post
 
 
 def err(sim: float, testbed: float) -> str:
@@ -104,24 +112,25 @@ def err(sim: float, testbed: float) -> str:
     return f"{e:+.1%}{'' if abs(e) <= GOAL else ' ✗'}"
 
 
-def table(rows: list[Row], short: float, long: float) -> str:
+def table(rows: list[Row]) -> str:
+    names = [v[0] for v in VARIANTS]
     lines = [
-        f"Short (calibration) runs of {short:g} s, longer runs of {long:g} s; errors are (simulation - testbed) / "
-        f"testbed of the longer run's overall mean response; ✗: beyond {GOAL:.0%}. 'Same jobs': replication 0 alone, "
-        "which draws the very jobs of the longer run.",
+        "Errors are (simulation - testbed) / testbed of the longer run's overall mean response; ✗: beyond "
+        f"{GOAL:.0%}. 10 replications, then replication 0 alone ('same jobs': the very jobs and failures of the "
+        "longer run). Columns: " + ", ".join(names) + " (the last: the longer run's own overheads, for reference).",
         "",
-        "| setting | network | runs (s) | load (1 min, before->after, short; long) | longer run: testbed (95 % CI), "
-        "jobs counted, cut off | short run: mean pre / post (ms) | plain sim | error | calibrated | error "
-        "| + overrun | error | same jobs: plain / calibrated / + overrun |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| setting | network | runs (s) | load (1 min, before->after: short; long) | longer run: testbed (95 % CI), "
+        "jobs counted, cut off | mean pre / post (ms): short; long | " + " | ".join(names)
+        + " | same jobs: " + " / ".join(names) + " |",
+        "|" + "---|" * (7 + len(names)),
     ]
     for r in rows:
         tm, tl, th, n, cut = r.testbed
         cells = [r.file, r.network, f"{r.durations[0]:g}, {r.durations[1]:g}", r.load,
                  f"{tm:.4f} ({tl:.4f}, {th:.4f}), {n}, {cut}",
-                 f"{r.pre_post_ms[0]:.2f} / {r.pre_post_ms[1]:.2f}"]
-        for sim in (r.plain, r.calibrated, r.with_overrun):
-            cells += [f"{sim[0]:.4f}" + (f" ({sim[3]} unfinished)" if sim[3] else ""), err(sim[0], tm)]
+                 "; ".join(f"{a:.2f} / {b:.2f}" for a, b in r.pre_post_ms.values())]
+        for sim in r.ten:
+            cells.append(f"{sim[0]:.4f} {err(sim[0], tm)}" + (f" ({sim[3]} unfinished)" if sim[3] else ""))
         cells.append(" / ".join(err(m[0], tm) + (f" ({m[3]} unfinished)" if m[3] else "") for m in r.same_jobs))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -151,11 +160,10 @@ def main() -> int:
             load_s = testbed_run(file, network, args.short, args.short_seed, short, args.reuse)
             load_l = testbed_run(file, network, args.long, args.long_seed, long, args.reuse)
             durations = tuple(json.loads((d / "summary.json").read_text())["duration_s"] for d in (short, long))
-            testbed, sims, pre_post = simulate(file, long, short)
-            (ten, one) = sims
-            rows.append(Row(file.stem, network or "loopback", durations, f"{load_s}; {load_l}", short, long, testbed,
-                            ten[0], ten[1], ten[2], (one[0], one[1], one[2]), pre_post))
-            out = table(rows, args.short, args.long)
+            testbed, ten, one, pre_post = simulate(file, long, short)
+            rows.append(Row(file.stem, network or "loopback", durations, f"{load_s}; {load_l}", testbed, ten, one,
+                            pre_post))
+            out = table(rows)
             (args.out / "calibration.md").write_text(out)
             print(out, flush=True)
     return 0
