@@ -117,7 +117,8 @@ def table(rows: list[Row]) -> str:
     lines = [
         "Errors are (simulation - testbed) / testbed of the longer run's overall mean response; ✗: beyond "
         f"{GOAL:.0%}. 10 replications, then replication 0 alone ('same jobs': the very jobs and failures of the "
-        "longer run). Columns: " + ", ".join(names) + " (the last: the longer run's own overheads, for reference).",
+        "longer run). Columns: " + ", ".join(names) + " (the last: the longer run's own overheads, for reference); "
+        "each with its 95 % interval over the 10 replications.",
         "",
         "| setting | network | runs (s) | load (1 min, before->after: short; long) | longer run: testbed (95 % CI), "
         "jobs counted, cut off | mean pre / post (ms): short; long | " + " | ".join(names)
@@ -130,7 +131,8 @@ def table(rows: list[Row]) -> str:
                  f"{tm:.4f} ({tl:.4f}, {th:.4f}), {n}, {cut}",
                  "; ".join(f"{a:.2f} / {b:.2f}" for a, b in r.pre_post_ms.values())]
         for sim in r.ten:
-            cells.append(f"{sim[0]:.4f} {err(sim[0], tm)}" + (f" ({sim[3]} unfinished)" if sim[3] else ""))
+            cells.append(f"{sim[0]:.4f} ({sim[1]:.3g}, {sim[2]:.3g}) {err(sim[0], tm)}"
+                         + (f", {sim[3]} unfinished" if sim[3] else ""))
         cells.append(" / ".join(err(m[0], tm) + (f" ({m[3]} unfinished)" if m[3] else "") for m in r.same_jobs))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
