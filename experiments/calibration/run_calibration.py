@@ -78,10 +78,13 @@ def testbed_run(file: Path, network: str | None, duration: float, seed: int, out
     return load
 
 
-def mean_ci(summary) -> tuple[float, float, float, int]:
-    """The overall mean response with its interval, and the jobs still in the system at the drain limit."""
+def mean_ci(simulated) -> tuple[float, float, float, int, float, float]:
+    """Of run_simulation's result: the overall mean response with its interval, the jobs still in the system at the
+    drain limit, and the least and greatest of the replications' own means."""
+    summary, results = simulated
     o = summary.overall
-    return o.mean, o.low, o.high, summary.unfinished
+    means = [r.mean() for r in results]
+    return o.mean, o.low, o.high, summary.unfinished, min(means), max(means)
 
 
 def simulate(file: Path, long_run: Path, short_run: Path) -> tuple:
@@ -96,7 +99,7 @@ def simulate(file: Path, long_run: Path, short_run: Path) -> tuple:
         ov = overheads_from_run(runs[source], exp, overrun=overrun) if source else None
         for reps, out in ((None, ten), (1, one)):
             out.append(mean_ci(run_simulation(exp, horizon=horizon, warmup=warmup, seed=seed, replications=reps,
-                                              overheads=ov, workers=1)[0]))
+                                              overheads=ov, workers=1)))
     unit = exp.testbed.time_unit * 1e3
     pre_post = {}
     for name, run in runs.items():
@@ -118,12 +121,13 @@ def table(rows: list[Row]) -> str:
         "Errors are (simulation - testbed) / testbed of the longer run's overall mean response; ✗: beyond "
         f"{GOAL:.0%}. 10 replications, then replication 0 alone ('same jobs': the very jobs and failures of the "
         "longer run). Columns: " + ", ".join(names) + " (the last: the longer run's own overheads, for reference); "
-        "each with its 95 % interval over the 10 replications.",
+        "each with its 95 % interval over the 10 replications, and for 'calibrated' the range of the replications' "
+        "own means.",
         "",
         "| setting | network | runs (s) | load (1 min, before->after: short; long) | longer run: testbed (95 % CI), "
         "jobs counted, cut off | mean pre / post (ms): short; long | " + " | ".join(names)
-        + " | same jobs: " + " / ".join(names) + " |",
-        "|" + "---|" * (7 + len(names)),
+        + " | calibrated: replications' range | same jobs: " + " / ".join(names) + " |",
+        "|" + "---|" * (8 + len(names)),
     ]
     for r in rows:
         tm, tl, th, n, cut = r.testbed
@@ -133,6 +137,7 @@ def table(rows: list[Row]) -> str:
         for sim in r.ten:
             cells.append(f"{sim[0]:.4f} ({sim[1]:.3g}, {sim[2]:.3g}) {err(sim[0], tm)}"
                          + (f", {sim[3]} unfinished" if sim[3] else ""))
+        cells.append(f"{r.ten[1][4]:.3g} to {r.ten[1][5]:.3g}")
         cells.append(" / ".join(err(m[0], tm) + (f" ({m[3]} unfinished)" if m[3] else "") for m in r.same_jobs))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
