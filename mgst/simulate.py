@@ -30,7 +30,7 @@ def jobs_part(jobs_dir: Path, replication: int) -> Path:
 def _one(
     experiment: Experiment, replication: int, seed: int, horizon: float, warmup: float, keep_rows: bool,
     imports: tuple[str, ...] = (), keep_bag_rows: bool = False, jobs_dir: Path | None = None,
-    overheads: Overheads | None = None,
+    overheads: Overheads | None = None, drain_limit: float | None = None,
 ) -> ReplicationResult:
     import_modules(imports)  # a worker process may not have them yet
     # The run's records are reference cycles (a job's replicas point back to it), which only the cyclic
@@ -40,14 +40,16 @@ def _one(
     # ends (mgst.worker_memory).
     free_garbage_if_grown()
     with records_out_of_sight():
-        return _reduced(experiment, replication, seed, horizon, warmup, keep_rows, keep_bag_rows, jobs_dir, overheads)
+        return _reduced(experiment, replication, seed, horizon, warmup, keep_rows, keep_bag_rows, jobs_dir, overheads,
+                        drain_limit)
 
 
 def _reduced(
     experiment: Experiment, replication: int, seed: int, horizon: float, warmup: float, keep_rows: bool,
-    keep_bag_rows: bool, jobs_dir: Path | None, overheads: Overheads | None = None,
+    keep_bag_rows: bool, jobs_dir: Path | None, overheads: Overheads | None = None, drain_limit: float | None = None,
 ) -> ReplicationResult:
-    run = Simulation(experiment, replication=replication, seed=seed, horizon=horizon, overheads=overheads).run()
+    run = Simulation(experiment, replication=replication, seed=seed, horizon=horizon, overheads=overheads,
+                     drain_limit=drain_limit).run()
     if jobs_dir is not None:  # streamed from the records: no list of rows
         write_job_rows(jobs_part(jobs_dir, replication), job_rows(experiment, run, warmup, horizon))
     result = reduce_replication(experiment, run, warmup, horizon, keep_rows)
@@ -70,6 +72,7 @@ def run_simulation(
     keep_bag_rows: bool = False,
     jobs_dir: Path | None = None,
     overheads: Overheads | None = None,
+    drain_limit: float | None = None,
 ) -> tuple[Summary, list[ReplicationResult]]:
     """Simulate ``replications`` replications; each draws from streams derived from (seed, replication).
 
@@ -82,6 +85,8 @@ def run_simulation(
     :func:`jobs_part` in that folder (results.write_jobs makes one file of them) and keeps none.
     ``keep_bag_rows`` keeps the bags.csv rows alone (one per bag, few).
     ``overheads``: a testbed run's per-job overheads, which every replica then holds its machine for (mgst.overheads).
+    ``drain_limit``: how long after the horizon jobs may still finish (default: as long as the horizon), e.g. a
+    testbed run's own drain, to leave out the jobs it cut off.
     """
     s = experiment.simulation
     horizon = s.horizon if horizon is None else horizon
@@ -99,14 +104,14 @@ def run_simulation(
     if workers <= 1:
         for r in range(reps):
             results.append(_one(experiment, r, seed, horizon, warmup, keep_rows, imports, keep_bag_rows, jobs_dir,
-                                overheads))
+                                overheads, drain_limit))
             if progress:
                 progress(r + 1, reps)
     else:
         with concurrent.futures.ProcessPoolExecutor(max_workers=workers) as pool:
             futures = [
                 pool.submit(_one, experiment, r, seed, horizon, warmup, keep_rows, imports, keep_bag_rows, jobs_dir,
-                            overheads)
+                            overheads, drain_limit)
                 for r in range(reps)
             ]
             for done, fut in enumerate(concurrent.futures.as_completed(futures), 1):

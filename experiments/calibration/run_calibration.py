@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from mgst.config import load_experiment  # noqa: E402
 from mgst.simulate import run_simulation  # noqa: E402
+from mgst.testbed.export import load_run  # noqa: E402
 from mgst.testbed.overheads import overheads_from_run  # noqa: E402
 
 GOAL = 0.10  # the issue's: within 10 % of the longer run's overall mean response
@@ -51,6 +52,7 @@ class Row:
     ten: list[tuple]  # per VARIANTS, its 10 replications (as mean_ci)
     same_jobs: list[tuple]  # per VARIANTS, replication 0 alone (as mean_ci)
     pre_post_ms: dict[str, tuple[float, float]]  # short, long: mean pre and post, wall ms
+    drain: float | None  # the simulations' drain limit (model time): the run's own, when it cut jobs off
 
 
 def network_spec(delay: str) -> str | None:
@@ -93,13 +95,17 @@ def simulate(file: Path, long_run: Path, short_run: Path) -> tuple:
     exp = load_experiment(file)
     s = json.loads((long_run / "summary.json").read_text())
     horizon, warmup, seed = s["horizon"], s["warmup"], s["seed"]
+    drain = None  # the simulation drains as long as the horizon, unless the run cut jobs off: then as long as it did
+    if s["cut_off"]:
+        run = load_run(long_run)
+        drain = (run.end - run.generation_end) / run.time_unit
     runs = {"short": short_run, "long": long_run}
     ten, one = [], []
     for _, source, overrun in VARIANTS:
         ov = overheads_from_run(runs[source], exp, overrun=overrun) if source else None
         for reps, out in ((None, ten), (1, one)):
             out.append(mean_ci(run_simulation(exp, horizon=horizon, warmup=warmup, seed=seed, replications=reps,
-                                              overheads=ov, workers=1)))
+                                              overheads=ov, workers=1, drain_limit=drain)))
     unit = exp.testbed.time_unit * 1e3
     pre_post = {}
     for name, run in runs.items():
@@ -107,7 +113,7 @@ def simulate(file: Path, long_run: Path, short_run: Path) -> tuple:
         pre_post[name] = tuple(statistics.fmean(v for m in ov.machines for v in getattr(m, kind)) * unit
                                for kind in ("pre", "post"))
     testbed = (s["overall"]["mean_response"], *s["overall"]["ci95"], s["overall"]["jobs"], len(s["cut_off"]))
-    return testbed, ten, one, pre_post
+    return testbed, ten, one, pre_post, drain
 
 
 def err(sim: float, testbed: float) -> str:
@@ -122,7 +128,8 @@ def table(rows: list[Row]) -> str:
         f"{GOAL:.0%}. 10 replications, then replication 0 alone ('same jobs': the very jobs and failures of the "
         "longer run). Columns: " + ", ".join(names) + " (the last: the longer run's own overheads, for reference); "
         "each with its 95 % interval over the 10 replications, and for 'calibrated' the range of the replications' "
-        "own means.",
+        "own means. A run that cut jobs off at the end of its drain is simulated with the same drain (jobs unfinished "
+        "then are not counted, as the run's were not).",
         "",
         "| setting | network | runs (s) | load (1 min, before->after: short; long) | longer run: testbed (95 % CI), "
         "jobs counted, cut off | mean pre / post (ms): short; long | " + " | ".join(names)
@@ -132,7 +139,7 @@ def table(rows: list[Row]) -> str:
     for r in rows:
         tm, tl, th, n, cut = r.testbed
         cells = [r.file, r.network, f"{r.durations[0]:g}, {r.durations[1]:g}", r.load,
-                 f"{tm:.4f} ({tl:.4f}, {th:.4f}), {n}, {cut}",
+                 f"{tm:.4f} ({tl:.4f}, {th:.4f}), {n}, {cut}" + (f" (drain {r.drain:.0f})" if r.drain else ""),
                  "; ".join(f"{a:.2f} / {b:.2f}" for a, b in r.pre_post_ms.values())]
         for sim in r.ten:
             cells.append(f"{sim[0]:.4f} ({sim[1]:.3g}, {sim[2]:.3g}) {err(sim[0], tm)}"
@@ -167,9 +174,9 @@ def main() -> int:
             load_s = testbed_run(file, network, args.short, args.short_seed, short, args.reuse)
             load_l = testbed_run(file, network, args.long, args.long_seed, long, args.reuse)
             durations = tuple(json.loads((d / "summary.json").read_text())["duration_s"] for d in (short, long))
-            testbed, ten, one, pre_post = simulate(file, long, short)
+            testbed, ten, one, pre_post, drain = simulate(file, long, short)
             rows.append(Row(file.stem, network or "loopback", durations, f"{load_s}; {load_l}", testbed, ten, one,
-                            pre_post))
+                            pre_post, drain))
             out = table(rows)
             (args.out / "calibration.md").write_text(out)
             print(out, flush=True)
