@@ -20,7 +20,8 @@ MIN_SAMPLES = 20
 class MachineOverheads:
     """One machine's recorded overheads, in model time units, one value per job (journal instants, docs/models.md).
 
-    ``pre``: from the decision to the start of computing, t4 - max(t2, submitted) (t2 -> t3 -> t4);
+    ``pre``: from the decision to the start of computing, t4 - t3, with the mapper's lag in taking the job's arrival
+    (t2 -> t3) when it is one (mgst.testbed.overheads.measure);
     ``post``: from the end of computing to the mapper learning it, t6 - t5 (the paper's t5 -> t6 -> t7; the
     machine's next request rides on the result, so this is also its t1 -> t2);
     ``overrun``: how much longer the job computed than the model's size / (mu'_ij a_j), (t5 - t4) - that
