@@ -7,10 +7,15 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mgst.cli.options import check_folder, check_horizon_warmup, import_policies
 from mgst.config import load_experiment
 from mgst.config.checks import overload_warning
+
+if TYPE_CHECKING:
+    from mgst.model import Experiment
+    from mgst.overheads import Overheads
 
 
 def simulate_command(args: argparse.Namespace) -> int:
@@ -102,7 +107,7 @@ def simulate_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _overheads(run_dir: Path, exp):  # -> mgst.overheads.Overheads
+def _overheads(run_dir: Path, exp: Experiment) -> Overheads:
     """The overheads of the run in ``run_dir`` for ``exp`` (said on stderr); ConfigError naming --overheads if that
     is not a run directory of the same machines. The testbed's modules are imported only here."""
     from mgst.config import ConfigError  # noqa: PLC0415
