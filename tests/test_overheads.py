@@ -206,3 +206,16 @@ def test_the_overheads_reach_worker_processes() -> None:
     plain = run_simulation(exp, horizon=20.0, warmup=2.0, replications=2, workers=1)[0]
     assert runs[0].overall == runs[1].overall
     assert runs[0].overall.mean > plain.overall.mean
+
+
+def test_a_share_change_keeps_what_is_left_of_the_held_delays() -> None:
+    """A job of size 10 at t = 0 on a machine of rate 1, 0.5 before computing and 0.25 after; at t = 4 its share
+    drops to 0.5. The core counts it computing from 0: 4 done, 6 left at rate 0.5 is 12 more, so 16; its
+    post-compute delay follows: 16.25 (the documented approximation: the core took the pre-compute 0.5 for work;
+    the job really computed from 0.5, so 3.5 done, and ends at 17.25)."""
+    exp = one_machine([(0.0, 10.0)], horizon=1.0)
+    run = Simulation(exp, overheads=fixed(0.5, 0.25), drain_limit=100.0, share_changes=[(4.0, 0, 0.5)]).run()
+    assert [rec.completed for rec in run.jobs] == pytest.approx([16.25])
+    # without the change: 0.5 + 10 + 0.25
+    assert [rec.completed for rec in Simulation(exp, overheads=fixed(0.5, 0.25), drain_limit=100.0).run().jobs] == \
+        pytest.approx([10.75])
