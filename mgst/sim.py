@@ -15,6 +15,7 @@ from mgst.core.scheduler import Scheduler
 from mgst.core.state import BagRecord, JobRecord, MachineState, MachineStats
 from mgst.event_heap import Entry, EventHeap, new_event_heap
 from mgst.model import Bag, Experiment, Job
+from mgst.overheads import Overheads, OverheadSampler
 from mgst.policies import build_policy
 from mgst.sim_availability import PeriodEvents
 from mgst.staging import StagingSampler
@@ -39,6 +40,9 @@ _AVAIL: Final = 8  # an availability period that changes only the machine's CPU 
 # The heap drops its dead entries (cancelled or lost replicas' completions) once they are more
 # than half of it and more than this many; until then they are skipped when popped.
 STALE_MIN: Final = 1024
+# With overheads, the held delays of replicas no longer running are dropped once they are more than this many
+# beyond twice the running ones (they are looked up only while a replica runs; kept, they would grow with the run).
+HELD_PRUNE_MIN: Final = 1024
 
 # Final: a C static when compiled, where a plain global is a dict lookup at every use (docs/build.md).
 _ASSIGN: Final = Assign
@@ -122,6 +126,11 @@ class Simulation:
     holding nothing. A replica the policy gave
     up on (time-out, suspected machine) keeps running here, as it would on a
     real machine, and its result still counts once.
+
+    With ``overheads`` (a testbed run's, mgst.overheads), each replica holds its
+    machine for a drawn pre-compute delay before it computes and a post-compute
+    delay after, and its completion (the core's replica_done) comes at the end of
+    both: the core sees what the mapper sees (docs/models.md, "Overheads").
     """
 
     def __init__(
@@ -133,8 +142,13 @@ class Simulation:
         horizon: float | None = None,
         drain_limit: float | None = None,
         share_changes: Iterable[tuple[float, int, float]] = (),
+        overheads: Overheads | None = None,
     ):
         s = experiment.simulation
+        if overheads is not None and len(overheads.machines) != len(experiment.machines):
+            raise ValueError(f"overheads for {len(overheads.machines)} machines, the experiment has "
+                             f"{len(experiment.machines)}")
+        self.overheads = overheads
         # (time, machine, a_j): CPU-share changes to impose, e.g. from a trace (0 suspends).
         self.share_changes = tuple(share_changes)
         self.experiment = experiment
@@ -215,6 +229,14 @@ class _EventLoop:
         self.up = [True] * n_machines  # the machine's real state (the core may only suspect it down)
         self.ck = sim.checkpoint_interval
         self.staging = StagingSampler(exp.staging, sim.seed, sim.replication) if exp.staging is not None else None
+        # With a testbed run's overheads: their draws, and each held replica's (computing from, overrun, post-compute
+        # delay), for its end of staging or a share change to move its completion (None: no overheads).
+        self.overheads: OverheadSampler | None = None
+        self.held: dict[int, tuple[float, float, float]] = {}
+        self.held_or_none: dict[int, tuple[float, float, float]] | None = None  # what a share change is given
+        if sim.overheads is not None:
+            self.overheads = OverheadSampler(sim.overheads, sim.seed, sim.replication)
+            self.held_or_none = self.held
         self.stale = 0  # heap entries of replicas cancelled, lost or moved (skipped when popped)
         self.stale_min = sim.stale_min
         self.dropped_entries = 0
@@ -307,11 +329,16 @@ class _EventLoop:
         if valid is not s and valid != s:  # (the same int object, mostly: no comparison then)
             return []
         del live[rid]
+        computed: float | None = None
+        if self.overheads is not None:  # the core hears of it after the post-compute delay: say how long it computed
+            held = self.held.get(rid)
+            if held is not None:
+                computed = max(0.0, t - held[2] - held[0])
         given_up = self.given_up
         j = given_up.pop(rid, -1) if given_up else -1  # (a method call: skipped when empty)
         if j < 0:
-            return self.core.replica_done(t, rid, True)  # (the core's list is taken, not copied)
-        pending = self.core.replica_done(t, rid, False)  # a late result: counts once
+            return self.core.replica_done(t, rid, True, computed)  # (the core's list is taken, not copied)
+        pending = self.core.replica_done(t, rid, False, computed)  # a late result: counts once
         self._slot_free(t, j, pending)
         return pending
 
@@ -393,7 +420,7 @@ class _EventLoop:
         period: Period = self.periods.entering[j]
         pending: list = []
         self.seq, moved = self.periods.share_changed(self.core, t, j, period.cpu_share, self.share, self.live,
-                                                     self.push, self.seq, pending)
+                                                     self.push, self.seq, pending, self.held_or_none)
         self.stale += moved
         self.seq = self.periods.advance(t, j, self.push, self.seq)
         return pending
@@ -411,7 +438,11 @@ class _EventLoop:
         r = core.replica(rid)
         if r is None:
             return pending
-        self._schedule_completion(t, r.eta(t), rid)
+        end = r.eta(t)
+        if self.overheads is not None:  # its overrun and post-compute delay, drawn when it started
+            _, overrun, post = self.held[rid]
+            end = max(t, end + overrun) + post
+        self._schedule_completion(t, end, rid)
         return pending
 
     def _on_share(self, t: float, change: tuple[int, float]) -> list:
@@ -419,7 +450,7 @@ class _EventLoop:
         j, a = change
         pending: list = []
         self.seq, moved = self.periods.share_changed(self.core, t, j, a, self.share, self.live, self.push, self.seq,
-                                                     pending)
+                                                     pending, self.held_or_none)
         self.stale += moved
         return pending
 
@@ -437,10 +468,14 @@ class _EventLoop:
                 job, j, rid, progress, staged = fields  # compiled: one read per field
                 if staged:
                     self.live[rid] = -1  # no completion until it computes
-                    self._schedule(t + self.staging.duration(progress > 0.0), _COMPUTING, rid)  # type: ignore[union-attr]
+                    pre = self._hold(t, j, rid, 0.0)[0] if self.overheads is not None else 0.0
+                    self._schedule(t + pre + self.staging.duration(progress > 0.0), _COMPUTING, rid)  # type: ignore[union-attr]
                     continue
                 a = self.share[j]  # (0: suspended from its start, its completion waits for the share)
                 end = t + (1.0 - progress) * job.size / (self.rates[job.job_class][j] * a) if a > 0.0 else math.inf
+                if self.overheads is not None:  # a testbed run's overheads: held before and after computing
+                    pre, after = self._hold(t, j, rid, end - t)
+                    end = t + pre + after
                 self._schedule_completion(t, end, rid)
             elif td is _CANCEL:
                 if self.live.pop(d.replica, None) is not None:
@@ -455,6 +490,19 @@ class _EventLoop:
                     self.given_up[d.replica] = d.machine
             elif td is _MACHINE_SUSPECTED:
                 self._suspected(d.machine)
+
+    def _hold(self, t: float, j: int, rid: Any, compute: float) -> tuple[float, float]:
+        """A replica starting at t on machine j, computing for ``compute`` by the model (unused when it stages
+        first): its pre-compute delay, and how long after that its completion comes (its computing and overrun,
+        never below none, and its post-compute delay); noted for its end of staging and share changes."""
+        pre, overrun, post = self.overheads.draw(j)  # type: ignore[union-attr]  # (only called with overheads)
+        held = self.held
+        if len(held) > 2 * len(self.live) + HELD_PRUNE_MIN:  # drop those of replicas no longer running
+            live = self.live
+            for k in [k for k in held if k not in live]:
+                del held[k]
+        held[rid] = (t + pre, overrun, post)
+        return pre, max(0.0, compute + overrun) + post
 
     def _suspected(self, j: int) -> None:
         """The core suspects machine j down: what it still runs here, the core has given up on."""

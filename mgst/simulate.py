@@ -12,6 +12,7 @@ from pathlib import Path
 
 from mgst.bot_metrics import reduce_bags, summarize_bags
 from mgst.model import Experiment
+from mgst.overheads import Overheads
 from mgst.policies import import_modules
 from mgst.policies.allocation import solve_allocation
 from mgst.results import ReplicationResult, Summary, job_rows, reduce_replication, summarize, write_job_rows
@@ -29,6 +30,7 @@ def jobs_part(jobs_dir: Path, replication: int) -> Path:
 def _one(
     experiment: Experiment, replication: int, seed: int, horizon: float, warmup: float, keep_rows: bool,
     imports: tuple[str, ...] = (), keep_bag_rows: bool = False, jobs_dir: Path | None = None,
+    overheads: Overheads | None = None, drain_limit: float | None = None,
 ) -> ReplicationResult:
     import_modules(imports)  # a worker process may not have them yet
     # The run's records are reference cycles (a job's replicas point back to it), which only the cyclic
@@ -38,14 +40,16 @@ def _one(
     # ends (mgst.worker_memory).
     free_garbage_if_grown()
     with records_out_of_sight():
-        return _reduced(experiment, replication, seed, horizon, warmup, keep_rows, keep_bag_rows, jobs_dir)
+        return _reduced(experiment, replication, seed, horizon, warmup, keep_rows, keep_bag_rows, jobs_dir, overheads,
+                        drain_limit)
 
 
 def _reduced(
     experiment: Experiment, replication: int, seed: int, horizon: float, warmup: float, keep_rows: bool,
-    keep_bag_rows: bool, jobs_dir: Path | None,
+    keep_bag_rows: bool, jobs_dir: Path | None, overheads: Overheads | None = None, drain_limit: float | None = None,
 ) -> ReplicationResult:
-    simulation = Simulation(experiment, replication=replication, seed=seed, horizon=horizon)
+    simulation = Simulation(experiment, replication=replication, seed=seed, horizon=horizon, overheads=overheads,
+                            drain_limit=drain_limit)
     run = simulation.run()
     if jobs_dir is not None:  # streamed from the records: no list of rows
         write_job_rows(jobs_part(jobs_dir, replication), job_rows(experiment, run, warmup, horizon))
@@ -69,6 +73,8 @@ def run_simulation(
     imports: tuple[str, ...] = (),
     keep_bag_rows: bool = False,
     jobs_dir: Path | None = None,
+    overheads: Overheads | None = None,
+    drain_limit: float | None = None,
 ) -> tuple[Summary, list[ReplicationResult]]:
     """Simulate ``replications`` replications; each draws from streams derived from (seed, replication).
 
@@ -80,6 +86,9 @@ def run_simulation(
     result, in memory; ``jobs_dir`` instead has each replication stream its jobs.csv rows to
     :func:`jobs_part` in that folder (results.write_jobs makes one file of them) and keeps none.
     ``keep_bag_rows`` keeps the bags.csv rows alone (one per bag, few).
+    ``overheads``: a testbed run's per-job overheads, which every replica then holds its machine for (mgst.overheads).
+    ``drain_limit``: how long after the horizon jobs may still finish (default: as long as the horizon), e.g. a
+    testbed run's own drain, to leave out the jobs it cut off.
     """
     s = experiment.simulation
     horizon = s.horizon if horizon is None else horizon
@@ -96,13 +105,15 @@ def run_simulation(
     results: list[ReplicationResult] = []
     if workers <= 1:
         for r in range(reps):
-            results.append(_one(experiment, r, seed, horizon, warmup, keep_rows, imports, keep_bag_rows, jobs_dir))
+            results.append(_one(experiment, r, seed, horizon, warmup, keep_rows, imports, keep_bag_rows, jobs_dir,
+                                overheads, drain_limit))
             if progress:
                 progress(r + 1, reps)
     else:
         with concurrent.futures.ProcessPoolExecutor(max_workers=workers) as pool:
             futures = [
-                pool.submit(_one, experiment, r, seed, horizon, warmup, keep_rows, imports, keep_bag_rows, jobs_dir)
+                pool.submit(_one, experiment, r, seed, horizon, warmup, keep_rows, imports, keep_bag_rows, jobs_dir,
+                            overheads, drain_limit)
                 for r in range(reps)
             ]
             for done, fut in enumerate(concurrent.futures.as_completed(futures), 1):

@@ -71,6 +71,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="with --out, also write one row per job: csv (the default), csv.gz or parquet (needs "
                         "pyarrow: pip install 'mgst[parquet]'); a paper setting makes up to 765,000 rows, 83 MB "
                         "as CSV")
+    p.add_argument("--overheads", type=Path, metavar="RUN_DIR",
+                   help="add the per-job overheads a testbed run measured (its journal, per machine: t2 to t4 before "
+                        "computing, t5 to t6 after, the executor's overrun) to the model (docs/models.md)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     _add_import(p)
     p.set_defaults(func=simulate_command)

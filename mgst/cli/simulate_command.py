@@ -7,10 +7,15 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mgst.cli.options import check_folder, check_horizon_warmup, import_policies
 from mgst.config import load_experiment
 from mgst.config.checks import overload_warning
+
+if TYPE_CHECKING:
+    from mgst.model import Experiment
+    from mgst.overheads import Overheads
 
 
 def simulate_command(args: argparse.Namespace) -> int:
@@ -40,6 +45,9 @@ def simulate_command(args: argparse.Namespace) -> int:
         if not ok:
             print(f"mgst: error: {key} {problem}", file=sys.stderr)
             return 2
+    overheads = None
+    if args.overheads is not None:
+        overheads = _overheads(args.overheads, exp)
     warning = overload_warning(exp)
     if warning:
         print(f"mgst: warning: {warning}", file=sys.stderr)
@@ -67,7 +75,7 @@ def simulate_command(args: argparse.Namespace) -> int:
         summary, results = run_simulation(
             exp, horizon=horizon, warmup=warmup, replications=reps, seed=args.seed,
             keep_bag_rows=args.out is not None, jobs_dir=parts, workers=args.workers, progress=progress,
-            imports=tuple(args.imports),
+            imports=tuple(args.imports), overheads=overheads,
         )
         if show:
             print(file=sys.stderr)
@@ -97,6 +105,23 @@ def simulate_command(args: argparse.Namespace) -> int:
         if args.out is not None:
             print(f"wrote {_listing(written)} in {args.out}")
     return 0
+
+
+def _overheads(run_dir: Path, exp: Experiment) -> Overheads:
+    """The overheads of the run in ``run_dir`` for ``exp`` (said on stderr); ConfigError naming --overheads if that
+    is not a run directory of the same machines. The testbed's modules are imported only here."""
+    from mgst.config import ConfigError  # noqa: PLC0415
+    from mgst.testbed.overheads import describe, overheads_from_run  # noqa: PLC0415
+    from mgst.testbed.store import StoreError  # noqa: PLC0415
+
+    if not run_dir.is_dir():
+        raise ConfigError("--overheads", f"{run_dir} is not a folder (a testbed run directory is expected)")
+    try:
+        overheads = overheads_from_run(run_dir, exp)
+    except (StoreError, ValueError) as e:
+        raise ConfigError("--overheads", str(e)) from None
+    print(f"mgst: {describe(overheads, exp.testbed.time_unit)}", file=sys.stderr)
+    return overheads
 
 
 PARTS_PREFIX = ".jobs-"  # then the writing process's pid, "-", and mkdtemp's random part
