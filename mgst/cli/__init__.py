@@ -107,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("run", help="a testbed run on this machine (pullers on loopback), beside the simulation",
                        **epilog)
     add_testbed_arguments(p)
+    p.add_argument("--network", metavar="SPEC",
+                   help="put every puller behind an emulated link, e.g. 'delay=50ms,jitter=5ms,loss=1%%,rate=10mbit' "
+                        "(each way; every key optional), or per machine 'M1:delay=80ms;*:delay=20ms'; needs root "
+                        "(docs/network.md)")
     p.set_defaults(func=run_command)
 
     p = sub.add_parser("mapper", help="the mapper of a testbed run: pullers connect to it",

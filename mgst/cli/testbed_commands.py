@@ -21,7 +21,9 @@ EXIT_PAUSED = 75
 TESTBED_EXIT_CODES = f"""exit codes:
   0    the run is over; its results are written (--resume of a run already over: said so, nothing
        rewritten)
-  1    the pullers did not all register in time (no job was generated: nothing is left behind)
+  1    the pullers did not all register in time (no job was generated: nothing is left behind); or
+       `mgst run --network`'s network could not be made, or its relay ended during the run (which was
+       stopped, its results written; nothing is left behind)
   2    a usage error (nothing is created), or a journal that cannot be used (damaged: see
        `mgst export DIR --salvage`)
   {EXIT_PAUSED}   the journal could not be written (disk full, I/O error): the run is PAUSED, what was
@@ -161,18 +163,41 @@ def _progress_printer(enabled: bool):
     return show
 
 
+def _network(spec: str | None, exp):
+    """The --network asked (None: none), checked against the experiment and this machine: exit 2 if not."""
+    if spec is None:
+        return None
+    from mgst.netem.links import MAX_LINKS, NetworkError, check_possible  # noqa: PLC0415
+    from mgst.netem.spec import OPTION, parse_network  # noqa: PLC0415
+
+    network = parse_network(spec)
+    network.check_machines([m.name for m in exp.machines])
+    if len(exp.machines) > MAX_LINKS:
+        raise ConfigError(OPTION, f"gives at most {MAX_LINKS} machines a link; the experiment has {len(exp.machines)}")
+    try:
+        check_possible()
+    except NetworkError as e:
+        raise ConfigError(OPTION, str(e)) from None
+    return network
+
+
 def run_command(args: argparse.Namespace) -> int:
+    from mgst.netem.links import NetworkError  # noqa: PLC0415
     from mgst.testbed.local_run import run_local  # noqa: PLC0415
     from mgst.testbed.summary import oversubscription_warning  # noqa: PLC0415
 
     import_policies(args)
     exp = load_experiment(args.file)
     _check_testbed_args(args, exp)
+    network = _network(args.network, exp)
     out = args.out or _default_out(exp.name)
     _check_new_out(out)
     for warning in (overload_warning(exp), oversubscription_warning(exp, args.executor or exp.testbed.executor)):
         if warning:
             print(f"mgst: warning: {warning}", file=sys.stderr)
+    if network is not None and not args.quiet:
+        print(f"mgst: every puller behind an emulated link ({network.text or 'no impairment'}; the userspace relay "
+              "of docs/network.md)", file=sys.stderr)
     from mgst.testbed.store import JournalWriteError  # noqa: PLC0415
 
     live = _open_live(args, exp, out, None)
@@ -187,7 +212,11 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         result = run_local(exp, out, duration=args.duration, time_unit=args.time_unit, seed=args.seed,
                            executor=args.executor, progress=live.progress(printer) if live else printer,
-                           insecure=args.insecure, imports=tuple(args.imports), on_mapper=on_mapper)
+                           insecure=args.insecure, imports=tuple(args.imports), on_mapper=on_mapper,
+                           network=network)
+    except NetworkError as e:
+        print(f"mgst: error: {e}", file=sys.stderr)
+        return 1
     except TimeoutError as e:  # (the local pullers did not start: their log says why)
         print(f"mgst: error: {e}; see {out}/pullers.log", file=sys.stderr)
         return 1
@@ -200,7 +229,8 @@ def run_command(args: argparse.Namespace) -> int:
         _close_live(live)
     if not args.quiet and sys.stderr.isatty():
         print(file=sys.stderr)
-    _report(result, args.json, out, ["journal.sqlite", *result.files, "pullers.log"])
+    _report(result, args.json, out, ["journal.sqlite", *result.files, "pullers.log",
+                                     *(["network.log"] if network is not None else [])])
     return 0
 
 

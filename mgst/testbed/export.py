@@ -34,6 +34,7 @@ def load_run(folder: Path, journal: str = FILENAME) -> TestbedRun:
                          meta["duration"] / tu, meta["seed"], meta.get("security", "?"), meta.get("aborted", False))
         run.resumes = meta.get("resumes", [])
         run.imports = tuple(meta.get("imports", []))
+        run.network = meta.get("network")
         run.closed = "drops" in meta  # the mapper's last words (Mapper._run): a journal without them was not closed
         return run
     finally:

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +16,8 @@ from pathlib import Path
 from mgst import security
 from mgst.config import ConfigError
 from mgst.model import Experiment
+from mgst.netem.links import LabNetwork, NetworkError, totals
+from mgst.netem.spec import NetworkSpec
 from mgst.testbed.beside import Beside, finish_outputs
 from mgst.testbed.mapper import Mapper
 
@@ -24,14 +27,17 @@ log = logging.getLogger(__name__)
 # before they are killed.
 EXIT_GRACE = 5.0
 TERM_GRACE = 5.0
+# Seconds between looks at the network relay during a run (a crashed relay stops the run this soon).
+RELAY_WATCH = 0.2
 
 
 def start_pullers(endpoint: str, names: list[str], log_path: Path, verbose: bool = False,
                   keys: Path | None = None, extra: tuple[str, ...] = (),
-                  slots: list[int] | None = None) -> list[subprocess.Popen]:
+                  slots: list[int] | None = None,
+                  network: LabNetwork | None = None) -> list[subprocess.Popen]:
     """One puller process per name, logging to ``log_path``; with ``keys`` (a folder made by
     security.create_keys) each uses its own key, else they connect without CURVE. ``slots``: each
-    machine's slots (default 1).
+    machine's slots (default 1). ``network``: each runs in its machine's namespace of it.
 
     Each puller leads a process group of its own: Ctrl-C in the terminal (SIGINT to the foreground group) reaches
     the mapper alone, which drains, says bye, and then stops them (:func:`stop_pullers`); in the terminal's group
@@ -39,15 +45,15 @@ def start_pullers(endpoint: str, names: list[str], log_path: Path, verbose: bool
     auth = ["--keys", str(keys)] if keys is not None else ["--insecure"]
     logf = open(log_path, "ab")  # noqa: SIM115 (the children keep it; closed when they are reaped)
     try:
-        return [
-            subprocess.Popen(
-                [sys.executable, "-m", "puller", "--connect", endpoint, "--machine", name, *auth, *extra,
-                 *(["--slots", str(slots[i])] if slots is not None and slots[i] != 1 else []),
-                 *(["-v"] if verbose else [])],
-                stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, process_group=0,
-            )
-            for i, name in enumerate(names)
-        ]
+        procs = []
+        for i, name in enumerate(names):
+            argv = [sys.executable, "-m", "puller", "--connect", endpoint, "--machine", name, *auth, *extra,
+                    *(["--slots", str(slots[i])] if slots is not None and slots[i] != 1 else []),
+                    *(["-v"] if verbose else [])]
+            if network is not None:
+                argv = network.argv(i, argv)
+            procs.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, process_group=0))
+        return procs
     finally:
         logf.close()
 
@@ -113,14 +119,24 @@ def run_local(
     insecure: bool = False,
     imports: tuple[str, ...] = (),
     on_mapper: Callable[[Mapper], None] | None = None,
+    network: NetworkSpec | None = None,
 ) -> Beside:
     """A testbed run on loopback, with ephemeral CURVE keys (one per puller) unless ``insecure``,
-    journalled to ``out/journal.sqlite``, then its simulation beside it (mgst.testbed.beside)."""
+    journalled to ``out/journal.sqlite``, then its simulation beside it (mgst.testbed.beside).
+
+    ``network``: each puller runs behind that emulated link (mgst.netem), set up first and torn down last."""
     names = [m.name for m in experiment.machines]
     # Checked before anything is created (the mapper creates ``out`` and its journal once it has bound).
     allow = local_allow_list(experiment, executor if executor is not None else experiment.testbed.executor)
+    net = None
+    failed = False  # the network relay ended during the run
+    if network is not None:
+        network.check_machines(names)
+        net = LabNetwork(network, names, experiment.simulation.seed if seed is None else seed)
     key_dir = None if insecure else Path(tempfile.mkdtemp(prefix="mgst-keys-"))  # 0700, removed below
     try:
+        if net is not None:
+            net.start()
         keys = None
         if key_dir is not None:
             try:
@@ -128,22 +144,62 @@ def run_local(
             except ValueError as e:  # a machine name that cannot name a key file
                 raise ConfigError("machines.names", f"{e} (or run with --insecure)") from None
             keys = security.server_keys(key_dir)
-        mapper = Mapper(experiment, "tcp://127.0.0.1:0", duration=duration, time_unit=time_unit, seed=seed,
+        bind = "tcp://127.0.0.1:0" if net is None else f"tcp://{net.mapper_address}:0"
+        mapper = Mapper(experiment, bind, duration=duration, time_unit=time_unit, seed=seed,
                         progress=progress, executor=executor, keys=keys, insecure=insecure, out=out,
                         imports=imports)
+        if net is not None and mapper.journal.store is not None:
+            mapper.journal.store.set_meta(network=_network_settings(net))
         if on_mapper is not None:
             on_mapper(mapper)  # e.g. the CLI's signal handlers
         procs: list[subprocess.Popen] = []
         run = None
+        watch = _watch_relay(net, mapper) if net is not None else None
         try:
             procs = start_pullers(mapper.endpoint, names, out / "pullers.log", keys=key_dir,
                                   extra=allow,
-                                  slots=[m.slots for m in experiment.machines])
+                                  slots=[m.slots for m in experiment.machines], network=net)
             run = mapper.run()
         finally:
             stop_pullers(procs, grace=EXIT_GRACE if run is not None else 0.0)
+            if watch is not None:
+                watch.set()
     finally:
-        if key_dir is not None:
-            shutil.rmtree(key_dir, ignore_errors=True)
+        try:
+            if net is not None:
+                failed = net.relay_failed()
+                net.close()
+                if out.is_dir():
+                    (out / "network.log").write_text(net.relay_log)
+        finally:
+            if key_dir is not None:
+                shutil.rmtree(key_dir, ignore_errors=True)
     assert run is not None  # (mapper.run() returned)
-    return finish_outputs(run, out, replications=replications, imports=imports)
+    if net is not None:
+        run.network = {**_network_settings(net), "relay_failed": failed,
+                       "relay_counts": totals(net.counts) if net.counts else None}
+    result = finish_outputs(run, out, replications=replications, imports=imports)
+    if net is not None and failed:
+        raise NetworkError(f"the network relay ended during the run, which was stopped (see {out}/network.log); "
+                           "the results written are of a broken network")
+    return result
+
+
+def _network_settings(net: LabNetwork) -> dict:
+    """The network asked and where the mapper was on it (the journal's settings; `mgst export` reads them)."""
+    return {**net.spec.as_dict(), "mapper_address": net.mapper_address}
+
+
+def _watch_relay(net: LabNetwork, mapper: Mapper) -> threading.Event:
+    """A thread stopping the run at once if the network relay ends during it (set the event returned to end it)."""
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(RELAY_WATCH):
+            if net.relay_failed():
+                log.error("the network relay ended during the run: stopping the run")
+                mapper.stopping = mapper.aborting = True
+                return
+
+    threading.Thread(target=watch, name="relay-watch", daemon=True).start()
+    return done

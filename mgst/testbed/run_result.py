@@ -34,6 +34,7 @@ class TestbedRun:
     resumes: list[dict[str, float]] = field(default_factory=list)  # how long each resume took
     imports: tuple[str, ...] = ()  # modules that registered its policy (the simulation beside it needs them)
     closed: bool = True  # its mapper ended it; False: read from a journal without an end (live, or its mapper died)
+    network: dict | None = None  # the emulated network its pullers ran behind (mgst run --network), as asked
 
 
 def finish_run(experiment: Experiment, core: Scheduler, journal: Journal, time_unit: float, t0: float,

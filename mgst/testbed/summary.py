@@ -174,6 +174,7 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
         "jobs_across_outage": sum(1 for j in run.journal.jobs.values() if j.across_outage),
         "results_reported_after_outage": run.journal.late_results,
         "resumes": run.resumes,
+        "network": run.network,  # mgst run --network: the emulated link asked (null: none)
     }
     return summary, extras
 
