@@ -9,7 +9,7 @@ import io
 import math
 import os
 import shutil
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,7 @@ class ReplicationResult:
     unfinished: int
     rows: list[tuple] = field(default_factory=list)  # jobs.csv rows, when asked for (keep_rows)
     bags: BagReplication | None = None  # a Bag-of-Tasks workload's bags, reduced
+    policy_counts: dict[str, float] = field(default_factory=dict)  # the policy's report() (none: {})
 
     def mean(self, cls: int | None = None) -> float:
         if cls is None:
@@ -145,6 +146,8 @@ class Summary:
     unfinished: int
     elapsed_s: float
     bags: BagSummary | None = None  # a Bag-of-Tasks workload's AVT, makespan, waiting, RWT
+    # The policy's counts (Policy.report), summed over replications; {} for most policies (not in the JSON then)
+    policy_counts: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -172,6 +175,8 @@ class Summary:
         }
         if self.bags is not None:
             d["bags"] = self.bags.as_dict()
+        if self.policy_counts:
+            d["policy_counts"] = {k: _num(v) for k, v in self.policy_counts.items()}
         return d
 
 
@@ -204,8 +209,17 @@ def summarize(
         mean_wait=waits, machine_names=tuple(m.name for m in experiment.machines), utilisation=util,
         replications=len(results), horizon=horizon, warmup=warmup, seed=seed, load=load,
         jobs_simulated=sum(r.jobs_total for r in results), unfinished=sum(r.unfinished for r in results),
-        elapsed_s=elapsed_s,
+        elapsed_s=elapsed_s, policy_counts=sum_counts(r.policy_counts for r in results),
     )
+
+
+def sum_counts(counts: Iterable[Mapping[str, float]]) -> dict[str, float]:
+    """Policy counts summed by name, in the order names first appear."""
+    total: dict[str, float] = {}
+    for c in counts:
+        for k, v in c.items():
+            total[k] = total.get(k, 0) + v
+    return total
 
 
 def format_table(summary: Summary) -> str:
@@ -234,6 +248,9 @@ def format_table(summary: Summary) -> str:
         lines.append(f"WARNING: {summary.unfinished} jobs were still in the system when the drain limit cut the run")
     if summary.bags is not None:
         lines.append(format_bags(summary.bags))
+    if summary.policy_counts:
+        counts = ", ".join(f"{k} {v:g}" for k, v in summary.policy_counts.items())
+        lines.append(f"Policy ({summary.policy}, summed over replications): {counts}")
     return "\n".join(lines)
 
 

@@ -45,12 +45,14 @@ def _reduced(
     experiment: Experiment, replication: int, seed: int, horizon: float, warmup: float, keep_rows: bool,
     keep_bag_rows: bool, jobs_dir: Path | None,
 ) -> ReplicationResult:
-    run = Simulation(experiment, replication=replication, seed=seed, horizon=horizon).run()
+    simulation = Simulation(experiment, replication=replication, seed=seed, horizon=horizon)
+    run = simulation.run()
     if jobs_dir is not None:  # streamed from the records: no list of rows
         write_job_rows(jobs_part(jobs_dir, replication), job_rows(experiment, run, warmup, horizon))
     result = reduce_replication(experiment, run, warmup, horizon, keep_rows)
     if run.bags:
         result.bags = reduce_bags(run, warmup, horizon, keep_rows or keep_bag_rows)
+    result.policy_counts = getattr(simulation.policy, "report", dict)()  # (a bare PolicyHooks has none)
     return result
 
 

@@ -25,6 +25,11 @@ EXPERIMENTS = str(ROOT / "experiments")
 A_FILE = str(ROOT / "README.md")  # a file that is not what any command expects
 MISSING = "/nonexistent/mgst/nothing.toml"
 SMALL = '[workload]\narrival_rates = [2.0]\n[machines]\nrates = [[8.0, 8.0]]\n[policy]\nname = "fcfs"\n'
+LPAS_SMALL = SMALL.replace('"fcfs"', '"lpas_dg"')
+# A bad value of each of LPAS_DG's fix options
+LPAS_BAD = {"arrival_check_period": "0", "arrival_threshold": "-0.1", "rate_threshold": '"high"',
+            "delay_correction": "1.5", "timeout_factor": "0", "server_choice": '"fastest"',
+            "resolve_on_events": '"no"', "arrival_estimate_scale": "0", "rate_estimate_scale": "-1.25"}
 # Subprocesses at once (the machine has 2 cores, shared): the table stays within its time budget.
 PARALLEL = 4
 EXIT_USAGE = 2
@@ -44,6 +49,12 @@ def files(tmp_path_factory) -> dict[str, str]:
         "negative_rate": SMALL.replace("[[8.0, 8.0]]", "[[-8.0, 8.0]]"),
         "nan_rate": SMALL.replace("[2.0]", "[nan]"),
         "string_rate": SMALL.replace("[2.0]", '["fast"]'),
+        # LPAS_DG's fixes (docs/policies.md): each bad value names its key
+        **{f"lpas_{key}": LPAS_SMALL.replace("[policy]", f"[policy]\n{key} = {value}")
+           for key, value in LPAS_BAD.items()},
+        "lpas_resolve_on_events_alone": LPAS_SMALL.replace("[policy]", "[policy]\nresolve_on_events = false"),
+        "lpas_no_such_class": LPAS_SMALL.replace("[policy]", '[policy]\narrival_estimate_class = "nine"'),
+        "lpas_no_such_machine": LPAS_SMALL.replace("[policy]", '[policy]\nrate_estimate_machine = "M99"'),
     }
     out = {}
     for name, text in made.items():
@@ -86,6 +97,10 @@ IN_PROCESS = [
     (["simulate", "{negative_rate}"], "machines.rates"),
     (["simulate", "{nan_rate}"], "workload.arrival_rates"),
     (["simulate", "{string_rate}"], "workload.arrival_rates"),
+    *[(["simulate", f"{{lpas_{key}}}"], key) for key in LPAS_BAD],
+    (["simulate", "{lpas_resolve_on_events_alone}"], "resolve_on_events"),
+    (["simulate", "{lpas_no_such_class}"], "arrival_estimate_class"),
+    (["simulate", "{lpas_no_such_machine}"], "rate_estimate_machine"),
     # simulate: numbers
     (["simulate", HIHI, "--horizon", "-1"], "--horizon"),
     (["simulate", HIHI, "--horizon", "0"], "--horizon"),

@@ -139,3 +139,36 @@ def test_the_core_imports_nothing_above_it():
 
 def _job(i: int) -> Job:
     return Job(i, 0, float(i))
+
+
+def test_active_hooks_narrow_the_declared_ones_for_one_policy_object():
+    class Listening(FCFS):
+        hooks = frozenset({"on_event"})
+
+        def __init__(self, listen: bool):
+            super().__init__()
+            self.listen = listen
+            self.events = 0
+
+        def active_hooks(self, declared):
+            return declared if self.listen else declared - {"on_event"}
+
+        def on_event(self, view, event):
+            self.events += 1
+            return ()
+
+    for listen, calls in ((True, 1), (False, 0)):
+        policy = Listening(listen)
+        core = make_core(policy, ONE)
+        policy.events = 0
+        core.job_arrived(1.0, Job(1, 0, 1.0, 1.0))
+        assert policy.events == calls
+
+
+def test_active_hooks_may_not_add_an_undeclared_hook():
+    class Greedy(FCFS):
+        def active_hooks(self, declared):
+            return declared | {"on_event"}
+
+    with pytest.raises(PolicyError, match=r"Greedy.active_hooks\(\) returned hooks it does not declare: on_event"):
+        new_core(Greedy(), ONE)

@@ -382,8 +382,18 @@ class _Parser(ModelSections, MachineSections):
             availability.check(exp)
         except ValueError as e:
             raise self.error(self.failures_key, str(e)) from None
+        self.check_policy_names(exp)
         self.check_lengths(exp)
         return exp
+
+    def check_policy_names(self, exp: Experiment) -> None:
+        """The policy's options that name a class or a machine name one of the experiment's."""
+        options = dict(exp.policy.options)
+        try:
+            policies.check_names(exp.policy.name, options, tuple(c.name for c in exp.classes),
+                                 tuple(m.name for m in exp.machines))
+        except ValueError as err:
+            raise self.error(_option_key(str(err), options), str(err)) from None
 
     def check_lengths(self, exp: Experiment) -> None:
         """The simulation and the testbed run stay within MAX_JOBS jobs (failure cycles, checkpoints)."""

@@ -54,10 +54,13 @@ class ReplicaDone(NamedTuple):
 
     The machine is then free; with ``ready`` it also asks for work at once (a
     puller that piggybacks its next request on the result), as MachineReady would.
+    ``computed`` is how long it computed (model time), if the driver measured it (the
+    testbed: the puller's t5 - t4); None: the core takes result time - start of computing.
     """
 
     replica: int
     ready: bool = False
+    computed: float | None = None
 
 
 class ReplicaFailed(NamedTuple):

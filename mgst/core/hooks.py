@@ -54,6 +54,12 @@ class PolicyHooks:
     # then offers an arriving job, or an asking machine, alone (Matcher.match).
     incremental: ClassVar[bool] = True
 
+    def active_hooks(self, declared: frozenset[str]) -> frozenset[str]:
+        """The declared hooks this policy object uses (called once, when the Scheduler is made): the core
+        calls only these. A policy whose options leave a declared hook idle returns the others, and the core
+        then spends nothing on it (on_event: an event object per event). Default: all of them."""
+        return declared
+
     def queue_key(self, job: Job) -> Hashable:
         """Which queue a job waits in. Undeclared: its class, a task its bag's (keyed by the bag id)."""
         return job.job_class

@@ -160,6 +160,7 @@ class Lifecycle:
         if phase == STAGING:
             m = self.machines[r.machine]
             r.phase = COMPUTING
+            r.computing_since = self.view.now
             r.set_rate(self.view.now, m.rates[r.job.job.job_class] * m.cpu_share)
         if self.checker is not None:
             self.checker.moved(REPLICA, r, phase, "computing", r.phase)
@@ -203,11 +204,18 @@ class Lifecycle:
             self.checker.moved(MACHINE, m, state, "release" if m.replicas else "release_last", m.state)
         return m
 
-    def complete(self, r: ReplicaRecord) -> None:
-        """A replica's result: job RUNNING|QUEUED --result--> DONE; replica live or given up --result--> DONE."""
+    def complete(self, r: ReplicaRecord, computed: float | None = None) -> None:
+        """A replica's result: job RUNNING|QUEUED --result--> DONE; replica live or given up --result--> DONE.
+
+        ``computed``: how long it computed, as the driver measured it (None: the core's own figure)."""
         job = r.job
         now = self.view.now
         status = job.status
+        if computed is not None:
+            r.computed = computed
+        else:
+            since = r.computing_since
+            r.computed = now - since if since is not None else None
         if r.live:
             st = self._release(r, Outcome.DONE).stats
         else:  # a replica we had given up on delivered after all: take its result

@@ -11,6 +11,7 @@ its choose() and applies its decisions.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any, Final
 
@@ -78,7 +79,11 @@ class Scheduler:
                 raise ValueError(f"machine {m.name!r} has {len(m.rates)} rates for {n} classes")
             if m.slots < 1:
                 raise ValueError(f"machine {m.name!r} has {m.slots} slots; it needs at least 1")
-        hooks = declared_hooks(type(policy))  # PolicyError on a hook defined but not declared
+        declared = declared_hooks(type(policy))  # PolicyError on a hook defined but not declared
+        hooks = policy.active_hooks(declared)  # (its options may leave some unused)
+        if not hooks <= declared:
+            raise PolicyError(f"{type(policy).__qualname__}.active_hooks() returned hooks it does not declare: "
+                              f"{', '.join(sorted(hooks - declared))}")
         self.policy = policy
         self.hooks = hooks
         self.ready = ReadyQueue()  # machines asking for work, in request order
@@ -105,7 +110,7 @@ class Scheduler:
             JobArrived: lambda now, e: self.job_arrived(now, e.job),
             BagArrived: lambda now, e: self.bag_arrived(now, e.bag),
             MachineReady: lambda now, e: self.machine_ready(now, e.machine, e.cpu_share, e.slots),
-            ReplicaDone: lambda now, e: self.replica_done(now, e.replica, e.ready),
+            ReplicaDone: lambda now, e: self.replica_done(now, e.replica, e.ready, e.computed),
             ReplicaFailed: lambda now, e: self.replica_failed(now, e.replica, e.reason),
             ReplicaComputing: lambda now, e: self.replica_computing(now, e.replica),
             ReplicaCheckpoint: lambda now, e: self.replica_checkpoint(now, e.replica, e.progress),
@@ -240,17 +245,22 @@ class Scheduler:
         event = MachineReady(machine, cpu_share, slots) if self._listening else None
         return self.matcher.after_event(event, None, m if m.asking else None, False)
 
-    def replica_done(self, now: float, replica: int, ready: bool = False) -> list[Output]:
+    def replica_done(
+        self, now: float, replica: int, ready: bool = False, computed: float | None = None
+    ) -> list[Output]:
+        """A replica's result; ``computed``: how long it computed, if the driver measured it (see ReplicaDone)."""
         self._begin(now)
         lifecycle = self.lifecycle
-        event = ReplicaDone(replica, ready) if self._listening else None
+        if computed is not None and not (computed >= 0.0 and math.isfinite(computed)):
+            raise ValueError(f"replica {replica}: compute time {computed} is not a finite number >= 0")
+        event = ReplicaDone(replica, ready, computed) if self._listening else None
         r = self.view.live.get(replica)
         if r is None:
             r = self.view.given_up.pop(replica, None)
             if r is None or r.job.status is JobStatus.DONE:
                 lifecycle.stale(f"replica {replica} done but not running")
                 return self.matcher.after_event(event, None, None, False)
-        lifecycle.complete(r)
+        lifecycle.complete(r, computed)
         if not ready:
             return self.matcher.after_event(event, None, None, False)
         m = self.machines[r.machine]

@@ -64,7 +64,7 @@ class ReplicaRecord:
 
     __slots__ = (
         "id", "id_key", "job", "machine", "attempt", "sent", "progress", "checkpoint", "live", "phase",
-        "left", "mark", "rate", "outcome", "ended", "best", "late",
+        "left", "mark", "rate", "outcome", "ended", "best", "late", "computing_since", "computed",
     )
 
     def __init__(
@@ -90,6 +90,10 @@ class ReplicaRecord:
         self.ended: float | None = None
         self.best = False  # it raised its job's best checkpoint at least once (by more than CHECKPOINT_TIE)
         self.late = False  # its result came after the core had given up on it
+        # When it started computing (None while staging), and, once it delivered, how long it computed:
+        # as the driver measured it (ReplicaDone.computed: the testbed's t5 - t4), else result - computing_since.
+        self.computing_since: float | None = None if staging else sent
+        self.computed: float | None = None
 
     def remaining(self, now: float) -> float:
         """Work left at ``now`` (the job's size is in work units at unit rate); frozen once ended."""

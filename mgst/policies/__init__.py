@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -123,6 +123,18 @@ def build_policy(experiment: Experiment, rng: random.Random) -> Policy:
 def check_options(name: str, options: Mapping[str, Any]) -> None:
     """Raise ValueError naming the option if ``options`` do not suit policy ``name``."""
     policy_class(name).Options.from_mapping(options)
+
+
+def check_names(name: str, options: Mapping[str, Any], class_names: Sequence[str],
+                machine_names: Sequence[str]) -> None:
+    """Raise ValueError naming the option if one of policy ``name``'s options that name a class or a machine
+    names none of the experiment's."""
+    kind: Any = policy_class(name).Options
+    for keys, what, names in ((getattr(kind, "class_name_options", ()), "class", class_names),
+                              (getattr(kind, "machine_name_options", ()), "machine", machine_names)):
+        for key in keys:
+            if key in options and options[key] not in names:
+                raise ValueError(f"{key}: no {what} named {options[key]!r} (the experiment's: {', '.join(names)})")
 
 
 def _load_builtins() -> None:

@@ -27,6 +27,11 @@ NOTHING: Final[tuple[Decision, ...]] = NO_DECISIONS
 class PolicyOptions:
     """Base of every policy's options: a frozen dataclass, filled from ``[policy]`` keys."""
 
+    # A subclass may list, in class attributes ``class_name_options`` and ``machine_name_options`` (tuples
+    # of field names), the options whose value names one of the experiment's classes or machines; loading
+    # the file checks them (mgst.policies.check_names). Not declared here: compiled, this dataclass would
+    # take them for fields.
+
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> PolicyOptions:
         fields = {f.name: f for f in dataclasses.fields(cls)}
@@ -90,6 +95,11 @@ class Policy(PolicyHooks):
         # The failure detector for machines that fall silent (MGST's per-job time-out); the driver
         # sets it from the experiment's [testbed] detection. None: silent machines are left alone.
         self.silence_timeouts: SilenceTimeouts | None = None
+
+    def report(self) -> dict[str, float]:
+        """Counts of the run for its output (the simulation's summary, the testbed's summary.json), by
+        name; {} (the default) adds nothing. Read once, when the run ends."""
+        return {}
 
     # --- hooks (the others: mgst.core.hooks.PolicyHooks) -------------------
 

@@ -10,18 +10,25 @@ from collections.abc import Hashable, Sequence
 
 from mypy_extensions import mypyc_attr
 
-from mgst.core.decisions import SetTimer
-from mgst.core.state import JobQueue, JobRecord, MachineRecord
+from mgst.core.decisions import Decision, SetTimer
+from mgst.core.events import Event, JobArrived
+from mgst.core.state import JobQueue, JobRecord, MachineRecord, ReplicaRecord
 from mgst.core.view import View
 from mgst.policies import register
 from mgst.policies.allocation import Allocation, AllocationError, solve_allocation
 from mgst.policies.base import NOTHING, Decisions, Policy
+from mgst.policies.lpas_fixes import LpasFixes
 from mgst.policies.lpas_options import LpasOptions
 
 log = logging.getLogger(__name__)
 
 _RESOLVE: typing.Final = ("lpas_dg", "resolve")
 _DEBOUNCED: typing.Final = ("lpas_dg", "debounced")  # the re-solve a debounced capacity change waits for
+_ARRIVALS: typing.Final = ("lpas_dg", "arrivals")  # arrival_check_period's check
+# The re-solve a completion asks for (a learnt rate or p_ij moved), due at once: a timer is followed by the
+# core's full matching pass, so that every ready machine is offered work under the new plan (the matching
+# after a completion offers the asking machine alone).
+_LEARNT: typing.Final = ("lpas_dg", "learnt")
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # compiled (mgst.build_info); researchers subclass it
@@ -42,16 +49,23 @@ class LpasDG(Policy):
     - Server choice is the core's rotating ready queue: an arriving job goes to
       the first waiting machine eligible for it; a machine that can take none of
       the queued jobs moves to the back.
+    - MGST section 4.3's fixes, each an option and off by default (mgst.policies.lpas_fixes):
+      arrival-rate checks, learnt rates, delay correction, time-outs with suspicion, LPAS's
+      server choice, periodic re-solves only (docs/policies.md).
     """
 
     name = "lpas_dg"
-    hooks = frozenset({"start", "on_capacity_change", "on_timer", "choose", "choose_groups"})
+    hooks = frozenset({"start", "on_capacity_change", "on_timer", "choose", "choose_groups",
+                       "on_event", "on_replica_start", "on_replica_end"})
     Options = LpasOptions
 
     def __init__(self, options: LpasOptions | None = None, rng: random.Random | None = None):
         super().__init__(options, rng)  # None: the class's Options() (a subclass may have its own)
         self.allocation: Allocation | None = None
         self.eligible: tuple[tuple[bool, ...], ...] = ()
+        # The last LP's inputs: rates (classes x machines) and arrival rates
+        self.lp_rates: tuple[tuple[float, ...], ...] = ()
+        self.lp_alpha: tuple[float, ...] = ()
         self._classes_of: list[list[int]] = []  # per machine: its eligible classes
         self._group_of: list[int] = []  # per machine: an id of its set of eligible classes
         self._machines_of: list[list[int]] = []  # per class: its eligible machines
@@ -63,19 +77,47 @@ class LpasDG(Policy):
         self._queues_seen: dict[Hashable, JobQueue] | None = None
         self._queues_version = -1
         self.solves = 0
+        # The fixes' state (None: every fix off, the belief is the file's: the paper's policy)
+        self.fixes: LpasFixes | None = LpasFixes(self.lp_options) if self.lp_options.fixes else None
+        # The believed mu'_ij by machine (None: the machines' nominal rates), for choose()
+        self._belief: list[tuple[float, ...]] | None = None
 
     @property
     def lp_options(self) -> LpasOptions:
         """``self.options``, typed as this policy's (a compiled subclass may not narrow the attribute)."""
         return typing.cast(LpasOptions, self.options)
 
+    def active_hooks(self, declared: frozenset[str]) -> frozenset[str]:
+        """The fixes' hooks only when their options are on: with every fix off, the paper's policy costs
+        what it did."""
+        o = self.lp_options
+        unused: set[str] = set()
+        if o.arrival_check_period is None and o.server_choice == "fcfs" and o.timeout_factor is None:
+            unused.add("on_event")
+        if o.timeout_factor is None:
+            unused.add("on_replica_start")
+        if o.rate_threshold is None and not o.delay_correction and o.timeout_factor is None:
+            unused.add("on_replica_end")
+        return declared - unused
+
     def start(self, view: View) -> Decisions:
+        o = self.lp_options
+        if self.fixes is not None:
+            self.fixes.begin(view)
+            self._belief = self.fixes.belief
         self._solve(view)
-        if self.lp_options.resolve_period is not None:
-            return (SetTimer(_RESOLVE, view.now + self.lp_options.resolve_period),)
-        return NOTHING
+        timers: list[SetTimer] = []
+        if o.resolve_period is not None:
+            timers.append(SetTimer(_RESOLVE, view.now + o.resolve_period))
+        if o.arrival_check_period is not None:
+            timers.append(SetTimer(_ARRIVALS, view.now + o.arrival_check_period))
+        return timers
 
     def on_capacity_change(self, view: View) -> Decisions:
+        if not self.lp_options.resolve_on_events:  # T_system: the periodic re-solve takes the change in
+            if self._starved(view):  # ... unless the plan leaves a class nothing that is up
+                self._solve(view)
+            return NOTHING
         debounce = self.lp_options.resolve_debounce
         if debounce is None or view.now >= self._solved_at + debounce or self._starved(view):
             self._solve(view)
@@ -98,7 +140,50 @@ class LpasDG(Policy):
                 return True
         return False
 
+    def on_event(self, view: View, event: Event) -> Decisions:
+        fixes = self.fixes
+        if fixes is None:
+            return NOTHING
+        fixes.on_event(view, event)
+        if type(event) is JobArrived and self.lp_options.server_choice == "lpas":
+            c = event.job.job_class  # type: ignore[union-attr]
+            return fixes.holds_for(view, c, self.eligible[c])
+        return NOTHING
+
+    def on_replica_start(self, view: View, replica: ReplicaRecord) -> Decisions:
+        fixes = self.fixes
+        if fixes is None or fixes.timeouts is None:
+            return NOTHING
+        return fixes.timeouts.on_replica_start(view, replica)
+
+    def on_replica_end(self, view: View, replica: ReplicaRecord) -> Decisions:
+        fixes = self.fixes
+        if fixes is None:
+            return NOTHING
+        if replica.late:
+            fixes.late_result(replica)
+        decisions: list[Decision] = []
+        if fixes.learn(view, replica) and _LEARNT not in view.timers:
+            decisions.append(SetTimer(_LEARNT, view.now))
+        if fixes.timeouts is not None:
+            decisions.extend(fixes.timeouts.on_replica_end(view, replica))
+        return decisions
+
     def on_timer(self, view: View, key: Hashable) -> Decisions:
+        fixes = self.fixes
+        if fixes is not None and fixes.timeouts is not None and fixes.timeouts.owns(key):
+            return fixes.timed_out(view, fixes.timeouts.on_timer(view, key))
+        if key == _LEARNT:
+            if fixes is not None:
+                self._belief = fixes.belief
+                self._solve(view)
+            return NOTHING
+        if key == _ARRIVALS:
+            if fixes is None or self.lp_options.arrival_check_period is None:
+                return NOTHING
+            if fixes.check_arrivals(view):
+                self._solve(view)
+            return (SetTimer(_ARRIVALS, view.now + self.lp_options.arrival_check_period),)
         if key == _DEBOUNCED:
             if self._debounced:  # (else a change since solved at once)
                 self._solve(view)
@@ -115,13 +200,19 @@ class LpasDG(Policy):
         share = tuple(
             (m.cpu_share if reported else m.availability) if m.is_up else 0.0 for m in view.machines
         )
-        rates = tuple(tuple(m.rates[i] for m in view.machines) for i in range(len(view.classes)))
+        if self.fixes is None:
+            rates = tuple(tuple(m.rates[i] for m in view.machines) for i in range(len(view.classes)))
+            believed = tuple(c.arrival_rate for c in view.classes)
+        else:
+            rates, believed = self.fixes.lp_inputs(view, share)
         # A class that no up machine can run would make lambda* = 0 and leave every
         # class without an eligible machine; plan for the others and let it wait.
         alpha = tuple(
-            c.arrival_rate if any(r > 0.0 and a > 0.0 for r, a in zip(rates[i], share)) else 0.0
-            for i, c in enumerate(view.classes)
+            believed[i] if any(r > 0.0 and a > 0.0 for r, a in zip(rates[i], share)) else 0.0
+            for i in range(len(view.classes))
         )
+        self.lp_rates = rates
+        self.lp_alpha = alpha
         try:
             self.allocation = solve_allocation(rates, alpha, share, self.lp_options.lp_method)
         except AllocationError as err:
@@ -150,7 +241,8 @@ class LpasDG(Policy):
             self._queues_version = view.queues_version
         queue_of = self._queue_of
         now = view.now
-        rates = machine.rates
+        belief = self._belief
+        rates = machine.rates if belief is None else belief[machine.index]
         best: JobRecord | None = None
         best_value = -1.0
         for i in self._classes_of[machine.index]:
@@ -161,6 +253,12 @@ class LpasDG(Policy):
                 if value > best_value:
                     best, best_value = head, value
         return best
+
+    def report(self) -> dict[str, float]:
+        """The fixes' counts (solves: every LP solve; the others: docs/policies.md); {} with every fix off."""
+        if self.fixes is None:
+            return {}
+        return {"solves": self.solves, **self.fixes.report()}
 
 
 register(LpasDG)  # a call, not a class decorator: mypyc compiles only undecorated classes natively

@@ -7,8 +7,14 @@ PolicyOptions.from_mapping reads to check values.
 from __future__ import annotations
 
 import dataclasses
+import math
+from typing import ClassVar
 
 from mgst.policies.base import PolicyOptions
+
+# server_choice's values: the core's rotating ready queue (MGST's first implementation), or the idle
+# eligible machine that serves the class fastest (our reading of LPAS for clusters; docs/policies.md).
+SERVER_CHOICES = ("fcfs", "lpas")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,6 +32,35 @@ class LpasOptions(PolicyOptions):
     # (None: at every such change, as the paper). A change that leaves a class with a positive arrival
     # rate no eligible machine that is up re-solves at once; the others wait for the interval's end.
     resolve_debounce: float | None = None
+    # --- MGST section 4.3's fixes (docs/policies.md, "LPAS_DG's fixes"); each off by default.
+    # 4.3.2 (1), T_arrival_rate: every this many time units compare each class's observed arrival rate
+    # with the one the LP used, and re-solve with the observed rates if one differs by more than
+    # arrival_threshold (Th_arrival_rate, a fraction of the LP's rate).
+    arrival_check_period: float | None = None
+    arrival_threshold: float = 0.1
+    # 4.3.2 (2): learn mu'_ij from measured compute times; re-solve when one moves more than this fraction
+    # from the value the LP used.
+    rate_threshold: float | None = None
+    # 4.3.2 (3), Eq. 4-5: multiply each rate by p_ij = compute time / holding time, estimated online.
+    delay_correction: bool = False
+    # 4.3.2 (4): give up on a replica at this many times its expected time, and suspect its machine.
+    timeout_factor: float | None = None
+    # 4.3.1: which idle machine an arriving job goes to: "fcfs" (the rotating ready queue) or "lpas".
+    server_choice: str = "fcfs"
+    # 4.3.1, T_system: False re-solves only every resolve_period, not at machines' up/down/share changes.
+    resolve_on_events: bool = True
+    # The policy's belief, for experiments: it takes arrival rates as the file's times this, and mu'_ij
+    # as the file's times rate_estimate_scale (the file stays the truth the drivers run).
+    arrival_estimate_scale: float = 1.0
+    rate_estimate_scale: float = 1.0
+    # The class (its name in the file) whose arrival rate arrival_estimate_scale applies to, and the machine
+    # (its name) whose rates rate_estimate_scale applies to; None: every class, every machine. (A scale
+    # applied to every class or every machine alike changes neither the LP's plan nor choose(): only one
+    # that singles some out does.)
+    arrival_estimate_class: str | None = None
+    rate_estimate_machine: str | None = None
+    class_name_options: ClassVar[tuple[str, ...]] = ("arrival_estimate_class",)
+    machine_name_options: ClassVar[tuple[str, ...]] = ("rate_estimate_machine",)
 
     def validate(self) -> None:
         if not self.tolerance >= 0.0:
@@ -36,3 +71,26 @@ class LpasOptions(PolicyOptions):
             raise ValueError(f"resolve_debounce: must be > 0, got {self.resolve_debounce}")
         if self.lp_method not in ("dual", "primal"):
             raise ValueError(f"lp_method: must be 'dual' or 'primal', got {self.lp_method!r}")
+        positive = (("arrival_check_period", self.arrival_check_period), ("timeout_factor", self.timeout_factor),
+                    ("arrival_threshold", self.arrival_threshold), ("rate_threshold", self.rate_threshold),
+                    ("arrival_estimate_scale", self.arrival_estimate_scale),
+                    ("rate_estimate_scale", self.rate_estimate_scale))
+        for key, value in positive:
+            if value is not None and not (value > 0.0 and math.isfinite(value)):
+                raise ValueError(f"{key}: must be a positive number, got {value}")
+        if self.server_choice not in SERVER_CHOICES:
+            raise ValueError(f"server_choice: must be one of {', '.join(map(repr, SERVER_CHOICES))}, "
+                             f"got {self.server_choice!r}")
+        if not self.resolve_on_events and self.resolve_period is None:
+            raise ValueError("resolve_on_events: false needs resolve_period (T_system): the LP would never be "
+                             "re-solved")
+        if not self.resolve_on_events and self.resolve_debounce is not None:
+            raise ValueError("resolve_on_events: false re-solves at no capacity change, so resolve_debounce "
+                             "has nothing to debounce; set one of them")
+
+    @property
+    def fixes(self) -> bool:
+        """Whether any of section 4.3's fixes (or a belief other than the file's) is on."""
+        return (self.arrival_check_period is not None or self.rate_threshold is not None or self.delay_correction
+                or self.timeout_factor is not None or self.server_choice != "fcfs" or not self.resolve_on_events
+                or self.arrival_estimate_scale != 1.0 or self.rate_estimate_scale != 1.0)

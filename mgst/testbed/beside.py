@@ -95,6 +95,12 @@ def format_beside(b: Beside) -> str:
     lines.append(f"{noun}: {d['jobs_generated']} generated, {d['jobs_done']} done, {len(d['cut_off'])} "
                  f"{'still in the system' if not b.run.closed else 'cut off'}, {d['requeues']} resubmitted, "
                  f"{d['timeouts']} timed out")
+    if b.testbed.policy_counts:  # the policy's report() (LPAS_DG's fixes), testbed then simulation
+        counts = ", ".join(f"{k} {v:g}" for k, v in b.testbed.policy_counts.items())
+        lines.append(f"policy ({b.testbed.policy}): {counts}")
+        if b.simulation is not None and b.simulation.policy_counts:
+            counts = ", ".join(f"{k} {v:g}" for k, v in b.simulation.policy_counts.items())
+            lines.append(f"policy in the simulation (summed over {b.simulation.replications} replications): {counts}")
     if b.testbed.bags is not None:
         bags = b.testbed.bags
         lines.append(f"bags: {len(b.run.core.all_bags)} arrived, {bags.bags} counted (submitted after the warm-up), "

@@ -272,10 +272,19 @@ class PullerMessages:
         if r.t6 is not None or not self.core.accepts_result(msg.replica):
             # already counted, or not wanted any more: nothing is recorded, but a free machine still asks
             self._bad(identity, P.Drop.FINISHED_REPLICA, f"done {msg.replica}")
+            if r.t6 is None and r.outcome == "timeout" and "on_event" in self.core.hooks:
+                # The first result of a replica given up on by a time-out, whose job was done meanwhile: the
+                # core counts it stale, and a policy that listens learns that the machine was up after all
+                # (LPAS_DG counts a false suspicion), as in a simulation.
+                self.feed("replica_done", now, msg.replica)
         else:
             self.journal.reported_done(msg.replica, msg.received, msg.started, msg.finished, now,
                                        msg.achieved_share)
-            self.feed("replica_done", now, msg.replica)
+            # How long it computed, t5 - t4 on the puller's own clock (a duration: no offset to correct),
+            # in model time; the core's figure (sent to result) would include the delays.
+            computed = (msg.finished - msg.started) / self.time_unit
+            self.feed("replica_done", now, msg.replica, False,
+                      computed if 0.0 <= computed < math.inf else None)
         if msg.ready:
             conn = self.conns[j]
             if self.core.machines[j].state is not MachineState.READY:  # a replay must not move an earlier request

@@ -137,6 +137,8 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
         mean_wait=waits, machine_names=tuple(m.name for m in exp.machines), utilisation=util, replications=1,
         horizon=horizon, warmup=run.warmup, seed=run.seed, load=load, jobs_simulated=len(run.journal.jobs),
         unfinished=len(run.cut_off), elapsed_s=run.end - run.t0,
+        # the policy's report() (LPAS_DG's fixes); a bare PolicyHooks, or a core without a policy, has none
+        policy_counts=dict(getattr(getattr(run.core, "policy", None), "report", dict)()),
     )
     if run.core.all_bags:
         summary = dataclasses.replace(summary, bags=summarize_bags([testbed_bags(run)]))
