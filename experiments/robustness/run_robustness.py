@@ -40,6 +40,8 @@ ROWS: list[tuple[str, str, str, dict[str, object], str | None]] = [
     ("delay-lpas-choice", "delay", "server_choice = \"lpas\"", {"server_choice": "lpas"}, WAN),
     ("failures-off", "failures", "off (the testbed's 3 x time-out alone)", {}, LAN),
     ("failures-timeout", "failures", "timeout_factor = 1.5", {"timeout_factor": 1.5}, LAN),
+    ("failures-timeout3", "failures", "timeout_factor = 3 (MGST's own factor, in the policy)", {"timeout_factor": 3.0},
+     LAN),
     ("failures-tsystem", "failures", "resolve_on_events = false, resolve_period = 5",
      {"resolve_on_events": False, "resolve_period": 5.0}, LAN),
     ("arrival-uniform-off", "arrival-uniform", "off", {}, LAN),
@@ -90,13 +92,15 @@ def run_row(row: tuple, args: argparse.Namespace) -> dict:
     exp_file = with_policy_keys(HERE / f"{setting}.toml", keys, work / f"{setting}.toml")
     env = {**os.environ, "MGST_PURE": "1"}
     result: dict = {"row": rid, "setting": setting, "fix": fix, "keys": keys, "network": network,
-                    "duration_s": args.duration, "load_before": load_average()}
+                    "duration_s": args.duration, "seed": args.seed, "load_before": load_average()}
     if not args.sim_only:
         out = work / "run"
         cmd = [sys.executable, "-m", "mgst", "run", str(exp_file), "--duration", str(args.duration), "--out", str(out),
                "--json", "--quiet", "--no-live"]
         if network is not None:
             cmd += ["--network", network]
+        if args.seed is not None:
+            cmd += ["--seed", str(args.seed)]
         result["command"] = " ".join(cmd[1:])
         began = time.monotonic()
         try:
@@ -120,7 +124,7 @@ def run_row(row: tuple, args: argparse.Namespace) -> dict:
             result["delays"] = s.get("delays")
     if not args.no_sim_alone:
         cmd = [sys.executable, "-m", "mgst", "simulate", str(exp_file), "--replications", str(SIM_REPLICATIONS),
-               "--horizon", str(SIM_HORIZON), "--json"]
+               "--horizon", str(SIM_HORIZON), "--json", *(["--seed", str(args.seed)] if args.seed is not None else [])]
         began = time.monotonic()
         p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=RUN_TIMEOUT_S)
         result["sim_alone_wall_s"] = round(time.monotonic() - began, 1)
@@ -171,6 +175,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("/tmp/mgst-robustness"), help="run directories")
     ap.add_argument("--results", type=Path, default=HERE / "results", help="ROW.json files and results.md")
     ap.add_argument("--only", help="comma-separated row ids (default: every row, in order)")
+    ap.add_argument("--seed", type=int, help="the runs' seed (default: each file's [simulation] seed)")
     ap.add_argument("--sim-only", action="store_true", help="no testbed runs: the simulation alone")
     ap.add_argument("--no-sim-alone", action="store_true", help="no `mgst simulate` beside each run")
     args = ap.parse_args()
