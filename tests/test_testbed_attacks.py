@@ -229,13 +229,10 @@ def test_impostors_are_refused_and_change_nothing(tmp_path, no_children_left):
     ctx = zmq.Context()
     try:
         (tmp_path / "control").mkdir()
-        with SecureRun(exp, tmp_path / "control", keys, names) as r:
-            control = r.wait()
-        control_rows = check_every_job_done_once(control, tmp_path / "control")
-        assert dict(control.malformed) == {}
-
         (tmp_path / "attacked").mkdir()
-        with SecureRun(exp, tmp_path / "attacked", keys, names) as r:
+        # the control runs beside the attacked run (what they share is their job sequence, not their timing)
+        with SecureRun(exp, tmp_path / "control", keys, names) as control_run, \
+                SecureRun(exp, tmp_path / "attacked", keys, names) as r:
             mapper = r.mapper
             r.started()
             m1 = mapper.journal.machines[0]
@@ -290,7 +287,10 @@ def test_impostors_are_refused_and_change_nothing(tmp_path, no_children_left):
             assert mapper.core.machines[0].state is not MachineState.DOWN
             assert len(mapper.by_identity) == 3
             attacked = r.wait()
+            control = control_run.wait()
         rows = check_every_job_done_once(attacked, tmp_path / "attacked")
+        control_rows = check_every_job_done_once(control, tmp_path / "control")
+        assert dict(control.malformed) == {}
     finally:
         ctx.destroy(linger=0)
     assert [p.returncode for p in r.procs] == [0, 0, 0]
