@@ -10,6 +10,7 @@ import sqlite3
 import time
 from collections import Counter
 from pathlib import Path
+from typing import ClassVar
 
 import msgpack
 import pytest
@@ -31,6 +32,7 @@ from mgst.model import (
     WeibullGroup,
     WeibullNormalFailures,
 )
+from mgst.policies import policy_class, register
 from mgst.testbed.admission import HELLO_BURST, HELLO_RATE, TokenBuckets, hello_rate
 from mgst.testbed.checkpoints import MIN_INTERVAL, CheckpointCoalescer
 from mgst.testbed.clock_offsets import PERIOD
@@ -370,5 +372,52 @@ def test_a_puller_s_failure_reason_reaches_the_mapper_s_log_escaped(ctx, caplog)
         said = [r.getMessage() for r in caplog.records if "owned" in r.getMessage()]
         assert len(said) == 2, said
         assert not any(c in text for text in said for c in "\x1b\x07\r\n"), said
+    finally:
+        mapper.close()
+
+
+class _ComputedSpy(policy_class("fcfs")):  # type: ignore[misc]
+    """FCFS that notes the compute time the core took for each replica that ended."""
+
+    name = "test_mapper_bounds_computed_spy"
+    hooks = frozenset({"on_replica_end"})
+    seen: ClassVar[list[float | None]] = []
+
+    def on_replica_end(self, view, replica):
+        self.seen.append(replica.computed)
+        return ()
+
+
+register(_ComputedSpy)
+
+
+def test_a_puller_s_compute_time_is_believed_only_within_the_time_its_replica_was_out(ctx):
+    """A policy learns rates from the puller's t5 - t4 (LPAS_DG's rate_threshold): a puller claiming a job computed
+    longer than the mapper saw it out would steer it. Job 0 out from `now`, its result at now + 2: a claim of 1 s
+    is taken, one of 1000 s is counted as a bad value and replaced by the core's own figure (2 s: sent to result),
+    and the result itself counts in both cases."""
+    exp = Experiment(name="one", classes=(JobClass("1", 1.0),), machines=(Machine("M1", (1.0,), 1.0),),
+                     policy=PolicySpec(_ComputedSpy.name), testbed=TestbedSettings(time_unit=0.5, duration=10.0))
+    mapper = Mapper(exp, "tcp://127.0.0.1:0", context=ctx)
+    _ComputedSpy.seen.clear()
+    try:
+        ident, now = b"puller-M1", time.time()
+        mapper.feed("start", now)
+        mapper.messages.hello(ident, P.Hello(P.PROTOCOL_VERSION, "M1", 1, ("emulate",), 0.0, now, 1, (), ()), None, now)
+        mapper._begin(now)
+        m = mapper.core.machines[0]
+        for job_id, claimed in ((0, 1.0), (1, 1000.0)):
+            t = now + 10.0 * job_id
+            mapper.messages.handle(ident, P.Ready(1.0, t, 1), t)
+            job = Job(job_id, 0, t, 1.0)
+            mapper.journal.job_arrived(job, t)
+            mapper.feed("job_arrived", t, job)
+            (replica,) = m.replicas
+            bad_before = mapper.drops.counts[P.Drop.BAD_VALUE]
+            mapper.messages.handle(ident, P.Done(replica, t, t, t + claimed, 1.0, False), t + 2.0)
+            assert mapper.drops.counts[P.Drop.BAD_VALUE] - bad_before == (1 if claimed > 2.0 else 0)
+        # in model time (0.5 s a unit): 1 s claimed is 2 units; 1000 s is refused, the core's 2 s is 4 units
+        assert _ComputedSpy.seen == [pytest.approx(2.0), pytest.approx(4.0)]
+        assert [mapper.core.jobs[k].status.name for k in (0, 1)] == ["DONE", "DONE"]
     finally:
         mapper.close()

@@ -56,6 +56,12 @@ def some_names(names: Collection[str]) -> str:
 # MIN_PERIOD) but seconds to hours in any law of a real run; one beyond is held (the latest) likewise.
 READY_BURST = 20.0
 READY_RATE = 10.0
+# A result's compute time (the puller's t5 - t4) is believed only up to the time the mapper saw the replica out
+# (t3 to t6) times this, plus COMPUTED_SLACK seconds: two clocks' rates differ by parts per million, and the
+# puller stamps t4 after it received the job. Beyond, the puller is wrong or lying (a policy learning rates from
+# it would be steered), and the core takes its own figure instead.
+COMPUTED_RATE_SLACK = 1.001
+COMPUTED_SLACK = 0.01
 
 
 class PullerMessages:
@@ -282,9 +288,15 @@ class PullerMessages:
                                        msg.achieved_share)
             # How long it computed, t5 - t4 on the puller's own clock (a duration: no offset to correct),
             # in model time; the core's figure (sent to result) would include the delays.
-            computed = (msg.finished - msg.started) / self.time_unit
-            self.feed("replica_done", now, msg.replica, False,
-                      computed if 0.0 <= computed < math.inf else None)
+            computed_s = msg.finished - msg.started
+            if not 0.0 <= computed_s <= (now - r.t3) * COMPUTED_RATE_SLACK + COMPUTED_SLACK:
+                # the result counts; only its compute time is dropped (counted as a bad field value)
+                self._bad(identity, P.Drop.BAD_VALUE, f"done {msg.replica}: computed {computed_s:.6g} s, beyond "
+                                                      f"the {now - r.t3:.6g} s it was out")
+                computed: float | None = None
+            else:
+                computed = computed_s / self.time_unit
+            self.feed("replica_done", now, msg.replica, False, computed)
         if msg.ready:
             conn = self.conns[j]
             if self.core.machines[j].state is not MachineState.READY:  # a replay must not move an earlier request
