@@ -30,6 +30,9 @@ LPAS_SMALL = SMALL.replace('"fcfs"', '"lpas_dg"')
 LPAS_BAD = {"arrival_check_period": "0", "arrival_threshold": "-0.1", "rate_threshold": '"high"',
             "delay_correction": "1.5", "timeout_factor": "0", "server_choice": '"fastest"',
             "resolve_on_events": '"no"', "arrival_estimate_scale": "0", "rate_estimate_scale": "-1.25"}
+# Positive values that overflowed a sample count or took the LP's rates outside its solver's range (tracebacks)
+LPAS_HOSTILE = {"rate_threshold": "1e-200", "arrival_threshold": "1e-300", "arrival_estimate_scale": "1e-300",
+                "rate_estimate_scale": "1e300"}
 # Subprocesses at once (the machine has 2 cores, shared): the table stays within its time budget.
 PARALLEL = 4
 EXIT_USAGE = 2
@@ -52,6 +55,8 @@ def files(tmp_path_factory) -> dict[str, str]:
         # LPAS_DG's fixes (docs/policies.md): each bad value names its key
         **{f"lpas_{key}": LPAS_SMALL.replace("[policy]", f"[policy]\n{key} = {value}")
            for key, value in LPAS_BAD.items()},
+        **{f"lpas_hostile_{key}": LPAS_SMALL.replace("[policy]", f"[policy]\n{key} = {value}")
+           for key, value in LPAS_HOSTILE.items()},
         "lpas_resolve_on_events_alone": LPAS_SMALL.replace("[policy]", "[policy]\nresolve_on_events = false"),
         "lpas_no_such_class": LPAS_SMALL.replace("[policy]", '[policy]\narrival_estimate_class = "nine"'),
         "lpas_no_such_machine": LPAS_SMALL.replace("[policy]", '[policy]\nrate_estimate_machine = "M99"'),
@@ -98,6 +103,7 @@ IN_PROCESS = [
     (["simulate", "{nan_rate}"], "workload.arrival_rates"),
     (["simulate", "{string_rate}"], "workload.arrival_rates"),
     *[(["simulate", f"{{lpas_{key}}}"], key) for key in LPAS_BAD],
+    *[(["simulate", f"{{lpas_hostile_{key}}}"], key) for key in LPAS_HOSTILE],
     (["simulate", "{lpas_resolve_on_events_alone}"], "resolve_on_events"),
     (["simulate", "{lpas_no_such_class}"], "arrival_estimate_class"),
     (["simulate", "{lpas_no_such_machine}"], "rate_estimate_machine"),

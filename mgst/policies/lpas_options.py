@@ -15,6 +15,14 @@ from mgst.policies.base import PolicyOptions
 # server_choice's values: the core's rotating ready queue (MGST's first implementation), or the idle
 # eligible machine that serves the class fastest (our reading of LPAS for clusters; docs/policies.md).
 SERVER_CHOICES = ("fcfs", "lpas")
+# The smallest arrival_threshold and rate_threshold: an estimate tested against a threshold t is trusted from
+# (2 / t)^2 samples (lpas_fixes.min_samples), 4e8 at 1e-4, more than any run sees; a smaller one would only
+# overflow that count.
+MIN_THRESHOLD = 1e-4
+# How far arrival_estimate_scale and rate_estimate_scale may take the belief from the file's values: the
+# experiments use 1/1.2 and 1.25; a belief off by more than a factor of 1000 is no estimate, and could leave
+# the LP's coefficients outside what its solver takes (1e-9 to 1e15) though the file's are inside.
+MAX_ESTIMATE_SCALE = 1e3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +86,14 @@ class LpasOptions(PolicyOptions):
         for key, value in positive:
             if value is not None and not (value > 0.0 and math.isfinite(value)):
                 raise ValueError(f"{key}: must be a positive number, got {value}")
+        for key, value in (("arrival_threshold", self.arrival_threshold), ("rate_threshold", self.rate_threshold)):
+            if value is not None and value < MIN_THRESHOLD:
+                raise ValueError(f"{key}: must be at least {MIN_THRESHOLD:g}, got {value}")
+        for key, value in (("arrival_estimate_scale", self.arrival_estimate_scale),
+                           ("rate_estimate_scale", self.rate_estimate_scale)):
+            if not 1.0 / MAX_ESTIMATE_SCALE <= value <= MAX_ESTIMATE_SCALE:
+                raise ValueError(f"{key}: must be between {1.0 / MAX_ESTIMATE_SCALE:g} and {MAX_ESTIMATE_SCALE:g}, "
+                                 f"got {value}")
         if self.server_choice not in SERVER_CHOICES:
             raise ValueError(f"server_choice: must be one of {', '.join(map(repr, SERVER_CHOICES))}, "
                              f"got {self.server_choice!r}")
