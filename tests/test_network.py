@@ -85,6 +85,44 @@ def test_a_bad_spec_is_a_config_error_naming_the_option_and_key(text, says):
     assert e.value.key == "--network"
 
 
+def test_the_relay_carries_packets_on_fds_above_select_s_limit():
+    """select() refuses fds above 1023 (a run with many pullers, or a mapper with many files open, passes them)."""
+    import select
+    import threading
+
+    from mgst.netem.relay import Direction, relay
+
+    high = 1500  # above select()'s FD_SETSIZE of 1024
+    fds = [*os.pipe(), *os.pipe(), *os.pipe()]  # source, target, control: (read, write) each
+    moved = [os.dup2(fd, high + k) for k, fd in enumerate(fds)]
+    for fd in fds:
+        os.close(fd)
+    source_r, source_w, target_r, target_w, control_r, control_w = moved
+    d = Direction("m up", source_r, target_w, DirectionSchedule(LinkSpec(), random.Random(1)))
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            relay([d], control_r)
+        except BaseException as e:  # noqa: BLE001 (reported by the test)
+            failed.append(e)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        os.write(source_w, b"packet")
+        poller = select.poll()
+        poller.register(target_r, select.POLLIN)
+        assert poller.poll(10_000), f"no packet carried: {failed}"
+        assert os.read(target_r, 100) == b"packet"
+    finally:
+        os.close(control_w)  # its end of file: the relay leaves
+        thread.join(10.0)
+        for fd in moved[:-1]:
+            os.close(fd)
+    assert not thread.is_alive() and not failed
+
+
 # --------------------------------------------------------------------------- the schedule (pure)
 
 

@@ -27,6 +27,10 @@ READ_BATCH = 64
 # The relay's nice value: it stands for the kernel's network stack (netem runs in softirq), which the pullers' and
 # the mapper's work does not delay; at nice 0, a load of 20 on 2 cores delayed packets by tens of milliseconds.
 NICE = -10
+# select() takes no fd from this on (glibc's FD_SETSIZE); the relay renumbers higher ones (a run's TUN fds keep
+# the mapper's numbers, which can pass it). Not epoll or poll: their timeouts are whole milliseconds, which would
+# add up to 1 ms to each packet's delay.
+FD_SETSIZE = 1024
 COUNTS = "counts: "  # the relay's last line on stderr: this, then its counts as JSON (LabNetwork reads them)
 
 
@@ -62,6 +66,28 @@ def directions(config: dict) -> list[Direction]:
 
 def relay(dirs: list[Direction], control: int, clock: Callable[[], float] = time.monotonic) -> None:
     """Carry packets until ``control`` reads end of file."""
+    low: dict[int, int] = {}  # fds select() refuses -> their duplicates below FD_SETSIZE (closed at the end)
+    try:
+        for d in dirs:
+            d.source, d.target = (_below_setsize(fd, low) for fd in (d.source, d.target))
+        _carry(dirs, _below_setsize(control, low), clock)
+    finally:
+        for fd in low.values():
+            os.close(fd)
+
+
+def _below_setsize(fd: int, low: dict[int, int]) -> int:
+    """``fd``, or a duplicate of it below FD_SETSIZE (a dup takes the lowest free number) noted in ``low``."""
+    if fd < FD_SETSIZE:
+        return fd
+    if fd not in low:
+        low[fd] = os.dup(fd)
+        if low[fd] >= FD_SETSIZE:
+            raise OSError(f"no fd below {FD_SETSIZE} free for select()")
+    return low[fd]
+
+
+def _carry(dirs: list[Direction], control: int, clock: Callable[[], float]) -> None:
     by_source = {d.source: d for d in dirs}
     watched = [control, *by_source]
     for fd in by_source:
