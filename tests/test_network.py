@@ -272,6 +272,20 @@ def test_setup_failing_half_way_leaves_nothing(monkeypatch, no_children_left):
     assert _left(net.prefix) == []
 
 
+def test_a_failure_before_the_first_link_gives_the_process_s_network_back(monkeypatch):
+    """No free subnet (or a wedged `ip`) failed start() with the process's one network still claimed."""
+    monkeypatch.setattr(links_module, "check_possible", lambda: None)
+    monkeypatch.setattr(links_module, "remove_stale", lambda: [])
+
+    def no_subnet() -> int:
+        raise NetworkError("every 10.214.X.0/24 is in use")
+
+    monkeypatch.setattr(links_module, "_free_subnet", no_subnet)
+    with pytest.raises(NetworkError, match="in use"):
+        LabNetwork(parse_network("delay=1ms"), ["m"]).start()
+    assert not links_module._running
+
+
 def test_a_relay_that_dies_is_noticed_and_its_network_removed(no_children_left):
     need_network()
     net = LabNetwork(parse_network("delay=1ms"), ["a"])

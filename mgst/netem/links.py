@@ -185,11 +185,11 @@ class LabNetwork:
         check_possible()
         _running = True
         self._up = True
-        remove_stale()
-        x = _free_subnet()
-        self.mapper_address = f"{SUBNET}.{x}.1"
         pid = os.getpid()
-        try:
+        try:  # (from here on: close() gives the claim back, whatever fails)
+            remove_stale()
+            x = _free_subnet()
+            self.mapper_address = f"{SUBNET}.{x}.1"
             for k, machine in enumerate(self.machines):
                 link = Link(machine, f"{self.prefix}{k}", f"{SUBNET}.{x}.{k + 2}", f"mgn{pid}x{k}",
                             self.spec.link_for(machine))
