@@ -441,6 +441,7 @@ class _EventLoop:
         end = r.eta(t)
         if self.overheads is not None:  # its overrun and post-compute delay, drawn when it started
             _, overrun, post = self.held[rid]
+            self.held[rid] = (t, overrun, post)  # it computes from now (its computed excludes staging, as the core's)
             end = max(t, end + overrun) + post
         self._schedule_completion(t, end, rid)
         return pending

@@ -247,3 +247,13 @@ def test_the_core_hears_how_long_a_replica_computed_not_how_long_it_held_its_mac
     _ComputedSpy.seen.clear()
     assert responses(exp, fixed(0.2, 0.3, 0.1)) == pytest.approx([0.0, 1.6])
     assert _ComputedSpy.seen == [pytest.approx(1.1)]
+
+
+def test_a_staged_replica_s_computed_leaves_its_staging_out() -> None:
+    """0.2 before, staging 0.5, size 1 at rate 1, 0.3 after: done at 2.0 having computed 1.0 (0.7 to 1.7), as the
+    core's own figure counts from the end of staging (it was 1.5, from the end of the pre-compute delay)."""
+    exp = dataclasses.replace(one_machine([(0.0, 1.0)], StagingModel(start=(0.5, 0.5))),
+                              policy=PolicySpec(_ComputedSpy.name))
+    _ComputedSpy.seen.clear()
+    assert responses(exp, fixed(0.2, 0.3)) == pytest.approx([0.0, 2.0])
+    assert _ComputedSpy.seen == [pytest.approx(1.0)]
