@@ -94,6 +94,26 @@ def test_the_overheads_of_a_hand_written_journal(tmp_path: Path) -> None:
                                                           pytest.approx([0.005, 0.005]), pytest.approx([-0.001]))
 
 
+def test_a_puller_s_stamps_beyond_what_the_mapper_saw_are_bounded_by_it(tmp_path: Path) -> None:
+    """B claims a job sent at 100.1005 and learnt at 100.365 started 1000 s after it arrived and finished at once: its
+    pre-compute delay is at most the 0.265 s from its arrival to its result (not 1000 s), its post-compute delay 0."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    store = RunStore(run_dir / FILENAME, create=True)
+    store.set_meta(experiment=to_plain(TWO), seed=1, duration=1.0, time_unit=0.5)
+    j = Journal(TWO, store)
+    j.began(100.0)
+    j.job_arrived(Job(0, 0, 0.2, 2.0), 100.1)
+    j.sent(0, 0, 1, 99.980, 99.990, 100.1005)
+    j.reported_done(0, 100.110, 1100.111, 1100.112, 100.365, 1.0)
+    j.completed(0, 0, 1)
+    j.end("done", 0)
+    store.close()
+    journal, meta, _ = read_journal(run_dir)
+    _, b = measure(journal, meta["time_unit"])
+    assert b.pre == [pytest.approx(100.365 - 100.1)] and b.post == [0.0]
+
+
 def test_in_model_time_and_pooled_when_a_machine_has_too_few_jobs(tmp_path: Path, caplog) -> None:
     """Both machines have fewer than MIN_SAMPLES jobs: each takes the values of both, in model time (/ 0.5 s)."""
     assert MIN_SAMPLES > 2

@@ -57,7 +57,8 @@ def measure(journal: Journal, time_unit: float) -> list[Measured]:
     resubmitted job's, at an instant the journal does not keep). post, from every replica whose result the mapper
     took: t6 - t5. overrun,
     from first replicas that completed, only where the model's computing time is known from the file: no owner
-    reclaiming CPU (an availability model of up and down periods only), no staging.
+    reclaiming CPU (an availability model of up and down periods only), no staging. A completed replica's t4 and t5
+    are taken within t3 to t6 (the puller's stamps are not trusted beyond what the mapper saw).
     """
     exp = journal.experiment
     measured = [Measured(m.name, [], [], []) for m in exp.machines]
@@ -67,15 +68,21 @@ def measure(journal: Journal, time_unit: float) -> list[Measured]:
         job = journal.jobs[r.job]
         first = job.replicas[0] == r.replica
         m = measured[r.machine]
-        if r.t4 is not None:
+        # The puller's instants (t4, t5) within the mapper's own, t3 to t6, when it has both: a puller's clock
+        # that stepped, or a puller that lies, must not give the simulation overheads longer than the replica was out
+        t4, t5 = r.t4, r.t5
+        if r.t6 is not None:
+            t4 = min(max(t4, r.t3), r.t6) if t4 is not None else None
+            t5 = min(max(t5, t4 if t4 is not None else r.t3), r.t6) if t5 is not None else None
+        if t4 is not None:
             lag = first and r.t2 is not None and r.t2 <= job.submitted and r.t3 - job.submitted <= ARRIVAL_LAG_MAX
-            m.pre.append(max(0.0, r.t4 - (job.submitted if lag else r.t3)))
-        if r.t5 is not None and r.t6 is not None:
-            m.post.append(max(0.0, r.t6 - r.t5))
-            if with_overrun and first and r.t4 is not None:
+            m.pre.append(max(0.0, t4 - (job.submitted if lag else r.t3)))
+        if t5 is not None and r.t6 is not None:
+            m.post.append(max(0.0, r.t6 - t5))
+            if with_overrun and first and t4 is not None:
                 machine = exp.machines[r.machine]
                 computing = job.job.size / (machine.rates[job.job.job_class] * machine.availability) * time_unit
-                m.overrun.append(r.t5 - r.t4 - computing)
+                m.overrun.append(t5 - t4 - computing)
     return measured
 
 
