@@ -273,6 +273,20 @@ def test_no_delay_no_correction():
     assert core.policy.lp_rates[0][0] == 4.0
 
 
+def test_a_share_other_than_the_lp_s_does_not_re_solve_the_delay_at_every_completion():
+    """reported_share off: the LP plans M0 at its nominal a_j = 1 while it reports 0.5. The same tau_0 = 0.25 as
+    above re-solves once; at the reported share p_00 would be 0.5 / 0.75, a third above the 0.5 the LP used, which
+    re-solved at every completion after."""
+    core = core_with({"delay_correction": True, "reported_share": False})
+    core.cpu_share_changed(0.0, 0, 0.5)
+    jobs = Jobs()
+    solves = core.policy.solves
+    for k in range(DELAY_MIN_SAMPLES + 3):
+        run_one(core, jobs, 0, 0, float(k), 0.75, 0.5)  # computes 1 / (4 x 0.5) = 0.5, holds 0.75: tau 0.25
+    assert core.policy.solves == solves + 1
+    assert core.policy.lp_rates[0][0] == pytest.approx(4.0 * 0.5)  # p at a_j = 1: 0.25 / (0.25 + 0.25)
+
+
 # ---------------------------------------------------------------------------- 4: time-outs
 
 

@@ -77,6 +77,7 @@ class LpasFixes:
         # what the last LP used: arrival rates, rates (mu'_ij x p_ij, by class then machine), p_ij
         self.used_alpha: tuple[float, ...] = ()
         self.used_p: list[list[float]] = []
+        self.used_share: tuple[float, ...] = ()  # a_j by machine (the LP's: 0 if down, nominal without reported_share)
         # replicas timed out, not yet known to be false suspicions: id -> (time-out, machine, sent)
         self.pending: dict[int, tuple[float, int, float]] = {}
         self.counts: dict[str, float] = {
@@ -113,6 +114,7 @@ class LpasFixes:
         n, m = len(view.classes), len(view.machines)
         p = [[self.p(view, i, j, share[j]) for j in range(m)] for i in range(n)]
         self.used_p = p
+        self.used_share = tuple(share)
         self.used_alpha = tuple(self.alpha)
         rates = tuple(tuple(self.belief[j][i] * p[i][j] for j in range(m)) for i in range(n))
         return rates, self.used_alpha
@@ -224,7 +226,10 @@ class LpasFixes:
         return True
 
     def _p_moved(self, view: View, j: int) -> bool:
-        share = view.machines[j].cpu_share
+        """Whether tau_j's estimate moved some p_ij past DELAY_RESOLVE_SHIFT, at the share the LP used (a share
+        change is the capacity events' to re-solve for, or T_system's: compared at the machine's current share,
+        a machine whose share differs from the LP's, reported_share off or down, re-solved at every completion)."""
+        share = self.used_share[j]
         for i in range(len(view.classes)):
             used = self.used_p[i][j]
             if abs(self.p(view, i, j, share) - used) > DELAY_RESOLVE_SHIFT * used:
