@@ -286,6 +286,27 @@ def test_a_failure_before_the_first_link_gives_the_process_s_network_back(monkey
     assert not links_module._running
 
 
+def test_an_ip_that_times_out_at_teardown_neither_escapes_close_nor_keeps_the_claim(monkeypatch):
+    """close() tries every step: an `ip link` that timed out raised out of it with the process's network claimed."""
+    monkeypatch.setattr(links_module, "check_possible", lambda: None)
+    monkeypatch.setattr(links_module, "remove_stale", lambda: [])
+    monkeypatch.setattr(links_module, "_free_subnet", lambda: 7)
+
+    def wedged(*args: str, check: bool = True):
+        raise subprocess.TimeoutExpired(["ip", *args], 30.0)
+
+    def make(self, link):  # (no root here: a link noted as made, nothing made)
+        self.links.append(link)
+
+    monkeypatch.setattr(LabNetwork, "_make", make)
+    monkeypatch.setattr(LabNetwork, "_start_relay", lambda self: None)
+    net = LabNetwork(parse_network("delay=1ms"), ["m"])
+    net.start()
+    monkeypatch.setattr(links_module, "ip", wedged)
+    net.close()
+    assert not links_module._running and net.closed
+
+
 def test_a_relay_that_dies_is_noticed_and_its_network_removed(no_children_left):
     need_network()
     net = LabNetwork(parse_network("delay=1ms"), ["a"])

@@ -269,11 +269,16 @@ class LabNetwork:
                     remove_namespace(name)
                 except Exception:  # (an ip that timed out): the next run's remove_stale() takes it
                     log.exception("could not remove namespace %s", name)
-            for link in self.links:
-                if ip("link", "show", link.device, check=False).returncode == 0:
-                    ip("link", "del", link.device, check=False)
-            if self._up:
-                _running = False
+            try:
+                for link in self.links:
+                    try:
+                        if ip("link", "show", link.device, check=False).returncode == 0:
+                            ip("link", "del", link.device, check=False)
+                    except Exception:  # (an ip that timed out): the device goes with the relay's fd anyway
+                        log.exception("could not remove device %s", link.device)
+            finally:
+                if self._up:
+                    _running = False
         log.info("lab network down")
 
     def _stop_relay(self) -> None:
