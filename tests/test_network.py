@@ -307,6 +307,16 @@ def test_an_ip_that_times_out_at_teardown_neither_escapes_close_nor_keeps_the_cl
     assert not links_module._running and net.closed
 
 
+def test_an_ip_command_that_hangs_is_a_network_error(monkeypatch):
+    """(A subprocess.TimeoutExpired went past `mgst run`'s NetworkError handler: a traceback.)"""
+    def hangs(argv, **kwargs):
+        raise subprocess.TimeoutExpired(argv, kwargs["timeout"])
+
+    monkeypatch.setattr(links_module.subprocess, "run", hangs)
+    with pytest.raises(NetworkError, match="ip netns add x: no answer in"):
+        links_module.ip("netns", "add", "x")
+
+
 def test_a_relay_that_dies_is_noticed_and_its_network_removed(no_children_left):
     need_network()
     net = LabNetwork(parse_network("delay=1ms"), ["a"])

@@ -70,7 +70,11 @@ class Link:
 
 
 def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=IP_TIMEOUT)
+    """``ip ARGS``; NetworkError if it fails (with ``check``) or takes more than IP_TIMEOUT (always)."""
+    try:
+        result = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=IP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise NetworkError(f"ip {' '.join(args)}: no answer in {IP_TIMEOUT:g} s") from None
     if check and result.returncode != 0:
         raise NetworkError(f"ip {' '.join(args)}: {result.stderr.strip() or f'exit {result.returncode}'}")
     return result
