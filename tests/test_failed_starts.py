@@ -107,3 +107,25 @@ def test_ctrl_c_while_waiting_for_pullers_leaves_nothing(tmp_path, no_children_l
             proc.wait()
     assert proc.returncode == 130 and "Traceback" not in stderr, stderr[-2000:]
     assert not out.exists(), list(out.iterdir())
+
+
+def test_a_puller_that_cannot_be_started_stops_those_started_before_it(tmp_path, monkeypatch, no_children_left):
+    """start_pullers() returned nothing when its second Popen failed, so the caller's stop_pullers() had nothing to
+    stop: the first puller was left running."""
+    import pytest
+
+    from mgst.testbed import local_run
+
+    real_popen = subprocess.Popen
+    started: list[subprocess.Popen] = []
+
+    def popen(argv, **kwargs):
+        if started:
+            raise OSError("no more processes")
+        started.append(real_popen([sys.executable, "-c", "import time; time.sleep(60)"], **kwargs))
+        return started[0]
+
+    monkeypatch.setattr(local_run.subprocess, "Popen", popen)
+    with pytest.raises(OSError, match="no more processes"):
+        local_run.start_pullers("tcp://127.0.0.1:1", ["A", "B"], tmp_path / "pullers.log")
+    assert started and started[0].poll() is not None

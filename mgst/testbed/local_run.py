@@ -54,6 +54,9 @@ def start_pullers(endpoint: str, names: list[str], log_path: Path, verbose: bool
                 argv = network.argv(i, argv)
             procs.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, process_group=0))
         return procs
+    except BaseException:  # (a puller that cannot be started): those started are not the caller's to stop
+        stop_pullers(procs, grace=0.0)
+        raise
     finally:
         logf.close()
 
