@@ -21,7 +21,7 @@ import pytest
 from adjuster.throttle.cgroupfs import list_mounts, proc_cgroups, v1_mount
 from mgst.core import Assign, Hold, JobRecord, MachineRecord, Output, Scheduler
 from mgst.model import Job, JobClass, Machine
-from mgst.policies import policy_class
+from mgst.policies import names, policy_class, register
 from mgst.policies.base import Decisions, Policy
 
 # A one-machine, one-class experiment of a second of generation: the smallest real testbed run.
@@ -400,3 +400,19 @@ def is_suspended(pid: int) -> bool:
             except OSError:
                 return False
     return False
+
+
+def computed_spy(base: str) -> type:
+    """A subclass of registered policy ``base``, registered under a name of its own (once per base), that notes in
+    its class's ``seen`` list (emptied here) the compute time the core recorded for each replica that ended."""
+    name = f"test_computed_spy_{base}"
+    if name not in names():
+        spy = type(name, (policy_class(base),), {
+            "name": name, "hooks": frozenset({"on_replica_end"}), "seen": [],
+            "on_replica_end": lambda self, view, replica: self.seen.append(replica.computed) or (),
+            "__doc__": f"{base}, noting each ended replica's computed time.",
+        })
+        register(spy)
+    spy = policy_class(name)
+    spy.seen.clear()
+    return spy

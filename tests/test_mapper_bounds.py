@@ -10,11 +10,11 @@ import sqlite3
 import time
 from collections import Counter
 from pathlib import Path
-from typing import ClassVar
 
 import msgpack
 import pytest
 import zmq
+from helpers import computed_spy
 from test_testbed import check_every_job_done_once, small
 from test_testbed_attacks import FakePuller, SecureRun, client_keys, hello
 
@@ -32,7 +32,6 @@ from mgst.model import (
     WeibullGroup,
     WeibullNormalFailures,
 )
-from mgst.policies import policy_class, register
 from mgst.testbed.admission import HELLO_BURST, HELLO_RATE, TokenBuckets, hello_rate
 from mgst.testbed.checkpoints import MIN_INTERVAL, CheckpointCoalescer
 from mgst.testbed.clock_offsets import PERIOD
@@ -313,6 +312,15 @@ def RunStoreEvents(path: Path):
             yield (args[0], *args[2]) if kind == "core" else (kind, *args)
 
 
+def _run_with_puller_m1(mapper: Mapper, slots: int = 1) -> tuple[bytes, float]:
+    """Start ``mapper``'s run by hand with puller M1 registered (``slots`` slots); its identity and the time."""
+    ident, now = b"puller-M1", time.time()
+    mapper.feed("start", now)
+    mapper.messages.hello(ident, P.Hello(P.PROTOCOL_VERSION, "M1", 1, ("emulate",), 0.0, now, slots, (), ()), None, now)
+    mapper._begin(now)
+    return ident, now
+
+
 def test_a_done_asking_for_work_after_a_held_ready_counts_both(ctx):
     """A Ready held by the rate, then a Done(ready=True): the puller counts the Ready's slots plus the one
     the Done frees. The mapper must too, whatever the held Ready would say when applied later (it would
@@ -323,10 +331,7 @@ def test_a_done_asking_for_work_after_a_held_ready_counts_both(ctx):
                      testbed=TestbedSettings(time_unit=1.0, duration=10.0, timeout_factor=0.0))
     mapper = Mapper(exp, "tcp://127.0.0.1:0", context=ctx)
     try:
-        ident, now = b"puller-M1", time.time()
-        mapper.feed("start", now)
-        mapper.messages.hello(ident, P.Hello(P.PROTOCOL_VERSION, "M1", 1, ("emulate",), 0.0, now, 2, (), ()), None, now)
-        mapper._begin(now)
+        ident, now = _run_with_puller_m1(mapper, slots=2)
         m = mapper.core.machines[0]
         mapper.messages.handle(ident, P.Ready(1.0, now, 2), now)
         job = Job(0, 0, 0.0, 1.0)
@@ -357,10 +362,7 @@ def test_a_puller_s_failure_reason_reaches_the_mapper_s_log_escaped(ctx, caplog)
     hostile = "no\x1b]0;owned\x07\x1b[2J\r\nWARNING forged line"
     mapper = Mapper(exp, "tcp://127.0.0.1:0", context=ctx)
     try:
-        ident, now = b"puller-M1", time.time()
-        mapper.feed("start", now)
-        mapper.messages.hello(ident, P.Hello(P.PROTOCOL_VERSION, "M1", 1, ("emulate",), 0.0, now, 1, (), ()), None, now)
-        mapper._begin(now)
+        ident, now = _run_with_puller_m1(mapper)
         mapper.messages.handle(ident, P.Ready(1.0, now, 1), now)
         job = Job(0, 0, 0.0, 1.0)
         mapper.journal.job_arrived(job, now)
@@ -376,35 +378,17 @@ def test_a_puller_s_failure_reason_reaches_the_mapper_s_log_escaped(ctx, caplog)
         mapper.close()
 
 
-class _ComputedSpy(policy_class("fcfs")):  # type: ignore[misc]
-    """FCFS that notes the compute time the core took for each replica that ended."""
-
-    name = "test_mapper_bounds_computed_spy"
-    hooks = frozenset({"on_replica_end"})
-    seen: ClassVar[list[float | None]] = []
-
-    def on_replica_end(self, view, replica):
-        self.seen.append(replica.computed)
-        return ()
-
-
-register(_ComputedSpy)
-
-
 def test_a_puller_s_compute_time_is_believed_only_within_the_time_its_replica_was_out(ctx):
     """A policy learns rates from the puller's t5 - t4 (LPAS_DG's rate_threshold): a puller claiming a job computed
     longer than the mapper saw it out would steer it. Job 0 out from `now`, its result at now + 2: a claim of 1 s
     is taken, one of 1000 s is counted as a bad value and replaced by the core's own figure (2 s: sent to result),
     and the result itself counts in both cases."""
+    spy = computed_spy("fcfs")
     exp = Experiment(name="one", classes=(JobClass("1", 1.0),), machines=(Machine("M1", (1.0,), 1.0),),
-                     policy=PolicySpec(_ComputedSpy.name), testbed=TestbedSettings(time_unit=0.5, duration=10.0))
+                     policy=PolicySpec(spy.name), testbed=TestbedSettings(time_unit=0.5, duration=10.0))
     mapper = Mapper(exp, "tcp://127.0.0.1:0", context=ctx)
-    _ComputedSpy.seen.clear()
     try:
-        ident, now = b"puller-M1", time.time()
-        mapper.feed("start", now)
-        mapper.messages.hello(ident, P.Hello(P.PROTOCOL_VERSION, "M1", 1, ("emulate",), 0.0, now, 1, (), ()), None, now)
-        mapper._begin(now)
+        ident, now = _run_with_puller_m1(mapper)
         m = mapper.core.machines[0]
         for job_id, claimed in ((0, 1.0), (1, 1000.0)):
             t = now + 10.0 * job_id
@@ -417,7 +401,7 @@ def test_a_puller_s_compute_time_is_believed_only_within_the_time_its_replica_wa
             mapper.messages.handle(ident, P.Done(replica, t, t, t + claimed, 1.0, False), t + 2.0)
             assert mapper.drops.counts[P.Drop.BAD_VALUE] - bad_before == (1 if claimed > 2.0 else 0)
         # in model time (0.5 s a unit): 1 s claimed is 2 units; 1000 s is refused, the core's 2 s is 4 units
-        assert _ComputedSpy.seen == [pytest.approx(2.0), pytest.approx(4.0)]
+        assert spy.seen == [pytest.approx(2.0), pytest.approx(4.0)]
         assert [mapper.core.jobs[k].status.name for k in (0, 1)] == ["DONE", "DONE"]
     finally:
         mapper.close()

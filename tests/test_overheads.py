@@ -6,17 +6,15 @@ import dataclasses
 import json
 import logging
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
-from helpers import SMALL_TOML
+from helpers import SMALL_TOML, computed_spy
 
 from mgst.cli import main
 from mgst.config.experiment import load_experiment
 from mgst.model import BagList, Experiment, Job, JobClass, Machine, PolicySpec, SimulationSettings, StagingModel
 from mgst.model import TestbedSettings as Testbed
 from mgst.overheads import MIN_SAMPLES, MachineOverheads, Overheads
-from mgst.policies import policy_class, register
 from mgst.sim import Simulation
 from mgst.testbed.experiment_codec import to_plain
 from mgst.testbed.journal import Journal
@@ -244,36 +242,20 @@ def test_a_share_change_keeps_what_is_left_of_the_held_delays() -> None:
         pytest.approx([10.75])
 
 
-class _ComputedSpy(policy_class("fcfs_share")):  # type: ignore[misc]
-    """fcfs_share that notes each ended replica's ``computed``, as the core recorded it."""
-
-    name = "test_overheads_computed_spy"
-    hooks = frozenset({"on_replica_end"})
-    seen: ClassVar[list[float | None]] = []
-
-    def on_replica_end(self, view, replica):
-        self.seen.append(replica.computed)
-        return ()
-
-
-register(_ComputedSpy)
-
-
 def test_the_core_hears_how_long_a_replica_computed_not_how_long_it_held_its_machine() -> None:
     """With 0.2 before computing, an overrun of 0.1 and 0.3 after, a job of size 1 on a machine of rate 1 reaches the
     core at 1.6, and computed 1.1 (0.2 to 1.3): what the mapper passes on as the puller's t5 - t4, so that LPAS_DG's
     delay correction sees the 0.5 of delays (tau) and its learnt rates the 1.1."""
-    exp = dataclasses.replace(one_machine([(0.0, 1.0)]), policy=PolicySpec(_ComputedSpy.name))
-    _ComputedSpy.seen.clear()
+    spy = computed_spy("fcfs_share")
+    exp = dataclasses.replace(one_machine([(0.0, 1.0)]), policy=PolicySpec(spy.name))
     assert responses(exp, fixed(0.2, 0.3, 0.1)) == pytest.approx([0.0, 1.6])
-    assert _ComputedSpy.seen == [pytest.approx(1.1)]
+    assert spy.seen == [pytest.approx(1.1)]
 
 
 def test_a_staged_replica_s_computed_leaves_its_staging_out() -> None:
     """0.2 before, staging 0.5, size 1 at rate 1, 0.3 after: done at 2.0 having computed 1.0 (0.7 to 1.7), as the
     core's own figure counts from the end of staging (it was 1.5, from the end of the pre-compute delay)."""
-    exp = dataclasses.replace(one_machine([(0.0, 1.0)], StagingModel(start=(0.5, 0.5))),
-                              policy=PolicySpec(_ComputedSpy.name))
-    _ComputedSpy.seen.clear()
+    spy = computed_spy("fcfs_share")
+    exp = dataclasses.replace(one_machine([(0.0, 1.0)], StagingModel(start=(0.5, 0.5))), policy=PolicySpec(spy.name))
     assert responses(exp, fixed(0.2, 0.3)) == pytest.approx([0.0, 2.0])
-    assert _ComputedSpy.seen == [pytest.approx(1.0)]
+    assert spy.seen == [pytest.approx(1.0)]
