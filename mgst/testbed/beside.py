@@ -24,9 +24,10 @@ from mgst.analysis.compare import (
 from mgst.model import PoissonClasses
 from mgst.results import Summary, format_table
 from mgst.simulate import run_simulation
+from mgst.testbed.finite_workload import FiniteWindow, bag_makespans, finite_window, format_bag_makespans
 from mgst.testbed.gap import Gap, find_gap
 from mgst.testbed.run_result import TestbedRun
-from mgst.testbed.summary import summarize_testbed, write_testbed_outputs
+from mgst.testbed.summary import summarize_testbed, testbed_bags, write_testbed_outputs
 
 log = logging.getLogger(__name__)
 
@@ -48,15 +49,20 @@ class Beside:
 
 
 def simulate_beside(run: TestbedRun, testbed: Summary, *, replications: int | None = None,
-                    imports: tuple[str, ...] = ()) -> Summary:
+                    imports: tuple[str, ...] = (), window: FiniteWindow | None = None) -> tuple[Summary, list[tuple]]:
     """The run's setting simulated over the same model time, with the run's seed: replication 0 has the very same
     job sequence (and failure trace). A bag workload is compared with replication 0 alone (the same bags), its
-    intervals by batch means like the testbed's; job classes with the file's replications."""
+    intervals by batch means like the testbed's; job classes with the file's replications. A finite workload
+    the run generated to its end (a bag list) is simulated to its end too (mgst.testbed.finite_workload). Returns
+    the summary and replication 0's bags.csv rows (empty without bags). ``window``: the run's finite_window (None:
+    an endless workload)."""
     if replications is None and not isinstance(run.experiment.workload, PoissonClasses):
         replications = 1
-    sim, _ = run_simulation(run.experiment, horizon=testbed.horizon, warmup=run.warmup, seed=run.seed,
-                            replications=replications, imports=imports)
-    return sim
+    horizon, drain = (testbed.horizon, None) if window is None else (window.horizon, window.drain_limit)
+    sim, results = run_simulation(run.experiment, horizon=horizon, warmup=run.warmup, seed=run.seed,
+                                  replications=replications, imports=imports, keep_bag_rows=True, drain_limit=drain)
+    bags = results[0].bags if results else None
+    return sim, (bags.rows if bags is not None else [])
 
 
 def finish_outputs(run: TestbedRun, out: Path, *, simulate: bool = True, replications: int | None = None,
@@ -66,12 +72,16 @@ def finish_outputs(run: TestbedRun, out: Path, *, simulate: bool = True, replica
     imports = imports or run.imports
     testbed, extras = summarize_testbed(run)
     sim = gap = None
-    if simulate and testbed.horizon > run.warmup:  # (a run that generated nothing has nothing to simulate)
+    sim_bags: list[tuple] = []
+    simulate = simulate and testbed.horizon > run.warmup  # (a run that generated nothing has nothing to simulate)
+    window = finite_window(run, testbed.horizon) if simulate else None
+    if simulate:
         try:
             with _interruptible():
                 log.info("simulating the run beside it (Ctrl-C skips the simulation; the results are written "
                          "either way)")
-                sim = simulate_beside(run, testbed, replications=replications, imports=imports)
+                sim, sim_bags = simulate_beside(run, testbed, replications=replications, imports=imports,
+                                                 window=window)
         except KeyboardInterrupt:
             extras["warnings"] = [*extras.get("warnings", []), SKIPPED.format(out=out)]
     if sim is not None:
@@ -79,6 +89,8 @@ def finish_outputs(run: TestbedRun, out: Path, *, simulate: bool = True, replica
         extras["comparison"] = comparison(testbed, sim)
         if testbed.bags is not None:
             extras["bag_comparison"] = bag_comparison(testbed, sim)
+            if window is not None:  # a bag list: each application's makespan
+                extras["bag_makespans"] = bag_makespans(testbed_bags(run, keep_rows=True).rows, sim_bags)
         gap = find_gap(run, testbed, sim)
         extras["gap"] = gap.as_dict()
     summary = write_testbed_outputs(run, testbed, extras, out)
@@ -138,6 +150,7 @@ def format_beside(b: Beside) -> str:
         bags = b.testbed.bags
         lines.append(f"bags: {len(b.run.core.all_bags)} arrived, {bags.bags} counted (submitted after the warm-up), "
                      f"{bags.tasks} tasks in them")
+    lines += format_bag_makespans(d.get("bag_makespans", []))
     if b.gap is not None:
         lines += b.gap.describe()
     return "\n".join(lines)

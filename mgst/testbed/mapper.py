@@ -40,7 +40,7 @@ from mgst.testbed.resume import Resume, next_item, replay_to_resume
 from mgst.testbed.router import RECEIVE_BATCH, Router
 from mgst.testbed.run_clock import RunClock, WallTimers
 from mgst.testbed.run_dir import NewRunDir
-from mgst.testbed.run_result import TestbedRun, finish_run
+from mgst.testbed.run_result import TestbedRun, drain_bound, finish_run
 from mgst.testbed.store import JournalWriteError, RunStore
 from mgst.workload import make_workload
 
@@ -134,10 +134,7 @@ class Mapper:
         self.failures = failures and experiment.failures is not None
         self.progress = progress  # called every progress_interval seconds (monitoring)
         self.progress_interval = progress_interval
-        # Long enough for a job that started at the last moment on the slowest machine.
-        biggest = max(c.granularity for c in experiment.classes)
-        slowest = max(biggest / (min(r for r in m.rates if r > 0) * m.availability) for m in experiment.machines)
-        self.drain_timeout = drain_timeout if drain_timeout is not None else max(30.0, 50 * slowest * self.time_unit)
+        self.drain_timeout = drain_timeout if drain_timeout is not None else drain_bound(experiment, self.time_unit)
         # Each machine's availability as its puller plays it (mgst.availability: a trace is sent over the run's
         # length, its generation and drain), made once: a law the wire cannot carry is refused here, not later.
         self.availability_until = (self.duration + self.drain_timeout) / self.time_unit

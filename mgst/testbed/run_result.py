@@ -11,6 +11,19 @@ from mgst.core.state import JobStatus
 from mgst.model import Experiment
 from mgst.testbed.journal import Journal
 
+# A run drains for at most this many times the longest job time (the biggest class on the slowest machine), and
+# at least DRAIN_MIN wall seconds: long enough for a job that started at the last moment on the slowest machine,
+# and for the failures and restarts it may meet.
+DRAIN_JOBS = 50
+DRAIN_MIN = 30.0
+
+
+def drain_bound(experiment: Experiment, time_unit: float) -> float:
+    """The wall seconds a run drains at most after its generation ends (the mapper's default drain time-out)."""
+    biggest = max(c.granularity for c in experiment.classes)
+    slowest = max(biggest / (min(r for r in m.rates if r > 0) * m.availability) for m in experiment.machines)
+    return max(DRAIN_MIN, DRAIN_JOBS * slowest * time_unit)
+
 
 @dataclass(slots=True)
 class TestbedRun:
