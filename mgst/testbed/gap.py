@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import math
-import statistics
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mgst.results import Summary
+from mgst.testbed.requested_share import share_shortfalls
 from mgst.testbed.run_result import TestbedRun
-from mgst.testbed.summary import SHARE_SHORTFALL
 
 # The mapper's own per-job delays (request, scheduling, communication, report: t1 to t6) are named as a cause
 # when their mean sum reaches this share of the testbed's mean response time: below it they cannot explain a
@@ -123,15 +122,12 @@ def measured_causes(run: TestbedRun, testbed: Summary) -> list[Cause]:
     """What the journal measured that the model does not have: CPU shares short of the requested ones, the
     mapper's per-job delays, suspicions, time-outs and refusals."""
     causes = []
-    for m in run.journal.machines:
-        if m.achieved:
-            achieved = statistics.fmean(m.achieved)
-            if achieved < m.share - SHARE_SHORTFALL:
-                causes.append(Cause(
-                    "cpu_share", f"machine {m.name} achieved a CPU share of {achieved:.2f} for the {m.share:.2f} "
-                    f"requested (over {len(m.achieved)} jobs): its jobs ran {m.share / max(achieved, 1e-9):.2g} "
-                    "times slower than the model's",
-                    {"machine": m.name, "requested": m.share, "achieved": round(achieved, 6), "jobs": len(m.achieved)}))
+    for s in share_shortfalls(run):
+        causes.append(Cause(
+            "cpu_share", f"machine {s.name} achieved a CPU share of {s.achieved:.2f} for the {s.requested:.2f} "
+            f"requested (over {s.jobs} jobs): its jobs ran {s.requested / max(s.achieved, 1e-9):.2g} "
+            "times slower than the model's",
+            {"machine": s.name, "requested": round(s.requested, 6), "achieved": round(s.achieved, 6), "jobs": s.jobs}))
     delays = run.journal.delays()
     means = {key: (delays.get(key) or {}).get("mean") or 0.0 for key, _ in DELAYS}
     response_s = testbed.overall.mean * run.time_unit

@@ -6,7 +6,6 @@ import dataclasses
 import datetime as dt
 import json
 import os
-import statistics
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -18,14 +17,12 @@ from mgst.model import EXECUTORS, Experiment
 from mgst.policies.allocation import solve_allocation
 from mgst.results import Estimate, Summary, write_summary_csv
 from mgst.testbed.machines_csv import state_at_end, write_machines_csv, write_periods_csv
+from mgst.testbed.requested_share import share_shortfalls
 from mgst.testbed.run_result import TestbedRun
 
 # A single run has no replications; its confidence intervals come from batch means
 # over this many consecutive batches of jobs (by submission time), per class and overall.
 BATCHES = 10
-# A machine whose mean achieved CPU share falls short of its requested a_j by more than
-# this gets a warning in the summary.
-SHARE_SHORTFALL = 0.05
 
 
 def oversubscription_warning(experiment: Experiment, executor: str, cpus: int | None = None) -> str | None:
@@ -57,20 +54,11 @@ def oversubscription_warning(experiment: Experiment, executor: str, cpus: int | 
 
 
 def share_warnings(run: TestbedRun) -> list[str]:
-    """One sentence per machine whose mean achieved CPU share falls short of its requested
-    share by more than SHARE_SHORTFALL."""
-    out = []
-    for m in run.journal.machines:
-        if not m.achieved:
-            continue
-        achieved = statistics.fmean(m.achieved)
-        if achieved < m.share - SHARE_SHORTFALL:
-            out.append(
-                f"machine {m.name} achieved a mean CPU share of {achieved:.2f} for the {m.share:.2f} requested "
-                f"(over {len(m.achieved)} jobs): its jobs ran slower than the model says, so response times "
-                "are longer than a simulation's"
-            )
-    return out
+    """One sentence per machine whose mean achieved CPU share falls short of the mean it was asked for by more
+    than SHARE_SHORTFALL (mgst.testbed.requested_share: a_j, or its availability's shares over its jobs)."""
+    return [f"machine {s.name} achieved a mean CPU share of {s.achieved:.2f} for the {s.requested:.2f} requested "
+            f"(over {s.jobs} jobs): its jobs ran slower than the model says, so response times are longer than a "
+            "simulation's" for s in share_shortfalls(run)]
 
 
 def expelled_warnings(run: TestbedRun) -> list[str]:
