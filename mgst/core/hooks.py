@@ -53,6 +53,9 @@ class PolicyHooks:
     # choose() changes its answer only when a job arrives or the machine asks: the core
     # then offers an arriving job, or an asking machine, alone (Matcher.match).
     incremental: ClassVar[bool] = True
+    # The policy reads the jobs' sizes (View.task_size): True only for policies the papers give sizes to
+    # (Kondo et al.'s EXCL-PRED knows its tasks' size); the core refuses a size to a policy that does not say so.
+    knows_sizes: ClassVar[bool] = False
 
     def active_hooks(self, declared: frozenset[str]) -> frozenset[str]:
         """The declared hooks this policy object uses (called once, when the Scheduler is made): the core
