@@ -8,6 +8,7 @@ from typing import Any, ClassVar, Final
 from mypy_extensions import mypyc_attr
 
 from mgst.core.decisions import Decision
+from mgst.core.decisions import PolicyError as PolicyError  # (its home was here: imported from here still)
 from mgst.core.events import Event
 from mgst.core.state import JobRecord, MachineRecord, ReplicaRecord
 from mgst.core.view import View
@@ -21,11 +22,6 @@ HOOKS: Final = frozenset({
 })
 
 NO_DECISIONS: Final[tuple[Decision, ...]] = ()
-
-
-@mypyc_attr(native_class=False)  # mypyc: a native class cannot subclass RuntimeError
-class PolicyError(RuntimeError):
-    """A policy asked for something impossible, or declared its hooks wrongly (a bug in the policy, not the input)."""
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # compiled with mypyc (docs/build.md); policies subclass it

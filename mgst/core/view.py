@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
 
+from mgst.core.decisions import PolicyError
 from mgst.core.ready import ReadyQueue
 from mgst.core.state import BagRecord, JobQueue, JobRecord, JobStatus, MachineRecord, MachineState, ReplicaRecord
 from mgst.model import JobClass, Machine
@@ -66,8 +67,6 @@ class View:
     def task_size(self, rec: JobRecord) -> float:
         """The job's size (work at unit rate), for a policy that declares ``knows_sizes``; else PolicyError."""
         if not self.sizes_known:
-            from mgst.core.hooks import PolicyError  # noqa: PLC0415 (hooks imports this module)
-
             raise PolicyError(
                 f"policy {self.policy_name or '?'} reads the size of job {rec.job.id} but does not declare "
                 "knows_sizes = True (a policy treats sizes as unknown unless it says it knows them)"
