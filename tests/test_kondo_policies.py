@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 
 import pytest
 from helpers import assigns, make_policy, new_core, of
+from test_docs_policies import fenced_block, load_example
 
+from mgst import policies
 from mgst.cli import main
-from mgst.core import Cancel, SetTimer
-from mgst.model import Bag, Job
+from mgst.core import Cancel, PolicyError, Scheduler, SetTimer
+from mgst.model import Bag, Job, JobClass, Machine
 
 DATA = Path(__file__).resolve().parent / "data"
 KONDO = ("pri_cr", "pri_cr_wait", "pri_history", "excl_s", "excl_pred", "excl_pred_dup", "excl_pred_to")
@@ -252,3 +255,48 @@ def test_each_policy_runs_an_application_on_a_trace(name, tmp_path, capsys):
         # H6 0.2 x 100: r = 4800 / 6000 = 0.8; ceil(4/6) x 300 / 0.8 = 375
         assert summary["policy_counts"]["predicted_makespan"] == 375.0
         assert summary["policy_counts"]["predictions"] == 1
+
+
+# ------------------------------------------------------------------ the worked Kondo-style example of docs/policies.md
+
+
+@pytest.fixture(scope="module")
+def kondo_example():
+    """Section 9's Kondo-style example (exclusion by history), run from the doc's own code block."""
+    yield from load_example("kondo-policy-example", "mgst_docs_kondo_policy_example")
+
+
+def test_the_kondo_example_is_under_40_lines_and_registers(kondo_example):
+    lines = fenced_block("kondo-policy-example", "python").split("\n")
+    assert len(lines) < 40, len(lines)
+    assert policies.policy_class(kondo_example.name) is kondo_example
+    snippet = tomllib.loads(fenced_block("kondo-policy-example-experiment", "toml"))
+    assert snippet["policy"]["name"] == kondo_example.name
+
+
+def example_platform(cls):
+    """Hosts of power 2, 1 and 0.5, up at share 1 from 0. Host 0's intervals deliver 40 CPU-s each (0..40,
+    60..100; its open one, 290..300, has delivered 10 < 40 at 300): 2 x 40 = 80 < 100, too short for a task.
+    Host 1's one interval delivered 150: 1 x 150 >= 100. Host 2 has never gone down: no interval has ended."""
+    core = Scheduler([JobClass("c0", 1.0)], [Machine(f"M{j}", (p,)) for j, p in enumerate([2.0, 1.0, 0.5])], cls(),
+                     check=True)
+    core.start(0.0)
+    for j in range(3):
+        core.machine_ready(0.0, j, 1.0)
+    for t, event, j in ((40.0, "down", 0), (60.0, "up", 0), (100.0, "down", 0), (150.0, "down", 1),
+                        (160.0, "up", 1), (290.0, "up", 0)):
+        core.machine_down(t, j) if event == "down" else core.machine_ready(t, j, 1.0)
+    return core
+
+
+def test_the_kondo_example_passes_over_hosts_whose_intervals_are_too_short(kondo_example):
+    core = example_platform(kondo_example)
+    assert placed(core.bag_arrived(300.0, bag(2, 300.0))) == [(0, 1), (1, 2)]  # PRI-CR would start with host 0
+    core.check_invariants()
+
+
+def test_the_kondo_example_needs_knows_sizes(kondo_example):
+    undeclared = type("Undeclared", (kondo_example,), {"knows_sizes": False})
+    core = example_platform(undeclared)
+    with pytest.raises(PolicyError, match="does not declare knows_sizes"):
+        core.bag_arrived(300.0, bag(2, 300.0))
