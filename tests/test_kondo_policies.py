@@ -94,6 +94,42 @@ def test_pri_cr_wait_waits_as_its_option_says_and_not_again_for_a_requeued_task(
     assert placed(core.machine_down(80.0, 1)) == [(0, 0)]  # requeued: at once, to the host left
 
 
+STEADY = """
+[workload]
+kind = "bag_list"
+granularity = [300.0]
+bags = [{at = 100.0, tasks = [[0, 300.0], [0, 300.0], [0, 300.0]]}]
+
+[machines]
+rates = [[2.0, 1.0, 0.5, 0.25]]
+
+[policy]
+name = "NAME"
+
+[simulation]
+horizon = 2000.0
+warmup = 0.0
+replications = 1
+"""
+
+
+def steady_makespan(name: str, tmp_path, capsys) -> float:
+    """Kondo et al.'s makespan, last completion - submission: the bag's turnaround (mgst's bag "makespan" counts
+    from the first dispatch, seed 000's)."""
+    path = tmp_path / f"{name}.toml"
+    path.write_text(STEADY.replace("NAME", name), encoding="utf-8")
+    assert main(["simulate", str(path), "--json", "--quiet", "--workers", "1"]) == 0
+    return json.loads(capsys.readouterr().out)["bags"]["avt"]["mean"]
+
+
+def test_waiting_hurts_on_a_steady_platform(tmp_path, capsys):
+    """Hosts always up and idle: every host is ready when the application comes, so the wait gains nothing and
+    PRI-CR-WAIT ends exactly its 600 s after PRI-CR (the slowest of the three hosts used, power 0.5: 600 s)."""
+    assert steady_makespan("pri_cr", tmp_path, capsys) == 600.0
+    assert steady_makespan("pri_cr_wait", tmp_path, capsys) == 1200.0
+    assert steady_makespan("fcfs", tmp_path, capsys) == 600.0  # (the same three hosts, in ready-queue order)
+
+
 def test_pri_history_ranks_by_work_per_availability_interval_from_the_history():
     _, core = platform("pri_history", [1.0, 2.0, 1.5], ready_at=None)
     core.machine_ready(0.0, 0, 1.0)  # A, power 1: up all along at share 1: one open interval, 1000 CPU-s at 1000
