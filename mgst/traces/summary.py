@@ -93,21 +93,23 @@ def per_hour(arrays: Sequence[HostArrays], span: float) -> dict[str, list[float 
     return out
 
 
-def durations(arrays: Sequence[HostArrays], span: float) -> dict[str, dict[str, float | int | None]]:
-    """Up and down durations (minutes): count, mean, quantiles. Periods cut by the trace's start or end (censored)
-    are left out."""
-    ups: list[np.ndarray] = []
-    downs: list[np.ndarray] = []
+def duration_samples(arrays: Sequence[HostArrays], span: float) -> dict[str, np.ndarray]:
+    """Every up and every down duration (minutes); periods cut by the trace's start or end (censored) left out."""
+    ups: list[np.ndarray] = [np.empty(0)]
+    downs: list[np.ndarray] = [np.empty(0)]
     for a in arrays:
         inner = (a.down_start > 0) & (a.down_end < span)
         downs.append((a.down_end - a.down_start)[inner])
-        if a.down_start.size > 1:  # up periods between two downs (never censored)
-            ups.append(a.down_start[1:] - a.down_end[:-1])
+        ups.append(a.down_start[1:] - a.down_end[:-1])  # up periods between two downs (never censored)
+    return {"up": np.concatenate(ups) / MINUTE, "down": np.concatenate(downs) / MINUTE}
+
+
+def durations(samples: dict[str, np.ndarray]) -> dict[str, dict[str, float | int | None]]:
+    """Up and down durations (minutes): count, mean, quantiles."""
     out = {}
-    for name, parts in (("up", ups), ("down", downs)):
-        x = np.concatenate(parts) / MINUTE if parts else np.empty(0)
-        row: dict[str, float | int | None] = {"count": int(x.size), "mean_min": round(float(x.mean()), 3) if x.size
-                                              else None}
+    for name, x in samples.items():
+        row: dict[str, float | int | None] = {"count": int(x.size),
+                                              "mean_min": round(float(x.mean()), 3) if x.size else None}
         for q in QUANTILES:
             row[f"q{round(q * 100)}_min"] = round(float(np.quantile(x, q)), 3) if x.size else None
         out[name] = row
@@ -169,10 +171,12 @@ def summarise(platform: Platform, task_minutes: Sequence[float] = DEFAULT_TASK_M
     arrays = [host_arrays(items) for items in platform.intervals.values()]
     return {"name": platform.name, "hosts": len(platform.intervals), "span_days": round(platform.span / DAY, 4),
             "clock_ghz": clock_summary(platform.clock_ghz) if platform.clock_ghz else None,
-            "per_hour": per_hour(arrays, platform.span), "durations": durations(arrays, platform.span),
+            "per_hour": per_hour(arrays, platform.span),
+            "durations": durations(duration_samples(arrays, platform.span)),
             "failure_rates": failure_rates(arrays, platform.span, task_minutes, starts=starts, seed=seed),
             "failure_rates_note": "tasks of d minutes of dedicated wall time (1.5 GHz, share 1) started at uniform "
                                   "weekday 09:00-17:00 instants on a uniform up host; 95 % Wilson intervals"}
 
 
-__all__ = ["DEFAULT_TASK_MINUTES", "failure_rates", "host_arrays", "summarise", "wilson"]
+__all__ = ["DEFAULT_TASK_MINUTES", "HostArrays", "duration_samples", "durations", "failure_rates", "host_arrays",
+           "per_hour", "summarise", "wilson"]
