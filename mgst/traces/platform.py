@@ -10,7 +10,7 @@ from pathlib import Path
 
 from mgst.availability.process import State
 from mgst.availability.trace_files import Intervals, TraceError, guess_format, read_trace
-from mgst.traces.calendar import DAY
+from mgst.traces.calendar import DAY, business_starts
 from mgst.traces.generator import CLOCK_LAWS, KINDS, SDSC_LAW, clock_rates, host_intervals
 from mgst.traces.hosts_file import read_hosts, write_hosts
 
@@ -177,5 +177,6 @@ def load_platform(path: Path | str, *, fmt: str | None = None, hosts_file: Path 
     return Platform(where.name, clocks, {h: intervals.get(h, []) for h in clocks}, span)
 
 
-__all__ = ["AVAILABILITY_CSV", "AVAILABILITY_FTA", "HOSTS_CSV", "PLATFORM_JSON", "Platform", "generate_platform",
-           "host_names", "load_platform", "read_platform", "write_platform"]
+# business_starts is the calendar's, offered here with the rest of the platform interface (issue 23).
+__all__ = ["AVAILABILITY_CSV", "AVAILABILITY_FTA", "HOSTS_CSV", "PLATFORM_JSON", "Platform", "business_starts",
+           "generate_platform", "host_names", "load_platform", "read_platform", "write_platform"]
