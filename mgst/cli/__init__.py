@@ -166,6 +166,13 @@ def main(argv: list[str] | None = None) -> int:
         add_lab_arguments(p)
         p.set_defaults(func=lab_command)
 
+    p = sub.add_parser("traces", help="generate a trace-driven platform, or summarise a trace (docs/traces.md)")
+    if _command(argv) == "traces":
+        from mgst.cli.traces_command import add_traces_arguments, traces_command  # noqa: PLC0415
+
+        add_traces_arguments(p)
+        p.set_defaults(func=traces_command)
+
     p = sub.add_parser("policies", help="list the policies an experiment file can name")
     _add_import(p)
     p.set_defaults(func=_policies)

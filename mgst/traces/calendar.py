@@ -20,8 +20,8 @@ def is_weekday(day: int) -> bool:
 
 def is_business(t: float) -> bool:
     """Trace second ``t`` falls in weekday business hours, [09:00, 17:00)."""
-    day = math.floor(t / DAY)
-    return is_weekday(day) and BUSINESS_OPEN <= t - day * DAY < BUSINESS_CLOSE
+    day, time_of_day = divmod(t, DAY)
+    return day % WEEK_DAYS < WORK_DAYS and BUSINESS_OPEN <= time_of_day < BUSINESS_CLOSE
 
 
 def next_opening(t: float) -> float:

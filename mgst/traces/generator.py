@@ -197,10 +197,20 @@ def _owner_spells(d: _Draws, law: AvailabilityLaw, start: float, end: float) -> 
     return spells
 
 
+def _host_draws(seed: int, host: int, law: AvailabilityLaw) -> _Draws:
+    return _Draws(np.random.default_rng([seed, AVAILABILITY_STREAM, host]), law.busy_share_beta)
+
+
+def host_up_periods(seed: int, host: int, span: float, law: AvailabilityLaw = SDSC_LAW) -> list[tuple[float, float]]:
+    """Host ``host``'s up periods, unrounded: those of host_intervals (which draws its owner's spells after them),
+    without the cost of the spells (the calibration reads only these)."""
+    return up_periods(_host_draws(seed, host, law), law, span)
+
+
 def host_intervals(seed: int, host: int, span: float, law: AvailabilityLaw = SDSC_LAW) -> list[Interval]:
     """Host ``host``'s trace over [0, span): contiguous intervals, DOWN (share None) or UP at its CPU share, times
     rounded to whole seconds, equal neighbours merged. Depends on (seed, host) only."""
-    d = _Draws(np.random.default_rng([seed, AVAILABILITY_STREAM, host]), law.busy_share_beta)
+    d = _host_draws(seed, host, law)
     raw: list[tuple[float, float, State, float | None]] = []
     at = 0.0
     for start, end in up_periods(d, law, span):
@@ -210,16 +220,17 @@ def host_intervals(seed: int, host: int, span: float, law: AvailabilityLaw = SDS
         at = end
     if at < span:
         raw.append((at, span, State.DOWN, None))
-    out: list[Interval] = []
+    merged: list[list] = []  # [start, end, state, share], whole seconds, equal neighbours joined
     for start, end, state, share in raw:
         left, right = float(round(start)), float(round(end))
         if right <= left:
             continue
-        if out and out[-1].state is state and out[-1].share == share:
-            out[-1] = out[-1]._replace(end=right)
+        last = merged[-1] if merged else None
+        if last is not None and last[2] is state and last[3] == share:
+            last[1] = right
         else:  # (contiguous: a period rounded away ends where the next one starts)
-            out.append(Interval(left, right, state, share))
-    return out
+            merged.append([left, right, state, share])
+    return [Interval(*m) for m in merged]
 
 
 # ---------------------------------------------------------------- clock rates (GHz)
@@ -262,4 +273,5 @@ def clock_rates(kind: str, hosts: int, seed: int) -> list[float]:
     return _grid(np.clip(rng.lognormal(math.log(c["median"]), c["sigma"], hosts), c["low"], c["high"]), c["step"])
 
 
-__all__ = ["CLOCK_LAWS", "KINDS", "SDSC_LAW", "AvailabilityLaw", "Regime", "clock_rates", "host_intervals"]
+__all__ = ["CLOCK_LAWS", "KINDS", "SDSC_LAW", "AvailabilityLaw", "Regime", "clock_rates", "host_intervals",
+           "host_up_periods"]

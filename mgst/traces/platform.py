@@ -10,7 +10,7 @@ from pathlib import Path
 
 from mgst.availability.process import State
 from mgst.availability.trace_files import Intervals, TraceError, guess_format, read_trace
-from mgst.traces.calendar import DAY
+from mgst.traces.calendar import DAY, business_starts
 from mgst.traces.generator import CLOCK_LAWS, KINDS, SDSC_LAW, clock_rates, host_intervals
 from mgst.traces.hosts_file import read_hosts, write_hosts
 
@@ -125,10 +125,11 @@ def _meta(directory: Path) -> dict:
     return meta
 
 
-def read_platform(directory: Path | str, *, trace: str | None = None) -> Platform:
-    """The platform in ``directory``: hosts.csv, the first of TRACE_NAMES there (or ``trace``, a file name in
-    it), platform.json if present (else the name is the folder's, the span the trace's last end). TraceError
-    naming the file and line for anything malformed, or a trace host without a clock rate."""
+def read_platform(directory: Path | str, *, trace: str | None = None, hosts_file: Path | str | None = None
+                  ) -> Platform:
+    """The platform in ``directory``: the first of TRACE_NAMES there (or ``trace``, a file name in it), its hosts.csv
+    (or ``hosts_file``), platform.json if present (else the name is the folder's, the span the trace's last end).
+    TraceError naming the file and line for anything malformed, or a trace host without a clock rate."""
     folder = Path(directory)
     if not folder.is_dir():
         raise TraceError(str(folder), None, "is not a folder")
@@ -137,20 +138,45 @@ def read_platform(directory: Path | str, *, trace: str | None = None) -> Platfor
     if found is None:
         raise TraceError(str(folder), None, f"has no availability trace ({' or '.join(names)})")
     intervals = read_trace(str(found), guess_format(str(found)))
-    clocks = read_hosts(folder / HOSTS_CSV)
-    unknown = [h for h in intervals if h not in clocks]
-    if unknown:
-        raise TraceError(str(found), None, f"host {unknown[0][:64]!r} has no clock rate in {folder / HOSTS_CSV}"
-                                           + (f" (nor {len(unknown) - 1} more)" if len(unknown) > 1 else ""))
     meta = _meta(folder)
     last = max((items[-1].end for items in intervals.values() if items), default=0.0)
-    span = float(meta.get("span_s", last)) if isinstance(meta.get("span_s"), int | float) else last
+    span = float(meta["span_s"]) if isinstance(meta.get("span_s"), int | float) else last
     if not math.isfinite(span) or span < last:
         span = last
     name = meta["kind"] if isinstance(meta.get("kind"), str) else folder.name
     seed = meta.get("seed") if isinstance(meta.get("seed"), int) else None
+    clocks = _clocks(found, intervals, Path(hosts_file) if hosts_file is not None else folder / HOSTS_CSV)
     return Platform(name, clocks, {h: intervals.get(h, []) for h in clocks}, span, seed)
 
 
-__all__ = ["AVAILABILITY_CSV", "AVAILABILITY_FTA", "HOSTS_CSV", "PLATFORM_JSON", "Platform", "generate_platform",
-           "host_names", "read_platform", "write_platform"]
+def _clocks(trace: Path, intervals: Intervals, hosts_file: Path) -> dict[str, float]:
+    clocks = read_hosts(hosts_file)
+    unknown = [h for h in intervals if h not in clocks]
+    if unknown:
+        raise TraceError(str(trace), None, f"host {unknown[0][:64]!r} has no clock rate in {hosts_file}"
+                                           + (f" (nor {len(unknown) - 1} more)" if len(unknown) > 1 else ""))
+    return clocks
+
+
+def load_platform(path: Path | str, *, fmt: str | None = None, hosts_file: Path | str | None = None) -> Platform:
+    """A platform folder (read_platform; ``fmt`` picks its CSV or FTA trace), or a trace file in ``fmt`` ("csv" or
+    "fta"; by default from its name) with, if given, a machine file of its hosts' clock rates (without one they are
+    unknown: an empty ``clock_ghz``, every host of the trace kept). TraceError naming the file for a bad one."""
+    where = Path(path)
+    if where.is_dir():
+        trace = None
+        if fmt is not None:
+            names = [n for n in TRACE_NAMES if guess_format(n) == fmt]
+            trace = next((n for n in names if (where / n).exists()), names[0])
+        return read_platform(where, trace=trace, hosts_file=hosts_file)
+    intervals = read_trace(str(where), fmt or guess_format(str(where)))
+    span = max((items[-1].end for items in intervals.values() if items), default=0.0)
+    if hosts_file is None:
+        return Platform(where.name, {}, dict(intervals), span)
+    clocks = _clocks(where, intervals, Path(hosts_file))
+    return Platform(where.name, clocks, {h: intervals.get(h, []) for h in clocks}, span)
+
+
+# business_starts is the calendar's, offered here with the rest of the platform interface (issue 23).
+__all__ = ["AVAILABILITY_CSV", "AVAILABILITY_FTA", "HOSTS_CSV", "PLATFORM_JSON", "Platform", "business_starts",
+           "generate_platform", "host_names", "load_platform", "read_platform", "write_platform"]
