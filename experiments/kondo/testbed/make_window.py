@@ -1,13 +1,17 @@
 """Write this folder's Kondo testbed experiments: one window of an SDSC-like platform (mgst.traces) for N hosts,
 and one experiment file per policy, each one bag of T tasks of S minutes submitted after H seconds of history.
 
+The platform is a folder written by ``mgst traces generate`` (``--platform``), or, by default, the one that
+``mgst traces generate sdsc --seed 1`` writes (220 hosts, 28 days), generated here; its first N hosts are kept.
+
 The trace window (``window.csv``) holds the N hosts' intervals clipped to [start - H, start - H + WINDOW) in
 trace seconds (a trace starts on a Monday 00:00); the experiment files replay it from ``offset = start - H``, so
 model time H is the business-hours instant ``start``. After the window a host is up at its a_j, on the testbed
 and in the simulation alike. Each host's machine power is clock_ghz / 1.5 (a 1.5 GHz host does a task of size
 300, 5 minutes, in 300 s), and its clock rate is the attribute clock_ghz. Usage, from the repository root:
 
-    MGST_PURE=1 python experiments/kondo/testbed/make_window.py [--hosts 32] [--start 122400] [--seed 1]
+    mgst traces generate sdsc --out /tmp/sdsc --seed 1          # (or let this script generate it)
+    MGST_PURE=1 python experiments/kondo/testbed/make_window.py --platform /tmp/sdsc [--hosts 32] [--start 122400]
 
 then ``mgst run experiments/kondo/testbed/fcfs.toml`` (run_testbed.py runs every policy and tabulates).
 """
@@ -23,7 +27,7 @@ ROOT = HERE.parents[2]
 sys.path.insert(0, str(ROOT))  # this tree's mgst, whatever the current folder
 
 from mgst.availability.trace_files import Interval  # noqa: E402
-from mgst.traces.platform import generate_platform, write_csv_trace  # noqa: E402
+from mgst.traces.platform import generate_platform, read_platform, write_csv_trace  # noqa: E402
 
 DAY = 86400.0
 REFERENCE_GHZ = 1.5  # a machine's power is its clock rate over this (the seed's "dedicated 1.5 GHz host")
@@ -32,6 +36,9 @@ TUESDAY_10 = DAY + 10 * 3600.0
 # How much of the trace the window keeps after the history starts (s): longer than any makespan these
 # experiments reach (about 2,000 s for 5-minute tasks), so every failure of the run comes from the trace.
 WINDOW = 4 * 3600.0
+# The hosts of the platform generated (mgst traces generate's default): the window keeps the first N of them.
+PLATFORM_HOSTS = 220
+PLATFORM_DAYS = 28
 # The policies, with the [policy] table each file gets (name first).
 POLICIES = {"fcfs": {"name": "fcfs"}, "excl-pred-to": {"name": "excl_pred_to"}}
 
@@ -90,28 +97,37 @@ duration = {history * time_unit + 1:g}
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--kind", default="sdsc", help="platform kind (mgst.traces)")
+    p.add_argument("--platform", type=Path, help="a platform folder (mgst traces generate); default: generate one")
+    p.add_argument("--kind", default="sdsc", help="the kind of the platform generated (mgst.traces)")
     p.add_argument("--hosts", type=int, default=32, help="N, the pullers (default 32)")
     p.add_argument("--tasks", type=int, help="T (default N)")
     p.add_argument("--minutes", type=float, default=5.0, help="task size, minutes on a dedicated 1.5 GHz host")
     p.add_argument("--start", type=float, default=TUESDAY_10, help="trace seconds when the bag arrives")
     p.add_argument("--history", type=float, default=300.0, help="H: seconds of trace played before the bag")
     p.add_argument("--time-unit", type=float, default=0.01, help="wall seconds per model second")
-    p.add_argument("--seed", type=int, default=1, help="the platform's seed")
+    p.add_argument("--seed", type=int, default=1, help="the seed of the platform generated (and of the runs)")
     p.add_argument("--out", type=Path, default=HERE)
     args = p.parse_args()
-    days = int((args.start + WINDOW) // DAY) + 1
-    platform = generate_platform(args.kind, hosts=args.hosts, days=days, seed=args.seed)
+    if args.platform is not None:
+        platform = read_platform(args.platform)
+    else:  # (mgst traces generate's defaults: a host's intervals depend on the platform's days too)
+        platform = generate_platform(args.kind, hosts=PLATFORM_HOSTS, days=PLATFORM_DAYS, seed=args.seed)
+    hosts = list(platform.clock_ghz)[: args.hosts]
+    if len(hosts) < args.hosts:
+        raise SystemExit(f"the platform has {len(hosts)} hosts; --hosts asks for {args.hosts}")
     offset = args.start - args.history
-    window = {h: clip(ivs, offset, offset + WINDOW) for h, ivs in platform.intervals.items()}
+    if offset < 0 or offset + WINDOW > platform.span:
+        raise SystemExit(f"the window [{offset:g}, {offset + WINDOW:g}) is not inside the trace [0, {platform.span:g})")
+    window = {h: clip(platform.intervals[h], offset, offset + WINDOW) for h in hosts}
+    clocks = {h: platform.clock_ghz[h] for h in hosts}
     args.out.mkdir(parents=True, exist_ok=True)
     write_csv_trace(window, args.out / "window.csv")
     tasks = args.tasks if args.tasks is not None else args.hosts
     for file, policy in POLICIES.items():
-        text = experiment_text(f"kondo-{file}", policy, platform.clock_ghz, offset, args.history, tasks,
+        text = experiment_text(f"kondo-{file}", policy, clocks, offset, args.history, tasks,
                                args.minutes * 60.0, args.time_unit, args.seed)
         (args.out / f"{file}.toml").write_text(text)
-    print(f"wrote {args.out}/window.csv ({args.hosts} hosts of {args.kind} seed {args.seed}, trace seconds "
+    print(f"wrote {args.out}/window.csv ({args.hosts} hosts of {platform.name}, seed {platform.seed}, trace seconds "
           f"{offset:g} to {offset + WINDOW:g}) and {', '.join(f'{f}.toml' for f in POLICIES)}")
 
 
