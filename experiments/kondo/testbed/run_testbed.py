@@ -27,10 +27,30 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
 sys.path.insert(0, str(ROOT))  # this tree's mgst, whatever the current folder
 
+from mgst.availability.process import State  # noqa: E402
+from mgst.availability.registry import make_process  # noqa: E402
 from mgst.testbed.export import load_run  # noqa: E402
 
 POLICIES = ("fcfs", "excl-pred-to")  # the files make_window.py writes, in the order run
 RUN_TIMEOUT_S = 900  # a run not over by then (pullers, the bag, the simulation) is killed and reported
+
+
+def trace_events(run, until: float) -> tuple[int, int]:
+    """(DOWN periods, CPU-share changes while up) that begin in the trace in model time (0, until), all hosts."""
+    downs = changes = 0
+    for j in range(len(run.experiment.machines)):
+        process = make_process(run.experiment, run.seed, 0, j)
+        at, before = 0.0, None
+        while process is not None and at < until:
+            period = process.next()
+            if at > 0 and period.state is State.DOWN:
+                downs += 1
+            elif (at > 0 and before is not None and before.state is not State.DOWN
+                  and period.cpu_share != before.cpu_share):
+                changes += 1
+            at += period.duration
+            before = period
+    return downs, changes
 
 
 def run_one(policy: str, out: Path, time_unit: float | None) -> dict:
@@ -49,6 +69,7 @@ def run_one(policy: str, out: Path, time_unit: float | None) -> dict:
     run = load_run(folder)
     results = Counter(r.job for r in run.journal.replicas.values() if r.outcome == "done")
     (row,) = summary["bag_makespans"]
+    downs, changes = trace_events(run, (run.end - run.t0) / run.time_unit)
     return {
         "policy": policy, "pullers": len(run.experiment.machines), "tasks": row["tasks"],
         "time_unit_s": summary["time_unit_s"], "submitted": row["submitted"],
@@ -59,21 +80,26 @@ def run_one(policy: str, out: Path, time_unit: float | None) -> dict:
             sum(1 for n in results.values() if n > 1), "tasks_not_done": len(run.journal.jobs) - len(results),
         "replicas_killed_by_down": sum(1 for r in run.journal.replicas.values() if r.outcome == "lost"),
         "replicas_cancelled": sum(1 for r in run.journal.replicas.values() if r.outcome == "cancelled"),
-        "replicas": len(run.journal.replicas),
+        "replicas": len(run.journal.replicas), "trace_downs_during_run": downs,
+        "trace_share_changes_during_run": changes,
         "run_wall_s": round(summary["elapsed_s"], 2), "command_wall_s": round(wall, 1),
         "load_before": load_before, "load_after": os.getloadavg()[0],
-        "policy_report": summary.get("policy_counts") or {}, "warnings": summary.get("warnings", []),
+        "policy_report": summary.get("policy_counts") or {},
+        "policy_report_simulation": (summary.get("simulation") or {}).get("policy_counts") or {},
+        "warnings": summary.get("warnings", []),
     }
 
 
 def table(rows: list[dict]) -> str:
     head = ("| policy | pullers (N) | tasks (T) | time unit (s) | makespan testbed | makespan simulation | "
-            "difference | tasks done once | replicas killed by DOWN | replicas | run (wall s) | load before/after |")
+            "difference | tasks done once | DOWNs / share changes in the trace | replicas killed by DOWN | replicas | "
+            "run (wall s) | load before/after |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         lines.append(f"| {r['policy']} | {r['pullers']} | {r['tasks']} | {r['time_unit_s']:g} | "
                      f"{r['makespan_testbed']:.1f} | {r['makespan_simulation']:.1f} | {r['difference_pct']:+.2f} % | "
-                     f"{r['tasks_done_once']}/{r['tasks']} | {r['replicas_killed_by_down']} | {r['replicas']} | "
+                     f"{r['tasks_done_once']}/{r['tasks']} | {r['trace_downs_during_run']} / "
+                     f"{r['trace_share_changes_during_run']} | {r['replicas_killed_by_down']} | {r['replicas']} | "
                      f"{r['run_wall_s']:.1f} | {r['load_before']:.1f} / {r['load_after']:.1f} |")
     return "\n".join(lines) + "\n"
 
