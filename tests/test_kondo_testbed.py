@@ -7,12 +7,15 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from mgst.config import load_experiment
 from mgst.core.state import JobStatus
+from mgst.testbed.finite_workload import finite_window
 from mgst.testbed.local_run import run_local
+from mgst.testbed.requested_share import share_shortfalls
 
 # Clock rates (GHz) of the 8 hosts (8 pullers: each takes a few seconds to start on a loaded machine); a host's
 # power is clock / 1.5, so a task of 300 (5 minutes on a dedicated 1.5 GHz host) takes 300 * 1.5 / clock model
@@ -137,3 +140,39 @@ def test_excl_pred_to_replicates_on_real_pullers_and_each_task_is_done_once(tmp_
     assert outcomes["done"] == len(CLOCKS) and outcomes["cancelled"] >= 1 and outcomes["lost"] >= 1
     assert summary["policy_counts"]["predictions"] >= 1 and summary["policy_counts"]["replicas_started"] >= 1
     makespan_beside(run, summary)
+
+
+def test_a_share_shortfall_is_measured_against_the_trace_share_over_the_job(tmp_path):
+    """share_shortfalls asks of each job the mean share of its machine's trace over its computing (t4 to t5)."""
+    exp = load_experiment(kondo_file(tmp_path))
+    tu, t0 = TIME_UNIT, 1000.0
+
+    def run_with(achieved_h03: float, achieved_h05: float) -> SimpleNamespace:
+        # h03 computes over model [100, 475]: share 1 for 50 s, 0 for 150 s (reclaimed), 1 for 175 s: a mean
+        # of 225 / 375 = 0.6; h05 over [100, 700], at 0.5 throughout; h02 over [100, 287.5], at its a_j, 1.
+        jobs = [(2, 475.0, achieved_h03), (4, 700.0, achieved_h05), (1, 287.5, 1.0)]
+        replicas = {k: SimpleNamespace(machine=j, t4=t0 + 100.0 * tu, t5=t0 + end * tu, achieved_share=a)
+                    for k, (j, end, a) in enumerate(jobs)}
+        machines = [SimpleNamespace(name=m.name, share=m.availability) for m in exp.machines]
+        return SimpleNamespace(experiment=exp, seed=1, time_unit=tu, t0=t0, end=t0 + 800.0 * tu,
+                               journal=SimpleNamespace(replicas=replicas, machines=machines))
+
+    assert share_shortfalls(run_with(0.6, 0.5)) == []  # as asked (against a_j = 1, both fell short)
+    short = share_shortfalls(run_with(0.5, 0.4))
+    assert [(s.name, s.jobs) for s in short] == [("h03", 1), ("h05", 1)]
+    assert [s.requested for s in short] == pytest.approx([0.6, 0.5])
+    assert [s.achieved for s in short] == pytest.approx([0.5, 0.4])
+
+
+def test_a_bag_list_is_simulated_to_its_end_and_an_endless_workload_as_before(tmp_path):
+    exp = load_experiment(kondo_file(tmp_path))
+    run = SimpleNamespace(experiment=exp, seed=1, time_unit=TIME_UNIT, generation_end=10.0, end=15.0)
+    # the testbed's horizon may be the bag's own arrival time (the bag fed at once): the simulation's is after it
+    window = finite_window(run, HISTORY)
+    assert window is not None and window.horizon > HISTORY
+    # it drains as long as the mapper may: 50 x the slowest task (300 / 0.4 = 750 model s), in model time
+    assert window.drain_limit == pytest.approx(50 * 750.0)
+    run.end = run.generation_end + 400.0  # (or as long as the run drained, if longer: 400 wall s)
+    assert finite_window(run, HISTORY).drain_limit == pytest.approx(400.0 / TIME_UNIT)
+    poisson = load_experiment(Path(__file__).parents[1] / "experiments" / "availability" / "trace-csv.toml")
+    assert finite_window(SimpleNamespace(experiment=poisson, seed=1), 3000.0) is None

@@ -35,7 +35,7 @@ def finite_window(run: TestbedRun, horizon: float) -> FiniteWindow | None:
         return None
     workload = make_workload(exp, run.seed, 0)
     last = 0.0
-    while workload.peek_time() < horizon:
+    while workload.peek_time() <= horizon:  # (<=: the testbed's horizon is its last feed, at or after the arrival)
         last = workload.next().submitted
     if math.isfinite(workload.peek_time()):
         return None
