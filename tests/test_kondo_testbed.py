@@ -13,7 +13,7 @@ import pytest
 
 from mgst.config import load_experiment
 from mgst.core.state import JobStatus
-from mgst.testbed.finite_workload import finite_window
+from mgst.testbed.finite_workload import finite_window, late_arrivals_warning
 from mgst.testbed.local_run import run_local
 from mgst.testbed.requested_share import share_shortfalls
 
@@ -174,5 +174,10 @@ def test_a_bag_list_is_simulated_to_its_end_and_an_endless_workload_as_before(tm
     assert window.drain_limit == pytest.approx(50 * 750.0)
     run.end = run.generation_end + 400.0  # (or as long as the run drained, if longer: 400 wall s)
     assert finite_window(run, HISTORY).drain_limit == pytest.approx(400.0 / TIME_UNIT)
+    # a bag arriving after the run's generation (duration / time unit) is warned of; an endless workload is not
+    assert late_arrivals_warning(exp, 0.25, TIME_UNIT, 1).startswith("1 of the workload's 1 arrivals come at or after "
+                                                                     "model time 50 ")
+    assert late_arrivals_warning(exp, 0.5 + 1e-6, TIME_UNIT, 1) is None
     poisson = load_experiment(Path(__file__).parents[1] / "experiments" / "availability" / "trace-csv.toml")
     assert finite_window(SimpleNamespace(experiment=poisson, seed=1), 3000.0) is None
+    assert late_arrivals_warning(poisson, 1.0, 0.01, 1) is None

@@ -183,6 +183,7 @@ def _network(spec: str | None, exp):
 
 def run_command(args: argparse.Namespace) -> int:
     from mgst.netem.links import NetworkError  # noqa: PLC0415
+    from mgst.testbed.finite_workload import late_arrivals_warning  # noqa: PLC0415
     from mgst.testbed.local_run import run_local  # noqa: PLC0415
     from mgst.testbed.summary import oversubscription_warning  # noqa: PLC0415
 
@@ -192,7 +193,9 @@ def run_command(args: argparse.Namespace) -> int:
     network = _network(args.network, exp)
     out = args.out or _default_out(exp.name)
     _check_new_out(out)
-    for warning in (overload_warning(exp), oversubscription_warning(exp, args.executor or exp.testbed.executor)):
+    late = late_arrivals_warning(exp, args.duration or exp.testbed.duration, args.time_unit or exp.testbed.time_unit,
+                                 exp.simulation.seed if args.seed is None else args.seed)
+    for warning in (overload_warning(exp), oversubscription_warning(exp, args.executor or exp.testbed.executor), late):
         if warning:
             print(f"mgst: warning: {warning}", file=sys.stderr)
     if network is not None and not args.quiet:

@@ -7,10 +7,13 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from mgst.model import PoissonClasses
+from mgst.model import Experiment, PoissonClasses
 from mgst.testbed.run_result import TestbedRun, drain_bound
 from mgst.workload import make_workload
 
+# A workload still going after this many items past the run's generation is taken as endless (a bag stream):
+# no warning that the run leaves its end out.
+ENDLESS_AFTER = 100_000
 # summary.json lists the makespans of at most this many bags side by side (a finite list is a few applications;
 # a long trace's bags are in bags.csv).
 MAX_BAG_ROWS = 100
@@ -42,6 +45,30 @@ def finite_window(run: TestbedRun, horizon: float) -> FiniteWindow | None:
     drained = max(0.0, run.end - run.generation_end)
     drain = max(drain_bound(exp, run.time_unit), drained) / run.time_unit
     return FiniteWindow(max(horizon, math.nextafter(last, math.inf)), max(horizon, drain))
+
+
+def late_arrivals_warning(experiment: Experiment, duration: float, time_unit: float, seed: int) -> str | None:
+    """A warning if a finite workload (a bag list, a job trace) has arrivals the run will not generate (at or after
+    model time duration / time_unit: `duration` is wall seconds), else None."""
+    if isinstance(experiment.workload, PoissonClasses):
+        return None
+    horizon = duration / time_unit
+    workload = make_workload(experiment, seed, 0)
+    generated = 0
+    while workload.peek_time() < horizon:
+        workload.next()
+        generated += 1
+    late = 0
+    while math.isfinite(workload.peek_time()):
+        if late >= ENDLESS_AFTER:
+            return None
+        workload.next()
+        late += 1
+    if not late:
+        return None
+    return (f"{late} of the workload's {generated + late} arrivals come at or after model time {horizon:g} (the "
+            f"duration, {duration:g} s, over the time unit, {time_unit:g} s): the run will not generate them; give a "
+            "longer --duration (a finite workload's run ends when its last task is done anyway)")
 
 
 def bag_makespans(testbed_rows: list[tuple], simulation_rows: list[tuple]) -> list[dict[str, Any]]:
@@ -76,4 +103,4 @@ def _number(text: str) -> float | None:
     return float(text) if text else None
 
 
-__all__ = ["FiniteWindow", "bag_makespans", "finite_window", "format_bag_makespans"]
+__all__ = ["FiniteWindow", "bag_makespans", "finite_window", "format_bag_makespans", "late_arrivals_warning"]

@@ -39,6 +39,9 @@ WINDOW = 4 * 3600.0
 # The hosts of the platform generated (mgst traces generate's default): the window keeps the first N of them.
 PLATFORM_HOSTS = 220
 PLATFORM_DAYS = 28
+# [testbed] duration (wall s): generation ends with the bag anyway; this bound only has to come after it, at
+# any time unit a user gives (--time-unit 0.1 puts the bag at 30 s of wall time).
+DURATION = 60.0
 # The policies, with the [policy] table each file gets (name first).
 POLICIES = {"fcfs": {"name": "fcfs"}, "excl-pred-to": {"name": "excl_pred_to"}}
 
@@ -91,7 +94,7 @@ seed = {seed}
 
 [testbed]
 time_unit = {time_unit:g}  # wall s per model s: a task runs {size * time_unit:g} s on a 1.5 GHz puller
-duration = {history * time_unit + 1:g}
+duration = {DURATION:g}  # wall seconds of generation at most: enough for the bag at any time unit; the run ends with it
 """
 
 
