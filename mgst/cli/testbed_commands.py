@@ -193,7 +193,8 @@ def run_command(args: argparse.Namespace) -> int:
     network = _network(args.network, exp)
     out = args.out or _default_out(exp.name)
     _check_new_out(out)
-    late = late_arrivals_warning(exp, args.duration or exp.testbed.duration, args.time_unit or exp.testbed.time_unit,
+    late = late_arrivals_warning(exp, exp.testbed.duration if args.duration is None else args.duration,
+                                 exp.testbed.time_unit if args.time_unit is None else args.time_unit,
                                  exp.simulation.seed if args.seed is None else args.seed)
     for warning in (overload_warning(exp), oversubscription_warning(exp, args.executor or exp.testbed.executor), late):
         if warning:
