@@ -273,6 +273,9 @@ def test_excl_pred_to_replicates_at_the_predicted_makespan_and_never_beyond_two(
     assert not assigns(core.cpu_share_changed(210.0, 2, 0.5))  # host 0 still asks: task 1 has its 2 replicas
     assert not assigns(core.timer_fired(200.0, ("excl_pred_to", 0)))  # (a replayed timer: stale)
     assert policy.report()["replicas_started"] == 1
+    out = done(core, 300.0, 2, ready=False)  # the replica on host 2 delivers first: the one on host 1 is cancelled
+    assert [c.machine for c in of(out, Cancel)] == [1]
+    assert not core.bags
 
 
 def test_excl_pred_to_moves_its_time_out_when_it_predicts_again():

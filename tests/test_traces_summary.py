@@ -10,6 +10,8 @@ import pytest
 from mgst.availability.process import State
 from mgst.availability.trace_files import Interval
 from mgst.cli import main
+from mgst.cli.traces_command import KINDS as cli_kinds
+from mgst.traces import generator
 from mgst.traces.platform import Platform
 from mgst.traces.summary import summarise
 
@@ -53,6 +55,10 @@ def test_a_hand_made_trace_s_summary():
     assert up["count"] == 239 and up["q50_min"] == round(599 / 60, 3)
     assert up["mean_min"] == round((235 * 599 + 4 * 58_199) / 239 / 60, 3)
     assert s["clock_ghz"]["mean"] == 1.5 and s["hosts"] == 1 and s["span_days"] == 7
+
+
+def test_the_command_offers_the_generator_s_kinds():
+    assert cli_kinds == generator.KINDS  # (the command names them without importing numpy for `mgst --help`)
 
 
 def test_generate_then_summarise_a_platform(tmp_path, capsys):

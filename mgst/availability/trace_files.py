@@ -1,6 +1,6 @@
 """Availability trace files: the Failure Trace Archive's tab-separated event traces, and a plain CSV.
 
-Both read to, per machine identifier, the intervals the file gives, in trace seconds:
+Both read to (and are written from), per machine identifier, the intervals the file gives, in trace seconds:
 ``Interval(start, end, state, share)``, ``share`` None where the file leaves it to the
 machine (its a_j when UP, 0 otherwise). docs/models.md describes the formats.
 """
@@ -180,10 +180,43 @@ def read_trace(path: str, fmt: str) -> Intervals:
     return _cached(path, fmt, st.st_mtime_ns, st.st_size)
 
 
+def _number(x: float) -> str:
+    """A time or share as written: whole numbers without a point, others exactly (repr round-trips)."""
+    return str(int(x)) if x == int(x) else repr(x)
+
+
+def write_csv_trace(intervals: Intervals, path: str | os.PathLike) -> None:
+    """mgst's CSV trace format, with a header (parse_csv reads it)."""
+    with open(path, "w", encoding="ascii") as f:
+        f.write("machine,start,end,state,cpu_share\n")
+        for host, items in intervals.items():
+            f.writelines(f"{host},{_number(iv.start)},{_number(iv.end)},{iv.state.name.lower()},"
+                         f"{'' if iv.share is None else _number(iv.share)}\n" for iv in items)
+
+
+def write_fta_trace(intervals: Intervals, path: str | os.PathLike) -> None:
+    """The Failure Trace Archive's event_trace format (tab-separated, FTA_COLUMNS, no header): one event per
+    unavailable (0) or available (1) interval. The FTA has no CPU share: an UP interval's share is dropped, and
+    consecutive UP intervals are one available event (RECLAIMED counts as available)."""
+    event = 0
+    with open(path, "w", encoding="ascii") as f:
+        for node, (host, items) in enumerate(intervals.items()):
+            merged: list[list[float]] = []  # [start, end, event_type]
+            for iv in items:
+                kind = 0 if iv.state is State.DOWN else 1
+                if merged and merged[-1][2] == kind and merged[-1][1] == iv.start:
+                    merged[-1][1] = iv.end
+                else:
+                    merged.append([iv.start, iv.end, kind])
+            for start, end, kind in merged:
+                event += 1
+                f.write(f"{event}\t0\t{node}\t0\t{host}\t{int(kind)}\t{_number(start)}\t{_number(end)}\t0\n")
+
+
 def guess_format(path: str) -> str:
     """"csv" for a .csv file (.csv.gz too), otherwise "fta" (the archive's files end .tab or .txt)."""
     name = path[:-3] if path.endswith(".gz") else path
     return "csv" if name.lower().endswith(".csv") else "fta"
 
 
-__all__ = ["FORMATS", "Interval", "TraceError", "guess_format", "read_trace"]
+__all__ = ["FORMATS", "Interval", "TraceError", "guess_format", "read_trace", "write_csv_trace", "write_fta_trace"]

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import json
-import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from mgst.availability.process import State
-from mgst.availability.trace_files import Intervals, TraceError, guess_format, read_trace
+from mgst.availability.trace_files import (
+    Intervals,
+    TraceError,
+    guess_format,
+    read_trace,
+    write_csv_trace,
+    write_fta_trace,
+)
 from mgst.traces.calendar import DAY, business_starts
 from mgst.traces.generator import CLOCK_LAWS, KINDS, SDSC_LAW, clock_rates, host_intervals
 from mgst.traces.hosts_file import read_hosts, write_hosts
-
-log = logging.getLogger(__name__)
 
 AVAILABILITY_CSV = "availability.csv"
 AVAILABILITY_FTA = "availability.fta"
@@ -58,39 +61,6 @@ def generate_platform(kind: str, *, hosts: int = 220, days: int = 28, seed: int 
     clocks = clock_rates(kind, hosts, seed)
     intervals = {name: host_intervals(seed, k, span) for k, name in enumerate(names)}
     return Platform(kind, dict(zip(names, clocks)), intervals, span, seed)
-
-
-def _number(x: float) -> str:
-    """A time or share as written: whole numbers without a point, others exactly (repr round-trips)."""
-    return str(int(x)) if x == int(x) else repr(x)
-
-
-def write_csv_trace(intervals: Intervals, path: Path) -> None:
-    """mgst's CSV trace format (mgst.availability.trace_files.parse_csv reads it)."""
-    with open(path, "w", encoding="ascii") as f:
-        f.write("machine,start,end,state,cpu_share\n")
-        for host, items in intervals.items():
-            f.writelines(f"{host},{_number(iv.start)},{_number(iv.end)},{iv.state.name.lower()},"
-                         f"{'' if iv.share is None else _number(iv.share)}\n" for iv in items)
-
-
-def write_fta_trace(intervals: Intervals, path: Path) -> None:
-    """The Failure Trace Archive's event_trace format (tab-separated, FTA_COLUMNS, no header): one event per
-    unavailable (0) or available (1) interval. The FTA has no CPU share: an UP interval's share is dropped, and
-    consecutive UP intervals are one available event (RECLAIMED counts as available)."""
-    event = 0
-    with open(path, "w", encoding="ascii") as f:
-        for node, (host, items) in enumerate(intervals.items()):
-            merged: list[list[float]] = []  # [start, end, event_type]
-            for iv in items:
-                kind = 0 if iv.state is State.DOWN else 1
-                if merged and merged[-1][2] == kind and merged[-1][1] == iv.start:
-                    merged[-1][1] = iv.end
-                else:
-                    merged.append([iv.start, iv.end, kind])
-            for start, end, kind in merged:
-                event += 1
-                f.write(f"{event}\t0\t{node}\t0\t{host}\t{int(kind)}\t{_number(start)}\t{_number(end)}\t0\n")
 
 
 def write_platform(platform: Platform, directory: Path | str, *, fta: bool = False) -> Path:
