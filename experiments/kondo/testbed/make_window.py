@@ -26,8 +26,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
 sys.path.insert(0, str(ROOT))  # this tree's mgst, whatever the current folder
 
-from mgst.availability.trace_files import Interval  # noqa: E402
-from mgst.traces.platform import generate_platform, read_platform, write_csv_trace  # noqa: E402
+from mgst.availability.trace_files import Interval, write_csv_trace  # noqa: E402
+from mgst.traces.platform import generate_platform, read_platform  # noqa: E402
 
 DAY = 86400.0
 REFERENCE_GHZ = 1.5  # a machine's power is its clock rate over this (the seed's "dedicated 1.5 GHz host")
