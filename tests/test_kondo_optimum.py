@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 
 from mgst.availability.process import State
 from mgst.availability.trace_files import Interval
+from mgst.kondo.experiment import kondo_experiment
+from mgst.kondo.metrics import simulate_run
 from mgst.kondo.optimum import HostTrace, NotEnoughCapacity, Optimum, host_traces, optimal_makespan
 
 INF = math.inf
@@ -169,3 +171,44 @@ def test_no_schedule_completes_more_tasks_by_any_time(hosts, size):
         assert sum(1 for y in found if y <= by + 1e-9) >= brute
     for t in range(1, len(exact) + 1):
         assert opt.makespan(0.0, float(size), t) == pytest.approx(float(exact[t - 1]), abs=1e-9)
+
+
+# --- the simulator plays the same model -----------------------------------------------------------
+
+def _platform(directory, clock: dict[str, float], lines: list[str]):
+    directory.mkdir(exist_ok=True)
+    (directory / "hosts.csv").write_text("host,clock_ghz\n" + "".join(f"{h},{c}\n" for h, c in clock.items()))
+    (directory / "availability.csv").write_text("machine,start,end,state,cpu_share\n" + "\n".join(lines) + "\n")
+    return directory
+
+
+def test_the_simulator_counts_a_completion_at_the_instant_of_a_failure(tmp_path):
+    # Trace F in seconds: a 1.5 GHz host (power 1) up [0, 600), DOWN [600, 720); a task of 10 minutes (600 s)
+    # started at 0 ends exactly at the DOWN. The simulator handles the completion first: makespan 600, not 1320.
+    d = _platform(tmp_path / "f", {"H": 1.5}, ["H,0,600,up,1.0", "H,600,720,down,", "H,720,5000,up,1.0"])
+    exp = kondo_experiment(d, "FCFS", 1, 10, 0.0, history=0.0)
+    run = simulate_run(exp)
+    assert (run.makespan, run.optimal) == (600.0, 600.0)
+
+
+def _random_lines(rng, hosts: int, slots: int, slot: float) -> list[str]:
+    lines = []
+    for h in range(hosts):
+        for k in range(slots):
+            state = rng.choice(("down", "up", "up", "up", "reclaimed"))
+            share = {"down": "", "up": rng.choice(("1.0", "0.5")), "reclaimed": "0"}[state]
+            lines.append(f"H{h},{k * slot},{(k + 1) * slot},{state},{share}")
+    return lines
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), tasks=st.integers(1, 6), minutes=st.sampled_from((1, 2, 5)))
+def test_no_simulated_policy_beats_the_optimum(tmp_path_factory, seed, tasks, minutes):
+    import random
+
+    rng = random.Random(seed)
+    clock = {f"H{h}": rng.choice((0.75, 1.5, 3.0)) for h in range(3)}
+    d = _platform(tmp_path_factory.mktemp("p"), clock, _random_lines(rng, 3, 40, 60.0))
+    start = 60.0 * rng.randrange(0, 20)
+    run = simulate_run(kondo_experiment(d, "FCFS", tasks, minutes, start, history=min(start, 300.0)))
+    assert run.makespan >= run.optimal - 1e-6 * run.optimal
