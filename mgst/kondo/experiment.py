@@ -73,6 +73,7 @@ class PlatformFiles:
     clock_ghz: dict[str, float]  # host -> GHz, in file order
     trace: Path
     optimum: Optimum
+    span: float  # the trace's end (trace seconds): its latest interval's
 
     @property
     def machines(self) -> tuple[Machine, ...]:
@@ -117,7 +118,8 @@ def _platform(directory: str, stamp: tuple[float, float]) -> PlatformFiles:
     if missing:
         raise TraceError(str(trace), None, f"has no interval of host {missing[0]!r} (listed in {HOSTS_FILE})")
     optimum = Optimum(host_traces(intervals, {h: c / REFERENCE_GHZ for h, c in clock.items()}))
-    return PlatformFiles(d, clock, trace, optimum)
+    span = max((iv.end for ivs in intervals.values() for iv in ivs), default=0.0)
+    return PlatformFiles(d, clock, trace, optimum, span)
 
 
 def read_platform_files(platform_dir: str | os.PathLike) -> PlatformFiles:
