@@ -384,6 +384,10 @@ class _Parser(ModelSections, MachineSections):
                                  tuple(m.name for m in exp.machines))
         except ValueError as err:
             raise self.error(_option_key(str(err), options), str(err)) from None
+        try:
+            policies.check_experiment(exp)
+        except ValueError as err:
+            raise self.error("policy.name", str(err)) from None
 
     def check_lengths(self, exp: Experiment) -> None:
         """The simulation and the testbed run stay within MAX_JOBS jobs (failure cycles, checkpoints)."""

@@ -9,7 +9,14 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import NamedTuple
 
+from mypy_extensions import mypyc_attr
+
 from mgst.model import Job
+
+
+@mypyc_attr(native_class=False)  # mypyc: a native class cannot subclass RuntimeError
+class PolicyError(RuntimeError):
+    """A policy asked for something impossible, or declared its hooks wrongly (a bug in the policy, not the input)."""
 
 
 class Assign(NamedTuple):

@@ -8,6 +8,7 @@ from typing import Any, ClassVar, Final
 from mypy_extensions import mypyc_attr
 
 from mgst.core.decisions import Decision
+from mgst.core.decisions import PolicyError as PolicyError  # (its home was here: imported from here still)
 from mgst.core.events import Event
 from mgst.core.state import JobRecord, MachineRecord, ReplicaRecord
 from mgst.core.view import View
@@ -21,11 +22,6 @@ HOOKS: Final = frozenset({
 })
 
 NO_DECISIONS: Final[tuple[Decision, ...]] = ()
-
-
-@mypyc_attr(native_class=False)  # mypyc: a native class cannot subclass RuntimeError
-class PolicyError(RuntimeError):
-    """A policy asked for something impossible, or declared its hooks wrongly (a bug in the policy, not the input)."""
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # compiled with mypyc (docs/build.md); policies subclass it
@@ -53,6 +49,9 @@ class PolicyHooks:
     # choose() changes its answer only when a job arrives or the machine asks: the core
     # then offers an arriving job, or an asking machine, alone (Matcher.match).
     incremental: ClassVar[bool] = True
+    # The policy reads the jobs' sizes (View.task_size): True only for policies the papers give sizes to
+    # (Kondo et al.'s EXCL-PRED knows its tasks' size); the core refuses a size to a policy that does not say so.
+    knows_sizes: ClassVar[bool] = False
 
     def active_hooks(self, declared: frozenset[str]) -> frozenset[str]:
         """The declared hooks this policy object uses (called once, when the Scheduler is made): the core

@@ -334,6 +334,7 @@ class Lifecycle:
             m.state = MachineState.FREE
             m.suspected = False
             m.up_since = self.view.now
+            m.history.up(self.view.now, m.cpu_share)
             self.view.capacity_version += 1
             if self.checker is not None:
                 self.checker.moved(MACHINE, m, state, "up", m.state)
@@ -357,6 +358,7 @@ class Lifecycle:
         else:
             m.stats.failures += 1
         view = self.view
+        m.history.down(view.now)
         if m.up_since is not None:
             m.stats.up_time += view.now - m.up_since
             m.up_since = None
@@ -405,6 +407,7 @@ class Lifecycle:
                 raise ValueError(f"CPU share {share} of machine {m.name} outside [0, 1]")
             m.cpu_share = share
             now = self.view.now
+            m.history.set_share(now, share)
             for r in m.replicas.values():
                 if r.phase == COMPUTING:
                     r.set_rate(now, m.rates[r.job.job.job_class] * share)

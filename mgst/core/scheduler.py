@@ -88,6 +88,8 @@ class Scheduler:
         self.hooks = hooks
         self.ready = ReadyQueue()  # machines asking for work, in request order
         self.view = View(classes, machines, self.ready)  # the records: what the policy reads
+        self.view.sizes_known = bool(policy.knows_sizes)
+        self.view.policy_name = str(getattr(policy, "name", "")) or type(policy).__qualname__
         self.lifecycle = Lifecycle(
             self.view, max_replicas=policy.max_replicas, resume=policy.resume_from_checkpoint,
             stage_start=staging is not None and staging.start is not None,

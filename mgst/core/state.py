@@ -14,7 +14,7 @@ import math
 from collections.abc import Hashable, Iterator
 from typing import Any, Final
 
-from mgst.core.stats import MachineStats
+from mgst.core.stats import MachineHistory, MachineStats
 from mgst.model import Job
 
 
@@ -232,7 +232,7 @@ class JobRecord:
 class MachineRecord:
     __slots__ = (
         "index", "name", "rates", "availability", "cpu_share", "state", "replicas", "slots", "asking",
-        "attributes", "suspected", "silent", "up_since", "stats",
+        "attributes", "suspected", "silent", "up_since", "stats", "history",
     )
 
     def __init__(
@@ -253,6 +253,7 @@ class MachineRecord:
         self.silent = False  # the driver has not heard from it for a while; not (yet) declared down
         self.up_since: float | None = None
         self.stats = MachineStats(len(rates))
+        self.history = MachineHistory(self.stats, availability)  # kept by the core, for policies (docs/policies.md)
 
     @property
     def is_up(self) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Final
 
 # How many recent replica outcomes a machine remembers (GridBot-style host statistics).
@@ -66,3 +67,136 @@ class MachineStats:
         """Mean sent-to-done time of this class's completed replicas here (None before any)."""
         n = self.completed_by_class[job_class]
         return self.service_by_class[job_class] / n if n else None
+
+
+# A host's availability states as the history counts them (MachineHistory.time_in): up with CPU to give, up at a
+# CPU share of 0 (its owner took it all: reclaimed, suspended), and down (failed, not yet joined, or suspected).
+UP: Final = "up"
+SUSPENDED: Final = "suspended"
+DOWN: Final = "down"
+_STATES: Final = (UP, SUSPENDED, DOWN)  # MachineHistory's state index -> name
+
+
+class MachineHistory:
+    """A host's availability history, kept by the core (Lifecycle) for every policy to read.
+
+    From model time 0, when the history begins with the host DOWN (not yet joined), it counts the time
+    spent in each state (UP with a CPU share > 0, SUSPENDED at share 0, DOWN), the CPU delivered (the
+    integral of the share over time: CPU-seconds; times the host's rate, work), and, per availability
+    interval (from the host's coming up to its going down; a suspicion ends one too), how many ended and
+    the CPU each delivered (their sum and sum of squares: bounded memory). Completions and losses are
+    the host's :class:`MachineStats`, read through it. The accessors take ``now``: the open state and
+    the open interval count up to it. Pure bookkeeping: nothing in the core reads it.
+    """
+
+    __slots__ = (
+        "stats", "state", "share", "mark", "times", "cpu", "interval_start", "interval_cpu0", "intervals",
+        "interval_sum", "interval_sumsq",
+    )
+
+    def __init__(self, stats: MachineStats, share: float):
+        self.stats = stats
+        self.state = 2  # an index into _STATES: DOWN
+        self.share = share  # the CPU share last noted (kept while down: the next up may not say one)
+        self.mark = 0.0  # when the counts below were last brought up to date
+        self.times = [0.0, 0.0, 0.0]  # time in each state, by index, until ``mark``
+        self.cpu = 0.0  # CPU delivered until ``mark``
+        self.interval_start = 0.0  # when the open availability interval began (if up)
+        self.interval_cpu0 = 0.0  # ``cpu`` when it began
+        self.intervals = 0  # availability intervals ended
+        self.interval_sum = 0.0  # CPU delivered in them: sum, and sum of squares
+        self.interval_sumsq = 0.0
+
+    def _advance(self, now: float) -> None:
+        dt = now - self.mark
+        if dt > 0.0:
+            state = self.state
+            times = self.times
+            times[state] = times[state] + dt
+            if state == 0:
+                self.cpu += self.share * dt
+            self.mark = now
+
+    def up(self, now: float, share: float) -> None:
+        """The host came up (a new availability interval begins) at CPU share ``share``."""
+        self._advance(now)
+        self.share = share
+        self.state = 0 if share > 0.0 else 1
+        self.interval_start = now
+        self.interval_cpu0 = self.cpu
+
+    def down(self, now: float) -> None:
+        """The host went down (or was suspected): its availability interval ends."""
+        self._advance(now)
+        if self.state != 2:
+            d = self.cpu - self.interval_cpu0
+            self.intervals += 1
+            self.interval_sum += d
+            self.interval_sumsq += d * d
+            self.state = 2
+
+    def set_share(self, now: float, share: float) -> None:
+        """The host's CPU share changed (while down: noted for its next interval)."""
+        self._advance(now)
+        self.share = share
+        if self.state != 2:
+            self.state = 0 if share > 0.0 else 1
+
+    # ------------------------------------------------------------------ reading it
+
+    @property
+    def is_up(self) -> bool:
+        return self.state != 2
+
+    def delivered(self, now: float) -> float:
+        """CPU-seconds delivered from time 0 to ``now`` (times the host's rate for a class: work of that class)."""
+        if self.state == 0 and now > self.mark:
+            return self.cpu + self.share * (now - self.mark)
+        return self.cpu
+
+    def time_in(self, state: str, now: float) -> float:
+        """Time spent in ``state`` (UP, SUSPENDED or DOWN) from time 0 to ``now``."""
+        if state not in _STATES:
+            raise ValueError(f"unknown availability state {state!r}; the states are {', '.join(_STATES)}")
+        i = _STATES.index(state)
+        t = self.times[i]
+        if i == self.state and now > self.mark:
+            t += now - self.mark
+        return t
+
+    def open_interval(self, now: float) -> float:
+        """CPU delivered so far in the open availability interval (0 while down)."""
+        return self.delivered(now) - self.interval_cpu0 if self.state != 2 else 0.0
+
+    def mean_delivered_per_interval(self, now: float) -> float | None:
+        """The CPU a host delivers per availability interval, by its history (None: never up).
+
+        The mean over the intervals that ended; the open one counts (as if it ended now) only when it has
+        delivered more than that mean already, or when none has ended: a host just back up is not
+        marked down for the few seconds its new interval has lasted.
+        """
+        n = self.intervals
+        open_cpu = self.open_interval(now)
+        if n and (self.state == 2 or open_cpu <= self.interval_sum / n):
+            return self.interval_sum / n
+        if self.state == 2:
+            return None
+        return (self.interval_sum + open_cpu) / (n + 1)
+
+    def sd_delivered_per_interval(self) -> float | None:
+        """The population standard deviation of the CPU delivered per ended interval (None before one ended)."""
+        n = self.intervals
+        if not n:
+            return None
+        mean = self.interval_sum / n
+        return math.sqrt(max(0.0, self.interval_sumsq / n - mean * mean))
+
+    @property
+    def completed(self) -> int:
+        """Replicas that completed their job here."""
+        return self.stats.completed
+
+    @property
+    def lost(self) -> int:
+        """Replicas that ended here without a result: machine down, failed or timed out."""
+        return self.stats.lost

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
 
+from mgst.core.decisions import PolicyError
 from mgst.core.ready import ReadyQueue
 from mgst.core.state import BagRecord, JobQueue, JobRecord, JobStatus, MachineRecord, MachineState, ReplicaRecord
 from mgst.model import JobClass, Machine
@@ -30,7 +31,9 @@ class View:
       ``last_bag``: the bag of the latest BagArrived;
     - ``capacity_version``: bumped whenever a machine goes up or down or its CPU share changes;
     - ``timers``: the policy's timers, by key (their due time);
-    - ``stale_events``: events that referred to something already over (a late result, ...).
+    - ``stale_events``: events that referred to something already over (a late result, ...);
+    - ``sizes_known``, ``policy_name``: whether the policy declares ``knows_sizes`` (then :meth:`task_size` answers),
+      and its name (for the error when it does not).
 
     ``live``, ``given_up`` and ``ready_queue`` are the core's indexes; read them through the methods.
     """
@@ -58,6 +61,17 @@ class View:
         # would still count; one entry per failure or policy cancel, so it stays small.
         self.given_up: dict[int, ReplicaRecord] = {}
         self.ready_queue = ready_queue  # machines asking for work, in request order (the Scheduler's)
+        self.sizes_known = False  # the policy declares knows_sizes (set by the Scheduler)
+        self.policy_name = ""
+
+    def task_size(self, rec: JobRecord) -> float:
+        """The job's size (work at unit rate), for a policy that declares ``knows_sizes``; else PolicyError."""
+        if not self.sizes_known:
+            raise PolicyError(
+                f"policy {self.policy_name or '?'} reads the size of job {rec.job.id} but does not declare "
+                "knows_sizes = True (a policy treats sizes as unknown unless it says it knows them)"
+            )
+        return rec.job.size
 
     def ready_machines(self) -> list[MachineRecord]:
         """Machines whose request for work is held, oldest request first."""

@@ -20,6 +20,9 @@ _BUILTIN_MODULES = (
     "mgst.policies.bot_circular",
     "mgst.policies.bot_idle",
     "mgst.policies.fcfs",
+    "mgst.policies.kondo_excl",
+    "mgst.policies.kondo_pred",
+    "mgst.policies.kondo_pri",
     "mgst.policies.lpas",
     "mgst.policies.random_choice",
     "mgst.policies.wqr",
@@ -122,6 +125,14 @@ def build_policy(experiment: Experiment, rng: random.Random) -> Policy:
 def check_options(name: str, options: Mapping[str, Any]) -> None:
     """Raise ValueError naming the option if ``options`` do not suit policy ``name``."""
     policy_class(name).Options.from_mapping(options)
+
+
+def check_experiment(experiment: Experiment) -> None:
+    """Raise ValueError naming the policy if the experiment's policy cannot run its workload (a policy class may
+    define a classmethod ``check_experiment(experiment)``: Kondo et al.'s need a Bag of Tasks)."""
+    check = getattr(policy_class(experiment.policy.name), "check_experiment", None)
+    if check is not None:
+        check(experiment)
 
 
 def check_names(name: str, options: Mapping[str, Any], class_names: Sequence[str],

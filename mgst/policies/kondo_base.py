@@ -1,0 +1,105 @@
+"""What Kondo, Chien and Casanova's policies share: one application (a Bag of Tasks), hosts ranked or excluded.
+
+Seed 003 (docs/policies.md, section 10, "Kondo, Chien and Casanova's policies"): the application is a bag of T
+identical tasks submitted at once; its makespan is the last task's completion. A policy here decides which
+ready hosts get the waiting tasks, and in which order (:meth:`KondoPolicy.rank`); the replicating ones
+(mgst.policies.kondo_pred) also give leftover hosts replicas (:meth:`KondoPolicy.replicas`). No checkpoints
+(Kondo et al.'s tasks restart from scratch). A host's clock rate is read as its class-0 power ``rates[0]``
+(clock_ghz / 1.5 by the experiments' conventions): the order and the ratios are the clock rates'.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from mgst.core.decisions import Assign, Decision
+from mgst.core.state import BagRecord, JobRecord, MachineRecord
+from mgst.core.view import View
+from mgst.policies.base import NOTHING, Decisions, Policy
+
+
+def power(m: MachineRecord) -> float:
+    """The host's clock rate, as its power (work per second at full CPU share) for class 0."""
+    return m.rates[0]
+
+
+def fastest_first(hosts: Sequence[MachineRecord]) -> list[MachineRecord]:
+    """The hosts by clock rate, fastest first; ties keep their order (the ready queue's)."""
+    return sorted(hosts, key=lambda m: -power(m))
+
+
+def check_bag_workload(name: str, experiment: Any) -> None:
+    """ValueError naming policy ``name`` unless ``experiment``'s workload is made of Bags of Tasks."""
+    from mgst.model import BagList, BagStream, SwfTrace  # noqa: PLC0415 (only when an experiment is checked)
+
+    workload = experiment.workload
+    if isinstance(workload, BagList | BagStream) or (isinstance(workload, SwfTrace) and workload.bags != "none"):
+        return
+    raise ValueError(f"policy {name} schedules one application, a Bag of Tasks: it needs a bag workload "
+                     f"(workload.kind = \"bag_list\"), not {type(workload).__name__}")
+
+
+class KondoPolicy(Policy):
+    """Base of seed 003's policies: after every event, the waiting tasks of each bag (oldest bag first) go to the
+    ready hosts :meth:`rank` lets them have, in its order, one task per host; then the hosts left over may get
+    replicas (:meth:`replicas`, none here). Jobs without a bag are refused (ValueError naming the policy)."""
+
+    hooks = frozenset({"dispatch"})
+    resume_from_checkpoint = False  # Kondo et al.: no checkpoints, a lost task restarts from scratch
+
+    def __init__(self, options: Any = None, rng: Any = None):
+        super().__init__(options, rng)
+        self.replicas_started = 0  # replicas of tasks that were running already
+
+    @classmethod
+    def check_experiment(cls, experiment: Any) -> None:
+        """Called when an experiment file is loaded: ValueError if this policy cannot run its workload."""
+        check_bag_workload(cls.name, experiment)
+
+    def observe(self, view: View) -> Decisions:
+        """Called first in every dispatch, whatever is waiting (a bag's arrival, its completions): set timers."""
+        return NOTHING
+
+    def rank(self, view: View, bag: BagRecord, hosts: list[MachineRecord]) -> list[MachineRecord]:
+        """The ready hosts (in ready-queue order) that may get ``bag``'s tasks, in the order they get them."""
+        return hosts
+
+    def replicas(self, view: View, bag: BagRecord, hosts: list[MachineRecord]) -> list[JobRecord]:
+        """Running tasks of ``bag`` to replicate on the leftover ready ``hosts`` (ranked), in that order."""
+        return []
+
+    def dispatch(self, view: View, new_job: JobRecord | None, asking: MachineRecord | None) -> Decisions:
+        if view.queued_count > sum(b.queued for b in view.bags.values()):
+            raise ValueError(f"policy {self.name} schedules Bags of Tasks; jobs without a bag are waiting")
+        first = self.observe(view)
+        if not view.ready_count or (not view.queued_count and self.max_replicas <= 1):
+            return first
+        return itertools.chain(first, self._assign(view))  # lazily: each Assign is applied before the next
+
+    def _assign(self, view: View) -> Iterator[Decision]:
+        free = view.ready_machines()
+        for bag in list(view.bags.values()):
+            if not free:
+                return
+            hosts = self.rank(view, bag, free)
+            waiting = [t for t in bag.queue]
+            used: set[int] = set()
+            for m in hosts:
+                if not waiting:
+                    break
+                if m.rates[waiting[0].job.job_class] > 0.0:
+                    used.add(m.index)
+                    yield Assign(waiting.pop(0).job, m.index)
+            left = [m for m in hosts if m.index not in used]
+            if left and self.max_replicas > 1:
+                for task in self.replicas(view, bag, left):
+                    m = next((h for h in left if h.rates[task.job.job_class] > 0.0
+                              and all(r.machine != h.index for r in task.replicas.values())), None)
+                    if m is not None:
+                        left.remove(m)
+                        used.add(m.index)
+                        self.replicas_started += 1
+                        yield Assign(task.job, m.index)
+            free = [m for m in free if m.index not in used]

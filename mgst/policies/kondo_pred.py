@@ -1,0 +1,120 @@
+"""Kondo et al.'s exclusion by predicted makespan (seed 003): EXCL-PRED, EXCL-PRED-DUP and EXCL-PRED-TO."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable
+
+from mgst.core.decisions import Decision, SetTimer
+from mgst.core.scheduler import TIMER_SLACK
+from mgst.core.state import BagRecord, JobRecord, MachineRecord
+from mgst.core.view import View
+from mgst.policies import register
+from mgst.policies.base import NOTHING, Decisions
+from mgst.policies.kondo_base import KondoPolicy, fastest_first, power
+
+
+def platform_rate(view: View) -> float:
+    """r: the platform's mean work rate so far, over every host, from its history: power x CPU delivered / time
+    (down time counts as 0). At time 0, the rate now (power x share of the hosts up); else the mean power."""
+    machines = view.machines
+    now = view.now
+    if now > 0.0:
+        r = sum(power(m) * m.history.delivered(now) for m in machines) / (now * len(machines))
+    else:
+        r = sum(power(m) * m.cpu_share for m in machines if m.is_up) / len(machines)
+    return r if r > 0.0 else sum(power(m) for m in machines) / len(machines)
+
+
+class ExclPred(KondoPolicy):
+    """EXCL-PRED: predicted makespan ceil(T/N) s / r (N the platform's hosts, T the tasks left, s their size, r
+    :func:`platform_rate`), at the bag's arrival and again after every N completions. A ready host gets a task
+    (in ready-queue order) only if it would finish it, at its clock rate, by the predicted end; when no host of
+    the platform could, every ready host may, fastest first (never a deadlock)."""
+
+    name = "excl_pred"
+    knows_sizes = True
+    # bag id -> [predicted end, completions at which to predict again, task size s]
+    predictions: dict[int, list[float]]
+
+    def __init__(self, options=None, rng=None):
+        super().__init__(options, rng)
+        self.predictions = {}
+        self.count = 0
+        self.first: dict[str, float] = {}
+
+    def observe(self, view: View) -> Decisions:
+        out: list[Decision] = []
+        n = len(view.machines)
+        for bag in view.bags.values():
+            p = self.predictions.get(bag.id)
+            if p is None:
+                s = sum(view.task_size(t) for t in bag.tasks) / len(bag.tasks)
+                p = self.predictions[bag.id] = [0.0, 0.0, s]
+            elif bag.done < p[1]:
+                continue
+            r = platform_rate(view)
+            p[0] = view.now + math.ceil((bag.size - bag.done) / n) * p[2] / r
+            p[1] = bag.done + n
+            self.count += 1
+            if not self.first:
+                self.first = {"predicted_makespan": p[0] - bag.submitted, "predicted_rate": r, "excluded_hosts":
+                              sum(1 for m in view.machines if p[2] / power(m) > p[0] - view.now)}
+            out.extend(self.predicted(bag, p[0]))
+        return out or NOTHING
+
+    def predicted(self, bag: BagRecord, end: float) -> Decisions:
+        """A new prediction of ``bag``'s end was made (a subclass sets its time-out here)."""
+        return NOTHING
+
+    def rank(self, view: View, bag: BagRecord, hosts: list[MachineRecord]) -> list[MachineRecord]:
+        end, _, s = self.predictions[bag.id]
+        now = view.now
+        if now + s / max(power(m) for m in view.machines) > end:  # every host is excluded: fall back
+            return fastest_first(hosts)
+        return [m for m in hosts if now + s / power(m) <= end]
+
+    def last_to_finish(self, view: View, bag: BagRecord) -> list[JobRecord]:
+        """The bag's tasks running one replica, the one expected to end last (dedicated, at its clock) first."""
+        s = self.predictions[bag.id][2]
+        machines = view.machines
+        single = [t for t in bag.running.values() if len(t.replicas) == 1]
+        return sorted(single, key=lambda t: -max(r.sent + s / power(machines[r.machine]) for r in t.replicas.values()))
+
+    def report(self) -> dict[str, float]:
+        return {**self.first, "predictions": self.count, "replicas_started": self.replicas_started}
+
+
+class ExclPredDup(ExclPred):
+    """EXCL-PRED-DUP: EXCL-PRED, and the ready hosts it lets work that the waiting tasks leave over get replicas
+    of running tasks (2 live at most; the one expected to end last first); the first result wins."""
+
+    name = "excl_pred_dup"
+    max_replicas = 2
+
+    def replicas(self, view: View, bag: BagRecord, hosts: list[MachineRecord]) -> list[JobRecord]:
+        return self.last_to_finish(view, bag)
+
+
+class ExclPredTO(ExclPred):
+    """EXCL-PRED-TO: EXCL-PRED, and from the predicted end on (a timer; a new prediction moves it), every task not
+    done may get a replica on a ready host left over (2 live at most); the first result wins."""
+
+    name = "excl_pred_to"
+    max_replicas = 2
+
+    def predicted(self, bag: BagRecord, end: float) -> Decisions:
+        return (SetTimer(("excl_pred_to", bag.id), end),)
+
+    def on_timer(self, view: View, key: Hashable) -> Decisions:
+        if isinstance(key, tuple) and len(key) == 2 and key[0] == "excl_pred_to":
+            return NOTHING  # the core matches after a timer: replicas go out then
+        return super().on_timer(view, key)
+
+    def replicas(self, view: View, bag: BagRecord, hosts: list[MachineRecord]) -> list[JobRecord]:
+        return self.last_to_finish(view, bag) if view.now >= self.predictions[bag.id][0] - TIMER_SLACK else []
+
+
+register(ExclPred)
+register(ExclPredDup)
+register(ExclPredTO)
