@@ -189,7 +189,7 @@ def experiment_toml(platform_dir: str | os.PathLike, policy: str, tasks: int, ta
     lines = [
         f"# Kondo et al.: {exp.description} (mgst.kondo.experiment)",
         "[experiment]", f"name = {q(exp.name)}", f"description = {q(exp.description)}", "",
-        "[workload]", 'kind = "bag_list"', f"granularity = [{size!r}]",
+        "[workload]", 'kind = "bag_list"', 'class_names = ["task"]', f"granularity = [{size!r}]",
         f"bags = [{{at = {history!r}, tasks = [{', '.join([f'[0, {size!r}]'] * tasks)}]}}]", "",
         "[machines]", f"names = [{', '.join(q(m.name) for m in exp.machines)}]",
         f"power = [{', '.join(repr(m.rates[0]) for m in exp.machines)}]",

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mgst.core.state import BagRecord, Outcome
+from mgst.kondo.experiment import optimal_makespan_of
 from mgst.kondo.optimum import NotEnoughCapacity
 from mgst.model import Experiment
 
@@ -81,7 +82,6 @@ def reduce_run(experiment: Experiment, bag: BagRecord, report: dict[str, float],
 
 def simulate_run(experiment: Experiment, replication: int = 0) -> KondoRun:
     """Simulate a kondo_experiment (mgst.kondo.experiment) and reduce it."""
-    from mgst.kondo.experiment import optimal_makespan_of  # noqa: PLC0415 (a cycle: experiment needs the optimum)
     from mgst.sim import Simulation  # noqa: PLC0415 (a worker imports only what it runs)
 
     simulation = Simulation(experiment, replication=replication)
