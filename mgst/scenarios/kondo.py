@@ -112,7 +112,7 @@ def _prepare(values: Mapping[str, tuple[str, ...]], options: Mapping[str, Any], 
 @functools.lru_cache(maxsize=16)
 def start_points(span: float, seed: int, history: float) -> tuple[float, ...]:
     """Business-hours start points (trace seconds) with ``history`` before them: replication k's is the k-th."""
-    from mgst.traces.platform import business_starts  # noqa: PLC0415
+    from mgst.traces.calendar import business_starts  # noqa: PLC0415
 
     starts = [s for s in business_starts(span, MAX_STARTS, seed, margin=START_MARGIN) if s >= history]
     return tuple(starts)
