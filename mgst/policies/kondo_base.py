@@ -74,7 +74,7 @@ class KondoPolicy(Policy):
         if view.queued_count > sum(b.queued for b in view.bags.values()):
             raise ValueError(f"policy {self.name} schedules Bags of Tasks; jobs without a bag are waiting")
         first = self.observe(view)
-        if not view.ready_count or (not view.queued_count and self.max_replicas <= 1):
+        if not view.ready_count or not view.bags or (not view.queued_count and self.max_replicas <= 1):
             return first
         return itertools.chain(first, self._assign(view))  # lazily: each Assign is applied before the next
 

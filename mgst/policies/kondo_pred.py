@@ -42,6 +42,7 @@ class ExclPred(KondoPolicy):
         self.predictions = {}
         self.count = 0
         self.first: dict[str, float] = {}
+        self.fastest = 0.0
 
     def observe(self, view: View) -> Decisions:
         out: list[Decision] = []
@@ -70,7 +71,9 @@ class ExclPred(KondoPolicy):
     def rank(self, view: View, bag: BagRecord, hosts: list[MachineRecord]) -> list[MachineRecord]:
         end, _, s = self.predictions[bag.id]
         now = view.now
-        if now + s / max(power(m) for m in view.machines) > end:  # every host is excluded: fall back
+        if not self.fastest:  # (the platform's fastest clock, read once: rank runs at every event)
+            self.fastest = max(power(m) for m in view.machines)
+        if now + s / self.fastest > end:  # every host is excluded: fall back
             return fastest_first(hosts)
         return [m for m in hosts if now + s / power(m) <= end]
 
