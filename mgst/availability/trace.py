@@ -10,9 +10,11 @@ the machine is UP at its a_j. A trace is the same in every replication.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,9 @@ from mgst.model import AvailabilityModel, Experiment
 # The most periods the mapper sends a puller (its own machine's, over the testbed run): a welcome stays
 # within the protocol's frame (64 KiB: 1,000 periods of ~20 bytes are 20 kB) and its list bound.
 MAX_WIRE_PERIODS = 1000
+# capacity() looks at this many horizons of trace: what a simulation plays (arrivals until the horizon, then a drain
+# as long by default), not the whole trace, which a month-long one would make every run read.
+CAPACITY_WINDOW = 2.0
 MATCHES = ("name", "order")  # how trace hosts map to machines: by name, or the k-th host to machine k
 MAX_SCALE = 1e9
 
@@ -42,21 +47,17 @@ class TraceAvailability(AvailabilityModel):
 
 
 class ReplayProcess:
-    """Given periods, then UP at ``share`` for good."""
+    """Given periods (pulled one at a time), then UP at ``share`` for good."""
 
-    __slots__ = ("_periods", "_next", "_share")
+    __slots__ = ("_periods", "_share")
 
-    def __init__(self, periods: Sequence[Period], share: float):
-        self._periods = periods
-        self._next = 0
+    def __init__(self, periods: Iterable[Period], share: float):
+        self._periods = iter(periods)
         self._share = share
 
     def next(self) -> Period:
-        k = self._next
-        if k < len(self._periods):
-            self._next = k + 1
-            return self._periods[k]
-        return Period(math.inf, State.UP, self._share)
+        p = next(self._periods, None)
+        return Period(math.inf, State.UP, self._share) if p is None else p
 
 
 def _host_intervals(intervals: Intervals, how: str, names: tuple[str, ...], path: str, every: bool
@@ -76,65 +77,86 @@ def _host_intervals(intervals: Intervals, how: str, names: tuple[str, ...], path
     return [intervals.get(n, []) for n in names]
 
 
-def _merge(sources: list[list[Interval]], offset: float, scale: float, a_j: float) -> tuple[Period, ...]:
-    """One machine's periods from t = 0 (trace time ``offset``): the worse state and the smaller share where
-    sources overlap, UP at a_j where none speaks."""
-    cuts = sorted({t for src in sources for iv in src for t in (iv.start, iv.end) if t > offset} | {offset})
-    periods: list[Period] = []
-    for left, right in zip(cuts, cuts[1:]):
-        state, share = State.UP, a_j
-        mid = (left + right) / 2
-        for src in sources:
-            iv = _covering(src, mid)
-            if iv is not None:
-                state = max(state, iv.state)
-                default = a_j if iv.state is State.UP else 0.0
-                share = min(share, default if iv.share is None else iv.share)
-        _append(periods, Period((right - left) * scale, state, 0.0 if state is State.DOWN else share))
-    while periods and periods[-1].state is State.UP and periods[-1].cpu_share == a_j:  # (as after the trace)
-        periods.pop()
-    return tuple(periods)
+@functools.lru_cache(maxsize=8)
+def _matched(path: str, fmt: str, mtime_ns: int, size: int, how: str, names: tuple[str, ...], every: bool
+             ) -> tuple[list[Interval], ...]:
+    """_host_intervals of a file, cached per file version, machines and matching (not per offset: every run into
+    one trace shares it)."""
+    return tuple(_host_intervals(read_trace(path, fmt), how, names, path, every))
 
 
-def _covering(intervals: list[Interval], t: float) -> Interval | None:
-    lo, hi = 0, len(intervals)
-    while lo < hi:  # the last interval starting at or before t
-        mid = (lo + hi) // 2
-        if intervals[mid].start <= t:
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo and intervals[lo - 1].start <= t < intervals[lo - 1].end:
-        return intervals[lo - 1]
-    return None
-
-
-def _append(periods: list[Period], p: Period) -> None:
-    if p.duration <= 0:
-        return
-    if periods and periods[-1].state is p.state and periods[-1].cpu_share == p.cpu_share:
-        periods[-1] = Period(periods[-1].duration + p.duration, p.state, p.cpu_share)
-    else:
-        periods.append(p)
-
-
-@functools.lru_cache(maxsize=4)
-def timelines(spec: TraceAvailability, names: tuple[str, ...], shares: tuple[float, ...]
-              ) -> tuple[tuple[Period, ...], ...]:
-    """Every machine's periods (machines named ``names``, with a_j ``shares``); TraceError if the trace does not fit."""
-    per_machine: list[list[list[Interval]]] = [[] for _ in names]
+def _sources(spec: TraceAvailability, names: tuple[str, ...]) -> list[tuple[list[Interval], ...]]:
+    """Per file (the host trace, then the CPU series if any), each machine's intervals; TraceError if the trace
+    does not fit the machines."""
+    out = []
     for path, fmt, every in ((spec.file, spec.format, True), (spec.cpu_file, "csv", False)):
         if path is None:
             continue
-        for j, intervals in enumerate(_host_intervals(read_trace(path, fmt), spec.machines, names, path, every)):
-            per_machine[j].append(intervals)
-    return tuple(_merge(sources, spec.offset, spec.time_scale, a) for sources, a in zip(per_machine, shares))
+        read_trace(path, fmt)  # (TraceError for a file that cannot be read, naming it)
+        st = os.stat(path)
+        out.append(_matched(path, fmt, st.st_mtime_ns, st.st_size, spec.machines, names, every))
+    return out
 
 
-def machine_periods(spec: TraceAvailability, experiment: Experiment, machine: int) -> tuple[Period, ...]:
+def _end(interval: Interval) -> float:
+    return interval.end
+
+
+def replay(sources: Sequence[list[Interval]], offset: float, scale: float, a_j: float) -> Iterator[Period]:
+    """One machine's periods from t = 0 (trace time ``offset``), made as they are pulled: the worse state and the
+    smaller share where sources overlap, UP at a_j where none speaks; ends where the sources end (a last UP at
+    a_j is left out: the machine is so after the trace anyway). Each source is entered by a bisection at
+    ``offset``, so a run pays for the periods it plays, not for the trace."""
+    at = [bisect.bisect_right(src, offset, key=_end) for src in sources]  # each source's first interval past t
+    t = offset
+    pending: Period | None = None
+    while True:
+        cut = math.inf  # the next boundary of any source after t
+        for src, k in zip(sources, at):
+            if k < len(src):
+                iv = src[k]
+                cut = min(cut, iv.start if iv.start > t else iv.end)
+        if cut == math.inf:
+            break
+        state, share = State.UP, a_j
+        for src, k in zip(sources, at):
+            if k < len(src) and src[k].start <= t:  # (src[k].end > t: it covers [t, cut))
+                iv = src[k]
+                state = max(state, iv.state)
+                default = a_j if iv.state is State.UP else 0.0
+                share = min(share, default if iv.share is None else iv.share)
+        duration = (cut - t) * scale
+        if duration > 0:
+            p = Period(duration, state, 0.0 if state is State.DOWN else share)
+            if pending is not None and pending.state is p.state and pending.cpu_share == p.cpu_share:
+                pending = Period(pending.duration + p.duration, p.state, p.cpu_share)
+            else:
+                if pending is not None:
+                    yield pending
+                pending = p
+        t = cut
+        for j, src in enumerate(sources):
+            while at[j] < len(src) and src[at[j]].end <= t:
+                at[j] += 1
+    if pending is not None and not (pending.state is State.UP and pending.cpu_share == a_j):
+        yield pending
+
+
+def machine_periods(spec: TraceAvailability, experiment: Experiment, machine: int) -> Iterator[Period]:
+    """Machine ``machine``'s periods from model time 0, lazily (see replay)."""
     names = tuple(m.name for m in experiment.machines)
-    shares = tuple(m.availability for m in experiment.machines)
-    return timelines(spec, names, shares)[machine]
+    sources = [per_machine[machine] for per_machine in _sources(spec, names)]
+    return replay(sources, spec.offset, spec.time_scale, experiment.machines[machine].availability)
+
+
+def _within(periods: Iterable[Period], length: float) -> Iterator[Period]:
+    """The periods that start before model time ``length``."""
+    at = 0.0
+    for p in periods:
+        if at >= length:
+            return
+        yield p
+        at += p.duration
 
 
 class TraceKind(AvailabilityKind):
@@ -175,8 +197,7 @@ class TraceKind(AvailabilityKind):
         return TraceAvailability(path, fmt, cpu_file, offset, scale, how), f"{section}.file"
 
     def check(self, spec: TraceAvailability, experiment: Experiment) -> None:
-        names = tuple(m.name for m in experiment.machines)
-        timelines(spec, names, tuple(m.availability for m in experiment.machines))  # (TraceError)
+        _sources(spec, tuple(m.name for m in experiment.machines))  # (TraceError)
 
     def to_plain(self, spec: TraceAvailability) -> Any:
         return {"kind": self.name, "file": spec.file, "format": spec.format, "cpu_file": spec.cpu_file,
@@ -194,9 +215,7 @@ class TraceKind(AvailabilityKind):
                 until: float, since: float = 0.0) -> tuple:
         sent = []
         at = 0.0
-        for p in machine_periods(spec, experiment, machine):
-            if at >= until:
-                break
+        for p in _within(machine_periods(spec, experiment, machine), until):
             end = at + p.duration
             if end > since:  # (what is left of the period under way for a puller joining at ``since``)
                 sent.append([end - max(at, since), int(p.state), p.cpu_share])
@@ -235,24 +254,25 @@ class TraceKind(AvailabilityKind):
         return ReplayProcess([Period(float(d), State(s), float(c)) for d, s, c in form[1]], share)
 
     def capacity(self, spec: TraceAvailability, experiment: Experiment) -> tuple[list[float], str]:
+        window = CAPACITY_WINDOW * experiment.simulation.horizon
         fractions = []
         for j, m in enumerate(experiment.machines):
-            periods = machine_periods(spec, experiment, j)
-            span = math.fsum(p.duration for p in periods)
-            given = math.fsum(p.duration * p.cpu_share for p in periods)
-            fractions.append(given / (span * m.availability) if span > 0 else 1.0)
-        return fractions, (" (availabilities scaled by each machine's mean CPU share over its trace, "
-                           f"{min(fractions):.3f} to {max(fractions):.3f})")
+            span = given = 0.0
+            for p in _within(machine_periods(spec, experiment, j), window):
+                length = min(p.duration, window - span)
+                span += length
+                given += length * p.cpu_share
+            if span < window:  # (after the trace: UP at a_j)
+                given += (window - span) * m.availability
+                span = window
+            fractions.append(given / (span * m.availability) if span > 0 and m.availability > 0 else 1.0)
+        return fractions, (f" (availabilities scaled by each machine's mean CPU share over the run's first {window:g} "
+                           f"time units of trace, {min(fractions):.3f} to {max(fractions):.3f})")
 
     def cycles(self, spec: TraceAvailability, experiment: Experiment, length: float) -> tuple[float, str]:
         total = 0
         for j in range(len(experiment.machines)):
-            at = 0.0
-            for p in machine_periods(spec, experiment, j):
-                if at >= length:
-                    break
-                total += 1
-                at += p.duration
+            total += sum(1 for _ in _within(machine_periods(spec, experiment, j), length))
         return float(total), "the trace's periods"
 
     def shortest_cycle(self, spec: TraceAvailability, experiment: Experiment) -> float:
