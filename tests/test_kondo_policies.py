@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import json
+import random
 import tomllib
 from pathlib import Path
 
@@ -12,7 +15,7 @@ from test_docs_policies import fenced_block, load_example
 
 from mgst import policies
 from mgst.cli import main
-from mgst.core import Cancel, PolicyError, Scheduler, SetTimer
+from mgst.core import Assign, Cancel, PolicyError, Scheduler, SetTimer
 from mgst.model import Bag, Job, JobClass, Machine
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -55,6 +58,15 @@ def test_pri_cr_gives_the_tasks_to_the_fastest_ready_hosts_ties_in_ready_queue_o
     assert placed(core.bag_arrived(0.0, bag(3, 0.0))) == [(0, 1), (1, 3), (2, 2)]
     _, fcfs = platform("fcfs", [1.0, 3.0, 2.0, 3.0])  # the baseline: ready-queue order
     assert placed(fcfs.bag_arrived(0.0, bag(3, 0.0))) == [(0, 0), (1, 1), (2, 2)]
+
+
+def test_pri_cr_fills_every_slot_a_host_asks_for():
+    machines = [Machine("slow", (1.0,)), Machine("fast", (3.0,), slots=2)]
+    core = Scheduler([JobClass("c0", 1.0)], machines, make_policy("pri_cr"), check=True)
+    core.start(0.0)
+    core.machine_ready(0.0, 0)
+    core.machine_ready(0.0, 1)  # asks for its two slots
+    assert placed(core.bag_arrived(0.0, bag(3, 0.0))) == [(0, 1), (1, 1), (2, 0)]
 
 
 def test_pri_cr_gives_a_requeued_task_to_the_fastest_ready_host():
@@ -235,6 +247,73 @@ def test_excl_pred_to_moves_its_time_out_when_it_predicts_again():
     done(core, 100.0, 0)
     out = done(core, 110.0, 1)  # N = 2 completions: 2 tasks left, r = 1: 110 + 100 = 210
     assert of(out, SetTimer) == [SetTimer(("excl_pred_to", 0), 210.0)]
+
+
+# ------------------------------------------------------------------ other workloads: several bags, slots, failures
+
+
+def drive(policy, seed: int) -> Scheduler:
+    """A small event loop: five hosts (powers 0.5 to 2, some of two slots), eight bags of mixed sizes arriving
+    over time, hosts failing and coming back, timers firing; the invariants are checked after every event."""
+    rng = random.Random(seed)
+    machines = [Machine(f"M{j}", (rng.choice((0.5, 1.0, 2.0)),), 1.0, rng.choice((1, 2))) for j in range(5)]
+    core = Scheduler([JobClass("task", 0.0, 4.0)], machines, policy, check=True)
+    heap: list = []
+    seq = itertools.count()
+    running: dict[int, int] = {}  # replica -> machine, as the hosts really run them
+
+    def push(t: float, kind: str, arg) -> None:
+        heapq.heappush(heap, (t, next(seq), kind, arg))
+
+    def handle(now: float, outputs) -> None:
+        for o in outputs:
+            if isinstance(o, Assign):
+                running[o.replica] = o.machine
+                push(now + o.job.size / machines[o.machine].rates[0], "done", o.replica)
+            elif isinstance(o, Cancel):
+                running.pop(o.replica, None)
+            elif isinstance(o, SetTimer):
+                push(o.at, "timer", o.key)
+
+    t, first = 0.0, 0
+    for b in range(8):
+        t += rng.expovariate(1 / 5)
+        n = rng.randint(1, 7)
+        push(t, "bag", Bag(b, t, tuple(Job(first + i, 0, t, rng.uniform(1.0, 8.0), b) for i in range(n))))
+        first += n
+    for j in range(5):
+        push(0.0, "up", j)
+    handle(0.0, core.start(0.0))
+    while heap:
+        now, _, kind, arg = heapq.heappop(heap)
+        if kind == "bag":
+            out = core.bag_arrived(now, arg)
+        elif kind == "up":
+            out = core.machine_ready(now, arg)
+            if now < t:
+                push(now + rng.expovariate(1 / 12), "down", arg)
+        elif kind == "down":
+            for rid in [r for r, m in running.items() if m == arg]:
+                del running[rid]
+            out = core.machine_down(now, arg)
+            push(now + rng.expovariate(1 / 3), "up", arg)
+        elif kind == "done":
+            if running.pop(arg, None) is None:
+                continue  # cancelled, or lost with its host
+            out = core.replica_done(now, arg, ready=True)
+        else:
+            out = core.timer_fired(now, arg)
+        handle(now, out)
+        core.check_invariants()
+        assert all(len(r.replicas) <= policy.max_replicas for r in core.running.values())
+    return core
+
+
+@pytest.mark.parametrize("name", KONDO)
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_each_policy_completes_several_bags_on_failing_hosts_with_slots(name, seed):
+    core = drive(make_policy(name, {"wait": 2.0} if name == "pri_cr_wait" else None), seed)
+    assert not core.bags and all(r.status.name == "DONE" for r in core.jobs.values())
 
 
 # ------------------------------------------------------------------ every policy, in a simulation of a trace

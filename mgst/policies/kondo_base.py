@@ -11,6 +11,7 @@ ready hosts get the waiting tasks, and in which order (:meth:`KondoPolicy.rank`)
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -23,6 +24,12 @@ from mgst.policies.base import NOTHING, Decisions, Policy
 def power(m: MachineRecord) -> float:
     """The host's clock rate, as its power (work per second at full CPU share) for class 0."""
     return m.rates[0]
+
+
+def dedicated_time(size: float, m: MachineRecord) -> float:
+    """How long a task of ``size`` takes on host ``m`` at its clock rate, dedicated (inf on a host of power 0)."""
+    p = power(m)
+    return size / p if p > 0.0 else math.inf
 
 
 def fastest_first(hosts: Sequence[MachineRecord]) -> list[MachineRecord]:
@@ -43,7 +50,7 @@ def check_bag_workload(name: str, experiment: Any) -> None:
 
 class KondoPolicy(Policy):
     """Base of seed 003's policies: after every event, the waiting tasks of each bag (oldest bag first) go to the
-    ready hosts :meth:`rank` lets them have, in its order, one task per host; then the hosts left over may get
+    ready hosts :meth:`rank` lets them have, in its order, as many as a host asks for; then the hosts left over may get
     replicas (:meth:`replicas`, none here). Jobs without a bag are refused (ValueError naming the policy)."""
 
     hooks = frozenset({"dispatch"})
@@ -84,14 +91,17 @@ class KondoPolicy(Policy):
             if not free:
                 return
             hosts = self.rank(view, bag, free)
-            waiting = [t for t in bag.queue]
+            waiting = list(bag.queue)  # oldest first
+            next_task = 0
             used: set[int] = set()
             for m in hosts:
-                if not waiting:
-                    break
-                if m.rates[waiting[0].job.job_class] > 0.0:
+                while m.asking and next_task < len(waiting):  # (the core applies each Assign: asking drops)
+                    task = waiting[next_task]
+                    if m.rates[task.job.job_class] <= 0.0:
+                        break
                     used.add(m.index)
-                    yield Assign(waiting.pop(0).job, m.index)
+                    next_task += 1
+                    yield Assign(task.job, m.index)
             left = [m for m in hosts if m.index not in used]
             if left and self.max_replicas > 1:
                 for task in self.replicas(view, bag, left):

@@ -11,7 +11,7 @@ from mgst.core.state import BagRecord, JobRecord, MachineRecord
 from mgst.core.view import View
 from mgst.policies import register
 from mgst.policies.base import NOTHING, Decisions
-from mgst.policies.kondo_base import KondoPolicy, fastest_first, power
+from mgst.policies.kondo_base import KondoPolicy, dedicated_time, fastest_first, power
 
 
 def platform_rate(view: View) -> float:
@@ -42,7 +42,7 @@ class ExclPred(KondoPolicy):
         self.predictions = {}
         self.count = 0
         self.first: dict[str, float] = {}
-        self.fastest = 0.0
+        self.shortest: dict[float, float] = {}  # task size -> its shortest dedicated time on the platform
 
     def observe(self, view: View) -> Decisions:
         out: list[Decision] = []
@@ -60,7 +60,7 @@ class ExclPred(KondoPolicy):
             self.count += 1
             if not self.first:
                 self.first = {"predicted_makespan": p[0] - bag.submitted, "predicted_rate": r, "excluded_hosts":
-                              sum(1 for m in view.machines if p[2] / power(m) > p[0] - view.now)}
+                              sum(1 for m in view.machines if dedicated_time(p[2], m) > p[0] - view.now)}
             out.extend(self.predicted(bag, p[0]))
         return out or NOTHING
 
@@ -71,18 +71,20 @@ class ExclPred(KondoPolicy):
     def rank(self, view: View, bag: BagRecord, hosts: list[MachineRecord]) -> list[MachineRecord]:
         end, _, s = self.predictions[bag.id]
         now = view.now
-        if not self.fastest:  # (the platform's fastest clock, read once: rank runs at every event)
-            self.fastest = max(power(m) for m in view.machines)
-        if now + s / self.fastest > end:  # every host is excluded: fall back
+        shortest = self.shortest.get(s)
+        if shortest is None:  # (the platform's shortest dedicated time, found once: rank runs at every event)
+            shortest = self.shortest[s] = min(dedicated_time(s, m) for m in view.machines)
+        if now + shortest > end:  # every host is excluded: fall back
             return fastest_first(hosts)
-        return [m for m in hosts if now + s / power(m) <= end]
+        return [m for m in hosts if now + dedicated_time(s, m) <= end]
 
     def last_to_finish(self, view: View, bag: BagRecord) -> list[JobRecord]:
         """The bag's tasks running one replica, the one expected to end last (dedicated, at its clock) first."""
         s = self.predictions[bag.id][2]
         machines = view.machines
         single = [t for t in bag.running.values() if len(t.replicas) == 1]
-        return sorted(single, key=lambda t: -max(r.sent + s / power(machines[r.machine]) for r in t.replicas.values()))
+        return sorted(single, key=lambda t: -max(r.sent + dedicated_time(s, machines[r.machine])
+                                                 for r in t.replicas.values()))
 
     def report(self) -> dict[str, float]:
         return {**self.first, "predictions": self.count, "replicas_started": self.replicas_started}
