@@ -34,7 +34,7 @@ def dedicated_time(size: float, m: MachineRecord) -> float:
 
 def fastest_first(hosts: Sequence[MachineRecord]) -> list[MachineRecord]:
     """The hosts by clock rate, fastest first; ties keep their order (the ready queue's)."""
-    return sorted(hosts, key=lambda m: -power(m))
+    return sorted(hosts, key=power, reverse=True)  # (reverse keeps a stable sort stable)
 
 
 def check_bag_workload(name: str, experiment: Any) -> None:
@@ -90,8 +90,11 @@ class KondoPolicy(Policy):
         for bag in list(view.bags.values()):
             if not free:
                 return
+            if not bag.queued and self.max_replicas <= 1:
+                continue
             hosts = self.rank(view, bag, free)
-            waiting = list(bag.queue)  # oldest first
+            # oldest first; no more than the hosts ask for (a bag of 400 tasks is not read whole at every event)
+            waiting = list(itertools.islice(bag.queue, sum(m.asking for m in hosts)))
             next_task = 0
             used: set[int] = set()
             for m in hosts:
