@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.layout_engine import TightLayoutEngine
@@ -81,11 +82,16 @@ def figure(summary: Sequence[Mapping[str, Any]], metric: str, panel: Mapping[str
             for s in rows if (v := value(s)) is not None]
     top = max(tops) * 1.15 if tops and max(tops) > 0 else 1.0
 
-    fig = Figure(figsize=(max(6.0, 1.1 * len(group_values) + 2), 4.2), layout="none")
+    width = max(6.0, 1.1 * len(group_values) + 2)
+    if len(bar_values) > 5:  # a legend of five columns of long names (the Kondo policies) needs room
+        width = max(width, 8.0)
+    fig = Figure(figsize=(width, 4.2), layout="none")
     FigureCanvasAgg(fig)  # the Agg backend, for this figure only (no pyplot, no global backend switch)
     ax = fig.add_subplot()
     width = 0.8 / max(1, len(bar_values))
-    colours = [f"C{i % 10}" for i in range(len(bar_values))]
+    # The default cycle's ten colours; past ten bars, tab20's twenty (no two bars of a group share one).
+    colours = ([f"C{i}" for i in range(len(bar_values))] if len(bar_values) <= 10
+               else [matplotlib.colormaps["tab20"](i % 20) for i in range(len(bar_values))])
     for b, (bar, colour) in enumerate(zip(bar_values, colours)):
         for g, group in enumerate(group_values):
             x = g - 0.4 + width * (b + 0.5)
@@ -111,9 +117,9 @@ def figure(summary: Sequence[Mapping[str, Any]], metric: str, panel: Mapping[str
     ax.set_ylim(0, top)
     ax.set_xticks(range(len(group_values)), group_values)
     ax.set_xlim(-0.6, len(group_values) - 0.4)
-    ax.set_xlabel("" if isinstance(groups, str) else groups_name)
     ax.set_ylabel(label or LABELS.get(metric, metric))
-    fig.suptitle(" / ".join(f"{k} {v}" for k, v in panel.items()), fontsize=10)
+    title = " / ".join(f"{k} {v}" for k, v in panel.items())
+    fig.suptitle(title if isinstance(groups, str) else f"{title} (bar groups: {groups_name})", fontsize=10)
     if bar_values:
         handles = [Patch(facecolor=c, label=b) for b, c in zip(bar_values, colours)]
         ax.legend(handles=handles, title=bars, fontsize=8, title_fontsize=8, ncols=min(len(bar_values), 5),
