@@ -118,3 +118,20 @@ def test_a_sweep_file_without_run_settings(tmp_path):
     with pytest.raises(ConfigError) as e:
         parse_sweep(data, "t", "f.toml")
     assert e.value.key == "simulation.horizon"
+
+
+def test_the_claims_figures_are_paired(tmp_path):
+    from mgst.kondo.findings import better, ratio_to_optimal, read_runs
+
+    head = "platform,policy,tasks,task_minutes,seed,replication,ratio,makespan,optimal,waste,prediction_error,error\n"
+    rows = ["sdsc,FCFS,100,5,1,0,2.0,200,100,0,,", "sdsc,PRI-CR,100,5,1,0,1.0,100,100,0,,",
+            "sdsc,FCFS,100,5,1,1,3.0,600,200,0,,", "sdsc,PRI-CR,100,5,1,1,2.0,400,200,0,,",
+            "sdsc,FCFS,100,5,1,2,1.0,100,100,0,,",  # no PRI-CR run of this start point: left out of the pairs
+            "sdsc,PRI-CR,100,5,1,3,,,,,,ValueError: x"]  # a failed cell: left out
+    path = tmp_path / "sweep.csv"
+    path.write_text(head + "\n".join(rows) + "\n")
+    runs = read_runs([path])
+    assert len(runs) == 5
+    f = better(runs, "PRI-CR", "FCFS")  # FCFS / PRI-CR: 200 / 100 = 2, 600 / 400 = 1.5
+    assert (f.mean, f.n) == (1.75, 2)
+    assert ratio_to_optimal(runs, "FCFS").mean == 2.0
