@@ -132,7 +132,11 @@ def claims(runs: Sequence[Run], hosts: int = 220) -> list[str]:
     lines.append(f"4. EXCL-PRED's prediction error (slides 7.0 %, at most 10 %): {pred.text(1, True)}, "
                  f"at most {worst * 100:.1f} %")
     for p in sorted({r.platform for r in runs}):
-        lines.append(f"   - {p}: {figure([r.prediction_error for r in runs if r.policy == 'EXCL-PRED' and r.platform == p]).text(1, True)}")  # noqa: E501
+        by_tasks = "; ".join(
+            f"T = {t}: " + figure([r.prediction_error for r in runs
+                                   if r.policy == "EXCL-PRED" and r.platform == p and r.tasks == t]).text(1, True)
+            for t in sorted({r.tasks for r in runs if r.platform == p}))
+        lines.append(f"   - {p}: {by_tasks}")
     lines.append("5. EXCL-PRED x better than FCFS and than EXCL-S.5 "
                  "(slides: 0.87 sdsc, 1.17 lri-wisc, 1.12 homogeneous)")
     for p in sorted({r.platform for r in runs}):
