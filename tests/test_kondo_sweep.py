@@ -135,3 +135,12 @@ def test_the_claims_figures_are_paired(tmp_path):
     f = better(runs, "PRI-CR", "FCFS")  # FCFS / PRI-CR: 200 / 100 = 2, 600 / 400 = 1.5
     assert (f.mean, f.n) == (1.75, 2)
     assert ratio_to_optimal(runs, "FCFS").mean == 2.0
+
+
+def test_sweep_csv_names_each_column_once(tmp_path):
+    from mgst.scenarios.kondo import MEASURES
+    from mgst.sweep.spec import RUN_COLUMNS
+
+    axes = ("platform", "policy", "tasks", "task_minutes")
+    columns = [*axes, *RUN_COLUMNS, *MEASURES.columns]
+    assert len(columns) == len(set(columns))

@@ -97,8 +97,9 @@ def simulate_run(experiment: Experiment, replication: int = 0) -> KondoRun:
 
 
 # The columns simulate_cell writes, in order (mgst sweep's summary and plots read the first ones).
-CELL_METRICS = ("ratio", "makespan", "optimal", "waste", "waste_cpu_s", "prediction_error", "replicas", "tasks",
-                "unfinished", "wall_s")
+# (Not ``tasks``: the sweep's axis of that name is the cell's key.)
+CELL_METRICS = ("ratio", "makespan", "optimal", "waste", "waste_cpu_s", "prediction_error", "replicas", "unfinished",
+                "wall_s")
 
 
 def simulate_cell(experiment: Experiment, replication: int) -> dict[str, Any]:
@@ -108,5 +109,5 @@ def simulate_cell(experiment: Experiment, replication: int) -> dict[str, Any]:
     return {
         "ratio": run.ratio, "makespan": run.makespan, "optimal": run.optimal, "waste": run.waste,
         "waste_cpu_s": run.waste_cpu_s, "prediction_error": run.prediction_error, "replicas": run.replicas,
-        "tasks": run.tasks, "unfinished": math.isnan(run.makespan), "wall_s": time.perf_counter() - t0,
+        "unfinished": math.isnan(run.makespan), "wall_s": time.perf_counter() - t0,
     }
