@@ -6,6 +6,7 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
+import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
@@ -32,10 +33,11 @@ def write_curves(runs: Mapping[str, Experiment], path: Path, *, title: str = "")
     fig = Figure(figsize=(8.0, 5.0), layout="tight")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
+    many = len(curves) > 11  # (ten runs and the optimum fit the default cycle; more take tab20's colours)
     for i, (label, times) in enumerate(curves.items()):
         minutes = [0.0, *(t / 60.0 for t in times)]
-        style = {"color": "black", "linestyle": "--", "linewidth": 2.0} if label == OPTIMAL else {
-            "color": f"C{i % 10}", "linestyle": "-" if i < 10 else ":"}
+        colour = matplotlib.colormaps["tab20"](i % 20) if many else f"C{i}"
+        style = {"color": "black", "linestyle": "--", "linewidth": 2.0} if label == OPTIMAL else {"color": colour}
         ax.step(minutes, range(len(minutes)), where="post", label=label, **style)
     ax.set_xlabel("time since the application's submission (min)")
     ax.set_ylabel("tasks completed")
