@@ -10,10 +10,8 @@ then one bag of ``tasks`` tasks of ``task_minutes`` on a dedicated 1.5 GHz host 
 
 from __future__ import annotations
 
-import csv
 import functools
 import json
-import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +21,7 @@ from mgst.availability.trace import TraceAvailability
 from mgst.availability.trace_files import TraceError, read_trace
 from mgst.kondo.optimum import Optimum, host_traces
 from mgst.model import BagList, Experiment, JobClass, Machine, PolicySpec, SimulationSettings
+from mgst.traces.hosts_file import read_hosts
 
 # The clock rate of the slides' reference host: a task "of 5 minutes" is 300 s of work on it, and a host of
 # c GHz has power c / REFERENCE_GHZ (work units per second).
@@ -80,32 +79,6 @@ class PlatformFiles:
         return tuple(Machine(name=h, rates=(c / REFERENCE_GHZ,), availability=1.0,
                              attributes=(("power", c / REFERENCE_GHZ), ("clock_ghz", c)))
                      for h, c in self.clock_ghz.items())
-
-
-def read_hosts(path: Path) -> dict[str, float]:
-    """``hosts.csv``: host -> clock rate (GHz); a bad line is an error naming the file and the line."""
-    out: dict[str, float] = {}
-    try:
-        with open(path, encoding="ascii", newline="") as f:
-            for number, row in enumerate(csv.reader(f), 1):
-                if not row or row[0].startswith("#") or (number == 1 and row[0] == "host"):
-                    continue
-                if len(row) != 2:
-                    raise TraceError(str(path), number, f"expected host,clock_ghz, got {len(row)} fields")
-                try:
-                    ghz = float(row[1])
-                except ValueError:
-                    raise TraceError(str(path), number, f"clock_ghz {row[1]!r} is not a number") from None
-                if not ghz > 0 or math.isinf(ghz):
-                    raise TraceError(str(path), number, f"clock_ghz must be a positive number, got {row[1]!r}")
-                if row[0] in out:
-                    raise TraceError(str(path), number, f"host {row[0]!r} is listed twice")
-                out[row[0]] = ghz
-    except (OSError, UnicodeDecodeError) as e:
-        raise TraceError(str(path), None, f"cannot read: {e}") from None
-    if not out:
-        raise TraceError(str(path), None, "lists no host")
-    return out
 
 
 @functools.lru_cache(maxsize=8)
