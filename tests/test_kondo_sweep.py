@@ -144,3 +144,13 @@ def test_sweep_csv_names_each_column_once(tmp_path):
     axes = ("platform", "policy", "tasks", "task_minutes")
     columns = [*axes, *RUN_COLUMNS, *MEASURES.columns]
     assert len(columns) == len(set(columns))
+
+
+def test_the_claims_compare_every_policy_on_the_same_start_points():
+    from mgst.kondo.findings import Run, balanced
+
+    def run(policy, replication):
+        return Run("sdsc", policy, 100, 5.0, "1", str(replication), 100.0, 1.0, 0.0, float("nan"))
+
+    runs = [run("FCFS", 0), run("PRI-CR", 0), run("FCFS", 1)]  # start point 1 lacks PRI-CR's run
+    assert [(r.policy, r.replication) for r in balanced(runs)] == [("FCFS", "0"), ("PRI-CR", "0")]

@@ -107,8 +107,20 @@ def share_above(runs: Sequence[Run], policy: str, than: str, factor: float, wher
     return sum(p > factor for p in pairs) / len(pairs) if pairs else math.nan
 
 
+def balanced(runs: Sequence[Run]) -> list[Run]:
+    """The runs of the applications that every policy of their platform ran (a sweep cut short, or extended
+    for some cells only, leaves others out): every mean is then over the same start points for every policy."""
+    policies: dict[str, set[str]] = {}
+    ran: dict[tuple, set[str]] = {}
+    for r in runs:
+        policies.setdefault(r.platform, set()).add(r.policy)
+        ran.setdefault(r.application, set()).add(r.policy)
+    return [r for r in runs if ran[r.application] == policies[r.platform]]
+
+
 def claims(runs: Sequence[Run], hosts: int = 220) -> list[str]:
-    """The slides' six claims, each as lines of figures (markdown list items)."""
+    """The slides' six claims, each as lines of figures (markdown list items), over the balanced runs."""
+    runs = balanced(runs)
     def on(platform: str, **more) -> Select:
         return lambda r: r.platform == platform and all(getattr(r, k) == v for k, v in more.items())
 
