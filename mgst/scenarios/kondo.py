@@ -43,8 +43,8 @@ MEASURES = Measures(
     columns=CELL_METRICS,
     summarised=("ratio", "waste", "prediction_error", "makespan", "optimal", "replicas"),
     labels=(("ratio", "makespan / optimal makespan"),
-            ("waste", "CPU time of discarded replicas (% of the application's work)"),
-            ("prediction_error", "|predicted - optimal| / optimal makespan (%)"),
+            ("waste", "discarded replicas' work (% of the application's)"),
+            ("prediction_error", "prediction error vs optimum (%)"),
             ("makespan", "makespan (s)"), ("optimal", "optimal makespan (s)"), ("replicas", "replicas started")),
     scale=(("waste", 100.0), ("prediction_error", 100.0)),
 )
