@@ -120,7 +120,7 @@ def test_filters_seeds_and_replications():
 @pytest.mark.parametrize("change, key", [
     (lambda d: d.update(scenarios="anglano"), "scenarios"),
     (lambda d: d.pop("scenario"), "scenario"),
-    (lambda d: d.update(scenario="kondo"), "scenario"),
+    (lambda d: d.update(scenario="no_such_scenario"), "scenario"),
     (lambda d: d["axes"].update(mix=["All_M", "All_XL"]), "axes.mix[1]"),
     (lambda d: d["axes"].update(mixes=["All_M"]), "axes.mixes"),
     (lambda d: d["axes"].update(policy=["rr", "rr"]), "axes.policy[1]"),

@@ -103,7 +103,8 @@ def sweep_command(args: argparse.Namespace) -> int:
 
         from mgst.sweep.runner import default_cell  # noqa: PLC0415
 
-        cell_fn = functools.partial(_cell_with_imports, tuple(args.imports), cell_fn or default_cell)
+        cell_fn = functools.partial(_cell_with_imports, tuple(args.imports),
+                                    cell_fn or spec.scenario.cell or default_cell)
     out = args.out or Path("runs") / f"sweep-{spec.name}{'-quick' if args.quick else ''}"
     tty = sys.stderr.isatty()
     last = [0.0]

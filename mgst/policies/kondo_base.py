@@ -34,7 +34,7 @@ def dedicated_time(size: float, m: MachineRecord) -> float:
 
 def fastest_first(hosts: Sequence[MachineRecord]) -> list[MachineRecord]:
     """The hosts by clock rate, fastest first; ties keep their order (the ready queue's)."""
-    return sorted(hosts, key=lambda m: -power(m))
+    return sorted(hosts, key=power, reverse=True)  # (reverse keeps a stable sort stable)
 
 
 def check_bag_workload(name: str, experiment: Any) -> None:
@@ -81,7 +81,7 @@ class KondoPolicy(Policy):
         if view.queued_count > sum(b.queued for b in view.bags.values()):
             raise ValueError(f"policy {self.name} schedules Bags of Tasks; jobs without a bag are waiting")
         first = self.observe(view)
-        if not view.ready_count or (not view.queued_count and self.max_replicas <= 1):
+        if not view.ready_count or not view.bags or (not view.queued_count and self.max_replicas <= 1):
             return first
         return itertools.chain(first, self._assign(view))  # lazily: each Assign is applied before the next
 
@@ -90,8 +90,11 @@ class KondoPolicy(Policy):
         for bag in list(view.bags.values()):
             if not free:
                 return
+            if not bag.queued and self.max_replicas <= 1:
+                continue
             hosts = self.rank(view, bag, free)
-            waiting = list(bag.queue)  # oldest first
+            # oldest first; no more than the hosts ask for (a bag of 400 tasks is not read whole at every event)
+            waiting = list(itertools.islice(bag.queue, sum(m.asking for m in hosts)))
             next_task = 0
             used: set[int] = set()
             for m in hosts:

@@ -42,6 +42,7 @@ class ExclPred(KondoPolicy):
         self.predictions = {}
         self.count = 0
         self.first: dict[str, float] = {}
+        self.shortest: dict[float, float] = {}  # task size -> its shortest dedicated time on the platform
 
     def observe(self, view: View) -> Decisions:
         out: list[Decision] = []
@@ -70,7 +71,10 @@ class ExclPred(KondoPolicy):
     def rank(self, view: View, bag: BagRecord, hosts: list[MachineRecord]) -> list[MachineRecord]:
         end, _, s = self.predictions[bag.id]
         now = view.now
-        if now + min(dedicated_time(s, m) for m in view.machines) > end:  # every host is excluded: fall back
+        shortest = self.shortest.get(s)
+        if shortest is None:  # (the platform's shortest dedicated time, found once: rank runs at every event)
+            shortest = self.shortest[s] = min(dedicated_time(s, m) for m in view.machines)
+        if now + shortest > end:  # every host is excluded: fall back
             return fastest_first(hosts)
         return [m for m in hosts if now + dedicated_time(s, m) <= end]
 

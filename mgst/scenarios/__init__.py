@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from mgst.scenarios.scenario import Axis, RunSettings, Scenario
+from mgst.scenarios.scenario import BOT_MEASURES, Axis, CellFunction, Measures, RunSettings, Scenario
 
-__all__ = ["Axis", "RunSettings", "Scenario", "get", "names"]
+__all__ = ["BOT_MEASURES", "Axis", "CellFunction", "Measures", "RunSettings", "Scenario", "get", "names"]
 
 
 def _registry() -> dict[str, Scenario]:
-    from mgst.scenarios import anglano  # noqa: PLC0415 (a later seed adds its module here)
+    from mgst.scenarios import anglano, kondo  # noqa: PLC0415 (a later seed adds its module here)
 
-    return {anglano.SCENARIO.name: anglano.SCENARIO}
+    return {s.name: s for s in (anglano.SCENARIO, kondo.SCENARIO)}
 
 
 def names() -> list[str]:

@@ -4,9 +4,36 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from mgst.model import Experiment
+
+# A cell's metrics: (experiment, replication) -> metric name -> value (a module-level function: it is pickled).
+CellFunction = Callable[[Experiment, int], Mapping[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Measures:
+    """What a scenario's cells measure, as `mgst sweep` writes, summarises and plots it."""
+
+    columns: tuple[str, ...]  # sweep.csv's metric columns after the key, in order (other keys: extra columns)
+    summarised: tuple[str, ...]  # summary.csv's mean and 95 % interval, and a plot each
+    growing: tuple[str, ...] = ()  # meaningless where the cell's run is unbounded (they grow with the horizon)
+    totals: tuple[str, ...] = ()  # summary.csv's plain mean over the replications
+    labels: tuple[tuple[str, str], ...] = ()  # metric -> its plots' axis label (else mgst.sweep.plots' or its name)
+    scale: tuple[tuple[str, float], ...] = ()  # metric -> the factor its plots multiply it by (a fraction as %)
+
+
+# Seed 000's Bag-of-Tasks measures (mgst.bot_metrics.simulate_cell): AVT, makespan, waiting time and RWT.
+BOT_MEASURES = Measures(
+    columns=("avt", "avt_ci", "makespan", "makespan_ci", "waiting", "waiting_ci", "rwt", "bags", "tasks",
+             "unbounded", "wall_s"),
+    summarised=("avt", "makespan", "waiting", "rwt"),
+    growing=("avt", "makespan", "waiting"),
+    totals=("bags", "tasks"),
+    scale=(("rwt", 100.0),),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +64,15 @@ class Scenario:
     ``build(cell, settings, seed, replications, options)`` gets ``cell`` as axis name -> value
     (every axis), the run settings, the base seed, the replication count, and the options with
     every default filled in. One figure is drawn per combination of ``panels``, with one bar
-    group per value of ``groups`` and one bar per value of ``bars``.
+    group per value of ``groups`` (per combination of them, if several) and one bar per value of ``bars``.
+
+    The rest is optional (the defaults are seed 000's Bag-of-Tasks sweep): ``cell`` computes a cell
+    (None: mgst.bot_metrics.simulate_cell), ``measures`` says what it returns; ``per_replication``
+    makes each replication its own Experiment (``build`` then gets the replication index in place of
+    the count); ``prepare(values, options, out_dir)`` makes what the cells share in the sweep's folder
+    (files) before any is built, given each axis's swept values, and returns the options the builds
+    get; ``figures(spec, out_dir)`` draws the scenario's own figures after the bars, and returns their
+    paths; ``run_settings`` False: the sweep file gives no horizon, warm-up or checkpoint interval.
     """
 
     name: str
@@ -49,10 +84,16 @@ class Scenario:
     # (option, value) -> the problem with it, or None.
     check_option: Callable[[str, Any], str | None]
     panels: tuple[str, ...]
-    groups: str
+    groups: str | tuple[str, ...]
     bars: str
     # (axis, value) -> the problem with a value outside an open axis's values, or None.
     check_value: Callable[[str, str], str | None] | None = None
+    cell: CellFunction | None = None
+    measures: Measures = BOT_MEASURES
+    per_replication: bool = False
+    prepare: Callable[[Mapping[str, tuple[str, ...]], Mapping[str, Any], Path], dict[str, Any]] | None = None
+    figures: Callable[[Any, Path], list[Path]] | None = None
+    run_settings: bool = True
 
     def axis(self, name: str) -> Axis:
         for a in self.axes:

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.layout_engine import TightLayoutEngine
@@ -40,9 +41,24 @@ def panels(summary: Sequence[Mapping[str, Any]], panel_axes: Sequence[str],
     return [p for p in combos if any(all(s[a] == v for a, v in p.items()) for s in summary)]
 
 
-def figure(summary: Sequence[Mapping[str, Any]], metric: str, panel: Mapping[str, str], *, groups: str, bars: str,
-           order: Mapping[str, Sequence[str]]) -> Figure:
-    """One metric for one panel: a bar group per value of ``groups``, a bar per value of ``bars``.
+def _group_key(groups: str | Sequence[str]) -> tuple[str, Any]:
+    """The summary key a bar group reads: an axis, or several axes' values joined by " x "."""
+    if isinstance(groups, str):
+        return groups, lambda s: str(s[groups])
+    return " x ".join(groups), lambda s: " x ".join(str(s[g]) for g in groups)
+
+
+def _group_order(groups: str | Sequence[str], order: Mapping[str, Sequence[str]]) -> list[str]:
+    if isinstance(groups, str):
+        return list(order.get(groups, ()))
+    return [" x ".join(c) for c in itertools.product(*(order.get(g, ()) for g in groups))]
+
+
+def figure(summary: Sequence[Mapping[str, Any]], metric: str, panel: Mapping[str, str], *,
+           groups: str | Sequence[str], bars: str, order: Mapping[str, Sequence[str]],
+           growing: Sequence[str] = GROWING, label: str | None = None, scale: float | None = None) -> Figure:
+    """One metric for one panel: a bar group per value of ``groups`` (per combination of values, if it
+    names several axes), a bar per value of ``bars``.
 
     Error bars are the 95 % t-interval across replications. A cell whose run is unbounded is
     drawn, for the growing metrics, as a hatched bar beyond the top of the axes (gid
@@ -50,13 +66,14 @@ def figure(summary: Sequence[Mapping[str, Any]], metric: str, panel: Mapping[str
     window to call) shows "undecided", and a cell with no result "n/a".
     """
     rows = [s for s in summary if all(s[a] == v for a, v in panel.items())]
-    group_values = _order({str(s[groups]) for s in rows}, order.get(groups, ()))
+    groups_name, group_of = _group_key(groups)
+    group_values = _order({group_of(s) for s in rows}, _group_order(groups, order))
     bar_values = _order({str(s[bars]) for s in rows}, order.get(bars, ()))
-    by_cell = {(s[groups], s[bars]): s for s in rows}
-    scale = SCALE.get(metric, 1.0)
+    by_cell = {(group_of(s), s[bars]): s for s in rows}
+    scale = SCALE.get(metric, 1.0) if scale is None else scale
 
     def value(s: Mapping[str, Any]) -> tuple[float, float, float] | None:
-        if s["n"] == 0 or (metric in GROWING and (s["unbounded"] or s.get("undecided"))):
+        if s["n"] == 0 or (metric in growing and (s["unbounded"] or s.get("undecided"))):
             return None
         m, lo, hi = (float(s[f"{metric}{x}"]) * scale for x in ("", "_low", "_high"))
         return None if math.isnan(m) else (m, lo, hi)
@@ -65,11 +82,16 @@ def figure(summary: Sequence[Mapping[str, Any]], metric: str, panel: Mapping[str
             for s in rows if (v := value(s)) is not None]
     top = max(tops) * 1.15 if tops and max(tops) > 0 else 1.0
 
-    fig = Figure(figsize=(max(6.0, 1.1 * len(group_values) + 2), 4.2), layout="none")
+    width = max(6.0, 1.1 * len(group_values) + 2)
+    if len(bar_values) > 5:  # a legend of five columns of long names (the Kondo policies) needs room
+        width = max(width, 8.0)
+    fig = Figure(figsize=(width, 4.2), layout="none")
     FigureCanvasAgg(fig)  # the Agg backend, for this figure only (no pyplot, no global backend switch)
     ax = fig.add_subplot()
     width = 0.8 / max(1, len(bar_values))
-    colours = [f"C{i % 10}" for i in range(len(bar_values))]
+    # The default cycle's ten colours; past ten bars, tab20's twenty (no two bars of a group share one).
+    colours = ([f"C{i}" for i in range(len(bar_values))] if len(bar_values) <= 10
+               else [matplotlib.colormaps["tab20"](i % 20) for i in range(len(bar_values))])
     for b, (bar, colour) in enumerate(zip(bar_values, colours)):
         for g, group in enumerate(group_values):
             x = g - 0.4 + width * (b + 0.5)
@@ -95,8 +117,9 @@ def figure(summary: Sequence[Mapping[str, Any]], metric: str, panel: Mapping[str
     ax.set_ylim(0, top)
     ax.set_xticks(range(len(group_values)), group_values)
     ax.set_xlim(-0.6, len(group_values) - 0.4)
-    ax.set_ylabel(LABELS.get(metric, metric))
-    fig.suptitle(" / ".join(f"{k} {v}" for k, v in panel.items()), fontsize=10)
+    ax.set_ylabel(label or LABELS.get(metric, metric))
+    title = " / ".join(f"{k} {v}" for k, v in panel.items())
+    fig.suptitle(title if isinstance(groups, str) else f"{title} (bar groups: {groups_name})", fontsize=10)
     if bar_values:
         handles = [Patch(facecolor=c, label=b) for b, c in zip(bar_values, colours)]
         ax.legend(handles=handles, title=bars, fontsize=8, title_fontsize=8, ncols=min(len(bar_values), 5),
@@ -107,14 +130,17 @@ def figure(summary: Sequence[Mapping[str, Any]], metric: str, panel: Mapping[str
     return fig
 
 
-def write_plots(summary: Sequence[Mapping[str, Any]], out_dir: Path, *, panel_axes: Sequence[str], groups: str,
-                bars: str, order: Mapping[str, Sequence[str]], metrics: Sequence[str] = PLOTTED) -> list[Path]:
+def write_plots(summary: Sequence[Mapping[str, Any]], out_dir: Path, *, panel_axes: Sequence[str],
+                groups: str | Sequence[str], bars: str, order: Mapping[str, Sequence[str]],
+                metrics: Sequence[str] = PLOTTED, growing: Sequence[str] = GROWING,
+                labels: Mapping[str, str] | None = None, scales: Mapping[str, float] | None = None) -> list[Path]:
     """A PNG per metric per panel into ``out_dir``: ``METRIC-VALUE-VALUE....png``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for panel in panels(summary, panel_axes, order):
         for metric in metrics:
-            fig = figure(summary, metric, panel, groups=groups, bars=bars, order=order)
+            fig = figure(summary, metric, panel, groups=groups, bars=bars, order=order, growing=growing,
+                         label=(labels or {}).get(metric), scale=(scales or {}).get(metric))
             path = out_dir / ("-".join([metric, *panel.values()]) + ".png")
             fig.savefig(path, dpi=110)
             written.append(path)

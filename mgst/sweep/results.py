@@ -12,17 +12,18 @@ from pathlib import Path
 from typing import Any
 
 from mgst.intervals import mean_ci
+from mgst.scenarios import BOT_MEASURES, Measures
 
 log = logging.getLogger(__name__)
 
 # What mgst.bot_metrics.simulate_cell returns, in column order; other keys become extra columns.
-METRICS = ("avt", "avt_ci", "makespan", "makespan_ci", "waiting", "waiting_ci", "rwt", "bags", "tasks",
-           "unbounded", "wall_s")
+METRICS = BOT_MEASURES.columns
 ERROR = "error"
 # The metrics summarised and plotted (the paper's AVT, makespan, waiting time and RWT), and those an
 # unbounded cell makes meaningless (they grow with the horizon; RWT is a ratio and stays a value).
-PLOTTED = ("avt", "makespan", "waiting", "rwt")
-GROWING = ("avt", "makespan", "waiting")
+# Another scenario says its own in its Measures.
+PLOTTED = BOT_MEASURES.summarised
+GROWING = BOT_MEASURES.growing
 MAX_ERROR = 500  # characters of an error message kept in the CSV
 TRUE = ("true", "1")  # how an `unbounded` field may say so
 
@@ -51,10 +52,10 @@ class ResultLog:
     kill are dropped (the file is rewritten without them, atomically), so those cells run again.
     """
 
-    def __init__(self, path: Path, key_columns: Sequence[str]):
+    def __init__(self, path: Path, key_columns: Sequence[str], metrics: Sequence[str] = METRICS):
         self.path = path
         self.key_columns = tuple(key_columns)
-        self.columns: list[str] = [*self.key_columns, *METRICS, ERROR]
+        self.columns: list[str] = [*self.key_columns, *metrics, ERROR]
         self.rows: list[dict[str, str]] = []
         self._file: io.TextIOBase | None = None
 
@@ -145,8 +146,10 @@ def _float(text: str) -> float | None:
         return None
 
 
-def summarize(rows: Iterable[Mapping[str, str]], axes: Sequence[str]) -> list[dict[str, Any]]:
-    """One row per cell of ``axes`` over its seeds and replications: mean and 95 % t-interval per metric.
+def summarize(rows: Iterable[Mapping[str, str]], axes: Sequence[str], measures: Measures = BOT_MEASURES
+              ) -> list[dict[str, Any]]:
+    """One row per cell of ``axes`` over its seeds and replications: mean and 95 % t-interval per metric
+    (``measures.summarised``; ``measures.totals`` get a plain mean).
 
     A cell is ``unbounded`` if any of its replications is (``unbounded_n`` says how many); the
     means of its growing metrics (AVT, makespan, waiting) are then lower bounds over the horizon.
@@ -168,11 +171,11 @@ def summarize(rows: Iterable[Mapping[str, str]], axes: Sequence[str]) -> list[di
         s.update(n=len(ok), failed=len(failed), unbounded=unbounded_n > 0, unbounded_n=unbounded_n,
                  undecided=not unbounded_n and undecided_n > 0, undecided_n=undecided_n)
         s["verdict"] = "unbounded" if s["unbounded"] else "undecided" if s["undecided"] else "bounded" if ok else ""
-        for m in PLOTTED:
+        for m in measures.summarised:
             values = [x for x in (_float(r.get(m, "")) for r in ok) if x is not None and not math.isnan(x)]
             ci = mean_ci(values)
             s.update({m: ci.mean, f"{m}_low": ci.low, f"{m}_high": ci.high, f"{m}_interval": ci.method})
-        for m in ("bags", "tasks"):
+        for m in measures.totals:
             values = [x for x in (_float(r.get(m, "")) for r in ok) if x is not None]
             s[m] = sum(values) / len(values) if values else math.nan
         s[ERROR] = failed[0][ERROR] if failed else ""
@@ -180,16 +183,23 @@ def summarize(rows: Iterable[Mapping[str, str]], axes: Sequence[str]) -> list[di
     return out
 
 
-SUMMARY_COLUMNS = ("n", "failed", "verdict", "unbounded", "unbounded_n", "undecided", "undecided_n",
-                   *(f"{m}{suffix}" for m in PLOTTED for suffix in ("", "_low", "_high", "_interval")), "bags",
-                   "tasks", ERROR)
+def summary_columns(measures: Measures = BOT_MEASURES) -> tuple[str, ...]:
+    """summary.csv's columns after the axes."""
+    return ("n", "failed", "verdict", "unbounded", "unbounded_n", "undecided", "undecided_n",
+            *(f"{m}{suffix}" for m in measures.summarised for suffix in ("", "_low", "_high", "_interval")),
+            *measures.totals, ERROR)
 
 
-def write_summary(path: Path, summary: Sequence[Mapping[str, Any]], axes: Sequence[str]) -> None:
+SUMMARY_COLUMNS = summary_columns(BOT_MEASURES)
+
+
+def write_summary(path: Path, summary: Sequence[Mapping[str, Any]], axes: Sequence[str],
+                  measures: Measures = BOT_MEASURES) -> None:
+    columns = summary_columns(measures)
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", encoding="utf-8", newline="") as f:
         w = csv.writer(f, lineterminator="\n")
-        w.writerow([*axes, *SUMMARY_COLUMNS])
+        w.writerow([*axes, *columns])
         for s in summary:
-            w.writerow([format_value(s.get(c)) for c in (*axes, *SUMMARY_COLUMNS)])
+            w.writerow([format_value(s.get(c)) for c in (*axes, *columns)])
     os.replace(tmp, path)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import dataclasses
 import importlib.util
 import json
 import logging
@@ -88,7 +89,8 @@ def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, workers: int = 1, 
 
     Cells run on ``workers`` local processes, or on the Dask cluster whose scheduler is at
     ``scheduler`` (``tcp://host:port``). ``cell_fn(experiment, replication)`` computes one cell
-    (default: mgst.bot_metrics.simulate_cell); it must be picklable (a module-level function).
+    (default: the scenario's ``cell``, else mgst.bot_metrics.simulate_cell); it must be picklable (a
+    module-level function).
     A cell that raises gets its message in the ``error`` column and runs again next time. On
     KeyboardInterrupt the pool is shut down (workers killed) and the interrupt re-raised.
     ``connect_timeout`` (s) bounds the wait for the Dask scheduler; ``worker_log_level`` sets the
@@ -97,8 +99,12 @@ def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, workers: int = 1, 
     out = Path(out_dir)
     t0 = time.perf_counter()
     _claim(out, spec)
+    scenario = spec.scenario
+    measures = scenario.measures
+    if scenario.prepare is not None:  # what the cells share (files in the sweep's folder), made once
+        spec = dataclasses.replace(spec, options=scenario.prepare(dict(spec.axes), spec.options, out))
     cells = spec.cells()
-    results = ResultLog(out / CSV, spec.columns)
+    results = ResultLog(out / CSV, spec.columns, measures.columns)
     try:
         done = results.open()
     except ValueError as e:
@@ -109,6 +115,8 @@ def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, workers: int = 1, 
     # nothing else: cells are independent and sweep.csv is put in grid order at the end).
     todo = longest_first(todo, spec.experiment)
     log.info("%s: %d cells, %d already done, %d to run", spec.name, len(cells), result.skipped, len(todo))
+    if cell_fn is None and scenario.cell is not None:
+        cell_fn = scenario.cell
     if cell_fn is None:
         if todo and scheduler is None and importlib.util.find_spec("mgst.bot_metrics") is None:
             results.close()
@@ -151,16 +159,20 @@ def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, workers: int = 1, 
         results.sort(order)
     finally:
         results.close()
-    axes = [a.name for a in spec.scenario.axes]
-    result.summary = summarize(results.rows, axes)
-    write_summary(out / SUMMARY, result.summary, axes)
+    axes = [a.name for a in scenario.axes]
+    result.summary = summarize(results.rows, axes, measures)
+    write_summary(out / SUMMARY, result.summary, axes, measures)
     if plots:
         from mgst.sweep.plots import write_plots  # noqa: PLC0415 (matplotlib is slow to import)
 
         order_of = {a.name: spec.values(a.name) + tuple(v for v in a.values if v not in spec.values(a.name))
-                    for a in spec.scenario.axes}
-        result.plots = write_plots(result.summary, out / PLOTS, panel_axes=spec.scenario.panels,
-                                   groups=spec.scenario.groups, bars=spec.scenario.bars, order=order_of)
+                    for a in scenario.axes}
+        result.plots = write_plots(result.summary, out / PLOTS, panel_axes=scenario.panels,
+                                   groups=scenario.groups, bars=scenario.bars, order=order_of,
+                                   metrics=measures.summarised, growing=measures.growing,
+                                   labels=dict(measures.labels), scales=dict(measures.scale))
+        if scenario.figures is not None:
+            result.plots += scenario.figures(spec, out / PLOTS)
     result.elapsed = time.perf_counter() - t0
     return result
 

@@ -22,6 +22,7 @@ __all__ = ["Cell", "SweepSpec", "load_sweep", "parse_sweep"]
 
 _TOP = ("scenario", "name", "axes", "simulation", "options", "quick")
 _SIMULATION = ("horizon", "warmup", "checkpoint_interval", "max_bags", "replications", "seed", "seeds")
+_REPLICATIONS = ("replications", "seed", "seeds")  # [simulation] of a scenario without run settings
 _QUICK = ("axes", "simulation", "options")
 RUN_COLUMNS = ("seed", "replication")  # after the scenario's axes, in every cell key
 
@@ -77,12 +78,13 @@ class SweepSpec:
         return out
 
     def experiment(self, cell: Cell) -> Experiment:
-        """The cell's Experiment (shared by its replications)."""
-        k = (cell.values, cell.seed)
+        """The cell's Experiment (shared by its replications, unless the scenario builds one per replication)."""
+        each = self.scenario.per_replication
+        k = (cell.values, cell.seed, cell.replication if each else None)
         if k not in self._cache:
             names = [a.name for a in self.scenario.axes]
             self._cache[k] = self.scenario.build(dict(zip(names, cell.values)), self.settings, cell.seed,
-                                                 self.replications, self.options)
+                                                 cell.replication if each else self.replications, self.options)
         return self._cache[k]
 
     def manifest(self) -> dict[str, Any]:
@@ -147,7 +149,10 @@ def parse_sweep(data: Mapping[str, Any], name: str, path: str | None = None, *, 
     axes = tuple((a.name, p.axis(scenario, a.name, axes_t[a.name], key("axes", a.name)) if a.name in axes_t
                   else a.values) for a in scenario.axes)
 
-    p.keys(sim_t, _SIMULATION, "simulation.", lambda k: key("simulation", k))
+    p.keys(sim_t, _SIMULATION if scenario.run_settings else _REPLICATIONS, "simulation.",
+           lambda k: key("simulation", k))
+    if not scenario.run_settings:  # (the scenario's runs end by themselves)
+        sim_t = {"horizon": 1.0, "checkpoint_interval": 1.0, **sim_t}
     if "horizon" not in sim_t:
         raise p.error("simulation.horizon", "missing (model time during which bags arrive)")
     horizon = p.number(sim_t["horizon"], key("simulation", "horizon"), 0.0, MAX_TIME)
