@@ -154,3 +154,16 @@ def test_the_claims_compare_every_policy_on_the_same_start_points():
 
     runs = [run("FCFS", 0), run("PRI-CR", 0), run("FCFS", 1)]  # start point 1 lacks PRI-CR's run
     assert [(r.policy, r.replication) for r in balanced(runs)] == [("FCFS", "0"), ("PRI-CR", "0")]
+
+
+def test_the_policy_axis_takes_registered_policies_and_names_them_when_one_is_not(tmp_path):
+    from mgst.config import ConfigError
+
+    data = sweep_data(tmp_path)
+    data["axes"]["policy"] = ["FCFS", "pri_cr_wait"]  # a slide's name, and a registered policy's
+    assert dict(parse_sweep(data, "t").axes)["policy"] == ("FCFS", "pri_cr_wait")
+    data["axes"]["policy"] = ["FCFS", "pri_cr_wiat"]
+    with pytest.raises(ConfigError) as e:
+        parse_sweep(data, "t", "f.toml")
+    assert e.value.key == "axes.policy[1]"
+    assert "pri_cr_wiat" in str(e.value) and "registered:" in str(e.value) and "excl_pred_to" in str(e.value)

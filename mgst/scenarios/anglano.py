@@ -25,7 +25,7 @@ from mgst.model import (
     WeibullGroup,
     WeibullNormalFailures,
 )
-from mgst.scenarios.scenario import Axis, RunSettings, Scenario
+from mgst.scenarios.scenario import Axis, RunSettings, Scenario, registered_policy
 
 # Table II's three availability levels: the 15 machine groups' Weibull/Normal laws are
 # mgst.availability.weibull's "anglano-<level>" presets (one copy of the table, shared with the
@@ -232,15 +232,6 @@ def _check_option(name: str, value: Any) -> str | None:
     return "not an option of this scenario"
 
 
-def _check_value(axis: str, value: str) -> str | None:
-    if axis != "policy":
-        return "not a value of this axis"
-    from mgst import policies  # noqa: PLC0415 (checked when a sweep is loaded, never at import)
-
-    known = policies.names()
-    return None if value in known else f"not a registered policy; known: {', '.join(known)}"
-
-
 SCENARIO = Scenario(
     name="anglano",
     doc="Anglano & Canonico (seed 000): 5 policies x 6 grids x 8 mixes x 3 intensities",
@@ -257,5 +248,5 @@ SCENARIO = Scenario(
     panels=("availability", "heterogeneity", "intensity"),
     groups="mix",
     bars="policy",
-    check_value=_check_value,
+    check_value=registered_policy,
 )

@@ -20,7 +20,7 @@ from typing import Any
 from mgst.kondo.experiment import DEFAULT_HISTORY, POLICIES, kondo_experiment, read_platform_files
 from mgst.kondo.metrics import CELL_METRICS, simulate_cell
 from mgst.model import Experiment
-from mgst.scenarios.scenario import Axis, Measures, RunSettings, Scenario
+from mgst.scenarios.scenario import Axis, Measures, RunSettings, Scenario, registered_policy
 
 log = logging.getLogger(__name__)
 
@@ -71,15 +71,6 @@ def _check_option(name: str, value: Any) -> str | None:
     if name == "platforms":
         return None if isinstance(value, str) else f"must be a folder (a string), got {value!r}"
     return "not an option of this scenario"
-
-
-def _check_value(axis: str, value: str) -> str | None:
-    if axis != "policy":
-        return "not a value of this axis"
-    from mgst import policies  # noqa: PLC0415 (checked when a sweep is loaded, never at import)
-
-    known = policies.names()
-    return None if value in known else f"not a slide's policy nor a registered one; registered: {', '.join(known)}"
 
 
 def platform_folder(options: Mapping[str, Any], kind: str) -> Path:
@@ -161,7 +152,7 @@ SCENARIO = Scenario(
     panels=("platform",),
     groups=("tasks", "task_minutes"),
     bars="policy",
-    check_value=_check_value,
+    check_value=registered_policy,
     cell=simulate_cell,
     measures=MEASURES,
     per_replication=True,

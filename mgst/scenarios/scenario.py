@@ -100,3 +100,13 @@ class Scenario:
             if a.name == name:
                 return a
         raise KeyError(name)
+
+
+def registered_policy(axis: str, value: str) -> str | None:
+    """An open ``policy`` axis's check (Scenario.check_value): any policy registered with mgst.policies."""
+    if axis != "policy":
+        return "not a value of this axis"
+    from mgst import policies  # noqa: PLC0415 (checked when a sweep is loaded, never at import)
+
+    known = policies.names()
+    return None if value in known else f"not the paper's policy nor a registered one; registered: {', '.join(known)}"
