@@ -157,3 +157,37 @@ def test_ctrl_c_during_the_simulation_beside_the_run_skips_it_and_writes_the_res
     assert any("simulation beside the run was interrupted" in w for w in summary["warnings"])
     assert summary["jobs_done"] > 0 and (out / "jobs.csv").is_file()
     assert "simulation beside the run was interrupted" in stderr
+
+
+def test_ctrl_c_on_a_parallel_simulation_stops_its_workers_at_once(tmp_path, no_children_left):
+    """`mgst simulate` with 2 worker processes and 100,000 replications: Ctrl-C to the process group ends it within
+    seconds, no worker left. (A worker that took the SIGINT itself reported KeyboardInterrupt as its replication's
+    result and went on to the next one, while the parent's pool shutdown waited for all of them.)"""
+    exp = tmp_path / "exp.toml"
+    exp.write_text(EXPERIMENT.replace("replications = 2", "replications = 100000")
+                   .replace("[[0.1, 0.1]]", "[[4.0, 4.0]]"))
+    err_file = tmp_path / "stderr.txt"  # (a pipe nobody reads until the end would stall the workers' logging)
+    with open(err_file, "w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "mgst", "simulate", str(exp), "--workers", "2", "--horizon",
+                                 "400"], cwd=ROOT, stdout=subprocess.PIPE, stderr=err, text=True,
+                                start_new_session=True, env={**os.environ, "MGST_PURE": "1"})
+    workers: list[psutil.Process] = []
+    try:
+        _await(lambda: len(psutil.Process(proc.pid).children()) >= 2, 60, "the pool's 2 workers")
+        workers = psutil.Process(proc.pid).children(recursive=True)
+        # The hiding case: both workers well into their replications (imports take them some 0.5 s of CPU).
+        _await(lambda: all(w.cpu_times().user > 1.5 for w in workers), 60, "the workers to run replications")
+        interrupted = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.communicate(timeout=60)
+        took = time.monotonic() - interrupted
+    finally:
+        _kill_group_if_running(proc)
+        for p in workers:
+            if p.is_running():
+                p.kill()
+    stderr = err_file.read_text()
+    assert proc.returncode == 130, stderr[-2000:]
+    assert "mgst: interrupted" in stderr
+    assert took < EXIT_WITHIN, (took, stderr[-2000:])
+    assert not _alive(workers), f"workers left: {_alive(workers)}"

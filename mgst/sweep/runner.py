@@ -9,7 +9,6 @@ import importlib.util
 import json
 import logging
 import os
-import signal
 import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures.process import BrokenProcessPool
@@ -19,6 +18,7 @@ from typing import Any
 
 from mgst.config import ConfigError
 from mgst.model import BagList, BagStream, Experiment, PoissonClasses
+from mgst.process_pool import new_pool, stop_pool
 from mgst.sweep.results import ResultLog, summarize, write_summary
 from mgst.sweep.spec import Cell, SweepSpec
 from mgst.worker_memory import free_garbage_if_grown
@@ -240,19 +240,11 @@ def _difference(theirs: Any, mine: Any, where: str = "") -> str:
     return f"{where}: {theirs!r} there, {mine!r} here"
 
 
-def _init_worker(log_level: int | None) -> None:
-    """Pool workers leave Ctrl-C to the sweep, which stops them itself."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if log_level is not None:
-        logging.getLogger().setLevel(log_level)
-
-
 Outcome = tuple[Cell, "dict[str, Any] | BaseException"]
 
 
 def _local(tasks, workers: int, cell_fn: CellFn, log_level: int | None) -> Iterator[Outcome]:
-    pool = concurrent.futures.ProcessPoolExecutor(max_workers=workers, initializer=_init_worker,
-                                                  initargs=(log_level,))
+    pool = new_pool(workers, log_level)
     clean = False
     try:
         futures = {pool.submit(run_cell, cell_fn, exp, cell.replication): cell for cell, exp in tasks}
@@ -266,20 +258,7 @@ def _local(tasks, workers: int, cell_fn: CellFn, log_level: int | None) -> Itera
         if clean:
             pool.shutdown(wait=True)
         else:
-            _stop_pool(pool)
-
-
-def _stop_pool(pool: concurrent.futures.ProcessPoolExecutor) -> None:
-    """Cancel what has not started, kill the workers, and reap them."""
-    # The pool forgets its processes on shutdown: take them first (Python 3.14 has terminate_workers()).
-    processes = list((getattr(pool, "_processes", None) or {}).values())
-    for p in processes:
-        if p.is_alive():
-            p.kill()
-    for p in processes:
-        p.join(timeout=10)
-    pool.shutdown(wait=True, cancel_futures=True)
-    log.info("stopped the pool's %d worker processes", len(processes))
+            stop_pool(pool)
 
 
 def _dask(tasks, address: str, cell_fn: CellFn, timeout: float) -> Iterator[Outcome]:
