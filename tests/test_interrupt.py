@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import psutil
@@ -62,11 +63,15 @@ def _alive(procs: list[psutil.Process]) -> list[psutil.Process]:
     return alive
 
 
-def _kill_group_if_running(proc: subprocess.Popen) -> None:
-    """SIGKILL the process group of a run the test did not see end (it leads its own session), and reap it."""
+def _kill_group_if_running(proc: subprocess.Popen, children: Sequence[psutil.Process] = ()) -> None:
+    """SIGKILL the process group of a run the test did not see end (it leads its own session), and reap it; then
+    kill any of its ``children`` left running (one that left the group)."""
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+    for p in children:
+        if p.is_running():
+            p.kill()
 
 
 def _await(condition, timeout: float, what: str) -> None:
@@ -106,10 +111,7 @@ def test_ctrl_c_on_the_process_group_ends_the_run_within_seconds(tmp_path, no_ch
         stdout, stderr = proc.communicate(timeout=60)
         took = time.monotonic() - interrupted
     finally:
-        _kill_group_if_running(proc)
-        for p in pullers:
-            if p.is_running():
-                p.kill()
+        _kill_group_if_running(proc, pullers)
     assert proc.returncode == 0, stderr[-2000:]
     assert took < EXIT_WITHIN, (took, stderr[-2000:])
     with sqlite3.connect(f"file:{out / 'journal.sqlite'}?mode=ro", uri=True) as db:
@@ -182,10 +184,7 @@ def test_ctrl_c_on_a_parallel_simulation_stops_its_workers_at_once(tmp_path, no_
         proc.communicate(timeout=60)
         took = time.monotonic() - interrupted
     finally:
-        _kill_group_if_running(proc)
-        for p in workers:
-            if p.is_running():
-                p.kill()
+        _kill_group_if_running(proc, workers)
     stderr = err_file.read_text()
     assert proc.returncode == 130, stderr[-2000:]
     assert "mgst: interrupted" in stderr
