@@ -16,13 +16,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
-import threading
 
 from mgst.netem.links import LabNetwork
-from mgst.netem.measure import Echoes, echo_server, echoes, throughput
+from mgst.netem.measure import Echoes, echoes, serving_echoes, throughput
 from mgst.netem.spec import parse_network
 
 SETTINGS = ("delay=0ms", "delay=20ms", "delay=50ms", "delay=20ms,jitter=5ms", "loss=1%", "rate=10mbit",
@@ -32,18 +30,10 @@ STREAM_BYTES = 4_000_000  # 3.2 s at 10 mbit/s: long enough for TCP's slow start
 
 def loopback_echoes(count: int, interval: float) -> Echoes:
     """The same echoes on 127.0.0.1 in the root namespace (no relay, no namespace)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        stop = threading.Event()
-        server = threading.Thread(target=echo_server, args=(sock, stop), daemon=True)
-        server.start()
-        try:
-            out = subprocess.run([sys.executable, "-m", "mgst.netem.measure", "echo", "127.0.0.1",
-                                  str(sock.getsockname()[1]), str(count), str(interval), "3"],
-                                 capture_output=True, text=True, check=True, timeout=count * interval + 60).stdout
-        finally:
-            stop.set()
-            server.join()
+    with serving_echoes("127.0.0.1") as port:
+        out = subprocess.run([sys.executable, "-m", "mgst.netem.measure", "echo", "127.0.0.1", str(port), str(count),
+                              str(interval), "3"], capture_output=True, text=True, check=True,
+                             timeout=count * interval + 60, start_new_session=True).stdout
     rtts = json.loads(out)
     return Echoes([r for r in rtts if r is not None], len(rtts))
 

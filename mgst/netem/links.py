@@ -226,10 +226,11 @@ class LabNetwork:
                                                 "namespace_fd": lk.namespace_fd, "link": lk.spec.as_dict()}
                                                for lk in self.links]}
         fds = [fd for lk in self.links for fd in (lk.root_fd, lk.namespace_fd)]
-        # its own process group: Ctrl-C in the terminal reaches the mapper alone, which drains over the network
+        # its own session: Ctrl-C in the terminal reaches the mapper alone, which drains over the network; and its
+        # own scheduling group, raised with it (mgst.netem.priority)
         self.relay = subprocess.Popen([sys.executable, "-m", "mgst.netem.relay", json.dumps(config)],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
-                                      pass_fds=fds, process_group=0)
+                                      pass_fds=fds, start_new_session=True)
         self._close_fds()  # the relay holds them now: the devices vanish when it ends, however it ends
         assert self.relay.stdout is not None
         ready, _, _ = select.select([self.relay.stdout], [], [], RELAY_START)

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mgst.netem.priority import as_the_network_stack
 from mgst.netem.schedule import DirectionSchedule
 from mgst.netem.spec import LinkSpec
 
@@ -24,9 +25,6 @@ log = logging.getLogger(__name__)
 MAX_PACKET = 65536
 # Packets read from one device per wake-up at most, so that one busy link cannot delay the others' departures.
 READ_BATCH = 64
-# The relay's nice value: it stands for the kernel's network stack (netem runs in softirq), which the pullers' and
-# the mapper's work does not delay; at nice 0, a load of 20 on 2 cores delayed packets by tens of milliseconds.
-NICE = -10
 # select() takes no fd from this on (glibc's FD_SETSIZE); the relay renumbers higher ones (a run's TUN fds keep
 # the mapper's numbers, which can pass it). Not epoll or poll: their timeouts are whole milliseconds, which would
 # add up to 1 ms to each packet's delay.
@@ -130,10 +128,9 @@ def _carry(dirs: list[Direction], control: int, clock: Callable[[], float]) -> N
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="mgst relay: %(message)s")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the run, whose end stops the relay
-    try:
-        os.setpriority(os.PRIO_PROCESS, 0, NICE)
-    except OSError as e:  # (not root: `mgst run --network` needs root anyway)
-        log.warning("cannot raise its priority (%s): a loaded machine will delay packets more", e)
+    problem = as_the_network_stack()
+    if problem:
+        log.warning("%s", problem)
     config = json.loads(sys.argv[1])
     dirs = directions(config)
     print("ready", flush=True)
