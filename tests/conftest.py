@@ -1,4 +1,5 @@
-"""Fixtures shared by the tests that start real processes or sockets."""
+"""The suite's default of two workers (pytest-xdist), and the fixtures shared by the tests that start real
+processes or sockets."""
 
 from __future__ import annotations
 
@@ -8,6 +9,24 @@ import psutil
 import pytest
 import zmq
 from helpers import is_suspended
+
+# Workers by default (pytest-xdist): CI's machine has 2 cores, and most of the suite's wall time is spent waiting
+# on real time (pullers, mappers, time units), which a second worker overlaps. `-n 0` or `-p no:xdist` runs
+# serially; `-n N` chooses. Tests holding a fixed resource of the machine share an xdist_group (docs/testing.md).
+DEFAULT_WORKERS = 2
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """Without -n, run on DEFAULT_WORKERS workers, each group of tests in one (--dist loadgroup). Runs before
+    xdist's own hook, which turns -n into workers; not in a worker (which would start workers of its own), nor
+    with --pdb (a debugger needs the terminal) or without xdist (-p no:xdist, or not installed)."""
+    if (not config.pluginmanager.hasplugin("xdist") or hasattr(config, "workerinput")
+            or config.option.numprocesses is not None or config.option.usepdb or config.option.collectonly):
+        return
+    config.option.numprocesses = DEFAULT_WORKERS
+    if config.option.dist == "no":
+        config.option.dist = "loadgroup"
 
 
 @pytest.fixture

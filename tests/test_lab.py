@@ -30,6 +30,9 @@ from mgst.lab.remote import read_reply, version_number
 from mgst.lab.ssh import SshError
 
 ROOT = Path(__file__).resolve().parents[1]
+# The machine's network namespaces and subnets (a free one is found, then taken: a race between two workers):
+# every test here runs in one xdist worker, with those of test_network.py (docs/testing.md).
+pytestmark = pytest.mark.xdist_group("netns")
 
 
 def _env() -> dict[str, str]:

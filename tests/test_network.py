@@ -28,6 +28,9 @@ from mgst.netem.schedule import DirectionSchedule
 from mgst.netem.spec import LinkSpec, parse_link, parse_network
 
 ROOT = Path(__file__).resolve().parents[1]
+# The machine's network namespaces and subnets (a free one is found, then taken: a race between two workers):
+# every test here runs in one xdist worker, with those of test_lab.py (docs/testing.md).
+pytestmark = pytest.mark.xdist_group("netns")
 
 
 # --------------------------------------------------------------------------- the spec
