@@ -74,11 +74,12 @@ def _kill_group_if_running(proc: subprocess.Popen, children: Sequence[psutil.Pro
             p.kill()
 
 
-def _await(condition, timeout: float, what: str) -> None:
+def _await(condition, timeout: float, what: str, state=lambda: "") -> None:
+    """Poll ``condition`` until it holds; fail after ``timeout`` seconds, saying ``what`` and ``state()``."""
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
-            pytest.fail(f"waited {timeout} s for {what}")
+            pytest.fail(f"waited {timeout} s for {what} {state()}")
         time.sleep(0.05)
 
 
@@ -102,7 +103,8 @@ def test_ctrl_c_on_the_process_group_ends_the_run_within_seconds(tmp_path, no_ch
         if pullers_die:
             for p in pullers:
                 p.send_signal(signal.SIGINT)
-            _await(lambda: not _alive(pullers), 10, "the pullers to end")
+            _await(lambda: not _alive(pullers), 10, "the pullers to end",
+                   lambda: f"left: {[(p.pid, p.cmdline()) for p in _alive(pullers)]}")
         interrupted, sent = time.monotonic(), time.time()
         os.killpg(proc.pid, signal.SIGINT)
         if mode == "twice":
