@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import logging
 import select
 import socket
 import statistics
@@ -19,8 +18,6 @@ from dataclasses import dataclass
 
 from mgst.netem.links import LabNetwork
 from mgst.netem.priority import as_the_network_stack
-
-log = logging.getLogger(__name__)
 
 # Bytes of each echo's payload: a small message, as the mapper's and pullers' are.
 ECHO_SIZE = 64
