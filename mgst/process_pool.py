@@ -5,8 +5,19 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import signal
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from types import TracebackType
+from typing import Any, Generic, TypeVar
 
 log = logging.getLogger(__name__)
+
+Key = TypeVar("Key")
+# Tasks in flight per worker: enough that no worker waits for the next, few enough that a long queue of tasks
+# (100,000 replications) is not all pickled into the pool at once.
+IN_FLIGHT_PER_WORKER = 4
+# Seconds between two looks at the Ctrl-C flag while the tasks run.
+INTERRUPT_CHECK = 0.2
 
 
 def ignore_interrupts(log_level: int | None = None) -> None:
@@ -17,12 +28,6 @@ def ignore_interrupts(log_level: int | None = None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if log_level is not None:
         logging.getLogger().setLevel(log_level)
-
-
-def new_pool(workers: int, log_level: int | None = None) -> concurrent.futures.ProcessPoolExecutor:
-    """A pool of ``workers`` processes that leave Ctrl-C to this one (stop it with stop_pool)."""
-    return concurrent.futures.ProcessPoolExecutor(max_workers=workers, initializer=ignore_interrupts,
-                                                  initargs=(log_level,))
 
 
 def stop_pool(pool: concurrent.futures.ProcessPoolExecutor) -> None:
@@ -36,3 +41,56 @@ def stop_pool(pool: concurrent.futures.ProcessPoolExecutor) -> None:
         p.join(timeout=10)
     pool.shutdown(wait=True, cancel_futures=True)
     log.info("stopped the pool's %d worker processes", len(processes))
+
+
+class InterruptiblePool(Generic[Key]):
+    """A pool of ``workers`` processes, as a context: ``results(tasks)`` runs the tasks and yields each one's key and
+    future as it completes. Ctrl-C raises KeyboardInterrupt out of ``results`` (not at whatever line it lands on: one
+    raised inside the executor's own locks could leave its shutdown waiting forever); leaving the context early, by
+    Ctrl-C or any error, kills the workers and reaps them."""
+
+    def __init__(self, workers: int, log_level: int | None = None):
+        self.workers = workers
+        self.pool = concurrent.futures.ProcessPoolExecutor(max_workers=workers, initializer=ignore_interrupts,
+                                                           initargs=(log_level,))
+        self.interrupted = threading.Event()
+        self._handler_before: Any = None
+
+    def __enter__(self) -> InterruptiblePool[Key]:
+        # Only where Ctrl-C would raise KeyboardInterrupt anyway, and only the main thread may set a handler.
+        if (threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+            self._handler_before = signal.signal(signal.SIGINT, lambda *_: self.interrupted.set())
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        if self._handler_before is not None:
+            signal.signal(signal.SIGINT, self._handler_before)
+        if kind is None:
+            self.pool.shutdown(wait=True)
+        else:
+            stop_pool(self.pool)
+
+    def results(self, tasks: Iterable[tuple[Key, Callable[..., Any], tuple]]
+                ) -> Iterator[tuple[Key, concurrent.futures.Future]]:
+        """Each task is (key, function, arguments); they are submitted in order, a few per worker at a time."""
+        pending = iter(tasks)
+        running: dict[concurrent.futures.Future, Key] = {}
+        exhausted = False
+        while True:
+            while not exhausted and len(running) < self.workers * IN_FLIGHT_PER_WORKER:
+                task = next(pending, None)
+                if task is None:
+                    exhausted = True
+                else:
+                    key, fn, args = task
+                    running[self.pool.submit(fn, *args)] = key
+            if not running:
+                return
+            done, _ = concurrent.futures.wait(running, timeout=INTERRUPT_CHECK,
+                                              return_when=concurrent.futures.FIRST_COMPLETED)
+            if self.interrupted.is_set():
+                raise KeyboardInterrupt
+            for fut in done:
+                yield running.pop(fut), fut

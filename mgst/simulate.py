@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import logging
 import os
@@ -15,7 +14,7 @@ from mgst.model import Experiment
 from mgst.overheads import Overheads
 from mgst.policies import import_modules
 from mgst.policies.allocation import solve_allocation
-from mgst.process_pool import new_pool, stop_pool
+from mgst.process_pool import InterruptiblePool
 from mgst.results import ReplicationResult, Summary, job_rows, reduce_replication, summarize, write_job_rows
 from mgst.sim import Simulation
 from mgst.worker_memory import free_garbage_if_grown, records_out_of_sight
@@ -111,21 +110,13 @@ def run_simulation(
             if progress:
                 progress(r + 1, reps)
     else:
-        pool = new_pool(workers)
-        try:
-            futures = [
-                pool.submit(_one, experiment, r, seed, horizon, warmup, keep_rows, imports, keep_bag_rows, jobs_dir,
-                            overheads, drain_limit)
-                for r in range(reps)
-            ]
-            for done, fut in enumerate(concurrent.futures.as_completed(futures), 1):
+        with InterruptiblePool[int](workers) as pool:
+            tasks = ((r, _one, (experiment, r, seed, horizon, warmup, keep_rows, imports, keep_bag_rows, jobs_dir,
+                                overheads, drain_limit)) for r in range(reps))
+            for done, (_, fut) in enumerate(pool.results(tasks), 1):
                 results.append(fut.result())
                 if progress:
                     progress(done, reps)
-        except BaseException:  # Ctrl-C or a failed replication: not one more replication is run
-            stop_pool(pool)
-            raise
-        pool.shutdown(wait=True)
         results.sort(key=lambda r: r.replication)
     elapsed = time.perf_counter() - t0
     load = None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import dataclasses
 import importlib.util
@@ -18,7 +17,7 @@ from typing import Any
 
 from mgst.config import ConfigError
 from mgst.model import BagList, BagStream, Experiment, PoissonClasses
-from mgst.process_pool import new_pool, stop_pool
+from mgst.process_pool import InterruptiblePool
 from mgst.sweep.results import ResultLog, summarize, write_summary
 from mgst.sweep.spec import Cell, SweepSpec
 from mgst.worker_memory import free_garbage_if_grown
@@ -244,21 +243,12 @@ Outcome = tuple[Cell, "dict[str, Any] | BaseException"]
 
 
 def _local(tasks, workers: int, cell_fn: CellFn, log_level: int | None) -> Iterator[Outcome]:
-    pool = new_pool(workers, log_level)
-    clean = False
-    try:
-        futures = {pool.submit(run_cell, cell_fn, exp, cell.replication): cell for cell, exp in tasks}
-        for fut in concurrent.futures.as_completed(futures):
+    with InterruptiblePool[Cell](workers, log_level) as pool:
+        for cell, fut in pool.results((cell, run_cell, (cell_fn, exp, cell.replication)) for cell, exp in tasks):
             exc = fut.exception()
             if isinstance(exc, BrokenProcessPool):
                 raise SweepError(f"a worker process died ({exc}); finished cells are saved: run again to go on")
-            yield futures[fut], exc if exc is not None else fut.result()
-        clean = True
-    finally:
-        if clean:
-            pool.shutdown(wait=True)
-        else:
-            stop_pool(pool)
+            yield cell, exc if exc is not None else fut.result()
 
 
 def _dask(tasks, address: str, cell_fn: CellFn, timeout: float) -> Iterator[Outcome]:
