@@ -41,6 +41,11 @@ def platform(name: str, powers: list[float], options=None, ready_at: float | Non
     return policy, core
 
 
+def time_outs(out) -> list[SetTimer]:
+    """EXCL-PRED-TO's timers among ``out`` (not the fallback's of every EXCL-PRED)."""
+    return [t for t in of(out, SetTimer) if t.key[0] == "excl_pred_to"]
+
+
 def placed(out) -> list[tuple[int, int]]:
     return [(a.job.id, a.machine) for a in assigns(out)]
 
@@ -200,6 +205,21 @@ def test_excl_pred_excludes_hosts_that_cannot_finish_by_the_predicted_makespan()
     assert placed(core.machine_down(160.0, 0)) == [(2, 2), (3, 3)]
 
 
+@pytest.mark.parametrize("name", ["excl_pred", "excl_pred_dup", "excl_pred_to"])
+def test_excl_pred_falls_back_by_a_timer_when_no_event_comes(name):
+    """The fast host fails for good and nothing else happens: at the moment no host could finish a task by the
+    predicted end, a timer lets the excluded slow host work (without it, the task waited forever)."""
+    _, core = platform(name, [1.0, 0.1])
+    out = core.bag_arrived(0.0, bag(2, 0.0))
+    # at 0 no history: r = the rate now, (1 + 0.1) / 2 = 0.55; the end ceil(2/2) x 100 / 0.55 = 181.82; a task takes
+    # 100 s on host 0 and 1,000 s on host 1 (excluded); no host can finish by the end from 181.82 - 100 = 81.82 on
+    assert placed(out) == [(0, 0)]
+    (fallback,) = [t for t in of(out, SetTimer) if t.key == ("excl_pred_fallback", 0)]
+    assert fallback.at == pytest.approx(100 / 0.55 - 100) and fallback.at + 100.0 > 100 / 0.55
+    assert not assigns(core.machine_down(50.0, 0))  # task 0 back in the queue; host 1 still excluded
+    assert placed(core.timer_fired(fallback.at, fallback.key)) == [(0, 1)]
+
+
 def test_excl_pred_predicts_again_after_exactly_n_completions():
     policy, core = platform("excl_pred", [1.0, 1.0, 1.0])
     core.bag_arrived(100.0, bag(7, 100.0))
@@ -264,7 +284,7 @@ def test_excl_pred_to_replicates_at_the_predicted_makespan_and_never_beyond_two(
     out = core.bag_arrived(100.0, bag(2, 100.0))
     # r = 1, makespan ceil(2/3) x 100 = 100: the time-out at 200; host 2 is left idle (no replica before it)
     assert placed(out) == [(0, 0), (1, 1)]
-    assert of(out, SetTimer) == [SetTimer(("excl_pred_to", 0), 200.0)]
+    assert time_outs(out) == [SetTimer(("excl_pred_to", 0), 200.0)]
     assert not assigns(core.cpu_share_changed(120.0, 1, 0.25))  # task 1 slows down; nothing is due yet
     assert not assigns(done(core, 190.0, 0))  # task 0 done; host 0 asks: nothing waits
     out = core.timer_fired(200.0, ("excl_pred_to", 0))
@@ -282,10 +302,10 @@ def test_excl_pred_to_moves_its_time_out_when_it_predicts_again():
     _, core = platform("excl_pred_to", [1.0, 1.0])
     out = core.bag_arrived(0.0, bag(4, 0.0))
     # at 0 no history: r = the rate now, 1; ceil(4/2) x 100 = 200
-    assert of(out, SetTimer) == [SetTimer(("excl_pred_to", 0), 200.0)]
+    assert time_outs(out) == [SetTimer(("excl_pred_to", 0), 200.0)]
     done(core, 100.0, 0)
     out = done(core, 110.0, 1)  # N = 2 completions: 2 tasks left, r = 1: 110 + 100 = 210
-    assert of(out, SetTimer) == [SetTimer(("excl_pred_to", 0), 210.0)]
+    assert time_outs(out) == [SetTimer(("excl_pred_to", 0), 210.0)]
 
 
 # ------------------------------------------------------------------ other workloads: several bags, slots, failures

@@ -26,11 +26,19 @@ def platform_rate(view: View) -> float:
     return r if r > 0.0 else sum(power(m) for m in machines) / len(machines)
 
 
+def fallback_time(end: float, shortest: float) -> float:
+    """The first time t (a float) at which t + ``shortest`` > ``end``: no host can finish a task by the end."""
+    t = end - shortest
+    while t + shortest <= end:
+        t = math.nextafter(t, math.inf)
+    return t
+
+
 class ExclPred(KondoPolicy):
     """EXCL-PRED: predicted makespan ceil(T/N) s / r (N the platform's hosts, T the tasks left, s their size, r
     :func:`platform_rate`), at the bag's arrival and again after every N completions. A ready host gets a task
     (in ready-queue order) only if it would finish it, at its clock rate, by the predicted end; when no host of
-    the platform could, every ready host may, fastest first (never a deadlock)."""
+    the platform could (a timer marks the moment), every ready host may, fastest first (never a deadlock)."""
 
     name = "excl_pred"
     knows_sizes = True
@@ -61,8 +69,23 @@ class ExclPred(KondoPolicy):
             if not self.first:
                 self.first = {"predicted_makespan": p[0] - bag.submitted, "predicted_rate": r, "excluded_hosts":
                               sum(1 for m in view.machines if dedicated_time(p[2], m) > p[0] - view.now)}
+            # From end - (the platform's shortest task time) on, every host is excluded and the fallback lets the
+            # ready ones work: a timer then, or a platform whose fast hosts are gone would wait for an event forever.
+            out.append(SetTimer(("excl_pred_fallback", bag.id), fallback_time(p[0], self._shortest(view, p[2]))))
             out.extend(self.predicted(bag, p[0]))
         return out or NOTHING
+
+    def on_timer(self, view: View, key: Hashable) -> Decisions:
+        if isinstance(key, tuple) and len(key) == 2 and key[0] == "excl_pred_fallback":
+            return NOTHING  # the core matches after a timer: the fallback's hosts get tasks then
+        return super().on_timer(view, key)
+
+    def _shortest(self, view: View, s: float) -> float:
+        """The platform's shortest dedicated time of a task of size ``s`` (found once: rank runs at every event)."""
+        shortest = self.shortest.get(s)
+        if shortest is None:
+            shortest = self.shortest[s] = min(dedicated_time(s, m) for m in view.machines)
+        return shortest
 
     def predicted(self, bag: BagRecord, end: float) -> Decisions:
         """A new prediction of ``bag``'s end was made (a subclass sets its time-out here)."""
@@ -71,10 +94,7 @@ class ExclPred(KondoPolicy):
     def rank(self, view: View, bag: BagRecord, hosts: list[MachineRecord]) -> list[MachineRecord]:
         end, _, s = self.predictions[bag.id]
         now = view.now
-        shortest = self.shortest.get(s)
-        if shortest is None:  # (the platform's shortest dedicated time, found once: rank runs at every event)
-            shortest = self.shortest[s] = min(dedicated_time(s, m) for m in view.machines)
-        if now + shortest > end:  # every host is excluded: fall back
+        if now + self._shortest(view, s) > end:  # no host could finish by the end: fall back
             return fastest_first(hosts)
         return [m for m in hosts if now + dedicated_time(s, m) <= end]
 
@@ -114,7 +134,7 @@ class ExclPredTO(ExclPred):
     def on_timer(self, view: View, key: Hashable) -> Decisions:
         if isinstance(key, tuple) and len(key) == 2 and key[0] == "excl_pred_to":
             return NOTHING  # the core matches after a timer: replicas go out then
-        return super().on_timer(view, key)
+        return super().on_timer(view, key)  # (the fallback's)
 
     def replicas(self, view: View, bag: BagRecord, hosts: list[MachineRecord]) -> list[JobRecord]:
         return self.last_to_finish(view, bag) if view.now >= self.predictions[bag.id][0] - TIMER_SLACK else []
