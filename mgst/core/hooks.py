@@ -50,7 +50,8 @@ class PolicyHooks:
     # then offers an arriving job, or an asking machine, alone (Matcher.match).
     incremental: ClassVar[bool] = True
     # The policy reads the jobs' sizes (View.task_size): True only for policies the papers give sizes to
-    # (Kondo et al.'s EXCL-PRED knows its tasks' size); the core refuses a size to a policy that does not say so.
+    # (Kondo et al.'s EXCL-PRED knows its tasks' size); View.task_size refuses a policy that does not say so (a
+    # convention, not a wall: job.size itself is not hidden, and docs/policies.md says not to read it).
     knows_sizes: ClassVar[bool] = False
 
     def active_hooks(self, declared: frozenset[str]) -> frozenset[str]:
