@@ -167,3 +167,11 @@ def test_the_policy_axis_takes_registered_policies_and_names_them_when_one_is_no
         parse_sweep(data, "t", "f.toml")
     assert e.value.key == "axes.policy[1]"
     assert "pri_cr_wiat" in str(e.value) and "registered:" in str(e.value) and "excl_pred_to" in str(e.value)
+
+
+def test_a_trace_host_without_a_clock_rate_is_an_error_not_a_smaller_platform(tmp_path):
+    from mgst.availability.trace_files import TraceError
+
+    d = write_platform(tmp_path / "p", {"H0": 1.5, "H1": 3.0}, ["H0,0,10,down,", "H1,0,10,down,", "H2,0,10,down,"])
+    with pytest.raises(TraceError, match="'H2' has no clock rate in hosts.csv"):
+        kondo_experiment(d, "FCFS", 2, 5, 3600.0, history=0.0)

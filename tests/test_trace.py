@@ -12,7 +12,7 @@ from mgst import protocol as P
 from mgst.availability import Period, State, make_process
 from mgst.availability.registry import process_from_wire, to_wire, wire_problem
 from mgst.availability.trace import MAX_WIRE_PERIODS, TraceAvailability
-from mgst.availability.trace_files import Interval, TraceError, read_trace
+from mgst.availability.trace_files import Interval, TraceError, read_trace, write_csv_trace, write_fta_trace
 from mgst.config import ConfigError, load_experiment
 from mgst.model import Experiment, JobClass, Machine, PolicySpec
 from mgst.testbed.experiment_codec import from_plain, to_plain
@@ -66,7 +66,10 @@ def test_the_fta_reader_takes_the_archive_s_columns_or_a_header(tmp_path):
 
 
 @pytest.mark.parametrize(("fmt", "text", "where", "fragment"), [
-    ("csv", "M1,0,10,up,1\nM1,5,20,down,\n", None, "overlap"),
+    ("csv", "M1,0,10,up,1\nM1,5,20,down,\n", 2, "[5, 20) overlaps [0, 10) of line 1"),
+    ("csv", "M1,5,20,down,\nM2,0,1,up,\nM1,0,10,up,1\n", 1, "[5, 20) overlaps [0, 10) of line 3"),
+    ("csv", "h1,0,10,up,\nh1,0,10,up,0.5\n", 2, "overlaps [0, 10) of line 1"),  # (a share against none: no sort error)
+    ("fta", "1\t0\t1\t1\tn\t1\t0\t10\t0\n2\t0\t1\t1\tn\t0\t9\t12\t0\n", 2, "overlaps"),
     ("csv", "M1,10,5,up,\n", 1, "not before end"),
     ("csv", "M1,0,10,sleeping,\n", 1, "need up, reclaimed or down"),
     ("csv", "M1,0,10,up,1.5\n", 1, "not in [0, 1]"),
@@ -87,6 +90,22 @@ def test_a_malformed_trace_is_an_error_naming_the_file_and_line(tmp_path, fmt, t
         read_trace(str(path), fmt)
     assert err.value.line == where and fragment in err.value.problem, err.value
     assert str(path) in str(err.value)
+
+
+def test_only_the_header_s_own_names_make_a_first_line_a_header(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("machine,0,10,up,\nh2,0,10,down,\n")  # a host named "machine": data
+    assert sorted(read_trace(str(path), "csv")) == ["h2", "machine"]
+    path.write_text("Machine,Start,End,State\nh2,0,10,down\n")
+    assert list(read_trace(str(path), "csv")) == ["h2"]
+
+
+@pytest.mark.parametrize(("write", "host"), [(write_csv_trace, "a,b"), (write_fta_trace, "a\tb")] + [
+    (w, h) for w in (write_csv_trace, write_fta_trace) for h in ("#h", " h", "h\nx", "", "hé")])
+def test_a_host_name_that_would_not_read_back_is_not_written(tmp_path, write, host):
+    with pytest.raises(ValueError, match="cannot be written"):
+        write({host: [Interval(0, 1, UP, None)]}, tmp_path / "t")
+    write({"a b": [Interval(0, 1, UP, None)]}, tmp_path / "t")  # (a name with a blank inside reads back)
 
 
 def test_non_ascii_and_missing_files_are_errors(tmp_path):
@@ -131,6 +150,15 @@ def test_hosts_in_order_of_appearance(tmp_path):
     m1, m2 = periods_of(TraceAvailability(str(host), "fta", machines="order"))
     assert m1 == [Period(5.0, DOWN, 0.0)]  # host "b", the file's first
     assert m2 == [Period(1.0, UP, 0.5), Period(1.0, DOWN, 0.0)]  # host "a"
+
+
+@pytest.mark.parametrize("machines", ["name", "order"])
+def test_trace_hosts_no_machine_takes_are_said_not_left_out_unsaid(tmp_path, caplog, machines):
+    host = tmp_path / "host.csv"
+    host.write_text("M1,0,5,down,\nX9,0,1,down,\nM2,1,2,down,\n")  # X9: no machine of the experiment's M1, M2
+    with caplog.at_level("WARNING", logger="mgst.availability.trace"):
+        periods_of(TraceAvailability(str(host), "csv", machines=machines))
+    assert "1 of its 3 hosts" in caplog.text and str(host) in caplog.text
 
 
 # ---------------------------------------------------------------- experiment file

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import logging
 import math
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -23,6 +24,8 @@ from mgst.availability.kind import AvailabilityKind, ConfigHost, is_number
 from mgst.availability.process import AvailabilityProcess, Period, State
 from mgst.availability.trace_files import FORMATS, Interval, Intervals, TraceError, guess_format, read_trace
 from mgst.model import AvailabilityModel, Experiment
+
+log = logging.getLogger(__name__)
 
 # The most periods the mapper sends a puller (its own machine's, over the testbed run): a welcome stays
 # within the protocol's frame (64 KiB: 1,000 periods of ~20 bytes are 20 kB) and its list bound.
@@ -68,7 +71,15 @@ def _host_intervals(intervals: Intervals, how: str, names: tuple[str, ...], path
         hosts = list(intervals)  # (in order of first appearance: dicts keep insertion order)
         if len(hosts) < len(names) and every:
             raise TraceError(path, None, f"has {len(hosts)} hosts; the experiment has {len(names)} machines")
+        if len(hosts) > len(names):
+            log.warning("%s: %d of its %d hosts are not used (the experiment's %d machines take the first ones, "
+                        "in order)", path, len(hosts) - len(names), len(hosts), len(names))
         return [intervals[h] for h in hosts[: len(names)]] + [[] for _ in range(len(names) - len(hosts))]
+    named = set(names)
+    unused = [h for h in intervals if h not in named]
+    if unused:
+        log.warning("%s: %d of its %d hosts name no machine of the experiment and are not used (%r first)", path,
+                    len(unused), len(intervals), unused[0][:64])
     missing = [n for n in names if n not in intervals]
     if missing and every:
         raise TraceError(path, None, f"has no entry for machine {missing[0][:64]!r}"

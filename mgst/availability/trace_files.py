@@ -11,7 +11,7 @@ import functools
 import gzip
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import IO, NamedTuple
 
 from mgst.availability.process import State
@@ -28,6 +28,8 @@ FTA_COLUMNS = ("event_id", "component_id", "node_id", "platform_id", "node_name"
 # event_type: 0 the node is unavailable, 1 available.
 FTA_EVENT_STATES = {0: State.DOWN, 1: State.UP}
 CSV_STATES = {"up": State.UP, "reclaimed": State.RECLAIMED, "down": State.DOWN}
+# The CSV format's header line (its first four names alone are a header too); any other first line is data.
+CSV_HEADER = ["machine", "start", "end", "state", "cpu_share"]
 
 
 class TraceError(ValueError):
@@ -47,7 +49,7 @@ class Interval(NamedTuple):
     share: float | None  # None: the machine's own (a_j UP, 0 otherwise)
 
 
-Intervals = dict[str, list[Interval]]  # machine identifier -> its intervals, in file order
+Intervals = dict[str, list[Interval]]  # machine identifier -> its intervals, sorted by start
 
 
 def _open(path: str) -> IO[bytes]:
@@ -85,21 +87,38 @@ def _time(path: str, number: int, text: str, what: str) -> float:
     return value
 
 
-def _add(out: Intervals, path: str, number: int, machine: str, interval: Interval) -> None:
+# A machine's intervals as read, each with its line number (for an overlap's error).
+Numbered = dict[str, list[tuple[Interval, int]]]
+
+
+def _add(out: Numbered, path: str, number: int, machine: str, interval: Interval) -> None:
     if not machine:
         raise TraceError(path, number, "no machine")
     if not interval.start < interval.end:
         raise TraceError(path, number, f"start {interval.start:g} is not before end {interval.end:g}")
-    out.setdefault(machine, []).append(interval)
+    out.setdefault(machine, []).append((interval, number))
+
+
+def _ordered(path: str, numbered: Numbered) -> Intervals:
+    """Each machine's intervals sorted by start; TraceError naming the later line of two that overlap."""
+    out: Intervals = {}
+    for machine, items in numbered.items():
+        items.sort(key=lambda item: (item[0].start, item[0].end, item[1]))
+        for (a, a_line), (b, line) in zip(items, items[1:]):
+            if b.start < a.end:
+                raise TraceError(path, line, f"machine {machine[:64]!r}: [{b.start:g}, {b.end:g}) overlaps "
+                                             f"[{a.start:g}, {a.end:g}) of line {a_line}")
+        out[machine] = [interval for interval, _ in items]
+    return out
 
 
 def parse_csv(path: str) -> Intervals:
-    """``machine,start,end,state,cpu_share`` lines (a first line starting ``machine`` is a header)."""
-    out: Intervals = {}
+    """``machine,start,end,state,cpu_share`` lines (a first line of exactly those names is a header), sorted."""
+    out: Numbered = {}
     first = True
     for number, text in _lines(path):
         fields = [f.strip() for f in text.split(",")]
-        if first and fields[0].lower() == "machine":
+        if first and [f.lower() for f in fields] in (CSV_HEADER, CSV_HEADER[:4]):
             first = False
             continue
         first = False
@@ -118,12 +137,12 @@ def parse_csv(path: str) -> Intervals:
                 raise TraceError(path, number, f"a down machine has no CPU share, got {share:g}")
         _add(out, path, number, machine,
              Interval(_time(path, number, start, "start"), _time(path, number, end, "end"), state, share))
-    return out
+    return _ordered(path, out)
 
 
 def parse_fta(path: str) -> Intervals:
-    """A Failure Trace Archive event trace: tab-separated, FTA_COLUMNS (or a header line naming them)."""
-    out: Intervals = {}
+    """A Failure Trace Archive event trace: tab-separated, FTA_COLUMNS (or a header line naming them), sorted."""
+    out: Numbered = {}
     columns = {name: k for k, name in enumerate(FTA_COLUMNS)}
     first = True
     for number, text in _lines(path):
@@ -152,20 +171,12 @@ def parse_fta(path: str) -> Intervals:
         start = _time(path, number, fields[columns["event_start_time"]], "event_start_time")
         end = _time(path, number, fields[columns["event_end_time"]], "event_end_time")
         _add(out, path, number, name, Interval(start, end, state, None))
-    return out
+    return _ordered(path, out)
 
 
 @functools.lru_cache(maxsize=8)
 def _cached(path: str, fmt: str, mtime_ns: int, size: int) -> Intervals:
-    intervals = parse_csv(path) if fmt == "csv" else parse_fta(path)
-    for machine, items in intervals.items():  # one machine's intervals may not overlap
-        ordered = sorted(items)
-        for a, b in zip(ordered, ordered[1:]):
-            if b.start < a.end:
-                raise TraceError(path, None, f"machine {machine[:64]!r}: intervals [{a.start:g}, {a.end:g}) and "
-                                             f"[{b.start:g}, {b.end:g}) overlap")
-        intervals[machine] = ordered
-    return intervals
+    return parse_csv(path) if fmt == "csv" else parse_fta(path)
 
 
 def read_trace(path: str, fmt: str) -> Intervals:
@@ -186,9 +197,11 @@ def _number(x: float) -> str:
 
 
 def write_csv_trace(intervals: Intervals, path: str | os.PathLike) -> None:
-    """mgst's CSV trace format, with a header (parse_csv reads it)."""
+    """mgst's CSV trace format, with a header (parse_csv reads it); ValueError for a host name it could not read
+    back."""
+    check_host_names(intervals, ",")
     with open(path, "w", encoding="ascii") as f:
-        f.write("machine,start,end,state,cpu_share\n")
+        f.write(",".join(CSV_HEADER) + "\n")
         for host, items in intervals.items():
             f.writelines(f"{host},{_number(iv.start)},{_number(iv.end)},{iv.state.name.lower()},"
                          f"{'' if iv.share is None else _number(iv.share)}\n" for iv in items)
@@ -198,6 +211,7 @@ def write_fta_trace(intervals: Intervals, path: str | os.PathLike) -> None:
     """The Failure Trace Archive's event_trace format (tab-separated, FTA_COLUMNS, no header): one event per
     unavailable (0) or available (1) interval. The FTA has no CPU share: an UP interval's share is dropped, and
     consecutive UP intervals are one available event (RECLAIMED counts as available)."""
+    check_host_names(intervals, "\t")
     event = 0
     with open(path, "w", encoding="ascii") as f:
         for node, (host, items) in enumerate(intervals.items()):
@@ -213,10 +227,20 @@ def write_fta_trace(intervals: Intervals, path: str | os.PathLike) -> None:
                 f.write(f"{event}\t0\t{node}\t0\t{host}\t{int(kind)}\t{_number(start)}\t{_number(end)}\t0\n")
 
 
+def check_host_names(intervals: Iterable[str], separator: str) -> None:
+    """ValueError for a host name that would not read back as written: empty, with the separator, a line break or
+    surrounding blanks, starting with # (a comment), or not ASCII."""
+    for host in intervals:
+        if (not host or separator in host or "\n" in host or "\r" in host or host != host.strip()
+                or host.startswith("#") or not host.isascii()):
+            raise ValueError(f"host name {host[:64]!r} cannot be written to a trace file and read back")
+
+
 def guess_format(path: str) -> str:
     """"csv" for a .csv file (.csv.gz too), otherwise "fta" (the archive's files end .tab or .txt)."""
     name = path[:-3] if path.endswith(".gz") else path
     return "csv" if name.lower().endswith(".csv") else "fta"
 
 
-__all__ = ["FORMATS", "Interval", "TraceError", "guess_format", "read_trace", "write_csv_trace", "write_fta_trace"]
+__all__ = ["FORMATS", "Interval", "TraceError", "check_host_names", "guess_format", "read_trace", "write_csv_trace",
+           "write_fta_trace"]

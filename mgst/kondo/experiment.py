@@ -90,6 +90,10 @@ def _platform(directory: str, stamp: tuple[float, float]) -> PlatformFiles:
     missing = [h for h in clock if h not in intervals]
     if missing:
         raise TraceError(str(trace), None, f"has no interval of host {missing[0]!r} (listed in {HOSTS_FILE})")
+    unknown = [h for h in intervals if h not in clock]  # (as mgst traces refuses them: not left out unsaid)
+    if unknown:
+        raise TraceError(str(trace), None, f"host {unknown[0][:64]!r} has no clock rate in {HOSTS_FILE}"
+                                           + (f" (nor {len(unknown) - 1} more)" if len(unknown) > 1 else ""))
     optimum = Optimum(host_traces(intervals, {h: c / REFERENCE_GHZ for h, c in clock.items()}))
     span = max((iv.end for ivs in intervals.values() for iv in ivs), default=0.0)
     return PlatformFiles(d, clock, trace, optimum, span)

@@ -5,20 +5,22 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from mgst.availability.trace_files import TraceError
+from mgst.availability.trace_files import TraceError, check_host_names
 
 MAX_HOST_LINES = 1_000_000
 MAX_LINE = 1024  # characters; a line is ~12
 
 
 def write_hosts(clock_ghz: dict[str, float], path: Path) -> None:
+    """The machine file of these hosts (read_hosts reads it); ValueError for a host name it could not read back."""
+    check_host_names(clock_ghz, ",")
     with open(path, "w", encoding="ascii") as f:
         f.write("host,clock_ghz\n")
         f.writelines(f"{host},{ghz!r}\n" for host, ghz in clock_ghz.items())
 
 
 def read_hosts(path: Path) -> dict[str, float]:
-    """Host -> clock rate (GHz, > 0), in file order; a first line starting ``host`` is a header, blank lines and
+    """Host -> clock rate (GHz, > 0), in file order; a first line ``host,clock_ghz`` is a header, blank lines and
     ``#`` comments are skipped. TraceError naming the file and line for a malformed one."""
     where = str(path)
     try:
@@ -38,7 +40,7 @@ def read_hosts(path: Path) -> dict[str, float]:
         if not line or line.startswith("#"):
             continue
         fields = [f.strip() for f in line.split(",")]
-        if first and fields[0].lower() == "host":
+        if first and [f.lower() for f in fields] == ["host", "clock_ghz"]:
             first = False
             continue
         first = False
