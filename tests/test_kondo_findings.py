@@ -76,3 +76,17 @@ def test_finding_3_excluding_slow_hosts_helps_on_sdsc_and_a_fixed_threshold_can_
     s25 = makespans(platforms, "lri-wisc", "EXCL-S.25", 2 * HOSTS)
     loss, half = paired(s5, s25)
     assert loss - half > 1.0, f"EXCL-S.25 / EXCL-S.5 = {loss:.3f} +- {half:.3f} on lri-wisc, T = 2N"
+
+
+def test_unfinished_applications_are_counted_not_dropped_unsaid(tmp_path):
+    from mgst.kondo.findings import claims, read_runs
+
+    path = tmp_path / "runs.csv"
+    rows = ["platform,policy,tasks,task_minutes,seed,replication,ratio,makespan,optimal,waste,prediction_error,error"]
+    for rep, makespan in enumerate(("120", "", "130")):  # EXCL-PRED's second application never finished
+        rows.append(f"sdsc,FCFS,100,5,1,{rep},1.5,150,100,0,,")
+        rows.append(f"sdsc,EXCL-PRED,100,5,1,{rep},{makespan and float(makespan) / 100},{makespan},100,0,0.1,")
+    path.write_text("\n".join(rows) + "\n")
+    text = "\n".join(claims(read_runs([path])))
+    assert "did not finish (no makespan: out of every paired figure above): 1 of 6" in text
+    assert "   - sdsc EXCL-PRED: 1" in text

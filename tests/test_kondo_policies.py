@@ -139,11 +139,11 @@ def test_pri_history_ranks_by_work_per_availability_interval_from_the_history():
     _, core = platform("pri_history", [1.0, 2.0, 1.5], ready_at=None)
     core.machine_ready(0.0, 0, 1.0)  # A, power 1: up all along at share 1: one open interval, 1000 CPU-s at 1000
     core.machine_ready(0.0, 1, 1.0)  # B, power 2: up 0..100 and 150..250 (100 CPU-s each), back at 990
+    core.machine_ready(0.0, 2, 0.5)  # C, power 1.5: up all along at share 0.5: 500 CPU-s at 1000
     core.machine_down(100.0, 1)
     core.machine_up(150.0, 1)
     core.machine_down(250.0, 1)
     core.machine_ready(990.0, 1, 1.0)  # its open interval (10 CPU-s at 1000) is below its mean: not counted
-    core.machine_ready(0.0, 2, 0.5)  # C, power 1.5: up all along at share 0.5: 500 CPU-s at 1000
     # expected work per interval: A 1 x 1000 = 1000, C 1.5 x 500 = 750, B 2 x 100 = 200 (PRI-CR: B, C, A)
     assert placed(core.bag_arrived(1000.0, bag(2, 1000.0))) == [(0, 0), (1, 2)]
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import math
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +47,8 @@ def _float(text: str | None) -> float:
 
 
 def read_runs(paths: Iterable[str | Path]) -> list[Run]:
-    """The finished rows of kondo sweeps' sweep.csv files (rows with an error are left out)."""
+    """The rows of kondo sweeps' sweep.csv files (rows with an error are left out; an unfinished application's
+    makespan and ratio are nan)."""
     out = []
     for path in paths:
         with open(path, encoding="utf-8", newline="") as f:
@@ -170,6 +172,10 @@ def claims(runs: Sequence[Run], hosts: int = 220) -> list[str]:
                      f"than EXCL-PRED {better(runs, 'EXCL-PRED-TO', 'EXCL-PRED', sel).text()} "
                      f"({share_above(runs, 'EXCL-PRED-TO', 'EXCL-PRED', 1.13, sel):.0%} of runs > 1.13); "
                      f"waste TO {waste_to.text(1, True)}, DUP {waste_dup.text(1, True)}")
+    unfinished = Counter((r.platform, r.policy) for r in runs if math.isnan(r.makespan))
+    lines.append(f"Runs whose application did not finish (no makespan: out of every paired figure above): "
+                 f"{sum(unfinished.values())} of {len(runs)}"
+                 + "".join(f"\n   - {p} {policy}: {n}" for (p, policy), n in sorted(unfinished.items())))
     lines.append("Ratio to optimal, every policy (mean [95 %] over every setting)")
     for p in sorted({r.platform for r in runs}):
         for policy in sorted({r.policy for r in runs if r.platform == p}):
