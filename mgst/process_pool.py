@@ -87,6 +87,8 @@ class InterruptiblePool(Generic[Key]):
                     key, fn, args = task
                     running[self.pool.submit(fn, *args)] = key
             if not running:
+                if self.interrupted.is_set():  # (a Ctrl-C as the last task ended is not lost)
+                    raise KeyboardInterrupt
                 return
             done, _ = concurrent.futures.wait(running, timeout=INTERRUPT_CHECK,
                                               return_when=concurrent.futures.FIRST_COMPLETED)
