@@ -74,6 +74,13 @@ def _kill_group_if_running(proc: subprocess.Popen, children: Sequence[psutil.Pro
             p.kill()
 
 
+def _as_in_a_terminal() -> None:
+    """In the child before exec: SIGINT at its default, as a terminal's foreground job has it. A suite run in the
+    background (`pytest &` in a script, as CI may) has SIGINT ignored, which its children inherit; `mgst simulate`
+    then rightly takes no Ctrl-C (`mgst run` installs its own handlers, so its tests need none of this)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _await(condition, timeout: float, what: str, state=lambda: "") -> None:
     """Poll ``condition`` until it holds; fail after ``timeout`` seconds, saying ``what`` and ``state()``."""
     deadline = time.monotonic() + timeout
@@ -178,7 +185,8 @@ def test_ctrl_c_on_a_parallel_simulation_stops_its_workers_at_once(tmp_path, no_
     with open(err_file, "w") as err:
         proc = subprocess.Popen([sys.executable, "-m", "mgst", "simulate", str(exp), "--workers", "2", "--horizon",
                                  "400"], cwd=ROOT, stdout=subprocess.PIPE, stderr=err, text=True,
-                                start_new_session=True, env={**os.environ, "MGST_PURE": "1"})
+                                start_new_session=True, env={**os.environ, "MGST_PURE": "1"},
+                                preexec_fn=_as_in_a_terminal)
     workers: list[psutil.Process] = []
     try:
         _await(lambda: len(psutil.Process(proc.pid).children()) >= 2, 60, "the pool's 2 workers")
