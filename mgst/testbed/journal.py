@@ -261,6 +261,9 @@ class Journal:
     def _complete(self, job: int, replica: int, machine: int) -> None:
         j = self.jobs[job]
         j.done_by = replica
+        # The replica that completed the job is done, even if it had been given up as lost (a late result that
+        # counts: the core took it, so the journal's outcome agrees).
+        self.replicas[replica].outcome = "done"
         self.machines[machine].jobs_run += 1
 
     def _register(self, machine: int, incarnation: int, speed: float, key: str | None) -> None:
