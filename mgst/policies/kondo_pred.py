@@ -71,7 +71,8 @@ class ExclPred(KondoPolicy):
                               sum(1 for m in view.machines if dedicated_time(p[2], m) > p[0] - view.now)}
             # From end - (the platform's shortest task time) on, every host is excluded and the fallback lets the
             # ready ones work: a timer then, or a platform whose fast hosts are gone would wait for an event forever.
-            out.append(SetTimer(("excl_pred_fallback", bag.id), fallback_time(p[0], self._shortest(view, p[2]))))
+            fallback = max(view.now, fallback_time(p[0], self._shortest(view, p[2])))  # (never in the past)
+            out.append(SetTimer(("excl_pred_fallback", bag.id), fallback))
             out.extend(self.predicted(bag, p[0]))
         return out or NOTHING
 
