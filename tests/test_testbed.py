@@ -113,7 +113,12 @@ def test_three_pullers_every_job_done_once(tmp_path, no_children_left):
     with Run(exp, tmp_path) as r:
         run = r.wait()
     rows = check_every_job_done_once(run, tmp_path)
-    assert dict(run.malformed) == {}
+    malformed = dict(run.malformed)
+    if any(m.registrations > 1 for m in run.journal.machines):
+        # The mapper stalled past the pullers' liveness (over a second, on a loaded machine: CI's full suite did):
+        # they reconnected, and what they had sent on the old connection came from a sender no longer registered.
+        malformed.pop(P.Drop.UNREGISTERED, None)
+    assert malformed == {}
     assert [p.returncode for p in r.procs] == [0] * len(r.procs), (tmp_path / "pullers.log").read_text()[-3000:]
     delays = [float(x["Communication Delay (s)"]) for x in rows]
     assert all(d >= 0 for d in delays)  # clock-offset correction keeps causality
