@@ -21,7 +21,7 @@ from mgst.availability.trace import TraceAvailability
 from mgst.availability.trace_files import TraceError, read_trace
 from mgst.kondo.optimum import Optimum, host_traces
 from mgst.model import BagList, Experiment, JobClass, Machine, PolicySpec, SimulationSettings
-from mgst.traces.hosts_file import read_hosts
+from mgst.traces.platform import trace_clocks
 
 # The clock rate of the slides' reference host: a task "of 5 minutes" is 300 s of work on it, and a host of
 # c GHz has power c / REFERENCE_GHZ (work units per second).
@@ -84,16 +84,12 @@ class PlatformFiles:
 @functools.lru_cache(maxsize=8)
 def _platform(directory: str, stamp: tuple[float, float]) -> PlatformFiles:
     d = Path(directory)
-    clock = read_hosts(d / HOSTS_FILE)
     trace = d / TRACE_FILE
     intervals = read_trace(str(trace), "csv")
+    clock = trace_clocks(trace, intervals, d / HOSTS_FILE)  # (as mgst traces refuses a host without one)
     missing = [h for h in clock if h not in intervals]
     if missing:
         raise TraceError(str(trace), None, f"has no interval of host {missing[0]!r} (listed in {HOSTS_FILE})")
-    unknown = [h for h in intervals if h not in clock]  # (as mgst traces refuses them: not left out unsaid)
-    if unknown:
-        raise TraceError(str(trace), None, f"host {unknown[0][:64]!r} has no clock rate in {HOSTS_FILE}"
-                                           + (f" (nor {len(unknown) - 1} more)" if len(unknown) > 1 else ""))
     optimum = Optimum(host_traces(intervals, {h: c / REFERENCE_GHZ for h, c in clock.items()}))
     span = max((iv.end for ivs in intervals.values() for iv in ivs), default=0.0)
     return PlatformFiles(d, clock, trace, optimum, span)

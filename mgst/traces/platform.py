@@ -115,11 +115,13 @@ def read_platform(directory: Path | str, *, trace: str | None = None, hosts_file
         span = last
     name = meta["kind"] if isinstance(meta.get("kind"), str) else folder.name
     seed = meta.get("seed") if isinstance(meta.get("seed"), int) else None
-    clocks = _clocks(found, intervals, Path(hosts_file) if hosts_file is not None else folder / HOSTS_CSV)
+    clocks = trace_clocks(found, intervals, Path(hosts_file) if hosts_file is not None else folder / HOSTS_CSV)
     return Platform(name, clocks, {h: intervals.get(h, []) for h in clocks}, span, seed)
 
 
-def _clocks(trace: Path, intervals: Intervals, hosts_file: Path) -> dict[str, float]:
+def trace_clocks(trace: Path, intervals: Intervals, hosts_file: Path) -> dict[str, float]:
+    """The clock rates of ``hosts_file`` (read_hosts); TraceError naming ``trace`` for a host of its ``intervals``
+    that has none (a trace host is never left out unsaid)."""
     clocks = read_hosts(hosts_file)
     unknown = [h for h in intervals if h not in clocks]
     if unknown:
@@ -143,10 +145,10 @@ def load_platform(path: Path | str, *, fmt: str | None = None, hosts_file: Path 
     span = max((items[-1].end for items in intervals.values() if items), default=0.0)
     if hosts_file is None:
         return Platform(where.name, {}, dict(intervals), span)
-    clocks = _clocks(where, intervals, Path(hosts_file))
+    clocks = trace_clocks(where, intervals, Path(hosts_file))
     return Platform(where.name, clocks, {h: intervals.get(h, []) for h in clocks}, span)
 
 
 # business_starts is the calendar's, offered here with the rest of the platform interface (issue 23).
 __all__ = ["AVAILABILITY_CSV", "AVAILABILITY_FTA", "HOSTS_CSV", "PLATFORM_JSON", "Platform", "business_starts",
-           "generate_platform", "host_names", "load_platform", "read_platform", "write_platform"]
+           "generate_platform", "host_names", "load_platform", "read_platform", "trace_clocks", "write_platform"]
