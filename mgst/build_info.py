@@ -31,6 +31,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "mgst.core.events",
     "mgst.core.decisions",
     "mgst.core.stats",
+    "mgst.core.progress",
     "mgst.core.state",
     "mgst.core.ready",
     "mgst.core.view",

@@ -48,9 +48,17 @@ class Machine:
     name: str
     rates: tuple[float, ...]  # nominal mu'_ij for each class i (a computing power P_j: every entry P_j)
     availability: float = 1.0  # a_j, the CPU share given to grid jobs
-    slots: int = 1  # replicas the machine runs at once
+    slots: int = 1  # replicas the machine holds at once
     # Free-form attributes policies may read: group, power, clock, tags... (pairs: hashable, picklable)
     attributes: tuple[tuple[str, Any], ...] = ()
+    # How many of its replicas compute at once (None: every slot); the others wait on the host (GridBot's
+    # bundles: a host takes up to Concurrency jobs and computes NumCpus of them).
+    cpus: int | None = None
+
+    @property
+    def computing_slots(self) -> int:
+        """How many replicas compute at once: ``cpus``, or every slot."""
+        return self.slots if self.cpus is None else self.cpus
 
     def attribute(self, key: str, default: Any = None) -> Any:
         for k, v in self.attributes:

@@ -10,14 +10,14 @@ from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
 from mgst.availability.process import Period, State
-from mgst.core.decisions import Assign, Cancel, MachineSuspected, ReplicaTimedOut, SetTimer
+from mgst.core.decisions import Assign, Cancel, Eta, MachineSuspected, ReplicaTimedOut, SetTimer
 from mgst.core.scheduler import Scheduler
 from mgst.core.state import BagRecord, JobRecord, MachineState, MachineStats
 from mgst.event_heap import Entry, EventHeap, new_event_heap
 from mgst.model import Bag, Experiment, Job
 from mgst.overheads import Overheads, OverheadSampler
 from mgst.policies import build_policy
-from mgst.sim_availability import PeriodEvents
+from mgst.sim_availability import PeriodEvents, held_end
 from mgst.staging import StagingSampler
 from mgst.streams import Purpose, python_random
 from mgst.workload import make_workload
@@ -46,6 +46,7 @@ HELD_PRUNE_MIN: Final = 1024
 
 # Final: a C static when compiled, where a plain global is a dict lookup at every use (docs/build.md).
 _ASSIGN: Final = Assign
+_ETA: Final = Eta
 _CANCEL: Final = Cancel
 _SET_TIMER: Final = SetTimer
 _REPLICA_TIMED_OUT: Final = ReplicaTimedOut
@@ -55,7 +56,7 @@ _DOWN_STATE: Final = State.DOWN
 
 # An Assign's fields, and a heap entry's, as the loop reads them: the ids and the seq stay int objects
 # (Any), compiled, so that each is made once and a dict finds its own key by identity.
-_AssignFields = tuple[Job, int, Any, float, bool]
+_AssignFields = tuple[Job, int, Any, float, bool, float, float]
 _EntryFields = tuple[float, int, Any, Any]
 _JobFields = tuple[Any, int, float, float, Any]  # a Job's: id, job_class, submitted, size, bag
 
@@ -117,9 +118,10 @@ class Simulation:
 
     Machines start up, each asking for work for all its slots. A replica of a
     job of size X on machine j does mu'_ij a_j units of work per time unit once
-    it computes (after staging, if the experiment's staging model says so); the
-    core tracks its work left, and the driver schedules its completion at the
-    core's ``eta``, again whenever a share change moves it. Failures kill the
+    it computes (after staging, if the experiment's staging model says so, and
+    once one of the machine's cpus is free); the core tracks its work left, and
+    the driver schedules its completion where the core says: the Assign's
+    ``eta``, then each Eta that moves it. It computes no end itself. Failures kill the
     machine's replicas; the core resubmits their jobs, at once by default, or,
     with ``[testbed] detection = "timeout"``, only when the policy's silence
     time-outs give up on them (MGST's mapper), or when the machine comes back
@@ -221,7 +223,6 @@ class _EventLoop:
         self.seq = 0  # the next heap entry's seq: unique, so no two entries tie
         n_machines = len(exp.machines)
         self.share = [m.availability for m in exp.machines]
-        self.rates = exp.rates  # [class][machine], read once: an Assign is the hot path
         # Replicas running on the (simulated) machines -> seq of their valid completion event
         # (-1 while staging: no completion until it computes).
         self.live: dict[int, int] = {}
@@ -419,9 +420,7 @@ class _EventLoop:
         """Machine j's availability changes its CPU share only (reclaimed by its owner, or given back)."""
         period: Period = self.periods.entering[j]
         pending: list = []
-        self.seq, moved = self.periods.share_changed(self.core, t, j, period.cpu_share, self.share, self.live,
-                                                     self.push, self.seq, pending, self.held_or_none)
-        self.stale += moved
+        self.periods.share_changed(self.core, t, j, period.cpu_share, self.share, pending)
         self.seq = self.periods.advance(t, j, self.push, self.seq)
         return pending
 
@@ -430,29 +429,19 @@ class _EventLoop:
         return self.core.timer_fired(t, key)
 
     def _on_computing(self, t: float, rid: Any) -> list:
-        """A replica's staging ends: it computes from now, and its completion is scheduled."""
+        """A replica's staging ends: the core says when it completes (an Eta, carried out with the rest)."""
         if self.live.get(rid) != -1:
             return []
-        core = self.core
-        pending = core.replica_computing(t, rid)
-        r = core.replica(rid)
-        if r is None:
-            return pending
-        end = r.eta(t)
         if self.overheads is not None:  # its overrun and post-compute delay, drawn when it started
             _, overrun, post = self.held[rid]
             self.held[rid] = (t, overrun, post)  # it computes from now (its computed excludes staging, as the core's)
-            end = max(t, end + overrun) + post
-        self._schedule_completion(t, end, rid)
-        return pending
+        return self.core.replica_computing(t, rid)
 
     def _on_share(self, t: float, change: tuple[int, float]) -> list:
         """Machine j's CPU share becomes a (an imposed change): its replicas' completions move."""
         j, a = change
         pending: list = []
-        self.seq, moved = self.periods.share_changed(self.core, t, j, a, self.share, self.live, self.push, self.seq,
-                                                     pending, self.held_or_none)
-        self.stale += moved
+        self.periods.share_changed(self.core, t, j, a, self.share, pending)
         return pending
 
     # -- the core's decisions, carried out on the simulated machines --
@@ -466,18 +455,19 @@ class _EventLoop:
             td = type(d)
             if td is _ASSIGN:  # a replica starts on machine j (inline: the hot path)
                 fields: _AssignFields = d  # an annotation, not cast(): no call in pure Python
-                job, j, rid, progress, staged = fields  # compiled: one read per field
+                job, j, rid, progress, staged, end, _ = fields  # compiled: one read per field
                 if staged:
                     self.live[rid] = -1  # no completion until it computes
                     pre = self._hold(t, j, rid, 0.0)[0] if self.overheads is not None else 0.0
                     self._schedule(t + pre + self.staging.duration(progress > 0.0), _COMPUTING, rid)  # type: ignore[union-attr]
                     continue
-                a = self.share[j]  # (0: suspended from its start, its completion waits for the share)
-                end = t + (1.0 - progress) * job.size / (self.rates[job.job_class][j] * a) if a > 0.0 else math.inf
+                # end: the core's (inf while suspended at share 0 or waiting for a cpu: an Eta moves it)
                 if self.overheads is not None:  # a testbed run's overheads: held before and after computing
                     pre, after = self._hold(t, j, rid, end - t)
                     end = t + pre + after
                 self._schedule_completion(t, end, rid)
+            elif td is _ETA:  # the core moved a replica's end: schedule it where the core says
+                self._moved(t, d.replica, d.at)
             elif td is _CANCEL:
                 if self.live.pop(d.replica, None) is not None:
                     self.stale += 1  # its completion (or end of staging) is still in the heap
@@ -491,6 +481,26 @@ class _EventLoop:
                     self.given_up[d.replica] = d.machine
             elif td is _MACHINE_SUSPECTED:
                 self._suspected(d.machine)
+
+    def _moved(self, t: float, rid: Any, end: float) -> None:
+        """The core says replica ``rid`` now ends at ``end``: its staging is over (its first completion, and its
+        checkpoints from now), or its rate changed (its completion moves; the old entry goes stale)."""
+        now_at = self.live.get(rid)
+        if now_at is None:  # not running here (lost with its machine, or given up and gone)
+            return
+        held = self.held_or_none
+        if held is not None and end < math.inf:  # a testbed run's overheads: its post-compute delay and overrun
+            end = held_end(t, end, held[rid])
+        if now_at == -1:
+            self._schedule_completion(t, end, rid)
+            return
+        self.stale += 1
+        seq = self.seq
+        key: Any = seq
+        self.live[rid] = key
+        if end < math.inf:
+            self.push((end, _DONE, key, rid))
+        self.seq = seq + 1
 
     def _hold(self, t: float, j: int, rid: Any, compute: float) -> tuple[float, float]:
         """A replica starting at t on machine j, computing for ``compute`` by the model (unused when it stages

@@ -66,35 +66,19 @@ class PeriodEvents:
             return self.up
         return self.share
 
-    def share_changed(
-        self, core: Scheduler, t: float, j: int, a: float, share: list[float], live: dict[int, int],
-        push: Callable[[Any], None], seq: int, pending: list,
-        held: dict[int, tuple[float, float, float]] | None = None,
-    ) -> tuple[int, int]:
-        """Machine ``j``'s CPU share becomes ``a`` at ``t`` (0 suspends): its replicas' completions move (none is
-        scheduled while suspended), and a machine given CPU again asks for its free slots not asked for (as a
-        puller does). The next seq, and how many heap entries became stale."""
+    def share_changed(self, core: Scheduler, t: float, j: int, a: float, share: list[float], pending: list) -> None:
+        """Machine ``j``'s CPU share becomes ``a`` at ``t`` (0 suspends): the core moves its replicas' ends (its Eta
+        decisions go to ``pending``, with the rest of its outputs), and a machine given CPU again asks for its free
+        slots not asked for (as a puller does)."""
         old = share[j]
         share[j] = a
         pending.extend(core.cpu_share_changed(t, j, a))
-        stale = 0
         m = core.machines[j]
-        for rid, r in m.replicas.items():  # their completions moved
-            if live.get(rid, -1) >= 0:
-                stale += 1
-                live[rid] = seq
-                end = r.eta(t)
-                if held is not None and end < math.inf:  # a testbed run's overheads (mgst.sim.Simulation)
-                    end = _held_end(t, end, held[rid])
-                if end < math.inf:
-                    push((end, self.done, seq, rid))
-                seq += 1
         if old <= 0.0 < a and m.state is not MachineState.DOWN and m.slots - len(m.replicas) > m.asking:
             pending.extend(core.machine_ready(t, j, a, m.slots - len(m.replicas)))
-        return seq, stale
 
 
-def _held_end(t: float, end: float, held: tuple[float, float, float]) -> float:
+def held_end(t: float, end: float, held: tuple[float, float, float]) -> float:
     """The completion of a replica held with overheads, ``end`` the core's: the rest of its pre-compute delay, its
     overrun and its post-compute delay added. The core counted the pre-compute delay as computing at the old share:
     exact when the share does not change while the replica runs, an approximation when it does."""
@@ -102,4 +86,4 @@ def _held_end(t: float, end: float, held: tuple[float, float, float]) -> float:
     return max(t, end + max(0.0, computing_from - t) + overrun) + post
 
 
-__all__ = ["PeriodEvents"]
+__all__ = ["PeriodEvents", "held_end"]

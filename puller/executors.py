@@ -17,6 +17,7 @@ import math
 import psutil
 
 from mgst import protocol as P
+from mgst.core.progress import Activity
 from mgst.model import EXECUTORS
 from puller.allowlist import CommandRefused
 from puller.slotkit import SlotKit
@@ -46,40 +47,47 @@ class ShareTally:
 
 
 class EmulatedJob:
-    """Holds the job for (1 - progress) X / (mu'_ij a_j) time units of wall time, recomputed when a_j changes.
+    """Holds the job for (1 - progress) X / (mu'_ij a_j) time units of wall time, moved when a_j or its pace changes.
 
-    The work left is tracked at a mark: ``left`` (model time at full speed) at wall time ``mark``,
-    going down at ``share`` per time unit; a share change re-marks it, share 0 freezes it.
+    The work left is the core's :class:`~mgst.core.progress.Activity` on wall time: model time at full speed
+    left at a wall-clock mark, going down at ``share x pace / time_unit`` per second (the mapper's pace: 0 while
+    the replica waits on the host for a CPU); a change re-marks it, 0 freezes it.
     """
 
-    def __init__(self, msg: P.JobMsg, share: float, time_unit: float, now: float):
+    def __init__(self, msg: P.JobMsg, share: float, time_unit: float, now: float, pace: float = 1.0):
         self.msg = msg
         self.time_unit = time_unit
         self.received = now
         self.started = now
         self.share = share
-        self.left = msg.work * (1.0 - msg.progress)  # model time at full speed, at self.mark
-        self.mark = now
-        self._tally = ShareTally(share, now)
+        self.pace = pace
+        self.work = Activity(msg.work * (1.0 - msg.progress), now, share * pace / time_unit)
+        self._tally = ShareTally(share, now)  # the CPU share it got while it computed (a wait is not a short share)
         self._ended: float | None = None
 
     def remaining(self, now: float) -> float:
         """Work left at ``now``, model time at full speed."""
-        return max(0.0, self.left - self.share * (now - self.mark) / self.time_unit)
+        return self.work.remaining(now)
 
     @property
     def deadline(self) -> float:
-        if self.left <= 0:
-            return self.mark
-        return self.mark + self.left / self.share * self.time_unit if self.share > 0 else math.inf
+        if self.work.left <= 0:
+            return self.work.mark
+        return self.work.finish_time()
 
     def set_share(self, share: float, now: float) -> None:
+        self._set(share, self.pace, now)
+
+    def set_pace(self, pace: float, now: float) -> None:
+        self._set(self.share, pace, now)
+
+    def _set(self, share: float, pace: float, now: float) -> None:
         if self._ended is not None:
             return
-        self.left = self.remaining(now)
-        self.mark = now
-        self.share = share
-        self._tally.set(share, now)
+        if share != self.share:
+            self._tally.set(share, now)
+        self.share, self.pace = share, pace
+        self.work.set_rate(now, share * pace / self.time_unit)
 
     def progress(self, now: float) -> float | None:
         work = self.msg.work

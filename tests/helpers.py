@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import codecs
 import importlib
+import math
 import os
 import random
 import select
@@ -92,6 +93,12 @@ def of(outputs: Iterable[Output], kind: type) -> list:
 
 def assigns(outputs: Iterable[Output]) -> list[Assign]:
     return of(outputs, Assign)
+
+
+def plain(outputs: Iterable[Output]) -> list[Output]:
+    """The outputs with each Assign's ``eta`` and ``pace`` at their defaults, for the tests that check what starts
+    where (a hand-built Assign leaves them so); tests/test_progress.py checks when each replica ends."""
+    return [o._replace(eta=math.inf, pace=1.0) if type(o) is Assign else o for o in outputs]
 
 
 def queue_ids(core: Scheduler, key: Hashable = 0) -> list[int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 
 import pytest
-from helpers import Gang, Greedy, Scripted, assigns, job, make_core, make_policy, of, queue_ids, ready_ids
+from helpers import Gang, Greedy, Scripted, assigns, job, make_core, make_policy, of, plain, queue_ids, ready_ids
 
 from mgst.core import (
     Assign,
@@ -63,10 +63,10 @@ def test_machines_start_down_and_up_makes_them_free_not_asking():
     assert core.machines[0].state is MachineState.DOWN
     assert core.machine_up(1.0, 0) == []
     assert core.machines[0].state is MachineState.FREE
-    assert core.job_arrived(2.0, job(1, t=2.0)) == []  # a free machine is not asking
-    assert queue_ids(core) == [1]
+    assert plain(core.job_arrived(2.0, job(1, t=2.0))) == []  # a free machine is not asking
+    assert plain(queue_ids(core)) == [1]
     out = core.machine_ready(3.0, 0)
-    assert out == [Assign(job(1, t=2.0), 0, 1, 0.0)]
+    assert plain(out) == [Assign(job(1, t=2.0), 0, 1, 0.0)]
     core.check_invariants()
 
 
@@ -98,7 +98,7 @@ def test_job_arriving_while_a_machine_is_ready_is_assigned_at_once():
     core.machine_ready(1.0, 0)
     j = job(7, t=2.0)
     out = core.job_arrived(2.0, j)
-    assert out == [Assign(j, 0, 1, 0.0)]  # replica ids start at 1
+    assert plain(out) == [Assign(j, 0, 1, 0.0)]  # replica ids start at 1
     rec = core.jobs[7]
     assert rec.status is JobStatus.RUNNING
     assert rec.first_sent == 2.0
@@ -113,9 +113,9 @@ def test_job_arriving_while_a_machine_is_ready_is_assigned_at_once():
 def test_handle_is_the_typed_methods():
     core = fcfs_core(up=False)
     j = job(1, t=1.0)
-    assert core.handle(0.5, MachineUp(0)) == []
-    assert core.handle(1.0, JobArrived(j)) == []
-    assert core.handle(2.0, MachineReady(0)) == [Assign(j, 0, 1, 0.0)]
+    assert plain(core.handle(0.5, MachineUp(0))) == []
+    assert plain(core.handle(1.0, JobArrived(j))) == []
+    assert plain(core.handle(2.0, MachineReady(0))) == [Assign(j, 0, 1, 0.0)]
     assert core.handle(3.0, ReplicaCheckpoint(1, 0.5)) == []
     assert core.handle(4.0, ReplicaDone(1, True)) == [JobCompleted(j, 1, 0), Hold(0)]
     assert core.handle(5.0, MachineDown(0)) == []
@@ -129,7 +129,7 @@ def test_replica_done_with_ready_makes_the_machine_ask_again():
     core.job_arrived(1.0, j1)  # replica 1 on M0
     core.job_arrived(2.0, j2)  # waits
     out = core.replica_done(3.0, 1, ready=True)
-    assert out == [JobCompleted(j1, 1, 0), Assign(j2, 0, 2, 0.0)]
+    assert plain(out) == [JobCompleted(j1, 1, 0), Assign(j2, 0, 2, 0.0)]
     out = core.replica_done(4.0, 2, ready=True)
     assert out == [JobCompleted(j2, 2, 0), Hold(0)]
     assert core.machines[0].state is MachineState.READY
@@ -152,9 +152,9 @@ def test_a_driver_may_turn_completions_and_holds_off_and_the_state_is_the_same()
         out += core.replica_done(4.0, 2, ready=True)
         outs.append(out)
         core.check_invariants()
-    assert outs[0] == [Hold(0), Assign(j1, 0, 1, 0.0), JobCompleted(j1, 1, 0), Assign(j2, 0, 2, 0.0),
+    assert plain(outs[0]) == [Hold(0), Assign(j1, 0, 1, 0.0), JobCompleted(j1, 1, 0), Assign(j2, 0, 2, 0.0),
                        JobCompleted(j2, 2, 0), Hold(0)]
-    assert outs[1] == [Assign(j1, 0, 1, 0.0), Assign(j2, 0, 2, 0.0)]
+    assert plain(outs[1]) == [Assign(j1, 0, 1, 0.0), Assign(j2, 0, 2, 0.0)]
     for rec, other in zip(cores[0].jobs.values(), cores[1].jobs.values(), strict=True):
         assert (rec.status, rec.completed, rec.done_by, rec.done_on) == (other.status, other.completed,
                                                                           other.done_by, other.done_on)
@@ -175,8 +175,8 @@ def test_queues_version_counts_the_queues_added_and_a_policy_cache_follows_its_c
     assert first.queues_version == 1  # the same queue
     second.job_arrived(3.0, j3)
     assert second.queues_version == 1  # the same count, other queues
-    assert second.machine_ready(4.0, 0) == [Assign(j3, 0, 1, 0.0)]  # its own class-2 job, not j1
-    assert first.machine_ready(5.0, 0) == [Assign(j1, 0, 1, 0.0)]
+    assert plain(second.machine_ready(4.0, 0)) == [Assign(j3, 0, 1, 0.0)]  # its own class-2 job, not j1
+    assert plain(first.machine_ready(5.0, 0)) == [Assign(j1, 0, 1, 0.0)]
     for core in cores:
         core.check_invariants()
 
@@ -201,7 +201,7 @@ def test_job_lost_to_a_machine_failure_is_requeued_at_the_head_and_completed_onc
     core = fcfs_core(ONE_BY_TWO)
     j1, j2, j3 = job(1, t=1.0), job(2, t=2.0), job(3, t=3.0)
     core.machine_ready(0.0, 0)
-    assert core.job_arrived(1.0, j1) == [Assign(j1, 0, 1, 0.0)]
+    assert plain(core.job_arrived(1.0, j1)) == [Assign(j1, 0, 1, 0.0)]
     core.job_arrived(2.0, j2)
     core.job_arrived(3.0, j3)
     assert queue_ids(core) == [2, 3]
@@ -218,7 +218,7 @@ def test_job_lost_to_a_machine_failure_is_requeued_at_the_head_and_completed_onc
     core.check_invariants()
 
     out = core.machine_ready(5.0, 1)
-    assert out == [Assign(j1, 1, 2, 0.0)]
+    assert plain(out) == [Assign(j1, 1, 2, 0.0)]
     out = core.replica_done(6.0, 2)
     assert out == [JobCompleted(j1, 2, 1)]
     assert rec.status is JobStatus.DONE
@@ -264,7 +264,7 @@ def test_late_done_from_a_given_up_replica_cancels_the_job_running_elsewhere():
     core.machine_ready(0.0, 0)
     core.job_arrived(1.0, j1)  # replica 1 on M0
     core.machine_down(2.0, 0)
-    assert core.machine_ready(3.0, 1) == [Assign(j1, 1, 2, 0.0)]
+    assert plain(core.machine_ready(3.0, 1)) == [Assign(j1, 1, 2, 0.0)]
 
     out = core.replica_done(4.0, 1)
     assert sorted(out, key=repr) == sorted([Cancel(2, 1, 1), JobCompleted(j1, 1, 0)], key=repr)
@@ -353,7 +353,7 @@ def test_machine_asking_while_busy_loses_its_replica_and_may_get_it_again():
     core.machine_ready(0.0, 0)
     core.job_arrived(1.0, j1)  # replica 1
     out = core.machine_ready(2.0, 0)  # a restarted puller asks again
-    assert out == [
+    assert plain(out) == [
         JobRequeued(j1, 1, 0, "machine asked for work while running it"),
         Assign(j1, 0, 2, 0.0),
     ]
@@ -366,9 +366,9 @@ def test_job_lost_by_a_machine_asking_while_busy_goes_to_another_ready_machine()
     core = fcfs_core([[1.0, 1.0, 0.0], [1.0, 0.0, 1.0]])
     b, a = job(1, cls=1, t=0.0), job(2, cls=0, t=1.0)
     core.machine_ready(0.0, 2)
-    assert core.job_arrived(0.0, b) == [Assign(b, 2, 1, 0.0)]
+    assert plain(core.job_arrived(0.0, b)) == [Assign(b, 2, 1, 0.0)]
     core.machine_ready(0.5, 0)
-    assert core.job_arrived(1.0, a) == [Assign(a, 0, 2, 0.0)]
+    assert plain(core.job_arrived(1.0, a)) == [Assign(a, 0, 2, 0.0)]
     core.machine_ready(1.5, 1)  # nothing it can run: held
     core.machine_down(2.0, 2)  # B back in the queue; M1 cannot run it
     assert core.queued_count == 1 and ready_ids(core) == [1]
@@ -492,8 +492,8 @@ def test_decisions_from_on_timer_are_applied():
     core, _ = timer_core(policy)
     core.machine_ready(1.0, 0)
     j = job(1, t=2.0)
-    assert core.job_arrived(2.0, j) == []  # never matches by itself; M0 keeps asking, silently
-    assert core.timer_fired(3.0, "go") == [Assign(j, 0, 1, 0.0)]
+    assert plain(core.job_arrived(2.0, j)) == []  # never matches by itself; M0 keeps asking, silently
+    assert plain(core.timer_fired(3.0, "go")) == [Assign(j, 0, 1, 0.0)]
 
 
 # ---------------------------------------------------------------- checkpoints
@@ -514,7 +514,7 @@ def test_next_replica_resumes_from_the_checkpoint_if_the_policy_says_so(resume, 
     assert core.jobs[1].best_progress == 0.4
     core.machine_down(3.0, 0)
     out = core.machine_ready(4.0, 1)
-    assert out == [Assign(j1, 1, 2, progress)]
+    assert plain(out) == [Assign(j1, 1, 2, progress)]
     assert core.replica(2).progress == progress
 
 
@@ -535,7 +535,7 @@ def test_second_replica_of_a_running_job_then_sibling_cancelled_on_first_done():
         core.machine_ready(0.0, j)
     j1 = job(1, t=1.0)
     out = core.job_arrived(1.0, j1)
-    assert out == [Assign(j1, 0, 1, 0.0), Assign(j1, 1, 2, 0.0)]  # the third machine: limit reached
+    assert plain(out) == [Assign(j1, 0, 1, 0.0), Assign(j1, 1, 2, 0.0)]  # the third machine: limit reached
     assert core.jobs[1].live_replicas == 2
     assert ready_ids(core) == [2]
     core.check_invariants()
@@ -581,10 +581,10 @@ def test_losing_one_of_two_replicas_keeps_the_job_running():
     core.machine_ready(0.0, 1)
     j1 = job(1, t=1.0)
     core.job_arrived(1.0, j1)  # replicas 1 (M0) and 2 (M1)
-    assert core.machine_down(2.0, 0) == []  # no requeue: replica 2 still runs
+    assert plain(core.machine_down(2.0, 0)) == []  # no requeue: replica 2 still runs
     rec = core.jobs[1]
     assert rec.status is JobStatus.RUNNING and rec.live_replicas == 1 and rec.requeues == 0
-    assert core.machine_ready(3.0, 2) == [Assign(j1, 2, 3, 0.0)]  # a new second replica
+    assert plain(core.machine_ready(3.0, 2)) == [Assign(j1, 2, 3, 0.0)]  # a new second replica
     assert rec.attempts == 3
     core.check_invariants()
 
@@ -596,7 +596,7 @@ def test_policy_cancel_of_the_only_replica_requeues_and_frees_the_machine():
     core.machine_ready(0.0, 0)
     core.job_arrived(1.0, j1)
     policy.todo = [Assign(j1, 0)]
-    assert core.job_arrived(2.0, job(2, t=2.0)) == [Assign(j1, 0, 1, 0.0)]
+    assert plain(core.job_arrived(2.0, job(2, t=2.0))) == [Assign(j1, 0, 1, 0.0)]
     policy.todo = [Cancel(1)]
     out = core.job_arrived(3.0, job(3, t=3.0))
     assert out == [Cancel(1, 0, 1), JobRequeued(j1, 1, 0, "cancelled")]
@@ -682,10 +682,10 @@ def test_gang_allocation_starts_all_members_at_once():
     for jb in jobs[:3]:
         assert core.job_arrived(jb.submitted, jb) == []
     assert core.machine_ready(4.0, 0) == [Hold(0)]
-    assert core.machine_ready(4.0, 3) == [Hold(3)]  # not enrolled: never gets work
-    assert core.machine_ready(4.5, 1) == [Hold(1)]
+    assert plain(core.machine_ready(4.0, 3)) == [Hold(3)]  # not enrolled: never gets work
+    assert plain(core.machine_ready(4.5, 1)) == [Hold(1)]
     out = core.machine_ready(5.0, 2)
-    assert out == [Assign(jobs[0], 0, 1, 0.0), Assign(jobs[1], 1, 2, 0.0), Assign(jobs[2], 2, 3, 0.0)]
+    assert plain(out) == [Assign(jobs[0], 0, 1, 0.0), Assign(jobs[1], 1, 2, 0.0), Assign(jobs[2], 2, 3, 0.0)]
     assert ready_ids(core) == [3]
     core.check_invariants()
 
@@ -695,7 +695,7 @@ def test_gang_allocation_starts_all_members_at_once():
     assert core.replica_done(7.0, 1, ready=True) == [JobCompleted(jobs[0], 1, 0), Hold(0)]
     assert core.replica_done(8.0, 3, ready=True) == [JobCompleted(jobs[2], 3, 2), Hold(2)]
     out = core.replica_done(9.0, 2, ready=True)
-    assert out == [
+    assert plain(out) == [
         JobCompleted(jobs[1], 2, 1),
         Assign(jobs[3], 0, 4, 0.0), Assign(jobs[4], 1, 5, 0.0), Assign(jobs[5], 2, 6, 0.0),
     ]
@@ -722,14 +722,14 @@ def test_per_host_statistics_add_up():
     j1, j2, j3 = job(1, 0, 1.0), job(2, 1, 2.0), job(3, 0, 5.0)
     core.machine_ready(0.0, 0)
     core.machine_ready(0.0, 1)
-    assert core.job_arrived(1.0, j1) == [Assign(j1, 0, 1, 0.0)]
-    assert core.job_arrived(2.0, j2) == [Assign(j2, 1, 2, 0.0)]
-    assert core.replica_done(4.0, 1, ready=True) == [JobCompleted(j1, 1, 0), Hold(0)]  # M0 busy 1..4
-    assert core.job_arrived(5.0, j3) == [Assign(j3, 0, 3, 0.0)]
-    assert core.machine_down(6.0, 1) == [JobRequeued(j2, 2, 1, "machine down")]  # M1 busy 2..6, up 0..6
-    assert core.machine_ready(7.0, 1) == [Assign(j2, 1, 4, 0.0)]
-    assert core.replica_failed(9.0, 3) == [JobRequeued(j3, 3, 0, "failed")]  # M0 busy 5..9
-    assert core.machine_ready(10.0, 0) == [Assign(j3, 0, 5, 0.0)]
+    assert plain(core.job_arrived(1.0, j1)) == [Assign(j1, 0, 1, 0.0)]
+    assert plain(core.job_arrived(2.0, j2)) == [Assign(j2, 1, 2, 0.0)]
+    assert plain(core.replica_done(4.0, 1, ready=True)) == [JobCompleted(j1, 1, 0), Hold(0)]  # M0 busy 1..4
+    assert plain(core.job_arrived(5.0, j3)) == [Assign(j3, 0, 3, 0.0)]
+    assert plain(core.machine_down(6.0, 1)) == [JobRequeued(j2, 2, 1, "machine down")]  # M1 busy 2..6, up 0..6
+    assert plain(core.machine_ready(7.0, 1)) == [Assign(j2, 1, 4, 0.0)]
+    assert plain(core.replica_failed(9.0, 3)) == [JobRequeued(j3, 3, 0, "failed")]  # M0 busy 5..9
+    assert plain(core.machine_ready(10.0, 0)) == [Assign(j3, 0, 5, 0.0)]
     assert core.replica_done(12.0, 4) == [JobCompleted(j2, 4, 1)]  # M1 busy 7..12
     assert core.replica_done(13.0, 5) == [JobCompleted(j3, 5, 0)]  # M0 busy 10..13
     core.close(15.0)

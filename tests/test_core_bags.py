@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 
 import pytest
+from helpers import plain
 
 from mgst.core import (
     Assign,
@@ -102,7 +103,7 @@ def test_bag_arrival_enqueues_every_task_then_matches_once():
     out = core.handle(10.0, BagArrived(b))
 
     # three ready machines, five tasks: three Assigns, oldest tasks first, in request order
-    assert out == [Assign(t1, 0, 1, 0.0, False), Assign(t2, 1, 2, 0.0, False), Assign(t3, 2, 3, 0.0, False)]
+    assert plain(out) == [Assign(t1, 0, 1, 0.0, False), Assign(t2, 1, 2, 0.0, False), Assign(t3, 2, 3, 0.0, False)]
     # one matching pass, which saw all five tasks queued at its first call
     assert policy.calls == [5, 4, 3]
     assert counters(core, 7) == (5, 2, 3, 0)
@@ -126,7 +127,7 @@ def test_bag_counters_follow_tasks_and_the_bag_completes_with_its_last_task():
     assert counters(core, 7) == (5, 2, 2, 1)
 
     # M1 asks again with its result: it takes T4
-    assert core.replica_done(12.0, 2, ready=True) == [JobCompleted(T[2], 2, 1), Assign(T[4], 1, 4, 0.0, False)]
+    assert plain(core.replica_done(12.0, 2, ready=True)) == [JobCompleted(T[2], 2, 1), Assign(T[4], 1, 4, 0.0, False)]
     assert counters(core, 7) == (5, 1, 2, 2)
 
     # M2 fails: T3 goes back into its bag's queue, ahead of T5 (same submission, smaller id)
@@ -137,8 +138,8 @@ def test_bag_counters_follow_tasks_and_the_bag_completes_with_its_last_task():
     assert core.jobs[3].status is JobStatus.QUEUED and core.jobs[3].requeues == 1
     core.check_invariants()
 
-    assert core.machine_ready(14.0, 0) == [Assign(T[3], 0, 5, 0.0, False)]
-    assert core.machine_ready(15.0, 2) == [Assign(T[5], 2, 6, 0.0, False)]  # M2 back up
+    assert plain(core.machine_ready(14.0, 0)) == [Assign(T[3], 0, 5, 0.0, False)]
+    assert plain(core.machine_ready(15.0, 2)) == [Assign(T[5], 2, 6, 0.0, False)]  # M2 back up
     assert counters(core, 7) == (5, 0, 3, 2)
     assert 7 in core.queues and ids(core, 7) == []  # empty, but the bag is not complete
     assert core.replica_done(16.0, 4) == [JobCompleted(T[4], 4, 1)]
@@ -164,12 +165,12 @@ def test_bag_waits_for_its_first_dispatch():
     core = make(Oldest(), 1, ready=False)
     core.machine_up(0.0, 0)  # up, not asking
     b = bag(1, 10.0, [1, 2])
-    assert core.bag_arrived(10.0, b) == []
+    assert plain(core.bag_arrived(10.0, b)) == []
     assert core.all_bags[1].first_dispatch is None
     assert counters(core, 1) == (2, 2, 0, 0)
-    assert core.machine_ready(15.0, 0) == [Assign(b.tasks[0], 0, 1, 0.0, False)]
+    assert plain(core.machine_ready(15.0, 0)) == [Assign(b.tasks[0], 0, 1, 0.0, False)]
     assert core.all_bags[1].first_dispatch == 15.0
-    assert core.replica_done(16.0, 1, ready=True) == [JobCompleted(b.tasks[0], 1, 0), Assign(b.tasks[1], 0, 2)]
+    assert plain(core.replica_done(16.0, 1, ready=True)) == [JobCompleted(b.tasks[0], 1, 0), Assign(b.tasks[1], 0, 2)]
     assert core.all_bags[1].first_dispatch == 15.0  # the first, not the latest
     core.check_invariants()
 
@@ -177,7 +178,7 @@ def test_bag_waits_for_its_first_dispatch():
 def test_lost_task_goes_back_to_its_own_bag_queue():
     core = make(Oldest(), 1)
     b1, b2 = bag(1, 0.0, [1, 2]), bag(2, 1.0, [3, 4])
-    assert core.bag_arrived(0.0, b1) == [Assign(b1.tasks[0], 0, 1, 0.0, False)]
+    assert plain(core.bag_arrived(0.0, b1)) == [Assign(b1.tasks[0], 0, 1, 0.0, False)]
     assert core.bag_arrived(1.0, b2) == []
     assert (ids(core, 1), ids(core, 2)) == ([2], [3, 4])
     assert core.machine_down(2.0, 0) == [JobRequeued(b1.tasks[0], 1, 0, "machine down")]
@@ -312,11 +313,11 @@ def test_a_policy_with_its_own_queue_key_may_mix_bags_and_single_jobs():
     b = bag(4, 1.0, [2, 3])
     core.job_arrived(0.0, j1)
     core.bag_arrived(1.0, b)
-    assert ids(core, ("class", 0)) == [1] and ids(core, ("bag", 4)) == [2, 3]
-    assert core.machine_ready(2.0, 0) == [Assign(j1, 0, 1, 0.0, False)]
-    assert core.replica_done(3.0, 1, ready=True) == [JobCompleted(j1, 1, 0), Assign(b.tasks[0], 0, 2)]
+    assert plain(ids(core, ("class", 0))) == [1] and ids(core, ("bag", 4)) == [2, 3]
+    assert plain(core.machine_ready(2.0, 0)) == [Assign(j1, 0, 1, 0.0, False)]
+    assert plain(core.replica_done(3.0, 1, ready=True)) == [JobCompleted(j1, 1, 0), Assign(b.tasks[0], 0, 2)]
     assert counters(core, 4) == (2, 1, 1, 0)
-    assert core.replica_done(4.0, 2, ready=True) == [JobCompleted(b.tasks[0], 2, 0), Assign(b.tasks[1], 0, 3)]
+    assert plain(core.replica_done(4.0, 2, ready=True)) == [JobCompleted(b.tasks[0], 2, 0), Assign(b.tasks[1], 0, 3)]
     assert core.replica_done(5.0, 3) == [JobCompleted(b.tasks[1], 3, 0), BagCompleted(4)]
     assert core.all_bags[4].completed == 5.0 and 4 not in core.bags
     core.check_invariants()

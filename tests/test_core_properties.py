@@ -26,6 +26,7 @@ from mgst.core import (
     Cancel,
     CancelTimer,
     CpuShareChanged,
+    Eta,
     Hold,
     JobCompleted,
     JobQueue,
@@ -138,6 +139,10 @@ class CoreMachine(RuleBasedStateMachine):
                 self.timers[o.key] = o.at
             elif t is CancelTimer:
                 self.timers.pop(o.key, None)
+            elif t is Eta:  # a replica's end moved (staging over, a share change), never into the past; it may be
+                # one a driver already knows gone (a machine that asks while running it: lost in the same event)
+                assert o.replica in self.replica_job, o
+                assert o.at >= self.now, o
             else:
                 raise AssertionError(f"unexpected output {o!r}")
 
@@ -599,6 +604,10 @@ class OpenCoreMachine(RuleBasedStateMachine):
                 self.timers[o.key] = o.at
             elif t is CancelTimer:
                 self.timers.pop(o.key, None)
+            elif t is Eta:  # a replica's end moved (staging over, a share change), never into the past; it may be
+                # one a driver already knows gone (a machine that asks while running it: lost in the same event)
+                assert o.replica in self.replica_job, o
+                assert o.at >= self.now, o
             else:
                 raise AssertionError(f"unexpected output {o!r}")
         assert set(cancelled) <= set(completed_now), (cancelled, completed_now)

@@ -33,6 +33,7 @@ from mgst.core.transitions import (
     TABLE,
     TIMED_OUT,
     UP,
+    WAITING,
     events,
     state_of,
     states,
@@ -40,8 +41,9 @@ from mgst.core.transitions import (
 from mgst.model import Job, JobClass, Machine, StagingModel
 from mgst.policies.base import Policy
 
-# M0 has one slot; M1 three: a machine that asks while it runs, and releases one replica of several.
-MACHINES = (Machine("M0", (1.0,)), Machine("M1", (1.0,), slots=3))
+# M0 has one slot; M1 three: a machine that asks while it runs, and releases one replica of several; M2 two
+# slots and one cpu: its second replica waits on the host.
+MACHINES = (Machine("M0", (1.0,)), Machine("M1", (1.0,), slots=3), Machine("M2", (1.0,), slots=2, cpus=1))
 SIZE = 100.0  # long enough that no replica is due during a walk
 
 
@@ -114,6 +116,17 @@ class Walk:
 
     def replica_in(self, state: Any) -> ReplicaRecord:
         """A replica of a job that runs no other, on M0, in ``state`` (a live phase or how it ended)."""
+        if state == WAITING:  # the second of two replicas on M2, whose one cpu the first holds
+            self.up(2)
+            self.ask(2, 2)
+            first = self.run(2, asked=None)
+            if first.phase == STAGING:
+                self.core.replica_computing(self.tick(), first.id)
+            r = self.run(2, asked=None)
+            if r.phase == STAGING:
+                self.core.replica_computing(self.tick(), r.id)
+            assert r.phase == WAITING, r
+            return r
         r = self.run(0)
         if state is COMPUTING and r.phase == STAGING:
             self.core.replica_computing(self.tick(), r.id)
@@ -218,6 +231,31 @@ def _new_replica(w: Walk) -> tuple[Callable[[], Any], Callable[[], Any]]:
 
 scenario(REPLICA, NEW, "start")(_new_replica)
 scenario(REPLICA, NEW, "start_staging", STAGED)(_new_replica)
+
+
+@scenario(REPLICA, NEW, "start_waiting")
+def _(w):
+    w.up(2)
+    w.ask(2, 2)
+    w.run(2, asked=None)  # holds M2's one cpu
+    rec = w.arrive()
+    return (lambda: rec.history[-1] if rec.history else None), lambda: w.decide(Assign(rec.job, 2))
+
+
+@scenario(REPLICA, STAGING, "computing_no_cpu", STAGED)
+def _(w):
+    w.up(2)
+    w.ask(2, 2)
+    first, second = w.run(2, asked=None), w.run(2, asked=None)
+    w.core.replica_computing(w.tick(), first.id)  # takes M2's one cpu
+    return _fixed(second), lambda: w.core.replica_computing(w.tick(), second.id)
+
+
+@scenario(REPLICA, WAITING, "cpu_free")
+def _(w):
+    r = w.replica_in(WAITING)
+    first = next(x for x in w.core.machines[2].replicas.values() if x is not r)
+    return _fixed(r), lambda: w.core.replica_done(w.tick(), first.id)
 
 
 def _live(state: Any, event: str, fire: Callable[[Walk, ReplicaRecord], Any]) -> None:

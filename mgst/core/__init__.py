@@ -6,6 +6,7 @@ from mgst.core.decisions import (
     Cancel,
     CancelTimer,
     Decision,
+    Eta,
     Hold,
     JobCompleted,
     JobRequeued,
@@ -37,6 +38,7 @@ from mgst.core.scheduler import Scheduler
 from mgst.core.state import (
     COMPUTING,
     STAGING,
+    WAITING,
     BagRecord,
     JobQueue,
     JobRecord,
@@ -50,8 +52,9 @@ from mgst.core.stats import MachineStats
 from mgst.core.view import View
 
 __all__ = [
-    "COMPUTING", "HOOKS", "STAGING", "Assign", "BagArrived", "BagCompleted", "BagRecord", "Cancel", "CancelTimer",
-    "CpuShareChanged", "Decision", "Event", "Hold", "JobArrived", "JobCompleted", "JobQueue", "JobRecord",
+    "COMPUTING", "HOOKS", "STAGING", "WAITING", "Assign", "BagArrived", "BagCompleted", "BagRecord", "Cancel",
+    "CancelTimer",
+    "CpuShareChanged", "Decision", "Eta", "Event", "Hold", "JobArrived", "JobCompleted", "JobQueue", "JobRecord",
     "JobRequeued", "JobStatus", "MachineDown", "MachineHeard", "MachineReady", "MachineRecord", "MachineSilent",
     "MachineState", "MachineStats", "MachineSuspected", "MachineUp", "Outcome", "Output", "PolicyError",
     "PolicyHooks", "ReplicaCheckpoint", "ReplicaComputing", "ReplicaDone", "ReplicaFailed", "ReplicaRecord",

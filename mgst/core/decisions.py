@@ -6,6 +6,7 @@ ignored on the way in and set on the way out.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable
 from typing import NamedTuple
 
@@ -23,8 +24,10 @@ class Assign(NamedTuple):
     """Start a replica of ``job`` on ``machine``.
 
     A policy yields ``Assign(job, machine)``; the core answers with the replica id,
-    the checkpointed fraction of work the replica resumes from, and whether it
-    stages first (the driver then reports ReplicaComputing when it computes).
+    the checkpointed fraction of work the replica resumes from, whether it
+    stages first (the driver then reports ReplicaComputing when it computes), when
+    it ends if nothing changes (inf while it stages, waits on the host or is
+    suspended: an :class:`Eta` says when that moves) and its pace (see Eta).
     """
 
     job: Job
@@ -32,6 +35,22 @@ class Assign(NamedTuple):
     replica: int = -1  # filled by the core
     progress: float = 0.0  # filled by the core: fraction of work already done
     staging: bool = False  # filled by the core
+    eta: float = math.inf  # filled by the core: model time it ends at, if nothing changes
+    pace: float = 1.0  # filled by the core: 1 computing, 0 waiting on the host for a CPU
+
+
+class Eta(NamedTuple):
+    """A live replica's end moved (mgst.core.progress): it now ends at model time ``at`` (inf: held).
+
+    The core says so whenever a rate changes: staging over, a CPU share changed, a CPU freed for a
+    replica waiting on its host. ``pace`` is the share of its machine's speed (at the machine's CPU
+    share) it is given by the rules: 1 computing on its own CPU, 0 waiting or stalled. The simulator
+    schedules the end; the mapper sends the pace to the puller when it changes.
+    """
+
+    replica: int
+    at: float
+    pace: float
 
 
 class Cancel(NamedTuple):
@@ -120,4 +139,4 @@ class MachineSuspected(NamedTuple):
 
 
 Decision = Assign | Cancel | Hold | SetTimer | CancelTimer | TimeOut | SuspectDown
-Output = Decision | JobCompleted | JobRequeued | BagCompleted | ReplicaTimedOut | MachineSuspected
+Output = Decision | Eta | JobCompleted | JobRequeued | BagCompleted | ReplicaTimedOut | MachineSuspected

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mgst.core.lifecycle import Lifecycle
-from mgst.core.state import JobStatus, MachineState, Outcome
+from mgst.core.state import COMPUTING, WAITING, JobStatus, MachineState, Outcome
 from mgst.core.transitions import JOB, MACHINE, REPLICA, state_of, states
 from mgst.core.view import View
 
@@ -69,3 +69,11 @@ def check_invariants(view: View, lifecycle: Lifecycle, max_replicas: int) -> Non
             assert bag.completed == max(rec.completed for rec in bag.tasks)  # type: ignore[type-var]
     if lifecycle.checker is not None:
         lifecycle.checker.check_states(records)
+    for m in view.machines:  # the machine rule of mgst.core.progress: at most cpus compute, the others wait
+        computing = [r for r in m.replicas.values() if r.phase == COMPUTING]
+        waiting = [r for r in m.replicas.values() if r.phase == WAITING]
+        assert m.computing == len(computing) <= m.cpus, f"{m} counts {m.computing} computing, has {len(computing)}"
+        assert sorted(r.id for r in m.waiting) == sorted(r.id for r in waiting), f"{m} waiting {m.waiting}"
+        assert not waiting or m.computing == m.cpus, f"{m} has replicas waiting and a cpu free"
+        for r in waiting:
+            assert r.rate == 0.0 and r.computing_since is None, r

@@ -21,11 +21,13 @@ from mgst.core.decisions import (
     ReplicaTimedOut,
 )
 from mgst.core.hooks import PolicyError
+from mgst.core.progress import Progress, machine_rate
 from mgst.core.ready import ReadyQueue
 from mgst.core.state import (
     CHECKPOINT_TIE,
     COMPUTING,
     STAGING,
+    WAITING,
     BagRecord,
     JobRecord,
     JobStatus,
@@ -46,6 +48,8 @@ _new_tuple: Final = new_tuple
 _ASSIGN: Final = Assign
 _JOB_COMPLETED: Final = JobCompleted
 _CANCEL: Final = Cancel
+_FULL_PACE: Final = 1.0  # a replica on a CPU of its own
+_NO_PACE: Final = 0.0  # one waiting on its host for a CPU
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +76,8 @@ class Lifecycle:
         # Report JobCompleted when a job is done; a driver with no use for it (the simulator) turns it off.
         self.report_completions = True
         self.out: list[Output] = []  # the outputs of the event being handled
+        # Rates and the ends they move (Eta decisions into the same outputs: Scheduler._begin sets both lists).
+        self.progress = Progress()
         # Replicas ended and started during the event, for the policy's hooks (None: it declares none).
         self.ended: list[ReplicaRecord] | None = None
         self.started: list[ReplicaRecord] | None = None
@@ -135,7 +141,16 @@ class Lifecycle:
         rec.attempts += 1
         progress = rec.best_progress if self.resume else 0.0
         staging = self.stage_start or (progress > 0.0 and self.stage_resume)
-        r = ReplicaRecord(rid, rec, j, rec.attempts, now, progress, rate * m.cpu_share, staging)
+        waiting = False
+        if not staging:  # it takes one of the machine's cpus, or waits on the host for one
+            if m.computing < m.cpus:
+                m.computing += 1
+            else:
+                waiting = True
+        r = ReplicaRecord(rid, rec, j, rec.attempts, now, progress, machine_rate(rate, m.cpu_share, True), staging,
+                          waiting)
+        if waiting:
+            m.waiting.append(r)
         key = r.id_key
         rec.replicas[key] = r
         rec.history.append(r)
@@ -146,24 +161,51 @@ class Lifecycle:
         progress_object: Any = self.no_progress  # a progress of 0 (most replicas) as one float object:
         if progress:  # compiled, a float argument is a new object each time
             progress_object = progress
-        self.out.append(_new_tuple(_ASSIGN, rec.job, j, key, progress_object, staging))
+        pace = _NO_PACE if waiting else _FULL_PACE
+        self.out.append(_new_tuple(_ASSIGN, rec.job, j, key, progress_object, staging, r.finish_time(), pace))
         if self.started is not None:
             self.started.append(r)
         if self.checker is not None:
             self.checker.moved(JOB, rec, status, "start", rec.status)
-            self.checker.moved(REPLICA, r, NEW, "start_staging" if staging else "start", r.phase)
+            event = "start_staging" if staging else "start_waiting" if waiting else "start"
+            self.checker.moved(REPLICA, r, NEW, event, r.phase)
             self.checker.moved(MACHINE, m, MachineState.READY, "fill" if asking else "fill_last", m.state)
 
     def computing(self, r: ReplicaRecord) -> None:
-        """replica STAGING|COMPUTING --computing--> COMPUTING."""
+        """Staging is over: replica STAGING --computing--> COMPUTING on a free CPU (its end reported), or
+        --computing_no_cpu--> WAITING on the host (reported too: pace 0); COMPUTING|WAITING --computing--> the same."""
         phase = r.phase
+        event = "computing"
         if phase == STAGING:
             m = self.machines[r.machine]
-            r.phase = COMPUTING
-            r.computing_since = self.view.now
-            r.set_rate(self.view.now, m.rates[r.job.job.job_class] * m.cpu_share)
+            if m.computing < m.cpus:
+                m.computing += 1
+                self._compute(r, m)
+            else:
+                r.phase = WAITING
+                m.waiting.append(r)
+                self.progress.moved(r.id_key, r, _NO_PACE)
+                event = "computing_no_cpu"
         if self.checker is not None:
-            self.checker.moved(REPLICA, r, phase, "computing", r.phase)
+            self.checker.moved(REPLICA, r, phase, event, r.phase)
+
+    def _compute(self, r: ReplicaRecord, m: MachineRecord) -> None:
+        """``r`` holds one of ``m``'s cpus from now: it computes at the machine rule's rate; its end is reported."""
+        now = self.view.now
+        r.phase = COMPUTING
+        r.computing_since = now
+        r.set_rate(now, machine_rate(m.rates[r.job.job.job_class], m.cpu_share, True))
+        self.progress.moved(r.id_key, r, _FULL_PACE)
+
+    def _cpu_freed(self, m: MachineRecord) -> None:
+        """One of ``m``'s cpus is free: the replica that has waited longest on the host takes it
+        (replica WAITING --cpu_free--> COMPUTING)."""
+        while m.waiting and m.computing < m.cpus:
+            r = m.waiting.pop(0)
+            m.computing += 1
+            self._compute(r, m)
+            if self.checker is not None:
+                self.checker.moved(REPLICA, r, WAITING, "cpu_free", r.phase)
 
     def checkpoint(self, r: ReplicaRecord, progress: float) -> None:
         """replica STAGING|COMPUTING --checkpoint--> the same: its checkpoint and the job's best noted."""
@@ -193,6 +235,12 @@ class Lifecycle:
         del self.live[key]
         m = self.machines[r.machine]
         del m.replicas[key]
+        if phase == COMPUTING:
+            m.computing -= 1
+            if m.waiting:
+                self._cpu_freed(m)
+        elif phase == WAITING:
+            m.waiting.remove(r)
         state = m.state
         if state is MachineState.BUSY and not m.replicas:
             m.state = MachineState.FREE
@@ -344,7 +392,10 @@ class Lifecycle:
         return False
 
     def take_down(self, m: MachineRecord, suspected: bool = False) -> None:
-        """machine FREE|READY|BUSY --down|suspect--> DOWN: every live replica lost."""
+        """machine FREE|READY|BUSY --down|suspect--> DOWN: every live replica lost (those waiting on the host
+        first, so that none takes a CPU the machine no longer has)."""
+        for r in list(m.waiting):
+            self.lose(r, "machine down")
         for r in list(m.replicas.values()):
             self.lose(r, "machine down")
         self.ready.discard(m.index)
@@ -408,9 +459,11 @@ class Lifecycle:
             m.cpu_share = share
             now = self.view.now
             m.history.set_share(now, share)
+            progress = self.progress
             for r in m.replicas.values():
-                if r.phase == COMPUTING:
-                    r.set_rate(now, m.rates[r.job.job.job_class] * share)
+                if r.phase == COMPUTING:  # (staging and waiting ones do no work at any share)
+                    r.set_rate(now, machine_rate(m.rates[r.job.job.job_class], share, True))
+                    progress.moved(r.id_key, r, _FULL_PACE)
                 if self.checker is not None:
                     self.checker.moved(REPLICA, r, r.phase, "share", r.phase)
             self.view.capacity_version += 1

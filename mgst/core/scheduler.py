@@ -79,6 +79,8 @@ class Scheduler:
                 raise ValueError(f"machine {m.name!r} has {len(m.rates)} rates for {n} classes")
             if m.slots < 1:
                 raise ValueError(f"machine {m.name!r} has {m.slots} slots; it needs at least 1")
+            if m.cpus is not None and not 1 <= m.cpus <= m.slots:
+                raise ValueError(f"machine {m.name!r} has {m.cpus} cpus for {m.slots} slots; it needs 1 to {m.slots}")
         declared = declared_hooks(type(policy))  # PolicyError on a hook defined but not declared
         hooks = policy.active_hooks(declared)  # (its options may leave some unused)
         if not hooks <= declared:
@@ -378,7 +380,9 @@ class Scheduler:
     def _begin(self, now: float) -> None:
         """An event at ``now`` begins: the model time moves, and its outputs go to a new list."""
         self.view.now = now
-        self.lifecycle.out = []
+        out: list[Output] = []
+        self.lifecycle.out = out
+        self.lifecycle.progress.out = out
 
     def check_invariants(self) -> None:
         """Raise AssertionError if the state is inconsistent (for tests; mgst.core.invariants)."""

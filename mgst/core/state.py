@@ -14,6 +14,7 @@ import math
 from collections.abc import Hashable, Iterator
 from typing import Any, Final
 
+from mgst.core.progress import Activity
 from mgst.core.stats import MachineHistory, MachineStats
 from mgst.model import Job
 
@@ -42,6 +43,7 @@ class Outcome(enum.Enum):
 
 
 STAGING: Final = "staging"  # fetching a checkpoint, a program or data: no work is done
+WAITING: Final = "waiting"  # on its host, for one of the machine's cpus: no work is done, no CPU is charged
 COMPUTING: Final = "computing"
 
 # A checkpoint raises its job's best (and so makes its replica useful, seed 000's RWT) only when it
@@ -53,24 +55,26 @@ COMPUTING: Final = "computing"
 CHECKPOINT_TIE: Final = 1e-9
 
 
-class ReplicaRecord:
+class ReplicaRecord(Activity):
     """One attempt at running a job on a machine, live or ended (ended records are kept).
 
-    Execution is tracked as work left at a mark: ``left`` units of work remained at
-    model time ``mark`` and the replica does ``rate`` units per time unit since (0
-    while staging or at CPU share 0). A share change re-marks the replica, so
-    :meth:`eta` moves exactly.
+    Its execution is an :class:`~mgst.core.progress.Activity`: ``left`` units of work remained at
+    model time ``mark`` and it does ``rate`` units per time unit since (0 while staging, waiting on
+    its host for a CPU, or at CPU share 0). Only the core sets the rate (mgst.core.progress's rules),
+    so :meth:`eta` moves exactly, and the core reports each move (an Eta decision).
     """
 
     __slots__ = (
         "id", "id_key", "job", "machine", "attempt", "sent", "progress", "checkpoint", "live", "phase",
-        "left", "mark", "rate", "outcome", "ended", "best", "late", "computing_since", "computed",
+        "outcome", "ended", "best", "late", "computing_since", "computed", "discarded",
     )
 
     def __init__(
         self, id: int, job: JobRecord, machine: int, attempt: int, sent: float, progress: float,
-        rate: float = 0.0, staging: bool = False,
+        rate: float = 0.0, staging: bool = False, waiting: bool = False,
     ):
+        held = staging or waiting
+        super().__init__((1.0 - progress) * job.job.size, sent, 0.0 if held else rate)
         self.id = id
         # The id as one int object, the key of the core's dicts by replica id: compiled code makes a new
         # int object from ``id`` at every dict operation (and the dict then compares it by value).
@@ -82,25 +86,25 @@ class ReplicaRecord:
         self.progress = progress  # fraction of work done when this replica started
         self.checkpoint = progress  # latest checkpointed fraction
         self.live = True
-        self.phase = STAGING if staging else COMPUTING
-        self.left = (1.0 - progress) * job.job.size  # work left at ``mark``
-        self.mark = sent
-        self.rate = 0.0 if staging else rate  # work per time unit now
+        self.phase = STAGING if staging else WAITING if waiting else COMPUTING
         self.outcome: Outcome | None = None
         self.ended: float | None = None
         self.best = False  # it raised its job's best checkpoint at least once (by more than CHECKPOINT_TIE)
         self.late = False  # its result came after the core had given up on it
-        # When it started computing (None while staging), and, once it delivered, how long it computed:
+        # When it started computing (None while staging or waiting), and, once it delivered, how long it computed:
         # as the driver measured it (ReplicaDone.computed: the testbed's t5 - t4), else result - computing_since.
-        self.computing_since: float | None = None if staging else sent
+        self.computing_since: float | None = None if held else sent
         self.computed: float | None = None
+        # It ran on after a sibling completed the job (the policy lets losers run on) and its result, done or
+        # not, was not used: the paper's waste (GridBot). Its outcome still says how it ended.
+        self.discarded = False
 
     def remaining(self, now: float) -> float:
         """Work left at ``now`` (the job's size is in work units at unit rate); frozen once ended."""
-        if self.ended is not None and now > self.ended:
-            now = self.ended
-        left = self.left - self.rate * (now - self.mark)
-        return left if left > 0.0 else 0.0
+        ended = self.ended
+        if ended is not None and now > ended:
+            now = ended
+        return super().remaining(now)
 
     def progress_at(self, now: float) -> float:
         """Fraction of the job's work done at ``now``."""
@@ -108,16 +112,10 @@ class ReplicaRecord:
         return 1.0 - self.remaining(now) / size if size > 0.0 else 1.0
 
     def eta(self, now: float) -> float:
-        """When it completes if nothing changes (inf while staging or suspended)."""
-        rate = self.rate
-        if rate <= 0.0 or not self.live:
+        """When it completes if nothing changes (inf while staging, waiting, suspended, or once ended)."""
+        if not self.live:
             return math.inf
-        return self.mark + self.left / rate
-
-    def set_rate(self, now: float, rate: float) -> None:
-        self.left = self.remaining(now)
-        self.mark = now
-        self.rate = rate
+        return self.finish_time()
 
     @property
     def suspended(self) -> bool:
@@ -231,13 +229,13 @@ class JobRecord:
 
 class MachineRecord:
     __slots__ = (
-        "index", "name", "rates", "availability", "cpu_share", "state", "replicas", "slots", "asking",
-        "attributes", "suspected", "silent", "up_since", "stats", "history",
+        "index", "name", "rates", "availability", "cpu_share", "state", "replicas", "slots", "cpus", "computing",
+        "waiting", "asking", "attributes", "suspected", "silent", "up_since", "stats", "history",
     )
 
     def __init__(
         self, index: int, name: str, rates: tuple[float, ...], availability: float, slots: int = 1,
-        attributes: dict[str, Any] | None = None,
+        attributes: dict[str, Any] | None = None, cpus: int | None = None,
     ):
         self.index = index
         self.name = name
@@ -247,6 +245,11 @@ class MachineRecord:
         self.state = MachineState.DOWN
         self.replicas: dict[int, ReplicaRecord] = {}  # live replicas by id
         self.slots = slots
+        # How many of its replicas compute at once (the others wait on the host, mgst.core.progress); the
+        # live replicas now computing (or staging: a transfer is not the CPU's), and those waiting, in order.
+        self.cpus = slots if cpus is None else cpus
+        self.computing = 0
+        self.waiting: list[ReplicaRecord] = []
         self.asking = 0  # slots for which it asks for work (0 unless READY)
         self.attributes = attributes if attributes is not None else {}
         self.suspected = False  # the policy declared it suspected down

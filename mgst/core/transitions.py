@@ -3,8 +3,9 @@
 Conventions (as h11's _state.py keeps HTTP's):
 
 - Three kinds of record change state. A JOB's state is its :class:`JobStatus`. A REPLICA's is its
-  phase while it is live (STAGING: no work done yet; COMPUTING: at rate mu'_ij * a_j, which is 0,
-  suspended, at a CPU share of 0) and its :class:`Outcome` once it has ended. A MACHINE's is its
+  phase while it is live (STAGING: no work done yet; WAITING: on its host for one of the machine's
+  ``cpus``, no work done, none charged; COMPUTING: at rate mu'_ij * a_j, which is 0, suspended, at a
+  CPU share of 0; mgst.core.progress sets the rates) and its :class:`Outcome` once it has ended. A MACHINE's is its
   :class:`MachineState`; whether it is ``suspected`` or ``silent`` are flags, not states. NEW is
   the state of a job or a replica before the core holds it. A bag has no state of its own: its
   counters follow its tasks', and its last task DONE completes it.
@@ -29,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
-from mgst.core.state import COMPUTING, STAGING, JobStatus, MachineState, Outcome
+from mgst.core.state import COMPUTING, STAGING, WAITING, JobStatus, MachineState, Outcome
 
 JOB: Final = "job"
 REPLICA: Final = "replica"
@@ -43,7 +44,7 @@ DOWN, FREE, READY, BUSY = MachineState.DOWN, MachineState.FREE, MachineState.REA
 DONE, CANCELLED, LOST, FAILED, TIMED_OUT = (
     Outcome.DONE, Outcome.CANCELLED, Outcome.LOST, Outcome.FAILED, Outcome.TIMED_OUT,
 )
-LIVE: Final = (STAGING, COMPUTING)
+LIVE: Final = (STAGING, WAITING, COMPUTING)
 GIVEN_UP: Final = (CANCELLED, LOST, FAILED, TIMED_OUT)  # ended without a result; a late one may still count
 UP: Final = (FREE, READY, BUSY)
 
@@ -70,11 +71,21 @@ TABLE: Final[dict[tuple[str, State, str], tuple[State, str]]] = {
         COMPUTING, "in a slot its machine asked to fill, from the job's best checkpoint if the policy resumes"
     ),
     (REPLICA, NEW, "start_staging"): (STAGING, "as start, but it stages first (the staging model): no work yet"),
-    (REPLICA, STAGING, "computing"): (COMPUTING, "staging is over: it computes at mu'_ij * a_j"),
+    (REPLICA, NEW, "start_waiting"): (
+        WAITING, "as start, but every one of its machine's cpus computes another replica: it waits on the host"
+    ),
+    (REPLICA, STAGING, "computing"): (COMPUTING, "staging is over: it computes at mu'_ij * a_j (Eta)"),
+    (REPLICA, STAGING, "computing_no_cpu"): (WAITING, "staging is over, every cpu is taken: it waits (Eta, pace 0)"),
+    (REPLICA, WAITING, "cpu_free"): (
+        COMPUTING, "a cpu of its machine freed: the replica that waited longest computes from now (Eta)"
+    ),
     (REPLICA, COMPUTING, "computing"): (COMPUTING, "nothing: it computes already"),
+    (REPLICA, WAITING, "computing"): (WAITING, "nothing: it staged already and waits for a cpu"),
     (REPLICA, STAGING, "share"): (STAGING, "nothing: staging does no work"),
-    (REPLICA, COMPUTING, "share"): (COMPUTING, "re-marked at the new rate, so its eta moves (share 0 suspends it)"),
+    (REPLICA, WAITING, "share"): (WAITING, "nothing: waiting does no work"),
+    (REPLICA, COMPUTING, "share"): (COMPUTING, "re-marked at the new rate: its eta moves (Eta; share 0 suspends it)"),
     (REPLICA, STAGING, "checkpoint"): (STAGING, "its checkpoint and the job's best noted"),
+    (REPLICA, WAITING, "checkpoint"): (WAITING, "its checkpoint and the job's best noted"),
     (REPLICA, COMPUTING, "checkpoint"): (COMPUTING, "its checkpoint and the job's best noted"),
     **{
         (REPLICA, live, event): (outcome, "frees its slot; " + effect)

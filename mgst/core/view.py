@@ -42,7 +42,7 @@ class View:
         self.now = 0.0
         self.classes: tuple[JobClass, ...] = tuple(classes)
         self.machines: tuple[MachineRecord, ...] = tuple(
-            MachineRecord(j, m.name, tuple(m.rates), m.availability, m.slots, dict(m.attributes))
+            MachineRecord(j, m.name, tuple(m.rates), m.availability, m.slots, dict(m.attributes), m.cpus)
             for j, m in enumerate(machines)
         )
         self.jobs: dict[int, JobRecord] = {}

@@ -61,15 +61,19 @@ def _workload(d: dict[str, Any] | None) -> Workload:
 
 def _plain_machine(m: Machine) -> list[Any]:
     out = [m.name, list(m.rates), m.availability]
-    if m.slots != 1 or m.attributes:
+    if m.slots != 1 or m.attributes or m.cpus is not None:
         out += [m.slots, [[k, _plain_value(v)] for k, v in m.attributes]]
+    if m.cpus is not None:  # (stores written before cpus existed stay comparable)
+        out.append(m.cpus)
     return out
 
 
 def _machine(d: list[Any]) -> Machine:
     name, rates, availability, *rest = d
-    slots, attributes = rest if rest else (1, [])
-    return Machine(name, tuple(rates), availability, slots, tuple((k, _frozen_value(v)) for k, v in attributes))
+    slots, attributes, *more = rest if rest else (1, [])
+    cpus = more[0] if more else None
+    return Machine(name, tuple(rates), availability, slots, tuple((k, _frozen_value(v)) for k, v in attributes),
+                   cpus)
 
 
 def to_plain(exp: Experiment) -> dict[str, Any]:
