@@ -2,10 +2,24 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NamedTuple
+
+
+class Availability(enum.IntEnum):
+    """What a machine does for the grid (an availability period's state; the core's view of a machine's).
+
+    UP: it computes grid work at its CPU share and asks for work when it has a share. RECLAIMED: the owner
+    took the CPU back; running work is kept and computes at the share (0: suspended), and the machine asks
+    for no work. DOWN: the machine is gone, and so is its work (share 0).
+    """
+
+    UP = 0
+    RECLAIMED = 1
+    DOWN = 2
 
 
 class Job(NamedTuple):

@@ -53,6 +53,7 @@ _REPLICA_TIMED_OUT: Final = ReplicaTimedOut
 _MACHINE_SUSPECTED: Final = MachineSuspected
 _BAG: Final = Bag
 _DOWN_STATE: Final = State.DOWN
+_UP_STATE: Final = State.UP
 
 # An Assign's fields, and a heap entry's, as the loop reads them: the ids and the seq stay int objects
 # (Any), compiled, so that each is made once and a dict finds its own key by identity.
@@ -267,15 +268,16 @@ class _EventLoop:
         pending: list = []  # the core's outputs to carry out, in order
         share = self.share
         for j, first in enumerate(self.first):  # every machine starts up and asking for work (unless it starts down,
-            if first is None or (first.state is not _DOWN_STATE and first.cpu_share > 0.0):  # or reclaimed)...
+            if first is None or (first.state is _UP_STATE and first.cpu_share > 0.0):  # reclaimed, or at share 0)...
                 if first is not None:
                     share[j] = first.cpu_share
                 pending.extend(core.machine_ready(0.0, j, share[j]))
             elif first.state is _DOWN_STATE:
                 self.up[j] = False
-            else:  # reclaimed at share 0: up, and asking for nothing (a puller asks only with CPU to give)
-                share[j] = 0.0
-                pending.extend(core.machine_up(0.0, j, 0.0))
+            else:  # reclaimed, or at share 0: up, and asking for nothing (a puller asks only with CPU to give)
+                share[j] = first.cpu_share
+                pending.extend(core.machine_up(0.0, j, first.cpu_share))
+                pending.extend(core.machine_availability(0.0, j, first.state, first.cpu_share))
         pending.extend(core.start(0.0))  # ...which the policy plans for once
 
         t = 0.0
@@ -409,18 +411,19 @@ class _EventLoop:
             pending.extend(core.machine_heard(t, j))
             for rid in list(m.replicas):
                 pending.extend(core.replica_failed(t, rid, "not held by the machine after its failure"))
-        if period.cpu_share > 0.0:
+        if period.state is _UP_STATE and period.cpu_share > 0.0:
             pending.extend(core.machine_ready(t, j, self.share[j]))  # implies up
-        else:
-            pending.extend(core.machine_up(t, j, 0.0))
+        else:  # reclaimed, or at share 0: up, asking for nothing
+            pending.extend(core.machine_up(t, j, period.cpu_share))
+            pending.extend(core.machine_availability(t, j, period.state, period.cpu_share))
         self.seq = self.periods.advance(t, j, self.push, self.seq)
         return pending
 
     def _on_avail(self, t: float, j: int) -> list:
-        """Machine j's availability changes its CPU share only (reclaimed by its owner, or given back)."""
+        """Machine j's availability changes while it is up: reclaimed by its owner, given back, or a new share."""
         period: Period = self.periods.entering[j]
         pending: list = []
-        self.periods.share_changed(self.core, t, j, period.cpu_share, self.share, pending)
+        self.periods.availability_changed(self.core, t, j, period.state, period.cpu_share, self.share, pending)
         self.seq = self.periods.advance(t, j, self.push, self.seq)
         return pending
 

@@ -70,12 +70,31 @@ class PeriodEvents:
         """Machine ``j``'s CPU share becomes ``a`` at ``t`` (0 suspends): the core moves its replicas' ends (its Eta
         decisions go to ``pending``, with the rest of its outputs), and a machine given CPU again asks for its free
         slots not asked for (as a puller does)."""
-        old = share[j]
+        m = core.machines[j]
+        could_ask = share[j] > 0.0 and not m.reclaimed
         share[j] = a
         pending.extend(core.cpu_share_changed(t, j, a))
+        if not could_ask and a > 0.0 and not m.reclaimed:
+            _ask_again(core, t, j, pending)
+
+    def availability_changed(
+        self, core: Scheduler, t: float, j: int, state: State, a: float, share: list[float], pending: list
+    ) -> None:
+        """Machine ``j`` is UP or RECLAIMED at share ``a`` from ``t``: the core moves its replicas' ends (Eta decisions
+        into ``pending``) and withdraws its request if it has no CPU to give; one UP with a share again asks."""
         m = core.machines[j]
-        if old <= 0.0 < a and m.state is not MachineState.DOWN and m.slots - len(m.replicas) > m.asking:
-            pending.extend(core.machine_ready(t, j, a, m.slots - len(m.replicas)))
+        could_ask = share[j] > 0.0 and not m.reclaimed
+        share[j] = a
+        pending.extend(core.machine_availability(t, j, state, a))
+        if not could_ask and a > 0.0 and state is State.UP:
+            _ask_again(core, t, j, pending)
+
+
+def _ask_again(core: Scheduler, t: float, j: int, pending: list) -> None:
+    """Machine ``j`` has CPU to give again: it asks for its free slots not asked for (as a puller does)."""
+    m = core.machines[j]
+    if m.state is not MachineState.DOWN and m.slots - len(m.replicas) > m.asking:
+        pending.extend(core.machine_ready(t, j, m.cpu_share, m.slots - len(m.replicas)))
 
 
 def held_end(t: float, end: float, held: tuple[float, float, float]) -> float:

@@ -73,11 +73,38 @@ def test_a_machine_without_cpu_asks_for_nothing_until_it_has_some(tmp_path):
     assert run.machines[0].failures == 0
 
 
-def test_work_given_to_a_machine_reclaimed_while_asking_waits_for_its_share(tmp_path):
-    # The machine asks at t = 0 and is reclaimed at 0.5 (a puller's request stands). The task (bag at 1) goes to
-    # it, suspended from its start; at 3 the share is back: 10 / 2 = 5, done at 8.
+def test_a_machine_reclaimed_while_asking_withdraws_its_request_and_asks_again_with_a_share(tmp_path):
+    # The machine asks at t = 0 and is reclaimed at 0.5: it no longer asks (a puller at share 0 asks for nothing).
+    # The task (bag at 1) waits in its queue; at 3 the share is back and the machine asks: 10 / 2 = 5, done at 8.
     run = Simulation(experiment(tmp_path, "M1,0.5,3,reclaimed,0\n", [(1.0, [10.0])])).run()
-    assert replicas(run) == [(0, 1.0, 8.0, Outcome.DONE)]
+    assert replicas(run) == [(0, 3.0, 8.0, Outcome.DONE)]
+
+
+def test_a_reclaimed_host_is_not_given_work_a_free_host_can_run(tmp_path):
+    """Kondo et al.'s held-out case, scaled: fast host A (rate 2) asks at 0 and is reclaimed at share 0 over
+    [0.5, 10); slow host B (rate 1) is always up. A task of 10 units arrives at 1. A keeps no place in the ready
+    queue while reclaimed, so B runs it: 10 / 1, done at 11. (Given to A it sat suspended until 10, then 10 / 2:
+    done at 15.) Back at 10, A asks and FCFS-Share gives it a second replica (due at 15), cancelled at 11."""
+    path = tmp_path / "trace.csv"
+    path.write_text("A,0.5,10,reclaimed,0\nB,0,100,up,1\n")
+    exp = Experiment(
+        name="a", classes=(JobClass("T", 0.0, 10.0),), machines=(Machine("A", (2.0,)), Machine("B", (1.0,))),
+        policy=PolicySpec("fcfs_share"), failures=TraceAvailability(str(path), "csv"),
+        workload=BagList(((1.0, ((0, 10.0),)),)),
+        simulation=SimulationSettings(horizon=20.0, warmup=0.0, replications=1),
+    )
+    run = Simulation(exp).run()
+    (job,) = run.jobs
+    assert [(r.machine, r.sent, r.ended, r.outcome) for r in job.history] == [
+        (1, 1.0, 11.0, Outcome.DONE), (0, 10.0, 11.0, Outcome.CANCELLED)]
+    assert job.completed == 11.0
+
+
+def test_a_host_reclaimed_at_a_share_asks_for_no_work_until_it_is_up_again(tmp_path):
+    # RECLAIMED at share 0.5 over [0.5, 3): its owner has it; it keeps what it runs but asks for nothing. The task
+    # (bag at 1) waits; at 3 the machine is UP and asks: 10 / 2 = 5, done at 8.
+    run = Simulation(experiment(tmp_path, "M1,0.5,3,reclaimed,0.5\n", [(1.0, [10.0])])).run()
+    assert replicas(run) == [(0, 3.0, 8.0, Outcome.DONE)]
 
 
 def test_trace_replay_follows_a_hand_written_trace_to_the_event(tmp_path):

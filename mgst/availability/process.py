@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-import enum
 from typing import NamedTuple, Protocol
 
+from mgst.model import Availability
 
-class State(enum.IntEnum):
-    """What the machine does during a period.
-
-    UP: it computes at the period's ``cpu_share``. RECLAIMED: the owner took the CPU back;
-    running work is kept, and computes at ``cpu_share`` (0: suspended). DOWN: the machine is
-    gone, and so is its work (``cpu_share`` 0).
-    """
-
-    UP = 0
-    RECLAIMED = 1
-    DOWN = 2
+# What the machine does during a period: UP, RECLAIMED or DOWN (mgst.model.Availability, which the core reads too).
+State = Availability
 
 
 class Period(NamedTuple):

@@ -22,6 +22,7 @@ from mgst.core.events import (
     CpuShareChanged,
     Event,
     JobArrived,
+    MachineAvailability,
     MachineDown,
     MachineHeard,
     MachineReady,
@@ -53,10 +54,9 @@ from mgst.core.view import View
 
 __all__ = [
     "COMPUTING", "HOOKS", "STAGING", "WAITING", "Assign", "BagArrived", "BagCompleted", "BagRecord", "Cancel",
-    "CancelTimer",
-    "CpuShareChanged", "Decision", "Eta", "Event", "Hold", "JobArrived", "JobCompleted", "JobQueue", "JobRecord",
-    "JobRequeued", "JobStatus", "MachineDown", "MachineHeard", "MachineReady", "MachineRecord", "MachineSilent",
-    "MachineState", "MachineStats", "MachineSuspected", "MachineUp", "Outcome", "Output", "PolicyError",
-    "PolicyHooks", "ReplicaCheckpoint", "ReplicaComputing", "ReplicaDone", "ReplicaFailed", "ReplicaRecord",
-    "ReplicaTimedOut", "Scheduler", "SetTimer", "SuspectDown", "TimeOut", "TimerFired", "View",
+    "CancelTimer", "CpuShareChanged", "Decision", "Eta", "Event", "Hold", "JobArrived", "JobCompleted", "JobQueue",
+    "JobRecord", "JobRequeued", "JobStatus", "MachineAvailability", "MachineDown", "MachineHeard", "MachineReady",
+    "MachineRecord", "MachineSilent", "MachineState", "MachineStats", "MachineSuspected", "MachineUp", "Outcome",
+    "Output", "PolicyError", "PolicyHooks", "ReplicaCheckpoint", "ReplicaComputing", "ReplicaDone", "ReplicaFailed",
+    "ReplicaRecord", "ReplicaTimedOut", "Scheduler", "SetTimer", "SuspectDown", "TimeOut", "TimerFired", "View",
 ]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import NamedTuple
 
-from mgst.model import Bag, Job
+from mgst.model import Availability, Bag, Job
 
 
 class JobArrived(NamedTuple):
@@ -103,6 +103,18 @@ class CpuShareChanged(NamedTuple):
     cpu_share: float
 
 
+class MachineAvailability(NamedTuple):
+    """The machine's availability changed while it is up: UP or RECLAIMED, at ``cpu_share`` (DOWN: MachineDown).
+
+    Its replicas go on at the new share (0 suspends them). A RECLAIMED machine, or one at share 0, asks for no
+    work: its request, if any, is withdrawn, and it asks again (MachineReady) once UP with a share.
+    """
+
+    machine: int
+    state: Availability
+    cpu_share: float
+
+
 class TimerFired(NamedTuple):
     key: Hashable
 
@@ -120,5 +132,6 @@ Event = (
     | MachineDown
     | MachineUp
     | CpuShareChanged
+    | MachineAvailability
     | TimerFired
 )

@@ -381,6 +381,7 @@ class Lifecycle:
         if state is MachineState.DOWN:
             m.state = MachineState.FREE
             m.suspected = False
+            m.reclaimed = False  # a machine that comes back is UP, unless it says otherwise
             m.up_since = self.view.now
             m.history.up(self.view.now, m.cpu_share)
             self.view.capacity_version += 1
@@ -427,6 +428,8 @@ class Lifecycle:
         state = m.state
         free = m.slots - len(m.replicas)
         want = free if slots is None or slots > free else slots
+        if m.reclaimed or m.cpu_share <= 0.0:  # no CPU to give: it asks for none (docs/models.md)
+            want = 0
         if want > 0:
             m.asking = want
             if state is not MachineState.READY:
@@ -442,6 +445,19 @@ class Lifecycle:
             event = "ask_none"
         if self.checker is not None:
             self.checker.moved(MACHINE, m, state, event, m.state)
+
+    def set_availability(self, m: MachineRecord, reclaimed: bool, share: float) -> None:
+        """The machine is UP or RECLAIMED at ``share``: its replicas re-marked (set_share); one that has no CPU to
+        give (reclaimed, or share 0) withdraws its request (READY --withdraw_idle|withdraw_busy-->); then
+        machine --reclaim|give_back--> the same state, when that changed."""
+        self.set_share(m, share)
+        if m.state is MachineState.READY and (reclaimed or m.cpu_share <= 0.0):
+            self.make_ready(m, 0)
+        if reclaimed != m.reclaimed:
+            m.reclaimed = reclaimed
+            self.view.capacity_version += 1
+            if self.checker is not None:
+                self.checker.moved(MACHINE, m, m.state, "reclaim" if reclaimed else "give_back", m.state)
 
     def ask_one(self, m: MachineRecord) -> None:
         """A free one-slot machine asks for its slot (make_ready's common case, inlined): FREE --ask--> READY."""

@@ -22,6 +22,7 @@ from mgst.core.events import (
     CpuShareChanged,
     Event,
     JobArrived,
+    MachineAvailability,
     MachineDown,
     MachineHeard,
     MachineReady,
@@ -48,7 +49,7 @@ from mgst.core.state import (
     ReplicaRecord,
 )
 from mgst.core.view import View
-from mgst.model import Bag, Job, JobClass, Machine, StagingModel
+from mgst.model import Availability, Bag, Job, JobClass, Machine, StagingModel
 
 # A timer may be delivered this much model time early and still count (float round-off
 # in drivers that convert wall time).
@@ -123,6 +124,7 @@ class Scheduler:
             MachineSilent: lambda now, e: self.machine_silent(now, e.machine),
             MachineHeard: lambda now, e: self.machine_heard(now, e.machine),
             CpuShareChanged: lambda now, e: self.cpu_share_changed(now, e.machine, e.cpu_share),
+            MachineAvailability: lambda now, e: self.machine_availability(now, e.machine, e.state, e.cpu_share),
             TimerFired: lambda now, e: self.timer_fired(now, e.key),
         }
 
@@ -271,7 +273,7 @@ class Scheduler:
         if m.silent:  # its request is a sign of life
             self.matcher.heard(m)
         state = m.state
-        if state is MachineState.FREE and m.slots == 1:  # the common case
+        if state is MachineState.FREE and m.slots == 1 and m.cpu_share > 0.0 and not m.reclaimed:  # the common case
             lifecycle.ask_one(m)
             return self.matcher.after_event(event, None, m, False)
         if state is MachineState.DOWN and m.suspected:  # its result is its next request: back up
@@ -353,10 +355,27 @@ class Scheduler:
         return self.matcher.after_event(MachineHeard(machine) if self._listening else None, None, None, True)
 
     def cpu_share_changed(self, now: float, machine: int, cpu_share: float) -> list[Output]:
-        """a_j changed: every computing replica on the machine moves its completion (see eta)."""
+        """a_j changed: every computing replica on the machine moves its completion (an Eta each); at 0 the
+        machine asks for no work (its request is withdrawn) until a share is back and it asks again."""
         self._begin(now)
-        self.lifecycle.set_share(self.machines[machine], cpu_share)
+        m = self.machines[machine]
+        self.lifecycle.set_share(m, cpu_share)
+        if cpu_share <= 0.0 and m.state is MachineState.READY:
+            self.lifecycle.make_ready(m, 0)
         event = CpuShareChanged(machine, cpu_share) if self._listening else None
+        return self.matcher.after_event(event, None, None, False)
+
+    def machine_availability(self, now: float, machine: int, state: Availability, cpu_share: float) -> list[Output]:
+        """The machine is UP or RECLAIMED at ``cpu_share`` (DOWN: machine_down). Its replicas move (an Eta each); a
+        RECLAIMED one, or one at share 0, asks for no work until it is UP with a share and asks again."""
+        state = Availability(state)  # (a journal replays it as its number)
+        if state is Availability.DOWN:
+            return self.machine_down(now, machine)
+        self._begin(now)
+        if not 0.0 <= cpu_share <= 1.0:
+            raise ValueError(f"CPU share {cpu_share} of machine {self.machines[machine].name} outside [0, 1]")
+        self.lifecycle.set_availability(self.machines[machine], state is Availability.RECLAIMED, cpu_share)
+        event = MachineAvailability(machine, state, cpu_share) if self._listening else None
         return self.matcher.after_event(event, None, None, False)
 
     def timer_fired(self, now: float, key: Hashable) -> list[Output]:

@@ -230,7 +230,7 @@ class JobRecord:
 class MachineRecord:
     __slots__ = (
         "index", "name", "rates", "availability", "cpu_share", "state", "replicas", "slots", "cpus", "computing",
-        "waiting", "asking", "attributes", "suspected", "silent", "up_since", "stats", "history",
+        "waiting", "asking", "attributes", "suspected", "silent", "reclaimed", "up_since", "stats", "history",
     )
 
     def __init__(
@@ -254,6 +254,7 @@ class MachineRecord:
         self.attributes = attributes if attributes is not None else {}
         self.suspected = False  # the policy declared it suspected down
         self.silent = False  # the driver has not heard from it for a while; not (yet) declared down
+        self.reclaimed = False  # its owner took it back (RECLAIMED): it asks for no work until UP again
         self.up_since: float | None = None
         self.stats = MachineStats(len(rates))
         self.history = MachineHistory(self.stats, availability)  # kept by the core, for policies (docs/policies.md)
@@ -261,6 +262,11 @@ class MachineRecord:
     @property
     def is_up(self) -> bool:
         return self.state is not MachineState.DOWN
+
+    @property
+    def may_ask(self) -> bool:
+        """It has CPU to give the grid: up, not reclaimed, at a share above 0 (else it asks for no work)."""
+        return self.cpu_share > 0.0 and not self.reclaimed and self.state is not MachineState.DOWN
 
     @property
     def free_slots(self) -> int:

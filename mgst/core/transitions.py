@@ -112,12 +112,19 @@ TABLE: Final[dict[tuple[str, State, str], tuple[State, str]]] = {
         for s in UP
     },
     (MACHINE, DOWN, "suspect"): (DOWN, "nothing: it is down already"),
+    **{
+        (MACHINE, s, "reclaim"): (s, "its owner took it back: it asks for nothing until UP with a share")
+        for s in (DOWN, FREE, BUSY)  # (a READY one withdraws its request first)
+    },
+    **{(MACHINE, s, "give_back"): (s, "UP again: it asks for work at its next request") for s in (DOWN, *UP)},
     (MACHINE, FREE, "ask"): (READY, "asks for n <= free slots: at the back of the ready queue"),
     (MACHINE, BUSY, "ask"): (READY, "asks for n <= its free slots: at the back of the ready queue"),
     (MACHINE, READY, "ask"): (READY, "asks for a new number of slots; keeps its place in the queue"),
-    (MACHINE, FREE, "ask_none"): (FREE, "nothing: it asks for no slot it has free"),
-    (MACHINE, BUSY, "ask_none"): (BUSY, "nothing: it asks for no slot it has free"),
-    (MACHINE, READY, "withdraw_idle"): (FREE, "its request withdrawn (it asks for none, or fell silent)"),
+    (MACHINE, FREE, "ask_none"): (FREE, "nothing: it asks for no slot it has free, or has no CPU to give"),
+    (MACHINE, BUSY, "ask_none"): (BUSY, "nothing: it asks for no slot it has free, or has no CPU to give"),
+    (MACHINE, READY, "withdraw_idle"): (
+        FREE, "its request withdrawn (it asks for none, fell silent, or has no CPU to give: reclaimed or share 0)"
+    ),
     (MACHINE, READY, "withdraw_busy"): (BUSY, "its request withdrawn; its replicas run on"),
     (MACHINE, READY, "fill"): (READY, "a replica starts in an asked slot; it asks for more"),
     (MACHINE, READY, "fill_last"): (BUSY, "a replica starts in its last asked slot: it leaves the ready queue"),

@@ -23,7 +23,8 @@ from mgst.testbed.store import FILENAME, RunStore, StoreError
 
 # The core inputs the mapper records, by method name; the first argument is always model time.
 CORE_INPUTS = frozenset({"start", "job_arrived", "bag_arrived", "machine_ready", "replica_done", "replica_failed",
-                         "replica_computing", "replica_checkpoint", "cpu_share_changed", "machine_up",
+                         "replica_computing", "replica_checkpoint", "cpu_share_changed", "machine_availability",
+                         "machine_up",
                          "machine_down", "timer_fired", "machine_silent", "machine_heard"})
 
 
