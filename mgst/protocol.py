@@ -23,8 +23,10 @@ from mgst.availability import registry as availability
 from mgst.availability.trace import MAX_WIRE_PERIODS
 
 # Bumped on any incompatible change; a hello with another version is refused. 4: three-state availability
-# (a puller reports its own CPU share with Share; markov3 and trace laws in Welcome and Begin).
-PROTOCOL_VERSION = 4
+# (a puller reports its own CPU share with Share; markov3 and trace laws in Welcome and Begin). 5: the core owns
+# progress: a job's pace (JobMsg.pace, then Pace: 0 while it waits on the host for a CPU), and the availability
+# state beside the share (Share.state: a RECLAIMED machine asks for no work).
+PROTOCOL_VERSION = 5
 
 # The most slots (replicas at once) a puller may have; bounds every per-slot list on the wire.
 MAX_SLOTS = 64
@@ -212,6 +214,7 @@ class JobMsg(NamedTuple):
     stage: float  # model time of staging (fetching the checkpoint, the input) before it computes; 0: none
     command_key: str  # allow-list key for the command executor; "" otherwise
     command: tuple[str, ...]  # exact argv for the command executor; empty otherwise
+    pace: float = 1.0  # share of the machine's speed it is given: 1 on a CPU of its own, 0 waiting for one (Pace)
 
 
 class CancelMsg(NamedTuple):
@@ -232,10 +235,24 @@ class Share(NamedTuple):
     """Both ways: the machine's CPU share a_j changes now: running replicas go on at the new share (0 suspends).
 
     From the mapper, an order; from a puller, news: its availability process took the CPU back (RECLAIMED)
-    or gave it again, and the mapper's core moves what the machine runs.
+    or gave it again, and the mapper's core moves what the machine runs. ``state`` is the availability state,
+    UP (0) or RECLAIMED (1): a RECLAIMED machine, or one at share 0, asks for no work (its request is withdrawn
+    on both sides) until it is UP with a share.
     """
 
     share: float
+    state: int = 0
+
+
+class Pace(NamedTuple):
+    """The core moved a replica's pace: the share of the machine's speed it is given (mgst.core.progress).
+
+    0: it waits on the host for a CPU (the machine holds more replicas than it has cpus), 1: it computes on a
+    CPU of its own. The puller runs it at its machine's share times its pace, keeping wall time itself.
+    """
+
+    replica: int
+    pace: float
 
 
 class Refused(NamedTuple):
@@ -264,7 +281,7 @@ class Paused(NamedTuple):
 
 Message = (
     Hello | Ready | Started | Computing | Progress | Done | Failed | Heartbeat | Bye | Welcome | JobMsg
-    | CancelMsg | Share | Begin | Refused | Paused
+    | CancelMsg | Share | Pace | Begin | Refused | Paused
 )
 
 # ---------------------------------------------------------------- field checks
@@ -337,6 +354,11 @@ def _failures(v: Any) -> bool:
     return True
 
 
+def _up_state(v: Any) -> bool:
+    """An up machine's availability state: UP (0) or RECLAIMED (1) (DOWN is the silence of a dead puller)."""
+    return _int(v) and v in (0, 1)
+
+
 def _slots(v: Any) -> bool:
     return _int(v) and 1 <= v <= MAX_SLOTS
 
@@ -365,9 +387,10 @@ _SCHEMA: dict[str, tuple[type, dict[str, Check]]] = {
                           "share": _given_share, "executor": _str, "failures": _failures, "slots": _slots,
                           "checkpoint_interval": _nonneg}),
     "job": (JobMsg, {"job": _nat, "replica": _nat, "job_class": _nat, "size": _nonneg, "work": _nonneg,
-                     "progress": _frac, "stage": _nonneg, "command_key": _text, "command": _strs}),
+                     "progress": _frac, "stage": _nonneg, "command_key": _text, "command": _strs, "pace": _frac}),
     "cancel": (CancelMsg, {"replica": _nat}),
-    "share": (Share, {"share": _share}),
+    "share": (Share, {"share": _share, "state": _up_state}),
+    "pace": (Pace, {"replica": _nat, "pace": _frac}),
     "begin": (Begin, {"failures": _failures}),
     "refused": (Refused, {"reason": _reason, "fatal": _bool}),
     "paused": (Paused, {"reason": _text}),
@@ -376,7 +399,7 @@ _WIRE_NAME = {cls: name for name, (cls, _) in _SCHEMA.items()}
 _TUPLE_FIELDS = {"executors", "command", "failures", "holds", "finished"}
 
 FROM_PULLER = frozenset({Hello, Ready, Started, Computing, Progress, Done, Failed, Heartbeat, Bye, Share})
-FROM_MAPPER = frozenset({Welcome, JobMsg, CancelMsg, Share, Begin, Heartbeat, Bye, Refused, Paused})
+FROM_MAPPER = frozenset({Welcome, JobMsg, CancelMsg, Share, Pace, Begin, Heartbeat, Bye, Refused, Paused})
 
 
 def encode(msg: Message) -> bytes:

@@ -431,7 +431,7 @@ class Puller:
                 self.slots.acknowledged(msg.echo)
         elif t is P.Welcome:
             self._welcomed(msg, now)
-        elif t in (P.JobMsg, P.CancelMsg, P.Share, P.Paused) and self.welcome is None:
+        elif t in (P.JobMsg, P.CancelMsg, P.Share, P.Pace, P.Paused) and self.welcome is None:
             self.drops.drop(P.Drop.UNREGISTERED, f"the mapper of {self.machine}", f"{t.__name__} before a welcome")
         elif t is P.JobMsg:
             self.slots.job(self.limits.job(msg, self.slots.time_unit), now)
@@ -439,6 +439,8 @@ class Puller:
             self.slots.cancel(msg.replica)
         elif t is P.Share:
             self.slots.set_share(msg.share, now)
+        elif t is P.Pace:
+            self.slots.set_pace(msg.replica, msg.pace, now)
         elif t is P.Begin:
             self._start_failures(msg.failures, now)
         elif t is P.Refused:
@@ -556,7 +558,7 @@ class Puller:
         if period.state is State.DOWN:
             self._go_down(now)
             return
-        self.slots.impose_share(period.cpu_share, now)
+        self.slots.impose_share(period.cpu_share, now, period.state is State.RECLAIMED)
         self.next_change = self.failures.ends_at  # type: ignore[union-attr]
         self.say.up(period, self.next_change)
 
@@ -577,7 +579,8 @@ class Puller:
             self.say.still_down(self.up_at)
             return
         self.up_at = None
-        self.slots.impose_share(period.cpu_share, now)  # (offline: the welcome's share gives way to it)
+        # (offline: the welcome's share gives way to it)
+        self.slots.impose_share(period.cpu_share, now, period.state is State.RECLAIMED)
         self.next_change = self.failures.ends_at  # type: ignore[union-attr]
         self.say.up(period, self.next_change)
         self.incarnation = random.getrandbits(62)

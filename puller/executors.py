@@ -50,19 +50,19 @@ class EmulatedJob:
     """Holds the job for (1 - progress) X / (mu'_ij a_j) time units of wall time, moved when a_j or its pace changes.
 
     The work left is the core's :class:`~mgst.core.progress.Activity` on wall time: model time at full speed
-    left at a wall-clock mark, going down at ``share x pace / time_unit`` per second (the mapper's pace: 0 while
-    the replica waits on the host for a CPU); a change re-marks it, 0 freezes it.
+    left at a wall-clock mark, going down at ``share / time_unit`` per second (the share it is given: the
+    machine's times the mapper's pace, 0 while the replica waits on the host for a CPU); a change re-marks it,
+    0 freezes it.
     """
 
-    def __init__(self, msg: P.JobMsg, share: float, time_unit: float, now: float, pace: float = 1.0):
+    def __init__(self, msg: P.JobMsg, share: float, time_unit: float, now: float):
         self.msg = msg
         self.time_unit = time_unit
         self.received = now
         self.started = now
         self.share = share
-        self.pace = pace
-        self.work = Activity(msg.work * (1.0 - msg.progress), now, share * pace / time_unit)
-        self._tally = ShareTally(share, now)  # the CPU share it got while it computed (a wait is not a short share)
+        self.work = Activity(msg.work * (1.0 - msg.progress), now, share / time_unit)
+        self._tally = ShareTally(share, now)
         self._ended: float | None = None
 
     def remaining(self, now: float) -> float:
@@ -76,18 +76,11 @@ class EmulatedJob:
         return self.work.finish_time()
 
     def set_share(self, share: float, now: float) -> None:
-        self._set(share, self.pace, now)
-
-    def set_pace(self, pace: float, now: float) -> None:
-        self._set(self.share, pace, now)
-
-    def _set(self, share: float, pace: float, now: float) -> None:
         if self._ended is not None:
             return
-        if share != self.share:
-            self._tally.set(share, now)
-        self.share, self.pace = share, pace
-        self.work.set_rate(now, share * pace / self.time_unit)
+        self.share = share
+        self.work.set_rate(now, share / self.time_unit)
+        self._tally.set(share, now)
 
     def progress(self, now: float) -> float | None:
         work = self.msg.work

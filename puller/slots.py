@@ -7,7 +7,14 @@ Requests for work mirror the mapper's count of slots the machine asks for
 (``asked``): ``Ready(slots=free)`` sets it to the free slots, a job takes one,
 ``Done(ready=True)`` adds the slot it frees. A Ready goes out only when a slot
 is free that is not asked for already (after a welcome, a failure, a cancel, a
-share back above 0): never again for the same slots.
+share back above 0): never again for the same slots. A machine with no CPU to
+give (RECLAIMED, or at share 0) asks for nothing, and the mapper's core then
+withdraws its request: ``asked`` goes back to 0, and it asks again once UP with
+a share.
+
+Each replica runs at the machine's share times its **pace**, which the mapper
+sets (JobMsg.pace, then Pace): 0 while it waits on the host for one of the
+machine's cpus, 1 on a CPU of its own. The core decides; the puller keeps time.
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ class Replica:
     computing_since: float | None = None
     next_checkpoint: float = math.inf
     reported: float = 0.0  # the highest progress it reported
+    pace: float = 1.0  # the mapper's: the share of the machine's speed it is given (0: waiting for a CPU)
 
     @property
     def id(self) -> int:
@@ -87,6 +95,7 @@ class Slots:
         self.share = 1.0
         self.granted = 1.0  # the share the mapper's welcome gave
         self.imposed: float | None = None  # the share the machine's availability process imposes, if it plays one
+        self.reclaimed = False  # its availability process says RECLAIMED: its owner has it, it asks for nothing
         self.executor = "emulate"
         self.time_unit = 1.0
         self.checkpoint = 0.0  # wall seconds between checkpoints; 0: none
@@ -153,8 +162,8 @@ class Slots:
         """
         self.online = True
         self.asked = 0
-        if self.imposed is not None and self.imposed != self.granted:  # reclaimed (or slowed) as it registered
-            self._send(P.Share(self.imposed))
+        if self.imposed is not None and (self.imposed != self.granted or self.reclaimed):  # reclaimed (or slowed)
+            self._send(P.Share(self.imposed, 1 if self.reclaimed else 0))  # as it registered
         for h in self.held.values():
             h.done = h.done._replace(ready=False)
             self._send(h.done)
@@ -205,7 +214,7 @@ class Slots:
             return
         used = {r.slot for r in self.running.values()}
         slot = next(i for i in range(len(used) + 1) if i not in used)
-        r = Replica(msg, slot, self.executor, self.time_unit, argv, now)
+        r = Replica(msg, slot, self.executor, self.time_unit, argv, now, pace=msg.pace)
         self.running[r.id] = r
         if msg.stage > 0:
             r.stage_until, r.staged = now + msg.stage * self.time_unit, True
@@ -229,26 +238,49 @@ class Slots:
         self._apply_share(share, now)
         self._ask()
 
-    def impose_share(self, share: float | None, now: float) -> None:
-        """The machine's availability process sets the share (None: it plays none any more): running replicas go
-        on at it (0 suspends them), and the mapper hears of a change while online, before any request for work."""
-        self.imposed = share
-        if share is None or share == self.share:
+    def set_pace(self, replica: int, pace: float, now: float) -> None:
+        """The mapper moves a replica's pace (0: it waits on the host for a CPU; 1: it computes)."""
+        r = self.running.get(replica)
+        if r is None:
+            log.debug("%s: pace of replica %d, which is not running here: ignored", self.machine, replica)
             return
+        if pace != r.pace:
+            r.pace = pace
+            self._apply(r, now)
+
+    def impose_share(self, share: float | None, now: float, reclaimed: bool = False) -> None:
+        """The machine's availability process sets the share, UP or RECLAIMED (None: it plays none any more):
+        running replicas go on at it (0 suspends them), and the mapper hears of a change while online, before
+        any request for work. With no CPU to give (reclaimed, or share 0) the machine asks for nothing: the
+        mapper withdraws its request, and so ``asked`` is 0 until it asks again, UP with a share."""
+        self.imposed = share
+        if share is None:
+            self.reclaimed = False
+            return
+        if share == self.share and reclaimed == self.reclaimed:
+            return
+        self.reclaimed = reclaimed
         self._apply_share(share, now)
+        if reclaimed or share <= 0:
+            self.asked = 0
         if self.online:
-            self._send(P.Share(share))
+            self._send(P.Share(share, 1 if reclaimed else 0))
         self._ask()
 
     def _apply_share(self, share: float, now: float) -> None:
         log.debug("%s: CPU share %.3g -> %.3g", self.machine, self.share, share)
         self.share = share
         for r in self.running.values():
-            if r.execution is not None:
-                try:
-                    r.execution.set_share(share, now)
-                except Exception as e:  # e.g. a throttle that failed: the job goes on as it can
-                    log.error("%s: replica %d: could not apply share %.3g: %s", self.machine, r.id, share, e)
+            self._apply(r, now)
+
+    def _apply(self, r: Replica, now: float) -> None:
+        """Run ``r`` at the machine's share times its pace."""
+        if r.execution is None:
+            return
+        try:
+            r.execution.set_share(self.share * r.pace, now)
+        except Exception as e:  # e.g. a throttle that failed: the job goes on as it can
+            log.error("%s: replica %d: could not apply share %.3g: %s", self.machine, r.id, self.share * r.pace, e)
 
     # ------------------------------------------------------------------ the loop
 
@@ -269,7 +301,8 @@ class Slots:
     def _compute(self, r: Replica, now: float) -> bool:
         """Start computing (staging is over, or there was none); False if it could not start (reported)."""
         try:
-            r.execution = self.runner.start(r.executor, r.msg, r.slot, r.argv, self.share, r.time_unit, now)
+            r.execution = self.runner.start(r.executor, r.msg, r.slot, r.argv, self.share * r.pace, r.time_unit,
+                                            now)
         except Exception as e:
             log.warning("%s: could not start job %d: %s", self.machine, r.msg.job, e)
             del self.running[r.id]
@@ -328,14 +361,15 @@ class Slots:
 
     def _claim_ready(self) -> bool:
         """Whether a Done asks for the slot it frees (then the mapper counts one more slot asked for)."""
-        if self.online and self.share > 0 and self.free > self.asked:
+        if self.online and self.share > 0 and not self.reclaimed and self.free > self.asked:
             self.asked += 1
             return True
         return False
 
     def _ask(self) -> None:
-        """Ready for every free slot, if some free slot is not asked for (a machine at share 0 does not ask)."""
-        if self.online and self.share > 0 and self.free > self.asked:
+        """Ready for every free slot, if some free slot is not asked for (a machine reclaimed or at share 0 does
+        not ask)."""
+        if self.online and self.share > 0 and not self.reclaimed and self.free > self.asked:
             self._send(P.Ready(self.share, self.clock(), self.free))
             self.asked = self.free
 

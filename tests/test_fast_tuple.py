@@ -11,7 +11,7 @@ from typing import NamedTuple
 import pytest
 from helpers import c_twin_params
 
-from mgst.core.decisions import Assign, Cancel, JobCompleted
+from mgst.core.decisions import Assign, Cancel, Eta, JobCompleted
 from mgst.core.tuples import py_new_tuple
 from mgst.model import Job
 
@@ -30,7 +30,8 @@ class Tagged(tuple):  # a plain subclass of tuple, with an instance dict
 
 JOB = Job(7, 1, 2.5, 0.75)
 CASES = [
-    (Assign, (JOB, 3, 1001, 0.25, True)),
+    (Assign, (JOB, 3, 1001, 0.25, True, 7.5, 1.0)),
+    (Eta, (1001, 7.5, 0.0)),
     (JobCompleted, (JOB, 1001, 3)),
     (Cancel, (1002, 4, 7)),
     (Job, (8, 0, 3.0, 1.5, None)),

@@ -327,8 +327,8 @@ def test_a_share_flood_reaches_the_core_at_a_bounded_rate_and_the_latest_wins(tm
                 core_input = r.mapper.messages.feed
 
                 def counting(method, now, *args):
-                    if method == "cpu_share_changed":
-                        applied.append(args[1])
+                    if method == "machine_availability":  # (machine, state, share)
+                        applied.append(args[2])
                     return core_input(method, now, *args)
 
                 r.mapper.messages.feed = counting  # the puller messages feed the core its shares
@@ -372,7 +372,7 @@ def test_a_reclaimed_machine_s_job_ends_when_the_simulation_says(tmp_path, no_ch
     core_input = run.mapper.messages.feed
 
     def spy(method, now, *args):
-        if method == "cpu_share_changed":
+        if method == "machine_availability":
             changes.append((run.mapper.model_now(now), args))
         return core_input(method, now, *args)
 
@@ -381,6 +381,6 @@ def test_a_reclaimed_machine_s_job_ends_when_the_simulation_says(tmp_path, no_ch
         result = r.wait()
     (job,) = result.core.jobs.values()
     assert job.status is JobStatus.DONE and len(job.history) == 1
-    assert [args for _, args in changes] == [(0, 0.0), (0, 1.0)]
+    assert [args for _, args in changes] == [(0, 1, 0.0), (0, 0, 1.0)]  # (machine, RECLAIMED|UP, share)
     assert [t for t, _ in changes] == [pytest.approx(1.0, abs=0.2), pytest.approx(3.0, abs=0.2)]
     assert job.completed == pytest.approx(6.5, rel=TOLERANCE)

@@ -69,6 +69,7 @@ class MachineSections:
         names = (self.names(table["names"], "machines.names", n, columns_text) if "names" in table
                  else tuple(f"M{j + 1}" for j in range(n)))
         slots = self.slots(table, n, columns_text)
+        cpus = self.cpus(table, n, columns_text, slots)
         groups = self.groups(table, n, columns_text, failures)
         extra = self.attributes(table, n, columns_text)
         machines = []
@@ -80,7 +81,7 @@ class MachineSections:
                 attrs.append(("group", groups[j]))
             attrs.extend((k, values[j]) for k, values in extra)
             machines.append(Machine(names[j], tuple(row[j] for row in matrix), availability[j], slots[j],
-                                    tuple(attrs)))
+                                    tuple(attrs), None if cpus is None else cpus[j]))
         return tuple(machines)
 
     def rates(self, table: Mapping[str, Any]) -> list[tuple[float, ...]]:
@@ -177,6 +178,22 @@ class MachineSections:
             if s > MAX_SLOTS:
                 raise self.error(k, f"must be at most {MAX_SLOTS}, got {s}")
             out.append(s)
+        return out
+
+    def cpus(self, table: Mapping[str, Any], n: int, columns_text: str, slots: list[int]) -> list[int] | None:
+        """How many replicas each machine computes at once (the others wait on it): 1 to its slots; None: all."""
+        if "cpus" not in table:
+            return None
+        key = "machines.cpus"
+        many = isinstance(table["cpus"], list)
+        values = self.per_machine(table["cpus"], key, n, columns_text)
+        out = []
+        for j, v in enumerate(values):
+            k = f"{key}[{j}]" if many else key
+            c = self.integer(v, k, 1)
+            if c > slots[j]:
+                raise self.error(k, f"must be at most the machine's slots ({slots[j]}), got {c}")
+            out.append(c)
         return out
 
     def groups(self, table: Mapping[str, Any], n: int, columns_text: str, failures: Failures | None

@@ -40,7 +40,7 @@ WORKLOAD_KINDS: dict[str, tuple[str, ...]] = {
     "swf": ("kind", "file", "time_scale", "work_scale", "bags", "class_names", "granularity"),
 }
 AVAILABILITY_KINDS: dict[str, tuple[str, ...]] = CONFIG_KINDS  # each kind's module parses its keys
-MACHINE_KEYS = ("rates", "power", "count", "slots", "group", "attributes", "availability", "names")
+MACHINE_KEYS = ("rates", "power", "count", "slots", "cpus", "group", "attributes", "availability", "names")
 STAGING_KEYS = ("resume", "start")
 
 

@@ -183,6 +183,7 @@ class Lifecycle:
                 self._compute(r, m)
             else:
                 r.phase = WAITING
+                r.wait_from = self.view.now
                 m.waiting.append(r)
                 self.progress.moved(r.id_key, r, _NO_PACE)
                 event = "computing_no_cpu"
@@ -200,9 +201,12 @@ class Lifecycle:
     def _cpu_freed(self, m: MachineRecord) -> None:
         """One of ``m``'s cpus is free: the replica that has waited longest on the host takes it
         (replica WAITING --cpu_free--> COMPUTING)."""
+        now = self.view.now
         while m.waiting and m.computing < m.cpus:
             r = m.waiting.pop(0)
             m.computing += 1
+            r.waited += now - r.wait_from  # type: ignore[operator]  # (set while it waits)
+            r.wait_from = None
             self._compute(r, m)
             if self.checker is not None:
                 self.checker.moved(REPLICA, r, WAITING, "cpu_free", r.phase)
@@ -241,10 +245,12 @@ class Lifecycle:
                 self._cpu_freed(m)
         elif phase == WAITING:
             m.waiting.remove(r)
+            r.waited += now - r.wait_from  # type: ignore[operator]  # (set while it waits)
+            r.wait_from = None
         state = m.state
         if state is MachineState.BUSY and not m.replicas:
             m.state = MachineState.FREE
-        m.stats.busy_time += now - r.sent
+        m.stats.busy_time += now - r.sent - r.waited  # (time waiting on the host for a CPU is not charged)
         if self.ended is not None:
             self.ended.append(r)
         if self.checker is not None:

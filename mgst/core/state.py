@@ -66,7 +66,7 @@ class ReplicaRecord(Activity):
 
     __slots__ = (
         "id", "id_key", "job", "machine", "attempt", "sent", "progress", "checkpoint", "live", "phase",
-        "outcome", "ended", "best", "late", "computing_since", "computed", "discarded",
+        "outcome", "ended", "best", "late", "computing_since", "computed", "discarded", "waited", "wait_from",
     )
 
     def __init__(
@@ -98,6 +98,9 @@ class ReplicaRecord(Activity):
         # It ran on after a sibling completed the job (the policy lets losers run on) and its result, done or
         # not, was not used: the paper's waste (GridBot). Its outcome still says how it ended.
         self.discarded = False
+        # Time it waited on its host for a CPU (not charged to the machine), and since when it waits (None: not).
+        self.waited = 0.0
+        self.wait_from: float | None = sent if waiting else None
 
     def remaining(self, now: float) -> float:
         """Work left at ``now`` (the job's size is in work units at unit rate); frozen once ended."""

@@ -23,5 +23,5 @@ class Connection:
     pending: tuple[float | None, float | None] = (None, None)  # (t1 on its clock, t2) of its latest request
     hb_seq: int = 0
     hb_sent: float | None = None  # the clock of our last heartbeat to it, until its echo comes back once
-    share_held: float | None = None  # the latest CPU share it reported, held by the rate
+    share_held: tuple[float, int] | None = None  # the latest CPU share (and state) it reported, held by the rate
     refusals: int = 0  # commands its allow-list refused

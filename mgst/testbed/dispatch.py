@@ -9,6 +9,7 @@ from mgst import protocol as P
 from mgst.core.decisions import (
     Assign,
     Cancel,
+    Eta,
     JobCompleted,
     JobRequeued,
     MachineSuspected,
@@ -52,6 +53,8 @@ class Dispatcher:
             t = type(d)
             if t is Assign:
                 self._dispatch(d, now)
+            elif t is Eta:  # the core moved a replica's end: its puller keeps the time, and needs only its pace
+                self._pace(d.replica, d.pace)
             elif t is Cancel:
                 self.journal.end("cancelled", d.replica)
                 conn = self.conns[d.machine]
@@ -91,4 +94,15 @@ class Dispatcher:
             if stage <= 0.0:  # nothing to transfer after all: it computes from the start
                 self.feed("replica_computing", now, d.replica)
         self.send(conn.identity, P.JobMsg(job.id, d.replica, job.job_class, job.size, job.size / rate,
-                                          d.progress, stage, key, argv), j)
+                                          d.progress, stage, key, argv, d.pace), j)
+
+    def _pace(self, replica: int, pace: float) -> None:
+        """Send the replica's pace to its puller. Every Eta's: a share change's too (the puller ignores a pace it
+        has), so that nothing here must remember what a puller was told, across a resume either (the registration
+        sends each held replica's pace again)."""
+        r = self.journal.replicas.get(replica)
+        if r is None:
+            return
+        conn = self.conns[r.machine]
+        if conn.identity is not None:
+            self.send(conn.identity, P.Pace(replica, pace), r.machine)

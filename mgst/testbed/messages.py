@@ -22,7 +22,7 @@ from mgst import protocol as P
 from mgst import security
 from mgst.availability import registry as availability
 from mgst.core.scheduler import Scheduler
-from mgst.core.state import STAGING, MachineState
+from mgst.core.state import STAGING, WAITING, MachineState
 from mgst.drops import DropLog
 from mgst.model import Experiment
 from mgst.testbed.admission import HELLO_BURST, Holder, TokenBuckets, admit, hello_rate
@@ -186,8 +186,8 @@ class PullerMessages:
             if j in self.checkpoints.holding:  # held checkpoints whose interval has passed
                 self.checkpoints.record_due(j, now)
             if conn.share_held is not None and self.ready_rate.allow((j, P.Share), now):  # a held share, now
-                share, conn.share_held = conn.share_held, None
-                self._share(j, share, now)
+                (share, state), conn.share_held = conn.share_held, None
+                self._share(j, share, state, now)
             if conn.ready_held is not None and self.ready_rate.allow(j, now):  # a held request, now
                 (held, received), conn.ready_held = conn.ready_held, None
                 if self._ready_changes(j, held):
@@ -201,9 +201,9 @@ class PullerMessages:
         elif t is P.Share:  # its availability process took the CPU back, or gave it again
             if self.ready_rate.allow((j, P.Share), now):
                 conn.share_held = None
-                self._share(j, msg.share, now)
+                self._share(j, msg.share, msg.state, now)
             else:  # faster than an honest puller's periods: the latest is applied at a heartbeat
-                conn.share_held = msg.share
+                conn.share_held = (msg.share, msg.state)
         elif t is P.Computing or t is P.Progress:
             live = self.core.replica(msg.replica)
             if live is None or live.machine != j:
@@ -255,10 +255,12 @@ class PullerMessages:
         conn.ready_held = (msg, now)
         return False
 
-    def _share(self, j: int, share: float, now: float) -> None:
-        """The puller's CPU share is now ``share`` (0: its replicas are suspended): the core moves what it runs."""
-        if share != self.core.machines[j].cpu_share:
-            self.feed("cpu_share_changed", now, j, share)
+    def _share(self, j: int, share: float, state: int, now: float) -> None:
+        """The puller is UP or RECLAIMED (``state``) at CPU share ``share`` (0: its replicas are suspended): the core
+        moves what it runs, and withdraws its request if it has no CPU to give (as the puller, which asks again)."""
+        m = self.core.machines[j]
+        if share != m.cpu_share or bool(state) != m.reclaimed:
+            self.feed("machine_availability", now, j, state, share)
 
     def _ready(self, identity: bytes, j: int, now: float, share: float | None = None,
                slots: int | None = None) -> None:
@@ -409,12 +411,16 @@ class PullerMessages:
                 log.info("%s no longer holds replica %d: lost", m.name, rid)
                 self.journal.end("lost", rid)
                 self.feed("replica_failed", now, rid, "not held by the puller after reconnecting")
-            if self.core.machines[j].cpu_share != m.availability:  # the welcome's share holds, as on the puller,
-                self.feed("cpu_share_changed", now, j, m.availability)  # unless it says otherwise (a Share next)
+            core_m = self.core.machines[j]
+            if core_m.cpu_share != m.availability or core_m.reclaimed:  # the welcome's share holds, UP, as on the
+                self.feed("machine_availability", now, j, 0, m.availability)  # puller, unless it says otherwise
         live = self.core.machines[j].replicas
         for rid in msg.holds:
             if rid not in live:
                 self.send(identity, P.CancelMsg(rid), j)  # it runs something that is no longer its job
+            elif live[rid].phase == WAITING or self.core.machines[j].cpus < self.core.machines[j].slots:
+                # its pace as the core has it: a Pace sent before an outage of the mapper may not have arrived
+                self.send(identity, P.Pace(rid, 0.0 if live[rid].phase == WAITING else 1.0), j)
         log.info("%s registered (incarnation %x)", m.name, msg.incarnation & 0xFFFFFFFF)
 
     def _index_key(self, j: int, old: str | None, new: str | None) -> None:
