@@ -25,7 +25,11 @@ JOB_COLUMNS = (
     "ID", "Secondary ID", "Job Class", "Server", "Date Submitted", "Date Sent",
     "Date Started", "Date Done", "Status", "T/O",
 )
-JOB_EXTRA_COLUMNS = ("Replication", "Response Time", "First Sent", "Attempts", "Requeues", "Size", "Counted")
+JOB_EXTRA_COLUMNS = (
+    "Replication", "Response Time", "First Sent", "Attempts", "Requeues", "Size", "Counted",
+    # replicas that ran on after the job was done (a policy that lets losers run on), and their machine time: waste
+    "Discarded", "Wasted Time",
+)
 
 # `mgst simulate --jobs FORMAT`: the per-job file each format writes.
 JOB_FORMATS = {"csv": "jobs.csv", "csv.gz": "jobs.csv.gz", "parquet": "jobs.parquet"}
@@ -34,9 +38,9 @@ JOB_FORMATS = {"csv": "jobs.csv", "csv.gz": "jobs.csv.gz", "parquet": "jobs.parq
 # estimates only: longer runs have longer times.
 JOB_ROW_BYTES = 108
 # Parquet column types; every other column is a string, as in the CSV. Empty CSV fields are nulls.
-_INT_COLUMNS = frozenset({"ID", "Secondary ID", "Job Class", "Replication", "Attempts", "Requeues"})
+_INT_COLUMNS = frozenset({"ID", "Secondary ID", "Job Class", "Replication", "Attempts", "Requeues", "Discarded"})
 _FLOAT_COLUMNS = frozenset(
-    {"Date Submitted", "Date Sent", "Date Started", "Date Done", "Response Time", "First Sent", "Size"}
+    {"Date Submitted", "Date Sent", "Date Started", "Date Done", "Response Time", "First Sent", "Size", "Wasted Time"}
 )
 PARQUET_MISSING = "parquet needs pyarrow: pip install 'mgst[parquet]' (or pip install 'pyarrow>=14')"
 
@@ -59,6 +63,8 @@ class ReplicationResult:
     rows: list[tuple] = field(default_factory=list)  # jobs.csv rows, when asked for (keep_rows)
     bags: BagReplication | None = None  # a Bag-of-Tasks workload's bags, reduced
     policy_counts: dict[str, float] = field(default_factory=dict)  # the policy's report() (none: {})
+    discarded: list[int] = field(default_factory=list)  # per machine: losers that ran on (waste)
+    discarded_time: list[float] = field(default_factory=list)  # per machine: their machine time
 
     def mean(self, cls: int | None = None) -> float:
         if cls is None:
@@ -80,6 +86,7 @@ def reduce_replication(
         busy=[m.busy_time for m in ms], up=[m.up_time for m in ms],
         completed=[m.completed for m in ms], failures=[m.failures for m in ms],
         jobs_total=len(run.jobs), unfinished=run.unfinished, rows=rows,
+        discarded=[m.discarded for m in ms], discarded_time=[m.discarded_time for m in ms],
     )
 
 
@@ -101,13 +108,15 @@ def job_row(rec: JobRecord, machine_names: Sequence[str], replication: int, coun
     job = rec.job
     done = rec.completed is not None
     response = f"{rec.completed - job.submitted:.6f}" if done else ""
+    losers = [r for r in rec.history if r.discarded]
+    wasted = sum((r.ended if r.ended is not None else r.sent) - r.sent - r.waited for r in losers)
     return (
         job.id, rec.done_by if done else "", job.job_class + 1,
         machine_names[rec.done_on] if rec.done_on is not None else "",
         fmt(job.submitted), fmt(rec.done_sent), fmt(rec.done_sent), fmt(rec.completed),
         rec.status.value, "Yes" if rec.timeouts else "No",
         replication, response, fmt(rec.first_sent), rec.attempts, rec.requeues, f"{job.size:.6f}",
-        "Yes" if counted else "No",
+        "Yes" if counted else "No", len(losers), f"{wasted:.6f}",
     )
 
 
@@ -148,6 +157,8 @@ class Summary:
     bags: BagSummary | None = None  # a Bag-of-Tasks workload's AVT, makespan, waiting, RWT
     # The policy's counts (Policy.report), summed over replications; {} for most policies (not in the JSON then)
     policy_counts: dict[str, float] = field(default_factory=dict)
+    # Losers that ran on after their job was done, over every replication (None: none did; not in the JSON then)
+    waste: Waste | None = None
 
     def as_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -177,7 +188,37 @@ class Summary:
             d["bags"] = self.bags.as_dict()
         if self.policy_counts:
             d["policy_counts"] = {k: _num(v) for k, v in self.policy_counts.items()}
+        if self.waste is not None:
+            d["waste"] = self.waste.as_dict()
         return d
+
+
+@dataclass(frozen=True, slots=True)
+class Waste:
+    """Replicas that ran on after a sibling had done their job (the policy lets losers run on), whatever their end,
+    and the machine time they held (model time; a wait on the host for a CPU not counted): GridBot's waste."""
+
+    replicas: int
+    machine_time: float
+    busy_time: float  # every replica's machine time, for the share
+
+    @property
+    def share_of_busy(self) -> float:
+        return self.machine_time / self.busy_time if self.busy_time > 0 else math.nan
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"replicas": self.replicas, "machine_time": _num(self.machine_time),
+                "share_of_busy_time": _num(self.share_of_busy)}
+
+    def line(self) -> str:
+        return (f"waste: {plural(self.replicas, 'replica')} ran on after their job was done, "
+                f"{self.machine_time:.6g} time units of machine time ({100 * self.share_of_busy:.1f} % of busy time)")
+
+
+def waste_of(discarded: Iterable[int], discarded_time: Iterable[float], busy: Iterable[float]) -> Waste | None:
+    """The waste of machines' totals (None when no loser ran on)."""
+    n = sum(discarded)
+    return Waste(n, sum(discarded_time), sum(busy)) if n else None
 
 
 def _num(x: float) -> float | None:
@@ -210,6 +251,8 @@ def summarize(
         replications=len(results), horizon=horizon, warmup=warmup, seed=seed, load=load,
         jobs_simulated=sum(r.jobs_total for r in results), unfinished=sum(r.unfinished for r in results),
         elapsed_s=elapsed_s, policy_counts=sum_counts(r.policy_counts for r in results),
+        waste=waste_of((k for r in results for k in r.discarded), (t for r in results for t in r.discarded_time),
+                       (b for r in results for b in r.busy)),
     )
 
 
@@ -251,6 +294,8 @@ def format_table(summary: Summary) -> str:
     if summary.policy_counts:
         counts = ", ".join(f"{k} {v:g}" for k, v in summary.policy_counts.items())
         lines.append(f"Policy ({summary.policy}, summed over replications): {counts}")
+    if summary.waste is not None:
+        lines.append(summary.waste.line())
     return "\n".join(lines)
 
 

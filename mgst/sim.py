@@ -73,6 +73,8 @@ class MachineSummary(NamedTuple):
     lost: int
     cancelled: int
     failures: int
+    discarded: int = 0  # replicas that ran on after their job was done (a policy that lets losers run on)
+    discarded_time: float = 0.0  # the machine time they held: waste
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,8 +287,8 @@ class _EventLoop:
             if pending:
                 self._carry_out(t, pending)
             arrival = self.arrival
-            if arrival is None and (not heap or (not core.queued_count and not core.running)):
-                break
+            if arrival is None and (not heap or (not core.queued_count and not core.running and not core.view.live)):
+                break  # (a loser that runs on after its job is done ends as it would: its waste counts)
             if self.stale > self.stale_min and self.stale * 2 > len(heap):  # mostly dead entries
                 self._drop_dead_entries()
             if arrival is not None:
@@ -579,7 +581,8 @@ def _live_entries(entries: list[Entry], live: dict[int, int]) -> list[Entry]:
 
 def _summary(name: str, st: MachineStats) -> MachineSummary:
     # tuple.__new__: a NamedTuple's own __new__ is a Python function (3,000 instructions per machine)
-    fields = (name, st.busy_time, st.up_time, st.completed, st.lost, st.cancelled, st.failures)
+    fields = (name, st.busy_time, st.up_time, st.completed, st.lost, st.cancelled, st.failures, st.discarded,
+              st.discarded_time)
     return tuple.__new__(MachineSummary, fields)  # type: ignore[type-var]
 
 

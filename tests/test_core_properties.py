@@ -655,6 +655,8 @@ class OpenCoreMachine(RuleBasedStateMachine):
         restart = m.is_up and m.slots == 1 and bool(m.replicas) and (slots is None or slots > 0)
         free = m.slots - len(m.replicas) + restart
         want = free if slots is None or slots > free else slots
+        if (share if share is not None else self.share[j]) <= 0.0:  # no CPU to give: it asks for nothing
+            want = 0
         stale = self.core.stale_events
         if restart:  # a one-slot machine asking while it runs a replica: that replica is gone
             self.end_all_on(j)
@@ -692,6 +694,8 @@ class OpenCoreMachine(RuleBasedStateMachine):
         self.set_share(j, share)
         self.absorb(self.core.handle(now, CpuShareChanged(j, share)))
         assert self.core.machines[j].cpu_share == share
+        if share <= 0.0:  # a machine with no CPU to give keeps no place in the ready queue
+            assert not self.core.machines[j].asking and not self.core.is_ready(j)
 
     # ------------------------------------------------------------ replicas
 

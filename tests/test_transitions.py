@@ -38,7 +38,7 @@ from mgst.core.transitions import (
     state_of,
     states,
 )
-from mgst.model import Job, JobClass, Machine, StagingModel
+from mgst.model import Availability, Job, JobClass, Machine, StagingModel
 from mgst.policies.base import Policy
 
 # M0 has one slot; M1 three: a machine that asks while it runs, and releases one replica of several; M2 two
@@ -63,11 +63,19 @@ class Walker(Policy):
         return todo
 
 
+class RunOnWalker(Walker):
+    """The Walker, letting a job's other replicas run on when one completes it."""
+
+    name = "test-walker-run-on"
+    cancel_losers = False
+
+
 class Walk:
     """A started core in check mode, and the steps that drive it (each event one time unit later)."""
 
-    def __init__(self, staging: StagingModel | None = None):
-        self.core = Scheduler([JobClass("c", 1.0)], MACHINES, Walker(), staging, check=True)
+    def __init__(self, staging: StagingModel | None = None, run_on: bool = False):
+        self.core = Scheduler([JobClass("c", 1.0)], MACHINES, RunOnWalker() if run_on else Walker(), staging,
+                              check=True)
         self.core.start(0.0)
         self.now = 0.0
         self.next_id = 1
@@ -151,10 +159,10 @@ Scenario = Callable[[], tuple[Callable[[], Any], Walk, Callable[[], Any]]]
 SCENARIOS: dict[tuple[str, Any, str], Scenario] = {}
 
 
-def scenario(kind: str, state: Any, event: str, staging: StagingModel | None = None):
+def scenario(kind: str, state: Any, event: str, staging: StagingModel | None = None, run_on: bool = False):
     def register(make: Callable[[Walk], tuple[Callable[[], Any], Callable[[], Any]]]):
         def run() -> tuple[Callable[[], Any], Walk, Callable[[], Any]]:
-            w = Walk(staging)
+            w = Walk(staging, run_on)
             get, fire = make(w)
             return get, w, fire
 
@@ -211,6 +219,14 @@ def _(w):
     r = w.run(0)
     w.run(1, r.job)
     return _fixed(r.job), lambda: w.core.replica_failed(w.tick(), r.id)
+
+
+@scenario(JOB, JOB_DONE, "loser_ended", run_on=True)
+def _(w):
+    r = w.run(0)
+    loser = w.run(1, r.job)
+    w.core.replica_done(w.tick(), r.id)  # the job is done; its replica on M1 runs on
+    return _fixed(r.job), lambda: w.core.replica_done(w.tick(), loser.id)
 
 
 @scenario(JOB, RUNNING, "last_replica_ended")
@@ -276,6 +292,22 @@ for _state in GIVEN_UP:
     _live(_state, "result", lambda w, r: w.core.replica_done(w.tick(), r.id))
 
 
+def _loser(state: Any) -> None:
+    """A replica in ``state`` whose job a sibling on M1 has done, the policy letting it run on: it delivers."""
+
+    @scenario(REPLICA, state, "discard", STAGED if state == STAGING else None, run_on=True)
+    def _(w):
+        r = w.replica_in(state)
+        sibling = w.run(1, r.job)
+        w.core.replica_done(w.tick(), sibling.id)
+        assert r.live and r.discarded
+        return _fixed(r), lambda: w.core.replica_done(w.tick(), r.id)
+
+
+for _state in LIVE:
+    _loser(_state)
+
+
 # ------------------------------------------------------------------ machines
 
 
@@ -292,6 +324,17 @@ for _state in (DOWN, *UP):
     _machine(_state, "suspect", lambda w, m: w.decide(SuspectDown(m.index)))
 for _state in UP:
     _machine(_state, "down", lambda w, m: w.core.machine_down(w.tick(), m.index))
+RECLAIMED_STATE, UP_STATE = Availability.RECLAIMED, Availability.UP
+for _state in (DOWN, FREE, BUSY):
+    _machine(_state, "reclaim", lambda w, m: w.core.machine_availability(w.tick(), m.index, RECLAIMED_STATE, 0.5))
+
+    @scenario(MACHINE, _state, "give_back")
+    def _(w, state=_state):
+        m = w.machine_in(state)
+        w.core.machine_availability(w.tick(), m.index, RECLAIMED_STATE, 0.5)
+        return _fixed(m), lambda: w.core.machine_availability(w.tick(), m.index, UP_STATE, 0.5)
+
+
 _machine(FREE, "ask", lambda w, m: w.ask(m.index))
 _machine(READY, "ask", lambda w, m: w.ask(m.index))
 _machine(FREE, "ask_none", lambda w, m: w.ask(m.index, 0))

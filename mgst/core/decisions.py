@@ -118,6 +118,14 @@ class JobRequeued(NamedTuple):
     reason: str
 
 
+class ReplicaDiscarded(NamedTuple):
+    """A replica that ran on after its job was done delivered: its result is recorded, not used (waste)."""
+
+    replica: int
+    machine: int
+    job_id: int
+
+
 class BagCompleted(NamedTuple):
     """The bag's last task completed."""
 
@@ -139,4 +147,6 @@ class MachineSuspected(NamedTuple):
 
 
 Decision = Assign | Cancel | Hold | SetTimer | CancelTimer | TimeOut | SuspectDown
-Output = Decision | Eta | JobCompleted | JobRequeued | BagCompleted | ReplicaTimedOut | MachineSuspected
+Output = (
+    Decision | Eta | JobCompleted | JobRequeued | BagCompleted | ReplicaTimedOut | MachineSuspected | ReplicaDiscarded
+)

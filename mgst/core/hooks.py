@@ -46,6 +46,9 @@ class PolicyHooks:
     max_replicas: ClassVar[int] = 1
     # A new replica starts from the job's best checkpoint rather than from scratch.
     resume_from_checkpoint: ClassVar[bool] = True
+    # When a replica completes its job, the job's other replicas are cancelled; False lets them run on (GridBot):
+    # each finishes or fails as it would, its result recorded as discarded, and its machine time counted as waste.
+    cancel_losers: ClassVar[bool] = True
     # choose() changes its answer only when a job arrives or the machine asks: the core
     # then offers an arriving job, or an asking machine, alone (Matcher.match).
     incremental: ClassVar[bool] = True

@@ -32,8 +32,8 @@ def check_invariants(view: View, lifecycle: Lifecycle, max_replicas: int) -> Non
             assert jid in view.running
         else:
             assert jid not in view.running
-        if rec.status is JobStatus.DONE:
-            assert not rec.replicas and rec.completed is not None
+        if rec.status is JobStatus.DONE:  # only losers that run on (the policy lets them) outlive their job
+            assert rec.completed is not None and all(r.discarded for r in rec.replicas.values()), rec
         assert len(rec.replicas) <= max_replicas
         assert sum(1 for r in rec.history if r.outcome is Outcome.DONE) == (rec.status is JobStatus.DONE)
         for r in rec.history:

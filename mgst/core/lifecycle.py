@@ -18,6 +18,7 @@ from mgst.core.decisions import (
     JobRequeued,
     MachineSuspected,
     Output,
+    ReplicaDiscarded,
     ReplicaTimedOut,
 )
 from mgst.core.hooks import PolicyError
@@ -59,7 +60,7 @@ class Lifecycle:
 
     def __init__(
         self, view: View, *, max_replicas: int, resume: bool, stage_start: bool, stage_resume: bool,
-        check: bool = False,
+        check: bool = False, cancel_losers: bool = True,
     ):
         self.view = view
         # The view's containers, read on every transition (the same objects).
@@ -73,6 +74,7 @@ class Lifecycle:
         self.resume = resume  # a new replica starts from its job's best checkpoint
         self.stage_start = stage_start  # every replica stages first
         self.stage_resume = stage_resume  # a replica resuming from a checkpoint stages first
+        self.cancel_losers = cancel_losers  # a job's other replicas are cancelled when one completes it (else run on)
         # Report JobCompleted when a job is done; a driver with no use for it (the simulator) turns it off.
         self.report_completions = True
         self.out: list[Output] = []  # the outputs of the event being handled
@@ -250,7 +252,11 @@ class Lifecycle:
         state = m.state
         if state is MachineState.BUSY and not m.replicas:
             m.state = MachineState.FREE
-        m.stats.busy_time += now - r.sent - r.waited  # (time waiting on the host for a CPU is not charged)
+        held = now - r.sent - r.waited  # (time waiting on the host for a CPU is not charged)
+        m.stats.busy_time += held
+        if r.discarded:  # a loser that ran on: whatever its end, its machine time is waste
+            m.stats.discarded += 1
+            m.stats.discarded_time += held
         if self.ended is not None:
             self.ended.append(r)
         if self.checker is not None:
@@ -303,8 +309,12 @@ class Lifecycle:
         if status is JobStatus.RUNNING:  # (a late result may find its job queued)
             del self.running[job.id_key]
         if job.replicas:
-            for sibling in list(job.replicas.values()):
-                self.cancel(sibling)
+            if self.cancel_losers:
+                for sibling in list(job.replicas.values()):
+                    self.cancel(sibling)
+            else:  # they run on: their results will be discarded
+                for sibling in job.replicas.values():
+                    sibling.discarded = True
         if self.report_completions:
             self.out.append(_new_tuple(_JOB_COMPLETED, job.job, r.id_key, r.machine))
         bag = job.bag
@@ -316,6 +326,16 @@ class Lifecycle:
             bag.done += 1
             if bag.done == bag.size:
                 self.bag_done(bag)
+
+    def discard(self, r: ReplicaRecord) -> None:
+        """A loser that ran on delivered after its job was done: replica live --discard--> DISCARDED, and job DONE
+        --loser_ended--> DONE. Its result is recorded, not used; the host did its work (a success for its history)."""
+        job = r.job
+        st = self._release(r, Outcome.DISCARDED).stats
+        st.note_outcome(True)
+        self.out.append(ReplicaDiscarded(r.id, r.machine, job.job.id))
+        if self.checker is not None:
+            self.checker.moved(JOB, job, JobStatus.DONE, "loser_ended", job.status)
 
     def bag_done(self, bag: BagRecord) -> None:
         view = self.view
@@ -336,6 +356,8 @@ class Lifecycle:
         if job.status is JobStatus.RUNNING:
             self.given_up[r.id_key] = r
             self._ended_without_result(job, r, "cancelled")
+        elif self.checker is not None and job.status is JobStatus.DONE and r.discarded:
+            self.checker.moved(JOB, job, JobStatus.DONE, "loser_ended", job.status)
 
     def lose(self, r: ReplicaRecord, reason: str, outcome: Outcome = Outcome.LOST) -> None:
         """A live replica ended without a result (--lose|fail|time_out-->); its result still counts once if it comes."""
@@ -346,8 +368,13 @@ class Lifecycle:
         elif outcome is Outcome.TIMED_OUT:
             st.timed_out += 1
         st.note_outcome(False)
+        job = r.job
+        if job.status is JobStatus.DONE:  # a loser that ran on: its job is done, nothing to requeue or wait for
+            if self.checker is not None:
+                self.checker.moved(JOB, job, JobStatus.DONE, "loser_ended", job.status)
+            return
         self.given_up[r.id_key] = r
-        self._ended_without_result(r.job, r, reason)
+        self._ended_without_result(job, r, reason)
 
     def time_out(self, r: ReplicaRecord, notice: bool = True) -> None:
         """Give up on a live replica (T/O); ``notice`` tells the driver, which did not decide it."""

@@ -97,6 +97,7 @@ class Scheduler:
             self.view, max_replicas=policy.max_replicas, resume=policy.resume_from_checkpoint,
             stage_start=staging is not None and staging.start is not None,
             stage_resume=staging is not None and staging.resume is not None, check=check,
+            cancel_losers=bool(policy.cancel_losers),
         )
         self.arrivals = Arrivals(self.view, self.lifecycle, policy.queue_key if "queue_key" in hooks else None)
         self.matcher = Matcher(self.view, self.lifecycle, policy, hooks)
@@ -266,7 +267,11 @@ class Scheduler:
             if r is None or r.job.status is JobStatus.DONE:
                 lifecycle.stale(f"replica {replica} done but not running")
                 return self.matcher.after_event(event, None, None, False)
-        lifecycle.complete(r, computed)
+            lifecycle.complete(r, computed)
+        elif r.job.status is JobStatus.DONE:  # a loser that ran on (the policy lets them): its result is waste
+            lifecycle.discard(r)
+        else:
+            lifecycle.complete(r, computed)
         if not ready:
             return self.matcher.after_event(event, None, None, False)
         m = self.machines[r.machine]
@@ -389,12 +394,18 @@ class Scheduler:
         return self.matcher.after_event(TimerFired(key) if self._listening else None, None, None, False)
 
     def close(self, now: float) -> None:
-        """Account up-time until ``now``; call once when the run ends."""
+        """Account up-time until ``now``, and the waste of losers still running on (cut off by the run's end); call
+        once when the run ends."""
         self.view.now = now
         for m in self.machines:
             if m.up_since is not None:
                 m.stats.up_time += now - m.up_since
                 m.up_since = now
+            for r in m.replicas.values():
+                if r.discarded:
+                    waiting = now - r.wait_from if r.wait_from is not None else 0.0
+                    m.stats.discarded += 1
+                    m.stats.discarded_time += now - r.sent - r.waited - waiting
 
     def _begin(self, now: float) -> None:
         """An event at ``now`` begins: the model time moves, and its outputs go to a new list."""

@@ -40,6 +40,8 @@ class Outcome(enum.Enum):
     LOST = "lost"  # its machine went down, or was suspected down
     TIMED_OUT = "timed out"  # the policy gave up on it (it may still deliver, once)
     FAILED = "failed"  # it ended without a result while its machine stayed up
+    DISCARDED = "discarded"  # it ran on after a sibling had done its job (the policy lets losers run) and delivered:
+    # its result is recorded, not used (GridBot's waste)
 
 
 STAGING: Final = "staging"  # fetching a checkpoint, a program or data: no work is done

@@ -15,7 +15,8 @@ class MachineStats:
 
     __slots__ = (
         "completed", "lost", "cancelled", "timed_out", "failed", "busy_time", "up_time", "failures",
-        "suspicions", "completed_by_class", "service_by_class", "recent_bits", "recent_count",
+        "suspicions", "completed_by_class", "service_by_class", "recent_bits", "recent_count", "discarded",
+        "discarded_time",
     )
 
     def __init__(self, n_classes: int):
@@ -28,6 +29,10 @@ class MachineStats:
         self.up_time = 0.0  # model time up, counted at each down event and at close()
         self.failures = 0  # times the machine went down
         self.suspicions = 0  # times a policy declared it suspected down (not counted in failures)
+        # Replicas that ran on after their job was done (a policy that lets losers run on) and ended here, however
+        # they ended, and the machine time they held (sent to end, less any wait for a CPU): the waste.
+        self.discarded = 0
+        self.discarded_time = 0.0
         self.completed_by_class = [0] * n_classes
         self.service_by_class = [0.0] * n_classes  # sum of sent->done times of completed replicas
         # The last RECENT outcomes (see note_outcome), as bits, the latest in bit 0: 1 is a result.

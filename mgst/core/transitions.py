@@ -41,15 +41,17 @@ State = JobStatus | MachineState | Outcome | str
 
 QUEUED, RUNNING, JOB_DONE = JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.DONE
 DOWN, FREE, READY, BUSY = MachineState.DOWN, MachineState.FREE, MachineState.READY, MachineState.BUSY
-DONE, CANCELLED, LOST, FAILED, TIMED_OUT = (
-    Outcome.DONE, Outcome.CANCELLED, Outcome.LOST, Outcome.FAILED, Outcome.TIMED_OUT,
+DONE, CANCELLED, LOST, FAILED, TIMED_OUT, DISCARDED = (
+    Outcome.DONE, Outcome.CANCELLED, Outcome.LOST, Outcome.FAILED, Outcome.TIMED_OUT, Outcome.DISCARDED,
 )
 LIVE: Final = (STAGING, WAITING, COMPUTING)
 GIVEN_UP: Final = (CANCELLED, LOST, FAILED, TIMED_OUT)  # ended without a result; a late one may still count
 UP: Final = (FREE, READY, BUSY)
 
 # How a live replica ended -> the event of its ending.
-END_EVENT: Final = {DONE: "result", CANCELLED: "cancel", LOST: "lose", FAILED: "fail", TIMED_OUT: "time_out"}
+END_EVENT: Final = {
+    DONE: "result", CANCELLED: "cancel", LOST: "lose", FAILED: "fail", TIMED_OUT: "time_out", DISCARDED: "discard",
+}
 
 TABLE: Final[dict[tuple[str, State, str], tuple[State, str]]] = {
     # ---- jobs
@@ -59,8 +61,10 @@ TABLE: Final[dict[tuple[str, State, str], tuple[State, str]]] = {
     ),
     (JOB, RUNNING, "start"): (RUNNING, "another replica: at most max_replicas, never two on one machine"),
     (JOB, RUNNING, "result"): (
-        JOB_DONE, "its live siblings are cancelled; leaves running; its bag counts it done (the last completes it)"
+        JOB_DONE, "its live siblings are cancelled (or run on as losers, if the policy says so); leaves running; its "
+                  "bag counts it done (the last completes it)"
     ),
+    (JOB, JOB_DONE, "loser_ended"): (JOB_DONE, "a replica that ran on after the job was done ended: nothing changes"),
     (JOB, QUEUED, "result"): (JOB_DONE, "a replica given up on delivered after all: leaves its queue"),
     (JOB, RUNNING, "replica_ended"): (RUNNING, "a replica ended without a result; another still runs"),
     (JOB, RUNNING, "last_replica_ended"): (
@@ -102,6 +106,13 @@ TABLE: Final[dict[tuple[str, State, str], tuple[State, str]]] = {
         (REPLICA, given_up, "result"): (DONE, "a late result: taken once, while its job is not done (else stale)")
         for given_up in GIVEN_UP
     },
+    **{
+        (REPLICA, live, "discard"): (
+            DISCARDED, "a loser that ran on delivered after its job was done: frees its slot; its result is "
+                       "recorded, not used; its machine time is waste"
+        )
+        for live in LIVE
+    },
     # ---- machines
     (MACHINE, DOWN, "up"): (FREE, "capacity changes; no longer suspected; up time counts"),
     **{(MACHINE, s, "up"): (s, "its CPU share noted") for s in UP},
@@ -116,7 +127,10 @@ TABLE: Final[dict[tuple[str, State, str], tuple[State, str]]] = {
         (MACHINE, s, "reclaim"): (s, "its owner took it back: it asks for nothing until UP with a share")
         for s in (DOWN, FREE, BUSY)  # (a READY one withdraws its request first)
     },
-    **{(MACHINE, s, "give_back"): (s, "UP again: it asks for work at its next request") for s in (DOWN, *UP)},
+    **{
+        (MACHINE, s, "give_back"): (s, "UP again: it asks for work at its next request")
+        for s in (DOWN, FREE, BUSY)  # (a reclaimed machine is never READY)
+    },
     (MACHINE, FREE, "ask"): (READY, "asks for n <= free slots: at the back of the ready queue"),
     (MACHINE, BUSY, "ask"): (READY, "asks for n <= its free slots: at the back of the ready queue"),
     (MACHINE, READY, "ask"): (READY, "asks for a new number of slots; keeps its place in the queue"),

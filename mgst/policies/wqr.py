@@ -18,6 +18,9 @@ class WqrOptions(PolicyOptions):
     replicas: int = 2
     # Start new replicas from the task's best checkpoint (the "FT" of WQR-FT).
     checkpoints: bool = True
+    # Let the losers run on when a replica wins (GridBot's reading): each ends as it would, its result discarded
+    # and its machine time counted as waste. Off: the core cancels them (the paper's WQR).
+    run_on_losers: bool = False
 
     def validate(self) -> None:
         if self.replicas < 1:
@@ -32,7 +35,8 @@ class WqrFT(Policy):
     - It gets the waiting job that has waited longest (a WorkQueue); when nothing
       waits, a replica of a running job with fewer than ``replicas`` live
       replicas, fewest first, ties broken at random.
-    - The first replica to finish wins; the core cancels its siblings.
+    - The first replica to finish wins; the core cancels its siblings (with ``run_on_losers``
+      they run on, and their results are discarded: waste).
     - A job whose last replica is lost goes back to the queue and, with
       ``checkpoints``, its next replica resumes from the best checkpoint.
     - A class whose nominal rate on a machine is zero never runs there.
@@ -48,6 +52,7 @@ class WqrFT(Policy):
         super().__init__(options, rng)
         self.max_replicas = self.options.replicas
         self.resume_from_checkpoint = self.options.checkpoints
+        self.cancel_losers = not self.options.run_on_losers
 
     def dispatch(self, view: View, new_job: JobRecord | None, asking: MachineRecord | None) -> Decisions:
         if not view.ready_count:
@@ -77,10 +82,13 @@ class WqrFT(Policy):
             return best
         limit = fewest = self.max_replicas
         candidates: list[JobRecord] = []
+        j = machine.index
         for rec in view.running.values():
             n = len(rec.replicas)
             if n >= limit or rates[rec.job.job_class] <= 0.0:
                 continue
+            if machine.slots > 1 and any(r.machine == j for r in rec.replicas.values()):
+                continue  # a machine of several slots already running a replica of it: never two on one machine
             if n < fewest:
                 fewest, candidates = n, [rec]
             elif n == fewest:

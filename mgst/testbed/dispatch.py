@@ -13,6 +13,7 @@ from mgst.core.decisions import (
     JobCompleted,
     JobRequeued,
     MachineSuspected,
+    ReplicaDiscarded,
     ReplicaTimedOut,
     SetTimer,
 )
@@ -63,6 +64,8 @@ class Dispatcher:
             elif t is JobCompleted:
                 self.journal.completed(d.job.id, d.replica, d.machine)
                 self.journal.end("done", d.replica)
+            elif t is ReplicaDiscarded:  # a loser that ran on delivered: its result is recorded, not used
+                self.journal.end("discarded", d.replica)
             elif t is JobRequeued:
                 self.journal.requeued(d.job.id)
                 self.journal.end("lost", d.replica)

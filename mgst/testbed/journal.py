@@ -58,7 +58,7 @@ class ReplicaLog:
     t4r: float | None = None
     t4: float | None = None
     t5: float | None = None
-    outcome: str = "running"  # done, cancelled, lost, timeout, failed, cut off
+    outcome: str = "running"  # done, cancelled, lost, timeout, failed, discarded, cut off
     achieved_share: float | None = None
 
 

@@ -15,7 +15,7 @@ from mgst.core.state import JobStatus
 from mgst.intervals import batch_means_ci
 from mgst.model import EXECUTORS, Experiment
 from mgst.policies.allocation import solve_allocation
-from mgst.results import Estimate, Summary, write_summary_csv
+from mgst.results import Estimate, Summary, waste_of, write_summary_csv
 from mgst.testbed.machines_csv import state_at_end, write_machines_csv, write_periods_csv
 from mgst.testbed.requested_share import share_shortfalls
 from mgst.testbed.run_result import TestbedRun
@@ -130,6 +130,9 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
     )
     if run.core.all_bags:
         summary = dataclasses.replace(summary, bags=summarize_bags([testbed_bags(run)]))
+    stats = [m.stats for m in run.core.machines]
+    waste = waste_of([s.discarded for s in stats], [s.discarded_time for s in stats], [s.busy_time for s in stats])
+    summary = dataclasses.replace(summary, waste=waste)
     done = sum(1 for rec in run.core.jobs.values() if rec.status is JobStatus.DONE)
     extras: dict[str, Any] = {
         "time_unit_s": tu,
