@@ -241,11 +241,14 @@ def test_a_share_change_moves_every_replica_on_the_machine():
 def test_share_reported_with_a_request_sets_the_rate_of_what_it_gets():
     core = make(Machine("M0", (1.0,)))
     core.job_arrived(0.0, Job(1, 0, 0.0, 3.0))
-    core.machine_ready(1.0, 0, cpu_share=0.0)  # starts suspended
+    assert core.machine_ready(1.0, 0, cpu_share=0.0) == []  # no CPU to give: it asks for nothing
+    assert core.replica(1) is None and not core.is_ready(0) and core.machines[0].state is MachineState.FREE
+    core.machine_ready(5.0, 0, cpu_share=0.5)  # a share again: it asks, and computes 3 at 0.5
     r = core.replica(1)
-    assert (r.rate, r.eta(1.0), r.suspended) == (0.0, math.inf, True)
-    core.cpu_share_changed(5.0, 0, 0.5)
-    assert r.eta(5.0) == 5.0 + 3.0 / 0.5
+    assert (r.rate, r.eta(5.0)) == (0.5, 5.0 + 3.0 / 0.5)
+    core.cpu_share_changed(6.0, 0, 0.0)  # suspended, with 2.5 left
+    assert (r.rate, r.eta(6.0), r.suspended, r.remaining(9.0)) == (0.0, math.inf, True, 2.5)
+    core.check_invariants()
 
 
 def test_nominal_availability_is_the_first_share():

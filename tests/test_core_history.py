@@ -6,8 +6,8 @@ import pytest
 from helpers import Scripted, assigns, make_policy, new_core
 
 from mgst.core import PolicyError, SuspectDown
-from mgst.core.stats import DOWN, SUSPENDED, UP
-from mgst.model import Job
+from mgst.core.stats import DOWN, RECLAIMED, SUSPENDED, UP
+from mgst.model import Availability, Job
 from mgst.policies.base import Policy
 
 
@@ -127,3 +127,29 @@ def test_a_policy_that_declares_knows_sizes_reads_them():
     core.machine_ready(0.0, 0)
     core.job_arrived(0.0, Job(0, 0, 0.0, 42.0))
     assert policy.sizes == [42.0]
+
+
+def test_history_has_reclaimed_periods_transitions_and_the_host_s_record():
+    """GridBot's host attributes and Kondo's history, from the core: states with their periods, errors, successes
+    (recent ones), jobs today and mean turnaround."""
+    core = history_core()
+    h = core.machines[0].history
+    core.machine_up(100.0, 0, 1.0)  # DOWN 0..100
+    core.machine_availability(200.0, 0, Availability.RECLAIMED, 0.5)  # UP 100..200: 100 CPU-s
+    core.machine_availability(300.0, 0, Availability.RECLAIMED, 0.0)  # RECLAIMED at 0.5, 200..300: 50 CPU-s
+    core.machine_availability(400.0, 0, Availability.UP, 1.0)  # SUSPENDED (reclaimed at 0) 300..400: nothing
+    assert [h.time_in(s, 400.0) for s in (UP, RECLAIMED, SUSPENDED, DOWN)] == [100.0, 100.0, 100.0, 100.0]
+    assert [h.periods(s) for s in (UP, RECLAIMED, SUSPENDED, DOWN)] == [2, 1, 1, 1]  # UP again from 400
+    assert h.delivered(400.0) == 150.0
+    # Three jobs of 4 units (2 time units on this host of power 2): done, failed, done; on model day 0 and 1.
+    for i in (1, 2, 3):
+        core.job_arrived(400.0, Job(i, 0, 400.0, 4.0))
+    core.machine_ready(400.0, 0)  # job 1, sent at 400
+    core.replica_done(402.0, 1, ready=True)  # turnaround 2; job 2 sent at 402
+    core.replica_failed(403.0, 2)  # an error; job 2 requeued
+    core.machine_ready(86_400.0, 0)  # the next model day: job 2 again (replica 3)
+    core.replica_done(86_403.0, 3)  # turnaround 3
+    assert (h.completed, h.errors, h.successes, h.recent_successes) == (2, 1, 2, 2)
+    assert h.stats.recent == (True, False, True)
+    assert h.mean_turnaround == 2.5
+    assert h.jobs_today(86_403.0) == 1 and h.jobs_today(500.0) == 0  # two on day 0, one on day 1 (of 86,400)

@@ -394,12 +394,13 @@ _welcome = st.builds(
 )
 _job = st.builds(
     P.JobMsg, job=_nat, replica=st.one_of(st.integers(0, 3), _nat), job_class=_nat, size=_nonneg, work=_nonneg,
-    progress=_unit, stage=_nonneg, command_key=_text, command=st.lists(_text, max_size=3).map(tuple),
+    progress=_unit, stage=_nonneg, command_key=_text, command=st.lists(_text, max_size=3).map(tuple), pace=_unit,
 )
 _message = st.one_of(
     _welcome, _job, _job,
     st.builds(P.CancelMsg, replica=st.one_of(st.integers(0, 3), _nat)),
-    st.builds(P.Share, share=_unit),
+    st.builds(P.Share, share=_unit, state=st.sampled_from([0, 1])),
+    st.builds(P.Pace, replica=st.one_of(st.integers(0, 3), _nat), pace=_unit),
     st.builds(P.Begin, failures=_law),
     st.builds(P.Heartbeat, seq=_nat, clock=_finite, echo=_finite, echo_received=_finite),
     st.builds(P.Bye, reason=_text),

@@ -178,9 +178,14 @@ def test_custom_expected_time_and_timer_keys_a_journal_can_store():
 
 def test_no_timer_when_the_machine_computes_nothing():
     core = timed_core()
-    # CPU share 0: the expected time is infinite, no timer is armed.
-    assert plain(core.machine_ready(1.0, 0, cpu_share=0.0)) == [Assign(core.jobs[1].job, 0, 1, 0.0)]
+    # CPU share 0: the machine asks for nothing (no CPU to give), so nothing starts and no timer is armed.
+    assert core.machine_ready(1.0, 0, cpu_share=0.0) == []
     assert core.timers == {}
+    # A replica whose machine is then suspended expects to take for ever from there (sent at 2 at share 1:
+    # 10 / 2 = 5 expected, the timer at 2 + 3 x 5).
+    assert plain(core.machine_ready(2.0, 0, cpu_share=1.0)) == [
+        Assign(core.jobs[1].job, 0, 1, 0.0), SetTimer(KEY1, 17.0)]
+    core.cpu_share_changed(3.0, 0, 0.0)
     assert nominal_expected(core, core.replica(1)) == math.inf
 
 

@@ -156,6 +156,7 @@ class Lifecycle:
         key = r.id_key
         rec.replicas[key] = r
         rec.history.append(r)
+        m.stats.started(now)
         self.live[key] = r
         m.replicas[key] = r
         if rec.first_sent is None:
@@ -333,6 +334,7 @@ class Lifecycle:
         job = r.job
         st = self._release(r, Outcome.DISCARDED).stats
         st.note_outcome(True)
+        st.discarded_results += 1
         self.out.append(ReplicaDiscarded(r.id, r.machine, job.job.id))
         if self.checker is not None:
             self.checker.moved(JOB, job, JobStatus.DONE, "loser_ended", job.status)
@@ -483,6 +485,8 @@ class Lifecycle:
         """The machine is UP or RECLAIMED at ``share``: its replicas re-marked (set_share); one that has no CPU to
         give (reclaimed, or share 0) withdraws its request (READY --withdraw_idle|withdraw_busy-->); then
         machine --reclaim|give_back--> the same state, when that changed."""
+        if reclaimed != m.reclaimed:  # (the history's state follows from both: the flag first, then the share)
+            m.history.set_reclaimed(self.view.now, reclaimed)
         self.set_share(m, share)
         if m.state is MachineState.READY and (reclaimed or m.cpu_share <= 0.0):
             self.make_ready(m, 0)
