@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from mgst.core.events import MachineDown, ReplicaCheckpoint, ReplicaDone, TimerFired
 from mgst.model import Experiment, JobClass, Machine, PolicySpec, SimulationSettings
 from mgst.testbed.checkpoints import RELEASE_CHECKPOINTS_BEFORE, MachineCheckpoints
 
@@ -24,10 +25,10 @@ class FakeCore:
     def replica(self, rid: int):
         return self.replicas.get(rid)
 
-    def feed(self, method: str, now: float, *args) -> None:
-        assert method == "replica_checkpoint"
-        self.fed.append((now, *args))
-        self.replicas[args[0]].checkpoint = args[1]
+    def feed(self, now: float, event) -> None:
+        assert type(event) is ReplicaCheckpoint
+        self.fed.append((now, *event))
+        self.replicas[event.replica].checkpoint = event.progress
 
 
 def checkpoints(core: FakeCore) -> MachineCheckpoints:
@@ -53,10 +54,10 @@ def test_a_held_checkpoint_is_recorded_before_its_replica_ends_and_only_its_own(
     for rid in (1, 2):
         cp.offer(0, rid, 0.1, 10.0)
         cp.offer(0, rid, 0.5, 10.1)
-    assert "replica_done" in RELEASE_CHECKPOINTS_BEFORE
-    cp.release("replica_done", 10.2, (2,))
+    assert ReplicaDone in RELEASE_CHECKPOINTS_BEFORE
+    cp.release(ReplicaDone(2), 10.2)
     assert core.fed[2:] == [(10.2, 2, 0.5)]  # replica 1's stays held
-    cp.release("machine_down", 10.3, (0,))
+    cp.release(MachineDown(0), 10.3)
     assert core.fed[3:] == [(10.3, 1, 0.5)]
 
 
@@ -68,7 +69,7 @@ def test_a_timer_records_every_machine_s_held_checkpoints_and_forgets_who_held()
     cp.offer(1, 2, 0.2, 10.0)
     cp.offer(1, 2, 0.6, 10.1)
     assert cp.holding == {0, 1}
-    cp.release("timer_fired", 10.2, ("a timer",))
+    cp.release(TimerFired("a timer"), 10.2)
     assert sorted(core.fed[2:]) == [(10.2, 1, 0.4), (10.2, 2, 0.6)] and cp.holding == set()
 
 
@@ -80,5 +81,5 @@ def test_a_held_checkpoint_of_a_replica_no_longer_on_the_machine_or_no_better_is
         cp.offer(0, rid, 0.5, 10.1)
     core.replicas[1].machine = 1  # (replica 1 now runs elsewhere)
     core.replicas[2].checkpoint = 0.5  # (replica 2 already has it)
-    cp.release("timer_fired", 10.2, ("a timer",))
+    cp.release(TimerFired("a timer"), 10.2)
     assert core.fed == [(10.0, 1, 0.1), (10.0, 2, 0.1)]

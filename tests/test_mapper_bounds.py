@@ -20,6 +20,7 @@ from test_testbed_attacks import FakePuller, SecureRun, client_keys, hello
 
 from mgst import protocol as P
 from mgst import security
+from mgst.core.events import JobArrived, RunStart
 from mgst.core.state import MachineState
 from mgst.model import (
     Experiment,
@@ -133,12 +134,12 @@ def journal_counts(path: Path, machine: int, replicas: set[int]) -> Counter:
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
         for kind, data in db.execute("SELECT kind, data FROM events"):
             args = msgpack.unpackb(data, raw=False, use_list=False, strict_map_key=False)
-            if kind == "core":
-                method, _, margs = args
-                if method.startswith("machine") and margs and margs[0] == machine:
-                    counts[f"core {method}"] += 1
-                elif method.startswith("replica") and margs[0] in replicas:
-                    counts[f"core {method}"] += 1
+            if kind == "event":  # a core event: (its type's name, model time, its fields)
+                name, _, fields = args
+                if name.startswith("Machine") and fields and fields[0] == machine:
+                    counts[f"core {name}"] += 1
+                elif name.startswith("Replica") and fields[0] in replicas:
+                    counts[f"core {name}"] += 1
             elif kind in ("clock", "register", "up", "down") and args[0] == machine:
                 counts[kind] += 1
             elif kind in ("started", "done", "end") and args[-1 if kind == "end" else 0] in replicas:
@@ -265,22 +266,22 @@ def test_floods_of_progress_and_re_registrations_add_a_bounded_number_of_events(
     events = list(RunStoreEvents(out / "journal.sqlite"))
     # the held 0.2 was recorded before the failure; the job's next replica started from it
     at = {e[:3]: i for i, e in enumerate(events)}
-    failed = next(i for i, e in enumerate(events) if e[:2] == ("replica_failed", job1.replica))
-    assert at[("replica_checkpoint", job1.replica, 0.1)] < at[("replica_checkpoint", job1.replica, 0.2)] < failed
+    failed = next(i for i, e in enumerate(events) if e[:2] == ("ReplicaFailed", job1.replica))
+    assert at[("ReplicaCheckpoint", job1.replica, 0.1)] < at[("ReplicaCheckpoint", job1.replica, 0.2)] < failed
     assert run.core.jobs[job1.job].best_progress >= 0.2
     assert job2.job != job1.job or job2.progress == pytest.approx(0.2)
     # the flood's last checkpoint (held when the result came) was recorded: the mapper read every one
-    assert ("replica_checkpoint", job2.replica, 0.99) in at
+    assert ("ReplicaCheckpoint", job2.replica, 0.99) in at
     # the flood's result, as sent
     r2 = run.journal.replicas[job2.replica]
     assert (r2.outcome, r2.t5_remote, r2.t4_remote) == ("done", now, job2_t)
     # what M3 added to the journal
     counts = journal_counts(out / "journal.sqlite", 2, {job1.replica, job2.replica, *served})
-    checkpoints = counts["core replica_checkpoint"]
+    checkpoints = counts["core ReplicaCheckpoint"]
     # job1: 2; job2: the first at once, one per interval, the last held one at its result (+ timing slack)
     # (the gate is half the interval: at most two per interval)
     assert 2 <= checkpoints <= 2 + 1 + 2 * progress_s / interval + 1 + 2, (checkpoints, progress_s)
-    readies = counts["core machine_ready"]
+    readies = counts["core MachineReady"]
     assert readies <= 2 + READY_BURST + READY_RATE * ready_s + len(served) + 2, (readies, ready_s, served)
     admitted = HELLOS - refused
     assert refused >= HELLOS - HELLO_BURST - HELLO_RATE * hellos_s - 1
@@ -305,17 +306,17 @@ def test_floods_of_progress_and_re_registrations_add_a_bounded_number_of_events(
 
 
 def RunStoreEvents(path: Path):
-    """Core inputs as (method, *args) and other events as (kind, *args), in order."""
+    """Core events as (type name, *fields) and other events as (kind, *args), in order."""
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
         for kind, data in db.execute("SELECT kind, data FROM events ORDER BY seq"):
             args = msgpack.unpackb(data, raw=False, use_list=False, strict_map_key=False)
-            yield (args[0], *args[2]) if kind == "core" else (kind, *args)
+            yield (args[0], *args[2]) if kind == "event" else (kind, *args)
 
 
 def _run_with_puller_m1(mapper: Mapper, slots: int = 1) -> tuple[bytes, float]:
     """Start ``mapper``'s run by hand with puller M1 registered (``slots`` slots); its identity and the time."""
     ident, now = b"puller-M1", time.time()
-    mapper.feed("start", now)
+    mapper.feed(now, RunStart())
     mapper.messages.hello(ident, P.Hello(P.PROTOCOL_VERSION, "M1", 1, ("emulate",), 0.0, now, slots, (), ()), None, now)
     mapper._begin(now)
     return ident, now
@@ -336,7 +337,7 @@ def test_a_done_asking_for_work_after_a_held_ready_counts_both(ctx):
         mapper.messages.handle(ident, P.Ready(1.0, now, 2), now)
         job = Job(0, 0, 0.0, 1.0)
         mapper.journal.job_arrived(job, now)
-        mapper.feed("job_arrived", now, job)  # it runs job 0 in one slot
+        mapper.feed(now, JobArrived(job))  # it runs job 0 in one slot
         (replica,) = m.replicas
         assert m.asking == 1
         # changes of share, more than the burst: the last ones are held
@@ -366,7 +367,7 @@ def test_a_puller_s_failure_reason_reaches_the_mapper_s_log_escaped(ctx, caplog)
         mapper.messages.handle(ident, P.Ready(1.0, now, 1), now)
         job = Job(0, 0, 0.0, 1.0)
         mapper.journal.job_arrived(job, now)
-        mapper.feed("job_arrived", now, job)
+        mapper.feed(now, JobArrived(job))
         (replica,) = mapper.core.machines[0].replicas
         with caplog.at_level("INFO", logger="mgst"):
             mapper.messages.handle(ident, P.Failed(replica, P.FAIL_ERROR, hostile), now)
@@ -395,7 +396,7 @@ def test_a_puller_s_compute_time_is_believed_only_within_the_time_its_replica_wa
             mapper.messages.handle(ident, P.Ready(1.0, t, 1), t)
             job = Job(job_id, 0, t, 1.0)
             mapper.journal.job_arrived(job, t)
-            mapper.feed("job_arrived", t, job)
+            mapper.feed(t, JobArrived(job))
             (replica,) = m.replicas
             bad_before = mapper.drops.counts[P.Drop.BAD_VALUE]
             mapper.messages.handle(ident, P.Done(replica, t, t, t + claimed, 1.0, False), t + 2.0)

@@ -32,6 +32,7 @@ from mgst.core.events import (
     ReplicaComputing,
     ReplicaDone,
     ReplicaFailed,
+    RunStart,
     TimerFired,
 )
 from mgst.core.hooks import HOOKS, PolicyError, PolicyHooks
@@ -58,5 +59,6 @@ __all__ = [
     "JobRecord", "JobRequeued", "JobStatus", "MachineAvailability", "MachineDown", "MachineHeard", "MachineReady",
     "MachineRecord", "MachineSilent", "MachineState", "MachineStats", "MachineSuspected", "MachineUp", "Outcome",
     "Output", "PolicyError", "PolicyHooks", "ReplicaCheckpoint", "ReplicaComputing", "ReplicaDone", "ReplicaFailed",
-    "ReplicaRecord", "ReplicaTimedOut", "Scheduler", "SetTimer", "SuspectDown", "TimeOut", "TimerFired", "View",
+    "ReplicaRecord", "ReplicaTimedOut", "RunStart", "Scheduler", "SetTimer", "SuspectDown", "TimeOut", "TimerFired",
+    "View",
 ]

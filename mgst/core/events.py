@@ -11,6 +11,11 @@ from typing import NamedTuple
 from mgst.model import Availability, Bag, Job
 
 
+class RunStart(NamedTuple):
+    """The run begins: the policy sets itself up over the state the events so far have set up, and dispatches
+    (Scheduler.start). Events before it only set up the initial state."""
+
+
 class JobArrived(NamedTuple):
     job: Job
 
@@ -120,7 +125,8 @@ class TimerFired(NamedTuple):
 
 
 Event = (
-    JobArrived
+    RunStart
+    | JobArrived
     | BagArrived
     | MachineReady
     | MachineSilent

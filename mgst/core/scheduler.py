@@ -32,6 +32,7 @@ from mgst.core.events import (
     ReplicaComputing,
     ReplicaDone,
     ReplicaFailed,
+    RunStart,
     TimerFired,
 )
 from mgst.core.hooks import PolicyError, PolicyHooks, declared_hooks
@@ -113,6 +114,7 @@ class Scheduler:
         self.all_bags = view.all_bags
         self.timers = view.timers
         self._handlers: dict[type, Callable[[float, Any], list[Output]]] = {
+            RunStart: lambda now, e: self.start(now),
             JobArrived: lambda now, e: self.job_arrived(now, e.job),
             BagArrived: lambda now, e: self.bag_arrived(now, e.bag),
             MachineReady: lambda now, e: self.machine_ready(now, e.machine, e.cpu_share, e.slots),
@@ -215,7 +217,8 @@ class Scheduler:
         return self.lifecycle.out
 
     def handle(self, now: float, event: Event) -> list[Output]:
-        """Apply ``event`` at model time ``now``; return what the driver must do."""
+        """Apply ``event`` at model time ``now``; return what the driver must do. The one entry point for a driver
+        that records what it feeds the core (the mapper's journal records each event, typed, and replays it here)."""
         return self._handlers[type(event)](now, event)
 
     # Typed entry points: each is handle(now, TheEvent(...)) without making the event, in the same three

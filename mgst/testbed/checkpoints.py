@@ -4,6 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from mgst.core.events import (
+    Event,
+    MachineDown,
+    MachineReady,
+    MachineSilent,
+    ReplicaCheckpoint,
+    ReplicaDone,
+    ReplicaFailed,
+    TimerFired,
+)
 from mgst.core.scheduler import Scheduler
 from mgst.model import Experiment
 
@@ -14,8 +24,8 @@ from mgst.model import Experiment
 MIN_INTERVAL = 0.1
 # Core inputs before which a replica's held checkpoint is recorded (it ends, fails, or its machine goes):
 # the checkpoint a puller sent is never lost to coalescing.
-RELEASE_CHECKPOINTS_BEFORE = frozenset({"replica_done", "replica_failed", "machine_down", "machine_silent",
-                                        "machine_ready", "timer_fired"})
+RELEASE_CHECKPOINTS_BEFORE = frozenset({ReplicaDone, ReplicaFailed, MachineDown, MachineSilent, MachineReady,
+                                        TimerFired})
 
 
 class CheckpointCoalescer:
@@ -88,7 +98,7 @@ class MachineCheckpoints:
     """The mapper's checkpoints, machine by machine: each machine's :class:`CheckpointCoalescer` (made at its
     first checkpoint), and the machines that held one back since the last timer recorded them all.
 
-    ``feed(method, now, *args)`` gives the core an input as the mapper does (journalled, its decisions
+    ``feed(now, event)`` gives the core an input as the mapper does (journalled, its decisions
     carried out); the mapper calls :meth:`release` before each core input of RELEASE_CHECKPOINTS_BEFORE.
     """
 
@@ -109,7 +119,7 @@ class MachineCheckpoints:
             cp = self.coalescers[j] = CheckpointCoalescer(self.interval)
         cp.prune(lambda r: (x := self.core.replica(r)) is not None and x.machine == j, 2 * self.machines[j].slots)
         if cp.offer(rid, progress, now):
-            self.feed("replica_checkpoint", now, rid, progress)
+            self.feed(now, ReplicaCheckpoint(rid, progress))
         else:
             self.holding.add(j)
 
@@ -124,24 +134,26 @@ class MachineCheckpoints:
         """Record a held checkpoint, if its replica still runs on ``j`` and it is news."""
         live = self.core.replica(rid)
         if live is not None and live.machine == j and progress > live.checkpoint:
-            self.feed("replica_checkpoint", now, rid, progress)
+            self.feed(now, ReplicaCheckpoint(rid, progress))
 
-    def release(self, method: str, now: float, args: tuple) -> None:
-        """Before ``method`` ends a replica or takes its machine: record what checkpoints it holds."""
-        if method == "timer_fired":  # a time-out may end any replica: every held checkpoint first
+    def release(self, event: Event, now: float) -> None:
+        """Before ``event`` ends a replica or takes its machine: record what checkpoints it holds."""
+        t = type(event)
+        if t is TimerFired:  # a time-out may end any replica: every held checkpoint first
             for j in self.holding:  # (the machines that held one since; O(them), not O(machines))
                 cp = self.coalescers[j]
                 for r, progress in cp.take() if cp is not None else ():
                     self._record(j, r, progress, now)
             self.holding.clear()
             return
-        if method.startswith("machine"):
-            j, rid = args[0], None
+        if t is MachineDown or t is MachineSilent or t is MachineReady:
+            j, rid = event.machine, None  # type: ignore[union-attr]
         else:
-            live = self.core.replica(args[0])
+            replica: int = event.replica  # type: ignore[union-attr]
+            live = self.core.replica(replica)
             if live is None:
                 return
-            j, rid = live.machine, args[0]
+            j, rid = live.machine, replica
         cp = self.coalescers[j]
         if cp is not None:
             for r, progress in cp.take(rid):

@@ -17,6 +17,7 @@ from mgst.core.decisions import (
     ReplicaTimedOut,
     SetTimer,
 )
+from mgst.core.events import ReplicaComputing
 from mgst.model import Experiment
 from mgst.staging import StagingSampler
 from mgst.testbed.connection import Connection
@@ -29,7 +30,7 @@ class Dispatcher:
     each first), the pullers' connections, the run's clock and its timers.
 
     ``send(identity, msg, machine)`` queues a message (it leaves once the journal has committed);
-    ``feed(method, now, *args)`` gives the core an input as the mapper does. A job is sent with its
+    ``feed(now, event)`` gives the core an input as the mapper does. A job is sent with its
     length on its machine (at unit share), its staging time (drawn from ``staging``, when the core
     asks for it) and, with the command executor, its class's command.
     """
@@ -95,7 +96,7 @@ class Dispatcher:
         if d.staging and self.staging is not None:
             stage = self.staging.duration(d.progress > 0.0)
             if stage <= 0.0:  # nothing to transfer after all: it computes from the start
-                self.feed("replica_computing", now, d.replica)
+                self.feed(now, ReplicaComputing(d.replica))
         self.send(conn.identity, P.JobMsg(job.id, d.replica, job.job_class, job.size, job.size / rate,
                                           d.progress, stage, key, argv, d.pace), j)
 

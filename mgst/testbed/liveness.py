@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mgst import protocol as P
+from mgst.core.events import MachineDown, MachineSilent
 from mgst.core.scheduler import Scheduler
 from mgst.core.state import MachineState
 from mgst.model import Experiment
@@ -61,7 +62,7 @@ class Heartbeats:
 
     Shared with the mapper: the core, the journal, the pullers' connections and ``by_identity`` (a
     registered puller's routing id -> its machine). ``send(identity, msg, machine)`` queues a message
-    (it leaves once the journal has committed); ``feed(method, now, *args)`` gives the core an input
+    (it leaves once the journal has committed); ``feed(now, event)`` gives the core an input
     as the mapper does (journalled, its decisions carried out). With ``detect_by_timeout``, a machine
     that stops answering is reported silent (its jobs time out); otherwise it is down.
     """
@@ -114,7 +115,7 @@ class Heartbeats:
             self.machine_gone(j, now)
         elif m.state is not MachineState.DOWN and not m.silent:
             log.info("%s %s; its jobs time out at %g x their expected time", name, why, self.timeout_factor)
-            self.feed("machine_silent", now, j)
+            self.feed(now, MachineSilent(j))
 
     def machine_gone(self, j: int, now: float) -> None:
         """Machine ``j`` is gone (silent, unreachable, or it left): its puller unregistered, the machine down."""
@@ -124,4 +125,4 @@ class Heartbeats:
             conn.identity = None
         if self.core.machines[j].state is not MachineState.DOWN:
             self.journal.machine_down(j, now)
-            self.feed("machine_down", now, j)
+            self.feed(now, MachineDown(j))

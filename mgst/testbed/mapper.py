@@ -24,18 +24,20 @@ import zmq
 from mgst import protocol as P
 from mgst import security
 from mgst.availability import registry as availability
+from mgst.core.events import BagArrived, Event, JobArrived, RunStart, TimerFired
 from mgst.core.state import MachineState
 from mgst.drops import DropLog
 from mgst.model import Bag, Experiment, Job
 from mgst.staging import StagingSampler
 from mgst.testbed.checkpoints import RELEASE_CHECKPOINTS_BEFORE, MachineCheckpoints
 from mgst.testbed.connection import Connection
+from mgst.testbed.core_events import to_plain as event_to_plain
 from mgst.testbed.dispatch import Dispatcher
 from mgst.testbed.experiment_codec import to_plain
 from mgst.testbed.journal import Journal
 from mgst.testbed.liveness import LIVENESS, Heartbeats, heartbeat_interval_for
 from mgst.testbed.messages import PullerMessages
-from mgst.testbed.replay import call_core, encode_args, make_core
+from mgst.testbed.replay import make_core
 from mgst.testbed.resume import Resume, next_item, replay_to_resume
 from mgst.testbed.router import RECEIVE_BATCH, Router
 from mgst.testbed.run_clock import RunClock, WallTimers
@@ -241,14 +243,16 @@ class Mapper:
 
     # ------------------------------------------------------------------ the core, journalled
 
-    def feed(self, method: str, now: float, *args: Any) -> None:
-        """Feed the core one input (recorded first, for replay) and carry out what it decides."""
-        if method in RELEASE_CHECKPOINTS_BEFORE:
-            self.checkpoints.release(method, now, args)
+    def feed(self, now: float, event: Event) -> None:
+        """Feed the core one event through its one entry point (recorded first, typed, for replay: core_events) and
+        carry out what it decides."""
+        if type(event) in RELEASE_CHECKPOINTS_BEFORE:
+            self.checkpoints.release(event, now)
         mnow = self.clock.model_now(now)
         if self.journal.store is not None:
-            self.journal.store.append("core", (method, mnow, encode_args(method, args)))
-        self.dispatcher.carry_out(call_core(self.core, method, mnow, args), now)
+            name, fields = event_to_plain(event)
+            self.journal.store.append("event", (name, mnow, fields))
+        self.dispatcher.carry_out(self.core.handle(mnow, event), now)
 
     # ------------------------------------------------------------------ run
 
@@ -299,7 +303,7 @@ class Mapper:
         if self.resume is not None:
             next_job = self.resume.prepare(workload, started)
         else:
-            self.feed("start", started)
+            self.feed(started, RunStart())
         log.info("mapper on %s waiting for %d pullers", self.endpoint, len(self.conns))
         next_hb = next_tick = next_report = started
         backlog = False
@@ -340,10 +344,10 @@ class Mapper:
                 if type(next_job) is Bag:
                     for task in next_job.tasks:
                         self.journal.job_arrived(task, due)
-                    self.feed("bag_arrived", now, next_job)
+                    self.feed(now, BagArrived(next_job))
                 else:
                     self.journal.job_arrived(next_job, due)
-                    self.feed("job_arrived", now, next_job)
+                    self.feed(now, JobArrived(next_job))
                 next_job = next_item(workload)
                 if next_job is None:  # the workload is exhausted (a list, a trace): generation is over
                     generation_end = min(generation_end, now)
@@ -370,7 +374,7 @@ class Mapper:
             while timers.next_at() <= now and clock.held is None and clock.t0 is not None:
                 key = timers.pop()
                 if key in self.core.timers:  # (a stale entry is skipped)
-                    self.feed("timer_fired", now, key)
+                    self.feed(now, TimerFired(key))
             if now >= next_hb:
                 self.heartbeats.beat(now, self.drained_at)
                 next_hb = now + self.heartbeat_interval / self.heartbeats.slices

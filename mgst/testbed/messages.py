@@ -21,10 +21,20 @@ import zmq
 from mgst import protocol as P
 from mgst import security
 from mgst.availability import registry as availability
+from mgst.core.events import (
+    MachineAvailability,
+    MachineDown,
+    MachineHeard,
+    MachineReady,
+    MachineUp,
+    ReplicaComputing,
+    ReplicaDone,
+    ReplicaFailed,
+)
 from mgst.core.scheduler import Scheduler
 from mgst.core.state import STAGING, WAITING, MachineState
 from mgst.drops import DropLog
-from mgst.model import Experiment
+from mgst.model import Availability, Experiment
 from mgst.testbed.admission import HELLO_BURST, Holder, TokenBuckets, admit, hello_rate
 from mgst.testbed.checkpoints import MachineCheckpoints
 from mgst.testbed.connection import Connection
@@ -71,7 +81,7 @@ class PullerMessages:
     ``by_identity``, which maps a registered puller's routing id to its machine), the run's
     clock, the drop counters, the router (its socket is read here; replies are queued on it)
     and the machines' checkpoints. ``keys`` are the mapper's CURVE keys (None: not secured).
-    ``feed(method, now, *args)`` gives the core an input as the mapper does (journalled,
+    ``feed(now, event)`` gives the core an input as the mapper does (journalled,
     its decisions carried out); ``machine_gone(j, now)`` takes machine ``j`` out (it left).
     """
 
@@ -172,7 +182,7 @@ class PullerMessages:
         conn.last_seen = now
         if self.core.machines[j].silent:
             log.info("%s speaks again", self.experiment.machines[j].name)
-            self.feed("machine_heard", now, j)
+            self.feed(now, MachineHeard(j))
         if t is P.Heartbeat:
             conn.remote_clock, conn.remote_received = msg.clock, now
             # A clock sample only for the echo of the heartbeat we sent last, once: a peer cannot
@@ -213,7 +223,7 @@ class PullerMessages:
                           f"{t.__name__.lower()} {msg.replica}")
             elif t is P.Computing:
                 if live.phase == STAGING:
-                    self.feed("replica_computing", now, msg.replica)
+                    self.feed(now, ReplicaComputing(msg.replica))
             elif msg.progress > live.checkpoint:
                 self.checkpoints.offer(j, msg.replica, msg.progress, now)
         elif t is P.Started:
@@ -260,7 +270,7 @@ class PullerMessages:
         moves what it runs, and withdraws its request if it has no CPU to give (as the puller, which asks again)."""
         m = self.core.machines[j]
         if share != m.cpu_share or bool(state) != m.reclaimed:
-            self.feed("machine_availability", now, j, state, share)
+            self.feed(now, MachineAvailability(j, Availability(state), share))
 
     def _ready(self, identity: bytes, j: int, now: float, share: float | None = None,
                slots: int | None = None) -> None:
@@ -270,7 +280,7 @@ class PullerMessages:
             return
         if m.state is MachineState.DOWN:  # suspected down by the policy: asking again brings it back
             self.journal.machine_up(j, now)
-        self.feed("machine_ready", now, j, share, slots)
+        self.feed(now, MachineReady(j, share, slots))
 
     def _done(self, identity: bytes, j: int, msg: P.Done, now: float) -> None:
         r = self.journal.replicas.get(msg.replica)
@@ -284,7 +294,7 @@ class PullerMessages:
                 # The first result of a replica given up on by a time-out, whose job was done meanwhile: the
                 # core counts it stale, and a policy that listens learns that the machine was up after all
                 # (LPAS_DG counts a false suspicion), as in a simulation.
-                self.feed("replica_done", now, msg.replica)
+                self.feed(now, ReplicaDone(msg.replica))
         else:
             self.journal.reported_done(msg.replica, msg.received, msg.started, msg.finished, now,
                                        msg.achieved_share)
@@ -298,7 +308,7 @@ class PullerMessages:
                 computed: float | None = None
             else:
                 computed = computed_s / self.time_unit
-            self.feed("replica_done", now, msg.replica, False, computed)
+            self.feed(now, ReplicaDone(msg.replica, False, computed))
         if msg.ready:
             conn = self.conns[j]
             if self.core.machines[j].state is not MachineState.READY:  # a replay must not move an earlier request
@@ -325,7 +335,7 @@ class PullerMessages:
         self.journal.end(outcome, msg.replica)
         # %r: the puller's text, its control characters escaped (they would rewrite the operator's terminal)
         log.warning("%s: replica %d %s: %r", name, msg.replica, outcome, msg.reason[:200])
-        self.feed("replica_failed", now, msg.replica, f"{msg.code}: {msg.reason[:200]}")
+        self.feed(now, ReplicaFailed(msg.replica, f"{msg.code}: {msg.reason[:200]}"))
         if msg.code == P.FAIL_REFUSED:
             conn = self.conns[j]
             conn.refusals += 1
@@ -380,7 +390,7 @@ class PullerMessages:
         if restarted and self.core.machines[j].state is not MachineState.DOWN:
             # The machine restarted: whatever it ran is gone, even if we had not noticed.
             self.journal.machine_down(j, now)
-            self.feed("machine_down", now, j)
+            self.feed(now, MachineDown(j))
         if conn.identity is not None and conn.identity != identity:
             self.by_identity.pop(conn.identity, None)
         conn.identity = identity
@@ -388,7 +398,7 @@ class PullerMessages:
         conn.last_seen = now
         self.by_identity[identity] = j
         if self.core.machines[j].silent:  # back from a failure no time-out noticed
-            self.feed("machine_heard", now, j)
+            self.feed(now, MachineHeard(j))
         if (not mlog.incarnations or mlog.incarnations[-1] != msg.incarnation or mlog.key != key
                 or mlog.speed != msg.speed):
             self._index_key(j, mlog.key, key)
@@ -401,7 +411,7 @@ class PullerMessages:
                                       self.experiment.simulation.checkpoint_interval or 0.0), j)
         if self.core.machines[j].state is MachineState.DOWN:
             self.journal.machine_up(j, now)
-            self.feed("machine_up", now, j, m.availability)
+            self.feed(now, MachineUp(j, m.availability))
         else:
             if not mlog.periods or mlog.periods[-1][1] is not None:  # back after the mapper's own outage
                 self.journal.machine_up(j, now)
@@ -410,10 +420,11 @@ class PullerMessages:
             for rid in [rid for rid in self.core.machines[j].replicas if rid not in held]:
                 log.info("%s no longer holds replica %d: lost", m.name, rid)
                 self.journal.end("lost", rid)
-                self.feed("replica_failed", now, rid, "not held by the puller after reconnecting")
+                self.feed(now, ReplicaFailed(rid, "not held by the puller after reconnecting"))
             core_m = self.core.machines[j]
-            if core_m.cpu_share != m.availability or core_m.reclaimed:  # the welcome's share holds, UP, as on the
-                self.feed("machine_availability", now, j, 0, m.availability)  # puller, unless it says otherwise
+            # the welcome's share holds, UP, as on the puller, unless it says otherwise (a Share next)
+            if core_m.cpu_share != m.availability or core_m.reclaimed:
+                self.feed(now, MachineAvailability(j, Availability.UP, m.availability))
         live = self.core.machines[j].replicas
         for rid in msg.holds:
             if rid not in live:

@@ -39,7 +39,7 @@ def read_journal(run_dir: Path) -> tuple[Journal, dict, Experiment]:
     try:
         journal = Journal(experiment)
         for kind, args in store.events():
-            if kind != "core" and not journal.apply(kind, args):
+            if kind not in ("core", "event") and not journal.apply(kind, args):
                 raise StoreError(f"{store.path}: unknown event {kind!r}")
     finally:
         store.close()

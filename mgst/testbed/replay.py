@@ -15,47 +15,18 @@ from typing import Any
 
 from mgst import policies
 from mgst.core.scheduler import Scheduler
-from mgst.model import Bag, Experiment, Job
+from mgst.model import Experiment
 from mgst.streams import Purpose, python_random
-from mgst.testbed.experiment_codec import from_plain
+from mgst.testbed.core_events import UnknownEvent, from_legacy, from_plain
+from mgst.testbed.experiment_codec import from_plain as experiment_from_plain
 from mgst.testbed.journal import Journal
 from mgst.testbed.store import FILENAME, RunStore, StoreError
-
-# The core inputs the mapper records, by method name; the first argument is always model time.
-CORE_INPUTS = frozenset({"start", "job_arrived", "bag_arrived", "machine_ready", "replica_done", "replica_failed",
-                         "replica_computing", "replica_checkpoint", "cpu_share_changed", "machine_availability",
-                         "machine_up",
-                         "machine_down", "timer_fired", "machine_silent", "machine_heard"})
 
 
 def make_core(experiment: Experiment, seed: int) -> Scheduler:
     """The core and policy of a testbed run, as the mapper makes them (replication 0's policy stream)."""
     policy = policies.build_policy(experiment, python_random(seed, 0, Purpose.POLICY))
     return Scheduler(experiment.classes, experiment.machines, policy, experiment.staging)
-
-
-def encode_args(method: str, args: tuple) -> tuple:
-    """A core input's arguments as plain values for the store."""
-    if method == "job_arrived":
-        (job,) = args
-        return (tuple(job),)
-    if method == "bag_arrived":
-        (bag,) = args
-        return ((bag.id, bag.submitted, [tuple(t) for t in bag.tasks], [list(a) for a in bag.attributes]),)
-    return args
-
-
-def call_core(core: Scheduler, method: str, now: float, args: tuple) -> list:
-    if method == "job_arrived":
-        return core.job_arrived(now, Job(*args[0]))
-    if method == "bag_arrived":
-        arg = args[0]
-        if isinstance(arg, Bag):
-            return core.bag_arrived(now, arg)
-        bid, submitted, tasks, attributes = arg
-        bag = Bag(bid, submitted, tuple(Job(*t) for t in tasks), tuple((k, v) for k, v in attributes))
-        return core.bag_arrived(now, bag)
-    return getattr(core, method)(now, *args)
 
 
 @dataclass(slots=True)
@@ -79,7 +50,7 @@ def open_store(folder: Path, journal: str = FILENAME) -> tuple[RunStore, dict[st
         missing = {"experiment", "seed", "time_unit"} - meta.keys()
         if missing:
             raise StoreError(f"{store.path}: the run's settings are incomplete (no {', '.join(sorted(missing))})")
-        experiment = from_plain(meta["experiment"])
+        experiment = experiment_from_plain(meta["experiment"])
         policies.import_modules(meta.get("imports", []))
     except BaseException:
         store.close()
@@ -95,11 +66,13 @@ def replay(folder: Path, journal: str = FILENAME) -> Replayed:
         journal = Journal(experiment)
         core = make_core(experiment, meta["seed"])
         for kind, args in store.events():
-            if kind == "core":
-                method, now, margs = args
-                if method not in CORE_INPUTS:
-                    raise StoreError(f"{store.path}: unknown core input {method!r}")
-                call_core(core, method, now, margs)
+            if kind == "event" or kind == "core":  # a typed core event (an older journal: a method's name)
+                name, now, fields = args
+                try:
+                    event = from_plain(name, fields) if kind == "event" else from_legacy(name, fields)
+                except UnknownEvent as e:
+                    raise StoreError(f"{store.path}: {e}") from None
+                core.handle(now, event)
             elif not journal.apply(kind, args):
                 raise StoreError(f"{store.path}: unknown event {kind!r}")
         journal.store = store

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mgst.core.events import MachineDown
 from mgst.core.state import MachineState
 from mgst.model import Bag, Experiment, Job
 from mgst.testbed.connection import Connection
@@ -108,7 +109,7 @@ class Resume:
             elif self.core.machines[jdx].state is not MachineState.DOWN:
                 log.info("%s did not come back: down", self.machines[jdx].name)
                 self.journal.machine_down(jdx, now)
-                self.feed("machine_down", now, jdx)
+                self.feed(now, MachineDown(jdx))
         t0 = self.clock.run_on(now)
         self.journal.began(t0)
         timing = {"replay_s": self.replay_s, "reconnect_s": now - self.wait_started,
