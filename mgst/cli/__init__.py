@@ -215,9 +215,9 @@ def _testbed_error(e: Exception) -> int | None:
     are imported here, once something failed: `mgst simulate` does not import the mapper, ZeroMQ and SQLite
     (0.15 s) to catch errors it cannot raise."""
     from mgst.cli.testbed_commands import EXIT_PAUSED  # noqa: PLC0415
-    from mgst.security import KeyFileError, SecurityError  # noqa: PLC0415
     from mgst.testbed.mapper import Interrupted  # noqa: PLC0415
     from mgst.testbed.store import JournalWriteError, StoreError  # noqa: PLC0415
+    from mgst.wire.security import KeyFileError, SecurityError  # noqa: PLC0415
 
     if isinstance(e, (SecurityError, KeyFileError, StoreError)):
         print(f"mgst: error: {e}", file=sys.stderr)
