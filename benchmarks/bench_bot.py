@@ -15,7 +15,7 @@ if str(ROOT) not in sys.path:  # also runs without PYTHONPATH (mgst is not insta
     sys.path.insert(0, str(ROOT))
 
 from mgst.scenarios import anglano  # noqa: E402
-from mgst.sim import Simulation  # noqa: E402
+from mgst.sim.loop import Simulation  # noqa: E402
 
 
 def run_once(policy: str, bags: int, seed: int) -> tuple[float, int, int]:

@@ -148,7 +148,7 @@ def simulate(exp: Experiment, **kw) -> list[JobRecord]:
 
 def compare(exp: Experiment, seed: int, replication: int, horizon: float) -> dict:
     """Run mgst and this model on the same jobs; how far apart are they, job by job?"""
-    from mgst.sim import Simulation
+    from mgst.sim.loop import Simulation
 
     mg = Simulation(exp, seed=seed, replication=replication, horizon=horizon).run().jobs
     sp = simulate(exp, seed=seed, replication=replication, horizon=horizon)

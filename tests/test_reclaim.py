@@ -25,7 +25,7 @@ from mgst.availability import State
 from mgst.availability.trace import TraceAvailability
 from mgst.core.state import JobStatus
 from mgst.model import BagList, Experiment, JobClass, Machine, PolicySpec, SimulationSettings, TestbedSettings
-from mgst.sim import Simulation
+from mgst.sim.loop import Simulation
 from mgst.testbed.mapper import Interrupted
 from mgst.testbed.messages import READY_BURST, READY_RATE
 from mgst.wire import protocol as P

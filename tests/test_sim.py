@@ -9,8 +9,8 @@ import pytest
 
 from mgst.core.state import JobRecord, JobStatus
 from mgst.model import Experiment, FailureModel, Job, JobClass, Machine, PolicySpec, SimulationSettings
-from mgst.sim import ReplicationRun, Simulation
-from mgst.simulate import run_simulation
+from mgst.sim.loop import ReplicationRun, Simulation
+from mgst.sim.replications import run_simulation
 from mgst.workload.poisson import PoissonWorkload
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from mgst.kondo.experiment import kondo_experiment
 from mgst.kondo.metrics import simulate_run
-from mgst.sim import Simulation
+from mgst.sim.loop import Simulation
 from mgst.traces.calendar import business_starts
 from mgst.traces.platform import generate_platform, write_platform
 

@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="run only the cells with these values (repeatable), e.g. --only policy=rr,rr_nrf")
     p.add_argument("--quick", action="store_true", help="apply the file's [quick] preset")
     p.add_argument("--cell", metavar="MODULE:FUNCTION",
-                   help="the function computing a cell (default mgst.bot_metrics:simulate_cell)")
+                   help="the function computing a cell (default mgst.sim.bag_cell:simulate_cell)")
     p.add_argument("--no-plots", action="store_true", help="write sweep.csv and summary.csv only")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     _add_import(p, "; every worker imports it (a Dask cluster's workers need the module installed)")

@@ -82,7 +82,7 @@ def reduce_run(experiment: Experiment, bag: BagRecord, report: dict[str, float],
 
 def simulate_run(experiment: Experiment, replication: int = 0) -> KondoRun:
     """Simulate a kondo_experiment (mgst.kondo.experiment) and reduce it."""
-    from mgst.sim import Simulation  # noqa: PLC0415 (a worker imports only what it runs)
+    from mgst.sim.loop import Simulation  # noqa: PLC0415 (a worker imports only what it runs)
 
     simulation = Simulation(experiment, replication=replication)
     run = simulation.run()
