@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import simpy
 
 from mgst.model import Experiment
+from mgst.papers.mgst.lpas_options import LpasOptions
 from mgst.policies.allocation import solve_allocation
-from mgst.policies.lpas_options import LpasOptions
 from mgst.workload.poisson import PoissonWorkload
 
 

@@ -42,7 +42,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "mgst.sim.loop",
     "mgst.policies.base",
     "mgst.policies.fcfs",
-    "mgst.policies.lpas",
+    "mgst.papers.mgst.lpas",
     "mgst.draws",
     "mgst.workload.poisson",
 )

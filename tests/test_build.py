@@ -141,7 +141,7 @@ def test_the_source_finder_loads_exactly_the_compiled_modules_from_their_sources
         assert isinstance(spec.loader, importlib.machinery.SourceFileLoader)
         assert spec.origin == str(source_path(module, fake_package))
     assert finder.find_spec("mgst.model") is None
-    assert finder.find_spec("mgst.policies.wqr") is None
+    assert finder.find_spec("mgst.papers.anglano.wqr") is None
 
 
 

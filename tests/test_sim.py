@@ -174,8 +174,8 @@ def test_events_at_one_instant_come_in_kind_order_around_an_arrival():
     being held out of the event heap."""
     from mgst.core.decisions import SetTimer  # noqa: PLC0415
     from mgst.model import BagList  # noqa: PLC0415
+    from mgst.papers.anglano.bot import FcfsShare  # noqa: PLC0415
     from mgst.policies import register  # noqa: PLC0415
-    from mgst.policies.bot import FcfsShare  # noqa: PLC0415
 
     @register
     class EventOrder(FcfsShare):
@@ -253,7 +253,7 @@ def test_lpas_asking_one_machine_per_eligible_set_changes_no_result(monkeypatch)
     # machine. With failures (requeues, re-solves) and a periodic re-solve, the two
     # must give the same schedule, job by job.
     from mgst import policies
-    from mgst.policies.lpas import LpasDG
+    from mgst.papers.mgst.lpas import LpasDG
 
     class AskedOneByOne(LpasDG):
         hooks = frozenset({"choose"})
