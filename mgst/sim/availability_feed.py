@@ -84,7 +84,7 @@ class PeriodEvents:
                 stale += 1
                 live[rid] = seq
                 end = r.eta(t)
-                if held is not None and end < math.inf:  # a testbed run's overheads (mgst.sim.Simulation)
+                if held is not None and end < math.inf:  # a testbed run's overheads (mgst.sim.loop.Simulation)
                     end = _held_end(t, end, held[rid])
                 if end < math.inf:
                     push((end, self.done, seq, rid))
