@@ -14,8 +14,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # also runs without PYTHONPATH (mgst is not installed)
     sys.path.insert(0, str(ROOT))
 
-from mgst.scenarios import anglano  # noqa: E402
-from mgst.sim import Simulation  # noqa: E402
+from mgst.papers.anglano import scenario as anglano  # noqa: E402
+from mgst.sim.loop import Simulation  # noqa: E402
 
 
 def run_once(policy: str, bags: int, seed: int) -> tuple[float, int, int]:

@@ -22,10 +22,10 @@ import threading
 import time
 from pathlib import Path
 
-from mgst import security
 from mgst.model import Experiment, JobClass, Machine, PolicySpec, TestbedSettings
 from mgst.testbed.local_run import start_pullers, stop_pullers
 from mgst.testbed.mapper import Mapper
+from mgst.wire import security
 
 MODES = ("curve", "plain", "journal")  # journal: CURVE and the run's journal on disk, as mgst run and mgst mapper
 DEFAULT_MODES = ("curve", "plain")

@@ -1,7 +1,7 @@
 """The simulator with its C event heap against the heapq twin, side by side in one process.
 
 Both heaps run the same scaled hihi-mfd-fd grids (bench_scale's ``scaled``: the same load per
-machine at every size) through the same simulator; only ``mgst.sim.new_event_heap`` differs. The
+machine at every size) through the same simulator; only ``mgst.sim.loop.new_event_heap`` differs. The
 two alternate within each repeat, and their order flips between repeats, so that the machine's
 drift hits both alike. Timed: building the simulator and running it, median of the repeats.
 Each pair of runs must give the same schedule (every job's replicas), or the benchmark fails.
@@ -30,11 +30,11 @@ for path in (ROOT, ROOT / "benchmarks"):
 
 from bench_scale import DRAIN, scaled  # noqa: E402
 
-import mgst.sim  # noqa: E402
+import mgst.sim.loop  # noqa: E402
 from mgst import build_info  # noqa: E402
 from mgst.config import load_experiment  # noqa: E402
-from mgst.event_heap import EventHeap, PyEventHeap, new_event_heap  # noqa: E402
 from mgst.model import Experiment  # noqa: E402
+from mgst.sim.event_heap import EventHeap, PyEventHeap, new_event_heap  # noqa: E402
 
 
 def timed(exp: Experiment, factory: Callable[[], EventHeap]) -> tuple[float, int, str]:
@@ -46,16 +46,16 @@ def timed(exp: Experiment, factory: Callable[[], EventHeap]) -> tuple[float, int
         made.append(heap)
         return heap
 
-    mgst.sim.new_event_heap = counted
+    mgst.sim.loop.new_event_heap = counted
     try:
         gc.collect()
         t0 = time.perf_counter()
-        run = mgst.sim.Simulation(exp, drain_limit=DRAIN).run()
+        run = mgst.sim.loop.Simulation(exp, drain_limit=DRAIN).run()
         dt = time.perf_counter() - t0
     finally:
-        mgst.sim.new_event_heap = new_event_heap
+        mgst.sim.loop.new_event_heap = new_event_heap
     if not made or not all(type(h) is type(made[0]) for h in made):
-        raise RuntimeError("the simulator did not take its heap from mgst.sim.new_event_heap")
+        raise RuntimeError("the simulator did not take its heap from mgst.sim.loop.new_event_heap")
     assert run.unfinished == 0, f"{exp.name}: {run.unfinished} jobs unfinished"
     digest = hashlib.sha256()
     for j in run.jobs:

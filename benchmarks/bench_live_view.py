@@ -34,7 +34,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_mapper_scale import REGISTER_TIMEOUT, _pct, experiment, worker_main  # noqa: E402
 
-from mgst import security  # noqa: E402
+from mgst.wire import security  # noqa: E402
 
 EDGE = 0.5  # s: dispatches this close to a window's change are not counted (a poll may straddle it)
 HEAD = f"{'round':>5} {'closed n':>8} {'p50 ms':>7} {'p99 ms':>7} {'open n':>7} {'p50 ms':>7} {'p99 ms':>7} " \

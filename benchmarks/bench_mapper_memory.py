@@ -38,7 +38,6 @@ if str(ROOT) not in sys.path:  # also runs without PYTHONPATH (mgst is not insta
 
 import psutil  # noqa: E402
 
-from mgst import security  # noqa: E402
 from mgst.model import (  # noqa: E402
     Experiment,
     FailureModel,
@@ -49,6 +48,7 @@ from mgst.model import (  # noqa: E402
     TestbedSettings,
 )
 from mgst.testbed.local_run import start_pullers, stop_pullers  # noqa: E402
+from mgst.wire import security  # noqa: E402
 
 MB = 2**20
 REGISTER_TIMEOUT = 300.0  # s: 100 Python processes starting on 2 cores take a while

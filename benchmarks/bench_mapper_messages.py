@@ -21,8 +21,8 @@ import time
 
 import zmq
 
-from mgst import protocol as P
 from mgst.model import Experiment, Job, JobClass, Machine, PolicySpec, TestbedSettings
+from mgst.wire import protocol as P
 
 try:
     from mgst.testbed.mapper import Mapper

@@ -41,8 +41,8 @@ from pathlib import Path
 from typing import Any
 
 import mgst
-from mgst import security
 from mgst.model import Experiment, JobClass, Machine, PolicySpec, TestbedSettings
+from mgst.wire import security
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_dispatch import _counts  # noqa: E402

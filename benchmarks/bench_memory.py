@@ -81,7 +81,7 @@ def peak_rss() -> int:
 
 
 def child(machines: int, jobs: int, policy: str, profile: bool) -> dict:
-    from mgst.sim import Simulation  # noqa: PLC0415
+    from mgst.sim.loop import Simulation  # noqa: PLC0415
 
     if profile:
         import tracemalloc  # noqa: PLC0415

@@ -28,7 +28,7 @@ if str(ROOT) not in sys.path:  # also runs without PYTHONPATH (mgst is not insta
 
 from mgst.config import load_experiment  # noqa: E402
 from mgst.model import Experiment, JobClass, Machine, PolicySpec, SimulationSettings  # noqa: E402
-from mgst.sim import Simulation  # noqa: E402
+from mgst.sim.loop import Simulation  # noqa: E402
 
 TARGET = 1.5  # jobs/s at the largest size within this factor of the smallest's
 DRAIN = 100.0  # model time after the horizon to finish what is in the system (short horizons at large sizes)

@@ -17,7 +17,7 @@ if str(ROOT) not in sys.path:  # also runs without PYTHONPATH (mgst is not insta
 from simpy_model import LpasDGModel  # noqa: E402
 
 from mgst.config import load_experiment  # noqa: E402
-from mgst.sim import Simulation  # noqa: E402
+from mgst.sim.loop import Simulation  # noqa: E402
 
 # Each runner builds its simulator, runs it and returns its per-job records (what is timed).
 

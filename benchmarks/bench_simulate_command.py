@@ -35,7 +35,7 @@ import json, os, sys, time
 sys.path.insert(0, {root!r})
 from mgst import build_info
 from mgst.config import load_experiment
-from mgst.sim import Simulation
+from mgst.sim.loop import Simulation
 exp = load_experiment({experiment!r})
 sim = Simulation(exp, replication=0, seed=exp.simulation.seed, horizon={horizon!r})
 cpu0, t0 = time.process_time(), time.perf_counter()
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(root))
     from mgst import build_info  # noqa: PLC0415 (after --root is on the path)
     from mgst.config import load_experiment  # noqa: PLC0415
-    from mgst.sim import Simulation  # noqa: PLC0415
+    from mgst.sim.loop import Simulation  # noqa: PLC0415
 
     exp = load_experiment(root / args.experiment)
     command = [sys.executable, "-m", "mgst", "simulate", args.experiment, "--horizon", f"{args.horizon:g}",

@@ -117,7 +117,7 @@ def start_cluster(n: int, warm: bool):
         import importlib
 
         with Client(cluster, set_as_default=False) as client:
-            for module in ("mgst.sweep", "mgst.bot_metrics", "mgst.sim"):
+            for module in ("mgst.sweep", "mgst.bot_metrics", "mgst.sim.bag_cell"):
                 client.run(importlib.import_module, module)
     started = time.perf_counter() - t0
     pids = [w.process.pid for w in cluster.workers.values()]  # the nannies' worker processes

@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--horizon", type=float, default=3600.0, help="model seconds each run plays (then a drain)")
     args = ap.parse_args(argv)
     import mgst  # noqa: PLC0415
-    from mgst.sim import Simulation  # noqa: PLC0415
+    from mgst.sim.loop import Simulation  # noqa: PLC0415
 
     path = platform_dir(args.platform, args.hosts, args.days, 1)
     print(f"mgst from {Path(mgst.__file__).parent}; load {os.getloadavg()[0]:.2f}")

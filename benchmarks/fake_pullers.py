@@ -1,5 +1,5 @@
 """Many fake keyed pullers in one process: each a DEALER socket with its own CURVE key pair, speaking the
-real protocol (mgst.protocol) as puller/daemon.py and puller/slots.py do, with one slot and jobs emulated
+real protocol (mgst.wire.protocol) as puller/daemon.py and puller/slots.py do, with one slot and jobs emulated
 by a timer. Used by benchmarks/bench_mapper_scale.py and tests/test_mapper_scale.py.
 
 What one fake puller does, as the real one:
@@ -30,8 +30,8 @@ from pathlib import Path
 
 import zmq
 
-from mgst import protocol as P
-from mgst import security
+from mgst.wire import protocol as P
+from mgst.wire import security
 
 # Silent mapper intervals after which a fake puller counts the mapper as lost (the real puller's LIVENESS).
 LIVENESS = 5

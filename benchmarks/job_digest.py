@@ -29,8 +29,8 @@ from bench_scale import scaled  # noqa: E402
 
 from mgst.config import load_experiment  # noqa: E402
 from mgst.model import Experiment, PolicySpec, SimulationSettings  # noqa: E402
-from mgst.scenarios import anglano  # noqa: E402
-from mgst.sim import Simulation  # noqa: E402
+from mgst.papers.anglano import scenario as anglano  # noqa: E402
+from mgst.sim.loop import Simulation  # noqa: E402
 
 HORIZON = 300.0
 SCALED_SIZES = (10, 100, 1000)

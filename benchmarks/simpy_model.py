@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import simpy
 
 from mgst.model import Experiment
+from mgst.papers.mgst.lpas_options import LpasOptions
 from mgst.policies.allocation import solve_allocation
-from mgst.policies.lpas_options import LpasOptions
 from mgst.workload.poisson import PoissonWorkload
 
 
@@ -148,7 +148,7 @@ def simulate(exp: Experiment, **kw) -> list[JobRecord]:
 
 def compare(exp: Experiment, seed: int, replication: int, horizon: float) -> dict:
     """Run mgst and this model on the same jobs; how far apart are they, job by job?"""
-    from mgst.sim import Simulation
+    from mgst.sim.loop import Simulation
 
     mg = Simulation(exp, seed=seed, replication=replication, horizon=horizon).run().jobs
     sp = simulate(exp, seed=seed, replication=replication, horizon=horizon)

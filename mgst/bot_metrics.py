@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import math
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,7 +11,6 @@ from typing import Any
 
 from mgst.core.state import BagRecord
 from mgst.intervals import STUDENT_T, Interval, batch_means_ci, is_default, mean_ci, method_note
-from mgst.model import Experiment
 from mgst.wording import plural
 
 BAG_COLUMNS = (
@@ -286,34 +284,6 @@ def summarize_bags(reps: Sequence[BagReplication]) -> BagSummary:
 
     return BagSummary(**base, avt=est(means("turnaround")), makespan=est(means("makespan")),
                       waiting=est(means("waiting")), rwt=rwt, interval=interval)
-
-
-def simulate_cell(experiment: Experiment, replication: int) -> dict[str, float | int | bool]:
-    """One sweep cell: simulate one replication of a BoT experiment and reduce it to its metrics."""
-    from mgst.sim import Simulation  # noqa: PLC0415 (a worker imports only what it runs)
-
-    s = experiment.simulation
-    t0 = time.perf_counter()
-    run = Simulation(experiment, replication=replication).run()
-    rep = reduce_bags(run, s.warmup, s.horizon)
-    summary = summarize_bags([rep])
-    wall = time.perf_counter() - t0
-
-    def mean(m: Metric | None) -> float:
-        return math.nan if m is None else m.mean
-
-    def half(m: Metric | None) -> float:
-        return math.nan if m is None or math.isnan(m.high) else (m.high - m.low) / 2
-
-    return {
-        "avt": mean(summary.avt), "avt_ci": half(summary.avt),
-        "makespan": mean(summary.makespan), "makespan_ci": half(summary.makespan),
-        "waiting": mean(summary.waiting), "waiting_ci": half(summary.waiting),
-        "rwt": rep.rwt, "bags": rep.bags_counted, "tasks": rep.tasks, "replicas": rep.replicas,
-        "unbounded": rep.unbounded, "undecided": rep.verdict == UNDECIDED, "backlog_mean": rep.backlog_mean,
-        "backlog_growth": rep.backlog_growth, "unfinished_bags": rep.unfinished, "settle_time": rep.settle_time,
-        "wall_s": wall,
-    }
 
 
 def write_bags_csv(path: Path, rows: Iterable[tuple]) -> None:

@@ -40,10 +40,10 @@ COMPILED_MODULES: tuple[str, ...] = (
     "mgst.core.arrivals",
     "mgst.core.matching",
     "mgst.core.scheduler",
-    "mgst.sim",
+    "mgst.sim.loop",
     "mgst.policies.base",
     "mgst.policies.fcfs",
-    "mgst.policies.lpas",
+    "mgst.papers.mgst.lpas",
     "mgst.draws",
     "mgst.workload.poisson",
 )
@@ -53,7 +53,7 @@ COMPILED_MODULES: tuple[str, ...] = (
 # Extension modules written in C (source: the module's path with .c), built and used with the
 # compiled modules, all or nothing; each has a pure-Python twin that runs otherwise.
 C_MODULES: tuple[str, ...] = (
-    "mgst._event_heap",  # twin: mgst.event_heap.PyEventHeap
+    "mgst.sim._event_heap",  # twin: mgst.sim.event_heap.PyEventHeap
     "mgst.core._tuples",  # twin: tuple.__new__ (mgst.core.tuples.py_new_tuple)
 )
 

@@ -28,7 +28,7 @@ class Purpose(enum.IntEnum):
     TASK_SIZES = 7  # index: 0 (unit uniform of each task's size)
     REPAIRS = 8  # index: machine (down periods of the Weibull/Normal model; FAILURES gives its up periods)
     STAGING = 9  # index: 0 resume transfers, 1 start transfers
-    OVERHEADS = 10  # index: machine (a testbed run's per-job overheads, redrawn: mgst.overheads)
+    OVERHEADS = 10  # index: machine (a testbed run's per-job overheads, redrawn: mgst.sim.overheads)
 
 
 def seed_sequence(seed: int, replication: int, purpose: Purpose, index: int = 0) -> np.random.SeedSequence:

@@ -9,8 +9,8 @@ import stat
 import sys
 from pathlib import Path
 
-from mgst import protocol as P
-from mgst import security
+from mgst.wire import protocol as P
+from mgst.wire import security
 from puller.allowlist import AllowList, AllowListError
 from puller.daemon import EXIT_PAUSED, EXIT_UNREACHABLE, GIVE_UP, Puller
 

@@ -17,10 +17,10 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from adjuster.failures import AvailabilitySchedule
-from mgst import protocol as P
-from mgst import security
 from mgst.availability.process import Period, State
-from mgst.drops import DropLog
+from mgst.wire import protocol as P
+from mgst.wire import security
+from mgst.wire.drops import DropLog
 from mgst.wording import printable
 from puller.allowlist import AllowList
 from puller.executors import EXECUTORS

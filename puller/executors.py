@@ -16,9 +16,9 @@ import math
 
 import psutil
 
-from mgst import protocol as P
 from mgst.core.progress import Activity
 from mgst.model import EXECUTORS
+from mgst.wire import protocol as P
 from puller.allowlist import CommandRefused
 from puller.slotkit import SlotKit
 

@@ -1,6 +1,6 @@
 """Sane limits on what a mapper's messages may ask of a puller: each value is clamped, or the puller stops.
 
-``mgst/protocol.py`` lets through any finite number of the right sign; this module
+``mgst/wire/protocol.py`` lets through any finite number of the right sign; this module
 bounds what the puller does with it, in one place, before ``puller/daemon.py``
 acts on a message. For every field of every mapper message the choice is one of:
 
@@ -30,8 +30,8 @@ from __future__ import annotations
 import logging
 import math
 
-from mgst import protocol as P
 from mgst.availability import registry as availability
+from mgst.wire import protocol as P
 from mgst.wording import printable
 
 log = logging.getLogger("puller.daemon")

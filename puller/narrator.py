@@ -11,9 +11,9 @@ import logging
 import math
 from datetime import datetime
 
-from mgst import protocol as P
-from mgst import security
 from mgst.availability.process import Period, State
+from mgst.wire import protocol as P
+from mgst.wire import security
 from mgst.wording import printable
 
 log = logging.getLogger("puller.daemon")

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import zmq
 
-from mgst import security
+from mgst.wire import security
 
 # The monitor events the puller reads: connections made and lost, and how each handshake ended.
 EVENTS = (zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED

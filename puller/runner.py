@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from mgst import protocol as P
 from mgst.model import EXECUTORS
+from mgst.wire import protocol as P
 from puller.allowlist import AllowList, CommandRefused
 from puller.executors import CommandJob, EmulatedJob, SpinJob, job_environment
 from puller.slotkit import SlotKit

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mgst import protocol as P
+from mgst.wire import protocol as P
 from puller.allowlist import CommandRefused
 from puller.ratelimit import Throttled
 from puller.runner import Runner

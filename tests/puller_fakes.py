@@ -8,8 +8,8 @@ from pathlib import Path
 
 import zmq
 
-from mgst import protocol as P
-from mgst import security
+from mgst.wire import protocol as P
+from mgst.wire import security
 from puller.daemon import Puller
 
 

@@ -1,4 +1,4 @@
-"""Picklable stand-ins for mgst.bot_metrics.simulate_cell: metrics from the cell's parameters, no simulation."""
+"""Picklable stand-ins for mgst.sim.bag_cell.simulate_cell: metrics from the cell's parameters, no simulation."""
 
 from __future__ import annotations
 

@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from mgst.analysis.anglano_findings import Cell, finding_1, finding_2, finding_3, finding_5, load_cells
-from mgst.bot_metrics import simulate_cell
-from mgst.scenarios import anglano
+from mgst.papers.anglano import scenario as anglano
+from mgst.papers.anglano.findings import Cell, finding_1, finding_2, finding_3, finding_5, load_cells
+from mgst.sim.bag_cell import simulate_cell
 
 POLICIES = ("fcfs_excl", "fcfs_share", "rr", "rr_nrf", "long_idle")
 

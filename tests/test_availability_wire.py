@@ -6,11 +6,11 @@ import math
 
 import pytest
 
-from mgst import protocol as P
 from mgst.availability import registry
 from mgst.availability.markov3 import Markov3Availability, Markov3Group
 from mgst.availability.trace import MAX_WIRE_PERIODS
 from mgst.model import Experiment, FailureModel, JobClass, Machine, PolicySpec, WeibullGroup, WeibullNormalFailures
+from mgst.wire import protocol as P
 
 CHAIN = ((0.9, 0.08, 0.02), (0.3, 0.7, 0.0), (0.2, 0.0, 0.8))
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mgst.bot_metrics import SETTLE_MAKESPANS, BagReplication, reduce_bags, summarize_bags
-from mgst.sim import Simulation
+from mgst.sim.loop import Simulation
 from mgst.sweep.spec import parse_sweep
 
 SWEEP = Path(__file__).resolve().parents[1] / "experiments" / "bot" / "anglano-sweep.toml"

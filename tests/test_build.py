@@ -26,9 +26,9 @@ from mgst.build_info import COMPILED_MODULES, HASH_FILE, PURE_ENV, decide, sha25
 from mgst.cli import main
 from mgst.core import tuples
 from mgst.core.decisions import Assign
-from mgst.event_heap import new_event_heap
 from mgst.model import Job
 from mgst.policies.base import Policy
+from mgst.sim.event_heap import new_event_heap
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = Path(mgst.__file__).resolve().parent
@@ -96,9 +96,9 @@ def test_an_edited_source_means_pure_and_names_the_file(fake_package):
 
 @pytest.mark.parametrize("module", build_info.C_MODULES)
 def test_an_edited_or_unbuilt_c_module_means_pure_and_names_it(fake_package, module):
-    assert set(build_info.C_MODULES) == {"mgst._event_heap", "mgst.core._tuples"}
+    assert set(build_info.C_MODULES) == {"mgst.sim._event_heap", "mgst.core._tuples"}
     source = build_info.built_sources(fake_package)[module]
-    shown = "mgst/" + source.relative_to(fake_package).as_posix()  # mgst/_event_heap.c, mgst/core/_tuples.c
+    shown = "mgst/" + source.relative_to(fake_package).as_posix()  # mgst/sim/_event_heap.c, mgst/core/_tuples.c
     extension = source.with_name(source.stem + SUFFIX)
     extension.unlink()
     assert f"the compiled extension of {shown} is missing" in decide(fake_package, environ={})
@@ -117,9 +117,9 @@ def test_a_missing_extension_or_shared_library_means_pure(fake_package):
     (fake_package.parent / ("mgst__mypyc" + SUFFIX)).unlink()
     assert "mgst__mypyc" in decide(fake_package, environ={})
     (fake_package.parent / ("mgst__mypyc" + SUFFIX)).write_bytes(b"")
-    src = source_path("mgst.sim", fake_package)
+    src = source_path("mgst.sim.loop", fake_package)
     (src.parent / (src.stem + SUFFIX)).unlink()
-    assert "mgst/sim.py is missing" in decide(fake_package, environ={})
+    assert "mgst/sim/loop.py is missing" in decide(fake_package, environ={})
 
 
 def test_a_module_not_in_the_hash_file_means_stale(fake_package):
@@ -141,7 +141,7 @@ def test_the_source_finder_loads_exactly_the_compiled_modules_from_their_sources
         assert isinstance(spec.loader, importlib.machinery.SourceFileLoader)
         assert spec.origin == str(source_path(module, fake_package))
     assert finder.find_spec("mgst.model") is None
-    assert finder.find_spec("mgst.policies.wqr") is None
+    assert finder.find_spec("mgst.papers.anglano.wqr") is None
 
 
 
@@ -160,7 +160,7 @@ def test_this_process_runs_what_the_guard_decided():
     compiled = [f.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)) for f in files]
     assert all(compiled) if build_info.compiled() else not any(compiled)
     heap = type(new_event_heap())  # the C event heap exactly with the compiled modules
-    assert heap.__module__ == ("mgst._event_heap" if build_info.compiled() else "mgst.event_heap")
+    assert heap.__module__ == ("mgst.sim._event_heap" if build_info.compiled() else "mgst.sim.event_heap")
     assert (tuples.new_tuple is not tuples.py_new_tuple) == build_info.compiled()  # and the C new_tuple
     assert tuples.runs_compiled() == build_info.compiled()  # the core decides by itself, as the guard did
     if os.environ.get(PURE_ENV) == "1":
@@ -242,7 +242,7 @@ SIMULATE = """
 import dataclasses, json
 import mgst.build_info as b
 from mgst.config import load_experiment
-from mgst.sim import Simulation
+from mgst.sim.loop import Simulation
 exp = load_experiment("experiments/hihi-mfd-fd.toml")
 exp = dataclasses.replace(exp, simulation=dataclasses.replace(exp.simulation, seed=1, horizon=1000.0, replications=1))
 run = Simulation(exp, replication=0).run()

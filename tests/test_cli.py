@@ -213,6 +213,5 @@ def test_simulate_imports_nothing_of_the_testbed():
     assert p.returncode == 0, p.stderr
     summary, modules = p.stdout.splitlines()
     assert json.loads(summary)["overall"]["jobs"] > 0
-    testbed = ("zmq", "sqlite3", "msgpack", "scipy", "puller", "mgst.testbed",
-               "mgst.security", "mgst.protocol")
+    testbed = ("zmq", "sqlite3", "msgpack", "scipy", "puller", "mgst.testbed", "mgst.wire")
     assert [m for m in modules.split() if m.startswith(testbed)] == []

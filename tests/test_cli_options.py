@@ -17,7 +17,7 @@ from mgst.cli import main
 ROOT = Path(__file__).resolve().parents[1]
 HIHI = str(ROOT / "experiments" / "hihi-mfd-fd.toml")
 MODULE = '''from mgst.policies import register
-from mgst.policies.bot import FcfsExcl
+from mgst.papers.anglano.bot import FcfsExcl
 
 
 @register

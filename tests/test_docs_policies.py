@@ -22,7 +22,7 @@ from mgst.config import load_experiment
 from mgst.core import Assign, BagCompleted, Cancel, Hold, Scheduler
 from mgst.model import Bag, Job, JobClass, Machine, PolicySpec
 from mgst.policies.base import Policy, PolicyOptions
-from mgst.simulate import run_simulation
+from mgst.sim.replications import run_simulation
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "policies.md"

@@ -11,9 +11,9 @@ from helpers import c_twin_params
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mgst.event_heap import PyEventHeap
+from mgst.sim.event_heap import PyEventHeap
 
-CEventHeap, HEAPS = c_twin_params("mgst._event_heap", "EventHeap", PyEventHeap, "the C event heap")
+CEventHeap, HEAPS = c_twin_params("mgst.sim._event_heap", "EventHeap", PyEventHeap, "the C event heap")
 needs_c = pytest.mark.skipif(CEventHeap is None, reason="the C event heap is not built here (pip install -e .)")
 
 # Few distinct times and kinds, so that ties are common: order falls to kind, then to seq.

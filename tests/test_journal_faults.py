@@ -25,13 +25,13 @@ import pytest
 from puller_fakes import FakeMapper, ThreadPuller, client_keys, job
 from test_resume import count_events, free_port, reap, small_file, start_mapper, wait_for
 
-from mgst import protocol as P
-from mgst import security
 from mgst.testbed.export import load_run
 from mgst.testbed.local_run import start_pullers, stop_pullers
 from mgst.testbed.salvage import salvage
 from mgst.testbed.store import JournalDamaged, JournalWriteError, RunStore
 from mgst.testbed.wal_check import inspect_wal
+from mgst.wire import protocol as P
+from mgst.wire import security
 from puller import daemon
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,8 +13,8 @@ import statistics
 
 import pytest
 
-from mgst.kondo.experiment import kondo_experiment
-from mgst.kondo.metrics import simulate_run
+from mgst.papers.kondo.experiment import kondo_experiment
+from mgst.papers.kondo.metrics import simulate_run
 from mgst.traces.calendar import business_starts
 from mgst.traces.platform import generate_platform, write_platform
 
@@ -79,7 +79,7 @@ def test_finding_3_excluding_slow_hosts_helps_on_sdsc_and_a_fixed_threshold_can_
 
 
 def test_unfinished_applications_are_counted_not_dropped_unsaid(tmp_path):
-    from mgst.kondo.findings import claims, read_runs
+    from mgst.papers.kondo.findings import claims, read_runs
 
     path = tmp_path / "runs.csv"
     rows = ["platform,policy,tasks,task_minutes,seed,replication,ratio,makespan,optimal,waste,prediction_error,error"]

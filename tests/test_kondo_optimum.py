@@ -1,4 +1,4 @@
-"""The omniscient optimum (mgst.kondo.optimum): hand-solved traces A-H, a brute-force check, the tie rule."""
+"""The omniscient optimum (mgst.papers.kondo.optimum): hand-solved traces A-H, a brute-force check, the tie rule."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from mgst.availability.process import State
 from mgst.availability.trace_files import Interval
-from mgst.kondo.experiment import kondo_experiment
-from mgst.kondo.metrics import simulate_run
-from mgst.kondo.optimum import HostTrace, NotEnoughCapacity, Optimum, host_traces, optimal_makespan
+from mgst.papers.kondo.experiment import kondo_experiment
+from mgst.papers.kondo.metrics import simulate_run
+from mgst.papers.kondo.optimum import HostTrace, NotEnoughCapacity, Optimum, host_traces, optimal_makespan
 
 INF = math.inf
 S = 10.0  # every hand trace's task size (optimum.md, section 4): time in minutes, power in work per minute

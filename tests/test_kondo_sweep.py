@@ -1,4 +1,4 @@
-"""The Kondo experiment (mgst.kondo): one run's Experiment and file, its metrics, and the kondo sweep scenario."""
+"""The Kondo experiment (mgst.papers.kondo): one run's Experiment and file, its metrics, and its sweep scenario."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 
 from mgst.availability.trace import TraceAvailability
 from mgst.config import load_experiment
-from mgst.kondo.experiment import experiment_toml, kondo_experiment
-from mgst.kondo.metrics import simulate_run
 from mgst.model import BagList, PolicySpec
+from mgst.papers.kondo.experiment import experiment_toml, kondo_experiment
+from mgst.papers.kondo.metrics import simulate_run
 from mgst.sweep import parse_sweep, run_sweep
 
 
@@ -122,7 +122,7 @@ def test_a_sweep_file_without_run_settings(tmp_path):
 
 
 def test_the_claims_figures_are_paired(tmp_path):
-    from mgst.kondo.findings import better, ratio_to_optimal, read_runs
+    from mgst.papers.kondo.findings import better, ratio_to_optimal, read_runs
 
     head = "platform,policy,tasks,task_minutes,seed,replication,ratio,makespan,optimal,waste,prediction_error,error\n"
     rows = ["sdsc,FCFS,100,5,1,0,2.0,200,100,0,,", "sdsc,PRI-CR,100,5,1,0,1.0,100,100,0,,",
@@ -139,7 +139,7 @@ def test_the_claims_figures_are_paired(tmp_path):
 
 
 def test_sweep_csv_names_each_column_once(tmp_path):
-    from mgst.scenarios.kondo import MEASURES
+    from mgst.papers.kondo.scenario import MEASURES
     from mgst.sweep.spec import RUN_COLUMNS
 
     axes = ("platform", "policy", "tasks", "task_minutes")
@@ -148,7 +148,7 @@ def test_sweep_csv_names_each_column_once(tmp_path):
 
 
 def test_the_claims_compare_every_policy_on_the_same_start_points():
-    from mgst.kondo.findings import Run, balanced
+    from mgst.papers.kondo.findings import Run, balanced
 
     def run(policy, replication):
         return Run("sdsc", policy, 100, 5.0, "1", str(replication), 100.0, 1.0, 0.0, float("nan"))

@@ -22,12 +22,12 @@ import psutil
 import pytest
 from lab_network import SSH_PORT, LabNet, assert_nothing_left, lab_network, need_lab, processes_under
 
-from mgst import security
 from mgst.cli import main
 from mgst.lab import ssh
 from mgst.lab.hosts import HostsFileError, load_hosts
 from mgst.lab.remote import read_reply, version_number
 from mgst.lab.ssh import SshError
+from mgst.wire import security
 
 ROOT = Path(__file__).resolve().parents[1]
 # The machine's network namespaces and subnets (a free one is found, then taken: a race between two workers):

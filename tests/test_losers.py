@@ -15,7 +15,7 @@ from mgst.core.state import JobStatus, Outcome
 from mgst.model import BagList, Experiment, Job, JobClass, Machine, PolicySpec, SimulationSettings
 from mgst.policies.base import Policy
 from mgst.results import JOB_COLUMNS, JOB_EXTRA_COLUMNS, format_table
-from mgst.simulate import run_simulation
+from mgst.sim.replications import run_simulation
 
 
 class Both(Policy):

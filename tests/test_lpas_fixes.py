@@ -15,8 +15,8 @@ from mgst.core import Assign, MachineState, SetTimer
 from mgst.core.decisions import MachineSuspected, ReplicaTimedOut
 from mgst.core.state import Outcome
 from mgst.model import Job
-from mgst.policies.lpas_fixes import DELAY_MIN_SAMPLES, min_samples
-from mgst.policies.lpas_options import LpasOptions
+from mgst.papers.mgst.lpas_fixes import DELAY_MIN_SAMPLES, min_samples
+from mgst.papers.mgst.lpas_options import LpasOptions
 from mgst.testbed.local_run import run_local
 
 RATES = [[4.0, 1.0, 1.0], [1.0, 4.0, 3.0]]

@@ -18,8 +18,6 @@ from helpers import computed_spy
 from test_testbed import check_every_job_done_once, small
 from test_testbed_attacks import FakePuller, SecureRun, client_keys, hello
 
-from mgst import protocol as P
-from mgst import security
 from mgst.core.events import JobArrived, RunStart
 from mgst.core.state import MachineState
 from mgst.model import (
@@ -39,6 +37,8 @@ from mgst.testbed.clock_offsets import PERIOD
 from mgst.testbed.mapper import Mapper
 from mgst.testbed.messages import READY_BURST, READY_RATE
 from mgst.testbed.replay import replay
+from mgst.wire import protocol as P
+from mgst.wire import security
 
 # ---------------------------------------------------------------- units
 

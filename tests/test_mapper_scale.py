@@ -16,11 +16,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from mgst import security
 from mgst.core import JobStatus
 from mgst.model import Experiment, JobClass, Machine, PolicySpec, TestbedSettings
 from mgst.testbed.local_run import stop_pullers
 from mgst.testbed.mapper import Mapper
+from mgst.wire import security
 
 ROOT = Path(__file__).resolve().parent.parent
 

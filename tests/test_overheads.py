@@ -14,8 +14,8 @@ from mgst.cli import main
 from mgst.config.experiment import load_experiment
 from mgst.model import BagList, Experiment, Job, JobClass, Machine, PolicySpec, SimulationSettings, StagingModel
 from mgst.model import TestbedSettings as Testbed
-from mgst.overheads import MIN_SAMPLES, MachineOverheads, Overheads
-from mgst.sim import Simulation
+from mgst.sim.loop import Simulation
+from mgst.sim.overheads import MIN_SAMPLES, MachineOverheads, Overheads
 from mgst.testbed.experiment_codec import to_plain
 from mgst.testbed.journal import Journal
 from mgst.testbed.local_run import run_local
@@ -116,7 +116,7 @@ def test_in_model_time_and_pooled_when_a_machine_has_too_few_jobs(tmp_path: Path
     """Both machines have fewer than MIN_SAMPLES jobs: each takes the values of both, in model time (/ 0.5 s)."""
     assert MIN_SAMPLES > 2
     write_journal(tmp_path / "run")
-    with caplog.at_level(logging.WARNING, logger="mgst.overheads"):
+    with caplog.at_level(logging.WARNING, logger="mgst.sim.overheads"):
         ov = overheads_from_run(tmp_path / "run", TWO)
     for m in ov.machines:
         assert sorted(m.pre) == pytest.approx([0.020, 0.022, 0.022, 0.024, 0.040])
@@ -218,7 +218,7 @@ def test_a_real_run_calibrates_its_simulation(tmp_path: Path, capsys, no_childre
 
 def test_the_overheads_reach_worker_processes() -> None:
     """Replications in two processes draw what they draw in one (the overheads are pickled to the workers)."""
-    from mgst.simulate import run_simulation  # noqa: PLC0415
+    from mgst.sim.replications import run_simulation  # noqa: PLC0415
 
     exp = load_experiment(Path(__file__).resolve().parent.parent / "experiments" / "hihi-mfd-fd.toml")
     ov = Overheads(tuple(MachineOverheads((0.01, 0.03), (0.02,)) for _ in exp.machines))

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from mgst.analysis.paper import PAPER, agrees, deviation
 from mgst.config import load_experiment
-from mgst.simulate import run_simulation
+from mgst.papers.mgst.tables import PAPER, agrees, deviation
+from mgst.sim.replications import run_simulation
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 

@@ -64,7 +64,7 @@ def test_an_lpas_subclass_gets_its_own_options_by_default():
     # LpasDG() with no options takes the class's Options, so a subclass may bring its own.
     import dataclasses
 
-    from mgst.policies.lpas import LpasDG, LpasOptions
+    from mgst.papers.mgst.lpas import LpasDG, LpasOptions
 
     @dataclasses.dataclass(frozen=True)
     class Wider(LpasOptions):
@@ -537,7 +537,7 @@ def test_two_user_policies_under_one_name_name_both():
 
 
 def test_lpas_reports_an_unsolvable_allocation_lp_clearly(monkeypatch):
-    from mgst.policies import lpas  # noqa: PLC0415
+    from mgst.papers.mgst import lpas  # noqa: PLC0415
     from mgst.policies.allocation import AllocationError  # noqa: PLC0415
 
     def fail(*args):

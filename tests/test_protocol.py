@@ -1,11 +1,11 @@
-"""The wire's version 5 (mgst.protocol): a job's pace, Pace, and Share's availability state, checked both ways."""
+"""The wire's version 5 (mgst.wire.protocol): a job's pace, Pace, and Share's availability state, checked both ways."""
 
 from __future__ import annotations
 
 import msgpack
 import pytest
 
-from mgst import protocol as P
+from mgst.wire import protocol as P
 
 
 def frame(kind: str, **fields) -> bytes:

@@ -24,8 +24,8 @@ import zmq
 from helpers import is_suspended
 from puller_fakes import FakeMapper, job
 
-from mgst import protocol as P
-from mgst import security
+from mgst.wire import protocol as P
+from mgst.wire import security
 from puller.allowlist import AllowList, AllowListError, CommandRefused, load_file, parse_entry
 
 ROOT = Path(__file__).resolve().parents[1]

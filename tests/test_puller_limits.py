@@ -25,14 +25,14 @@ from puller_fakes import FakeMapper, ThreadPuller, job
 
 from adjuster.failures import MIN_PERIOD
 from mgst import config
-from mgst import protocol as P
 from mgst.availability import registry as availability
 from mgst.availability.weibull import ANGLANO_PRESETS, DEFAULT_SHAPE, MAX_SHAPE, MIN_SHAPE, anglano_preset
 from mgst.config import model_sections as config_models
-from mgst.drops import DropLog
 from mgst.model import EXECUTORS
 from mgst.testbed.liveness import HEARTBEAT_INTERVAL, heartbeat_interval_for
 from mgst.testbed.messages import PullerMessages
+from mgst.wire import protocol as P
+from mgst.wire.drops import DropLog
 from puller import limits
 from puller.limits import Limits
 

@@ -22,8 +22,8 @@ from helpers import read_until
 from puller_fakes import FakeMapper, job
 from zmq.utils import z85
 
-from mgst import protocol as P
-from mgst import security
+from mgst.wire import protocol as P
+from mgst.wire import security
 
 ROOT = Path(__file__).resolve().parents[1]
 # The documented exit code of a puller that could not reach its mapper (docs/puller.md; EX_UNAVAILABLE).

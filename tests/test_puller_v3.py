@@ -20,9 +20,9 @@ from helpers import is_suspended
 from puller_fakes import FakeMapper, ThreadPuller, client_keys, job
 
 from adjuster.throttle import available_backends
-from mgst import protocol as P
-from mgst import security
 from mgst.availability.registry import process_from_wire
+from mgst.wire import protocol as P
+from mgst.wire import security
 from puller.allowlist import AllowList
 from puller.runner import Runner
 

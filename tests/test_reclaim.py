@@ -21,15 +21,15 @@ from test_testbed_attacks import FakePuller, SecureRun, hello, wait_for
 from test_testbed_attacks import client_keys as attack_keys
 
 from adjuster.throttle.accounting import CpuAccountant
-from mgst import protocol as P
-from mgst import security
 from mgst.availability import State
 from mgst.availability.trace import TraceAvailability
 from mgst.core.state import JobStatus
 from mgst.model import BagList, Experiment, JobClass, Machine, PolicySpec, SimulationSettings, TestbedSettings
-from mgst.sim import Simulation
+from mgst.sim.loop import Simulation
 from mgst.testbed.mapper import Interrupted
 from mgst.testbed.messages import READY_BURST, READY_RATE
+from mgst.wire import protocol as P
+from mgst.wire import security
 
 TOL = 0.08  # timer tolerance on a loaded machine, seconds (as tests/test_puller_v3.py)
 UP, RECLAIMED, DOWN = int(State.UP), int(State.RECLAIMED), int(State.DOWN)

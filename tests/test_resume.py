@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from helpers import read_until
 
-from mgst import security
 from mgst.config import load_experiment
 from mgst.testbed.local_run import start_pullers, stop_pullers
+from mgst.wire import security
 from mgst.workload.poisson import PoissonWorkload
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,7 +7,8 @@ import pickle
 import pytest
 
 from mgst.model import BagStream, StagingModel, WeibullNormalFailures
-from mgst.scenarios import anglano, get, names
+from mgst.papers.anglano import scenario as anglano
+from mgst.scenarios import get, names
 
 # Table II as printed: MTTF (s) per group at High, Medium and Low availability.
 TABLE_II = {

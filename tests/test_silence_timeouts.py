@@ -25,7 +25,7 @@ from mgst.core import (
 from mgst.model import Job, JobClass, Machine, TestbedSettings
 from mgst.policies import build_policy
 from mgst.policies.timeouts import SilenceTimeouts
-from mgst.sim import Simulation
+from mgst.sim.loop import Simulation
 from mgst.testbed.experiment_codec import from_plain, to_plain
 
 KEY1 = ("silence", 1)

@@ -9,8 +9,8 @@ import pytest
 
 from mgst.core.state import JobRecord, JobStatus
 from mgst.model import Experiment, FailureModel, Job, JobClass, Machine, PolicySpec, SimulationSettings
-from mgst.sim import ReplicationRun, Simulation
-from mgst.simulate import run_simulation
+from mgst.sim.loop import ReplicationRun, Simulation
+from mgst.sim.replications import run_simulation
 from mgst.workload.poisson import PoissonWorkload
 
 
@@ -174,8 +174,8 @@ def test_events_at_one_instant_come_in_kind_order_around_an_arrival():
     being held out of the event heap."""
     from mgst.core.decisions import SetTimer  # noqa: PLC0415
     from mgst.model import BagList  # noqa: PLC0415
+    from mgst.papers.anglano.bot import FcfsShare  # noqa: PLC0415
     from mgst.policies import register  # noqa: PLC0415
-    from mgst.policies.bot import FcfsShare  # noqa: PLC0415
 
     @register
     class EventOrder(FcfsShare):
@@ -253,7 +253,7 @@ def test_lpas_asking_one_machine_per_eligible_set_changes_no_result(monkeypatch)
     # machine. With failures (requeues, re-solves) and a periodic re-solve, the two
     # must give the same schedule, job by job.
     from mgst import policies
-    from mgst.policies.lpas import LpasDG
+    from mgst.papers.mgst.lpas import LpasDG
 
     class AskedOneByOne(LpasDG):
         hooks = frozenset({"choose"})

@@ -11,7 +11,7 @@ from mgst.availability.markov3 import Markov3Availability, Markov3Group
 from mgst.availability.trace import TraceAvailability
 from mgst.core.state import JobStatus, Outcome
 from mgst.model import BagList, Experiment, JobClass, Machine, PolicySpec, SimulationSettings
-from mgst.sim import Simulation
+from mgst.sim.loop import Simulation
 
 
 def experiment(tmp_path, trace: str, bags, checkpoint_interval=None, horizon=20.0) -> Experiment:

@@ -18,7 +18,7 @@ from mgst import cli
 from mgst.cli import main
 from mgst.model import Experiment, FailureModel, JobClass, Machine, PolicySpec, SimulationSettings
 from mgst.results import JOB_COLUMNS, JOB_EXTRA_COLUMNS, JOB_FORMATS, jobs_csv_size, write_jobs
-from mgst.simulate import jobs_part, run_simulation
+from mgst.sim.replications import jobs_part, run_simulation
 
 ROOT = Path(__file__).resolve().parents[1]
 HIHI = ROOT / "experiments" / "hihi-mfd-fd.toml"

@@ -24,7 +24,7 @@ from mgst import worker_memory
 from mgst.cli import main
 from mgst.config import ConfigError
 from mgst.model import BagList, BagStream, JobClass, PoissonClasses, SimulationSettings, SwfTrace
-from mgst.scenarios import anglano
+from mgst.papers.anglano import scenario as anglano
 from mgst.sweep import SweepError, estimated_cost, run_cell, run_sweep
 from mgst.sweep.plots import UNBOUNDED, figure
 from mgst.sweep.results import ResultLog, summarize

@@ -21,13 +21,13 @@ import pytest
 import zmq
 from helpers import CONTENTION_SLACK, contention_seconds, read_until
 
-from mgst import protocol as P
 from mgst.core.state import JobStatus, MachineState, Outcome
 from mgst.model import Experiment, FailureModel, JobClass, Machine, PolicySpec, SimulationSettings, TestbedSettings
 from mgst.testbed.export import load_run
 from mgst.testbed.local_run import start_pullers, stop_pullers
 from mgst.testbed.mapper import Mapper, TestbedRun
 from mgst.testbed.summary import summarize_testbed, write_testbed_outputs
+from mgst.wire import protocol as P
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_LIMIT = 60.0  # seconds any one run may take before the test gives up
@@ -393,7 +393,7 @@ def test_a_command_outside_the_allow_list_runs_nothing_and_the_mapper_records_it
     """Two pullers with valid keys: M1 allows the run's command, M2's allow-list does not have it. M2 runs
     nothing (no marker file of its), the mapper records refused replicas on M2 and takes M2 out of the
     run after a few; every job is done once, on M1."""
-    from mgst import security  # noqa: PLC0415
+    from mgst.wire import security  # noqa: PLC0415
 
     marks = tmp_path / "marks"
     marks.mkdir()

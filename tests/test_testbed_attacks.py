@@ -25,12 +25,12 @@ import zmq.utils.monitor
 from test_resume import count_events, free_port
 from test_testbed import Run, check_every_job_done_once, small
 
-from mgst import protocol as P
-from mgst import security
 from mgst.core.state import MachineState
 from mgst.testbed.local_run import start_pullers, stop_pullers
 from mgst.testbed.mapper import Interrupted, Mapper
 from mgst.testbed.run_result import TestbedRun
+from mgst.wire import protocol as P
+from mgst.wire import security
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_LIMIT = 60.0  # seconds any one run may take before the test gives up

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from mgst import protocol as P
 from mgst.availability import Period, State, make_process
 from mgst.availability.registry import process_from_wire, to_wire, wire_problem
 from mgst.availability.trace import MAX_WIRE_PERIODS, TraceAvailability
@@ -16,6 +15,7 @@ from mgst.availability.trace_files import Interval, TraceError, read_trace, writ
 from mgst.config import ConfigError, load_experiment
 from mgst.model import Experiment, JobClass, Machine, PolicySpec
 from mgst.testbed.experiment_codec import from_plain, to_plain
+from mgst.wire import protocol as P
 
 ROOT = Path(__file__).resolve().parents[1]
 UP, RECLAIMED, DOWN = State.UP, State.RECLAIMED, State.DOWN

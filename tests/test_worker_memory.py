@@ -14,8 +14,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from mgst import simulate, worker_memory
+from mgst import worker_memory
 from mgst.config import load_experiment
+from mgst.sim import replications
 
 
 class _Node:
@@ -111,9 +112,9 @@ def test_it_collects_only_past_the_limit_and_takes_a_new_baseline(monkeypatch, c
 
 def test_a_simulation_frees_its_replications_in_batches(monkeypatch):
     calls = []
-    monkeypatch.setattr(simulate, "free_garbage_if_grown", lambda: calls.append(1))
+    monkeypatch.setattr(replications, "free_garbage_if_grown", lambda: calls.append(1))
     exp = load_experiment(Path(__file__).resolve().parents[1] / "experiments" / "hihi-mfd-fd.toml")
-    simulate.run_simulation(exp, horizon=200.0, warmup=0.0, replications=3, workers=1)
+    replications.run_simulation(exp, horizon=200.0, warmup=0.0, replications=3, workers=1)
     assert len(calls) == 3
 
 
@@ -160,12 +161,12 @@ def test_a_simulation_leaves_its_last_replications_records_frozen():
     # The records of a run of 5,300 jobs: a JobRecord, a ReplicaRecord and a history list each, at least.
     result = _run_fresh(f"""
         gc.enable()
-        from mgst import simulate
+        from mgst.sim import replications
         from mgst.config import load_experiment
         exp = load_experiment({str(Path(__file__).resolve().parents[1] / "experiments" / "hihi-mfd-fd.toml")!r})
         gc.freeze()  # what there is before the run
         before = gc.get_freeze_count()
-        summary, _ = simulate.run_simulation(exp, horizon=200.0, warmup=0.0, replications=1, workers=1)
+        summary, _ = replications.run_simulation(exp, horizon=200.0, warmup=0.0, replications=1, workers=1)
         print(json.dumps({{"jobs": summary.jobs_simulated, "frozen": gc.get_freeze_count() - before}}))
     """)
     assert result["jobs"] > 5000 and result["frozen"] > 3 * result["jobs"]

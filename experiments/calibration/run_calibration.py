@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from mgst.config import load_experiment  # noqa: E402
-from mgst.simulate import run_simulation  # noqa: E402
+from mgst.sim.replications import run_simulation  # noqa: E402
 from mgst.testbed.export import load_run  # noqa: E402
 from mgst.testbed.overheads import overheads_from_run  # noqa: E402
 

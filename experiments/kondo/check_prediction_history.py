@@ -11,9 +11,9 @@ import statistics
 import sys
 from pathlib import Path
 
-from mgst.kondo.experiment import kondo_experiment
-from mgst.kondo.metrics import simulate_run
-from mgst.sim import Simulation
+from mgst.papers.kondo.experiment import kondo_experiment
+from mgst.papers.kondo.metrics import simulate_run
+from mgst.sim.loop import Simulation
 from mgst.traces.calendar import business_starts
 from mgst.traces.platform import generate_platform, write_platform
 

@@ -1,5 +1,5 @@
 """Copy a kondo sweep's summary.csv and plots into a results folder, with runs.csv: the per-run columns
-mgst.kondo.findings reads (6 significant digits; sweep.csv is larger, and its wall times are the machine's).
+mgst.papers.kondo.findings reads (6 significant digits; sweep.csv is larger, and its wall times are the machine's).
 
     python experiments/kondo/collect_results.py runs/kondo/sdsc experiments/kondo/results/sdsc
 """

@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="run only the cells with these values (repeatable), e.g. --only policy=rr,rr_nrf")
     p.add_argument("--quick", action="store_true", help="apply the file's [quick] preset")
     p.add_argument("--cell", metavar="MODULE:FUNCTION",
-                   help="the function computing a cell (default mgst.bot_metrics:simulate_cell)")
+                   help="the function computing a cell (default mgst.sim.bag_cell:simulate_cell)")
     p.add_argument("--no-plots", action="store_true", help="write sweep.csv and summary.csv only")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     _add_import(p, "; every worker imports it (a Dask cluster's workers need the module installed)")
@@ -215,9 +215,9 @@ def _testbed_error(e: Exception) -> int | None:
     are imported here, once something failed: `mgst simulate` does not import the mapper, ZeroMQ and SQLite
     (0.15 s) to catch errors it cannot raise."""
     from mgst.cli.testbed_commands import EXIT_PAUSED  # noqa: PLC0415
-    from mgst.security import KeyFileError, SecurityError  # noqa: PLC0415
     from mgst.testbed.mapper import Interrupted  # noqa: PLC0415
     from mgst.testbed.store import JournalWriteError, StoreError  # noqa: PLC0415
+    from mgst.wire.security import KeyFileError, SecurityError  # noqa: PLC0415
 
     if isinstance(e, (SecurityError, KeyFileError, StoreError)):
         print(f"mgst: error: {e}", file=sys.stderr)

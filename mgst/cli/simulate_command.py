@@ -15,12 +15,12 @@ from mgst.config.checks import overload_warning
 
 if TYPE_CHECKING:
     from mgst.model import Experiment
-    from mgst.overheads import Overheads
+    from mgst.sim.overheads import Overheads
 
 
 def simulate_command(args: argparse.Namespace) -> int:
     from mgst.results import write_summary_csv  # noqa: PLC0415 (keeps `mgst --help` fast)
-    from mgst.simulate import run_simulation  # noqa: PLC0415
+    from mgst.sim.replications import run_simulation  # noqa: PLC0415
 
     import_policies(args)
     exp = load_experiment(args.file)
@@ -196,7 +196,7 @@ def _jobs_estimate(rows: int) -> str:
 def _write_simulated_jobs(out: Path, fmt: str, parts: Path, reps: int, rows: int) -> str:
     """Make the jobs file from the replications' parts; say its size (before writing, and after if compressed)."""
     from mgst.results import jobs_csv_size, write_jobs  # noqa: PLC0415
-    from mgst.simulate import jobs_part  # noqa: PLC0415
+    from mgst.sim.replications import jobs_part  # noqa: PLC0415
 
     name = _jobs_name(fmt)
     files = [jobs_part(parts, r) for r in range(reps)]

@@ -14,9 +14,9 @@ from mgst.wording import plural
 
 
 def paper_command(args: argparse.Namespace) -> int:
-    from mgst.analysis.paper import PAPER, agrees, deviation  # noqa: PLC0415
     from mgst.config.checks import check_run_length  # noqa: PLC0415
-    from mgst.simulate import run_simulation  # noqa: PLC0415
+    from mgst.papers.mgst.tables import PAPER, agrees, deviation  # noqa: PLC0415
+    from mgst.sim.replications import run_simulation  # noqa: PLC0415
 
     import_policies(args)
     names = args.settings or list(PAPER)

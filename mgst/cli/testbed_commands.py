@@ -266,10 +266,10 @@ def _check_new_out(out: Path) -> None:
 
 
 def mapper_command(args: argparse.Namespace) -> int:
-    from mgst import security  # noqa: PLC0415
     from mgst.testbed.mapper import Mapper  # noqa: PLC0415
     from mgst.testbed.resume import RunOver  # noqa: PLC0415
     from mgst.testbed.router import BindError  # noqa: PLC0415
+    from mgst.wire import security  # noqa: PLC0415
 
     import_policies(args)
     exp = load_experiment(args.file)
@@ -353,7 +353,7 @@ def mapper_command(args: argparse.Namespace) -> int:
 
 
 def keys_command(args: argparse.Namespace) -> int:
-    from mgst import security  # noqa: PLC0415
+    from mgst.wire import security  # noqa: PLC0415
 
     check_folder("FOLDER", args.folder)
     if args.experiment is not None:

@@ -23,7 +23,7 @@ def draw_powers(low: float, high: float, total: float, seed: int) -> list[float]
     The draws are random.Random(seed).uniform(low, high) in order (the stdlib generator, whose
     sequence Python keeps across versions). Machines are added while the sum is below
     ``total``; the machine that reaches it is kept whole, so the sum overshoots ``total`` by
-    less than ``high`` and no machine is trimmed. mgst.scenarios.anglano.powers draws the
+    less than ``high`` and no machine is trimmed. mgst.papers.anglano.scenario.powers draws the
     same grid: seed 91 gives the paper's 93 machines (sum 1003.84).
     """
     rng = random.Random(seed)

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from mgst import security
 from mgst.toml_file import TomlFileError, read_toml
+from mgst.wire import security
 
 # Host labels and machine names become parts of file names and of messages: a safe alphabet.
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")

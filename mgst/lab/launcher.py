@@ -9,11 +9,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mgst import security
 from mgst.lab import remote
 from mgst.lab.hosts import Host, HostsFileError, Lab, secret_key
 from mgst.lab.remote import PullerState, Readout
 from mgst.lab.ssh import Reply, SshError, last_line, run_script
+from mgst.wire import security
 
 log = logging.getLogger(__name__)
 

@@ -12,9 +12,9 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from mgst import security
 from mgst.lab.hosts import Host
 from mgst.lab.ssh import SshError
+from mgst.wire import security
 from mgst.wording import printable
 
 MARK = "@mgst-lab"

@@ -14,18 +14,19 @@ if TYPE_CHECKING:
 # Filled in as policy modules land; see register().
 _REGISTRY: dict[str, type] = {}
 
-# The modules of the built-in policies, loaded before any other policy registers.
+# The modules of the built-in policies, loaded before any other policy registers: this package's generic ones
+# and the papers' (mgst/papers/<paper>/), named here so that this package imports no paper.
 _BUILTIN_MODULES = (
-    "mgst.policies.bot",
-    "mgst.policies.bot_circular",
-    "mgst.policies.bot_idle",
+    "mgst.papers.anglano.bot",
+    "mgst.papers.anglano.bot_circular",
+    "mgst.papers.anglano.bot_idle",
     "mgst.policies.fcfs",
-    "mgst.policies.kondo_excl",
-    "mgst.policies.kondo_pred",
-    "mgst.policies.kondo_pri",
-    "mgst.policies.lpas",
+    "mgst.papers.kondo.excl",
+    "mgst.papers.kondo.pred",
+    "mgst.papers.kondo.pri",
+    "mgst.papers.mgst.lpas",
     "mgst.policies.random_choice",
-    "mgst.policies.wqr",
+    "mgst.papers.anglano.wqr",
 )
 
 

@@ -1,16 +1,24 @@
-"""Scenario generators: a seed paper's experiment grid as code, one cell at a time, for `mgst sweep`."""
+"""The scenario machinery of `mgst sweep`: what a scenario is (scenario), and the registry of the papers' scenarios.
+
+Each paper's grid, as code, is its folder's scenario module (mgst/papers/<paper>/scenario.py).
+"""
 
 from __future__ import annotations
+
+import importlib
 
 from mgst.scenarios.scenario import BOT_MEASURES, Axis, CellFunction, Measures, RunSettings, Scenario
 
 __all__ = ["BOT_MEASURES", "Axis", "CellFunction", "Measures", "RunSettings", "Scenario", "get", "names"]
 
+# The papers' scenario modules, each with its SCENARIO (a later seed adds its module here). Imported by
+# name, at the first use: the papers import this package's machinery, and mgst.papers sits above it.
+_MODULES = ("mgst.papers.anglano.scenario", "mgst.papers.kondo.scenario")
+
 
 def _registry() -> dict[str, Scenario]:
-    from mgst.scenarios import anglano, kondo  # noqa: PLC0415 (a later seed adds its module here)
-
-    return {s.name: s for s in (anglano.SCENARIO, kondo.SCENARIO)}
+    scenarios: list[Scenario] = [importlib.import_module(module).SCENARIO for module in _MODULES]
+    return {s.name: s for s in scenarios}
 
 
 def names() -> list[str]:

@@ -25,7 +25,7 @@ class Measures:
     scale: tuple[tuple[str, float], ...] = ()  # metric -> the factor its plots multiply it by (a fraction as %)
 
 
-# Seed 000's Bag-of-Tasks measures (mgst.bot_metrics.simulate_cell): AVT, makespan, waiting time and RWT.
+# Seed 000's Bag-of-Tasks measures (mgst.sim.bag_cell.simulate_cell): AVT, makespan, waiting time and RWT.
 BOT_MEASURES = Measures(
     columns=("avt", "avt_ci", "makespan", "makespan_ci", "waiting", "waiting_ci", "rwt", "bags", "tasks",
              "unbounded", "wall_s"),
@@ -67,7 +67,7 @@ class Scenario:
     group per value of ``groups`` (per combination of them, if several) and one bar per value of ``bars``.
 
     The rest is optional (the defaults are seed 000's Bag-of-Tasks sweep): ``cell`` computes a cell
-    (None: mgst.bot_metrics.simulate_cell), ``measures`` says what it returns; ``per_replication``
+    (None: mgst.sim.bag_cell.simulate_cell), ``measures`` says what it returns; ``per_replication``
     makes each replication its own Experiment (``build`` then gets the replication index in place of
     the count); ``prepare(values, options, out_dir)`` makes what the cells share in the sweep's folder
     (files) before any is built, given each axis's swept values, and returns the options the builds

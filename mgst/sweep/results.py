@@ -16,7 +16,7 @@ from mgst.scenarios import BOT_MEASURES, Measures
 
 log = logging.getLogger(__name__)
 
-# What mgst.bot_metrics.simulate_cell returns, in column order; other keys become extra columns.
+# What mgst.sim.bag_cell.simulate_cell returns, in column order; other keys become extra columns.
 METRICS = BOT_MEASURES.columns
 ERROR = "error"
 # The metrics summarised and plotted (the paper's AVT, makespan, waiting time and RWT), and those an

@@ -58,8 +58,8 @@ class SweepResult:
 
 
 def default_cell(experiment: Experiment, replication: int) -> Mapping[str, Any]:
-    """The real cell: mgst.bot_metrics.simulate_cell, imported where the cell runs."""
-    from mgst.bot_metrics import simulate_cell  # noqa: PLC0415
+    """The real cell: mgst.sim.bag_cell.simulate_cell, imported where the cell runs."""
+    from mgst.sim.bag_cell import simulate_cell  # noqa: PLC0415
 
     return simulate_cell(experiment, replication)
 
@@ -88,7 +88,7 @@ def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, workers: int = 1, 
 
     Cells run on ``workers`` local processes, or on the Dask cluster whose scheduler is at
     ``scheduler`` (``tcp://host:port``). ``cell_fn(experiment, replication)`` computes one cell
-    (default: the scenario's ``cell``, else mgst.bot_metrics.simulate_cell); it must be picklable (a
+    (default: the scenario's ``cell``, else mgst.sim.bag_cell.simulate_cell); it must be picklable (a
     module-level function).
     A cell that raises gets its message in the ``error`` column and runs again next time. On
     KeyboardInterrupt the pool is shut down (workers killed) and the interrupt re-raised.
@@ -117,9 +117,9 @@ def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, workers: int = 1, 
     if cell_fn is None and scenario.cell is not None:
         cell_fn = scenario.cell
     if cell_fn is None:
-        if todo and scheduler is None and importlib.util.find_spec("mgst.bot_metrics") is None:
+        if todo and scheduler is None and importlib.util.find_spec("mgst.sim.bag_cell") is None:
             results.close()
-            raise SweepError("mgst.bot_metrics (simulate_cell) is not available: no cell can run")
+            raise SweepError("mgst.sim.bag_cell (simulate_cell) is not available: no cell can run")
         cell_fn = default_cell
 
     def report() -> None:

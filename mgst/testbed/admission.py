@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from mgst.availability import registry as availability
 from mgst.model import Experiment, Failures
-from mgst.protocol import Drop
+from mgst.wire.protocol import Drop
 
 
 @dataclass(frozen=True, slots=True)

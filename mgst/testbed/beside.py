@@ -23,7 +23,7 @@ from mgst.analysis.compare import (
 )
 from mgst.model import PoissonClasses
 from mgst.results import Summary, format_table
-from mgst.simulate import run_simulation
+from mgst.sim.replications import run_simulation
 from mgst.testbed.finite_workload import FiniteWindow, bag_makespans, finite_window, format_bag_makespans
 from mgst.testbed.gap import Gap, find_gap
 from mgst.testbed.run_result import TestbedRun

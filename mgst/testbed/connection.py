@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mgst import protocol as P
 from mgst.testbed.clock_offsets import OffsetEstimator, PeriodBest
+from mgst.wire import protocol as P
 
 
 @dataclass(slots=True)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from mgst import protocol as P
 from mgst.core.decisions import (
     Assign,
     Cancel,
@@ -23,6 +22,7 @@ from mgst.staging import StagingSampler
 from mgst.testbed.connection import Connection
 from mgst.testbed.journal import Journal
 from mgst.testbed.run_clock import RunClock, WallTimers
+from mgst.wire import protocol as P
 
 
 class Dispatcher:

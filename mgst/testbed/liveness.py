@@ -22,13 +22,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from mgst import protocol as P
 from mgst.core.events import MachineDown, MachineSilent
 from mgst.core.scheduler import Scheduler
 from mgst.core.state import MachineState
 from mgst.model import Experiment
 from mgst.testbed.connection import Connection
 from mgst.testbed.journal import Journal
+from mgst.wire import protocol as P
 
 log = logging.getLogger("mgst.testbed.mapper")
 

@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from mgst import security
 from mgst.config import ConfigError
 from mgst.core.state import MachineState
 from mgst.model import Experiment
@@ -21,6 +20,7 @@ from mgst.netem.links import LabNetwork, NetworkError, totals
 from mgst.netem.spec import NetworkSpec
 from mgst.testbed.beside import Beside, finish_outputs
 from mgst.testbed.mapper import Mapper
+from mgst.wire import security
 
 log = logging.getLogger(__name__)
 

@@ -21,12 +21,9 @@ from typing import Any
 
 import zmq
 
-from mgst import protocol as P
-from mgst import security
 from mgst.availability import registry as availability
 from mgst.core.events import BagArrived, Event, JobArrived, RunStart, TimerFired
 from mgst.core.state import MachineState
-from mgst.drops import DropLog
 from mgst.model import Bag, Experiment, Job
 from mgst.staging import StagingSampler
 from mgst.testbed.checkpoints import RELEASE_CHECKPOINTS_BEFORE, MachineCheckpoints
@@ -44,6 +41,9 @@ from mgst.testbed.run_clock import RunClock, WallTimers
 from mgst.testbed.run_dir import NewRunDir
 from mgst.testbed.run_result import TestbedRun, drain_bound, finish_run
 from mgst.testbed.store import JournalWriteError, RunStore
+from mgst.wire import protocol as P
+from mgst.wire import security
+from mgst.wire.drops import DropLog
 from mgst.workload import make_workload
 
 log = logging.getLogger(__name__)

@@ -18,8 +18,6 @@ from typing import Any
 
 import zmq
 
-from mgst import protocol as P
-from mgst import security
 from mgst.availability import registry as availability
 from mgst.core.events import (
     MachineAvailability,
@@ -33,7 +31,6 @@ from mgst.core.events import (
 )
 from mgst.core.scheduler import Scheduler
 from mgst.core.state import STAGING, WAITING, MachineState
-from mgst.drops import DropLog
 from mgst.model import Availability, Experiment
 from mgst.testbed.admission import HELLO_BURST, Holder, TokenBuckets, admit, hello_rate
 from mgst.testbed.checkpoints import MachineCheckpoints
@@ -41,6 +38,9 @@ from mgst.testbed.connection import Connection
 from mgst.testbed.journal import Journal
 from mgst.testbed.router import Router
 from mgst.testbed.run_clock import RunClock
+from mgst.wire import protocol as P
+from mgst.wire import security
+from mgst.wire.drops import DropLog
 
 log = logging.getLogger("mgst.testbed.mapper")
 

@@ -1,4 +1,4 @@
-"""A testbed run's per-job overheads, measured per machine from its journal, for the simulation (mgst.overheads)."""
+"""A testbed run's per-job overheads, measured per machine from its journal, for the simulation (mgst.sim.overheads)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mgst.model import Experiment, FailureModel, WeibullNormalFailures
-from mgst.overheads import MachineOverheads, Overheads, pooled
+from mgst.sim.overheads import MachineOverheads, Overheads, pooled
 from mgst.testbed.journal import Journal
 from mgst.testbed.replay import open_store
 from mgst.testbed.store import StoreError
@@ -89,8 +89,9 @@ def measure(journal: Journal, time_unit: float) -> list[Measured]:
 def overheads_from_run(run_dir: Path, experiment: Experiment, *, overrun: bool = True) -> Overheads:
     """The overheads measured in the run in ``run_dir``, in ``experiment``'s model time (wall seconds divided by its
     [testbed] time_unit: the run it predicts), for its machines (matched by name, which must be the same). A machine
-    with too few jobs takes the pooled values (mgst.overheads.pooled). ``overrun=False`` leaves the executor's overrun
-    out. StoreError (no usable journal) or ValueError (another set of machines, no job recorded), with the reason."""
+    with too few jobs takes the pooled values (mgst.sim.overheads.pooled). ``overrun=False`` leaves the executor's
+    overrun out. StoreError (no usable journal) or ValueError (another set of machines, no job recorded), with the
+    reason."""
     journal, meta, run_exp = read_journal(run_dir)
     names = [m.name for m in experiment.machines]
     run_names = [m.name for m in run_exp.machines]

@@ -11,8 +11,8 @@ from typing import Any
 
 import zmq
 
-from mgst import protocol as P
-from mgst import security
+from mgst.wire import protocol as P
+from mgst.wire import security
 
 log = logging.getLogger("mgst.testbed.mapper")
 

@@ -76,7 +76,7 @@ def main(folder: Path) -> None:
         task = pickle.loads((folder / "input.pickle").read_bytes())  # noqa: S301 (our parent's own file)
         child.exit_with_parent(task["parent"], folder)
         os.nice(NICE)
-        from mgst.simulate import run_simulation  # noqa: PLC0415 (the child imports only what it runs)
+        from mgst.sim.replications import run_simulation  # noqa: PLC0415 (the child imports only what it runs)
 
         summary, _ = run_simulation(task["experiment"], horizon=task["horizon"], warmup=task["warmup"],
                                     seed=task["seed"], replications=task["replications"], imports=task["imports"],

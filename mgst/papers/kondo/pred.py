@@ -9,9 +9,9 @@ from mgst.core.decisions import Decision, SetTimer
 from mgst.core.scheduler import TIMER_SLACK
 from mgst.core.state import BagRecord, JobRecord, MachineRecord
 from mgst.core.view import View
+from mgst.papers.kondo.base import KondoPolicy, dedicated_time, fastest_first, power
 from mgst.policies import register
 from mgst.policies.base import NOTHING, Decisions
-from mgst.policies.kondo_base import KondoPolicy, dedicated_time, fastest_first, power
 
 
 def platform_rate(view: View) -> float:

@@ -2,7 +2,7 @@
 
 Every "X times better than Y" is paired: the mean over the runs (start points, and the settings named) of
 makespan(Y) / makespan(X) on the same start point, with its 95 % interval across runs. A ratio to optimal is
-the mean of makespan / optimum over the runs. ``python -m mgst.kondo.findings runs/kondo-*/sweep.csv``
+the mean of makespan / optimum over the runs. ``python -m mgst.papers.kondo.findings runs/kondo-*/sweep.csv``
 prints them (docs/reproduction-kondo.md quotes it).
 """
 
@@ -186,7 +186,7 @@ def claims(runs: Sequence[Run], hosts: int = 220) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     paths = list(sys.argv[1:] if argv is None else argv)
     if not paths:
-        print("usage: python -m mgst.kondo.findings SWEEP.csv [SWEEP.csv ...]", file=sys.stderr)
+        print("usage: python -m mgst.papers.kondo.findings SWEEP.csv [SWEEP.csv ...]", file=sys.stderr)
         return 2
     try:
         runs = read_runs(paths)

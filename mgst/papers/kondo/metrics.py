@@ -1,7 +1,7 @@
 """One Kondo run's metrics: makespan, the optimum and their ratio, the waste of replication, the prediction error.
 
 - ``makespan``: the application's last task's completion minus its submission (model seconds).
-- ``optimal``: the omniscient optimum of the same platform, start and application (mgst.kondo.optimum);
+- ``optimal``: the omniscient optimum of the same platform, start and application (mgst.papers.kondo.optimum);
   ``ratio`` = makespan / optimal (>= 1).
 - ``waste_cpu_s``: the CPU time of the discarded replicas: replicas cancelled because a sibling
   replica of their task completed first, each counted as the CPU seconds its host gave it (its work
@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from mgst.core.state import BagRecord, Outcome
-from mgst.kondo.experiment import optimal_makespan_of
-from mgst.kondo.optimum import NotEnoughCapacity
 from mgst.model import Experiment
+from mgst.papers.kondo.experiment import optimal_makespan_of
+from mgst.papers.kondo.optimum import NotEnoughCapacity
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +81,8 @@ def reduce_run(experiment: Experiment, bag: BagRecord, report: dict[str, float],
 
 
 def simulate_run(experiment: Experiment, replication: int = 0) -> KondoRun:
-    """Simulate a kondo_experiment (mgst.kondo.experiment) and reduce it."""
-    from mgst.sim import Simulation  # noqa: PLC0415 (a worker imports only what it runs)
+    """Simulate a kondo_experiment (mgst.papers.kondo.experiment) and reduce it."""
+    from mgst.sim.loop import Simulation  # noqa: PLC0415 (a worker imports only what it runs)
 
     simulation = Simulation(experiment, replication=replication)
     run = simulation.run()

@@ -3,7 +3,7 @@
 Seed 003 (docs/policies.md, section 10, "Kondo, Chien and Casanova's policies"): the application is a bag of T
 identical tasks submitted at once; its makespan is the last task's completion. A policy here decides which
 ready hosts get the waiting tasks, and in which order (:meth:`KondoPolicy.rank`); the replicating ones
-(mgst.policies.kondo_pred) also give leftover hosts replicas (:meth:`KondoPolicy.replicas`). No checkpoints
+(mgst.papers.kondo.pred) also give leftover hosts replicas (:meth:`KondoPolicy.replicas`). No checkpoints
 (Kondo et al.'s tasks restart from scratch). A host's clock rate is read as its class-0 power ``rates[0]``
 (clock_ghz / 1.5 by the experiments' conventions): the order and the ratios are the clock rates'.
 """

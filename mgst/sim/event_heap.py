@@ -2,7 +2,7 @@
 
 Two implementations with one interface and one order (tuple order; ``seq`` is
 unique, so no two entries tie): :class:`PyEventHeap`, ``heapq`` over a list, and
-``mgst._event_heap.EventHeap``, the same heap with the keys unboxed in a C
+``mgst.sim._event_heap.EventHeap``, the same heap with the keys unboxed in a C
 array, built by setup.py with the compiled modules. :func:`new_event_heap`
 gives the C one exactly when the compiled build runs (``mgst.build_info``), so
 ``MGST_PURE=1`` and a stale build run the heapq one.
@@ -67,7 +67,7 @@ class PyEventHeap:
 def new_event_heap() -> EventHeap:
     """The C heap if the compiled build runs, else :class:`PyEventHeap`."""
     if build_info.compiled():
-        from mgst._event_heap import EventHeap as CEventHeap  # noqa: PLC0415 (built with the compiled modules)
+        from mgst.sim._event_heap import EventHeap as CEventHeap  # noqa: PLC0415 (built with the compiled modules)
 
         return CEventHeap()  # type: ignore[no-any-return]
     return PyEventHeap()

@@ -7,8 +7,8 @@ import random
 
 from mgst.core.state import BagRecord, JobRecord
 from mgst.core.view import View
+from mgst.papers.anglano.bot import BotOptions, BotPolicy
 from mgst.policies import register
-from mgst.policies.bot import BotOptions, BotPolicy
 
 
 class Circle:

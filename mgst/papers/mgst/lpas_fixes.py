@@ -1,7 +1,7 @@
 """LPAS_DG's robustness fixes of MGST section 4.3 (the estimators and triggers behind its options).
 
 :class:`LpasFixes` holds the policy's belief (arrival rates, mu'_ij, per-machine delay) and what it learns
-online; :class:`~mgst.policies.lpas.LpasDG` asks it what to put in the LP and when to re-solve. Not compiled
+online; :class:`~mgst.papers.mgst.lpas.LpasDG` asks it what to put in the LP and when to re-solve. Not compiled
 (it runs once per arrival check, completion or time-out, never in the matching's inner loop).
 docs/policies.md, "LPAS_DG's fixes", states each rule.
 """
@@ -16,7 +16,7 @@ from mgst.core.decisions import Decision, Hold, TimeOut
 from mgst.core.events import BagArrived, Event, JobArrived, MachineDown, ReplicaDone
 from mgst.core.state import Outcome, ReplicaRecord
 from mgst.core.view import View
-from mgst.policies.lpas_options import LpasOptions
+from mgst.papers.mgst.lpas_options import LpasOptions
 from mgst.policies.timeouts import ReplicaTimeouts
 
 log = logging.getLogger(__name__)

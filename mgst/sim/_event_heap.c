@@ -1,6 +1,6 @@
 /* The simulator's event queue in C: a binary min-heap of (time, kind, seq, ...) tuples.
  *
- * Same interface and same order as mgst.event_heap.PyEventHeap (heapq over a list): entries
+ * Same interface and same order as mgst.sim.event_heap.PyEventHeap (heapq over a list): entries
  * pop in tuple order, which, seq being unique, is the order of (time, kind, seq). The keys
  * are kept unboxed beside each entry, so a sift compares two doubles and two integers in a
  * contiguous array instead of comparing tuples found through pointers (heapq's cost at
@@ -265,7 +265,7 @@ static PySequenceMethods EventHeap_as_sequence = {
 
 static PyTypeObject EventHeapType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "mgst._event_heap.EventHeap",
+    .tp_name = "mgst.sim._event_heap.EventHeap",
     .tp_doc = PyDoc_STR("A binary min-heap of (time, kind, seq, ...) event tuples, keyed in C."),
     .tp_basicsize = sizeof(EventHeap),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
@@ -280,8 +280,8 @@ static PyTypeObject EventHeapType = {
 
 static struct PyModuleDef event_heap_module = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "mgst._event_heap",
-    .m_doc = "The simulator's event queue in C (mgst.event_heap chooses it or its heapq twin).",
+    .m_name = "mgst.sim._event_heap",
+    .m_doc = "The simulator's event queue in C (mgst.sim.event_heap chooses it or its heapq twin).",
     .m_size = -1,
 };
 

@@ -10,9 +10,9 @@ import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from mgst.kondo.experiment import optimal_schedule
-from mgst.kondo.metrics import simulate_run
 from mgst.model import Experiment
+from mgst.papers.kondo.experiment import optimal_schedule
+from mgst.papers.kondo.metrics import simulate_run
 
 log = logging.getLogger(__name__)
 

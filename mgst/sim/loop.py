@@ -13,11 +13,11 @@ from mgst.availability.process import Period, State
 from mgst.core.decisions import Assign, Cancel, Eta, MachineSuspected, ReplicaTimedOut, SetTimer
 from mgst.core.scheduler import Scheduler
 from mgst.core.state import BagRecord, JobRecord, MachineState, MachineStats
-from mgst.event_heap import Entry, EventHeap, new_event_heap
 from mgst.model import Bag, Experiment, Job
-from mgst.overheads import Overheads, OverheadSampler
 from mgst.policies import build_policy
-from mgst.sim_availability import PeriodEvents, held_end
+from mgst.sim.availability_feed import PeriodEvents, held_end
+from mgst.sim.event_heap import Entry, EventHeap, new_event_heap
+from mgst.sim.overheads import Overheads, OverheadSampler
 from mgst.staging import StagingSampler
 from mgst.streams import Purpose, python_random
 from mgst.workload import make_workload
@@ -132,7 +132,7 @@ class Simulation:
     up on (time-out, suspected machine) keeps running here, as it would on a
     real machine, and its result still counts once.
 
-    With ``overheads`` (a testbed run's, mgst.overheads), each replica holds its
+    With ``overheads`` (a testbed run's, mgst.sim.overheads), each replica holds its
     machine for a drawn pre-compute delay before it computes and a post-compute
     delay after, and its completion (the core's replica_done) comes at the end of
     both: the core sees what the mapper sees (docs/models.md, "Overheads").
@@ -221,7 +221,7 @@ class _EventLoop:
         exp = sim.experiment
         self.core = sim.core
         self.horizon = sim.horizon
-        self.heap: EventHeap = new_event_heap()  # (time, kind, seq, what): in C where built (mgst.event_heap)
+        self.heap: EventHeap = new_event_heap()  # (time, kind, seq, what): in C where built (mgst.sim.event_heap)
         self.push: Callable[[Entry], None] = self.heap.push
         self.seq = 0  # the next heap entry's seq: unique, so no two entries tie
         n_machines = len(exp.machines)
@@ -245,7 +245,7 @@ class _EventLoop:
         self.stale_min = sim.stale_min
         self.dropped_entries = 0
         self.by_timeout = sim.detect_by_timeout
-        # Each machine's availability process, drawn a period ahead (mgst.sim_availability).
+        # Each machine's availability process, drawn a period ahead (mgst.sim.availability_feed).
         self.periods = PeriodEvents(exp, sim.seed, sim.replication, (_DOWN, _UP, _AVAIL, _DONE))
 
         self.workload = make_workload(exp, sim.seed, sim.replication)

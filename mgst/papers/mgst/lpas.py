@@ -14,11 +14,11 @@ from mgst.core.decisions import Decision, SetTimer
 from mgst.core.events import Event, JobArrived
 from mgst.core.state import JobQueue, JobRecord, MachineRecord, ReplicaRecord
 from mgst.core.view import View
+from mgst.papers.mgst.lpas_fixes import LpasFixes
+from mgst.papers.mgst.lpas_options import LpasOptions
 from mgst.policies import register
 from mgst.policies.allocation import Allocation, AllocationError, solve_allocation
 from mgst.policies.base import NOTHING, Decisions, Policy
-from mgst.policies.lpas_fixes import LpasFixes
-from mgst.policies.lpas_options import LpasOptions
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ class LpasDG(Policy):
     - Server choice is the core's rotating ready queue: an arriving job goes to
       the first waiting machine eligible for it; a machine that can take none of
       the queued jobs moves to the back.
-    - MGST section 4.3's fixes, each an option and off by default (mgst.policies.lpas_fixes):
+    - MGST section 4.3's fixes, each an option and off by default (mgst.papers.mgst.lpas_fixes):
       arrival-rate checks, learnt rates, delay correction, time-outs with suspicion, LPAS's
       server choice, periodic re-solves only (docs/policies.md).
     """

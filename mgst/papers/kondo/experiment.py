@@ -19,8 +19,8 @@ from typing import Any
 
 from mgst.availability.trace import TraceAvailability
 from mgst.availability.trace_files import TraceError, read_trace
-from mgst.kondo.optimum import Optimum, host_traces
 from mgst.model import BagList, Experiment, JobClass, Machine, PolicySpec, SimulationSettings
+from mgst.papers.kondo.optimum import Optimum, host_traces
 from mgst.traces.platform import trace_clocks
 
 # The clock rate of the slides' reference host: a task "of 5 minutes" is 300 s of work on it, and a host of
@@ -160,7 +160,7 @@ def experiment_toml(platform_dir: str | os.PathLike, policy: str, tasks: int, ta
     size = task_size(task_minutes)
     q = json.dumps  # a TOML basic string or number is JSON's spelling of it
     lines = [
-        f"# Kondo et al.: {exp.description} (mgst.kondo.experiment)",
+        f"# Kondo et al.: {exp.description} (mgst.papers.kondo.experiment)",
         "[experiment]", f"name = {q(exp.name)}", f"description = {q(exp.description)}", "",
         "[workload]", 'kind = "bag_list"', 'class_names = ["task"]', f"granularity = [{size!r}]",
         f"bags = [{{at = {history!r}, tasks = [{', '.join([f'[0, {size!r}]'] * tasks)}]}}]", "",

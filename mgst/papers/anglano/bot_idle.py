@@ -7,9 +7,9 @@ import random
 
 from mgst.core.state import BagRecord, JobRecord, JobStatus, ReplicaRecord
 from mgst.core.view import View
+from mgst.papers.anglano.bot import BotOptions, BotPolicy
 from mgst.policies import register
 from mgst.policies.base import NOTHING, Decisions
-from mgst.policies.bot import BotOptions, BotPolicy
 
 NONE = -math.inf
 

@@ -8,9 +8,9 @@ from collections.abc import Hashable
 from mgst.core.decisions import SetTimer
 from mgst.core.state import BagRecord, MachineRecord
 from mgst.core.view import View
+from mgst.papers.kondo.base import KondoPolicy, fastest_first, power
 from mgst.policies import register
 from mgst.policies.base import NOTHING, Decisions, PolicyOptions
-from mgst.policies.kondo_base import KondoPolicy, fastest_first, power
 
 
 class PriCR(KondoPolicy):

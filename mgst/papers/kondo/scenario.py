@@ -17,9 +17,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from mgst.kondo.experiment import DEFAULT_HISTORY, POLICIES, kondo_experiment, read_platform_files
-from mgst.kondo.metrics import CELL_METRICS, simulate_cell
 from mgst.model import Experiment
+from mgst.papers.kondo.experiment import DEFAULT_HISTORY, POLICIES, kondo_experiment, read_platform_files
+from mgst.papers.kondo.metrics import CELL_METRICS, simulate_cell
 from mgst.scenarios.scenario import Axis, Measures, RunSettings, Scenario, registered_policy
 
 log = logging.getLogger(__name__)
@@ -121,7 +121,7 @@ def _build(cell: Mapping[str, str], settings: RunSettings, seed: int, replicatio
 
 
 def _figures(spec: Any, out_dir: Path) -> list[Path]:
-    from mgst.kondo.curves import write_curves  # noqa: PLC0415 (matplotlib is slow to import)
+    from mgst.papers.kondo.curves import write_curves  # noqa: PLC0415 (matplotlib is slow to import)
 
     tasks, minutes = CURVE_APPLICATION
     if tasks not in spec.values("tasks") or minutes not in spec.values("task_minutes"):

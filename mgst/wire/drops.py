@@ -7,13 +7,13 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
-from mgst.protocol import Drop
+from mgst.wire.protocol import Drop
 
 _REASONS = frozenset(v for k, v in vars(Drop).items() if k.isupper())
 
 
 class DropLog:
-    """Drop counters keyed by :class:`mgst.protocol.Drop` reasons only, and a rate-limited log.
+    """Drop counters keyed by :class:`mgst.wire.protocol.Drop` reasons only, and a rate-limited log.
 
     A peer chooses the bytes it sends, never the counters' keys: an unknown
     reason is a bug and raises. The offending values go to the log, at most

@@ -11,12 +11,12 @@ from pathlib import Path
 
 from mgst.bot_metrics import reduce_bags, summarize_bags
 from mgst.model import Experiment
-from mgst.overheads import Overheads
 from mgst.policies import import_modules
 from mgst.policies.allocation import solve_allocation
 from mgst.process_pool import InterruptiblePool
 from mgst.results import ReplicationResult, Summary, job_rows, reduce_replication, summarize, write_job_rows
-from mgst.sim import Simulation
+from mgst.sim.loop import Simulation
+from mgst.sim.overheads import Overheads
 from mgst.worker_memory import free_garbage_if_grown, records_out_of_sight
 
 log = logging.getLogger(__name__)
@@ -86,7 +86,8 @@ def run_simulation(
     result, in memory; ``jobs_dir`` instead has each replication stream its jobs.csv rows to
     :func:`jobs_part` in that folder (results.write_jobs makes one file of them) and keeps none.
     ``keep_bag_rows`` keeps the bags.csv rows alone (one per bag, few).
-    ``overheads``: a testbed run's per-job overheads, which every replica then holds its machine for (mgst.overheads).
+    ``overheads``: a testbed run's per-job overheads, which every replica then holds its machine for
+    (mgst.sim.overheads).
     ``drain_limit``: how long after the horizon jobs may still finish (default: as long as the horizon), e.g. a
     testbed run's own drain, to leave out the jobs it cut off.
     """

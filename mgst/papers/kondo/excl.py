@@ -7,9 +7,9 @@ import math
 
 from mgst.core.state import BagRecord, MachineRecord
 from mgst.core.view import View
+from mgst.papers.kondo.base import KondoPolicy, power
 from mgst.policies import register
 from mgst.policies.base import PolicyOptions
-from mgst.policies.kondo_base import KondoPolicy, power
 
 
 @dataclasses.dataclass(frozen=True)

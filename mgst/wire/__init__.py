@@ -1,0 +1,1 @@
+"""The wire between the mapper and the pullers: the message format (protocol), CURVE keys (security), drop counts."""
