@@ -23,6 +23,7 @@ from test_testbed_attacks import client_keys as attack_keys
 from adjuster.throttle.accounting import CpuAccountant
 from mgst.availability import State
 from mgst.availability.trace import TraceAvailability
+from mgst.core.events import MachineAvailability
 from mgst.core.state import JobStatus
 from mgst.model import BagList, Experiment, JobClass, Machine, PolicySpec, SimulationSettings, TestbedSettings
 from mgst.sim.loop import Simulation
@@ -326,10 +327,10 @@ def test_a_share_flood_reaches_the_core_at_a_bounded_rate_and_the_latest_wins(tm
                 applied = []
                 core_input = r.mapper.messages.feed
 
-                def counting(method, now, *args):
-                    if method == "machine_availability":  # (machine, state, share)
-                        applied.append(args[2])
-                    return core_input(method, now, *args)
+                def counting(now, event):
+                    if type(event) is MachineAvailability:
+                        applied.append(event.cpu_share)
+                    return core_input(now, event)
 
                 r.mapper.messages.feed = counting  # the puller messages feed the core its shares
                 began = time.monotonic()
@@ -371,10 +372,10 @@ def test_a_reclaimed_machine_s_job_ends_when_the_simulation_says(tmp_path, no_ch
     changes = []
     core_input = run.mapper.messages.feed
 
-    def spy(method, now, *args):
-        if method == "machine_availability":
-            changes.append((run.mapper.model_now(now), args))
-        return core_input(method, now, *args)
+    def spy(now, event):
+        if type(event) is MachineAvailability:
+            changes.append((run.mapper.model_now(now), (event.machine, int(event.state), event.cpu_share)))
+        return core_input(now, event)
 
     run.mapper.messages.feed = spy  # the puller messages feed the core its shares
     with run as r:

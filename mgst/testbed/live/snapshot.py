@@ -161,7 +161,11 @@ class LivePublisher:
             "time_unit_s": tu,
             "warmup": warmup,
             "registered": mapper.registered(),
-            "jobs": {"generated": len(journal.jobs), "done": self._done, "running": running, "queued": queued},
+            "jobs": {"generated": len(journal.jobs), "done": self._done, "running": running, "queued": queued,
+                     # losers that ran on after their job was done (a policy that lets them), and their machine
+                     # time in model units: the waste
+                     "discarded": sum(m.stats.discarded for m in core.machines),
+                     "wasted_time": _num(sum(m.stats.discarded_time for m in core.machines))},
             "machine_count": len(exp.machines),
             "machine_states": counts,
             "machines": machines,

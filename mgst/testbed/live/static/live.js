@@ -104,6 +104,7 @@
     $("clock").textContent = s.phase === "waiting for pullers" ? `${s.registered} of ${s.machine_count} registered` :
       `${fmt(s.elapsed_s, 0)} s of ${fmt(s.duration_s, 0)} s`;
     for (const k of ["generated", "done", "running", "queued"]) $("jobs-" + k).textContent = String(s.jobs[k]);
+    $("jobs-discarded").textContent = s.jobs.discarded ? `${s.jobs.discarded} (${fmt(s.jobs.wasted_time, 1)} tu)` : "0";
     drawMachines(s);
     fill($("queues").tBodies[0], s.queues.map((q) => row([q.queue, String(q.waiting)])));
     drawResults(s);
