@@ -201,7 +201,8 @@ def _fake_mapper(periods: list, refusals: int = 0, silent: bool = False, suspect
     from mgst.model import Job
     from mgst.testbed.journal import JobLog, ReplicaLog
 
-    rec = NS(silent=silent, suspected=suspected, cpu_share=0.5, replicas={}, stats=NS(suspicions=suspicions),
+    stats = NS(suspicions=suspicions, discarded=0, discarded_time=0.0)
+    rec = NS(silent=silent, suspected=suspected, cpu_share=0.5, replicas={}, stats=stats,
              state=MachineState.DOWN if (silent or suspected or periods[-1][1] is not None) else MachineState.FREE)
     jobs = {1: JobLog(Job(1, 0, 5.0, 1.0), 100.0, [7], done_by=7), 2: JobLog(Job(2, 0, 6.0, 1.0), 101.0, [8])}
     replicas = {7: ReplicaLog(7, 1, 0, None, None, 100.5, t6=102.0), 8: ReplicaLog(8, 2, 0, None, None, 101.5)}
