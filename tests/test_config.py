@@ -1009,6 +1009,9 @@ def test_slots_groups_and_attributes(tmp_path):
     assert [m.attribute("group") for m in exp.machines] == [1, 2, 1, 2]
     exp = experiment_for(tmp_path, machines=BASE["machines"] + "slots = 3\ngroup = [1, 7, 2]\n")
     assert [(m.slots, m.attributes) for m in exp.machines] == [(3, (("group", g),)) for g in (1, 7, 2)]
+    assert [m.cpus for m in exp.machines] == [None] * 3  # every slot computes
+    exp = experiment_for(tmp_path, machines=BASE["machines"] + "slots = 3\ncpus = [1, 3, 2]\n")
+    assert [(m.slots, m.cpus, m.computing_slots) for m in exp.machines] == [(3, 1, 1), (3, 3, 3), (3, 2, 2)]
 
 
 def test_availability_kinds(tmp_path):
@@ -1145,6 +1148,11 @@ MODEL_ERRORS = [
     pytest.param({"machines": BASE["machines"] + "slots = [1, 2]\n"}, "machines.slots",
                  ["has 2 entries but machines.rates has 3 columns"], id="slots-length"),
     pytest.param({"machines": BASE["machines"] + "slots = 0\n"}, "machines.slots", [">= 1"], id="slots-zero"),
+    pytest.param({"machines": BASE["machines"] + "slots = 2\ncpus = 3\n"}, "machines.cpus",
+                 ["at most the machine's slots (2), got 3"], id="cpus-over-slots"),
+    pytest.param({"machines": BASE["machines"] + "slots = [1, 3, 2]\ncpus = [1, 3, 3]\n"}, "machines.cpus[2]",
+                 ["at most the machine's slots (2), got 3"], id="cpus-over-its-slots"),
+    pytest.param({"machines": BASE["machines"] + "cpus = 0\n"}, "machines.cpus", [">= 1"], id="cpus-zero"),
     pytest.param({"machines": BASE["machines"] + 'group = "cycle"\n'}, "machines.group",
                  ["needs [availability] kind = 'weibull'"], id="cycle-without-weibull"),
     pytest.param({"machines": BASE["machines"], "availability": WEIBULL}, "machines.group",
@@ -1260,6 +1268,7 @@ def test_codec_round_trips_every_model(tmp_path):
                                                                "mean_up = 9.0\nmean_down = 1.0\n"),
         dict(workload="[workload]\narrival_rates = [1.0, 2.0]\ngranularity = [3.0, 1.0]\n", availability=WEIBULL,
              machines=BASE["machines"] + "group = [1, 2, 2]\n"),
+        dict(machines=BASE["machines"] + "slots = 3\ncpus = [1, 3, 2]\n"),  # bundles: cpus beside slots
     ]
     for sections in cases:
         exp = experiment_for(tmp_path, **sections)

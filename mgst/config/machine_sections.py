@@ -165,36 +165,31 @@ class MachineSections:
             return value
         return [value] * n
 
+    def counts(self, table: Mapping[str, Any], name: str, n: int, columns_text: str,
+               most: list[int], what: str) -> list[int]:
+        """``[machines] name``: one integer per machine (a list, or one for all), each 1 to ``most[j]`` (``what``, a
+        format of it, says what bounds it); the error names the key, and the entry of a list."""
+        key = f"machines.{name}"
+        many = isinstance(table[name], list)
+        out = []
+        for j, v in enumerate(self.per_machine(table[name], key, n, columns_text)):
+            k = f"{key}[{j}]" if many else key
+            c = self.integer(v, k, 1)
+            if c > most[j]:
+                raise self.error(k, f"must be at most {what.format(most[j])}, got {c}")
+            out.append(c)
+        return out
+
     def slots(self, table: Mapping[str, Any], n: int, columns_text: str) -> list[int]:
         if "slots" not in table:
             return [1] * n
-        key = "machines.slots"
-        many = isinstance(table["slots"], list)
-        values = self.per_machine(table["slots"], key, n, columns_text)
-        out = []
-        for j, v in enumerate(values):
-            k = f"{key}[{j}]" if many else key
-            s = self.integer(v, k, 1)
-            if s > MAX_SLOTS:
-                raise self.error(k, f"must be at most {MAX_SLOTS}, got {s}")
-            out.append(s)
-        return out
+        return self.counts(table, "slots", n, columns_text, [MAX_SLOTS] * n, "{}")
 
     def cpus(self, table: Mapping[str, Any], n: int, columns_text: str, slots: list[int]) -> list[int] | None:
         """How many replicas each machine computes at once (the others wait on it): 1 to its slots; None: all."""
         if "cpus" not in table:
             return None
-        key = "machines.cpus"
-        many = isinstance(table["cpus"], list)
-        values = self.per_machine(table["cpus"], key, n, columns_text)
-        out = []
-        for j, v in enumerate(values):
-            k = f"{key}[{j}]" if many else key
-            c = self.integer(v, k, 1)
-            if c > slots[j]:
-                raise self.error(k, f"must be at most the machine's slots ({slots[j]}), got {c}")
-            out.append(c)
-        return out
+        return self.counts(table, "cpus", n, columns_text, slots, "the machine's slots ({})")
 
     def groups(self, table: Mapping[str, Any], n: int, columns_text: str, failures: Failures | None
                ) -> list[int] | None:
