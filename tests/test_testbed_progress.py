@@ -45,3 +45,35 @@ def test_a_one_cpu_puller_with_three_slots_runs_a_bundle_one_after_another(tmp_p
         assert got == pytest.approx(want, abs=SLACK), ends
     # One after another: each ended a whole job's time (2 units, less the slack) after the one before it.
     assert all(b - a > 2.0 - SLACK for a, b in zip(ends, ends[1:])), ends
+
+
+def test_a_loser_that_runs_on_is_discarded_on_the_testbed_and_counted_as_waste(tmp_path, no_children_left):
+    """WQR-FT with run_on_losers, a 2-unit task on a fast puller (rate 4) and a slow one (rate 1), both sent at
+    0.5: the fast one's result (at 1.0) completes the task; the slow one runs on, delivers at 2.5 and is recorded
+    as discarded: its 2 time units are waste, in summary.json and jobs.csv."""
+    import csv
+    import json
+
+    from mgst.testbed.summary import summarize_testbed, write_testbed_outputs
+
+    exp = Experiment(
+        name="run-on", classes=(JobClass("T", 0.0, 2.0),), machines=(Machine("F", (4.0,)), Machine("S", (1.0,))),
+        policy=PolicySpec("wqr_ft", (("run_on_losers", True),)), workload=BagList(((0.5, ((0, 2.0),)),)),
+        simulation=SimulationSettings(horizon=1.0, warmup=0.0, replications=1),
+        testbed=TestbedSettings(time_unit=TIME_UNIT, duration=1.0, timeout_factor=10.0),
+    )
+    with Run(exp, tmp_path) as r:
+        result = r.wait()
+    (job,) = result.core.jobs.values()
+    assert job.status is JobStatus.DONE and job.done_on == 0
+    assert job.completed == pytest.approx(1.0, abs=SLACK)
+    (loser,) = [x for x in job.history if x.machine == 1]
+    assert loser.discarded and loser.outcome.value == "discarded"
+    assert result.journal.replicas[loser.id].outcome == "discarded"
+    summary, extras = summarize_testbed(result)
+    written = write_testbed_outputs(result, summary, extras, tmp_path / "out")
+    assert written["waste"]["replicas"] == 1
+    assert written["waste"]["machine_time"] == pytest.approx(2.0, abs=SLACK)
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["waste"]["replicas"] == 1
+    (row,) = list(csv.DictReader(open(tmp_path / "out" / "jobs.csv", newline="")))
+    assert row["Discarded"] == "1" and float(row["Wasted Time"]) == pytest.approx(2.0, abs=SLACK)

@@ -343,9 +343,14 @@ class Journal:
     EXTRA = (
         "Response Time", "Replicas", "Requeues", "Size", "Puller Free (t1)", "Mapper Learnt Free (t2)",
         "Puller Received", "Puller Finished (t5)", "Communication Delay (s)", "Scheduling Delay (s)", "Counted",
+        # losers that ran on after the job was done (a policy that lets them), their machine time (model units)
+        "Discarded", "Wasted Time",
     )
 
-    def write_jobs_csv(self, path: Path, time_unit: float, counted: set[int], status: dict[int, str]) -> None:
+    def write_jobs_csv(self, path: Path, time_unit: float, counted: set[int], status: dict[int, str],
+                       waste: dict[int, tuple[int, float]] | None = None) -> None:
+        """One row per job; ``waste``: per job, its losers that ran on and their machine time (none: 0)."""
+        waste = waste or {}
         names = [m.name for m in self.experiment.machines]
         with open(path, "w", newline="") as f:
             w = csv.writer(f)
@@ -365,6 +370,7 @@ class Journal:
                     f"{r.t4 - r.t3:.6f}" if r and r.t4 is not None else "",
                     f"{r.t3 - max(r.t2, j.submitted):.6f}" if r and r.t2 is not None else "",
                     "Yes" if jid in counted else "No",
+                    waste.get(jid, (0, 0.0))[0], f"{waste.get(jid, (0, 0.0))[1]:.6f}",
                 ])
 
 

@@ -364,8 +364,8 @@ class Mapper:
                                 self.core.queued_count, len(self.core.running))
                     break
             if clock.t0 is not None and clock.held is None and next_job is None and now >= generation_end:
-                if not self.core.queued_count and not self.core.running:
-                    break
+                if not self.core.queued_count and not self.core.running and not self.core.view.live:
+                    break  # (a loser that runs on after its job is done ends as it would: its waste counts)
                 if now >= drain_deadline:
                     log.warning("drain time-out: %d jobs queued, %d running", self.core.queued_count,
                                 len(self.core.running))

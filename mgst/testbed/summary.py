@@ -6,6 +6,7 @@ import dataclasses
 import datetime as dt
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -172,13 +173,25 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
     return summary, extras
 
 
+def job_waste(jobs: Iterable[Any]) -> dict[int, tuple[int, float]]:
+    """Per job that had any, its losers that ran on after it was done and their machine time (model time units,
+    as the core counts them: sent to end, less any wait for a CPU; a loser still running, to the core's now)."""
+    out: dict[int, tuple[int, float]] = {}
+    for rec in jobs:
+        losers = [r for r in rec.history if r.discarded]
+        if losers:
+            out[rec.job.id] = (len(losers), sum(
+                (r.ended if r.ended is not None else r.sent) - r.sent - r.waited for r in losers))
+    return out
+
+
 def write_testbed_outputs(run: TestbedRun, summary: Summary, extras: dict[str, Any], out: Path) -> dict[str, Any]:
     """jobs.csv, machines.csv, machine_periods.csv, summary.csv, bags.csv (bags) and summary.json (the summary
     with ``extras`` added); returns the summary JSON object."""
     out.mkdir(parents=True, exist_ok=True)
     counted = counted_jobs(run)
     status = {jid: rec.status.value for jid, rec in run.core.jobs.items()}
-    run.journal.write_jobs_csv(out / "jobs.csv", run.time_unit, counted, status)
+    run.journal.write_jobs_csv(out / "jobs.csv", run.time_unit, counted, status, job_waste(run.core.jobs.values()))
     write_machines_csv(run, out / "machines.csv")
     write_periods_csv(run, out / "machine_periods.csv")
     write_summary_csv(out / "summary.csv", summary)
