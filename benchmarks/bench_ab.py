@@ -30,7 +30,10 @@ kind, repeat, arg = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 clock = time.process_time if sys.argv[4] == "cpu" else time.perf_counter
 if kind == "sim":
     from mgst.config import load_experiment
-    from mgst.sim import Simulation  # (the simulator of either tree: a module before the folders, a package after)
+    try:
+        from mgst.sim.loop import Simulation
+    except ImportError:  # a tree from before the simulator's folder: a module of its own
+        from mgst.sim import Simulation
     exp = load_experiment("experiments/hihi-mfd-fd.toml")
     horizon = float(arg)
     def once():

@@ -2,7 +2,7 @@
 
 The grid is hihi-mfd-fd's six machines (Table 1's rate columns) repeated to N machines, every class's
 arrival rate scaled by N / 6 (each machine sees the paper setting's load), and the horizon set so that
-about J jobs arrive. One replication of ``mgst.sim.Simulation`` runs in a fresh child process, which holds
+about J jobs arrive. One replication of ``mgst.sim.loop.Simulation`` runs in a fresh child process, which holds
 the ReplicationRun it returns (every JobRecord, with its ReplicaRecords in ``.history``: the simulator
 keeps them all in ``core.jobs`` while it runs) until it has measured:
 

@@ -15,7 +15,7 @@ from mgst.core.progress import Activity, Progress
 from mgst.core.state import COMPUTING, WAITING
 from mgst.model import BagList, Experiment, Job, JobClass, Machine, PolicySpec, SimulationSettings
 from mgst.policies.fcfs import FCFS
-from mgst.sim import Simulation
+from mgst.sim.loop import Simulation
 
 # ---------------------------------------------------------------- Activity
 

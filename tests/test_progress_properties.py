@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from mgst.availability.trace import TraceAvailability
 from mgst.core.state import JobStatus, Outcome
 from mgst.model import BagList, Experiment, JobClass, Machine, PolicySpec, SimulationSettings
-from mgst.sim import Simulation
+from mgst.sim.loop import Simulation
 
 HORIZON = 40.0
 

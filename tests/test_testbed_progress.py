@@ -9,7 +9,7 @@ from test_testbed import Run
 
 from mgst.core.state import JobStatus
 from mgst.model import BagList, Experiment, JobClass, Machine, PolicySpec, SimulationSettings, TestbedSettings
-from mgst.sim import Simulation
+from mgst.sim.loop import Simulation
 from mgst.testbed.local_run import start_pullers, stop_pullers
 
 TIME_UNIT = 0.1  # wall seconds per model time unit
