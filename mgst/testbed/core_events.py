@@ -9,6 +9,7 @@ event and hands it to the same entry point, so the journal names no method of th
 
 from __future__ import annotations
 
+import typing
 from typing import Any, Final
 
 from mgst.core.events import (
@@ -31,12 +32,8 @@ from mgst.core.events import (
 )
 from mgst.model import Availability, Bag, Job
 
-# The events the mapper records, by their type's name (the store's record).
-EVENTS: Final[dict[str, type]] = {cls.__name__: cls for cls in (
-    RunStart, JobArrived, BagArrived, MachineReady, ReplicaDone, ReplicaFailed, ReplicaComputing,
-    ReplicaCheckpoint, CpuShareChanged, MachineAvailability, MachineUp, MachineDown, TimerFired, MachineSilent,
-    MachineHeard,
-)}
+# Every event of the core (its Event union), by its type's name: the store's record.
+EVENTS: Final[dict[str, type]] = {cls.__name__: cls for cls in typing.get_args(Event)}
 # Journals written before events were typed: the core's method name -> the event it took (same arguments, in order).
 LEGACY: Final[dict[str, type]] = {
     "start": RunStart, "job_arrived": JobArrived, "bag_arrived": BagArrived, "machine_ready": MachineReady,
