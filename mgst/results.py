@@ -109,7 +109,7 @@ def job_row(rec: JobRecord, machine_names: Sequence[str], replication: int, coun
     done = rec.completed is not None
     response = f"{rec.completed - job.submitted:.6f}" if done else ""
     losers = [r for r in rec.history if r.discarded]
-    wasted = sum((r.ended if r.ended is not None else r.sent) - r.sent - r.waited for r in losers)
+    wasted = sum(r.charged_time for r in losers)
     return (
         job.id, rec.done_by if done else "", job.job_class + 1,
         machine_names[rec.done_on] if rec.done_on is not None else "",

@@ -253,7 +253,7 @@ class Lifecycle:
         state = m.state
         if state is MachineState.BUSY and not m.replicas:
             m.state = MachineState.FREE
-        held = now - r.sent - r.waited  # (time waiting on the host for a CPU is not charged)
+        held = r.charged_time  # (its time waiting on the host for a CPU is not charged)
         m.stats.busy_time += held
         if r.discarded:  # a loser that ran on: whatever its end, its machine time is waste
             m.stats.discarded += 1

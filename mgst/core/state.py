@@ -132,6 +132,12 @@ class ReplicaRecord(Activity):
         return (self.ended if self.ended is not None else self.sent) - self.sent
 
     @property
+    def charged_time(self) -> float:
+        """The machine time charged to its host, for an ended replica: ``machine_time`` less its wait for a CPU
+        (busy time; a loser's, its waste)."""
+        return (self.ended if self.ended is not None else self.sent) - self.sent - self.waited
+
+    @property
     def wasted(self) -> bool:
         """Ended without the job's result and without ever raising its best checkpoint (seed 000)."""
         return self.outcome is not None and self.outcome is not Outcome.DONE and not self.best

@@ -180,8 +180,7 @@ def job_waste(jobs: Iterable[Any]) -> dict[int, tuple[int, float]]:
     for rec in jobs:
         losers = [r for r in rec.history if r.discarded]
         if losers:
-            out[rec.job.id] = (len(losers), sum(
-                (r.ended if r.ended is not None else r.sent) - r.sent - r.waited for r in losers))
+            out[rec.job.id] = (len(losers), sum(r.charged_time for r in losers))
     return out
 
 
