@@ -20,6 +20,7 @@ from test_testbed import Run, small
 from test_testbed_attacks import FakePuller, SecureRun, hello, wait_for
 from test_testbed_attacks import client_keys as attack_keys
 
+from adjuster.throttle import Throttle, make_throttle
 from adjuster.throttle.accounting import CpuAccountant
 from mgst.availability import State
 from mgst.availability.trace import TraceAvailability
@@ -160,7 +161,11 @@ SERIES = [[2.0, UP, 1.0], [2.0, RECLAIMED, 0.5], [2.0, RECLAIMED, 0.0]]  # then 
 WORK = 5.0  # CPU seconds (time unit 1 s): 2 in the first period, 1 in the second, none, 2 after: 8 s
 MARGIN = 0.25  # seconds left out at each end of a period: message latency, the throttle settling
 TOLERANCE = 0.05  # on an achieved share
-QUIET = 0.9  # a window where the control process got at least this much of a CPU is uncontended
+QUIET = 0.9  # a window where the control process got at least this much of its share is uncontended
+# In a contended window, two CPU-bound processes throttled alike are not given the same CPU: beside the test
+# suite on 2 cores, the job got 0.72 to 1.07 of what the control got in a window (in some 30 windows measured). A share played
+# wrong (0.25 for 0.5, 0 for 1, a period shifted by a second) falls below this, or above the share.
+CONTENDED_FLOOR = 0.6
 ATTEMPTS = 3
 
 
@@ -207,6 +212,37 @@ def _model_time(bounds: list[float], available) -> float:
     raise AssertionError("unreachable")
 
 
+class _ControlSeries(threading.Thread):
+    """Plays the series on the control process from ``begun`` as a puller's slot does: under a throttle of the
+    backend the puller takes, made the first time the share falls below 1 (until then the control, like the
+    job's worker, is a plain process). The control is then a CPU-bound process held as the job is, in the same
+    windows, and what it achieves is what the job can achieve on this machine now."""
+
+    def __init__(self, control: int, begun: float):
+        super().__init__(daemon=True)
+        self.control, self.begun = control, begun
+        self.throttle: Throttle | None = None
+        self.stop = threading.Event()
+        self.start()
+
+    def run(self) -> None:
+        for k, (_, _, share) in enumerate([*SERIES, [0.0, UP, 1.0]]):
+            if self.stop.wait(max(0.0, self.begun + 2.0 * k - time.time())):
+                return
+            if self.throttle is None and share < 1.0:
+                self.throttle = make_throttle(name="control")
+                self.throttle.attach(self.control)
+            if self.throttle is not None:
+                self.throttle.set_share(share)
+
+    def close(self) -> None:
+        """Stop playing, and release the control (running) from its throttle."""
+        self.stop.set()
+        self.join(5)
+        if self.throttle is not None:
+            self.throttle.close()
+
+
 def _attempt(mapper: FakeMapper, start, control: subprocess.Popen) -> tuple[list[str], bool]:
     """One run of the series on a fresh puller: the problems found, and whether the machine was contended."""
     p = start(executors=("spin",))
@@ -215,6 +251,7 @@ def _attempt(mapper: FakeMapper, start, control: subprocess.Popen) -> tuple[list
     mapper.expect(P.Ready)
     mapper.send(ident, P.Begin(("trace", SERIES)))
     begun = time.time()
+    series = _ControlSeries(control.pid, begun)
     mapper.send(ident, job(1, work=WORK))
     _, started = mapper.expect(P.Started)
     sampler = _Sampler(p.puller.runner.kits[0].worker.pid, control.pid)
@@ -224,6 +261,7 @@ def _attempt(mapper: FakeMapper, start, control: subprocess.Popen) -> tuple[list
     finally:
         sampler.stop.set()
         sampler.join(5)
+        series.close()
     p.close()
     mapper.expect(P.Bye)  # (it leaves: the next attempt's puller says hello after it)
     problems, contended = [], False
@@ -231,18 +269,24 @@ def _attempt(mapper: FakeMapper, start, control: subprocess.Popen) -> tuple[list
     for k, (lo, hi) in enumerate([(0, 2), (2, 4), (4, 6), (6, end - begun)]):
         target = SERIES[k][2] if k < len(SERIES) else 1.0
         achieved, control_got = sampler.fractions(begun + lo + MARGIN, begun + hi - MARGIN)
-        contended |= control_got < QUIET
-        # Never more than the share; less only as far as a CPU-bound process could get no more (the control).
-        if not min(target, control_got) - TOLERANCE <= achieved <= target + TOLERANCE:
+        busy = control_got < QUIET * target
+        contended |= busy
+        # Never more than the share. Less only in a window where the control, a CPU-bound process throttled
+        # alike, got less too: then no less than CONTENDED_FLOOR of what it got.
+        floor = CONTENDED_FLOOR * min(target, control_got) if busy else target - TOLERANCE
+        if not floor <= achieved <= target + TOLERANCE:
             problems.append(f"share {target}: achieved {achieved:.3f} (a control process got {control_got:.3f})")
-    # The model's end: WORK CPU seconds at the series' shares, from the job's start: 8 s on an idle machine. No
-    # faster than that; slower only as far as contention explains: the model with each period's share capped by
-    # what the control process got in it.
+    # The model's end: WORK CPU seconds at the series' shares, from the job's start: 8 s on an idle machine. Never
+    # faster than that. Slower only as far as contention explains: on an uncontended run within 5 %; on a
+    # contended one, within the model with each period's share capped by what the control got in it, divided by
+    # CONTENDED_FLOOR (a CPU second buys less of the kernel's work while the other CPU is busy: the job's worker
+    # used 4.05 to 6.01 CPU seconds for the same 5 s of work in runs beside the test suite).
     bounds = [started.started, begun + 2.0, begun + 4.0, begun + 6.0, end]
     took = end - started.started
     ideal = _model_time(bounds, lambda k, lo, hi: 1.0)
     capped = _model_time(bounds, lambda k, lo, hi: sampler.fractions(lo, hi)[1])
-    if not (1 - TOLERANCE) * ideal <= took <= (1 + TOLERANCE) * capped:
+    slowest = capped / CONTENDED_FLOOR if contended else (1 + TOLERANCE) * ideal
+    if not (1 - TOLERANCE) * ideal <= took <= slowest:
         problems.append(f"the job took {took:.2f} s; the model says {ideal:.2f} s ({capped:.2f} s with what a "
                         "control process got)")
     return problems, contended
@@ -250,9 +294,12 @@ def _attempt(mapper: FakeMapper, start, control: subprocess.Popen) -> tuple[list
 
 def test_a_cpu_series_is_achieved_and_the_job_ends_when_the_model_says(no_children_left, mapper, start) -> None:
     """Shares 1, 0.5, 0 and 1 (2 s each): each achieved within 0.05 (CPU accounting of the spin worker) and the
-    job done within 5 % of the model's time. On a busy machine (CI: 2 shared cores) a control process spinning in
-    the same windows measures what a CPU-bound process can get: a share is expected up to that, never above its
-    target; a failing run is tried again (at most 3 times), and the test fails when every run fails."""
+    job done within 5 % of the model's time, on an uncontended machine. On a busy one (CI: 2 shared cores) a
+    control process spinning in the same windows, under a throttle of the same backend playing the same series as
+    a slot does, measures what a throttled CPU-bound process can get, and a contended window is judged against it
+    (see CONTENDED_FLOOR); never above the share, never faster than the model. (An unthrottled control once got
+    0.74 of a CPU where the throttled job got 0.39 of its 0.5: a quota is met less well than a fair share under
+    contention.) A failing run is tried again (at most 3 times), and the test fails when every run fails."""
     control = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     seen = []
     try:
