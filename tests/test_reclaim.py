@@ -163,8 +163,8 @@ MARGIN = 0.25  # seconds left out at each end of a period: message latency, the 
 TOLERANCE = 0.05  # on an achieved share
 QUIET = 0.9  # a window where the control process got at least this much of its share is uncontended
 # In a contended window, two CPU-bound processes throttled alike are not given the same CPU: beside the test
-# suite on 2 cores, the job got 0.72 to 1.07 of what the control got in a window (in some 30 windows measured). A share played
-# wrong (0.25 for 0.5, 0 for 1, a period shifted by a second) falls below this, or above the share.
+# suite on 2 cores, the job got 0.72 to 1.07 of what the control got in a window (some 30 windows measured). A
+# share played wrong (0.25 for 0.5, 0 for 1, a period shifted by a second) falls below this, or above the share.
 CONTENDED_FLOOR = 0.6
 ATTEMPTS = 3
 
