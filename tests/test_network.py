@@ -13,11 +13,13 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psutil
 import pytest
 from helpers import SMALL_TOML, read_stderr_until
+from test_resume import count_events
 
 from mgst.cli import main
 from mgst.config import ConfigError
@@ -429,6 +431,55 @@ def test_ctrl_c_on_a_run_behind_the_network_leaves_nothing(tmp_path, no_children
     summary = json.loads((out / "summary.json").read_text())
     assert summary["network"]["spec"] == "delay=10ms"
     assert _left(prefix, summary["network"]["mapper_address"]) == []
+
+
+def test_a_killed_run_behind_the_network_resumes_behind_the_same_network_and_never_without(tmp_path,
+                                                                                           no_children_left):
+    """`mgst run --network` SIGKILLed with its pullers and relay (its process group) mid-run. `mgst mapper
+    --resume` would run the rest without the network: refused in one line that says how to resume. `mgst run
+    --resume` makes the same network again: the run completes with every job done once, summary.json gives the
+    network, and neither run leaves a namespace, link, relay or puller behind."""
+    need_network()
+    exp = tmp_path / "exp.toml"
+    exp.write_text(SMALL_TOML.replace("duration = 1.0", "duration = 5.0"))
+    out = tmp_path / "run"
+    env = {**os.environ, "MGST_PURE": "1"}
+    killed = subprocess.Popen([sys.executable, "-m", "mgst", "run", str(exp), "--network", "delay=5ms", "--out",
+                               str(out), "--no-live", "--quiet"], cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, start_new_session=True, env=env)
+    resumed = None
+    try:
+        deadline = time.monotonic() + 60
+        while count_events(out / "journal.sqlite", "complete") < 5:
+            assert killed.poll() is None and time.monotonic() < deadline, "no 5 jobs done within 60 s"
+            time.sleep(0.05)
+        os.killpg(killed.pid, signal.SIGKILL)
+        killed.communicate(timeout=30)
+        done = count_events(out / "journal.sqlite", "complete")
+        p = subprocess.run([sys.executable, "-m", "mgst", "mapper", str(exp), "--resume", str(out), "--bind",
+                            "tcp://127.0.0.1:0", "--no-live"], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                           env=env)
+        assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+        assert "emulated network (delay=5ms)" in p.stderr and f"mgst run FILE --resume {out}" in p.stderr, p.stderr
+        assert count_events(out / "journal.sqlite", "complete") == done
+        resumed = subprocess.Popen([sys.executable, "-m", "mgst", "run", str(exp), "--resume", str(out),
+                                    "--no-live", "--quiet", "--json"], cwd=ROOT, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, start_new_session=True, env=env)
+        stdout, stderr = resumed.communicate(timeout=120)
+    finally:
+        for proc in (killed, resumed):
+            if proc is not None and proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    assert resumed.returncode == 0, stderr[-3000:]
+    summary = json.loads(stdout)
+    assert summary["network"]["spec"] == "delay=5ms" and summary["network"]["relay_failed"] is False
+    assert json.loads((out / "summary.json").read_text())["network"] == summary["network"]
+    assert summary["jobs_done"] == summary["jobs_generated"] > done and summary["cut_off"] == []
+    assert count_events(out / "journal.sqlite", "complete") == summary["jobs_done"]
+    assert len(summary["resumes"]) == 1
+    assert _left(f"{links_module.NAMESPACE_PREFIX}{killed.pid}-") == []  # (the resume cleared the killed run's)
+    assert _left(f"{links_module.NAMESPACE_PREFIX}{resumed.pid}-", summary["network"]["mapper_address"]) == []
 
 
 def test_the_command_line_spells_network_as_documented():

@@ -265,3 +265,63 @@ def test_a_run_directory_is_never_overwritten_and_resume_checks_its_experiment(t
     p = subprocess.run([sys.executable, "-m", "mgst", "mapper", str(exp_file), "--bind", "tcp://127.0.0.1:0",
                         "--resume", str(out), "--seed", "3"], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert p.returncode == 2 and "--seed" in p.stderr, p.stderr
+
+
+TRACE_TOML = """[workload]
+arrival_rates = [2.0]
+[machines]
+rates = [[4.0, 4.0]]
+names = ["M1", "M2"]
+[availability]
+kind = "trace"
+file = "availability.csv"
+[policy]
+name = "fcfs"
+[testbed]
+time_unit = 0.2
+duration = 6.0
+"""
+
+
+def test_a_trace_changed_since_the_run_began_is_refused_on_resume_and_the_same_file_resumes(tmp_path):
+    """A run killed, its trace edited, resumed: refused in one line naming the file (the part after the resume
+    would replay another experiment), nothing written; the trace put back as it was, the resume completes with
+    every job done exactly once."""
+    trace = tmp_path / "availability.csv"
+    original = "M1,0,100000,up,1\nM2,0,100000,up,1\n"
+    trace.write_text(original)
+    exp_file = tmp_path / "exp.toml"
+    exp_file.write_text(TRACE_TOML)
+    keys, out = tmp_path / "keys", tmp_path / "run"
+    security.create_keys(keys, ["M1", "M2"])
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    common = [str(exp_file), "--bind", endpoint, "--keys", str(keys)]
+    journal = out / "journal.sqlite"
+    procs: list[subprocess.Popen] = [start_mapper([*common, "--out", str(out)])]
+    pullers: list[subprocess.Popen] = []
+    try:
+        pullers = start_pullers(endpoint, ["M1", "M2"], tmp_path / "pullers.log", keys=keys)
+        wait_for(lambda: count_events(journal, "complete") >= 5, 60, "5 jobs done", procs[0])
+        procs[0].send_signal(signal.SIGKILL)
+        procs[0].wait(10)
+        events = count_events(journal, "complete")
+        trace.write_text(original.replace("M2,0,100000,up,1", "M2,0,100000,reclaimed,0.5"))
+        procs.append(start_mapper([*common, "--resume", str(out)]))
+        _, stderr = procs[-1].communicate(timeout=60)
+        assert procs[-1].returncode == 2, stderr[-2000:]
+        errors = [line for line in stderr.splitlines() if "error" in line]
+        assert len(errors) == 1 and "Traceback" not in stderr, stderr
+        assert f"{trace} changed since the run began" in errors[0] and "--resume" in errors[0], errors
+        assert count_events(journal, "complete") == events  # (nothing replayed into the journal, nothing run)
+        trace.write_text(original)
+        procs.append(start_mapper([*common, "--resume", str(out)]))
+        stdout, stderr = procs[-1].communicate(timeout=120)
+        assert procs[-1].returncode == 0, stderr[-3000:]
+        summary = json.loads(stdout)
+        assert [p.wait(timeout=30) for p in pullers] == [0, 0]
+    finally:
+        reap([*procs, *pullers])
+        stop_pullers(pullers)
+    with open(out / "jobs.csv", newline="") as f:
+        ids = [int(row["ID"]) for row in csv.DictReader(f)]
+    assert summary["jobs_done"] == summary["jobs_generated"] == len(ids) == len(set(ids)) > events

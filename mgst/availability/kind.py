@@ -77,6 +77,10 @@ class AvailabilityKind:
         """How many machine groups the model has (None: it has no groups)."""
         return None
 
+    def input_files(self, spec: Any) -> tuple[str, ...]:
+        """The files the model reads (a trace's), so that a resumed run can tell one that changed."""
+        return ()
+
     # ---------------------------------------------------------------- simulation
 
     def process(self, spec: Any, experiment: Experiment, seed: int, replication: int,

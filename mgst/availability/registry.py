@@ -55,6 +55,11 @@ def group_count(spec: Any) -> int | None:
     return None if spec is None else kind_of(spec).group_count(spec)
 
 
+def input_files(spec: Any) -> tuple[str, ...]:
+    """The files the availability model reads (none without a model)."""
+    return () if spec is None else kind_of(spec).input_files(spec)
+
+
 # ---------------------------------------------------------------- store
 
 

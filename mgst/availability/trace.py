@@ -210,6 +210,9 @@ class TraceKind(AvailabilityKind):
     def check(self, spec: TraceAvailability, experiment: Experiment) -> None:
         _sources(spec, tuple(m.name for m in experiment.machines))  # (TraceError)
 
+    def input_files(self, spec: TraceAvailability) -> tuple[str, ...]:
+        return tuple(f for f in (spec.file, spec.cpu_file) if f is not None)
+
     def to_plain(self, spec: TraceAvailability) -> Any:
         return {"kind": self.name, "file": spec.file, "format": spec.format, "cpu_file": spec.cpu_file,
                 "offset": spec.offset, "time_scale": spec.time_scale, "machines": spec.machines}

@@ -114,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="put every puller behind an emulated link, e.g. 'delay=50ms,jitter=5ms,loss=1%%,rate=10mbit' "
                         "(each way; every key optional), or per machine 'M1:delay=80ms;*:delay=20ms'; needs root "
                         "(docs/network.md)")
+    p.add_argument("--resume", type=Path, metavar="DIR",
+                   help="continue the run journalled in DIR (killed, or its machine restarted) with new local pullers "
+                        "and, if it had one, the same emulated network; it keeps the settings it started with")
     p.set_defaults(func=run_command)
 
     p = sub.add_parser("mapper", help="the mapper of a testbed run: pullers connect to it",

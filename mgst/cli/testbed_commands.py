@@ -185,14 +185,19 @@ def run_command(args: argparse.Namespace) -> int:
     from mgst.netem.links import NetworkError  # noqa: PLC0415
     from mgst.testbed.finite_workload import late_arrivals_warning  # noqa: PLC0415
     from mgst.testbed.local_run import run_local  # noqa: PLC0415
+    from mgst.testbed.resume import RunOver  # noqa: PLC0415
     from mgst.testbed.summary import oversubscription_warning  # noqa: PLC0415
 
     import_policies(args)
     exp = load_experiment(args.file)
-    _check_testbed_args(args, exp)
-    network = _network(args.network, exp)
-    out = args.out or _default_out(exp.name)
-    _check_new_out(out)
+    if args.resume is not None:
+        out = args.resume
+        network, seed = _resumed_settings(args, exp, out)
+    else:
+        _check_testbed_args(args, exp)
+        network, seed = _network(args.network, exp), args.seed
+        out = args.out or _default_out(exp.name)
+        _check_new_out(out)
     late = late_arrivals_warning(exp, exp.testbed.duration if args.duration is None else args.duration,
                                  exp.testbed.time_unit if args.time_unit is None else args.time_unit,
                                  exp.simulation.seed if args.seed is None else args.seed)
@@ -214,10 +219,17 @@ def run_command(args: argparse.Namespace) -> int:
             _announce_live(live)
 
     try:
-        result = run_local(exp, out, duration=args.duration, time_unit=args.time_unit, seed=args.seed,
+        result = run_local(exp, out, duration=args.duration, time_unit=args.time_unit, seed=seed,
                            executor=args.executor, progress=live.progress(printer) if live else printer,
                            insecure=args.insecure, imports=tuple(args.imports), on_mapper=on_mapper,
-                           network=network)
+                           network=network, resume=args.resume is not None)
+    except RunOver as e:  # exit 0: the finished run is there; nothing is started or rewritten
+        print(f"mgst: {e}", file=sys.stderr)
+        return 0
+    except ValueError as e:
+        if type(e) is not ValueError or args.resume is None:
+            raise
+        raise ConfigError("--resume", str(e)) from None
     except NetworkError as e:
         print(f"mgst: error: {e}", file=sys.stderr)
         return 1
@@ -226,8 +238,8 @@ def run_command(args: argparse.Namespace) -> int:
         return 1
     except JournalWriteError as e:
         print(f"mgst: error: {e}; the run is paused, and what was committed is kept: free space, then continue "
-              f"it with 'mgst mapper {args.file} --resume {out}' and pullers (mgst run's own have stopped), "
-              f"or write what was done with 'mgst export {out}'", file=sys.stderr)
+              f"it with 'mgst run {args.file} --resume {out}', or write what was done with 'mgst export {out}'",
+              file=sys.stderr)
         return EXIT_PAUSED
     finally:
         _close_live(live)
@@ -254,6 +266,32 @@ def _report(result, as_json: bool, out: Path, files: list[str]) -> None:
 def _print_warnings(summary: dict) -> None:
     for w in summary.get("warnings", []):
         print(f"mgst: warning: {w}", file=sys.stderr)
+
+
+def _resumed_settings(args: argparse.Namespace, exp, out: Path):
+    """For ``mgst run --resume OUT``: the network its journal says its pullers ran behind (made again) and its
+    seed (the network's draws); exit 2 for an option the run cannot change, or a folder holding no run."""
+    from mgst.testbed.store import RunStore, StoreError  # noqa: PLC0415
+
+    check_folder("--resume", out)
+    given = [o for o, v in (("--duration", args.duration), ("--time-unit", args.time_unit), ("--seed", args.seed),
+                            ("--executor", args.executor), ("--out", args.out), ("--network", args.network))
+             if v is not None]
+    if given:
+        raise ConfigError(given[0], "cannot be given with --resume: the run keeps the settings it started with")
+    try:
+        store = RunStore(out / "journal.sqlite", create=False)
+    except StoreError as e:
+        raise ConfigError("--resume", str(e)) from None
+    try:
+        meta = store.meta()
+    finally:
+        store.close()
+    recorded = meta.get("network")
+    spec = recorded.get("spec") if isinstance(recorded, dict) else None
+    if recorded is not None and not isinstance(spec, str):
+        raise ConfigError("--resume", f"{out}/journal.sqlite: its network settings are not readable ({recorded!r:.80})")
+    return (None if spec is None else _network(spec, exp)), meta.get("seed")
 
 
 def _check_new_out(out: Path) -> None:

@@ -129,11 +129,14 @@ def run_local(
     imports: tuple[str, ...] = (),
     on_mapper: Callable[[Mapper], None] | None = None,
     network: NetworkSpec | None = None,
+    resume: bool = False,
 ) -> Beside:
     """A testbed run on loopback, with ephemeral CURVE keys (one per puller) unless ``insecure``,
     journalled to ``out/journal.sqlite``, then its simulation beside it (mgst.testbed.beside).
 
-    ``network``: each puller runs behind that emulated link (mgst.netem), set up first and torn down last."""
+    ``network``: each puller runs behind that emulated link (mgst.netem), set up first and torn down last.
+    ``resume``: continue the run journalled in ``out`` (with its seed and settings, and ``network`` its network,
+    which the journal's must match), with new pullers and keys."""
     names = [m.name for m in experiment.machines]
     # Checked before anything is created (the mapper creates ``out`` and its journal once it has bound).
     allow = local_allow_list(experiment, executor if executor is not None else experiment.testbed.executor)
@@ -156,9 +159,8 @@ def run_local(
         bind = "tcp://127.0.0.1:0" if net is None else f"tcp://{net.mapper_address}:0"
         mapper = Mapper(experiment, bind, duration=duration, time_unit=time_unit, seed=seed,
                         progress=progress, executor=executor, keys=keys, insecure=insecure, out=out,
-                        imports=imports)
-        if net is not None and mapper.journal.store is not None:
-            mapper.journal.store.set_meta(network=_network_settings(net))
+                        imports=imports, resume=resume,
+                        network=None if net is None else _network_settings(net))
         if on_mapper is not None:
             on_mapper(mapper)  # e.g. the CLI's signal handlers
         procs: list[subprocess.Popen] = []

@@ -31,6 +31,7 @@ from mgst.testbed.connection import Connection
 from mgst.testbed.core_events import to_plain as event_to_plain
 from mgst.testbed.dispatch import Dispatcher
 from mgst.testbed.experiment_codec import to_plain
+from mgst.testbed.inputs import input_digests
 from mgst.testbed.journal import Journal
 from mgst.testbed.liveness import LIVENESS, Heartbeats, heartbeat_interval_for
 from mgst.testbed.messages import PullerMessages
@@ -73,7 +74,8 @@ class Mapper:
     with the same seed, so the two runs see the same job sequence. With ``out``,
     every event is journalled to ``out/journal.sqlite`` as it happens, and
     nothing the journal does not have leaves the mapper (write-ahead); with
-    ``resume``, the run in ``out`` continues where its journal ends.
+    ``resume``, the run in ``out`` continues where its journal ends. ``network``: the settings of the
+    emulated network its pullers are behind (mgst run --network), journalled; a resume must give the same.
     """
 
     def __init__(
@@ -100,6 +102,7 @@ class Mapper:
         imports: tuple[str, ...] = (),
         farewell: float = 0.0,
         resume_wait: float = 10.0,
+        network: dict[str, Any] | None = None,
     ):
         self.security = security.security_mode(bind, keys, insecure)
         tb = experiment.testbed
@@ -107,7 +110,7 @@ class Mapper:
         if resume:
             if out is None:
                 raise ValueError("resume needs the run's directory")
-            replayed, replay_s = replay_to_resume(out, experiment)
+            replayed, replay_s = replay_to_resume(out, experiment, network)
             meta = replayed.meta
             experiment = replayed.experiment
             duration, time_unit, seed = meta["duration"], meta["time_unit"], meta["seed"]
@@ -149,7 +152,7 @@ class Mapper:
         # A new run's directory: its journal is removed again if the run never begins (run()).
         self.new_dir = NewRunDir(out) if out is not None and replayed is None else None
         try:
-            self._open_journal(experiment, replayed, imports)
+            self._open_journal(experiment, replayed, imports, network)
         except BaseException:
             self.router.close()
             if replayed is not None:
@@ -193,7 +196,8 @@ class Mapper:
             self._close_journal()
             raise
 
-    def _open_journal(self, experiment: Experiment, replayed: Any, imports: tuple[str, ...]) -> None:
+    def _open_journal(self, experiment: Experiment, replayed: Any, imports: tuple[str, ...],
+                      network: dict[str, Any] | None) -> None:
         """The journal and core: replayed (a resume), or new (with a store in the run's directory, if any)."""
         if replayed is not None:
             self.journal = replayed.journal
@@ -209,7 +213,8 @@ class Mapper:
             try:
                 store.set_meta(experiment=to_plain(experiment), seed=self.seed, duration=self.duration,
                                time_unit=self.time_unit, executor=self.executor, failures=self.failures,
-                               imports=list(imports), security=self.security, created=time.time())
+                               imports=list(imports), security=self.security, created=time.time(),
+                               inputs=input_digests(experiment), network=network)
             except BaseException:
                 store.close()
                 self.new_dir.discard()

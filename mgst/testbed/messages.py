@@ -371,7 +371,9 @@ class PullerMessages:
         conn = self.conns[j]
         mlog = self.journal.machines[j]
         holder = Holder(
-            bound_key=mlog.key or self.prebound_keys.get(j), incarnations=tuple(mlog.incarnations),
+            # The key folder's own key for the name wins over the one the journal saw (keys made anew for a
+            # resume, as `mgst run --resume` does: the old ones are no longer admitted at all).
+            bound_key=self.prebound_keys.get(j) or mlog.key, incarnations=tuple(mlog.incarnations),
             identity=conn.identity,
             live=conn.identity is not None and now - conn.last_seen <= self.liveness * self.heartbeat_interval,
             key_shared=key is not None and bool(self.machines_of_key.get(key, set()) - {j}),

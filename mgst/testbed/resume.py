@@ -20,6 +20,7 @@ from mgst.core.state import MachineState
 from mgst.model import Bag, Experiment, Job
 from mgst.testbed.connection import Connection
 from mgst.testbed.experiment_codec import to_plain
+from mgst.testbed.inputs import changed_inputs, experiment_inputs
 from mgst.testbed.replay import Replayed, replay
 from mgst.testbed.run_clock import RunClock
 from mgst.workload import JobSource
@@ -42,19 +43,54 @@ def run_is_over(meta: dict[str, Any]) -> bool:
     return "ended" in meta or "drops" in meta
 
 
-def replay_to_resume(out: Path, experiment: Experiment) -> tuple[Replayed, float]:
-    """The run in ``out`` replayed, and how long that took (s); ValueError if it ran another experiment, RunOver
-    if it has finished (nothing to resume: the mapper must not listen, nor write its results again)."""
+def replay_to_resume(out: Path, experiment: Experiment, network: dict[str, Any] | None = None
+                     ) -> tuple[Replayed, float]:
+    """The run in ``out`` replayed, and how long that took (s); RunOver if it has finished (nothing to resume:
+    the mapper must not listen, nor write its results again). ValueError if it would not go on as it began:
+    another experiment, an input file (a trace) that changed since, or another emulated network than
+    ``network`` (the one the resumed run's pullers are behind, None: none)."""
     replay_started = time.monotonic()
     replayed = replay(out)  # (a damaged journal is refused here, finished or not)
     replay_s = time.monotonic() - replay_started
-    if run_is_over(replayed.meta):
+    try:
+        if run_is_over(replayed.meta):
+            raise RunOver(out)
+        if to_plain(experiment) != replayed.meta["experiment"]:
+            raise ValueError(f"{out} was run with another experiment than {experiment.name!r}")
+        _check_same_setting(out, experiment, replayed.meta, network)
+    except BaseException:
         replayed.store.close()
-        raise RunOver(out)
-    if to_plain(experiment) != replayed.meta["experiment"]:
-        replayed.store.close()
-        raise ValueError(f"{out} was run with another experiment than {experiment.name!r}")
+        raise
     return replayed, replay_s
+
+
+def _check_same_setting(out: Path, experiment: Experiment, meta: dict[str, Any], network: dict[str, Any] | None
+                        ) -> None:
+    """ValueError naming what would make the resumed part differ from the part before: an input's bytes (a
+    journal of before input digests is resumed with a warning), or the emulated network."""
+    recorded = meta.get("inputs")
+    if recorded is None:
+        if experiment_inputs(experiment):
+            log.warning("%s: its journal predates input digests: whether its trace changed since it began cannot be "
+                        "checked", out)
+    else:
+        problems = changed_inputs(recorded)
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise ValueError(f"cannot resume {out}: {problems[0]}{more}; its part after the resume would not be the "
+                             "same experiment. Put the file back as it was, or start a new run")
+    was = meta.get("network")
+    if _spec(was) != _spec(network):
+        if was is None:
+            raise ValueError(f"cannot resume {out} behind an emulated network ({_spec(network)}): it ran without one")
+        raise ValueError(f"cannot resume {out} here: its pullers ran behind an emulated network ({_spec(was)}), "
+                         f"which this resume would not make; resume it with 'mgst run FILE --resume {out}', which "
+                         "makes the same network again")
+
+
+def _spec(network: dict[str, Any] | None) -> str | None:
+    """The ``--network`` text of a network's settings (None: no network)."""
+    return None if network is None else str(network.get("spec"))
 
 
 class Resume:
