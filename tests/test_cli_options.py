@@ -90,3 +90,46 @@ def test_one_replication_is_said_in_the_singular(capsys):
     assert main(["simulate", HIHI, "--horizon", "30", "--warmup", "3", "--replications", "1", "--workers", "1"]) == 0
     out = capsys.readouterr().out
     assert "1 replication x" in out and "replications" not in out
+
+
+def _read_only_folder(tmp_path: Path) -> Path | None:
+    """A folder on a read-only mount (root: a tmpfs mounted ro; unmounted at teardown by the caller), else None."""
+    if os.geteuid() != 0:
+        return None
+    folder = tmp_path / "romnt"
+    folder.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(folder)],
+                      capture_output=True, timeout=30).returncode != 0:
+        return None
+    return folder
+
+
+@pytest.mark.parametrize("command", [
+    ["simulate", HIHI, "--horizon", "50", "--warmup", "0"],
+    ["run", HIHI, "--duration", "5", "--no-live"],
+    ["mapper", HIHI, "--duration", "5", "--bind", "tcp://127.0.0.1:0", "--no-live"],
+])
+def test_an_out_folder_that_cannot_be_written_is_one_line_before_any_work(tmp_path, capsys, command):
+    """A read-only mount (root passes every mode check), a folder under /proc: exit 2 naming --out, before the
+    simulation or the run, and nothing made."""
+    targets = [Path("/proc/mgst-out"), tmp_path / "file" / "below"]
+    (tmp_path / "file").write_text("")
+    readonly = _read_only_folder(tmp_path)
+    try:
+        if readonly is not None:
+            targets.append(readonly)
+        for out in targets:
+            assert main([*command, "--out", str(out)]) == 2
+            err = capsys.readouterr().err
+            assert err.startswith("mgst: error: --out: ") and err.count("\n") == 1, err
+            assert not Path("/proc/mgst-out").exists()
+    finally:
+        if readonly is not None:
+            subprocess.run(["umount", str(readonly)], timeout=30, check=True)
+
+
+def test_the_command_executor_without_commands_is_one_line_naming_the_option(capsys):
+    assert main(["run", HIHI, "--executor", "command", "--duration", "5", "--no-live"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mgst: error: --executor: the command executor needs [testbed] commands") and \
+        err.count("\n") == 1, err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 from pathlib import Path
 
 from mgst import policies
@@ -11,8 +12,9 @@ from mgst.config import ConfigError
 
 
 def check_folder(option: str, path: Path) -> None:
-    """ConfigError naming ``option`` unless ``path`` is a folder, or one that can be made (its nearest existing
-    ancestor a folder this user may write in)."""
+    """ConfigError naming ``option`` unless ``path`` is a folder this user can write a file in, or one that can
+    be made. Tried, not guessed from modes (root passes every mode check, a read-only mount or /proc fails
+    anyway): the missing folders are made, a file written in the last, and all of it removed again."""
     for folder in (path, *path.parents):
         if not folder.exists():
             continue
@@ -21,7 +23,25 @@ def check_folder(option: str, path: Path) -> None:
             raise ConfigError(option, f"{path} {where}; a folder is expected")
         if folder != path and not os.access(folder, os.W_OK | os.X_OK):
             raise ConfigError(option, f"{path} cannot be made: {folder} is not writable")
-        return
+        break
+    made: list[Path] = []
+    doing = "made"
+    try:
+        for folder in reversed((path, *path.parents)):
+            if not folder.exists():
+                folder.mkdir()
+                made.append(folder)
+        doing = "written in"
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as e:
+        raise ConfigError(option, f"{path} cannot be {doing}: {e.strerror or e}") from None
+    finally:
+        for folder in reversed(made):
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
 
 
 def check_horizon_warmup(horizon: float, warmup: float, horizon_given: bool, warmup_given: bool,

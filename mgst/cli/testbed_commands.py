@@ -66,6 +66,11 @@ def _check_testbed_args(args: argparse.Namespace, exp) -> None:
     check_testbed_overrides(exp, args.duration, args.time_unit)
     if args.seed is not None and args.seed < 0:
         raise ConfigError("--seed", "must be >= 0")
+    executor = args.executor or exp.testbed.executor
+    if executor == "command" and len(exp.testbed.commands) != len(exp.classes):
+        raise ConfigError("--executor" if args.executor else "testbed.executor",
+                          f"the command executor needs [testbed] commands, one per job class ({len(exp.classes)}); "
+                          f"the file gives {len(exp.testbed.commands)}")
 
 
 def _stop_on_signals(mapper) -> None:
