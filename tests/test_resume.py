@@ -249,6 +249,7 @@ def test_sigint_while_waiting_for_pullers_stops_the_mapper(tmp_path, no_children
         reap([mapper])
     assert mapper.returncode == 130, stderr
     assert "waiting for pullers" in stderr and "Traceback" not in stderr
+    assert "no run has begun" in stderr and "draining" not in stderr, stderr  # (nothing had started to drain)
 
 
 def test_a_run_directory_is_never_overwritten_and_resume_checks_its_experiment(tmp_path):

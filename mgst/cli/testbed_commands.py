@@ -81,13 +81,17 @@ def _stop_on_signals(mapper) -> None:
     from mgst.testbed.mapper import INTERRUPT_DRAIN  # noqa: PLC0415
 
     def handler(signum, _frame) -> None:
-        if mapper.stopping:
+        name = signal.Signals(signum).name
+        if mapper.clock.t0 is None and not mapper.stopping:  # (a resume holds its clock: t0 is set then)
+            mapper.stopping = True
+            print(f"\nmgst: {name}: stopping; no run has begun (it was waiting for pullers)", file=sys.stderr)
+        elif mapper.stopping:
             mapper.aborting = True
             print("\nmgst: stopping now (the journal is consistent)", file=sys.stderr)
         else:
             mapper.stopping = True
-            print(f"\nmgst: {signal.Signals(signum).name}: no more jobs; draining for at most {INTERRUPT_DRAIN:g} s "
-                  "(again to stop now)", file=sys.stderr)
+            print(f"\nmgst: {name}: no more jobs; draining for at most {INTERRUPT_DRAIN:g} s (again to stop now)",
+                  file=sys.stderr)
 
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, handler)
