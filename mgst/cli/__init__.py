@@ -246,9 +246,16 @@ class _Version(argparse.Action):
 
 
 def _policies(args: argparse.Namespace) -> int:
+    import shutil  # noqa: PLC0415
+    import textwrap  # noqa: PLC0415
+
     from mgst.cli.options import import_policies  # noqa: PLC0415
 
     import_policies(args)
-    for name in policies.names():
-        print(f"{name:<10} {policies.summary(name)}")
+    names = policies.names()
+    column = max(map(len, names), default=0) + 2
+    width = max(column + 30, min(shutil.get_terminal_size((100, 24)).columns, 120))
+    for name in names:
+        print(textwrap.fill(policies.summary(name), width, initial_indent=f"{name:<{column}}",
+                            subsequent_indent=" " * column))
     return 0
