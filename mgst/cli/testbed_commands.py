@@ -97,6 +97,21 @@ def _stop_on_signals(mapper) -> None:
         signal.signal(signum, handler)
 
 
+def _puller_command(endpoint: str, args: argparse.Namespace, exp) -> str:
+    """The command that starts a puller for this mapper, to paste on a lab machine: no secret in it (a key folder
+    is named, the copy of this one that machine has)."""
+    import shlex  # noqa: PLC0415
+    import socket  # noqa: PLC0415
+
+    host = endpoint.split("://", 1)[1].rsplit(":", 1)
+    if host[0] in ("*", "0.0.0.0", "[::]", "::"):
+        host[0] = socket.getfqdn()
+    connect = f"tcp://{host[0]}:{host[1]}"
+    name = exp.machines[0].name if len(exp.machines) == 1 else "NAME"
+    keys = "--insecure" if args.insecure else f"--keys {shlex.quote(str(args.keys or 'KEYS'))}"
+    return f"python -m puller --connect {shlex.quote(connect)} --machine {name} {keys}"
+
+
 def _open_live(args: argparse.Namespace, exp, out: Path, keys: Path | None):
     """The live view of the run (None with --no-live), serving before anything else starts; exit 2 if it
     cannot be served."""
@@ -376,6 +391,8 @@ def mapper_command(args: argparse.Namespace) -> int:
         _announce_live(live)
     print(f"mgst mapper: listening on {mapper.endpoint} ({mapper.security}) for {len(exp.machines)} pullers "
           f"({', '.join(m.name for m in exp.machines)}); journal {out}/journal.sqlite", file=sys.stderr)
+    print(f"mgst mapper: on each lab machine: {_puller_command(mapper.endpoint, args, exp)} (or 'mgst lab up', "
+          "docs/lab.md)", file=sys.stderr)
     from mgst.testbed.store import JournalWriteError  # noqa: PLC0415
 
     try:

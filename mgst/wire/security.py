@@ -213,19 +213,53 @@ def named_keys(keys: ServerKeys, names: dict[str, int]) -> dict[int, str]:
     return bound
 
 
+# A refused key is logged at most once per this many seconds (a puller with the wrong keys retries with back-off).
+REFUSAL_LOG_INTERVAL = 60.0
+REFUSALS_TRACKED = 1024  # keys whose last refusal is remembered (the oldest forgotten first): bounded memory
+
+
+class AuthorizedKeys:
+    """The ZAP credentials provider (zmq.auth's ``configure_curve_callback``): admits exactly the public keys of a
+    folder, read once, and logs a key it refuses, with its fingerprint, once per key and REFUSAL_LOG_INTERVAL."""
+
+    def __init__(self, folder: Path, clock=None):
+        import time  # noqa: PLC0415
+
+        self.folder = folder
+        self.admitted = frozenset(zmq.auth.load_certificates(str(folder)))
+        self._clock = clock or time.monotonic
+        self._logged: dict[bytes, float] = {}
+        self.refused = 0
+
+    def callback(self, domain: str, key: bytes) -> bool:
+        if key in self.admitted:
+            return True
+        self.refused += 1
+        now = self._clock()
+        last = self._logged.pop(key, None)
+        if last is None or now - last >= REFUSAL_LOG_INTERVAL:
+            last = now
+            log.warning("refused a CURVE handshake from key %s: not among the %d puller keys in %s (a puller "
+                        "started with another key folder's keys?)", fingerprint(z85.decode(key)),
+                        len(self.admitted), self.folder)
+        self._logged[key] = last
+        if len(self._logged) > REFUSALS_TRACKED:
+            del self._logged[next(iter(self._logged))]
+        return False
+
+
 def start_authenticator(context: zmq.Context, keys: ServerKeys) -> ThreadAuthenticator:
-    """A ZAP handler for ``context`` that admits exactly the keys in ``keys.authorized``.
+    """A ZAP handler for ``context`` that admits exactly the keys in ``keys.authorized``, logging those it refuses.
 
     Start it before binding: without a ZAP handler libzmq admits every client key.
     """
+    provider = AuthorizedKeys(keys.authorized)
+    if not provider.admitted:
+        raise KeyFileError(f"{keys.authorized}: no readable puller public keys")
     auth = ThreadAuthenticator(context, log=logging.getLogger("mgst.zap"))
     auth.start()
-    auth.configure_curve(domain=ZAP_DOMAIN, location=str(keys.authorized))
-    admitted = len(auth.certs.get(ZAP_DOMAIN, {}))
-    if not admitted:
-        auth.stop()
-        raise KeyFileError(f"{keys.authorized}: no readable puller public keys")
-    log.info("CURVE on: %d puller keys admitted from %s", admitted, keys.authorized)
+    auth.configure_curve_callback(domain=ZAP_DOMAIN, credentials_provider=provider)
+    log.info("CURVE on: %d puller keys admitted from %s", len(provider.admitted), keys.authorized)
     return auth
 
 
