@@ -59,7 +59,7 @@ PAUSE_REASON_MAX = 400
 # Rounds of committing and sending in one flush: a failed send may decide more (a machine gone).
 FLUSH_ROUNDS = 100
 # An interrupted run (Ctrl-C, SIGTERM) drains for at most this long (s), not the run's drain time-out (30 s or
-# more): the user wants out, and issue 21 asks for the end within 10 s; the jobs still unfinished are cut off.
+# more): the user wants out, and should have it within 10 s; the jobs still unfinished are cut off.
 INTERRUPT_DRAIN = 4.0
 
 

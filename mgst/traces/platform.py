@@ -149,6 +149,6 @@ def load_platform(path: Path | str, *, fmt: str | None = None, hosts_file: Path 
     return Platform(where.name, clocks, {h: intervals.get(h, []) for h in clocks}, span)
 
 
-# business_starts is the calendar's, offered here with the rest of the platform interface (issue 23).
+# business_starts is the calendar's, offered here with the rest of the platform interface.
 __all__ = ["AVAILABILITY_CSV", "AVAILABILITY_FTA", "HOSTS_CSV", "PLATFORM_JSON", "Platform", "business_starts",
            "generate_platform", "host_names", "load_platform", "read_platform", "trace_clocks", "write_platform"]

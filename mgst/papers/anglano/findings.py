@@ -1,4 +1,4 @@
-"""Seed 000's five findings as checks over a sweep's cells: which hold, where, and where not."""
+"""Anglano & Canonico's five findings as checks over a sweep's cells: which hold, where, and where not."""
 
 from __future__ import annotations
 

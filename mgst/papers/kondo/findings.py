@@ -1,4 +1,4 @@
-"""The slides' six claims (seed 003, issue 23 part 5) as figures from kondo sweeps' sweep.csv files.
+"""Kondo et al.'s six claims (the slides) as figures from kondo sweeps' sweep.csv files.
 
 Every "X times better than Y" is paired: the mean over the runs (start points, and the settings named) of
 makespan(Y) / makespan(X) on the same start point, with its 95 % interval across runs. A ratio to optimal is

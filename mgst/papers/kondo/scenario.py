@@ -1,4 +1,4 @@
-"""Seed 003 (Kondo, Chien & Casanova): rapid turnaround on desktop grids, as `mgst sweep` runs it.
+"""Kondo, Chien & Casanova: rapid turnaround on desktop grids, as `mgst sweep` runs it.
 
 One cell is one application (T tasks of s minutes on a dedicated 1.5 GHz host) on one platform under
 one policy, started at a random business-hours point of the platform's trace: replication k is the
@@ -139,7 +139,7 @@ def _figures(spec: Any, out_dir: Path) -> list[Path]:
 
 SCENARIO = Scenario(
     name="kondo",
-    doc="Kondo, Chien & Casanova (seed 003): 11 policies x 4 platforms x 3 task counts x 3 task sizes",
+    doc="Kondo, Chien & Casanova: 11 policies x 4 platforms x 3 task counts x 3 task sizes",
     axes=(
         Axis("platform", PLATFORMS, "synthetic platform (mgst traces): SDSC-like, homogeneous, LRI-WISC-, GIMPS-like"),
         Axis("policy", tuple(POLICIES), "the slides' policy names (or a registered policy)", open=True),
