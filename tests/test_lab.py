@@ -637,3 +637,17 @@ def test_lab_reaches_an_ipv6_host_with_a_known_hosts_path_of_spaces_quotes_and_p
         for label in hosts:
             assert re.search(rf"^{label} \({re.escape(h.address6)}\): mgst \S+ ", status.stdout, re.M), status.stdout
     assert_nothing_left(net)
+
+
+@pytest.mark.parametrize("connect,ok", [("tcp://[::1]:5555", True), ("tcp://[fd00:213::1]:5555", True),
+                                        ("tcp://[:::]:5555", False), ("tcp://[1.2.3.4]:5555", False),
+                                        ("tcp://[::1::2]:5555", False)])
+def test_lab_connect_in_brackets_is_an_ipv6_address(connect, ok, key_folder):
+    """lab.connect's host in brackets must be an IPv6 address (ipaddress reads it), not any hex and colons."""
+    hosts = key_folder.parent / "connect6.toml"
+    hosts.write_text(f'[lab]\nconnect = "{connect}"\nkeys = "keys"\n[hosts.a]\naddress = "h"\nmachines = ["M1"]\n')
+    if ok:
+        assert load_hosts(hosts).connect == connect
+    else:
+        with pytest.raises(HostsFileError, match=r"lab\.connect: .*is not an IPv6 address"):
+            load_hosts(hosts)

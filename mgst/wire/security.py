@@ -102,6 +102,11 @@ def check_endpoint(endpoint: str, *, bind: bool) -> str:
             raise ValueError(f"{endpoint!r}: port {port} is not in 1..65535")
         if m.group(2) == "*" and not bind:
             raise ValueError(f"{endpoint!r}: a puller connects to a host name or address, not '*'")
+        if m.group(2).startswith("["):
+            try:
+                ipaddress.IPv6Address(m.group(2)[1:-1])
+            except ValueError:
+                raise ValueError(f"{endpoint!r}: {m.group(2)} is not an IPv6 address") from None
     return endpoint
 
 
