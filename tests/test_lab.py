@@ -651,3 +651,20 @@ def test_lab_connect_in_brackets_is_an_ipv6_address(connect, ok, key_folder):
     else:
         with pytest.raises(HostsFileError, match=r"lab\.connect: .*is not an IPv6 address"):
             load_hosts(hosts)
+
+
+def test_a_remote_dir_with_backslashes_is_said_as_it_is(tmp_path, key_folder, no_children_left):
+    """The folder's name comes back unchanged in the reply (printf, not dash's echo, which reads \\c, \\n...),
+    in a refusal too."""
+    import dataclasses  # noqa: PLC0415
+
+    home = tmp_path / "home"
+    home.mkdir()
+    odd = "lab \\c \\n \\\\ end"
+    host = dataclasses.replace(_host(tmp_path, key_folder), remote_dir=odd, mgst=("true",))
+    out = read_reply(host, _up_locally(host, key_folder, home).stdout)
+    assert out.folder == str(home / odd), out
+    (home / "link \\c").symlink_to(home / odd)
+    host = dataclasses.replace(host, remote_dir="link \\c")
+    out = read_reply(host, _up_locally(host, key_folder, home).stdout)
+    assert out.failure == "link \\c is a symlink, not a folder: refused, no key written", out

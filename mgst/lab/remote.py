@@ -67,7 +67,7 @@ tail_log() {  # the last lines of M's log (a plain file, not a symlink), marked
 # symlink removes the link), then it is created under noclobber (O_EXCL) and umask 077, mode 600. A log is
 # appended to only if it is a plain file of the login's own with no other name (a hard link); else it is removed.
 _FOLDERS = r"""refuse() {  # says why the host is refused; ends the script (nothing more is written)
-    echo "$MARK fail $*"
+    printf '%s fail %s\n' "$MARK" "$*"  # (printf: dash's echo would read a backslash in a path)
     exit 0
 }
 field() {  # field $2 of `ls -ldn $1`: 1 the mode, 2 the number of links, 3 the owner's uid
@@ -155,7 +155,7 @@ def up_script(host: Host, connect: str, files: dict[str, bytes], allow: bytes | 
               '    rm -f -- "$D/$m.pid" 2>/dev/null || refuse "cannot remove $D/$m.pid"',
               '    own_log "$D/$m.log"',
               "done",
-              f'echo "{MARK} dir $D"',
+              f"printf '%s dir %s\\n' {MARK} \"$D\"",
               f"for m in {_machines(host)}; do",
               '    echo "---- mgst lab up $(date -u +%Y-%m-%dT%H:%M:%SZ) ----" >> "$D/$m.log"',
               "    ( trap '' HUP; exec setsid sh -C -c 'echo $$ > \"$0\" || exit 1; exec env \"$@\"' \"$D/$m.pid\" "
@@ -189,7 +189,7 @@ def status_script(host: Host, log_lines: int) -> str:
         f"for m in {_machines(host)}; do",
         f'    if p=$(pid_of "$m"); then if ours "$p" "$m"; then echo "{MARK} running $m $p"; '
         f'else echo "{MARK} exited $m $p"; fi; else echo "{MARK} nopid $m"; fi',
-        f'    echo "{MARK} log $m $D/$m.log"',
+        f"    printf '%s log %s %s\\n' {MARK} \"$m\" \"$D/$m.log\"",
         f'    tail_log "$m" {min(log_lines, MAX_LOG_LINES)}',
         "done"]) + "\n"
 
