@@ -426,6 +426,8 @@ def keys_command(args: argparse.Namespace) -> int:
         names = args.pullers or []
     try:
         written = security.create_keys(args.folder, names, lab=args.lab, overwrite=args.force)
+    except security.KeyFileError as e:  # (a folder or a kept key not the user's own)
+        raise ConfigError("FOLDER", str(e)) from None
     except ValueError as e:
         raise ConfigError("--pullers", str(e)) from None
     f = args.folder

@@ -48,12 +48,20 @@ def ssh_argv(host: Host) -> list[str]:
     if host.ssh_config is not None:
         argv += ["-F", str(host.ssh_config)]
     if host.known_hosts is not None:
-        argv += ["-o", f"UserKnownHostsFile={host.known_hosts}"]
+        argv += ["-o", f"UserKnownHostsFile={ssh_file_list_word(str(host.known_hosts))}"]
     if host.identity_file is not None:
         argv += ["-i", str(host.identity_file), "-o", "IdentitiesOnly=yes"]
     if host.user is not None:
         argv += ["-l", host.user]
     return [*argv, "--", host.address, "sh -s"]
+
+
+def ssh_file_list_word(path: str) -> str:
+    """``path`` as the one file of an ssh option that takes a list of them (UserKnownHostsFile): ssh splits its
+    value at spaces unless in double quotes (where it reads ``\\`` and ``\"`` as escapes), and expands ``%``
+    tokens (``%%`` is one ``%``). The hosts file refuses a path holding ``${``, which ssh expands too."""
+    escaped = path.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
+    return f'"{escaped}"'
 
 
 async def run_script(host: Host, script: str, timeout: float) -> Reply:

@@ -7,7 +7,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from mgst.netem.links import LabNetwork, NetworkError, totals
 from mgst.netem.spec import NetworkSpec
 from mgst.testbed.beside import Beside, finish_outputs
 from mgst.testbed.mapper import Mapper
+from mgst.testbed.run_keys import make_key_folder, remove_stale
 from mgst.wire import security
 
 log = logging.getLogger(__name__)
@@ -145,7 +145,9 @@ def run_local(
     if network is not None:
         network.check_machines(names)
         net = LabNetwork(network, names, experiment.simulation.seed if seed is None else seed)
-    key_dir = None if insecure else Path(tempfile.mkdtemp(prefix="mgst-keys-"))  # 0700, removed below
+    remove_stale()  # the key folders of runs that were killed
+    # 0700, its name holds this process's pid: removed below, or by the next run if this process is killed
+    key_dir = None if insecure else make_key_folder()
     try:
         if net is not None:
             net.start()
