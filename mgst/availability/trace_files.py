@@ -8,17 +8,19 @@ machine (its a_j when UP, 0 otherwise). docs/models.md describes the formats.
 from __future__ import annotations
 
 import functools
-import gzip
 import math
 import os
 from collections.abc import Iterable, Iterator
-from typing import IO, NamedTuple
+from typing import NamedTuple
 
 from mgst.availability.process import State
+from mgst.bounded_read import FileReadError, numbered_lines
 
 # Bounds on what a trace may hold (mgst.config's MAX_JOBS bounds the events of one run likewise).
+# Reading 1,000,000 lines takes some 280 MB and 4 s, so the most a trace may hold takes about 2.8 GB.
 MAX_TRACE_LINES = 10_000_000
 MAX_LINE = 4096  # bytes; a CSV line is ~40 bytes, an FTA event ~100
+MAX_TRACE_BYTES = 1 << 30  # 1 GiB, read (decompressed: a gzip file is bounded by what it inflates to)
 FORMATS = ("csv", "fta")
 # The Failure Trace Archive's event_trace table, in its column order (http://fta.scem.uws.edu.au/, page
 # "FTAFormat"; Javadi, Kondo, Iosup and Epema, "The Failure Trace Archive", JPDC 73(8), 2013). A header line
@@ -52,29 +54,23 @@ class Interval(NamedTuple):
 Intervals = dict[str, list[Interval]]  # machine identifier -> its intervals, sorted by start
 
 
-def _open(path: str) -> IO[bytes]:
-    if path.endswith(".gz"):
-        return gzip.open(path, "rb")  # type: ignore[return-value]  # (a GzipFile reads bytes)
-    return open(path, "rb")
-
-
-def _lines(path: str) -> Iterator[tuple[int, str]]:
-    """(line number, text) of the data lines: blank lines and ``#`` comments skipped; bounds checked."""
+def data_lines(path: str | os.PathLike, *, max_line: int = MAX_LINE, max_lines: int = MAX_TRACE_LINES,
+               max_bytes: int = MAX_TRACE_BYTES) -> Iterator[tuple[int, str]]:
+    """(line number, text) of an ASCII file's data lines, blank lines and ``#`` comments skipped; the bounds checked
+    as the file is read (a regular file only; ``.gz`` decompressed). TraceError naming the file (and line)."""
+    where = os.fspath(path)
     try:
-        with _open(path) as f:
-            for number, raw in enumerate(f, 1):
-                if number > MAX_TRACE_LINES:
-                    raise TraceError(path, None, f"more than {MAX_TRACE_LINES:,} lines")
-                if len(raw) > MAX_LINE:
-                    raise TraceError(path, number, f"longer than {MAX_LINE} bytes")
-                try:
-                    text = raw.decode("ascii").strip()
-                except UnicodeDecodeError:
-                    raise TraceError(path, number, "not ASCII") from None
-                if text and not text.startswith("#"):
-                    yield number, text
+        for number, raw in numbered_lines(path, max_line=max_line, max_lines=max_lines, max_bytes=max_bytes):
+            try:
+                text = raw.decode("ascii").strip()
+            except UnicodeDecodeError:
+                raise TraceError(where, number, "not ASCII") from None
+            if text and not text.startswith("#"):
+                yield number, text
+    except FileReadError as e:
+        raise TraceError(where, e.line, e.problem) from None
     except OSError as e:
-        raise TraceError(path, None, f"cannot read: {e.strerror or e}") from None
+        raise TraceError(where, None, f"cannot read: {e.strerror or e}") from None
 
 
 def _time(path: str, number: int, text: str, what: str) -> float:
@@ -116,7 +112,7 @@ def parse_csv(path: str) -> Intervals:
     """``machine,start,end,state,cpu_share`` lines (a first line of exactly those names is a header), sorted."""
     out: Numbered = {}
     first = True
-    for number, text in _lines(path):
+    for number, text in data_lines(path):
         fields = [f.strip() for f in text.split(",")]
         if first and [f.lower() for f in fields] in (CSV_HEADER, CSV_HEADER[:4]):
             first = False
@@ -145,7 +141,7 @@ def parse_fta(path: str) -> Intervals:
     out: Numbered = {}
     columns = {name: k for k, name in enumerate(FTA_COLUMNS)}
     first = True
-    for number, text in _lines(path):
+    for number, text in data_lines(path):
         fields = [f.strip() for f in text.split("\t")]
         if first and "event_type" in fields:
             first = False
@@ -242,5 +238,5 @@ def guess_format(path: str) -> str:
     return "csv" if name.lower().endswith(".csv") else "fta"
 
 
-__all__ = ["FORMATS", "Interval", "TraceError", "check_host_names", "guess_format", "read_trace", "write_csv_trace",
-           "write_fta_trace"]
+__all__ = ["FORMATS", "Interval", "TraceError", "check_host_names", "data_lines", "guess_format", "read_trace",
+           "write_csv_trace", "write_fta_trace"]

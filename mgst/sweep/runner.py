@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mgst.bounded_read import read_text
 from mgst.config import ConfigError
 from mgst.model import BagList, BagStream, Experiment, PoissonClasses
 from mgst.process_pool import InterruptiblePool
@@ -26,6 +27,7 @@ log = logging.getLogger(__name__)
 
 CellFn = Callable[[Experiment, int], Mapping[str, Any]]
 MANIFEST = "sweep.json"
+MAX_MANIFEST_BYTES = 16 << 20  # sweep.json read back: 16 MiB (a sweep's settings are some kilobytes)
 CSV = "sweep.csv"
 SUMMARY = "summary.csv"
 PLOTS = "plots"
@@ -218,7 +220,7 @@ def _claim(out: Path, spec: SweepSpec) -> None:
     mine = spec.manifest()
     if path.exists():
         try:
-            theirs = json.loads(path.read_text(encoding="utf-8"))
+            theirs = json.loads(read_text(path, MAX_MANIFEST_BYTES))
         except (OSError, ValueError) as e:
             raise ConfigError("--out", f"{path} cannot be read ({e}); choose another folder") from None
         if theirs != mine:

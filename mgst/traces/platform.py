@@ -15,6 +15,7 @@ from mgst.availability.trace_files import (
     write_csv_trace,
     write_fta_trace,
 )
+from mgst.bounded_read import read_text
 from mgst.traces.calendar import DAY, business_starts
 from mgst.traces.generator import CLOCK_LAWS, KINDS, SDSC_LAW, clock_rates, host_intervals
 from mgst.traces.hosts_file import read_hosts, write_hosts
@@ -27,6 +28,7 @@ PLATFORM_JSON = "platform.json"
 TRACE_NAMES = (AVAILABILITY_CSV, AVAILABILITY_CSV + ".gz", AVAILABILITY_FTA, AVAILABILITY_FTA + ".gz")
 MAX_HOSTS = 100_000  # a bound on a generated platform (220 is the slides')
 MAX_DAYS = 3650
+MAX_META_BYTES = 1 << 20  # platform.json: some 600 bytes as written
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,7 @@ def _meta(directory: Path) -> dict:
     if not path.exists():
         return {}
     try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
+        meta = json.loads(read_text(path, MAX_META_BYTES))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise TraceError(str(path), None, f"cannot read: {e}") from None
     if not isinstance(meta, dict):
