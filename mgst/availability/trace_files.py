@@ -140,19 +140,24 @@ def parse_fta(path: str) -> Intervals:
     """A Failure Trace Archive event trace: tab-separated, FTA_COLUMNS (or a header line naming them), sorted."""
     out: Numbered = {}
     columns = {name: k for k, name in enumerate(FTA_COLUMNS)}
+    width = len(FTA_COLUMNS)  # the fields a line needs
     first = True
     for number, text in data_lines(path):
         fields = [f.strip() for f in text.split("\t")]
         if first and "event_type" in fields:
             first = False
-            columns = {name.lower().replace("event_stop_time", "event_end_time"): k for k, name in enumerate(fields)}
+            names = [name.lower().replace("event_stop_time", "event_end_time") for name in fields]
+            twice = next((name for k, name in enumerate(names) if name in names[:k]), None)
+            if twice is not None:
+                raise TraceError(path, number, f"the header names column {twice[:40]!r} twice")
+            columns, width = {name: k for k, name in enumerate(names)}, len(names)
             missing = [c for c in ("event_type", "event_start_time", "event_end_time") if c not in columns]
             if missing or ("node_name" not in columns and "node_id" not in columns):
                 raise TraceError(path, number, f"the header lacks {', '.join(missing) or 'node_name and node_id'}")
             continue
         first = False
-        if len(fields) < len(columns):
-            raise TraceError(path, number, f"{len(fields)} tab-separated fields; need {len(columns)}")
+        if len(fields) < width:
+            raise TraceError(path, number, f"{len(fields)} tab-separated fields; need {width}")
         try:
             event = int(fields[columns["event_type"]])
         except ValueError:
