@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from mgst.config import ConfigError
 KINDS = ("sdsc", "homogeneous", "lri-wisc", "gimps")  # mgst.traces.generator.KINDS (not imported: `mgst --help`)
 MAX_STARTS = 10_000_000  # task starts a summary draws (each costs a few numpy operations)
 MAX_TASK_LENGTHS = 50
+MAX_TASK_MINUTES = 36_525 * 1440  # a task no longer than the longest trace a summary covers (100 years)
 
 
 def add_traces_arguments(p: argparse.ArgumentParser) -> None:
@@ -73,15 +73,17 @@ def _task_minutes(text: str) -> list[float]:
         values = [float(x) for x in text.split(",")]
     except ValueError:
         raise ConfigError("--task-minutes", f"give comma-separated minutes, e.g. 5,15,35, got {text[:40]!r}") from None
-    if not values or len(values) > MAX_TASK_LENGTHS or not all(math.isfinite(v) and v > 0 for v in values):
-        raise ConfigError("--task-minutes", f"give 1 to {MAX_TASK_LENGTHS} positive lengths, got {text[:40]!r}")
+    if not values or len(values) > MAX_TASK_LENGTHS or not all(0 < v <= MAX_TASK_MINUTES for v in values):
+        raise ConfigError("--task-minutes", f"give 1 to {MAX_TASK_LENGTHS} positive lengths of at most "
+                                            f"{MAX_TASK_MINUTES:,} minutes (100 years), got {text[:40]!r}")
     return values
 
 
 def _summary(args: argparse.Namespace) -> int:
     from mgst.availability.trace_files import TraceError  # noqa: PLC0415
+    from mgst.traces.calendar import NoBusinessHours  # noqa: PLC0415
     from mgst.traces.platform import load_platform  # noqa: PLC0415
-    from mgst.traces.summary import summarise  # noqa: PLC0415
+    from mgst.traces.summary import TooLargeToSummarise, summarise  # noqa: PLC0415
 
     minutes = _task_minutes(args.task_minutes)
     if not 1 <= args.starts <= MAX_STARTS:
@@ -101,7 +103,9 @@ def _summary(args: argparse.Namespace) -> int:
         raise ConfigError("PATH", f"{args.path}: the trace has no host")
     try:
         summary = summarise(platform, minutes, starts=args.starts, seed=args.seed)
-    except ValueError as e:  # (no business hours far enough before the trace's end for the longest task)
+    except TooLargeToSummarise as e:  # (checked before any work)
+        raise ConfigError("PATH", f"{args.path}: {e}") from None
+    except NoBusinessHours as e:  # (no business hours far enough before the trace's end for the longest task)
         raise ConfigError("--task-minutes", f"{e}") from None
     if args.png is not None:
         from mgst.traces.summary_plot import write_summary_png  # noqa: PLC0415
