@@ -60,8 +60,10 @@ def add_testbed_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _check_testbed_args(args: argparse.Namespace, exp) -> None:
-    """Exit-2 errors for the testbed options, before anything starts."""
+    """Exit-2 errors for the testbed options, before anything starts: `mgst run` and `mgst mapper` alike (the
+    mapper itself would refuse a trace too long for the wire only once `mgst run` had started making the run)."""
     from mgst.config.checks import check_testbed_overrides  # noqa: PLC0415
+    from mgst.testbed.wire_availability import check_availability_fits  # noqa: PLC0415
 
     check_testbed_overrides(exp, args.duration, args.time_unit)
     if args.seed is not None and args.seed < 0:
@@ -71,6 +73,11 @@ def _check_testbed_args(args: argparse.Namespace, exp) -> None:
         raise ConfigError("--executor" if args.executor else "testbed.executor",
                           f"the command executor needs [testbed] commands, one per job class ({len(exp.classes)}); "
                           f"the file gives {len(exp.testbed.commands)}")
+    try:
+        check_availability_fits(exp, args.duration, args.time_unit, args.seed)
+    except ValueError as e:
+        given = "--duration" if args.duration is not None else "--time-unit" if args.time_unit is not None else None
+        raise ConfigError(given or "availability.file", str(e)) from None
 
 
 def _stop_on_signals(mapper) -> None:
