@@ -24,8 +24,9 @@ TESTBED_EXIT_CODES = f"""exit codes:
   1    the pullers did not all register in time (no job was generated: nothing is left behind); or
        `mgst run --network`'s network could not be made, or its relay ended during the run (which was
        stopped, its results written; nothing is left behind)
-  2    a usage error (nothing is created), or a journal that cannot be used (damaged: see
-       `mgst export DIR --salvage`)
+  2    a usage error (nothing is created), a journal that cannot be used (damaged: see
+       `mgst export DIR --salvage`), or output files that cannot be written (the journal keeps the
+       run: `mgst export DIR` writes them again)
   {EXIT_PAUSED}   the journal could not be written (disk full, I/O error): the run is PAUSED, what was
        committed is kept, and the pullers keep their work and wait; free space, then continue
        with `mgst mapper FILE --resume DIR`
