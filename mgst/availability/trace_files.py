@@ -197,6 +197,26 @@ def _number(x: float) -> str:
     return str(int(x)) if x == int(x) else repr(x)
 
 
+def csv_rows(host: str, items: Iterable[Interval]) -> Iterator[str]:
+    """The lines of mgst's CSV trace format for one host's intervals (after CSV_HEADER's line)."""
+    return (f"{host},{_number(iv.start)},{_number(iv.end)},{iv.state.name.lower()},"
+            f"{'' if iv.share is None else _number(iv.share)}\n" for iv in items)
+
+
+def fta_rows(node: int, host: str, items: Iterable[Interval], first_event: int) -> list[str]:
+    """The Failure Trace Archive's event lines for one host's intervals (node number ``node``, events numbered from
+    ``first_event``): one per unavailable (0) or available (1) period, consecutive available intervals merged."""
+    merged: list[list[float]] = []  # [start, end, event_type]
+    for iv in items:
+        kind = 0 if iv.state is State.DOWN else 1
+        if merged and merged[-1][2] == kind and merged[-1][1] == iv.start:
+            merged[-1][1] = iv.end
+        else:
+            merged.append([iv.start, iv.end, kind])
+    return [f"{event}\t0\t{node}\t0\t{host}\t{int(kind)}\t{_number(start)}\t{_number(end)}\t0\n"
+            for event, (start, end, kind) in enumerate(merged, first_event)]
+
+
 def write_csv_trace(intervals: Intervals, path: str | os.PathLike) -> None:
     """mgst's CSV trace format, with a header (parse_csv reads it); ValueError for a host name it could not read
     back."""
@@ -204,8 +224,7 @@ def write_csv_trace(intervals: Intervals, path: str | os.PathLike) -> None:
     with open(path, "w", encoding="ascii") as f:
         f.write(",".join(CSV_HEADER) + "\n")
         for host, items in intervals.items():
-            f.writelines(f"{host},{_number(iv.start)},{_number(iv.end)},{iv.state.name.lower()},"
-                         f"{'' if iv.share is None else _number(iv.share)}\n" for iv in items)
+            f.writelines(csv_rows(host, items))
 
 
 def write_fta_trace(intervals: Intervals, path: str | os.PathLike) -> None:
@@ -213,19 +232,12 @@ def write_fta_trace(intervals: Intervals, path: str | os.PathLike) -> None:
     unavailable (0) or available (1) interval. The FTA has no CPU share: an UP interval's share is dropped, and
     consecutive UP intervals are one available event (RECLAIMED counts as available)."""
     check_host_names(intervals, "\t")
-    event = 0
+    event = 1
     with open(path, "w", encoding="ascii") as f:
         for node, (host, items) in enumerate(intervals.items()):
-            merged: list[list[float]] = []  # [start, end, event_type]
-            for iv in items:
-                kind = 0 if iv.state is State.DOWN else 1
-                if merged and merged[-1][2] == kind and merged[-1][1] == iv.start:
-                    merged[-1][1] = iv.end
-                else:
-                    merged.append([iv.start, iv.end, kind])
-            for start, end, kind in merged:
-                event += 1
-                f.write(f"{event}\t0\t{node}\t0\t{host}\t{int(kind)}\t{_number(start)}\t{_number(end)}\t0\n")
+            rows = fta_rows(node, host, items, event)
+            f.writelines(rows)
+            event += len(rows)
 
 
 def check_host_names(intervals: Iterable[str], separator: str) -> None:
@@ -243,5 +255,5 @@ def guess_format(path: str) -> str:
     return "csv" if name.lower().endswith(".csv") else "fta"
 
 
-__all__ = ["FORMATS", "Interval", "TraceError", "check_host_names", "data_lines", "guess_format", "read_trace",
-           "write_csv_trace", "write_fta_trace"]
+__all__ = ["CSV_HEADER", "FORMATS", "Interval", "TraceError", "check_host_names", "csv_rows", "data_lines", "fta_rows",
+           "guess_format", "read_trace", "write_csv_trace", "write_fta_trace"]

@@ -50,7 +50,14 @@ def traces_command(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from mgst.traces.platform import AVAILABILITY_CSV, MAX_DAYS, MAX_HOSTS, generate_platform, write_platform  # noqa: PLC0415
+    from mgst.traces.platform import (  # noqa: PLC0415
+        AVAILABILITY_CSV,
+        MAX_DAYS,
+        MAX_HOSTS,
+        PlatformTooLarge,
+        check_platform,
+        write_generated_platform,
+    )
 
     if not 1 <= args.hosts <= MAX_HOSTS:
         raise ConfigError("--hosts", f"give 1 to {MAX_HOSTS:,} hosts")
@@ -58,10 +65,17 @@ def _generate(args: argparse.Namespace) -> int:
         raise ConfigError("--days", f"give 1 to {MAX_DAYS} days")
     if not 0 <= args.seed < 2**63:
         raise ConfigError("--seed", "give a natural number below 2**63")
+    try:
+        check_platform(args.kind, args.hosts, args.days)  # (before the folder is made)
+    except PlatformTooLarge as e:
+        raise ConfigError("--hosts", str(e)) from None
     check_folder("--out", args.out)
-    platform = generate_platform(args.kind, hosts=args.hosts, days=args.days, seed=args.seed)
-    out = write_platform(platform, args.out, fta=args.fta)
-    periods = sum(len(items) for items in platform.intervals.values())
+    try:
+        periods = write_generated_platform(args.kind, args.out, hosts=args.hosts, days=args.days, seed=args.seed,
+                                           fta=args.fta)
+    except PlatformTooLarge as e:
+        raise ConfigError("--hosts", str(e)) from None
+    out = args.out
     size = (out / AVAILABILITY_CSV).stat().st_size
     print(f"{out}: {args.kind}, {args.hosts} hosts, {args.days} days, seed {args.seed}: {periods:,} intervals "
           f"({size / 1e6:.1f} MB in {AVAILABILITY_CSV})")

@@ -103,7 +103,10 @@ def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, workers: int = 1, 
     scenario = spec.scenario
     measures = scenario.measures
     if scenario.prepare is not None:  # what the cells share (files in the sweep's folder), made once
-        spec = dataclasses.replace(spec, options=scenario.prepare(dict(spec.axes), spec.options, out))
+        try:
+            spec = dataclasses.replace(spec, options=scenario.prepare(dict(spec.axes), spec.options, out))
+        except ValueError as e:  # (options that cannot make what the cells share: a platform too large)
+            raise ConfigError("options", str(e), str(spec.path) if spec.path is not None else None) from None
     cells = spec.cells()
     results = ResultLog(out / CSV, spec.columns, measures.columns)
     try:
