@@ -21,7 +21,8 @@ EXIT_PAUSED = 75
 TESTBED_EXIT_CODES = f"""exit codes:
   0    the run is over; its results are written (--resume of a run already over: said so, nothing
        rewritten)
-  1    the pullers did not all register in time (no job was generated: nothing is left behind); or
+  1    the pullers did not all register in time, or `mgst run` could not start them all (no job was
+       generated: nothing is left behind); or
        `mgst run --network`'s network could not be made, or its relay ended during the run (which was
        stopped, its results written; nothing is left behind)
   2    a usage error (nothing is created), a journal that cannot be used (damaged: see
@@ -216,12 +217,13 @@ def _network(spec: str | None, exp):
 def run_command(args: argparse.Namespace) -> int:
     from mgst.netem.links import NetworkError  # noqa: PLC0415
     from mgst.testbed.finite_workload import late_arrivals_warning  # noqa: PLC0415
-    from mgst.testbed.local_run import run_local  # noqa: PLC0415
+    from mgst.testbed.local_run import PullerStartError, check_memory_for_pullers, run_local  # noqa: PLC0415
     from mgst.testbed.resume import RunOver  # noqa: PLC0415
     from mgst.testbed.summary import oversubscription_warning  # noqa: PLC0415
 
     import_policies(args)
     exp = load_experiment(args.file)
+    check_memory_for_pullers(len(exp.machines))
     if args.resume is not None:
         out = args.resume
         network, seed = _resumed_settings(args, exp, out)
@@ -267,6 +269,10 @@ def run_command(args: argparse.Namespace) -> int:
         return 1
     except TimeoutError as e:  # (the local pullers did not start: their log says why)
         print(f"mgst: error: {e}; see {out}/pullers.log", file=sys.stderr)
+        return 1
+    except PullerStartError as e:  # (the run did not go on: a new run's journal is removed, a resumed one kept)
+        print(f"mgst: error: {e}: run fewer machines here, or their pullers on lab machines ('mgst lab up', then "
+              "'mgst mapper')", file=sys.stderr)
         return 1
     except JournalWriteError as e:
         print(f"mgst: error: {e}; the run is paused, and what was committed is kept: free space, then continue "
