@@ -175,6 +175,8 @@ READERS = [
     ("puller.allowlist", "load_file(FILE)", "AllowListError", "zero", "cannot read: is a character device"),
     ("mgst.papers.kondo.findings", "read_runs([FILE])", "OSError", "fifo", "is a FIFO"),
     ("mgst.papers.anglano.findings", "read_sweep(FILE)", "OSError", "zero", "is a character device"),
+    ("mgst.testbed.inputs", "digest(str(FILE))", "OSError", "fifo", "is a FIFO"),  # (a resume's check of its trace)
+    ("mgst.testbed.inputs", "digest(str(FILE))", "OSError", "zero", "is a character device"),
 ]
 
 

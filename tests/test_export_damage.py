@@ -71,6 +71,7 @@ def test_the_run_exports(finished_run: Path, tmp_path: Path) -> None:
     ("network", "[1, 2]", "the run's setting 'network' is '[1, 2]', not a table"),
     ("drops", '{"a": "x"}', "the run's setting 'drops'"),
     ("imports", "[1]", "the run's setting 'imports'"),
+    ("inputs", '["a"]', "the run's setting 'inputs'"),
 ])
 def test_a_damaged_setting_is_one_error_line_naming_it(finished_run: Path, tmp_path: Path, setting, text, said):
     folder = copy_with(finished_run, tmp_path / "damaged", **{setting: text})

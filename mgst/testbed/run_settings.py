@@ -35,6 +35,8 @@ _SETTINGS: dict[str, tuple[Callable[[Any], bool], str]] = {
               "a table of counts"),
     "resumes": (lambda v: isinstance(v, list), "a list"),
     "network": (lambda v: v is None or isinstance(v, dict), "a table of the network's settings, or null"),
+    "inputs": (lambda v: isinstance(v, dict) and all(isinstance(k, str) and isinstance(d, str) for k, d in v.items()),
+               "a table of input files and their digests"),
 }
 
 
