@@ -17,8 +17,8 @@ from mgst.cli import main
 
 MACHINES = 2000
 AVAILABLE = 23_000_000_000  # bytes: the probe's machine
-FILE = ('[workload]\narrival_rates = [2.0]\n[machines]\npower = {{value = 10.0, count = {n}}}\n[policy]\nname = "fcfs"\n'
-        "[testbed]\nduration = 1.0\ntime_unit = 0.1\n")
+FILE = ('[workload]\narrival_rates = [2.0]\n[machines]\npower = {{value = 10.0, count = {n}}}\n'
+        '[policy]\nname = "fcfs"\n[testbed]\nduration = 1.0\ntime_unit = 0.1\n')
 Memory = namedtuple("Memory", "total available percent used free")
 
 
