@@ -39,7 +39,7 @@ PULLER_MEMORY = 45 << 20
 MEMORY_SHARE = 0.8
 
 
-class PullerStartError(RuntimeError):
+class PullerStartError(OSError):
     """A local puller process could not be started (the machine's limit of processes, or its memory)."""
 
 
