@@ -422,6 +422,29 @@ def test_a_host_that_never_answers_is_cut_off_at_the_time_out(tmp_path, key_fold
     assert time.monotonic() - t0 < 10
 
 
+def test_a_host_timing_out_with_a_child_holding_ssh_s_pipes_ends_in_its_one_error(tmp_path, key_folder):
+    """ssh timed out while a child of it held its pipes (here a stand-in shell with a sleep in the background): the
+    error line was followed by "Exception ignored ... RuntimeError: Event loop is closed" (the process's transport
+    closed by the collector once asyncio.run had ended). Now ssh's process group is killed and its pipes read to
+    their end within the loop. Run in a child interpreter, whose last words are what is checked."""
+    marker = f"{os.getpid() % 1000 + 60}.25"  # a sleep of this test's own, to look for afterwards
+    code = (f"import asyncio, json, pathlib\nfrom mgst.lab import ssh\nfrom mgst.lab.hosts import load_hosts\n"
+            f"ssh.ssh_argv = lambda host: ['sh', '-c', 'sleep {marker} & sleep {marker}']\n"
+            f"host = load_hosts(pathlib.Path({str(key_folder.parent / 'one.toml')!r})).hosts[0]\n"
+            "try:\n    asyncio.run(ssh.run_script(host, 'echo hi\\n' * 100000, timeout=1))\n"
+            "except ssh.SshError as e:\n    print('error:', e)\n")
+    _host(tmp_path, key_folder)  # (writes one.toml)
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT,
+                       env={**os.environ, "MGST_PURE": "1"})
+    assert time.monotonic() - t0 < 30
+    assert p.stdout == "error: no answer within 1 s\n" and p.stderr == "", p.stdout + p.stderr
+    left = [q for q in psutil.process_iter(["cmdline"]) if q.info["cmdline"] == ["sleep", marker]]
+    for q in left:
+        q.kill()
+    assert not left, "ssh's children were left running"
+
+
 def _up_locally(host, key_folder: Path, cwd: Path, path: str | None = None) -> subprocess.CompletedProcess:
     """`lab up`'s script for ``host`` run by a local `sh -s` in ``cwd`` (as a login's home), with the puller
     command a no-op (``host.mgst``) and the key files of ``key_folder``."""

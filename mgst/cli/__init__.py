@@ -218,11 +218,12 @@ def _testbed_error(e: Exception) -> int | None:
     are imported here, once something failed: `mgst simulate` does not import the mapper, ZeroMQ and SQLite
     (0.15 s) to catch errors it cannot raise."""
     from mgst.cli.testbed_commands import EXIT_PAUSED  # noqa: PLC0415
+    from mgst.testbed.beside import OutputsNotWritten  # noqa: PLC0415
     from mgst.testbed.mapper import Interrupted  # noqa: PLC0415
     from mgst.testbed.store import JournalWriteError, StoreError  # noqa: PLC0415
     from mgst.wire.security import KeyFileError, SecurityError  # noqa: PLC0415
 
-    if isinstance(e, (SecurityError, KeyFileError, StoreError)):
+    if isinstance(e, (SecurityError, KeyFileError, StoreError, OutputsNotWritten)):
         print(f"mgst: error: {e}", file=sys.stderr)
         return 2
     if isinstance(e, JournalWriteError):  # (a run's own commands say more: the run is paused, how to resume)

@@ -21,11 +21,13 @@ EXIT_PAUSED = 75
 TESTBED_EXIT_CODES = f"""exit codes:
   0    the run is over; its results are written (--resume of a run already over: said so, nothing
        rewritten)
-  1    the pullers did not all register in time (no job was generated: nothing is left behind); or
+  1    the pullers did not all register in time, or `mgst run` could not start them all (no job was
+       generated: nothing is left behind); or
        `mgst run --network`'s network could not be made, or its relay ended during the run (which was
        stopped, its results written; nothing is left behind)
-  2    a usage error (nothing is created), or a journal that cannot be used (damaged: see
-       `mgst export DIR --salvage`)
+  2    a usage error (nothing is created), a journal that cannot be used (damaged: see
+       `mgst export DIR --salvage`), or output files that cannot be written (the journal keeps the
+       run: `mgst export DIR` writes them again)
   {EXIT_PAUSED}   the journal could not be written (disk full, I/O error): the run is PAUSED, what was
        committed is kept, and the pullers keep their work and wait; free space, then continue
        with `mgst mapper FILE --resume DIR`
@@ -60,8 +62,10 @@ def add_testbed_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _check_testbed_args(args: argparse.Namespace, exp) -> None:
-    """Exit-2 errors for the testbed options, before anything starts."""
+    """Exit-2 errors for the testbed options, before anything starts: `mgst run` and `mgst mapper` alike (the
+    mapper itself would refuse a trace too long for the wire only once `mgst run` had started making the run)."""
     from mgst.config.checks import check_testbed_overrides  # noqa: PLC0415
+    from mgst.testbed.wire_availability import check_availability_fits  # noqa: PLC0415
 
     check_testbed_overrides(exp, args.duration, args.time_unit)
     if args.seed is not None and args.seed < 0:
@@ -71,6 +75,11 @@ def _check_testbed_args(args: argparse.Namespace, exp) -> None:
         raise ConfigError("--executor" if args.executor else "testbed.executor",
                           f"the command executor needs [testbed] commands, one per job class ({len(exp.classes)}); "
                           f"the file gives {len(exp.testbed.commands)}")
+    try:
+        check_availability_fits(exp, args.duration, args.time_unit, args.seed)
+    except ValueError as e:
+        given = "--duration" if args.duration is not None else "--time-unit" if args.time_unit is not None else None
+        raise ConfigError(given or "availability.file", str(e)) from None
 
 
 def _stop_on_signals(mapper) -> None:
@@ -208,12 +217,13 @@ def _network(spec: str | None, exp):
 def run_command(args: argparse.Namespace) -> int:
     from mgst.netem.links import NetworkError  # noqa: PLC0415
     from mgst.testbed.finite_workload import late_arrivals_warning  # noqa: PLC0415
-    from mgst.testbed.local_run import run_local  # noqa: PLC0415
+    from mgst.testbed.local_run import PullerStartError, check_memory_for_pullers, run_local  # noqa: PLC0415
     from mgst.testbed.resume import RunOver  # noqa: PLC0415
     from mgst.testbed.summary import oversubscription_warning  # noqa: PLC0415
 
     import_policies(args)
     exp = load_experiment(args.file)
+    check_memory_for_pullers(len(exp.machines))
     if args.resume is not None:
         out = args.resume
         network, seed = _resumed_settings(args, exp, out)
@@ -259,6 +269,10 @@ def run_command(args: argparse.Namespace) -> int:
         return 1
     except TimeoutError as e:  # (the local pullers did not start: their log says why)
         print(f"mgst: error: {e}; see {out}/pullers.log", file=sys.stderr)
+        return 1
+    except PullerStartError as e:  # (the run did not go on: a new run's journal is removed, a resumed one kept)
+        print(f"mgst: error: {e}: run fewer machines here, or their pullers on lab machines ('mgst lab up', then "
+              "'mgst mapper')", file=sys.stderr)
         return 1
     except JournalWriteError as e:
         print(f"mgst: error: {e}; the run is paused, and what was committed is kept: free space, then continue "

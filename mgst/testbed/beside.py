@@ -38,6 +38,11 @@ SKIPPED = ("the simulation beside the run was interrupted: the testbed's results
            "('mgst export {out}' simulates and compares again)")
 
 
+class OutputsNotWritten(Exception):
+    """A run's output files could not be written (a folder where one goes, a full disk); the journal keeps the run,
+    and `mgst export DIR` writes them again."""
+
+
 @dataclass(slots=True)
 class Beside:
     """A testbed run's results, with its simulation (None when the run generated nothing to compare)."""
@@ -96,13 +101,19 @@ def finish_outputs(run: TestbedRun, out: Path, *, simulate: bool = True, replica
                 extras["bag_makespans"] = bag_makespans(testbed_bags(run, keep_rows=True).rows, sim_bags)
         gap = find_gap(run, testbed, sim)
         extras["gap"] = gap.as_dict()
-    summary = write_testbed_outputs(run, testbed, extras, out)
-    files = ["jobs.csv", "machines.csv", "machine_periods.csv", "summary.csv", "summary.json"]
-    if testbed.bags is not None:
-        files.append("bags.csv")
-    if sim is not None:
-        (plot_bag_comparison if testbed.bags is not None else plot_comparison)(testbed, sim, out / "comparison.png")
-        files.append("comparison.png")
+    try:
+        summary = write_testbed_outputs(run, testbed, extras, out)
+        files = ["jobs.csv", "machines.csv", "machine_periods.csv", "summary.csv", "summary.json"]
+        if testbed.bags is not None:
+            files.append("bags.csv")
+        if sim is not None:
+            plot = plot_bag_comparison if testbed.bags is not None else plot_comparison
+            plot(testbed, sim, out / "comparison.png")
+            files.append("comparison.png")
+    except OSError as e:
+        where = e.filename or out
+        raise OutputsNotWritten(f"cannot write {where}: {e.strerror or e} (the journal keeps the run: 'mgst export "
+                                f"{out}' writes its files again)") from None
     try:
         write_report(run, summary, out)
         files.append(REPORT)

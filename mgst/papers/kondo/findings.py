@@ -9,6 +9,7 @@ prints them (docs/reproduction-kondo.md quotes it).
 from __future__ import annotations
 
 import csv
+import io
 import math
 import sys
 from collections import Counter
@@ -16,8 +17,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from mgst.bounded_read import read_text
 from mgst.intervals import mean_ci
 
+MAX_SWEEP_BYTES = 256 << 20  # a sweep.csv read: 256 MiB (the four platforms' are some 650 KB each)
 KEY = ("platform", "tasks", "task_minutes", "seed", "replication")  # one application's run, whatever the policy
 
 
@@ -51,7 +54,7 @@ def read_runs(paths: Iterable[str | Path]) -> list[Run]:
     makespan and ratio are nan)."""
     out = []
     for path in paths:
-        with open(path, encoding="utf-8", newline="") as f:
+        with io.StringIO(read_text(path, MAX_SWEEP_BYTES), newline="") as f:
             for r in csv.DictReader(f):
                 if r.get("error"):
                     continue

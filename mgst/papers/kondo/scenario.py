@@ -83,7 +83,7 @@ def _prepare(values: Mapping[str, tuple[str, ...]], options: Mapping[str, Any], 
     if options["platforms"]:
         out["platforms"] = str(Path(options["platforms"]).resolve())
         return out
-    from mgst.traces.platform import generate_platform, write_platform  # noqa: PLC0415
+    from mgst.traces.platform import write_generated_platform  # noqa: PLC0415
 
     root = (out_dir / PLATFORMS_FOLDER).resolve()
     out["platforms"] = str(root)
@@ -93,10 +93,8 @@ def _prepare(values: Mapping[str, tuple[str, ...]], options: Mapping[str, Any], 
             continue
         log.info("generating platform %s (%d hosts, %d days, seed %d)", kind, options["hosts"], options["days"],
                  options["platform_seed"])
-        folder.mkdir(parents=True, exist_ok=True)
-        platform = generate_platform(kind, hosts=options["hosts"], days=options["days"],
-                                     seed=options["platform_seed"])
-        write_platform(platform, folder)
+        write_generated_platform(kind, folder, hosts=options["hosts"], days=options["days"],
+                                 seed=options["platform_seed"])
     return out
 
 

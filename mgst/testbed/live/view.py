@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mgst.bounded_read import read_text
 from mgst.model import Experiment
 from mgst.testbed.live.process import ServerProcess
 from mgst.testbed.live.server import check_token, is_loopback
@@ -18,6 +19,7 @@ from mgst.wire.secret_files import SecretFileError, write_fresh
 log = logging.getLogger(__name__)
 
 TOKEN_FILE = "live.token"  # in the key folder (read if there), or in the run's folder (made if needed)
+MAX_TOKEN_FILE = 4096  # bytes: a token is some 43 characters
 
 
 class TokenError(ValueError):
@@ -40,7 +42,7 @@ def resolve_token(host: str, token_file: Path | None, keys: Path | None,
         path = keys / TOKEN_FILE
     if path is not None:
         try:
-            return check_token(path.read_text()), path
+            return check_token(read_text(path, MAX_TOKEN_FILE)), path
         except OSError as e:
             raise TokenError(f"cannot read {path}: {e.strerror}") from None
         except UnicodeDecodeError:
