@@ -355,3 +355,25 @@ def test_the_mapper_prints_a_puller_command_that_works_when_pasted(tmp_path, no_
         assert puller.wait(30) == 0
     finally:
         reap([mapper] + ([puller] if puller is not None else []))
+
+
+def test_a_run_over_ipv6_loopback_completes(tmp_path, no_children_left):
+    """A mapper bound to tcp://[::1] and pullers connecting there (ZeroMQ needs ZMQ_IPV6 on both sockets for it):
+    the run completes, every job done."""
+    exp_file = small_file(tmp_path, duration=1.0)
+    keys = tmp_path / "keys"
+    security.create_keys(keys, ["M1", "M2"])
+    endpoint = f"tcp://[::1]:{free_port()}"
+    mapper = start_mapper([str(exp_file), "--bind", endpoint, "--keys", str(keys), "--out", str(tmp_path / "run")])
+    pullers: list[subprocess.Popen] = []
+    try:
+        read_until(mapper, "listening on tcp://[::1]:", 30)
+        pullers = start_pullers(endpoint, ["M1", "M2"], tmp_path / "pullers.log", keys=keys)
+        stdout, stderr = mapper.communicate(timeout=60)
+        assert mapper.returncode == 0, stderr[-2000:]
+        summary = json.loads(stdout)
+        assert summary["jobs_done"] == summary["jobs_generated"] >= 1
+        assert [p.wait(timeout=30) for p in pullers] == [0, 0]
+    finally:
+        reap([mapper, *pullers])
+        stop_pullers(pullers)

@@ -90,6 +90,12 @@ class ClientKeys:
     server_public: bytes
 
 
+def needs_ipv6(endpoint: str) -> bool:
+    """True for an endpoint whose host is an IPv6 address in brackets (tcp://[::1]:5555): its socket needs
+    ZMQ_IPV6, without which ZeroMQ neither binds nor connects to it."""
+    return endpoint.partition("://")[2].startswith("[")
+
+
 def check_endpoint(endpoint: str, *, bind: bool) -> str:
     """``endpoint`` if it is a ZeroMQ endpoint mgst can use, else ValueError saying what is wrong."""
     m = _ENDPOINT.match(endpoint)
