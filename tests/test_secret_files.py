@@ -219,3 +219,26 @@ def test_remove_stale_takes_only_dead_runs_folders(tmp_path):
     stay.append(tmp_path / f"{PREFIX}{dead}-file")
     assert remove_stale(tmp_path) == [gone]
     assert sorted(tmp_path.iterdir()) == sorted(stay)
+
+
+def test_a_fifo_or_a_huge_file_among_the_keys_is_one_error_not_a_hang(tmp_path):
+    """A FIFO planted as a puller's public key in authorized/ (the mapper's ZAP handler reads them all), or a
+    file of 1 MB as a key pair: one error naming the file, at once (the old reader waited on the FIFO for ever)."""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    folder = tmp_path / "keys"
+    security.create_keys(folder, ["M1"])
+    fifo = folder / security.AUTHORIZED / "M2.key"
+    os.mkfifo(fifo)
+    code = ("import sys, zmq; from pathlib import Path; from mgst.wire import security\n"
+            "try:\n    security.start_authenticator(zmq.Context(), security.server_keys(Path(sys.argv[1])))\n"
+            "except security.KeyFileError as e:\n    print(e); sys.exit(3)\n")
+    p = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 3 and str(fifo) in p.stdout and "FIFO" in p.stdout, (p.stdout, p.stderr)
+    fifo.unlink()
+    huge = folder / security.PULLERS / "M1.key_secret"
+    huge.unlink()
+    huge.write_bytes(b"#" * 1_000_000)
+    with pytest.raises(security.KeyFileError, match="M1.key_secret"):
+        security.load_pair(huge)

@@ -21,6 +21,7 @@ import datetime
 import hashlib
 import ipaddress
 import logging
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 from zmq.utils import z85
 
+from mgst.bounded_read import open_regular
 from mgst.wire import secret_files
 
 log = logging.getLogger(__name__)
@@ -190,10 +192,22 @@ def _certificate(public: bytes, secret: bytes | None) -> bytes:
     return text.encode("ascii")
 
 
+MAX_KEY_FILE = 16 * 1024  # bytes: a certificate file is about 300
+
+
+def _read_certificate(path: Path) -> tuple[bytes, bytes | None]:
+    """zmq.auth.load_certificate of ``path``, once it is known to be a regular file of at most MAX_KEY_FILE bytes
+    (a FIFO or a device there would hang or fill the reader); OSError or ValueError otherwise."""
+    with open_regular(path) as f:
+        if os.fstat(f.fileno()).st_size > MAX_KEY_FILE:
+            raise ValueError(f"larger than {MAX_KEY_FILE} bytes: not a key file")
+    return zmq.auth.load_certificate(str(path))
+
+
 def load_pair(path: Path) -> tuple[bytes, bytes]:
     """(public, secret) from a ``.key_secret`` file."""
     try:
-        public, secret = zmq.auth.load_certificate(str(path))
+        public, secret = _read_certificate(path)
     except (OSError, ValueError) as e:
         raise KeyFileError(f"{path}: cannot read a key pair ({e})") from None
     if not secret:
@@ -204,7 +218,7 @@ def load_pair(path: Path) -> tuple[bytes, bytes]:
 def load_public(path: Path) -> bytes:
     """The public key in a ``.key`` (or ``.key_secret``) file."""
     try:
-        public, _ = zmq.auth.load_certificate(str(path))
+        public, _ = _read_certificate(path)
     except (OSError, ValueError) as e:
         raise KeyFileError(f"{path}: cannot read a public key ({e})") from None
     return public
@@ -257,7 +271,7 @@ class AuthorizedKeys:
         import time  # noqa: PLC0415
 
         self.folder = folder
-        self.admitted = frozenset(zmq.auth.load_certificates(str(folder)))
+        self.admitted = frozenset(load_public(key) for key in sorted(folder.glob("*.key")))
         self._clock = clock or time.monotonic
         self._logged: dict[bytes, float] = {}
         self.refused = 0
