@@ -71,7 +71,7 @@ def reproduce_command(args: argparse.Namespace) -> int:
     for c in claims:
         print("\n".join(c.lines()))
     counts = {v: sum(c.verdict == v for c in claims) for v in VERDICTS}
-    print(f"{plural(len(claims), 'claim')}: " + ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+    print(f"{plural(len(claims), 'claim')}: " + ", ".join(f"{v} {n}" for v, n in counts.items() if n)
           + (f" ({repro.doc} has the full runs)" if counts[NOT_CHECKED] else ""))
     for message in failed[:5]:
         print(f"mgst: failed: {message}", file=sys.stderr)
