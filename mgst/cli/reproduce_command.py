@@ -7,15 +7,17 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from mgst.cli.options import check_folder
 from mgst.config import ConfigError, load_experiment
 from mgst.papers import reproduction
-from mgst.papers.reproduction import NOT_CHECKED, VERDICTS, SimulationSlice, SweepSlice
+from mgst.papers.reproduction import NOT_CHECKED, VERDICTS, Reproduction, SimulationSlice, SweepSlice
 from mgst.wording import plural
 
 SLICE_FILE = "slice.json"  # a simulation slice's settings, beside its summary.json: what a rerun may skip
@@ -49,6 +51,21 @@ def reproduce_command(args: argparse.Namespace) -> int:
     loaded = [_load(s, args.experiments) for s in slices]  # every file checked before any work
     workers = args.workers or os.cpu_count() or 1
     say = (lambda text: None) if args.quiet else (lambda text: print(f"mgst reproduce: {text}", file=sys.stderr))
+
+    def stop(signum, _frame) -> None:  # SIGTERM stops the run as Ctrl-C does (what finished is kept)
+        raise KeyboardInterrupt
+
+    before = signal.signal(signal.SIGTERM, stop)
+    try:
+        return _reproduce(args, repro, out, loaded, workers, say)
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def _reproduce(args: argparse.Namespace, repro: Reproduction, out: Path, loaded: list[Any], workers: int,
+               say: Callable[[str], None]) -> int:
+    """Run the slices not yet done into ``out``, then judge and print the claims."""
+    slices = repro.quick_slices if args.quick else repro.slices
     t0 = time.perf_counter()
     failed: list[str] = []
     minutes = repro.quick_minutes if args.quick else repro.minutes
