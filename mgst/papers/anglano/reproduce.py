@@ -76,9 +76,10 @@ def _figure(f: Finding, cells: Mapping) -> str:
         return "AVT (s), " + "; ".join(
             f"{'/'.join(s)}: " + " ".join(_avt(cells.get((p, *s)), p) for p in ("fcfs_share", "long_idle"))
             for s in settings if all((p, *s) in cells for p in ("fcfs_share", "long_idle")))
+    availability = "high" if f.number == 3 else "low"  # finding 3's settings, or 4's
     return "; ".join(f"{'/'.join(s)}: " + ", ".join(f"{p} {cells[(p, *s)].verdict} ({cells[(p, *s)].split()})"
                                                    for p in POLICIES if (p, *s) in cells)
-                     for s in settings if s[3] == "high")
+                     for s in settings if s[3] == "high" and s[0] == availability)
 
 
 def _avt(cell, policy: str) -> str:
