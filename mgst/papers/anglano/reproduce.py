@@ -94,8 +94,8 @@ REPRODUCTION = Reproduction(
     name="anglano",
     title="Anglano & Canonico, \"Knowledge-Free Scheduling Algorithms for Multiple Bag-of-Task Applications on "
           "Desktop Grids\" (technical report TR-INF-2009-02-01-UNIPMN, 2009)",
-    checks="findings 1 (AVT orderings, FCFS-Excl unbounded on All_L) and 3 (who stays bounded at high intensity) "
-           "on their settings; findings 2 and 5 on four of their 144; finding 4 names its sweep",
+    checks="finding 1 (AVT orderings, FCFS-Excl unbounded on All_L) on its settings; findings 3 and 4 (who stays "
+           "bounded at high intensity) on All_L over 1,000,000 s; findings 2 and 5 on 6 of their 144 settings",
     slices=(LOW_INTENSITY, HIGH_INTENSITY),
     quick_slices=(QUICK,),
     judge=judge,

@@ -146,7 +146,7 @@ REPRODUCTION = Reproduction(
     slices=(SLICE,),
     quick_slices=(QUICK,),
     judge=judge,
-    minutes="about 2 min",
+    minutes="about 3 min",
     quick_minutes="about 15 s",
     doc="docs/reproduction-kondo.md",
 )
