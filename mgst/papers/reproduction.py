@@ -3,13 +3,17 @@
 Each paper that can be reproduced in a few minutes has a ``reproduce`` module in its folder
 (mgst/papers/<paper>/reproduce.py) holding its REPRODUCTION: the slices it runs (sweeps, or simulations of
 experiment files), which the command runs with the existing engines (`mgst sweep`'s runner, `mgst simulate`'s
-replications), and a judge that turns their results into one verdict per claim of the paper. A later paper adds
-its module to ``_MODULES``; the command itself knows no paper.
+replications), and a judge that turns their results into one verdict per claim of the paper. The registry finds
+those modules by looking in each paper's folder, so a later paper adds itself with its module alone; the command
+itself knows no paper.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
+import importlib.util
+import pkgutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,9 +24,7 @@ UNDECIDED = "undecided"
 NOT_CHECKED = "not checked in this slice"
 VERDICTS = (HOLDS, DOES_NOT_HOLD, UNDECIDED, NOT_CHECKED)
 
-# The papers' reproduce modules, each with its REPRODUCTION (a later paper adds its module here). Imported by
-# name, at the first use, as mgst.scenarios lists the papers' scenarios.
-_MODULES = ("mgst.papers.mgst.reproduce", "mgst.papers.anglano.reproduce", "mgst.papers.kondo.reproduce")
+MODULE = "reproduce"  # the module of a paper's folder that holds its REPRODUCTION
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,5 +132,15 @@ def get(name: str) -> Reproduction:
     raise KeyError(f"no reproduction of {name!r}; known: {', '.join(names())}")
 
 
-def _registry() -> list[Reproduction]:
-    return [importlib.import_module(module).REPRODUCTION for module in _MODULES]
+@functools.cache
+def _registry() -> tuple[Reproduction, ...]:
+    """Every paper folder's REPRODUCTION, by the paper's name (imported at the first use: the folders' findings
+    modules are not needed by the other commands)."""
+    import mgst.papers  # noqa: PLC0415
+
+    found = []
+    for paper in sorted(m.name for m in pkgutil.iter_modules(mgst.papers.__path__) if m.ispkg):
+        module = f"mgst.papers.{paper}.{MODULE}"
+        if importlib.util.find_spec(module) is not None:
+            found.append(importlib.import_module(module).REPRODUCTION)
+    return tuple(sorted(found, key=lambda r: r.name))
