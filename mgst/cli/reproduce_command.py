@@ -81,6 +81,9 @@ def _reproduce(args: argparse.Namespace, repro: Reproduction, out: Path, loaded:
         print(f"mgst: interrupted; what finished is kept in {out}/: run the same command again to go on",
               file=sys.stderr)
         return 130
+    except _SliceFailed as e:
+        print(f"mgst: error: {e}", file=sys.stderr)
+        return 1
     claims = repro.judge({s.name: out / s.name for s in slices})
     print(f"{repro.title}")
     print(f"{'--quick slice' if args.quick else 'slice'}: " + "; ".join(f"`{c}`" for c in repro.commands(args.quick))
@@ -97,6 +100,10 @@ def _reproduce(args: argparse.Namespace, repro: Reproduction, out: Path, loaded:
               "the verdicts above are without them", file=sys.stderr)
         return 1
     return 0
+
+
+class _SliceFailed(RuntimeError):
+    """A slice could not be run to its end (a sweep's worker process died); what finished is kept."""
 
 
 def _list() -> int:
@@ -138,8 +145,8 @@ def _run_sweep(s: SweepSlice, spec: Any, folder: Path, workers: int, say, verbos
     try:
         result = run_sweep(spec, folder, workers=workers, progress=progress, plots=False,
                            worker_log_level=None if verbose else logging.ERROR)
-    except SweepError as e:
-        raise ConfigError(s.name, str(e)) from None
+    except SweepError as e:  # a worker died: not the user's input, and the cells finished are kept
+        raise _SliceFailed(f"{s.name}: {e}") from None
     return [f"{'/'.join(cell.key)}: {message}" for cell, message in result.failed]
 
 
