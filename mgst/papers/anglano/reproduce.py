@@ -100,7 +100,7 @@ REPRODUCTION = Reproduction(
     quick_slices=(QUICK,),
     judge=judge,
     minutes="about 2 min",
-    quick_minutes="about 10 s",
+    quick_minutes="about 15 s",
     doc="docs/reproduction-bot.md",
 )
 

@@ -108,7 +108,7 @@ REPRODUCTION = Reproduction(
     quick_slices=QUICK,
     judge=judge,
     minutes="about 1 min",
-    quick_minutes="about 5 s",
+    quick_minutes="about 3 s",
     doc="docs/reproduction.md",
     same_as="mgst paper",
 )
