@@ -169,3 +169,14 @@ def test_kondo_quick_judges_claims_2_and_3_from_paired_makespans(capsys, tmp_pat
     for number in ("1.", "4.", "5.", "6."):
         assert claim(out, number) == ("not checked in this slice",
                                       "run `mgst sweep experiments/kondo/kondo-sdsc.toml --workers 2` for it")
+
+
+def test_kondo_findings_on_runs_without_t_above_n_say_so_rather_than_no_runs_x_better():
+    from mgst.papers.kondo.findings import Run, claims
+
+    runs = [Run("sdsc", policy, 100, 15.0, "1", str(k), makespan, makespan / 1000.0, 0.0, math.nan)
+            for k in range(3) for policy, makespan in (("FCFS", 3000.0 + k), ("PRI-CR", 1500.0 + k))]
+    lines = claims(runs)
+    assert lines[1] == "   - not in these runs: none has T >= N = 220 (the slides' grid has T = 400)"
+    assert not any("no runs x better" in line for line in lines)
+    assert lines[2].startswith("2. ")
