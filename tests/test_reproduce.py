@@ -1,6 +1,6 @@
 """`mgst reproduce PAPER --quick`: each paper's verdict lines, checked against figures this test computes itself
-from the slice's raw results (summary.json, sweep.csv) and the paper's printed values, and the same command run
-again skipping what is done."""
+from the slice's raw results (summary.json, sweep.csv) and the paper's printed values, against what the paper's
+page shows it printing, and the same command run again skipping what is done."""
 
 from __future__ import annotations
 
@@ -28,6 +28,15 @@ def reproduce(capsys, *args: str) -> tuple[int, str, str]:
     code = main(["reproduce", *args, "--experiments", EXPERIMENTS])
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def documented_quick_output(doc: str) -> list[str]:
+    """The lines of the text block after "`--quick` printed" in ``docs/<doc>``, but for its first two (the title
+    and the slice with its wall time)."""
+    text = (ROOT / "docs" / doc).read_text(encoding="utf-8")
+    after = text[text.index("`--quick` printed"):]
+    block = after[after.index("```text\n") + len("```text\n"):]
+    return block[:block.index("```")].splitlines()[2:]
 
 
 def claim(out: str, label: str) -> tuple[str, str]:
@@ -98,6 +107,7 @@ def test_mgst_quick_judges_each_setting_by_the_papers_table(capsys, tmp_path):
     assert claim(out, "lolo-mfd-fd:") == ("not checked in this slice", "run `mgst paper lolo-mfd-fd` for it")
     assert out.splitlines()[-1] == "12 claims: holds 1, does not hold 1, not checked in this slice 10 " \
                                    "(docs/reproduction.md has the full runs)"
+    assert out.splitlines()[2:] == documented_quick_output("reproduction.md")  # what the doc shows
     # the same command again: nothing simulated, the same verdicts
     before = (tmp_path / "hihi-mfd-fd" / "summary.json").stat().st_mtime_ns
     code, again, err = reproduce(capsys, "mgst", "--quick", "--out", str(tmp_path))
@@ -127,6 +137,7 @@ def test_anglano_quick_judges_finding_1_from_the_cells_avt(capsys, tmp_path):
     assert f"{avt[('rr', 'All_L')]:.0f}" in figure
     assert claim(out, "3.")[0] == claim(out, "4.")[0] == "not checked in this slice"
     assert "anglano-high-intensity-long.toml" in claim(out, "4.")[1]
+    assert out.splitlines()[2:] == documented_quick_output("reproduction-bot.md")
     # again: every cell was done, sweep.csv is left as it was
     text = path.read_bytes()
     code, again, _ = reproduce(capsys, "anglano", "--quick", "--out", str(tmp_path))
@@ -166,6 +177,7 @@ def test_kondo_quick_judges_claims_2_and_3_from_paired_makespans(capsys, tmp_pat
     verdict, figure = claim(out, "3.")
     assert verdict == direction(excl[1], excl[2])
     assert figure.startswith(f"sdsc: {excl[0]:.2f} [{excl[1]:.2f}, {excl[2]:.2f}] (n = 6)")
+    assert out.splitlines()[2:] == documented_quick_output("reproduction-kondo.md")
     for number in ("1.", "4.", "5.", "6."):
         assert claim(out, number) == ("not checked in this slice",
                                       "run `mgst sweep experiments/kondo/kondo-sdsc.toml --workers 2` for it")
