@@ -24,12 +24,13 @@ SLICE_FILE = "slice.json"  # a simulation slice's settings, beside its summary.j
 
 
 def add_reproduce_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("paper", nargs="?", help="the paper (mgst, anglano, kondo); without it, list them")
+    p.add_argument("paper", nargs="?", metavar="PAPER",
+                   help="the paper whose claims to check (mgst, anglano, kondo, ...); without it, list them")
     p.add_argument("--quick", action="store_true", help="a smaller slice (seconds), deciding fewer claims")
     p.add_argument("--out", type=Path, metavar="DIR",
                    help="output folder; the same command again skips what is done (default: runs/reproduce-PAPER, "
                         "or runs/reproduce-PAPER-quick)")
-    p.add_argument("--experiments", type=Path, default=Path("experiments"),
+    p.add_argument("--experiments", type=Path, default=Path("experiments"), metavar="DIR",
                    help="folder of the experiment and sweep files (default: experiments)")
     p.add_argument("--workers", type=int, help="local processes (default: one per core)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
