@@ -70,7 +70,8 @@ def test_every_command_naming_policies_has_import(command, capsys):
     assert "--import MODULE" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("command", ["simulate", "paper", "sweep", "run", "mapper", "keys", "export", "policies"])
+@pytest.mark.parametrize("command", ["simulate", "paper", "sweep", "reproduce", "run", "mapper", "keys", "export",
+                                     "policies"])
 def test_every_option_has_help(command, capsys):
     with pytest.raises(SystemExit):
         main([command, "--help"])

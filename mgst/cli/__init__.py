@@ -107,6 +107,13 @@ def main(argv: list[str] | None = None) -> int:
     _add_import(p, "; every worker imports it (a Dask cluster's workers need the module installed)")
     p.set_defaults(func=sweep_command)
 
+    p = sub.add_parser("reproduce", help="check a paper's claims on a slice of its runs, in minutes (holds / does "
+                                         "not hold / undecided); alone, list the papers")
+    from mgst.cli.reproduce_command import add_reproduce_arguments, reproduce_command  # noqa: PLC0415
+
+    add_reproduce_arguments(p)
+    p.set_defaults(func=reproduce_command)
+
     p = sub.add_parser("run", help="a testbed run on this machine (pullers on loopback), beside the simulation",
                        **epilog)
     add_testbed_arguments(p)
