@@ -134,3 +134,15 @@ def test_the_command_executor_without_commands_is_one_line_naming_the_option(cap
     err = capsys.readouterr().err
     assert err.startswith("mgst: error: --executor: the command executor needs [testbed] commands") and \
         err.count("\n") == 1, err
+
+
+def test_commands_checking_folders_under_one_new_parent_at_once_never_fail(tmp_path):
+    """Four processes check 200 output folders each under one parent none of them has made (runs/, the default):
+    one removing the parent it made must not fail another's check (it did, in the test suite's parallel runs)."""
+    code = ("import sys; from pathlib import Path; from mgst.cli.options import check_folder\n"
+            "for k in range(200): check_folder('--out', Path(sys.argv[1]) / 'runs' / f'x{sys.argv[2]}-{k}')")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), str(i)], stderr=subprocess.PIPE, text=True)
+             for i in range(4)]
+    errors = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, errors
+    assert not list((tmp_path / "runs").glob("*")) if (tmp_path / "runs").exists() else True

@@ -10,6 +10,8 @@ from pathlib import Path
 from mgst import policies
 from mgst.config import ConfigError
 
+_MAKE_ATTEMPTS = 5  # check_folder's tries: two commands checking folders under one new parent race over it
+
 
 def check_folder(option: str, path: Path) -> None:
     """ConfigError naming ``option`` unless ``path`` is a folder this user can write a file in, or one that can
@@ -27,10 +29,19 @@ def check_folder(option: str, path: Path) -> None:
     made: list[Path] = []
     doing = "made"
     try:
-        for folder in reversed((path, *path.parents)):
-            if not folder.exists():
-                folder.mkdir()
-                made.append(folder)
+        for attempt in range(_MAKE_ATTEMPTS):
+            try:
+                for folder in reversed((path, *path.parents)):
+                    if not folder.exists():
+                        try:
+                            folder.mkdir()
+                        except FileExistsError:  # (another process made it meanwhile)
+                            continue
+                        made.append(folder)
+                break
+            except FileNotFoundError:  # another process removed a folder it had made above ours: again
+                if attempt == _MAKE_ATTEMPTS - 1:
+                    raise
         doing = "written in"
         with tempfile.TemporaryFile(dir=path):
             pass
