@@ -3,6 +3,7 @@ bundles (machines holding more replicas than they have cpus) and losers that run
 no job is lost or completed twice, no machine computes more than its cpus at once, and every replica that delivered
 did exactly its work as the integral of its machine's speed over the time it computed, so that it never progressed
 while its machine was at share 0 or down (the integral is computed here from the trace, not by the code under test).
+The same under GridBot (its bundles bounded by a Concurrency expression, deadlines, speculative replicas, a tail).
 """
 
 from __future__ import annotations
@@ -68,6 +69,40 @@ def speed_integral(trace, rate: float, start: float, end: float) -> float:
 @given(s=settings_())
 def test_no_job_lost_or_twice_no_more_than_cpus_and_no_progress_without_cpu(tmp_path: Path, s):
     machines, traces, tasks, at, run_on, seed = s
+    check_run(tmp_path, machines, traces, tasks, at, run_on, seed,
+              PolicySpec("wqr_ft", (("run_on_losers", run_on), ("checkpoints", False))))
+
+
+@st.composite
+def gridbot_options(draw) -> dict:
+    """A GridBot policy: a bundle bound, deadlines, speculative replicas, a tail, evaluated per bag or per job."""
+    options = {
+        "Concurrency": draw(st.sampled_from(["Host.NumCpus", "2 * Host.NumCpus", "1", "Host.Slots",
+                                             "Host.ErrorRate < 0.01 ? 3 : 1", "Bag.Tail ? 1 : 2 * Host.NumCpus"])),
+        "ReplicationRequirements": draw(st.sampled_from(["false", "true", "Job.Replicas < 2",
+                                                         'anyCompare(">", Job.RunningOn.ErrorRate, 0.1)'])),
+        "Rank": draw(st.sampled_from(["Priority", "Host.Speed", "-Job.Replicas", "Host.Nope"])),
+        "tail_threshold": draw(st.sampled_from([0, 2, 100])),
+        "tail_sticky": draw(st.booleans()),
+        "evaluate": draw(st.sampled_from(["bag", "job"])),
+        "cycle": draw(st.sampled_from([0.5, 2.0])),
+        "max_replicas": draw(st.integers(1, 3)),
+    }
+    deadline = draw(st.sampled_from([None, 1.0, 3.0]))
+    if deadline is not None:
+        options["Deadline"] = deadline
+    return options
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(s=settings_(), options=gridbot_options())
+def test_the_same_under_gridbot_its_bundles_deadlines_and_replicas(tmp_path: Path, s, options):
+    machines, traces, tasks, at, run_on, seed = s
+    options = {**options, "run_on_losers": run_on}
+    check_run(tmp_path, machines, traces, tasks, at, run_on, seed, PolicySpec("gridbot", tuple(options.items())))
+
+
+def check_run(tmp_path: Path, machines, traces, tasks, at, run_on: bool, seed: int, policy: PolicySpec) -> None:
     path = tmp_path / "trace.csv"
     lines = [f"{name},{a},{b},{state},{share if state != 'down' else ''}"
              for (name, *_), trace in zip(machines, traces) for a, b, state, share in trace]
@@ -77,7 +112,7 @@ def test_no_job_lost_or_twice_no_more_than_cpus_and_no_progress_without_cpu(tmp_
     exp = Experiment(
         name="p", classes=(JobClass("T", 0.0, 1.0),),
         machines=tuple(Machine(name, (rate,), 1.0, slots, (), cpus) for name, rate, slots, cpus in machines),
-        policy=PolicySpec("wqr_ft", (("run_on_losers", run_on), ("checkpoints", False))),
+        policy=policy,
         failures=TraceAvailability(str(path), "csv"),
         workload=BagList(((at, tuple((0, size) for size in tasks)),)),
         simulation=SimulationSettings(horizon=HORIZON, warmup=0.0, replications=1, seed=seed),

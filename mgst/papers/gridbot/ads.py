@@ -1,16 +1,18 @@
 """The classads GridBot's expressions read, built from the core's view (docs/policies.md has the table).
 
-One top ad holds ``Host``, ``Job``, ``Bag`` and ``Queue`` (and ``Grid``, the host's grid; and ``BOT``, the paper's
-name for ``Bag``); a bag's expressions live in its ``Bag`` ad, so that ``Tail`` or ``Priority`` in them is the bag's
-and ``Host.NumCpus`` is found in the top ad. Putting an ad into another copies it (classad2), so each host's, bag's
-and the queue's ad is kept from one evaluation to the next, only its changed attributes are set again, and it is
-copied into the top ad only when it changed or another one was there.
+One top ad holds ``Host``, ``Job`` and ``Queue`` (and ``Grid``, the host's grid), and each bag's ad, its expressions
+in it, under a name of its own (``mgst_bag_<id>``): a bag's expression is evaluated through a reference from the top ad
+(``mgst_bag_3.Rank``), so that ``Tail`` or ``Priority`` in it is the bag's (and ``Bag.Tail``, ``BOT.Tail``: ``Bag`` and
+``BOT``, the paper's name, are the bag's own ad) while ``Host.NumCpus`` is found in the top ad. Putting an ad into
+another copies it (classad2), so each host's, bag's and the queue's ad is kept from one evaluation to the next, only
+its changed attributes are set again, and it is copied into the top ad only when it changed or another one was there.
+A waiting job's ad reads its three attributes from the top ad (``.mgst_job_id``...): switching jobs sets three numbers.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from typing import Any, Final
 
 from mgst.core.state import JobRecord, MachineRecord
@@ -22,7 +24,11 @@ HOST_DYNAMIC: Final = ("ErrorRate", "JobsToday", "RecentSuccesses", "Turnaround"
                        "Errors")
 BAG_DYNAMIC: Final = ("Tail", "Incomplete", "Queued", "Waiting", "Running", "Done", "PendingReplicas", "Size")
 QUEUE_DYNAMIC: Final = ("Bags", "Jobs", "Running", "Now")
-_SLOTS: Final = ("Host", "Grid", "Bag", "Job", "Queue")
+_SLOTS: Final = ("Host", "Grid", "Job", "Queue")
+_QUEUED_JOB: Final = 0  # (in the top ad's Job: the waiting job's ad, which reads its attributes from the top ad)
+# A waiting job's ad: what differs from one waiting job to the next is read from the top ad's root.
+_QUEUED_JOB_AD: Final = ("[Id = .mgst_job_id; WaitingTime = .mgst_job_waiting; Attempts = .mgst_job_attempts; "
+                         "Replicas = 0; Running = 0.0; SinceLastSent = 0.0; Expired = 0; RunningOn = {}]")
 
 
 def grid_of(m: MachineRecord) -> Any:
@@ -51,9 +57,9 @@ class CachedAd:
 
     __slots__ = ("ad", "values", "stamp")
 
-    def __init__(self, ad: Any, n: int):
+    def __init__(self, ad: Any):
         self.ad = ad
-        self.values: list[Any] = [None] * n
+        self.values: tuple[Any, ...] = ()
         self.stamp = 0
 
 
@@ -67,17 +73,18 @@ class Ads:
         self.view = view
         self.undefined = module.Value.Undefined
         self.top = module.ClassAd()
-        self.top["BOT"] = module.ExprTree("Bag")
         self._stamps = itertools.count(1)
-        self._in_top: dict[str, int] = dict.fromkeys(_SLOTS, -1)  # which cached ad (its stamp) each part holds
+        # What each part of the top ad holds: a cached ad's stamp (0: UNDEFINED), for Job _QUEUED_JOB or -1 (a job's
+        # own ad); -1: nothing known.
+        self._in_top: dict[str, int] = dict.fromkeys(_SLOTS, -1)
         self._hosts: dict[int, CachedAd] = {}
         self._grids: dict[Any, CachedAd] = {}
         self._grid_sizes: dict[Any, int] = {}
         for m in view.machines:
             g = grid_of(m)
             self._grid_sizes[g] = self._grid_sizes.get(g, 0) + 1
-        self._queue = CachedAd(module.ClassAd(), len(QUEUE_DYNAMIC))
-        self._queued_job = module.ClassAd({"Replicas": 0, "Running": 0.0, "SinceLastSent": 0.0, "RunningOn": []})
+        self._queue = CachedAd(module.ClassAd())
+        self._queued_job = module.ClassAd(_QUEUED_JOB_AD)
 
     # ------------------------------------------------------------------ the parts of the top ad
 
@@ -86,18 +93,17 @@ class Ads:
             self.top[slot] = cached.ad
             self._in_top[slot] = cached.stamp
 
-    def _refresh(self, cached: CachedAd, names: Sequence[str], values: Sequence[Any]) -> None:
-        """Set the attributes whose value changed; a new stamp if any did."""
+    def _refresh(self, cached: CachedAd, names: Sequence[str], values: tuple[Any, ...]) -> None:
+        """Set the attributes whose value changed (None: UNDEFINED); a new stamp if any did."""
         old = cached.values
+        if values == old and cached.stamp:  # (the common case: nothing changed; None equals nothing but None)
+            return
         ad = cached.ad
-        changed = False
         for i, value in enumerate(values):
-            if not _same(old[i], value):
-                ad[names[i]] = value
-                old[i] = value
-                changed = True
-        if changed or not cached.stamp:
-            cached.stamp = next(self._stamps)
+            if i >= len(old) or not _same(old[i], value):
+                ad[names[i]] = self.undefined if value is None else value
+        cached.values = values
+        cached.stamp = next(self._stamps)
 
     def no_host(self) -> None:
         """Host and Grid UNDEFINED (the replication cycle evaluates no host)."""
@@ -112,10 +118,10 @@ class Ads:
         if cached is None:
             cached = self._hosts[m.index] = self._new_host(m)
         st = m.stats
-        turnaround = st.mean_turnaround
+        turnaround = st.mean_turnaround  # (None before a completion: UNDEFINED)
         self._refresh(cached, HOST_DYNAMIC, (
             st.error_rate, st.jobs_today(self.view.now), st.recent_successes,
-            self.undefined if turnaround is None else turnaround, m.cpu_share, len(m.replicas), st.successes,
+            turnaround, m.cpu_share, len(m.replicas), st.successes,
             st.errors,
         ))
         self._put("Host", cached)
@@ -123,7 +129,7 @@ class Ads:
         grid = self._grids.get(g)
         if grid is None:
             ad = self.module.ClassAd() if g is None else self.module.ClassAd({"Name": g, "Hosts": self._grid_sizes[g]})
-            grid = self._grids[g] = CachedAd(ad, 0)
+            grid = self._grids[g] = CachedAd(ad)
             grid.stamp = next(self._stamps)
         self._put("Grid", grid)
 
@@ -138,26 +144,37 @@ class Ads:
         g = grid_of(m)
         if g is not None:
             ad["Grid"] = g
-        return CachedAd(ad, len(HOST_DYNAMIC))
+        return CachedAd(ad)
 
     def bag(self, state: BagState, tail: bool, pending: int) -> None:
-        """``Bag``: the bag's ad, its expressions in it, with ``tail`` and its ``pending`` replicas."""
+        """The bag's ad, its expressions in it, with ``tail`` and its ``pending`` replicas: up to date in the top ad,
+        where ``state.refs`` reach its expressions (``mgst_bag_<id>.Rank``)."""
+        bag = state.bag
         cached = state.ad
+        slot = _bag_slot(bag.id)
         if cached is None:
-            ad = self.module.ClassAd()
-            bag = state.bag
+            module = self.module
+            ad = module.ClassAd()
             for key, value in state.policy.attributes.items():
                 ad[key] = value
             ad["Id"] = bag.id
             ad["Submitted"] = bag.submitted
             for name, tree in state.policy.trees.items():
                 ad[name] = tree
-            cached = state.ad = CachedAd(ad, len(BAG_DYNAMIC))
-        bag = state.bag
+            ad["Bag"] = ad["BOT"] = module.ExprTree("MY")  # (Bag.Tail, BOT.Priority in its expressions: its own)
+            cached = state.ad = CachedAd(ad)
+            state.refs = {name: module.ExprTree(f"{slot}.{name}") for name in state.policy.trees}
+            self._in_top[slot] = -1
         self._refresh(cached, BAG_DYNAMIC, (
             tail, bag.size - bag.done, bag.queued + pending, bag.queued, len(bag.running), bag.done, pending, bag.size,
         ))
-        self._put("Bag", cached)
+        self._put(slot, cached)
+
+    def forget(self, bag_id: int) -> None:
+        """A bag completed: its ad leaves the top ad."""
+        slot = _bag_slot(bag_id)
+        if self._in_top.pop(slot, None) is not None:
+            del self.top[slot]
 
     def queue(self, pending: int) -> None:
         """``Queue``: the incomplete bags, the jobs waiting (the core's queues and every bag's ``pending`` replicas),
@@ -167,31 +184,41 @@ class Ads:
                                                   view.now))
         self._put("Queue", self._queue)
 
-    def job(self, rec: JobRecord) -> None:
-        """``Job``: the job, and the hosts of its live replicas (``RunningOn``)."""
+    def job(self, rec: JobRecord, expired: Container[int]) -> None:
+        """``Job``: the job, and the hosts of its live replicas (``RunningOn``); ``expired``: the replicas past their
+        deadline."""
         now = self.view.now
+        top = self.top
         if not rec.replicas:
-            ad = self._queued_job
-            ad["Id"] = rec.job.id
-            ad["WaitingTime"] = rec.idle(now)
-            ad["Attempts"] = rec.attempts
-        else:
-            machines = self.view.machines
-            sent = [r.sent for r in rec.replicas.values()]
-            hosts = []
-            for r in rec.replicas.values():
-                m = machines[r.machine]
-                st = m.stats
-                host = {"Name": m.name, "ErrorRate": st.error_rate, "RecentSuccesses": st.recent_successes,
-                        "JobsToday": st.jobs_today(now), "NumCpus": m.cpus, "Sent": r.sent, "RunTime": now - r.sent}
-                g = grid_of(m)
-                if g is not None:
-                    host["Grid"] = g
-                hosts.append(self.module.ClassAd(host))
-            ad = self.module.ClassAd({
-                "Id": rec.job.id, "Replicas": len(rec.replicas), "Running": now - min(sent),
-                "SinceLastSent": now - max(sent), "WaitingTime": rec.idle(now), "Attempts": rec.attempts,
-            })
-            ad["RunningOn"] = hosts
-        self.top["Job"] = ad
+            if self._in_top["Job"] != _QUEUED_JOB:
+                top["Job"] = self._queued_job
+                self._in_top["Job"] = _QUEUED_JOB
+            top["mgst_job_id"] = rec.job.id
+            top["mgst_job_waiting"] = rec.idle(now)
+            top["mgst_job_attempts"] = rec.attempts
+            return
+        machines = self.view.machines
+        sent = [r.sent for r in rec.replicas.values()]
+        hosts = []
+        for r in rec.replicas.values():
+            m = machines[r.machine]
+            st = m.stats
+            host = {"Name": m.name, "ErrorRate": st.error_rate, "RecentSuccesses": st.recent_successes,
+                    "JobsToday": st.jobs_today(now), "NumCpus": m.cpus, "Sent": r.sent, "RunTime": now - r.sent}
+            g = grid_of(m)
+            if g is not None:
+                host["Grid"] = g
+            hosts.append(self.module.ClassAd(host))
+        ad = self.module.ClassAd({
+            "Id": rec.job.id, "Replicas": len(rec.replicas), "Running": now - min(sent),
+            "SinceLastSent": now - max(sent), "WaitingTime": rec.idle(now), "Attempts": rec.attempts,
+            "Expired": sum(1 for r in rec.replicas.values() if r.id in expired),
+        })
+        ad["RunningOn"] = hosts
+        top["Job"] = ad
         self._in_top["Job"] = -1
+
+
+def _bag_slot(bag_id: int) -> str:
+    """Where a bag's ad is kept in the top ad."""
+    return f"mgst_bag_{bag_id}"

@@ -7,11 +7,16 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from mgst.core.state import BagRecord, JobRecord, JobStatus
-from mgst.papers.gridbot.classads import DEADLINE, POLICY_ATTRIBUTES, constant, parse
+from mgst.papers.gridbot.classads import DEADLINE, POLICY_ATTRIBUTES, constant, parse, references
 
 # A bag's Priority unless its file gives one (the default Rank reads it: higher first).
 DEFAULT_PRIORITY: Final = 0
 _BY_LOWER: Final = {name.lower(): name for name in POLICY_ATTRIBUTES}
+# The names a bag's ad gets from GridBot (mgst.papers.gridbot.ads), and those of the other ads its expressions reach
+# (a bag attribute of such a name would hide them): a file's bag attribute may take none (ClassAd names ignore case).
+RESERVED_NAMES: Final = ("Id", "Submitted", "Tail", "Incomplete", "Queued", "Waiting", "Running", "Done",
+                         "PendingReplicas", "Size", "Bag", "BOT", "Host", "Job", "Queue", "Grid", "MY", "TARGET")
+RESERVED: Final = frozenset(name.lower() for name in RESERVED_NAMES)
 
 
 def policy_attribute(name: str) -> str | None:
@@ -21,8 +26,10 @@ def policy_attribute(name: str) -> str | None:
 
 def check_bag_attributes(pairs: Iterable[tuple[str, Any]]) -> None:
     """ValueError("<attribute>: <problem>") for the first of a bag's attributes that is no valid expression (a policy
-    attribute) or no number (Priority)."""
+    attribute), no number (Priority), or that takes a name GridBot gives a bag's ad itself (RESERVED)."""
     for name, value in pairs:
+        if name.lower() in RESERVED:
+            raise ValueError(f"{name}: GridBot sets a bag's {name} itself (a bag's ad has {', '.join(RESERVED_NAMES)})")
         canonical = policy_attribute(name)
         if canonical is not None:
             try:
@@ -38,7 +45,7 @@ class BagPolicy:
     expression that refers to no attribute is a constant, evaluated here once. ``attributes``: the bag's other
     attributes (the generated ones, its Priority, the file's), for its ad."""
 
-    __slots__ = ("trees", "constants", "attributes", "has_deadline")
+    __slots__ = ("trees", "constants", "attributes", "has_deadline", "reads_job")
 
     def __init__(self, defaults: Mapping[str, Any], attributes: Mapping[str, Any]):
         texts = {name: value for name, value in defaults.items() if value is not None}
@@ -59,6 +66,9 @@ class BagPolicy:
                 self.constants[name] = value
         self.attributes = plain
         self.has_deadline = DEADLINE in self.trees
+        # Whether any of them reads the job (Job.Replicas...): if none does, no job's ad is made for them.
+        refs = [ref.lower().split(".") for tree in self.trees.values() for ref in references(tree)]
+        self.reads_job = any("job" in parts for parts in refs)
 
 
 class BagState:
@@ -66,12 +76,13 @@ class BagState:
     for a tail that may not end), and its pending replicas: running jobs the replication cycle enqueued a copy of,
     in the order enqueued (a job may have several), with their count by job id."""
 
-    __slots__ = ("bag", "policy", "ad", "tail", "pending", "pending_count")
+    __slots__ = ("bag", "policy", "ad", "refs", "tail", "pending", "pending_count")
 
     def __init__(self, bag: BagRecord, policy: BagPolicy):
         self.bag = bag
         self.policy = policy
         self.ad: Any = None  # an Ads cache entry, made at the bag's first evaluation
+        self.refs: dict[str, Any] = {}  # the references to its expressions from the top ad (Ads.bag)
         self.tail = False
         self.pending: list[JobRecord] = []
         self.pending_count: dict[int, int] = {}
@@ -80,7 +91,7 @@ class BagState:
         """The pending replicas still wanted: a job that completed, or went back to the queue (its requeued copy is
         the new replica), has none."""
         pending = self.pending
-        if all(job.status is JobStatus.RUNNING for job in pending):
+        if not pending or all(job.status is JobStatus.RUNNING for job in pending):
             return pending
         self.pending = [job for job in pending if job.status is JobStatus.RUNNING]
         counts: dict[int, int] = {}

@@ -99,14 +99,17 @@ def parse(value: Any) -> Any:
     return tree
 
 
+def references(tree: Any) -> list[str]:
+    """The attributes an expression refers to (``["Host.NumCpus", "Tail"]``)."""
+    return [r for r in classad2().ClassAd().externalRefs(tree) if r]
+
+
 def constant(tree: Any) -> tuple[bool, Any]:
     """(True, its value) if the expression refers to no attribute (``true``, ``10``, ``2 * 3``), else (False, None):
     a constant is evaluated once, not per request."""
-    module = classad2()
-    refs = [r for r in module.ClassAd().externalRefs(tree) if r]
-    if refs:
+    if references(tree):
         return False, None
-    return True, tree.eval(module.ClassAd())
+    return True, tree.eval(classad2().ClassAd())
 
 
 def as_boolean(value: Any) -> bool | None:
