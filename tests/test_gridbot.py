@@ -6,6 +6,7 @@ worked out by hand in the comments."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import subprocess
@@ -15,14 +16,18 @@ from pathlib import Path
 
 import pytest
 from helpers import assigns, make_policy, of
+from test_docs_policies import fenced_block
 
-from mgst.config import ConfigError, parse_experiment
+from mgst.config import ConfigError, load_experiment, parse_experiment
 from mgst.core import BagCompleted, JobCompleted, Scheduler, SetTimer
 from mgst.core.decisions import ReplicaDiscarded
 from mgst.core.state import Outcome
-from mgst.model import Bag, Job, JobClass, Machine
+from mgst.model import Bag, Job, JobClass, Machine, PolicySpec
+from mgst.papers.gridbot.ads import BAG_DYNAMIC
+from mgst.papers.gridbot.bags import RESERVED
 from mgst.papers.gridbot.policy import CYCLE, GridBot
 from mgst.papers.gridbot.replication import weighted_order
+from mgst.sim.loop import Simulation
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -320,3 +325,49 @@ def test_runs_without_gridbot_never_import_the_classad_module():
             "import mgst.policies as p; p.names(); assert 'classad2' not in sys.modules, 'imported'; print('ok')")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr
+
+
+def test_a_bag_attribute_may_not_take_a_name_gridbot_sets():
+    data = bag_file("1")
+    data["workload"]["bags"][1]["attributes"]["queued"] = 3
+    with pytest.raises(ConfigError) as err:
+        parse_experiment(data, "x", "x.toml")
+    assert err.value.key == "workload.bags[1].attributes.queued" and "GridBot sets" in str(err.value)
+    assert {name.lower() for name in BAG_DYNAMIC} <= RESERVED  # (every attribute the ads set is reserved)
+
+
+# ---------------------------------------------------------------------------------------------- whole runs
+
+
+def test_the_documented_policy_of_expressions_runs_every_job_once_and_is_the_same_for_a_seed(tmp_path: Path):
+    text = fenced_block("gridbot-example", "toml")
+    assert text == (ROOT / "experiments" / "gridbot" / "expressions.toml").read_text().rstrip("\n")
+    path = tmp_path / "expressions.toml"
+    path.write_text(text)
+    exp = load_experiment(path)
+    totals: Counter = Counter()
+    for replication in range(exp.simulation.replications):
+        sim = Simulation(exp, replication=replication)
+        run = sim.run()
+        assert run.unfinished == 0
+        assert all(sum(r.outcome is Outcome.DONE for r in rec.history) == 1 for rec in run.jobs)
+        totals.update(sim.policy.report())
+        again = Simulation(exp, replication=replication)
+        rerun = again.run()
+        assert [(r.id, r.machine, r.sent, r.ended, r.outcome) for rec in run.jobs for r in rec.history] == \
+            [(r.id, r.machine, r.sent, r.ended, r.outcome) for rec in rerun.jobs for r in rec.history]
+        assert again.policy.report() == sim.policy.report()
+    # the expressions acted: bundles, pending replicas sent, tails, and not one fallback
+    assert totals["fallbacks"] == 0 and totals["replicas_sent"] > 0 and totals["tail_starts"] > 0, totals
+    assert any(m.computing_slots < m.slots for m in exp.machines)
+
+
+def test_a_bag_evaluated_once_or_job_by_job_runs_the_same_when_no_expression_reads_the_job():
+    exp = load_experiment(ROOT / "experiments" / "gridbot" / "expressions.toml")
+    runs = []
+    for mode in ("bag", "job"):
+        options = {**exp.policy.options, "evaluate": mode}
+        e = dataclasses.replace(exp, policy=PolicySpec("gridbot", options))
+        run = Simulation(e, replication=2).run()
+        runs.append([(r.id, r.machine, r.sent, r.ended, r.outcome) for rec in run.jobs for r in rec.history])
+    assert runs[0] == runs[1]
