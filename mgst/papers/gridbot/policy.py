@@ -195,7 +195,7 @@ class GridBot(Policy):
         bound = candidates[0][4]
         for _, _, _, _, concurrency, deadline, state, job, whole in candidates:
             bound = min(bound, concurrency)
-            # The paper prints "If Concurrency < assigned + #running jobs on h": the bound, inverted (POLICIES.md).
+            # The paper prints "If Concurrency < assigned + #running jobs on h": the bound, inverted (docs/readings.md).
             if not m.asking or len(m.replicas) >= bound:
                 return
             if whole:  # the bag's waiting tasks, in queue order (those assigned leave the queue as it is read)
