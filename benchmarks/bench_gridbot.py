@@ -31,11 +31,14 @@ from mgst.policies import policy_class  # noqa: E402
 
 # A policy of the paper's kind: a tail restricted to reliable hosts of a domain, a rank by recent work in the tail,
 # bundles of twice the CPUs, a deadline by bundle size (Figure 3's, with the tail's conditions as GridBot writes them).
+# The bags are in their throughput phase (a tail below 5 queued jobs: 10 queued per bag at 100 bags), where every
+# host takes work.
 EXPRESSIONS = {
     "JobRequirements": '!Tail ? true : regexp("lab", Host.Name) && Host.ErrorRate < 0.1',
     "Rank": "!Tail ? Priority : Host.JobsToday",
     "Concurrency": "2 * Host.NumCpus",
     "Deadline": "Concurrency * 2000",
+    "tail_threshold": 5,
 }
 
 
