@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mgst.availability.trace import TraceAvailability
+from mgst.core import Scheduler
 from mgst.core.state import JobStatus, Outcome
 from mgst.model import BagList, Experiment, JobClass, Machine, PolicySpec, SimulationSettings
 from mgst.sim.loop import Simulation
@@ -117,7 +118,12 @@ def check_run(tmp_path: Path, machines, traces, tasks, at, run_on: bool, seed: i
         workload=BagList(((at, tuple((0, size) for size in tasks)),)),
         simulation=SimulationSettings(horizon=HORIZON, warmup=0.0, replications=1, seed=seed),
     )
-    run = Simulation(exp, drain_limit=1000.0).run()
+    sim = Simulation(exp, drain_limit=1000.0)
+    # the core in check mode: every transition it makes is looked up in its table (mgst.core.transitions)
+    sim.core = Scheduler(exp.classes, exp.machines, sim.policy, exp.staging, check=True)
+    sim.core.report_holds = sim.core.report_completions = False
+    run = sim.run()
+    sim.core.check_invariants()
 
     assert run.unfinished == 0  # every machine comes back up at 1 for good: every task is done
     for rec in run.jobs:
