@@ -141,9 +141,14 @@ class BagStream:
 
 @dataclass(frozen=True, slots=True)
 class BagList:
-    """An explicit list of bags: (submission time, ((class, size), ...)) each."""
+    """An explicit list of bags: (submission time, ((class, size), ...)) each, in the file's order.
+
+    ``attributes``: empty, or one tuple of (name, value) pairs per bag, in the same order: the file's own attributes
+    of each bag (a GridBot bag's policy expressions, its priority), added to its Bag's after the generated ones.
+    """
 
     bags: tuple[tuple[float, tuple[tuple[int, float], ...]], ...]
+    attributes: tuple[tuple[tuple[str, Any], ...], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

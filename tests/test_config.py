@@ -20,6 +20,7 @@ from mgst.config import checks as config_checks
 from mgst.config.checks import overload_warning
 from mgst.model import Experiment, FailureModel, SimulationSettings
 from mgst.testbed.experiment_codec import from_plain, to_plain
+from mgst.workload import make_workload
 
 EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"
 FAKE_POLICIES = ["fcfs", "lpas_dg"]
@@ -1281,10 +1282,31 @@ def test_codec_round_trips_every_model(tmp_path):
         dict(workload="[workload]\narrival_rates = [1.0, 2.0]\ngranularity = [3.0, 1.0]\n", availability=WEIBULL,
              machines=BASE["machines"] + "group = [1, 2, 2]\n"),
         dict(machines=BASE["machines"] + "slots = 3\ncpus = [1, 3, 2]\n"),  # bundles: cpus beside slots
+        # a bag's own attributes (GridBot's expressions among them), for one bag of two
+        dict(workload='[workload]\nkind = "bag_list"\nbags = [{at = 0.0, tasks = [[0, 2.0]]}, {at = 1.0, tasks = '
+                      '[[0, 3.0]], attributes = {Priority = 2, Rank = "Host.Speed", gpu = true}}]\n',
+             machines="[machines]\npower = [3.0]\n"),
     ]
     for sections in cases:
         exp = experiment_for(tmp_path, **sections)
         assert round_trip(exp) == exp
+
+
+def test_a_bags_own_attributes_follow_its_generated_ones_and_bad_ones_name_their_key(tmp_path):
+    bags = ('[workload]\nkind = "bag_list"\nbags = [{at = 5.0, tasks = [[0, 2.0]], attributes = {Priority = 2, '
+            'os = "linux"}}, {at = 1.0, tasks = [[0, 3.0]]}]\n')
+    exp = experiment_for(tmp_path, workload=bags, machines="[machines]\npower = [3.0]\n")
+    assert exp.workload.attributes == ((("Priority", 2), ("os", "linux")), ())
+    made = list(make_workload(exp, 1))  # in time order: the file's second bag first
+    assert [b.attributes for b in made] == [(("application_size", 3.0), ("tasks", 1)),
+                                           (("application_size", 2.0), ("tasks", 1), ("Priority", 2), ("os", "linux"))]
+    for attributes, key in (("{tasks = 3}", "workload.bags[0].attributes.tasks"),
+                            ("{x = [1, 2]}", "workload.bags[0].attributes.x"),
+                            ("[1]", "workload.bags[0].attributes")):
+        with pytest.raises(ConfigError) as err:
+            experiment_for(tmp_path, workload=bags.replace("{Priority = 2, os = \"linux\"}", attributes),
+                           machines="[machines]\npower = [3.0]\n")
+        assert err.value.key == key
 
 
 def test_codec_keeps_the_mgst_format_and_reads_old_journals():

@@ -3,6 +3,7 @@ bundles (machines holding more replicas than they have cpus) and losers that run
 no job is lost or completed twice, no machine computes more than its cpus at once, and every replica that delivered
 did exactly its work as the integral of its machine's speed over the time it computed, so that it never progressed
 while its machine was at share 0 or down (the integral is computed here from the trace, not by the code under test).
+The same under GridBot (its bundles bounded by a Concurrency expression, deadlines, speculative replicas, a tail).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mgst.availability.trace import TraceAvailability
+from mgst.core import Scheduler
 from mgst.core.state import JobStatus, Outcome
 from mgst.model import BagList, Experiment, JobClass, Machine, PolicySpec, SimulationSettings
 from mgst.sim.loop import Simulation
@@ -68,6 +70,40 @@ def speed_integral(trace, rate: float, start: float, end: float) -> float:
 @given(s=settings_())
 def test_no_job_lost_or_twice_no_more_than_cpus_and_no_progress_without_cpu(tmp_path: Path, s):
     machines, traces, tasks, at, run_on, seed = s
+    check_run(tmp_path, machines, traces, tasks, at, run_on, seed,
+              PolicySpec("wqr_ft", (("run_on_losers", run_on), ("checkpoints", False))))
+
+
+@st.composite
+def gridbot_options(draw) -> dict:
+    """A GridBot policy: a bundle bound, deadlines, speculative replicas, a tail, evaluated per bag or per job."""
+    options = {
+        "Concurrency": draw(st.sampled_from(["Host.NumCpus", "2 * Host.NumCpus", "1", "Host.Slots",
+                                             "Host.ErrorRate < 0.01 ? 3 : 1", "Bag.Tail ? 1 : 2 * Host.NumCpus"])),
+        "ReplicationRequirements": draw(st.sampled_from(["false", "true", "Job.Replicas < 2",
+                                                         'anyCompare(">", Job.RunningOn.ErrorRate, 0.1)'])),
+        "Rank": draw(st.sampled_from(["Priority", "Host.Speed", "-Job.Replicas", "Host.Nope"])),
+        "tail_threshold": draw(st.sampled_from([0, 2, 100])),
+        "tail_sticky": draw(st.booleans()),
+        "evaluate": draw(st.sampled_from(["bag", "job"])),
+        "cycle": draw(st.sampled_from([0.5, 2.0])),
+        "max_replicas": draw(st.integers(1, 3)),
+    }
+    deadline = draw(st.sampled_from([None, 1.0, 3.0]))
+    if deadline is not None:
+        options["Deadline"] = deadline
+    return options
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(s=settings_(), options=gridbot_options())
+def test_the_same_under_gridbot_its_bundles_deadlines_and_replicas(tmp_path: Path, s, options):
+    machines, traces, tasks, at, run_on, seed = s
+    options = {**options, "run_on_losers": run_on}
+    check_run(tmp_path, machines, traces, tasks, at, run_on, seed, PolicySpec("gridbot", tuple(options.items())))
+
+
+def check_run(tmp_path: Path, machines, traces, tasks, at, run_on: bool, seed: int, policy: PolicySpec) -> None:
     path = tmp_path / "trace.csv"
     lines = [f"{name},{a},{b},{state},{share if state != 'down' else ''}"
              for (name, *_), trace in zip(machines, traces) for a, b, state, share in trace]
@@ -77,12 +113,17 @@ def test_no_job_lost_or_twice_no_more_than_cpus_and_no_progress_without_cpu(tmp_
     exp = Experiment(
         name="p", classes=(JobClass("T", 0.0, 1.0),),
         machines=tuple(Machine(name, (rate,), 1.0, slots, (), cpus) for name, rate, slots, cpus in machines),
-        policy=PolicySpec("wqr_ft", (("run_on_losers", run_on), ("checkpoints", False))),
+        policy=policy,
         failures=TraceAvailability(str(path), "csv"),
         workload=BagList(((at, tuple((0, size) for size in tasks)),)),
         simulation=SimulationSettings(horizon=HORIZON, warmup=0.0, replications=1, seed=seed),
     )
-    run = Simulation(exp, drain_limit=1000.0).run()
+    sim = Simulation(exp, drain_limit=1000.0)
+    # the core in check mode: every transition it makes is looked up in its table (mgst.core.transitions)
+    sim.core = Scheduler(exp.classes, exp.machines, sim.policy, exp.staging, check=True)
+    sim.core.report_holds = sim.core.report_completions = False
+    run = sim.run()
+    sim.core.check_invariants()
 
     assert run.unfinished == 0  # every machine comes back up at 1 for good: every task is done
     for rec in run.jobs:

@@ -392,6 +392,8 @@ class _Parser(ModelSections, MachineSections):
             raise self.error(_option_key(str(err), options), str(err)) from None
         try:
             policies.check_experiment(exp)
+        except policies.ExperimentKeyError as err:  # the problem is at a key of its own (a bag's expression)
+            raise self.error(err.key, err.problem) from None
         except ValueError as err:
             raise self.error("policy.name", str(err)) from None
 
@@ -532,7 +534,10 @@ class _Parser(ModelSections, MachineSections):
 
 
 def _option_key(message: str, options: Mapping[str, Any]) -> str:
-    """``policy.<option>`` if exactly one given option is named in ``message``."""
+    """``policy.<option>``: the given option the message begins with ("Rank: ..."), else the one option named in it."""
+    first = message.split(":", 1)[0]
+    if first in options:
+        return f"policy.{first}"
     named = [
         k for k in options if re.search(rf"(?<![\w.]){re.escape(k)}(?![\w])", message)
     ]

@@ -6,6 +6,7 @@ A mixin of mgst.config's parser: it uses the host's checks (``error``, ``number`
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,9 @@ WORKLOAD_KINDS: dict[str, tuple[str, ...]] = {
     "swf": ("kind", "file", "time_scale", "work_scale", "bags", "class_names", "granularity"),
 }
 AVAILABILITY_KINDS: dict[str, tuple[str, ...]] = CONFIG_KINDS  # each kind's module parses its keys
+# The keys of one bag of a bag list, and the attributes every bag is given from its tasks (mgst.workload.bags).
+BAG_ENTRY_KEYS = ("at", "tasks", "attributes")
+BAG_MADE_ATTRIBUTES = ("application_size", "tasks")
 MACHINE_KEYS = ("rates", "power", "count", "slots", "cpus", "group", "attributes", "availability", "names")
 STAGING_KEYS = ("resume", "start")
 
@@ -145,19 +149,21 @@ class ModelSections:
         raw_bags = self.nonempty_list(self.require(table, "workload", "bags"), key,
                                       "tables {at = time, tasks = [[class, size], ...]}")
         bags = []
+        attributes = []
         for b, entry in enumerate(raw_bags):
             bkey = f"{key}[{b}]"
             if not isinstance(entry, Mapping):
                 raise self.error(bkey, f"must be a table {{at = time, tasks = [[class, size], ...]}}, "
                                        f"got {self.describe(entry)}")
             for k in entry:
-                if k not in ("at", "tasks"):
-                    raise self.error(f"{bkey}.{k}", f"unknown key{self.suggest(k, ('at', 'tasks'))}")
+                if k not in BAG_ENTRY_KEYS:
+                    raise self.error(f"{bkey}.{k}", f"unknown key{self.suggest(k, BAG_ENTRY_KEYS)}")
             at = self.number(self.require(entry, bkey, "at"), f"{bkey}.at")
             if not 0 <= at <= self.max_time:
                 raise self.error(f"{bkey}.at", f"must be in [0, {self.max_time:g}] time units, got {at:g}")
             tasks = self.nonempty_list(self.require(entry, bkey, "tasks"), f"{bkey}.tasks", "[class, size] pairs")
             bags.append((at, tuple(self.task(t, f"{bkey}.tasks[{k}]", names, count) for k, t in enumerate(tasks))))
+            attributes.append(self.bag_attributes(entry.get("attributes", {}), f"{bkey}.attributes"))
         if names is not None:
             text = f"workload.class_names has {count}"
         elif count is not None:
@@ -166,7 +172,25 @@ class ModelSections:
             count = 1 + max(c for _, tasks in bags for c, _ in tasks)
             text = f"the bags name {count} classes (the largest class index + 1)"
         names, gran = self.class_list(table, count, text)
-        return ParsedWorkload(BagList(tuple(bags)), tuple(JobClass(n, 0.0, x) for n, x in zip(names, gran)), text)
+        spec = BagList(tuple(bags), tuple(attributes) if any(attributes) else ())
+        return ParsedWorkload(spec, tuple(JobClass(n, 0.0, x) for n, x in zip(names, gran)), text)
+
+    def bag_attributes(self, value: Any, key: str) -> tuple[tuple[str, Any], ...]:
+        """A bag's own attributes (``attributes = {Priority = 2, Rank = "Host.Speed"}``): strings, finite numbers and
+        booleans, by name; the names the workload sets itself (BAG_MADE_ATTRIBUTES) are refused."""
+        if not isinstance(value, Mapping):
+            raise self.error(key, f"must be a table (name = value), got {self.describe(value)}")
+        out = []
+        for name, v in value.items():
+            akey = f"{key}.{name}"
+            if name in BAG_MADE_ATTRIBUTES:
+                raise self.error(akey, "is set from the bag's tasks")
+            if not name.strip():
+                raise self.error(akey, "an attribute needs a name")
+            if not (isinstance(v, str | bool) or (self.is_number(v) and math.isfinite(v))):
+                raise self.error(akey, f"must be a string, a finite number or a boolean, got {self.describe(v)}")
+            out.append((name, v))
+        return tuple(out)
 
     def task(self, value: Any, key: str, names: tuple[str, ...] | None, count: int | None) -> tuple[int, float]:
         if not isinstance(value, list) or len(value) != 2:

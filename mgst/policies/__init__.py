@@ -27,6 +27,7 @@ _BUILTIN_MODULES = (
     "mgst.papers.mgst.lpas",
     "mgst.policies.random_choice",
     "mgst.papers.anglano.wqr",
+    "mgst.papers.gridbot.policy",
 )
 
 
@@ -132,9 +133,21 @@ def check_options(name: str, options: Mapping[str, Any]) -> None:
     policy_class(name).Options.from_mapping(options)
 
 
+class ExperimentKeyError(ValueError):
+    """What a policy's ``check_experiment`` raises when the problem is at one key of the experiment file, outside
+    ``[policy]`` (``workload.bags[2].attributes.Rank``: a bag's expression that does not parse): the file's error
+    then names that key."""
+
+    def __init__(self, key: str, problem: str):
+        self.key = key
+        self.problem = problem
+        super().__init__(f"{key}: {problem}")
+
+
 def check_experiment(experiment: Experiment) -> None:
     """Raise ValueError naming the policy if the experiment's policy cannot run its workload (a policy class may
-    define a classmethod ``check_experiment(experiment)``: Kondo et al.'s need a Bag of Tasks)."""
+    define a classmethod ``check_experiment(experiment)``: Kondo et al.'s need a Bag of Tasks); an
+    :class:`ExperimentKeyError` names the key of the file at fault."""
     check = getattr(policy_class(experiment.policy.name), "check_experiment", None)
     if check is not None:
         check(experiment)

@@ -39,7 +39,10 @@ def _plain_workload(w: Workload) -> dict[str, Any]:
         return {"kind": "bags", "bag_rate": w.bag_rate, "application_size": w.application_size,
                 "mix": list(w.mix), "spread": w.spread, "max_bags": w.max_bags}
     if isinstance(w, BagList):
-        return {"kind": "bag_list", "bags": [[at, [[c, s] for c, s in tasks]] for at, tasks in w.bags]}
+        plain = {"kind": "bag_list", "bags": [[at, [[c, s] for c, s in tasks]] for at, tasks in w.bags]}
+        if w.attributes:  # (only when the file gives some: a journal of a run without them is as it was)
+            plain["attributes"] = [[[k, v] for k, v in pairs] for pairs in w.attributes]
+        return plain
     if isinstance(w, SwfTrace):
         return {"kind": "swf", "path": w.path, "time_scale": w.time_scale, "work_scale": w.work_scale,
                 "bags": w.bags}
@@ -53,7 +56,8 @@ def _workload(d: dict[str, Any] | None) -> Workload:
     if kind == "bags":
         return BagStream(d["bag_rate"], d["application_size"], tuple(d["mix"]), d["spread"], d["max_bags"])
     if kind == "bag_list":
-        return BagList(tuple((at, tuple((c, s) for c, s in tasks)) for at, tasks in d["bags"]))
+        return BagList(tuple((at, tuple((c, s) for c, s in tasks)) for at, tasks in d["bags"]),
+                       tuple(tuple((k, v) for k, v in pairs) for pairs in d.get("attributes", ())))
     if kind == "swf":
         return SwfTrace(d["path"], d["time_scale"], d["work_scale"], d["bags"])
     raise ValueError(f"unknown workload kind {kind!r}")

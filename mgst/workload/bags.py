@@ -157,7 +157,8 @@ class BagListWorkload:
     """
 
     def __init__(self, spec: BagList, start: float = 0.0):
-        self._bags = sorted(spec.bags, key=lambda b: b[0])
+        extra = spec.attributes or ((),) * len(spec.bags)  # the file's attributes of each bag, in the file's order
+        self._bags = sorted(((at, tasks, more) for (at, tasks), more in zip(spec.bags, extra)), key=lambda b: b[0])
         self._start = start
         self._index = 0
         self._job_id = 0
@@ -170,10 +171,10 @@ class BagListWorkload:
     def next(self) -> Bag:
         if self._index >= len(self._bags):
             raise StopIteration("the bag list is exhausted")
-        at, listed = self._bags[self._index]
+        at, listed, more = self._bags[self._index]
         t = self._start + at
         tasks = make_tasks(self._job_id, [c for c, _ in listed], t, [float(s) for _, s in listed], self._index)
-        bag = Bag(self._index, t, tasks, bag_attributes([s for _, s in listed]))
+        bag = Bag(self._index, t, tasks, bag_attributes([s for _, s in listed]) + more)
         self._index += 1
         self._job_id += len(tasks)
         return bag

@@ -1,0 +1,224 @@
+"""The classads GridBot's expressions read, built from the core's view (docs/policies.md has the table).
+
+One top ad holds ``Host``, ``Job`` and ``Queue`` (and ``Grid``, the host's grid), and each bag's ad, its expressions
+in it, under a name of its own (``mgst_bag_<id>``): a bag's expression is evaluated through a reference from the top ad
+(``mgst_bag_3.Rank``), so that ``Tail`` or ``Priority`` in it is the bag's (and ``Bag.Tail``, ``BOT.Tail``: ``Bag`` and
+``BOT``, the paper's name, are the bag's own ad) while ``Host.NumCpus`` is found in the top ad. Putting an ad into
+another copies it (classad2), so each host's, bag's and the queue's ad is kept from one evaluation to the next, only
+its changed attributes are set again, and it is copied into the top ad only when it changed or another one was there.
+A waiting job's ad reads its three attributes from the top ad (``.mgst_job_id``...): switching jobs sets three numbers.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Container, Sequence
+from typing import Any, Final
+
+from mgst.core.state import JobRecord, MachineRecord
+from mgst.core.view import View
+from mgst.papers.gridbot.bags import BagState
+from mgst.papers.gridbot.classads import classad2
+
+HOST_DYNAMIC: Final = ("ErrorRate", "JobsToday", "RecentSuccesses", "Turnaround", "CpuShare", "Running", "Successes",
+                       "Errors")
+BAG_DYNAMIC: Final = ("Tail", "Incomplete", "Queued", "Waiting", "Running", "Done", "PendingReplicas", "Size")
+QUEUE_DYNAMIC: Final = ("Bags", "Jobs", "Running", "Now")
+_SLOTS: Final = ("Host", "Grid", "Job", "Queue")
+_QUEUED_JOB: Final = 0  # (in the top ad's Job: the waiting job's ad, which reads its attributes from the top ad)
+# A waiting job's ad: what differs from one waiting job to the next is read from the top ad's root.
+_QUEUED_JOB_AD: Final = ("[Id = .mgst_job_id; WaitingTime = .mgst_job_waiting; Attempts = .mgst_job_attempts; "
+                         "Replicas = 0; Running = 0.0; SinceLastSent = 0.0; Expired = 0; RunningOn = {}]")
+
+
+def grid_of(m: MachineRecord) -> Any:
+    """The host's grid: its ``grid`` attribute from the machine file (any case), or None."""
+    for key, value in m.attributes.items():
+        if key.lower() == "grid":
+            return value
+    return None
+
+
+def speed_of(m: MachineRecord) -> float:
+    """The host's speed: its ``power`` attribute (machines.power), else its nominal rate for the first class."""
+    power = m.attributes.get("power")
+    if isinstance(power, int | float) and not isinstance(power, bool):
+        return float(power)
+    return m.rates[0] if m.rates else 0.0
+
+
+def _same(a: Any, b: Any) -> bool:
+    # (classad2's UNDEFINED is an IntEnum, equal to 2: the types must match too)
+    return type(a) is type(b) and a == b
+
+
+class CachedAd:
+    """An ad kept between evaluations: its last dynamic values, and a stamp that changes whenever they do."""
+
+    __slots__ = ("ad", "values", "stamp")
+
+    def __init__(self, ad: Any):
+        self.ad = ad
+        self.values: tuple[Any, ...] = ()
+        self.stamp = 0
+
+
+class Ads:
+    """The ads of one run, over its view: :meth:`host`, :meth:`bag`, :meth:`job`, :meth:`queue` set the top ad's
+    parts, which the policy's references (``Bag.Rank``...) are then evaluated against (:attr:`top`)."""
+
+    def __init__(self, view: View):
+        module = classad2()
+        self.module = module
+        self.view = view
+        self.undefined = module.Value.Undefined
+        self.top = module.ClassAd()
+        self._stamps = itertools.count(1)
+        # What each part of the top ad holds: a cached ad's stamp (0: UNDEFINED), for Job _QUEUED_JOB or -1 (a job's
+        # own ad); -1: nothing known.
+        self._in_top: dict[str, int] = dict.fromkeys(_SLOTS, -1)
+        self._hosts: dict[int, CachedAd] = {}
+        self._grids: dict[Any, CachedAd] = {}
+        self._grid_sizes: dict[Any, int] = {}
+        for m in view.machines:
+            g = grid_of(m)
+            self._grid_sizes[g] = self._grid_sizes.get(g, 0) + 1
+        self._queue = CachedAd(module.ClassAd())
+        self._queued_job = module.ClassAd(_QUEUED_JOB_AD)
+
+    # ------------------------------------------------------------------ the parts of the top ad
+
+    def _put(self, slot: str, cached: CachedAd) -> None:
+        if self._in_top[slot] != cached.stamp:
+            self.top[slot] = cached.ad
+            self._in_top[slot] = cached.stamp
+
+    def _refresh(self, cached: CachedAd, names: Sequence[str], values: tuple[Any, ...]) -> None:
+        """Set the attributes whose value changed (None: UNDEFINED); a new stamp if any did."""
+        old = cached.values
+        if values == old and cached.stamp:  # (the common case: nothing changed; None equals nothing but None)
+            return
+        ad = cached.ad
+        for i, value in enumerate(values):
+            if i >= len(old) or not _same(old[i], value):
+                ad[names[i]] = self.undefined if value is None else value
+        cached.values = values
+        cached.stamp = next(self._stamps)
+
+    def no_host(self) -> None:
+        """Host and Grid UNDEFINED (the replication cycle evaluates no host)."""
+        for slot in ("Host", "Grid"):
+            if self._in_top[slot] != 0:
+                self.top[slot] = self.undefined
+                self._in_top[slot] = 0
+
+    def host(self, m: MachineRecord) -> None:
+        """``Host``: the requesting host; ``Grid``: its grid's ad."""
+        cached = self._hosts.get(m.index)
+        if cached is None:
+            cached = self._hosts[m.index] = self._new_host(m)
+        st = m.stats
+        turnaround = st.mean_turnaround  # (None before a completion: UNDEFINED)
+        self._refresh(cached, HOST_DYNAMIC, (
+            st.error_rate, st.jobs_today(self.view.now), st.recent_successes,
+            turnaround, m.cpu_share, len(m.replicas), st.successes,
+            st.errors,
+        ))
+        self._put("Host", cached)
+        g = grid_of(m)
+        grid = self._grids.get(g)
+        if grid is None:
+            ad = self.module.ClassAd() if g is None else self.module.ClassAd({"Name": g, "Hosts": self._grid_sizes[g]})
+            grid = self._grids[g] = CachedAd(ad)
+            grid.stamp = next(self._stamps)
+        self._put("Grid", grid)
+
+    def _new_host(self, m: MachineRecord) -> CachedAd:
+        ad = self.module.ClassAd()
+        for key, value in m.attributes.items():  # the machine file's first: the names below take precedence
+            ad[key] = value
+        ad["Name"] = m.name
+        ad["NumCpus"] = m.cpus
+        ad["Slots"] = m.slots
+        ad["Speed"] = speed_of(m)
+        g = grid_of(m)
+        if g is not None:
+            ad["Grid"] = g
+        return CachedAd(ad)
+
+    def bag(self, state: BagState, tail: bool, pending: int) -> None:
+        """The bag's ad, its expressions in it, with ``tail`` and its ``pending`` replicas: up to date in the top ad,
+        where ``state.refs`` reach its expressions (``mgst_bag_<id>.Rank``)."""
+        bag = state.bag
+        cached = state.ad
+        slot = _bag_slot(bag.id)
+        if cached is None:
+            module = self.module
+            ad = module.ClassAd()
+            for key, value in state.policy.attributes.items():
+                ad[key] = value
+            ad["Id"] = bag.id
+            ad["Submitted"] = bag.submitted
+            for name, tree in state.policy.trees.items():
+                ad[name] = tree
+            ad["Bag"] = ad["BOT"] = module.ExprTree("MY")  # (Bag.Tail, BOT.Priority in its expressions: its own)
+            cached = state.ad = CachedAd(ad)
+            state.refs = {name: module.ExprTree(f"{slot}.{name}") for name in state.policy.trees}
+            self._in_top[slot] = -1
+        self._refresh(cached, BAG_DYNAMIC, (
+            tail, bag.size - bag.done, bag.queued + pending, bag.queued, len(bag.running), bag.done, pending, bag.size,
+        ))
+        self._put(slot, cached)
+
+    def forget(self, bag_id: int) -> None:
+        """A bag completed: its ad leaves the top ad."""
+        slot = _bag_slot(bag_id)
+        if self._in_top.pop(slot, None) is not None:
+            del self.top[slot]
+
+    def queue(self, pending: int) -> None:
+        """``Queue``: the incomplete bags, the jobs waiting (the core's queues and every bag's ``pending`` replicas),
+        the jobs running, and the model time."""
+        view = self.view
+        self._refresh(self._queue, QUEUE_DYNAMIC, (len(view.bags), view.queued_count + pending, len(view.running),
+                                                  view.now))
+        self._put("Queue", self._queue)
+
+    def job(self, rec: JobRecord, expired: Container[int]) -> None:
+        """``Job``: the job, and the hosts of its live replicas (``RunningOn``); ``expired``: the replicas past their
+        deadline."""
+        now = self.view.now
+        top = self.top
+        if not rec.replicas:
+            if self._in_top["Job"] != _QUEUED_JOB:
+                top["Job"] = self._queued_job
+                self._in_top["Job"] = _QUEUED_JOB
+            top["mgst_job_id"] = rec.job.id
+            top["mgst_job_waiting"] = rec.idle(now)
+            top["mgst_job_attempts"] = rec.attempts
+            return
+        machines = self.view.machines
+        sent = [r.sent for r in rec.replicas.values()]
+        hosts = []
+        for r in rec.replicas.values():
+            m = machines[r.machine]
+            st = m.stats
+            host = {"Name": m.name, "ErrorRate": st.error_rate, "RecentSuccesses": st.recent_successes,
+                    "JobsToday": st.jobs_today(now), "NumCpus": m.cpus, "Sent": r.sent, "RunTime": now - r.sent}
+            g = grid_of(m)
+            if g is not None:
+                host["Grid"] = g
+            hosts.append(self.module.ClassAd(host))
+        ad = self.module.ClassAd({
+            "Id": rec.job.id, "Replicas": len(rec.replicas), "Running": now - min(sent),
+            "SinceLastSent": now - max(sent), "WaitingTime": rec.idle(now), "Attempts": rec.attempts,
+            "Expired": sum(1 for r in rec.replicas.values() if r.id in expired),
+        })
+        ad["RunningOn"] = hosts
+        top["Job"] = ad
+        self._in_top["Job"] = -1
+
+
+def _bag_slot(bag_id: int) -> str:
+    """Where a bag's ad is kept in the top ad."""
+    return f"mgst_bag_{bag_id}"

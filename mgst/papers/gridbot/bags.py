@@ -1,0 +1,123 @@
+"""Each bag as GridBot sees it: its policy (its own expressions over the defaults, parsed), its tail, and the replicas
+the replication cycle made that wait to be sent."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from mgst.core.state import BagRecord, JobRecord, JobStatus
+from mgst.papers.gridbot.classads import DEADLINE, POLICY_ATTRIBUTES, constant, parse, references
+
+# A bag's Priority unless its file gives one (the default Rank reads it: higher first).
+DEFAULT_PRIORITY: Final = 0
+_BY_LOWER: Final = {name.lower(): name for name in POLICY_ATTRIBUTES}
+# The names a bag's ad gets from GridBot (mgst.papers.gridbot.ads), and those of the other ads its expressions reach
+# (a bag attribute of such a name would hide them): a file's bag attribute may take none (ClassAd names ignore case).
+RESERVED_NAMES: Final = ("Id", "Submitted", "Tail", "Incomplete", "Queued", "Waiting", "Running", "Done",
+                         "PendingReplicas", "Size", "Bag", "BOT", "Host", "Job", "Queue", "Grid", "MY", "TARGET")
+RESERVED: Final = frozenset(name.lower() for name in RESERVED_NAMES)
+
+
+def policy_attribute(name: str) -> str | None:
+    """The policy attribute a bag attribute's name spells (ClassAd names ignore case), or None."""
+    return _BY_LOWER.get(name.lower())
+
+
+def check_bag_attributes(pairs: Iterable[tuple[str, Any]]) -> None:
+    """ValueError("<attribute>: <problem>") for the first of a bag's attributes that is no valid expression (a policy
+    attribute), no number (Priority), or that takes a name GridBot gives a bag's ad itself (RESERVED)."""
+    for name, value in pairs:
+        if name.lower() in RESERVED:
+            raise ValueError(f"{name}: GridBot sets a bag's {name} itself (a bag's ad has {', '.join(RESERVED_NAMES)})")
+        canonical = policy_attribute(name)
+        if canonical is not None:
+            try:
+                parse(value)
+            except ValueError as err:
+                raise ValueError(f"{name}: the bag's {canonical} {err}") from None
+        elif name.lower() == "priority" and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise ValueError(f"{name}: a bag's Priority must be a number (the default Rank reads it), got {value!r}")
+
+
+class BagPolicy:
+    """A bag's six expressions, parsed (each once per text): its own attributes over the policy's defaults. An
+    expression that refers to no attribute is a constant, evaluated here once. ``attributes``: the bag's other
+    attributes (the generated ones, its Priority, the file's), for its ad."""
+
+    __slots__ = ("trees", "constants", "attributes", "has_deadline", "reads_job")
+
+    def __init__(self, defaults: Mapping[str, Any], attributes: Mapping[str, Any]):
+        texts = {name: value for name, value in defaults.items() if value is not None}
+        plain: dict[str, Any] = {}
+        for name, value in attributes.items():
+            canonical = policy_attribute(name)
+            if canonical is not None:
+                texts[canonical] = value
+            else:
+                plain[name] = value
+        if not any(name.lower() == "priority" for name in plain):
+            plain["Priority"] = DEFAULT_PRIORITY
+        self.trees: dict[str, Any] = {name: parse(texts[name]) for name in POLICY_ATTRIBUTES if name in texts}
+        self.constants: dict[str, Any] = {}
+        for name, tree in self.trees.items():
+            fixed, value = constant(tree)
+            if fixed:
+                self.constants[name] = value
+        self.attributes = plain
+        self.has_deadline = DEADLINE in self.trees
+        # Whether any of them reads the job (Job.Replicas...): if none does, no job's ad is made for them.
+        refs = [ref.lower().split(".") for tree in self.trees.values() for ref in references(tree)]
+        self.reads_job = any("job" in parts for parts in refs)
+
+
+class BagState:
+    """One incomplete bag: its record, its policy, its ad (mgst.papers.gridbot.ads), whether it is in its tail (kept
+    for a tail that may not end), and its pending replicas: running jobs the replication cycle enqueued a copy of,
+    in the order enqueued (a job may have several), with their count by job id."""
+
+    __slots__ = ("bag", "policy", "ad", "refs", "tail", "pending", "pending_count")
+
+    def __init__(self, bag: BagRecord, policy: BagPolicy):
+        self.bag = bag
+        self.policy = policy
+        self.ad: Any = None  # an Ads cache entry, made at the bag's first evaluation
+        self.refs: dict[str, Any] = {}  # the references to its expressions from the top ad (Ads.bag)
+        self.tail = False
+        self.pending: list[JobRecord] = []
+        self.pending_count: dict[int, int] = {}
+
+    def pending_jobs(self) -> list[JobRecord]:
+        """The pending replicas still wanted: a job that completed, or went back to the queue (its requeued copy is
+        the new replica), has none."""
+        pending = self.pending
+        if not pending or all(job.status is JobStatus.RUNNING for job in pending):
+            return pending
+        self.pending = [job for job in pending if job.status is JobStatus.RUNNING]
+        counts: dict[int, int] = {}
+        for job in self.pending:
+            counts[job.id] = counts.get(job.id, 0) + 1
+        self.pending_count = counts
+        return self.pending
+
+    def enqueue(self, job: JobRecord) -> None:
+        """A replica of ``job`` waits to be sent."""
+        self.pending.append(job)
+        self.pending_count[job.id] = self.pending_count.get(job.id, 0) + 1
+
+    def sent(self, job: JobRecord) -> None:
+        """One of ``job``'s pending replicas was sent (the oldest enqueued)."""
+        self.pending.remove(job)
+        left = self.pending_count[job.id] - 1
+        if left:
+            self.pending_count[job.id] = left
+        else:
+            del self.pending_count[job.id]
+
+    def copies(self, job: JobRecord) -> int:
+        """The job's replicas that exist: live, and pending."""
+        return len(job.replicas) + self.pending_count.get(job.id, 0)
+
+    def queue_length(self) -> int:
+        """What the bag's queue holds as GridBot sees it: its waiting tasks (the core's queue) and pending replicas."""
+        return self.bag.queued + len(self.pending_jobs())

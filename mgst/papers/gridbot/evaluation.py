@@ -1,0 +1,100 @@
+"""The bags of one GridBot run and the evaluation of their expressions: the ads set (mgst.papers.gridbot.ads), a bag's
+expression evaluated through a reference from the top ad, its value converted or the attribute's fallback used
+(counted, logged once), and tail detection."""
+
+from __future__ import annotations
+
+from collections.abc import Container, Mapping
+from typing import Any
+
+from mgst.core.state import BagRecord, JobRecord
+from mgst.core.view import View
+from mgst.papers.gridbot.ads import Ads
+from mgst.papers.gridbot.bags import BagPolicy, BagState
+from mgst.papers.gridbot.classads import BOOLEAN_FALLBACK, POLICY_ATTRIBUTES, Fallbacks, as_boolean, as_number
+
+
+class Evaluation:
+    """One run's bags (a :class:`BagState` each, made at its first sight from its attributes over ``defaults``), its
+    ads, and the evaluation of the bags' expressions in them.
+
+    ``evaluations`` counts the expressions evaluated, by attribute (a constant is not evaluated: it was, once, when
+    the bag's policy was made); ``fallbacks`` those that gave no value of the attribute's type.
+    """
+
+    def __init__(self, view: View, defaults: Mapping[str, Any], tail_threshold: int, tail_sticky: bool,
+                 counts: dict[str, int]):
+        self.view = view
+        self.ads = Ads(view)
+        self.defaults = dict(defaults)
+        self.tail_threshold = tail_threshold
+        self.tail_sticky = tail_sticky
+        self.counts = counts  # the policy's counts (tail_starts here)
+        self.states: dict[int, BagState] = {}
+        self.evaluations = dict.fromkeys(POLICY_ATTRIBUTES, 0)
+        self.fallbacks = Fallbacks()
+
+    def state(self, bag: BagRecord) -> BagState:
+        state = self.states.get(bag.id)
+        if state is None:
+            state = self.states[bag.id] = BagState(bag, BagPolicy(self.defaults, bag.attributes))
+        return state
+
+    def forget_completed(self) -> None:
+        """Drop the states of the bags that completed."""
+        bags = self.view.bags
+        for gone in [b for b in self.states if b not in bags]:
+            del self.states[gone]
+            self.ads.forget(gone)
+
+    def pending_total(self) -> int:
+        """Pending replicas over every bag."""
+        return sum(len(s.pending_jobs()) for s in self.states.values())
+
+    def in_tail(self, state: BagState) -> bool:
+        """Tail detection: the bag's queue holds fewer than ``tail_threshold`` jobs (``tail_sticky``: or did once)."""
+        if state.tail and self.tail_sticky:
+            return True
+        tail = state.queue_length() < self.tail_threshold
+        if tail and not state.tail:
+            self.counts["tail_starts"] += 1
+        state.tail = tail
+        return tail
+
+    def set_bag(self, state: BagState) -> None:
+        """The top ad's ``Bag``: the bag's ad, its Tail as detected now."""
+        self.ads.bag(state, self.in_tail(state), len(state.pending_jobs()))
+
+    def set_job(self, state: BagState, job: JobRecord, expired: Container[int]) -> None:
+        """The top ad's ``Job``, if the bag's expressions read it (else whatever is there is never read)."""
+        if state.policy.reads_job:
+            self.ads.job(job, expired)
+
+    def _value(self, attribute: str, state: BagState) -> Any:
+        """The attribute's value (the bag's ad set in the top ad: :meth:`set_bag`)."""
+        constants = state.policy.constants
+        if attribute in constants:
+            return constants[attribute]
+        self.evaluations[attribute] += 1
+        return state.refs[attribute].eval(self.ads.top)
+
+    def holds(self, attribute: str, state: BagState) -> bool:
+        """A requirement of ``state``'s bag, in the ads as set: a boolean (a number: not 0); else false (counted)."""
+        value = self._value(attribute, state)
+        b = as_boolean(value)
+        if b is None:
+            self.fallbacks.note(attribute, state.policy.trees[attribute], value, BOOLEAN_FALLBACK, state.bag.id)
+            return BOOLEAN_FALLBACK
+        return b
+
+    def number(self, attribute: str, state: BagState, fallback: float) -> float:
+        """A number of ``state``'s bag, in the ads as set; ``fallback`` if it is not one (counted), or if the bag has
+        no such expression (Deadline)."""
+        if attribute not in state.policy.trees:
+            return fallback
+        value = self._value(attribute, state)
+        x = as_number(value)
+        if x is None:
+            self.fallbacks.note(attribute, state.policy.trees[attribute], value, fallback, state.bag.id)
+            return fallback
+        return x

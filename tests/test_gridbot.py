@@ -1,0 +1,373 @@
+"""GridBot (mgst/papers/gridbot/): Algorithm 1 on hand-built hosts, jobs and bags picks what the expressions say,
+Concurrency bounds a host's bundle, a deadline's expiry replicates, ReplicationRequirements is not evaluated while a
+bag's queue is full, an expression that gives no value falls back (counted, logged once), a syntax error names the bag
+and the attribute, and a discarded result is waste that never completes its job twice. Every expected value is
+worked out by hand in the comments."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import random
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from helpers import assigns, make_policy, of
+from test_docs_policies import fenced_block
+
+from mgst.config import ConfigError, load_experiment, parse_experiment
+from mgst.core import BagCompleted, JobCompleted, Scheduler, SetTimer
+from mgst.core.decisions import ReplicaDiscarded
+from mgst.core.state import Outcome
+from mgst.model import Bag, Job, JobClass, Machine, PolicySpec
+from mgst.papers.gridbot.ads import BAG_DYNAMIC
+from mgst.papers.gridbot.bags import RESERVED
+from mgst.papers.gridbot.policy import CYCLE, GridBot
+from mgst.papers.gridbot.replication import weighted_order
+from mgst.sim.loop import Simulation
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def gridbot(machines: list[Machine], **options) -> tuple[Scheduler, GridBot]:
+    """A started core of one task class (work 1 per unit of size at rate 1) with the gridbot policy, machines up
+    and asking for every free slot, in order."""
+    policy = make_policy("gridbot", options)
+    assert isinstance(policy, GridBot)
+    core = Scheduler([JobClass("t", 0.0, 1.0)], machines, policy, check=True)
+    for j in range(len(machines)):
+        core.machine_ready(0.0, j)
+    core.start(0.0)
+    return core, policy
+
+
+def bag(bag_id: int, n: int, first: int, size: float = 10.0, t: float = 0.0, **attributes) -> Bag:
+    return Bag(bag_id, t, tuple(Job(first + i, 0, t, size, bag_id) for i in range(n)), tuple(attributes.items()))
+
+
+def host(name: str, rate: float = 1.0, slots: int = 1, cpus: int | None = None, **attributes) -> Machine:
+    return Machine(name, (rate,), 1.0, slots, tuple(attributes.items()), cpus)
+
+
+def sent(outputs) -> list[tuple[int, int]]:
+    """(job id, machine) of each Assign."""
+    return [(a.job.id, a.machine) for a in assigns(outputs)]
+
+
+# ---------------------------------------------------------------------------------------------- Algorithm 1
+
+
+def test_algorithm1_picks_the_jobs_whose_requirements_hold_by_rank():
+    # Bag 0 (tasks 0, 1) requires a myhost and ranks 5; bag 1 (tasks 2, 3) requires a speed of 2 and ranks
+    # Host.Speed; bag 2 (task 4) ranks 10 but requires an error rate above 0.5, which no host has.
+    # node.myhost (speed 1): only bag 0 holds: task 0. fast.other (speed 3): only bag 1, rank 3: task 2.
+    # fast2.myhost (speed 3): bag 0 (rank 5) and bag 1 (rank 3) hold: bag 0's task 1.
+    core, policy = gridbot([host("node.myhost", power=1.0), host("fast.other", power=3.0),
+                            host("fast2.myhost", power=3.0)])
+    for j in range(3):
+        core.machine_down(0.0, j)
+    core.bag_arrived(0.0, bag(0, 2, 0, JobRequirements='regexp("myhost", Host.Name)', Rank=5))
+    core.bag_arrived(0.0, bag(1, 2, 2, JobRequirements="Host.Speed >= 2", Rank="Host.Speed"))
+    core.bag_arrived(0.0, bag(2, 1, 4, JobRequirements="Host.ErrorRate > 0.5", Rank=10))
+    assert sent(core.machine_ready(1.0, 0)) == [(0, 0)]
+    assert sent(core.machine_ready(1.0, 1)) == [(2, 1)]
+    assert sent(core.machine_ready(1.0, 2)) == [(1, 2)]
+    # node.myhost asks again: bag 0 has nothing left, bag 1 needs a speed of 2, bag 2 an error rate: nothing
+    assert sent(core.replica_done(5.0, 1, ready=True)) == [] and core.is_ready(0)
+    assert sent(core.replica_done(5.0, 2, ready=True)) == [(3, 1)]  # fast.other: bag 1's last task
+    core.check_invariants()
+
+
+def test_the_papers_figure_3_policy_restricts_the_tail_to_reliable_myhosts():
+    # Figure 3: JobRequirements = !Tail ? true : regexp(myhost) && ErrorRate < 0.1. Tail: fewer than 2 queued.
+    # Three hosts take 3 of the 4 tasks (queue 4, 3, 2: not yet the tail); then b.other asks again with 1 queued:
+    # the tail, and not a myhost: nothing. a.myhost asks: it gets the last task.
+    core, policy = gridbot([host("a.myhost"), host("b.other"), host("c.myhost")], tail_threshold=2,
+                           JobRequirements='!Tail ? true : regexp("myhost", Host.Name) && Host.ErrorRate < 0.1',
+                           Rank="!Tail ? 1 : Host.JobsToday")
+    assert sent(core.bag_arrived(0.0, bag(0, 4, 0))) == [(0, 0), (1, 1), (2, 2)]
+    assert sent(core.replica_done(10.0, 2, ready=True)) == []  # b.other: job 1 done, tail, refused
+    assert core.is_ready(1)
+    assert sent(core.replica_done(10.0, 1, ready=True)) == [(3, 0)]
+    assert policy.counts["tail_starts"] == 1
+    core.check_invariants()
+
+
+def test_a_bags_waiting_tasks_are_evaluated_once_as_its_head_or_each_with_evaluate_job():
+    # one request, 6 waiting tasks: Rank evaluated once (their head) or 6 times (the default JobRequirements, true,
+    # is a constant: never evaluated)
+    for mode, per_request in (("bag", 1), ("job", 6)):
+        core, policy = gridbot([host("A", slots=2)], evaluate=mode, Rank="Job.WaitingTime")
+        assert sent(core.bag_arrived(0.0, bag(0, 6, 0))) == [(0, 0), (1, 0)], mode
+        assert policy.evaluations["Rank"] == per_request and policy.evaluations["JobRequirements"] == 0, mode
+
+
+def test_concurrency_bounds_the_hosts_bundle():
+    # A host of 8 slots and 2 cpus, Concurrency 2 x NumCpus = 4: it holds 4 (2 computing, 2 waiting on it), and
+    # asks for the 4 other slots in vain; one done, it takes one more, never a fifth.
+    core, _ = gridbot([host("A", slots=8, cpus=2)], Concurrency="2 * Host.NumCpus")
+    out = core.bag_arrived(0.0, bag(0, 10, 0))
+    assert sent(out) == [(0, 0), (1, 0), (2, 0), (3, 0)]
+    assert [a.pace for a in assigns(out)] == [1.0, 1.0, 0.0, 0.0]
+    m = core.machines[0]
+    assert (len(m.replicas), m.computing, len(m.waiting), m.asking) == (4, 2, 2, 4)
+    assert sent(core.replica_done(10.0, 1, ready=True)) == [(4, 0)]
+    assert len(m.replicas) == 4
+    core.check_invariants()
+
+
+@pytest.mark.parametrize("ranks, expected", [
+    # bag 0 (Concurrency 3, 2 tasks) ranks first: its 2, then the bound becomes min(3, 1) = 1 for bag 1: no more.
+    ((2, 1), [(0, 0), (1, 0)]),
+    # bag 1 (Concurrency 1) ranks first: 1 task; then min(1, 3) = 1: bag 0 gets nothing.
+    ((1, 2), [(2, 0)]),
+])
+def test_the_bound_is_the_top_candidates_concurrency_lowered_by_each_one_taken(ranks, expected):
+    core, _ = gridbot([host("A", slots=8)])
+    core.machine_down(0.0, 0)  # (so that both bags are there when the host asks)
+    core.bag_arrived(0.0, Bag(0, 0.0, (Job(0, 0, 0.0, 10.0, 0), Job(1, 0, 0.0, 10.0, 0)),
+                              (("Rank", ranks[0]), ("Concurrency", 3))))
+    core.bag_arrived(0.0, Bag(1, 0.0, tuple(Job(2 + i, 0, 0.0, 10.0, 1) for i in range(5)),
+                              (("Rank", ranks[1]), ("Concurrency", 1))))
+    assert sent(core.machine_ready(1.0, 0)) == expected
+    core.check_invariants()
+
+
+def test_a_grid_policy_keeps_a_bag_off_the_grids_it_does_not_select():
+    core, _ = gridbot([host("A", grid="community"), host("B", grid="osg")], GridPolicy='Grid.Name != "community"')
+    assert sent(core.bag_arrived(0.0, bag(0, 2, 0))) == [(0, 1)]
+    assert core.is_ready(0)
+
+
+# ---------------------------------------------------------------------------------------------- Algorithm 2
+
+
+def cycle(core: Scheduler, t: float) -> list:
+    """The replication cycle, due by ``t``, delivered at ``t``."""
+    assert core.timers[CYCLE] <= t, core.timers
+    return core.timer_fired(t, CYCLE)
+
+
+def test_a_deadline_expiry_replicates_and_the_expired_replica_runs_on():
+    # Deadline 10: job 0, sent at 0 to slow A, expires at 10; the cycle at 10 is not past it (t > deadline), the
+    # one at 15 is: a replica is enqueued and B, asking, takes it. A's replica runs on (a client that never learns).
+    core, policy = gridbot([host("A", rate=0.1), host("B", rate=10.0)], Deadline=10, cycle=5.0)
+    out = core.bag_arrived(0.0, bag(0, 1, 0, size=10.0))
+    assert sent(out) == [(0, 0)] and of(out, SetTimer) == [SetTimer(CYCLE, 5.0)]
+    assert sent(cycle(core, 5.0)) == []
+    assert sent(cycle(core, 10.0)) == []
+    out = cycle(core, 15.0)
+    assert sent(out) == [(0, 1)]
+    assert policy.counts["deadline_expired"] == 1 and policy.counts["replicas_sent"] == 1
+    assert core.replica(1) is not None and core.replica(1).live  # the expired one runs on
+    assert sent(cycle(core, 20.0)) == []  # replicated once, not at every cycle
+    core.check_invariants()
+
+
+def test_a_discarded_result_is_recorded_counted_as_waste_and_never_completes_the_job_twice():
+    core, _ = gridbot([host("A", rate=0.1), host("B", rate=10.0)], Deadline=10, cycle=5.0)
+    core.bag_arrived(0.0, bag(0, 1, 0, size=10.0))
+    for t in (5.0, 10.0):
+        cycle(core, t)
+    cycle(core, 15.0)  # the replica of job 0 on B (replica 2), sent at 15, done at 16
+    out = core.replica_done(16.0, 2, ready=True)
+    assert of(out, JobCompleted) == [JobCompleted(Job(0, 0, 0.0, 10.0, 0), 2, 1)]
+    assert of(out, BagCompleted) == [BagCompleted(0)]
+    rec = core.jobs[0]
+    loser = core.replica(1)
+    assert loser is not None and loser.discarded  # A's runs on: the paper's waste
+    out = core.replica_done(100.0, 1, ready=True)  # A delivers at 100 (10 of work at 0.1): recorded, not used
+    assert of(out, ReplicaDiscarded) == [ReplicaDiscarded(1, 0, 0)]
+    assert not of(out, JobCompleted) and not of(out, BagCompleted)
+    assert (rec.completed, rec.done_by, sum(r.outcome is Outcome.DONE for r in rec.history)) == (16.0, 2, 1)
+    assert loser.outcome is Outcome.DISCARDED
+    a = core.machines[0].stats
+    assert (a.discarded, a.discarded_time, a.discarded_results, a.completed) == (1, 100.0, 1, 0)
+    core.check_invariants()
+
+
+def test_replication_requirements_are_not_evaluated_while_the_queue_is_full():
+    # 10 tasks, 2 one-slot hosts, replicate below 3 queued: 8 queued, the cycle evaluates nothing. Six tasks done,
+    # 2 queued (the hosts took 8): the cycle evaluates the running jobs in a weighted sample until the queue holds
+    # 3: one replica enqueued (the first running job whose ReplicationRequirements hold: both do).
+    core, policy = gridbot([host("A"), host("B")], tail_threshold=3, cycle=5.0,
+                           ReplicationRequirements="Job.Replicas < 2")
+    core.bag_arrived(0.0, bag(0, 10, 0))
+    cycle(core, 5.0)
+    assert policy.evaluations["ReplicationRequirements"] == 0 and policy.counts["replicas_enqueued"] == 0
+    rid = {0: 1, 1: 2}  # machine -> its replica
+    for k in range(6):
+        out = core.replica_done(10.0 + k, rid[k % 2], ready=True)
+        rid[k % 2] = assigns(out)[0].replica
+    assert core.bags[0].queued == 2
+    out = cycle(core, 20.0)  # (the cycle due at 10, delivered late)
+    assert policy.evaluations["ReplicationRequirements"] == 1 and policy.counts["replicas_enqueued"] == 1
+    assert sent(out) == []  # both hosts busy: the replica waits in the bag's queue
+    core.check_invariants()
+
+
+def test_a_replication_requirement_reads_the_hosts_of_the_jobs_replicas():
+    # A loses a replica (down, back up): its ErrorRate is 1. ReplicationRequirements: some replica runs on a host
+    # whose error rate is above 0.1. Job 0 requeued to A again, job 1 on B: only job 0 is replicated, onto C.
+    core, policy = gridbot([host("A"), host("B"), host("C")], tail_threshold=10, cycle=5.0,
+                           ReplicationRequirements='anyCompare(">", Job.RunningOn.ErrorRate, 0.1)')
+    core.machine_down(0.0, 2)  # C is away at first
+    assert sent(core.bag_arrived(0.0, bag(0, 2, 0))) == [(0, 0), (1, 1)]
+    core.machine_down(1.0, 0)
+    assert sent(core.machine_ready(2.0, 0)) == [(0, 0)]
+    assert core.machines[0].stats.error_rate == 1.0
+    core.machine_ready(3.0, 2)
+    out = cycle(core, 5.0)
+    assert sent(out) == [(0, 2)]
+    assert policy.counts["replicas_enqueued"] == 1
+    core.check_invariants()
+
+
+def test_the_weighted_sample_favours_jobs_with_fewer_replicas_and_is_the_same_for_a_seed():
+    # weights 1/1 and 1/2: the job of one replica comes first with probability 1 / (1 + 1/2) = 2/3
+    rng = random.Random(7)
+    firsts = Counter(weighted_order([(1, "one"), (2, "two")], rng)[0] for _ in range(6000))
+    assert abs(firsts["one"] / 6000 - 2 / 3) < 0.02, firsts  # (sd 0.006)
+    items = [(1 + i % 3, i) for i in range(20)]
+    assert weighted_order(items, random.Random(3)) == weighted_order(items, random.Random(3))
+
+
+@pytest.mark.parametrize("sticky, tail_after_requeue", [(False, False), (True, True)])
+def test_the_tail_begins_below_the_threshold_and_flaps_back_unless_sticky(sticky, tail_after_requeue):
+    # 3 tasks, threshold 2, hosts A, B: after both take one, 1 queued: the tail. A goes down: its task is requeued,
+    # 2 queued: out of the tail again, unless the tail is sticky. Requirement: in the tail, only B.
+    core, policy = gridbot([host("A"), host("B"), host("C")], tail_threshold=2, tail_sticky=sticky,
+                           JobRequirements='!Tail || Host.Name == "B"')
+    core.machine_down(0.0, 2)
+    core.bag_arrived(0.0, bag(0, 3, 0))
+    state = policy.ev.states[0]
+    assert policy.ev.in_tail(state)
+    core.machine_down(1.0, 0)
+    assert policy.ev.in_tail(state) is tail_after_requeue
+    # C comes up: outside the tail it takes a task; in it, only B may
+    assert sent(core.machine_ready(2.0, 2)) == ([] if tail_after_requeue else [(0, 2)])
+
+
+# ---------------------------------------------------------------------------------------------- fallbacks and errors
+
+
+def test_an_undefined_rank_falls_back_to_0_counted_and_logged_once(caplog):
+    # bag 0's Rank reads an attribute no host has: UNDEFINED, so 0, ahead of bag 1's -1.
+    core, policy = gridbot([host("A"), host("B")])
+    core.machine_down(0.0, 0)
+    core.machine_down(0.0, 1)
+    core.bag_arrived(0.0, bag(0, 2, 0, Rank="Host.NoSuchAttribute"))
+    core.bag_arrived(0.0, bag(1, 2, 2, Rank=-1))
+    with caplog.at_level(logging.WARNING, logger="mgst.papers.gridbot.classads"):
+        assert sent(core.machine_ready(1.0, 0)) == [(0, 0)]
+        assert sent(core.machine_ready(1.0, 1)) == [(1, 1)]
+    assert policy.report()["fallbacks_Rank"] == 2
+    logged = [r.getMessage() for r in caplog.records if "Rank" in r.getMessage()]
+    assert len(logged) == 1 and "UNDEFINED" in logged[0] and "0.0 used instead" in logged[0], logged
+
+
+@pytest.mark.parametrize("expression, got", [('"ten"', "str"), ("1/0", "ERROR"), ("Host.Nope", "UNDEFINED")])
+def test_a_concurrency_that_is_no_number_falls_back_to_numcpus(expression, got, caplog):
+    core, policy = gridbot([host("A", slots=6, cpus=2)], Concurrency=expression)
+    with caplog.at_level(logging.WARNING, logger="mgst.papers.gridbot.classads"):
+        assert len(assigns(core.bag_arrived(0.0, bag(0, 5, 0)))) == 2  # NumCpus
+    assert policy.report()["fallbacks_Concurrency"] == 1
+    assert got in caplog.text
+
+
+def bag_file(rank: str, where: str = "bag") -> dict:
+    bags = [{"at": 0.0, "tasks": [[0, 1.0]]}, {"at": 5.0, "tasks": [[0, 1.0]], "attributes": {"Priority": 1}}]
+    policy = {"name": "gridbot"}
+    if where == "bag":
+        bags[1]["attributes"]["Rank"] = rank
+    else:
+        policy["Rank"] = rank
+    return {"workload": {"kind": "bag_list", "bags": bags}, "machines": {"power": [1.0]}, "policy": policy}
+
+
+def test_a_syntax_error_names_the_bag_and_the_attribute():
+    with pytest.raises(ConfigError) as err:
+        parse_experiment(bag_file("Host.Speed +"), "x", "x.toml")
+    assert err.value.key == "workload.bags[1].attributes.Rank"
+    assert "bag 1" in str(err.value) and "'Host.Speed +' is not a ClassAd expression" in str(err.value)
+    with pytest.raises(ConfigError) as err:
+        parse_experiment(bag_file("Host.Speed +", where="policy"), "x", "x.toml")
+    assert err.value.key == "policy.Rank"
+    with pytest.raises(ConfigError) as err:  # a text that would close the expression and add an attribute
+        parse_experiment(bag_file("1) ; Requirements = (true"), "x", "x.toml")
+    assert err.value.key == "workload.bags[1].attributes.Rank"
+    parse_experiment(bag_file("Host.Speed + 1"), "x", "x.toml")  # and a good one loads
+
+
+def test_an_expression_that_reads_the_wall_clock_is_refused():
+    with pytest.raises(ConfigError) as err:
+        parse_experiment(bag_file("time() - Job.WaitingTime"), "x", "x.toml")
+    assert "time()" in str(err.value) and "same for a seed" in str(err.value)
+
+
+def test_the_command_says_a_bad_expression_in_one_line(tmp_path: Path):
+    path = tmp_path / "bad.toml"
+    path.write_text('[workload]\nkind = "bag_list"\nbags = [{at = 0.0, tasks = [[0, 1.0]], '
+                    'attributes = {Concurrency = "2 *"}}]\n[machines]\npower = [1.0]\n[policy]\nname = "gridbot"\n')
+    p = subprocess.run([sys.executable, "-m", "mgst", "simulate", str(path)], capture_output=True, text=True,
+                       timeout=120, cwd=ROOT)
+    assert p.returncode == 2, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "workload.bags[0].attributes.Concurrency" in lines[0], p.stderr
+
+
+def test_runs_without_gridbot_never_import_the_classad_module():
+    code = ("import sys; from mgst.config import load_experiment; from mgst.sim.loop import Simulation; "
+            "Simulation(load_experiment('experiments/bot/lab-rrnrf-weibull.toml'), horizon=2000.0).run(); "
+            "import mgst.policies as p; p.names(); assert 'classad2' not in sys.modules, 'imported'; print('ok')")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr
+
+
+def test_a_bag_attribute_may_not_take_a_name_gridbot_sets():
+    data = bag_file("1")
+    data["workload"]["bags"][1]["attributes"]["queued"] = 3
+    with pytest.raises(ConfigError) as err:
+        parse_experiment(data, "x", "x.toml")
+    assert err.value.key == "workload.bags[1].attributes.queued" and "GridBot sets" in str(err.value)
+    assert {name.lower() for name in BAG_DYNAMIC} <= RESERVED  # (every attribute the ads set is reserved)
+
+
+# ---------------------------------------------------------------------------------------------- whole runs
+
+
+def test_the_documented_policy_of_expressions_runs_every_job_once_and_is_the_same_for_a_seed(tmp_path: Path):
+    text = fenced_block("gridbot-example", "toml")
+    assert text == (ROOT / "experiments" / "gridbot" / "expressions.toml").read_text().rstrip("\n")
+    path = tmp_path / "expressions.toml"
+    path.write_text(text)
+    exp = load_experiment(path)
+    totals: Counter = Counter()
+    for replication in range(exp.simulation.replications):
+        sim = Simulation(exp, replication=replication)
+        run = sim.run()
+        assert run.unfinished == 0
+        assert all(sum(r.outcome is Outcome.DONE for r in rec.history) == 1 for rec in run.jobs)
+        totals.update(sim.policy.report())
+        again = Simulation(exp, replication=replication)
+        rerun = again.run()
+        assert [(r.id, r.machine, r.sent, r.ended, r.outcome) for rec in run.jobs for r in rec.history] == \
+            [(r.id, r.machine, r.sent, r.ended, r.outcome) for rec in rerun.jobs for r in rec.history]
+        assert again.policy.report() == sim.policy.report()
+    # the expressions acted: bundles, pending replicas sent, tails, and not one fallback
+    assert totals["fallbacks"] == 0 and totals["replicas_sent"] > 0 and totals["tail_starts"] > 0, totals
+    assert any(m.computing_slots < m.slots for m in exp.machines)
+
+
+def test_a_bag_evaluated_once_or_job_by_job_runs_the_same_when_no_expression_reads_the_job():
+    exp = load_experiment(ROOT / "experiments" / "gridbot" / "expressions.toml")
+    runs = []
+    for mode in ("bag", "job"):
+        options = {**exp.policy.options, "evaluate": mode}
+        e = dataclasses.replace(exp, policy=PolicySpec("gridbot", options))
+        run = Simulation(e, replication=2).run()
+        runs.append([(r.id, r.machine, r.sent, r.ended, r.outcome) for rec in run.jobs for r in rec.history])
+    assert runs[0] == runs[1]
