@@ -5,7 +5,9 @@ slots), transfers and computations have integral sizes and go at rate 0 or 1, so
 boundary and the event-driven run is the paper's discrete model exactly. At each instant the loop hands the
 core every end due (first: they completed during the slot before), then every availability change, then
 asks it to settle and, for a proactive policy, to check: at instants with events (``checks="events"``) or at
-every slot (``checks="slots"``, the paper's literal reading, for comparison).
+every slot (``checks="slots"``, the paper's literal reading, for comparison). Between events the running
+configuration only progresses or stalls, so a policy whose check depends on nothing else sees no change; one
+whose check also depends on the time spent (its ``clock_dependent`` attribute) is checked every slot.
 """
 
 from __future__ import annotations
@@ -60,12 +62,13 @@ def run_iterations(app: Iterations, chains: Iterable[AvailabilityProcess], cap: 
                     heapq.heappush(heap, (o.at, 0, seq, o.replica))
                     seq += 1
 
+    per_slot = checks == "slots" or (proactive and bool(getattr(app.policy, "clock_dependent", False)))
     now = 0.0
     n_checks = 0
     take(app.settle(now))
     while not app.finished():
         nxt = heap[0][0] if heap else math.inf
-        if checks == "slots":
+        if per_slot:
             nxt = min(nxt, math.floor(now) + 1.0)
         if nxt > cap:
             return IterationsRun(None, app.done, app.log, n_checks)

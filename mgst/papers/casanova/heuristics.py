@@ -39,6 +39,7 @@ class Passive:
     """IP, IE, IY or IAY."""
 
     proactive = False
+    clock_dependent = False
 
     def __init__(self, name: str, estimates: Estimates):
         if name not in PASSIVE:
@@ -90,6 +91,9 @@ class Proactive(Passive):
             raise ValueError(f"unknown proactive heuristic {name!r}")
         super().__init__(passive, estimates)
         self.criterion, self.full_name = criterion, name
+        # Y's value and IY's choices move with the slots spent in the iteration alone, with no event: such a
+        # heuristic is checked every slot; the others only when something happens (mgst.sim.iterations).
+        self.clock_dependent = criterion == "Y" or passive == "IY"
 
     def current(self, app: Iterations, now: float) -> tuple[float, float]:
         """(P, E) of the running configuration, updated for its progress."""
@@ -111,6 +115,7 @@ class Random:
     """RANDOM: each task to a uniformly drawn UP worker with room (its own stream)."""
 
     proactive = False
+    clock_dependent = False
     name = "RANDOM"
 
     def __init__(self, rng: random.Random):
