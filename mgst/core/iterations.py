@@ -1,7 +1,7 @@
 """Tightly-coupled iterations: a master that runs m tasks per iteration as a gang of workers fed over its link.
 
-The model of Casanova, Dufossé, Robert and Vivien's "Scheduling parallel iterative applications on volatile
-resources", as a state machine on the core's progress seam: each iteration's m tasks go to a *configuration*
+The model of Casanova, Dufossé, Robert and Vivien's "Scheduling Tightly-Coupled Applications on Heterogeneous
+Desktop Grids", as a state machine on the core's progress seam: each iteration's m tasks go to a *configuration*
 ``{worker: tasks}`` that a policy chooses; every enrolled worker first receives the program (which it keeps
 until it goes DOWN) and one data message per task (kept while the configuration holds the worker) over the
 master's link (:class:`~mgst.core.link.MasterLink`), then the configuration computes as one

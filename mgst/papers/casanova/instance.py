@@ -11,7 +11,7 @@ from mgst.core.iterations import Iterations
 from mgst.papers.casanova.estimates import Estimates, paper_matrix
 from mgst.papers.casanova.heuristics import heuristic
 from mgst.sim.iterations import IterationsRun, run_iterations
-from mgst.streams import Purpose, generator, python_random
+from mgst.streams import Purpose, python_random
 
 PROCESSORS = 20
 ITERATIONS = 10
