@@ -13,6 +13,7 @@ computation's work left). RANDOM deals each task to a uniformly drawn UP worker.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Mapping
 
@@ -94,6 +95,9 @@ class Proactive(Passive):
         # Y's value and IY's choices move with the slots spent in the iteration alone, with no event: such a
         # heuristic is checked every slot; the others only when something happens (mgst.sim.iterations).
         self.clock_dependent = criterion == "Y" or passive == "IY"
+        # H's fresh configuration and its (P, E) depend on who is UP and who holds the program alone, unless
+        # H is IY: kept for the last such state (a check every slot then costs one evaluation).
+        self._fresh: tuple[tuple, dict[int, int], tuple[float, float]] | None = None
 
     def current(self, app: Iterations, now: float) -> tuple[float, float]:
         """(P, E) of the running configuration, updated for its progress."""
@@ -101,14 +105,25 @@ class Proactive(Passive):
         loads = {q: x * app.work[q] for q, x in app.config.items()}
         return self.est.iteration(needs, loads, app.compute_left(now))
 
+    def candidate(self, app: Iterations, now: float) -> tuple[dict[int, int], tuple[float, float]]:
+        """H's configuration from scratch now, and its (P, E)."""
+        if self.name == "IY":
+            fresh = self.build(app, now)
+            return fresh, self.evaluate(app, fresh) if fresh else (0.0, math.inf)
+        state = (tuple(app.states), tuple(app.has_program))
+        if self._fresh is None or self._fresh[0] != state:
+            fresh = self.build(app, now)
+            self._fresh = (state, fresh, self.evaluate(app, fresh) if fresh else (0.0, math.inf))
+        return self._fresh[1], self._fresh[2]
+
     def reconsider(self, app: Iterations, now: float) -> dict[int, int] | None:
         elapsed = now - app.iteration_start
-        fresh = self.build(app, now)
+        fresh, (p2, e2) = self.candidate(app, now)
         if not fresh or fresh == app.config:
             return None
         c = score(self.criterion, *self.current(app, now), elapsed)
-        c2 = score(self.criterion, *self.evaluate(app, fresh), elapsed)
-        return fresh if c2 > c else None
+        c2 = score(self.criterion, p2, e2, elapsed)
+        return dict(fresh) if c2 > c else None
 
 
 class Random:
