@@ -140,3 +140,39 @@ def test_no_gang_computes_with_a_member_not_up_transfers_stay_within_n_com_nothi
     run = run_iterations(app, [Script(s) for s in scripts], cap=10_000, proactive=False)
     assert run.makespan is not None and run.makespan < math.inf
     assert [e.index for e in run.log if type(e) is IterationDone] == [0, 1, 2]
+
+
+class Shuffler(Spread):
+    """Proactive, erratically: at each check, a random configuration over the UP workers (or none)."""
+
+    proactive = True
+
+    def __init__(self, seed: int):
+        super().__init__()
+        import random
+
+        self.rng = random.Random(seed)
+
+    def reconsider(self, app, now):
+        up = app.up()
+        if not up or self.rng.random() < 0.5:
+            return None
+        config: dict[int, int] = {}
+        for _ in range(app.tasks):
+            q = self.rng.choice(up)
+            config[q] = config.get(q, 0) + 1
+        return config
+
+
+@settings(max_examples=60, deadline=None)
+@given(scripts=st.lists(periods, min_size=1, max_size=5), n_com=st.integers(1, 3), m=st.integers(1, 4),
+       t_prog=st.integers(0, 3), t_data=st.integers(0, 2), seed=st.integers(0, 10**6))
+def test_the_invariants_hold_under_any_sequence_of_reconfigurations(scripts, n_com, m, t_prog, t_data, seed):
+    """Configurations replaced at random (workers kept, dropped, given more or fewer tasks mid-transfer)."""
+    scripts = [s + [(UP, 1)] for s in scripts]
+    app = Watched([float(1 + q) for q in range(len(scripts))], m, 2, t_prog, t_data, n_com, Shuffler(seed))
+    app.completed = []
+    run = run_iterations(app, [Script(s) for s in scripts], cap=200, checks="slots")
+    assert run.iterations == len([e for e in run.log if type(e) is IterationDone]) <= 2
+    for q, held in app.data_held.items():
+        assert held <= app.config.get(q, 0)
