@@ -27,13 +27,16 @@ def main(argv: list[str]) -> int:
         if not any(r["instances"] for r in t):
             continue
         print(f"\n### m = {m}: {t[0]['instances']} instances\n")
-        print("| heuristic | #fails | %diff | %wins | %wins30 | stdv | paper #fails | paper %diff | paper %wins |"
-              " paper %wins30 | paper stdv |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        print("| heuristic | #fails | %diff | 95 % interval | %wins | %wins30 | stdv | paper #fails | paper %diff |"
+              " paper %wins | paper %wins30 | paper stdv |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for r in t:
             p = paper.get(r["heuristic"])
-            theirs = " | ".join(fmt(float(v)) if i else str(v) for i, v in enumerate(p)) if p else "- | - | - | - | -"
-            print(f"| {r['heuristic']} | {r['fails']} | {fmt(r['diff'])} | {fmt(r['wins'])} | {fmt(r['wins30'])} |"
+            theirs = (" | ".join(fmt(float(v)) if i else str(v) for i, v in enumerate(p)) if p
+                      else "- | - | - | - | -")
+            interval = f"[{fmt(r['diff_low'])}, {fmt(r['diff_high'])}]"
+            print(f"| {r['heuristic']} | {r['fails']} | {fmt(r['diff'])} | {interval} |"
+                  f" {fmt(r['wins'])} | {fmt(r['wins30'])} |"
                   f" {fmt(r['stdv'])} | {theirs} |")
         rho = spearman({r["heuristic"]: r["diff"] for r in t}, {h: v[1] for h, v in paper.items()})
         print(f"\nSpearman's rank correlation of %diff with the paper's ({len(paper)} heuristics): {rho:.3f}")

@@ -3,7 +3,8 @@
 For heuristic H against the reference IE, on the instances of one m: ``fails`` counts the trials where H hit
 the cap; for each scenario (n_com, w_min, scenario index), the mean makespans of H and of IE over the trials
 where both succeeded give (mean_H - mean_IE) / min(mean_H, mean_IE); ``diff`` is its mean over the
-scenarios (in %) and ``stdv`` its standard deviation (population, as a fraction, as the tables print it);
+scenarios (in %, with a 95 % Student's t interval across
+the scenarios) and ``stdv`` its standard deviation (population, as a fraction, as the tables print it);
 ``wins`` and ``wins30`` are the shares of the trials where IE succeeded in which H succeeded with a makespan
 at most IE's, or at most 1.3 times IE's.
 """
@@ -39,7 +40,18 @@ PAPER_TABLE_II = {
     "E-IP": (168, 29.68, 55.12, 71.86, 3.01), "IAY": (152, 136.65, 46.98, 69.31, 14.76),
     "IY": (152, 147.77, 42.06, 64.47, 14.76),
 }
-COLUMNS = ("heuristic", "instances", "fails", "diff", "wins", "wins30", "stdv", "scenarios")
+COLUMNS = ("heuristic", "instances", "fails", "diff", "diff_low", "diff_high", "wins", "wins30", "stdv", "scenarios")
+
+
+def mean_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float]:
+    """Student's t interval of the mean over the scenarios (NaN with fewer than two)."""
+    if len(values) < 2:
+        return math.nan, math.nan
+    from scipy.stats import t  # noqa: PLC0415
+
+    mean, half = statistics.fmean(values), t.ppf(0.5 + level / 2, len(values) - 1) * statistics.stdev(values)
+    half /= math.sqrt(len(values))
+    return mean - half, mean + half
 
 
 def _value(text: Any) -> float:
@@ -77,8 +89,10 @@ def table(rows: Iterable[Mapping[str, Any]], m: int, heuristics: Sequence[str] =
             if both_h:
                 a, b = statistics.fmean(both_h), statistics.fmean(both_ie)
                 rel.append((a - b) / min(a, b))
+        low, high = mean_interval(rel)
         out.append({"heuristic": h, "instances": instances, "fails": fails,
                     "diff": 100 * statistics.fmean(rel) if rel else math.nan,
+                    "diff_low": 100 * low, "diff_high": 100 * high,
                     "wins": 100 * wins / judged if judged else math.nan,
                     "wins30": 100 * wins30 / judged if judged else math.nan,
                     "stdv": statistics.pstdev(rel) if rel else math.nan, "scenarios": len(rel)})
