@@ -91,9 +91,16 @@ def test_the_seventeen_heuristics_are_named_as_in_the_paper():
 
 
 PROACTIVE = [n for n in NAMES if "-" in n]
+CLOCK_FREE = [n for n in PROACTIVE if not n.startswith("Y-") and not n.endswith("-IY")]
 
 
-@pytest.mark.parametrize("name", PROACTIVE)
+def test_the_heuristics_whose_check_moves_with_time_alone_are_checked_every_slot():
+    est = estimates()
+    assert [n for n in PROACTIVE if Proactive(n, est).clock_dependent] == [
+        "P-IY", "E-IY", "Y-IP", "Y-IE", "Y-IY", "Y-IAY"]
+
+
+@pytest.mark.parametrize("name", CLOCK_FREE)
 def test_checking_at_events_decides_as_checking_every_slot(name):
     for i in range(4):
         s = scenario(2 + i % 4, 1 + i % 3, 1 + i % 2, 12, i, p=5 + i % 4)
