@@ -25,7 +25,7 @@ class StagingSampler:
     """Staging durations of one replication (model time).
 
     ``duration(resume)`` is U[a, b] of the model's ``resume`` range when the replica resumes
-    from a checkpoint (it fetches the checkpoint first: seed 000's U[240, 720] s), plus
+    from a checkpoint (it fetches the checkpoint first: Anglano & Canonico's U[240, 720] s), plus
     U[a, b] of the ``start`` range for every replica; 0 when nothing stages. The two ranges
     draw from their own streams (STAGING, index 0 and 1), in the order replicas start.
     """

@@ -7,11 +7,12 @@ import os
 import re
 import shlex
 import shutil
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from mgst.toml_file import TomlFileError, read_toml
 
 log = logging.getLogger(__name__)
 
@@ -76,14 +77,11 @@ def parse_entry(text: str) -> tuple[str | None, tuple[str, ...]]:
 
 
 def load_file(path: Path) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:
-    """The ``[commands]`` and ``[environment]`` of an allow-list file (TOML)."""
+    """The ``[commands]`` and ``[environment]`` of an allow-list file (TOML, read within mgst.toml_file's bounds)."""
     try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except OSError as e:
-        raise AllowListError(f"{path}: cannot read the allow-list file ({e.strerror or e})") from None
-    except tomllib.TOMLDecodeError as e:
-        raise AllowListError(f"{path}: not valid TOML ({e})") from None
+        data = read_toml(path)
+    except TomlFileError as e:
+        raise AllowListError(f"{path}: the allow-list file: {e}") from None
     unknown = sorted(set(data) - {"commands", "environment"})
     if unknown:
         raise AllowListError(f"{path}: unknown key or table {', '.join(map(repr, unknown))} "

@@ -318,6 +318,8 @@ class Puller:
         sock = self._ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.RECONNECT_IVL_MAX, int(BACKOFF_MAX * 1000))
+        if security.needs_ipv6(self.connect):
+            sock.setsockopt(zmq.IPV6, 1)
         if self.keys is not None:
             security.secure_client(sock, self.keys)
         try:

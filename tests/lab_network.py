@@ -56,6 +56,7 @@ class NetHost:
     veth: str  # its end in the root namespace
     root_address: str
     address: str  # the host's own address, where its sshd listens
+    address6: str | None = None  # its IPv6 address, where its sshd listens too (lab_network(ipv6=True))
     sshd: subprocess.Popen | None = None
 
 
@@ -81,9 +82,10 @@ def _wait_for_port(address: str, port: int, timeout: float) -> None:
 
 
 @contextmanager
-def lab_network(folder: Path, n: int) -> Iterator[LabNet]:
+def lab_network(folder: Path, n: int, ipv6: bool = False) -> Iterator[LabNet]:
     """n namespaces, each a "host" with a veth to the root namespace (10.213.X.2, the root's end 10.213.X.1,
-    default route through it) and an sshd admitting root with a test key; all removed on the way out."""
+    default route through it) and an sshd admitting root with a test key; all removed on the way out. With
+    ``ipv6``, the veth has IPv6 addresses too (fd00:213:X::2, the root's end fd00:213:X::1), sshd listening on both."""
     prefix = f"mgl{os.getpid() % 100000}x{next(_networks)}"
     net = LabNet(prefix, folder, folder / "id_test", folder / "known_hosts")
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(net.identity)], check=True, timeout=30)
@@ -104,12 +106,19 @@ def lab_network(folder: Path, n: int) -> Iterator[LabNet]:
             for cmd in (("addr", "add", f"{h.address}/24", "dev", "eth0"), ("link", "set", "eth0", "up"),
                         ("link", "set", "lo", "up"), ("route", "add", "default", "via", h.root_address)):
                 _ip("-n", h.namespace, *cmd)
+            listen = [h.address]
+            if ipv6:  # (nodad: usable at once, no duplicate address detection to wait for)
+                h.address6 = f"fd00:213:{x}::2"
+                _ip("addr", "add", f"fd00:213:{x}::1/64", "dev", h.veth, "nodad")
+                _ip("-n", h.namespace, "addr", "add", f"{h.address6}/64", "dev", "eth0", "nodad")
+                listen.append(h.address6)
             key = folder / f"host_key{i}"
             subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True, timeout=30)
             with net.known_hosts.open("a") as f:
-                f.write(f"[{h.address}]:{SSH_PORT} {' '.join(key.with_suffix('.pub').read_text().split()[:2])}\n")
+                for a in listen:
+                    f.write(f"[{a}]:{SSH_PORT} {' '.join(key.with_suffix('.pub').read_text().split()[:2])}\n")
             config = folder / f"sshd{i}.conf"
-            config.write_text(f"ListenAddress {h.address}\nPort {SSH_PORT}\nHostKey {key}\n"
+            config.write_text("".join(f"ListenAddress {a}\n" for a in listen) + f"Port {SSH_PORT}\nHostKey {key}\n"
                               f"PidFile {folder}/sshd{i}.pid\nAuthorizedKeysFile {folder}/authorized_keys\n"
                               "PermitRootLogin prohibit-password\n"
                               "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
@@ -119,7 +128,9 @@ def lab_network(folder: Path, n: int) -> Iterator[LabNet]:
                                           stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         for i, h in enumerate(net.hosts):
             try:
-                _wait_for_port(h.address, SSH_PORT, 20)
+                for a in (h.address, h.address6):
+                    if a is not None:
+                        _wait_for_port(a, SSH_PORT, 20)
             except OSError as e:
                 pytest.fail(f"sshd in {h.namespace} is not listening ({e}): {(folder / f'sshd{i}.log').read_text()}")
         yield net

@@ -84,6 +84,26 @@ def files(tmp_path_factory) -> dict[str, str]:
     (d / "trace.toml").write_text((ROOT / "experiments" / "availability" / "trace-csv.toml").read_text())
     out["trace_elsewhere"] = str(d / "trace.toml")
     out["keys_file"] = str(d / "empty.toml")
+    # nested deeper than tomllib's recursion (RecursionError), and a key of 40 dotted parts (memory quadratic in them)
+    (d / "deep.toml").write_text(SMALL + "x = " + "[" * 1000 + "]" * 1000 + "\n")
+    out["deep_toml"] = str(d / "deep.toml")
+    (d / "deep_table.toml").write_text(SMALL + "x = " + "{a = " * 1000 + "1" + "}" * 1000 + "\n")
+    out["deep_table_toml"] = str(d / "deep_table.toml")
+    (d / "dotted.toml").write_text(SMALL + ".".join(["k"] * 40) + " = 1\n")
+    out["dotted_toml"] = str(d / "dotted.toml")
+    # traces: a header naming a column twice (IndexError), a span of 1e300 s (blamed on --task-minutes), a week
+    (d / "dup.fta").write_text("node_name\tnode_name\tevent_type\tevent_start_time\tevent_end_time\nA\t1\t0\t10\n")
+    out["dup_fta"] = str(d / "dup.fta")
+    (d / "span.csv").write_text("h1,0,1e300,up,1\n")
+    out["huge_span"] = str(d / "span.csv")
+    (d / "week.csv").write_text("h1,0,604800,up,1\n")
+    out["week"] = str(d / "week.csv")
+    # a machine with 3,000 trace periods within any testbed run: more than a puller takes (ValueError in `mgst run`)
+    (d / "periods.csv").write_text("".join(f"M1,{i},{i + 1},{'down' if i % 2 else 'up'},\n" for i in range(3000)))
+    (d / "periods.toml").write_text('[workload]\narrival_rates = [2.0]\n[machines]\nrates = [[8.0]]\nnames = ["M1"]\n'
+                                    '[availability]\nkind = "trace"\nfile = "periods.csv"\ntime_scale = 0.001\n'
+                                    '[policy]\nname = "fcfs"\n[testbed]\nduration = 2.0\ntime_unit = 0.1\n')
+    out["many_periods"] = str(d / "periods.toml")
     return out
 
 
@@ -168,6 +188,15 @@ IN_PROCESS = [
     # sweep files
     (["sweep", "{sweep_unknown_key}"], "bogus"),
     (["sweep", "{sweep_unknown_scenario}"], "no_such_scenario"),
+    # TOML beyond tomllib's means, in every file kind; traces
+    (["simulate", "{deep_toml}"], "nested deeper than 32"),
+    (["simulate", "{deep_table_toml}"], "nested deeper than 32"),
+    (["sweep", "{deep_toml}"], "nested deeper than 32"),
+    (["simulate", "{dotted_toml}"], "a key of more than 32 dotted parts"),
+    (["traces", "summary", "{dup_fta}"], "names column 'node_name' twice"),
+    (["traces", "summary", "{week}", "--task-minutes", "1e308"], "--task-minutes"),
+    (["traces", "summary", "{week}", "--task-minutes", "5,inf"], "--task-minutes"),
+    (["traces", "summary", "{huge_span}"], "PATH: "),  # the trace's fault, not the task lengths'
     # run and mapper: each refused before a socket or a process is made (--duration 1 and --register-timeout 3
     # bound the test, should one get through)
     (["run", EXPERIMENTS], "experiments"),
@@ -196,6 +225,11 @@ IN_PROCESS = [
     (["mapper", HIHI, "--resume", "{no_journal}", "--seed", "3"], "--seed"),
     (["mapper", HIHI, "--out", A_FILE, "--insecure", "--register-timeout", "3"], "--out"),
     (["mapper", HIHI, "--duration", "-1", "--insecure", "--register-timeout", "3"], "--duration"),
+    # more trace periods in the run than a puller takes: both commands say it the same way, before starting
+    (["run", "{many_periods}", "--out", "{dir}/many"], "availability.file: machine 'M1' has 3,000 trace periods"),
+    (["run", "{many_periods}", "--duration", "1", "--out", "{dir}/many"], "--duration: machine 'M1' has 3,000"),
+    (["mapper", "{many_periods}", "--insecure", "--register-timeout", "3", "--out", "{dir}/many2"],
+     "availability.file: machine 'M1' has 3,000 trace periods"),
     # the puller (refused before it connects)
     (["puller", "--connect", "127.0.0.1:5555", "--machine", "M1", "--insecure"], "tcp://"),
     (["puller", "--connect", "tcp://127.0.0.1:5555", "--machine", "M1"], "--keys"),

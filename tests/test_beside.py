@@ -274,6 +274,25 @@ def test_outage_times_in_the_summary_are_iso_times_with_their_offset():
     assert (start.timestamp(), end.timestamp(), outage["seconds"]) == (crashed, resumed, 12.5)
     # jobs.csv's local time, with the offset added
     assert outage["from"].startswith(dt.datetime.fromtimestamp(crashed).isoformat(sep=" ", timespec="microseconds"))
+    # jobs.csv's local times, at the offset the summary gives: under TZ=Asia/Kolkata (+05:30), a jobs.csv time and
+    # the offset make the run's instant again
+    import os  # noqa: PLC0415
+    import time  # noqa: PLC0415
+
+    before = os.environ.get("TZ")
+    try:
+        os.environ["TZ"] = "Asia/Kolkata"
+        time.tzset()
+        _, extras = summarize_testbed(run)
+        assert extras["local_time_utc_offset"] == "+05:30"
+        local = dt.datetime.fromtimestamp(run.t0).isoformat(sep=" ", timespec="microseconds")  # as jobs.csv writes
+        assert dt.datetime.fromisoformat(local + extras["local_time_utc_offset"]).timestamp() == run.t0
+    finally:
+        if before is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = before
+        time.tzset()
 
 
 def test_one_replication_of_bags_gives_rwt_an_interval():

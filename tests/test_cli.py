@@ -100,11 +100,23 @@ def test_bad_flags_are_refused():
 def test_policies_lists_the_builtins():
     p = mgst("policies")
     assert p.returncode == 0
-    summaries = dict((line.split(maxsplit=1) + [""])[:2] for line in p.stdout.splitlines())
-    assert {"fcfs", "lpas_dg", "random", "wqr_ft"} <= summaries.keys()
-    # Each with the first line of its docstring, compiled (mypyc drops class docstrings) or not.
-    assert summaries["fcfs"].strip() == "First come, first served over all classes."
-    assert all(len(summary) > 12 for summary in summaries.values()), summaries
+    summaries: dict[str, str] = {}
+    column = None
+    for line in p.stdout.splitlines():  # a name, then its summary wrapped under one column
+        if not line.startswith(" "):
+            name, text = line.split(maxsplit=1)
+            column = column or line.index(text)
+            assert line.index(text) == column, line  # (aligned, however long the name)
+            summaries[name] = text
+        else:
+            assert line[:column].strip() == "" and line[column] != " ", line
+            summaries[name] += " " + line.strip()
+    assert {"fcfs", "lpas_dg", "random", "wqr_ft", "pri_cr_wait"} <= summaries.keys()
+    # Each with the first paragraph of its docstring, compiled (mypyc drops class docstrings) or not: whole
+    # sentences, without reST markup.
+    assert summaries["fcfs"] == "First come, first served over all classes."
+    assert all(len(summary) > 12 and summary.endswith(".") and "``" not in summary and ":class:" not in summary
+               for summary in summaries.values()), summaries
 
 
 def test_a_policy_from_outside_mgst_runs_with_import(tmp_path):

@@ -70,7 +70,8 @@ def test_every_command_naming_policies_has_import(command, capsys):
     assert "--import MODULE" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("command", ["simulate", "paper", "sweep", "run", "mapper", "keys", "export", "policies"])
+@pytest.mark.parametrize("command", ["simulate", "paper", "sweep", "reproduce", "run", "mapper", "keys", "export",
+                                     "policies"])
 def test_every_option_has_help(command, capsys):
     with pytest.raises(SystemExit):
         main([command, "--help"])
@@ -90,3 +91,58 @@ def test_one_replication_is_said_in_the_singular(capsys):
     assert main(["simulate", HIHI, "--horizon", "30", "--warmup", "3", "--replications", "1", "--workers", "1"]) == 0
     out = capsys.readouterr().out
     assert "1 replication x" in out and "replications" not in out
+
+
+def _read_only_folder(tmp_path: Path) -> Path | None:
+    """A folder on a read-only mount (root: a tmpfs mounted ro; unmounted at teardown by the caller), else None."""
+    if os.geteuid() != 0:
+        return None
+    folder = tmp_path / "romnt"
+    folder.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(folder)],
+                      capture_output=True, timeout=30).returncode != 0:
+        return None
+    return folder
+
+
+@pytest.mark.parametrize("command", [
+    ["simulate", HIHI, "--horizon", "50", "--warmup", "0"],
+    ["run", HIHI, "--duration", "5", "--no-live"],
+    ["mapper", HIHI, "--duration", "5", "--bind", "tcp://127.0.0.1:0", "--no-live"],
+])
+def test_an_out_folder_that_cannot_be_written_is_one_line_before_any_work(tmp_path, capsys, command):
+    """A read-only mount (root passes every mode check), a folder under /proc: exit 2 naming --out, before the
+    simulation or the run, and nothing made."""
+    targets = [Path("/proc/mgst-out"), tmp_path / "file" / "below"]
+    (tmp_path / "file").write_text("")
+    readonly = _read_only_folder(tmp_path)
+    try:
+        if readonly is not None:
+            targets.append(readonly)
+        for out in targets:
+            assert main([*command, "--out", str(out)]) == 2
+            err = capsys.readouterr().err
+            assert err.startswith("mgst: error: --out: ") and err.count("\n") == 1, err
+            assert not Path("/proc/mgst-out").exists()
+    finally:
+        if readonly is not None:
+            subprocess.run(["umount", str(readonly)], timeout=30, check=True)
+
+
+def test_the_command_executor_without_commands_is_one_line_naming_the_option(capsys):
+    assert main(["run", HIHI, "--executor", "command", "--duration", "5", "--no-live"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mgst: error: --executor: the command executor needs [testbed] commands") and \
+        err.count("\n") == 1, err
+
+
+def test_commands_checking_folders_under_one_new_parent_at_once_never_fail(tmp_path):
+    """Four processes check 200 output folders each under one parent none of them has made (runs/, the default):
+    one removing the parent it made must not fail another's check (it did, in the test suite's parallel runs)."""
+    code = ("import sys; from pathlib import Path; from mgst.cli.options import check_folder\n"
+            "for k in range(200): check_folder('--out', Path(sys.argv[1]) / 'runs' / f'x{sys.argv[2]}-{k}')")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), str(i)], stderr=subprocess.PIPE, text=True)
+             for i in range(4)]
+    errors = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, errors
+    assert not list((tmp_path / "runs").glob("*")) if (tmp_path / "runs").exists() else True

@@ -351,6 +351,18 @@ CASES = [
         id="machine-names-length",
     ),
     pytest.param(
+        {"machines": BASE["machines"] + f'names = ["A", "{"B" * 100_000}", "C"]\n'},
+        "machines.names[1]",
+        ["has 100000 characters; at most 64 are allowed"],
+        id="machine-name-too-long",
+    ),
+    pytest.param(
+        {"workload": BASE["workload"] + f'class_names = ["{"x" * 65}", "y"]\n'},
+        "workload.class_names[0]",
+        ["has 65 characters; at most 64 are allowed"],
+        id="class-name-too-long",
+    ),
+    pytest.param(
         {"failures": "[failures]\nmean_up = 50.0\n"},
         "failures.mean_down",
         ["missing"],
@@ -1299,3 +1311,20 @@ def test_every_user_file_names_the_line_of_a_syntax_error_even_at_its_end(tmp_pa
         load(bad)
     with pytest.raises(ValueError, match=r"\(file\): no such file"):
         load(tmp_path / "missing.toml")
+
+
+def test_a_machine_name_of_100000_characters_is_one_short_line_before_a_run_starts(tmp_path, capsys):
+    """`mgst run` of a file with a huge machine name: exit 2 at once, one line naming the key (not a run that
+    waits for its pullers, then an error line as long as the name)."""
+    import time  # noqa: PLC0415
+
+    from mgst.cli import main  # noqa: PLC0415
+
+    path = write(tmp_path, toml(machines=BASE["machines"] + f'names = ["A", "{"B" * 100_000}", "C"]\n'))
+    t0 = time.monotonic()
+    code = main(["run", str(path), "--out", str(tmp_path / "out"), "--insecure"])
+    err = capsys.readouterr().err
+    assert time.monotonic() - t0 < 10
+    assert code == 2 and err.count("\n") == 1 and len(err) < 300, err[:500]
+    assert "machines.names[1]: has 100000 characters; at most 64" in err
+    assert not (tmp_path / "out").exists()

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 import os
+import pwd
 import re
 import signal
 import socket
@@ -318,7 +319,22 @@ BAD_HOSTS = [
     ('[lab]\nconnect = "tcp://h:5555"\nkeys = "keys"\n[hosts.a]\naddress = "h"\nmachines = ["M1"]\nmgst = "-x"\n',
      "hosts.a.mgst"),
     ("[lab\n", "(file): TOML syntax error"),
+    *[('[lab]\nconnect = "tcp://h:5555"\nkeys = "keys"\n[hosts.a]\nmachines = ["M1"]\n'
+       f'address = "{address}"\n', "hosts.a.address")
+      for address in (":::", "::1::2", "[::1]:22", "[h.lab]", "fe80::1%a;b", "-::1", "h:22", "x" * 300)],
 ]
+
+
+@pytest.mark.parametrize("address,given", [("::1", "::1"), ("[::1]", "::1"), ("fe80::1%eth0", "fe80::1%eth0"),
+                                           ("0:0::1", "::1"), ("2001:db8::7", "2001:db8::7"), ("pc01.lab", "pc01.lab"),
+                                           ("10.0.0.12", "10.0.0.12")])
+def test_an_ipv6_address_is_a_host_s_address(address, given, key_folder):
+    """An IPv6 literal (ipaddress's reading of it; brackets taken off, as ssh wants it bare) is an address; so
+    are host names and IPv4 addresses, as before."""
+    hosts = key_folder.parent / "v6.toml"
+    hosts.write_text('[lab]\nconnect = "tcp://h:5555"\nkeys = "keys"\n[hosts.a]\nmachines = ["M1"]\n'
+                     f'address = "{address}"\n')
+    assert load_hosts(hosts).hosts[0].address == given
 
 
 @pytest.fixture(scope="module")
@@ -406,6 +422,29 @@ def test_a_host_that_never_answers_is_cut_off_at_the_time_out(tmp_path, key_fold
     assert time.monotonic() - t0 < 10
 
 
+def test_a_host_timing_out_with_a_child_holding_ssh_s_pipes_ends_in_its_one_error(tmp_path, key_folder):
+    """ssh timed out while a child of it held its pipes (here a stand-in shell with a sleep in the background): the
+    error line was followed by "Exception ignored ... RuntimeError: Event loop is closed" (the process's transport
+    closed by the collector once asyncio.run had ended). Now ssh's process group is killed and its pipes read to
+    their end within the loop. Run in a child interpreter, whose last words are what is checked."""
+    marker = f"{os.getpid() % 1000 + 60}.25"  # a sleep of this test's own, to look for afterwards
+    code = (f"import asyncio, json, pathlib\nfrom mgst.lab import ssh\nfrom mgst.lab.hosts import load_hosts\n"
+            f"ssh.ssh_argv = lambda host: ['sh', '-c', 'sleep {marker} & sleep {marker}']\n"
+            f"host = load_hosts(pathlib.Path({str(key_folder.parent / 'one.toml')!r})).hosts[0]\n"
+            "try:\n    asyncio.run(ssh.run_script(host, 'echo hi\\n' * 100000, timeout=1))\n"
+            "except ssh.SshError as e:\n    print('error:', e)\n")
+    _host(tmp_path, key_folder)  # (writes one.toml)
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT,
+                       env={**os.environ, "MGST_PURE": "1"})
+    assert time.monotonic() - t0 < 30
+    assert p.stdout == "error: no answer within 1 s\n" and p.stderr == "", p.stdout + p.stderr
+    left = [q for q in psutil.process_iter(["cmdline"]) if q.info["cmdline"] == ["sleep", marker]]
+    for q in left:
+        q.kill()
+    assert not left, "ssh's children were left running"
+
+
 def _up_locally(host, key_folder: Path, cwd: Path, path: str | None = None) -> subprocess.CompletedProcess:
     """`lab up`'s script for ``host`` run by a local `sh -s` in ``cwd`` (as a login's home), with the puller
     command a no-op (``host.mgst``) and the key files of ``key_folder``."""
@@ -448,3 +487,207 @@ def test_no_secret_is_written_into_a_folder_it_cannot_make_private(tmp_path, key
     out = read_reply(host, p.stdout)
     assert out.failure is not None and "private" in out.failure, p.stdout
     assert not [f for f in (home / "shared").rglob("*") if f.is_file()], p.stdout
+
+
+def _as_nobody(*paths: Path) -> int:
+    """Give ``paths`` (never followed: a symlink itself) to user nobody, as if nobody had made them; nobody's uid."""
+    nobody = pwd.getpwnam("nobody")
+    for p in paths:
+        os.lchown(p, nobody.pw_uid, nobody.pw_gid)
+    return nobody.pw_uid
+
+
+def test_lab_up_as_root_refuses_a_folder_another_user_made(tmp_path, capsys, no_children_left):
+    """User nobody made remote_dir first (in a shared place, sticky as /tmp is), with a world-writable
+    M1.key_secret in it: `lab up` as root refuses the host in one line naming the folder, writes nothing there
+    and starts nothing (root's chmod 700 would have succeeded: the check is the owner, not the mode)."""
+    need_lab()
+    security.create_keys(tmp_path / "keys", ["M1"])
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    planted = shared / "lab"
+    (planted / "keys" / security.PULLERS).mkdir(parents=True)
+    trap = planted / "keys" / security.PULLERS / "M1.key_secret"
+    trap.write_text("")
+    trap.chmod(0o666)
+    nobody = _as_nobody(planted, planted / "keys", planted / "keys" / security.PULLERS, trap)
+    with lab_network(tmp_path, 1) as net:
+        address = net.hosts[0].address
+        hosts_file = write_hosts(tmp_path / "hosts.toml", net, f"tcp://{net.hosts[0].root_address}:9",
+                                 {"h0": {"address": address, "machines": ["M1"], "remote_dir": str(planted)}})
+        up = lab(capsys, "up", str(hosts_file), "--settle", "0.5")
+        assert up.returncode == 1, up.stdout + up.stderr
+        assert re.search(rf"^h0 \({re.escape(address)}\): error: {re.escape(str(planted))} is another user's "
+                         r"folder \(owner uid \d+\), not the login's: refused, no key written$", up.stdout,
+                         re.M), up.stdout
+        assert up.stdout.count("error:") == 1, up.stdout
+        assert not processes_under(planted)
+    assert trap.read_text() == "" and trap.stat().st_uid == nobody and stat.S_IMODE(trap.stat().st_mode) == 0o666
+    assert sorted(p.name for p in planted.rglob("*")) == ["M1.key_secret", "keys", security.PULLERS]
+    assert_nothing_left(net)
+
+
+def test_lab_up_as_root_never_writes_through_a_planted_symlink_or_link(tmp_path, capsys, no_children_left):
+    """The login's own remote_dir, left writable by all: user nobody planted symlinks where `lab up` writes a
+    secret key, the mapper's key, the allow-list and a log, and a hard link as another log, each to a file of
+    root's elsewhere. `lab up` removes them (never follows them), writes fresh files (600, in folders made 700)
+    and starts the pullers; the files elsewhere keep their bytes and modes."""
+    need_lab()
+    security.create_keys(tmp_path / "keys", ["M1", "M2"])
+    (tmp_path / "allow.toml").write_text('[commands]\nwork = ["/bin/true"]\n')
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    victims = {name: elsewhere / name for name in ("key", "mapper", "allow", "log1", "log2")}
+    for name, victim in victims.items():
+        victim.write_text(f"root's {name}\n")
+        victim.chmod(0o644)
+    d = tmp_path / "remote" / "h0"
+    pullers = d / "keys" / security.PULLERS
+    pullers.mkdir(parents=True)
+    for folder in (d, d / "keys", pullers):
+        folder.chmod(0o777)  # the login's own folders, but anyone may add entries
+    planted = {pullers / "M1.key_secret": victims["key"], d / "keys" / "mapper.key": victims["mapper"],
+               d / "allow.toml": victims["allow"], d / "M1.log": victims["log1"]}
+    for link, target in planted.items():
+        link.symlink_to(target)
+    os.link(victims["log2"], d / "M2.log")  # (protected_hardlinks stops nobody; root plants it for the test)
+    _as_nobody(*planted)
+    with lab_network(tmp_path, 1) as net:
+        address = net.hosts[0].address
+        hosts_file = write_hosts(tmp_path / "hosts.toml", net, f"tcp://{net.hosts[0].root_address}:9",
+                                 {"h0": {"address": address, "machines": ["M1", "M2"], "remote_dir": str(d),
+                                         "allow_file": "allow.toml"}})
+        try:
+            up = lab(capsys, "up", str(hosts_file), "--settle", "0.5")
+            assert up.returncode == 0, up.stdout + up.stderr
+            assert re.search(r"; started M1 \(pid \d+\), M2 \(pid \d+\);", up.stdout), up.stdout
+        finally:
+            down = lab(capsys, "down", str(hosts_file), "--grace", "5")
+        assert down.returncode == 0, down.stdout + down.stderr
+    for name, victim in victims.items():
+        assert victim.read_text() == f"root's {name}\n", name
+        assert stat.S_IMODE(victim.stat().st_mode) == 0o644, name
+        assert victim.stat().st_nlink == 1, name
+    for written in [*planted, d / "M2.log"]:
+        st = written.lstat()
+        assert stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid(), written
+        assert stat.S_IMODE(st.st_mode) == 0o600, written
+    assert "secret-key" in (pullers / "M1.key_secret").read_text()
+    assert "---- mgst lab up " in (d / "M1.log").read_text()
+    for folder in (d, d / "keys", pullers):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+    assert_nothing_left(net)
+
+
+def _need_root() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root (to give a folder to user nobody)")
+
+
+@pytest.mark.parametrize("case", ["symlink", "keys-symlink", "pullers-nobody", "above-nobody", "above-writable",
+                                  "above-sticky"])
+def test_up_writes_only_into_folders_of_the_login_s_own(case, tmp_path, key_folder, no_children_left):
+    """`lab up`'s script (run by a local sh, as root) refuses, in one line naming the path, a remote_dir that is a
+    symlink, a keys/ that is one, a keys/pullers/ of user nobody's, and a folder above remote_dir that another
+    user owns or may write to (they could swap remote_dir once checked); a sticky one (as /tmp) is fine. Nothing
+    is written when refused."""
+    import dataclasses  # noqa: PLC0415
+
+    _need_root()
+    home = tmp_path / "home"
+    above = home / "above"
+    above.mkdir(parents=True)
+    d = above / "lab"
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / security.PULLERS).mkdir(parents=True)
+    refused = {"symlink": str(d), "keys-symlink": f"{d}/keys", "pullers-nobody": f"{d}/keys/{security.PULLERS}",
+               "above-nobody": str(above), "above-writable": str(above), "above-sticky": None}[case]
+    if case == "symlink":
+        d.symlink_to(elsewhere)
+    else:
+        d.mkdir()
+    if case == "keys-symlink":
+        (d / "keys").symlink_to(elsewhere)
+    elif case == "pullers-nobody":
+        (d / "keys" / security.PULLERS).mkdir(parents=True)
+        _as_nobody(d / "keys" / security.PULLERS)
+    elif case == "above-nobody":
+        _as_nobody(above)
+    else:
+        above.chmod(0o777 if case == "above-writable" else 0o1777)
+    host = dataclasses.replace(_host(tmp_path, key_folder), remote_dir=str(d), mgst=("true",))
+    p = _up_locally(host, key_folder, home)
+    out = read_reply(host, p.stdout)
+    if refused is None:
+        assert out.failure is None and (d / "keys" / security.PULLERS / "M1.key_secret").is_file(), p.stdout
+        return
+    said = " is" if case in ("symlink", "keys-symlink", "pullers-nobody") else f", a folder above {d},"
+    assert out.failure is not None and out.failure.startswith(refused + said), p.stdout
+    assert out.failure.endswith("refused, no key written"), out.failure
+    assert not [f for f in elsewhere.rglob("*") if f.is_file()] and not list(home.rglob("*.key*")), p.stdout
+
+
+def test_a_known_hosts_path_ssh_would_expand_is_refused(key_folder):
+    """ssh expands ${NAME} in UserKnownHostsFile, with no way to quote it: such a path is refused, naming the key."""
+    (key_folder.parent / "${HOME}").write_text("")
+    hosts = key_folder.parent / "dollar.toml"
+    hosts.write_text('[lab]\nconnect = "tcp://h:5555"\nkeys = "keys"\n[hosts.a]\naddress = "h"\nmachines = ["M1"]\n'
+                     'known_hosts = "${HOME}"\n')
+    with pytest.raises(HostsFileError, match=r"hosts\.a\.known_hosts: .*ssh cannot take a path holding '\$\{'"):
+        load_hosts(hosts)
+
+
+def test_lab_reaches_an_ipv6_host_with_a_known_hosts_path_of_spaces_quotes_and_percents(tmp_path, capsys,
+                                                                                     no_children_left):
+    """A host given by its IPv6 address (bare, and in brackets), its known_hosts file in a folder whose name has
+    spaces, a double quote, a backslash and a '%': ssh reads that path as one file (it splits an unquoted value at
+    spaces, and expands '%'), finds the host's key there, and `lab status` reaches both."""
+    need_lab()
+    security.create_keys(tmp_path / "keys", ["M1", "M2"])
+    with lab_network(tmp_path, 1, ipv6=True) as net:
+        h = net.hosts[0]
+        assert h.address6 is not None
+        odd = tmp_path / 'known hosts "100%" \\ %h here'
+        odd.mkdir()
+        (odd / "known hosts").write_text(net.known_hosts.read_text())
+        hosts = {"bare": {"address": h.address6, "machines": ["M1"], "remote_dir": str(tmp_path / "r1")},
+                 "brackets": {"address": f"[{h.address6}]", "machines": ["M2"], "remote_dir": str(tmp_path / "r2")}}
+        for host in hosts.values():
+            host["known_hosts"] = str(odd / "known hosts")
+        status = lab(capsys, "status", str(write_hosts(tmp_path / "v6.toml", net, "tcp://h:5555", hosts)))
+        assert status.returncode == 0, status.stdout + status.stderr
+        for label in hosts:
+            assert re.search(rf"^{label} \({re.escape(h.address6)}\): mgst \S+ ", status.stdout, re.M), status.stdout
+    assert_nothing_left(net)
+
+
+@pytest.mark.parametrize("connect,ok", [("tcp://[::1]:5555", True), ("tcp://[fd00:213::1]:5555", True),
+                                        ("tcp://[:::]:5555", False), ("tcp://[1.2.3.4]:5555", False),
+                                        ("tcp://[::1::2]:5555", False)])
+def test_lab_connect_in_brackets_is_an_ipv6_address(connect, ok, key_folder):
+    """lab.connect's host in brackets must be an IPv6 address (ipaddress reads it), not any hex and colons."""
+    hosts = key_folder.parent / "connect6.toml"
+    hosts.write_text(f'[lab]\nconnect = "{connect}"\nkeys = "keys"\n[hosts.a]\naddress = "h"\nmachines = ["M1"]\n')
+    if ok:
+        assert load_hosts(hosts).connect == connect
+    else:
+        with pytest.raises(HostsFileError, match=r"lab\.connect: .*is not an IPv6 address"):
+            load_hosts(hosts)
+
+
+def test_a_remote_dir_with_backslashes_is_said_as_it_is(tmp_path, key_folder, no_children_left):
+    """The folder's name comes back unchanged in the reply (printf, not dash's echo, which reads \\c, \\n...),
+    in a refusal too."""
+    import dataclasses  # noqa: PLC0415
+
+    home = tmp_path / "home"
+    home.mkdir()
+    odd = "lab \\c \\n \\\\ end"
+    host = dataclasses.replace(_host(tmp_path, key_folder), remote_dir=odd, mgst=("true",))
+    out = read_reply(host, _up_locally(host, key_folder, home).stdout)
+    assert out.folder == str(home / odd), out
+    (home / "link \\c").symlink_to(home / odd)
+    host = dataclasses.replace(host, remote_dir="link \\c")
+    out = read_reply(host, _up_locally(host, key_folder, home).stdout)
+    assert out.failure == "link \\c is a symlink, not a folder: refused, no key written", out

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -60,6 +61,7 @@ def _browser(tmp_path: Path):
     opts = webdriver.ChromeOptions()
     opts.binary_location = CHROMIUM
     for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1", "--proxy-bypass-list=<-loopback>",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  "--disable-dev-shm-usage", "--window-size=1400,1300", f"--user-data-dir={tmp_path / 'chromium'}"):
         opts.add_argument(flag)
@@ -244,3 +246,60 @@ def test_snapshot_of_a_mapper():
     pub.publish(_fake_mapper([[100.0, 104.5]], suspicions=3), 106.0)
     last = json.loads(board.latest)["events"][-1]
     assert (last["kind"], last["at"], last["detail"]) == ("suspected", 106.0, "2 suspicion(s) by the policy")
+
+
+def test_report_html_of_a_real_run_renders_offline_with_the_summary_s_numbers(tmp_path, no_children_left):
+    """A real `mgst run` (no live view) leaves report.html; headless Chromium opens it from the file, with every
+    host unresolvable and a dead proxy: it requests nothing (no resource, no fetch), and shows the jobs done, the
+    mean response per class and overall with their intervals, and the simulation's, as summary.json has them;
+    `mgst export` of the journal writes the same page."""
+    out = tmp_path / "run"
+    exp = tmp_path / "hihi.toml"
+    exp.write_text((ROOT / "experiments" / "hihi-mfd-fd.toml").read_text().replace("replications = 10",
+                                                                                     "replications = 2"))
+    p = subprocess.run([sys.executable, "-m", "mgst", "run", str(exp), "--duration", "4", "--time-unit", "0.5",
+                        "--out", str(out), "--quiet", "--no-live"], capture_output=True, text=True, timeout=180,
+                       cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    page = (out / "report.html").read_text()
+    assert "report.html" in p.stdout
+    assert 'src="' not in page and 'href="' not in page  # every script and style inlined
+    driver = _browser(tmp_path)
+    try:
+        driver.set_page_load_timeout(DEADLINE)
+        driver.get((out / "report.html").as_uri())
+        _await("the report drawn", lambda: driver.find_element("id", "phase").text == "over")
+        assert driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)") == []
+        assert driver.find_element("id", "jobs-done").text == str(summary["jobs_done"])
+        rows = [[td.text for td in tr.find_elements("css selector", "td")]
+                for tr in driver.find_elements("css selector", "#results tbody tr")]
+        sim = summary["simulation"]
+
+        def num(x) -> str:  # as the page writes a number (3 decimals; "-" for none) and an interval
+            return "-" if x is None else f"{x:.3f}"
+
+        def ci(c) -> str:
+            return f"[{num(c[0])}, {num(c[1])}]" if c and None not in c else ""
+
+        def row(name: str, t: dict, m: dict) -> list[str]:
+            return [name, str(t["jobs"]), num(t["mean_response"]), ci(t["ci95"]), num(m["mean_response"]),
+                    ci(m["ci95"])]
+
+        expected = [row(c["name"], c, m) for c, m in zip(summary["classes"], sim["classes"])]
+        expected.append(row("all", summary["overall"], sim["overall"]))
+        assert any(r[2] != "-" for r in expected)  # (figures, not only dashes)
+        assert rows == expected
+        names = [e.get_attribute("data-machine") for e in driver.find_elements("css selector", "#machines tbody tr")]
+        assert names == ["M1", "M2", "M3", "M4", "M5", "M6"]
+        assert driver.find_elements("css selector", "#plot-jobs canvas")  # the plots are drawn
+        driver.save_screenshot(str(tmp_path / "report.png"))
+    finally:
+        driver.quit()
+    p = subprocess.run([sys.executable, "-m", "mgst", "export", str(out)], capture_output=True, text=True,
+                       timeout=180, cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-2000:]
+    timing = re.compile(r'"elapsed_s":[0-9.e+-]+,"jobs_per_s":[0-9.e+-]+')  # (the simulation's own speed)
+    again = (out / "report.html").read_text()
+    assert len(timing.findall(page)) == 1 and timing.sub("", again) == timing.sub("", page)
+    shutil.rmtree(tmp_path / "chromium", ignore_errors=True)

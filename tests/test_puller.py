@@ -280,7 +280,7 @@ def test_allow_entries_and_files() -> None:
     ("[commands]\nsim = ['x']\n[environment]\n'1X' = 'a'\n", "[environment] 1X"),
     ("[command]\nsim = ['x']\n", "'command'"),
     ("[commands]\n", "no [commands]"),
-    ("[commands\n", "not valid TOML"),
+    ("[commands\n", "TOML syntax error"),
 ])
 def test_bad_allow_files_are_named(tmp_path: Path, text: str, names: str) -> None:
     path = tmp_path / "allow.toml"

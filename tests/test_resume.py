@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import json
+import shlex
 import signal
 import socket
 import sqlite3
@@ -249,6 +250,7 @@ def test_sigint_while_waiting_for_pullers_stops_the_mapper(tmp_path, no_children
         reap([mapper])
     assert mapper.returncode == 130, stderr
     assert "waiting for pullers" in stderr and "Traceback" not in stderr
+    assert "no run has begun" in stderr and "draining" not in stderr, stderr  # (nothing had started to drain)
 
 
 def test_a_run_directory_is_never_overwritten_and_resume_checks_its_experiment(tmp_path):
@@ -325,3 +327,53 @@ def test_a_trace_changed_since_the_run_began_is_refused_on_resume_and_the_same_f
     with open(out / "jobs.csv", newline="") as f:
         ids = [int(row["ID"]) for row in csv.DictReader(f)]
     assert summary["jobs_done"] == summary["jobs_generated"] == len(ids) == len(set(ids)) > events
+
+
+def test_the_mapper_prints_a_puller_command_that_works_when_pasted(tmp_path, no_children_left):
+    """`mgst mapper` says what to run on a lab machine, naming the key folder (no secret on the line); that command,
+    pasted with its placeholders filled, starts a puller the mapper admits, and the run ends."""
+    exp_file = tmp_path / "one.toml"
+    exp_file.write_text(small_file(tmp_path, duration=1.0).read_text().replace("rates = [[4.0, 4.0]]",
+                                                                                "rates = [[4.0]]"))
+    keys = tmp_path / "keys"
+    security.create_keys(keys, ["M1"])
+    mapper = start_mapper([str(exp_file), "--bind", f"tcp://127.0.0.1:{free_port()}", "--keys", str(keys),
+                           "--out", str(tmp_path / "run")])
+    puller = None
+    try:
+        said = read_until(mapper, "on each lab machine:", 30)
+        line = next(x for x in said.splitlines() if "on each lab machine:" in x)
+        command = line.split("on each lab machine: ", 1)[1].split(" (or 'mgst lab up'")[0]
+        assert "key_secret" not in command and command.startswith("python -m puller ")
+        argv = shlex.split(command)
+        assert argv[argv.index("--machine") + 1] == "M1" and argv[argv.index("--keys") + 1] == str(keys)
+        puller = subprocess.Popen([sys.executable, *argv[1:]], cwd=ROOT, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        stdout, stderr = mapper.communicate(timeout=60)
+        assert mapper.returncode == 0, stderr[-2000:]
+        assert json.loads(stdout)["jobs_done"] >= 1
+        assert puller.wait(30) == 0
+    finally:
+        reap([mapper] + ([puller] if puller is not None else []))
+
+
+def test_a_run_over_ipv6_loopback_completes(tmp_path, no_children_left):
+    """A mapper bound to tcp://[::1] and pullers connecting there (ZeroMQ needs ZMQ_IPV6 on both sockets for it):
+    the run completes, every job done."""
+    exp_file = small_file(tmp_path, duration=1.0)
+    keys = tmp_path / "keys"
+    security.create_keys(keys, ["M1", "M2"])
+    endpoint = f"tcp://[::1]:{free_port()}"
+    mapper = start_mapper([str(exp_file), "--bind", endpoint, "--keys", str(keys), "--out", str(tmp_path / "run")])
+    pullers: list[subprocess.Popen] = []
+    try:
+        read_until(mapper, "listening on tcp://[::1]:", 30)
+        pullers = start_pullers(endpoint, ["M1", "M2"], tmp_path / "pullers.log", keys=keys)
+        stdout, stderr = mapper.communicate(timeout=60)
+        assert mapper.returncode == 0, stderr[-2000:]
+        summary = json.loads(stdout)
+        assert summary["jobs_done"] == summary["jobs_generated"] >= 1
+        assert [p.wait(timeout=30) for p in pullers] == [0, 0]
+    finally:
+        reap([mapper, *pullers])
+        stop_pullers(pullers)

@@ -24,6 +24,7 @@ from helpers import CONTENTION_SLACK, contention_seconds, read_until
 from mgst.core.state import JobStatus, MachineState, Outcome
 from mgst.model import Experiment, FailureModel, JobClass, Machine, PolicySpec, SimulationSettings, TestbedSettings
 from mgst.testbed.export import load_run
+from mgst.testbed.journal import wall_iso
 from mgst.testbed.local_run import start_pullers, stop_pullers
 from mgst.testbed.mapper import Mapper, TestbedRun
 from mgst.testbed.summary import summarize_testbed, write_testbed_outputs
@@ -184,8 +185,13 @@ def test_injected_failures_resubmit_jobs_and_machines_come_back(tmp_path, no_chi
     comebacks = sum(len(m.incarnations) - 1 for m in run.journal.machines)
     assert downs >= 1 and comebacks >= 1
     with open(tmp_path / "machine_periods.csv", newline="") as f:
-        periods = [row for row in csv.DictReader(f) if row["Down At"]]
+        rows = list(csv.DictReader(f))
+    # Every period has its end: when its machine went down, or the run's end (each machine's last, if up)
+    assert all(row["Up From"] and row["Up To"] >= row["Up From"] for row in rows), rows
+    periods = [row for row in rows if row["Ended By"] != "run end"]
     assert len(periods) >= 1 and {row["Ended By"] for row in periods} == {"down"}
+    ends = {row["Up To"] for row in rows if row["Ended By"] == "run end"}
+    assert ends <= {wall_iso(run.end)}, ends
     with open(tmp_path / "machines.csv", newline="") as f:  # the totals, once per machine
         machines = list(csv.DictReader(f))
     assert [row["Machine"] for row in machines] == [m.name for m in exp.machines]

@@ -743,3 +743,43 @@ def test_a_machine_name_is_bound_to_its_authorized_key_before_it_registers(tmp_p
                 r.wait()
     finally:
         ctx.destroy(linger=0)
+
+
+def test_a_refused_handshake_is_logged_with_its_key_once_a_minute(tmp_path, caplog):
+    """A puller started with another key folder's keys never gets in, and the mapper says so: one warning naming
+    the key's fingerprint, not one per retry (five handshakes); another unknown key gets its own line."""
+    from mgst.testbed.router import Router  # noqa: PLC0415
+
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    security.create_keys(ours, ["M1"])
+    security.create_keys(theirs, ["M1", "M2"])
+    ctx = zmq.Context()
+    router = Router("tcp://127.0.0.1:0", security.server_keys(ours), ctx, 1)
+    provider = router._auth.credentials_providers[security.ZAP_DOMAIN]
+    caplog.set_level(logging.WARNING, logger="mgst.wire.security")
+    sockets = []
+    try:
+        for k, name in enumerate(["M1"] * 5 + ["M2"]):
+            sock = ctx.socket(zmq.DEALER)
+            sock.setsockopt(zmq.LINGER, 0)
+            sockets.append(sock)
+            pair = zmq.auth.load_certificate(str(theirs / security.PULLERS / f"{name}.key_secret"))
+            sock.curve_publickey, sock.curve_secretkey = pair
+            sock.curve_serverkey = zmq.auth.load_certificate(str(ours / "mapper.key"))[0]
+            sock.connect(router.endpoint)
+            sock.send(b"hello")
+            deadline = time.monotonic() + 10
+            while provider.refused <= k:  # (the ZAP thread has answered this handshake)
+                assert time.monotonic() < deadline, "no handshake refused within 10 s"
+                time.sleep(0.01)
+        assert router.socket.poll(100) == 0  # nothing got through
+    finally:
+        for sock in sockets:
+            sock.close(linger=0)
+        router.socket.close(linger=0)
+        router.close_auth()
+        ctx.term()
+    lines = [r.getMessage() for r in caplog.records if "refused a CURVE handshake" in r.getMessage()]
+    prints = [security.fingerprint(zmq.auth.load_certificate(str(theirs / security.PULLERS / f"{n}.key_secret"))[0])
+              for n in ("M1", "M2")]
+    assert len(lines) == 2 and prints[0] in lines[0] and prints[1] in lines[1], lines

@@ -82,6 +82,13 @@ def test_the_fta_reader_takes_the_archive_s_columns_or_a_header(tmp_path):
     ("fta", "1\t0\t1\t1\tn\t2\t0\t10\t0\n", 1, "event_type '2'"),
     ("fta", "1\t0\t1\t1\tn\t1\t0\n", 1, "7 tab-separated fields; need 9"),
     ("fta", "node_name\tevent_type\n", 1, "the header lacks event_start_time"),
+    # a column named twice (it was an IndexError: the line had as many fields as the header had names)
+    ("fta", "node_name\tnode_name\tevent_type\tevent_start_time\tevent_end_time\nA\t1\t0\t10\n", 1,
+     "the header names column 'node_name' twice"),
+    ("fta", "event_type\tnode_id\tevent_start_time\tEvent_Type\tevent_end_time\n1\tA\t0\t5\n", 1,
+     "names column 'event_type' twice"),
+    ("fta", "event_start_time\tevent_stop_time\tevent_end_time\tevent_type\tnode_id\n", 1,
+     "names column 'event_end_time' twice"),
 ])
 def test_a_malformed_trace_is_an_error_naming_the_file_and_line(tmp_path, fmt, text, where, fragment):
     path = tmp_path / f"t.{fmt}"

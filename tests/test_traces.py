@@ -4,13 +4,30 @@ in CSV and FTA, a malformed hosts.csv, business-hours start points."""
 from __future__ import annotations
 
 import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
 from mgst.availability.process import State
 from mgst.availability.trace_files import Interval, TraceError, read_trace
+from mgst.traces import platform as platforms
 from mgst.traces.calendar import business_starts
-from mgst.traces.platform import Platform, generate_platform, read_platform, write_platform
+from mgst.traces.platform import (
+    Platform,
+    PlatformTooLarge,
+    estimated_intervals,
+    generate_platform,
+    read_platform,
+    write_generated_platform,
+    write_platform,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
 
 UP, DOWN = State.UP, State.DOWN
 DAY = 86_400.0
@@ -69,6 +86,62 @@ def test_bad_generator_arguments_are_refused(bad):
     args = {"kind": "sdsc", "hosts": 2, "days": 1} | bad
     with pytest.raises(ValueError, match=next(iter(bad)) if "kind" not in bad else "condor"):
         generate_platform(args.pop("kind"), **args)
+
+
+def test_a_platform_written_host_by_host_is_the_one_generated_in_memory(small, tmp_path):
+    assert write_generated_platform("sdsc", tmp_path / "streamed", hosts=6, days=7, seed=3, fta=True) == sum(
+        len(items) for items in small.intervals.values())
+    write_platform(small, tmp_path / "whole", fta=True)
+    for name in ("availability.csv", "availability.fta", "hosts.csv", "platform.json"):
+        assert (tmp_path / "streamed" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name
+
+
+def test_the_size_estimate_is_a_little_above_what_is_made(small):
+    made = sum(len(items) for items in small.intervals.values())
+    assert made < estimated_intervals(6, 7) < 1.3 * made
+
+
+TOO_LARGE = "100,000 hosts over 3,650 days make some 17,261,600,000 intervals; a trace holds at most 10,000,000, to be "
+
+
+@pytest.mark.parametrize("command", ["generate", "sweep"])
+def test_a_platform_too_large_to_read_back_is_refused_before_anything_is_made(command, tmp_path):
+    """`--hosts 100000 --days 3650` ran 93 s, then MemoryError: some 17e9 intervals, refused at once now, by `mgst
+    traces generate` and by a sweep that generates its platform. Run in a child of bounded memory (1 GiB) and time,
+    so that a regression fails rather than filling the machine."""
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    out = tmp_path / "big"
+    if command == "generate":
+        args = ["traces", "generate", "sdsc", "--hosts", "100000", "--days", "3650", "--out", str(out)]
+        said = f"mgst: error: --hosts: {TOO_LARGE}read back: give fewer hosts or days"
+    else:
+        sweep = tmp_path / "kondo.toml"
+        sweep.write_text((ROOT / "experiments" / "kondo" / "kondo-sdsc.toml").read_text()
+                         .replace("hosts = 220", "hosts = 100000").replace("days = 28", "days = 3650"))
+        args = ["sweep", str(sweep), "--out", str(out), "--quick", "--quiet", "--no-plots"]
+        said = f"mgst: error: {sweep}: options: {TOO_LARGE}read back: give fewer hosts or days"
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-m", "mgst", *args], capture_output=True, text=True, timeout=60,
+                       preexec_fn=limited, env={**os.environ, "MGST_PURE": "1", "PYTHONPATH": str(ROOT)})
+    assert p.returncode == 2 and "Traceback" not in p.stderr and "MemoryError" not in p.stderr, p.stderr[-2000:]
+    assert p.stderr.strip() == said
+    assert time.monotonic() - t0 < 30 and not (out / "platforms" / "sdsc").exists()
+    assert command == "sweep" or not out.exists()
+    with pytest.raises(PlatformTooLarge):
+        generate_platform("sdsc", hosts=100_000, days=3650)
+
+
+def test_a_trace_reaching_the_bound_as_it_is_written_is_removed(tmp_path, monkeypatch):
+    """The estimate is a little above the mean, but a platform near the bound may pass it and exceed it: the
+    writer counts too, and removes what it wrote."""
+    monkeypatch.setattr(platforms, "MAX_PLATFORM_INTERVALS", 500)
+    monkeypatch.setattr(platforms, "INTERVALS_PER_WEEKDAY", 1)
+    monkeypatch.setattr(platforms, "INTERVALS_PER_WEEKEND_DAY", 1)
+    with pytest.raises(PlatformTooLarge, match="reached 500 intervals at host"):
+        write_generated_platform("sdsc", tmp_path, hosts=10, days=7, fta=True)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_platform_round_trips_through_its_folder_in_csv_and_fta(small, tmp_path):

@@ -1,4 +1,4 @@
-"""Does a simulation calibrated from a short testbed run predict a longer run on the same network? (issue 22, part 2)
+"""Does a simulation calibrated from a short testbed run predict a longer run on the same network?
 
 For each experiment file and one-way delay: a short calibration run and a longer run (another seed) with
 `mgst run FILE [--network delay=Dms]`, then the longer run's setting simulated over the same model time, with the
@@ -34,7 +34,7 @@ from mgst.sim.replications import run_simulation  # noqa: E402
 from mgst.testbed.export import load_run  # noqa: E402
 from mgst.testbed.overheads import overheads_from_run  # noqa: E402
 
-GOAL = 0.10  # the issue's: within 10 % of the longer run's overall mean response
+GOAL = 0.10  # the target: within 10 % of the longer run's overall mean response
 
 
 # The simulations set beside each longer run: (column, overheads from which run, with the overrun).

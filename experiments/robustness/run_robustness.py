@@ -25,7 +25,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 # A LAN-like link for the settings that are not about delay: every puller still sits behind the emulated
-# network, with 1 ms each way (the paper's lab); the delay setting has 50 ms (the issue's).
+# network, with 1 ms each way (the paper's lab); the delay setting has 50 ms (a wide-area link).
 LAN = "delay=1ms"
 WAN = "delay=50ms"
 # (row id, setting file, what the row is, its [policy] keys, its network or None for loopback)

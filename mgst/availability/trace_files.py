@@ -8,17 +8,19 @@ machine (its a_j when UP, 0 otherwise). docs/models.md describes the formats.
 from __future__ import annotations
 
 import functools
-import gzip
 import math
 import os
 from collections.abc import Iterable, Iterator
-from typing import IO, NamedTuple
+from typing import NamedTuple
 
 from mgst.availability.process import State
+from mgst.bounded_read import FileReadError, numbered_lines
 
 # Bounds on what a trace may hold (mgst.config's MAX_JOBS bounds the events of one run likewise).
+# Reading 1,000,000 lines takes some 280 MB and 4 s, so the most a trace may hold takes about 2.8 GB.
 MAX_TRACE_LINES = 10_000_000
 MAX_LINE = 4096  # bytes; a CSV line is ~40 bytes, an FTA event ~100
+MAX_TRACE_BYTES = 1 << 30  # 1 GiB, read (decompressed: a gzip file is bounded by what it inflates to)
 FORMATS = ("csv", "fta")
 # The Failure Trace Archive's event_trace table, in its column order (http://fta.scem.uws.edu.au/, page
 # "FTAFormat"; Javadi, Kondo, Iosup and Epema, "The Failure Trace Archive", JPDC 73(8), 2013). A header line
@@ -52,29 +54,23 @@ class Interval(NamedTuple):
 Intervals = dict[str, list[Interval]]  # machine identifier -> its intervals, sorted by start
 
 
-def _open(path: str) -> IO[bytes]:
-    if path.endswith(".gz"):
-        return gzip.open(path, "rb")  # type: ignore[return-value]  # (a GzipFile reads bytes)
-    return open(path, "rb")
-
-
-def _lines(path: str) -> Iterator[tuple[int, str]]:
-    """(line number, text) of the data lines: blank lines and ``#`` comments skipped; bounds checked."""
+def data_lines(path: str | os.PathLike, *, max_line: int = MAX_LINE, max_lines: int = MAX_TRACE_LINES,
+               max_bytes: int = MAX_TRACE_BYTES) -> Iterator[tuple[int, str]]:
+    """(line number, text) of an ASCII file's data lines, blank lines and ``#`` comments skipped; the bounds checked
+    as the file is read (a regular file only; ``.gz`` decompressed). TraceError naming the file (and line)."""
+    where = os.fspath(path)
     try:
-        with _open(path) as f:
-            for number, raw in enumerate(f, 1):
-                if number > MAX_TRACE_LINES:
-                    raise TraceError(path, None, f"more than {MAX_TRACE_LINES:,} lines")
-                if len(raw) > MAX_LINE:
-                    raise TraceError(path, number, f"longer than {MAX_LINE} bytes")
-                try:
-                    text = raw.decode("ascii").strip()
-                except UnicodeDecodeError:
-                    raise TraceError(path, number, "not ASCII") from None
-                if text and not text.startswith("#"):
-                    yield number, text
+        for number, raw in numbered_lines(path, max_line=max_line, max_lines=max_lines, max_bytes=max_bytes):
+            try:
+                text = raw.decode("ascii").strip()
+            except UnicodeDecodeError:
+                raise TraceError(where, number, "not ASCII") from None
+            if text and not text.startswith("#"):
+                yield number, text
+    except FileReadError as e:
+        raise TraceError(where, e.line, e.problem) from None
     except OSError as e:
-        raise TraceError(path, None, f"cannot read: {e.strerror or e}") from None
+        raise TraceError(where, None, f"cannot read: {e.strerror or e}") from None
 
 
 def _time(path: str, number: int, text: str, what: str) -> float:
@@ -116,7 +112,7 @@ def parse_csv(path: str) -> Intervals:
     """``machine,start,end,state,cpu_share`` lines (a first line of exactly those names is a header), sorted."""
     out: Numbered = {}
     first = True
-    for number, text in _lines(path):
+    for number, text in data_lines(path):
         fields = [f.strip() for f in text.split(",")]
         if first and [f.lower() for f in fields] in (CSV_HEADER, CSV_HEADER[:4]):
             first = False
@@ -144,19 +140,24 @@ def parse_fta(path: str) -> Intervals:
     """A Failure Trace Archive event trace: tab-separated, FTA_COLUMNS (or a header line naming them), sorted."""
     out: Numbered = {}
     columns = {name: k for k, name in enumerate(FTA_COLUMNS)}
+    width = len(FTA_COLUMNS)  # the fields a line needs
     first = True
-    for number, text in _lines(path):
+    for number, text in data_lines(path):
         fields = [f.strip() for f in text.split("\t")]
         if first and "event_type" in fields:
             first = False
-            columns = {name.lower().replace("event_stop_time", "event_end_time"): k for k, name in enumerate(fields)}
+            names = [name.lower().replace("event_stop_time", "event_end_time") for name in fields]
+            twice = next((name for k, name in enumerate(names) if name in names[:k]), None)
+            if twice is not None:
+                raise TraceError(path, number, f"the header names column {twice[:40]!r} twice")
+            columns, width = {name: k for k, name in enumerate(names)}, len(names)
             missing = [c for c in ("event_type", "event_start_time", "event_end_time") if c not in columns]
             if missing or ("node_name" not in columns and "node_id" not in columns):
                 raise TraceError(path, number, f"the header lacks {', '.join(missing) or 'node_name and node_id'}")
             continue
         first = False
-        if len(fields) < len(columns):
-            raise TraceError(path, number, f"{len(fields)} tab-separated fields; need {len(columns)}")
+        if len(fields) < width:
+            raise TraceError(path, number, f"{len(fields)} tab-separated fields; need {width}")
         try:
             event = int(fields[columns["event_type"]])
         except ValueError:
@@ -196,6 +197,26 @@ def _number(x: float) -> str:
     return str(int(x)) if x == int(x) else repr(x)
 
 
+def csv_rows(host: str, items: Iterable[Interval]) -> Iterator[str]:
+    """The lines of mgst's CSV trace format for one host's intervals (after CSV_HEADER's line)."""
+    return (f"{host},{_number(iv.start)},{_number(iv.end)},{iv.state.name.lower()},"
+            f"{'' if iv.share is None else _number(iv.share)}\n" for iv in items)
+
+
+def fta_rows(node: int, host: str, items: Iterable[Interval], first_event: int) -> list[str]:
+    """The Failure Trace Archive's event lines for one host's intervals (node number ``node``, events numbered from
+    ``first_event``): one per unavailable (0) or available (1) period, consecutive available intervals merged."""
+    merged: list[list[float]] = []  # [start, end, event_type]
+    for iv in items:
+        kind = 0 if iv.state is State.DOWN else 1
+        if merged and merged[-1][2] == kind and merged[-1][1] == iv.start:
+            merged[-1][1] = iv.end
+        else:
+            merged.append([iv.start, iv.end, kind])
+    return [f"{event}\t0\t{node}\t0\t{host}\t{int(kind)}\t{_number(start)}\t{_number(end)}\t0\n"
+            for event, (start, end, kind) in enumerate(merged, first_event)]
+
+
 def write_csv_trace(intervals: Intervals, path: str | os.PathLike) -> None:
     """mgst's CSV trace format, with a header (parse_csv reads it); ValueError for a host name it could not read
     back."""
@@ -203,8 +224,7 @@ def write_csv_trace(intervals: Intervals, path: str | os.PathLike) -> None:
     with open(path, "w", encoding="ascii") as f:
         f.write(",".join(CSV_HEADER) + "\n")
         for host, items in intervals.items():
-            f.writelines(f"{host},{_number(iv.start)},{_number(iv.end)},{iv.state.name.lower()},"
-                         f"{'' if iv.share is None else _number(iv.share)}\n" for iv in items)
+            f.writelines(csv_rows(host, items))
 
 
 def write_fta_trace(intervals: Intervals, path: str | os.PathLike) -> None:
@@ -212,19 +232,12 @@ def write_fta_trace(intervals: Intervals, path: str | os.PathLike) -> None:
     unavailable (0) or available (1) interval. The FTA has no CPU share: an UP interval's share is dropped, and
     consecutive UP intervals are one available event (RECLAIMED counts as available)."""
     check_host_names(intervals, "\t")
-    event = 0
+    event = 1
     with open(path, "w", encoding="ascii") as f:
         for node, (host, items) in enumerate(intervals.items()):
-            merged: list[list[float]] = []  # [start, end, event_type]
-            for iv in items:
-                kind = 0 if iv.state is State.DOWN else 1
-                if merged and merged[-1][2] == kind and merged[-1][1] == iv.start:
-                    merged[-1][1] = iv.end
-                else:
-                    merged.append([iv.start, iv.end, kind])
-            for start, end, kind in merged:
-                event += 1
-                f.write(f"{event}\t0\t{node}\t0\t{host}\t{int(kind)}\t{_number(start)}\t{_number(end)}\t0\n")
+            rows = fta_rows(node, host, items, event)
+            f.writelines(rows)
+            event += len(rows)
 
 
 def check_host_names(intervals: Iterable[str], separator: str) -> None:
@@ -242,5 +255,5 @@ def guess_format(path: str) -> str:
     return "csv" if name.lower().endswith(".csv") else "fta"
 
 
-__all__ = ["FORMATS", "Interval", "TraceError", "check_host_names", "guess_format", "read_trace", "write_csv_trace",
-           "write_fta_trace"]
+__all__ = ["CSV_HEADER", "FORMATS", "Interval", "TraceError", "check_host_names", "csv_rows", "data_lines", "fta_rows",
+           "guess_format", "read_trace", "write_csv_trace", "write_fta_trace"]

@@ -19,8 +19,8 @@ from mgst.availability.process import AvailabilityProcess
 from mgst.model import Experiment, WeibullGroup, WeibullNormalFailures
 from mgst.streams import Purpose, generator
 
-# The Weibull shape of every group when the file gives none. Anglano & Canonico (seed 000,
-# Table II) print only MTTFs and cite Nurmi, Brevik & Wolski, "Modeling machine availability
+# The Weibull shape of every group when the file gives none. Anglano & Canonico
+# (Table II) print only MTTFs and cite Nurmi, Brevik & Wolski, "Modeling machine availability
 # in enterprise and wide-area distributed computing environments" (Euro-Par 2005, pp. 432-441,
 # doi:10.1007/11549468_50) for them. We could not read that paper's fitted shapes (see
 # docs/models.md), so 0.5 is a documented assumption, not a published value: a decreasing

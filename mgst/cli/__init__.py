@@ -107,6 +107,13 @@ def main(argv: list[str] | None = None) -> int:
     _add_import(p, "; every worker imports it (a Dask cluster's workers need the module installed)")
     p.set_defaults(func=sweep_command)
 
+    p = sub.add_parser("reproduce", help="check a paper's claims on a slice of its runs, in minutes (holds / does "
+                                         "not hold / undecided); alone, list the papers")
+    from mgst.cli.reproduce_command import add_reproduce_arguments, reproduce_command  # noqa: PLC0415
+
+    add_reproduce_arguments(p)
+    p.set_defaults(func=reproduce_command)
+
     p = sub.add_parser("run", help="a testbed run on this machine (pullers on loopback), beside the simulation",
                        **epilog)
     add_testbed_arguments(p)
@@ -218,11 +225,12 @@ def _testbed_error(e: Exception) -> int | None:
     are imported here, once something failed: `mgst simulate` does not import the mapper, ZeroMQ and SQLite
     (0.15 s) to catch errors it cannot raise."""
     from mgst.cli.testbed_commands import EXIT_PAUSED  # noqa: PLC0415
+    from mgst.testbed.beside import OutputsNotWritten  # noqa: PLC0415
     from mgst.testbed.mapper import Interrupted  # noqa: PLC0415
     from mgst.testbed.store import JournalWriteError, StoreError  # noqa: PLC0415
     from mgst.wire.security import KeyFileError, SecurityError  # noqa: PLC0415
 
-    if isinstance(e, (SecurityError, KeyFileError, StoreError)):
+    if isinstance(e, (SecurityError, KeyFileError, StoreError, OutputsNotWritten)):
         print(f"mgst: error: {e}", file=sys.stderr)
         return 2
     if isinstance(e, JournalWriteError):  # (a run's own commands say more: the run is paused, how to resume)
@@ -246,9 +254,16 @@ class _Version(argparse.Action):
 
 
 def _policies(args: argparse.Namespace) -> int:
+    import shutil  # noqa: PLC0415
+    import textwrap  # noqa: PLC0415
+
     from mgst.cli.options import import_policies  # noqa: PLC0415
 
     import_policies(args)
-    for name in policies.names():
-        print(f"{name:<10} {policies.summary(name)}")
+    names = policies.names()
+    column = max(map(len, names), default=0) + 2
+    width = max(column + 30, min(shutil.get_terminal_size((100, 24)).columns, 120))
+    for name in names:
+        print(textwrap.fill(policies.summary(name), width, initial_indent=f"{name:<{column}}",
+                            subsequent_indent=" " * column))
     return 0

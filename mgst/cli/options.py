@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 from pathlib import Path
 
 from mgst import policies
 from mgst.config import ConfigError
 
+_MAKE_ATTEMPTS = 5  # check_folder's tries: two commands checking folders under one new parent race over it
+
 
 def check_folder(option: str, path: Path) -> None:
-    """ConfigError naming ``option`` unless ``path`` is a folder, or one that can be made (its nearest existing
-    ancestor a folder this user may write in)."""
+    """ConfigError naming ``option`` unless ``path`` is a folder this user can write a file in, or one that can
+    be made. Tried, not guessed from modes (root passes every mode check, a read-only mount or /proc fails
+    anyway): the missing folders are made, a file written in the last, and all of it removed again."""
     for folder in (path, *path.parents):
         if not folder.exists():
             continue
@@ -21,7 +25,34 @@ def check_folder(option: str, path: Path) -> None:
             raise ConfigError(option, f"{path} {where}; a folder is expected")
         if folder != path and not os.access(folder, os.W_OK | os.X_OK):
             raise ConfigError(option, f"{path} cannot be made: {folder} is not writable")
-        return
+        break
+    made: list[Path] = []
+    doing = "made"
+    try:
+        for attempt in range(_MAKE_ATTEMPTS):
+            try:
+                for folder in reversed((path, *path.parents)):
+                    if not folder.exists():
+                        try:
+                            folder.mkdir()
+                        except FileExistsError:  # (another process made it meanwhile)
+                            continue
+                        made.append(folder)
+                break
+            except FileNotFoundError:  # another process removed a folder it had made above ours: again
+                if attempt == _MAKE_ATTEMPTS - 1:
+                    raise
+        doing = "written in"
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as e:
+        raise ConfigError(option, f"{path} cannot be {doing}: {e.strerror or e}") from None
+    finally:
+        for folder in reversed(made):
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
 
 
 def check_horizon_warmup(horizon: float, warmup: float, horizon_given: bool, warmup_given: bool,

@@ -157,11 +157,12 @@ def sweep_command(args: argparse.Namespace) -> int:
           f"in {r.elapsed:.1f} s")
     unbounded = [s for s in r.summary if s["unbounded"]]
     if unbounded:
-        print(f"unbounded: {len(unbounded)} of {len(r.summary)} cells (summary.csv column 'unbounded')")
+        print(f"unbounded: {len(unbounded)} of {plural(len(r.summary), 'setting')} (a row of summary.csv: the cells "
+              "of one setting over its replications; column 'unbounded')")
     undecided = [s for s in r.summary if s["undecided"]]
     if undecided:
-        print(f"undecided at this horizon: {len(undecided)} of {len(r.summary)} cells (their backlog grows over a "
-              "window too short to tell; summary.csv column 'verdict'; run a longer horizon)")
+        print(f"undecided at this horizon: {len(undecided)} of {plural(len(r.summary), 'setting')} (their backlog "
+              "grows over a window too short to tell; summary.csv column 'verdict'; run a longer horizon)")
     for cell, message in r.failed[:5]:
         print(f"mgst: failed: {'/'.join(cell.key)}: {message}", file=sys.stderr)
     if len(r.failed) > 5:

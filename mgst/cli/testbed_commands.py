@@ -21,11 +21,13 @@ EXIT_PAUSED = 75
 TESTBED_EXIT_CODES = f"""exit codes:
   0    the run is over; its results are written (--resume of a run already over: said so, nothing
        rewritten)
-  1    the pullers did not all register in time (no job was generated: nothing is left behind); or
+  1    the pullers did not all register in time, or `mgst run` could not start them all (no job was
+       generated: nothing is left behind); or
        `mgst run --network`'s network could not be made, or its relay ended during the run (which was
        stopped, its results written; nothing is left behind)
-  2    a usage error (nothing is created), or a journal that cannot be used (damaged: see
-       `mgst export DIR --salvage`)
+  2    a usage error (nothing is created), a journal that cannot be used (damaged: see
+       `mgst export DIR --salvage`), or output files that cannot be written (the journal keeps the
+       run: `mgst export DIR` writes them again)
   {EXIT_PAUSED}   the journal could not be written (disk full, I/O error): the run is PAUSED, what was
        committed is kept, and the pullers keep their work and wait; free space, then continue
        with `mgst mapper FILE --resume DIR`
@@ -60,12 +62,24 @@ def add_testbed_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _check_testbed_args(args: argparse.Namespace, exp) -> None:
-    """Exit-2 errors for the testbed options, before anything starts."""
+    """Exit-2 errors for the testbed options, before anything starts: `mgst run` and `mgst mapper` alike (the
+    mapper itself would refuse a trace too long for the wire only once `mgst run` had started making the run)."""
     from mgst.config.checks import check_testbed_overrides  # noqa: PLC0415
+    from mgst.testbed.wire_availability import check_availability_fits  # noqa: PLC0415
 
     check_testbed_overrides(exp, args.duration, args.time_unit)
     if args.seed is not None and args.seed < 0:
         raise ConfigError("--seed", "must be >= 0")
+    executor = args.executor or exp.testbed.executor
+    if executor == "command" and len(exp.testbed.commands) != len(exp.classes):
+        raise ConfigError("--executor" if args.executor else "testbed.executor",
+                          f"the command executor needs [testbed] commands, one per job class ({len(exp.classes)}); "
+                          f"the file gives {len(exp.testbed.commands)}")
+    try:
+        check_availability_fits(exp, args.duration, args.time_unit, args.seed)
+    except ValueError as e:
+        given = "--duration" if args.duration is not None else "--time-unit" if args.time_unit is not None else None
+        raise ConfigError(given or "availability.file", str(e)) from None
 
 
 def _stop_on_signals(mapper) -> None:
@@ -76,16 +90,35 @@ def _stop_on_signals(mapper) -> None:
     from mgst.testbed.mapper import INTERRUPT_DRAIN  # noqa: PLC0415
 
     def handler(signum, _frame) -> None:
-        if mapper.stopping:
+        name = signal.Signals(signum).name
+        if mapper.clock.t0 is None and not mapper.stopping:  # (a resume holds its clock: t0 is set then)
+            mapper.stopping = True
+            print(f"\nmgst: {name}: stopping; no run has begun (it was waiting for pullers)", file=sys.stderr)
+        elif mapper.stopping:
             mapper.aborting = True
             print("\nmgst: stopping now (the journal is consistent)", file=sys.stderr)
         else:
             mapper.stopping = True
-            print(f"\nmgst: {signal.Signals(signum).name}: no more jobs; draining for at most {INTERRUPT_DRAIN:g} s "
-                  "(again to stop now)", file=sys.stderr)
+            print(f"\nmgst: {name}: no more jobs; draining for at most {INTERRUPT_DRAIN:g} s (again to stop now)",
+                  file=sys.stderr)
 
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, handler)
+
+
+def _puller_command(endpoint: str, args: argparse.Namespace, exp) -> str:
+    """The command that starts a puller for this mapper, to paste on a lab machine: no secret in it (a key folder
+    is named, the copy of this one that machine has)."""
+    import shlex  # noqa: PLC0415
+    import socket  # noqa: PLC0415
+
+    host = endpoint.split("://", 1)[1].rsplit(":", 1)
+    if host[0] in ("*", "0.0.0.0", "[::]", "::"):
+        host[0] = socket.getfqdn()
+    connect = f"tcp://{host[0]}:{host[1]}"
+    name = exp.machines[0].name if len(exp.machines) == 1 else "NAME"
+    keys = "--insecure" if args.insecure else f"--keys {shlex.quote(str(args.keys or 'KEYS'))}"
+    return f"python -m puller --connect {shlex.quote(connect)} --machine {name} {keys}"
 
 
 def _open_live(args: argparse.Namespace, exp, out: Path, keys: Path | None):
@@ -184,12 +217,13 @@ def _network(spec: str | None, exp):
 def run_command(args: argparse.Namespace) -> int:
     from mgst.netem.links import NetworkError  # noqa: PLC0415
     from mgst.testbed.finite_workload import late_arrivals_warning  # noqa: PLC0415
-    from mgst.testbed.local_run import run_local  # noqa: PLC0415
+    from mgst.testbed.local_run import PullerStartError, check_memory_for_pullers, run_local  # noqa: PLC0415
     from mgst.testbed.resume import RunOver  # noqa: PLC0415
     from mgst.testbed.summary import oversubscription_warning  # noqa: PLC0415
 
     import_policies(args)
     exp = load_experiment(args.file)
+    check_memory_for_pullers(len(exp.machines))
     if args.resume is not None:
         out = args.resume
         network, seed = _resumed_settings(args, exp, out)
@@ -235,6 +269,10 @@ def run_command(args: argparse.Namespace) -> int:
         return 1
     except TimeoutError as e:  # (the local pullers did not start: their log says why)
         print(f"mgst: error: {e}; see {out}/pullers.log", file=sys.stderr)
+        return 1
+    except PullerStartError as e:  # (the run did not go on: a new run's journal is removed, a resumed one kept)
+        print(f"mgst: error: {e}: run fewer machines here, or their pullers on lab machines ('mgst lab up', then "
+              "'mgst mapper')", file=sys.stderr)
         return 1
     except JournalWriteError as e:
         print(f"mgst: error: {e}; the run is paused, and what was committed is kept: free space, then continue "
@@ -367,6 +405,8 @@ def mapper_command(args: argparse.Namespace) -> int:
         _announce_live(live)
     print(f"mgst mapper: listening on {mapper.endpoint} ({mapper.security}) for {len(exp.machines)} pullers "
           f"({', '.join(m.name for m in exp.machines)}); journal {out}/journal.sqlite", file=sys.stderr)
+    print(f"mgst mapper: on each lab machine: {_puller_command(mapper.endpoint, args, exp)} (or 'mgst lab up', "
+          "docs/lab.md)", file=sys.stderr)
     from mgst.testbed.store import JournalWriteError  # noqa: PLC0415
 
     try:
@@ -400,6 +440,8 @@ def keys_command(args: argparse.Namespace) -> int:
         names = args.pullers or []
     try:
         written = security.create_keys(args.folder, names, lab=args.lab, overwrite=args.force)
+    except security.KeyFileError as e:  # (a folder or a kept key not the user's own)
+        raise ConfigError("FOLDER", str(e)) from None
     except ValueError as e:
         raise ConfigError("--pullers", str(e)) from None
     f = args.folder

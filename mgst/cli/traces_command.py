@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from mgst.config import ConfigError
 KINDS = ("sdsc", "homogeneous", "lri-wisc", "gimps")  # mgst.traces.generator.KINDS (not imported: `mgst --help`)
 MAX_STARTS = 10_000_000  # task starts a summary draws (each costs a few numpy operations)
 MAX_TASK_LENGTHS = 50
+MAX_TASK_MINUTES = 36_525 * 1440  # a task no longer than the longest trace a summary covers (100 years)
 
 
 def add_traces_arguments(p: argparse.ArgumentParser) -> None:
@@ -50,7 +50,14 @@ def traces_command(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from mgst.traces.platform import AVAILABILITY_CSV, MAX_DAYS, MAX_HOSTS, generate_platform, write_platform  # noqa: PLC0415
+    from mgst.traces.platform import (  # noqa: PLC0415
+        AVAILABILITY_CSV,
+        MAX_DAYS,
+        MAX_HOSTS,
+        PlatformTooLarge,
+        check_platform,
+        write_generated_platform,
+    )
 
     if not 1 <= args.hosts <= MAX_HOSTS:
         raise ConfigError("--hosts", f"give 1 to {MAX_HOSTS:,} hosts")
@@ -58,10 +65,17 @@ def _generate(args: argparse.Namespace) -> int:
         raise ConfigError("--days", f"give 1 to {MAX_DAYS} days")
     if not 0 <= args.seed < 2**63:
         raise ConfigError("--seed", "give a natural number below 2**63")
+    try:
+        check_platform(args.kind, args.hosts, args.days)  # (before the folder is made)
+    except PlatformTooLarge as e:
+        raise ConfigError("--hosts", str(e)) from None
     check_folder("--out", args.out)
-    platform = generate_platform(args.kind, hosts=args.hosts, days=args.days, seed=args.seed)
-    out = write_platform(platform, args.out, fta=args.fta)
-    periods = sum(len(items) for items in platform.intervals.values())
+    try:
+        periods = write_generated_platform(args.kind, args.out, hosts=args.hosts, days=args.days, seed=args.seed,
+                                           fta=args.fta)
+    except PlatformTooLarge as e:
+        raise ConfigError("--hosts", str(e)) from None
+    out = args.out
     size = (out / AVAILABILITY_CSV).stat().st_size
     print(f"{out}: {args.kind}, {args.hosts} hosts, {args.days} days, seed {args.seed}: {periods:,} intervals "
           f"({size / 1e6:.1f} MB in {AVAILABILITY_CSV})")
@@ -73,15 +87,17 @@ def _task_minutes(text: str) -> list[float]:
         values = [float(x) for x in text.split(",")]
     except ValueError:
         raise ConfigError("--task-minutes", f"give comma-separated minutes, e.g. 5,15,35, got {text[:40]!r}") from None
-    if not values or len(values) > MAX_TASK_LENGTHS or not all(math.isfinite(v) and v > 0 for v in values):
-        raise ConfigError("--task-minutes", f"give 1 to {MAX_TASK_LENGTHS} positive lengths, got {text[:40]!r}")
+    if not values or len(values) > MAX_TASK_LENGTHS or not all(0 < v <= MAX_TASK_MINUTES for v in values):
+        raise ConfigError("--task-minutes", f"give 1 to {MAX_TASK_LENGTHS} positive lengths of at most "
+                                            f"{MAX_TASK_MINUTES:,} minutes (100 years), got {text[:40]!r}")
     return values
 
 
 def _summary(args: argparse.Namespace) -> int:
     from mgst.availability.trace_files import TraceError  # noqa: PLC0415
+    from mgst.traces.calendar import NoBusinessHours  # noqa: PLC0415
     from mgst.traces.platform import load_platform  # noqa: PLC0415
-    from mgst.traces.summary import summarise  # noqa: PLC0415
+    from mgst.traces.summary import TooLargeToSummarise, summarise  # noqa: PLC0415
 
     minutes = _task_minutes(args.task_minutes)
     if not 1 <= args.starts <= MAX_STARTS:
@@ -101,7 +117,9 @@ def _summary(args: argparse.Namespace) -> int:
         raise ConfigError("PATH", f"{args.path}: the trace has no host")
     try:
         summary = summarise(platform, minutes, starts=args.starts, seed=args.seed)
-    except ValueError as e:  # (no business hours far enough before the trace's end for the longest task)
+    except TooLargeToSummarise as e:  # (checked before any work)
+        raise ConfigError("PATH", f"{args.path}: {e}") from None
+    except NoBusinessHours as e:  # (no business hours far enough before the trace's end for the longest task)
         raise ConfigError("--task-minutes", f"{e}") from None
     if args.png is not None:
         from mgst.traces.summary_plot import write_summary_png  # noqa: PLC0415

@@ -39,6 +39,7 @@ from mgst.workload.swf import SwfError, read_swf
 __all__ = [
     "MAX_DURATION",
     "MAX_JOBS",
+    "MAX_NAME",
     "MAX_RATE",
     "MAX_TIME",
     "MAX_TIME_UNIT",
@@ -74,6 +75,9 @@ MAX_TIME = 1e9
 MIN_TIME_UNIT = 1e-3
 MAX_TIME_UNIT = 86400.0
 MAX_DURATION = 30 * 86400.0
+# Characters in a machine or class name: names become key file names (which take 64), log and
+# error lines, and table cells; a longer one is a mistake, refused when the file is loaded.
+MAX_NAME = 64
 
 
 class ConfigError(ValueError):
@@ -334,6 +338,8 @@ class _Parser(ModelSections, MachineSections):
             text = self.string(item, f"{key}[{k}]")
             if not text:
                 raise self.error(f"{key}[{k}]", "must not be empty")
+            if len(text) > MAX_NAME:
+                raise self.error(f"{key}[{k}]", f"has {len(text)} characters; at most {MAX_NAME} are allowed")
             if text in seen:
                 raise self.error(
                     key, f"duplicate name {text!r} (entries {seen[text]} and {k})"

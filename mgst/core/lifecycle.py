@@ -222,7 +222,7 @@ class Lifecycle:
             best = job.best_progress
             if progress > best:
                 job.best_progress = progress  # a tie's larger value too: where a new replica resumes
-                if progress - best > CHECKPOINT_TIE:  # equal is not better (seed 000's RWT)
+                if progress - best > CHECKPOINT_TIE:  # equal is not better (Anglano & Canonico's RWT)
                     r.best = True
         if self.checker is not None:
             self.checker.moved(REPLICA, r, r.phase, "checkpoint", r.phase)

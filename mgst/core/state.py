@@ -48,12 +48,12 @@ STAGING: Final = "staging"  # fetching a checkpoint, a program or data: no work 
 WAITING: Final = "waiting"  # on its host, for one of the machine's cpus: no work is done, no CPU is charged
 COMPUTING: Final = "computing"
 
-# A checkpoint raises its job's best (and so makes its replica useful, seed 000's RWT) only when it
+# A checkpoint raises its job's best (and so makes its replica useful, Anglano & Canonico's RWT) only when it
 # is better than the stored one by more than this fraction of the job. Progress is a fraction worked
 # out in floating point: a replica resumed from the best checkpoint and its sibling, at equal power,
 # reach the same work along different sums, and differ by a few ulps (1e-16 measured; at most about
 # 1e-11 from a model time of 2e6 s); a real step between two checkpoints is a whole checkpoint
-# interval of work (1e-4 and more in seed 000's cells). Equal is not better.
+# interval of work (1e-4 and more in Anglano & Canonico's cells). Equal is not better.
 CHECKPOINT_TIE: Final = 1e-9
 
 
@@ -139,7 +139,7 @@ class ReplicaRecord(Activity):
 
     @property
     def wasted(self) -> bool:
-        """Ended without the job's result and without ever raising its best checkpoint (seed 000)."""
+        """Ended without the job's result and without ever raising its best checkpoint (Anglano & Canonico)."""
         return self.outcome is not None and self.outcome is not Outcome.DONE and not self.best
 
     def __repr__(self) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
 import shlex
@@ -12,11 +13,14 @@ from typing import Any
 
 from mgst.toml_file import TomlFileError, read_toml
 from mgst.wire import security
+from mgst.wording import printable
 
 # Host labels and machine names become parts of file names and of messages: a safe alphabet.
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-# A host name or an IPv4/IPv6 address; never starting with '-' (ssh would read an option).
-_ADDRESS = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:%-]{0,252}$")
+# A host name or an IPv4 address; never starting with '-' (ssh would read an option). An address with ':' is an
+# IPv6 one, checked by ipaddress (see _address).
+_HOST_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}$")
+_SCOPE = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")  # an IPv6 address's zone: an interface name (fe80::1%eth0)
 _USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$")
 # StrictHostKeyChecking values: "yes" (the default: a host must be in known_hosts), "accept-new" (trust on
 # first use), "no" (unsafe: accepts any key; logged).
@@ -154,9 +158,7 @@ def _host(label: str, own: Mapping[str, Any], defaults: Mapping[str, Any], base:
     def key(k: str) -> str:  # the key where the file gives it: in the host's table, else in [defaults]
         return "defaults." + k if k not in own and k in defaults else prefix + k
 
-    address = _string(t, "address", prefix, fail)
-    if not _ADDRESS.match(address):
-        raise fail(prefix + "address", f"{address!r} is not a host name or address")
+    address = _address(_string(t, "address", prefix, fail), prefix + "address", fail)
     machines = t.get("machines")
     if (not isinstance(machines, list) or not machines
             or not all(isinstance(m, str) and _LABEL.match(m) for m in machines)):
@@ -180,6 +182,7 @@ def _host(label: str, own: Mapping[str, Any], defaults: Mapping[str, Any], base:
     remote_dir = _word(t.get("remote_dir", DEFAULT_REMOTE_DIR), key("remote_dir"), fail)
     if remote_dir.startswith("~/"):  # the login's home: where a relative path starts anyway
         remote_dir = remote_dir[2:]
+    remote_dir = remote_dir.rstrip("/") or remote_dir  # "lab/" is "lab": its own entry, never a symlink's target
     if PurePosixPath(remote_dir).name in ("", ".", "..") or remote_dir.startswith("~"):
         raise fail(key("remote_dir"), f"{remote_dir!r}: name a folder of its own for mgst lab (it is made mode "
                                       "700), e.g. \"mgst-lab\" (relative to the login's home) or an absolute path")
@@ -208,10 +211,29 @@ def _host(label: str, own: Mapping[str, Any], defaults: Mapping[str, Any], base:
         p = _local_path(v, base)
         if not p.is_file() and not (k == "ssh_config" and v == "/dev/null"):
             raise fail(key(k), f"{p}: no such file")
+        if k == "known_hosts" and ("${" in str(p) or not str(p).isprintable()):  # ssh would expand ${NAME}
+            raise fail(key(k), f"{str(p)!r}: ssh cannot take a path holding '${{' or a control character")
         files[k] = p
     return Host(label, address, tuple(machines), user, port, files["identity_file"], files["known_hosts"],
                 files["ssh_config"], checking, float(timeout), remote_dir, mgst, files["allow_file"],
                 puller_args)
+
+
+def _address(text: str, key: str, fail) -> str:
+    """A host name, an IPv4 address, or an IPv6 one (``::1``, ``fe80::1%eth0``; ``[::1]`` is taken as ``::1``),
+    as ssh is given it."""
+    inner = text[1:-1] if text.startswith("[") and text.endswith("]") else text
+    if ":" in inner:
+        try:
+            address = ipaddress.IPv6Address(inner)
+        except ValueError:
+            address = None
+        if address is not None and (address.scope_id is None or _SCOPE.match(address.scope_id)):
+            return str(address)
+    elif inner == text and _HOST_NAME.match(text):
+        return text
+    raise fail(key, f"'{printable(text, 100)}' is not a host name, an IPv4 address or an IPv6 address (give the "
+                    "port as port = N)")
 
 
 def _known(table: Mapping[str, Any], keys: tuple[str, ...], prefix: str, fail) -> None:

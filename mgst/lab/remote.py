@@ -36,8 +36,8 @@ _NAMED = ("died", "nopid")  # "M"
 
 _PRELUDE = r"""set -u
 MARK='@mgst-lab'
-pid_of() {  # the pid in M's pid file, digits only, or fail
-    [ -f "$D/$1.pid" ] || return 1
+pid_of() {  # the pid in M's pid file (a plain file, not a symlink), digits only, or fail
+    [ -f "$D/$1.pid" ] && [ ! -L "$D/$1.pid" ] || return 1
     p=$(head -c 16 "$D/$1.pid")
     case $p in ''|*[!0-9]*) return 1 ;; esac
     echo "$p"
@@ -53,11 +53,57 @@ alive() {  # is process $1 there and not a zombie? (builtins only: it is polled)
     s=${s##*) }
     [ "${s%% *}" != Z ]
 }
-tail_log() {  # the last lines of M's log, marked
-    [ -f "$D/$1.log" ] && tail -c LOG_TAIL_BYTES "$D/$1.log" | tail -n "$2" | sed "s/^/$MARK line $1 /"
+tail_log() {  # the last lines of M's log (a plain file, not a symlink), marked
+    [ -f "$D/$1.log" ] && [ ! -L "$D/$1.log" ] &&
+        tail -c LOG_TAIL_BYTES "$D/$1.log" | tail -n "$2" | sed "s/^/$MARK line $1 /"
     return 0
 }
 """.replace("LOG_TAIL_BYTES", str(LOG_TAIL_BYTES))
+
+# `up` writes only into folders of the login's own: remote_dir, keys/, keys/pullers/ must each be a folder (not a
+# symlink) owned by the login (`-O`, not "chmod 700 worked": root's chmod always works), and every folder above
+# remote_dir root's or the login's and writable by others only if sticky (as /tmp): else another user could swap
+# the folder once checked. A file is written fresh (put): whatever entry has its name is removed first (rm on a
+# symlink removes the link), then it is created under noclobber (O_EXCL) and umask 077, mode 600. A log is
+# appended to only if it is a plain file of the login's own with no other name (a hard link); else it is removed.
+_FOLDERS = r"""refuse() {  # says why the host is refused; ends the script (nothing more is written)
+    printf '%s fail %s\n' "$MARK" "$*"  # (printf: dash's echo would read a backslash in a path)
+    exit 0
+}
+field() {  # field $2 of `ls -ldn $1`: 1 the mode, 2 the number of links, 3 the owner's uid
+    ls -ldn -- "$1" 2>/dev/null | awk -v f="$2" '{print $f}'
+}
+guarded_above() {  # every folder above $1: root's or the login's; writable by others only if sticky
+    a=$1
+    while [ "$a" != / ]; do
+        a=$(dirname -- "$a")
+        mode=$(field "$a" 1); uid=$(field "$a" 3)
+        case $uid in 0|"$(id -u)") ;; *)
+            refuse "$a, a folder above $1, is another user's (uid $uid), who could swap it: refused, no key written" ;;
+        esac
+        case $mode in ?????w*|????????w*) case $mode in ?????????[tT]*) ;; *)
+            refuse "$a, a folder above $1, may be changed by other users (mode $mode): refused, no key written" ;;
+        esac ;; esac
+    done
+}
+own_folder() {  # $1, made if missing, is a folder of the login's own (not a symlink); then made mode 700
+    [ ! -L "$1" ] || refuse "$1 is a symlink, not a folder: refused, no key written"
+    [ -e "$1" ] || mkdir -- "$1" 2>/dev/null || refuse "cannot make the folder $1"
+    [ -d "$1" ] || refuse "$1 is not a folder: refused, no key written"
+    [ -O "$1" ] ||
+        refuse "$1 is another user's folder (owner uid $(field "$1" 3)), not the login's: refused, no key written"
+    chmod 700 -- "$1" || refuse "cannot make $1 private (mode 700): is it another user's?"
+}
+put() {  # writes $2 into a new file $1 (whatever had that name is removed first, never followed)
+    rm -f -- "$1" 2>/dev/null && printf %s "$2" > "$1" || refuse "cannot write $1"
+}
+own_log() {  # $1, a log appended to, is kept only if a plain file of the login's own with one name
+    if [ -L "$1" ] || { [ -e "$1" ] && ! { [ -f "$1" ] && [ -O "$1" ] && [ "$(field "$1" 2)" = 1 ]; }; }; then
+        rm -f -- "$1" 2>/dev/null || refuse "cannot remove $1 (not a plain file of the login's)"
+    fi
+    [ ! -e "$1" ] || chmod 600 -- "$1" || refuse "cannot make $1 private (mode 600)"
+}
+"""
 
 
 def _q(word: str) -> str:
@@ -79,39 +125,40 @@ def version_script(host: Host) -> str:
 
 def up_script(host: Host, connect: str, files: dict[str, bytes], allow: bytes | None,
               settle: float = SETTLE_SECONDS) -> str:
-    """Refuses if a puller of the host runs; else writes the key files (mode 600, folders 700) and the
-    allow-list, and starts one detached puller per machine (its own session, HUP ignored, stdin /dev/null,
-    log appended to DIR/M.log, pid in DIR/M.pid written by the process itself); then, once ``settle``
-    seconds passed (or every puller died), says which are alive. ``files`` maps paths under DIR/keys/ to their
-    contents."""
-    lines = [_PRELUDE, "umask 077", f"D={_q(host.remote_dir)}",
-             f'mkdir -p -- "$D/keys/{security.PULLERS}" && D=$(cd -- "$D" && pwd -P) || '
-             f'{{ echo "{MARK} fail cannot make the folder $D/keys/{security.PULLERS}"; exit 0; }}',
-             # checked: a folder another user made first (a shared remote_dir) cannot be made private, and must
-             # not receive the secret keys
-             f'chmod 700 -- "$D" "$D/keys" "$D/keys/{security.PULLERS}" || '
-             f'{{ echo "{MARK} fail cannot make $D private (mode 700): is it another user\'s?"; exit 0; }}',
+    """Refuses if a puller of the host runs, or if a folder it would write into is not the login's own (see
+    :data:`_FOLDERS`); else writes the key files and the allow-list fresh (mode 600, never through an entry
+    already there: it is removed first), and starts one detached puller per machine (its own session, HUP
+    ignored, stdin /dev/null, log appended to DIR/M.log, pid in DIR/M.pid written by the process itself); then,
+    once ``settle`` seconds passed (or every puller died), says which are alive. ``files`` maps paths under
+    DIR/keys/ to their contents."""
+    lines = [_PRELUDE, _FOLDERS, "umask 077", "unset CDPATH", f"D={_q(host.remote_dir)}",
+             'mkdir -p -- "$D" 2>/dev/null || refuse "cannot make the folder $D"',
+             '[ ! -L "$D" ] || refuse "$D is a symlink, not a folder: refused, no key written"',
+             'D=$(cd -P -- "$D" && pwd -P) || refuse "cannot enter the folder $D"',
+             'guarded_above "$D"', 'own_folder "$D"', 'own_folder "$D/keys"',
+             f'own_folder "$D/keys/{security.PULLERS}"',
              "busy=0",
              f"for m in {_machines(host)}; do",
              f'    if p=$(pid_of "$m") && ours "$p" "$m"; then echo "{MARK} running $m $p"; busy=1; fi',
              "done",
-             '[ "$busy" = 0 ] || exit 0']
+             '[ "$busy" = 0 ] || exit 0',
+             "set -C"]  # noclobber: `>` creates a file (O_EXCL), it never opens one that is there
     for rel, content in files.items():  # printf is a shell builtin: the secret is on no command line
-        lines += [f'printf %s {_q(content.decode("utf-8"))} > "$D/keys/{rel}" || '
-                  f'{{ echo "{MARK} fail cannot write $D/keys/{rel}"; exit 0; }}',
-                  f'chmod 600 -- "$D/keys/{rel}"']
+        lines += [f'put "$D/keys/{rel}" {_q(content.decode("utf-8"))}']
     allow_option = ""
     if allow is not None:
-        lines += [f'printf %s {_q(allow.decode("utf-8"))} > "$D/allow.toml" && chmod 600 -- "$D/allow.toml" || '
-                  f'{{ echo "{MARK} fail cannot write $D/allow.toml"; exit 0; }}']
+        lines += [f'put "$D/allow.toml" {_q(allow.decode("utf-8"))}']
         allow_option = ' --allow-file "$D/allow.toml"'
     command = " ".join(_q(w) for w in host.mgst)
     extra = "".join(" " + _q(a) for a in host.puller_args)
-    lines += [f'echo "{MARK} dir $D"',
+    lines += [f"for m in {_machines(host)}; do",  # (every check before the first puller starts)
+              '    rm -f -- "$D/$m.pid" 2>/dev/null || refuse "cannot remove $D/$m.pid"',
+              '    own_log "$D/$m.log"',
+              "done",
+              f"printf '%s dir %s\\n' {MARK} \"$D\"",
               f"for m in {_machines(host)}; do",
-              '    rm -f -- "$D/$m.pid"',
               '    echo "---- mgst lab up $(date -u +%Y-%m-%dT%H:%M:%SZ) ----" >> "$D/$m.log"',
-              "    ( trap '' HUP; exec setsid sh -c 'echo $$ > \"$0\"; exec env \"$@\"' \"$D/$m.pid\" "
+              "    ( trap '' HUP; exec setsid sh -C -c 'echo $$ > \"$0\" || exit 1; exec env \"$@\"' \"$D/$m.pid\" "
               f'{command} puller --connect {_q(connect)} --machine "$m" --keys "$D/keys"{allow_option}{extra} '
               ') >> "$D/$m.log" 2>&1 < /dev/null &',
               "done",
@@ -142,7 +189,7 @@ def status_script(host: Host, log_lines: int) -> str:
         f"for m in {_machines(host)}; do",
         f'    if p=$(pid_of "$m"); then if ours "$p" "$m"; then echo "{MARK} running $m $p"; '
         f'else echo "{MARK} exited $m $p"; fi; else echo "{MARK} nopid $m"; fi',
-        f'    echo "{MARK} log $m $D/$m.log"',
+        f"    printf '%s log %s %s\\n' {MARK} \"$m\" \"$D/$m.log\"",
         f'    tail_log "$m" {min(log_lines, MAX_LOG_LINES)}',
         "done"]) + "\n"
 

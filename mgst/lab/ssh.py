@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import shutil
+import signal
 from dataclasses import dataclass
 
 from mgst.lab.hosts import Host
@@ -48,12 +50,20 @@ def ssh_argv(host: Host) -> list[str]:
     if host.ssh_config is not None:
         argv += ["-F", str(host.ssh_config)]
     if host.known_hosts is not None:
-        argv += ["-o", f"UserKnownHostsFile={host.known_hosts}"]
+        argv += ["-o", f"UserKnownHostsFile={ssh_file_list_word(str(host.known_hosts))}"]
     if host.identity_file is not None:
         argv += ["-i", str(host.identity_file), "-o", "IdentitiesOnly=yes"]
     if host.user is not None:
         argv += ["-l", host.user]
     return [*argv, "--", host.address, "sh -s"]
+
+
+def ssh_file_list_word(path: str) -> str:
+    """``path`` as the one file of an ssh option that takes a list of them (UserKnownHostsFile): ssh splits its
+    value at spaces unless in double quotes (where it reads ``\\`` and ``\"`` as escapes), and expands ``%``
+    tokens (``%%`` is one ``%``). The hosts file refuses a path holding ``${``, which ssh expands too."""
+    escaped = path.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
+    return f'"{escaped}"'
 
 
 async def run_script(host: Host, script: str, timeout: float) -> Reply:
@@ -69,15 +79,33 @@ async def run_script(host: Host, script: str, timeout: float) -> Reply:
     except TimeoutError:
         raise SshError(f"no answer within {timeout:g} s") from None
     finally:
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(proc.wait(), REAP_TIMEOUT)
+        await _end(proc)
     stdout, stderr = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
     if code == 255:  # ssh's own failure: cannot connect, host key, authentication
         raise SshError(f"ssh: {last_line(stderr) or 'failed (exit 255)'}")
     return Reply(code, stdout, stderr)
+
+
+async def _end(proc: asyncio.subprocess.Process) -> None:
+    """ssh, and whatever it started, ended (killed if still running: it leads a session of its own, so its process
+    group is killed) and reaped, and its pipes read to their end, each within REAP_TIMEOUT: asyncio then closes the
+    process's transport while the loop runs. Left open after a time-out (a child of ssh holding its pipes), the
+    collector closed it once the loop had, and Python printed "Exception ignored ... Event loop is closed"."""
+    if proc.returncode is None:  # (not reaped: its process group is still there to be killed)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(proc.wait(), REAP_TIMEOUT)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    proc.stdin.close()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.gather(_drain(proc.stdout), _drain(proc.stderr)), REAP_TIMEOUT)
+
+
+async def _drain(stream: asyncio.StreamReader) -> None:
+    """Read ``stream`` to its end, keeping nothing."""
+    while await stream.read(65536):
+        pass
 
 
 async def _exchange(proc: asyncio.subprocess.Process, script: bytes) -> tuple[bytes, bytes, int]:

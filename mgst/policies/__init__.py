@@ -78,14 +78,18 @@ def policy_class(name: str) -> type:
 
 
 def summary(name: str) -> str:
-    """The first line of policy ``name``'s class docstring ('' if it has none).
+    """The first paragraph of policy ``name``'s class docstring on one line, reST markup taken out ('' if it has
+    none): ``x`` and :role:`x` read as x.
 
     A class compiled with mypyc keeps no docstring: it is then read from the module's source.
     """
+    import re  # noqa: PLC0415
+
     cls = policy_class(name)
     doc = cls.__doc__ or _source_docstring(cls)
-    lines = doc.strip().splitlines()
-    return lines[0] if lines else ""
+    paragraph = " ".join(doc.strip().split("\n\n", 1)[0].split())
+    paragraph = re.sub(r":[\w:]+:`~?([^`]*)`", r"\1", paragraph)
+    return re.sub(r"``([^`]*)``", r"\1", paragraph)
 
 
 def _source_docstring(cls: type) -> str:

@@ -15,8 +15,9 @@ class FCFS(Policy):
     """First come, first served over all classes.
 
     Idle machines wait in the core's ready queue in request order, so an arriving
-    job goes to the machine that has waited longest (the rotating server queue of
-    POLICIES.md). A machine never gets a class whose nominal rate on it is zero.
+    job goes to the machine that has waited longest (the rotating server queue:
+    mgst's reading of Kondo et al.'s undefined FCFS, docs/readings.md). A machine
+    never gets a class whose nominal rate on it is zero.
     """
 
     name = "fcfs"

@@ -25,7 +25,7 @@ class Measures:
     scale: tuple[tuple[str, float], ...] = ()  # metric -> the factor its plots multiply it by (a fraction as %)
 
 
-# Seed 000's Bag-of-Tasks measures (mgst.sim.bag_cell.simulate_cell): AVT, makespan, waiting time and RWT.
+# Anglano & Canonico's Bag-of-Tasks measures (mgst.sim.bag_cell.simulate_cell): AVT, makespan, waiting time and RWT.
 BOT_MEASURES = Measures(
     columns=("avt", "avt_ci", "makespan", "makespan_ci", "waiting", "waiting_ci", "rwt", "bags", "tasks",
              "unbounded", "wall_s"),
@@ -66,7 +66,7 @@ class Scenario:
     every default filled in. One figure is drawn per combination of ``panels``, with one bar
     group per value of ``groups`` (per combination of them, if several) and one bar per value of ``bars``.
 
-    The rest is optional (the defaults are seed 000's Bag-of-Tasks sweep): ``cell`` computes a cell
+    The rest is optional (the defaults are Anglano & Canonico's Bag-of-Tasks sweep): ``cell`` computes a cell
     (None: mgst.sim.bag_cell.simulate_cell), ``measures`` says what it returns; ``per_replication``
     makes each replication its own Experiment (``build`` then gets the replication index in place of
     the count); ``prepare(values, options, out_dir)`` makes what the cells share in the sweep's folder

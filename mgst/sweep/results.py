@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from mgst.bounded_read import read_text
 from mgst.intervals import mean_ci
 from mgst.scenarios import BOT_MEASURES, Measures
 
@@ -25,6 +26,7 @@ ERROR = "error"
 PLOTTED = BOT_MEASURES.summarised
 GROWING = BOT_MEASURES.growing
 MAX_ERROR = 500  # characters of an error message kept in the CSV
+MAX_RESULTS_BYTES = 256 << 20  # sweep.csv read back: 256 MiB (a row is some 200 bytes)
 TRUE = ("true", "1")  # how an `unbounded` field may say so
 
 
@@ -60,9 +62,13 @@ class ResultLog:
         self._file: io.TextIOBase | None = None
 
     def open(self) -> dict[tuple[str, ...], dict[str, str]]:
-        """Read the finished cells (key -> row) and get ready to append."""
+        """Read the finished cells (key -> row) and get ready to append; ValueError for a file that cannot be read
+        back (not a regular file, larger than MAX_RESULTS_BYTES, not UTF-8) or is another sweep's."""
         if self.path.exists():
-            text = self.path.read_text(encoding="utf-8")
+            try:
+                text = read_text(self.path, MAX_RESULTS_BYTES)
+            except (OSError, UnicodeDecodeError) as e:
+                raise ValueError(f"{self.path} cannot be read back ({e}): choose another folder") from None
             complete = text if text.endswith("\n") else text[: text.rfind("\n") + 1]
             reader = csv.DictReader(io.StringIO(complete))
             header = reader.fieldnames or []

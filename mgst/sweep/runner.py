@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mgst.bounded_read import read_text
 from mgst.config import ConfigError
 from mgst.model import BagList, BagStream, Experiment, PoissonClasses
 from mgst.process_pool import InterruptiblePool
@@ -26,6 +27,7 @@ log = logging.getLogger(__name__)
 
 CellFn = Callable[[Experiment, int], Mapping[str, Any]]
 MANIFEST = "sweep.json"
+MAX_MANIFEST_BYTES = 16 << 20  # sweep.json read back: 16 MiB (a sweep's settings are some kilobytes)
 CSV = "sweep.csv"
 SUMMARY = "summary.csv"
 PLOTS = "plots"
@@ -101,7 +103,10 @@ def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, workers: int = 1, 
     scenario = spec.scenario
     measures = scenario.measures
     if scenario.prepare is not None:  # what the cells share (files in the sweep's folder), made once
-        spec = dataclasses.replace(spec, options=scenario.prepare(dict(spec.axes), spec.options, out))
+        try:
+            spec = dataclasses.replace(spec, options=scenario.prepare(dict(spec.axes), spec.options, out))
+        except ValueError as e:  # (options that cannot make what the cells share: a platform too large)
+            raise ConfigError("options", str(e), str(spec.path) if spec.path is not None else None) from None
     cells = spec.cells()
     results = ResultLog(out / CSV, spec.columns, measures.columns)
     try:
@@ -218,7 +223,7 @@ def _claim(out: Path, spec: SweepSpec) -> None:
     mine = spec.manifest()
     if path.exists():
         try:
-            theirs = json.loads(path.read_text(encoding="utf-8"))
+            theirs = json.loads(read_text(path, MAX_MANIFEST_BYTES))
         except (OSError, ValueError) as e:
             raise ConfigError("--out", f"{path} cannot be read ({e}); choose another folder") from None
         if theirs != mine:

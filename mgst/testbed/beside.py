@@ -26,6 +26,8 @@ from mgst.results import Summary, format_table
 from mgst.sim.replications import run_simulation
 from mgst.testbed.finite_workload import FiniteWindow, bag_makespans, finite_window, format_bag_makespans
 from mgst.testbed.gap import Gap, find_gap
+from mgst.testbed.report import FILENAME as REPORT
+from mgst.testbed.report import write_report
 from mgst.testbed.run_result import TestbedRun
 from mgst.testbed.summary import summarize_testbed, testbed_bags, write_testbed_outputs
 
@@ -34,6 +36,11 @@ log = logging.getLogger(__name__)
 # What summary.json's warnings say when the simulation beside a run was interrupted.
 SKIPPED = ("the simulation beside the run was interrupted: the testbed's results are written without it "
            "('mgst export {out}' simulates and compares again)")
+
+
+class OutputsNotWritten(Exception):
+    """A run's output files could not be written (a folder where one goes, a full disk); the journal keeps the run,
+    and `mgst export DIR` writes them again."""
 
 
 @dataclass(slots=True)
@@ -68,7 +75,8 @@ def simulate_beside(run: TestbedRun, testbed: Summary, *, replications: int | No
 def finish_outputs(run: TestbedRun, out: Path, *, simulate: bool = True, replications: int | None = None,
                    imports: tuple[str, ...] = ()) -> Beside:
     """Summarise the run, simulate it (``simulate``), compare, find the gap's causes, and write jobs.csv,
-    machines.csv, machine_periods.csv, summary.csv, bags.csv (bags), summary.json and comparison.png."""
+    machines.csv, machine_periods.csv, summary.csv, bags.csv (bags), summary.json, comparison.png and
+    report.html (mgst.testbed.report)."""
     imports = imports or run.imports
     testbed, extras = summarize_testbed(run)
     sim = gap = None
@@ -93,13 +101,24 @@ def finish_outputs(run: TestbedRun, out: Path, *, simulate: bool = True, replica
                 extras["bag_makespans"] = bag_makespans(testbed_bags(run, keep_rows=True).rows, sim_bags)
         gap = find_gap(run, testbed, sim)
         extras["gap"] = gap.as_dict()
-    summary = write_testbed_outputs(run, testbed, extras, out)
-    files = ["jobs.csv", "machines.csv", "machine_periods.csv", "summary.csv", "summary.json"]
-    if testbed.bags is not None:
-        files.append("bags.csv")
-    if sim is not None:
-        (plot_bag_comparison if testbed.bags is not None else plot_comparison)(testbed, sim, out / "comparison.png")
-        files.append("comparison.png")
+    try:
+        summary = write_testbed_outputs(run, testbed, extras, out)
+        files = ["jobs.csv", "machines.csv", "machine_periods.csv", "summary.csv", "summary.json"]
+        if testbed.bags is not None:
+            files.append("bags.csv")
+        if sim is not None:
+            plot = plot_bag_comparison if testbed.bags is not None else plot_comparison
+            plot(testbed, sim, out / "comparison.png")
+            files.append("comparison.png")
+    except OSError as e:
+        where = e.filename or out
+        raise OutputsNotWritten(f"cannot write {where}: {e.strerror or e} (the journal keeps the run: 'mgst export "
+                                f"{out}' writes its files again)") from None
+    try:
+        write_report(run, summary, out)
+        files.append(REPORT)
+    except Exception:  # (the results are written: a page that cannot be made loses none of them)
+        log.exception("%s/%s could not be written", out, REPORT)
     return Beside(run, testbed, sim, gap, summary, files)
 
 

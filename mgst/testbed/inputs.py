@@ -5,9 +5,11 @@ from __future__ import annotations
 import hashlib
 
 from mgst.availability.registry import input_files
+from mgst.bounded_read import FileReadError, open_regular, size_text
 from mgst.model import Experiment, SwfTrace
 
 _CHUNK = 1 << 20
+MAX_INPUT_BYTES = 2 << 30  # the largest an input may be read (a SWF trace's bound; a trace's is 1 GiB)
 
 
 def experiment_inputs(experiment: Experiment) -> tuple[str, ...]:
@@ -19,10 +21,15 @@ def experiment_inputs(experiment: Experiment) -> tuple[str, ...]:
 
 
 def digest(path: str) -> str:
-    """The SHA-256 of a file's bytes (hex); OSError if it cannot be read."""
+    """The SHA-256 of a file's bytes (hex); OSError if it cannot be read, is not a regular file (a FIFO is refused,
+    not waited on) or holds more than MAX_INPUT_BYTES."""
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    read = 0
+    with open_regular(path) as f:
         while chunk := f.read(_CHUNK):
+            read += len(chunk)
+            if read > MAX_INPUT_BYTES:
+                raise FileReadError(f"larger than {size_text(MAX_INPUT_BYTES)}")
             h.update(chunk)
     return h.hexdigest()
 

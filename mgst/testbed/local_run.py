@@ -7,11 +7,12 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+import psutil
 
 from mgst.config import ConfigError
 from mgst.core.state import MachineState
@@ -20,6 +21,7 @@ from mgst.netem.links import LabNetwork, NetworkError, totals
 from mgst.netem.spec import NetworkSpec
 from mgst.testbed.beside import Beside, finish_outputs
 from mgst.testbed.mapper import Mapper
+from mgst.testbed.run_keys import make_key_folder, remove_stale
 from mgst.wire import security
 
 log = logging.getLogger(__name__)
@@ -30,6 +32,27 @@ EXIT_GRACE = 5.0
 TERM_GRACE = 5.0
 # Seconds between looks at the network relay during a run (a crashed relay stops the run this soon).
 RELAY_WATCH = 0.2
+# What one local puller process takes: 44 MB resident as measured (31 MB of it its own, the rest shared libraries),
+# idle or emulating jobs; a little above. The pullers of a run may take at most MEMORY_SHARE of the memory available
+# when it starts: the mapper, the simulation beside the run and the rest of the machine keep the remainder.
+PULLER_MEMORY = 45 << 20
+MEMORY_SHARE = 0.8
+
+
+class PullerStartError(OSError):
+    """A local puller process could not be started (the machine's limit of processes, or its memory)."""
+
+
+def check_memory_for_pullers(count: int) -> None:
+    """ConfigError naming ``machines`` if ``count`` local pullers (PULLER_MEMORY each) would take more than
+    MEMORY_SHARE of the memory available now."""
+    need = count * PULLER_MEMORY
+    available = psutil.virtual_memory().available
+    if need > MEMORY_SHARE * available:
+        raise ConfigError("machines", f"{count:,} local pullers need about {need / 1e9:.1f} GB ({PULLER_MEMORY >> 20} "
+                                      f"MiB each), and this machine has {available / 1e9:.1f} GB available: run fewer "
+                                      "machines here, or their pullers on lab machines ('mgst lab up', then "
+                                      "'mgst mapper')")
 
 
 def start_pullers(endpoint: str, names: list[str], log_path: Path, verbose: bool = False,
@@ -38,7 +61,8 @@ def start_pullers(endpoint: str, names: list[str], log_path: Path, verbose: bool
                   network: LabNetwork | None = None) -> list[subprocess.Popen]:
     """One puller process per name, logging to ``log_path``; with ``keys`` (a folder made by
     security.create_keys) each uses its own key, else they connect without CURVE. ``slots``: each
-    machine's slots (default 1). ``network``: each runs in its machine's namespace of it.
+    machine's slots (default 1). ``network``: each runs in its machine's namespace of it. PullerStartError if one
+    cannot be started (those started are stopped).
 
     Each puller leads a process group of its own: Ctrl-C in the terminal (SIGINT to the foreground group) reaches
     the mapper alone, which drains, says bye, and then stops them (:func:`stop_pullers`); in the terminal's group
@@ -53,7 +77,12 @@ def start_pullers(endpoint: str, names: list[str], log_path: Path, verbose: bool
                     *(["-v"] if verbose else [])]
             if network is not None:
                 argv = network.argv(i, argv)
-            procs.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, process_group=0))
+            try:
+                procs.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
+                                              process_group=0))
+            except OSError as e:  # (fork refused: the machine's limit of processes, or memory)
+                raise PullerStartError(f"cannot start the puller of {name} ({i + 1} of {len(names)}): "
+                                       f"{e.strerror or e}") from None
         return procs
     except BaseException:  # (a puller that cannot be started): those started are not the caller's to stop
         stop_pullers(procs, grace=0.0)
@@ -139,13 +168,16 @@ def run_local(
     which the journal's must match), with new pullers and keys."""
     names = [m.name for m in experiment.machines]
     # Checked before anything is created (the mapper creates ``out`` and its journal once it has bound).
+    check_memory_for_pullers(len(names))
     allow = local_allow_list(experiment, executor if executor is not None else experiment.testbed.executor)
     net = None
     failed = False  # the network relay ended during the run
     if network is not None:
         network.check_machines(names)
         net = LabNetwork(network, names, experiment.simulation.seed if seed is None else seed)
-    key_dir = None if insecure else Path(tempfile.mkdtemp(prefix="mgst-keys-"))  # 0700, removed below
+    remove_stale()  # the key folders of runs that were killed
+    # 0700, its name holds this process's pid: removed below, or by the next run if this process is killed
+    key_dir = None if insecure else make_key_folder()
     try:
         if net is not None:
             net.start()
@@ -167,9 +199,13 @@ def run_local(
         run = None
         watch = _watch_relay(net, mapper) if net is not None else None
         try:
-            procs = start_pullers(mapper.endpoint, names, out / "pullers.log", keys=key_dir,
-                                  extra=allow,
-                                  slots=[m.slots for m in experiment.machines], network=net)
+            try:
+                procs = start_pullers(mapper.endpoint, names, out / "pullers.log", keys=key_dir,
+                                      extra=allow,
+                                      slots=[m.slots for m in experiment.machines], network=net)
+            except BaseException:  # (the run never began: its socket closed, its journal removed)
+                mapper.close()
+                raise
             run = mapper.run()
         finally:
             stop_pullers(procs, grace=EXIT_GRACE if run is not None else 0.0, down=_down_at_end(mapper))

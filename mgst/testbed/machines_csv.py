@@ -16,7 +16,7 @@ MACHINE_COLUMNS = (
     "Up (s)", "Down Periods", "Registrations", "Refusals", "Suspicions", "Time-outs", "Clock Offset (s)",
     "Min RTT (s)", "Calibrated Speed (it/s)",
 )
-PERIOD_COLUMNS = ("Machine", "Up From", "Down At", "Up (s)", "Ended By")
+PERIOD_COLUMNS = ("Machine", "Up From", "Up To", "Up (s)", "Ended By")  # Up To: down, or the run's end
 
 
 def state_at_end(m: MachineLog) -> str:
@@ -67,5 +67,6 @@ def write_periods_csv(run: TestbedRun, path: Path) -> None:
             for up, down in m.periods:
                 if up is None:
                     continue
-                length = (down if down is not None else run.end) - up
-                w.writerow([m.name, wall_iso(up), wall_iso(down), f"{length:.3f}", _ended_by(m, down, outage_starts)])
+                until = down if down is not None else run.end
+                w.writerow([m.name, wall_iso(up), wall_iso(until), f"{until - up:.3f}",
+                            _ended_by(m, down, outage_starts)])

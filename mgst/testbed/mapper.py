@@ -42,6 +42,7 @@ from mgst.testbed.run_clock import RunClock, WallTimers
 from mgst.testbed.run_dir import NewRunDir
 from mgst.testbed.run_result import TestbedRun, drain_bound, finish_run
 from mgst.testbed.store import JournalWriteError, RunStore
+from mgst.testbed.wire_availability import availability_forms, availability_until
 from mgst.wire import protocol as P
 from mgst.wire import security
 from mgst.wire.drops import DropLog
@@ -59,7 +60,7 @@ PAUSE_REASON_MAX = 400
 # Rounds of committing and sending in one flush: a failed send may decide more (a machine gone).
 FLUSH_ROUNDS = 100
 # An interrupted run (Ctrl-C, SIGTERM) drains for at most this long (s), not the run's drain time-out (30 s or
-# more): the user wants out, and issue 21 asks for the end within 10 s; the jobs still unfinished are cut off.
+# more): the user wants out, and should have it within 10 s; the jobs still unfinished are cut off.
 INTERRUPT_DRAIN = 4.0
 
 
@@ -142,10 +143,9 @@ class Mapper:
         self.drain_timeout = drain_timeout if drain_timeout is not None else drain_bound(experiment, self.time_unit)
         # Each machine's availability as its puller plays it (mgst.availability: a trace is sent over the run's
         # length, its generation and drain), made once: a law the wire cannot carry is refused here, not later.
-        self.availability_until = (self.duration + self.drain_timeout) / self.time_unit
-        until = self.availability_until
-        self.availability_forms = ([availability.to_wire(experiment, j, self.seed, until)
-                                    for j in range(len(experiment.machines))] if self.failures else None)
+        self.availability_until = availability_until(experiment, self.duration, self.time_unit, self.drain_timeout)
+        self.availability_forms = (availability_forms(experiment, self.seed, self.availability_until) if self.failures
+                                   else None)
         # Bound before the journal is created: a bind refused leaves no journal behind (that would refuse the retry).
         self.router = Router(bind, keys, context, len(experiment.machines))
         self.endpoint = self.router.endpoint

@@ -20,6 +20,7 @@ from mgst.streams import Purpose, python_random
 from mgst.testbed.core_events import UnknownEvent, from_legacy, from_plain
 from mgst.testbed.experiment_codec import from_plain as experiment_from_plain
 from mgst.testbed.journal import Journal
+from mgst.testbed.run_settings import check_settings
 from mgst.testbed.store import FILENAME, RunStore, StoreError
 
 
@@ -47,9 +48,10 @@ def open_store(folder: Path, journal: str = FILENAME) -> tuple[RunStore, dict[st
     store = RunStore(folder / journal, create=False)
     try:
         meta = store.meta()
-        missing = {"experiment", "seed", "time_unit"} - meta.keys()
+        missing = {"experiment", "seed", "time_unit", "duration"} - meta.keys()
         if missing:
             raise StoreError(f"{store.path}: the run's settings are incomplete (no {', '.join(sorted(missing))})")
+        check_settings(meta, str(store.path))
         experiment = experiment_from_plain(meta["experiment"])
         policies.import_modules(meta.get("imports", []))
     except BaseException:

@@ -58,6 +58,8 @@ class Router:
             self.socket.setsockopt(zmq.MAXMSGSIZE, P.MAX_FRAME)
             self.socket.setsockopt(zmq.RCVHWM, RCVHWM)
             self.socket.setsockopt(zmq.BACKLOG, max(LISTEN_BACKLOG, machines))
+            if security.needs_ipv6(bind):
+                self.socket.setsockopt(zmq.IPV6, 1)
             if keys is not None:
                 security.secure_server(self.socket, keys)
             try:

@@ -122,7 +122,15 @@ class RunStore:
             raise
 
     def meta(self) -> dict[str, Any]:
-        return {k: json.loads(v) for k, v in self._db.execute("SELECT key, value FROM meta")}
+        """The settings; StoreError naming one that is not JSON (the file was edited or damaged)."""
+        out = {}
+        for k, v in self._db.execute("SELECT key, value FROM meta"):
+            try:
+                out[k] = json.loads(v)
+            except (TypeError, ValueError):
+                raise StoreError(f"{self.path}: the run's setting {str(k)[:60]!r} is not JSON: the journal was edited "
+                                 "or damaged") from None
+        return out
 
     # ------------------------------------------------------------------ events
 

@@ -74,6 +74,11 @@ def wall_iso_offset(t: float) -> str:
     return dt.datetime.fromtimestamp(t).astimezone().isoformat(sep=" ", timespec="microseconds")
 
 
+def local_utc_offset(t: float) -> str:
+    """The local time's UTC offset at wall time ``t``, as ISO 8601 writes it (+HH:MM)."""
+    return dt.datetime.fromtimestamp(t).astimezone().isoformat()[-6:]
+
+
 def counted_jobs(run: TestbedRun) -> set[int]:
     """The jobs the statistics count: done, submitted in [warm-up, horizon), and not caught in a
     mapper outage (their times would include it)."""
@@ -162,6 +167,9 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
         "security": run.security,
         "insecure": run.security != "curve",
         "aborted": run.aborted,
+        # the UTC offset of the local times in jobs.csv and machine_periods.csv (which spreadsheets read as they
+        # are, without one), at the run's start
+        "local_time_utc_offset": local_utc_offset(run.t0),
         # ISO 8601 local times with their UTC offset (jobs.csv's local times, made unambiguous)
         "outages": [{"from": wall_iso_offset(a), "to": wall_iso_offset(b), "seconds": round(b - a, 6)}
                     for a, b in run.journal.outages],

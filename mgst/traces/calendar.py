@@ -13,6 +13,10 @@ BUSINESS_OPEN = 9 * 3600.0  # 09:00, seconds into the day
 BUSINESS_CLOSE = 17 * 3600.0  # 17:00
 
 
+class NoBusinessHours(ValueError):
+    """No weekday business-hours instant lies far enough before a trace's end (for the longest task asked)."""
+
+
 def is_weekday(day: int) -> bool:
     """Day ``day`` (0 = the trace's first Monday) is Monday to Friday."""
     return day % WEEK_DAYS < WORK_DAYS
@@ -37,8 +41,12 @@ def next_opening(t: float) -> float:
 def business_windows(span: float, *, margin: float = 0.0) -> list[tuple[float, float]]:
     """The weekday [09:00, 17:00) windows of [0, span - margin), clipped to it (empty ones left out)."""
     end = span - margin
+    if not end > 0:  # (a margin as long as the trace or longer, an infinite one included)
+        return []
+    if math.isinf(end):
+        raise ValueError("an endless trace has no list of business hours")
     windows = []
-    for day in range(max(0, math.ceil(end / DAY))):
+    for day in range(math.ceil(end / DAY)):
         if not is_weekday(day):
             continue
         left, right = day * DAY + BUSINESS_OPEN, min(day * DAY + BUSINESS_CLOSE, end)
@@ -49,12 +57,13 @@ def business_windows(span: float, *, margin: float = 0.0) -> list[tuple[float, f
 
 def business_starts(span: float, n: int, seed: int, *, margin: float) -> list[float]:
     """``n`` start points (trace seconds, whole seconds), uniform over the weekday business-hours instants of
-    [0, span) that lie at least ``margin`` seconds before ``span``; ValueError if there is no such instant."""
+    [0, span) that lie at least ``margin`` seconds before ``span``; NoBusinessHours if there is no such instant."""
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
     windows = business_windows(span, margin=margin)
     if not windows:
-        raise ValueError(f"no weekday business hours in a trace of {span:g} s at least {margin:g} s before its end")
+        raise NoBusinessHours(f"no weekday business hours in a trace of {span:g} s at least {margin:g} s before its "
+                              "end")
     left = np.array([w[0] for w in windows])
     lengths = np.array([w[1] - w[0] for w in windows])
     cumulative = np.cumsum(lengths)
@@ -66,5 +75,5 @@ def business_starts(span: float, n: int, seed: int, *, margin: float) -> list[fl
     return np.floor(left[k] + within).tolist()  # (windows open on whole seconds: floor stays inside)
 
 
-__all__ = ["BUSINESS_CLOSE", "BUSINESS_OPEN", "DAY", "business_starts", "business_windows", "is_business",
-           "next_opening"]
+__all__ = ["BUSINESS_CLOSE", "BUSINESS_OPEN", "DAY", "NoBusinessHours", "business_starts", "business_windows",
+           "is_business", "next_opening"]

@@ -1,7 +1,7 @@
 """The SDSC-like availability law (fitted to Kondo et al.'s 6.33/13.2/22 % failure rates) and the clock-rate laws
 of the four platforms: one host's trace and a platform's clock rates, reproducible from a seed.
 
-docs/traces.md states the law and its fit; /work/baseline/kondo/platform.md derived it.
+docs/traces.md states the law and how it was fitted.
 """
 
 from __future__ import annotations

@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from mgst.availability.trace_files import TraceError, check_host_names
+from mgst.availability.trace_files import TraceError, check_host_names, data_lines
 
 MAX_HOST_LINES = 1_000_000
-MAX_LINE = 1024  # characters; a line is ~12
+MAX_LINE = 1024  # bytes; a line is ~12
+MAX_HOSTS_BYTES = 64 << 20  # 64 MiB
 
 
 def write_hosts(clock_ghz: dict[str, float], path: Path) -> None:
@@ -23,22 +24,9 @@ def read_hosts(path: Path) -> dict[str, float]:
     """Host -> clock rate (GHz, > 0), in file order; a first line ``host,clock_ghz`` is a header, blank lines and
     ``#`` comments are skipped. TraceError naming the file and line for a malformed one."""
     where = str(path)
-    try:
-        text = path.read_text(encoding="ascii")
-    except UnicodeDecodeError:
-        raise TraceError(where, None, "not ASCII") from None
-    except OSError as e:
-        raise TraceError(where, None, f"cannot read: {e.strerror or e}") from None
     clocks: dict[str, float] = {}
     first = True
-    for number, raw in enumerate(text.splitlines(), 1):
-        if number > MAX_HOST_LINES:
-            raise TraceError(where, None, f"more than {MAX_HOST_LINES:,} lines")
-        if len(raw) > MAX_LINE:
-            raise TraceError(where, number, f"longer than {MAX_LINE} characters")
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
+    for number, line in data_lines(path, max_line=MAX_LINE, max_lines=MAX_HOST_LINES, max_bytes=MAX_HOSTS_BYTES):
         fields = [f.strip() for f in line.split(",")]
         if first and [f.lower() for f in fields] == ["host", "clock_ghz"]:
             first = False

@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from mgst.availability.trace_files import (
+    CSV_HEADER,
+    MAX_TRACE_LINES,
     Intervals,
     TraceError,
+    csv_rows,
+    fta_rows,
     guess_format,
     read_trace,
     write_csv_trace,
     write_fta_trace,
 )
-from mgst.traces.calendar import DAY, business_starts
+from mgst.bounded_read import read_text
+from mgst.traces.calendar import DAY, business_starts, is_weekday
 from mgst.traces.generator import CLOCK_LAWS, KINDS, SDSC_LAW, clock_rates, host_intervals
 from mgst.traces.hosts_file import read_hosts, write_hosts
 
@@ -27,6 +33,16 @@ PLATFORM_JSON = "platform.json"
 TRACE_NAMES = (AVAILABILITY_CSV, AVAILABILITY_CSV + ".gz", AVAILABILITY_FTA, AVAILABILITY_FTA + ".gz")
 MAX_HOSTS = 100_000  # a bound on a generated platform (220 is the slides')
 MAX_DAYS = 3650
+# A generated platform's trace must read back: at most MAX_TRACE_LINES intervals. Its size is estimated before it is
+# made from the intervals a host has per day under the SDSC-like law (measured: 52 a weekday, 26 a weekend day, 43.8
+# over a week; these are a little above), and checked again as it is written.
+INTERVALS_PER_WEEKDAY, INTERVALS_PER_WEEKEND_DAY = 55, 28
+MAX_PLATFORM_INTERVALS = MAX_TRACE_LINES
+
+
+class PlatformTooLarge(ValueError):
+    """A platform whose trace would hold more intervals than a trace may (MAX_PLATFORM_INTERVALS)."""
+MAX_META_BYTES = 1 << 20  # platform.json: some 600 bytes as written
 
 
 @dataclass(frozen=True)
@@ -47,15 +63,32 @@ def host_names(hosts: int) -> list[str]:
     return [f"h{k + 1:0{width}d}" for k in range(hosts)]
 
 
-def generate_platform(kind: str, *, hosts: int = 220, days: int = 28, seed: int = 1) -> Platform:
-    """Platform ``kind`` (one of KINDS): ``hosts`` hosts over ``days`` days from a Monday 00:00, the SDSC-like
-    availability law and the kind's clock rates. Host k's availability depends on (seed, k) only."""
+def estimated_intervals(hosts: int, days: int) -> int:
+    """About how many intervals (lines) the trace of ``hosts`` hosts over ``days`` days has, a little above the mean."""
+    weekdays = sum(1 for day in range(days) if is_weekday(day))
+    return hosts * (weekdays * INTERVALS_PER_WEEKDAY + (days - weekdays) * INTERVALS_PER_WEEKEND_DAY)
+
+
+def check_platform(kind: str, hosts: int, days: int) -> None:
+    """ValueError for an unknown kind, hosts or days out of bounds; PlatformTooLarge if the trace would be over
+    MAX_PLATFORM_INTERVALS lines (estimated_intervals)."""
     if kind not in KINDS:
         raise ValueError(f"unknown platform kind {kind!r}; one of {', '.join(KINDS)}")
     if not 1 <= hosts <= MAX_HOSTS:
         raise ValueError(f"hosts must be in 1..{MAX_HOSTS:,}, got {hosts}")
     if not 1 <= days <= MAX_DAYS:
         raise ValueError(f"days must be in 1..{MAX_DAYS}, got {days}")
+    estimate = estimated_intervals(hosts, days)
+    if estimate > MAX_PLATFORM_INTERVALS:
+        raise PlatformTooLarge(f"{hosts:,} hosts over {days:,} days make some {estimate:,} intervals; a trace holds "
+                               f"at most {MAX_PLATFORM_INTERVALS:,}, to be read back: give fewer hosts or days")
+
+
+def generate_platform(kind: str, *, hosts: int = 220, days: int = 28, seed: int = 1) -> Platform:
+    """Platform ``kind`` (one of KINDS): ``hosts`` hosts over ``days`` days from a Monday 00:00, the SDSC-like
+    availability law and the kind's clock rates. Host k's availability depends on (seed, k) only. In memory (some
+    280 MB per million intervals): write_generated_platform writes one without holding it."""
+    check_platform(kind, hosts, days)
     span = days * DAY
     names = host_names(hosts)
     clocks = clock_rates(kind, hosts, seed)
@@ -72,14 +105,58 @@ def write_platform(platform: Platform, directory: Path | str, *, fta: bool = Fal
     write_hosts(platform.clock_ghz, out / HOSTS_CSV)
     if fta:
         write_fta_trace(platform.intervals, out / AVAILABILITY_FTA)
-    meta = {"kind": platform.name, "hosts": len(platform.clock_ghz), "span_s": platform.span,
-            "days": platform.span / DAY, "start": "Monday 00:00 (trace second 0)",
-            "clock_law": CLOCK_LAWS.get(platform.name), "availability_law": SDSC_LAW.as_plain(),
-            "files": {"trace": AVAILABILITY_CSV, "hosts": HOSTS_CSV, **({"fta": AVAILABILITY_FTA} if fta else {})}}
-    if platform.seed is not None:
-        meta["seed"] = platform.seed
-    (out / PLATFORM_JSON).write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+    _write_meta(out, platform.name, len(platform.clock_ghz), platform.span, platform.seed, fta)
     return out
+
+
+def write_generated_platform(kind: str, directory: Path | str, *, hosts: int = 220, days: int = 28, seed: int = 1,
+                             fta: bool = False) -> int:
+    """write_platform(generate_platform(...)), the same files, made host by host: one host's trace in memory at a
+    time. Checked first (check_platform: nothing is made for a platform too large), and as it is written: a trace
+    reaching MAX_PLATFORM_INTERVALS after all is PlatformTooLarge, its files removed. The intervals written."""
+    check_platform(kind, hosts, days)
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    names, span = host_names(hosts), days * DAY
+    written = []
+    intervals = 0
+    try:
+        with contextlib.ExitStack() as files:
+            written.append(out / AVAILABILITY_CSV)
+            trace = files.enter_context(open(written[-1], "w", encoding="ascii"))
+            trace.write(",".join(CSV_HEADER) + "\n")
+            if fta:
+                written.append(out / AVAILABILITY_FTA)
+                events = files.enter_context(open(written[-1], "w", encoding="ascii"))
+            event = 1
+            for k, name in enumerate(names):
+                items = host_intervals(seed, k, span)
+                intervals += len(items)
+                if intervals > MAX_PLATFORM_INTERVALS:
+                    raise PlatformTooLarge(f"the trace of {hosts:,} hosts over {days:,} days reached "
+                                           f"{MAX_PLATFORM_INTERVALS:,} intervals at host {k + 1:,}, the most a trace "
+                                           "holds to be read back: give fewer hosts or days")
+                trace.writelines(csv_rows(name, items))
+                if fta:
+                    rows = fta_rows(k, name, items, event)
+                    events.writelines(rows)
+                    event += len(rows)
+    except BaseException:
+        for path in written:
+            path.unlink(missing_ok=True)
+        raise
+    write_hosts(dict(zip(names, clock_rates(kind, hosts, seed))), out / HOSTS_CSV)
+    _write_meta(out, kind, hosts, span, seed, fta)
+    return intervals
+
+
+def _write_meta(out: Path, name: str, hosts: int, span: float, seed: int | None, fta: bool) -> None:
+    meta = {"kind": name, "hosts": hosts, "span_s": span, "days": span / DAY, "start": "Monday 00:00 (trace second 0)",
+            "clock_law": CLOCK_LAWS.get(name), "availability_law": SDSC_LAW.as_plain(),
+            "files": {"trace": AVAILABILITY_CSV, "hosts": HOSTS_CSV, **({"fta": AVAILABILITY_FTA} if fta else {})}}
+    if seed is not None:
+        meta["seed"] = seed
+    (out / PLATFORM_JSON).write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
 
 
 def _meta(directory: Path) -> dict:
@@ -87,7 +164,7 @@ def _meta(directory: Path) -> dict:
     if not path.exists():
         return {}
     try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
+        meta = json.loads(read_text(path, MAX_META_BYTES))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise TraceError(str(path), None, f"cannot read: {e}") from None
     if not isinstance(meta, dict):
@@ -149,6 +226,7 @@ def load_platform(path: Path | str, *, fmt: str | None = None, hosts_file: Path 
     return Platform(where.name, clocks, {h: intervals.get(h, []) for h in clocks}, span)
 
 
-# business_starts is the calendar's, offered here with the rest of the platform interface (issue 23).
-__all__ = ["AVAILABILITY_CSV", "AVAILABILITY_FTA", "HOSTS_CSV", "PLATFORM_JSON", "Platform", "business_starts",
-           "generate_platform", "host_names", "load_platform", "read_platform", "trace_clocks", "write_platform"]
+# business_starts is the calendar's, offered here with the rest of the platform interface.
+__all__ = ["AVAILABILITY_CSV", "AVAILABILITY_FTA", "HOSTS_CSV", "PLATFORM_JSON", "Platform", "PlatformTooLarge",
+           "business_starts", "check_platform", "estimated_intervals", "generate_platform", "host_names",
+           "load_platform", "read_platform", "trace_clocks", "write_generated_platform", "write_platform"]

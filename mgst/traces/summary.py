@@ -20,6 +20,14 @@ Z95 = 1.959963984540054  # the standard normal's 97.5 % quantile: two-sided 95 %
 QUANTILES = (0.1, 0.5, 0.9, 0.99)
 DEFAULT_TASK_MINUTES = (5.0, 15.0, 35.0)  # the slides' calibration task sizes (dedicated 1.5 GHz host)
 DEFAULT_STARTS = 200_000  # task starts drawn per summary (on up hosts: about 80 % of draws are)
+# What a summary goes through, checked before it starts: per_hour walks every hour of every host (some 3 s per
+# 100,000,000 host-hours), business_windows every day of the trace.
+MAX_SPAN_DAYS = 36_525  # 100 years
+MAX_HOST_HOURS = 500_000_000  # e.g. 10,000 hosts over 5.7 years
+
+
+class TooLargeToSummarise(ValueError):
+    """A trace whose span, or hosts times hours, is beyond what a summary goes through."""
 
 
 @dataclass(frozen=True)
@@ -165,9 +173,24 @@ def clock_summary(clock_ghz: dict[str, float]) -> dict[str, float] | None:
             "max": float(c.max())}
 
 
+def check_size(platform: Platform) -> None:
+    """TooLargeToSummarise if the platform spans more than MAX_SPAN_DAYS, or more than MAX_HOST_HOURS host-hours."""
+    days = platform.span / DAY
+    if not days <= MAX_SPAN_DAYS:
+        raise TooLargeToSummarise(f"the trace spans {days:.4g} days; a summary covers at most {MAX_SPAN_DAYS:,} days "
+                                  "(100 years)")
+    host_hours = len(platform.intervals) * platform.span / HOUR
+    if host_hours > MAX_HOST_HOURS:
+        raise TooLargeToSummarise(f"{len(platform.intervals):,} hosts over {platform.span / HOUR:,.0f} hours are "
+                                  f"{host_hours:.3g} host-hours; a summary goes through at most {MAX_HOST_HOURS:,}: "
+                                  "summarise part of the trace")
+
+
 def summarise(platform: Platform, task_minutes: Sequence[float] = DEFAULT_TASK_MINUTES, *,
               starts: int = DEFAULT_STARTS, seed: int = 1) -> dict:
-    """The whole summary, as plain JSON-able values."""
+    """The whole summary, as plain JSON-able values; TooLargeToSummarise (check_size) before any work, NoBusinessHours
+    if no task start fits before the trace's end."""
+    check_size(platform)
     arrays = [host_arrays(items) for items in platform.intervals.values()]
     return {"name": platform.name, "hosts": len(platform.intervals), "span_days": round(platform.span / DAY, 4),
             "clock_ghz": clock_summary(platform.clock_ghz) if platform.clock_ghz else None,
@@ -178,5 +201,5 @@ def summarise(platform: Platform, task_minutes: Sequence[float] = DEFAULT_TASK_M
                                   "weekday 09:00-17:00 instants on a uniform up host; 95 % Wilson intervals"}
 
 
-__all__ = ["DEFAULT_TASK_MINUTES", "HostArrays", "duration_samples", "durations", "failure_rates", "host_arrays",
-           "per_hour", "summarise", "wilson"]
+__all__ = ["DEFAULT_TASK_MINUTES", "MAX_SPAN_DAYS", "HostArrays", "TooLargeToSummarise", "check_size",
+           "duration_samples", "durations", "failure_rates", "host_arrays", "per_hour", "summarise", "wilson"]

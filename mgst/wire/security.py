@@ -17,13 +17,12 @@ mapper whose public key it holds; a fake mapper cannot finish the handshake.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import ipaddress
 import logging
 import os
 import re
-import shutil
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +30,9 @@ import zmq
 import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 from zmq.utils import z85
+
+from mgst.bounded_read import open_regular
+from mgst.wire import secret_files
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +92,12 @@ class ClientKeys:
     server_public: bytes
 
 
+def needs_ipv6(endpoint: str) -> bool:
+    """True for an endpoint whose host is an IPv6 address in brackets (tcp://[::1]:5555): its socket needs
+    ZMQ_IPV6, without which ZeroMQ neither binds nor connects to it."""
+    return endpoint.partition("://")[2].startswith("[")
+
+
 def check_endpoint(endpoint: str, *, bind: bool) -> str:
     """``endpoint`` if it is a ZeroMQ endpoint mgst can use, else ValueError saying what is wrong."""
     m = _ENDPOINT.match(endpoint)
@@ -102,6 +110,11 @@ def check_endpoint(endpoint: str, *, bind: bool) -> str:
             raise ValueError(f"{endpoint!r}: port {port} is not in 1..65535")
         if m.group(2) == "*" and not bind:
             raise ValueError(f"{endpoint!r}: a puller connects to a host name or address, not '*'")
+        if m.group(2).startswith("["):
+            try:
+                ipaddress.IPv6Address(m.group(2)[1:-1])
+            except ValueError:
+                raise ValueError(f"{endpoint!r}: {m.group(2)} is not an IPv6 address") from None
     return endpoint
 
 
@@ -128,41 +141,73 @@ def create_keys(folder: Path, pullers: list[str] | None = None, *, lab: bool = F
                 overwrite: bool = False) -> list[Path]:
     """Make the mapper's pair (unless there) and one pair per puller name, or one shared lab pair.
 
-    Returns the files written. Secret files are readable by their owner only.
-    An existing puller key is kept unless ``overwrite``.
+    Returns the files written. Each is written fresh (mgst.wire.secret_files: never through a file or symlink
+    already there), secret ones mode 0600, in folders of this user's own (made mode 0700; ``folder`` itself may be
+    a symlink of the user's, to a folder of theirs). An existing key is kept unless ``overwrite``, and only if it is
+    a private file of this user's. KeyFileError naming the path if a folder or a kept key is not as it must be.
     """
     names = [LAB] if lab else [_check_name(n) for n in (pullers or [])]
     if len(set(names)) != len(names):
         raise ValueError("a puller name is given twice")
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / AUTHORIZED).mkdir(exist_ok=True)
-    (folder / PULLERS).mkdir(exist_ok=True)
-    os.chmod(folder / PULLERS, 0o700)
-    written: list[Path] = []
-    if overwrite or not (folder / f"{MAPPER}.key_secret").exists():
-        written += _make_pair(folder, MAPPER)
-    for name in names:
-        if not overwrite and (folder / PULLERS / f"{name}.key_secret").exists():
-            continue
-        pub, sec = _make_pair(folder / PULLERS, name)
-        shutil.copyfile(pub, folder / AUTHORIZED / f"{name}.key")
-        os.remove(pub)  # the public half lives in authorized/
-        written += [folder / AUTHORIZED / f"{name}.key", sec]
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        secret_files.own_folder(folder, follow=True)
+        for sub in (AUTHORIZED, PULLERS):
+            secret_files.own_folder(folder / sub)
+        written: list[Path] = []
+        if overwrite or not secret_files.kept_secret(folder / f"{MAPPER}.key_secret"):
+            written += _make_pair(folder / f"{MAPPER}.key_secret", folder / f"{MAPPER}.key")
+        for name in names:
+            if not overwrite and secret_files.kept_secret(folder / PULLERS / f"{name}.key_secret"):
+                continue
+            # (the public half lives in authorized/, where the mapper's ZAP handler reads it)
+            written += _make_pair(folder / PULLERS / f"{name}.key_secret", folder / AUTHORIZED / f"{name}.key")
+    except secret_files.SecretFileError as e:
+        raise KeyFileError(str(e)) from None
+    except OSError as e:
+        raise KeyFileError(f"{folder}: cannot make the key folder ({e.strerror})") from None
     return written
 
 
-def _make_pair(folder: Path, name: str) -> list[Path]:
-    for suffix in (".key", ".key_secret"):
-        (folder / f"{name}{suffix}").unlink(missing_ok=True)
-    pub, sec = zmq.auth.create_certificates(str(folder), name)
-    os.chmod(sec, stat.S_IRUSR | stat.S_IWUSR)
-    return [Path(pub), Path(sec)]
+def _make_pair(secret: Path, public: Path) -> list[Path]:
+    """A new CURVE pair: the pair in ``secret`` (mode 0600), the public key in ``public``; both written fresh.
+
+    Written here rather than by ``zmq.auth.create_certificates``, which opens an existing file (or a symlink's
+    target) and leaves a new one at the umask's mode until chmod; the text is the same (zmq.auth reads it)."""
+    public_key, secret_key = zmq.curve_keypair()
+    secret_files.write_fresh(public, _certificate(public_key, None), 0o644)
+    secret_files.write_fresh(secret, _certificate(public_key, secret_key), secret_files.PRIVATE)
+    return [public, secret]
+
+
+def _certificate(public: bytes, secret: bytes | None) -> bytes:
+    """A ZeroMQ certificate file's text, as zmq.auth writes and reads it: the public key, and the secret one if
+    given."""
+    banner = ("#   ZeroMQ CURVE **Secret** Certificate\n#   DO NOT PROVIDE THIS FILE TO OTHER USERS nor change its "
+              "permissions.\n" if secret is not None else "#   ZeroMQ CURVE Public Certificate\n")
+    text = f"#   ****  Generated on {datetime.datetime.now()} by mgst  ****\n{banner}\nmetadata\ncurve\n"
+    text += f'    public-key = "{public.decode("ascii")}"\n'
+    if secret is not None:
+        text += f'    secret-key = "{secret.decode("ascii")}"\n'
+    return text.encode("ascii")
+
+
+MAX_KEY_FILE = 16 * 1024  # bytes: a certificate file is about 300
+
+
+def _read_certificate(path: Path) -> tuple[bytes, bytes | None]:
+    """zmq.auth.load_certificate of ``path``, once it is known to be a regular file of at most MAX_KEY_FILE bytes
+    (a FIFO or a device there would hang or fill the reader); OSError or ValueError otherwise."""
+    with open_regular(path) as f:
+        if os.fstat(f.fileno()).st_size > MAX_KEY_FILE:
+            raise ValueError(f"larger than {MAX_KEY_FILE} bytes: not a key file")
+    return zmq.auth.load_certificate(str(path))
 
 
 def load_pair(path: Path) -> tuple[bytes, bytes]:
     """(public, secret) from a ``.key_secret`` file."""
     try:
-        public, secret = zmq.auth.load_certificate(str(path))
+        public, secret = _read_certificate(path)
     except (OSError, ValueError) as e:
         raise KeyFileError(f"{path}: cannot read a key pair ({e})") from None
     if not secret:
@@ -173,7 +218,7 @@ def load_pair(path: Path) -> tuple[bytes, bytes]:
 def load_public(path: Path) -> bytes:
     """The public key in a ``.key`` (or ``.key_secret``) file."""
     try:
-        public, _ = zmq.auth.load_certificate(str(path))
+        public, _ = _read_certificate(path)
     except (OSError, ValueError) as e:
         raise KeyFileError(f"{path}: cannot read a public key ({e})") from None
     return public
@@ -213,19 +258,53 @@ def named_keys(keys: ServerKeys, names: dict[str, int]) -> dict[int, str]:
     return bound
 
 
+# A refused key is logged at most once per this many seconds (a puller with the wrong keys retries with back-off).
+REFUSAL_LOG_INTERVAL = 60.0
+REFUSALS_TRACKED = 1024  # keys whose last refusal is remembered (the oldest forgotten first): bounded memory
+
+
+class AuthorizedKeys:
+    """The ZAP credentials provider (zmq.auth's ``configure_curve_callback``): admits exactly the public keys of a
+    folder, read once, and logs a key it refuses, with its fingerprint, once per key and REFUSAL_LOG_INTERVAL."""
+
+    def __init__(self, folder: Path, clock=None):
+        import time  # noqa: PLC0415
+
+        self.folder = folder
+        self.admitted = frozenset(load_public(key) for key in sorted(folder.glob("*.key")))
+        self._clock = clock or time.monotonic
+        self._logged: dict[bytes, float] = {}
+        self.refused = 0
+
+    def callback(self, domain: str, key: bytes) -> bool:
+        if key in self.admitted:
+            return True
+        self.refused += 1
+        now = self._clock()
+        last = self._logged.pop(key, None)
+        if last is None or now - last >= REFUSAL_LOG_INTERVAL:
+            last = now
+            log.warning("refused a CURVE handshake from key %s: not among the %d puller keys in %s (a puller "
+                        "started with another key folder's keys?)", fingerprint(z85.decode(key)),
+                        len(self.admitted), self.folder)
+        self._logged[key] = last
+        if len(self._logged) > REFUSALS_TRACKED:
+            del self._logged[next(iter(self._logged))]
+        return False
+
+
 def start_authenticator(context: zmq.Context, keys: ServerKeys) -> ThreadAuthenticator:
-    """A ZAP handler for ``context`` that admits exactly the keys in ``keys.authorized``.
+    """A ZAP handler for ``context`` that admits exactly the keys in ``keys.authorized``, logging those it refuses.
 
     Start it before binding: without a ZAP handler libzmq admits every client key.
     """
+    provider = AuthorizedKeys(keys.authorized)
+    if not provider.admitted:
+        raise KeyFileError(f"{keys.authorized}: no readable puller public keys")
     auth = ThreadAuthenticator(context, log=logging.getLogger("mgst.zap"))
     auth.start()
-    auth.configure_curve(domain=ZAP_DOMAIN, location=str(keys.authorized))
-    admitted = len(auth.certs.get(ZAP_DOMAIN, {}))
-    if not admitted:
-        auth.stop()
-        raise KeyFileError(f"{keys.authorized}: no readable puller public keys")
-    log.info("CURVE on: %d puller keys admitted from %s", admitted, keys.authorized)
+    auth.configure_curve_callback(domain=ZAP_DOMAIN, credentials_provider=provider)
+    log.info("CURVE on: %d puller keys admitted from %s", len(provider.admitted), keys.authorized)
     return auth
 
 

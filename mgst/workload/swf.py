@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import functools
-import gzip
 import logging
 import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import IO
 
 import numpy as np
 
+from mgst.bounded_read import FileReadError, numbered_lines
 from mgst.model import Bag, Job, SwfTrace
 from mgst.workload.bags import make_tasks
 
@@ -23,6 +22,7 @@ log = logging.getLogger(__name__)
 MAX_TRACE_JOBS = 10_000_000
 MAX_COMMENT_LINES = 100_000
 MAX_LINE = 4096  # bytes; a SWF line is 18 numbers (~100 bytes)
+MAX_TRACE_BYTES = 2 << 30  # 2 GiB read (decompressed): 10,000,000 jobs of ~100 bytes, and room for comments
 FIELDS = 18
 # SWF version 2.2, 1-based field numbers (https://www.cs.huji.ac.il/labs/parallel/workload/swf.html)
 SUBMIT, RUN, ALLOCATED, REQUESTED, USER, QUEUE = 2, 4, 5, 8, 12, 15
@@ -67,10 +67,6 @@ class SwfJobs:
         return (self.submit - self.submit[0]) * time_scale + start
 
 
-def _open(path: str) -> IO[bytes]:
-    return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
-
-
 def _parse(path: str) -> SwfJobs:
     submit: list[float] = []
     run: list[float] = []
@@ -79,54 +75,50 @@ def _parse(path: str) -> SwfJobs:
     queue: list[int] = []
     skipped_run = skipped_procs = skipped_submit = 0
     comments = lines = 0
-    number = 0
     try:
-        with _open(path) as f:
-            while True:
-                raw = f.readline(MAX_LINE + 1)
-                if not raw:
-                    break
-                number += 1
-                if len(raw) > MAX_LINE:
-                    raise SwfError(path, number, f"line longer than {MAX_LINE} bytes: not a SWF trace")
+        for number, raw in numbered_lines(path, max_line=MAX_LINE, max_lines=MAX_TRACE_JOBS + MAX_COMMENT_LINES,
+                                          max_bytes=MAX_TRACE_BYTES):
+            try:
+                text = raw.decode("ascii").strip()
+            except UnicodeDecodeError:
+                raise SwfError(path, number, "not ASCII text: not a SWF trace") from None
+            if not text or text.startswith(";"):
+                comments += 1
+                if comments > MAX_COMMENT_LINES:
+                    raise SwfError(path, number, f"more than {MAX_COMMENT_LINES} comment or blank lines")
+                continue
+            lines += 1
+            if lines > MAX_TRACE_JOBS:
+                raise SwfError(path, number, f"more than {MAX_TRACE_JOBS} jobs; cut the trace")
+            fields = text.split()
+            if len(fields) != FIELDS:
+                raise SwfError(path, number, f"has {len(fields)} fields, a SWF job line has {FIELDS}")
+            values = []
+            for k, field in enumerate(fields, 1):
                 try:
-                    text = raw.decode("ascii").strip()
-                except UnicodeDecodeError:
-                    raise SwfError(path, number, "not ASCII text: not a SWF trace") from None
-                if not text or text.startswith(";"):
-                    comments += 1
-                    if comments > MAX_COMMENT_LINES:
-                        raise SwfError(path, number, f"more than {MAX_COMMENT_LINES} comment or blank lines")
-                    continue
-                lines += 1
-                if lines > MAX_TRACE_JOBS:
-                    raise SwfError(path, number, f"more than {MAX_TRACE_JOBS} jobs; cut the trace")
-                fields = text.split()
-                if len(fields) != FIELDS:
-                    raise SwfError(path, number, f"has {len(fields)} fields, a SWF job line has {FIELDS}")
-                values = []
-                for k, field in enumerate(fields, 1):
-                    try:
-                        value = float(field)
-                    except ValueError:
-                        value = math.nan
-                    if not math.isfinite(value):
-                        raise SwfError(path, number, f"field {k} is not a finite number: {field!r}")
-                    values.append(value)
-                s, r = values[SUBMIT - 1], values[RUN - 1]
-                p = values[ALLOCATED - 1] if values[ALLOCATED - 1] >= 1 else values[REQUESTED - 1]
-                if s < 0:
-                    skipped_submit += 1
-                elif r <= 0:
-                    skipped_run += 1
-                elif p < 1:
-                    skipped_procs += 1
-                else:
-                    submit.append(s)
-                    run.append(r)
-                    procs.append(p)
-                    user.append(int(values[USER - 1]))
-                    queue.append(int(values[QUEUE - 1]))
+                    value = float(field)
+                except ValueError:
+                    value = math.nan
+                if not math.isfinite(value):
+                    raise SwfError(path, number, f"field {k} is not a finite number: {field!r}")
+                values.append(value)
+            s, r = values[SUBMIT - 1], values[RUN - 1]
+            p = values[ALLOCATED - 1] if values[ALLOCATED - 1] >= 1 else values[REQUESTED - 1]
+            if s < 0:
+                skipped_submit += 1
+            elif r <= 0:
+                skipped_run += 1
+            elif p < 1:
+                skipped_procs += 1
+            else:
+                submit.append(s)
+                run.append(r)
+                procs.append(p)
+                user.append(int(values[USER - 1]))
+                queue.append(int(values[QUEUE - 1]))
+    except FileReadError as err:
+        too_long = err.line is not None
+        raise SwfError(path, err.line, f"line {err.problem}: not a SWF trace" if too_long else err.problem) from None
     except OSError as err:
         raise SwfError(path, None, f"cannot read: {err}") from None
     skipped = skipped_submit + skipped_run + skipped_procs

@@ -1,4 +1,4 @@
-"""Anglano and Canonico's Bag-of-Tasks schedulers (seed 000): Fig. 1 on the core, and the two FCFS policies."""
+"""Anglano and Canonico's Bag-of-Tasks schedulers: Fig. 1 on the core, and the two FCFS policies."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ class BotOptions(PolicyOptions):
     replicas: int = 2
     # A new replica resumes from the task's best checkpoint (WQR-FT's Select_Best_Checkpoint).
     checkpoints: bool = True
-    # mgst's rule before issue 20: a bag's requeued tasks (they have a checkpoint) restart before its
+    # mgst's earlier rule: a bag's requeued tasks (they have a checkpoint) restart before its
     # never-started ones, each in submission order (the queue's head). Off: the paper's "in case of
     # tie, random selection is used", a uniform pick among every waiting task of the bag.
     requeued_first: bool = False
@@ -59,14 +59,14 @@ class BotPolicy(Policy):
        incomplete bags whose candidate set CS(B) -- its tasks not done with fewer
        than RepThresh live replicas -- is non-empty. When none has one, the loop
        stops and the machines still asking stay held (the printed loop,
-       ``while Q != {} and M != {}``, would spin: POLICIES.md).
+       ``while Q != {} and M != {}``, would spin: docs/readings.md).
     2. Take the task of CS(B) with the fewest live replicas, "in case of tie, random
        selection" (the paper). A waiting task has none, so while the bag's queue is
        not empty the task is drawn uniformly (``self.rng``) among all of the bag's
        waiting tasks, requeued (they have a checkpoint) and never-started alike
        (:meth:`waiting_task`). With the ``requeued_first`` option it is the queue's
        head instead: requeued tasks first, then never-started ones in submission
-       order (mgst's rule before issue 20). When nothing of the bag waits, its
+       order (mgst's earlier rule). When nothing of the bag waits, its
        running tasks are scanned (at most one per busy slot) and a tie on the
        fewest replicas is broken with ``self.rng``.
     3. Pick a machine uniformly at random (``self.rng``) among those asking, each
@@ -78,7 +78,7 @@ class BotPolicy(Policy):
     Every round yields one Assign, passes a bag over, or stops; there are
     finitely many asking slots and bags, so the loop ends. A machine whose
     nominal rate for the task's class is 0 never gets the task, nor does a
-    machine with several slots that already runs a replica of it. Seed 000's
+    machine with several slots that already runs a replica of it. The paper's
     machines have one slot and run every class; otherwise (:meth:`_place`) the
     task is the candidate with the fewest replicas that some asking machine can
     take, and the machine is drawn among those that can; a bag none of whose
@@ -290,7 +290,7 @@ class BotPolicy(Policy):
             bag = self.select(view)
             if bag is None:
                 return  # no bag has a candidate: the machines left asking stay held
-            if self._everywhere and self._one_slot:  # seed 000: any asking machine takes any candidate
+            if self._everywhere and self._one_slot:  # the paper's grids: any asking machine takes any candidate
                 task = self.candidate(bag)
                 i = rng.randrange(len(pool)) if len(pool) > 1 else 0
             else:
@@ -332,7 +332,7 @@ class FcfsShare(BotPolicy):
     """FCFS-Share: the oldest bag whose candidate set is non-empty.
 
     The oldest bag thus gets its second replicas (RepThresh 2) before the next bag
-    starts (POLICIES.md). Selection walks the bags in arrival order; within one
+    starts (docs/readings.md). Selection walks the bags in arrival order; within one
     round a bag without candidates gets none back, so the walk resumes where it
     stopped: O(bags passed over) per round, each check O(1) for a bag with waiting
     tasks, else O(its running tasks).

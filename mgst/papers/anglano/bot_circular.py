@@ -1,4 +1,4 @@
-"""RR and RR-NRF (Anglano and Canonico, seed 000): bags served in turn, in a circle kept across events."""
+"""RR and RR-NRF (Anglano and Canonico): bags served in turn, in a circle kept across events."""
 
 from __future__ import annotations
 

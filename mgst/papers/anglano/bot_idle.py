@@ -1,4 +1,4 @@
-"""LongIdle (Anglano and Canonico, seed 000): the bag holding the candidate task that has been idle longest."""
+"""LongIdle (Anglano and Canonico): the bag holding the candidate task that has been idle longest."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ class LongIdle(BotPolicy):
     replicas, which need not be the longest-idle one (Fig. 1).
 
     As written this can pick a newer bag's never-started task over the oldest
-    bag's second replica, so it need not match FCFS-Share (POLICIES.md): the
+    bag's second replica, so it need not match FCFS-Share (docs/readings.md): the
     oldest bag's running tasks keep the idle time they had when they started,
     while a newer bag's waiting task keeps accumulating.
 

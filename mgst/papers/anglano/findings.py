@@ -1,14 +1,18 @@
-"""Seed 000's five findings as checks over a sweep's cells: which hold, where, and where not."""
+"""Anglano & Canonico's five findings as checks over a sweep's cells: which hold, where, and where not."""
 
 from __future__ import annotations
 
 import csv
+import io
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mgst.bounded_read import read_text
+
+MAX_SWEEP_BYTES = 256 << 20  # a sweep.csv read: 256 MiB
 RR = ("rr", "rr_nrf")
 OTHERS = ("fcfs_excl", "fcfs_share", "long_idle")
 SINGLE = ("All_VS", "All_S", "All_M", "All_L")
@@ -103,7 +107,7 @@ def load_cells(rows: Iterable[Mapping[str, str]]) -> dict[tuple[str, str, str, s
 
 
 def read_sweep(path: Path) -> dict[tuple[str, str, str, str, str], Cell]:
-    with open(path, newline="") as f:
+    with io.StringIO(read_text(path, MAX_SWEEP_BYTES), newline="") as f:
         return load_cells(csv.DictReader(f))
 
 

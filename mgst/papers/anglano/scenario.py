@@ -1,6 +1,6 @@
-"""Seed 000 (Anglano & Canonico): its Desktop Grid configurations and BoT workloads as Experiments.
+"""Anglano & Canonico: its Desktop Grid configurations and BoT workloads as Experiments.
 
-Section IV of the paper, read as docs/sweeps.md and shared/design/POLICIES.md say. Model time is
+Section IV of the paper, read as docs/sweeps.md and docs/readings.md say. Model time is
 seconds; a machine of computing power P runs P units of work per second, and a task's size is its
 run time in seconds on the baseline machine (P = 1).
 """
@@ -234,7 +234,7 @@ def _check_option(name: str, value: Any) -> str | None:
 
 SCENARIO = Scenario(
     name="anglano",
-    doc="Anglano & Canonico (seed 000): 5 policies x 6 grids x 8 mixes x 3 intensities",
+    doc="Anglano & Canonico: 5 policies x 6 grids x 8 mixes x 3 intensities",
     axes=(
         Axis("policy", POLICIES, "BoT selection policy (each with WQR-FT)", open=True),
         Axis("availability", tuple(AVAILABILITY), "Table II column: high, medium or low availability"),

@@ -1,4 +1,4 @@
-"""WQR-FT: WorkQueue with Replication, fault-tolerant (Anglano & Canonico, seed 000)."""
+"""WQR-FT: WorkQueue with Replication, fault-tolerant (Anglano & Canonico)."""
 
 from __future__ import annotations
 

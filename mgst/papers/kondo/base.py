@@ -1,6 +1,6 @@
 """What Kondo, Chien and Casanova's policies share: one application (a Bag of Tasks), hosts ranked or excluded.
 
-Seed 003 (docs/policies.md, section 10, "Kondo, Chien and Casanova's policies"): the application is a bag of T
+The slides (docs/policies.md, section 10, "Kondo, Chien and Casanova's policies"): the application is a bag of T
 identical tasks submitted at once; its makespan is the last task's completion. A policy here decides which
 ready hosts get the waiting tasks, and in which order (:meth:`KondoPolicy.rank`); the replicating ones
 (mgst.papers.kondo.pred) also give leftover hosts replicas (:meth:`KondoPolicy.replicas`). No checkpoints
@@ -49,7 +49,7 @@ def check_bag_workload(name: str, experiment: Any) -> None:
 
 
 class KondoPolicy(Policy):
-    """Base of seed 003's policies: after every event, the waiting tasks of each bag (oldest bag first) go to the
+    """Base of Kondo et al.'s policies: after every event, the waiting tasks of each bag (oldest bag first) go to the
     ready hosts :meth:`rank` lets them have, in its order, as many as a host asks for; then the hosts left over may get
     replicas (:meth:`replicas`, none here). Jobs without a bag are refused (ValueError naming the policy)."""
 

@@ -1,4 +1,4 @@
-"""Kondo et al.'s exclusion by a fixed clock-rate threshold (seed 003): EXCL-S{x}."""
+"""Kondo et al.'s exclusion by a fixed clock-rate threshold: EXCL-S{x}."""
 
 from __future__ import annotations
 

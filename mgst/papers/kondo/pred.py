@@ -1,4 +1,4 @@
-"""Kondo et al.'s exclusion by predicted makespan (seed 003): EXCL-PRED, EXCL-PRED-DUP and EXCL-PRED-TO."""
+"""Kondo et al.'s exclusion by predicted makespan (the slides): EXCL-PRED, EXCL-PRED-DUP and EXCL-PRED-TO."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Kondo et al.'s host prioritisation (seed 003): PRI-CR, PRI-CR-WAIT and PRI-HISTORY."""
+"""Kondo et al.'s host prioritisation: PRI-CR, PRI-CR-WAIT and PRI-HISTORY."""
 
 from __future__ import annotations
 

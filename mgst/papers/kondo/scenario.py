@@ -1,4 +1,4 @@
-"""Seed 003 (Kondo, Chien & Casanova): rapid turnaround on desktop grids, as `mgst sweep` runs it.
+"""Kondo, Chien & Casanova: rapid turnaround on desktop grids, as `mgst sweep` runs it.
 
 One cell is one application (T tasks of s minutes on a dedicated 1.5 GHz host) on one platform under
 one policy, started at a random business-hours point of the platform's trace: replication k is the
@@ -83,7 +83,7 @@ def _prepare(values: Mapping[str, tuple[str, ...]], options: Mapping[str, Any], 
     if options["platforms"]:
         out["platforms"] = str(Path(options["platforms"]).resolve())
         return out
-    from mgst.traces.platform import generate_platform, write_platform  # noqa: PLC0415
+    from mgst.traces.platform import write_generated_platform  # noqa: PLC0415
 
     root = (out_dir / PLATFORMS_FOLDER).resolve()
     out["platforms"] = str(root)
@@ -93,10 +93,8 @@ def _prepare(values: Mapping[str, tuple[str, ...]], options: Mapping[str, Any], 
             continue
         log.info("generating platform %s (%d hosts, %d days, seed %d)", kind, options["hosts"], options["days"],
                  options["platform_seed"])
-        folder.mkdir(parents=True, exist_ok=True)
-        platform = generate_platform(kind, hosts=options["hosts"], days=options["days"],
-                                     seed=options["platform_seed"])
-        write_platform(platform, folder)
+        write_generated_platform(kind, folder, hosts=options["hosts"], days=options["days"],
+                                 seed=options["platform_seed"])
     return out
 
 
@@ -139,7 +137,7 @@ def _figures(spec: Any, out_dir: Path) -> list[Path]:
 
 SCENARIO = Scenario(
     name="kondo",
-    doc="Kondo, Chien & Casanova (seed 003): 11 policies x 4 platforms x 3 task counts x 3 task sizes",
+    doc="Kondo, Chien & Casanova: 11 policies x 4 platforms x 3 task counts x 3 task sizes",
     axes=(
         Axis("platform", PLATFORMS, "synthetic platform (mgst traces): SDSC-like, homogeneous, LRI-WISC-, GIMPS-like"),
         Axis("policy", tuple(POLICIES), "the slides' policy names (or a registered policy)", open=True),

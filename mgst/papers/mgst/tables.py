@@ -1,6 +1,7 @@
 """The MGST paper's published results (Tables 2, 4, 6, 8), to set mgst's figures beside.
 
-Values are typed from the paper (../shared/seeds/004_175c64865707d3a2.txt): per
+Values are typed from the paper (Kokaly, Al-Azzoni & Down, "MGST: A Framework for Performance
+Evaluation of Desktop Grids", IPDPS 2009; docs/readings.md): per
 setting, the simulation column's 95 % intervals for classes 1-4 and overall, and
 the MGST testbed column's single values.
 """

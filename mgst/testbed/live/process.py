@@ -89,7 +89,7 @@ def main(folder: Path) -> None:
         _write(folder / ERROR, str(getattr(e, "strerror", None) or e))
         sys.exit(1)
     _write(folder / PORT, str(server.port))
-    server.httpd.serve_forever(poll_interval=0.5)
+    server.serve_forever()
 
 
 if __name__ == "__main__":

@@ -1,48 +1,60 @@
-"""The live view's HTTP server: a read-only page, its static files and /api/snapshot, in a daemon thread.
+"""The live view's HTTP server: a read-only page, its static files and /api/snapshot, answered from one thread.
 
-The standard library's ThreadingHTTPServer is enough here: the page polls one small snapshot a second,
-the snapshot is already JSON bytes when it is served (built in the mapper's loop, :mod:`.snapshot`), and
-connections are bounded. The commands run it in a process of its own (:mod:`.process`), so that it never
-takes the GIL from the mapper; nothing here touches a mapper object.
+The connections are the front's (:mod:`.front`: one event loop, a deadline for each request's head, not a
+per-byte timeout) and admitted as :mod:`.admission` says (sockets bounded in all and per client address,
+some kept for addresses that proved the token). This module says what each request gets, with the
+standard library's request parser (:class:`http.server.BaseHTTPRequestHandler`, run on the head's bytes).
+The commands run it in a process of its own (:mod:`.process`), so that it never takes the GIL from the
+mapper; nothing here touches a mapper object.
 
 Policy (docs/live.md):
 - GET and HEAD only; any other method is 405, and no endpoint changes anything;
 - on a loopback address, no token is needed, but the Host header must name a loopback host (a web page
   elsewhere cannot read the view through DNS rebinding);
-- on any other address, a token is required (Authorization: Bearer, the page's cookie, or ``?token=`` on
-  the first visit, which sets the cookie and redirects to a URL without it): 401 without one, 403 with a
-  wrong one; compared in constant time, and never logged.
+- with a token (required on any other address): ``?token=`` in the URL, else ``Authorization: Bearer``,
+  else the page's cookie; 401 without one, 403 with a wrong one; compared in constant time, never logged.
+  A right ``?token=`` sets the cookie and redirects to the URL without it, whatever cookie came with it:
+  the token in the URL wins over a stale cookie.
+
+The cookie is named after the port (:func:`cookie_name`), ``HttpOnly; SameSite=Strict; Path=/``. A
+browser scopes cookies by host, not by port (RFC 6265, section 8.5): every service on the same host name,
+whatever its port, receives this cookie, and can read the token in it. The per-port name does not change
+that; what it does is keep two views on one host apart: each reads only its own cookie, so one view's
+cookie (or an earlier run's on another port) is never presented as another's credential, and opening a
+second view does not lock you out of the first. The token is a capability for this port's read-only view
+and nothing else (not the mapper, not the pullers); against a service on the same host, a tunnel to a
+loopback view (docs/live.md) keeps the token out of the browser altogether.
 """
 
 from __future__ import annotations
 
 import hmac
+import io
 import ipaddress
 import logging
 import socket
 import threading
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from mgst.testbed.live.admission import Admission
 from mgst.testbed.live.board import Board, FolderBoard
+from mgst.testbed.live.front import Connection, Front
 
 log = logging.getLogger(__name__)
 
-# Connections served at once; more are closed at once (a page polls one at a time, and a lab has a few
-# people watching): bounds the threads, and the GIL time, the view can take from the mapper.
-MAX_CONNECTIONS = 16
-# A client that sends nothing for this long (s) is dropped: a slow client cannot hold a thread.
-CLIENT_TIMEOUT = 10.0
+# Connections waiting to be accepted (the kernel's queue; the front accepts them at once, and admits or closes).
+BACKLOG = 128
 # Longest request target accepted (the page's URLs are short; a token adds about 60 characters).
 MAX_TARGET = 1024
 # Headers accepted per request, at most (the standard library's own limit is 100).
 MAX_HEADERS = 40
 # A token shorter than this is refused (mgst makes 43-character ones: 32 random bytes, URL-safe base64).
 MIN_TOKEN = 16
-COOKIE = "mgst_live"
+COOKIE_PREFIX = "mgst_live_"  # + the port: see the module's docstring
 STATIC = {  # the only files served: name -> content type
     "index.html": "text/html; charset=utf-8",
     "live.js": "text/javascript; charset=utf-8",
@@ -113,48 +125,47 @@ def page_url(host: str, port: int) -> str:
     return f"http://{f'[{host}]' if ':' in host else host}:{port}/"
 
 
+def cookie_name(port: int) -> str:
+    """The name of the cookie holding the token of the view on ``port``."""
+    return f"{COOKIE_PREFIX}{port}"
+
+
 def _static_files() -> dict[str, bytes]:
     folder = resources.files("mgst.testbed.live") / "static"
     return {name: (folder / name).read_bytes() for name in STATIC}
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = MAX_CONNECTIONS
-    board: Board | FolderBoard
-    token: str | None
-    loopback: bool
-    files: dict[str, bytes]
+class _Site:
+    """What every request of one view is answered from (the handler's ``server``)."""
 
-    def __init__(self, address: tuple[str, int], family: int):
-        self.address_family = family
-        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
-        self.refused = 0  # connections closed because MAX_CONNECTIONS were being served
-        super().__init__(address, _Handler)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self.slots.acquire(blocking=False):
-            self.refused += 1
-            self.shutdown_request(request)
-            return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self.slots.release()
-            raise
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self.slots.release()
+    def __init__(self, board: Board | FolderBoard, token: str | None, loopback: bool, port: int,
+                 admission: Admission[Connection]):
+        self.board = board
+        self.token = token
+        self.loopback = loopback
+        self.cookie = cookie_name(port)
+        self.admission = admission
+        self.files = _static_files()
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server: _Server
+    """One request, parsed from its head's bytes by the standard library; its answer written to a buffer."""
+
+    server: _Site  # type: ignore[assignment]  (not a socketserver: the front serves the connections)
     server_version = "mgst-live"
     sys_version = ""
-    timeout = CLIENT_TIMEOUT
+
+    def __init__(self, head: bytes, address: str, site: _Site):
+        self._head = head
+        self.answer = io.BytesIO()
+        super().__init__(None, (address, 0), site)  # type: ignore[arg-type]  (parses and answers)
+
+    def setup(self) -> None:
+        self.rfile = io.BytesIO(self._head)
+        self.wfile = self.answer
+
+    def finish(self) -> None:
+        pass
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
         self._serve(body=True)
@@ -178,23 +189,31 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(HTTPStatus.REQUEST_URI_TOO_LONG if len(self.path) > MAX_TARGET
                         else HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, b"too long\n", "text/plain", body)
             return
-        srv = self.server
-        if srv.loopback and not self._host_is_loopback():
+        site = self.server
+        if site.loopback and not self._host_is_loopback():
             self._reply(HTTPStatus.FORBIDDEN, b"this view answers to a loopback host name only\n", "text/plain", body)
             return
         url = urlsplit(self.path)
-        if srv.token is not None:
+        if site.token is not None:
             given_in_query = parse_qs(url.query).get("token", [None])[0]
-            given = self._bearer() or self._cookie() or given_in_query
-            if given is None:
-                self._reply(HTTPStatus.UNAUTHORIZED, b"a token is needed: open the URL with ?token=...\n",
-                            "text/plain", body, extra=(("WWW-Authenticate", 'Bearer realm="mgst-live"'),))
-                return
-            if not token_matches(srv.token, given):
+            # the token in the URL first: it is what the user has just given (a cookie may be stale)
+            if given_in_query is not None:
+                ok = token_matches(site.token, given_in_query)
+            else:
+                bearer = self._bearer()
+                cookies = self._cookies()
+                if bearer is None and not cookies:
+                    self._reply(HTTPStatus.UNAUTHORIZED, b"a token is needed: open the URL with ?token=...\n",
+                                "text/plain", body, extra=(("WWW-Authenticate", 'Bearer realm="mgst-live"'),))
+                    return
+                ok = (token_matches(site.token, bearer) if bearer is not None
+                      else any([token_matches(site.token, c) for c in cookies]))  # (a list: every one compared)
+            if not ok:
                 self._reply(HTTPStatus.FORBIDDEN, b"wrong token\n", "text/plain", body)
                 return
-            if given_in_query is not None:  # first visit: a cookie for the page's requests, and a clean URL
-                cookie = f"{COOKIE}={srv.token}; HttpOnly; SameSite=Strict; Path=/"
+            site.admission.trust(self.client_address[0])
+            if given_in_query is not None:  # a cookie for the page's requests (replacing any), and a clean URL
+                cookie = f"{site.cookie}={site.token}; HttpOnly; SameSite=Strict; Path=/"
                 self._reply(HTTPStatus.SEE_OTHER, b"", "text/plain", body,
                             extra=(("Set-Cookie", cookie), ("Location", url.path or "/")))
                 return
@@ -204,8 +223,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif path.startswith("/static/") and path[len("/static/"):] in STATIC:
             self._file(path[len("/static/"):], body)
         elif path == "/api/snapshot":
-            srv.board.viewed = True
-            self._reply(HTTPStatus.OK, srv.board.latest, "application/json", body)
+            site.board.viewed = True
+            self._reply(HTTPStatus.OK, site.board.latest, "application/json", body)
         else:
             self._reply(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain", body)
 
@@ -224,18 +243,23 @@ class _Handler(BaseHTTPRequestHandler):
         auth = self.headers.get("Authorization", "")
         return auth[7:].strip() if auth[:7].lower() == "bearer " else None
 
-    def _cookie(self) -> str | None:
-        for part in self.headers.get("Cookie", "").split(";"):
-            name, _, value = part.strip().partition("=")
-            if name == COOKIE:
-                return value
-        return None
+    def _cookies(self) -> list[str]:
+        """The values of this view's cookie in the request (a browser may send one name twice); another
+        view's, or any other cookie, is not looked at."""
+        values = []
+        for header in self.headers.get_all("Cookie", []):
+            for part in header.split(";"):
+                name, _, value = part.strip().partition("=")
+                if name == self.server.cookie:
+                    values.append(value)
+        return values
 
     def _reply(self, status: HTTPStatus, data: bytes, ctype: str, body: bool,
                extra: tuple[tuple[str, str], ...] = ()) -> None:
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(data)))
+        self.send_header("Connection", "close")
         for name, value in SECURITY_HEADERS + extra:
             self.send_header(name, value)
         self.end_headers()
@@ -249,35 +273,54 @@ class _Handler(BaseHTTPRequestHandler):
                   args[1] if len(args) > 1 else "")
 
 
+# Answered to a request head over front.MAX_HEAD bytes.
+_TOO_LARGE = (b"HTTP/1.0 431 Request Header Fields Too Large\r\nContent-Type: text/plain\r\nContent-Length: 9\r\n"
+              b"Connection: close\r\n\r\ntoo long\n")
+
+
 class LiveServer:
-    """Serves ``board`` on (``host``, ``port``) in a daemon thread; off loopback, ``token`` is required."""
+    """Serves ``board`` on (``host``, ``port``): in a daemon thread (:meth:`start`) or in the calling one
+    (:meth:`serve_forever`); off loopback, ``token`` is required. OSError if it cannot bind."""
 
     def __init__(self, board: Board | FolderBoard, host: str = "127.0.0.1", port: int = 0, token: str | None = None):
         loopback = is_loopback(host)
         if not loopback and token is None:
             raise ValueError(f"the live view on {host} (not loopback) needs a token")
+        token = check_token(token) if token is not None else None
         bind_host = "127.0.0.1" if host == "localhost" else host
         family = socket.AF_INET6 if ":" in bind_host else socket.AF_INET
-        self.httpd = _Server((bind_host, port), family)
-        self.httpd.board = board
-        self.httpd.token = check_token(token) if token is not None else None
-        self.httpd.loopback = loopback
-        self.httpd.files = _static_files()
+        # (on "::", IPv4 too where the system can, as a plain IPv6 socket of Linux does)
+        dualstack = bind_host == "::" and socket.has_dualstack_ipv6()
+        self.sock = socket.create_server((bind_host, port), family=family, backlog=BACKLOG, dualstack_ipv6=dualstack)
         self.host = host
-        self.port = self.httpd.server_address[1]
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.5},
-                                       name="mgst-live", daemon=True)
+        self.port: int = self.sock.getsockname()[1]
+        admission: Admission[Connection] = Admission(reserve=token is not None)
+        try:
+            self.site = _Site(board, token, loopback, self.port, admission)
+        except BaseException:
+            self.sock.close()
+            raise
+        self.front = Front(self.sock, self._answer, admission, oversized_answer=_TOO_LARGE)
+        self.thread = threading.Thread(target=self.serve_forever, name="mgst-live", daemon=True)
+
+    def _answer(self, head: bytes, address: str) -> bytes:
+        return _Handler(head, address, self.site).answer.getvalue()
 
     @property
     def url(self) -> str:
         """The page's address (without the token)."""
         return page_url(self.host, self.port)
 
+    def serve_forever(self) -> None:
+        """Serve in this thread until :meth:`close`."""
+        self.front.run()
+
     def start(self) -> LiveServer:
         self.thread.start()
         return self
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(5)
+        self.front.stop()
+        if self.thread.is_alive():
+            self.thread.join(5)
+        self.sock.close()

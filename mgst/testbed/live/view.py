@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import logging
-import os
 import secrets
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mgst.bounded_read import read_text
 from mgst.model import Experiment
 from mgst.testbed.live.process import ServerProcess
 from mgst.testbed.live.server import check_token, is_loopback
 from mgst.testbed.live.simulation import BackgroundSimulation
 from mgst.testbed.live.snapshot import LivePublisher
+from mgst.wire.secret_files import SecretFileError, write_fresh
 
 log = logging.getLogger(__name__)
 
 TOKEN_FILE = "live.token"  # in the key folder (read if there), or in the run's folder (made if needed)
+MAX_TOKEN_FILE = 4096  # bytes: a token is some 43 characters
 
 
 class TokenError(ValueError):
@@ -29,8 +31,9 @@ def resolve_token(host: str, token_file: Path | None, keys: Path | None,
     """The token the view on ``host`` requires, and the file it is in (None, None: none needed).
 
     ``token_file`` if given (on any address); else, off loopback, ``keys``/live.token if it exists, else a
-    new random one written to ``out``/live.token (readable by its owner only). ValueError if a file
-    cannot be read or holds no usable token.
+    new random one written to ``out``/live.token: a new file, readable by its owner only (one already there, another
+    user's or a symlink, is removed first, never written through). ValueError if a file cannot be read or
+    written, or holds no usable token.
     """
     if token_file is None and is_loopback(host):
         return None, None
@@ -39,7 +42,7 @@ def resolve_token(host: str, token_file: Path | None, keys: Path | None,
         path = keys / TOKEN_FILE
     if path is not None:
         try:
-            return check_token(path.read_text()), path
+            return check_token(read_text(path, MAX_TOKEN_FILE)), path
         except OSError as e:
             raise TokenError(f"cannot read {path}: {e.strerror}") from None
         except UnicodeDecodeError:
@@ -49,9 +52,10 @@ def resolve_token(host: str, token_file: Path | None, keys: Path | None,
     out.mkdir(parents=True, exist_ok=True)
     path = out / TOKEN_FILE
     token = secrets.token_urlsafe(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(token + "\n")
+    try:  # a new file, mode 0600 (a live.token already there, or a symlink, is removed: never opened)
+        write_fresh(path, (token + "\n").encode("ascii"))
+    except SecretFileError as e:
+        raise TokenError(str(e)) from None
     return token, path
 
 

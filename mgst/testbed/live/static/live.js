@@ -19,7 +19,7 @@
     const width = Math.max(280, Math.min(460, (window.innerWidth - 140) / 3));
     const series = [{}].concat(label.map((l, i) => ({label: l, stroke: stroke[i], width: 1.5})));
     return new uPlot({width: width, height: 170, series: series, scales: {x: {time: false}},
-                      axes: [{label: "elapsed (s)"}, {}], legend: {show: true}},
+                      axes: [{label: "elapsed (s)"}, {}], legend: {show: true, live: false}},
                      [[]].concat(label.map(() => [])), $(id));
   }
 
@@ -127,5 +127,10 @@
     }
     setTimeout(poll, POLL_MS);
   }
-  poll();
+  if (window.MGST_REPORT) {  // report.html: the run's end, given with the page; nothing to poll
+    draw(window.MGST_REPORT);
+    $("contact").textContent = "report of the finished run";
+  } else {
+    poll();
+  }
 })();

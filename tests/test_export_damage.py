@@ -1,0 +1,86 @@
+"""`mgst export` of a run whose journal settings were edited or damaged, or into a folder where an output file
+cannot go: one error line naming what is wrong, exit 2; never a traceback (it was JSONDecodeError,
+ZeroDivisionError, IsADirectoryError)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXPERIMENT = ('[workload]\narrival_rates = [6.0]\n[machines]\nrates = [[4.0, 4.0]]\n[policy]\nname = "fcfs"\n'
+              "[testbed]\ntime_unit = 0.1\nduration = 1.0\n")
+
+
+def mgst(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mgst", *args], capture_output=True, text=True, timeout=180,
+                          cwd=ROOT, env={**os.environ, "MGST_PURE": "1"})
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory) -> Path:
+    """A finished local run of a second (its journal and files)."""
+    where = tmp_path_factory.mktemp("export")
+    (where / "exp.toml").write_text(EXPERIMENT)
+    out = where / "run"
+    p = mgst("run", str(where / "exp.toml"), "--out", str(out), "--insecure", "--quiet", "--json", "--no-live")
+    assert p.returncode == 0, p.stderr[-2000:]
+    return out
+
+
+def copy_with(run: Path, to: Path, **settings: str) -> Path:
+    """A copy of the run's journal, each named setting's stored text replaced (as an edit or damage would)."""
+    to.mkdir()
+    shutil.copy(run / "journal.sqlite", to / "journal.sqlite")
+    db = sqlite3.connect(to / "journal.sqlite")
+    with db:
+        for key, text in settings.items():
+            db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, text))
+    db.close()
+    return to
+
+
+def one_error_line(p: subprocess.CompletedProcess[str], *fragments: str) -> None:
+    assert "Traceback" not in p.stderr, p.stderr[-3000:]
+    assert p.returncode == 2, (p.returncode, p.stderr[-3000:])
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("mgst: error: "), p.stderr
+    assert all(f in lines[0] for f in fragments), (fragments, lines[0])
+
+
+def test_the_run_exports(finished_run: Path, tmp_path: Path) -> None:
+    p = mgst("export", str(copy_with(finished_run, tmp_path / "same")), "--json")
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert json.loads(p.stdout)["mode"] == "testbed"
+
+
+@pytest.mark.parametrize(("setting", "text", "said"), [
+    ("network", "{not json", "the run's setting 'network' is not JSON"),
+    ("time_unit", "0", "the run's setting 'time_unit' is '0', not a number of seconds in [0.001, 86400]"),
+    ("time_unit", "-1e308", "'time_unit' is '-1e+308'"),
+    ("time_unit", '"fast"', "'time_unit' is 'fast'"),
+    ("duration", "0", "the run's setting 'duration' is '0'"),
+    ("seed", "1.5", "the run's setting 'seed' is '1.5', not a whole number >= 0"),
+    ("network", "[1, 2]", "the run's setting 'network' is '[1, 2]', not a table"),
+    ("drops", '{"a": "x"}', "the run's setting 'drops'"),
+    ("imports", "[1]", "the run's setting 'imports'"),
+    ("inputs", '["a"]', "the run's setting 'inputs'"),
+])
+def test_a_damaged_setting_is_one_error_line_naming_it(finished_run: Path, tmp_path: Path, setting, text, said):
+    folder = copy_with(finished_run, tmp_path / "damaged", **{setting: text})
+    one_error_line(mgst("export", str(folder)), str(folder / "journal.sqlite"), said, "edited or damaged")
+    assert not (folder / "summary.json").exists()
+
+
+def test_an_output_file_that_is_a_folder_is_one_error_line(finished_run: Path, tmp_path: Path) -> None:
+    folder = copy_with(finished_run, tmp_path / "blocked")
+    (folder / "summary.json").mkdir()
+    one_error_line(mgst("export", str(folder)), f"cannot write {folder / 'summary.json'}: Is a directory",
+                   f"'mgst export {folder}' writes its files again")

@@ -1,0 +1,194 @@
+"""`mgst reproduce PAPER --quick`: each paper's verdict lines, checked against figures this test computes itself
+from the slice's raw results (summary.json, sweep.csv) and the paper's printed values, against what the paper's
+page shows it printing, and the same command run again skipping what is done."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+import statistics
+from pathlib import Path
+
+import pytest
+
+from mgst.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+EXPERIMENTS = str(ROOT / "experiments")
+# Student's t, 97.5 % quantile, by degrees of freedom (the test's own intervals)
+T975 = {5: 2.571, 11: 2.201}
+# The MGST paper's Tables 2 and 8, simulation column (classes 1-4, overall), as printed
+TABLES = {"hihi-mfd-fd": ((0.56, 0.57), (0.33, 0.34), (0.18, 0.18), (0.11, 0.11), (0.20, 0.21)),
+          "lolo-mpd-fe": ((0.31, 0.31), (0.32, 0.32), (0.32, 0.32), (0.34, 0.34), (0.32, 0.32))}
+
+
+def reproduce(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(["reproduce", *args, "--experiments", EXPERIMENTS])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def documented_quick_output(doc: str) -> list[str]:
+    """The lines of the text block after "`--quick` printed" in ``docs/<doc>``, but for its first two (the title
+    and the slice with its wall time)."""
+    text = (ROOT / "docs" / doc).read_text(encoding="utf-8")
+    after = text[text.index("`--quick` printed"):]
+    block = after[after.index("```text\n") + len("```text\n"):]
+    return block[:block.index("```")].splitlines()[2:]
+
+
+def claim(out: str, label: str) -> tuple[str, str]:
+    """(verdict, figure line) of the claim printed under ``label`` ("1." or "hihi-mfd-fd:")."""
+    lines = out.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith(f"{label} "):
+            verdict = re.match(r"(holds|does not hold|undecided|not checked in this slice):",
+                               line[len(label) + 1:])
+            assert verdict, line
+            return verdict.group(1), lines[i + 1].strip() if i + 1 < len(lines) else ""
+    raise AssertionError(f"no claim {label!r} in:\n{out}")
+
+
+def test_alone_it_lists_every_paper_with_what_it_checks_and_how_long(capsys):
+    assert main(["reproduce"]) == 0
+    out = capsys.readouterr().out
+    for paper in ("mgst", "anglano", "kondo"):
+        assert f"`mgst reproduce {paper}` (about " in out and f"`mgst reproduce {paper} --quick` (about " in out
+    # every paper folder with a reproduce module is listed, found in its folder (no list to add it to)
+    folders = {p.parent.name for p in (ROOT / "mgst" / "papers").glob("*/reproduce.py")}
+    assert folders == {"mgst", "anglano", "kondo"}
+    assert [line.split(":")[0] for line in out.splitlines() if not line.startswith(" ")] == sorted(folders)
+
+
+@pytest.mark.parametrize(("args", "names"), [
+    (["no-such-paper"], "PAPER"),
+    (["mgst", "--workers", "0"], "--workers"),
+    (["mgst", "--experiments", "/nonexistent/mgst"], "--experiments"),
+    (["mgst", "--experiments", str(ROOT / "README.md")], "--experiments"),
+    (["mgst", "--out", str(ROOT / "README.md")], "--out"),
+    (["mgst", "--experiments", str(ROOT / "docs")], "--experiments"),  # a folder without the files
+])
+def test_a_bad_input_is_one_line_and_exit_2_before_any_work(capsys, tmp_path, args, names):
+    code = main(["reproduce", *args])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("mgst: error: ") and names in err, err
+
+
+def test_mgst_quick_judges_each_setting_by_the_papers_table(capsys, tmp_path):
+    code, out, _ = reproduce(capsys, "mgst", "--quick", "--out", str(tmp_path))
+    assert code == 0
+    for name, table in TABLES.items():
+        summary = json.loads((tmp_path / name / "summary.json").read_text())
+        figures = [(c["mean_response"], *c["ci95"]) for c in summary["classes"]]
+        figures.append((summary["overall"]["mean_response"], *summary["overall"]["ci95"]))
+        # the paper's rule, written out: in the printed interval or within 5 % of its midpoint; a figure outside
+        # whose own interval reaches that band is undecided
+        verdicts = []
+        for (mean, low, high), (lo, hi) in zip(figures, table):
+            mid = (lo + hi) / 2
+            band = (min(lo, 0.95 * mid), max(hi, 1.05 * mid))
+            if lo <= mean <= hi or abs(mean - mid) <= 0.05 * mid:
+                verdicts.append("holds")
+            elif high < band[0] or low > band[1]:
+                verdicts.append("does not hold")
+            else:
+                verdicts.append("undecided")
+        expected = ("does not hold" if "does not hold" in verdicts else "undecided" if "undecided" in verdicts
+                    else "holds")
+        verdict, figure = claim(out, f"{name}:")
+        assert verdict == expected, (name, verdicts, figure)
+        assert f"overall {figures[-1][0]:.3f}" in figure
+    # Table 2's first setting is the paper's best reproduced; LoLo MPD/FE is 17 % off overall at any length
+    assert claim(out, "hihi-mfd-fd:")[0] == "holds"
+    assert claim(out, "lolo-mpd-fe:")[0] == "does not hold"
+    assert claim(out, "lolo-mfd-fd:") == ("not checked in this slice", "run `mgst paper lolo-mfd-fd` for it")
+    assert out.splitlines()[-1] == "12 claims: holds 1, does not hold 1, not checked in this slice 10 " \
+                                   "(docs/reproduction.md has the full runs)"
+    assert out.splitlines()[2:] == documented_quick_output("reproduction.md")  # what the doc shows
+    # the same command again: nothing simulated, the same verdicts
+    before = (tmp_path / "hihi-mfd-fd" / "summary.json").stat().st_mtime_ns
+    code, again, err = reproduce(capsys, "mgst", "--quick", "--out", str(tmp_path))
+    assert code == 0 and err.count("done before") == 2
+    assert (tmp_path / "hihi-mfd-fd" / "summary.json").stat().st_mtime_ns == before
+    assert again.splitlines()[2:] == out.splitlines()[2:]
+
+
+def test_anglano_quick_judges_finding_1_from_the_cells_avt(capsys, tmp_path):
+    code, out, _ = reproduce(capsys, "anglano", "--quick", "--out", str(tmp_path))
+    assert code == 0
+    path = tmp_path / "low-intensity" / "sweep.csv"
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 15 and not any(r["error"] for r in rows)
+    # one replication: a cell is its row
+    avt = {(r["policy"], r["mix"]): math.inf if r["unbounded"] == "True" else float(r["avt"]) for r in rows}
+    rr, others = ("rr", "rr_nrf"), ("fcfs_excl", "fcfs_share", "long_idle")
+    # the finding as the paper states it: RR and RR-NRF above the others on All_VS and All_S; below FCFS-Share and
+    # LongIdle on All_L, where FCFS-Excl (every machine to one bag) is unbounded
+    parts = [min(avt[(p, mix)] for p in rr) > max(avt[(p, mix)] for p in others) for mix in ("All_VS", "All_S")]
+    parts.append(max(avt[(p, "All_L")] for p in rr) < min(avt[(p, "All_L")] for p in ("fcfs_share", "long_idle"))
+                 and math.isinf(avt[("fcfs_excl", "All_L")]))
+    assert parts[:2] == [True, True]  # round robin spreads the machines: a bag of short tasks finishes later
+    verdict, figure = claim(out, "1.")
+    assert verdict == ("holds" if all(parts) else "does not hold")
+    assert f"{avt[('rr', 'All_L')]:.0f}" in figure
+    assert claim(out, "3.")[0] == claim(out, "4.")[0] == "not checked in this slice"
+    assert "anglano-high-intensity-long.toml" in claim(out, "4.")[1]
+    assert out.splitlines()[2:] == documented_quick_output("reproduction-bot.md")
+    # again: every cell was done, sweep.csv is left as it was
+    text = path.read_bytes()
+    code, again, _ = reproduce(capsys, "anglano", "--quick", "--out", str(tmp_path))
+    assert code == 0 and path.read_bytes() == text
+    assert again.splitlines()[2:] == out.splitlines()[2:]
+
+
+def paired(rows: list[dict], policy: str, than: str) -> tuple[float, float, float]:
+    """Mean of makespan(than) / makespan(policy) over the start points, with a 95 % interval (the test's own)."""
+    mine = {r["replication"]: float(r["makespan"]) for r in rows if r["policy"] == policy}
+    ratios = [float(r["makespan"]) / mine[r["replication"]] for r in rows if r["policy"] == than]
+    mean = statistics.fmean(ratios)
+    half = T975[len(ratios) - 1] * statistics.stdev(ratios) / math.sqrt(len(ratios))
+    return mean, mean - half, mean + half
+
+
+def test_kondo_quick_judges_claims_2_and_3_from_paired_makespans(capsys, tmp_path):
+    code, out, _ = reproduce(capsys, "kondo", "--quick", "--out", str(tmp_path))
+    assert code == 0
+    with open(tmp_path / "sdsc" / "sweep.csv", newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["tasks"] == "100"]
+    assert len(rows) == 24 and not any(r["error"] for r in rows)
+
+    def direction(low: float, high: float) -> str:
+        return "holds" if low > 1 else "does not hold" if high < 1 else "undecided"
+
+    # claim 2: with T = 100 < N = 220, PRI-CR gives every task to one of the fastest free hosts, FCFS to any:
+    # PRI-CR is better
+    gain = paired(rows, "PRI-CR", "FCFS")
+    history = paired(rows, "PRI-CR", "PRI-HISTORY")
+    assert gain[1] > 1
+    verdict, figure = claim(out, "2.")
+    assert verdict == ("does not hold" if history[2] < 1 else "holds")
+    assert f"FCFS / PRI-CR {gain[0]:.2f} [{gain[1]:.2f}, {gain[2]:.2f}] (n = 6)" in figure
+    # claim 3: EXCL-S.5 / FCFS on sdsc, in direction
+    excl = paired(rows, "EXCL-S.5", "FCFS")
+    verdict, figure = claim(out, "3.")
+    assert verdict == direction(excl[1], excl[2])
+    assert figure.startswith(f"sdsc: {excl[0]:.2f} [{excl[1]:.2f}, {excl[2]:.2f}] (n = 6)")
+    assert out.splitlines()[2:] == documented_quick_output("reproduction-kondo.md")
+    for number in ("1.", "4.", "5.", "6."):
+        assert claim(out, number) == ("not checked in this slice",
+                                      "run `mgst sweep experiments/kondo/kondo-sdsc.toml --workers 2` for it")
+
+
+def test_kondo_findings_on_runs_without_t_above_n_say_so_rather_than_no_runs_x_better():
+    from mgst.papers.kondo.findings import Run, claims
+
+    runs = [Run("sdsc", policy, 100, 15.0, "1", str(k), makespan, makespan / 1000.0, 0.0, math.nan)
+            for k in range(3) for policy, makespan in (("FCFS", 3000.0 + k), ("PRI-CR", 1500.0 + k))]
+    lines = claims(runs)
+    assert lines[1] == "   - not in these runs: none has T >= N = 220 (the slides' grid has T = 400)"
+    assert not any("no runs x better" in line for line in lines)
+    assert lines[2].startswith("2. ")
