@@ -1,19 +1,19 @@
 """Progress belongs to the core (mgst.core.progress): Activity's arithmetic, the machine rule's cpus beside slots
-(bundles that wait on the host), Eta decisions, and the seam new couplings plug into (a gang and a link, as test
-doubles). Every expected value is worked out by hand in the comments."""
+(bundles that wait on the host), Eta decisions, and the seam new couplings plug into (the gang and the master's
+link rules). Every expected value is worked out by hand in the comments."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from typing import Any
 
 import pytest
 
 from mgst.core import Assign, Eta, JobCompleted, Scheduler
+from mgst.core.gang import Gang
+from mgst.core.link import MasterLink
 from mgst.core.progress import Activity, Progress
 from mgst.core.state import COMPUTING, WAITING
-from mgst.model import BagList, Experiment, Job, JobClass, Machine, PolicySpec, SimulationSettings
+from mgst.model import Availability, BagList, Experiment, Job, JobClass, Machine, PolicySpec, SimulationSettings
 from mgst.policies.fcfs import FCFS
 from mgst.sim.loop import Simulation
 
@@ -130,46 +130,17 @@ def test_the_simulator_runs_a_bundle_where_the_core_says():
 # ---------------------------------------------------------------- the seam: new couplings are new rules
 
 
-class GangDouble:
-    """A gang (Casanova et al.'s iteration on k workers): one activity, the iteration's fraction left, going at
-    its slowest member's pace, 0 while any member is not UP. Member q does ``work[q]`` at ``speed[q]``."""
-
-    def __init__(self, work: list[float], speed: list[float]):
-        self.work, self.speed = work, speed
-        self.up = [True] * len(work)
-        self.iteration = Activity(1.0, 0.0, 0.0)
-
-    def rates(self, now: float) -> Iterable[tuple[Any, Activity, float, float]]:
-        if not all(self.up):
-            yield "gang", self.iteration, 0.0, 0.0
-            return
-        yield "gang", self.iteration, min(s / w for w, s in zip(self.work, self.speed)), 1.0
-
-
-class LinkDouble:
-    """The master's link (the bounded multi-port model): at most ``n_com`` transfers at once, each at the full
-    rate ``bw``; the others wait, in the order they were queued."""
-
-    def __init__(self, n_com: int, bw: float):
-        self.n_com, self.bw = n_com, bw
-        self.transfers: list[tuple[str, Activity]] = []
-
-    def rates(self, now: float) -> Iterable[tuple[Any, Activity, float, float]]:
-        for k, (key, a) in enumerate(self.transfers):
-            moving = k < self.n_com
-            yield key, a, self.bw if moving else 0.0, 1.0 if moving else 0.0
-
-
 def test_a_gang_goes_at_its_slowest_member_s_pace_and_stalls_while_one_is_not_up():
     progress = Progress()
-    gang = GangDouble(work=[4.0, 3.0], speed=[2.0, 1.0])  # 2 and 3 time units: the gang takes 3
+    gang = Gang("gang", [(0, 2, 1.0), (1, 1, 3.0)], 0.0)  # loads 2 and 3 units: the gang takes 3
+    gang.ready = True
     assert progress.apply(0.0, gang) == 1 and progress.out == [Eta("gang", 3.0, 1.0)]
     progress.out = []
-    gang.up[1] = False  # member 1 RECLAIMED at 1: a third done, the gang stalls
+    gang.member_state(1, Availability.RECLAIMED)  # member 1 RECLAIMED at 1: a third done, the gang stalls
     progress.apply(1.0, gang)
     assert progress.out == [Eta("gang", math.inf, 0.0)]
     progress.out = []
-    gang.up[1] = True  # back at 2: two thirds left at a third per unit: ends at 4
+    gang.member_state(1, Availability.UP)  # back at 2: its 2 units left: ends at 4
     progress.apply(2.0, gang)
     assert progress.out == [Eta("gang", pytest.approx(4.0), 1.0)]
     assert progress.apply(2.5, gang) == 0  # nothing changed: nothing reported
@@ -177,11 +148,12 @@ def test_a_gang_goes_at_its_slowest_member_s_pace_and_stalls_while_one_is_not_up
 
 def test_a_link_carries_at_most_n_com_transfers_at_full_speed_the_rest_wait_in_order():
     progress = Progress()
-    link = LinkDouble(n_com=2, bw=1.0)
-    link.transfers = [(name, Activity(size, 0.0, 0.0)) for name, size in (("t1", 2.0), ("t2", 4.0), ("t3", 6.0))]
+    link = MasterLink(n_com=2, bw=1.0)
+    for q, (name, size) in enumerate((("t1", 2.0), ("t2", 4.0), ("t3", 6.0))):
+        link.add(0.0, name, q, size)
     progress.apply(0.0, link)  # t1 and t2 move (ends 2 and 4); t3 waits, its rate stays 0: nothing said of it
     assert progress.out == [Eta("t1", 2.0, 1.0), Eta("t2", 4.0, 1.0)]
     progress.out = []
-    del link.transfers[0]  # t1 is over at 2: t3 moves, its 6 from 2: ends at 8; t2 unchanged
+    link.remove("t1")  # t1 is over at 2: t3 moves, its 6 from 2: ends at 8; t2 unchanged
     progress.apply(2.0, link)
     assert progress.out == [Eta("t3", 8.0, 1.0)]

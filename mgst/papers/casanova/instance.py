@@ -1,0 +1,61 @@
+"""One problem instance of the paper's experiment: its scenario (chains, speeds) and a trial (a realisation)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mgst.availability.markov3 import Markov3Group, Markov3Process
+from mgst.core.iterations import Iterations
+from mgst.papers.casanova.estimates import Estimates, paper_matrix
+from mgst.papers.casanova.heuristics import heuristic
+from mgst.sim.iterations import IterationsRun, run_iterations
+from mgst.streams import Purpose, python_random
+
+PROCESSORS = 20
+ITERATIONS = 10
+CAP = 1_000_000.0
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """m, n_com, w_min and the drawn platform: each worker's chain and its slots per task."""
+
+    m: int
+    n_com: int
+    w_min: int
+    matrices: tuple[tuple[tuple[float, float, float], ...], ...]
+    work: tuple[int, ...]
+
+    @property
+    def t_data(self) -> int:
+        return self.w_min
+
+    @property
+    def t_prog(self) -> int:
+        return 5 * self.w_min
+
+
+def scenario(m: int, n_com: int, w_min: int, seed: int, index: int, p: int = PROCESSORS) -> Scenario:
+    """Scenario ``index`` of (m, n_com, w_min): chains as the paper draws them, w_q ~ U[w_min, 10 w_min]
+    rounded to whole slots. Its stream depends on (seed, m, n_com, w_min, index) alone."""
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy=seed,
+                                                                     spawn_key=(m, n_com, w_min, index))))
+    matrices = tuple(paper_matrix(rng) for _ in range(p))
+    work = tuple(int(round(rng.uniform(w_min, 10 * w_min))) for _ in range(p))
+    return Scenario(m, n_com, w_min, matrices, work)
+
+
+def run(s: Scenario, name: str, trial: int, seed: int, exact: bool = False, checks: str = "events",
+        cap: float = CAP, iterations: int = ITERATIONS, estimates: Estimates | None = None) -> IterationsRun:
+    """Heuristic ``name`` on trial ``trial`` of ``s``: every heuristic sees the same chain realisation (the
+    trial's streams, one per worker), so trials use common random numbers; every worker starts UP."""
+    est = estimates or Estimates(s.matrices, s.n_com, s.t_prog, s.t_data, exact=exact)
+    policy = heuristic(name, est, python_random(seed, trial, Purpose.POLICY, 0))
+    app = Iterations([float(w) for w in s.work], s.m, iterations, s.t_prog, s.t_data, s.n_com, policy)
+    chains = [Markov3Process(Markov3Group(m, 1.0), 1.0, seed, trial, q) for q, m in enumerate(s.matrices)]
+    return run_iterations(app, chains, cap=cap, checks=checks, proactive=policy.proactive)
+
+
+__all__ = ["CAP", "ITERATIONS", "PROCESSORS", "Scenario", "run", "scenario"]

@@ -1,0 +1,73 @@
+"""Casanova et al.'s experiment: the paper's chain generator, section VII's metrics on hand-built rows, and
+one sweep cell (common random numbers: the same realisation for every heuristic)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from mgst.papers.casanova.estimates import paper_matrix
+from mgst.papers.casanova.heuristics import NAMES
+from mgst.papers.casanova.instance import run, scenario
+from mgst.papers.casanova.scenario import SCENARIO, simulate_cell
+from mgst.papers.casanova.tables import PAPER_TABLE_I, spearman, table
+from mgst.scenarios import get
+from mgst.scenarios.scenario import RunSettings
+
+
+def test_the_paper_s_chains_stay_between_0_90_and_0_99_and_split_the_rest_evenly():
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        m = np.array(paper_matrix(rng))
+        assert np.allclose(m.sum(axis=1), 1.0)
+        for x in range(3):
+            assert 0.90 <= m[x, x] <= 0.99
+            others = [m[x, y] for y in range(3) if y != x]
+            assert others[0] == others[1] == pytest.approx(0.5 * (1 - m[x, x]))
+
+
+def row(n_com, w_min, sc, **makespans):
+    r = {"m": "5", "n_com": str(n_com), "w_min": str(w_min), "scenario": str(sc), "error": ""}
+    r.update({f"makespan_{h}": ("" if v is None else str(v)) for h, v in makespans.items()})
+    return r
+
+
+def test_the_metrics_are_section_vii_s():
+    rows = [
+        # scenario A: H's trial means 90 (both trials) against IE's 100 -> -10 / 90; H wins both
+        row(5, 1, 0, IE=100, IP=80), row(5, 1, 0, IE=100, IP=100),
+        # scenario B: H fails once (not a win, not in the means): means 150 against 100 -> +50 / 100
+        row(5, 2, 0, IE=100, IP=150), row(5, 2, 0, IE=100, IP=None),
+    ]
+    (ip,) = [r for r in table(rows, 5, ("IP", "IE")) if r["heuristic"] == "IP"]
+    rel = [-10 / 90, 0.5]
+    assert ip["fails"] == 1 and ip["instances"] == 4 and ip["scenarios"] == 2
+    assert ip["diff"] == pytest.approx(100 * sum(rel) / 2)
+    assert ip["stdv"] == pytest.approx(abs(rel[0] - rel[1]) / 2)  # population standard deviation of two
+    assert ip["wins"] == pytest.approx(50.0)  # 80 and 100 <= 100; 150 and the failure are not
+    assert ip["wins30"] == pytest.approx(50.0)  # 150 > 130
+    (ie,) = [r for r in table(rows, 5, ("IP", "IE")) if r["heuristic"] == "IE"]
+    assert (ie["diff"], ie["wins"], ie["stdv"]) == (0.0, 100.0, 0.0)
+
+
+def test_spearman_against_the_paper_is_one_for_the_paper_s_own_figures():
+    assert spearman({h: v[1] for h, v in PAPER_TABLE_I.items()}, {h: v[1] for h, v in PAPER_TABLE_I.items()}) \
+        == pytest.approx(1.0)
+
+
+def test_a_cell_runs_every_heuristic_on_the_same_realisation():
+    assert get("casanova") is SCENARIO
+    exp = SCENARIO.build({"m": "5", "n_com": "5", "w_min": "1", "scenario": "0"}, RunSettings(0, 0, 0), 1, 0,
+                         {"exact": False, "cap": 1_000_000.0, "iterations": 2, "processors": 20})
+    out = simulate_cell(exp, 0)
+    assert set(out) == {*(f"makespan_{h}" for h in NAMES), "wall_s"}
+    s = scenario(5, 5, 1, 1, 0)
+    assert out["makespan_IE"] == run(s, "IE", 0, 1, iterations=2).makespan  # the cell is the instance
+    assert all(not math.isnan(v) for k, v in out.items())
+
+
+def test_a_makespan_at_the_cap_is_a_failure():
+    s = scenario(5, 5, 1, 1, 0)
+    assert run(s, "IE", 0, 1, cap=5.0).makespan is None

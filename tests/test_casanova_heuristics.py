@@ -1,0 +1,131 @@
+"""Casanova et al.'s estimates and heuristics (mgst.papers.casanova): closed forms on chains that are never
+RECLAIMED, each heuristic's choice on a hand-built state (values worked out in the comments), and the
+event-driven proactive check against the per-slot one on random instances."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from mgst.core.iterations import DOWN, Iterations
+from mgst.papers.casanova.estimates import Estimates
+from mgst.papers.casanova.heuristics import NAMES, Passive, Proactive, Random, heuristic
+from mgst.papers.casanova.instance import run, scenario
+from mgst.sim.iterations import run_iterations
+from tests.iteration_fakes import Script
+
+
+def never_reclaimed(stay: float):
+    """UP stays UP with ``stay``, else DOWN: P_uu(t) = stay^t, so P_+ = stay and (printed) E_c = stay."""
+    return ((stay, 0.0, 1.0 - stay), (0.5, 0.4, 0.1), (0.1, 0.0, 0.9))
+
+
+# Three workers, no transfers, one task: worker 0 fast and flaky, 1 slow and steady, 2 between.
+STAYS, WORK = (0.7, 0.999, 0.95), (2.0, 4.0, 2.0)
+
+
+def estimates(exact: bool = False) -> Estimates:
+    return Estimates([never_reclaimed(a) for a in STAYS], 3, 0.0, 0.0, exact=exact)
+
+
+def app_for(policy, tasks: int = 1) -> Iterations:
+    return Iterations(WORK, tasks, 1, 0.0, 0.0, 3, policy)
+
+
+def test_p_plus_and_e_of_a_chain_never_reclaimed_have_closed_forms():
+    est, exact = estimates(), estimates(exact=True)
+    for q, a in enumerate(STAYS):
+        p_plus, e_c = est._set(frozenset((q,)))
+        assert p_plus == pytest.approx(a, abs=1e-9) and e_c == pytest.approx(a, abs=1e-9)
+        # printed: E(W) = (1 + (W - 1) a) / a^(W - 1); exact: 1 + (W - 1) E_c / P_+ = W
+        assert est.compute(frozenset((q,)), 3.0) == pytest.approx((a * a, (1 + 2 * a) / a**2))
+        assert exact.compute(frozenset((q,)), 3.0) == pytest.approx((a * a, 3.0))
+
+
+@pytest.mark.parametrize("name, exact, elapsed, worker", [
+    ("IP", False, 0, 1),  # P = a^(W-1): 0.7, 0.997, 0.95
+    ("IE", False, 0, 2),  # (1 + a) / a, (1 + 3a) / a^3, (1 + a) / a: 2.43, 4.01, 2.05
+    ("IAY", False, 0, 2),  # P / E: 0.288, 0.249, 0.463
+    ("IY", False, 0, 2),  # t = 0: the apparent yield
+    ("IY", False, 100, 1),  # P / (100 + E): 0.00683, 0.00959, 0.00931
+])
+def test_each_passive_heuristic_s_choice_on_a_hand_built_state(name, exact, elapsed, worker):
+    policy = heuristic(name, estimates(exact))
+    app = app_for(policy)
+    app.iteration_start = -float(elapsed)
+    assert policy.choose(app, 0.0) == {worker: 1}
+
+
+def test_exact_e_is_blind_to_reliability_the_printed_one_is_not():
+    exact, printed = Passive("IE", estimates(True)), Passive("IE", estimates())
+    app = app_for(exact)
+    assert exact.evaluate(app, {0: 1})[1] == pytest.approx(exact.evaluate(app, {2: 1})[1]) == pytest.approx(2.0)
+    assert printed.evaluate(app, {0: 1})[1] > printed.evaluate(app, {2: 1})[1] + 0.3  # 2.43 against 2.05
+
+
+def test_a_proactive_heuristic_switches_only_to_a_strictly_better_configuration():
+    est = estimates()
+    p_ie, e_ip = Proactive("P-IE", est), Proactive("E-IP", est)
+    app = app_for(p_ie)
+    app.state_changed(0.0, 1, DOWN)  # IE's configuration is worker 2's whatever; make the running one worker 0's
+    app._configure(0.0, {0: 1}, "start")
+    assert p_ie.reconsider(app, 0.0) == {2: 1}  # IE's fresh pick, P 0.95 > the running 0.7: switch
+    app = app_for(e_ip)
+    app._configure(0.0, {2: 1}, "start")
+    assert e_ip.reconsider(app, 0.0) is None  # IP picks worker 1, E 4.01 > the running 2.05: keep
+
+
+def test_random_deals_tasks_to_up_workers_only():
+    policy = Random(random.Random(5))
+    app = app_for(policy, tasks=4)
+    app.state_changed(0.0, 0, DOWN)
+    app.state_changed(0.0, 2, DOWN)
+    assert policy.choose(app, 0.0) == {1: 4}
+
+
+def test_the_seventeen_heuristics_are_named_as_in_the_paper():
+    assert len(NAMES) == 17 and {"Y-IE", "P-IE", "E-IAY", "IE", "RANDOM"} <= set(NAMES)
+    with pytest.raises(ValueError):
+        heuristic("Q-IE", estimates())
+
+
+PROACTIVE = [n for n in NAMES if "-" in n]
+CLOCK_FREE = [n for n in PROACTIVE if not n.startswith("Y-") and not n.endswith("-IY")]
+
+
+def test_the_heuristics_whose_check_moves_with_time_alone_are_checked_every_slot():
+    est = estimates()
+    assert [n for n in PROACTIVE if Proactive(n, est).clock_dependent] == [
+        "P-IY", "E-IY", "Y-IP", "Y-IE", "Y-IY", "Y-IAY"]
+
+
+@pytest.mark.parametrize("name", CLOCK_FREE)
+def test_checking_at_events_decides_as_checking_every_slot(name):
+    for i in range(4):
+        s = scenario(2 + i % 4, 1 + i % 3, 1 + i % 2, 12, i, p=5 + i % 4)
+        for exact in (False, True):
+            events = run(s, name, i, 3, checks="events", cap=3000, iterations=2, exact=exact)
+            slots = run(s, name, i, 3, checks="slots", cap=3000, iterations=2, exact=exact)
+            assert events.log == slots.log
+
+
+def test_a_clock_dependent_heuristic_checked_at_events_alone_decides_differently():
+    """P-IY's fresh configuration moves with the slots spent in the iteration: checked only when something
+    happens, it misses a switch that the per-slot check makes (a case found by search)."""
+    s = scenario(5, 3, 2, 12, 23, p=8)
+    slots = run(s, "P-IY", 23, 3, checks="slots", cap=3000, iterations=2)
+    est = Estimates(s.matrices, s.n_com, s.t_prog, s.t_data)
+    policy = Proactive("P-IY", est)
+    policy.clock_dependent = False  # pretend: checks at events only
+    app = Iterations([float(w) for w in s.work], s.m, 2, s.t_prog, s.t_data, s.n_com, policy)
+    from mgst.availability.markov3 import Markov3Group, Markov3Process
+    chains = [Markov3Process(Markov3Group(m, 1.0), 1.0, 3, 23, q) for q, m in enumerate(s.matrices)]
+    events_only = run_iterations(app, chains, cap=3000)
+    assert events_only.log != slots.log
+
+
+def test_passive_heuristics_never_reconsider():
+    assert Passive("IE", estimates()).reconsider(app_for(None), 0.0) is None
+    assert run_iterations(app_for(Passive("IE", estimates())), [Script()] * 0 or [Script(), Script(), Script()],
+                          proactive=False).makespan == 2.0  # worker 2, W = 2

@@ -1,0 +1,178 @@
+"""Tightly-coupled iterations on the core (mgst.core.iterations, gang.py, link.py) driven slot-exactly by
+mgst.sim.iterations: hand-built cases whose times are worked out in the comments, and hypothesis properties."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mgst.core.gang import Gang
+from mgst.core.iterations import DOWN, RECLAIMED, UP, IterationDone, Iterations
+from mgst.core.link import MasterLink
+from mgst.sim.iterations import run_iterations
+from tests.iteration_fakes import Script, Spread
+
+
+def done_times(run) -> list[float]:
+    return [e.time for e in run.log if type(e) is IterationDone]
+
+
+def test_one_always_up_worker_completes_each_iteration_when_the_model_says():
+    # w = 3, m = 2 tasks, T_prog = 5, T_data = 1, n_com = 1. Iteration 1: program 5 + data 2 x 1, then 2 x 3
+    # slots of computation: 13. Later ones keep the program: data 2 + computation 6 = 8 each: 21, 29.
+    app = Iterations([3.0], 2, 3, 5.0, 1.0, 1, Spread())
+    run = run_iterations(app, [Script()], proactive=False)
+    assert done_times(run) == [13.0, 21.0, 29.0] and run.makespan == 29.0
+
+
+def test_a_reclaimed_member_stalls_the_whole_gang_by_exactly_its_length():
+    # w = (2, 3), one task each, no transfers: the gang needs 3 slots, so alone it ends at 3.
+    base = run_iterations(Iterations([2.0, 3.0], 2, 1, 0.0, 0.0, 1, Spread()), [Script(), Script()],
+                          proactive=False)
+    assert base.makespan == 3.0
+    for start, length in ((1, 2), (0, 1), (2, 5)):  # the fast member RECLAIMED for `length` slots
+        app = Iterations([2.0, 3.0], 2, 1, 0.0, 0.0, 1, Spread())
+        script = Script([(UP, start), (RECLAIMED, length), (UP, 1)]) if start else Script(
+            [(RECLAIMED, length), (UP, 1)])
+        run = run_iterations(app, [script, Script()], proactive=False)
+        assert run.makespan == 3.0 + length
+
+
+def test_a_down_member_loses_the_iteration_and_the_program():
+    # w = (1, 1), T_prog = 2, n_com = 2: both programs land at 2; worker 1 goes DOWN at 2 (its program, just
+    # received, is lost). The iteration restarts on worker 0 alone (2 tasks, program kept): 2 slots, ends at 4.
+    app = Iterations([1.0, 1.0], 2, 1, 2.0, 0.0, 2, Spread())
+    run = run_iterations(app, [Script(), Script([(UP, 2), (DOWN, 5), (UP, 1)])], proactive=False)
+    assert [(e.configuration, e.why) for e in run.log if type(e) is not IterationDone] == [
+        (((0, 1), (1, 1)), "start"), (((0, 2),), "down")]
+    assert run.makespan == 4.0 and app.has_program == [True, False]
+
+
+def test_a_down_member_loses_computation_already_done():
+    # w = (4, 4), no transfers: the gang computes 3 of its 4 slots, then worker 1 goes DOWN at 3. Worker 0
+    # restarts from scratch with both tasks: 8 slots from 3: 11 (not 3 + 1 + 4).
+    app = Iterations([4.0, 4.0], 2, 1, 0.0, 0.0, 2, Spread())
+    run = run_iterations(app, [Script(), Script([(UP, 3), (DOWN, 50), (UP, 1)])], proactive=False)
+    assert run.makespan == 11.0
+
+
+def test_n_com_one_serialises_transfers():
+    # Three workers, one task each, T_prog = 2, n_com = 1: programs land at 2, 4, 6; then 1 slot: 7.
+    run = run_iterations(Iterations([1.0] * 3, 3, 1, 2.0, 0.0, 1, Spread()), [Script() for _ in range(3)],
+                         proactive=False)
+    assert run.makespan == 7.0
+    run = run_iterations(Iterations([1.0] * 3, 3, 1, 2.0, 0.0, 3, Spread()), [Script() for _ in range(3)],
+                         proactive=False)
+    assert run.makespan == 3.0  # n_com = 3: all at once
+
+
+def test_a_reclaimed_worker_s_transfer_pauses_and_gives_its_port_away():
+    # n_com = 1, T_prog = 3, two workers. Worker 0 is RECLAIMED in slots 1-2: its program (1 of 3 done) pauses
+    # and worker 1's takes the port from 1 to 4; worker 0's resumes at 4 and lands at 6; 1 slot: 7.
+    app = Iterations([1.0, 1.0], 2, 1, 3.0, 0.0, 1, Spread())
+    run = run_iterations(app, [Script([(UP, 1), (RECLAIMED, 2), (UP, 1)]), Script()], proactive=False)
+    assert run.makespan == 7.0
+
+
+def test_data_is_kept_while_the_configuration_holds_the_worker_and_the_program_until_down():
+    link = MasterLink(2)
+    assert [t.key for t in link.moving()] == []
+    app = Iterations([1.0, 1.0], 2, 1, 4.0, 1.0, 2, Spread())
+    app.settle(0.0)
+    assert app.comm_left(0, 0.0) == 5.0 and app.comm_left(1, 3.0) == 2.0  # program 4 + data 1; 2 left at 3
+    app.state_changed(3.0, 1, RECLAIMED)
+    assert app.comm_left(1, 10.0) == 2.0  # paused
+
+
+def test_a_gang_is_a_rate_rule_for_any_policy():
+    gang = Gang("g", [(0, 2, 3.0), (1, 1, 4.0)], 0.0)  # loads 6 and 4: the gang needs 6
+    assert gang.work == 6.0 and gang.paces() == {0: 1.0, 1: 4.0 / 6.0}
+    assert list(gang.rates(0.0))[0][2] == 0.0  # not ready
+    gang.ready = True
+    assert list(gang.rates(0.0))[0][2] == 1.0
+    gang.member_state(1, RECLAIMED)
+    assert not gang.computes()
+    gang.member_state(1, DOWN)
+    gang.member_state(1, UP)
+    assert gang.lost and not gang.computes()
+    with pytest.raises(ValueError):
+        Gang("g", [(0, 1, 1.0), (0, 1, 1.0)], 0.0)
+
+
+# ---------------------------------------------------------------- properties
+
+
+class Watched(Iterations):
+    """Iterations that check the model's invariants every time the rules are applied."""
+
+    completed: list = []
+
+    def _refresh(self, now: float) -> None:
+        super()._refresh(now)
+        moving = [t for t in self.link.queue.values() if t.activity.rate > 0]
+        assert len(moving) <= self.link.n_com
+        assert all(self.states[t.worker] == UP for t in moving)
+        gang = self.gang
+        if gang is not None and gang.activity.rate > 0:
+            assert all(self.states[q] == UP for q in self.config)
+            assert all(self.has_program[q] and self.data_held[q] == x for q, x in self.config.items())
+
+    def ended(self, now, key):
+        assert key not in self.completed  # nothing completes twice
+        self.completed.append(key)
+        return super().ended(now, key)
+
+
+periods = st.lists(st.tuples(st.sampled_from([UP, RECLAIMED, DOWN]), st.integers(1, 6)), min_size=1, max_size=12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(scripts=st.lists(periods, min_size=1, max_size=5), n_com=st.integers(1, 3), m=st.integers(1, 4),
+       work=st.integers(1, 3), t_prog=st.integers(0, 3), t_data=st.integers(0, 2))
+def test_no_gang_computes_with_a_member_not_up_transfers_stay_within_n_com_nothing_completes_twice(
+        scripts, n_com, m, work, t_prog, t_data):
+    scripts = [s + [(UP, 1)] for s in scripts]  # each ends UP for good: the run finishes
+    app = Watched([float(work + q) for q in range(len(scripts))], m, 3, t_prog, t_data, n_com, Spread())
+    app.completed = []
+    run = run_iterations(app, [Script(s) for s in scripts], cap=10_000, proactive=False)
+    assert run.makespan is not None and run.makespan < math.inf
+    assert [e.index for e in run.log if type(e) is IterationDone] == [0, 1, 2]
+
+
+class Shuffler(Spread):
+    """Proactive, erratically: at each check, a random configuration over the UP workers (or none)."""
+
+    proactive = True
+
+    def __init__(self, seed: int):
+        super().__init__()
+        import random
+
+        self.rng = random.Random(seed)
+
+    def reconsider(self, app, now):
+        up = app.up()
+        if not up or self.rng.random() < 0.5:
+            return None
+        config: dict[int, int] = {}
+        for _ in range(app.tasks):
+            q = self.rng.choice(up)
+            config[q] = config.get(q, 0) + 1
+        return config
+
+
+@settings(max_examples=60, deadline=None)
+@given(scripts=st.lists(periods, min_size=1, max_size=5), n_com=st.integers(1, 3), m=st.integers(1, 4),
+       t_prog=st.integers(0, 3), t_data=st.integers(0, 2), seed=st.integers(0, 10**6))
+def test_the_invariants_hold_under_any_sequence_of_reconfigurations(scripts, n_com, m, t_prog, t_data, seed):
+    """Configurations replaced at random (workers kept, dropped, given more or fewer tasks mid-transfer)."""
+    scripts = [s + [(UP, 1)] for s in scripts]
+    app = Watched([float(1 + q) for q in range(len(scripts))], m, 2, t_prog, t_data, n_com, Shuffler(seed))
+    app.completed = []
+    run = run_iterations(app, [Script(s) for s in scripts], cap=200, checks="slots")
+    assert run.iterations == len([e for e in run.log if type(e) is IterationDone]) <= 2
+    for q, held in app.data_held.items():
+        assert held <= app.config.get(q, 0)
