@@ -189,7 +189,8 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     logging.basicConfig(
-        level=logging.WARNING - 10 * args.verbose, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
+        level=logging.WARNING - 10 * args.verbose, format="%(levelname)s %(name)s: %(message)s",
+        handlers=[_StderrHandler()],
     )
     try:
         return args.func(args)
@@ -251,6 +252,20 @@ class _Version(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None):
         print(version_line())
         parser.exit()
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Logs to whatever sys.stderr is when a record is written, not to the one there when the handler was made
+    (a caller that redirects stderr, as tests do, and closes it after, must not leave a handler on a closed
+    stream)."""
+
+    @property  # type: ignore[override]
+    def stream(self):  # noqa: ANN201
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:  # noqa: ANN001
+        pass
 
 
 def _policies(args: argparse.Namespace) -> int:

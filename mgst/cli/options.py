@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -18,14 +18,14 @@ def check_folder(option: str, path: Path) -> None:
     be made. Tried, not guessed from modes (root passes every mode check, a read-only mount or /proc fails
     anyway): the missing folders are made, a file written in the last, and all of it removed again."""
     for folder in (path, *path.parents):
-        if not folder.exists():
+        try:
+            mode = folder.stat().st_mode  # (one look: a folder removed meanwhile is missing, not "a file")
+        except (FileNotFoundError, NotADirectoryError):  # (not there; or below a file, which the loop meets next)
             continue
-        if not folder.is_dir():
+        if not stat.S_ISDIR(mode):
             where = "is a file" if folder == path else f"cannot be made: {folder} is a file"
             raise ConfigError(option, f"{path} {where}; a folder is expected")
-        if folder != path and not os.access(folder, os.W_OK | os.X_OK):
-            raise ConfigError(option, f"{path} cannot be made: {folder} is not writable")
-        break
+        break  # (whether it can be written in is tried below, not guessed from its mode)
     made: list[Path] = []
     doing = "made"
     try:
