@@ -9,6 +9,7 @@ import stat
 import sys
 from pathlib import Path
 
+from mgst.stderr_log import StderrHandler
 from mgst.wire import protocol as P
 from mgst.wire import security
 from puller.allowlist import AllowList, AllowListError
@@ -143,7 +144,7 @@ def client_keys(args: argparse.Namespace) -> security.ClientKeys | None:
 def configure_logging(verbose: int) -> None:
     """The puller's log on stderr: timestamped lines, INFO by default (registration, injected failures,
     reconnections, the end), DEBUG with -v."""
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, stream=sys.stderr, force=True,
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[StderrHandler()], force=True,
                         format=VERBOSE_LINE_FORMAT if verbose else LINE_FORMAT, datefmt=DATE_FORMAT)
 
 

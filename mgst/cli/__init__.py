@@ -11,6 +11,7 @@ from pathlib import Path
 from mgst import policies
 from mgst.cli.version import version_line
 from mgst.config import ConfigError
+from mgst.stderr_log import StderrHandler
 
 # `mgst simulate --jobs` formats: mgst.results.JOB_FORMATS's keys (not imported here: keeps `mgst --help` fast)
 SIMULATE_JOB_FORMATS = ("csv", "csv.gz", "parquet")
@@ -190,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.WARNING - 10 * args.verbose, format="%(levelname)s %(name)s: %(message)s",
-        handlers=[_StderrHandler()],
+        handlers=[StderrHandler()],
     )
     try:
         return args.func(args)
@@ -252,20 +253,6 @@ class _Version(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None):
         print(version_line())
         parser.exit()
-
-
-class _StderrHandler(logging.StreamHandler):
-    """Logs to whatever sys.stderr is when a record is written, not to the one there when the handler was made
-    (a caller that redirects stderr, as tests do, and closes it after, must not leave a handler on a closed
-    stream)."""
-
-    @property  # type: ignore[override]
-    def stream(self):  # noqa: ANN201
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, value) -> None:  # noqa: ANN001
-        pass
 
 
 def _policies(args: argparse.Namespace) -> int:
