@@ -4,7 +4,7 @@ expression evaluated through a reference from the top ad, its value converted or
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping
+from collections.abc import Callable, Container, Mapping
 from typing import Any
 
 from mgst.core.state import BagRecord, JobRecord
@@ -78,23 +78,22 @@ class Evaluation:
         self.evaluations[attribute] += 1
         return state.refs[attribute].eval(self.ads.top)
 
+    def _typed(self, attribute: str, state: BagState, convert: Callable[[Any], Any], fallback: Any) -> Any:
+        """The attribute's value as ``convert`` reads it; ``fallback`` (counted and logged) where it reads None."""
+        value = self._value(attribute, state)
+        typed = convert(value)
+        if typed is None:
+            self.fallbacks.note(attribute, state.policy.trees[attribute], value, fallback, state.bag.id)
+            return fallback
+        return typed
+
     def holds(self, attribute: str, state: BagState) -> bool:
         """A requirement of ``state``'s bag, in the ads as set: a boolean (a number: not 0); else false (counted)."""
-        value = self._value(attribute, state)
-        b = as_boolean(value)
-        if b is None:
-            self.fallbacks.note(attribute, state.policy.trees[attribute], value, BOOLEAN_FALLBACK, state.bag.id)
-            return BOOLEAN_FALLBACK
-        return b
+        return self._typed(attribute, state, as_boolean, BOOLEAN_FALLBACK)
 
     def number(self, attribute: str, state: BagState, fallback: float) -> float:
         """A number of ``state``'s bag, in the ads as set; ``fallback`` if it is not one (counted), or if the bag has
         no such expression (Deadline)."""
         if attribute not in state.policy.trees:
             return fallback
-        value = self._value(attribute, state)
-        x = as_number(value)
-        if x is None:
-            self.fallbacks.note(attribute, state.policy.trees[attribute], value, fallback, state.bag.id)
-            return fallback
-        return x
+        return self._typed(attribute, state, as_number, fallback)
