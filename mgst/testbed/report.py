@@ -9,6 +9,7 @@ anything: no link, no font, no script from elsewhere.
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import re
@@ -20,18 +21,17 @@ from typing import Any
 import numpy as np
 
 from mgst.testbed.live.board import SNAPSHOT_VERSION
+from mgst.testbed.live.snapshot import (
+    MAX_MACHINES_SHOWN,
+    _num,  # (the live view's: JSON has no NaN)
+)
 from mgst.testbed.machines_csv import state_at_end
 from mgst.testbed.run_result import TestbedRun
 
 FILENAME = "report.html"
-MAX_MACHINES_SHOWN = 500  # as the live view: the first ones listed, all of them counted
 MAX_EVENTS = 2000  # the timeline's latest events
 MAX_POINTS = 1800  # points of each plot, evenly over the run
 _CLOSING = re.compile(r"</(script|style)", re.IGNORECASE)  # would end the inlined element early
-
-
-def _num(x: float | None, digits: int = 6) -> float | None:
-    return None if x is None or not math.isfinite(x) else round(x, digits)
 
 
 def report_snapshot(run: TestbedRun, summary: dict[str, Any]) -> dict[str, Any]:
@@ -161,12 +161,8 @@ def render(snapshot: dict[str, Any]) -> str:
     page = page.replace('<a href="/static/uPlot.LICENSE">uPlot (MIT)</a>', "uPlot (MIT licence)")
     page = page.replace("Read-only view, refreshed every second.", "The report of a finished run, written at its end.")
     page = page.replace("<title>mgst live view</title>",
-                        f"<title>mgst report: {_escape(snapshot.get('experiment', ''))}</title>")
+                        f"<title>mgst report: {html.escape(snapshot.get('experiment', ''))}</title>")
     return page
-
-
-def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def write_report(run: TestbedRun, summary: dict[str, Any], out: Path) -> None:
