@@ -137,6 +137,7 @@ def summarise(run: Any, samples: list[tuple[float, float, int]], warmup: float) 
     return {
         "t0": run.t0,
         "first_registered": first_registered,
+        "registered_at": sorted(m.periods[0][0] for m in run.journal.machines if m.periods),
         "latencies": lat,
         "false_downs": downs,
         "re_registered": sum(max(0, len(m.incarnations) - 1) for m in run.journal.machines),
@@ -204,6 +205,7 @@ def measure(pullers: int, policy: str, *, workers: int, dispatch_rate: float, du
         raise RuntimeError("a worker sent no report")
     lat = result.pop("latencies")
     first_hello = min(r.first_hello for r in reports)
+    registered = [t - first_hello for t in result.pop("registered_at")]
     lo, hi = result.pop("window_from"), result.pop("window_to")
     messages = sum(c for r in reports for counts in (r.sent, r.received) for sec, c in counts.items()
                    if lo <= sec < hi)
@@ -211,6 +213,8 @@ def measure(pullers: int, policy: str, *, workers: int, dispatch_rate: float, du
         "pullers": pullers,
         "policy": policy,
         "registration_s": result["t0"] - first_hello,
+        # when half, 90 % and 99 % of the machines had registered (s after the first hello)
+        "registration_quantiles_s": [_pct(registered, q) for q in (0.5, 0.9, 0.99)],
         "jobs": len(lat),
         "p50_ms": _pct(lat, 0.50) * 1e3,
         "p99_ms": _pct(lat, 0.99) * 1e3,
@@ -292,14 +296,18 @@ def main(argv: list[str] | None = None) -> int:
                         "a machine busy with other work delays the mapper less)")
     p.add_argument("--profile", metavar="DIR", help="py-spy the mapper over each steady state; stacks into DIR")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                   help="a [policy] option for lpas_dg (a float), e.g. resolve_debounce=1")
+                   help="a [policy] option for lpas_dg (a number or a word), e.g. resolve_debounce=1 or "
+                        "resolve_debounce=off")
     args = p.parse_args(argv)
     if args.repeat < 1 or args.workers < 1 or not args.duration > args.warmup:
         p.error("--repeat and --workers must be at least 1, --duration more than --warmup")
     options = {}
     for item in args.option:
         key, _, value = item.partition("=")
-        options[key.strip()] = float(value)
+        try:
+            options[key.strip()] = float(value)
+        except ValueError:
+            options[key.strip()] = value.strip()
     print(f"# {platform.python_version()} {platform.machine()}, {os.cpu_count()} CPUs, "
           f"load {'/'.join(f'{x:.1f}' for x in os.getloadavg())}, workers {args.workers}, "
           f"dispatch {args.dispatch_rate:g}/s, {args.duration:g} s (warm-up {args.warmup:g}), options {options}, "
@@ -320,7 +328,9 @@ def main(argv: list[str] | None = None) -> int:
                               options=options if policy == "lpas_dg" else None, profile=profile,
                               mapper_nice=args.mapper_nice)
                 rows.setdefault((n, policy), []).append(row)
-                print(ROW.format(**row), f"load {os.getloadavg()[0]:.1f}", flush=True)
+                q50, q90, q99 = row["registration_quantiles_s"]
+                print(ROW.format(**row), f"load {os.getloadavg()[0]:.1f}; registered: half at {q50:.1f} s, "
+                      f"90 % at {q90:.1f} s, 99 % at {q99:.1f} s", flush=True)
                 if profile is not None and Path(profile).exists():
                     for fr, inc, own in profile_breakdown(profile):
                         print(f"#   {inc:5.1f} % {own:5.1f} % self  {fr}")

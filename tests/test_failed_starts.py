@@ -129,3 +129,22 @@ def test_a_puller_that_cannot_be_started_stops_those_started_before_it(tmp_path,
     with pytest.raises(OSError, match="no more processes"):
         local_run.start_pullers("tcp://127.0.0.1:1", ["A", "B"], tmp_path / "pullers.log")
     assert started and started[0].poll() is not None
+
+
+def test_a_registration_time_out_of_a_big_lab_names_twenty_machines_and_counts_the_rest():
+    from mgst.model import Experiment, JobClass, Machine, PolicySpec, TestbedSettings
+    from mgst.testbed.mapper import Mapper
+
+    exp = Experiment(name="big", classes=(JobClass("1", 1.0),),
+                     machines=tuple(Machine(f"P{j + 1}", (1.0,), 1.0) for j in range(500)),
+                     policy=PolicySpec("fcfs"), testbed=TestbedSettings(time_unit=1.0, duration=1.0))
+    mapper = Mapper(exp, "tcp://127.0.0.1:0", register_timeout=0.1)
+    try:
+        mapper.run()
+    except TimeoutError as e:
+        message = str(e)
+    else:
+        raise AssertionError("no puller registered, yet the run began")
+    assert message.startswith("500 of 500 pullers did not register within 0.1 s: P1, P2, "), message
+    assert message.endswith("P19, P20 and 480 more"), message
+    assert len(message) < 300

@@ -89,3 +89,62 @@ def test_a_class_that_no_machine_up_can_run_does_not_force_solves():
 def test_the_interval_must_be_positive(value):
     with pytest.raises(ValueError, match="resolve_debounce: must be > 0"):
         make_policy("lpas_dg", {"resolve_debounce": value})
+
+
+# --- resolve_debounce = "auto" (the default): off below AUTO_DEBOUNCE_MACHINES machines, then a tenth of the
+# shortest mean job time. Two classes on n machines: class 0 at rate 2 (mean job 1/2), class 1 at rate 0.5
+# with granularity 3 on the machines (mean job 6); machine 0 is twice as fast at class 0 (mean job 1/4).
+
+def scaled_core(n: int, options: dict | None = None):
+    from mgst.core import Scheduler
+    from mgst.model import JobClass, Machine
+
+    classes = [JobClass("c0", 1.0), JobClass("c1", 1.0, granularity=3.0)]
+    machines = [Machine(f"M{j}", (4.0 if j == 0 else 2.0, 0.5)) for j in range(n)]
+    core = Scheduler(classes, machines, make_policy("lpas_dg", options), check=True)
+    core.start(0.0)
+    for j in range(n):
+        core.machine_up(0.0, j)
+    return core
+
+
+def test_auto_re_solves_at_every_change_below_the_machine_count():
+    from mgst.papers.mgst.lpas import AUTO_DEBOUNCE_MACHINES
+
+    core = scaled_core(AUTO_DEBOUNCE_MACHINES - 1)
+    assert core.policy.debounce is None
+    solves = core.policy.solves
+    core.machine_down(1.0, 5)
+    core.machine_up(2.0, 5)
+    assert core.policy.solves == solves + 2
+    assert KEY not in core.timers
+
+
+def test_auto_debounces_from_the_machine_count_to_a_tenth_of_the_shortest_mean_job():
+    from mgst.papers.mgst.lpas import AUTO_DEBOUNCE_MACHINES
+
+    core = scaled_core(AUTO_DEBOUNCE_MACHINES)
+    policy = core.policy
+    assert policy.debounce == pytest.approx(0.1 * 0.25)  # machine 0 runs class 0's jobs in 1/4 on average
+    # the first machine up solved at once (nothing was up before it); the other n - 1 ups, one re-solve at 0.025
+    assert policy.solves == 2
+    assert core.timers == {KEY: pytest.approx(0.025)}
+    core.timer_fired(0.025, KEY)
+    assert policy.solves == 3
+    assert all(any(row[j] for row in policy.eligible) for j in range(AUTO_DEBOUNCE_MACHINES))  # all planned
+
+
+@pytest.mark.parametrize("options", [{"resolve_debounce": "off"}, {"resolve_debounce": "auto",
+                                                                   "resolve_on_events": False,
+                                                                   "resolve_period": 5.0}])
+def test_off_and_periodic_re_solves_leave_auto_out_at_any_size(options):
+    from mgst.papers.mgst.lpas import AUTO_DEBOUNCE_MACHINES
+
+    core = scaled_core(AUTO_DEBOUNCE_MACHINES, options)
+    assert core.policy.debounce is None
+    assert KEY not in core.timers
+
+
+def test_a_word_other_than_auto_or_off_names_the_option():
+    with pytest.raises(ValueError, match='resolve_debounce: must be a number > 0, "auto" or "off"'):
+        make_policy("lpas_dg", {"resolve_debounce": "sometimes"})

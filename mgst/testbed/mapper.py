@@ -50,9 +50,15 @@ from mgst.workload import make_workload
 
 log = logging.getLogger(__name__)
 
-# An LPAS_DG run with this many machines or more, and no resolve_debounce, is told about the option:
-# each re-solve then takes 10 ms or more (17 ms at 1,000), and every registration or failure makes one.
-DEBOUNCE_HINT_MACHINES = 500
+# A message naming machines names at most this many (a lab of thousands would print a page).
+NAMES_SHOWN = 20
+
+
+def _some(names: list[str]) -> str:
+    """The first NAMES_SHOWN of ``names``, and how many more."""
+    shown = ", ".join(names[:NAMES_SHOWN])
+    return shown if len(names) <= NAMES_SHOWN else f"{shown} and {len(names) - NAMES_SHOWN} more"
+
 # How often the journal notes that the mapper is alive (bounds the outage a crash leaves).
 TICK = 0.5
 # A Paused notice's reason is cut to this (a journal path can be long; the protocol allows MAX_STR).
@@ -117,10 +123,6 @@ class Mapper:
             duration, time_unit, seed = meta["duration"], meta["time_unit"], meta["seed"]
             executor, failures = meta["executor"], meta["failures"]
         self.experiment = experiment
-        if (experiment.policy.name == "lpas_dg" and len(experiment.machines) >= DEBOUNCE_HINT_MACHINES
-                and experiment.policy.options.get("resolve_debounce") is None):
-            log.warning("lpas_dg re-solves its LP at every machine up or down; with %d machines, consider "
-                        "[policy] resolve_debounce (docs/policies.md)", len(experiment.machines))
         self.duration = tb.duration if duration is None else duration
         self.time_unit = tb.time_unit if time_unit is None else time_unit
         self.seed = experiment.simulation.seed if seed is None else seed
@@ -322,8 +324,8 @@ class Mapper:
                     self._begin(now)
                 elif now - started > self.register_timeout:
                     missing = [m.name for m, c in zip(self.experiment.machines, self.conns) if c.identity is None]
-                    raise TimeoutError(f"pullers did not register within {self.register_timeout:g} s: "
-                                       f"{', '.join(missing)}")
+                    raise TimeoutError(f"{len(missing)} of {len(self.conns)} pullers did not register within "
+                                       f"{self.register_timeout:g} s: {_some(missing)}")
                 if clock.t0 is not None:
                     next_job = next_item(workload)
                     generation_end = clock.t0 + self.duration

@@ -29,6 +29,26 @@ _ARRIVALS: typing.Final = ("lpas_dg", "arrivals")  # arrival_check_period's chec
 # core's full matching pass, so that every ready machine is offered work under the new plan (the matching
 # after a completion offers the asking machine alone).
 _LEARNT: typing.Final = ("lpas_dg", "learnt")
+# resolve_debounce = "auto" debounces from this many machines: each solve then takes 10 ms or more (17 ms at 1,000
+# machines, 34 ms at 3,000, one class), every machine up or down makes one, and a mapper solving at each of
+# thousands of hellos falls silent long enough for its pullers to give it up (docs/benchmarks.md).
+AUTO_DEBOUNCE_MACHINES: typing.Final = 500
+# ... to at most one solve per this fraction of the shortest mean job time (a plan a tenth of a job late).
+AUTO_DEBOUNCE_JOB_FRACTION: typing.Final = 0.1
+
+
+def auto_debounce(view: View) -> float | None:
+    """resolve_debounce = "auto": None (every change re-solves) below AUTO_DEBOUNCE_MACHINES machines; from
+    there, AUTO_DEBOUNCE_JOB_FRACTION of the shortest mean job time of any class on any machine (granularity
+    over mu'_ij), or None if no machine can run any class."""
+    if len(view.machines) < AUTO_DEBOUNCE_MACHINES:
+        return None
+    fastest = math.inf
+    for i, c in enumerate(view.classes):
+        top = max((m.rates[i] for m in view.machines), default=0.0)
+        if top > 0.0:
+            fastest = min(fastest, c.granularity / top)
+    return AUTO_DEBOUNCE_JOB_FRACTION * fastest if math.isfinite(fastest) else None
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # compiled (mgst.build_info); researchers subclass it
@@ -39,7 +59,8 @@ class LpasDG(Policy):
       is down has a_j = 0), at start and whenever a machine goes up or down or
       its a_j changes; optionally also every ``resolve_period``. With ``resolve_debounce``, such
       a change re-solves at most once per that interval (at its end), unless it leaves a class
-      with a positive arrival rate no eligible machine that is up: then at once.
+      with a positive arrival rate no eligible machine that is up: then at once. Its default,
+      "auto", debounces from AUTO_DEBOUNCE_MACHINES machines only (auto_debounce).
     - Class i is eligible on machine j iff delta*_ij > tolerance.
     - A machine j that asks gets the head-of-line job of the eligible, non-empty
       class i maximising mu_ij * D_i(t), with mu_ij = mu'_ij a_j and D_i(t) the
@@ -71,6 +92,7 @@ class LpasDG(Policy):
         self._machines_of: list[list[int]] = []  # per class: its eligible machines
         self._solved_at = -math.inf  # model time of the last solve
         self._debounced = False  # a capacity change waits for the debounced re-solve
+        self.debounce: float | None = None  # resolve_debounce in time units, as start() settled "auto" (None: off)
         # Each class's queue (None: none yet), as of the core's queues and queues_version below:
         # choose() reads a list, not the dict, once per class of the machine at every offer.
         self._queue_of: list[JobQueue | None] = []
@@ -105,6 +127,7 @@ class LpasDG(Policy):
         if self.fixes is not None:
             self.fixes.begin(view)
             self._belief = self.fixes.belief
+        self.debounce = self._settle_debounce(view)
         self._solve(view)
         timers: list[SetTimer] = []
         if o.resolve_period is not None:
@@ -113,12 +136,26 @@ class LpasDG(Policy):
             timers.append(SetTimer(_ARRIVALS, view.now + o.arrival_check_period))
         return timers
 
+    def _settle_debounce(self, view: View) -> float | None:
+        """resolve_debounce in time units for this run (None: every capacity change re-solves)."""
+        value = self.lp_options.resolve_debounce
+        if value == "auto":
+            if not self.lp_options.resolve_on_events:  # (nothing to debounce: T_system re-solves on its period)
+                return None
+            debounce = auto_debounce(view)
+            if debounce is not None:
+                log.info("lpas_dg: %d machines: at most one re-solve per %.4g time units when machines go up or "
+                         "down (resolve_debounce = \"auto\"; a number sets it, \"off\" re-solves at every change, "
+                         "as the paper)", len(view.machines), debounce)
+            return debounce
+        return None if value is None or value == "off" else float(value)
+
     def on_capacity_change(self, view: View) -> Decisions:
         if not self.lp_options.resolve_on_events:  # T_system: the periodic re-solve takes the change in
             if self._starved(view):  # ... unless the plan leaves a class nothing that is up
                 self._solve(view)
             return NOTHING
-        debounce = self.lp_options.resolve_debounce
+        debounce = self.debounce
         if debounce is None or view.now >= self._solved_at + debounce or self._starved(view):
             self._solve(view)
             return NOTHING

@@ -23,6 +23,8 @@ MIN_THRESHOLD = 1e-4
 # experiments use 1/1.2 and 1.25; a belief off by more than a factor of 1000 is no estimate, and could leave
 # the LP's coefficients outside what its solver takes (1e-9 to 1e15) though the file's are inside.
 MAX_ESTIMATE_SCALE = 1e3
+# resolve_debounce's words: "auto" (by the number of machines; the default) and "off" (every change re-solves).
+DEBOUNCE_WORDS = ("auto", "off")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,9 +39,11 @@ class LpasOptions(PolicyOptions):
     # optimal vertices they may differ in their zeros, hence in eligibility.
     lp_method: str = "primal"
     # Re-solve at most once per this many time units when machines go up or down or change their share
-    # (None: at every such change, as the paper). A change that leaves a class with a positive arrival
-    # rate no eligible machine that is up re-solves at once; the others wait for the interval's end.
-    resolve_debounce: float | None = None
+    # ("off" or None: at every such change, as the paper). A change that leaves a class with a positive arrival
+    # rate no eligible machine that is up re-solves at once; the others wait for the interval's end. "auto":
+    # off below AUTO_DEBOUNCE_MACHINES machines; from there, AUTO_DEBOUNCE_JOB_FRACTION of the shortest mean
+    # job time (mgst.papers.mgst.lpas.auto_debounce).
+    resolve_debounce: float | str | None = "auto"
     # --- MGST section 4.3's fixes (docs/policies.md, "LPAS_DG's fixes"); each off by default.
     # 4.3.2 (1), T_arrival_rate: every this many time units compare each class's observed arrival rate
     # with the one the LP used, and re-solve with the observed rates if one differs by more than
@@ -75,8 +79,12 @@ class LpasOptions(PolicyOptions):
             raise ValueError(f"tolerance: must be >= 0, got {self.tolerance}")
         if self.resolve_period is not None and not self.resolve_period > 0.0:
             raise ValueError(f"resolve_period: must be > 0, got {self.resolve_period}")
-        if self.resolve_debounce is not None and not self.resolve_debounce > 0.0:
-            raise ValueError(f"resolve_debounce: must be > 0, got {self.resolve_debounce}")
+        debounce = self.resolve_debounce
+        if isinstance(debounce, str):
+            if debounce not in DEBOUNCE_WORDS:
+                raise ValueError(f"resolve_debounce: must be a number > 0, \"auto\" or \"off\", got {debounce!r}")
+        elif debounce is not None and not (debounce > 0.0 and math.isfinite(debounce)):
+            raise ValueError(f"resolve_debounce: must be > 0, got {debounce}")
         if self.lp_method not in ("dual", "primal"):
             raise ValueError(f"lp_method: must be 'dual' or 'primal', got {self.lp_method!r}")
         positive = (("arrival_check_period", self.arrival_check_period), ("timeout_factor", self.timeout_factor),
@@ -100,7 +108,7 @@ class LpasOptions(PolicyOptions):
         if not self.resolve_on_events and self.resolve_period is None:
             raise ValueError("resolve_on_events: false needs resolve_period (T_system): the LP would never be "
                              "re-solved")
-        if not self.resolve_on_events and self.resolve_debounce is not None:
+        if not self.resolve_on_events and not isinstance(self.resolve_debounce, str | None):
             raise ValueError("resolve_on_events: false re-solves at no capacity change, so resolve_debounce "
                              "has nothing to debounce; set one of them")
 
