@@ -4,7 +4,9 @@ The grid is hihi-mfd-fd's six machines (Table 1's rate columns) repeated to n ma
 class's arrival rate scaled by n / 6: each machine sees the same load at every size. Every size
 simulates about the same number of jobs (the horizon shrinks as n grows), so jobs/s compare directly.
 Timed: building the simulator and running it (the LP solve of LPAS_DG included), median of the
-repeats; the sizes alternate within each repeat so that the machine's drift hits all of them alike.
+repeats; the sizes alternate within each repeat so that the machine's drift hits all of them alike. The runs
+keep no per-job records, as ``mgst simulate`` runs them (``--keep-records``: every record kept, as a run whose
+jobs.csv is asked for).
 
 ``--simpy`` adds a reference row: the SimPy model of LPAS_DG in ``simpy_model.py`` (the one
 ``bench_sim.py`` compares with) on the same grids, timed once per size (it is slow at 10,000
@@ -47,13 +49,13 @@ def scaled(base: Experiment, n: int, policy: str, jobs: int) -> Experiment:
                                policy=PolicySpec(policy), simulation=sim, failures=None)
 
 
-def timed(exp: Experiment) -> tuple[float, int]:
+def timed(exp: Experiment, keep_records: bool = False) -> tuple[float, int]:
     gc.collect()
     t0 = time.perf_counter()
-    run = Simulation(exp, drain_limit=DRAIN).run()
+    run = Simulation(exp, drain_limit=DRAIN, keep_records=keep_records).run()
     dt = time.perf_counter() - t0
     assert run.unfinished == 0, f"{exp.name}: {run.unfinished} jobs unfinished"
-    return dt, len(run.jobs)
+    return dt, run.jobs_total
 
 
 def timed_simpy(exp: Experiment) -> tuple[float, int]:
@@ -78,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=60_000, help="about this many jobs per run")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--experiment", default=str(ROOT / "experiments" / "hihi-mfd-fd.toml"))
+    ap.add_argument("--keep-records", action="store_true", help="keep every job's record (default: none)")
     ap.add_argument("--simpy", action="store_true",
                     help="also time the SimPy model of LPAS_DG once per size, as a reference")
     args = ap.parse_args(argv)
@@ -85,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
     policies = args.policies.split(",")
     print(f"Python {platform.python_version()}, {platform.machine()}; {base.name} scaled; "
-          f"about {args.jobs:,} jobs per run; median of {args.repeat}")
+          f"about {args.jobs:,} jobs per run; median of {args.repeat}; records "
+          f"{'kept' if args.keep_records else 'not kept'}")
     exps = {(p, n): scaled(base, n, p, args.jobs) for p in policies for n in sizes}
     for exp in exps.values():  # warm-up (imports, caches), untimed: about 100 jobs
         warm = dataclasses.replace(exp.simulation, horizon=exp.simulation.horizon * 100 / args.jobs)
@@ -95,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     order = list(exps)
     for rep in range(args.repeat):
         for key in (order if rep % 2 == 0 else order[::-1]):
-            dt, count = timed(exps[key])
+            dt, count = timed(exps[key], args.keep_records)
             times[key].append(dt)
             counts[key] = count
     ok = True

@@ -87,6 +87,8 @@ class BagReplication:
 
 def bag_replicas(bag: BagRecord) -> tuple[int, int, float, float]:
     """(replicas started, replicas wasted, wasted time, machine time of its ended replicas) of a bag."""
+    if bag.replica_totals is not None:  # taken when its tasks were dropped (keep_replica_totals)
+        return bag.replica_totals
     started = wasted = 0
     wasted_time = replica_time = 0.0
     for rec in bag.tasks:
@@ -98,6 +100,15 @@ def bag_replicas(bag: BagRecord) -> tuple[int, int, float, float]:
                     wasted += 1
                     wasted_time += r.machine_time
     return started, wasted, wasted_time, replica_time
+
+
+def keep_replica_totals(bag: BagRecord) -> None:
+    """A complete bag whose tasks are all over, in a run that keeps no records: its replica totals are taken
+    (the same sums, in the same order, as :func:`bag_replicas` makes of its tasks) and its tasks dropped."""
+    bag.replica_totals = bag_replicas(bag)
+    for task in bag.tasks:
+        task.history.clear()  # (a replica points back at its task: a cycle)
+    bag.tasks = []
 
 
 def bag_row(bag: BagRecord, replication: int, counted: bool) -> tuple:

@@ -76,7 +76,8 @@ class ReplicationResult:
 def reduce_replication(
     experiment: Experiment, run: Any, warmup: float, horizon: float, keep_rows: bool
 ) -> ReplicationResult:
-    """Reduce a sim.ReplicationRun: count jobs submitted in [warmup, horizon) that completed."""
+    """Reduce a sim.ReplicationRun: count jobs submitted in [warmup, horizon) that completed (``keep_rows``: a run
+    that kept its records)."""
     counts, sums, waits = run.counted_totals(len(experiment.classes), warmup, horizon)
     rows = list(job_rows(experiment, run, warmup, horizon)) if keep_rows else []
     ms = run.machines
@@ -85,13 +86,15 @@ def reduce_replication(
         counts=counts, sums=sums, wait_sums=waits, end_time=run.end_time,
         busy=[m.busy_time for m in ms], up=[m.up_time for m in ms],
         completed=[m.completed for m in ms], failures=[m.failures for m in ms],
-        jobs_total=len(run.jobs), unfinished=run.unfinished, rows=rows,
+        jobs_total=run.jobs_total, unfinished=run.unfinished, rows=rows,
         discarded=[m.discarded for m in ms], discarded_time=[m.discarded_time for m in ms],
     )
 
 
 def job_rows(experiment: Experiment, run: Any, warmup: float, horizon: float) -> Iterator[tuple]:
     """A sim.ReplicationRun's jobs.csv rows, one at a time (the rows reduce_replication keeps with keep_rows)."""
+    if getattr(run, "streamed_totals", None) is not None and run.jobs_total:
+        raise ValueError("this run kept no records: simulate it with keep_records=True for its jobs.csv rows")
     names = [m.name for m in experiment.machines]
     for rec in run.jobs:
         sub = rec.job.submitted

@@ -157,8 +157,9 @@ def test_out_of_sight_leaves_a_paused_collector_paused_and_freezes_after_an_erro
     assert result == {"enabled": False, "kept": True}
 
 
-def test_a_simulation_leaves_its_last_replications_records_frozen():
-    # The records of a run of 5,300 jobs: a JobRecord, a ReplicaRecord and a history list each, at least.
+def test_a_simulation_leaves_no_records_to_freeze():
+    # A run of 5,300 jobs kept no records (a JobRecord, a ReplicaRecord and a history list each, at least, which
+    # it left frozen when it kept them): each job's went as it ended.
     result = _run_fresh(f"""
         gc.enable()
         from mgst.sim import replications
@@ -169,4 +170,4 @@ def test_a_simulation_leaves_its_last_replications_records_frozen():
         summary, _ = replications.run_simulation(exp, horizon=200.0, warmup=0.0, replications=1, workers=1)
         print(json.dumps({{"jobs": summary.jobs_simulated, "frozen": gc.get_freeze_count() - before}}))
     """)
-    assert result["jobs"] > 5000 and result["frozen"] > 3 * result["jobs"]
+    assert result["jobs"] > 5000 and result["frozen"] < result["jobs"] / 2  # (the policy's, the heap's: about 1,500)

@@ -43,6 +43,7 @@ from mgst.core.ready import ReadyQueue
 from mgst.core.state import (
     BagRecord,
     JobQueue,
+    JobRecord,
     JobStatus,
     MachineRecord,
     MachineState,
@@ -409,6 +410,23 @@ class Scheduler:
                     waiting = now - r.wait_from if r.wait_from is not None else 0.0
                     m.stats.discarded += 1
                     m.stats.discarded_time += now - r.sent - r.waited - waiting
+
+    def retire(self, rec: JobRecord) -> None:
+        """A done job whose replicas have all ended leaves the core, for a driver that keeps no records (the
+        simulator streaming its results): out of ``jobs``, its given-up replicas out of ``given_up`` (a result of
+        theirs is stale either way, as its job is done), and its history cut (a replica points back at its job: a
+        cycle), so that the record is freed at once. A bag's task keeps its history until its bag is complete and
+        all its tasks are retired: the driver then takes the bag's replica totals and drops its tasks."""
+        if rec.status is not JobStatus.DONE or rec.replicas:
+            raise ValueError(f"job {rec.job.id} is not over: it cannot leave the core")
+        view = self.view
+        del view.jobs[rec.id_key]
+        given_up = view.given_up
+        if given_up:
+            for r in rec.history:
+                given_up.pop(r.id_key, None)
+        if rec.bag is None:
+            rec.history.clear()
 
     def _begin(self, now: float) -> None:
         """An event at ``now`` begins: the model time moves, and its outputs go to a new list."""

@@ -152,7 +152,7 @@ class BagRecord:
 
     __slots__ = (
         "id", "submitted", "size", "attributes", "key", "queue", "running", "queued", "done",
-        "first_dispatch", "completed", "tasks",
+        "first_dispatch", "completed", "tasks", "retired", "replica_totals",
     )
 
     def __init__(self, id: int, submitted: float, key: Hashable, attributes: dict[str, Any]):
@@ -168,6 +168,10 @@ class BagRecord:
         self.first_dispatch: float | None = None
         self.completed: float | None = None
         self.tasks: list[JobRecord] = []
+        # A driver that keeps no records (Scheduler.retire): its tasks retired so far, and once the bag is complete
+        # and all of them are, its replicas' totals (started, wasted, wasted time, machine time), its tasks dropped.
+        self.retired = 0
+        self.replica_totals: tuple[int, int, float, float] | None = None
 
     @property
     def running_count(self) -> int:

@@ -14,7 +14,7 @@ def simulate_cell(experiment: Experiment, replication: int) -> dict[str, float |
     """One sweep cell: simulate one replication of a BoT experiment and reduce it to its metrics."""
     s = experiment.simulation
     t0 = time.perf_counter()
-    run = Simulation(experiment, replication=replication).run()
+    run = Simulation(experiment, replication=replication, keep_records=False).run()
     rep = reduce_bags(run, s.warmup, s.horizon)
     summary = summarize_bags([rep])
     wall = time.perf_counter() - t0

@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
 from mgst.availability.process import Period, State
+from mgst.bot_metrics import keep_replica_totals
 from mgst.core.decisions import Assign, Cancel, Eta, MachineSuspected, ReplicaTimedOut, SetTimer
 from mgst.core.scheduler import Scheduler
-from mgst.core.state import BagRecord, JobRecord, MachineState, MachineStats
+from mgst.core.state import BagRecord, JobRecord, JobStatus, MachineState, MachineStats
 from mgst.model import Bag, Experiment, Job
 from mgst.policies import build_policy
 from mgst.sim.availability_feed import PeriodEvents, held_end
@@ -40,6 +41,9 @@ _AVAIL: Final = 8  # an availability period that changes only the machine's CPU 
 # The heap drops its dead entries (cancelled or lost replicas' completions) once they are more
 # than half of it and more than this many; until then they are skipped when popped.
 STALE_MIN: Final = 1024
+# A run that keeps no records drops the jobs it has retired from its list in arrival order once they are more than
+# half of it and more than this many.
+RETIRED_MIN: Final = 1024
 # With overheads, the held delays of replicas no longer running are dropped once they are more than this many
 # beyond twice the running ones (they are looked up only while a replica runs; kept, they would grow with the run).
 HELD_PRUNE_MIN: Final = 1024
@@ -53,6 +57,7 @@ _REPLICA_TIMED_OUT: Final = ReplicaTimedOut
 _MACHINE_SUSPECTED: Final = MachineSuspected
 _BAG: Final = Bag
 _DOWN_STATE: Final = State.DOWN
+_JOB_DONE: Final = JobStatus.DONE
 _UP_STATE: Final = State.UP
 
 # An Assign's fields, and a heap entry's, as the loop reads them: the ids and the seq stay int objects
@@ -83,11 +88,16 @@ class ReplicationRun:
 
     replication: int
     end_time: float  # model time when the last counted job finished (or the drain limit)
-    jobs: list[JobRecord]  # every job, in id order, with its full record (replicas in .history)
+    jobs: list[JobRecord]  # every job, in id order, with its full record (replicas in .history); [] if not kept
     machines: list[MachineSummary]
     unfinished: int  # jobs still in the system when the drain limit cut the run
     bags: list[BagRecord] = ()  # type: ignore[assignment]  # every bag, in arrival order
     horizon: float = 0.0  # arrivals stopped here
+    jobs_total: int = 0  # every job simulated
+    # A run that kept no records: its counted_totals, taken as jobs were retired, and the window they count
+    # ((warm-up, horizon)); None when the records are kept.
+    streamed_totals: tuple[list[int], list[float], list[float]] | None = None
+    streamed_window: tuple[float, float] = (0.0, 0.0)
 
     def counted_totals(
         self, n_classes: int, warmup: float, horizon: float
@@ -96,8 +106,16 @@ class ReplicationRun:
         of their response times and of their waits (submitted to first sent), added in job order.
 
         Here, compiled, rather than in mgst.results: a long run's million records are read natively
-        (interpreted, this loop took a tenth of the run's time).
+        (interpreted, this loop took a tenth of the run's time). A run that kept no records has them already,
+        summed in the same order as the jobs were retired (ValueError for another window).
         """
+        streamed = self.streamed_totals
+        if streamed is not None:
+            if self.streamed_window != (warmup, horizon) or len(streamed[0]) != n_classes:
+                raise ValueError(f"this run kept no records: its totals count [{self.streamed_window[0]}, "
+                                 f"{self.streamed_window[1]}), not [{warmup}, {horizon})")
+            counts_kept, sums_kept, waits_kept = streamed
+            return list(counts_kept), list(sums_kept), list(waits_kept)
         counts = [0] * n_classes
         sums = [0.0] * n_classes
         waits = [0.0] * n_classes
@@ -148,6 +166,8 @@ class Simulation:
         drain_limit: float | None = None,
         share_changes: Iterable[tuple[float, int, float]] = (),
         overheads: Overheads | None = None,
+        keep_records: bool = True,
+        warmup: float | None = None,
     ):
         s = experiment.simulation
         if overheads is not None and len(overheads.machines) != len(experiment.machines):
@@ -160,6 +180,10 @@ class Simulation:
         self.replication = replication
         self.seed = s.seed if seed is None else seed
         self.horizon = s.horizon if horizon is None else horizon
+        # Without records, each job's record leaves the core once it is over, retired in arrival order, and what
+        # the results need of it is summed then: its class's counted totals, for jobs submitted in [warmup, horizon).
+        self.keep_records = keep_records
+        self.warmup = s.warmup if warmup is None else warmup
         # Drain for at most as long again as the arrival period (an overloaded run never empties).
         self.drain_limit = self.horizon if drain_limit is None else drain_limit
         self.checkpoint_interval = s.checkpoint_interval
@@ -194,16 +218,14 @@ class Simulation:
                 "replication %d: %d jobs still in the system at the drain limit t=%.1f",
                 self.replication, unfinished, t,
             )
-        jobs = list(core.jobs.values())
-        return ReplicationRun(
-            replication=self.replication,
-            end_time=t,
-            jobs=jobs,
-            machines=[_summary(m.name, m.stats) for m in core.machines],
-            unfinished=unfinished,
-            bags=list(core.all_bags.values()),
-            horizon=self.horizon,
-        )
+        machines = [_summary(m.name, m.stats) for m in core.machines]
+        bags = list(core.all_bags.values())
+        if self.keep_records:
+            jobs = list(core.jobs.values())
+            return ReplicationRun(self.replication, t, jobs, machines, unfinished, bags, self.horizon, len(jobs))
+        loop.retire_rest()
+        return ReplicationRun(self.replication, t, [], machines, unfinished, bags, self.horizon, loop.jobs_total,
+                              (loop.counts, loop.sums, loop.waits), (self.warmup, self.horizon))
 
 
 class _EventLoop:
@@ -255,6 +277,17 @@ class _EventLoop:
         # least entry in (time, kind) order: the order of the heap, as no other entry is an arrival.
         self.arrival: Job | Bag | None = self.workload.next() if self.workload.peek_time() < self.horizon else None
         self.arrival_at = self.arrival.submitted if self.arrival is not None else math.inf
+
+        # Without records: the jobs in arrival order from ``front`` on, retired once over, and their totals.
+        self.streamed = not sim.keep_records
+        self.arrived: list[JobRecord] = []
+        self.front = 0
+        self.count_from = sim.warmup
+        self.jobs_total = 0
+        n_classes = len(exp.classes)
+        self.counts = [0] * n_classes
+        self.sums = [0.0] * n_classes
+        self.waits = [0.0] * n_classes
 
         self.first, self.seq = self.periods.start(self.push, self.seq)  # (None: a machine always up)
         for when, j, a in sim.share_changes:
@@ -309,6 +342,8 @@ class _EventLoop:
                 return stop_at
             if kind == _DONE:
                 pending = self._on_done(t, s, arg)
+                if self.streamed:
+                    self._retire()
             elif kind == _CHECKPOINT:
                 pending = self._on_checkpoint(t, arg)
             elif kind == _DOWN:
@@ -349,7 +384,9 @@ class _EventLoop:
 
     def _on_arrival(self, t: float, arrival: Job | Bag) -> list:
         """A job or a bag arrives; the workload's next one is held in its place."""
-        if type(arrival) is _BAG:
+        if self.streamed:
+            pending = self._arrive_noted(t, arrival)
+        elif type(arrival) is _BAG:
             pending = self.core.bag_arrived(t, arrival)
         else:
             pending = self.core.job_arrived(t, arrival)  # type: ignore[arg-type]  # a Job: not narrowed by type() is
@@ -368,6 +405,73 @@ class _EventLoop:
         else:
             self.arrival = None
         return pending
+
+    def _arrive_noted(self, t: float, arrival: Job | Bag) -> list:
+        """A job or a bag arrives, in a run that keeps no records: its jobs' records are noted in arrival order."""
+        core = self.core
+        jobs = core.jobs
+        before = len(jobs)
+        arrived = self.arrived
+        if type(arrival) is _BAG:
+            pending = core.bag_arrived(t, arrival)
+            if len(jobs) > before:
+                for task in arrival.tasks:  # type: ignore[union-attr]  # a Bag: not narrowed by type() is
+                    arrived.append(jobs[task.id])
+        else:
+            pending = core.job_arrived(t, arrival)  # type: ignore[arg-type]
+            if len(jobs) > before:  # (not a stale second arrival)
+                arrived.append(jobs[arrival.id])
+        return pending
+
+    def _retire(self) -> None:
+        """Retire the jobs over (done, no replica left running), in arrival order up to the first that is not: each
+        is summed (_sum_retired) and leaves the core. In arrival order, the sums are those of the kept records."""
+        arrived = self.arrived
+        i = self.front
+        n = len(arrived)
+        core = self.core
+        while i < n:
+            rec = arrived[i]
+            if rec.status is not _JOB_DONE or rec.replicas:
+                break
+            self._sum_retired(rec)
+            core.retire(rec)
+            bag = rec.bag
+            if bag is not None:
+                bag.retired += 1
+                if bag.completed is not None and bag.retired == bag.size:
+                    keep_replica_totals(bag)
+            i += 1
+        if i > RETIRED_MIN and 2 * i > n:
+            del arrived[:i]
+            i = 0
+        self.front = i
+
+    def retire_rest(self) -> None:
+        """At the run's end: the jobs not retired yet are summed, in arrival order, and left as they are."""
+        arrived = self.arrived
+        for i in range(self.front, len(arrived)):
+            self._sum_retired(arrived[i])
+        self.arrived = []
+        self.front = 0
+
+    def _sum_retired(self, rec: JobRecord) -> None:
+        """A job's part of the results: counted (ReplicationRun.counted_totals) if done and submitted in the window."""
+        self.jobs_total += 1
+        done = rec.completed
+        if done is None:
+            return
+        job: _JobFields = rec.job  # an annotation: compiled, the fields are read as a tuple's, natively
+        _, c, sub, _, _ = job
+        if self.count_from <= sub < self.horizon:
+            first = rec.first_sent
+            assert first is not None  # a completed job was sent
+            counts = self.counts
+            sums = self.sums
+            waits = self.waits
+            counts[c] = counts[c] + 1  # (x[i] = x[i] + y: native, compiled; x[i] += y is not)
+            sums[c] = sums[c] + (done - sub)
+            waits[c] = waits[c] + (first - sub)
 
     def _on_checkpoint(self, t: float, rid: Any) -> list:
         """A running replica checkpoints (every ``ck``, from its start of computing)."""

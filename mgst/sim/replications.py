@@ -48,8 +48,11 @@ def _reduced(
     experiment: Experiment, replication: int, seed: int, horizon: float, warmup: float, keep_rows: bool,
     keep_bag_rows: bool, jobs_dir: Path | None, overheads: Overheads | None = None, drain_limit: float | None = None,
 ) -> ReplicationResult:
+    # The records only for the per-job rows; else each job is summed and dropped as it ends (bags.csv rows need
+    # none: a bag's totals are kept with it)
+    records = keep_rows or jobs_dir is not None
     simulation = Simulation(experiment, replication=replication, seed=seed, horizon=horizon, overheads=overheads,
-                            drain_limit=drain_limit)
+                            drain_limit=drain_limit, keep_records=records, warmup=warmup)
     run = simulation.run()
     if jobs_dir is not None:  # streamed from the records: no list of rows
         write_job_rows(jobs_part(jobs_dir, replication), job_rows(experiment, run, warmup, horizon))

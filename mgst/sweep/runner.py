@@ -21,7 +21,7 @@ from mgst.model import BagList, BagStream, Experiment, PoissonClasses
 from mgst.process_pool import InterruptiblePool
 from mgst.sweep.results import ResultLog, summarize, write_summary
 from mgst.sweep.spec import Cell, SweepSpec
-from mgst.worker_memory import free_garbage_if_grown
+from mgst.worker_memory import free_garbage_if_grown, records_out_of_sight
 
 log = logging.getLogger(__name__)
 
@@ -69,18 +69,19 @@ def default_cell(experiment: Experiment, replication: int) -> Mapping[str, Any]:
 def run_cell(cell_fn: CellFn, experiment: Experiment, replication: int) -> dict[str, Any]:
     """In a worker: one cell's metrics, with ``wall_s`` measured if the cell function gives none.
 
-    Afterwards, the worker's garbage is freed if it has grown enough (not counted in ``wall_s``).
+    As ``mgst simulate`` runs a replication (mgst.worker_memory): the worker's garbage is freed first if it has
+    grown enough (not counted in ``wall_s``), and the cell runs with the collector paused, what it leaves frozen
+    after it, so that no collection walks its records (a cell of a million jobs: 0.7 s).
     """
+    free_garbage_if_grown()
     t0 = time.perf_counter()
-    try:
+    with records_out_of_sight():
         result = cell_fn(experiment, replication)
-        if not isinstance(result, Mapping):
-            raise TypeError(f"the cell function returned {type(result).__name__}, not a mapping of metrics")
-        out = dict(result)
-        out.setdefault("wall_s", time.perf_counter() - t0)
-        return out
-    finally:
-        free_garbage_if_grown()  # a simulation's records are cycles: freed in batches (mgst.worker_memory)
+    if not isinstance(result, Mapping):
+        raise TypeError(f"the cell function returned {type(result).__name__}, not a mapping of metrics")
+    out = dict(result)
+    out.setdefault("wall_s", time.perf_counter() - t0)
+    return out
 
 
 def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, workers: int = 1, scheduler: str | None = None,

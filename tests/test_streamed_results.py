@@ -1,0 +1,90 @@
+"""A run that keeps no records gives the results of one that does, digit for digit, and holds few records."""
+
+from __future__ import annotations
+
+import dataclasses
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from mgst.config import load_experiment
+from mgst.model import Experiment, PolicySpec
+from mgst.papers.anglano import scenario as anglano
+from mgst.results import job_rows
+from mgst.sim.loop import Simulation
+from mgst.sim.replications import _reduced
+
+ROOT = Path(__file__).resolve().parents[1]
+HORIZON = 200.0
+WARMUP = 40.0
+
+
+def _experiments() -> list[tuple[str, Experiment, float, float]]:
+    """(name, experiment, horizon, warm-up): every shipped experiment that loads on its own, the MGST settings with
+    three policies, and seed 000's bag grid (each policy), cut short."""
+    out = []
+    for path in sorted(ROOT.glob("experiments/**/*.toml")):
+        try:
+            exp = load_experiment(path)
+        except Exception:  # noqa: BLE001 (a sweep or a scenario file, not an experiment)
+            continue
+        policies = ("lpas_dg", "fcfs", "random") if path.parent.name == "experiments" else (exp.policy.name,)
+        for policy in policies:
+            spec = exp.policy if policy == exp.policy.name else PolicySpec(policy)
+            horizon = min(exp.simulation.horizon, HORIZON)
+            out.append((f"{path.relative_to(ROOT)}-{policy}", dataclasses.replace(exp, policy=spec), horizon,
+                        min(exp.simulation.warmup, horizon / 5)))
+    for policy in ("fcfs_share", "fcfs_excl", "rr", "rr_nrf", "long_idle"):
+        exp = anglano.experiment("low", "heterogeneous", "All_M", "low", policy, horizon=1e12, warmup=0.0,
+                                 replications=1, seed=1, checkpoint_interval=600.0, max_bags=4)
+        out.append((f"anglano-{policy}", exp, 1e12, 0.0))
+    base = load_experiment(ROOT / "experiments" / "hihi-mfd-fd.toml")  # failures noticed by time-outs (testbed)
+    out.append(("hihi-mfd-fd-timeout", dataclasses.replace(
+        base, testbed=dataclasses.replace(base.testbed, detection="timeout")), HORIZON, WARMUP))
+    return out
+
+
+EXPERIMENTS = _experiments()
+
+
+@pytest.mark.parametrize(("name", "exp", "horizon", "warmup"), EXPERIMENTS, ids=[e[0] for e in EXPERIMENTS])
+def test_a_run_without_records_reduces_to_the_same_results(name, exp, horizon, warmup):
+    drain = 1e12 if horizon >= 1e12 else None  # (a bag run: until its bags are done)
+    seed = exp.simulation.seed
+    kept = _reduced(exp, 0, seed, horizon, warmup, True, True, None, drain_limit=drain)
+    streamed = _reduced(exp, 0, seed, horizon, warmup, False, True, None, drain_limit=drain)
+    assert len(kept.rows) == kept.jobs_total and not streamed.rows
+    kept.rows = []
+    if kept.bags is not None:  # the bag rows are kept either way, from the bags' own totals
+        assert kept.bags.rows == streamed.bags.rows  # type: ignore[union-attr]
+    # Every field, floats compared as their repr: the same sums in the same order
+    assert repr(dataclasses.asdict(streamed)) == repr(dataclasses.asdict(kept))
+
+
+def test_a_run_without_records_drops_them_as_jobs_end():
+    exp = load_experiment(ROOT / "experiments" / "hihi-mfd-fd.toml")
+    sim = Simulation(exp, horizon=2000.0, keep_records=False)
+    run = sim.run()
+    assert run.jobs == [] and run.jobs_total > 50_000
+    assert len(sim.core.jobs) < 100  # only those still over when the run ended
+    assert not sim.core.view.given_up  # those of done jobs went with them
+    with pytest.raises(ValueError, match="kept no records"):
+        run.counted_totals(len(exp.classes), 0.0, 2000.0)  # its totals count another window
+    with pytest.raises(ValueError, match="kept no records"):
+        list(job_rows(exp, run, 100.0, 2000.0))
+
+
+def test_a_run_without_records_peaks_at_a_fraction_of_the_memory():
+    exp = load_experiment(ROOT / "experiments" / "hihi-mfd-fd.toml")
+    peaks = {}
+    for keep in (True, False):
+        tracemalloc.start()
+        try:
+            run = Simulation(exp, horizon=1000.0, keep_records=keep).run()
+            peaks[keep] = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert run.jobs_total > 25_000
+        del run
+    assert peaks[False] * 10 < peaks[True], peaks
