@@ -54,7 +54,7 @@ PRESETS: Final[dict[str, Grid]] = {
     # Superlink@Technion: clients are there (they contact the server at will), preemption is rare but hardware and
     # software failures are frequent (a share of black-hole hosts), speeds vary widely, and results come back late:
     # execution over turnaround averages 0.3 (section 7), a delay of about 2.3 job times (30 minutes for 12.5).
-    "community": Grid("community", "community", 0.0, 36_000.0, 3600.0, 0.15, 600.0, (0.25, 1.0), 1800.0),
+    "community": Grid("community", "community", 0.0, 36_000.0, 43_200.0, 0.15, 600.0, (0.25, 1.0), 1800.0),
     # The Technion cluster: dedicated, preemption-free, short queues, every host as fast as the fastest.
     "cluster": Grid("cluster", "cluster", 0.0, math.inf, 0.0, 0.0, math.inf, (1.0, 1.0), 0.0),
 }

@@ -17,6 +17,8 @@ CURVE_POINTS: Final = 120
 # Remaining jobs at which each bag's time is recorded, as shares of its size (the paper's 1,000, 500, 100 and 50
 # of 1,200-job bags, Figure 7(a)), and 0 (done).
 REMAINING_SHARES: Final = (1000 / 1200, 500 / 1200, 100 / 1200, 50 / 1200, 0.0)
+# A replica that ended without a result: its host went down or was given up on, or it failed.
+_LOST: Final = (Outcome.LOST, Outcome.TIMED_OUT, Outcome.FAILED)
 CELL_METRICS: Final = ("turnaround", "turnaround_max", "replicas_pct", "waste_pct", "lost_pct", "jobs", "wall_s",
                        "bags_json")
 
@@ -33,7 +35,7 @@ def bag_measures(run: Any, policy_counts: Mapping[str, float]) -> dict[str, Any]
         for rec in bag.tasks:
             for r in rec.history:
                 discarded += r.outcome is Outcome.DISCARDED
-                lost += r.outcome is Outcome.LOST
+                lost += r.outcome in _LOST
         done = bag.completed
         # the true tail: incomplete jobs when the last of its tasks was first sent (its queue of new work empty)
         tail_at = sends[-1] if len(sends) == size and sends else None
