@@ -200,3 +200,24 @@ def test_on_any_grids_no_job_is_lost_or_done_twice_and_no_host_computes_more_tha
                  if r.machine == j and r.computing_since is not None]
         for t, _ in spans:
             assert sum(1 for a, b in spans if a <= t < b) <= m.computing_slots, (m.name, spans)
+
+
+@pytest.mark.parametrize("tasks, key, words", [
+    ({"count": 0, "size": [1.0, 2.0]}, "workload.bags[0].tasks.count", ">= 1"),
+    ({"count": 3, "size": [2.0, 1.0]}, "workload.bags[0].tasks.size", "low <= high"),
+    ({"count": 3}, "workload.bags[0].tasks.size", "missing"),
+    ({"count": 3, "size": [1.0, 2.0], "seeds": 1}, "workload.bags[0].tasks.seeds", "unknown key"),
+    ({"count": 3, "size": [1.0, 2.0], "class": "other"}, "workload.bags[0].tasks[0]", "unknown class"),
+])
+def test_drawn_tasks_are_checked_naming_the_key(tasks, key, words):
+    d = data()
+    d["workload"]["bags"][0]["tasks"] = tasks
+    with pytest.raises(ConfigError) as err:
+        parse_experiment(d, "x", "x.toml")
+    assert err.value.key == key and words in str(err.value), str(err.value)
+
+
+def test_drawn_tasks_are_the_same_for_a_seed_and_within_their_range():
+    bags = [parse_experiment(data(tasks=50), "x").workload.bags[0][1] for _ in range(2)]
+    assert bags[0] == bags[1] and len(bags[0]) == 50
+    assert all(c == 0 and 600.0 <= size <= 900.0 for c, size in bags[0])
