@@ -54,14 +54,19 @@ VARIANTS: Final[dict[str, dict[str, dict[str, Any]]]] = {
 EXPERIMENTS: Final = tuple(VARIANTS)
 ALL_VARIANTS: Final = tuple(dict.fromkeys(v for variants in VARIANTS.values() for v in variants))
 
-# The readings a finding may move with (docs/readings.md, "GridBot"): "paper" is mgst's choice.
-READINGS: Final = ("paper", "either", "immediate", "replicas-first")
+# The readings a finding may move with (docs/readings.md, "GridBot"): "default" is mgst's choice for every question;
+# each other changes one of them.
+READINGS: Final = ("default", "replicas-first", "either", "immediate", "short-timeout")
 READING_DOC: Final = {
-    "paper": "an unreliable host: error rate above 1 % and no recent result (both); lost jobs detected by time-out",
+    "default": "an unreliable host: error rate above 1 % and no recent result (both); at equal Rank a bag's waiting "
+               "tasks before its pending replicas; a lost job found when its host returns or at the experiment "
+               "file's time-out",
+    "replicas-first": "a bag's pending replicas before its waiting tasks at equal Rank",
     "either": "an unreliable host: error rate above 1 % or no recent result (either)",
     "immediate": "the server learns of a lost job at once (no time-out)",
-    "replicas-first": "a bag's pending replicas before its waiting tasks at equal Rank",
+    "short-timeout": "a job of a silent host is given up on after 3 times its expected time (the file: 6)",
 }
+SHORT_TIMEOUT: Final = 3.0
 _UNRELIABLE_BOTH = ("Job.RunningOn[0].ErrorRate > 0.01 && Job.RunningOn[0].RecentSuccesses == 0",
                     "Host.ErrorRate <= 0.01 || Host.RecentSuccesses > 0")
 _UNRELIABLE_EITHER = ("Job.RunningOn[0].ErrorRate > 0.01 || Job.RunningOn[0].RecentSuccesses == 0",
@@ -83,7 +88,7 @@ def fill(text: Any, reading: str) -> Any:
     return text.replace("{unreliable_copy}", f"({copy})").replace("{reliable_host}", host)
 
 
-def variant(exp: Experiment, experiment: str, name: str, reading: str = "paper") -> Experiment:
+def variant(exp: Experiment, experiment: str, name: str, reading: str = "default") -> Experiment:
     """``exp`` (the experiment's file) with variant ``name``'s policy and the reading's choices applied."""
     variants = VARIANTS[experiment]
     if name not in variants:
@@ -107,6 +112,8 @@ def variant(exp: Experiment, experiment: str, name: str, reading: str = "paper")
         testbed = dataclasses.replace(testbed, detection="heartbeat")
     if reading == "replicas-first":
         options["replicas_first"] = True
+    if reading == "short-timeout":
+        testbed = dataclasses.replace(testbed, timeout_factor=SHORT_TIMEOUT)
     workload = exp.workload
     if isinstance(workload, BagList) and workload.attributes:
         workload = BagList(workload.bags, tuple(tuple((k, fill(v, reading)) for k, v in attrs)

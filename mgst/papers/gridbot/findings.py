@@ -114,7 +114,7 @@ def ratio_claim(rows: Sequence[Mapping[str, str]], experiment: str, slow: str, f
                          f"{t[fast] / HOUR:.2f} h, ratio {t[slow] / t[fast]:.1f} (paper: {paper})")
 
 
-def priority_order(rows: Sequence[Mapping[str, str]], reading: str = "paper") -> tuple[str, str]:
+def priority_order(rows: Sequence[Mapping[str, str]], reading: str = "default") -> tuple[str, str]:
     """Finding 4: in every replication, each bag reaches 1,000 of 1,200 remaining jobs (5/6 of its size) no later
     than every lower-ranked bag."""
     runs = [r for r in rows if r["experiment"] == "priorities" and r["reading"] == reading]
@@ -142,7 +142,7 @@ def _reach(bag: Mapping[str, Any], share: float) -> float:
     return math.inf if value is None else float(value)
 
 
-def small_bags(rows: Sequence[Mapping[str, str]], reading: str = "paper") -> tuple[str, str]:
+def small_bags(rows: Sequence[Mapping[str, str]], reading: str = "default") -> tuple[str, str]:
     """Finding 5: bundles of 10 (B1) give a longer tail than one job at a time (B3), and a tail reserved for the
     cluster (B5) is slower than B3; the figure gives the ordering of B1 to B5."""
     runs = [r for r in rows if r["experiment"] == "small-bags" and r["reading"] == reading]
@@ -165,7 +165,7 @@ def small_bags(rows: Sequence[Mapping[str, str]], reading: str = "paper") -> tup
         f"{tail[1] / 60:.0f}, B3 {tail[2] / 60:.0f}, B4 {tail[3] / 60:.0f}, B5 {tail[4] / 60:.0f} min")
 
 
-def static_tail(rows: Sequence[Mapping[str, str]], threshold: int, reading: str = "paper") -> tuple[str, str]:
+def static_tail(rows: Sequence[Mapping[str, str]], threshold: int, reading: str = "default") -> tuple[str, str]:
     """Finding 6: R4's true tail (its incomplete jobs when its last task was first sent) lies far above its static
     threshold."""
     runs = [r for r in rows if r["experiment"] == "community" and r["reading"] == reading]

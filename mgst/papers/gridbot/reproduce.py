@@ -20,9 +20,9 @@ STATIC_TAIL = 2000  # R4's threshold in the community experiment's file, before 
 
 DEFAULT = (
     SweepSlice("replication", "gridbot/replication-sweep.toml", replications=3,
-               only=(f"reading={ORDERING_READING},paper",)),
+               only=(f"reading={ORDERING_READING},default",)),
     SweepSlice("condor", "gridbot/condor-sweep.toml", replications=3),
-    SweepSlice("small-bags", "gridbot/small-bags-sweep.toml", replications=2, only=("reading=paper",)),
+    SweepSlice("small-bags", "gridbot/small-bags-sweep.toml", replications=2, only=("reading=default",)),
     SweepSlice("priorities", "gridbot/priorities-sweep.toml", replications=1),
 )
 QUICK = (SweepSlice("replication", "gridbot/replication-sweep.toml", replications=2,
@@ -57,11 +57,11 @@ def judge(folders: Mapping[str, Path]) -> list[Claim]:
     sweep = "mgst sweep experiments/gridbot/{}-sweep.toml --workers 2"
     claim("1", ORDERING_READING in readings, findings.replication_ordering(rows, ORDERING_READING)
           if ORDERING_READING in readings else None, sweep.format("replication"))
-    claim("1b", "paper" in readings, findings.replication_ordering(rows, "paper") if "paper" in readings else None,
+    claim("1b", "default" in readings, findings.replication_ordering(rows, "default") if "default" in readings else None,
           sweep.format("replication"))
-    claim("2", "naive" in has, findings.ratio_claim(rows, "naive", "naive", "gridbot", "paper", "280 h vs 8 h, 35")
+    claim("2", "naive" in has, findings.ratio_claim(rows, "naive", "naive", "gridbot", "default", "280 h vs 8 h, 35")
           if "naive" in has else None, sweep.format("naive"))
-    claim("3", "condor" in has, findings.ratio_claim(rows, "condor", "condor", "gridbot", "paper",
+    claim("3", "condor" in has, findings.ratio_claim(rows, "condor", "condor", "gridbot", "default",
                                                      "170 vs 53 min, 3.2") if "condor" in has else None,
           sweep.format("condor"))
     claim("4", "priorities" in has, findings.priority_order(rows) if "priorities" in has else None,
