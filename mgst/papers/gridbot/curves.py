@@ -20,17 +20,27 @@ def write_curves(panels: Mapping[str, Sequence[dict[str, Any]]], path: Path, tit
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
+    zoom: float | None = None
+    if all(len(bags) == 1 for bags in panels.values()):  # one bag each: a line per variant, and its tail enlarged
+        lines = [dict(b, label=name) for name, bags in panels.items() for b in bags]
+        panels = {"all jobs": lines, "the tail (last 10 %)": lines}
+        zoom = max(b["size"] for b in lines) / 10
     n = len(panels)
-    fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 3.4), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, n, figsize=(max(6.0, 4.2 * n), 3.6), sharey=zoom is None, squeeze=False)
     for ax, (name, bags) in zip(axes[0], panels.items()):
         many = len(bags) > 10
         for b in bags:
             xs = [t / HOUR for t, _ in b["curve"]]
             ys = [k for _, k in b["curve"]]
-            label = None if many else f"bag {b['id'] + 1}" + (f" (priority {b['priority']})"
-                                                            if b.get("priority") is not None else "")
+            label = None if many else b.get("label") or f"bag {b['id'] + 1}" + (
+                f" (priority {b['priority']})" if b.get("priority") is not None else "")
             ax.step(xs, ys, where="post", linewidth=0.9 if many else 1.4, label=label)
         ax.set_title(name, fontsize=10)
+        if zoom is not None and name.startswith("the tail"):
+            ax.set_ylim(0, zoom)
+            ends = [t / HOUR for b in bags for t, k in b["curve"] if k <= zoom]
+            if ends:
+                ax.set_xlim(min(ends), max(ends) * 1.02)
         ax.set_xlabel("hours")
         ax.grid(alpha=0.3)
         if not many and len(bags) > 1:

@@ -12,8 +12,9 @@ from typing import Any, Final
 from mgst.core.state import Outcome
 from mgst.model import Experiment
 
-# Points kept of each bag's curve of incomplete jobs over time (its steps, thinned evenly).
+# Points kept of each bag's curve of incomplete jobs over time (its steps, thinned evenly; its tail's kept whole).
 CURVE_POINTS: Final = 120
+TAIL_SHARE: Final = 0.1
 # Remaining jobs at which each bag's time is recorded, as shares of its size (the paper's 1,000, 500, 100 and 50
 # of 1,200-job bags, Figure 7(a)), and 0 (done).
 REMAINING_SHARES: Final = (1000 / 1200, 500 / 1200, 100 / 1200, 50 / 1200, 0.0)
@@ -46,8 +47,10 @@ def bag_measures(run: Any, policy_counts: Mapping[str, float]) -> dict[str, Any]
             # the time its incomplete jobs first fell to k: when its (size - k)-th job completed
             reach[str(k)] = (ends[size - k - 1] - bag.submitted) if 0 <= size - k - 1 < len(ends) else None
         steps = [(0.0, size)] + [(t - bag.submitted, size - i - 1) for i, t in enumerate(ends)]
+        # thinned evenly, but for its tail (the last TAIL_SHARE of its jobs), kept whole up to CURVE_POINTS steps
         stride = max(1, len(steps) // CURVE_POINTS)
-        curve = steps[::stride] + ([steps[-1]] if (len(steps) - 1) % stride else [])
+        tail_from = len(steps) - min(CURVE_POINTS, max(1, round(size * TAIL_SHARE)))
+        curve = [p for i, p in enumerate(steps) if i % stride == 0 or i >= tail_from]
         priority = bag.attributes.get("Priority")
         per_bag.append({"id": bag.id, "priority": priority, "size": size,
                         "turnaround": None if done is None else done - bag.submitted,

@@ -57,7 +57,8 @@ def judge(folders: Mapping[str, Path]) -> list[Claim]:
     sweep = "mgst sweep experiments/gridbot/{}-sweep.toml --workers 2"
     claim("1", ORDERING_READING in readings, findings.replication_ordering(rows, ORDERING_READING)
           if ORDERING_READING in readings else None, sweep.format("replication"))
-    claim("1b", "default" in readings, findings.replication_ordering(rows, "default") if "default" in readings else None,
+    claim("1b", "default" in readings,
+          findings.replication_ordering(rows, "default") if "default" in readings else None,
           sweep.format("replication"))
     claim("2", "naive" in has, findings.ratio_claim(rows, "naive", "naive", "gridbot", "default", "280 h vs 8 h, 35")
           if "naive" in has else None, sweep.format("naive"))
@@ -87,6 +88,6 @@ REPRODUCTION = Reproduction(
     quick_slices=QUICK,
     judge=judge,
     minutes="about 4 min",
-    quick_minutes="about 1 min",
+    quick_minutes="about 20 s",
     doc="docs/reproduction-gridbot.md",
 )
