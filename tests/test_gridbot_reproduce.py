@@ -28,21 +28,26 @@ def test_gridbot_quick_judges_finding_1_from_paired_turnarounds(capsys, tmp_path
     assert code == 0, out
     with open(tmp_path / "replication" / "sweep.csv", newline="") as f:
         rows = list(csv.DictReader(f))
-    assert len(rows) == 10 and not any(r["error"] for r in rows)
+    assert len(rows) == 15 and not any(r["error"] for r in rows)
     assert {r["reading"] for r in rows} == {"replicas-first"}
-    # RR the lowest, both disabled variants the highest: each comparison's interval above 0 (holds), below (does
-    # not), else undecided; the claim combines them
-    pairs = [("RR", x) for x in ("PP", "PR", "DP", "DR")] + [(x, d) for d in ("DP", "DR") for x in ("PP", "RR", "PR")]
-    verdicts = []
-    for faster, slower in pairs:
-        low, high = interval(rows, faster, slower)
-        verdicts.append("holds" if low > 0 else "does not hold" if high < 0 else "undecided")
-    expected = "does not hold" if "does not hold" in verdicts else "undecided" if "undecided" in verdicts else "holds"
+
+    def judged(pairs: list[tuple[str, str]]) -> str:
+        """Each comparison's interval above 0 (holds), below (does not), else undecided; combined."""
+        verdicts = []
+        for faster, slower in pairs:
+            low, high = interval(rows, faster, slower)
+            verdicts.append("holds" if low > 0 else "does not hold" if high < 0 else "undecided")
+        return "does not hold" if "does not hold" in verdicts else "undecided" if "undecided" in verdicts else "holds"
+
+    # 1: RR the lowest; 1a: both disabled variants the highest
     verdict, figure = claim(out, "1.")
-    assert verdict == expected
+    assert verdict == judged([("RR", x) for x in ("PP", "PR", "DP", "DR")])
+    assert claim(out, "1a:")[0] == judged([(x, d) for d in ("DP", "DR") for x in ("PP", "RR", "PR")])
     means = {v: statistics.fmean(float(r["turnaround"]) for r in rows if r["variant"] == v) for v in ("RR", "DP")}
     assert f"RR {means['RR'] / 3600:.2f} h" in figure and f"DP {means['DP'] / 3600:.2f} h" in figure
-    assert figure.startswith("replicas-first reading, 2 paired replications: RR ")
+    assert figure.startswith("replicas-first reading, 3 paired replications: RR ")
+    low, high = interval(rows, "RR", "PP")
+    assert f"T(PP) - T(RR) [{low:.0f}, {high:.0f}] s" in figure
     for number, sweep in (("1b:", "replication"), ("2.", "naive"), ("3.", "condor"), ("4.", "priorities"),
                           ("5.", "small-bags"), ("6.", "community")):
         assert claim(out, number) == ("not checked in this slice", f"run `mgst sweep experiments/gridbot/"

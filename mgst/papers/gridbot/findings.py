@@ -85,22 +85,27 @@ def combine(verdicts: Sequence[str]) -> str:
     return DOES_NOT_HOLD if DOES_NOT_HOLD in verdicts else UNDECIDED if UNDECIDED in verdicts else HOLDS
 
 
-def replication_ordering(rows: Sequence[Mapping[str, str]], reading: str) -> tuple[str, str]:
-    """Finding 1: RR has the lowest turnaround, and both disabled variants the highest. (verdict, figure)"""
+def replication_ordering(rows: Sequence[Mapping[str, str]], reading: str, part: str = "both") -> tuple[str, str]:
+    """Finding 1: RR has the lowest turnaround (``part`` "lowest"), both disabled variants the highest ("highest"), or
+    both. (verdict, figure)"""
     have = set(means(rows, "replication", reading, "turnaround"))
     if not {"PP", "RR", "PR", "DP", "DR"} <= have:
         return UNDECIDED, f"not run under the {reading} reading"
     lowest = [paired(rows, "replication", reading, "RR", x) for x in ("PP", "PR", "DP", "DR")]
     highest = [paired(rows, "replication", reading, x, d) for d in ("DP", "DR") for x in ("PP", "RR", "PR")]
-    verdict = combine([p.verdict() for p in lowest + highest])
+    judged = lowest if part == "lowest" else highest if part == "highest" else lowest + highest
+    verdict = combine([p.verdict() for p in judged])
     t = means(rows, "replication", reading, "turnaround")
     rep = means(rows, "replication", reading, "replicas_pct")
     waste = means(rows, "replication", reading, "waste_pct")
     order = " < ".join(f"{v} {t[v] / HOUR:.2f} h" for v in sorted(t, key=t.get))  # type: ignore[arg-type]
     n = lowest[0].n
-    detail = "; ".join(f"{v}: replicas {rep[v]:.1f} %, waste {waste[v]:.1f} %" for v in ("PP", "RR", "PR"))
+    pairs = "; ".join(f"T({b}) - T({a}) [{p.low:.0f}, {p.high:.0f}] s" for (a, b), p in zip(
+        [("RR", x) for x in ("PP", "DP")] + [("PP", "DP")],
+        [lowest[0], lowest[2], highest[0]]))
+    detail = "; ".join(f"{v}: replicas {rep[v]:.1f} %, waste {waste[v]:.1f} %" for v in ("PP", "RR"))
     return verdict, (f"{reading} reading, {n} paired replications: {order} (paper: RR 3.2 h < PP 4.1 < PR 4.2 < "
-                     f"DP 5.1 < DR 5.8); {detail} (paper: 58/30, 11/7, 73/57)")
+                     f"DP 5.1 < DR 5.8); {pairs}; {detail} (paper: 58/30, 11/7)")
 
 
 def ratio_claim(rows: Sequence[Mapping[str, str]], experiment: str, slow: str, fast: str, reading: str,
