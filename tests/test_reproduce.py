@@ -58,7 +58,7 @@ def test_alone_it_lists_every_paper_with_what_it_checks_and_how_long(capsys):
         assert f"`mgst reproduce {paper}` (about " in out and f"`mgst reproduce {paper} --quick` (about " in out
     # every paper folder with a reproduce module is listed, found in its folder (no list to add it to)
     folders = {p.parent.name for p in (ROOT / "mgst" / "papers").glob("*/reproduce.py")}
-    assert folders == {"mgst", "anglano", "kondo"}
+    assert folders == {"mgst", "anglano", "kondo", "gridbot"}
     assert [line.split(":")[0] for line in out.splitlines() if not line.startswith(" ")] == sorted(folders)
 
 

@@ -77,6 +77,16 @@ class AvailabilityKind:
         """How many machine groups the model has (None: it has no groups)."""
         return None
 
+    def group_names(self, spec: Any) -> tuple[str, ...] | None:
+        """The names of the model's machine groups, where they have names (grids: a machine's ``grid`` attribute,
+        and what ``[machines] group`` may give instead of a number); None otherwise."""
+        return None
+
+    def result_delays(self, spec: Any, experiment: Experiment) -> list[float] | None:
+        """Each machine's mean delay from a result computed to the server having it (the simulator holds the
+        replica meanwhile); None: no delay."""
+        return None
+
     def input_files(self, spec: Any) -> tuple[str, ...]:
         """The files the model reads (a trace's), so that a resumed run can tell one that changed."""
         return ()

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mgst.availability.exponential import KIND as EXPONENTIAL
+from mgst.availability.grids import KIND as GRIDS
 from mgst.availability.kind import AvailabilityKind
 from mgst.availability.markov3 import KIND as MARKOV3
 from mgst.availability.process import AvailabilityProcess
@@ -17,7 +18,7 @@ from mgst.availability.trace import KIND as TRACE
 from mgst.availability.weibull import KIND as WEIBULL
 from mgst.model import Experiment
 
-KINDS: tuple[AvailabilityKind, ...] = (EXPONENTIAL, WEIBULL, MARKOV3, TRACE)
+KINDS: tuple[AvailabilityKind, ...] = (EXPONENTIAL, WEIBULL, MARKOV3, TRACE, GRIDS)
 BY_NAME: dict[str, AvailabilityKind] = {k.name: k for k in KINDS}
 _BY_TYPE: dict[type, AvailabilityKind] = {k.spec_type: k for k in KINDS}
 # [availability] kind -> its keys; "always" is no model (machines never fail).
@@ -53,6 +54,18 @@ def check(experiment: Experiment) -> None:
 def group_count(spec: Any) -> int | None:
     """How many machine groups the availability model has (None: none, or no model)."""
     return None if spec is None else kind_of(spec).group_count(spec)
+
+
+def group_names(spec: Any) -> tuple[str, ...] | None:
+    """The names of the availability model's machine groups (grids), or None."""
+    return None if spec is None else kind_of(spec).group_names(spec)
+
+
+def result_delays(experiment: Experiment) -> list[float] | None:
+    """Each machine's mean returned-result delay under the availability model (grids), or None: none."""
+    spec = experiment.failures
+    delays = None if spec is None else kind_of(spec).result_delays(spec, experiment)
+    return delays if delays is not None and any(d > 0 for d in delays) else None
 
 
 def input_files(spec: Any) -> tuple[str, ...]:

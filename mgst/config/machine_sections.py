@@ -10,7 +10,7 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from mgst.availability.registry import KINDS, group_count
+from mgst.availability.registry import KINDS, group_count, group_names
 from mgst.config.model_sections import MAX_MACHINES, MAX_SLOTS, ParsedWorkload
 from mgst.model import Failures, Machine, PoissonClasses
 
@@ -72,6 +72,9 @@ class MachineSections:
         cpus = self.cpus(table, n, columns_text, slots)
         groups = self.groups(table, n, columns_text, failures)
         extra = self.attributes(table, n, columns_text)
+        grid_names = group_names(failures)
+        if grid_names is not None and groups is not None and not any(k.lower() == "grid" for k, _ in extra):
+            extra.append(("grid", [grid_names[g - 1] for g in groups]))  # (each machine's grid: its group's name)
         machines = []
         for j in range(n):
             attrs: list[tuple[str, Any]] = []
@@ -208,16 +211,39 @@ class MachineSections:
                 grouped = " or ".join(repr(k.name) for k in KINDS if k.grouped)
                 raise self.error(key, f"\"cycle\" needs [availability] kind = {grouped} (its number of groups)")
             return [j % count + 1 for j in range(n)]
+        names = group_names(failures)
+        if isinstance(value, Mapping) and names is not None:
+            return self.group_sizes(value, key, n, names)
         if not isinstance(value, list):
-            raise self.error(key, f"must be a list (one group per machine, 1-based) or \"cycle\", "
-                                  f"got {self.describe(value)}")
+            named = ", a table {sizes = [...]} (machines per group, in order)" if names is not None else ""
+            raise self.error(key, f"must be a list (one group per machine, 1-based{' or by name' if names else ''})"
+                                  f"{named} or \"cycle\", got {self.describe(value)}")
         out = []
         for j, v in enumerate(self.per_machine(value, key, n, columns_text)):
+            if isinstance(v, str) and names is not None:
+                if v not in names:
+                    raise self.error(f"{key}[{j}]", f"names no group: [availability] has {', '.join(names)}")
+                out.append(names.index(v) + 1)
+                continue
             g = self.integer(v, f"{key}[{j}]", 1)
             if count is not None and g > count:
                 raise self.error(f"{key}[{j}]", f"is group {g} but [availability] has {count} groups")
             out.append(g)
         return out
+
+    def group_sizes(self, value: Mapping[str, Any], key: str, n: int, names: tuple[str, ...]) -> list[int]:
+        """``group = {sizes = [a, b, ...]}``: the first a machines in group 1, the next b in group 2, ..."""
+        for k in value:
+            if k != "sizes":
+                raise self.error(f"{key}.{k}", "unknown key (a table as machines.group has sizes = [...] only)")
+        sizes = value.get("sizes")
+        if not isinstance(sizes, list) or len(sizes) != len(names):
+            raise self.error(f"{key}.sizes", f"must be {len(names)} numbers of machines, one per group "
+                                             f"({', '.join(names)}), got {self.describe(sizes)}")
+        counts = [self.integer(v, f"{key}.sizes[{g}]", 0) for g, v in enumerate(sizes)]
+        if sum(counts) != n:
+            raise self.error(f"{key}.sizes", f"adds up to {sum(counts)} machines but there are {n}")
+        return [g + 1 for g, c in enumerate(counts) for _ in range(c)]
 
     def attributes(self, table: Mapping[str, Any], n: int, columns_text: str) -> list[tuple[str, list[Any]]]:
         if "attributes" not in table:

@@ -7,6 +7,7 @@ A mixin of mgst.config's parser: it uses the host's checks (``error``, ``number`
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +45,8 @@ AVAILABILITY_KINDS: dict[str, tuple[str, ...]] = CONFIG_KINDS  # each kind's mod
 # The keys of one bag of a bag list, and the attributes every bag is given from its tasks (mgst.workload.bags).
 BAG_ENTRY_KEYS = ("at", "tasks", "attributes")
 BAG_MADE_ATTRIBUTES = ("application_size", "tasks")
+# The keys of a bag's tasks given as a table: drawn when the file is read.
+DRAWN_TASK_KEYS = ("count", "size", "class", "seed")
 MACHINE_KEYS = ("rates", "power", "count", "slots", "cpus", "group", "attributes", "availability", "names")
 STAGING_KEYS = ("resume", "start")
 
@@ -161,8 +164,13 @@ class ModelSections:
             at = self.number(self.require(entry, bkey, "at"), f"{bkey}.at")
             if not 0 <= at <= self.max_time:
                 raise self.error(f"{bkey}.at", f"must be in [0, {self.max_time:g}] time units, got {at:g}")
-            tasks = self.nonempty_list(self.require(entry, bkey, "tasks"), f"{bkey}.tasks", "[class, size] pairs")
-            bags.append((at, tuple(self.task(t, f"{bkey}.tasks[{k}]", names, count) for k, t in enumerate(tasks))))
+            raw_tasks = self.require(entry, bkey, "tasks")
+            if isinstance(raw_tasks, Mapping):
+                bags.append((at, self.drawn_tasks(raw_tasks, f"{bkey}.tasks", names, count)))
+            else:
+                tasks = self.nonempty_list(raw_tasks, f"{bkey}.tasks", "[class, size] pairs")
+                bags.append((at, tuple(self.task(t, f"{bkey}.tasks[{k}]", names, count)
+                                       for k, t in enumerate(tasks))))
             attributes.append(self.bag_attributes(entry.get("attributes", {}), f"{bkey}.attributes"))
         if names is not None:
             text = f"workload.class_names has {count}"
@@ -191,6 +199,28 @@ class ModelSections:
                 raise self.error(akey, f"must be a string, a finite number or a boolean, got {self.describe(v)}")
             out.append((name, v))
         return tuple(out)
+
+    def drawn_tasks(self, value: Mapping[str, Any], key: str, names: tuple[str, ...] | None, count: int | None
+                    ) -> tuple[tuple[int, float], ...]:
+        """``tasks = {count = N, size = [low, high], class = c, seed = s}``: N tasks of class c (default 0), sizes
+        uniform in [low, high] from ``random.Random(s)`` (default 0), drawn when the file is read: the same bag in
+        every replication, as a listed one."""
+        for k in value:
+            if k not in DRAWN_TASK_KEYS:
+                raise self.error(f"{key}.{k}", f"unknown key{self.suggest(k, DRAWN_TASK_KEYS)}")
+        n = self.integer(self.require(value, key, "count"), f"{key}.count", 1)
+        if n > self.max_jobs:
+            raise self.error(f"{key}.count", f"is {n:,} tasks; at most {self.max_jobs:g} are allowed (MAX_JOBS)")
+        raw = self.require(value, key, "size")
+        if not isinstance(raw, list) or len(raw) != 2:
+            raise self.error(f"{key}.size", f"must be [low, high] work units, got {self.describe(raw)}")
+        low, high = (self.bounded(v, f"{key}.size[{i}]", 0.0, MAX_WORK, "work units") for i, v in enumerate(raw))
+        if low > high:
+            raise self.error(f"{key}.size", f"must be [low, high] with low <= high, got [{low:g}, {high:g}]")
+        index, _ = self.task([value.get("class", 0), low], key, names, count)
+        seed = self.integer(value.get("seed", 0), f"{key}.seed", 0)
+        rng = random.Random(seed)
+        return tuple((index, low + (high - low) * rng.random()) for _ in range(n))
 
     def task(self, value: Any, key: str, names: tuple[str, ...] | None, count: int | None) -> tuple[int, float]:
         if not isinstance(value, list) or len(value) != 2:

@@ -13,7 +13,8 @@ __all__ = ["BOT_MEASURES", "Axis", "CellFunction", "Measures", "RunSettings", "S
 
 # The papers' scenario modules, each with its SCENARIO (a later seed adds its module here). Imported by
 # name, at the first use: the papers import this package's machinery, and mgst.papers sits above it.
-_MODULES = ("mgst.papers.anglano.scenario", "mgst.papers.casanova.scenario", "mgst.papers.kondo.scenario")
+_MODULES = ("mgst.papers.anglano.scenario", "mgst.papers.casanova.scenario", "mgst.papers.gridbot.scenario",
+            "mgst.papers.kondo.scenario")
 
 
 def _registry() -> dict[str, Scenario]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import random
 from dataclasses import dataclass
 
@@ -61,6 +62,17 @@ def pooled(per_machine: list[MachineOverheads], names: list[str]) -> tuple[Machi
             m = pool
         out.append(m)
     return tuple(out)
+
+
+def result_delays(means: list[float], quantiles: int = 256) -> Overheads:
+    """Overheads that are only a returned-result delay, exponential of mean ``means[j]`` on machine j (0: none): its
+    law's quantiles at (k + 1/2) / ``quantiles``, which the sampler draws uniformly (a grid's ``return_delay``,
+    mgst.availability.grids)."""
+    machines = []
+    for mean in means:
+        post = tuple(-mean * math.log(1.0 - (k + 0.5) / quantiles) for k in range(quantiles)) if mean > 0 else (0.0,)
+        machines.append(MachineOverheads((0.0,), post))
+    return Overheads(tuple(machines), "the grids' returned-result delays")
 
 
 class _Draw:
