@@ -98,6 +98,12 @@ def test_gridbot_on_real_pullers_in_three_grids_does_each_task_once_and_counts_t
     done = Counter(r.job for r in journal.replicas.values() if r.outcome == "done")
     assert sorted(done) == sorted(journal.jobs) and len(done) == len(TASKS) and set(done.values()) == {1}
     assert all(rec.status is JobStatus.DONE for rec in core.jobs.values()) and run.cut_off == []
+    # every replica ended as the core ended it: none left "running" (then "cut off") in the journal, as a replica lost
+    # to its host's failure was when its job ran elsewhere too, or had been done (a loser running on)
+    ends = Counter(r.outcome for r in journal.replicas.values())
+    assert set(ends) <= {"done", "lost", "discarded", "cancelled"}, ends
+    records = {r.id: r for rec in core.jobs.values() for r in rec.history}
+    assert all(records[rid].outcome is not None for rid in journal.replicas)
     with open(out / "jobs.csv", newline="") as f:
         rows = {int(row["ID"]): row for row in csv.DictReader(f)}
     assert sorted(rows) == sorted(journal.jobs) and {row["Status"] for row in rows.values()} == {"Done"}
