@@ -19,7 +19,11 @@ Measured in the steady state (from ``--warmup`` s after the last registration to
 - registration: the first hello to the last registration (the mapper's t0);
 - the mapper's CPU (% of one core), its CPU per message (all messages to and from it, as the fakes
   count them), its peak RSS, its longest GC pause; the workers' CPU.
-Policies ``lpas_dg`` and ``fcfs`` side by side, alternating within each round.
+Policies ``lpas_dg`` and ``fcfs`` side by side, alternating within each round; ``--policies fcfs,gridbot`` sets GridBot
+(its ClassAd expressions evaluated at every request, GRIDBOT_EXPRESSIONS) beside FCFS. GridBot schedules bags: its
+run gets a bag every BAG_INTERVAL s of the same tasks (exponential sizes of the same mean, arriving ARRIVAL_FACTOR x as
+fast as the pullers run them); ``--bags`` gives every policy those bags instead of the Poisson arrivals above, so that
+FCFS beside GridBot differs by the policy alone.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import math
 import multiprocessing as mp
 import os
 import platform
+import random
 import statistics
 import subprocess
 import sys
@@ -41,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import mgst
-from mgst.model import Experiment, JobClass, Machine, PolicySpec, TestbedSettings
+from mgst.model import BagList, Experiment, JobClass, Machine, PolicySpec, TestbedSettings
 from mgst.wire import security
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -50,23 +55,60 @@ from fake_pullers import run_pullers  # noqa: E402
 
 REGISTER_TIMEOUT = 120.0  # s: generous, so that a slow registration is measured rather than fatal
 ARRIVAL_FACTOR = 1.2  # jobs arrive this much faster than the pullers can run them: one always waits
-POLICIES = ("lpas_dg", "fcfs")
+POLICIES = ("lpas_dg", "fcfs", "gridbot")
+DEFAULT_POLICIES = ("lpas_dg", "fcfs")
+# GridBot's policy, as expressions (bench_gridbot.py's, on the hosts' grid attribute): half the hosts in a "lab" grid
+# that a bag's tail keeps to, a rank by priority (by recent work in the tail), a bundle bound and a deadline per
+# request; replication when a bag's queue runs low. The bags are mostly in their throughput phase (a tail below 5
+# queued jobs), where every host takes work: what a request costs is the expressions' evaluation.
+GRIDBOT_EXPRESSIONS = {
+    "JobRequirements": '!Tail ? true : Host.Grid == "lab" && Host.ErrorRate < 0.1',
+    "Rank": "!Tail ? Priority : Host.JobsToday",
+    "Concurrency": "Host.NumCpus",
+    "Deadline": "Concurrency * 2000",
+    "ReplicationRequirements": "Job.Replicas < 2",
+    "tail_threshold": 5,
+    "max_replicas": 2,
+}
+BAG_INTERVAL = 1.0  # s between two bags (600 tasks each at the default dispatch rate)
 
 
 def experiment(pullers: int, policy: str, dispatch_rate: float, duration: float, classes: int = 1,
-               options: dict | None = None) -> Experiment:
+               options: dict | None = None, in_bags: bool = False) -> Experiment:
     """``pullers`` identical one-slot machines; jobs of mean ``pullers / dispatch_rate`` s arriving at
-    ARRIVAL_FACTOR x the machines' capacity, split evenly over ``classes`` classes."""
+    ARRIVAL_FACTOR x the machines' capacity, split evenly over ``classes`` classes; in bags, one every BAG_INTERVAL s
+    (:func:`bags`), with ``in_bags`` and for GridBot (whose hosts are in two grids, "lab" and "home")."""
     job_s = pullers / dispatch_rate
     rate = 1.0 / job_s  # jobs of mean size 1 (granularity) take job_s on a machine of this rate
     arrivals = ARRIVAL_FACTOR * dispatch_rate / classes
+    gridbot = policy == "gridbot"
+    if not gridbot and not in_bags:
+        return Experiment(
+            name=f"scale-{pullers}",
+            classes=tuple(JobClass(str(i + 1), arrivals) for i in range(classes)),
+            machines=tuple(Machine(f"P{j + 1}", (rate,) * classes, 1.0) for j in range(pullers)),
+            policy=PolicySpec(policy, options or {}),
+            testbed=TestbedSettings(time_unit=1.0, duration=duration, timeout_factor=0.0),
+        )
     return Experiment(
         name=f"scale-{pullers}",
-        classes=tuple(JobClass(str(i + 1), arrivals) for i in range(classes)),
-        machines=tuple(Machine(f"P{j + 1}", (rate,) * classes, 1.0) for j in range(pullers)),
-        policy=PolicySpec(policy, options or {}),
+        classes=tuple(JobClass(str(i + 1), 0.0) for i in range(classes)),
+        machines=tuple(Machine(f"P{j + 1}", (rate,) * classes, 1.0, attributes=(("grid", "lab" if j % 2 else "home"),))
+                       for j in range(pullers)),
+        policy=PolicySpec(policy, {**GRIDBOT_EXPRESSIONS, **(options or {})} if gridbot else options or {}),
+        workload=bags(ARRIVAL_FACTOR * dispatch_rate, duration, classes),
         testbed=TestbedSettings(time_unit=1.0, duration=duration, timeout_factor=0.0),
     )
+
+
+def bags(tasks_per_s: float, duration: float, classes: int, seed: int = 1) -> BagList:
+    """A bag every BAG_INTERVAL s over ``duration`` (the first at 0), ``tasks_per_s`` tasks a second in all, their
+    sizes exponential of mean 1, their classes in turn."""
+    rng = random.Random(seed)
+    per_bag = max(1, round(tasks_per_s * BAG_INTERVAL))
+    count = max(1, math.ceil(duration / BAG_INTERVAL))
+    return BagList(tuple((b * BAG_INTERVAL, tuple((k % classes, rng.expovariate(1.0)) for k in range(per_bag)))
+                         for b in range(count)))
 
 
 def mapper_main(exp: Experiment, key_dir: str | None, warmup: float, out: Any,
@@ -160,9 +202,9 @@ def worker_main(endpoint: str, key_dir: str | None, names: list[str], stop_at: f
 
 def measure(pullers: int, policy: str, *, workers: int, dispatch_rate: float, duration: float,
             warmup: float, classes: int = 1, options: dict | None = None, profile: str | None = None,
-            mapper_nice: int = 0) -> dict:
+            mapper_nice: int = 0, in_bags: bool = False) -> dict:
     """One run: a mapper process and ``workers`` worker processes; every process is reaped before it returns."""
-    exp = experiment(pullers, policy, dispatch_rate, duration, classes, options)
+    exp = experiment(pullers, policy, dispatch_rate, duration, classes, options, in_bags)
     names = [m.name for m in exp.machines]
     ctx = mp.get_context("spawn")
     procs: list = []
@@ -264,7 +306,7 @@ def _pct(sorted_values: list[float], q: float) -> float:
 def _policies(text: str) -> list[str]:
     values = [x.strip() for x in text.split(",") if x.strip()]
     if not values or any(v not in POLICIES for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r}: give lpas_dg, fcfs or lpas_dg,fcfs")
+        raise argparse.ArgumentTypeError(f"{text!r}: give some of {', '.join(POLICIES)}, comma-separated")
     return values
 
 
@@ -281,8 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--pullers", type=_counts, default=[1000, 3000], metavar="N[,N...]",
                    help="puller counts (default 1000,3000)")
-    p.add_argument("--policies", type=_policies, default=list(POLICIES), metavar="P[,P]",
-                   help="lpas_dg, fcfs or both, alternating (default both)")
+    p.add_argument("--policies", type=_policies, default=list(DEFAULT_POLICIES), metavar="P[,P...]",
+                   help="some of lpas_dg, fcfs, gridbot, alternating (default lpas_dg,fcfs)")
     p.add_argument("--repeat", type=int, default=3, help="rounds (default 3); medians over them are quoted")
     p.add_argument("--workers", type=int, default=2, help="worker processes hosting the fake pullers (default 2)")
     p.add_argument("--duration", type=float, default=40.0, help="seconds of job generation (default 40)")
@@ -291,6 +333,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dispatch-rate", type=float, default=500.0,
                    help="jobs a second the pullers ask for in all (default 500): sets the job length")
     p.add_argument("--classes", type=int, default=1, help="job classes (default 1)")
+    p.add_argument("--bags", action="store_true",
+                   help="every policy's jobs in bags, as GridBot's always are (default: Poisson arrivals)")
     p.add_argument("--mapper-nice", type=int, default=0,
                    help="the mapper process's niceness increment (default 0; e.g. -5, with the privilege, so that "
                         "a machine busy with other work delays the mapper less)")
@@ -311,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# {platform.python_version()} {platform.machine()}, {os.cpu_count()} CPUs, "
           f"load {'/'.join(f'{x:.1f}' for x in os.getloadavg())}, workers {args.workers}, "
           f"dispatch {args.dispatch_rate:g}/s, {args.duration:g} s (warm-up {args.warmup:g}), options {options}, "
-          f"mapper nice {args.mapper_nice:+d}, "
+          f"mapper nice {args.mapper_nice:+d}, {'bags' if args.bags else 'Poisson arrivals'}, "
           f"mgst from {Path(mgst.__file__).parent}")
     print(HEAD, flush=True)
     rows: dict[tuple[int, str], list[dict]] = {}
@@ -326,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
                 row = measure(n, policy, workers=args.workers, dispatch_rate=args.dispatch_rate,
                               duration=args.duration, warmup=args.warmup, classes=args.classes,
                               options=options if policy == "lpas_dg" else None, profile=profile,
-                              mapper_nice=args.mapper_nice)
+                              mapper_nice=args.mapper_nice, in_bags=args.bags)
                 rows.setdefault((n, policy), []).append(row)
                 q50, q90, q99 = row["registration_quantiles_s"]
                 print(ROW.format(**row), f"load {os.getloadavg()[0]:.1f}; registered: half at {q50:.1f} s, "

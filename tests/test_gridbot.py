@@ -226,6 +226,28 @@ def test_a_replication_requirement_reads_the_hosts_of_the_jobs_replicas():
     core.check_invariants()
 
 
+def test_a_request_makes_no_job_ad_when_only_replication_requirements_read_the_job(monkeypatch):
+    # Only ReplicationRequirements reads Job: the requests, which never evaluate it, set no job's ad (three attributes
+    # per candidate, the most of a request's cost); the cycle, which does, sets one per running job it draws.
+    from mgst.papers.gridbot.ads import Ads
+
+    made = Counter()
+    job_ad = Ads.job
+
+    def counted(self, rec, expired):
+        made[rec.job.id] += 1
+        return job_ad(self, rec, expired)
+
+    monkeypatch.setattr(Ads, "job", counted)
+    core, policy = gridbot([host("A"), host("B")], tail_threshold=2, cycle=5.0,
+                           ReplicationRequirements="Job.Replicas < 2 && Job.Running > 1")
+    assert sent(core.bag_arrived(0.0, bag(0, 2, 0))) == [(0, 0), (1, 1)]
+    assert not made and policy.counts["requests"] >= 2
+    cycle(core, 5.0)
+    assert made == {0: 1, 1: 1} and policy.counts["replicas_enqueued"] == 2  # (the queue filled to 2)
+    core.check_invariants()
+
+
 def test_the_weighted_sample_favours_jobs_with_fewer_replicas_and_is_the_same_for_a_seed():
     # weights 1/1 and 1/2: the job of one replica comes first with probability 1 / (1 + 1/2) = 2/3
     rng = random.Random(7)

@@ -30,6 +30,7 @@ from mgst.testbed.report import FILENAME as REPORT
 from mgst.testbed.report import write_report
 from mgst.testbed.run_result import TestbedRun
 from mgst.testbed.summary import summarize_testbed, testbed_bags, write_testbed_outputs
+from mgst.wording import plural
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +141,20 @@ def _interruptible() -> Iterator[None]:
             signal.signal(s, handler)
 
 
+def format_waste(testbed: Summary, simulation: Summary | None) -> str | None:
+    """The losers that ran on after their job was done (their results discarded: GridBot's waste), on the testbed
+    and in the simulation beside it, in one line; None if neither has any."""
+    sides = [("testbed", testbed.waste)]
+    if simulation is not None:
+        sides.append(("simulation", simulation.waste))
+    if all(w is None for _, w in sides):
+        return None
+    parts = [f"{side} none" if w is None else
+             f"{side} {plural(w.replicas, 'replica')}, {w.machine_time:.6g} time units of machine time "
+             f"({100 * w.share_of_busy:.1f} % of busy time)" for side, w in sides]
+    return "waste (losers that ran on after their job was done, their results discarded): " + "; ".join(parts)
+
+
 def format_beside(b: Beside) -> str:
     """What a run's end prints: the comparison (or the testbed's table alone), the delays, the jobs (and bags),
     and where the two differ beyond their intervals, the measured causes."""
@@ -165,6 +180,9 @@ def format_beside(b: Beside) -> str:
         if b.simulation is not None and b.simulation.policy_counts:
             counts = ", ".join(f"{k} {v:g}" for k, v in b.simulation.policy_counts.items())
             lines.append(f"policy in the simulation (summed over {b.simulation.replications} replications): {counts}")
+    waste = format_waste(b.testbed, b.simulation)
+    if waste is not None:
+        lines.append(waste)
     if b.testbed.bags is not None:
         bags = b.testbed.bags
         lines.append(f"bags: {len(b.run.core.all_bags)} arrived, {bags.bags} counted (submitted after the warm-up), "

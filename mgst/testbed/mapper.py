@@ -22,7 +22,7 @@ from typing import Any
 import zmq
 
 from mgst.availability import registry as availability
-from mgst.core.events import BagArrived, Event, JobArrived, RunStart, TimerFired
+from mgst.core.events import BagArrived, Event, JobArrived, MachineDown, RunStart, TimerFired
 from mgst.core.state import MachineState
 from mgst.model import Bag, Experiment, Job
 from mgst.staging import StagingSampler
@@ -259,7 +259,12 @@ class Mapper:
         if self.journal.store is not None:
             name, fields = event_to_plain(event)
             self.journal.store.append("event", (name, mnow, fields))
+        # A machine down loses every replica it holds; the core says so (JobRequeued) only of a job's last one, not
+        # of a replica whose job runs elsewhere too, nor of a loser running on after its job was done.
+        held = list(self.core.machines[event.machine].replicas) if type(event) is MachineDown else ()
         self.dispatcher.carry_out(self.core.handle(mnow, event), now)
+        for rid in held:
+            self.journal.end("lost", rid)  # (only a replica the journal has running: one requeued is ended already)
 
     # ------------------------------------------------------------------ run
 

@@ -1,6 +1,7 @@
 """The CPU share a machine's jobs were asked to run at, against what they achieved: a_j, or, where the machine's
 availability changes its share (a trace, a reclaiming law), the mean share of its periods over each job's
-computing (what its puller played)."""
+computing (what its puller played); a job of a bundle that waited on its host for a CPU was asked for none while it
+waited."""
 
 from __future__ import annotations
 
@@ -57,32 +58,53 @@ class _Timeline:
         return total / (b - a)
 
 
+def bundle_waits(run: TestbedRun) -> dict[int, float]:
+    """Model time each replica waited on its host for a CPU (GridBot's bundles: a machine with fewer ``cpus`` than
+    ``slots``), by replica id; only those that waited. The core charges a waiting replica nothing and its puller runs
+    it at pace 0, so the share it achieved over t4 to t5 counts the wait as no share at all."""
+    bundled = {j for j, m in enumerate(run.experiment.machines) if m.computing_slots < m.slots}
+    if not bundled:
+        return {}
+    return {r.id: r.waited for rec in run.core.jobs.values() for r in rec.history
+            if r.machine in bundled and r.waited > 0.0}
+
+
 def share_shortfalls(run: TestbedRun) -> list[ShareShortfall]:
     """The machines whose finished jobs achieved a mean CPU share more than SHARE_SHORTFALL below the mean they
-    were asked for (each job's: a_j, or its availability's mean share over the job's computing, t4 to t5)."""
+    were asked for (each job's: a_j, or its availability's mean share over the job's computing, t4 to t5; nothing
+    over the part of it a job of a bundle waited for a CPU, :func:`bundle_waits`)."""
     exp = run.experiment
     out = []
-    if exp.failures is None:  # asked for a_j throughout
+    waits = bundle_waits(run)
+    if exp.failures is None and not waits:  # asked for a_j throughout
         for m in run.journal.machines:
             if m.achieved and statistics.fmean(m.achieved) < m.share - SHARE_SHORTFALL:
                 out.append(ShareShortfall(m.name, m.share, statistics.fmean(m.achieved), len(m.achieved)))
         return out
     tu = run.time_unit
     until = (run.end - run.t0) / tu
-    jobs: list[list[tuple[float, float, float]]] = [[] for _ in exp.machines]  # (t4, t5, achieved), model time
-    for r in run.journal.replicas.values():
+    jobs: list[list[tuple[float, float, float, float]]] = [[] for _ in exp.machines]  # (t4, t5, waited, achieved)
+    for rid, r in run.journal.replicas.items():
         if r.achieved_share is not None:
             start = (r.t4 - run.t0) / tu if r.t4 is not None else until
             end = (r.t5 - run.t0) / tu if r.t5 is not None else start
-            jobs[r.machine].append((start, end, r.achieved_share))
+            jobs[r.machine].append((start, end, waits.get(rid, 0.0), r.achieved_share))
     for j, m in enumerate(run.journal.machines):
         if jobs[j]:
             timeline = _Timeline(run, j, until)
-            requested = statistics.fmean(timeline.mean(a, b) for a, b, _ in jobs[j])
-            achieved = statistics.fmean(x for _, _, x in jobs[j])
+            requested = statistics.fmean(_asked(timeline, a, b, w) for a, b, w, _ in jobs[j])
+            achieved = statistics.fmean(x for _, _, _, x in jobs[j])
             if achieved < requested - SHARE_SHORTFALL:
                 out.append(ShareShortfall(m.name, requested, achieved, len(jobs[j])))
     return out
 
 
-__all__ = ["SHARE_SHORTFALL", "ShareShortfall", "share_shortfalls"]
+def _asked(timeline: _Timeline, a: float, b: float, waited: float) -> float:
+    """The mean share a job was asked for over [a, b]: its machine's, from a + ``waited`` on (none before)."""
+    if waited <= 0.0 or b <= a:
+        return timeline.mean(a, b)
+    computing = max(0.0, b - a - waited)
+    return timeline.mean(b - computing, b) * computing / (b - a) if computing > 0.0 else 0.0
+
+
+__all__ = ["SHARE_SHORTFALL", "ShareShortfall", "bundle_waits", "share_shortfalls"]

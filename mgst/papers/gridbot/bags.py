@@ -7,7 +7,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from mgst.core.state import BagRecord, JobRecord, JobStatus
-from mgst.papers.gridbot.classads import DEADLINE, POLICY_ATTRIBUTES, constant, parse, references
+from mgst.papers.gridbot.classads import (
+    DEADLINE,
+    POLICY_ATTRIBUTES,
+    REPLICATION_REQUIREMENTS,
+    constant,
+    parse,
+    references,
+)
 
 # A bag's Priority unless its file gives one (the default Rank reads it: higher first).
 DEFAULT_PRIORITY: Final = 0
@@ -17,6 +24,7 @@ _BY_LOWER: Final = {name.lower(): name for name in POLICY_ATTRIBUTES}
 RESERVED_NAMES: Final = ("Id", "Submitted", "Tail", "Incomplete", "Queued", "Waiting", "Running", "Done",
                          "PendingReplicas", "Size", "Bag", "BOT", "Host", "Job", "Queue", "Grid", "MY", "TARGET")
 RESERVED: Final = frozenset(name.lower() for name in RESERVED_NAMES)
+_REPLICATION: Final = REPLICATION_REQUIREMENTS.lower()
 
 
 def policy_attribute(name: str) -> str | None:
@@ -45,7 +53,7 @@ class BagPolicy:
     expression that refers to no attribute is a constant, evaluated here once. ``attributes``: the bag's other
     attributes (the generated ones, its Priority, the file's), for its ad."""
 
-    __slots__ = ("trees", "constants", "attributes", "has_deadline", "reads_job")
+    __slots__ = ("trees", "constants", "attributes", "has_deadline", "reads_job", "cycle_reads_job")
 
     def __init__(self, defaults: Mapping[str, Any], attributes: Mapping[str, Any]):
         texts = {name: value for name, value in defaults.items() if value is not None}
@@ -66,9 +74,13 @@ class BagPolicy:
                 self.constants[name] = value
         self.attributes = plain
         self.has_deadline = DEADLINE in self.trees
-        # Whether any of them reads the job (Job.Replicas...): if none does, no job's ad is made for them.
-        refs = [ref.lower().split(".") for tree in self.trees.values() for ref in references(tree)]
-        self.reads_job = any("job" in parts for parts in refs)
+        # Whether those evaluated at a request (all but ReplicationRequirements), and ReplicationRequirements in the
+        # cycle, read the job (Job.Replicas...): if none does, no job's ad is made for them.
+        refs = {name: [ref.lower().split(".") for ref in references(tree)] for name, tree in self.trees.items()}
+        self.cycle_reads_job = any("job" in parts for parts in refs.get(REPLICATION_REQUIREMENTS, ()))
+        self.reads_job = any("job" in parts or (self.cycle_reads_job and _REPLICATION in parts)
+                             for name, parts_of in refs.items() if name != REPLICATION_REQUIREMENTS
+                             for parts in parts_of)
 
 
 class BagState:

@@ -65,9 +65,10 @@ class Evaluation:
         """The top ad's ``Bag``: the bag's ad, its Tail as detected now."""
         self.ads.bag(state, self.in_tail(state), len(state.pending_jobs()))
 
-    def set_job(self, state: BagState, job: JobRecord, expired: Container[int]) -> None:
-        """The top ad's ``Job``, if the bag's expressions read it (else whatever is there is never read)."""
-        if state.policy.reads_job:
+    def set_job(self, state: BagState, job: JobRecord, expired: Container[int], cycle: bool = False) -> None:
+        """The top ad's ``Job``, if the bag's expressions about to be evaluated read it (else whatever is there is
+        never read): those of a request, or with ``cycle`` its ReplicationRequirements."""
+        if state.policy.cycle_reads_job if cycle else state.policy.reads_job:
             self.ads.job(job, expired)
 
     def _value(self, attribute: str, state: BagState) -> Any:

@@ -97,7 +97,7 @@ class Replication:
                 if state.queue_length() >= below:
                     break
                 ev.set_bag(state)
-                ev.set_job(state, job, self.expired)
+                ev.set_job(state, job, self.expired, cycle=True)
                 if ev.holds(REPLICATION_REQUIREMENTS, state):
                     state.enqueue(job)
                     self.counts["replicas_enqueued"] += 1
