@@ -137,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="continue the run journalled in DIR (its mapper died); pullers reconnect by themselves")
     p.add_argument("--register-timeout", type=float, default=300.0,
                    help="seconds to wait for every machine's puller (default 300)")
+    p.add_argument("--begin-with", type=int, metavar="N",
+                   help="begin the run once N pullers registered (default: all); the others join as they come, "
+                        "their machines down until then (pilot jobs: docs/lab.md)")
     p.add_argument("--farewell", type=float, default=None,
                    help="at most this many seconds after the run, answer the pullers that were down at its end "
                         "with 'run over' (it ends once each has been told; default: enough for a failed machine "
