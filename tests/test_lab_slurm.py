@@ -11,13 +11,12 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 from pathlib import Path
 
 import psutil
 import pytest
-from slurm_cluster import MAX_MINUTES, PARTITION, SlurmCluster, slurm  # noqa: F401 (slurm: a fixture)
+from slurm_cluster import MAX_MINUTES, PARTITION, SlurmCluster
 
 from mgst.cli import main
 from mgst.testbed.overheads import read_journal
@@ -56,9 +55,10 @@ def write_hosts(tmp_path: Path, endpoint: str, **slurm_keys) -> Path:
     return path
 
 
-def start_mapper(tmp_path: Path, endpoint: str, *extra: str, duration: float) -> subprocess.Popen:
+def start_mapper(tmp_path: Path, endpoint: str, *extra: str, duration: float,
+                 experiment: Path = EXPERIMENT) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "mgst", "mapper", str(EXPERIMENT), "--bind", endpoint, "--keys",
+        [sys.executable, "-m", "mgst", "mapper", str(experiment), "--bind", endpoint, "--keys",
          str(tmp_path / "keys"), "--out", str(tmp_path / "out"), "--quiet", "--register-timeout", "90",
          "--farewell", "1", "--duration", str(duration), "--time-unit", "0.1", *extra],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
@@ -186,7 +186,7 @@ def test_pilots_cancelled_mid_run_are_machines_down_and_their_replicas_requeued(
 
         def two_busy() -> list[str]:
             try:
-                machines = snapshot(url)["machines"]
+                machines = snapshot(url).get("machines") or []  # (none before the view's first snapshot)
             except OSError:
                 return []
             busy = [m["name"] for m in machines if m.get("running")]
@@ -234,15 +234,39 @@ def test_lab_down_cancels_exactly_its_pilots(slurm: SlurmCluster, tmp_path, caps
     assert other in slurm.jobs()
 
 
+# Two bags of 1-s tasks (at time unit 0.1 s), 15 s apart: the first needs more pilots than the one that begins the
+# run, then nothing is queued for long enough that idle pilots leave; the second brings them back.
+TWO_BAGS = f"""[experiment]
+name = "two-bags"
+[workload]
+kind = "bag_list"
+granularity = [10]
+bags = [{{at = 0, tasks = {[[0, 10]] * 12}}}, {{at = 150, tasks = {[[0, 10]] * 6}}}]
+[machines]
+power = [1, 1, 1, 1, 1, 1]
+names = {json.dumps(MACHINES)}
+[policy]
+name = "fcfs"
+[simulation]
+horizon = 400
+warmup = 0.0
+[testbed]
+time_unit = 0.1
+duration = 30
+"""
+
+
 def test_the_overlay_adds_pilots_while_work_is_queued_and_idle_pilots_leave(slurm: SlurmCluster, tmp_path, capsys):
     """One pilot begins the run; the overlay adds pilots while jobs are queued, never more than max_pilots live;
-    once the queue is empty, pilots with no work for idle_exit seconds leave (COMPLETED, exit 0), each with the
-    time it did."""
+    once the queue is empty, pilots with no work for idle_exit seconds leave (their log says so; COMPLETED, exit
+    0), each with the time it did; the second bag brings pilots back."""
     security.create_keys(tmp_path / "keys", MACHINES)
     endpoint = f"tcp://127.0.0.1:{free_port()}"
     hosts = write_hosts(tmp_path, endpoint, max_pilots=3, idle_exit=1.5, submit_interval=0.5)
     port = free_port()
-    mapper = start_mapper(tmp_path, endpoint, "--live", f"127.0.0.1:{port}", "--begin-with", "1", duration=6.0)
+    (tmp_path / "two-bags.toml").write_text(TWO_BAGS)
+    mapper = start_mapper(tmp_path, endpoint, "--live", f"127.0.0.1:{port}", "--begin-with", "1", duration=30,
+                          experiment=tmp_path / "two-bags.toml")
     lines: list[str] = []
     try:
         code, out, err = lab(capsys, "up", str(hosts), "--pilots", "1")
@@ -271,10 +295,15 @@ def test_the_overlay_adds_pilots_while_work_is_queued_and_idle_pilots_leave(slur
     submitted = re.findall(r"^ *([\d.]+) s  submitted job \d+ for (M\d) \((\d+) jobs queued, (\d+) pilots\)$", said,
                            re.M)
     left = re.findall(r"^ *([\d.]+) s  job \d+ \((M\d)\) left: COMPLETED \(exit 0", said, re.M)
-    assert len(submitted) == 2, said  # up to the limit of 3, with the first
-    assert all(int(q) > 0 and int(n) <= 3 for _, _, q, n in submitted), said
-    assert left, said  # idle pilots left before the run was over
-    assert min(float(t) for t, _ in left) > max(float(t) for t, *_ in submitted), said
+    assert all(int(q) > 0 and int(n) <= 3 for _, _, q, n in submitted), said  # never past the limit
+    first = [s for s in submitted if float(s[0]) < float(left[0][0])] if left else submitted
+    assert [n for *_, n in first] == ["2", "3"], said  # pilots added up to the limit while the first bag waits
+    # then idle pilots left while the run went on (before the second bag), and the second bag brought pilots back
+    assert len(left) >= 3 and any(float(t) > float(left[2][0]) for t, *_ in submitted), said
+    idle = [m for _, m in left[:3]
+            if "no work for 1.5 s (--idle-exit)" in "".join(p.read_text() for p in
+                                                            (tmp_path / "shared").glob(f"{m}-*.log"))]
+    assert len(idle) == 3, said
     each_job_done_once(tmp_path / "out")
 
 

@@ -23,8 +23,9 @@ MAX_SNAPSHOT = 16 << 20  # bytes of /api/snapshot read (a run of 500 machines: s
 FETCH_TIMEOUT = 10.0
 DEFAULT_POLL = 1.0
 # How long the live view may be unreachable before the overlay ends: once seen, the mapper has exited (the run is
-# over); never seen, it is not there.
-GONE_AFTER = 10.0
+# over: a loopback server that answered does not fall silent for seconds otherwise); never seen, it is not there
+# (a mapper takes a few seconds to start).
+GONE_AFTER, NEVER_SEEN_AFTER = 3.0, 60.0
 
 
 class LiveViewError(Exception):
@@ -76,7 +77,7 @@ def follow(lab: SlurmLab, live_url: str, say: Callable[[str], None], *, poll: fl
             run = read_snapshot(live_url)
             seen_at = now
         except LiveViewError as e:
-            if now - (seen_at if seen_at is not None else t0) > GONE_AFTER:
+            if (now - seen_at > GONE_AFTER) if seen_at is not None else (now - t0 > NEVER_SEEN_AFTER):
                 if seen_at is None:
                     raise
                 say(f"{now - t0:7.1f} s  the mapper's live view is gone: the run is over")
