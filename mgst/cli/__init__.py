@@ -95,6 +95,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("file", type=Path, help="sweep file (TOML), e.g. experiments/bot/anglano-sweep.toml")
     p.add_argument("--workers", type=int, help="local processes (default: one per core)")
     p.add_argument("--scheduler", metavar="ADDRESS", help="run cells on this Dask scheduler (tcp://host:port)")
+    p.add_argument("--slurm", type=int, metavar="JOBS",
+                   help="run cells on Dask workers submitted as JOBS Slurm jobs (dask-jobqueue's SLURMCluster)")
+    p.add_argument("--slurm-partition", metavar="NAME", help="the worker jobs' partition (default: the cluster's)")
+    p.add_argument("--slurm-time", metavar="TIME", help="the worker jobs' time limit (sbatch --time)")
+    p.add_argument("--slurm-account", metavar="NAME", help="the account the worker jobs are charged to")
+    p.add_argument("--slurm-memory", default="2GB", metavar="AMOUNT", help="memory per worker job (default 2GB)")
+    p.add_argument("--slurm-option", action="append", default=[], metavar="OPTION",
+                   help="one more sbatch option for the worker jobs, e.g. --qos=short (repeatable)")
     p.add_argument("--out", type=Path, help="output folder; a sweep run again in it skips finished cells "
                                             "(default: runs/sweep-NAME, or runs/sweep-NAME-quick)")
     p.add_argument("--replications", type=int, help="replications per cell (overrides the file)")

@@ -20,6 +20,7 @@ from mgst.config import ConfigError
 from mgst.model import BagList, BagStream, Experiment, PoissonClasses
 from mgst.process_pool import InterruptiblePool
 from mgst.sweep.results import ResultLog, summarize, write_summary
+from mgst.sweep.slurm_workers import SlurmWorkers
 from mgst.sweep.spec import Cell, SweepSpec
 from mgst.worker_memory import free_garbage_if_grown
 
@@ -31,6 +32,10 @@ MAX_MANIFEST_BYTES = 16 << 20  # sweep.json read back: 16 MiB (a sweep's setting
 CSV = "sweep.csv"
 SUMMARY = "summary.csv"
 PLOTS = "plots"
+SLURM_LOGS = "slurm-logs"  # the Slurm worker jobs' scripts' output
+# Seconds between two looks at a Slurm cluster's workers while no cell finishes (squeue once per look).
+SLURM_POLL = 2.0
+COMPLETED_POLL = 0.1
 
 
 class SweepError(RuntimeError):
@@ -85,11 +90,14 @@ def run_cell(cell_fn: CellFn, experiment: Experiment, replication: int) -> dict[
 
 def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, workers: int = 1, scheduler: str | None = None,
               cell_fn: CellFn | None = None, progress: Callable[[Progress], None] | None = None,
-              plots: bool = True, connect_timeout: float = 30.0, worker_log_level: int | None = None) -> SweepResult:
+              plots: bool = True, connect_timeout: float = 30.0, worker_log_level: int | None = None,
+              slurm: SlurmWorkers | None = None) -> SweepResult:
     """Run every cell of ``spec`` not yet in ``out_dir/sweep.csv``, then write summary.csv and plots.
 
     Cells run on ``workers`` local processes, or on the Dask cluster whose scheduler is at
-    ``scheduler`` (``tcp://host:port``). ``cell_fn(experiment, replication)`` computes one cell
+    ``scheduler`` (``tcp://host:port``), or on Dask workers submitted as Slurm jobs (``slurm``: dask-jobqueue's
+    SLURMCluster, its scheduler in this process; the sweep stops, finished cells saved, once all its jobs
+    are gone). ``cell_fn(experiment, replication)`` computes one cell
     (default: the scenario's ``cell``, else mgst.sim.bag_cell.simulate_cell); it must be picklable (a
     module-level function).
     A cell that raises gets its message in the ``error`` column and runs again next time. On
@@ -122,7 +130,7 @@ def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, workers: int = 1, 
     if cell_fn is None and scenario.cell is not None:
         cell_fn = scenario.cell
     if cell_fn is None:
-        if todo and scheduler is None and importlib.util.find_spec("mgst.sim.bag_cell") is None:
+        if todo and scheduler is None and slurm is None and importlib.util.find_spec("mgst.sim.bag_cell") is None:
             results.close()
             raise SweepError("mgst.sim.bag_cell (simulate_cell) is not available: no cell can run")
         cell_fn = default_cell
@@ -138,7 +146,9 @@ def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, workers: int = 1, 
     seen_errors: set[str] = set()
     try:
         tasks = ((c, spec.experiment(c)) for c in todo)
-        if scheduler is not None:
+        if slurm is not None:
+            runner = _slurm(tasks, slurm, out / SLURM_LOGS, cell_fn) if todo else iter(())
+        elif scheduler is not None:
             runner = _dask(tasks, scheduler, cell_fn, connect_timeout)
         else:
             runner = _local(tasks, workers, cell_fn, worker_log_level)
@@ -258,13 +268,46 @@ def _local(tasks, workers: int, cell_fn: CellFn, log_level: int | None) -> Itera
 
 def _dask(tasks, address: str, cell_fn: CellFn, timeout: float) -> Iterator[Outcome]:
     try:
-        from distributed import Client, as_completed  # noqa: PLC0415
+        from distributed import Client  # noqa: PLC0415
     except ImportError:
         raise ConfigError("--scheduler", "needs the 'distributed' package (pip install distributed)") from None
     try:
         client = Client(address, timeout=timeout, set_as_default=False)
     except (OSError, TimeoutError, ValueError) as e:
         raise ConfigError("--scheduler", f"cannot reach the Dask scheduler at {address}: {e}") from None
+    yield from _on_client(client, tasks, cell_fn)
+
+
+def _slurm(tasks, workers: SlurmWorkers, log_dir: Path, cell_fn: CellFn) -> Iterator[Outcome]:
+    """The cells on Dask workers that are Slurm jobs (SLURMCluster); SweepError once every job is gone."""
+    from distributed import Client  # noqa: PLC0415
+
+    from mgst.sweep.slurm_workers import job_ids, live_jobs, start_cluster  # noqa: PLC0415
+
+    cluster = start_cluster(workers.check(), log_dir)
+    try:
+        client = Client(cluster, set_as_default=False)
+        seen: set[int] = set()
+
+        def gone() -> str | None:
+            if client.scheduler_info().get("workers"):
+                return None
+            seen.update(job_ids(cluster))
+            if seen and not live_jobs(seen):
+                return (f"the sweep's Slurm jobs ({', '.join(map(str, sorted(seen)))}) are gone (cancelled, "
+                        "preempted or past their time limit); finished cells are saved: run again to go on")
+            return None
+
+        yield from _on_client(client, tasks, cell_fn, gone)
+    finally:
+        cluster.close()
+
+
+def _on_client(client, tasks, cell_fn: CellFn, gone: Callable[[], str | None] | None = None) -> Iterator[Outcome]:
+    """The cells submitted to ``client``'s cluster, their outcomes as they come; with ``gone``, asked while no
+    cell finishes, SweepError with its message once it says the workers will not come back."""
+    from distributed import as_completed  # noqa: PLC0415
+
     futures: dict[str, tuple[Any, Cell]] = {}
     clean = False
     try:
@@ -273,7 +316,7 @@ def _dask(tasks, address: str, cell_fn: CellFn, timeout: float) -> Iterator[Outc
             # Dask runs higher priorities first: keep the order the cells come in (longest first).
             fut = client.submit(run_cell, cell_fn, exp, cell.replication, pure=False, priority=len(tasks) - i)
             futures[fut.key] = (fut, cell)
-        for fut in as_completed([f for f, _ in futures.values()], loop=client.loop):
+        for fut in _completed(as_completed([f for f, _ in futures.values()], loop=client.loop), gone):
             cell = futures[fut.key][1]
             if fut.status == "finished":
                 yield cell, fut.result()
@@ -286,3 +329,23 @@ def _dask(tasks, address: str, cell_fn: CellFn, timeout: float) -> Iterator[Outc
             with contextlib.suppress(Exception):
                 client.cancel([f for f, _ in futures.values()])
         client.close()
+
+
+def _completed(completed, gone: Callable[[], str | None] | None) -> Iterator[Any]:
+    """The futures of ``completed`` (distributed.as_completed) as they complete; with ``gone``, asked every
+    SLURM_POLL seconds in which none did, SweepError with its message once it says the workers are gone."""
+    if gone is None:
+        yield from completed
+        return
+    asked = time.monotonic()
+    while not completed.is_empty():
+        if completed.has_ready():
+            yield from completed.next_batch(block=False)
+            asked = time.monotonic()
+        elif time.monotonic() - asked >= SLURM_POLL:
+            why = gone()
+            if why is not None:
+                raise SweepError(why)
+            asked = time.monotonic()
+        else:
+            time.sleep(COMPLETED_POLL)  # (as as_completed's own iteration waits: in steps of 0.1 s)
