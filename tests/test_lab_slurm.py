@@ -332,3 +332,23 @@ def test_no_sbatch_and_a_file_mixing_ssh_hosts_and_slurm_are_one_line_and_exit_2
     code, out, err = lab(capsys, "status", str(mixed))
     assert code == 2 and err.count("\n") == 1, err
     assert "hosts: a hosts file has either SSH hosts ([hosts.NAME], [defaults]) or a [slurm] section" in err
+
+
+@pytest.mark.parametrize("keys, key, said", [
+    ({"nodes": 3}, "slurm.nodes", "unknown key"),
+    ({"sbatch_args": ["--partition=x"]}, "slurm.sbatch_args", "--partition is given by mgst lab itself"),
+    ({"sbatch_args": ["-Jname"]}, "slurm.sbatch_args", "given by mgst lab itself"),
+    ({"puller_args": ["--idle-exit=3"]}, "slurm.puller_args", "given by mgst lab itself"),
+    ({"puller_args": ["--keys", "/tmp"]}, "slurm.puller_args", "given by mgst lab itself"),
+    ({"max_pilots": 7}, "slurm.max_pilots", "1..6"),
+    ({"idle_exit": -1}, "slurm.idle_exit", "positive"),
+    ({"time_limit": "soon"}, "slurm.time_limit", "--time"),
+    ({"partition": "-p"}, "slurm.partition", "a Slurm name"),
+    ({"machines": ["M1", "M9"]}, "slurm.machines", "no key pair for M9"),
+    ({"submit_interval": 1e9}, "slurm.submit_interval", "0 to 3600"),
+])
+def test_a_bad_slurm_section_is_one_line_naming_the_key(keys, key, said, tmp_path, capsys):
+    security.create_keys(tmp_path / "keys", MACHINES)
+    code, out, err = lab(capsys, "up", str(write_hosts(tmp_path, "tcp://127.0.0.1:5555", **keys)))
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert f"slurm.toml: {key}: " in err and said in err, err
