@@ -139,6 +139,25 @@ def _stop(proc: subprocess.Popen, name: str) -> None:
     psutil.wait_procs(children, timeout=STOP_TIMEOUT)
 
 
+def _kill_left(conf: Path) -> None:
+    """Whatever this cluster started and left (a job step, a pilot's puller, reparented away from slurmd when it
+    daemonized): every process of its environment (SLURM_CONF, which the daemons and every job inherit)."""
+    mine = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
+    left = []
+    for p in psutil.process_iter():
+        try:
+            if p.pid not in mine and p.environ().get("SLURM_CONF") == str(conf):
+                left.append(p)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    for p in left:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(left, timeout=STOP_TIMEOUT)
+
+
 @contextmanager
 def slurm_cluster() -> Iterator[SlurmCluster]:
     """munged, slurmctld and slurmd in a new folder (removed after); yields once the node is idle."""
@@ -174,6 +193,7 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
             for log in logs:
                 log.close()
 
+        stack.callback(_kill_left, conf)
         stack.callback(stop_all)
         start("munged", "-F", "-f", f"--socket={root}/run/munge.sock", f"--key-file={key}",
               f"--pid-file={root}/run/munged.pid", f"--log-file={root}/log/munged.log",
@@ -199,8 +219,12 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
         try:
             yield cluster
         finally:
-            # every job ended first (their processes are slurmd's children, ended with it anyway)
+            # every job ended first, while slurmd is there to end their steps (then _kill_left, for any left)
             cluster.run("scancel", "--full", f"--partition={PARTITION}", check=False)
+            try:
+                cluster.wait_for(lambda: not cluster.jobs(), STOP_TIMEOUT, "the jobs end")
+            except (AssertionError, subprocess.SubprocessError, ValueError):
+                pass
 
 
 @pytest.fixture

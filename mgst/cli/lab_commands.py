@@ -75,6 +75,8 @@ def lab_command(args: argparse.Namespace) -> int:
         from mgst.cli.lab_slurm import slurm_command  # noqa: PLC0415
 
         return slurm_command(args, lab)
+    if args.lab_command == "up" and args.pilots is not None:
+        raise ConfigError("--pilots", f"{args.hosts} has SSH hosts: --pilots is for a Slurm lab ([slurm], docs/lab.md)")
     if args.lab_command == "overlay":
         raise ConfigError("overlay", f"{args.hosts} has SSH hosts: the overlay submits Slurm pilots (a [slurm] "
                                      "section, docs/lab.md)")

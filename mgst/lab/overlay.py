@@ -41,8 +41,9 @@ class RunState:
 
 def read_snapshot(url: str, timeout: float = FETCH_TIMEOUT) -> RunState:
     """The run's phase and queue from the live view at ``url`` (``http://127.0.0.1:PORT/``), checked."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # (the mapper's host: never a proxy)
     try:
-        with urllib.request.urlopen(url.rstrip("/") + "/api/snapshot", timeout=timeout) as answer:
+        with opener.open(url.rstrip("/") + "/api/snapshot", timeout=timeout) as answer:
             data = answer.read(MAX_SNAPSHOT + 1)
     except (urllib.error.URLError, OSError, ValueError) as e:
         raise LiveViewError(f"cannot read {url}: {getattr(e, 'reason', e)}") from None
