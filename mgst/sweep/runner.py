@@ -1,4 +1,4 @@
-"""Run a sweep's cells on a local process pool or a Dask cluster; resume from sweep.csv; write summary and plots."""
+"""Run a sweep's cells on a local process pool or on Dask (dask_engine); resume; write summary and plots."""
 
 from __future__ import annotations
 
@@ -19,27 +19,20 @@ from mgst.bounded_read import read_text
 from mgst.config import ConfigError
 from mgst.model import BagList, BagStream, Experiment, PoissonClasses
 from mgst.process_pool import InterruptiblePool
+from mgst.sweep.cells import CellFn, Outcome, SweepError, default_cell, run_cell
+from mgst.sweep.dask_engine import run_on_dask, run_on_slurm
 from mgst.sweep.results import ResultLog, summarize, write_summary
 from mgst.sweep.slurm_workers import SlurmWorkers
 from mgst.sweep.spec import Cell, SweepSpec
-from mgst.worker_memory import free_garbage_if_grown
 
 log = logging.getLogger(__name__)
 
-CellFn = Callable[[Experiment, int], Mapping[str, Any]]
 MANIFEST = "sweep.json"
 MAX_MANIFEST_BYTES = 16 << 20  # sweep.json read back: 16 MiB (a sweep's settings are some kilobytes)
 CSV = "sweep.csv"
 SUMMARY = "summary.csv"
 PLOTS = "plots"
 SLURM_LOGS = "slurm-logs"  # the Slurm worker jobs' scripts' output
-# Seconds between two looks at a Slurm cluster's workers while no cell finishes (squeue once per look).
-SLURM_POLL = 2.0
-COMPLETED_POLL = 0.1
-
-
-class SweepError(RuntimeError):
-    """The sweep cannot go on (a worker process died, the cluster went away); finished cells are saved."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,30 +55,6 @@ class SweepResult:
     summary: list[dict[str, Any]] = field(default_factory=list)
     plots: list[Path] = field(default_factory=list)
     elapsed: float = 0.0
-
-
-def default_cell(experiment: Experiment, replication: int) -> Mapping[str, Any]:
-    """The real cell: mgst.sim.bag_cell.simulate_cell, imported where the cell runs."""
-    from mgst.sim.bag_cell import simulate_cell  # noqa: PLC0415
-
-    return simulate_cell(experiment, replication)
-
-
-def run_cell(cell_fn: CellFn, experiment: Experiment, replication: int) -> dict[str, Any]:
-    """In a worker: one cell's metrics, with ``wall_s`` measured if the cell function gives none.
-
-    Afterwards, the worker's garbage is freed if it has grown enough (not counted in ``wall_s``).
-    """
-    t0 = time.perf_counter()
-    try:
-        result = cell_fn(experiment, replication)
-        if not isinstance(result, Mapping):
-            raise TypeError(f"the cell function returned {type(result).__name__}, not a mapping of metrics")
-        out = dict(result)
-        out.setdefault("wall_s", time.perf_counter() - t0)
-        return out
-    finally:
-        free_garbage_if_grown()  # a simulation's records are cycles: freed in batches (mgst.worker_memory)
 
 
 def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, workers: int = 1, scheduler: str | None = None,
@@ -147,9 +116,9 @@ def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, workers: int = 1, 
     try:
         tasks = ((c, spec.experiment(c)) for c in todo)
         if slurm is not None:
-            runner = _slurm(tasks, slurm, out / SLURM_LOGS, cell_fn) if todo else iter(())
+            runner = run_on_slurm(tasks, slurm, out / SLURM_LOGS, cell_fn) if todo else iter(())
         elif scheduler is not None:
-            runner = _dask(tasks, scheduler, cell_fn, connect_timeout)
+            runner = run_on_dask(tasks, scheduler, cell_fn, connect_timeout)
         else:
             runner = _local(tasks, workers, cell_fn, worker_log_level)
         with contextlib.closing(runner):
@@ -254,9 +223,6 @@ def _difference(theirs: Any, mine: Any, where: str = "") -> str:
     return f"{where}: {theirs!r} there, {mine!r} here"
 
 
-Outcome = tuple[Cell, "dict[str, Any] | BaseException"]
-
-
 def _local(tasks, workers: int, cell_fn: CellFn, log_level: int | None) -> Iterator[Outcome]:
     with InterruptiblePool[Cell](workers, log_level) as pool:
         for cell, fut in pool.results((cell, run_cell, (cell_fn, exp, cell.replication)) for cell, exp in tasks):
@@ -264,88 +230,3 @@ def _local(tasks, workers: int, cell_fn: CellFn, log_level: int | None) -> Itera
             if isinstance(exc, BrokenProcessPool):
                 raise SweepError(f"a worker process died ({exc}); finished cells are saved: run again to go on")
             yield cell, exc if exc is not None else fut.result()
-
-
-def _dask(tasks, address: str, cell_fn: CellFn, timeout: float) -> Iterator[Outcome]:
-    try:
-        from distributed import Client  # noqa: PLC0415
-    except ImportError:
-        raise ConfigError("--scheduler", "needs the 'distributed' package (pip install distributed)") from None
-    try:
-        client = Client(address, timeout=timeout, set_as_default=False)
-    except (OSError, TimeoutError, ValueError) as e:
-        raise ConfigError("--scheduler", f"cannot reach the Dask scheduler at {address}: {e}") from None
-    yield from _on_client(client, tasks, cell_fn)
-
-
-def _slurm(tasks, workers: SlurmWorkers, log_dir: Path, cell_fn: CellFn) -> Iterator[Outcome]:
-    """The cells on Dask workers that are Slurm jobs (SLURMCluster); SweepError once every job is gone."""
-    from distributed import Client  # noqa: PLC0415
-
-    from mgst.sweep.slurm_workers import job_ids, live_jobs, start_cluster  # noqa: PLC0415
-
-    cluster = start_cluster(workers.check(), log_dir)
-    try:
-        client = Client(cluster, set_as_default=False)
-        seen: set[int] = set()
-
-        def gone() -> str | None:
-            if client.scheduler_info().get("workers"):
-                return None
-            seen.update(job_ids(cluster))
-            if seen and not live_jobs(seen):
-                return (f"the sweep's Slurm jobs ({', '.join(map(str, sorted(seen)))}) are gone (cancelled, "
-                        "preempted or past their time limit); finished cells are saved: run again to go on")
-            return None
-
-        yield from _on_client(client, tasks, cell_fn, gone)
-    finally:
-        cluster.close()
-
-
-def _on_client(client, tasks, cell_fn: CellFn, gone: Callable[[], str | None] | None = None) -> Iterator[Outcome]:
-    """The cells submitted to ``client``'s cluster, their outcomes as they come; with ``gone``, asked while no
-    cell finishes, SweepError with its message once it says the workers will not come back."""
-    from distributed import as_completed  # noqa: PLC0415
-
-    futures: dict[str, tuple[Any, Cell]] = {}
-    clean = False
-    try:
-        tasks = list(tasks)
-        for i, (cell, exp) in enumerate(tasks):
-            # Dask runs higher priorities first: keep the order the cells come in (longest first).
-            fut = client.submit(run_cell, cell_fn, exp, cell.replication, pure=False, priority=len(tasks) - i)
-            futures[fut.key] = (fut, cell)
-        for fut in _completed(as_completed([f for f, _ in futures.values()], loop=client.loop), gone):
-            cell = futures[fut.key][1]
-            if fut.status == "finished":
-                yield cell, fut.result()
-            else:
-                exc = fut.exception() if fut.status == "error" else None
-                yield cell, exc if exc is not None else SweepError(f"the Dask task ended as {fut.status}")
-        clean = True
-    finally:
-        if not clean and futures:
-            with contextlib.suppress(Exception):
-                client.cancel([f for f, _ in futures.values()])
-        client.close()
-
-
-def _completed(completed, gone: Callable[[], str | None] | None) -> Iterator[Any]:
-    """The futures of ``completed`` (distributed.as_completed) as they complete; with ``gone``, asked every
-    SLURM_POLL seconds in which none did, SweepError with its message once it says the workers are gone."""
-    if gone is None:
-        yield from completed
-        return
-    asked = time.monotonic()
-    while not completed.is_empty():
-        if completed.has_ready():
-            yield from completed.next_batch(block=False)
-            asked = time.monotonic()
-        elif time.monotonic() - asked >= SLURM_POLL:
-            why = gone()
-            if why is not None:
-                raise SweepError(why)
-            asked = time.monotonic()
-        else:
-            time.sleep(COMPLETED_POLL)  # (as as_completed's own iteration waits: in steps of 0.1 s)
