@@ -181,7 +181,8 @@ def main(argv: list[str] | None = None) -> int:
         add_arguments(p)
     p.set_defaults(func=puller_command)
 
-    p = sub.add_parser("lab", help="launch, show and stop the pullers of lab machines over SSH (docs/lab.md)")
+    p = sub.add_parser("lab", help="launch, show and stop the pullers of lab machines over SSH, or as Slurm pilot "
+                                   "jobs (docs/lab.md)")
     if _command(argv) == "lab":
         from mgst.cli.lab_commands import add_lab_arguments, lab_command  # noqa: PLC0415
 
