@@ -47,6 +47,8 @@ def slurm_command(args: argparse.Namespace, lab: SlurmLab) -> int:
 
             if not (math.isfinite(args.poll) and 0.1 <= args.poll <= 60):
                 raise ConfigError("--poll", "give 0.1 to 60 seconds")
+            if not args.live.startswith(("http://", "https://")) or not args.live.isprintable():
+                raise ConfigError("--live", f"{args.live!r}: give the live view's address, http://HOST:PORT/")
             try:
                 n = follow(lab, args.live, lambda line: print(line, flush=True), poll=args.poll)
             except LiveViewError as e:
