@@ -332,6 +332,8 @@ def test_no_sbatch_and_a_file_mixing_ssh_hosts_and_slurm_are_one_line_and_exit_2
     code, out, err = lab(capsys, "status", str(mixed))
     assert code == 2 and err.count("\n") == 1, err
     assert "hosts: a hosts file has either SSH hosts ([hosts.NAME], [defaults]) or a [slurm] section" in err
+    code, out, err = lab(capsys, "overlay", str(hosts), "--live", "file:///etc/passwd")
+    assert code == 2 and err.count("\n") == 1 and "--live: 'file:///etc/passwd': give the live view's" in err, err
 
 
 @pytest.mark.parametrize("keys, key, said", [
