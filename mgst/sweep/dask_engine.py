@@ -43,9 +43,9 @@ def run_on_slurm(tasks, workers: SlurmWorkers, log_dir: Path, cell_fn: CellFn) -
         seen: set[int] = set()
 
         def gone() -> str | None:
+            seen.update(job_ids(cluster))  # (every time: a job's entry may go with its worker)
             if client.scheduler_info().get("workers"):
                 return None
-            seen.update(job_ids(cluster))
             if seen and not live_jobs(seen):
                 return (f"the sweep's Slurm jobs ({', '.join(map(str, sorted(seen)))}) are gone (cancelled, "
                         "preempted or past their time limit); finished cells are saved: run again to go on")
@@ -86,7 +86,8 @@ def _on_client(client, tasks, cell_fn: CellFn, gone: Callable[[], str | None] | 
 
 def _completed(completed, gone: Callable[[], str | None] | None) -> Iterator[Any]:
     """The futures of ``completed`` (distributed.as_completed) as they complete; with ``gone``, asked every
-    SLURM_POLL seconds in which none did, SweepError with its message once it says the workers are gone."""
+    SLURM_POLL seconds while none is ready (it notes the jobs then), SweepError with its message once it says the
+    workers are gone."""
     if gone is None:
         yield from completed
         return
@@ -94,7 +95,6 @@ def _completed(completed, gone: Callable[[], str | None] | None) -> Iterator[Any
     while not completed.is_empty():
         if completed.has_ready():
             yield from completed.next_batch(block=False)
-            asked = time.monotonic()
         elif time.monotonic() - asked >= SLURM_POLL:
             why = gone()
             if why is not None:
