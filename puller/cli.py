@@ -24,7 +24,8 @@ LINE_FORMAT = "%(asctime)s.%(msecs)03d %(levelname)s %(message)s"
 VERBOSE_LINE_FORMAT = "%(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s"  # (-v: which module said it)
 
 EXIT_CODES = f"""exit codes:
-  0    the run is over (the mapper's bye, or no welcome for --give-up seconds after one), or SIGINT/SIGTERM
+  0    the run is over (the mapper's bye, or no welcome for --give-up seconds after one), no work for
+       --idle-exit seconds, or SIGINT/SIGTERM
   2    a usage error, a fatal refusal by the mapper, or a run this puller cannot serve
   {EXIT_UNREACHABLE}   the mapper could not be reached for --give-up seconds before any welcome: a host name
        that does not resolve, a refused connection, a handshake that fails (a wrong mapper key)
@@ -91,6 +92,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"exit after this long without a welcome (default {GIVE_UP:.0f}): before the first one, "
                         f"with code {EXIT_UNREACHABLE} if the mapper could not be reached (a mapper that answers "
                         "is waited for); after one, with code 0 (the run is over)")
+    p.add_argument("--idle-exit", type=_seconds, metavar="SECONDS",
+                   help="once welcomed, leave (exit 0, saying Bye) after this long with no replica to run: a "
+                        "pilot job giving its machine back (docs/lab.md, Slurm)")
     p.add_argument("--stay", action="store_true",
                    help="after a run, wait for the next one instead of exiting (and never give up)")
     p.add_argument("--throttle", default="auto", choices=["auto", "cgroup2", "cgroup1", "duty"],
@@ -155,7 +159,8 @@ def run(args: argparse.Namespace) -> int:
         keys = client_keys(args)
         allowlist = AllowList.build(args.allow, args.allow_file)
         puller = Puller(args.connect, args.machine, keys=keys, insecure=args.insecure, allowlist=allowlist,
-                        slots=args.slots, stay=args.stay, give_up=args.give_up, throttle=args.throttle)
+                        slots=args.slots, stay=args.stay, give_up=args.give_up, idle_exit=args.idle_exit,
+                        throttle=args.throttle)
     except (UsageError, security.KeyFileError, AllowListError) as e:
         print(f"puller: error: {e}", file=sys.stderr)
         return 2

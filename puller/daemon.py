@@ -90,6 +90,7 @@ class Puller:
         slots: int = 1,
         stay: bool = False,
         give_up: float = GIVE_UP,
+        idle_exit: float | None = None,
         throttle: str = "auto",
         context: zmq.Context | None = None,
         clock: Callable[[], float] = time.time,
@@ -108,6 +109,10 @@ class Puller:
         self.executors = tuple(e for e in executors if e != "command" or allowlist is not None)
         self.stay = stay  # after the mapper's bye, wait for the next run instead of exiting
         self.give_up = give_up
+        if idle_exit is not None and not idle_exit > 0:
+            raise ValueError(f"idle_exit must be positive, not {idle_exit!r}")
+        self.idle_exit = idle_exit  # welcomed and running nothing this long (s): leave (a pilot job's end)
+        self.idle_since: float | None = None  # welcomed and running nothing: since when
         self.clock = clock
         self._ctx = context or zmq.Context.instance()
         self.sock: zmq.Socket | None = None
@@ -251,6 +256,10 @@ class Puller:
                 if now - self.last_heard > LIVENESS * self.heartbeat_interval:
                     self._lose_mapper(now)
                     continue
+                if self._idle_for(now) >= (self.idle_exit or math.inf):
+                    self.end_reason = f"no work for {self.idle_exit:g} s (--idle-exit)"
+                    self.bye_reason = "idle"
+                    break
                 if now >= self.next_hb:
                     self.hb_seq += 1
                     clock = self.clock()
@@ -263,6 +272,8 @@ class Puller:
         """The next instant the loop has something to do (all in the future, or now)."""
         if self.welcome is not None:
             wake = min(self.next_hb, self.last_heard + LIVENESS * self.heartbeat_interval)
+            if self.idle_exit is not None and self.idle_since is not None:
+                wake = min(wake, self.idle_since + self.idle_exit)
         else:
             wake = self.hello_at + self.backoff
             if self.lost_at is not None and not self.stay:
@@ -270,6 +281,18 @@ class Puller:
             if self.reach.unreached_since is not None and not self.ever_welcomed and not self.stay:
                 wake = min(wake, self.reach.unreached_since + self.give_up)
         return min(wake, self.slots.wake_at(), self.next_change)
+
+    def _idle_for(self, now: float) -> float:
+        """Seconds this puller, welcomed, has run nothing and held no result (0 while it does, or with no
+        --idle-exit); the clock starts at the welcome or when the last replica ended."""
+        if self.idle_exit is None:
+            return 0.0
+        if self.slots.holds() or self.slots.finished():
+            self.idle_since = None
+            return 0.0
+        if self.idle_since is None:
+            self.idle_since = now
+        return now - self.idle_since
 
     def _give_up_unreached(self, now: float) -> None:
         """Never welcomed, and the mapper not reached for --give-up seconds: one line saying why, exit 69."""
@@ -536,7 +559,7 @@ class Puller:
         self.say.registered(msg, now, first=not self.ever_welcomed)
         self.reach.reached()
         self.ever_welcomed = True
-        self.lost_at = self.asking_since = self.paused_at = None
+        self.lost_at = self.asking_since = self.paused_at = self.idle_since = None
         self.heartbeat_interval = msg.heartbeat_interval
         self.backoff = BACKOFF_MIN
         self.next_hb = now

@@ -9,6 +9,7 @@ import psutil
 import pytest
 import zmq
 from helpers import is_suspended
+from slurm_cluster import slurm  # noqa: F401 (a fixture: a Slurm cluster of this machine's, for a test)
 
 # Workers by default (pytest-xdist): CI's machine has 2 cores, and most of the suite's wall time is spent waiting
 # on real time (pullers, mappers, time units), which a second worker overlaps. `-n 0` or `-p no:xdist` runs

@@ -177,6 +177,28 @@ def test_right_keys_hello_welcome_busy_cancel_bye(mapper: FakeMapper, keydir: Pa
     assert wait_exit(proc, 10) == 0
 
 
+def test_idle_exit_leaves_after_that_long_with_no_work_never_while_a_replica_runs(
+    mapper: FakeMapper, keydir: Path, pullers: Pullers
+) -> None:
+    """--idle-exit (a pilot job's end): a replica running longer than the idle time keeps the puller; once it is
+    done and nothing more comes, the puller says Bye ("idle") after the idle time and exits 0."""
+    proc = pullers.start(mapper.endpoint, "--keys", str(keydir), "--idle-exit", "0.8")
+    ident, _ = mapper.expect(P.Hello, 10)
+    mapper.welcome(ident, heartbeat=1.0)
+    mapper.expect(P.Ready)
+    mapper.send(ident, job(1, work=2.0))  # 2 s at time unit 1: longer than the idle time
+    mapper.expect(P.Started)
+    _, done = mapper.expect(P.Done, 10, ignore=(P.Heartbeat, P.Progress, P.Computing))
+    assert done.replica == 1
+    # the mapper's heartbeat echoing one of the puller's sent after the result: read, so no longer held
+    hb, done_at = mapper.expect_at(P.Heartbeat, 5, ignore=(P.Ready,))
+    mapper.send(ident, P.Heartbeat(1, time.time(), hb.clock, time.time()))
+    bye, bye_at = mapper.expect_at(P.Bye, 10, ignore=(P.Heartbeat, P.Ready))
+    assert bye.reason == "idle" and 0.7 <= bye_at - done_at < 5, bye_at - done_at
+    assert wait_exit(proc, 10) == 0
+    assert "no work for 0.8 s (--idle-exit)" in pullers.log(proc)
+
+
 def test_slots_option_offers_that_many(mapper: FakeMapper, keydir: Path, pullers: Pullers) -> None:
     proc = pullers.start(mapper.endpoint, "--keys", str(keydir), "--slots", "3")
     ident, hello = mapper.expect(P.Hello, 10)

@@ -95,6 +95,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("file", type=Path, help="sweep file (TOML), e.g. experiments/bot/anglano-sweep.toml")
     p.add_argument("--workers", type=int, help="local processes (default: one per core)")
     p.add_argument("--scheduler", metavar="ADDRESS", help="run cells on this Dask scheduler (tcp://host:port)")
+    p.add_argument("--slurm", type=int, metavar="JOBS",
+                   help="run cells on Dask workers submitted as JOBS Slurm jobs (dask-jobqueue's SLURMCluster)")
+    p.add_argument("--slurm-partition", metavar="NAME", help="the worker jobs' partition (default: the cluster's)")
+    p.add_argument("--slurm-time", metavar="TIME", help="the worker jobs' time limit (sbatch --time)")
+    p.add_argument("--slurm-account", metavar="NAME", help="the account the worker jobs are charged to")
+    p.add_argument("--slurm-memory", default="2GB", metavar="AMOUNT", help="memory per worker job (default 2GB)")
+    p.add_argument("--slurm-option", action="append", default=[], metavar="OPTION",
+                   help="one more sbatch option for the worker jobs, e.g. --qos=short (repeatable)")
     p.add_argument("--out", type=Path, help="output folder; a sweep run again in it skips finished cells "
                                             "(default: runs/sweep-NAME, or runs/sweep-NAME-quick)")
     p.add_argument("--replications", type=int, help="replications per cell (overrides the file)")
@@ -137,6 +145,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="continue the run journalled in DIR (its mapper died); pullers reconnect by themselves")
     p.add_argument("--register-timeout", type=float, default=300.0,
                    help="seconds to wait for every machine's puller (default 300)")
+    p.add_argument("--begin-with", type=int, metavar="N",
+                   help="begin the run once N pullers registered (default: all); the others join as they come, "
+                        "their machines down until then (pilot jobs: docs/lab.md)")
     p.add_argument("--farewell", type=float, default=None,
                    help="at most this many seconds after the run, answer the pullers that were down at its end "
                         "with 'run over' (it ends once each has been told; default: enough for a failed machine "
@@ -170,7 +181,8 @@ def main(argv: list[str] | None = None) -> int:
         add_arguments(p)
     p.set_defaults(func=puller_command)
 
-    p = sub.add_parser("lab", help="launch, show and stop the pullers of lab machines over SSH (docs/lab.md)")
+    p = sub.add_parser("lab", help="launch, show and stop the pullers of lab machines over SSH, or as Slurm pilot "
+                                   "jobs (docs/lab.md)")
     if _command(argv) == "lab":
         from mgst.cli.lab_commands import add_lab_arguments, lab_command  # noqa: PLC0415
 

@@ -1,4 +1,5 @@
-"""`mgst lab up / status / down HOSTS_FILE`: pullers on lab machines over SSH, and what they say."""
+"""`mgst lab up / status / down HOSTS_FILE`: pullers on lab machines over SSH (or as Slurm pilot jobs: lab_slurm),
+and what they say."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def add_lab_arguments(p: argparse.ArgumentParser) -> None:
     from mgst.lab.launcher import DEFAULT_GRACE, DEFAULT_PARALLEL  # noqa: PLC0415
     from mgst.lab.remote import LOG_LINES, MAX_LOG_LINES, SETTLE_SECONDS  # noqa: PLC0415
 
-    sub = p.add_subparsers(dest="lab_command", required=True, metavar="{up,status,down}")
+    sub = p.add_subparsers(dest="lab_command", required=True, metavar="{up,status,down,overlay}")
     epilog = {"epilog": LAB_EPILOG, "formatter_class": argparse.RawDescriptionHelpFormatter}
     q = sub.add_parser("up", help="copy each host's keys and allow-list over SSH and start its pullers", **epilog)
     q.add_argument("hosts", type=Path, metavar="HOSTS_FILE", help="the lab's hosts file (TOML, docs/lab.md)")
@@ -30,6 +31,8 @@ def add_lab_arguments(p: argparse.ArgumentParser) -> None:
     q.add_argument("--settle", type=float, default=SETTLE_SECONDS, metavar="SECONDS",
                    help="how long a puller must stay alive to count as started (default "
                         f"{SETTLE_SECONDS:g}; one that fails later shows in 'mgst lab status')")
+    q.add_argument("--pilots", type=int, metavar="N",
+                   help="Slurm: submit at most N pilots now (default: one per free identity, up to max_pilots)")
     q = sub.add_parser("status", help="each host's pullers: running or not, pid, version, log", **epilog)
     q.add_argument("hosts", type=Path, metavar="HOSTS_FILE")
     q.add_argument("--lines", type=int, default=LOG_LINES, metavar="N",
@@ -38,6 +41,12 @@ def add_lab_arguments(p: argparse.ArgumentParser) -> None:
     q.add_argument("hosts", type=Path, metavar="HOSTS_FILE")
     q.add_argument("--grace", type=float, default=DEFAULT_GRACE, metavar="SECONDS",
                    help=f"seconds between SIGTERM and SIGKILL (default {DEFAULT_GRACE:g})")
+    q = sub.add_parser("overlay", help="Slurm: keep submitting pilots while the run has queued work", **epilog)
+    q.add_argument("hosts", type=Path, metavar="HOSTS_FILE")
+    q.add_argument("--live", required=True, metavar="URL",
+                   help="the mapper's live view, e.g. http://127.0.0.1:8421/ (mgst mapper --live 8421)")
+    q.add_argument("--poll", type=float, default=1.0, metavar="SECONDS",
+                   help="how often the run and the queue are looked at (default 1)")
     for q in sub.choices.values():
         q.add_argument("--parallel", type=int, default=DEFAULT_PARALLEL, metavar="N",
                        help=f"hosts worked on at once (default {DEFAULT_PARALLEL})")
@@ -45,7 +54,8 @@ def add_lab_arguments(p: argparse.ArgumentParser) -> None:
 
 def lab_command(args: argparse.Namespace) -> int:
     from mgst.lab import launcher  # noqa: PLC0415
-    from mgst.lab.hosts import HostsFileError, load_hosts  # noqa: PLC0415
+    from mgst.lab.hosts import HostsFileError, Lab  # noqa: PLC0415
+    from mgst.lab.lab_file import load_lab  # noqa: PLC0415
     from mgst.lab.remote import MAX_LOG_LINES, MAX_SETTLE_SECONDS  # noqa: PLC0415
     from mgst.lab.ssh import SshError  # noqa: PLC0415
 
@@ -58,9 +68,18 @@ def lab_command(args: argparse.Namespace) -> int:
     if args.lab_command == "down" and not (math.isfinite(args.grace) and 0 <= args.grace <= 600):
         raise ConfigError("--grace", "give 0 to 600 seconds")
     try:
-        lab = load_hosts(args.hosts)
+        lab = load_lab(args.hosts)
     except HostsFileError as e:
         raise ConfigError(e.key, e.problem, e.path) from None
+    if not isinstance(lab, Lab):
+        from mgst.cli.lab_slurm import slurm_command  # noqa: PLC0415
+
+        return slurm_command(args, lab)
+    if args.lab_command == "up" and args.pilots is not None:
+        raise ConfigError("--pilots", f"{args.hosts} has SSH hosts: --pilots is for a Slurm lab ([slurm], docs/lab.md)")
+    if args.lab_command == "overlay":
+        raise ConfigError("overlay", f"{args.hosts} has SSH hosts: the overlay submits Slurm pilots (a [slurm] "
+                                     "section, docs/lab.md)")
     if args.lab_command == "up":
         from mgst.cli.version import version_line  # noqa: PLC0415
 

@@ -91,6 +91,16 @@ def sweep_command(args: argparse.Namespace) -> int:
         raise ConfigError("--workers", "must be >= 1")
     if args.workers is not None and args.scheduler is not None:
         raise ConfigError("--workers", "cannot be given with --scheduler: the cluster has its own workers")
+    slurm = None
+    if args.slurm is not None:
+        from mgst.sweep.slurm_workers import SlurmWorkers  # noqa: PLC0415
+
+        if args.workers is not None or args.scheduler is not None:
+            raise ConfigError("--slurm", "cannot be given with --workers or --scheduler: its jobs are the workers")
+        slurm = SlurmWorkers(args.slurm, args.slurm_partition, args.slurm_time, args.slurm_account,
+                             args.slurm_memory, tuple(args.slurm_option)).check()
+    elif any(getattr(args, o) for o in ("slurm_partition", "slurm_time", "slurm_account", "slurm_option")):
+        raise ConfigError("--slurm", "the --slurm-... options need --slurm JOBS")
     cell_fn = None
     if args.cell is not None:
         module, _, name = args.cell.partition(":")
@@ -127,14 +137,15 @@ def sweep_command(args: argparse.Namespace) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, stop)
-    where = args.scheduler or f"{plural(args.workers or os.cpu_count() or 1, 'local process', 'local processes')}"
+    where = (plural(args.slurm, "Slurm worker job") if slurm is not None else args.scheduler) or plural(
+        args.workers or os.cpu_count() or 1, "local process", "local processes")
     if not args.quiet:
         print(f"mgst sweep: {spec.name} ({spec.scenario.name}), {plural(len(spec.cells()), 'cell')} on {where}, "
               f"into {out}/",
               file=sys.stderr)
     try:
         result = run_sweep(spec, out, workers=args.workers or os.cpu_count() or 1, scheduler=args.scheduler,
-                           cell_fn=cell_fn, progress=progress, plots=not args.no_plots,
+                           cell_fn=cell_fn, progress=progress, plots=not args.no_plots, slurm=slurm,
                            # the simulations' own warnings (jobs left at the drain limit: the unbounded
                            # column says it) would bury the progress line; -v shows them
                            worker_log_level=None if args.verbose else logging.ERROR)

@@ -366,6 +366,8 @@ def mapper_command(args: argparse.Namespace) -> int:
         _check_new_out(out)
     if not 0 < args.register_timeout < 1e7:
         raise ConfigError("--register-timeout", "must be a positive number of seconds")
+    if args.begin_with is not None and not 1 <= args.begin_with <= len(exp.machines):
+        raise ConfigError("--begin-with", f"give 1 to {len(exp.machines)} (the experiment's machines)")
     if args.farewell is not None and not 0 <= args.farewell <= MAX_FAREWELL:
         raise ConfigError("--farewell", f"must be a number of seconds in [0, {MAX_FAREWELL:g}]")
     if args.keys is not None and not args.keys.is_dir():
@@ -381,7 +383,7 @@ def mapper_command(args: argparse.Namespace) -> int:
     printer = _progress_printer(not args.quiet)
     try:
         mapper = Mapper(exp, args.bind, duration=args.duration, time_unit=args.time_unit, seed=args.seed,
-                        register_timeout=args.register_timeout, executor=args.executor,
+                        register_timeout=args.register_timeout, begin_with=args.begin_with, executor=args.executor,
                         progress=live.progress(printer) if live else printer, keys=keys, insecure=args.insecure,
                         out=out, resume=args.resume is not None, imports=tuple(args.imports), farewell=farewell)
     except RunOver as e:  # exit 0: what was asked for, a finished run, is there; nothing is listened for or rewritten

@@ -99,17 +99,11 @@ def parse_hosts(data: Mapping[str, Any], path: Path) -> Lab:
     def fail(key: str, problem: str) -> HostsFileError:
         return HostsFileError(key, problem, where)
 
-    _known(data, ("lab", "defaults", "hosts"), "", fail)
-    lab = _table(data, "lab", fail, required=True)
-    _known(lab, _LAB_KEYS, "lab.", fail)
-    connect = _string(lab, "connect", "lab.", fail)
-    try:
-        security.check_endpoint(connect, bind=False)
-    except ValueError as e:
-        raise fail("lab.connect", str(e)) from None
-    keys = _local_path(_string(lab, "keys", "lab.", fail), base)
-    if not (keys / f"{security.MAPPER}.key").is_file():
-        raise fail("lab.keys", f"{keys} has no {security.MAPPER}.key (make the folder with 'mgst keys')")
+    _known(data, ("lab", "defaults", "hosts", "slurm"), "", fail)
+    if "slurm" in data:
+        raise fail("slurm", "a Slurm lab: read by mgst.lab.lab_file.load_lab")
+    lab, connect = check_connect(data, fail)
+    keys = check_keys(lab, base, fail)
     defaults = _table(data, "defaults", fail)
     _known(defaults, _DEFAULT_KEYS, "defaults.", fail)
     hosts_table = _table(data, "hosts", fail, required=True)
@@ -136,6 +130,47 @@ def parse_hosts(data: Mapping[str, Any], path: Path) -> Lab:
     return Lab(path, connect, keys, tuple(hosts))
 
 
+def check_connect(data: Mapping[str, Any], fail) -> tuple[Mapping[str, Any], str]:
+    """The [lab] table and its checked ``connect`` endpoint."""
+    lab = _table(data, "lab", fail, required=True)
+    _known(lab, _LAB_KEYS, "lab.", fail)
+    connect = _string(lab, "connect", "lab.", fail)
+    try:
+        security.check_endpoint(connect, bind=False)
+    except ValueError as e:
+        raise fail("lab.connect", str(e)) from None
+    return lab, connect
+
+
+def check_keys(lab: Mapping[str, Any], base: Path, fail) -> Path:
+    """The [lab] table's key folder, which must hold the mapper's public key."""
+    keys = local_path(_string(lab, "keys", "lab.", fail), base)
+    if not (keys / f"{security.MAPPER}.key").is_file():
+        raise fail("lab.keys", f"{keys} has no {security.MAPPER}.key (make the folder with 'mgst keys')")
+    return keys
+
+
+def machine_names(machines: Any, key: str, fail) -> tuple[str, ...]:
+    """A non-empty list of distinct machine names (a safe alphabet: they name files)."""
+    if (not isinstance(machines, list) or not machines
+            or not all(isinstance(m, str) and _LABEL.match(m) for m in machines)):
+        raise fail(key, "give the experiment's machine names, e.g. [\"M1\"] (letters, digits, '_', '.', '-')")
+    if len(set(machines)) != len(machines):
+        raise fail(key, "a machine is named twice")
+    return tuple(machines)
+
+
+def has_secret_key(keys: Path, machine: str) -> bool:
+    return _secret_key(keys, machine) is not None
+
+
+def secret_key_in(keys: Path, machine: str) -> Path:
+    """The local secret key file of ``machine`` in the key folder ``keys`` (its own, else the shared lab key)."""
+    found = _secret_key(keys, machine)
+    assert found is not None, "checked when the hosts file was read"
+    return found
+
+
 def secret_key(lab: Lab, machine: str) -> Path:
     """The local secret key file of ``machine`` (its own, else the shared lab key)."""
     found = _secret_key(lab.keys, machine)
@@ -159,13 +194,7 @@ def _host(label: str, own: Mapping[str, Any], defaults: Mapping[str, Any], base:
         return "defaults." + k if k not in own and k in defaults else prefix + k
 
     address = _address(_string(t, "address", prefix, fail), prefix + "address", fail)
-    machines = t.get("machines")
-    if (not isinstance(machines, list) or not machines
-            or not all(isinstance(m, str) and _LABEL.match(m) for m in machines)):
-        raise fail(prefix + "machines", "give the experiment's machine names this host runs, e.g. [\"M1\"] "
-                                        "(letters, digits, '_', '.', '-')")
-    if len(set(machines)) != len(machines):
-        raise fail(prefix + "machines", "a machine is named twice")
+    machines = machine_names(t.get("machines"), prefix + "machines", fail)
     user = t.get("user")
     if user is not None and (not isinstance(user, str) or not _USER.match(user)):
         raise fail(key("user"), "a user name takes letters, digits, '_', '.', '-' (at most 32)")
@@ -186,12 +215,12 @@ def _host(label: str, own: Mapping[str, Any], defaults: Mapping[str, Any], base:
     if PurePosixPath(remote_dir).name in ("", ".", "..") or remote_dir.startswith("~"):
         raise fail(key("remote_dir"), f"{remote_dir!r}: name a folder of its own for mgst lab (it is made mode "
                                       "700), e.g. \"mgst-lab\" (relative to the login's home) or an absolute path")
-    mgst = _words(t.get("mgst", list(DEFAULT_MGST)), key("mgst"), fail)
+    mgst = words(t.get("mgst", list(DEFAULT_MGST)), key("mgst"), fail)
     if not mgst:
         raise fail(key("mgst"), "give the command that runs mgst on the host, e.g. \"mgst\"")
     if mgst[0].startswith("-"):
         raise fail(key("mgst"), f"{mgst[0]!r}: the command cannot start with an option")
-    puller_args = _words(t.get("puller_args", []), key("puller_args"), fail)
+    puller_args = words(t.get("puller_args", []), key("puller_args"), fail)
     for a in puller_args:
         name = a.split("=", 1)[0]
         # (argparse also takes a unique prefix of a long option: "--insec" would be --insecure)
@@ -208,7 +237,7 @@ def _host(label: str, own: Mapping[str, Any], defaults: Mapping[str, Any], base:
             continue
         if not isinstance(v, str) or not v:
             raise fail(key(k), "must be a file's path")
-        p = _local_path(v, base)
+        p = local_path(v, base)
         if not p.is_file() and not (k == "ssh_config" and v == "/dev/null"):
             raise fail(key(k), f"{p}: no such file")
         if k == "known_hosts" and ("${" in str(p) or not str(p).isprintable()):  # ssh would expand ${NAME}
@@ -269,7 +298,7 @@ def _word(v: Any, key: str, fail) -> str:
     return v
 
 
-def _words(v: Any, key: str, fail) -> tuple[str, ...]:
+def words(v: Any, key: str, fail) -> tuple[str, ...]:
     """A command as a list of words, or a string split as a POSIX shell would (no expansion)."""
     if isinstance(v, str):
         try:
@@ -281,7 +310,7 @@ def _words(v: Any, key: str, fail) -> tuple[str, ...]:
     return tuple(_word(w, key, fail) for w in v)
 
 
-def _local_path(text: str, base: Path) -> Path:
+def local_path(text: str, base: Path) -> Path:
     """A path of the hosts file: ~ expanded, relative to the file's folder."""
     p = Path(text).expanduser()
     return p if p.is_absolute() else base / p

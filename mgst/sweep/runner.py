@@ -1,4 +1,4 @@
-"""Run a sweep's cells on a local process pool or a Dask cluster; resume from sweep.csv; write summary and plots."""
+"""Run a sweep's cells on a local process pool or on Dask (dask_engine); resume; write summary and plots."""
 
 from __future__ import annotations
 
@@ -19,22 +19,20 @@ from mgst.bounded_read import read_text
 from mgst.config import ConfigError
 from mgst.model import BagList, BagStream, Experiment, PoissonClasses
 from mgst.process_pool import InterruptiblePool
+from mgst.sweep.cells import CellFn, Outcome, SweepError, default_cell, run_cell
+from mgst.sweep.dask_engine import run_on_dask, run_on_slurm
 from mgst.sweep.results import ResultLog, summarize, write_summary
+from mgst.sweep.slurm_workers import SlurmWorkers
 from mgst.sweep.spec import Cell, SweepSpec
-from mgst.worker_memory import free_garbage_if_grown, records_out_of_sight
 
 log = logging.getLogger(__name__)
 
-CellFn = Callable[[Experiment, int], Mapping[str, Any]]
 MANIFEST = "sweep.json"
 MAX_MANIFEST_BYTES = 16 << 20  # sweep.json read back: 16 MiB (a sweep's settings are some kilobytes)
 CSV = "sweep.csv"
 SUMMARY = "summary.csv"
 PLOTS = "plots"
-
-
-class SweepError(RuntimeError):
-    """The sweep cannot go on (a worker process died, the cluster went away); finished cells are saved."""
+SLURM_LOGS = "slurm-logs"  # the Slurm worker jobs' scripts' output
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,38 +57,16 @@ class SweepResult:
     elapsed: float = 0.0
 
 
-def default_cell(experiment: Experiment, replication: int) -> Mapping[str, Any]:
-    """The real cell: mgst.sim.bag_cell.simulate_cell, imported where the cell runs."""
-    from mgst.sim.bag_cell import simulate_cell  # noqa: PLC0415
-
-    return simulate_cell(experiment, replication)
-
-
-def run_cell(cell_fn: CellFn, experiment: Experiment, replication: int) -> dict[str, Any]:
-    """In a worker: one cell's metrics, with ``wall_s`` measured if the cell function gives none.
-
-    As ``mgst simulate`` runs a replication (mgst.worker_memory): the worker's garbage is freed first if it has
-    grown enough (not counted in ``wall_s``), and the cell runs with the collector paused, what it leaves frozen
-    after it, so that no collection walks its records (a cell of a million jobs: 0.7 s).
-    """
-    free_garbage_if_grown()
-    t0 = time.perf_counter()
-    with records_out_of_sight():
-        result = cell_fn(experiment, replication)
-    if not isinstance(result, Mapping):
-        raise TypeError(f"the cell function returned {type(result).__name__}, not a mapping of metrics")
-    out = dict(result)
-    out.setdefault("wall_s", time.perf_counter() - t0)
-    return out
-
-
 def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, workers: int = 1, scheduler: str | None = None,
               cell_fn: CellFn | None = None, progress: Callable[[Progress], None] | None = None,
-              plots: bool = True, connect_timeout: float = 30.0, worker_log_level: int | None = None) -> SweepResult:
+              plots: bool = True, connect_timeout: float = 30.0, worker_log_level: int | None = None,
+              slurm: SlurmWorkers | None = None) -> SweepResult:
     """Run every cell of ``spec`` not yet in ``out_dir/sweep.csv``, then write summary.csv and plots.
 
     Cells run on ``workers`` local processes, or on the Dask cluster whose scheduler is at
-    ``scheduler`` (``tcp://host:port``). ``cell_fn(experiment, replication)`` computes one cell
+    ``scheduler`` (``tcp://host:port``), or on Dask workers submitted as Slurm jobs (``slurm``: dask-jobqueue's
+    SLURMCluster, its scheduler in this process; the sweep stops, finished cells saved, once all its jobs
+    are gone). ``cell_fn(experiment, replication)`` computes one cell
     (default: the scenario's ``cell``, else mgst.sim.bag_cell.simulate_cell); it must be picklable (a
     module-level function).
     A cell that raises gets its message in the ``error`` column and runs again next time. On
@@ -123,7 +99,7 @@ def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, workers: int = 1, 
     if cell_fn is None and scenario.cell is not None:
         cell_fn = scenario.cell
     if cell_fn is None:
-        if todo and scheduler is None and importlib.util.find_spec("mgst.sim.bag_cell") is None:
+        if todo and scheduler is None and slurm is None and importlib.util.find_spec("mgst.sim.bag_cell") is None:
             results.close()
             raise SweepError("mgst.sim.bag_cell (simulate_cell) is not available: no cell can run")
         cell_fn = default_cell
@@ -139,8 +115,10 @@ def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, workers: int = 1, 
     seen_errors: set[str] = set()
     try:
         tasks = ((c, spec.experiment(c)) for c in todo)
-        if scheduler is not None:
-            runner = _dask(tasks, scheduler, cell_fn, connect_timeout)
+        if slurm is not None:
+            runner = run_on_slurm(tasks, slurm, out / SLURM_LOGS, cell_fn) if todo else iter(())
+        elif scheduler is not None:
+            runner = run_on_dask(tasks, scheduler, cell_fn, connect_timeout)
         else:
             runner = _local(tasks, workers, cell_fn, worker_log_level)
         with contextlib.closing(runner):
@@ -245,9 +223,6 @@ def _difference(theirs: Any, mine: Any, where: str = "") -> str:
     return f"{where}: {theirs!r} there, {mine!r} here"
 
 
-Outcome = tuple[Cell, "dict[str, Any] | BaseException"]
-
-
 def _local(tasks, workers: int, cell_fn: CellFn, log_level: int | None) -> Iterator[Outcome]:
     with InterruptiblePool[Cell](workers, log_level) as pool:
         for cell, fut in pool.results((cell, run_cell, (cell_fn, exp, cell.replication)) for cell, exp in tasks):
@@ -255,35 +230,3 @@ def _local(tasks, workers: int, cell_fn: CellFn, log_level: int | None) -> Itera
             if isinstance(exc, BrokenProcessPool):
                 raise SweepError(f"a worker process died ({exc}); finished cells are saved: run again to go on")
             yield cell, exc if exc is not None else fut.result()
-
-
-def _dask(tasks, address: str, cell_fn: CellFn, timeout: float) -> Iterator[Outcome]:
-    try:
-        from distributed import Client, as_completed  # noqa: PLC0415
-    except ImportError:
-        raise ConfigError("--scheduler", "needs the 'distributed' package (pip install distributed)") from None
-    try:
-        client = Client(address, timeout=timeout, set_as_default=False)
-    except (OSError, TimeoutError, ValueError) as e:
-        raise ConfigError("--scheduler", f"cannot reach the Dask scheduler at {address}: {e}") from None
-    futures: dict[str, tuple[Any, Cell]] = {}
-    clean = False
-    try:
-        tasks = list(tasks)
-        for i, (cell, exp) in enumerate(tasks):
-            # Dask runs higher priorities first: keep the order the cells come in (longest first).
-            fut = client.submit(run_cell, cell_fn, exp, cell.replication, pure=False, priority=len(tasks) - i)
-            futures[fut.key] = (fut, cell)
-        for fut in as_completed([f for f, _ in futures.values()], loop=client.loop):
-            cell = futures[fut.key][1]
-            if fut.status == "finished":
-                yield cell, fut.result()
-            else:
-                exc = fut.exception() if fut.status == "error" else None
-                yield cell, exc if exc is not None else SweepError(f"the Dask task ended as {fut.status}")
-        clean = True
-    finally:
-        if not clean and futures:
-            with contextlib.suppress(Exception):
-                client.cancel([f for f, _ in futures.values()])
-        client.close()

@@ -1,0 +1,104 @@
+"""A sweep's cells on Dask: a cluster of the user's (its scheduler's address), or Dask workers that are Slurm jobs
+(dask-jobqueue's SLURMCluster, stopped with one line once all its jobs are gone)."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from mgst.config import ConfigError
+from mgst.sweep.cells import CellFn, Outcome, SweepError, run_cell
+from mgst.sweep.slurm_workers import SlurmWorkers
+from mgst.sweep.spec import Cell
+
+# Seconds between two looks at a Slurm cluster's workers while no cell finishes (squeue once per look).
+SLURM_POLL = 2.0
+COMPLETED_POLL = 0.1
+
+
+def run_on_dask(tasks, address: str, cell_fn: CellFn, timeout: float) -> Iterator[Outcome]:
+    try:
+        from distributed import Client  # noqa: PLC0415
+    except ImportError:
+        raise ConfigError("--scheduler", "needs the 'distributed' package (pip install distributed)") from None
+    try:
+        client = Client(address, timeout=timeout, set_as_default=False)
+    except (OSError, TimeoutError, ValueError) as e:
+        raise ConfigError("--scheduler", f"cannot reach the Dask scheduler at {address}: {e}") from None
+    yield from _on_client(client, tasks, cell_fn)
+
+
+def run_on_slurm(tasks, workers: SlurmWorkers, log_dir: Path, cell_fn: CellFn) -> Iterator[Outcome]:
+    """The cells on Dask workers that are Slurm jobs (SLURMCluster); SweepError once every job is gone."""
+    from distributed import Client  # noqa: PLC0415
+
+    from mgst.sweep.slurm_workers import job_ids, live_jobs, start_cluster  # noqa: PLC0415
+
+    cluster = start_cluster(workers.check(), log_dir)
+    try:
+        client = Client(cluster, set_as_default=False)
+        seen: set[int] = set()
+
+        def gone() -> str | None:
+            seen.update(job_ids(cluster))  # (every time: a job's entry may go with its worker)
+            if client.scheduler_info().get("workers"):
+                return None
+            if seen and not live_jobs(seen):
+                return (f"the sweep's Slurm jobs ({', '.join(map(str, sorted(seen)))}) are gone (cancelled, "
+                        "preempted or past their time limit); finished cells are saved: run again to go on")
+            return None
+
+        yield from _on_client(client, tasks, cell_fn, gone)
+    finally:
+        cluster.close()
+
+
+def _on_client(client, tasks, cell_fn: CellFn, gone: Callable[[], str | None] | None = None) -> Iterator[Outcome]:
+    """The cells submitted to ``client``'s cluster, their outcomes as they come; with ``gone``, asked while no
+    cell finishes, SweepError with its message once it says the workers will not come back."""
+    from distributed import as_completed  # noqa: PLC0415
+
+    futures: dict[str, tuple[Any, Cell]] = {}
+    clean = False
+    try:
+        tasks = list(tasks)
+        for i, (cell, exp) in enumerate(tasks):
+            # Dask runs higher priorities first: keep the order the cells come in (longest first).
+            fut = client.submit(run_cell, cell_fn, exp, cell.replication, pure=False, priority=len(tasks) - i)
+            futures[fut.key] = (fut, cell)
+        for fut in _completed(as_completed([f for f, _ in futures.values()], loop=client.loop), gone):
+            cell = futures[fut.key][1]
+            if fut.status == "finished":
+                yield cell, fut.result()
+            else:
+                exc = fut.exception() if fut.status == "error" else None
+                yield cell, exc if exc is not None else SweepError(f"the Dask task ended as {fut.status}")
+        clean = True
+    finally:
+        if not clean and futures:
+            with contextlib.suppress(Exception):
+                client.cancel([f for f, _ in futures.values()])
+        client.close()
+
+
+def _completed(completed, gone: Callable[[], str | None] | None) -> Iterator[Any]:
+    """The futures of ``completed`` (distributed.as_completed) as they complete; with ``gone``, asked every
+    SLURM_POLL seconds while none is ready (it notes the jobs then), SweepError with its message once it says the
+    workers are gone."""
+    if gone is None:
+        yield from completed
+        return
+    asked = time.monotonic()
+    while not completed.is_empty():
+        if completed.has_ready():
+            yield from completed.next_batch(block=False)
+        elif time.monotonic() - asked >= SLURM_POLL:
+            why = gone()
+            if why is not None:
+                raise SweepError(why)
+            asked = time.monotonic()
+        else:
+            time.sleep(COMPLETED_POLL)  # (as as_completed's own iteration waits: in steps of 0.1 s)
