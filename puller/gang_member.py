@@ -33,9 +33,11 @@ UP, RECLAIMED, DOWN = 0, 1, 2
 JOB = Path(__file__).with_name("gang_job.py")
 # Transfers a member receives at once: the core sends one at a time to a worker; a few more are a mapper's bug.
 MAX_PARTIAL = 8
-# How long a member waits for its welcome (s), and for the run to start after it.
+# How long a member waits for its welcome (s); how far ahead the run's start may be, and how far behind (a
+# member slow to read its welcome plays the periods it missed at once: the chain's boundaries are from the start).
 WELCOME_WAIT = 60.0
 MAX_LEAD = 60.0
+MAX_LATE = 10.0
 
 
 class Job:
@@ -57,8 +59,13 @@ class Job:
         self.proc.stdin.close()
 
     def stop(self, stopped: bool) -> None:
-        if stopped != self.stopped and self.proc.poll() is None:
+        """Stop or continue it, and wait until it is (so that a member that dies just after leaves it stopped,
+        which the kernel sees to, or running, when it sees its parent gone; never in between)."""
+        if stopped != self.stopped and self.proc.returncode is None:
             os.kill(self.proc.pid, signal.SIGSTOP if stopped else signal.SIGCONT)
+            _, status = os.waitpid(self.proc.pid, os.WUNTRACED if stopped else os.WCONTINUED)
+            if os.WIFEXITED(status) or os.WIFSIGNALED(status):  # it ended first: Popen must not wait for it
+                self.proc.returncode = os.waitstatus_to_exitcode(status)
         self.stopped = stopped
 
     def kill(self) -> None:
@@ -97,6 +104,7 @@ class GangMember:
             self._send(G.GangHello(G.GANG_PROTOCOL_VERSION, self.worker, time.time()))
             welcome = self._welcome()
             if welcome is None:
+                self._send(G.GangBye("no welcome it could take"))
                 return 2
             self.time_unit = welcome.time_unit
             schedule = SlotSchedule(welcome.failures, self.worker, welcome.time_unit, welcome.start)
@@ -118,7 +126,7 @@ class GangMember:
                 if msg.version != G.GANG_PROTOCOL_VERSION or msg.worker != self.worker:
                     log.error("welcome for worker %d, protocol %d: not this member's", msg.worker, msg.version)
                     return None
-                if not 0 <= msg.start - time.time() <= MAX_LEAD:
+                if not -MAX_LATE <= msg.start - time.time() <= MAX_LEAD:
                     log.error("the run's start is %.1f s away: refused", msg.start - time.time())
                     return None
                 return msg

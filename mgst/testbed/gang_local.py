@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,16 +16,18 @@ EXIT_WAIT = 5.0
 
 
 @contextlib.contextmanager
-def local_members(endpoint: str, workers: int) -> Iterator[list[subprocess.Popen]]:
+def local_members(endpoint: str, workers: int,
+                  env: dict[str, str] | None = None) -> Iterator[list[subprocess.Popen]]:
     """Start ``workers`` gang members connecting to ``endpoint``; on leaving, wait for each to exit after the
     mapper's bye (at once if the block raised), then terminate and kill what is left, and reap every one
-    (their jobs die with them)."""
+    (their jobs die with them). ``env``: variables added to the members' environment."""
     procs: list[subprocess.Popen] = []
     said_bye = False
     try:
         for q in range(workers):
             procs.append(subprocess.Popen([sys.executable, "-m", "puller.gang_member", "--connect", endpoint,
-                                           "--worker", str(q)], stdin=subprocess.DEVNULL))
+                                           "--worker", str(q)], stdin=subprocess.DEVNULL,
+                                          env={**os.environ, **(env or {})}))
         yield procs
         said_bye = True
     finally:

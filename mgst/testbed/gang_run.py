@@ -38,17 +38,20 @@ from mgst.wire.protocol import ProtocolError
 
 log = logging.getLogger(__name__)
 
-# Wall seconds between the welcomes and the run's start (slot 0 of every chain): every member is ready then.
-LEAD = 0.5
+# Wall seconds between the welcomes and the run's start (slot 0 of every chain): every member is ready then (a
+# member that reads its welcome late still plays its chain from the start: puller.gang_member.MAX_LATE).
+LEAD = 2.0
 # The paper's model is discrete: availability changes at slot boundaries, and an activity that ends at boundary
 # k completed in the slot before it, so a change at k does not touch it. On the wall, the core hears of boundary k
 # at k + GRACE slots (the members' reports of k, a change, a transfer's last byte, a part's end, each a few ms
 # after it happened, arrive in that time), and an activity it starts at k (or resumes) is carried out to end
 # FINISH_AHEAD slots before its model end k' (its bytes go out, its job computes, for what is left of it then):
 # its end is in before the changes of k', and is handed to the core at k'. So the grace does not add up from one
-# activity to the next, and an activity of d slots runs about d - GRACE - FINISH_AHEAD slots on the wall. A
-# report later than its boundary's grace is taken at the next boundary, and counted (GangRunResult.late).
+# activity to the next, and an activity of d slots runs about d - GRACE - FINISH_AHEAD slots on the wall. The
+# core waits longer, until LATEST, for an end due at k that is not in yet (a busy machine); one later still is
+# taken at the next boundary, and counted (GangRunResult.late).
 GRACE = 0.3
+LATEST = 0.7
 FINISH_AHEAD = 0.2
 # While a transfer moves, bytes go out at least this often, as a share of a slot.
 PUMP_SLOT_SHARE = 0.125
@@ -78,6 +81,10 @@ class _Sending:
     total: int
     sent: int = 0
     received: bool = False
+
+
+class MemberLost(RuntimeError):
+    """A gang member left the run (its bye, or it can no longer be reached): the run cannot go on."""
 
 
 class GangRun:
@@ -123,19 +130,27 @@ class GangRun:
         self.start = time.time() + LEAD
         for q in range(len(self.identities)):
             self._send(q, G.GangWelcome(G.GANG_PROTOCOL_VERSION, q, self.time_unit, self.start, self.failures[q]))
+        try:
+            return self._drive()
+        finally:
+            for q in range(len(self.identities)):
+                self._send(q, G.GangBye("the run is over"))
+
+    def _drive(self) -> GangRunResult:
         app = self.app
         self._step(app.settle(0.0))
         instant = 0
         while not app.finished() and instant < self.cap:
             instant += 1
             self._wait_until(self.start + (instant + GRACE) * self.time_unit)
+            latest = self.start + (instant + LATEST) * self.time_unit
+            while self._awaited(instant) and time.time() < latest:
+                self._wait_until(min(latest, time.time() + PUMP_SLOT_SHARE * self.time_unit))
             self._instant(float(instant))
         self.result.makespan = float(instant) if app.finished() else None
         self.result.iterations = app.done
         self.result.wall_s = time.time() - self.start
         self.result.log = list(app.log)
-        for q in range(len(self.identities)):
-            self._send(q, G.GangBye("the run is over"))
         return self.result
 
     def now(self) -> float:
@@ -181,6 +196,15 @@ class GangRun:
         if self.proactive and (handled or self.per_slot):
             self._step(app.check(now))
             self._step(app.settle(now))
+
+    def _awaited(self, now: float) -> bool:
+        """Whether an activity the core ends by ``now`` has not been reported yet."""
+        reported = {key for _, key in self.ends}
+        gang = self.app.gang
+        due = [t.key for t in self.app.link.queue.values() if t.activity.finish_time() <= now + 1e-9]
+        if gang is not None and not gang.lost and gang.activity.finish_time() <= now + 1e-9:
+            due.append(gang.key)
+        return any(k not in reported for k in due)
 
     def _due_at(self, key: Hashable) -> float | None:
         """The core's end of a reported activity, or None if it is no longer running."""
@@ -236,7 +260,7 @@ class GangRun:
                 if self.finished >= set(self.members):
                     self.ends.append((q, gang))
             elif isinstance(msg, G.GangBye):
-                log.warning("gang member %d left: %s", q, msg.reason)
+                raise MemberLost(f"gang member {q} left: {msg.reason[:200]}")
 
     # ------------------------------------------------------------------ the core's decisions, carried out
 
@@ -329,8 +353,10 @@ class GangRun:
             return
         try:
             self.socket.send_multipart([identity, G.encode(msg)])
-        except zmq.ZMQError as e:  # the member is gone (ROUTER_MANDATORY): its silence will tell
-            log.warning("could not send %s to gang member %d: %s", type(msg).__name__, q, e)
+        except zmq.ZMQError as e:  # the member is gone (ROUTER_MANDATORY)
+            if isinstance(msg, G.GangBye):
+                return
+            raise MemberLost(f"gang member {q} cannot be reached: {e}") from None
 
     def _recv(self) -> tuple[bytes, Any]:
         frames = self.socket.recv_multipart()
@@ -348,4 +374,4 @@ class GangRun:
         log.warning("dropped: %s", why)
 
 
-__all__ = ["FINISH_AHEAD", "GRACE", "LEAD", "GangRun", "GangRunResult"]
+__all__ = ["FINISH_AHEAD", "GRACE", "LEAD", "GangRun", "GangRunResult", "MemberLost"]
