@@ -58,8 +58,7 @@ def test_a_member_that_dies_leaves_no_stopped_job():
         import os, sys
         sys.path.insert(0, {os.getcwd()!r})
         from puller.gang_member import Job
-        job = Job(); job.go(1, 60.0, 0.05); job.stop(True)
-        os.waitpid(job.proc.pid, os.WUNTRACED)  # it is stopped now
+        job = Job(); job.go(1, 60.0, 0.05); job.stop(True)  # (returns once it is stopped)
         print(job.proc.pid, flush=True)
         os._exit(0)
     """)

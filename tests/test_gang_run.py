@@ -59,3 +59,30 @@ def test_a_gang_run_on_real_members_matches_the_simulation_of_the_same_chains(he
     assert result.bytes_sent >= result.transfers * 512  # every transfer of at least one slot, in real bytes
     assert result.transfers > 2 * ITERATIONS  # programs and data, several times over with the chains' DOWNs
     assert G.MAX_CHUNK >= 512
+
+
+def test_the_documented_gang_policy_runs_unchanged_on_real_members():
+    """docs/policies.md's FastestUp, written once: on the testbed as in simulation, on the same chains."""
+    from test_docs_gang_policy import example  # noqa: PLC0415
+
+    from mgst.availability.markov3 import Markov3Group, Markov3Process  # noqa: PLC0415
+    from mgst.core.iterations import Iterations  # noqa: PLC0415
+    from mgst.sim.iterations import run_iterations  # noqa: PLC0415
+
+    doc = example()
+    chain = ((0.95, 0.03, 0.02), (0.30, 0.65, 0.05), (0.20, 0.00, 0.80))
+
+    def app() -> Iterations:
+        return Iterations(work=[3.0, 1.0, 2.0], tasks=2, iterations=2, t_prog=5.0, t_data=1.0, n_com=1,
+                          policy=doc.FastestUp())
+
+    simulated = run_iterations(app(), [Markov3Process(Markov3Group(chain, 1.0), 1.0, SEED, TRIAL, q)
+                                       for q in range(3)], proactive=False)
+    gang_run = GangRun(app(), [markov3_form(chain, SEED)] * 3, UNIT, 512, cap=CAP)
+    try:
+        with local_members(gang_run.endpoint, 3):
+            result = gang_run.run()
+    finally:
+        gang_run.close()
+    assert result.makespan is not None and simulated.makespan is not None
+    assert abs(result.makespan - simulated.makespan) <= 0.15 * simulated.makespan
