@@ -117,6 +117,8 @@ class GangRun:
         self.with_data: set[int] = set()
         self.ends: list[tuple[int, Hashable]] = []  # reported ends the core has not had yet
         self.changes: list[tuple[int, float, int]] = []  # (worker, slot, state) the core has not had yet
+        self.reported_slot = [0] * len(failures)  # each member's last reported boundary
+        self.reported_state = [int(s) for s in app.states]  # and its state since (every chain starts UP)
         self.result = GangRunResult(None, 0, 0.0)
 
     def close(self) -> None:
@@ -243,11 +245,17 @@ class GangRun:
             if q < 0:
                 self._drop("a frame from an unregistered peer")
             elif isinstance(msg, G.StateChanged):
+                # a member's chain moves forward, one boundary at a time, never ahead of the run's clock
+                if not self.reported_slot[q] < msg.slot <= self.now() + 1 or msg.state == self.reported_state[q]:
+                    self._drop(f"worker {q}: state {msg.state} at slot {msg.slot} out of order")
+                    continue
+                self.reported_slot[q], self.reported_state[q] = msg.slot, msg.state
                 self.changes.append((q, float(msg.slot), msg.state))
             elif isinstance(msg, G.Received):
                 key = next((k for k in self.sending if k[2] == msg.transfer), None)  # type: ignore[index]
                 sending = self.sending.get(key) if key is not None else None
-                if sending is not None and sending.worker == q and sending.sent == sending.total:
+                if (sending is not None and sending.worker == q and sending.sent == sending.total
+                        and not sending.received):
                     sending.received = True
                     self.ends.append((q, key))
                 else:
@@ -256,6 +264,9 @@ class GangRun:
                 gang = self.gang_key
                 if gang is None or gang[1] != msg.gang or q not in self.members:  # type: ignore[index]
                     continue  # a part of a gang lost or replaced meanwhile
+                if q in self.finished:
+                    self._drop(f"worker {q} finished its part of gang {msg.gang} twice")
+                    continue
                 self.finished.add(q)
                 if self.finished >= set(self.members):
                     self.ends.append((q, gang))
