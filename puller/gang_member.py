@@ -38,6 +38,8 @@ MAX_PARTIAL = 8
 WELCOME_WAIT = 60.0
 MAX_LEAD = 60.0
 MAX_LATE = 10.0
+# The longest a member sleeps in one poll (s): a chain's absorbing state has no end.
+POLL_MAX = 1.0
 
 
 class Job:
@@ -147,7 +149,7 @@ class GangMember:
             job = self.job
             if job is not None:
                 poller.register(job.fd, zmq.POLLIN)
-            events = dict(poller.poll(max(0, math.ceil((schedule.ends_at - now) * 1000))))
+            events = dict(poller.poll(max(0, math.ceil(min(POLL_MAX, schedule.ends_at - now) * 1000))))
             if job is not None:
                 poller.unregister(job.fd)
                 if job.fd in events and job.proc.poll() is not None:

@@ -4,9 +4,10 @@ The simulator (mgst.sim.iterations) drives the pure :class:`~mgst.core.iteration
 slot clock; this drives the same object, with the same policy, on the wall clock: model time is wall seconds
 since the run's start over ``time_unit``. The members (puller.gang_member, one process per worker) follow
 their own markov3 chains from that start and report each change; their reports, each transfer's last byte
-and each member's end of its part are the core's events, in the order the simulator hands them in (ends,
-then changes, then settle, then a proactive policy's check: at every batch of events, and at every slot
-boundary for a policy whose check depends on the time spent). What the core decides is carried out for real:
+and each member's end of its part are the core's events, handed in at the slot boundary they belong to and in
+the order the simulator hands them in (ends, then changes, then settle, then a proactive policy's check: at
+boundaries with events, and at every boundary for a policy whose check depends on the time spent; GRACE says
+how a boundary is placed on the wall). What the core decides is carried out for real:
 
 - the master's link (the core's :class:`~mgst.core.link.MasterLink` rate rule) says which transfers move;
   each moving transfer's bytes go out as the core's Activity progresses (``bytes_per_slot`` a slot, the
