@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 import zmq
 
 from mgst.core.iterations import Iterations
@@ -71,3 +72,9 @@ def test_a_members_bad_reports_are_dropped_and_counted():
             sock.close(0)
         gang_run.close()
         ctx.term()
+
+
+def test_a_gang_run_binds_loopback_only():
+    app = Iterations([1.0], 1, 1, 1.0, 1.0, 1, FirstUp())
+    with pytest.raises(ValueError, match="loopback only"):
+        GangRun(app, [markov3_form(MATRIX, 1)], 0.1, 64, bind="tcp://0.0.0.0:*")

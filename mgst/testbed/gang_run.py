@@ -56,6 +56,8 @@ LATEST = 0.7
 FINISH_AHEAD = 0.2
 # While a transfer moves, bytes go out at least this often, as a share of a slot.
 PUMP_SLOT_SHARE = 0.125
+# The addresses a gang run may bind: its protocol has no keys (docs/reproduction-casanova.md, "On the testbed").
+LOOPBACK = ("tcp://127.0.0.1:", "tcp://[::1]:")
 _PAYLOAD = bytes(range(256)) * (G.MAX_CHUNK // 256)
 
 
@@ -96,6 +98,8 @@ class GangRun:
                  register_timeout: float = 60.0, context: zmq.Context | None = None):
         if len(failures) != len(app.states):
             raise ValueError("one availability law per worker")
+        if not bind.startswith(LOOPBACK):  # no CURVE on this protocol yet: nothing but this machine may speak it
+            raise ValueError(f"a gang run binds loopback only ({' or '.join(LOOPBACK)}), not {bind!r}")
         if not (0.01 <= time_unit <= G.MAX_TIME_UNIT) or not 1 <= bytes_per_slot <= G.MAX_TRANSFER:
             raise ValueError("time_unit in [0.01, 3600] s and bytes_per_slot in [1, MAX_TRANSFER]")
         self.app, self.failures, self.time_unit = app, tuple(failures), time_unit
