@@ -49,4 +49,32 @@ class AvailabilitySchedule:
         return self.period
 
 
-__all__ = ["MIN_PERIOD", "AvailabilitySchedule"]
+class SlotSchedule:
+    """A per-slot chain's periods on wall time with no drift: period ends at ``start + slots * time_unit``.
+
+    For a gang run (tightly-coupled iterations, mgst.wire.gang_protocol): availability changes only at slot
+    boundaries, and each boundary is placed from the run's start, not from when the previous change was played,
+    so that a late loop never shifts the chain. ``failures`` is the markov3 wire form; its process is the one the
+    simulation beside the run plays for machine ``machine`` (replication 0 of the form's seed). ``slot`` counts
+    the slots since the start at the current period's beginning.
+    """
+
+    def __init__(self, failures: Any, machine: int, time_unit: float, start: float):
+        if not (isinstance(time_unit, int | float) and math.isfinite(time_unit) and time_unit >= MIN_PERIOD):
+            raise ValueError(f"time_unit must be at least {MIN_PERIOD} s, not {time_unit!r}")
+        self._process = availability.process_from_wire(failures, machine, 1.0)
+        self.time_unit = time_unit
+        self.start = start
+        self.slot = 0.0
+        self.period: Period = self._process.next()
+        self.ends_at = start + self.period.duration * time_unit
+
+    def advance(self) -> Period:
+        """The current period ended (at ``ends_at``): the next one, which begins there."""
+        self.slot += self.period.duration
+        self.period = self._process.next()
+        self.ends_at = self.start + (self.slot + self.period.duration) * self.time_unit
+        return self.period
+
+
+__all__ = ["MIN_PERIOD", "AvailabilitySchedule", "SlotSchedule"]

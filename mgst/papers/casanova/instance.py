@@ -51,11 +51,18 @@ def run(s: Scenario, name: str, trial: int, seed: int, exact: bool = False, chec
         cap: float = CAP, iterations: int = ITERATIONS, estimates: Estimates | None = None) -> IterationsRun:
     """Heuristic ``name`` on trial ``trial`` of ``s``: every heuristic sees the same chain realisation (the
     trial's streams, one per worker), so trials use common random numbers; every worker starts UP."""
+    app = application(s, name, trial, seed, exact=exact, iterations=iterations, estimates=estimates)
+    chains = [Markov3Process(Markov3Group(m, 1.0), 1.0, seed, trial, q) for q, m in enumerate(s.matrices)]
+    return run_iterations(app, chains, cap=cap, checks=checks, proactive=app.policy.proactive)
+
+
+def application(s: Scenario, name: str, trial: int, seed: int, exact: bool = False, iterations: int = ITERATIONS,
+                estimates: Estimates | None = None) -> Iterations:
+    """The core's application for heuristic ``name`` on ``s``, its policy drawing trial ``trial``'s stream: what
+    the simulator (:func:`run`) and the testbed (mgst.testbed.casanova_beside) both drive."""
     est = estimates or Estimates(s.matrices, s.n_com, s.t_prog, s.t_data, exact=exact)
     policy = heuristic(name, est, python_random(seed, trial, Purpose.POLICY, 0))
-    app = Iterations([float(w) for w in s.work], s.m, iterations, s.t_prog, s.t_data, s.n_com, policy)
-    chains = [Markov3Process(Markov3Group(m, 1.0), 1.0, seed, trial, q) for q, m in enumerate(s.matrices)]
-    return run_iterations(app, chains, cap=cap, checks=checks, proactive=policy.proactive)
+    return Iterations([float(w) for w in s.work], s.m, iterations, s.t_prog, s.t_data, s.n_com, policy)
 
 
-__all__ = ["CAP", "ITERATIONS", "PROCESSORS", "Scenario", "run", "scenario"]
+__all__ = ["CAP", "ITERATIONS", "PROCESSORS", "Scenario", "application", "run", "scenario"]

@@ -1,0 +1,393 @@
+"""A gang run: the testbed's driver of tightly-coupled iterations (mgst.core.iterations) on real gang members.
+
+The simulator (mgst.sim.iterations) drives the pure :class:`~mgst.core.iterations.Iterations` on a virtual
+slot clock; this drives the same object, with the same policy, on the wall clock: model time is wall seconds
+since the run's start over ``time_unit``. The members (puller.gang_member, one process per worker) follow
+their own markov3 chains from that start and report each change; their reports, each transfer's last byte
+and each member's end of its part are the core's events, handed in at the slot boundary they belong to and in
+the order the simulator hands them in (ends, then changes, then settle, then a proactive policy's check: at
+boundaries with events, and at every boundary for a policy whose check depends on the time spent; GRACE says
+how a boundary is placed on the wall). What the core decides is carried out for real:
+
+- the master's link (the core's :class:`~mgst.core.link.MasterLink` rate rule) says which transfers move;
+  each moving transfer's bytes go out as the core's Activity progresses (``bytes_per_slot`` a slot, the
+  per-worker bandwidth bw), so at most ``n_com`` transfers carry bytes at once, and a transfer the core
+  pauses (RECLAIMED) or cancels (DOWN, the worker left) stops; a transfer ends when its member says its last
+  byte arrived;
+- the gang (the core's :class:`~mgst.core.gang.Gang` rate rule) starts computing when the core gives it rate
+  1: every member runs a job of the gang's work (its x_q w_q at the pace the core gives it) in wall seconds,
+  is held when the core stalls the gang (a member not UP) and stopped when the gang is lost or replaced; the
+  iteration ends when every member's job has ended.
+
+No gang, transfer or heuristic is written here: only the wire and the clock.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import zmq
+
+from mgst.core.iterations import DATA, DOWN, Iterations
+from mgst.wire import gang_protocol as G
+from mgst.wire.protocol import ProtocolError
+
+log = logging.getLogger(__name__)
+
+# Wall seconds between the welcomes and the run's start (slot 0 of every chain): every member is ready then (a
+# member that reads its welcome late still plays its chain from the start: puller.gang_member.MAX_LATE).
+LEAD = 2.0
+# The paper's model is discrete: availability changes at slot boundaries, and an activity that ends at boundary
+# k completed in the slot before it, so a change at k does not touch it. On the wall, the core hears of boundary k
+# at k + GRACE slots (the members' reports of k, a change, a transfer's last byte, a part's end, each a few ms
+# after it happened, arrive in that time), and an activity it starts at k (or resumes) is carried out to end
+# FINISH_AHEAD slots before its model end k' (its bytes go out, its job computes, for what is left of it then):
+# its end is in before the changes of k', and is handed to the core at k'. So the grace does not add up from one
+# activity to the next, and an activity of d slots runs about d - GRACE - FINISH_AHEAD slots on the wall. The
+# core waits longer, until LATEST, for an end due at k that is not in yet (a busy machine); one later still is
+# taken at the next boundary, and counted (GangRunResult.late).
+GRACE = 0.3
+LATEST = 0.7
+FINISH_AHEAD = 0.2
+# While a transfer moves, bytes go out at least this often, as a share of a slot.
+PUMP_SLOT_SHARE = 0.125
+# The addresses a gang run may bind: its protocol has no keys (docs/reproduction-casanova.md, "On the testbed").
+LOOPBACK = ("tcp://127.0.0.1:", "tcp://[::1]:")
+_PAYLOAD = bytes(range(256)) * (G.MAX_CHUNK // 256)
+
+
+@dataclass
+class GangRunResult:
+    """A gang run's outcome: its makespan in slots (None: it passed the cap) and what the wire carried."""
+
+    makespan: float | None
+    iterations: int
+    wall_s: float
+    log: list[Any] = field(default_factory=list)
+    bytes_sent: int = 0
+    transfers: int = 0
+    most_moving: int = 0  # the most transfers carrying bytes at once (n_com bounds it)
+    drops: int = 0
+    late: int = 0  # ends reported after the boundary the core ended them at
+
+
+@dataclass
+class _Sending:
+    """A transfer the core queued: its bytes, how many went out, and whether its last byte arrived."""
+
+    worker: int
+    total: int
+    sent: int = 0
+    received: bool = False
+
+
+class MemberLost(RuntimeError):
+    """A gang member left the run (its bye, or it can no longer be reached): the run cannot go on."""
+
+
+class GangRun:
+    """Drives ``app`` on ``len(failures)`` gang members that connect to ``endpoint`` (bound on construction)."""
+
+    def __init__(self, app: Iterations, failures: Sequence[tuple], time_unit: float, bytes_per_slot: int,
+                 bind: str = "tcp://127.0.0.1:*", proactive: bool = False, cap: float = math.inf,
+                 register_timeout: float = 60.0, context: zmq.Context | None = None):
+        if len(failures) != len(app.states):
+            raise ValueError("one availability law per worker")
+        if not bind.startswith(LOOPBACK):  # no CURVE on this protocol yet: nothing but this machine may speak it
+            raise ValueError(f"a gang run binds loopback only ({' or '.join(LOOPBACK)}), not {bind!r}")
+        if not (0.01 <= time_unit <= G.MAX_TIME_UNIT) or not 1 <= bytes_per_slot <= G.MAX_TRANSFER:
+            raise ValueError("time_unit in [0.01, 3600] s and bytes_per_slot in [1, MAX_TRANSFER]")
+        self.app, self.failures, self.time_unit = app, tuple(failures), time_unit
+        self.bytes_per_slot = bytes_per_slot
+        self.proactive, self.cap, self.register_timeout = proactive, cap, register_timeout
+        self.per_slot = proactive and bool(getattr(app.policy, "clock_dependent", False))
+        self.socket = (context or zmq.Context.instance()).socket(zmq.ROUTER)
+        self.socket.setsockopt(zmq.LINGER, 1000)
+        self.socket.setsockopt(zmq.MAXMSGSIZE, G.MAX_FRAME)
+        self.socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        self.socket.bind(bind)
+        self.endpoint: str = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
+        self.identities: list[bytes | None] = [None] * len(failures)
+        self.start = 0.0
+        self.sending: dict[Hashable, _Sending] = {}
+        self.gang_key: Hashable | None = None  # the gang whose members were told to compute
+        self.gang_running = False
+        self.members: list[int] = []  # the running gang's members
+        self.finished: set[int] = set()  # members whose part of the running gang ended
+        self.with_data: set[int] = set()
+        self.ends: list[tuple[int, Hashable]] = []  # reported ends the core has not had yet
+        self.changes: list[tuple[int, float, int]] = []  # (worker, slot, state) the core has not had yet
+        self.reported_slot = [0] * len(failures)  # each member's last reported boundary
+        self.reported_state = [int(s) for s in app.states]  # and its state since (every chain starts UP)
+        self.result = GangRunResult(None, 0, 0.0)
+
+    def close(self) -> None:
+        self.socket.close()
+
+    # ------------------------------------------------------------------ the run
+
+    def run(self) -> GangRunResult:
+        """Register every member, start, drive the core until the iterations are done or the cap passes."""
+        self._register()
+        self.start = time.time() + LEAD
+        for q in range(len(self.identities)):
+            self._send(q, G.GangWelcome(G.GANG_PROTOCOL_VERSION, q, self.time_unit, self.start, self.failures[q]))
+        try:
+            return self._drive()
+        finally:
+            for q in range(len(self.identities)):
+                self._send(q, G.GangBye("the run is over"))
+
+    def _drive(self) -> GangRunResult:
+        app = self.app
+        self._step(app.settle(0.0))
+        instant = 0
+        while not app.finished() and instant < self.cap:
+            instant += 1
+            self._wait_until(self.start + (instant + GRACE) * self.time_unit)
+            latest = self.start + (instant + LATEST) * self.time_unit
+            while self._awaited(instant) and time.time() < latest:
+                self._wait_until(min(latest, time.time() + PUMP_SLOT_SHARE * self.time_unit))
+            self._instant(float(instant))
+        self.result.makespan = float(instant) if app.finished() else None
+        self.result.iterations = app.done
+        self.result.wall_s = time.time() - self.start
+        self.result.log = list(app.log)
+        return self.result
+
+    def now(self) -> float:
+        """Model time on the wall: slots since the start."""
+        return (time.time() - self.start) / self.time_unit
+
+    def _wait_until(self, wall: float) -> None:
+        """Carry the moving transfers' bytes and gather the members' reports until ``wall``."""
+        while (left := wall - time.time()) > 0:
+            wake = min(self._pump(self.now()), wall)
+            timeout = max(0.0, min(left, (wake - self.now()) * self.time_unit))
+            if self.socket.poll(math.ceil(timeout * 1000)):
+                self._receive_all()
+        self._pump(self.now())
+
+    def _instant(self, now: float) -> None:
+        """Hand the core what happened at slot boundary ``now``, in the simulator's order: the ends due (an end
+        reported before its model end waits for it; one reported late is taken now, and counted), then the
+        availability changes, then settle and, for a proactive policy, check."""
+        app = self.app
+        ends, self.ends = self.ends, []
+        changes = [c for c in self.changes if c[1] <= now]
+        self.changes = [c for c in self.changes if c[1] > now]
+        handled = False
+        for q, key in ends:
+            due = self._due_at(key)
+            if due is None:
+                continue  # cancelled meanwhile: stale
+            if due > now + 1e-9:
+                self.ends.append((q, key))
+                continue
+            if due < now - 1e-9:
+                self.result.late += 1
+                log.info("%s ended at %g in the model, reported after that boundary's grace", key, due)
+            self._step(app.ended(now, key))
+            handled = True
+        for q, _, state in sorted(changes, key=lambda c: (c[1], c[0])):
+            self._step(app.state_changed(now, q, state))
+            handled = True
+        if app.finished():
+            return
+        self._step(app.settle(now))
+        if self.proactive and (handled or self.per_slot):
+            self._step(app.check(now))
+            self._step(app.settle(now))
+
+    def _awaited(self, now: float) -> bool:
+        """Whether an activity the core ends by ``now`` has not been reported yet."""
+        reported = {key for _, key in self.ends}
+        gang = self.app.gang
+        due = [t.key for t in self.app.link.queue.values() if t.activity.finish_time() <= now + 1e-9]
+        if gang is not None and not gang.lost and gang.activity.finish_time() <= now + 1e-9:
+            due.append(gang.key)
+        return any(k not in reported for k in due)
+
+    def _due_at(self, key: Hashable) -> float | None:
+        """The core's end of a reported activity, or None if it is no longer running."""
+        if not self.app.alive(key):
+            return None
+        gang = self.app.gang
+        if gang is not None and gang.key == key:
+            return gang.activity.finish_time()
+        return self.app.link.queue[key].activity.finish_time()
+
+    def _register(self) -> None:
+        deadline = time.monotonic() + self.register_timeout
+        while None in self.identities:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self.socket.poll(math.ceil(left * 1000)):
+                missing = [q for q, i in enumerate(self.identities) if i is None]
+                raise TimeoutError(f"{len(missing)} gang member(s) never said hello (workers {missing[:10]})")
+            identity, msg = self._recv()
+            if not isinstance(msg, G.GangHello):
+                continue
+            if (msg.version != G.GANG_PROTOCOL_VERSION or msg.worker >= len(self.identities)
+                    or self.identities[msg.worker] is not None):
+                self._drop(f"hello from worker {msg.worker} (protocol {msg.version}) refused")
+                self.socket.send_multipart([identity, G.encode(G.GangBye("refused"))])
+                continue
+            self.identities[msg.worker] = identity
+
+    # ------------------------------------------------------------------ members' reports: the core's events
+
+    def _receive_all(self) -> None:
+        """Gather every frame waiting: ends (a transfer's last byte, every member's part of the gang) and
+        availability changes, handed to the core at the next slot boundary."""
+        while self.socket.poll(0):
+            identity, msg = self._recv()
+            q = self.identities.index(identity) if identity in self.identities else -1
+            if q < 0:
+                self._drop("a frame from an unregistered peer")
+            elif isinstance(msg, G.StateChanged):
+                # a member's chain moves forward, one boundary at a time, never ahead of the run's clock
+                if not self.reported_slot[q] < msg.slot <= self.now() + 1 or msg.state == self.reported_state[q]:
+                    self._drop(f"worker {q}: state {msg.state} at slot {msg.slot} out of order")
+                    continue
+                self.reported_slot[q], self.reported_state[q] = msg.slot, msg.state
+                self.changes.append((q, float(msg.slot), msg.state))
+            elif isinstance(msg, G.Received):
+                key = next((k for k in self.sending if k[2] == msg.transfer), None)  # type: ignore[index]
+                sending = self.sending.get(key) if key is not None else None
+                if (sending is not None and sending.worker == q and sending.sent == sending.total
+                        and not sending.received):
+                    sending.received = True
+                    self.ends.append((q, key))
+                else:
+                    self._drop(f"worker {q} received transfer {msg.transfer}, not one sent to it in full")
+            elif isinstance(msg, G.Finished):
+                gang = self.gang_key
+                if gang is None or gang[1] != msg.gang or q not in self.members:  # type: ignore[index]
+                    continue  # a part of a gang lost or replaced meanwhile
+                if q in self.finished:
+                    self._drop(f"worker {q} finished its part of gang {msg.gang} twice")
+                    continue
+                self.finished.add(q)
+                if self.finished >= set(self.members):
+                    self.ends.append((q, gang))
+            elif isinstance(msg, G.GangBye):
+                raise MemberLost(f"gang member {q} left: {msg.reason[:200]}")
+
+    # ------------------------------------------------------------------ the core's decisions, carried out
+
+    def _step(self, outs: list[Any]) -> None:
+        """After a core call: the link's transfers and the gang, as the core now has them, told to the members.
+        (The Etas in ``outs`` are the rate changes; the core's state says the same, and also what was dropped.)"""
+        del outs
+        app = self.app
+        queue = app.link.queue
+        for key in [k for k in self.sending if k not in queue]:
+            s = self.sending.pop(key)
+            if not s.received and app.states[s.worker] != DOWN:  # cancelled (a DOWN member dropped it itself)
+                self._send(s.worker, G.CancelTransfer(key[2]))  # type: ignore[index]
+        for key, t in queue.items():
+            if key not in self.sending:
+                total = max(1, round(t.activity.left * self.bytes_per_slot))
+                self.sending[key] = _Sending(t.worker, total)
+                self.result.transfers += 1
+        holding = {q for q, n in app.data_held.items() if n > 0 or any(
+            k[0] == DATA for k in app.pending.get(q, ()))}  # type: ignore[index]
+        for q in self.with_data - holding:
+            if app.states[q] != DOWN:
+                self._send(q, G.Release("left the configuration"))
+        self.with_data = holding
+        self._gang()
+
+    def _gang(self) -> None:
+        app = self.app
+        gang = app.gang
+        key = gang.key if gang is not None and not gang.lost else None
+        if self.gang_key is not None and self.gang_key != key:  # lost, replaced or ended
+            for q in self.members:
+                if q not in self.finished and app.states[q] != DOWN:
+                    self._send(q, G.Stop(self.gang_key[1]))  # type: ignore[index]
+            self.gang_key, self.gang_running = None, False
+        if gang is None or key is None:
+            return
+        rate = gang.activity.rate
+        if self.gang_key is None:
+            if rate <= 0:
+                return
+            self.gang_key, self.gang_running, self.finished = key, True, set()
+            self.members = list(app.config)
+            # what is left of it on the wall, to end FINISH_AHEAD before the core's end
+            seconds = (gang.activity.finish_time() - FINISH_AHEAD - self.now()) * self.time_unit
+            for q in self.members:
+                self._send(q, G.Compute(key[1], max(seconds, 1e-3)))  # type: ignore[index]
+        elif (rate > 0) != self.gang_running:
+            self.gang_running = rate > 0
+            for q in self.members:
+                if app.states[q] != DOWN:
+                    self._send(q, G.Hold(key[1], self.gang_running))  # type: ignore[index]
+
+    def _pump(self, now: float) -> float:
+        """Send every moving transfer's bytes due by ``now``; when (model time) to pump next."""
+        wake = math.inf
+        moving = 0
+        for key, t in self.app.link.queue.items():
+            s = self.sending[key]
+            if t.activity.rate <= 0:
+                continue
+            moving += 1
+            finish = t.activity.finish_time() - FINISH_AHEAD
+            due = s.total if now >= finish else self._due(s, t.activity, now + FINISH_AHEAD)
+            while s.sent < due:
+                n = min(G.MAX_CHUNK, due - s.sent)
+                kind = G.PROGRAM if key[0] != DATA else G.DATA  # type: ignore[index]
+                self._send(s.worker, G.Chunk(key[2], kind, s.sent, s.total, _PAYLOAD[:n]))  # type: ignore[index]
+                s.sent += n
+                self.result.bytes_sent += n
+            if s.sent < s.total:
+                wake = min(wake, finish, now + PUMP_SLOT_SHARE)
+        self.result.most_moving = max(self.result.most_moving, moving)
+        if moving > self.app.link.n_com:
+            raise AssertionError(f"{moving} transfers moving, n_com = {self.app.link.n_com}")
+        return wake
+
+    def _due(self, s: _Sending, activity: Any, now: float) -> int:
+        """Bytes due by model time ``now``: the share done then (its size in slots is its bytes over
+        bytes_per_slot)."""
+        size = s.total / self.bytes_per_slot
+        done = size - activity.remaining(now)
+        return min(s.total, max(s.sent, int(done * self.bytes_per_slot)))
+
+    # ------------------------------------------------------------------ the wire
+
+    def _send(self, q: int, msg: Any) -> None:
+        identity = self.identities[q]
+        if identity is None:
+            return
+        try:
+            self.socket.send_multipart([identity, G.encode(msg)])
+        except zmq.ZMQError as e:  # the member is gone (ROUTER_MANDATORY)
+            if isinstance(msg, G.GangBye):
+                return
+            raise MemberLost(f"gang member {q} cannot be reached: {e}") from None
+
+    def _recv(self) -> tuple[bytes, Any]:
+        frames = self.socket.recv_multipart()
+        if len(frames) != 2:
+            self._drop(f"{len(frames)} frames")
+            return frames[0], None
+        try:
+            return frames[0], G.decode(frames[1], G.FROM_MEMBER)
+        except ProtocolError as e:
+            self._drop(str(e))
+            return frames[0], None
+
+    def _drop(self, why: str) -> None:
+        self.result.drops += 1
+        log.warning("dropped: %s", why)
+
+
+__all__ = ["FINISH_AHEAD", "GRACE", "LEAD", "GangRun", "GangRunResult", "MemberLost"]

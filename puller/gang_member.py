@@ -1,0 +1,286 @@
+"""A gang member: a puller that receives a gang run's real transfers and computes its part of each iteration.
+
+It connects a DEALER to the gang run's mapper (mgst.wire.gang_protocol), says hello as worker q, and from the
+welcome's start follows its own markov3 chain through the adjuster (adjuster.failures.SlotSchedule): RECLAIMED
+stops its job (SIGSTOP), UP continues it, DOWN kills it and clears its program cache, its data and any partial
+transfer. It keeps the program until DOWN and each data message until the mapper releases it or cancels it,
+reports each transfer whose last byte arrived, and each part of a gang its job finished. Every value the
+mapper sends is checked twice: by the protocol's bounds, then against what this member holds (a chunk must
+continue its transfer, a computation needs the program and data); a bad one is logged and dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from adjuster.failures import SlotSchedule
+from mgst.wire import gang_protocol as G
+from mgst.wire.protocol import ProtocolError
+
+log = logging.getLogger(__name__)
+
+UP, RECLAIMED, DOWN = 0, 1, 2
+JOB = Path(__file__).with_name("gang_job.py")
+# Transfers a member receives at once: the core sends one at a time to a worker; a few more are a mapper's bug.
+MAX_PARTIAL = 8
+# How long a member waits for its welcome (s); how far ahead the run's start may be, and how far behind (a
+# member slow to read its welcome plays the periods it missed at once: the chain's boundaries are from the start).
+WELCOME_WAIT = 60.0
+MAX_LEAD = 60.0
+MAX_LATE = 10.0
+# The longest a member sleeps in one poll (s): a chain's absorbing state has no end.
+POLL_MAX = 1.0
+
+
+class Job:
+    """A part of a gang: a child process started ahead (its own process group, so that a member that dies leaves
+    no stopped orphan: the kernel continues and hangs up an orphaned stopped group), told its seconds by
+    :meth:`go`, and the pidfd that says it ended."""
+
+    def __init__(self) -> None:
+        self.gang = -1
+        self.proc = subprocess.Popen([sys.executable, "-I", "-S", str(JOB)], process_group=0,
+                                     stdin=subprocess.PIPE)
+        self.fd = os.pidfd_open(self.proc.pid)
+        self.stopped = False
+
+    def go(self, gang: int, seconds: float, stall: float) -> None:
+        assert self.proc.stdin is not None
+        self.gang = gang
+        self.proc.stdin.write(f"{seconds!r} {stall!r}\n".encode())
+        self.proc.stdin.close()
+
+    def stop(self, stopped: bool) -> None:
+        """Stop or continue it, and wait until it is (so that a member that dies just after leaves it stopped,
+        which the kernel sees to, or running, when it sees its parent gone; never in between)."""
+        if stopped != self.stopped and self.proc.returncode is None:
+            os.kill(self.proc.pid, signal.SIGSTOP if stopped else signal.SIGCONT)
+            _, status = os.waitpid(self.proc.pid, os.WUNTRACED if stopped else os.WCONTINUED)
+            if os.WIFEXITED(status) or os.WIFSIGNALED(status):  # it ended first: Popen must not wait for it
+                self.proc.returncode = os.waitstatus_to_exitcode(status)
+        self.stopped = stopped
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()  # SIGKILL ends a stopped process too
+        self.proc.wait()
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            self.proc.stdin.close()
+        os.close(self.fd)
+
+
+class GangMember:
+    """One worker of a gang run; :meth:`run` returns the exit code (0: the mapper's bye)."""
+
+    def __init__(self, connect: str, worker: int, context: zmq.Context | None = None):
+        self.worker = worker
+        self.context = context or zmq.Context.instance()
+        self.socket = self.context.socket(zmq.DEALER)
+        self.socket.setsockopt(zmq.LINGER, 1000)
+        self.socket.setsockopt(zmq.MAXMSGSIZE, G.MAX_FRAME)
+        self.socket.connect(connect)
+        self.state = UP
+        self.program = False
+        self.data: dict[int, int] = {}  # transfer -> bytes, held while the configuration holds this worker
+        self.partial: dict[int, tuple[str, int, int]] = {}  # transfer -> (kind, total, bytes so far)
+        self.job: Job | None = None
+        self.standby: Job | None = None  # the next part's process, started ahead
+        self.held = False  # the mapper holds the gang (a peer is not UP)
+        self.drops = 0
+        self.time_unit = 1.0
+
+    # ------------------------------------------------------------------ the run
+
+    def run(self) -> int:
+        try:
+            self._send(G.GangHello(G.GANG_PROTOCOL_VERSION, self.worker, time.time()))
+            welcome = self._welcome()
+            if welcome is None:
+                self._send(G.GangBye("no welcome it could take"))
+                return 2
+            self.time_unit = welcome.time_unit
+            schedule = SlotSchedule(welcome.failures, self.worker, welcome.time_unit, welcome.start)
+            self.standby = Job()
+            return self._loop(schedule)
+        finally:
+            for job in (self.job, self.standby):
+                if job is not None:
+                    job.kill()
+            self.socket.close()
+
+    def _welcome(self) -> G.GangWelcome | None:
+        deadline = time.monotonic() + WELCOME_WAIT
+        while (left := deadline - time.monotonic()) > 0:
+            if not self.socket.poll(int(left * 1000) + 1):
+                break
+            msg = self._receive()
+            if isinstance(msg, G.GangWelcome):
+                if msg.version != G.GANG_PROTOCOL_VERSION or msg.worker != self.worker:
+                    log.error("welcome for worker %d, protocol %d: not this member's", msg.worker, msg.version)
+                    return None
+                if not -MAX_LATE <= msg.start - time.time() <= MAX_LEAD:
+                    log.error("the run's start is %.1f s away: refused", msg.start - time.time())
+                    return None
+                return msg
+            if isinstance(msg, G.GangBye):
+                return None
+        log.error("no welcome within %.0f s", WELCOME_WAIT)
+        return None
+
+    def _loop(self, schedule: SlotSchedule) -> int:
+        poller = zmq.Poller()
+        poller.register(self.socket, zmq.POLLIN)
+        while True:
+            now = time.time()
+            if now >= schedule.ends_at:
+                period = schedule.advance()
+                self._enter(int(period.state), int(schedule.slot))
+                continue
+            job = self.job
+            if job is not None:
+                poller.register(job.fd, zmq.POLLIN)
+            events = dict(poller.poll(max(0, math.ceil(min(POLL_MAX, schedule.ends_at - now) * 1000))))
+            if job is not None:
+                poller.unregister(job.fd)
+                if job.fd in events and job.proc.poll() is not None:
+                    self._job_ended(job)
+            if self.socket in events:
+                while self.socket.poll(0):
+                    msg = self._receive()
+                    if isinstance(msg, G.GangBye):
+                        return 0
+                    if msg is not None and self.state != DOWN:  # a DOWN machine hears nothing
+                        self._handle(msg)
+
+    def _enter(self, state: int, slot: int) -> None:
+        """The chain moved to ``state`` at ``slot``: impose it on the job, then say so."""
+        self.state = state
+        if state == DOWN:
+            if self.job is not None:
+                self.job.kill()
+                self.job = None
+            self.program = False
+            self.data.clear()
+            self.partial.clear()
+        elif self.job is not None:
+            self.job.stop(state != UP or self.held)
+        self._send(G.StateChanged(state, slot))
+
+    def _job_ended(self, job: Job) -> None:
+        code = job.proc.returncode
+        job.kill()
+        self.job = None
+        if code == 0:
+            self._send(G.Finished(job.gang))
+        else:
+            log.warning("the job of gang %d exited with %d", job.gang, code)
+
+    # ------------------------------------------------------------------ the mapper's orders
+
+    def _handle(self, msg: Any) -> None:
+        if isinstance(msg, G.Chunk):
+            self._chunk(msg)
+        elif isinstance(msg, G.CancelTransfer):
+            self.partial.pop(msg.transfer, None)
+            self.data.pop(msg.transfer, None)
+        elif isinstance(msg, G.Release):
+            self.data.clear()
+            self.partial = {k: v for k, v in self.partial.items() if v[0] == G.PROGRAM}
+        elif isinstance(msg, G.Compute):
+            if not self.program or not self.data:
+                return self._drop(f"compute for gang {msg.gang} without the program and data")
+            if self.job is not None:
+                self.job.kill()
+            self.held = False
+            self.job, self.standby = self.standby or Job(), Job()
+            self.job.go(msg.gang, msg.seconds, max(0.0125, self.time_unit / 2))
+            self.job.stop(self.state != UP)
+        elif isinstance(msg, G.Hold | G.Stop):
+            job = self.job
+            if job is None or job.gang != msg.gang:
+                return None  # the part already ended, or was never started here: nothing to do
+            if isinstance(msg, G.Stop):
+                job.kill()
+                self.job = None
+            else:
+                self.held = not msg.running
+                job.stop(self.state != UP or self.held)
+        else:
+            self._drop(f"{type(msg).__name__} is not for a member")
+        return None
+
+    def _chunk(self, c: G.Chunk) -> None:
+        kind, total, have = self.partial.get(c.transfer, (c.kind, c.total, 0))
+        if (kind, total) != (c.kind, c.total) or c.offset != have:
+            return self._drop(f"chunk of transfer {c.transfer} at {c.offset}, expected {have} of {total}")
+        if c.transfer not in self.partial and len(self.partial) >= MAX_PARTIAL:
+            return self._drop(f"more than {MAX_PARTIAL} transfers at once")
+        have += len(c.payload)
+        if have < total:
+            self.partial[c.transfer] = (kind, total, have)
+            return None
+        self.partial.pop(c.transfer, None)
+        if kind == G.PROGRAM:
+            self.program = True
+        else:
+            self.data[c.transfer] = total
+        self._send(G.Received(c.transfer))
+        return None
+
+    def _drop(self, why: str) -> None:
+        self.drops += 1
+        log.warning("dropped: %s", why)
+
+    # ------------------------------------------------------------------ the wire
+
+    def _send(self, msg: Any) -> None:
+        self.socket.send(G.encode(msg))
+
+    def _receive(self) -> Any:
+        try:
+            return G.decode(self.socket.recv(), G.FROM_MAPPER)
+        except ProtocolError as e:
+            self._drop(str(e))
+            return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m puller.gang_member --connect ENDPOINT --worker Q``."""
+    import argparse  # noqa: PLC0415
+
+    from mgst.wire import security  # noqa: PLC0415
+
+    parser = argparse.ArgumentParser(prog="python -m puller.gang_member", description=__doc__.splitlines()[0])
+    parser.add_argument("--connect", required=True, help="the gang run's endpoint, e.g. tcp://127.0.0.1:5555")
+    parser.add_argument("--worker", required=True, type=int, help="this member's worker index")
+    args = parser.parse_args(argv)
+    try:
+        endpoint = security.check_endpoint(args.connect, bind=False)
+    except ValueError as e:
+        parser.exit(2, f"error: --connect: {e}\n")
+    if not 0 <= args.worker < G.MAX_WORKERS:
+        parser.exit(2, f"error: --worker must be in [0, {G.MAX_WORKERS})\n")
+    logging.basicConfig(level=logging.WARNING, format=f"gang member {args.worker}: %(levelname)s %(message)s")
+    member = GangMember(endpoint, args.worker)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        return member.run()
+    except ValueError as e:  # a law or a time unit the adjuster cannot play
+        log.error("%s", e)
+        return 2
+    except KeyboardInterrupt:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,174 @@
+"""puller.gang_member and adjuster.failures.SlotSchedule: a member plays the simulation's chain, suspends and kills
+its job as its availability says, and checks every value the mapper sends against what it holds."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import psutil
+import pytest
+import zmq
+
+from adjuster.failures import SlotSchedule
+from mgst.availability.markov3 import Markov3Group, Markov3Process
+from mgst.testbed.casanova_beside import TRIAL, markov3_form
+from mgst.wire import gang_protocol as G
+from puller.gang_member import DOWN, RECLAIMED, UP, GangMember, Job
+
+MATRIX = ((0.9, 0.05, 0.05), (0.2, 0.7, 0.1), (0.3, 0.1, 0.6))
+WAIT = 20.0  # the longest any event of these tests is awaited (s)
+
+
+def test_a_member_plays_the_chain_the_simulation_plays_with_boundaries_from_the_start():
+    seed, worker, unit, start = 11, 3, 0.25, 1000.0
+    schedule = SlotSchedule(markov3_form(MATRIX, seed), worker, unit, start)
+    sim = Markov3Process(Markov3Group(MATRIX, 1.0), 1.0, seed, TRIAL, worker)
+    slot = 0.0
+    for _ in range(200):
+        expected = sim.next()
+        assert (schedule.period.state, schedule.period.duration) == (expected.state, expected.duration)
+        slot += expected.duration
+        assert schedule.ends_at == start + slot * unit  # from the start: no drift however late it is played
+        schedule.advance()
+
+
+def test_a_stopped_job_does_no_work():
+    job = Job()
+    try:
+        began = time.monotonic()
+        job.go(1, 0.3, 0.05)
+        job.stop(True)
+        with pytest.raises(subprocess.TimeoutExpired):
+            job.proc.wait(0.5)  # stopped: its 0.3 s of work cannot end
+        job.stop(False)
+        assert job.proc.wait(WAIT) == 0
+        assert time.monotonic() - began >= 0.5 + 0.3 - 0.02
+    finally:
+        job.kill()
+
+
+def test_a_member_that_dies_leaves_no_stopped_job():
+    """Its job is in a process group of its own: orphaned with a stopped member, the kernel continues it and hangs
+    it up (and a running job sees its parent gone)."""
+    script = textwrap.dedent(f"""
+        import os, sys
+        sys.path.insert(0, {os.getcwd()!r})
+        from puller.gang_member import Job
+        job = Job(); job.go(1, 60.0, 0.05); job.stop(True)  # (returns once it is stopped)
+        print(job.proc.pid, flush=True)
+        os._exit(0)
+    """)
+    member = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert member.stdout is not None
+    pid = int(member.stdout.readline())
+    member.stdout.close()
+    assert member.wait(WAIT) == 0
+    try:
+        psutil.Process(pid).wait(WAIT)
+    except psutil.NoSuchProcess:
+        pass
+    except psutil.TimeoutExpired:
+        os.kill(pid, 9)
+        raise AssertionError("the dead member's stopped job was left behind") from None
+
+
+@pytest.fixture
+def wired():
+    """A member connected to a ROUTER on a free loopback port; the router's side, to read what it says."""
+    ctx = zmq.Context()
+    router = ctx.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    router.bind("tcp://127.0.0.1:*")
+    member = GangMember(router.getsockopt_string(zmq.LAST_ENDPOINT), 2, ctx)
+    member._send(G.GangHello(G.GANG_PROTOCOL_VERSION, 2, time.time()))
+    assert router.poll(int(WAIT * 1000))
+    router.recv_multipart()
+
+    def said():
+        assert router.poll(int(WAIT * 1000)), "the member said nothing"
+        return G.decode(router.recv_multipart()[1], G.FROM_MEMBER)
+
+    yield member, said
+    for job in (member.job, member.standby):
+        if job is not None:
+            job.kill()
+    member.socket.close(0)
+    router.close(0)
+    ctx.term()
+
+
+def _chunks(transfer: int, kind: str, total: int, size: int) -> list[G.Chunk]:
+    return [G.Chunk(transfer, kind, o, total, b"x" * min(size, total - o)) for o in range(0, total, size)]
+
+
+def test_a_member_takes_a_transfer_in_order_and_says_when_its_last_byte_arrived(wired):
+    member, said = wired
+    first, second = _chunks(5, G.PROGRAM, 10, 6)
+    member._handle(second)  # out of order: refused
+    assert member.drops == 1 and not member.program
+    member._handle(first)
+    member._handle(G.Chunk(5, G.DATA, 6, 10, b"xxxx"))  # the same transfer, another kind: refused
+    member._handle(G.Chunk(5, G.PROGRAM, 6, 12, b"xxxx"))  # another total: refused
+    assert member.drops == 3
+    member._handle(second)
+    assert member.program and said() == G.Received(5)
+
+
+def test_a_member_computes_only_with_its_program_and_data(wired):
+    member, said = wired
+    member._handle(G.Compute(1, 5.0))
+    assert member.job is None and member.drops == 1
+    for c in _chunks(1, G.PROGRAM, 5, 5) + _chunks(2, G.DATA, 3, 5):
+        member._handle(c)
+    assert [said(), said()] == [G.Received(1), G.Received(2)]
+    member._handle(G.Compute(1, 5.0))
+    assert member.job is not None and member.job.gang == 1
+
+
+def _computing(member: GangMember, said) -> Job:
+    for c in _chunks(1, G.PROGRAM, 5, 5) + _chunks(2, G.DATA, 3, 5):
+        member._handle(c)
+    assert [said(), said()] == [G.Received(1), G.Received(2)]
+    member._handle(G.Compute(7, 30.0))
+    assert member.job is not None
+    return member.job
+
+
+def _status(job: Job) -> str:
+    return psutil.Process(job.proc.pid).status()
+
+
+def test_reclaimed_suspends_the_job_and_up_continues_it(wired):
+    member, said = wired
+    job = _computing(member, said)
+    member._enter(RECLAIMED, 12)
+    assert job.stopped and said() == G.StateChanged(RECLAIMED, 12)
+    member._handle(G.Hold(7, True))  # the mapper lets the gang go on: still RECLAIMED here, still stopped
+    assert job.stopped
+    member._enter(UP, 15)
+    assert not job.stopped and _status(job) != psutil.STATUS_STOPPED
+
+
+def test_a_peer_not_up_holds_the_job_and_a_lost_gang_kills_it(wired):
+    member, said = wired
+    job = _computing(member, said)
+    member._handle(G.Hold(7, False))
+    assert job.stopped
+    member._handle(G.Hold(7, True))
+    assert not job.stopped
+    member._handle(G.Stop(7))
+    assert member.job is None and job.proc.returncode is not None
+
+
+def test_down_kills_the_job_and_clears_the_program_cache_and_data(wired):
+    member, said = wired
+    job = _computing(member, said)
+    member._handle(_chunks(3, G.DATA, 10, 4)[0])  # a transfer under way
+    member._enter(DOWN, 20)
+    assert job.proc.returncode is not None and member.job is None
+    assert not member.program and not member.data and not member.partial
+    assert said() == G.StateChanged(DOWN, 20)

@@ -1,0 +1,80 @@
+"""mgst.testbed.gang_run checks every member's message against what it knows: out-of-order, repeated, unknown or
+malformed reports are dropped and counted, never handed to the core."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import zmq
+
+from mgst.core.iterations import Iterations
+from mgst.testbed.casanova_beside import markov3_form
+from mgst.testbed.gang_run import GangRun
+from mgst.wire import gang_protocol as G
+
+MATRIX = ((0.9, 0.05, 0.05), (0.2, 0.7, 0.1), (0.3, 0.1, 0.6))
+WAIT = 20.0
+
+
+class FirstUp:
+    proactive = False
+
+    def choose(self, app, now):
+        return {app.up()[0]: app.tasks}
+
+    def reconsider(self, app, now):
+        return None
+
+
+def test_a_members_bad_reports_are_dropped_and_counted():
+    app = Iterations([1.0, 1.0], 1, 1, 1.0, 1.0, 1, FirstUp())
+    ctx = zmq.Context()
+    gang_run = GangRun(app, [markov3_form(MATRIX, 1)] * 2, 0.1, 64, cap=10, context=ctx)
+    members = []
+    try:
+        for q in range(2):
+            d = ctx.socket(zmq.DEALER)
+            d.setsockopt(zmq.LINGER, 0)
+            d.connect(gang_run.endpoint)
+            d.send(G.encode(G.GangHello(G.GANG_PROTOCOL_VERSION, q, time.time())))
+            members.append(d)
+        gang_run._register()
+        gang_run.start = time.time()  # slot 0 begins now
+        stranger = ctx.socket(zmq.DEALER)
+        stranger.setsockopt(zmq.LINGER, 0)
+        stranger.connect(gang_run.endpoint)
+        members.append(stranger)
+        bad = [
+            (members[0], G.encode(G.StateChanged(1, 1000))),  # ahead of the run's clock
+            (members[0], G.encode(G.StateChanged(0, 1))),  # UP again: no change
+            (members[0], G.encode(G.Received(99))),  # no such transfer
+            (members[1], b"\x93\x01\x02\x03"),  # not a map
+            (members[1], G.encode(G.Compute(1, 1.0))),  # the mapper's own order
+            (stranger, G.encode(G.StateChanged(2, 1))),  # not registered
+        ]
+        for sock, frame in bad:
+            sock.send(frame)
+        members[1].send(G.encode(G.StateChanged(2, 1)))  # a good one
+        deadline = time.monotonic() + WAIT
+        while (gang_run.result.drops < len(bad) or not gang_run.changes) and time.monotonic() < deadline:
+            if gang_run.socket.poll(100):
+                gang_run._receive_all()
+        assert gang_run.result.drops == len(bad)
+        assert gang_run.changes == [(1, 1.0, 2)]
+        members[1].send(G.encode(G.StateChanged(2, 1)))  # the same report again
+        while gang_run.result.drops == len(bad) and time.monotonic() < deadline:
+            if gang_run.socket.poll(100):
+                gang_run._receive_all()
+        assert gang_run.result.drops == len(bad) + 1 and gang_run.changes == [(1, 1.0, 2)]
+    finally:
+        for sock in members:
+            sock.close(0)
+        gang_run.close()
+        ctx.term()
+
+
+def test_a_gang_run_binds_loopback_only():
+    app = Iterations([1.0], 1, 1, 1.0, 1.0, 1, FirstUp())
+    with pytest.raises(ValueError, match="loopback only"):
+        GangRun(app, [markov3_form(MATRIX, 1)], 0.1, 64, bind="tcp://0.0.0.0:*")
