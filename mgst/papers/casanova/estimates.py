@@ -60,8 +60,10 @@ class Estimates:
         # of one instance share it, and a heuristic checked every slot asks for the same ones again and again.
         self.configuration = lru_cache(maxsize=1 << 18)(self._configuration_uncached)
         # Heuristics' greedy configurations by what they depend on (mgst.papers.casanova.heuristics), shared
-        # by the heuristics of one instance; emptied when it reaches BUILDS_KEPT.
+        # by the heuristics of one instance; each emptied when it reaches BUILDS_KEPT.
         self.builds: dict[tuple, dict[int, int]] = {}
+        # A greedy step's options (each worker the next task may go to, with the (P, E) it gives), likewise.
+        self.steps: dict[tuple, list[tuple[int, float, float]]] = {}
 
     def _set_uncached(self, members: frozenset[int]) -> tuple[float, float]:
         """(P_+, E_c) of a set: E_c as printed, or divided by P_+ when ``exact``."""

@@ -74,21 +74,38 @@ class Passive:
         return dict(loads)
 
     def _build(self, app: Iterations, up: list[int], elapsed: float) -> dict[int, int]:
+        name = self.name
         loads: dict[int, int] = {}
         for _ in range(app.tasks):
             best, best_score = -1, -float("inf")
-            for q in up:
-                if loads.get(q, 0) >= app.max_tasks[q]:
-                    continue
-                trial = dict(loads)
-                trial[q] = trial.get(q, 0) + 1
-                s = score(self.name, *self.evaluate(app, trial), elapsed)
+            for q, p, e in self._options(app, up, loads):
+                s = score(name, p, e, elapsed)
                 if best < 0 or s > best_score:
                     best, best_score = q, s
             if best < 0:
                 break
             loads[best] = loads.get(best, 0) + 1
         return loads
+
+    def _options(self, app: Iterations, up: list[int], loads: dict[int, int]) -> list[tuple[int, float, float]]:
+        """Each UP worker with room that the next task may go to, in worker order, with the (P, E) of ``loads``
+        and that task: the same for every criterion and every time, so memoised (IY rebuilds at every slot)."""
+        programs = app.has_program
+        key = (app.max_tasks, tuple(up), tuple(programs[q] for q in up), tuple(sorted(loads.items())))
+        steps = self.est.steps
+        options = steps.get(key)
+        if options is None:
+            if len(steps) >= BUILDS_KEPT:
+                steps.clear()
+            options = []
+            for q in up:
+                if loads.get(q, 0) >= app.max_tasks[q]:
+                    continue
+                trial = dict(loads)
+                trial[q] = trial.get(q, 0) + 1
+                options.append((q, *self.evaluate(app, trial)))
+            steps[key] = options
+        return options
 
     def choose(self, app: Iterations, now: float) -> dict[int, int]:
         return self.build(app, now)
