@@ -1,6 +1,7 @@
 """Print Casanova sweeps' Tables I and II beside the paper's (markdown), with Spearman's rank correlation of
-%diff and the eight claims judged (mgst.papers.casanova.claims), from one or more sweep folders read together
-(slices run into separate folders); --figure draws the paper's Figure 2 (%diff against w_min, m = 10).
+%diff and the eight claims judged (mgst.papers.casanova.claims), from one or more sweep folders read
+together (slices run into separate folders; an instance in several counts once); --figure draws the paper's
+Figure 2 (%diff against w_min, m = 10).
 
     python experiments/casanova/compare_tables.py runs/casanova-m5 runs/casanova-m10 \\
         --figure docs/img/casanova-figure2.png
@@ -14,6 +15,8 @@ from pathlib import Path
 from mgst.papers.casanova.claims import judge
 from mgst.papers.casanova.tables import PAPER_TABLE_I, PAPER_TABLE_II, figure2, read_rows, spearman, table
 
+INSTANCE = ("m", "n_com", "w_min", "scenario", "seed", "replication")  # slices that overlap count it once
+
 
 def fmt(v: float, digits: int = 2) -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}f}"
@@ -21,14 +24,16 @@ def fmt(v: float, digits: int = 2) -> str:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("folders", nargs="+", type=Path, help="sweep folders (each holding sweep.csv)")
+    parser.add_argument("folders", nargs="+", type=Path,
+                        help="sweep folders (each holding sweep.csv), or sweep.csv files")
     parser.add_argument("--figure", type=Path, help="write Figure 2 (PNG) here")
     args = parser.parse_args(argv)
-    missing = [f for f in args.folders if not (f / "sweep.csv").is_file()]
+    files = [f if f.is_file() else f / "sweep.csv" for f in args.folders]
+    missing = [f for f in files if not f.is_file()]
     if missing:
-        print(f"error: {missing[0]} holds no sweep.csv (give Casanova sweep folders)", file=sys.stderr)
+        print(f"error: {missing[0]} is not a file (give Casanova sweep folders or their sweep.csv)", file=sys.stderr)
         return 2
-    rows = [r for folder in args.folders for r in read_rows(folder / "sweep.csv")]
+    rows = list({tuple(r[k] for k in INSTANCE): r for f in files for r in read_rows(f)}.values())
     for m, paper in ((5, PAPER_TABLE_I), (10, PAPER_TABLE_II)):
         t = table(rows, m)
         if not any(r["instances"] for r in t):
