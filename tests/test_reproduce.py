@@ -18,7 +18,7 @@ from mgst.cli import main
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENTS = str(ROOT / "experiments")
 # Student's t, 97.5 % quantile, by degrees of freedom (the test's own intervals)
-T975 = {5: 2.571, 11: 2.201}
+T975 = {2: 4.303, 5: 2.571, 11: 2.201}
 # The MGST paper's Tables 2 and 8, simulation column (classes 1-4, overall), as printed
 TABLES = {"hihi-mfd-fd": ((0.56, 0.57), (0.33, 0.34), (0.18, 0.18), (0.11, 0.11), (0.20, 0.21)),
           "lolo-mpd-fe": ((0.31, 0.31), (0.32, 0.32), (0.32, 0.32), (0.34, 0.34), (0.32, 0.32))}
@@ -54,11 +54,11 @@ def claim(out: str, label: str) -> tuple[str, str]:
 def test_alone_it_lists_every_paper_with_what_it_checks_and_how_long(capsys):
     assert main(["reproduce"]) == 0
     out = capsys.readouterr().out
-    for paper in ("mgst", "anglano", "kondo"):
+    for paper in ("mgst", "anglano", "kondo", "casanova"):
         assert f"`mgst reproduce {paper}` (about " in out and f"`mgst reproduce {paper} --quick` (about " in out
     # every paper folder with a reproduce module is listed, found in its folder (no list to add it to)
     folders = {p.parent.name for p in (ROOT / "mgst" / "papers").glob("*/reproduce.py")}
-    assert folders == {"mgst", "anglano", "kondo", "gridbot"}
+    assert folders == {"mgst", "anglano", "kondo", "gridbot", "casanova"}
     assert [line.split(":")[0] for line in out.splitlines() if not line.startswith(" ")] == sorted(folders)
 
 
@@ -181,6 +181,27 @@ def test_kondo_quick_judges_claims_2_and_3_from_paired_makespans(capsys, tmp_pat
     for number in ("1.", "4.", "5.", "6."):
         assert claim(out, number) == ("not checked in this slice",
                                       "run `mgst sweep experiments/kondo/kondo-sdsc.toml --workers 2` for it")
+
+
+def test_casanova_quick_judges_claim_3_from_random_s_makespans_and_leaves_failures_undecided(capsys, tmp_path):
+    code, out, _ = reproduce(capsys, "casanova", "--quick", "--out", str(tmp_path))
+    assert code == 0
+    with open(tmp_path / "casanova" / "sweep.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 3 and not any(r["error"] for r in rows)  # 3 scenarios, one trial each
+    # claim 3: RANDOM's relative difference to IE per scenario (one trial: (R - IE) / min), its mean and t
+    # interval against the paper's factor 20 (+1900 %)
+    rel = [(float(r["makespan_RANDOM"]) - float(r["makespan_IE"]))
+           / min(float(r["makespan_RANDOM"]), float(r["makespan_IE"])) for r in rows]
+    mean, half = statistics.fmean(rel), T975[2] * statistics.stdev(rel) / math.sqrt(3)
+    verdict, figure = claim(out, "3.")
+    assert verdict == ("holds" if mean - half > 19 else "does not hold" if mean + half < 19 else "undecided")
+    assert verdict == "does not hold"  # about 3 times IE at w_min = 1, where the paper has 22
+    assert figure.startswith(f"RANDOM {100 * mean:+.0f} % [{100 * (mean - half):+.0f}, {100 * (mean + half):+.0f}]")
+    # nothing but RANDOM can fail on 3 short instances, and m = 10 is not in the slice: said, not guessed
+    assert claim(out, "2.")[0] == claim(out, "7.")[0] == claim(out, "8.")[0] == "undecided"
+    assert "untestable" in claim(out, "2.")[1] and "no instance of m = 10" in claim(out, "7.")[1]
+    assert out.splitlines()[2:] == documented_quick_output("reproduction-casanova.md")
 
 
 def test_kondo_findings_on_runs_without_t_above_n_say_so_rather_than_no_runs_x_better():

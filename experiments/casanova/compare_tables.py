@@ -1,14 +1,21 @@
-"""Print a Casanova sweep's Tables I and II beside the paper's (markdown), with Spearman's rank correlation of
-%diff, and write the tables and Figure 2 into the sweep's folder.
+"""Print Casanova sweeps' Tables I and II beside the paper's (markdown), with Spearman's rank correlation of
+%diff and the eight claims judged (mgst.papers.casanova.claims), from one or more sweep folders read
+together (slices run into separate folders; an instance in several counts once); --figure draws the paper's
+Figure 2 (%diff against w_min, m = 10).
 
-    python experiments/casanova/compare_tables.py runs/casanova
+    python experiments/casanova/compare_tables.py runs/casanova-m5 runs/casanova-m10 \\
+        --figure docs/img/casanova-figure2.png
 """
 
+import argparse
 import math
 import sys
 from pathlib import Path
 
-from mgst.papers.casanova.tables import PAPER_TABLE_I, PAPER_TABLE_II, read_rows, spearman, table, write_outputs
+from mgst.papers.casanova.claims import judge
+from mgst.papers.casanova.tables import PAPER_TABLE_I, PAPER_TABLE_II, figure2, read_rows, spearman, table
+
+INSTANCE = ("m", "n_com", "w_min", "scenario", "seed", "replication")  # slices that overlap count it once
 
 
 def fmt(v: float, digits: int = 2) -> str:
@@ -16,12 +23,17 @@ def fmt(v: float, digits: int = 2) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1 or not (Path(argv[0]) / "sweep.csv").is_file():
-        print("error: give a Casanova sweep's folder (holding sweep.csv)", file=sys.stderr)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folders", nargs="+", type=Path,
+                        help="sweep folders (each holding sweep.csv), or sweep.csv files")
+    parser.add_argument("--figure", type=Path, help="write Figure 2 (PNG) here")
+    args = parser.parse_args(argv)
+    files = [f if f.is_file() else f / "sweep.csv" for f in args.folders]
+    missing = [f for f in files if not f.is_file()]
+    if missing:
+        print(f"error: {missing[0]} is not a file (give Casanova sweep folders or their sweep.csv)", file=sys.stderr)
         return 2
-    out = Path(argv[0])
-    rows = read_rows(out / "sweep.csv")
-    write_outputs(out)
+    rows = list({tuple(r[k] for k in INSTANCE): r for f in files for r in read_rows(f)}.values())
     for m, paper in ((5, PAPER_TABLE_I), (10, PAPER_TABLE_II)):
         t = table(rows, m)
         if not any(r["instances"] for r in t):
@@ -40,6 +52,11 @@ def main(argv: list[str]) -> int:
                   f" {fmt(r['stdv'])} | {theirs} |")
         rho = spearman({r["heuristic"]: r["diff"] for r in t}, {h: v[1] for h, v in paper.items()})
         print(f"\nSpearman's rank correlation of %diff with the paper's ({len(paper)} heuristics): {rho:.3f}")
+    print("\n### The claims\n")
+    for v in judge(rows):
+        print(f"{v.number}. **{v.text}**: *{v.verdict}*. {v.figure}")
+    if args.figure is not None:
+        print(f"\nFigure 2: {figure2(rows, args.figure)}")
     return 0
 
 

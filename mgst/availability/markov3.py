@@ -62,21 +62,24 @@ class Markov3Availability(AvailabilityModel):
 class Markov3Process:
     """One machine's periods under ``group``'s chain, starting UP at t = 0."""
 
-    __slots__ = ("_rng", "_group", "_up_share", "_state")
+    __slots__ = ("_rng", "_group", "_state", "_table")
 
     def __init__(self, group: Markov3Group, up_share: float, seed: int, replication: int, machine: int):
         self._rng = generator(seed, replication, Purpose.FAILURES, machine)
         self._group = group
-        self._up_share = up_share
         self._state = State.UP
+        # Per state, worked out once: the states it may move to with their probabilities, their sum, its share.
+        self._table = {s: self._leaving(s, up_share) for s in State}
+
+    def _leaving(self, s: State, up_share: float) -> tuple[list[tuple[State, float]], float, float]:
+        g = self._group
+        others = [(State(t), p) for t, p in enumerate(g.matrix[s]) if t != s and p > 0]
+        share = up_share if s is State.UP else g.reclaimed_share if s is State.RECLAIMED else 0.0
+        return others, sum(p for _, p in others), share
 
     def next(self) -> Period:
         s = self._state
-        g = self._group
-        row = g.matrix[s]
-        others = [(State(t), p) for t, p in enumerate(row) if t != s and p > 0]
-        leave = sum(p for _, p in others)
-        share = self._up_share if s is State.UP else g.reclaimed_share if s is State.RECLAIMED else 0.0
+        others, leave, share = self._table[s]
         if leave <= 0:  # absorbing: this state for good
             return Period(math.inf, s, share)
         slots = int(self._rng.geometric(min(1.0, leave)))
@@ -88,7 +91,7 @@ class Markov3Process:
                 break
             u -= p
         self._state = nxt
-        return Period(slots * g.slot, s, share)
+        return Period(slots * self._group.slot, s, share)
 
 
 def long_run(matrix: Matrix) -> np.ndarray:

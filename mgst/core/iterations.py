@@ -142,6 +142,8 @@ class Iterations:
             else:
                 assert self.gang is not None
                 self.gang.member_state(q, state)
+        elif not self.pending.get(q):  # no transfer of q on the link and q not in the gang: no rate moves
+            return out
         self._refresh(now)
         return out
 

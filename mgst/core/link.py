@@ -72,12 +72,17 @@ class MasterLink:
         return out
 
     def rates(self, now: float) -> Iterable[tuple[Any, Activity, float, float]]:
-        """The rule: ``bw`` (pace 1) for the moving transfers, 0 for the waiting and paused ones."""
-        moving = {id(t) for t in self.moving()}
-        bw = self.bw
+        """The rule: ``bw`` (pace 1) for the moving transfers, 0 for the waiting and paused ones (one pass:
+        a transfer moves if a port is free, its worker is UP and not already receiving, as in :meth:`moving`)."""
+        bw, n_com, states = self.bw, self.n_com, self.states
+        busy: set[int] = set()
         for t in self.queue.values():
-            on = id(t) in moving
-            yield t.key, t.activity, bw if on else 0.0, 1.0 if on else 0.0
+            worker = t.worker
+            if len(busy) < n_com and worker not in busy and states.get(worker, _UP) == _UP:
+                busy.add(worker)
+                yield t.key, t.activity, bw, 1.0
+            else:
+                yield t.key, t.activity, 0.0, 0.0
 
 
 __all__ = ["MasterLink", "Transfer"]

@@ -20,6 +20,7 @@ import numpy as np
 
 Matrix = Sequence[Sequence[float]]
 MAX_HORIZON = 200_000
+BUILDS_KEPT = 1 << 16
 
 
 def horizon(matrices: Sequence[Matrix], eps: float = 1e-12) -> int:
@@ -54,6 +55,15 @@ class Estimates:
         self.nd = np.array(nd)  # nd[q, t] = P_ND^(q)(t)
         self._ts = np.arange(self.T + 1, dtype=float)
         self._set = lru_cache(maxsize=1 << 16)(self._set_uncached)
+        # (P, E) of a configuration given as its sorted (worker, transfer need, load) triples: a pure function of
+        # the triples (the sums over needs are of whole slots, exact in any order), so memoised; the heuristics
+        # of one instance share it, and a heuristic checked every slot asks for the same ones again and again.
+        self.configuration = lru_cache(maxsize=1 << 18)(self._configuration_uncached)
+        # Heuristics' greedy configurations by what they depend on (mgst.papers.casanova.heuristics), shared
+        # by the heuristics of one instance; each emptied when it reaches BUILDS_KEPT.
+        self.builds: dict[tuple, dict[int, int]] = {}
+        # A greedy step's options (each worker the next task may go to, with the (P, E) it gives), likewise.
+        self.steps: dict[tuple, list[tuple[int, float, float]]] = {}
 
     def _set_uncached(self, members: frozenset[int]) -> tuple[float, float]:
         """(P_+, E_c) of a set: E_c as printed, or divided by P_+ when ``exact``."""
@@ -65,6 +75,10 @@ class Estimates:
         if self.exact and p_plus > 0:
             e_c /= p_plus
         return p_plus, e_c
+
+    def _configuration_uncached(self, members: tuple[tuple[int, float, float], ...],
+                                work: float | None = None) -> tuple[float, float]:
+        return self.iteration({q: n for q, n, _ in members}, {q: load for q, _, load in members}, work)
 
     def p_plus(self, members: frozenset[int]) -> float:
         return self._set(members)[0]
@@ -106,4 +120,4 @@ def paper_matrix(rng: np.random.Generator) -> tuple[tuple[float, float, float], 
                  for i in range(3))
 
 
-__all__ = ["Estimates", "horizon", "paper_matrix"]
+__all__ = ["BUILDS_KEPT", "Estimates", "horizon", "paper_matrix"]

@@ -18,7 +18,7 @@ import random
 from collections.abc import Mapping
 
 from mgst.core.iterations import Iterations
-from mgst.papers.casanova.estimates import Estimates
+from mgst.papers.casanova.estimates import BUILDS_KEPT, Estimates
 
 PASSIVE = ("IP", "IE", "IY", "IAY")
 CRITERIA = ("P", "E", "Y")
@@ -53,26 +53,59 @@ class Passive:
 
     def evaluate(self, app: Iterations, loads: Mapping[int, int]) -> tuple[float, float]:
         """(P, E) of a fresh configuration: every transfer still to do, the whole computation."""
-        return self.est.iteration(self.needs(app, loads), {q: x * app.work[q] for q, x in loads.items()})
+        est, work, programs = self.est, app.work, app.has_program
+        return est.configuration(tuple(sorted(
+            (q, (0.0 if programs[q] else est.t_prog) + x * est.t_data, x * work[q]) for q, x in loads.items())))
 
     def build(self, app: Iterations, now: float) -> dict[int, int]:
-        elapsed = now - app.iteration_start
-        loads: dict[int, int] = {}
+        """The greedy configuration, memoised on what it depends on: who is UP, which of them hold the program,
+        and for IY the slots spent in the iteration (the other criteria do not read the time)."""
         up = app.up()
+        programs = app.has_program
+        elapsed = now - app.iteration_start
+        key = (self.name, app.tasks, app.max_tasks, tuple(up), tuple(programs[q] for q in up),
+               elapsed if self.name == "IY" else None)
+        builds = self.est.builds
+        loads = builds.get(key)
+        if loads is None:
+            if len(builds) >= BUILDS_KEPT:
+                builds.clear()
+            loads = builds[key] = self._build(app, up, elapsed)
+        return dict(loads)
+
+    def _build(self, app: Iterations, up: list[int], elapsed: float) -> dict[int, int]:
+        name = self.name
+        loads: dict[int, int] = {}
         for _ in range(app.tasks):
             best, best_score = -1, -float("inf")
-            for q in up:
-                if loads.get(q, 0) >= app.max_tasks[q]:
-                    continue
-                trial = dict(loads)
-                trial[q] = trial.get(q, 0) + 1
-                s = score(self.name, *self.evaluate(app, trial), elapsed)
+            for q, p, e in self._options(app, up, loads):
+                s = score(name, p, e, elapsed)
                 if best < 0 or s > best_score:
                     best, best_score = q, s
             if best < 0:
                 break
             loads[best] = loads.get(best, 0) + 1
         return loads
+
+    def _options(self, app: Iterations, up: list[int], loads: dict[int, int]) -> list[tuple[int, float, float]]:
+        """Each UP worker with room that the next task may go to, in worker order, with the (P, E) of ``loads``
+        and that task: the same for every criterion and every time, so memoised (IY rebuilds at every slot)."""
+        programs = app.has_program
+        key = (app.max_tasks, tuple(up), tuple(programs[q] for q in up), tuple(sorted(loads.items())))
+        steps = self.est.steps
+        options = steps.get(key)
+        if options is None:
+            if len(steps) >= BUILDS_KEPT:
+                steps.clear()
+            options = []
+            for q in up:
+                if loads.get(q, 0) >= app.max_tasks[q]:
+                    continue
+                trial = dict(loads)
+                trial[q] = trial.get(q, 0) + 1
+                options.append((q, *self.evaluate(app, trial)))
+            steps[key] = options
+        return options
 
     def choose(self, app: Iterations, now: float) -> dict[int, int]:
         return self.build(app, now)
@@ -101,9 +134,9 @@ class Proactive(Passive):
 
     def current(self, app: Iterations, now: float) -> tuple[float, float]:
         """(P, E) of the running configuration, updated for its progress."""
-        needs = {q: app.comm_left(q, now) for q in app.config}
-        loads = {q: x * app.work[q] for q, x in app.config.items()}
-        return self.est.iteration(needs, loads, app.compute_left(now))
+        work = app.work
+        return self.est.configuration(tuple((q, app.comm_left(q, now), x * work[q]) for q, x in app.config.items()),
+                                      app.compute_left(now))
 
     def candidate(self, app: Iterations, now: float) -> tuple[dict[int, int], tuple[float, float]]:
         """H's configuration from scratch now, and its (P, E)."""

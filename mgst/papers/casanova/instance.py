@@ -11,6 +11,7 @@ from mgst.core.iterations import Iterations
 from mgst.papers.casanova.estimates import Estimates, paper_matrix
 from mgst.papers.casanova.heuristics import heuristic
 from mgst.sim.iterations import IterationsRun, run_iterations
+from mgst.sim.replay import Recording
 from mgst.streams import Purpose, python_random
 
 PROCESSORS = 20
@@ -47,13 +48,21 @@ def scenario(m: int, n_com: int, w_min: int, seed: int, index: int, p: int = PRO
     return Scenario(m, n_com, w_min, matrices, work)
 
 
+def realisation(s: Scenario, trial: int, seed: int) -> list[Recording]:
+    """Trial ``trial``'s availability realisation of ``s``: each worker's chain from its own stream, drawn as
+    far as the runs replaying it ask."""
+    return [Recording(Markov3Process(Markov3Group(m, 1.0), 1.0, seed, trial, q)) for q, m in enumerate(s.matrices)]
+
+
 def run(s: Scenario, name: str, trial: int, seed: int, exact: bool = False, checks: str = "events",
-        cap: float = CAP, iterations: int = ITERATIONS, estimates: Estimates | None = None) -> IterationsRun:
+        cap: float = CAP, iterations: int = ITERATIONS, estimates: Estimates | None = None,
+        chains: list[Recording] | None = None) -> IterationsRun:
     """Heuristic ``name`` on trial ``trial`` of ``s``: every heuristic sees the same chain realisation (the
-    trial's streams, one per worker), so trials use common random numbers; every worker starts UP."""
+    trial's streams, one per worker), so trials use common random numbers; every worker starts UP. ``chains``:
+    the trial's :func:`realisation`, shared by the runs of one instance (drawn here without it)."""
     app = application(s, name, trial, seed, exact=exact, iterations=iterations, estimates=estimates)
-    chains = [Markov3Process(Markov3Group(m, 1.0), 1.0, seed, trial, q) for q, m in enumerate(s.matrices)]
-    return run_iterations(app, chains, cap=cap, checks=checks, proactive=app.policy.proactive)
+    recordings = chains if chains is not None else realisation(s, trial, seed)
+    return run_iterations(app, [r.replay() for r in recordings], cap=cap, checks=checks, proactive=app.policy.proactive)
 
 
 def application(s: Scenario, name: str, trial: int, seed: int, exact: bool = False, iterations: int = ITERATIONS,
@@ -65,4 +74,4 @@ def application(s: Scenario, name: str, trial: int, seed: int, exact: bool = Fal
     return Iterations([float(w) for w in s.work], s.m, iterations, s.t_prog, s.t_data, s.n_com, policy)
 
 
-__all__ = ["CAP", "ITERATIONS", "PROCESSORS", "Scenario", "application", "run", "scenario"]
+__all__ = ["CAP", "ITERATIONS", "PROCESSORS", "Scenario", "application", "realisation", "run", "scenario"]

@@ -19,7 +19,7 @@ from mgst.availability.markov3 import Markov3Availability, Markov3Group
 from mgst.model import Experiment, JobClass, Machine, PolicySpec, SimulationSettings
 from mgst.papers.casanova.estimates import Estimates
 from mgst.papers.casanova.heuristics import NAMES
-from mgst.papers.casanova.instance import CAP, ITERATIONS, PROCESSORS, Scenario, run, scenario
+from mgst.papers.casanova.instance import CAP, ITERATIONS, PROCESSORS, Scenario, realisation, run, scenario
 from mgst.scenarios.scenario import Axis, Measures, RunSettings
 from mgst.scenarios.scenario import Scenario as SweepScenario
 
@@ -77,9 +77,11 @@ def simulate_cell(experiment: Experiment, replication: int) -> dict[str, Any]:
                  tuple(int(m.attribute("work")) for m in experiment.machines))
     est = Estimates(s.matrices, s.n_com, s.t_prog, s.t_data, exact=o["exact"])
     seed, start = experiment.simulation.seed, time.perf_counter()
+    chains = realisation(s, o["trial"], seed)  # drawn once, replayed for every heuristic
     out: dict[str, Any] = {}
     for h in NAMES:
-        r = run(s, h, o["trial"], seed, exact=o["exact"], cap=o["cap"], iterations=o["iterations"], estimates=est)
+        r = run(s, h, o["trial"], seed, exact=o["exact"], cap=o["cap"], iterations=o["iterations"], estimates=est,
+                chains=chains)
         out[f"makespan_{h}"] = r.makespan if r.makespan is not None else math.nan
     out["wall_s"] = time.perf_counter() - start
     return out

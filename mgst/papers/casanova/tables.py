@@ -62,18 +62,38 @@ def _value(text: Any) -> float:
     return v
 
 
-def table(rows: Iterable[Mapping[str, Any]], m: int, heuristics: Sequence[str] = NAMES) -> list[dict[str, Any]]:
-    """One table: a row per heuristic, sorted by %diff (the paper's order)."""
-    by_scenario: dict[tuple[str, str, str], list[Mapping[str, Any]]] = defaultdict(list)
+def by_scenario(rows: Iterable[Mapping[str, Any]], m: int) -> dict[tuple[str, str, str], list[Mapping[str, Any]]]:
+    """The rows of m's instances (errors left out), by scenario (n_com, w_min, scenario index)."""
+    out: dict[tuple[str, str, str], list[Mapping[str, Any]]] = defaultdict(list)
     for r in rows:
         if str(r["m"]) == str(m) and not r.get("error"):
-            by_scenario[(str(r["n_com"]), str(r["w_min"]), str(r["scenario"]))].append(r)
+            out[(str(r["n_com"]), str(r["w_min"]), str(r["scenario"]))].append(r)
+    return out
+
+
+def relative(trials: Sequence[Mapping[str, Any]], h: str) -> float | None:
+    """One scenario's relative difference of H to IE: (mean_H - mean_IE) / min of the two, over the trials
+    where both succeeded (None: no such trial)."""
+    both_h, both_ie = [], []
+    for r in trials:
+        mh, mie = _value(r.get(f"makespan_{h}")), _value(r.get(f"makespan_{REFERENCE}"))
+        if not math.isnan(mh) and not math.isnan(mie):
+            both_h.append(mh)
+            both_ie.append(mie)
+    if not both_h:
+        return None
+    a, b = statistics.fmean(both_h), statistics.fmean(both_ie)
+    return (a - b) / min(a, b)
+
+
+def table(rows: Iterable[Mapping[str, Any]], m: int, heuristics: Sequence[str] = NAMES) -> list[dict[str, Any]]:
+    """One table: a row per heuristic, sorted by %diff (the paper's order)."""
+    scenarios = by_scenario(rows, m)
     out = []
     for h in heuristics:
         fails = instances = wins = wins30 = judged = 0
         rel: list[float] = []
-        for trials in by_scenario.values():
-            both_h, both_ie = [], []
+        for trials in scenarios.values():
             for r in trials:
                 mh, mie = _value(r.get(f"makespan_{h}")), _value(r.get(f"makespan_{REFERENCE}"))
                 instances += 1
@@ -84,11 +104,9 @@ def table(rows: Iterable[Mapping[str, Any]], m: int, heuristics: Sequence[str] =
                 if not math.isnan(mh):
                     wins += mh <= mie
                     wins30 += mh <= 1.3 * mie
-                    both_h.append(mh)
-                    both_ie.append(mie)
-            if both_h:
-                a, b = statistics.fmean(both_h), statistics.fmean(both_ie)
-                rel.append((a - b) / min(a, b))
+            one = relative(trials, h)
+            if one is not None:
+                rel.append(one)
         low, high = mean_interval(rel)
         out.append({"heuristic": h, "instances": instances, "fails": fails,
                     "diff": 100 * statistics.fmean(rel) if rel else math.nan,
@@ -123,6 +141,28 @@ def read_rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+def figure2(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
+    """The paper's Figure 2: %diff against IE per w_min at m = 10, for Table II's heuristics (and IE's 0), as a
+    PNG at ``path``; a w_min without instances is a gap."""
+    import matplotlib  # noqa: PLC0415 (slow to import)
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    names = [*PAPER_TABLE_II, REFERENCE]
+    curves = diff_by_w_min(rows, 10, names)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for h, ys in curves.items():
+        ax.plot(range(1, 11), ys, marker="o", label=h)
+    ax.set_xlabel("w_min")
+    ax.set_ylabel("%diff against IE")
+    ax.set_title("m = 10")
+    ax.legend(fontsize=8)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
 def write_outputs(out_dir: Path) -> list[Path]:
     """table-m5.csv, table-m10.csv and figure2.png from the sweep's sweep.csv (in ``out_dir`` or, for the
     plots folder `mgst sweep` hands its figures, its parent), written beside it."""
@@ -141,25 +181,9 @@ def write_outputs(out_dir: Path) -> list[Path]:
             w.writerows(t)
         written.append(path)
     if any(str(r["m"]) == "10" for r in rows):
-        import matplotlib  # noqa: PLC0415
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt  # noqa: PLC0415
-
-        names = [*PAPER_TABLE_II, REFERENCE]
-        curves = diff_by_w_min(rows, 10, names)
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        for h, ys in curves.items():
-            ax.plot(range(1, 11), ys, marker="o", label=h)
-        ax.set_xlabel("w_min")
-        ax.set_ylabel("%diff against IE")
-        ax.set_title("m = 10")
-        ax.legend(fontsize=8)
-        path = out_dir / "figure2.png"
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        written.append(path)
+        written.append(figure2(rows, out_dir / "figure2.png"))
     return written
 
 
-__all__ = ["PAPER_TABLE_I", "PAPER_TABLE_II", "diff_by_w_min", "spearman", "table", "write_outputs"]
+__all__ = ["PAPER_TABLE_I", "PAPER_TABLE_II", "by_scenario", "diff_by_w_min", "figure2", "mean_interval", "read_rows",
+           "relative", "spearman", "table", "write_outputs"]
