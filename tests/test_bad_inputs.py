@@ -365,6 +365,8 @@ SUBPROCESS = [
     (["mapper", HIHI, "--bind", "tcp://999.1.1.1:5555", "--insecure"], "--bind"),
     (["keys", A_FILE, "--lab"], "FOLDER"),
     (["puller", "--connect", "tcp://127.0.0.1:5555", "--machine", "M1", "--insecure", "--slots", "0"], "--slots"),
+    # said its error, then hung the interpreter's exit for ever (a Dask client closing in __del__)
+    (["sweep", SWEEP, "--scheduler", "nonsense", "--out", "{dir}/sched"], "--scheduler"),
 ]
 
 
