@@ -81,7 +81,8 @@ VERBOSE_HELP = "log every step (DEBUG); by default a line per registration, inje
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--connect", required=True, type=_endpoint, metavar="ENDPOINT",
                    help="the mapper's endpoint, e.g. tcp://head-node:5555")
-    p.add_argument("--machine", required=True, type=_machine, help="this machine's name in the experiment (M1, M2, ...)")
+    p.add_argument("--machine", required=True, type=_machine,
+                   help="this machine's name in the experiment (M1, M2, ...)")
     g = p.add_argument_group("security", "CURVE is on by default: give --keys, or --key and --mapper-key, "
                                          "or say --insecure")
     g.add_argument("--keys", type=Path, metavar="DIR",
