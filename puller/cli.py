@@ -43,6 +43,19 @@ def _endpoint(text: str) -> str:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+# Characters in a machine's name, as an experiment file allows them (mgst.config's MAX_NAME; a test holds the two
+# equal): a longer or empty name matches no machine, and the mapper would refuse it only after a connection.
+MAX_MACHINE_NAME = 64
+
+
+def _machine(text: str) -> str:
+    if not text or len(text) > MAX_MACHINE_NAME or not text.isprintable():
+        raise argparse.ArgumentTypeError(
+            f"{text[:80]!r}: a machine's name is 1 to {MAX_MACHINE_NAME} printable characters, as in the experiment "
+            "file (M1, M2, ...)")
+    return text
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -69,7 +82,8 @@ VERBOSE_HELP = "log every step (DEBUG); by default a line per registration, inje
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--connect", required=True, type=_endpoint, metavar="ENDPOINT",
                    help="the mapper's endpoint, e.g. tcp://head-node:5555")
-    p.add_argument("--machine", required=True, help="this machine's name in the experiment (M1, M2, ...)")
+    p.add_argument("--machine", required=True, type=_machine,
+                   help="this machine's name in the experiment (M1, M2, ...)")
     g = p.add_argument_group("security", "CURVE is on by default: give --keys, or --key and --mapper-key, "
                                          "or say --insecure")
     g.add_argument("--keys", type=Path, metavar="DIR",

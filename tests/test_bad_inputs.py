@@ -8,7 +8,9 @@ processes (`run`, `mapper`, `puller`) run as real subprocesses, a few at a time.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +26,8 @@ SWEEP = str(ROOT / "experiments" / "bot" / "anglano-sweep.toml")
 EXPERIMENTS = str(ROOT / "experiments")
 A_FILE = str(ROOT / "README.md")  # a file that is not what any command expects
 MISSING = "/nonexistent/mgst/nothing.toml"
+PROC = "/proc/mgst-out"  # a folder that cannot be made, even by root
+HUGE = "99999999999999999999"  # past a C integer
 SMALL = '[workload]\narrival_rates = [2.0]\n[machines]\nrates = [[8.0, 8.0]]\n[policy]\nname = "fcfs"\n'
 LPAS_SMALL = SMALL.replace('"fcfs"', '"lpas_dg"')
 # A bad value of each of LPAS_DG's fix options
@@ -104,6 +108,8 @@ def files(tmp_path_factory) -> dict[str, str]:
                                     '[availability]\nkind = "trace"\nfile = "periods.csv"\ntime_scale = 0.001\n'
                                     '[policy]\nname = "fcfs"\n[testbed]\nduration = 2.0\ntime_unit = 0.1\n')
     out["many_periods"] = str(d / "periods.toml")
+    (d / "reps.toml").write_text(SMALL + "[simulation]\nreplications = 100000000000000000\n")
+    out["huge_replications"] = str(d / "reps.toml")
     return out
 
 
@@ -230,7 +236,88 @@ IN_PROCESS = [
     (["run", "{many_periods}", "--duration", "1", "--out", "{dir}/many"], "--duration: machine 'M1' has 3,000"),
     (["mapper", "{many_periods}", "--insecure", "--register-timeout", "3", "--out", "{dir}/many2"],
      "availability.file: machine 'M1' has 3,000 trace periods"),
+    # every other option of every command (tests/test_bad_inputs.py's coverage test holds the table to `--help`)
+    (["simulate", HIHI, "--overheads", "/nonexistent/run"], "--overheads"),
+    (["simulate", HIHI, "--overheads", A_FILE], "--overheads"),
+    (["simulate", HIHI, "--out", PROC], "--out"),
+    (["simulate", HIHI, "--workers", HUGE], "--workers"),  # (an OverflowError in the process pool)
+    (["simulate", HIHI, "--replications", HUGE], "--replications"),  # (ran for ever)
+    (["simulate", "{huge_replications}"], "simulation.replications"),
+    (["paper", "hihi-mfd-fd", "--warmup", "-1"], "--warmup"),
+    (["paper", "hihi-mfd-fd", "--warmup", "nan"], "--warmup"),
+    (["paper", "hihi-mfd-fd", "--horizon", "nan"], "--horizon"),
+    (["paper", "hihi-mfd-fd", "--replications", HUGE], "--replications"),
+    (["paper", "hihi-mfd-fd", "--workers", HUGE], "--workers"),
+    (["sweep", SWEEP, "--scheduler", "nonsense"], "--scheduler"),  # (said, then hung the exit for ever)
+    (["sweep", SWEEP, "--scheduler", "inproc://x"], "--scheduler"),
+    (["sweep", SWEEP, "--scheduler", "tcp://127.0.0.1:1", "--workers", "2"], "--workers"),
+    (["sweep", SWEEP, "--replications", HUGE], "--replications"),  # (an OverflowError)
+    (["sweep", SWEEP, "--workers", HUGE], "--workers"),  # (an OverflowError)
+    (["sweep", SWEEP, "--only", ""], "--only"),
+    (["sweep", SWEEP, "--cell", "no_colon_here"], "--cell"),
+    (["sweep", SWEEP, "--out", PROC], "--out"),
+    (["reproduce", "no-such-paper"], "no-such-paper"),
+    (["reproduce", "mgst", "--experiments", "/nonexistent/experiments"], "--experiments"),
+    (["reproduce", "mgst", "--experiments", A_FILE], "--experiments"),
+    (["reproduce", "mgst", "--out", A_FILE], "--out"),
+    (["reproduce", "mgst", "--out", PROC], "--out"),
+    (["reproduce", "mgst", "--workers", "0"], "--workers"),
+    (["reproduce", "mgst", "--workers", HUGE], "--workers"),
+    (["run", HIHI, "--duration", "1", "--executor", "command"], "--executor"),  # (a traceback from the mapper)
+    (["run", HIHI, "--duration", "1", "--out", PROC], "--out"),
+    (["run", HIHI, "--duration", "1", "--live", "abc"], "--live"),
+    (["run", HIHI, "--duration", "1", "--live", "127.0.0.1:99999"], "--live"),
+    (["run", HIHI, "--duration", "1", "--live", "0.0.0.0:0", "--live-token-file", "/nonexistent/token"],
+     "--live-token-file"),
+    (["run", HIHI, "--duration", "1", "--network", "delay=soon"], "--network"),
+    (["run", HIHI, "--resume", "/nonexistent/run"], "no journal"),
+    (["run", HIHI, "--resume", A_FILE], "--resume"),
+    (["mapper", HIHI, "--executor", "command", "--insecure", "--register-timeout", "3"], "--executor"),
+    (["mapper", HIHI, "--bind", "inproc://x", "--insecure", "--register-timeout", "3"], "--bind"),  # (IndexError)
+    (["mapper", HIHI, "--live", "abc", "--insecure", "--register-timeout", "3"], "--live"),
+    (["mapper", HIHI, "--live", "0.0.0.0:0", "--live-token-file", "/nonexistent/token", "--insecure",
+      "--register-timeout", "3"], "--live-token-file"),
+    (["mapper", HIHI, "--time-unit", "0", "--insecure", "--register-timeout", "3"], "--time-unit"),
+    (["mapper", HIHI, "--seed", "-1", "--insecure", "--register-timeout", "3"], "--seed"),
+    (["mapper", HIHI, "--import", "no_such_module_here", "--insecure"], "--import"),
+    (["mapper", HIHI, "--out", PROC, "--insecure", "--register-timeout", "3"], "--out"),
+    (["lab", "up", "/nonexistent/hosts.toml", "--settle", "nan"], "--settle"),
+    (["lab", "up", "/nonexistent/hosts.toml", "--parallel", "0"], "--parallel"),
+    (["lab", "up", "/nonexistent/hosts.toml"], "hosts.toml"),
+    (["lab", "status", "/nonexistent/hosts.toml", "--lines", "99"], "--lines"),
+    (["lab", "status", "/nonexistent/hosts.toml", "--parallel", "-3"], "--parallel"),
+    (["lab", "down", "/nonexistent/hosts.toml", "--grace", "-1"], "--grace"),
+    (["lab", "down", "/nonexistent/hosts.toml", "--parallel", HUGE], "--parallel"),
+    (["traces", "generate", "no-such-kind", "--out", "{dir}/p1"], "no-such-kind"),
+    (["traces", "generate", "sdsc", "--out", A_FILE], "--out"),
+    (["traces", "generate", "sdsc", "--out", "{dir}/p2", "--hosts", "0"], "--hosts"),
+    (["traces", "generate", "sdsc", "--out", "{dir}/p3", "--days", "nan"], "--days"),
+    (["traces", "generate", "sdsc", "--out", "{dir}/p4", "--seed", "-1"], "--seed"),
+    (["traces", "summary", "{week}", "--format", "xml"], "--format"),
+    (["traces", "summary", "{week}", "--hosts-file", "/nonexistent/hosts.csv"], "--hosts-file"),
+    (["traces", "summary", "{week}", "--png", PROC + "/x.png"], "--png"),
+    (["traces", "summary", "{week}", "--starts", "0"], "--starts"),
+    (["traces", "summary", "{week}", "--seed", "-1"], "--seed"),
+    (["traces", "summary", "/nonexistent/trace.csv"], "trace.csv"),
+    (["keys", "{dir}/k5", "--experiment", A_FILE], "README.md"),
     # the puller (refused before it connects)
+    (["puller", "--connect", "tcp://127.0.0.1:5555", "--machine", "", "--insecure"], "--machine"),
+    (["puller", "--connect", "tcp://127.0.0.1:5555", "--machine", "M" * 65, "--insecure"], "--machine"),
+    (["puller", "--connect", "tcp://127.0.0.1:5555", "--machine", "M1", "--insecure", "--give-up", "0"],
+     "--give-up"),
+    (["puller", "--connect", "tcp://127.0.0.1:5555", "--machine", "M1", "--insecure", "--give-up", "nan"],
+     "--give-up"),
+    (["puller", "--connect", "tcp://127.0.0.1:5555", "--machine", "M1", "--insecure", "--throttle", "x"],
+     "--throttle"),
+    (["puller", "--connect", "tcp://127.0.0.1:5555", "--machine", "M1", "--insecure", "--allow", "'open"],
+     "--allow"),
+    (["puller", "--connect", "tcp://127.0.0.1:5555", "--machine", "M1", "--insecure", "--allow-file",
+      "/nonexistent/allow.toml"], "allow.toml"),
+    (["puller", "--connect", "tcp://127.0.0.1:5555", "--machine", "M1", "--key", "/nonexistent/M1.key_secret",
+      "--mapper-key", "/nonexistent/mapper.key"], "key"),
+    (["puller", "--connect", "tcp://127.0.0.1:5555", "--machine", "M1", "--mapper-key", "/nonexistent/mapper.key"],
+     "--key"),
+    (["puller", "--connect", "", "--machine", "M1", "--insecure"], "--connect"),
     (["puller", "--connect", "127.0.0.1:5555", "--machine", "M1", "--insecure"], "tcp://"),
     (["puller", "--connect", "tcp://127.0.0.1:5555", "--machine", "M1"], "--keys"),
     (["puller", "--connect", "tcp://127.0.0.1:5555", "--machine", "M1", "--keys", "/nonexistent/k"], "--keys"),
@@ -278,6 +365,8 @@ SUBPROCESS = [
     (["mapper", HIHI, "--bind", "tcp://999.1.1.1:5555", "--insecure"], "--bind"),
     (["keys", A_FILE, "--lab"], "FOLDER"),
     (["puller", "--connect", "tcp://127.0.0.1:5555", "--machine", "M1", "--insecure", "--slots", "0"], "--slots"),
+    # said its error, then hung the interpreter's exit for ever (a Dask client closing in __del__)
+    (["sweep", SWEEP, "--scheduler", "nonsense", "--out", "{dir}/sched"], "--scheduler"),
 ]
 
 
@@ -306,3 +395,45 @@ def subprocess_results(files) -> dict[int, subprocess.CompletedProcess[str]]:
 def test_a_bad_input_to_a_process_command_gets_one_error_line(case, subprocess_results):
     p = subprocess_results[case]
     _check(p.returncode, p.stderr, SUBPROCESS[case][1])
+
+
+# -------------------------------------------------------------------- the table covers every command's options
+
+def _help(words: list[str], capsys) -> str:
+    capsys.readouterr()
+    with contextlib.suppress(SystemExit):
+        main([*words, "--help"])
+    return capsys.readouterr().out
+
+
+def _commands(capsys) -> list[tuple[str, ...]]:
+    """Every command of `mgst --help`, the lab's and the traces' sub-commands one by one."""
+    listed = re.search(r"\{([a-z,]+)\}", _help([], capsys)).group(1).split(",")
+    out: list[tuple[str, ...]] = []
+    for command in listed:
+        sub = re.search(rf"^usage: mgst {command} [^{{\n]*\{{([a-z,]+)\}}", _help([command], capsys), re.M)
+        out += [(command, s) for s in sub.group(1).split(",")] if sub else [(command,)]
+    return out
+
+
+def _value_options(words: tuple[str, ...], capsys) -> set[str]:
+    """The options of ``mgst WORDS`` that take a value, as its --help lists them."""
+    return {m.group(1) for m in re.finditer(r"^  (?:-\w, )?(--[a-z][a-z-]*) [A-Z\[{']", _help(list(words), capsys),
+                                            re.M)}
+
+
+def test_the_table_has_a_bad_value_of_every_option_of_every_command(capsys):
+    """Each command (and sub-command) of `mgst --help` has a case in the tables, and so has each of its options
+    that takes a value: a new option is not left out of the table unsaid."""
+    cases = [args for args, _ in IN_PROCESS + SUBPROCESS]
+    commands = _commands(capsys)
+    assert len(commands) >= 15 and ("lab", "status") in commands and ("traces", "summary") in commands
+    missing = []
+    for words in commands:
+        mine = [args for args in cases if tuple(args[:len(words)]) == words]
+        if not mine:
+            missing.append(" ".join(words))
+        for option in sorted(_value_options(words, capsys)):
+            if not any(option in args for args in mine):
+                missing.append(f"{' '.join(words)} {option}")
+    assert not missing, f"no bad value in the table for: {', '.join(missing)}"

@@ -148,6 +148,25 @@ def test_pri_history_ranks_by_work_per_availability_interval_from_the_history():
     assert placed(core.bag_arrived(1000.0, bag(2, 1000.0))) == [(0, 0), (1, 2)]
 
 
+def test_pri_history_capped_at_task_ranks_hosts_whose_intervals_outlast_a_task_by_clock_rate():
+    """The same history as above, tasks of 300: A (1000) and C (750) both deliver a task per interval and go by
+    clock rate (C 1.5 before A 1), B's 200 stays below a task and comes last; uncapped, A came first."""
+    _, core = platform("pri_history", [1.0, 2.0, 1.5], {"score": "capped_at_task"}, ready_at=None)
+    core.machine_ready(0.0, 0, 1.0)
+    core.machine_ready(0.0, 1, 1.0)
+    core.machine_ready(0.0, 2, 0.5)
+    core.machine_down(100.0, 1)
+    core.machine_up(150.0, 1)
+    core.machine_down(250.0, 1)
+    core.machine_ready(990.0, 1, 1.0)
+    assert placed(core.bag_arrived(1000.0, bag(3, 1000.0, size=300.0))) == [(0, 2), (1, 0), (2, 1)]
+
+
+def test_pri_history_refuses_an_unknown_score():
+    with pytest.raises(ValueError, match="^score: must be one of interval_work, capped_at_task"):
+        make_policy("pri_history", {"score": "per_second"})
+
+
 def test_pri_history_without_history_falls_back_to_clock_rates():
     _, core = platform("pri_history", [1.0, 3.0, 2.0])
     assert placed(core.bag_arrived(0.0, bag(2, 0.0))) == [(0, 1), (1, 2)]  # every host delivered 0 so far
@@ -161,10 +180,12 @@ def test_pri_history_without_history_falls_back_to_clock_rates():
 EXCL_POWERS = [1.0, 2.0, 3.0, 4.0, 0.5, 1.5]
 
 
-def test_excl_s_never_assigns_to_a_host_below_the_threshold():
-    policy, core = platform("excl_s", EXCL_POWERS)
+@pytest.mark.parametrize("kept_order", ["fastest", "ready"])
+def test_excl_s_never_assigns_to_a_host_below_the_threshold(kept_order):
+    policy, core = platform("excl_s", EXCL_POWERS, {"kept_order": kept_order})
     used = placed(core.bag_arrived(0.0, bag(6, 0.0)))
-    assert used == [(0, 1), (1, 2), (2, 3), (3, 5)]  # ready-queue order among the others
+    # the hosts kept, fastest first (PRI-CR) or in ready-queue order
+    assert used == ([(0, 3), (1, 2), (2, 1), (3, 5)] if kept_order == "fastest" else [(0, 1), (1, 2), (2, 3), (3, 5)])
     t = 100.0
     while core.bags:  # every completion frees a host that asks again; hosts 0 and 4 ask all along
         running = sorted(j for j in range(6) if core.machines[j].replica is not None)
@@ -175,15 +196,25 @@ def test_excl_s_never_assigns_to_a_host_below_the_threshold():
     assert policy.report() == {"excluded_hosts": 2}
 
 
+def test_excl_s_serves_the_hosts_it_keeps_fastest_first_by_default():
+    """The slides build exclusion on prioritisation: EXCL-S is PRI-CR over the hosts above its threshold."""
+    _, core = platform("excl_s", EXCL_POWERS)
+    assert placed(core.bag_arrived(0.0, bag(3, 0.0))) == [(0, 3), (1, 2), (2, 1)]
+    _, pri_cr = platform("pri_cr", EXCL_POWERS)
+    assert placed(pri_cr.bag_arrived(0.0, bag(3, 0.0))) == [(0, 3), (1, 2), (2, 1)]
+
+
 def test_excl_s_threshold_follows_its_sd_option():
-    policy, core = platform("excl_s", EXCL_POWERS, {"sd": 1.0})
+    policy, core = platform("excl_s", EXCL_POWERS, {"sd": 1.0, "kept_order": "ready"})
     assert placed(core.bag_arrived(0.0, bag(6, 0.0))) == [(0, 0), (1, 1), (2, 2), (3, 3), (4, 5)]
     assert policy.threshold == pytest.approx(0.80976, abs=1e-5)
 
 
-def test_excl_s_refuses_a_negative_sd():
+def test_excl_s_refuses_a_negative_sd_and_an_unknown_order():
     with pytest.raises(ValueError, match="^sd: must be a number >= 0"):
         make_policy("excl_s", {"sd": -1.0})
+    with pytest.raises(ValueError, match="^kept_order: must be one of fastest, ready, got 'slowest'"):
+        make_policy("excl_s", {"kept_order": "slowest"})
 
 
 # ------------------------------------------------------------------ exclusion by predicted makespan

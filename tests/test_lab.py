@@ -10,6 +10,7 @@ import json
 import os
 import pwd
 import re
+import shutil
 import signal
 import socket
 import stat
@@ -443,6 +444,30 @@ def test_a_host_timing_out_with_a_child_holding_ssh_s_pipes_ends_in_its_one_erro
     for q in left:
         q.kill()
     assert not left, "ssh's children were left running"
+
+
+def _closed_port() -> int:
+    """A loopback TCP port nobody listens on (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.skipif(not shutil.which("ssh"), reason="needs OpenSSH's client (apt-get install openssh-client)")
+def test_a_host_refusing_the_connection_is_one_ssh_error_said_once(tmp_path, key_folder, capsys):
+    """`mgst lab status` against a loopback port nobody listens on: ssh's own line, "ssh: connect to host ...:
+    Connection refused", was printed as "error: ssh: ssh: connect to host ..."."""
+    port = _closed_port()
+    hosts = key_folder.parent / "closed.toml"
+    hosts.write_text(f'[lab]\nconnect = "tcp://h:5555"\nkeys = "keys"\n[hosts.a]\naddress = "127.0.0.1"\n'
+                     f'port = {port}\nssh_config = "/dev/null"\nconnect_timeout = 5\nmachines = ["M1"]\n')
+    said = lab(capsys, "status", str(hosts))
+    assert said.returncode == 1, said.stdout + said.stderr
+    assert re.search(rf"^a \(127\.0\.0\.1\): error: ssh: connect to host 127\.0\.0\.1 port {port}: "
+                     r"Connection refused$", said.stdout, re.M), said.stdout
+    assert "ssh: ssh:" not in said.stdout + said.stderr
+    assert ssh.ssh_failure("Host key verification failed.") == "ssh: Host key verification failed."
+    assert ssh.ssh_failure("") == "ssh: failed (exit 255)"
 
 
 def _up_locally(host, key_folder: Path, cwd: Path, path: str | None = None) -> subprocess.CompletedProcess:

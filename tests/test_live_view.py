@@ -303,3 +303,69 @@ def test_report_html_of_a_real_run_renders_offline_with_the_summary_s_numbers(tm
     again = (out / "report.html").read_text()
     assert len(timing.findall(page)) == 1 and timing.sub("", again) == timing.sub("", page)
     shutil.rmtree(tmp_path / "chromium", ignore_errors=True)
+
+
+def test_snapshot_lists_the_queues_by_class_first_to_last():
+    """The queues were listed longest first: at a load where class 4 waits most, class 4 to 1."""
+    from collections import deque
+    from types import SimpleNamespace as NS
+
+    from mgst.testbed.live.snapshot import LivePublisher
+
+    board = Board()
+    mapper = _fake_mapper([[100.0, None]])
+    mapper.experiment.classes = [NS(name=str(i)) for i in range(1, 5)]
+    mapper.core.queues = {3: deque(range(9)), 1: deque(range(2)), 0: deque(range(1)), 2: deque(range(5))}
+    LivePublisher(board).publish(mapper, 103.0)
+    queues = json.loads(board.latest)["queues"]
+    assert queues == [{"queue": "class 1", "waiting": 1}, {"queue": "class 2", "waiting": 2},
+                      {"queue": "class 3", "waiting": 5}, {"queue": "class 4", "waiting": 9}]
+
+
+def _snapshot_with(series_rows: list, running: list[list[int]]) -> dict:
+    """A live view snapshot of a run in progress: machines M1.. running these jobs, two queues, these plot rows."""
+    return {
+        "version": 1, "at": 0.0, "experiment": "x", "policy": "fcfs", "phase": "generating", "elapsed_s": 50.0,
+        "duration_s": 100.0, "time_unit_s": 1.0, "warmup": 0.0, "registered": len(running),
+        "jobs": {"generated": 9, "done": 1, "running": 3, "queued": 4, "discarded": 0, "wasted_time": 0.0},
+        "machine_count": len(running), "machine_states": {"up": len(running)},
+        "machines": [{"name": f"M{j + 1}", "state": "up", "activity": "busy", "share_requested": 1.0,
+                      "share_reported": 1.0, "share_achieved": 1.0, "running": ids, "jobs_run": 4, "refusals": 0,
+                      "clock_offset_s": 0.001, "rtt_s": 0.002, "registrations": 1} for j, ids in enumerate(running)],
+        "queues": [{"queue": "class 1", "waiting": 1}, {"queue": "class 2", "waiting": 3}],
+        "results": {"classes": [], "overall": None, "ci_method": ""},
+        "simulation": {"status": "done", "summary": {"overall": {"mean_response": 0.205}, "classes": [],
+                                                     "replications": 1, "horizon": 1.0, "seed": 1}},
+        "events": [], "series": {"columns": [], "rows": series_rows},
+    }
+
+
+def test_the_page_says_running_jobs_by_id_lists_queues_in_order_and_gives_each_plot_several_y_ticks(tmp_path):
+    """In Chromium, on the live view's page given a snapshot (as report.html is): a machine's running jobs read
+    as IDs ("jobs 17, 23", where a bare "17 23" read like counts), the queues in the snapshot's order (class 1
+    first), and each plot's y axis has at least three ticks: a mean response settling near 0.2 had one or two."""
+    from mgst.testbed.report import render
+
+    rows = [[i * 0.5, i, 3, 2, 6, 0.24 - 0.0005 * i] for i in range(100)]  # a response settling from 0.24 to 0.19
+    page = tmp_path / "view.html"
+    page.write_text(render(_snapshot_with(rows, [[17, 23], [5], []])))
+    driver = _browser(tmp_path)
+    try:
+        driver.set_page_load_timeout(DEADLINE)
+        driver.get(page.as_uri())
+        _await("the page drawn", lambda: driver.find_elements("css selector", "#machines tbody tr"))
+        header = [th.text for th in driver.find_elements("css selector", "#machines thead th")]
+        cells = [tr.find_elements("css selector", "td")[header.index("running")].text
+                 for tr in driver.find_elements("css selector", "#machines tbody tr")]
+        assert cells == ["jobs 17, 23", "job 5", "-"]
+        queues = [tr.find_elements("css selector", "td")[0].text
+                  for tr in driver.find_elements("css selector", "#queues tbody tr")]
+        assert queues == ["class 1", "class 2"]
+        ticks = driver.execute_script("return Object.fromEntries(Object.entries(window.MGST_PLOTS)"
+                                      ".map(([name, u]) => [name, u.axes[1]._splits]))")
+        assert set(ticks) == {"jobs", "response", "up"}
+        assert all(len(t) >= 3 for t in ticks.values()), ticks
+        assert ticks["response"][0] == 0
+    finally:
+        driver.quit()
+    shutil.rmtree(tmp_path / "chromium", ignore_errors=True)

@@ -196,3 +196,55 @@ def test_an_instant_beyond_the_calendar_is_logged_not_fatal(caplog: pytest.LogCa
         say.down(now, now + MAX_LAW_TIME, 0)
         say.still_down(now + 1e20)
     assert "injected failure" in caplog.text and "up again at" in caplog.text
+
+
+ONE_MACHINE = ('[workload]\narrival_rates = [2.0]\n[machines]\nrates = [[8.0]]\nnames = ["M1"]\n'
+               '[policy]\nname = "fcfs"\n'
+               '[testbed]\nduration = 2.0\ntime_unit = 0.1\n')
+
+
+@pytest.mark.parametrize("mapper_keyed", [True, False], ids=["keyed mapper", "insecure mapper"])
+def test_a_mapper_says_why_it_refuses_a_puller_once_and_the_puller_says_what_is_wrong(
+        mapper_keyed: bool, tmp_path: Path, no_children_left) -> None:
+    """A real `mgst mapper` on a free loopback port and real pullers with the wrong security: a plain puller
+    against a keyed mapper, one that trusts another mapper's key, a keyed puller against an --insecure mapper.
+    Each puller names what is probably wrong and exits 69; the mapper logs the reason it sees once, though the
+    puller retried many times (it was silent: those handshakes never reach the key check)."""
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    security.create_keys(ours, ["M1"])
+    security.create_keys(theirs, ["M1"])
+    (tmp_path / "one.toml").write_text(ONE_MACHINE)
+    security_args = ["--keys", str(ours)] if mapper_keyed else ["--insecure"]
+    mapper = subprocess.Popen(
+        [sys.executable, "-m", "mgst", "mapper", str(tmp_path / "one.toml"), *security_args, "--bind",
+         "tcp://127.0.0.1:0", "--no-live", "--quiet", "--register-timeout", "120", "--out", str(tmp_path / "run")],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        said = read_until(mapper, "mgst mapper: listening on", 60)
+        endpoint = re.search(r"listening on (tcp://127\.0\.0\.1:\d+)", said).group(1)  # type: ignore[union-attr]
+        if mapper_keyed:
+            cases = [(["--insecure"], "the mapper requires CURVE keys (give --keys)",
+                      "refused a handshake without CURVE: a puller started with --insecure?"),
+                     (["--keys", str(theirs)], "wrong mapper.key",
+                      "refused a CURVE handshake that could not be decrypted: a puller that trusts another mapper's")]
+        else:
+            cases = [(["--keys", str(ours)], "does the mapper run without CURVE (--insecure)?",
+                      "refused a CURVE handshake: a puller started with --keys? This mapper runs without them")]
+        for args, puller_says, mapper_says in cases:
+            t0 = time.monotonic()
+            r = puller("--connect", endpoint, "--machine", "M1", *args, "--give-up", GIVE_UP)
+            unreachable(r.stderr, r.returncode, time.monotonic() - t0)
+            last = [line for line in r.stderr.splitlines() if "ERROR" in line]
+            assert len(last) == 1 and puller_says in last[0], r.stderr
+            said += read_until(mapper, mapper_says, 30)
+    finally:
+        mapper.send_signal(signal.SIGINT)
+        try:
+            _, rest = mapper.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            mapper.kill()
+            _, rest = mapper.communicate()
+    said += rest
+    for _, _, mapper_says in cases:
+        assert said.count(mapper_says) == 1, said  # once a minute, not once per retry
+    assert "Traceback" not in said, said

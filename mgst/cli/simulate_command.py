@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mgst.cli.options import check_folder, check_horizon_warmup, import_policies
-from mgst.config import load_experiment
+from mgst.config import MAX_REPLICATIONS, MAX_WORKERS, load_experiment
 from mgst.config.checks import overload_warning
 
 if TYPE_CHECKING:
@@ -37,8 +37,10 @@ def simulate_command(args: argparse.Namespace) -> int:
         check_folder("--out", args.out)
     for key, ok, problem in (
         ("--replications", reps >= 1, "must be >= 1"),
+        ("--replications", reps <= MAX_REPLICATIONS, f"must be at most {MAX_REPLICATIONS:,}"),
         ("--seed", args.seed is None or args.seed >= 0, "must be >= 0"),
         ("--workers", args.workers is None or args.workers >= 1, "must be >= 1"),
+        ("--workers", args.workers is None or args.workers <= MAX_WORKERS, f"must be at most {MAX_WORKERS:,}"),
         ("--jobs", args.jobs is None or args.out is not None, "needs --out DIR (the folder to write the file into)"),
         ("--jobs", args.jobs != "parquet" or _parquet_available(), _parquet_missing()),
     ):

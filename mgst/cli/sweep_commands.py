@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from mgst.cli.options import check_folder, check_horizon_warmup, import_policies
-from mgst.config import ConfigError, load_experiment
+from mgst.config import MAX_REPLICATIONS, MAX_WORKERS, ConfigError, load_experiment
 from mgst.wording import plural
 
 
@@ -27,10 +27,12 @@ def paper_command(args: argparse.Namespace) -> int:
         return 2
     if not args.experiments.is_dir():
         raise ConfigError("--experiments", f"{args.experiments} is not a folder (of the paper's experiment files)")
-    for key, value, least in (("--replications", args.replications, 1), ("--seed", args.seed, 0),
-                              ("--workers", args.workers, 1)):
+    for key, value, least, most in (("--replications", args.replications, 1, MAX_REPLICATIONS),
+                                    ("--seed", args.seed, 0, None), ("--workers", args.workers, 1, MAX_WORKERS)):
         if value is not None and value < least:
             raise ConfigError(key, f"must be >= {least}")
+        if value is not None and most is not None and value > most:
+            raise ConfigError(key, f"must be at most {most:,}")
     experiments = {name: load_experiment(args.experiments / f"{name}.toml") for name in names}
     for exp in experiments.values():  # every setting checked before the first is simulated
         s = exp.simulation
@@ -87,8 +89,8 @@ def sweep_command(args: argparse.Namespace) -> int:
     if args.out is not None:
         check_folder("--out", args.out)
     spec = load_sweep(args.file, quick=args.quick, replications=args.replications, only=args.only)
-    if args.workers is not None and args.workers < 1:
-        raise ConfigError("--workers", "must be >= 1")
+    if args.workers is not None and not 1 <= args.workers <= MAX_WORKERS:
+        raise ConfigError("--workers", "must be >= 1" if args.workers < 1 else f"must be at most {MAX_WORKERS:,}")
     if args.workers is not None and args.scheduler is not None:
         raise ConfigError("--workers", "cannot be given with --scheduler: the cluster has its own workers")
     slurm = None
@@ -101,6 +103,10 @@ def sweep_command(args: argparse.Namespace) -> int:
                              args.slurm_memory, tuple(args.slurm_option)).check()
     elif any(getattr(args, o) for o in ("slurm_partition", "slurm_time", "slurm_account", "slurm_option")):
         raise ConfigError("--slurm", "the --slurm-... options need --slurm JOBS")
+    if args.scheduler is not None:
+        from mgst.sweep.dask_engine import check_scheduler  # noqa: PLC0415
+
+        check_scheduler(args.scheduler)
     cell_fn = None
     if args.cell is not None:
         module, _, name = args.cell.partition(":")

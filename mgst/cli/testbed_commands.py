@@ -112,10 +112,12 @@ def _puller_command(endpoint: str, args: argparse.Namespace, exp) -> str:
     import shlex  # noqa: PLC0415
     import socket  # noqa: PLC0415
 
-    host = endpoint.split("://", 1)[1].rsplit(":", 1)
-    if host[0] in ("*", "0.0.0.0", "[::]", "::"):
-        host[0] = socket.getfqdn()
-    connect = f"tcp://{host[0]}:{host[1]}"
+    connect = endpoint  # (ipc://: the same path on this machine)
+    if endpoint.startswith("tcp://"):
+        host, port = endpoint[len("tcp://"):].rsplit(":", 1)
+        if host in ("*", "0.0.0.0", "[::]", "::"):
+            host = socket.getfqdn()
+        connect = f"tcp://{host}:{port}"
     name = exp.machines[0].name if len(exp.machines) == 1 else "NAME"
     keys = "--insecure" if args.insecure else f"--keys {shlex.quote(str(args.keys or 'KEYS'))}"
     return f"python -m puller --connect {shlex.quote(connect)} --machine {name} {keys}"
@@ -353,6 +355,9 @@ def mapper_command(args: argparse.Namespace) -> int:
         security.check_endpoint(args.bind, bind=True)
     except ValueError as e:
         raise ConfigError("--bind", str(e)) from None
+    if args.bind.startswith("inproc://"):
+        raise ConfigError("--bind", f"{args.bind!r} is reachable only within the mapper's own process: pullers "
+                                    "connect over tcp:// (or ipc:// on this machine)")
     if args.resume is not None:
         check_folder("--resume", args.resume)
         given = [o for o, v in (("--duration", args.duration), ("--time-unit", args.time_unit), ("--seed", args.seed),

@@ -40,6 +40,8 @@ __all__ = [
     "MAX_DURATION",
     "MAX_JOBS",
     "MAX_NAME",
+    "MAX_REPLICATIONS",
+    "MAX_WORKERS",
     "MAX_RATE",
     "MAX_TIME",
     "MAX_TIME_UNIT",
@@ -75,6 +77,11 @@ MAX_TIME = 1e9
 MIN_TIME_UNIT = 1e-3
 MAX_TIME_UNIT = 86400.0
 MAX_DURATION = 30 * 86400.0
+# Replications of one simulation, or of one sweep cell: each is a whole run, and 100,000 of the smallest already
+# take hours; a mistyped count (1e20 ran for ever, or overflowed a C integer) is refused when it is read.
+MAX_REPLICATIONS = 100_000
+# Local worker processes (--workers): far beyond any machine's cores; a larger count overflowed a C integer.
+MAX_WORKERS = 1024
 # Characters in a machine or class name: names become key file names (which take 64), log and
 # error lines, and table cells; a longer one is a mistake, refused when the file is loaded.
 MAX_NAME = 64
@@ -469,6 +476,8 @@ class _Parser(ModelSections, MachineSections):
         replications = self.integer(
             table.get("replications", d.replications), "simulation.replications", 1
         )
+        if replications > MAX_REPLICATIONS:
+            raise self.error("simulation.replications", f"must be at most {MAX_REPLICATIONS:,}, got {replications}")
         seed = self.integer(table.get("seed", d.seed), "simulation.seed", 0)
         checkpoint = d.checkpoint_interval
         if "checkpoint_interval" in table:

@@ -82,7 +82,7 @@ async def run_script(host: Host, script: str, timeout: float) -> Reply:
         await _end(proc)
     stdout, stderr = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
     if code == 255:  # ssh's own failure: cannot connect, host key, authentication
-        raise SshError(f"ssh: {last_line(stderr) or 'failed (exit 255)'}")
+        raise SshError(ssh_failure(last_line(stderr)))
     return Reply(code, stdout, stderr)
 
 
@@ -134,6 +134,15 @@ async def _read_bounded(proc: asyncio.subprocess.Process, stream: asyncio.Stream
                 proc.kill()
             return None
     return bytes(data)
+
+
+def ssh_failure(said: str) -> str:
+    """ssh's last line of stderr as one error, said to come from ssh once: most of its own lines already begin
+    with "ssh: " ("ssh: connect to host h port 22: Connection refused"), others do not ("Host key verification
+    failed.")."""
+    if not said:
+        return "ssh: failed (exit 255)"
+    return said if said.startswith("ssh: ") else f"ssh: {said}"
 
 
 def last_line(text: str) -> str:

@@ -19,11 +19,27 @@ SLURM_POLL = 2.0
 COMPLETED_POLL = 0.1
 
 
-def run_on_dask(tasks, address: str, cell_fn: CellFn, timeout: float) -> Iterator[Outcome]:
+def check_scheduler(address: str) -> None:
+    """ConfigError naming --scheduler unless ``address`` is a Dask scheduler's address (``tcp://host:port``) and
+    the 'distributed' package is there. Checked before a client is made: a client made of a bad address raised,
+    then hung the interpreter's exit for ever (its loop's thread awaiting a close that never came)."""
     try:
-        from distributed import Client  # noqa: PLC0415
+        from distributed.comm import parse_address, parse_host_port  # noqa: PLC0415
     except ImportError:
         raise ConfigError("--scheduler", "needs the 'distributed' package (pip install distributed)") from None
+    try:
+        scheme, location = parse_address(address)
+        if scheme not in ("tcp", "tls"):
+            raise ValueError(f"a scheduler is reached over tcp:// or tls://, not {scheme}://")
+        parse_host_port(location)
+    except (ValueError, TypeError) as e:
+        raise ConfigError("--scheduler", f"{address!r} is not a scheduler's address (tcp://HOST:PORT): {e}") from None
+
+
+def run_on_dask(tasks, address: str, cell_fn: CellFn, timeout: float) -> Iterator[Outcome]:
+    check_scheduler(address)
+    from distributed import Client  # noqa: PLC0415
+
     try:
         client = Client(address, timeout=timeout, set_as_default=False)
     except (OSError, TimeoutError, ValueError) as e:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from mgst import scenarios
-from mgst.config import MAX_TIME, ConfigError
+from mgst.config import MAX_REPLICATIONS, MAX_TIME, ConfigError
 from mgst.model import Experiment
 from mgst.scenarios import RunSettings, Scenario
 from mgst.toml_file import TomlFileError, read_toml
@@ -166,9 +166,13 @@ def parse_sweep(data: Mapping[str, Any], name: str, path: str | None = None, *, 
     if max_bags is not None:
         max_bags = p.integer(max_bags, key("simulation", "max_bags"), 1)
     reps = p.integer(sim_t.get("replications", 1), key("simulation", "replications"), 1)
+    if reps > MAX_REPLICATIONS:
+        raise p.error(key("simulation", "replications"), f"must be at most {MAX_REPLICATIONS:,}, got {reps}")
     if replications is not None:
         if isinstance(replications, bool) or not isinstance(replications, int) or replications < 1:
             raise ConfigError("--replications", f"must be an integer >= 1, got {replications!r}")
+        if replications > MAX_REPLICATIONS:
+            raise ConfigError("--replications", f"must be at most {MAX_REPLICATIONS:,}, got {replications}")
         reps = replications
     if "seed" in sim_t and "seeds" in sim_t:
         raise p.error(key("simulation", "seeds"), "give seed or seeds, not both")

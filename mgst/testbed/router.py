@@ -13,6 +13,7 @@ import zmq
 
 from mgst.wire import protocol as P
 from mgst.wire import security
+from mgst.wire.handshakes import HandshakeWatch
 
 log = logging.getLogger("mgst.testbed.mapper")
 
@@ -77,6 +78,8 @@ class Router:
             self.close_auth()
             raise
         self.endpoint = bind
+        # handshakes refused before any key is looked at (no CURVE, another mapper's key): logged, once a minute
+        self.handshakes = HandshakeWatch(self.socket, curve=keys is not None)
 
     def send(self, identity: bytes | None, msg: Any, machine: int | None = None) -> None:
         """Queue ``msg`` for ``identity`` (machine ``machine``, if it is one's); nothing for None."""
@@ -129,6 +132,7 @@ class Router:
 
     def close(self, linger_ms: int = 0) -> None:
         """Close the socket (letting queued messages out for up to ``linger_ms``), then the ZAP handler."""
+        self.handshakes.stop()
         self.socket.close(linger=linger_ms)
         self.close_auth()
 

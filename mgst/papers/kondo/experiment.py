@@ -49,6 +49,14 @@ POLICIES: dict[str, tuple[str, dict[str, Any]]] = {
     "EXCL-PRED-DUP": ("excl_pred_dup", {}),
     "EXCL-PRED-TO": ("excl_pred_to", {}),
 }
+# The other reading of each policy the slides leave open (docs/readings.md), by name, so that a sweep can set
+# both side by side (`--only policy=EXCL-S.5,EXCL-S.5-READY`): EXCL-S serving the hosts it keeps in ready-queue
+# order rather than fastest first; PRI-HISTORY counting a host's work per interval up to one task's.
+OTHER_READINGS: dict[str, tuple[str, dict[str, Any]]] = {
+    **{f"{name}-READY": (policy, {**options, "kept_order": "ready"})
+       for name, (policy, options) in POLICIES.items() if policy == "excl_s"},
+    "PRI-HISTORY-CAPPED": ("pri_history", {"score": "capped_at_task"}),
+}
 HOSTS_FILE = "hosts.csv"
 TRACE_FILE = "availability.csv"
 
@@ -59,8 +67,8 @@ def task_size(task_minutes: float) -> float:
 
 
 def policy_spec(policy: str) -> PolicySpec:
-    """The slides' policy name (or a registered one, without options) as a PolicySpec."""
-    name, options = POLICIES.get(policy, (policy, {}))
+    """The slides' policy name, another reading's (OTHER_READINGS) or a registered one (without options)."""
+    name, options = POLICIES.get(policy) or OTHER_READINGS.get(policy, (policy, {}))
     return PolicySpec(name, options)
 
 
@@ -183,5 +191,5 @@ def write_experiment_toml(path: str | os.PathLike, *args: Any, **kwargs: Any) ->
     return p
 
 
-__all__ = ["DEFAULT_HISTORY", "POLICIES", "REFERENCE_GHZ", "kondo_experiment", "experiment_toml",
+__all__ = ["DEFAULT_HISTORY", "OTHER_READINGS", "POLICIES", "REFERENCE_GHZ", "kondo_experiment", "experiment_toml",
            "optimal_makespan_of", "optimal_schedule", "read_platform_files", "task_size", "write_experiment_toml"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Hashable
 
 from mgst.core.decisions import SetTimer
@@ -62,15 +63,44 @@ class PriCRWait(PriCR):
         return fastest_first(hosts) if bag.id in self.released else []
 
 
+@dataclasses.dataclass(frozen=True)
+class HistoryOptions(PolicyOptions):
+    # What "expected operations per interval" counts (docs/readings.md, "PRI-HISTORY"): "interval_work", every
+    # operation a host is expected to deliver per availability interval (the slides' words: a slow host up for
+    # long scores high), or "capped_at_task", those operations up to one task's work (a host whose intervals
+    # outlast a task gains nothing from longer ones: such hosts go by clock rate).
+    score: str = "interval_work"
+
+    def validate(self) -> None:
+        if self.score not in HISTORY_SCORES:
+            raise ValueError(f"score: must be one of {', '.join(HISTORY_SCORES)}, got {self.score!r}")
+
+
+HISTORY_SCORES = ("interval_work", "capped_at_task")
+
+
 class PriHistory(KondoPolicy):
     """PRI-HISTORY: a waiting task goes to the ready host expected to do the most work per availability interval,
-    its clock rate times the mean CPU it delivered per interval (MachineHistory); ties by clock rate."""
+    its clock rate times the mean CPU it delivered per interval (MachineHistory), with ``score = "capped_at_task"``
+    counted up to one task's work; ties by clock rate."""
 
     name = "pri_history"
+    knows_sizes = True  # (the capped score reads the task's size)
+    Options = HistoryOptions
+    options: HistoryOptions
+
+    def __init__(self, options: HistoryOptions | None = None, rng=None):
+        super().__init__(options, rng)
+        self.task_work: dict[int, float] = {}  # bag id -> its largest task's work (the capped score's cap)
 
     def rank(self, view: View, bag: BagRecord, hosts: list[MachineRecord]) -> list[MachineRecord]:
         now = view.now
-        return sorted(hosts, key=lambda m: (-power(m) * (m.history.mean_delivered_per_interval(now) or 0.0),
+        cap = math.inf
+        if self.options.score == "capped_at_task":
+            cap = self.task_work.get(bag.id, 0.0)
+            if not cap:
+                cap = self.task_work[bag.id] = max(view.task_size(t) for t in bag.tasks)
+        return sorted(hosts, key=lambda m: (-min(cap, power(m) * (m.history.mean_delivered_per_interval(now) or 0.0)),
                                             -power(m)))
 
 

@@ -292,9 +292,11 @@ class LivePublisher:
         names = {i: c.name for i, c in enumerate(exp.classes)}
         bags = bool(core.all_bags)
         rows = [(len(q), key) for key, q in core.queues.items()]
-        rows.sort(key=lambda x: -x[0])
+        if len(rows) > MAX_QUEUES_SHOWN:  # the longest queues are the ones shown
+            rows = sorted(rows, key=lambda x: -x[0])[:MAX_QUEUES_SHOWN]
+        rows.sort(key=lambda x: x[1])  # listed by class (or bag) order: class 1 first
         out = []
-        for length, key in rows[:MAX_QUEUES_SHOWN]:
+        for length, key in rows:
             label = f"bag {key}" if bags else (f"class {names[key]}" if key in names else str(key))
             out.append({"queue": label, "waiting": length})
         return out

@@ -14,14 +14,22 @@
   const row = (cells) => { const tr = el("tr"); cells.forEach((c) => tr.appendChild(c instanceof Node ? c : el("td", c))); return tr; };
   const fill = (tbody, rows) => { tbody.replaceChildren(...rows); };
   const plots = {};
+  window.MGST_PLOTS = plots;  // (the charts, for the browser's console and the tests)
+
+  // y from 0 to a little above the largest value: counts and response times read against 0, and a curve that
+  // barely moves (a mean response settling at 0.20) still gets several ticks, not one.
+  const fromZero = (u, min, max) => [0, max > 0 ? max * 1.1 : 1];
 
   function plot(id, label, stroke) {
     const width = Math.max(280, Math.min(460, (window.innerWidth - 140) / 3));
     const series = [{}].concat(label.map((l, i) => ({label: l, stroke: stroke[i], width: 1.5})));
-    return new uPlot({width: width, height: 170, series: series, scales: {x: {time: false}},
-                      axes: [{label: "elapsed (s)"}, {}], legend: {show: true, live: false}},
+    return new uPlot({width: width, height: 170, series: series, scales: {x: {time: false}, y: {range: fromZero}},
+                      axes: [{label: "elapsed (s)"}, {space: 15}], legend: {show: true, live: false}},
                      [[]].concat(label.map(() => [])), $(id));
   }
+
+  // A machine's running jobs by their IDs, said as IDs ("job 17", "jobs 17, 23"): a bare "17" read like a count.
+  const jobIds = (ids) => ids.length === 0 ? "-" : (ids.length === 1 ? "job " : "jobs ") + ids.join(", ");
 
   function drawPlots(s) {
     if (typeof uPlot === "undefined") return;
@@ -85,7 +93,7 @@
     const rows = s.machines.map((m) => {
       const state = el("td"); state.appendChild(el("span", m.state, "state " + m.state));
       const tr = row([m.name, state, m.activity, fmt(m.share_requested, 2), fmt(m.share_reported, 2), fmt(m.share_achieved, 2),
-                      m.running.join(" "), String(m.jobs_run), String(m.refusals),
+                      jobIds(m.running), String(m.jobs_run), String(m.refusals),
                       m.clock_offset_s === null ? "-" : fmt(m.clock_offset_s * 1e3, 2), m.rtt_s === null ? "-" : fmt(m.rtt_s * 1e3, 2)]);
       tr.dataset.machine = m.name;
       return tr;
