@@ -108,6 +108,13 @@ def files(tmp_path_factory) -> dict[str, str]:
                                     '[availability]\nkind = "trace"\nfile = "periods.csv"\ntime_scale = 0.001\n'
                                     '[policy]\nname = "fcfs"\n[testbed]\nduration = 2.0\ntime_unit = 0.1\n')
     out["many_periods"] = str(d / "periods.toml")
+    # a Slurm lab's hosts file, with its keys: the options of `mgst lab up` and `overlay` are checked against it
+    from mgst.wire import security  # noqa: PLC0415
+
+    security.create_keys(d / "keys", ["M1", "M2"])
+    (d / "slurm.toml").write_text(f'[lab]\nconnect = "tcp://127.0.0.1:5555"\nkeys = "keys"\n\n[slurm]\n'
+                                  f'machines = ["M1", "M2"]\nshared_dir = "{d / "shared"}"\n')
+    out["slurm_hosts"] = str(d / "slurm.toml")
     (d / "reps.toml").write_text(SMALL + "[simulation]\nreplications = 100000000000000000\n")
     out["huge_replications"] = str(d / "reps.toml")
     return out
@@ -256,6 +263,13 @@ IN_PROCESS = [
     (["sweep", SWEEP, "--only", ""], "--only"),
     (["sweep", SWEEP, "--cell", "no_colon_here"], "--cell"),
     (["sweep", SWEEP, "--out", PROC], "--out"),
+    (["sweep", SWEEP, "--slurm", "0"], "--slurm"),
+    (["sweep", SWEEP, "--slurm-partition", "short"], "--slurm"),  # (needs --slurm)
+    (["sweep", SWEEP, "--slurm-account", "proj"], "--slurm"),
+    (["sweep", SWEEP, "--slurm-option", "--exclusive"], "--slurm"),
+    (["sweep", SWEEP, "--slurm-memory", "2GB"], "--slurm"),  # (without --slurm, it ran the sweep locally)
+    (["sweep", SWEEP, "--slurm", "2", "--slurm-memory", "lots"], "--slurm-memory"),
+    (["sweep", SWEEP, "--slurm", "2", "--slurm-time", "forever"], "--slurm-time"),
     (["reproduce", "no-such-paper"], "no-such-paper"),
     (["reproduce", "mgst", "--experiments", "/nonexistent/experiments"], "--experiments"),
     (["reproduce", "mgst", "--experiments", A_FILE], "--experiments"),
@@ -281,9 +295,14 @@ IN_PROCESS = [
     (["mapper", HIHI, "--seed", "-1", "--insecure", "--register-timeout", "3"], "--seed"),
     (["mapper", HIHI, "--import", "no_such_module_here", "--insecure"], "--import"),
     (["mapper", HIHI, "--out", PROC, "--insecure", "--register-timeout", "3"], "--out"),
+    (["mapper", HIHI, "--begin-with", "0", "--insecure", "--register-timeout", "3"], "--begin-with"),
     (["lab", "up", "/nonexistent/hosts.toml", "--settle", "nan"], "--settle"),
     (["lab", "up", "/nonexistent/hosts.toml", "--parallel", "0"], "--parallel"),
     (["lab", "up", "/nonexistent/hosts.toml"], "hosts.toml"),
+    (["lab", "up", "{slurm_hosts}", "--pilots", "0"], "--pilots"),
+    (["lab", "overlay", "{slurm_hosts}", "--live", "x"], "--live"),
+    (["lab", "overlay", "{slurm_hosts}", "--live", "http://127.0.0.1:1/", "--poll", "nan"], "--poll"),
+    (["lab", "overlay", "{slurm_hosts}", "--live", "http://127.0.0.1:1/", "--parallel", "0"], "--parallel"),
     (["lab", "status", "/nonexistent/hosts.toml", "--lines", "99"], "--lines"),
     (["lab", "status", "/nonexistent/hosts.toml", "--parallel", "-3"], "--parallel"),
     (["lab", "down", "/nonexistent/hosts.toml", "--grace", "-1"], "--grace"),
@@ -322,6 +341,8 @@ IN_PROCESS = [
     (["puller", "--connect", "tcp://127.0.0.1:5555", "--machine", "M1"], "--keys"),
     (["puller", "--connect", "tcp://127.0.0.1:5555", "--machine", "M1", "--keys", "/nonexistent/k"], "--keys"),
     (["puller", "--connect", "tcp://127.0.0.1:5555", "--machine", "M1", "--insecure", "--slots", "nan"], "--slots"),
+    (["puller", "--connect", "tcp://127.0.0.1:5555", "--machine", "M1", "--insecure", "--idle-exit", "nan"],
+     "--idle-exit"),
 ]
 
 

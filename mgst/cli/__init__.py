@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--slurm-partition", metavar="NAME", help="the worker jobs' partition (default: the cluster's)")
     p.add_argument("--slurm-time", metavar="TIME", help="the worker jobs' time limit (sbatch --time)")
     p.add_argument("--slurm-account", metavar="NAME", help="the account the worker jobs are charged to")
-    p.add_argument("--slurm-memory", default="2GB", metavar="AMOUNT", help="memory per worker job (default 2GB)")
+    p.add_argument("--slurm-memory", metavar="AMOUNT", help="memory per worker job (default 2GB)")
     p.add_argument("--slurm-option", action="append", default=[], metavar="OPTION",
                    help="one more sbatch option for the worker jobs, e.g. --qos=short (repeatable)")
     p.add_argument("--out", type=Path, help="output folder; a sweep run again in it skips finished cells "

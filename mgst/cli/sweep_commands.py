@@ -12,6 +12,9 @@ from mgst.cli.options import check_folder, check_horizon_warmup, import_policies
 from mgst.config import MAX_REPLICATIONS, MAX_WORKERS, ConfigError, load_experiment
 from mgst.wording import plural
 
+# The memory of a Slurm worker job when --slurm-memory is not given.
+SLURM_MEMORY = "2GB"
+
 
 def paper_command(args: argparse.Namespace) -> int:
     from mgst.config.checks import check_run_length  # noqa: PLC0415
@@ -100,8 +103,9 @@ def sweep_command(args: argparse.Namespace) -> int:
         if args.workers is not None or args.scheduler is not None:
             raise ConfigError("--slurm", "cannot be given with --workers or --scheduler: its jobs are the workers")
         slurm = SlurmWorkers(args.slurm, args.slurm_partition, args.slurm_time, args.slurm_account,
-                             args.slurm_memory, tuple(args.slurm_option)).check()
-    elif any(getattr(args, o) for o in ("slurm_partition", "slurm_time", "slurm_account", "slurm_option")):
+                             args.slurm_memory or SLURM_MEMORY, tuple(args.slurm_option)).check()
+    elif any(getattr(args, o) for o in ("slurm_partition", "slurm_time", "slurm_account", "slurm_memory",
+                                         "slurm_option")):
         raise ConfigError("--slurm", "the --slurm-... options need --slurm JOBS")
     if args.scheduler is not None:
         from mgst.sweep.dask_engine import check_scheduler  # noqa: PLC0415
