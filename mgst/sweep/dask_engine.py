@@ -60,8 +60,8 @@ def run_on_slurm(tasks, workers: SlurmWorkers, log_dir: Path, cell_fn: CellFn) -
 
         def gone() -> str | None:
             seen.update(job_ids(cluster))  # (every time: a job's entry may go with its worker)
-            if client.scheduler_info().get("workers"):
-                return None
+            # Slurm's word, not the scheduler's: a worker killed with its job stays in the scheduler's list until
+            # its time-to-live passes (a cancelled sweep then waited on it for minutes).
             if seen and not live_jobs(seen):
                 return (f"the sweep's Slurm jobs ({', '.join(map(str, sorted(seen)))}) are gone (cancelled, "
                         "preempted or past their time limit); finished cells are saved: run again to go on")

@@ -52,6 +52,9 @@ class SlurmWorkers:
         for o in self.options:
             if not o.startswith("--") or not o.isprintable() or "\n" in o or len(o) > 200:
                 raise ConfigError("--slurm-option", f"{o!r}: give one long sbatch option, e.g. --qos=short")
+        missing = [t for t in ("sbatch", "squeue", "scancel") if shutil.which(t) is None]
+        if missing:  # (before any work: the sweep's first line would come before this one)
+            raise ConfigError("--slurm", f"no {', '.join(missing)} on the PATH: run on a Slurm login node")
         return self
 
 
