@@ -122,6 +122,8 @@ class Reach:
                             + ("does the mapper run without CURVE (--insecure)?" if self.keys
                                else "the mapper requires CURVE keys (give --keys)"))
         elif kind == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+            if self.failure is not None:  # an earlier attempt's reason says more (a mapper without CURVE answers
+                return  # with a protocol error, then may just close the next handshakes)
             if self.keys is not None:
                 self.failure = ("the security handshake failed: the server there does not hold the secret key of "
                                 f"the mapper key this puller trusts ({security.fingerprint(self.keys.server_public)}): "

@@ -248,3 +248,22 @@ def test_a_mapper_says_why_it_refuses_a_puller_once_and_the_puller_says_what_is_
     for _, _, mapper_says in cases:
         assert said.count(mapper_says) == 1, said  # once a minute, not once per retry
     assert "Traceback" not in said, said
+
+
+def test_a_handshake_that_fails_without_detail_keeps_the_reason_an_earlier_one_gave():
+    """A keyed puller against a mapper without CURVE: the first handshake fails with a protocol error (the reason:
+    does the mapper run without CURVE?), later ones may just be closed (no detail); the reason stays the first's,
+    where it turned into 'a wrong mapper.key' (as CI saw once)."""
+    from puller.reach import Reach  # noqa: PLC0415
+
+    public, secret = zmq.curve_keypair()
+    server_public, _ = zmq.curve_keypair()
+    reach = Reach("tcp://127.0.0.1:5555", security.ClientKeys(z85.decode(public), z85.decode(secret),
+                                                             z85.decode(server_public)), time.monotonic)
+    reach.new_socket(0.0)
+    reach.event(zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL, 0x11000002)
+    reach.event(zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL, 0)
+    assert "does the mapper run without CURVE (--insecure)?" in reach.failure
+    fresh = Reach("tcp://127.0.0.1:5555", reach.keys, time.monotonic)
+    fresh.event(zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL, 0)  # alone, it says what it can
+    assert "a wrong mapper.key" in fresh.failure
