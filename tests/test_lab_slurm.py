@@ -180,7 +180,7 @@ def test_pilots_cancelled_mid_run_are_machines_down_and_their_replicas_requeued(
     port = free_port()
     mapper = start_mapper(tmp_path, endpoint, "--live", f"127.0.0.1:{port}", duration=5.0)
     url = live_url(mapper, port)
-    other = slurm.run("sbatch", "--parsable", "--job-name=not-ours", f"--partition={PARTITION}",
+    other = slurm.run("sbatch", "--parsable", "--job-name=not-ours", f"--partition={PARTITION}", "--output=/dev/null",
                       input="#!/bin/sh\nsleep 300\n").stdout.strip()
     try:
         code, out, err = lab(capsys, "up", str(hosts))
@@ -230,7 +230,7 @@ def test_lab_down_cancels_exactly_its_pilots(slurm: SlurmCluster, tmp_path, caps
     security.create_keys(tmp_path / "keys", MACHINES)
     hosts = write_hosts(tmp_path, f"tcp://127.0.0.1:{free_port()}", max_pilots=4)
     other = int(slurm.run("sbatch", "--parsable", "--job-name=mgst-pilot-M1", f"--partition={PARTITION}",
-                          input="#!/bin/sh\nsleep 300\n").stdout.strip())
+                          "--output=/dev/null", input="#!/bin/sh\nsleep 300\n").stdout.strip())
     code, out, err = lab(capsys, "up", str(hosts))
     assert code == 0, out + err
     jobs = [int(j) for j in re.findall(r"submitted job (\d+)", out)]
