@@ -6,6 +6,7 @@ talks to a scripted puller (``test_testbed_attacks.FakePuller``); loopback, boun
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 import threading
@@ -196,6 +197,8 @@ class _Sampler(threading.Thread):
         """(job, control) CPU per wall second between the first sample at or after ``start`` and the last at
         or before ``end``."""
         inside = [s for s in self.samples if start <= s[0] <= end]
+        if len(inside) < 2:  # (an empty or inverted window: the job ended before it) no figure, which fails a check
+            return math.nan, math.nan
         (t0, j0, c0), (t1, j1, c1) = inside[0], inside[-1]
         return (j1 - j0) / (t1 - t0), (c1 - c0) / (t1 - t0)
 
@@ -268,6 +271,10 @@ def _attempt(mapper: FakeMapper, start, control: subprocess.Popen) -> tuple[list
     end = done.finished
     for k, (lo, hi) in enumerate([(0, 2), (2, 4), (4, 6), (6, end - begun)]):
         target = SERIES[k][2] if k < len(SERIES) else 1.0
+        if hi - lo <= 2 * MARGIN:  # the job ended before this window (faster than the model): nothing to sample
+            problems.append(f"share {target}: the job was done {end - begun:.2f} s after the series began, before "
+                            "this share's window")
+            continue
         achieved, control_got = sampler.fractions(begun + lo + MARGIN, begun + hi - MARGIN)
         busy = control_got < QUIET * target
         contended |= busy
