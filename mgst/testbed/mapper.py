@@ -34,7 +34,7 @@ from mgst.testbed.experiment_codec import to_plain
 from mgst.testbed.inputs import input_digests
 from mgst.testbed.journal import Journal
 from mgst.testbed.liveness import LIVENESS, Heartbeats, heartbeat_interval_for
-from mgst.testbed.messages import PullerMessages
+from mgst.testbed.messages import PullerMessages, some_names
 from mgst.testbed.replay import make_core
 from mgst.testbed.resume import Resume, next_item, replay_to_resume
 from mgst.testbed.router import RECEIVE_BATCH, Router
@@ -49,15 +49,6 @@ from mgst.wire.drops import DropLog
 from mgst.workload import make_workload
 
 log = logging.getLogger(__name__)
-
-# A message naming machines names at most this many (a lab of thousands would print a page).
-NAMES_SHOWN = 20
-
-
-def _some(names: list[str]) -> str:
-    """The first NAMES_SHOWN of ``names``, and how many more."""
-    shown = ", ".join(names[:NAMES_SHOWN])
-    return shown if len(names) <= NAMES_SHOWN else f"{shown} and {len(names) - NAMES_SHOWN} more"
 
 # How often the journal notes that the mapper is alive (bounds the outage a crash leaves).
 TICK = 0.5
@@ -334,7 +325,7 @@ class Mapper:
                 elif now - started > self.register_timeout:
                     missing = [m.name for m, c in zip(self.experiment.machines, self.conns) if c.identity is None]
                     raise TimeoutError(f"{len(missing)} of {len(self.conns)} pullers did not register within "
-                                       f"{self.register_timeout:g} s: {_some(missing)}")
+                                       f"{self.register_timeout:g} s: {some_names(missing)}")
                 if clock.t0 is not None:
                     next_job = next_item(workload)
                     generation_end = clock.t0 + self.duration
