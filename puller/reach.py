@@ -124,12 +124,16 @@ class Reach:
         elif kind == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
             if self.failure is not None:  # an earlier attempt's reason says more (a mapper without CURVE answers
                 return  # with a protocol error, then may just close the next handshakes)
+            # A connection closed during the handshake says less than a protocol error: when the mapper sees the
+            # mechanisms differ before this puller does, it closes first and this puller sees only this event.
             if self.keys is not None:
                 self.failure = ("the security handshake failed: the server there does not hold the secret key of "
-                                f"the mapper key this puller trusts ({security.fingerprint(self.keys.server_public)}): "
-                                "a wrong mapper.key, or another program on that port")
+                                f"the mapper key this puller trusts ({security.fingerprint(self.keys.server_public)}), "
+                                "or runs without CURVE: a wrong mapper.key, a mapper started with --insecure, "
+                                "or another program on that port")
             else:
-                self.failure = "the handshake failed (is it a mapper of mgst, of the same version?)"
+                self.failure = ("the handshake failed: the mapper requires CURVE keys (give --keys)? or it is not "
+                                "a mapper of mgst, of the same version")
 
     def maybe_probe(self, now: float) -> None:
         """Probe the host and port in a thread, unless ZeroMQ connected, a probe runs, or one ran recently."""
