@@ -129,7 +129,8 @@ def test_a_mapper_killed_twice_resumes_and_every_job_is_done_exactly_once(settin
     before and after the crashes is Done exactly once, the generator continued the same seeded sequence,
     results pullers held during the outages were counted, and no machine is left idle: the mean response
     of the jobs submitted after the first crash (and not caught in an outage) is within 20 % of the same
-    jobs' in an uninterrupted run with the same seed."""
+    jobs' in an uninterrupted run with the same seed (run beside it, or alone just before and just after it:
+    within 20 % of the range of the two)."""
     exp_file = tmp_path / f"{setting}.toml"  # one replication in the simulation beside each run (unused here)
     exp_file.write_text((ROOT / "experiments" / f"{setting}.toml").read_text().replace("replications = 10",
                                                                                       "replications = 1"))
@@ -138,13 +139,17 @@ def test_a_mapper_killed_twice_resumes_and_every_job_is_done_exactly_once(settin
     names = [m.name for m in exp.machines]
     # The control, uninterrupted, runs at the same time as the killed run (``beside``), in the same window of the
     # machine's load (the two compare mean responses), and the test waits for one run instead of two.
+    # Run alone, a control runs just before the killed run and one just after: the machine's load may change
+    # between windows (a CI worker moving to another test), and the killed run is judged against both.
     with ThreadPoolExecutor(1) as pool:
-        control = pool.submit(run_mapper, exp_file, tmp_path, "control", (), duration=KILLED_RUN_S) if beside else None
+        control_beside = pool.submit(run_mapper, exp_file, tmp_path, "control", (), duration=KILLED_RUN_S) \
+            if beside else None
+        controls = [] if beside else [run_mapper(exp_file, tmp_path, "control-before", (), duration=KILLED_RUN_S)]
         resumed = time.monotonic()
         summary, rows, done_at_crash, crashed_at = run_mapper(exp_file, tmp_path, "run", kills, duration=KILLED_RUN_S)
         took = time.monotonic() - resumed
-        control_summary, control_rows, _, _ = (control.result() if control is not None else
-                                               run_mapper(exp_file, tmp_path, "control", (), duration=KILLED_RUN_S))
+        controls.append(control_beside.result() if control_beside is not None else
+                        run_mapper(exp_file, tmp_path, "control-after", (), duration=KILLED_RUN_S))
     journal = tmp_path / "run" / "journal.sqlite"
     ids = [int(r["ID"]) for r in rows]
     assert len(ids) == len(set(ids)) == summary["jobs_generated"] > done_at_crash[-1] > done_at_crash[0]
@@ -172,17 +177,20 @@ def test_a_mapper_killed_twice_resumes_and_every_job_is_done_exactly_once(settin
         mine = [p for p in periods if p["Machine"] == name]
         assert any(p["Up From"] and p["Up From"] >= _iso(crashed_at) for p in mine), (name, mine)
     assert [t["pullers_back"] for t in summary["resumes"]] == [len(names)] * 2  # all came back by themselves
-    # No machine left idle: the same jobs, uninterrupted (the control, run beside it)
-    assert control_summary["jobs_generated"] == summary["jobs_generated"]
+    # No machine left idle: the same jobs, uninterrupted (the control run beside it, or those before and after it)
     after = {int(r["ID"]) for r in rows if r["Counted"] == "Yes" and int(r["ID"]) >= done_at_crash[0]}
-    after &= {int(r["ID"]) for r in control_rows if r["Counted"] == "Yes"}
+    for control_summary, control_rows, _, _ in controls:
+        assert control_summary["jobs_generated"] == summary["jobs_generated"]
+        after &= {int(r["ID"]) for r in control_rows if r["Counted"] == "Yes"}
     assert len(after) > summary["jobs_generated"] / 3
-    resumed_mean, control_mean = mean_response(rows, after), mean_response(control_rows, after)
-    print(f"{setting}: two resumes; {len(after)} jobs after the first crash: mean response {resumed_mean:.3f} "
-          f"against {control_mean:.3f} uninterrupted ({resumed_mean / control_mean - 1:+.1%}); replay "
+    resumed_mean = mean_response(rows, after)
+    control_means = [mean_response(control_rows, after) for _, control_rows, _, _ in controls]
+    print(f"{setting}: two resumes; {len(after)} jobs after the first crash (not caught in an outage): mean "
+          f"response {resumed_mean:.3f} against {', '.join(f'{m:.3f}' for m in control_means)} uninterrupted "
+          f"({resumed_mean / max(control_means) - 1:+.1%} of the slower); replay "
           f"{[round(t['replay_s'], 2) for t in summary['resumes']]} s, pullers back after "
           f"{[round(t['reconnect_s'], 2) for t in summary['resumes']]} s; {took:.1f} s in all")
-    assert resumed_mean <= 1.2 * control_mean and resumed_mean >= 0.8 * control_mean
+    assert 0.8 * min(control_means) <= resumed_mean <= 1.2 * max(control_means)
 
 
 def _iso(t: float) -> str:
