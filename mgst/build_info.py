@@ -40,7 +40,6 @@ COMPILED_MODULES: tuple[str, ...] = (
     "mgst.core.arrivals",
     "mgst.core.matching",
     "mgst.core.scheduler",
-    "mgst.sim.streamed_totals",
     "mgst.sim.loop",
     "mgst.policies.base",
     "mgst.policies.fcfs",

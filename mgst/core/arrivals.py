@@ -25,7 +25,6 @@ class Arrivals:
         self.queues = view.queues  # the view's (the same object)
         self.queue_key = queue_key  # the policy's, if it declares one
         self.bag_keys: bool | None = None  # do jobs wait by bag (True) or by class (False)? (None: no job yet)
-        self.taken = 0  # jobs taken so far (a job's JobRecord.arrival)
 
     def job(self, job: Job) -> JobRecord | None:
         """A job arrives; None if it had arrived already (stale)."""
@@ -47,8 +46,7 @@ class Arrivals:
                 elif bag.completed is not None:
                     raise ValueError(f"task {job.id} arrived for bag {job.bag}, which is complete")
             key = self._key_of(job, bag)
-        rec = JobRecord(job, key, view.now, bag, self.taken)
-        self.taken += 1
+        rec = JobRecord(job, key, view.now, bag)
         view.jobs[rec.id_key] = rec
         q = self.queues.get(key)
         if q is None:

@@ -191,10 +191,10 @@ class JobRecord:
     __slots__ = (
         "job", "id_key", "queue_key", "status", "replicas", "attempts", "requeues", "best_progress",
         "first_sent", "completed", "done_by", "done_on", "done_sent", "queued_since", "idle_time",
-        "timeouts", "history", "bag", "qtoken", "arrival",
+        "timeouts", "history", "bag", "qtoken",
     )
 
-    def __init__(self, job: Job, queue_key: Hashable, now: float, bag: BagRecord | None = None, arrival: int = -1):
+    def __init__(self, job: Job, queue_key: Hashable, now: float, bag: BagRecord | None = None):
         self.job = job
         fields: tuple[Any, ...] = job  # the Job's own id object (compiled, job.id would be unboxed, then boxed anew)
         self.id_key: Any = fields[0]  # the id as one int object, the key of the core's dicts by job id (as above)
@@ -215,7 +215,6 @@ class JobRecord:
         self.timeouts = 0  # replicas given up on after a time-out (the T/O column)
         self.bag = bag
         self.qtoken = 0  # where it waits in its JobQueue: 0 nowhere, 1 in arrival order, else a requeue's token
-        self.arrival = arrival  # its place among the jobs the core took, in arrival order (0 the first)
 
     @property
     def id(self) -> int:

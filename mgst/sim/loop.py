@@ -12,16 +12,16 @@ from typing import Any, Final, NamedTuple
 from mgst.availability.grids import QUANTILES
 from mgst.availability.process import Period, State
 from mgst.availability.registry import result_delays
+from mgst.bot_metrics import keep_replica_totals
 from mgst.core.decisions import Assign, Cancel, Eta, MachineSuspected, ReplicaTimedOut, SetTimer
 from mgst.core.scheduler import Scheduler
-from mgst.core.state import BagRecord, JobRecord, MachineState, MachineStats
+from mgst.core.state import BagRecord, JobRecord, JobStatus, MachineState, MachineStats
 from mgst.model import Bag, Experiment, Job
 from mgst.policies import build_policy
 from mgst.sim.availability_feed import PeriodEvents, held_end
 from mgst.sim.event_heap import Entry, EventHeap, new_event_heap
 from mgst.sim.overheads import Overheads, OverheadSampler
 from mgst.sim.overheads import result_delays as delay_overheads
-from mgst.sim.streamed_totals import StreamedTotals
 from mgst.staging import StagingSampler
 from mgst.streams import Purpose, python_random
 from mgst.workload import make_workload
@@ -44,6 +44,9 @@ _AVAIL: Final = 8  # an availability period that changes only the machine's CPU 
 # The heap drops its dead entries (cancelled or lost replicas' completions) once they are more
 # than half of it and more than this many; until then they are skipped when popped.
 STALE_MIN: Final = 1024
+# A run that keeps no records drops the jobs it has retired from its list in arrival order once they are more than
+# half of it and more than this many.
+RETIRED_MIN: Final = 1024
 # With overheads, the held delays of replicas no longer running are dropped once they are more than this many
 # beyond twice the running ones (they are looked up only while a replica runs; kept, they would grow with the run).
 HELD_PRUNE_MIN: Final = 1024
@@ -57,6 +60,7 @@ _REPLICA_TIMED_OUT: Final = ReplicaTimedOut
 _MACHINE_SUSPECTED: Final = MachineSuspected
 _BAG: Final = Bag
 _DOWN_STATE: Final = State.DOWN
+_JOB_DONE: Final = JobStatus.DONE
 _UP_STATE: Final = State.UP
 
 # An Assign's fields, and a heap entry's, as the loop reads them: the ids and the seq stay int objects
@@ -183,8 +187,8 @@ class Simulation:
         self.replication = replication
         self.seed = s.seed if seed is None else seed
         self.horizon = s.horizon if horizon is None else horizon
-        # Without records, each job's record leaves the core once it is over, and what the results need of it (its
-        # class's counted totals, for jobs submitted in [warmup, horizon)) is added in arrival order (StreamedTotals).
+        # Without records, each job's record leaves the core once it is over, retired in arrival order, and what
+        # the results need of it is summed then: its class's counted totals, for jobs submitted in [warmup, horizon).
         self.keep_records = keep_records
         self.warmup = s.warmup if warmup is None else warmup
         # Drain for at most as long again as the arrival period (an overloaded run never empties).
@@ -226,11 +230,9 @@ class Simulation:
         if self.keep_records:
             jobs = list(core.jobs.values())
             return ReplicationRun(self.replication, t, jobs, machines, unfinished, bags, self.horizon, len(jobs))
-        totals = loop.totals
-        assert totals is not None  # (records not kept)
-        totals.finish()
-        return ReplicationRun(self.replication, t, [], machines, unfinished, bags, self.horizon, totals.jobs_total,
-                              (totals.counts, totals.sums, totals.waits), (self.warmup, self.horizon))
+        loop.retire_rest()
+        return ReplicationRun(self.replication, t, [], machines, unfinished, bags, self.horizon, loop.jobs_total,
+                              (loop.counts, loop.sums, loop.waits), (self.warmup, self.horizon))
 
 
 class _EventLoop:
@@ -283,9 +285,16 @@ class _EventLoop:
         self.arrival: Job | Bag | None = self.workload.next() if self.workload.peek_time() < self.horizon else None
         self.arrival_at = self.arrival.submitted if self.arrival is not None else math.inf
 
-        # Without records: each job settled once over and its part added in arrival order (None: records kept).
-        self.totals: StreamedTotals | None = (None if sim.keep_records else
-                                              StreamedTotals(self.core, len(exp.classes), sim.warmup, self.horizon))
+        # Without records: the jobs in arrival order from ``front`` on, retired once over, and their totals.
+        self.streamed = not sim.keep_records
+        self.arrived: list[JobRecord] = []
+        self.front = 0
+        self.count_from = sim.warmup
+        self.jobs_total = 0
+        n_classes = len(exp.classes)
+        self.counts = [0] * n_classes
+        self.sums = [0.0] * n_classes
+        self.waits = [0.0] * n_classes
 
         self.first, self.seq = self.periods.start(self.push, self.seq)  # (None: a machine always up)
         for when, j, a in sim.share_changes:
@@ -340,6 +349,8 @@ class _EventLoop:
                 return stop_at
             if kind == _DONE:
                 pending = self._on_done(t, s, arg)
+                if self.streamed:
+                    self._retire()
             elif kind == _CHECKPOINT:
                 pending = self._on_checkpoint(t, arg)
             elif kind == _DOWN:
@@ -372,26 +383,16 @@ class _EventLoop:
                 computed = max(0.0, t - held[2] - held[0])
         given_up = self.given_up
         j = given_up.pop(rid, -1) if given_up else -1  # (a method call: skipped when empty)
-        totals = self.totals
         if j < 0:
-            if totals is None:
-                return self.core.replica_done(t, rid, True, computed)  # (the core's list is taken, not copied)
-            r = self.core.replica(rid)
-            pending = self.core.replica_done(t, rid, True, computed)
-            if r is not None:
-                totals.settle(r.job)  # over now, most jobs: settled while its record is fresh
-            totals.advance()
-            return pending
+            return self.core.replica_done(t, rid, True, computed)  # (the core's list is taken, not copied)
         pending = self.core.replica_done(t, rid, False, computed)  # a late result: counts once
         self._slot_free(t, j, pending)
-        if totals is not None:
-            totals.advance()
         return pending
 
     def _on_arrival(self, t: float, arrival: Job | Bag) -> list:
         """A job or a bag arrives; the workload's next one is held in its place."""
-        if self.totals is not None:
-            pending = self._arrive_noted(t, arrival, self.totals)
+        if self.streamed:
+            pending = self._arrive_noted(t, arrival)
         elif type(arrival) is _BAG:
             pending = self.core.bag_arrived(t, arrival)
         else:
@@ -412,21 +413,72 @@ class _EventLoop:
             self.arrival = None
         return pending
 
-    def _arrive_noted(self, t: float, arrival: Job | Bag, totals: StreamedTotals) -> list:
+    def _arrive_noted(self, t: float, arrival: Job | Bag) -> list:
         """A job or a bag arrives, in a run that keeps no records: its jobs' records are noted in arrival order."""
         core = self.core
         jobs = core.jobs
         before = len(jobs)
+        arrived = self.arrived
         if type(arrival) is _BAG:
             pending = core.bag_arrived(t, arrival)
             if len(jobs) > before:
                 for task in arrival.tasks:  # type: ignore[union-attr]  # a Bag: not narrowed by type() is
-                    totals.arrived(jobs[task.id])
+                    arrived.append(jobs[task.id])
         else:
             pending = core.job_arrived(t, arrival)  # type: ignore[arg-type]
             if len(jobs) > before:  # (not a stale second arrival)
-                totals.arrived(jobs[arrival.id])
+                arrived.append(jobs[arrival.id])
         return pending
+
+    def _retire(self) -> None:
+        """Retire the jobs over (done, no replica left running), in arrival order up to the first that is not: each
+        is summed (_sum_retired) and leaves the core. In arrival order, the sums are those of the kept records."""
+        arrived = self.arrived
+        i = self.front
+        n = len(arrived)
+        core = self.core
+        while i < n:
+            rec = arrived[i]
+            if rec.status is not _JOB_DONE or rec.replicas:
+                break
+            self._sum_retired(rec)
+            core.retire(rec)
+            bag = rec.bag
+            if bag is not None:
+                bag.retired += 1
+                if bag.completed is not None and bag.retired == bag.size:
+                    keep_replica_totals(bag)
+            i += 1
+        if i > RETIRED_MIN and 2 * i > n:
+            del arrived[:i]
+            i = 0
+        self.front = i
+
+    def retire_rest(self) -> None:
+        """At the run's end: the jobs not retired yet are summed, in arrival order, and left as they are."""
+        arrived = self.arrived
+        for i in range(self.front, len(arrived)):
+            self._sum_retired(arrived[i])
+        self.arrived = []
+        self.front = 0
+
+    def _sum_retired(self, rec: JobRecord) -> None:
+        """A job's part of the results: counted (ReplicationRun.counted_totals) if done and submitted in the window."""
+        self.jobs_total += 1
+        done = rec.completed
+        if done is None:
+            return
+        job: _JobFields = rec.job  # an annotation: compiled, the fields are read as a tuple's, natively
+        _, c, sub, _, _ = job
+        if self.count_from <= sub < self.horizon:
+            first = rec.first_sent
+            assert first is not None  # a completed job was sent
+            counts = self.counts
+            sums = self.sums
+            waits = self.waits
+            counts[c] = counts[c] + 1  # (x[i] = x[i] + y: native, compiled; x[i] += y is not)
+            sums[c] = sums[c] + (done - sub)
+            waits[c] = waits[c] + (first - sub)
 
     def _on_checkpoint(self, t: float, rid: Any) -> list:
         """A running replica checkpoints (every ``ck``, from its start of computing)."""
