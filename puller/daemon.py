@@ -168,6 +168,8 @@ class Puller:
         if not self.stopping:
             signum = handler_args[0] if handler_args else None
             self.end_reason = f"stopped by {signal.Signals(signum).name}" if isinstance(signum, int) else "stopped"
+            if isinstance(signum, int):  # the mapper hears why (a pilot job cancelled or preempted: SIGTERM)
+                self.bye_reason = self.end_reason
         self.stopping = True
         if self._wake_lock.acquire(blocking=False):  # not if run() is closing the pipe right now
             try:

@@ -60,6 +60,30 @@ class Marking:
         return out
 
 
+
+class _EndsItsWorkerWhenSent:
+    """A metric whose pickling ends the process that pickles it: the worker's, as it sends a finished cell's result
+    to the sweep. ``marker`` is made first (the sweep has asked for the result)."""
+
+    def __init__(self, marker: str):
+        self.marker = marker
+
+    def __reduce__(self):
+        Path(self.marker).touch()
+        os._exit(3)
+
+
+class LostWhenFetched:
+    """A fake whose cells finish, but whose worker dies as the sweep fetches a result: a Slurm worker job cancelled
+    between a cell's end and the moment the sweep gathers it (its result is lost with it)."""
+
+    def __init__(self, marker: str):
+        self.marker = marker
+
+    def __call__(self, experiment: Experiment, replication: int) -> dict[str, object]:
+        return {**metrics(experiment, replication), "avt": _EndsItsWorkerWhenSent(self.marker)}
+
+
 def main() -> None:
     """``python sweep_fake.py FILE OUT MARKERS DELAY``: a sweep with a slow marking fake (for Ctrl-C tests)."""
     import logging

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import textwrap
@@ -197,6 +198,26 @@ def test_idle_exit_leaves_after_that_long_with_no_work_never_while_a_replica_run
     assert bye.reason == "idle" and 0.7 <= bye_at - done_at < 5, bye_at - done_at
     assert wait_exit(proc, 10) == 0
     assert "no work for 0.8 s (--idle-exit)" in pullers.log(proc)
+
+
+def test_sigterm_while_a_replica_runs_gives_it_up_at_once_and_tells_the_mapper_why(
+    mapper: FakeMapper, keydir: Path, pullers: Pullers
+) -> None:
+    """A pilot job cancelled or preempted (Slurm's SIGTERM): the puller does not run its replica on through the
+    grace before SIGKILL; it kills it and says Bye with the signal's name at once (the mapper has the machine DOWN
+    and the replica lost), and exits 0."""
+    proc = pullers.start(mapper.endpoint, "--keys", str(keydir))
+    ident, _ = mapper.expect(P.Hello, 10)
+    mapper.welcome(ident)
+    mapper.expect(P.Ready)
+    mapper.send(ident, job(1, work=60.0))  # a minute at time unit 1
+    mapper.expect(P.Started)
+    proc.send_signal(signal.SIGTERM)
+    signalled = time.monotonic()
+    bye, bye_at = mapper.expect_at(P.Bye, 10, ignore=(P.Heartbeat, P.Progress, P.Computing))
+    assert bye.reason == "stopped by SIGTERM" and bye_at - signalled < 5
+    assert wait_exit(proc, 10) == 0
+    assert "leaving (exit code 0): stopped by SIGTERM; 0 jobs run" in pullers.log(proc)
 
 
 def test_slots_option_offers_that_many(mapper: FakeMapper, keydir: Path, pullers: Pullers) -> None:

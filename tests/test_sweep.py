@@ -509,6 +509,19 @@ def test_dask_runs_the_cells_longest_first(tmp_path, no_children_left, cluster1)
     assert recorded(calls) == LONGEST_FIRST
 
 
+def test_a_failing_cell_on_dask_is_recorded_as_on_the_local_pool(tmp_path, no_children_left, cluster1):
+    """A cell that raises on a Dask worker: its exception's message in the error column, the other cells' metrics
+    (the results come with their tasks' completion: dask_engine's as_completed with_results)."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    r = run_sweep(quick(), tmp_path / "out", scheduler=cluster1.scheduler_address,
+                  cell_fn=sweep_fake.Marking(str(marks), "a", fail=("rr",)), plots=False)
+    assert len(r.failed) == 8 and r.computed == QUICK_CELLS * 2
+    got = rows(tmp_path / "out")
+    assert {x["error"] for x in got if x["policy"] == "rr"} == {"RuntimeError: fake failure | for rr"}
+    assert all(x["error"] == "" and x["avt"] for x in got if x["policy"] != "rr")
+
+
 def test_an_unreachable_scheduler_is_an_error(tmp_path):
     pytest.importorskip("distributed")
     with pytest.raises(ConfigError) as e:

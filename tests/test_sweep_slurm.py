@@ -34,9 +34,6 @@ def sweep_on_slurm(out: Path, jobs: int) -> subprocess.Popen:
         env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
-@pytest.mark.skip(reason="not yet reliable: after its one worker job is cancelled, the sweep sometimes waits "
-                         "past 120 s instead of stopping with its one line (seen in CI at 2 cores and here; kept "
-                         "open, docs/testing.md)")
 def test_a_sweep_on_slurm_workers_gives_the_local_rows_and_resumes_after_its_jobs_are_cancelled(
         slurm: SlurmCluster, tmp_path, capsys):
     pytest.importorskip("dask_jobqueue")

@@ -85,13 +85,14 @@ def _on_client(client, tasks, cell_fn: CellFn, gone: Callable[[], str | None] | 
             # Dask runs higher priorities first: keep the order the cells come in (longest first).
             fut = client.submit(run_cell, cell_fn, exp, cell.replication, pure=False, priority=len(tasks) - i)
             futures[fut.key] = (fut, cell)
-        for fut in _completed(as_completed([f for f, _ in futures.values()], loop=client.loop), gone):
-            cell = futures[fut.key][1]
-            if fut.status == "finished":
-                yield cell, fut.result()
-            else:
-                exc = fut.exception() if fut.status == "error" else None
-                yield cell, exc if exc is not None else SweepError(f"the Dask task ended as {fut.status}")
+        # with_results: each result is fetched in the client's own loop as its task finishes, and the wait for it
+        # is the wait for its task, which ``gone`` bounds. A result lost with its worker before it was fetched
+        # (a worker job cancelled just after a cell ended) has its task computed again, by no worker once they
+        # are all gone: Future.result() here waited for it for ever.
+        completed = as_completed([f for f, _ in futures.values()], loop=client.loop, with_results=True,
+                                 raise_errors=False)
+        for fut, result in _completed(completed, gone):
+            yield futures[fut.key][1], _outcome(fut, result)
         clean = True
     finally:
         if not clean and futures:
@@ -100,10 +101,21 @@ def _on_client(client, tasks, cell_fn: CellFn, gone: Callable[[], str | None] | 
         client.close()
 
 
+def _outcome(fut, result: Any) -> dict[str, Any] | BaseException:
+    """A cell's outcome from what ``as_completed(with_results=True, raise_errors=False)`` gave for its task: its
+    metrics (run_cell's dict), the exception it raised (given as (type, exception, traceback)), or the
+    CancelledError of a cancelled task."""
+    if isinstance(result, dict | BaseException):
+        return result
+    if isinstance(result, tuple) and len(result) == 3 and isinstance(result[1], BaseException):
+        return result[1]
+    return SweepError(f"the Dask task ended as {fut.status}")
+
+
 def _completed(completed, gone: Callable[[], str | None] | None) -> Iterator[Any]:
-    """The futures of ``completed`` (distributed.as_completed) as they complete; with ``gone``, asked every
-    SLURM_POLL seconds while none is ready (it notes the jobs then), SweepError with its message once it says the
-    workers are gone."""
+    """The (future, result) pairs of ``completed`` (distributed.as_completed) as they complete; with ``gone``, asked
+    every SLURM_POLL seconds while none is ready (it notes the jobs then), SweepError with its message once it says
+    the workers are gone."""
     if gone is None:
         yield from completed
         return
