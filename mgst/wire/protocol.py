@@ -1,9 +1,9 @@
 """The wire format between mapper and pullers: message types, msgpack encoding, validation.
 
 Nothing else in mgst knows bytes (but the frame's envelope, mgst.wire.frames, which
-the gang protocol shares). Every frame is one msgpack map with a type
-key ``"t"``; :func:`decode` checks the type and every field (names, types,
-ranges) and raises :class:`ProtocolError` for anything else, so a receiver can
+the gang protocol shares; its Drop and ProtocolError are named from here too).
+Every frame is one msgpack map with a type key ``"t"``; :func:`decode` checks
+the type and every field (names, types, ranges) and raises :class:`ProtocolError` for anything else, so a receiver can
 count, log and drop a bad frame and go on.
 
 Transport: the mapper binds a ZeroMQ ROUTER, each puller connects a DEALER; a
@@ -21,7 +21,6 @@ import msgpack
 
 from mgst.availability import registry as availability
 from mgst.availability.trace import MAX_WIRE_PERIODS
-# Drop and ProtocolError are the frames' (mgst.wire.frames): every receiver of this protocol names them from here.
 from mgst.wire.frames import Bounds, Drop, ProtocolError, Schema, check_fields, open_frame
 
 # Bumped on any incompatible change; a hello with another version is refused. 4: three-state availability
