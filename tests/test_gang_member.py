@@ -83,7 +83,7 @@ def wired():
     router = ctx.socket(zmq.ROUTER)
     router.setsockopt(zmq.LINGER, 0)
     router.bind("tcp://127.0.0.1:*")
-    member = GangMember(router.getsockopt_string(zmq.LAST_ENDPOINT), 2, ctx)
+    member = GangMember(router.getsockopt_string(zmq.LAST_ENDPOINT), 2, ctx, insecure=True)
     member._send(G.GangHello(G.GANG_PROTOCOL_VERSION, 2, time.time()))
     assert router.poll(int(WAIT * 1000))
     router.recv_multipart()
@@ -96,6 +96,7 @@ def wired():
     for job in (member.job, member.standby):
         if job is not None:
             job.kill()
+    member._stop_monitor()
     member.socket.close(0)
     router.close(0)
     ctx.term()

@@ -36,6 +36,14 @@ MAX_TEXT = 400
 PROGRAM, DATA = "program", "data"
 # A member's availability states, as mgst.model.Availability numbers them.
 STATES = (0, 1, 2)
+# A keyed run's worker q holds the key named member_name(q) (mgst.wire.security's folder layout:
+# pullers/member-q.key_secret on the member, authorized/member-q.key on the mapper).
+MEMBER_KEY_PREFIX = "member-"
+
+
+def member_name(worker: int) -> str:
+    """The name of worker ``worker``'s key in a key folder."""
+    return f"{MEMBER_KEY_PREFIX}{worker}"
 
 
 # ---------------------------------------------------------------- member -> mapper
@@ -233,5 +241,5 @@ def decode(frame: bytes, allowed: frozenset[type]) -> Message:
 __all__ = [
     "DATA", "FROM_MAPPER", "FROM_MEMBER", "GANG_PROTOCOL_VERSION", "MAX_CHUNK", "MAX_COMPUTE", "MAX_FRAME",
     "MAX_TRANSFER", "PROGRAM", "CancelTransfer", "Chunk", "Compute", "Finished", "GangBye", "GangHello",
-    "GangWelcome", "Hold", "Received", "Release", "StateChanged", "Stop", "decode", "encode",
+    "GangWelcome", "Hold", "Received", "Release", "StateChanged", "Stop", "decode", "encode", "member_name",
 ]
