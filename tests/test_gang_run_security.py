@@ -7,6 +7,8 @@ what it started: member processes through mgst.testbed.gang_local, sockets and c
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 import threading
 import time
@@ -159,3 +161,33 @@ def test_a_keyed_gang_run_needs_a_key_for_every_member(tmp_path):
     security.create_keys(folder, [G.member_name(0)])
     with pytest.raises(security.KeyFileError, match="member-1.key: no such key"):
         GangRun(_app(2), [markov3_form(MATRIX, 1)] * 2, 0.1, 64, keys=security.server_keys(folder))
+
+
+def test_the_driver_keys_its_members_in_a_private_folder_and_never_on_a_command_line(monkeypatch):
+    """run_beside (experiments/casanova/run_testbed.py's run) makes one key per member in a new folder of mode 0700,
+    names that folder on the members' command lines and nothing secret, and removes it after the run."""
+    import psutil  # noqa: PLC0415
+
+    from mgst.papers.casanova.instance import scenario  # noqa: PLC0415
+    from mgst.testbed import casanova_beside  # noqa: PLC0415
+
+    seen = {}
+    real = casanova_beside.local_members
+
+    @contextlib.contextmanager
+    def watched(endpoint, workers, keys, env=None):
+        with real(endpoint, workers, keys, env) as procs:
+            seen["folder"], seen["mode"] = keys, keys.stat().st_mode & 0o777
+            texts = [(folder / name).read_text() for folder in (keys, keys / security.PULLERS, keys / "authorized")
+                     for name in os.listdir(folder) if name.endswith((".key", ".key_secret"))]
+            seen["keys"] = {line.split('"')[1] for text in texts for line in text.splitlines() if "-key = " in line}
+            seen["argv"] = [" ".join(psutil.Process(p.pid).cmdline()) for p in procs]
+            yield procs
+
+    monkeypatch.setattr(casanova_beside, "local_members", watched)
+    b = casanova_beside.run_beside(scenario(2, 1, 1, 1, 0, p=2), "IE", 1, 0.1, 256, iterations=1, cap=100)
+    assert b.testbed.makespan is not None and b.testbed.refused_hellos == b.testbed.refused_keys == 0
+    assert seen["mode"] == 0o700 and not seen["folder"].exists()
+    assert len(seen["keys"]) == 3 * 2  # the public and secret keys of the mapper and of each member
+    for argv in seen["argv"]:
+        assert f"--keys {seen['folder']}" in argv and not any(key in argv for key in seen["keys"])
