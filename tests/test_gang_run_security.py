@@ -15,6 +15,7 @@ import time
 
 import pytest
 import zmq
+from iteration_fakes import Spread
 
 from mgst.core.iterations import Iterations
 from mgst.testbed.casanova_beside import markov3_form
@@ -28,18 +29,8 @@ WAIT = 20.0  # the longest any event of these tests is awaited (s)
 REGISTER = 6.0  # the registration time-out of a run that cannot start (s): the members start in about 1 s
 
 
-class FirstUp:
-    proactive = False
-
-    def choose(self, app, now):
-        return {app.up()[0]: app.tasks}
-
-    def reconsider(self, app, now):
-        return None
-
-
 def _app(workers: int) -> Iterations:
-    return Iterations([1.0] * workers, 1, 1, 1.0, 1.0, 1, FirstUp())
+    return Iterations([1.0] * workers, 1, 1, 1.0, 1.0, 1, Spread(1))
 
 
 def _keys(folder, workers: int):
