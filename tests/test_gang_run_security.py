@@ -129,6 +129,7 @@ def test_a_member_the_run_cannot_admit_is_refused_and_the_run_fails_saying_why(t
         assert "gang member 0: ERROR the mapper ended the run before it began" in err
     else:
         assert "2 gang member(s) never said hello" in message and gang_run.result.refused_keys == 0
+        assert "handshake(s) failed before any key was checked: a member with another mapper's key" in message
         assert codes == [2, 2]
         assert "the server there does not hold the secret key of the mapper key this puller trusts" in err
     assert time.monotonic() - began < REGISTER + WAIT

@@ -46,6 +46,7 @@ from mgst.core.iterations import DATA, DOWN, Iterations
 from mgst.wire import gang_protocol as G
 from mgst.wire import security
 from mgst.wire.frames import ProtocolError
+from mgst.wire.handshakes import HandshakeWatch
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +154,9 @@ class GangRun:
             if keys is not None:
                 security.secure_server(self.socket, keys)
             self.socket.bind(bind)
+            # handshakes that fail before any key is looked at (a member without keys, or with another mapper's
+            # key): logged with their likely reason, once a minute, as the main mapper's are
+            self.handshakes: HandshakeWatch | None = HandshakeWatch(self.socket, curve=keys is not None)
         except BaseException:
             self.close()
             raise
@@ -173,6 +177,9 @@ class GangRun:
 
     def close(self) -> None:
         """Close the socket (its queued frames out within its linger), then the ZAP handler and an own context."""
+        if getattr(self, "handshakes", None) is not None:
+            self.handshakes.stop()  # type: ignore[union-attr]
+            self.handshakes = None
         if hasattr(self, "socket"):
             self.socket.close()
         if self._auth is not None:
@@ -287,10 +294,15 @@ class GangRun:
             if left <= 0 or not self.socket.poll(math.ceil(left * 1000)):
                 self._count_refused_keys()
                 missing = [q for q, i in enumerate(self.identities) if i is None]
-                refused = (f"; {self.result.refused_keys} CURVE handshake(s) refused: a key this run does not admit"
-                           if self.result.refused_keys else "")
+                failed = self.handshakes.failed if self.handshakes is not None else 0
+                why = "".join((
+                    f"; {self.result.refused_keys} CURVE handshake(s) refused: a key this run does not admit"
+                    if self.result.refused_keys else "",
+                    f"; {failed} handshake(s) failed before any key was checked: a member "
+                    + ("with another mapper's key, or without keys" if self.member_keys is not None else "with keys")
+                    if failed else ""))
                 raise TimeoutError(f"{len(missing)} gang member(s) never said hello within "
-                                   f"{self.register_timeout:g} s (workers {missing[:10]}){refused}")
+                                   f"{self.register_timeout:g} s (workers {missing[:10]}){why}")
             identity, msg, key = self._recv()
             if not isinstance(msg, G.GangHello):
                 continue
