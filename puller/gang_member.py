@@ -182,7 +182,7 @@ class GangMember:
                     return None
                 return msg
             if isinstance(msg, G.GangBye):
-                log.error("the mapper ended the run before it began: %r", msg.reason)  # (%r: the peer's text)
+                log.error("the mapper said bye before any welcome: %r", msg.reason)  # (%r: the peer's text)
                 return None
         log.error("no welcome within %.0f s: %s", WELCOME_WAIT, self.reach.reason())
         return None

@@ -126,7 +126,7 @@ def test_a_member_the_run_cannot_admit_is_refused_and_the_run_fails_saying_why(t
         assert gang_run.result.refused_keys >= 1 and "CURVE handshake(s) refused" in message
         assert codes == [2, 2]  # member 0: the mapper's word that the run will not start
         assert "gang member 1: ERROR the mapper refused this member: the mapper does not admit" in err
-        assert "gang member 0: ERROR the mapper ended the run before it began" in err
+        assert "gang member 0: ERROR the mapper said bye before any welcome: 'the run did not start: " in err
     else:
         assert "2 gang member(s) never said hello" in message and gang_run.result.refused_keys == 0
         assert "handshake(s) failed before any key was checked: a member with another mapper's key" in message
