@@ -7,10 +7,16 @@ transfer. It keeps the program until DOWN and each data message until the mapper
 reports each transfer whose last byte arrived, and each part of a gang its job finished. Every value the
 mapper sends is checked twice: by the protocol's bounds, then against what this member holds (a chunk must
 continue its transfer, a computation needs the program and data); a bad one is logged and dropped.
+
+Its wire is CURVE as a puller's is (mgst.wire.security): with its key pair and the mapper's public key it talks
+only to the holder of that key, and the mapper admits it as worker q only with worker q's key. A handshake the
+mapper refuses (a key it does not admit, a mapper without keys) ends the member at once, saying what is probably
+wrong. Without keys (``--insecure``, said explicitly) it warns that anyone can pose as its mapper.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -22,10 +28,13 @@ from pathlib import Path
 from typing import Any
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from adjuster.failures import SlotSchedule
 from mgst.wire import gang_protocol as G
-from mgst.wire.protocol import ProtocolError
+from mgst.wire import security
+from mgst.wire.frames import ProtocolError
+from puller.reach import EVENTS, Reach
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +49,8 @@ MAX_LEAD = 60.0
 MAX_LATE = 10.0
 # The longest a member sleeps in one poll (s): a chain's absorbing state has no end.
 POLL_MAX = 1.0
+HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                    | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
 
 
 class Job:
@@ -82,12 +93,27 @@ class Job:
 class GangMember:
     """One worker of a gang run; :meth:`run` returns the exit code (0: the mapper's bye)."""
 
-    def __init__(self, connect: str, worker: int, context: zmq.Context | None = None):
+    def __init__(self, connect: str, worker: int, context: zmq.Context | None = None,
+                 keys: security.ClientKeys | None = None, insecure: bool = False):
+        if keys is None and not insecure:
+            raise ValueError("a gang member needs CURVE keys, or insecure=True to run without them")
+        if keys is not None and insecure:
+            raise ValueError("keys and insecure=True contradict each other")
+        if keys is None:
+            log.warning("--insecure: no CURVE; anyone who can reach this machine or %s can pose as the gang run's "
+                        "mapper or read its transfers", connect)
         self.worker = worker
         self.context = context or zmq.Context.instance()
         self.socket = self.context.socket(zmq.DEALER)
         self.socket.setsockopt(zmq.LINGER, 1000)
         self.socket.setsockopt(zmq.MAXMSGSIZE, G.MAX_FRAME)
+        if security.needs_ipv6(connect):
+            self.socket.setsockopt(zmq.IPV6, 1)
+        if keys is not None:
+            security.secure_client(self.socket, keys)
+        # how the handshake goes, until the welcome: a refused one is this member's end
+        self.reach = Reach(connect, keys, time.monotonic)
+        self.monitor: zmq.Socket | None = self.socket.get_monitor_socket(EVENTS)
         self.socket.connect(connect)
         self.state = UP
         self.program = False
@@ -106,7 +132,8 @@ class GangMember:
             self._send(G.GangHello(G.GANG_PROTOCOL_VERSION, self.worker, time.time()))
             welcome = self._welcome()
             if welcome is None:
-                self._send(G.GangBye("no welcome it could take"))
+                with contextlib.suppress(zmq.Again):  # (after a refused handshake there is no one to hear it)
+                    self.socket.send(G.encode(G.GangBye("no welcome it could take")), zmq.NOBLOCK)
                 return 2
             self.time_unit = welcome.time_unit
             schedule = SlotSchedule(welcome.failures, self.worker, welcome.time_unit, welcome.start)
@@ -116,13 +143,35 @@ class GangMember:
             for job in (self.job, self.standby):
                 if job is not None:
                     job.kill()
+            self._stop_monitor()
             self.socket.close()
 
+    def _stop_monitor(self) -> None:
+        if self.monitor is not None:
+            self.socket.disable_monitor()
+            self.monitor.close(0)
+            self.monitor = None
+
     def _welcome(self) -> G.GangWelcome | None:
+        """The mapper's welcome; None (logged) if it has none this member can take, or refused its handshake."""
+        try:
+            return self._await_welcome()
+        finally:
+            self._stop_monitor()
+
+    def _await_welcome(self) -> G.GangWelcome | None:
         deadline = time.monotonic() + WELCOME_WAIT
+        poller = zmq.Poller()
+        poller.register(self.socket, zmq.POLLIN)
+        assert self.monitor is not None
+        poller.register(self.monitor, zmq.POLLIN)
         while (left := deadline - time.monotonic()) > 0:
-            if not self.socket.poll(int(left * 1000) + 1):
-                break
+            events = dict(poller.poll(int(left * 1000) + 1))
+            if self.monitor in events and self._refused():
+                log.error("the mapper refused this member: %s", self.reach.reason())
+                return None
+            if self.socket not in events:
+                continue
             msg = self._receive()
             if isinstance(msg, G.GangWelcome):
                 if msg.version != G.GANG_PROTOCOL_VERSION or msg.worker != self.worker:
@@ -133,9 +182,22 @@ class GangMember:
                     return None
                 return msg
             if isinstance(msg, G.GangBye):
+                log.error("the mapper said bye before any welcome: %r", msg.reason)  # (%r: the peer's text)
                 return None
-        log.error("no welcome within %.0f s", WELCOME_WAIT)
+        log.error("no welcome within %.0f s: %s", WELCOME_WAIT, self.reach.reason())
         return None
+
+    def _refused(self) -> bool:
+        """Read the monitor's events: whether a handshake failed. Each failure is one that will not change during a
+        gang run (a key the mapper does not admit, a mapper key that is not the mapper's, a mapper with CURVE where
+        this member has none or the other way): the mapper does not restart as the main one may."""
+        assert self.monitor is not None
+        refused = False
+        while self.monitor.poll(0):
+            event = recv_monitor_message(self.monitor)
+            self.reach.event(event["event"], event["value"])
+            refused |= bool(event["event"] & HANDSHAKE_FAILED)
+        return refused
 
     def _loop(self, schedule: SlotSchedule) -> int:
         poller = zmq.Poller()
@@ -255,14 +317,16 @@ class GangMember:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m puller.gang_member --connect ENDPOINT --worker Q``."""
+    """``python -m puller.gang_member --connect ENDPOINT --worker Q (--keys DIR | --insecure)``."""
     import argparse  # noqa: PLC0415
-
-    from mgst.wire import security  # noqa: PLC0415
 
     parser = argparse.ArgumentParser(prog="python -m puller.gang_member", description=__doc__.splitlines()[0])
     parser.add_argument("--connect", required=True, help="the gang run's endpoint, e.g. tcp://127.0.0.1:5555")
     parser.add_argument("--worker", required=True, type=int, help="this member's worker index")
+    auth = parser.add_mutually_exclusive_group(required=True)
+    auth.add_argument("--keys", type=Path, metavar="DIR",
+                      help="the run's key folder: DIR/mapper.key and DIR/pullers/member-Q.key_secret")
+    auth.add_argument("--insecure", action="store_true", help="no authentication or encryption (logged)")
     args = parser.parse_args(argv)
     try:
         endpoint = security.check_endpoint(args.connect, bind=False)
@@ -270,8 +334,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(2, f"error: --connect: {e}\n")
     if not 0 <= args.worker < G.MAX_WORKERS:
         parser.exit(2, f"error: --worker must be in [0, {G.MAX_WORKERS})\n")
+    keys = None
+    if args.keys is not None:
+        try:
+            keys = security.client_keys(args.keys / security.PULLERS / f"{G.member_name(args.worker)}.key_secret",
+                                        args.keys / f"{security.MAPPER}.key")
+        except security.KeyFileError as e:
+            parser.exit(2, f"error: --keys: {e}\n")
     logging.basicConfig(level=logging.WARNING, format=f"gang member {args.worker}: %(levelname)s %(message)s")
-    member = GangMember(endpoint, args.worker)
+    member = GangMember(endpoint, args.worker, keys=keys, insecure=args.insecure)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         return member.run()

@@ -83,7 +83,7 @@ def wired():
     router = ctx.socket(zmq.ROUTER)
     router.setsockopt(zmq.LINGER, 0)
     router.bind("tcp://127.0.0.1:*")
-    member = GangMember(router.getsockopt_string(zmq.LAST_ENDPOINT), 2, ctx)
+    member = GangMember(router.getsockopt_string(zmq.LAST_ENDPOINT), 2, ctx, insecure=True)
     member._send(G.GangHello(G.GANG_PROTOCOL_VERSION, 2, time.time()))
     assert router.poll(int(WAIT * 1000))
     router.recv_multipart()
@@ -96,6 +96,7 @@ def wired():
     for job in (member.job, member.standby):
         if job is not None:
             job.kill()
+    member._stop_monitor()
     member.socket.close(0)
     router.close(0)
     ctx.term()
@@ -172,3 +173,18 @@ def test_down_kills_the_job_and_clears_the_program_cache_and_data(wired):
     assert job.proc.returncode is not None and member.job is None
     assert not member.program and not member.data and not member.partial
     assert said() == G.StateChanged(DOWN, 20)
+
+
+def test_a_member_needs_its_key_or_an_explicit_insecure_and_says_so_in_one_line(tmp_path, capsys):
+    from puller.gang_member import main  # noqa: PLC0415
+
+    with pytest.raises(SystemExit) as e:
+        main(["--connect", "tcp://127.0.0.1:5555", "--worker", "3", "--keys", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.startswith("error: --keys: ") and "member-3.key_secret" in err
+    assert err.count("\n") == 1
+    with pytest.raises(SystemExit) as e:
+        main(["--connect", "tcp://127.0.0.1:5555", "--worker", "3"])
+    assert e.value.code == 2 and "--keys --insecure is required" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="needs CURVE keys, or insecure"):
+        GangMember("tcp://127.0.0.1:5555", 3)

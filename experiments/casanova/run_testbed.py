@@ -2,8 +2,10 @@
 
 One scenario of the paper's experiment (m, n_com, w_min and a scenario index, drawn from the seed as the sweep
 draws it), each heuristic for 10 iterations with real gang members (one process per worker, each following its
-own markov3 chain) and real transfers over ZeroMQ, then the simulation of the same chain realisation. Prints
-one line per heuristic and writes them as JSON with --json. Usage, from the repository root:
+own markov3 chain) and real transfers over ZeroMQ, secured with CURVE (throw-away keys, one per member, in a
+folder of mode 0700 removed after the run; --insecure goes without, logged), then the simulation of the same
+chain realisation. Prints one line per heuristic and writes them as JSON with --json. Usage, from the repository
+root:
 
     python experiments/casanova/run_testbed.py --m 5 --n-com 5 --w-min 1 --scenario 0 --time-unit 0.2 \
         --heuristics Y-IE,IE [--json runs/casanova-testbed.json]
@@ -23,6 +25,7 @@ from mgst.papers.casanova.heuristics import NAMES
 from mgst.papers.casanova.instance import CAP, ITERATIONS, PROCESSORS, scenario
 from mgst.testbed.casanova_beside import BYTES_PER_SLOT, run_beside
 from mgst.testbed.gang_run import MemberLost
+from mgst.wire import security
 from mgst.wire.gang_protocol import MAX_TRANSFER
 
 ACCEPTANCE = 0.15  # each makespan within 15 % of its simulation's
@@ -42,6 +45,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--heuristics", default="Y-IE,IE", help="comma-separated, of " + ", ".join(NAMES))
     p.add_argument("--cap", type=float, default=CAP, help="slots after which a run is a failure")
     p.add_argument("--json", type=Path, help="write the figures here")
+    p.add_argument("--insecure", action="store_true",
+                   help="no authentication or encryption between the mapper and its members (logged on both sides)")
     args = p.parse_args(argv)
     heuristics = args.heuristics.split(",")
     bad = [h for h in heuristics if h not in NAMES]
@@ -67,8 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     for h in args.heuristics:
         began = time.time()
         try:
-            b = run_beside(s, h, args.seed, args.time_unit, args.bytes_per_slot, args.iterations, args.cap)
-        except (MemberLost, TimeoutError) as e:
+            b = run_beside(s, h, args.seed, args.time_unit, args.bytes_per_slot, args.iterations, args.cap,
+                           insecure=args.insecure)
+        except (MemberLost, TimeoutError, security.KeyFileError) as e:
             print(f"error: {h}: {e}", file=sys.stderr)
             return 1
         r = b.testbed
@@ -87,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps({"scenario": {"m": args.m, "n_com": args.n_com, "w_min": args.w_min,
                                                       "index": args.scenario, "seed": args.seed,
                                                       "time_unit": args.time_unit,
-                                                      "bytes_per_slot": args.bytes_per_slot},
+                                                      "bytes_per_slot": args.bytes_per_slot,
+                                                      "security": "none (--insecure)" if args.insecure else "curve"},
                                          "rows": rows}, indent=1) + "\n", encoding="utf-8")
     return 0 if all(row["within"] for row in rows) else 1
 

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 log = logging.getLogger(__name__)
 
@@ -16,17 +17,20 @@ EXIT_WAIT = 5.0
 
 
 @contextlib.contextmanager
-def local_members(endpoint: str, workers: int,
+def local_members(endpoint: str, workers: int, keys: Path | None,
                   env: dict[str, str] | None = None) -> Iterator[list[subprocess.Popen]]:
     """Start ``workers`` gang members connecting to ``endpoint``; on leaving, wait for each to exit after the
     mapper's bye (at once if the block raised), then terminate and kill what is left, and reap every one
-    (their jobs die with them). ``env``: variables added to the members' environment."""
+    (their jobs die with them). ``keys``: the run's key folder (security.create_keys, gang_protocol.member_name
+    for each worker), named on their command lines (the folder, never a key); None: ``--insecure``. ``env``:
+    variables added to the members' environment."""
+    auth = ["--keys", str(keys)] if keys is not None else ["--insecure"]
     procs: list[subprocess.Popen] = []
     said_bye = False
     try:
         for q in range(workers):
             procs.append(subprocess.Popen([sys.executable, "-m", "puller.gang_member", "--connect", endpoint,
-                                           "--worker", str(q)], stdin=subprocess.DEVNULL,
+                                           "--worker", str(q), *auth], stdin=subprocess.DEVNULL,
                                           env={**os.environ, **(env or {})}))
         yield procs
         said_bye = True

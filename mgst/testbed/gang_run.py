@@ -19,6 +19,14 @@ how a boundary is placed on the wall). What the core decides is carried out for 
   is held when the core stalls the gang (a member not UP) and stopped when the gang is lost or replaced; the
   iteration ends when every member's job has ended.
 
+Its wire is secured as the job protocol's is (mgst.wire.security): with ``keys`` (a folder made by
+``security.create_keys`` with one key per member, ``gang_protocol.member_name``) the socket is a CURVE server whose
+ZAP handler admits only the members' public keys, and worker q's hello is taken only from the key of
+``authorized/member-q.key``, as ZeroMQ authenticated it (the frame's ``User-Id``): a member cannot speak as
+another. A member whose key is not admitted never gets past the handshake; the run cannot go on without it (its
+chain is the experiment's), so registration fails at ``register_timeout``, saying which workers are missing and
+how many handshakes were refused. Without keys (``insecure``, said explicitly and logged) it binds loopback only.
+
 No gang, transfer or heuristic is written here: only the wire and the clock.
 """
 
@@ -32,10 +40,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import zmq
+from zmq.auth.thread import ThreadAuthenticator
 
 from mgst.core.iterations import DATA, DOWN, Iterations
 from mgst.wire import gang_protocol as G
-from mgst.wire.protocol import ProtocolError
+from mgst.wire import security
+from mgst.wire.frames import ProtocolError
+from mgst.wire.handshakes import HandshakeWatch
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +67,6 @@ LATEST = 0.7
 FINISH_AHEAD = 0.2
 # While a transfer moves, bytes go out at least this often, as a share of a slot.
 PUMP_SLOT_SHARE = 0.125
-# The addresses a gang run may bind: its protocol has no keys (docs/reproduction-casanova.md, "On the testbed").
-LOOPBACK = ("tcp://127.0.0.1:", "tcp://[::1]:")
 _PAYLOAD = bytes(range(256)) * (G.MAX_CHUNK // 256)
 
 
@@ -74,6 +83,8 @@ class GangRunResult:
     most_moving: int = 0  # the most transfers carrying bytes at once (n_com bounds it)
     drops: int = 0
     late: int = 0  # ends reported after the boundary the core ended them at
+    refused_hellos: int = 0  # hellos refused: another protocol, no such worker, taken, or not that worker's key
+    refused_keys: int = 0  # CURVE handshakes refused: keys the run does not admit
 
 
 @dataclass
@@ -90,27 +101,65 @@ class MemberLost(RuntimeError):
     """A gang member left the run (its bye, or it can no longer be reached): the run cannot go on."""
 
 
+def security_mode(bind: str, keys: security.ServerKeys | None, insecure: bool) -> str:
+    """How a gang run bound to ``bind`` runs, as security.security_mode says for the main mapper ("curve", or
+    "none (...)", logged as a warning), except that without keys it binds loopback only, ``insecure`` or not: a
+    SecurityError of one line otherwise."""
+    if keys is not None and insecure:
+        raise ValueError("keys and insecure=True contradict each other")
+    if keys is None and not security.is_loopback(bind):
+        raise security.SecurityError(f"{bind} is reachable from other machines: a gang run without keys "
+                                     "(--insecure) binds loopback only; give it keys")
+    return security.security_mode(bind, keys, insecure)
+
+
 class GangRun:
-    """Drives ``app`` on ``len(failures)`` gang members that connect to ``endpoint`` (bound on construction)."""
+    """Drives ``app`` on ``len(failures)`` gang members that connect to ``endpoint`` (bound on construction).
+
+    ``keys``: the run's keys (security.server_keys of a folder with ``authorized/member-q.key`` for every worker
+    q); without them the bind must be loopback (SecurityError otherwise: unlike the main mapper, ``insecure`` does
+    not open a gang run to other machines), and the lack of keys is logged as a warning, as the main mapper does
+    (security.security_mode): ``insecure`` says it was meant."""
 
     def __init__(self, app: Iterations, failures: Sequence[tuple], time_unit: float, bytes_per_slot: int,
                  bind: str = "tcp://127.0.0.1:*", proactive: bool = False, cap: float = math.inf,
-                 register_timeout: float = 60.0, context: zmq.Context | None = None):
+                 register_timeout: float = 60.0, context: zmq.Context | None = None,
+                 keys: security.ServerKeys | None = None, insecure: bool = False):
         if len(failures) != len(app.states):
             raise ValueError("one availability law per worker")
-        if not bind.startswith(LOOPBACK):  # no CURVE on this protocol yet: nothing but this machine may speak it
-            raise ValueError(f"a gang run binds loopback only ({' or '.join(LOOPBACK)}), not {bind!r}")
         if not (0.01 <= time_unit <= G.MAX_TIME_UNIT) or not 1 <= bytes_per_slot <= G.MAX_TRANSFER:
             raise ValueError("time_unit in [0.01, 3600] s and bytes_per_slot in [1, MAX_TRANSFER]")
+        self.security = security_mode(bind, keys, insecure)
         self.app, self.failures, self.time_unit = app, tuple(failures), time_unit
         self.bytes_per_slot = bytes_per_slot
         self.proactive, self.cap, self.register_timeout = proactive, cap, register_timeout
         self.per_slot = proactive and bool(getattr(app.policy, "clock_dependent", False))
-        self.socket = (context or zmq.Context.instance()).socket(zmq.ROUTER)
-        self.socket.setsockopt(zmq.LINGER, 1000)
-        self.socket.setsockopt(zmq.MAXMSGSIZE, G.MAX_FRAME)
-        self.socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
-        self.socket.bind(bind)
+        # each worker's z85 public key, as ZAP reports it in a frame's User-Id (None: insecure)
+        self.member_keys = _member_keys(keys, len(failures)) if keys is not None else None
+        # The ZAP handler serves a whole context: a keyed run without one gets its own (as the main mapper's router).
+        self._own_context = context is None and keys is not None
+        self._context = context or (zmq.Context() if self._own_context else zmq.Context.instance())
+        self._admitted: security.AuthorizedKeys | None = None
+        self._auth: ThreadAuthenticator | None = None
+        try:
+            if keys is not None:
+                self._admitted = security.AuthorizedKeys(keys.authorized)
+                self._auth = security.start_authenticator(self._context, keys, provider=self._admitted)
+            self.socket = self._context.socket(zmq.ROUTER)
+            self.socket.setsockopt(zmq.LINGER, 1000)
+            self.socket.setsockopt(zmq.MAXMSGSIZE, G.MAX_FRAME)
+            self.socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
+            if security.needs_ipv6(bind):
+                self.socket.setsockopt(zmq.IPV6, 1)
+            if keys is not None:
+                security.secure_server(self.socket, keys)
+            self.socket.bind(bind)
+            # handshakes that fail before any key is looked at (a member without keys, or with another mapper's
+            # key): logged with their likely reason, once a minute, as the main mapper's are
+            self.handshakes: HandshakeWatch | None = HandshakeWatch(self.socket, curve=keys is not None)
+        except BaseException:
+            self.close()
+            raise
         self.endpoint: str = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
         self.identities: list[bytes | None] = [None] * len(failures)
         self.start = 0.0
@@ -127,13 +176,29 @@ class GangRun:
         self.result = GangRunResult(None, 0, 0.0)
 
     def close(self) -> None:
-        self.socket.close()
+        """Close the socket (its queued frames out within its linger), then the ZAP handler and an own context."""
+        if getattr(self, "handshakes", None) is not None:
+            self.handshakes.stop()  # type: ignore[union-attr]
+            self.handshakes = None
+        if hasattr(self, "socket"):
+            self.socket.close()
+        if self._auth is not None:
+            self._auth.stop()
+            self._auth = None
+        if self._own_context:
+            self._own_context = False
+            self._context.term()
 
     # ------------------------------------------------------------------ the run
 
     def run(self) -> GangRunResult:
         """Register every member, start, drive the core until the iterations are done or the cap passes."""
-        self._register()
+        try:
+            self._register()
+        except TimeoutError as e:  # the members that did register learn why the run will not start
+            for q in range(len(self.identities)):
+                self._send(q, G.GangBye(f"the run did not start: {e}"[:G.MAX_TEXT]))
+            raise
         self.start = time.time() + LEAD
         for q in range(len(self.identities)):
             self._send(q, G.GangWelcome(G.GANG_PROTOCOL_VERSION, q, self.time_unit, self.start, self.failures[q]))
@@ -227,17 +292,45 @@ class GangRun:
         while None in self.identities:
             left = deadline - time.monotonic()
             if left <= 0 or not self.socket.poll(math.ceil(left * 1000)):
+                self._count_refused_keys()
                 missing = [q for q, i in enumerate(self.identities) if i is None]
-                raise TimeoutError(f"{len(missing)} gang member(s) never said hello (workers {missing[:10]})")
-            identity, msg = self._recv()
+                failed = self.handshakes.failed if self.handshakes is not None else 0
+                why = "".join((
+                    f"; {self.result.refused_keys} CURVE handshake(s) refused: a key this run does not admit"
+                    if self.result.refused_keys else "",
+                    f"; {failed} handshake(s) failed before any key was checked: a member "
+                    + ("with another mapper's key, or without keys" if self.member_keys is not None else "with keys")
+                    if failed else ""))
+                raise TimeoutError(f"{len(missing)} gang member(s) never said hello within "
+                                   f"{self.register_timeout:g} s (workers {missing[:10]}){why}")
+            identity, msg, key = self._recv()
             if not isinstance(msg, G.GangHello):
                 continue
-            if (msg.version != G.GANG_PROTOCOL_VERSION or msg.worker >= len(self.identities)
-                    or self.identities[msg.worker] is not None):
-                self._drop(f"hello from worker {msg.worker} (protocol {msg.version}) refused")
-                self.socket.send_multipart([identity, G.encode(G.GangBye("refused"))])
+            why = self._hello_problem(msg, key)
+            if why is not None:
+                self.result.refused_hellos += 1
+                self._drop(f"hello as worker {msg.worker} refused: {why}")
+                self.socket.send_multipart([identity, G.encode(G.GangBye(f"refused: {why}"))])
                 continue
             self.identities[msg.worker] = identity
+        self._count_refused_keys()
+
+    def _hello_problem(self, msg: G.GangHello, key: str | None) -> str | None:
+        """Why a hello cannot be taken, or None: another protocol, no such worker, one already registered, or
+        (keyed) a key that is not that worker's."""
+        if msg.version != G.GANG_PROTOCOL_VERSION:
+            return f"protocol {msg.version}, this run speaks {G.GANG_PROTOCOL_VERSION}"
+        if msg.worker >= len(self.identities):
+            return f"this run has {len(self.identities)} workers"
+        if self.member_keys is not None and key != self.member_keys[msg.worker]:
+            return f"the key of worker {msg.worker} is not this one ({_fingerprint(key)})"
+        if self.identities[msg.worker] is not None:
+            return "that worker is registered"
+        return None
+
+    def _count_refused_keys(self) -> None:
+        if self._admitted is not None:
+            self.result.refused_keys = self._admitted.refused
 
     # ------------------------------------------------------------------ members' reports: the core's events
 
@@ -245,7 +338,7 @@ class GangRun:
         """Gather every frame waiting: ends (a transfer's last byte, every member's part of the gang) and
         availability changes, handed to the core at the next slot boundary."""
         while self.socket.poll(0):
-            identity, msg = self._recv()
+            identity, msg, _ = self._recv()
             q = self.identities.index(identity) if identity in self.identities else -1
             if q < 0:
                 self._drop("a frame from an unregistered peer")
@@ -374,20 +467,40 @@ class GangRun:
                 return
             raise MemberLost(f"gang member {q} cannot be reached: {e}") from None
 
-    def _recv(self) -> tuple[bytes, Any]:
-        frames = self.socket.recv_multipart()
+    def _recv(self) -> tuple[bytes, Any, str | None]:
+        """The sender's routing id, its message (None: dropped) and, keyed, the key ZeroMQ authenticated it by
+        (every frame after the hello comes on the connection the hello bound to its worker)."""
+        frames = self.socket.recv_multipart(copy=False)
+        identity = frames[0].bytes
+        key = (frames[-1].get("User-Id") or None) if self.member_keys is not None else None
         if len(frames) != 2:
             self._drop(f"{len(frames)} frames")
-            return frames[0], None
+            return identity, None, key
         try:
-            return frames[0], G.decode(frames[1], G.FROM_MEMBER)
+            return identity, G.decode(frames[1].buffer, G.FROM_MEMBER), key
         except ProtocolError as e:
             self._drop(str(e))
-            return frames[0], None
+            return identity, None, key
 
     def _drop(self, why: str) -> None:
         self.result.drops += 1
         log.warning("dropped: %s", why)
 
 
-__all__ = ["FINISH_AHEAD", "GRACE", "LEAD", "GangRun", "GangRunResult", "MemberLost"]
+def _member_keys(keys: security.ServerKeys, workers: int) -> list[str]:
+    """Worker q's public key (z85, as a frame's User-Id gives it), from ``authorized/member-q.key``; KeyFileError
+    naming the first worker without one."""
+    names = {G.member_name(q): q for q in range(workers)}
+    bound = security.named_keys(keys, names)
+    missing = [q for q in range(workers) if q not in bound]
+    if missing:
+        raise security.KeyFileError(f"{keys.authorized / (G.member_name(missing[0]) + '.key')}: no such key: every "
+                                    f"gang member needs a key of its own ({len(missing)} of {workers} missing)")
+    return [bound[q] for q in range(workers)]
+
+
+def _fingerprint(key: str | None) -> str:
+    return security.fingerprint(key.encode("ascii")) if key else "no key"
+
+
+__all__ = ["FINISH_AHEAD", "GRACE", "LEAD", "GangRun", "GangRunResult", "MemberLost", "security_mode"]

@@ -3,15 +3,19 @@ those of runs that died (SIGKILL leaves no end to remove them) removed by the ne
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import shutil
 import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
+
+from mgst.wire import security
 
 log = logging.getLogger(__name__)
 
@@ -23,6 +27,19 @@ _NAME = re.compile(rf"^{re.escape(PREFIX)}(\d{{1,10}})-")
 def make_key_folder() -> Path:
     """A new key folder for this process's run (mode 0700, this user's; mkdtemp)."""
     return Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
+
+
+@contextlib.contextmanager
+def throwaway_keys(names: list[str]) -> Iterator[Path]:
+    """A key folder for this run (security.create_keys: the mapper's pair and one per name), made after removing
+    the folders of runs that died, and removed when the block ends, however it ends."""
+    remove_stale()
+    folder = make_key_folder()
+    try:
+        security.create_keys(folder, names)
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def remove_stale(base: Path | None = None) -> list[Path]:

@@ -5,20 +5,20 @@ the job protocol of mgst.wire.protocol: a member is told to receive bytes, to co
 for a number of wall seconds, to hold or go on, to stop; it says when its availability changes, when a
 transfer's last byte arrived and when its part ended. Every frame is one msgpack map with a type key ``"t"``;
 :func:`decode` checks the type, every field's type and range, and the frame's size, and raises
-:class:`~mgst.wire.protocol.ProtocolError` for anything else, so both sides count, log and drop a bad frame.
+:class:`~mgst.wire.frames.ProtocolError` for anything else, so both sides count, log and drop a bad frame.
+The envelope (size, msgpack, type, fields) is read as the job protocol reads its own (mgst.wire.frames).
 Transport as the job protocol's: the mapper binds a ROUTER, each member connects a DEALER, one frame a message.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import msgpack
 
 from mgst.availability import registry as availability
-from mgst.wire.protocol import Drop, ProtocolError
+from mgst.wire.frames import Bounds, Drop, ProtocolError, Schema, check_fields, open_frame
 
 GANG_PROTOCOL_VERSION = 1
 # A transfer's payload travels in chunks of at most this many bytes (a frame stays under MAX_FRAME).
@@ -36,6 +36,14 @@ MAX_TEXT = 400
 PROGRAM, DATA = "program", "data"
 # A member's availability states, as mgst.model.Availability numbers them.
 STATES = (0, 1, 2)
+# A keyed run's worker q holds the key named member_name(q) (mgst.wire.security's folder layout:
+# pullers/member-q.key_secret on the member, authorized/member-q.key on the mapper).
+MEMBER_KEY_PREFIX = "member-"
+
+
+def member_name(worker: int) -> str:
+    """The name of worker ``worker``'s key in a key folder."""
+    return f"{MEMBER_KEY_PREFIX}{worker}"
 
 
 # ---------------------------------------------------------------- member -> mapper
@@ -188,8 +196,7 @@ def _markov3(v: Any) -> bool:
     return True
 
 
-Check = Callable[[Any], bool]
-_SCHEMA: dict[str, tuple[type, dict[str, Check]]] = {
+_SCHEMA: Schema = {
     "g_hello": (GangHello, {"version": _nat, "worker": _worker, "clock": _num}),
     "g_state": (StateChanged, {"state": _state, "slot": _nat}),
     "g_received": (Received, {"transfer": _nat}),
@@ -207,6 +214,7 @@ _SCHEMA: dict[str, tuple[type, dict[str, Check]]] = {
 _WIRE_NAME = {cls: name for name, (cls, _) in _SCHEMA.items()}
 FROM_MEMBER = frozenset({GangHello, StateChanged, Received, Finished, GangBye})
 FROM_MAPPER = frozenset({GangWelcome, Chunk, CancelTransfer, Release, Compute, Hold, Stop, GangBye})
+_BOUNDS = Bounds(frame=MAX_FRAME, string=MAX_TEXT, binary=MAX_CHUNK, array=16, map=8)
 
 
 def encode(msg: Message) -> bytes:
@@ -219,31 +227,10 @@ def encode(msg: Message) -> bytes:
 def decode(frame: bytes, allowed: frozenset[type]) -> Message:
     """The message in ``frame``, of a type in ``allowed`` (the direction); ProtocolError if it is not exactly a
     valid one."""
-    if not isinstance(frame, bytes | bytearray | memoryview):
-        raise ProtocolError(Drop.NOT_BYTES)
-    if len(frame) > MAX_FRAME:
-        raise ProtocolError(Drop.TOO_LARGE, f"{len(frame)} bytes, limit {MAX_FRAME}")
-    try:
-        body = msgpack.unpackb(frame, raw=False, strict_map_key=True, max_str_len=MAX_TEXT, max_bin_len=MAX_CHUNK,
-                               max_array_len=16, max_map_len=8, max_ext_len=0)
-    except Exception as e:  # msgpack raises several types for bad input
-        raise ProtocolError(Drop.NOT_MSGPACK, type(e).__name__) from None
-    if not isinstance(body, dict):
-        raise ProtocolError(Drop.NOT_A_MAP, type(body).__name__)
-    kind = body.pop("t", None)
-    if not isinstance(kind, str):
-        raise ProtocolError(Drop.NO_TYPE)
-    entry = _SCHEMA.get(kind)
-    if entry is None:
-        raise ProtocolError(Drop.UNKNOWN_TYPE, repr(kind[:40]))
-    cls, fields = entry
+    kind, cls, fields, body = open_frame(frame, _SCHEMA, _BOUNDS)
     if cls not in allowed:
         raise ProtocolError(Drop.DIRECTION, kind)
-    if body.keys() != fields.keys():
-        raise ProtocolError(Drop.BAD_FIELDS, kind)
-    for name, check in fields.items():
-        if not check(body[name]):
-            raise ProtocolError(Drop.BAD_VALUE, f"{kind}.{name}: {str(body[name])[:40]!r}")
+    check_fields(kind, fields, body)
     if cls is GangWelcome:
         body["failures"] = tuple(body["failures"])
     if cls is Chunk and body["offset"] + len(body["payload"]) > body["total"]:
@@ -254,5 +241,5 @@ def decode(frame: bytes, allowed: frozenset[type]) -> Message:
 __all__ = [
     "DATA", "FROM_MAPPER", "FROM_MEMBER", "GANG_PROTOCOL_VERSION", "MAX_CHUNK", "MAX_COMPUTE", "MAX_FRAME",
     "MAX_TRANSFER", "PROGRAM", "CancelTransfer", "Chunk", "Compute", "Finished", "GangBye", "GangHello",
-    "GangWelcome", "Hold", "Received", "Release", "StateChanged", "Stop", "decode", "encode",
+    "GangWelcome", "Hold", "Received", "Release", "StateChanged", "Stop", "decode", "encode", "member_name",
 ]

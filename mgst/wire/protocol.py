@@ -1,8 +1,9 @@
 """The wire format between mapper and pullers: message types, msgpack encoding, validation.
 
-Nothing else in mgst knows bytes. Every frame is one msgpack map with a type
-key ``"t"``; :func:`decode` checks the type and every field (names, types,
-ranges) and raises :class:`ProtocolError` for anything else, so a receiver can
+Nothing else in mgst knows bytes (but the frame's envelope, mgst.wire.frames, which
+the gang protocol shares; its Drop and ProtocolError are named from here too).
+Every frame is one msgpack map with a type key ``"t"``; :func:`decode` checks
+the type and every field (names, types, ranges) and raises :class:`ProtocolError` for anything else, so a receiver can
 count, log and drop a bad frame and go on.
 
 Transport: the mapper binds a ZeroMQ ROUTER, each puller connects a DEALER; a
@@ -14,13 +15,13 @@ except where a field says model time.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import msgpack
 
 from mgst.availability import registry as availability
 from mgst.availability.trace import MAX_WIRE_PERIODS
+from mgst.wire.frames import Bounds, Drop, ProtocolError, Schema, check_fields, open_frame
 
 # Bumped on any incompatible change; a hello with another version is refused. 4: three-state availability
 # (a puller reports its own CPU share with Share; markov3 and trace laws in Welcome and Begin). 5: the core owns
@@ -43,46 +44,6 @@ MAX_STR = 4096
 # 256 or fewer). The frame bounds the total either way.
 MAX_ARRAY = 1024
 assert MAX_WIRE_PERIODS < MAX_ARRAY
-
-
-class Drop:
-    """Why a received message was dropped: the fixed set of keys of the drop counters.
-
-    Counters are keyed by these and nothing else, so that a peer cannot grow
-    them with text of its choosing; the offending values go to the log only.
-    """
-
-    NOT_BYTES = "not bytes"
-    TOO_LARGE = "frame too large"
-    NOT_MSGPACK = "not msgpack"
-    NOT_A_MAP = "not a map"
-    NO_TYPE = "no message type"
-    UNKNOWN_TYPE = "unknown message type"
-    BAD_FIELDS = "missing or unknown fields"
-    BAD_VALUE = "bad field value"
-    FRAMES = "wrong frame count"
-    DIRECTION = "wrong direction"
-    UNREGISTERED = "unregistered sender"
-    VERSION = "protocol version"
-    UNKNOWN_MACHINE = "unknown machine name"
-    EXECUTOR = "missing executor"
-    SLOTS = "too few slots"
-    NAME_TAKEN = "machine name taken"
-    RETIRED = "replaced incarnation"
-    NOT_ITS_REPLICA = "replica not held by sender"
-    FINISHED_REPLICA = "replica already finished"
-    READY_WHILE_BUSY = "ready while busy"
-    HANDLER_ERROR = "handler error"
-    HELLO_RATE = "hellos too frequent"
-
-
-class ProtocolError(ValueError):
-    """A frame that is not a valid message: ``reason`` is one of :class:`Drop`, ``detail`` says more."""
-
-    def __init__(self, reason: str, detail: str = ""):
-        super().__init__(f"{reason}: {detail}" if detail else reason)
-        self.reason = reason
-        self.detail = detail
 
 
 # ---------------------------------------------------------------- puller -> mapper
@@ -367,10 +328,8 @@ def _replicas(v: Any) -> bool:
     return isinstance(v, list | tuple) and len(v) <= MAX_SLOTS and all(_nat(x) for x in v)
 
 
-# wire name -> (class, {field: check}); field order follows the class. A check returns whether the value is
-# good, or raises ProtocolError itself to say why not.
-Check = Callable[[Any], bool]
-_SCHEMA: dict[str, tuple[type, dict[str, Check]]] = {
+# wire name -> (class, {field: check}) (mgst.wire.frames); field order follows the class.
+_SCHEMA: Schema = {
     "hello": (Hello, {"version": _int, "machine": _str, "incarnation": _int, "executors": _strs,
                       "speed": _nonneg, "clock": _num, "slots": _slots, "holds": _replicas,
                       "finished": _replicas}),
@@ -396,6 +355,8 @@ _SCHEMA: dict[str, tuple[type, dict[str, Check]]] = {
     "paused": (Paused, {"reason": _text}),
 }
 _WIRE_NAME = {cls: name for name, (cls, _) in _SCHEMA.items()}
+# (strings up to the frame's size: the field checks bound each; see MAX_STR)
+_BOUNDS = Bounds(frame=MAX_FRAME, string=MAX_FRAME, binary=0, array=MAX_ARRAY, map=32)
 _TUPLE_FIELDS = {"executors", "command", "failures", "holds", "finished"}
 
 FROM_PULLER = frozenset({Hello, Ready, Started, Computing, Progress, Done, Failed, Heartbeat, Bye, Share})
@@ -411,37 +372,10 @@ def encode(msg: Message) -> bytes:
 
 def decode(frame: bytes) -> Message:
     """The message in ``frame``; ProtocolError if it is not exactly a valid one."""
-    if not isinstance(frame, bytes | bytearray | memoryview):
-        raise ProtocolError(Drop.NOT_BYTES)
-    if len(frame) > MAX_FRAME:
-        raise ProtocolError(Drop.TOO_LARGE, f"{len(frame)} bytes, limit {MAX_FRAME}")
-    try:  # (strings up to the frame's size: the field checks bound each; see MAX_STR)
-        body = msgpack.unpackb(
-            frame, raw=False, strict_map_key=True, max_str_len=MAX_FRAME, max_bin_len=0,
-            max_array_len=MAX_ARRAY, max_map_len=32, max_ext_len=0,
-        )
-    except Exception as e:  # msgpack raises several types for bad input
-        raise ProtocolError(Drop.NOT_MSGPACK, type(e).__name__) from None
-    if not isinstance(body, dict):
-        raise ProtocolError(Drop.NOT_A_MAP, type(body).__name__)
-    kind = body.pop("t", None)
-    if not isinstance(kind, str):
-        raise ProtocolError(Drop.NO_TYPE)
-    entry = _SCHEMA.get(kind)
-    if entry is None:
-        raise ProtocolError(Drop.UNKNOWN_TYPE, repr(kind[:40]))
-    cls, fields = entry
-    if body.keys() != fields.keys():
-        missing = sorted(fields.keys() - body.keys())
-        # repr, not str: a field name is the peer's text, and its control characters must not reach a log raw
-        extra = sorted(repr(k)[:40] for k in body.keys() - fields.keys())
-        raise ProtocolError(Drop.BAD_FIELDS, f"{kind}: " + "; ".join(
-            p for p in (f"missing {', '.join(missing)}" if missing else "",
-                        f"unknown {', '.join(extra)[:80]}" if extra else "") if p))
-    for name, check in fields.items():
-        if not check(body[name]):
-            raise ProtocolError(Drop.BAD_VALUE, f"{kind}.{name}: {str(body[name])[:40]!r}")
+    kind, cls, fields, body = open_frame(frame, _SCHEMA, _BOUNDS)
+    check_fields(kind, fields, body)
     for name in _TUPLE_FIELDS & fields.keys():
         if isinstance(body[name], list):  # (not Done.finished, a float: same name as Hello.finished)
             body[name] = tuple(body[name])
     return cls(**body)
+

@@ -293,12 +293,14 @@ class AuthorizedKeys:
         return False
 
 
-def start_authenticator(context: zmq.Context, keys: ServerKeys) -> ThreadAuthenticator:
-    """A ZAP handler for ``context`` that admits exactly the keys in ``keys.authorized``, logging those it refuses.
+def start_authenticator(context: zmq.Context, keys: ServerKeys,
+                        provider: AuthorizedKeys | None = None) -> ThreadAuthenticator:
+    """A ZAP handler for ``context`` that admits exactly the keys in ``keys.authorized``, logging those it refuses
+    (``provider``: the caller's AuthorizedKeys of that folder, to count the refusals; else one of its own).
 
     Start it before binding: without a ZAP handler libzmq admits every client key.
     """
-    provider = AuthorizedKeys(keys.authorized)
+    provider = provider or AuthorizedKeys(keys.authorized)
     if not provider.admitted:
         raise KeyFileError(f"{keys.authorized}: no readable puller public keys")
     auth = ThreadAuthenticator(context, log=logging.getLogger("mgst.zap"))
