@@ -48,8 +48,9 @@ class GridSize:
 @dataclass(frozen=True, slots=True)
 class OverlayGrid:
     """What the simulator's overlay needs of one grid whose size it drives: its name, its machines (indices, in
-    order: the first ``start_hosts`` are there at the start, a request grants the first not granted), its size
-    parameters and its queue wait (the mean of a granted host's arrival delay, exponential; 0: at once)."""
+    order: the first ``start_hosts`` are there at the start; a request grants one of those neither up nor granted,
+    drawn from the grid's stream), its size parameters and its queue wait (the mean of a granted host's arrival
+    delay, exponential; 0: at once)."""
 
     index: int
     name: str

@@ -344,15 +344,11 @@ def parse_size(host: ConfigHost, entry: Mapping[str, Any], key: str) -> GridSize
     every = DEFAULT_REQUEST_EVERY
     if "request_every" in entry:
         every = host.bounded(entry["request_every"], f"{key}.request_every", 0.0, host.max_time,
-                             "time units between two requests for a host, above 0")
-        if every <= 0:
-            raise host.error(f"{key}.request_every", "must be above 0 (time units between two requests for a host)")
+                             "time units between two requests for a host")
     idle = DEFAULT_IDLE_LEAVE
     if "idle_leave" in entry:
         idle = host.bounded(entry["idle_leave"], f"{key}.idle_leave", 0.0, host.max_time,
-                            "time units a host's client holds no job before it leaves, above 0")
-        if idle <= 0:
-            raise host.error(f"{key}.idle_leave", "must be above 0 (time units a host holds no job before it leaves)")
+                            "time units a host's client holds no job before it leaves")
     return GridSize(start, most, every, idle)
 
 

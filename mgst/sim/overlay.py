@@ -81,12 +81,13 @@ class Overlay:
         self.samples.append(GridSample(t, grid.name, n_up, n_granted, demand))
         if not demand or n_up + n_granted >= grid.max_hosts:
             return -1
-        for j in grid.machines:
-            if not up[j] and not granted[j]:
-                granted[j] = True
-                self.requests[position] += 1
-                return j
-        return -1
+        free = [j for j in grid.machines if not up[j] and not granted[j]]
+        if not free:
+            return -1
+        j = free[0] if len(free) == 1 else self.rngs[position].choice(free)  # (a new client lands on any free host)
+        granted[j] = True
+        self.requests[position] += 1
+        return j
 
     def arrival_delay(self, j: int) -> float:
         """The delay before granted host ``j`` arrives: the grid's queue wait (exponential, mean ``join``)."""
