@@ -24,6 +24,7 @@ from mgst.availability.grid_size import (
     GridSize,
     OverlayGrid,
     OverlayHostProcess,
+    SizeError,
     check_size,
 )
 from mgst.availability.kind import AvailabilityKind, ConfigHost, group_of
@@ -209,10 +210,12 @@ class GridsKind(AvailabilityKind):
 
     def to_wire(self, spec: GridsAvailability, experiment: Experiment, machine: int, seed: int, until: float,
                 since: float = 0.0) -> tuple:
-        grid = self.grid(spec, experiment, machine)
+        g = group_of(experiment, machine, len(spec.grids))
+        grid = spec.grids[g]
         if grid.size is not None:
-            raise ValueError(f"grid {grid.name!r} grows and shrinks with the overlay (start_hosts), which only the "
-                             "simulator models: the testbed runs grids of a fixed set of hosts")
+            raise SizeError(f"availability.grids[{g}].start_hosts",
+                            f"grid {grid.name!r} grows and shrinks with the overlay (start_hosts), which only the "
+                            "simulator models: the testbed runs grids of a fixed set of hosts")
         proc = self.process(spec, experiment, seed, 0, machine)
         sent: list[list[float]] = []
         at = 0.0
