@@ -7,12 +7,17 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from mgst.availability.grids import KIND
 from mgst.config import ConfigError, parse_experiment
+from mgst.core.state import JobStatus, Outcome
 from mgst.sim.loop import Simulation
 
 
@@ -231,3 +236,69 @@ def test_the_grid_sizes_table_shows_each_sized_grid_over_time(capsys: pytest.Cap
     assert main([str(tmp_path / "missing.toml")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all(line.startswith("error: ") for line in err)
+
+
+def test_a_sized_grid_is_kept_by_the_run_store_and_older_stores_still_load():
+    grids = [cluster("technion", start_hosts=1, max_hosts=3, request_every=10.0, idle_leave=20.0), cluster("static")]
+    spec = parse_experiment(data(grids, [4, 2], [bag(0.0, 4, 100.0)]), "x").failures
+    plain = KIND.to_plain(spec)
+    assert KIND.from_plain(plain) == spec
+    assert KIND.from_plain(plain).grids[0].size.max_hosts == 3
+    older = {"kind": "grids", "grids": [row[:9] for row in plain["grids"]]}  # (written before grids had a size)
+    assert all(g.size is None for g in KIND.from_plain(older).grids)
+
+
+@st.composite
+def sized_settings(draw) -> dict[str, Any]:
+    grids = []
+    sizes = []
+    for g in range(draw(st.integers(1, 3))):
+        n = draw(st.integers(1, 3))
+        sizes.append(n)
+        grid: dict[str, Any] = {"name": f"g{g}", "preset": draw(st.sampled_from(["collaborative", "community",
+                                                                                "cluster"]))}
+        if draw(st.booleans()) or g == 0:
+            start = draw(st.integers(0, n))
+            grid.update(start_hosts=start, max_hosts=draw(st.integers(max(1, start), n)),
+                        request_every=draw(st.sampled_from([5.0, 60.0, 400.0])),
+                        idle_leave=draw(st.sampled_from([1.0, 100.0, 1000.0])))
+        if draw(st.booleans()):
+            grid.update(join=draw(st.sampled_from([0.0, 50.0, 300.0])), mean_up=draw(st.sampled_from([200.0, 5000.0])),
+                        mean_down=50.0, unreliable=draw(st.sampled_from([0.0, 0.5])),
+                        return_delay=draw(st.sampled_from([0.0, 30.0])))
+        grids.append(grid)
+    slots = draw(st.integers(1, 3))
+    bags = [{"at": 0.0, "tasks": {"count": draw(st.integers(1, 10)), "size": [100.0, 900.0], "seed": 1}}]
+    if draw(st.booleans()):
+        bags.append({"at": draw(st.sampled_from([500.0, 5000.0])), "tasks": {"count": 3, "size": [100.0, 300.0],
+                                                                             "seed": 2}})
+    d = data(grids, sizes, bags, Concurrency=draw(st.sampled_from(["Host.NumCpus", "2 * Host.NumCpus"])),
+             ReplicationRequirements=draw(st.sampled_from(["false", "Job.Replicas < 2"])),
+             Deadline=draw(st.sampled_from([300.0, 1e9])), tail_threshold=draw(st.sampled_from([0, 3])),
+             run_on_losers=draw(st.booleans()), cycle=60.0,
+             GridPolicy=draw(st.sampled_from(["true", 'Grid.Name == "g0"', 'Grid.Name != "g1"'])))
+    d["machines"].update(slots=slots, cpus=draw(st.integers(1, slots)))
+    d["simulation"]["seed"] = draw(st.integers(0, 1000))
+    if draw(st.booleans()):
+        d["testbed"] = {"detection": "timeout", "timeout_factor": 3.0}
+    return d
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(d=sized_settings())
+def test_on_sized_grids_no_job_is_lost_or_done_twice_and_no_grid_exceeds_its_maximum(d):
+    exp = parse_experiment(d, "x")
+    sim = Simulation(exp, drain_limit=1e7)
+    run = sim.run()
+    sim.core.check_invariants()
+    assert run.unfinished == 0
+    for rec in run.jobs:
+        assert rec.status is JobStatus.DONE
+        assert Counter(r.outcome for r in rec.history)[Outcome.DONE] == 1, rec.history
+    for j, m in enumerate(exp.machines):
+        spans = [(r.computing_since, r.ended) for rec in run.jobs for r in rec.history
+                 if r.machine == j and r.computing_since is not None]
+        for t, _ in spans:
+            assert sum(1 for a, b in spans if a <= t < b) <= m.computing_slots, (m.name, spans)
+    most = {g.name: g.max_hosts for g in sim.overlay.grids}
+    assert all(s.up + s.granted <= most[s.grid] for s in sim.overlay.samples)
