@@ -50,7 +50,9 @@ class Overlay:
         for i, g in enumerate(self.grids):
             for j in g.machines:
                 self.grid_of[j] = i
-        self.sized = tuple(j for g in self.grids for j in g.machines)
+        # The sized hosts that may be up (all at the start; a host found down leaves it, one that arrives joins it):
+        # what watch looks at after each event. A dict: its order, and so the leave events' seqs, is the run's own.
+        self.watching: dict[int, None] = dict.fromkeys(j for g in self.grids for j in g.machines)
         self.granted = [False] * n_machines  # asked for, not arrived yet
         self.idle_token: list[int] = [-1] * n_machines  # the seq of the host's pending leave event (-1: none)
         self.samples: list[GridSample] = []
@@ -98,6 +100,8 @@ class Overlay:
     def arrived(self, j: int) -> None:
         """Machine ``j`` is up (a granted host arrived, or a host of a grid without a size came back)."""
         self.granted[j] = False
+        if self.grid_of[j] >= 0:
+            self.watching[j] = None
 
     def every(self, position: int) -> float:
         return self.grids[position].size.request_every
@@ -109,15 +113,19 @@ class Overlay:
         """After an event at ``t``: a sized host up and holding no job gets a leave event ``idle_leave`` from now
         (unless it has one); one that holds a job again loses it. Returns the next seq."""
         token = self.idle_token
-        for j in self.sized:
+        gone: list[int] = []
+        for j in self.watching:
             if not up[j]:
                 token[j] = -1
+                gone.append(j)
             elif machines[j].replicas:
                 token[j] = -1
             elif token[j] < 0:
                 token[j] = seq
                 push((t + self.grids[self.grid_of[j]].size.idle_leave, kind, seq, j))
                 seq += 1
+        for j in gone:
+            del self.watching[j]
         return seq
 
     def leave_due(self, j: int, s: int) -> bool:
