@@ -160,6 +160,7 @@ def test_a_run_is_the_same_for_a_seed_and_differs_with_another():
     ({"start_hosts": 1, "max_hosts": 5}, "availability.grids[0].max_hosts", "declare every host"),
     ({"start_hosts": 5}, "availability.grids[0].start_hosts", "declare every host"),
     ({"start_hosts": 1, "max_host": 3}, "availability.grids[0].max_host", "unknown key"),
+    ({"start_hosts": 1, "request_every": 1e-6}, "availability.grids", "one per request_every"),
 ])
 def test_bad_size_parameters_are_refused_naming_the_key(entry, key, words):
     d = data([cluster("technion", **entry)], [4], [bag(0.0, 4, 100.0)])

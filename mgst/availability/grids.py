@@ -262,7 +262,10 @@ class GridsKind(AvailabilityKind):
             g = self.grid(spec, experiment, j)
             cycle = min(g.mean_up, g.unreliable_mean_up if g.unreliable > 0 else math.inf) + g.mean_down
             total += 1 + (length / cycle if cycle > 0 and math.isfinite(cycle) else 0.0)
-        return total, "each grid's mean up period (of its unreliable hosts, if it has some) plus mean_down"
+        turns = sum(length / g.size.request_every for g in spec.grids if g.size is not None)  # the overlay's
+        return total + turns, ("each grid's mean up period (of its unreliable hosts, if it has some) plus mean_down"
+                               + (", and the overlay's turns at the grids with start_hosts (one per request_every)"
+                                  if turns else ""))
 
     def shortest_cycle(self, spec: GridsAvailability, experiment: Experiment) -> float:
         cycles = [min(g.mean_up, g.unreliable_mean_up if g.unreliable > 0 else math.inf) + g.mean_down
