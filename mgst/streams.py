@@ -29,6 +29,7 @@ class Purpose(enum.IntEnum):
     REPAIRS = 8  # index: machine (down periods of the Weibull/Normal model; FAILURES gives its up periods)
     STAGING = 9  # index: 0 resume transfers, 1 start transfers
     OVERHEADS = 10  # index: machine (a testbed run's per-job overheads, redrawn: mgst.sim.overheads)
+    OVERLAY = 11  # index: grid (the arrival delays of the hosts the overlay asks a grid for: mgst.sim.overlay)
 
 
 def seed_sequence(seed: int, replication: int, purpose: Purpose, index: int = 0) -> np.random.SeedSequence:

@@ -6,7 +6,8 @@ is preempted or fails after an up period (``mean_up``; a share ``unreliable`` of
 ``unreliable_mean_up``), is replaced by a new client after ``mean_down``, computes at a share of the fastest host
 drawn once for it (``speed = [low, high]``), and its results reach the server ``return_delay`` after they are
 computed (exponential; the simulator holds the replica on the host meanwhile). Machine j is in the grid its
-``group`` names; its ``grid`` attribute is the grid's name (docs/models.md, "Grids").
+``group`` names; its ``grid`` attribute is the grid's name (docs/models.md, "Grids"). A grid whose table gives
+``start_hosts`` grows and shrinks with the overlay's demand instead (mgst.availability.grid_size).
 """
 
 from __future__ import annotations
@@ -16,6 +17,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
+from mgst.availability.grid_size import (
+    DEFAULT_IDLE_LEAVE,
+    DEFAULT_REQUEST_EVERY,
+    SIZE_KEYS,
+    GridSize,
+    OverlayGrid,
+    OverlayHostProcess,
+    SizeError,
+    check_size,
+)
 from mgst.availability.kind import AvailabilityKind, ConfigHost, group_of
 from mgst.availability.process import AvailabilityProcess, Period, State
 from mgst.availability.trace import KIND as TRACE
@@ -42,6 +53,7 @@ class Grid:
     unreliable_mean_up: float  # their mean up period
     speed: tuple[float, float]  # a host's CPU share of the fastest host's, uniform in [low, high], drawn once
     return_delay: float  # mean delay from a result computed to the server having it (exponential; 0: none)
+    size: GridSize | None = None  # its size over time, the overlay's (None: a fixed set of hosts)
 
 
 # The presets: GridBot's grid kinds ("GridBot: Execution of Bags of Tasks in Multiple Grids", sections 2.2 and 7),
@@ -59,7 +71,7 @@ PRESETS: Final[dict[str, Grid]] = {
     "cluster": Grid("cluster", "cluster", 0.0, math.inf, 0.0, 0.0, math.inf, (1.0, 1.0), 0.0),
 }
 GRID_KEYS: Final = ("name", "preset", "join", "mean_up", "mean_down", "unreliable", "unreliable_mean_up", "speed",
-                    "return_delay")
+                    "return_delay", *SIZE_KEYS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,14 +159,28 @@ class GridsKind(AvailabilityKind):
     def to_plain(self, spec: GridsAvailability) -> Any:
         return {"kind": self.name, "grids": [[g.name, g.preset, g.join, _plain(g.mean_up), g.mean_down, g.unreliable,
                                               _plain(g.unreliable_mean_up), list(g.speed), g.return_delay]
+                                             + ([g.size.to_plain()] if g.size is not None else [])
                                              for g in spec.grids]}
 
     def from_plain(self, plain: Any) -> GridsAvailability:
         grids = []
-        for name, preset, join, up, down, unreliable, unreliable_up, speed, delay in plain["grids"]:
+        for name, preset, join, up, down, unreliable, unreliable_up, speed, delay, *size in plain["grids"]:
             grids.append(Grid(name, preset, join, _unplain(up), down, unreliable, _unplain(unreliable_up),
-                              (speed[0], speed[1]), delay))
+                              (speed[0], speed[1]), delay, GridSize.from_plain(size[0]) if size else None))
         return GridsAvailability(tuple(grids))
+
+    def check(self, spec: GridsAvailability, experiment: Experiment) -> None:
+        for g, grid in enumerate(spec.grids):
+            if grid.size is not None:
+                count = sum(1 for j in range(len(experiment.machines)) if self.grid(spec, experiment, j) is grid)
+                check_size(grid.size, f"availability.grids[{g}]", grid.name, count)
+
+    def overlay_grids(self, spec: GridsAvailability, experiment: Experiment) -> list[OverlayGrid]:
+        members: list[list[int]] = [[] for _ in spec.grids]
+        for j in range(len(experiment.machines)):
+            members[group_of(experiment, j, len(spec.grids))].append(j)
+        return [OverlayGrid(g, grid.name, tuple(members[g]), grid.size, grid.join)
+                for g, grid in enumerate(spec.grids) if grid.size is not None]
 
     def group_count(self, spec: GridsAvailability) -> int:
         return len(spec.grids)
@@ -172,11 +198,24 @@ class GridsKind(AvailabilityKind):
 
     def process(self, spec: GridsAvailability, experiment: Experiment, seed: int, replication: int,
                 machine: int) -> AvailabilityProcess:
-        grid = self.grid(spec, experiment, machine)
-        return GridProcess(grid, experiment.machines[machine].availability, seed, replication, machine)
+        g = group_of(experiment, machine, len(spec.grids))
+        grid = spec.grids[g]
+        a = experiment.machines[machine].availability
+        if grid.size is None:
+            return GridProcess(grid, a, seed, replication, machine)
+        rank = sum(1 for j in range(machine) if group_of(experiment, j, len(spec.grids)) == g)
+        traits = HostTraits(grid, a, seed, replication, machine)
+        return OverlayHostProcess(python_random(seed, replication, Purpose.FAILURES, machine), traits.mean_up,
+                                  traits.share, rank < grid.size.start_hosts)
 
     def to_wire(self, spec: GridsAvailability, experiment: Experiment, machine: int, seed: int, until: float,
                 since: float = 0.0) -> tuple:
+        g = group_of(experiment, machine, len(spec.grids))
+        grid = spec.grids[g]
+        if grid.size is not None:
+            raise SizeError(f"availability.grids[{g}].start_hosts",
+                            f"grid {grid.name!r} grows and shrinks with the overlay (start_hosts), which only the "
+                            "simulator models: the testbed runs grids of a fixed set of hosts")
         proc = self.process(spec, experiment, seed, 0, machine)
         sent: list[list[float]] = []
         at = 0.0
@@ -223,7 +262,10 @@ class GridsKind(AvailabilityKind):
             g = self.grid(spec, experiment, j)
             cycle = min(g.mean_up, g.unreliable_mean_up if g.unreliable > 0 else math.inf) + g.mean_down
             total += 1 + (length / cycle if cycle > 0 and math.isfinite(cycle) else 0.0)
-        return total, "each grid's mean up period (of its unreliable hosts, if it has some) plus mean_down"
+        turns = sum(length / g.size.request_every for g in spec.grids if g.size is not None)  # the overlay's
+        return total + turns, ("each grid's mean up period (of its unreliable hosts, if it has some) plus mean_down"
+                               + (", and the overlay's turns at the grids with start_hosts (one per request_every)"
+                                  if turns else ""))
 
     def shortest_cycle(self, spec: GridsAvailability, experiment: Experiment) -> float:
         cycles = [min(g.mean_up, g.unreliable_mean_up if g.unreliable > 0 else math.inf) + g.mean_down
@@ -284,10 +326,42 @@ def _grid(host: ConfigHost, entry: Mapping[str, Any], key: str, taken: list[str]
         if not 0 < low <= high <= 1:
             raise host.error(f"{key}.speed", f"must be [low, high] with 0 < low <= high <= 1, got [{low:g}, {high:g}]")
         values["speed"] = (low, high)
+    values["size"] = parse_size(host, entry, key)
     grid = replace(grid, **values)
     if not math.isinf(grid.mean_up) and grid.mean_down <= 0:
         raise host.error(f"{key}.mean_down", "must be > 0 for a grid whose hosts go down (mean_up is finite)")
     return grid
+
+
+def parse_size(host: ConfigHost, entry: Mapping[str, Any], key: str) -> GridSize | None:
+    """The grid's size parameters from its table (None: the grid keeps its hosts, as before); errors name the key."""
+    if "start_hosts" not in entry:
+        for k in SIZE_KEYS[1:]:
+            if k in entry:
+                raise host.error(f"{key}.{k}", "needs start_hosts in the same grid (the overlay drives a grid's size "
+                                               "only when it starts with a given number of hosts)")
+        return None
+    start = _count(host, entry["start_hosts"], f"{key}.start_hosts", 0)
+    most: int | None = None
+    if "max_hosts" in entry:
+        most = _count(host, entry["max_hosts"], f"{key}.max_hosts", 1)
+        if most < start:
+            raise host.error(f"{key}.max_hosts", f"must be at least start_hosts ({start}), got {most}")
+    every = DEFAULT_REQUEST_EVERY
+    if "request_every" in entry:
+        every = host.bounded(entry["request_every"], f"{key}.request_every", 0.0, host.max_time,
+                             "time units between two requests for a host")
+    idle = DEFAULT_IDLE_LEAVE
+    if "idle_leave" in entry:
+        idle = host.bounded(entry["idle_leave"], f"{key}.idle_leave", 0.0, host.max_time,
+                            "time units a host's client holds no job before it leaves")
+    return GridSize(start, most, every, idle)
+
+
+def _count(host: ConfigHost, value: Any, key: str, least: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not least <= value <= 1_000_000:
+        raise host.error(key, f"must be a whole number of hosts in [{least}, 1000000], got {host.describe(value)}")
+    return value
 
 
 KIND = GridsKind()

@@ -11,6 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
+from mgst.availability.grid_size import OverlayGrid
 from mgst.availability.process import AvailabilityProcess, Period, State
 from mgst.model import Experiment
 
@@ -86,6 +87,10 @@ class AvailabilityKind:
         """Each machine's mean delay from a result computed to the server having it (the simulator holds the
         replica meanwhile); None: no delay."""
         return None
+
+    def overlay_grids(self, spec: Any, experiment: Experiment) -> list[OverlayGrid]:
+        """The grids whose size the simulator's overlay drives (mgst.availability.grid_size); none by default."""
+        return []
 
     def input_files(self, spec: Any) -> tuple[str, ...]:
         """The files the model reads (a trace's), so that a resumed run can tell one that changed."""

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mgst.availability.exponential import KIND as EXPONENTIAL
+from mgst.availability.grid_size import OverlayGrid
 from mgst.availability.grids import KIND as GRIDS
 from mgst.availability.kind import AvailabilityKind
 from mgst.availability.markov3 import KIND as MARKOV3
@@ -66,6 +67,12 @@ def result_delays(experiment: Experiment) -> list[float] | None:
     spec = experiment.failures
     delays = None if spec is None else kind_of(spec).result_delays(spec, experiment)
     return delays if delays is not None and any(d > 0 for d in delays) else None
+
+
+def overlay_grids(experiment: Experiment) -> list[OverlayGrid]:
+    """The grids whose size the simulator's overlay drives (none without a model, or with a fixed set of hosts)."""
+    spec = experiment.failures
+    return [] if spec is None else kind_of(spec).overlay_grids(spec, experiment)
 
 
 def input_files(spec: Any) -> tuple[str, ...]:
@@ -177,6 +184,7 @@ __all__ = [
     "kind_of",
     "longest_down",
     "make_process",
+    "overlay_grids",
     "process_from_wire",
     "shortest_cycle",
     "to_plain",

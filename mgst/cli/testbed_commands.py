@@ -79,7 +79,7 @@ def _check_testbed_args(args: argparse.Namespace, exp) -> None:
         check_availability_fits(exp, args.duration, args.time_unit, args.seed)
     except ValueError as e:
         given = "--duration" if args.duration is not None else "--time-unit" if args.time_unit is not None else None
-        raise ConfigError(given or "availability.file", str(e)) from None
+        raise ConfigError(getattr(e, "key", None) or given or "availability.file", str(e)) from None  # (a grid's)
 
 
 def _stop_on_signals(mapper) -> None:

@@ -384,7 +384,7 @@ class _Parser(ModelSections, MachineSections):
         try:
             availability.check(exp)
         except ValueError as e:
-            raise self.error(self.failures_key, str(e)) from None
+            raise self.error(getattr(e, "key", self.failures_key), str(e)) from None  # (a grid's size: its key)
         self.check_policy_names(exp)
         self.check_lengths(exp)
         return exp

@@ -23,13 +23,16 @@ class PeriodEvents:
     from its own streams, so its draws, and their order, are those of drawing each period as it begins.
     """
 
-    __slots__ = ("procs", "entering", "down", "up", "share", "done")
+    __slots__ = ("procs", "entering", "down", "up", "share", "done", "event_seq")
 
     def __init__(self, experiment: Experiment, seed: int, replication: int, kinds: tuple[int, int, int, int]):
         n = len(experiment.machines)
         self.procs = [make_process(experiment, seed, replication, j) for j in range(n)]  # None: always up
         self.entering: list[Any] = [None] * n  # the period each machine enters at its next availability event
         self.down, self.up, self.share, self.done = kinds  # (down, back up, share change, completion) event kinds
+        # The seq of each machine's pending availability event (-1: none): a driver that ends a period itself (the
+        # overlay's hosts leaving, mgst.sim.overlay) makes the pending one stale.
+        self.event_seq = [-1] * n
 
     def start(self, push: Callable[[Any], None], seq: int) -> tuple[list[Period | None], int]:
         """Every machine's first period (None: always up at its a_j), the events that end them pushed; and the
@@ -45,6 +48,7 @@ class PeriodEvents:
             firsts.append(first)
             if first.duration < math.inf:
                 push((first.duration, self._kind(first, after), seq, j))
+                self.event_seq[j] = seq
                 seq += 1
         return firsts, seq
 
@@ -56,7 +60,10 @@ class PeriodEvents:
         self.entering[j] = after
         if period.duration < math.inf:
             push((t + period.duration, self._kind(period, after), seq, j))
+            self.event_seq[j] = seq
             seq += 1
+        else:
+            self.event_seq[j] = -1
         return seq
 
     def _kind(self, period: Period, after: Period) -> int:

@@ -11,7 +11,7 @@ from typing import Any, Final, NamedTuple
 
 from mgst.availability.grids import QUANTILES
 from mgst.availability.process import Period, State
-from mgst.availability.registry import result_delays
+from mgst.availability.registry import overlay_grids, result_delays
 from mgst.bot_metrics import keep_replica_totals
 from mgst.core.decisions import Assign, Cancel, Eta, MachineSuspected, ReplicaTimedOut, SetTimer
 from mgst.core.scheduler import Scheduler
@@ -22,6 +22,7 @@ from mgst.sim.availability_feed import PeriodEvents, held_end
 from mgst.sim.event_heap import Entry, EventHeap, new_event_heap
 from mgst.sim.overheads import Overheads, OverheadSampler
 from mgst.sim.overheads import result_delays as delay_overheads
+from mgst.sim.overlay import Overlay
 from mgst.staging import StagingSampler
 from mgst.streams import Purpose, python_random
 from mgst.workload import make_workload
@@ -41,6 +42,8 @@ _ARRIVAL: Final = 5
 _COMPUTING: Final = 6
 _SHARE: Final = 7
 _AVAIL: Final = 8  # an availability period that changes only the machine's CPU share (UP <-> RECLAIMED)
+_OVERLAY: Final = 9  # the overlay's turn at one grid whose size it drives (mgst.sim.overlay)
+_LEAVE: Final = 10  # a host of such a grid that held no job for its idle time leaves
 # The heap drops its dead entries (cancelled or lost replicas' completions) once they are more
 # than half of it and more than this many; until then they are skipped when popped.
 STALE_MIN: Final = 1024
@@ -201,6 +204,10 @@ class Simulation:
         self.core = Scheduler(experiment.classes, experiment.machines, self.policy, experiment.staging)
         self.core.report_holds = False  # a held request needs nothing done here,
         self.core.report_completions = False  # nor a job done: the records say it all
+        # The grids whose size the overlay drives (none: every machine plays its availability alone), and the run's
+        # overlay once it runs (its samples: the grids' sizes over time).
+        self.overlay_grids = overlay_grids(experiment)
+        self.overlay: Overlay | None = None
 
     def run(self) -> ReplicationRun:
         # Every record stays alive until the run ends, so the cyclic garbage collector's passes over
@@ -299,6 +306,15 @@ class _EventLoop:
         self.first, self.seq = self.periods.start(self.push, self.seq)  # (None: a machine always up)
         for when, j, a in sim.share_changes:
             self._schedule(when, _SHARE, (j, a))
+        # GridBot's overlay (mgst.sim.overlay): the driver-side decisions of grids that grow and shrink; the policy
+        # says which grids a bag may use (takes_grid), if it can.
+        self.overlay: Overlay | None = None
+        if sim.overlay_grids:
+            self.overlay = Overlay(sim.overlay_grids, n_machines, sim.seed, sim.replication,
+                                   getattr(sim.policy, "takes_grid", None))
+            sim.overlay = self.overlay
+            for position in range(len(sim.overlay_grids)):
+                self._schedule(0.0, _OVERLAY, position)
 
     def run(self, stop_at: float) -> float:
         """Run until nothing is left to do or ``stop_at``; the model time it ended at."""
@@ -321,11 +337,15 @@ class _EventLoop:
                 pending.extend(core.machine_up(0.0, j, first.cpu_share))
                 pending.extend(core.machine_availability(0.0, j, first.state, first.cpu_share))
         pending.extend(core.start(0.0))  # ...which the policy plans for once
+        overlay = self.overlay
+        periods = self.periods
 
         t = 0.0
         while True:
             if pending:
                 self._carry_out(t, pending)
+            if overlay is not None:  # hosts of sized grids that now hold no job get their leave time
+                self.seq = overlay.watch(t, self.up, core.machines, self.seq, self.push, _LEAVE)
             arrival = self.arrival
             if arrival is None and (not heap or (not core.queued_count and not core.running and not core.view.live)):
                 break  # (a loser that runs on after its job is done ends as it would: its waste counts)
@@ -353,10 +373,10 @@ class _EventLoop:
                     self._retire()
             elif kind == _CHECKPOINT:
                 pending = self._on_checkpoint(t, arg)
-            elif kind == _DOWN:
-                pending = self._on_down(t, arg)
+            elif kind == _DOWN:  # (with an overlay, a period it ended itself leaves a stale event)
+                pending = self._on_down(t, arg) if overlay is None or periods.event_seq[arg] == s else []
             elif kind == _UP:
-                pending = self._on_up(t, arg)
+                pending = self._on_up(t, arg) if overlay is None or periods.event_seq[arg] == s else []
             elif kind == _TIMER:
                 pending = self._on_timer(t, arg)
             elif kind == _COMPUTING:
@@ -364,7 +384,11 @@ class _EventLoop:
             elif kind == _SHARE:
                 pending = self._on_share(t, arg)
             elif kind == _AVAIL:
-                pending = self._on_avail(t, arg)
+                pending = self._on_avail(t, arg) if overlay is None or periods.event_seq[arg] == s else []
+            elif kind == _OVERLAY:
+                pending = self._on_overlay(t, arg)
+            elif kind == _LEAVE:
+                pending = self._on_leave(t, s, arg)
         return t
 
     # -- the clock's events, one handler per kind: each returns the core's outputs to carry out --
@@ -515,6 +539,8 @@ class _EventLoop:
     def _on_up(self, t: float, j: int) -> list:
         """Machine j is back, asking for work for all its slots (reclaimed at share 0: asking for none)."""
         self.up[j] = True
+        if self.overlay is not None:
+            self.overlay.arrived(j)
         period: Period = self.periods.entering[j]
         self.share[j] = period.cpu_share
         core = self.core
@@ -539,6 +565,30 @@ class _EventLoop:
         self.periods.availability_changed(self.core, t, j, period.state, period.cpu_share, self.share, pending)
         self.seq = self.periods.advance(t, j, self.push, self.seq)
         return pending
+
+    def _on_overlay(self, t: float, position: int) -> list:
+        """The overlay's turn at a grid: a host asked for if work it may take is queued (its arrival, an up event
+        after the grid's queue wait); its next turn ``request_every`` later."""
+        overlay = self.overlay
+        assert overlay is not None  # (only scheduled with one)
+        j = overlay.cycle(t, position, self.core.view, self.up)
+        if j >= 0:
+            seq = self.seq
+            self.push((t + overlay.arrival_delay(j), _UP, seq, j))
+            self.periods.event_seq[j] = seq  # (it was DOWN for good: no other event of it pending)
+            self.seq = seq + 1
+        self._schedule(t + overlay.every(position), _OVERLAY, position)
+        return []
+
+    def _on_leave(self, t: float, s: Any, j: int) -> list:
+        """A host that held no job for its grid's idle time leaves, if it still holds none: it goes down now, and the
+        end of its up period pending in the heap goes stale."""
+        overlay = self.overlay
+        assert overlay is not None
+        if not self.up[j] or not overlay.leave_due(j, s):
+            return []
+        self.periods.event_seq[j] = -1
+        return self._on_down(t, j)
 
     def _on_timer(self, t: float, key: Any) -> list:
         """A timer the core set (SetTimer) fires."""

@@ -133,6 +133,19 @@ class Ads:
             grid.stamp = next(self._stamps)
         self._put("Grid", grid)
 
+    def grid_only(self, g: Any) -> None:
+        """``Grid``: grid ``g``'s ad, and ``Host`` UNDEFINED (the overlay evaluates a bag's GridPolicy per grid, in the
+        context of the grid's ad alone, as the paper's overlay constructor)."""
+        if self._in_top["Host"] != 0:
+            self.top["Host"] = self.undefined
+            self._in_top["Host"] = 0
+        grid = self._grids.get(g)
+        if grid is None:
+            ad = self.module.ClassAd({"Name": g, "Hosts": self._grid_sizes.get(g, 0)})
+            grid = self._grids[g] = CachedAd(ad)
+            grid.stamp = next(self._stamps)
+        self._put("Grid", grid)
+
     def _new_host(self, m: MachineRecord) -> CachedAd:
         ad = self.module.ClassAd()
         for key, value in m.attributes.items():  # the machine file's first: the names below take precedence

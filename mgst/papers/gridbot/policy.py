@@ -14,7 +14,7 @@ from collections.abc import Hashable, Iterator
 from typing import Any, Final
 
 from mgst.core.decisions import Assign, Decision, SetTimer
-from mgst.core.state import JobRecord, JobStatus, MachineRecord
+from mgst.core.state import BagRecord, JobRecord, JobStatus, MachineRecord
 from mgst.core.view import View
 from mgst.papers.gridbot.bags import BagState, check_bag_attributes
 from mgst.papers.gridbot.classads import (
@@ -237,6 +237,20 @@ class GridBot(Policy):
         """A replica of ``job`` was just sent (the core applied the Assign): its deadline stamped."""
         self.counts["sent"] += 1
         self.replication.stamp(job, deadline)
+
+    # ------------------------------------------------------------------ the overlay's question
+
+    def takes_grid(self, view: View, bag: BagRecord, grid: str) -> bool:
+        """Whether ``bag``'s GridPolicy takes ``grid``, evaluated in the grid's ad alone (``Grid.Name``; ``Host`` is
+        UNDEFINED): the simulator's overlay grows only the grids some queued bag may use (mgst.sim.overlay)."""
+        if view is not self.view:
+            self._attach(view)
+        ev = self.ev
+        assert ev is not None
+        state = ev.state(bag)
+        ev.ads.grid_only(grid)
+        ev.set_bag(state)
+        return ev.holds(GRID_POLICY, state)
 
     # ------------------------------------------------------------------ Algorithm 2: the replication cycle
 
