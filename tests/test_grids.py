@@ -164,7 +164,10 @@ def grid_settings(draw) -> dict[str, Any]:
         grid: dict[str, Any] = {"name": f"g{g}", "preset": preset}
         if draw(st.booleans()):
             grid.update(join=draw(st.sampled_from([0.0, 50.0, 300.0])),
-                        mean_up=draw(st.sampled_from([200.0, 1000.0, 5000.0])),
+                        # (not shorter: a job of 900 on a host of speed 0.25 needs 3,600 time units up at a stretch,
+                        # once in e^18 up periods of mean 200, and such a grid never finishes its bag, as hypothesis
+                        # found; of mean 1,000, once in about 37)
+                        mean_up=draw(st.sampled_from([1000.0, 5000.0])),
                         mean_down=draw(st.sampled_from([50.0, 400.0])),
                         unreliable=draw(st.sampled_from([0.0, 0.5])),
                         return_delay=draw(st.sampled_from([0.0, 30.0, 300.0])))
