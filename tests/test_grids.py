@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mgst.availability.grids import KIND, PRESETS, GridProcess
+from mgst.availability.grids import KIND, PRESETS, GridProcess, HostTraits
 from mgst.availability.process import State
 from mgst.availability.trace import KIND as TRACE
 from mgst.config import ConfigError, parse_experiment
@@ -164,10 +164,7 @@ def grid_settings(draw) -> dict[str, Any]:
         grid: dict[str, Any] = {"name": f"g{g}", "preset": preset}
         if draw(st.booleans()):
             grid.update(join=draw(st.sampled_from([0.0, 50.0, 300.0])),
-                        # (not shorter: a job of 900 on a host of speed 0.25 needs 3,600 time units up at a stretch,
-                        # once in e^18 up periods of mean 200, and such a grid never finishes its bag, as hypothesis
-                        # found; of mean 1,000, once in about 37)
-                        mean_up=draw(st.sampled_from([1000.0, 5000.0])),
+                        mean_up=draw(st.sampled_from([200.0, 1000.0, 5000.0])),
                         mean_down=draw(st.sampled_from([50.0, 400.0])),
                         unreliable=draw(st.sampled_from([0.0, 0.5])),
                         return_delay=draw(st.sampled_from([0.0, 30.0, 300.0])))
@@ -186,6 +183,22 @@ def grid_settings(draw) -> dict[str, Any]:
     return d
 
 
+def surely_finishes(exp: Any, until: float) -> bool:
+    """Whether the hosts, as they drew their speed and reliability, complete a job of the longest size (900) at a
+    stretch at least 20 times per task over ``until``: (up periods) x p / (1 - p), p = e^(-900 / (speed x mean up)).
+    A host that is slow and short-lived (a black hole of the community grid, or a custom mean up of 200 at a quarter
+    speed: one stretch in e^18) may never finish a task, and then neither does its bag."""
+    spec = exp.failures
+    expected = 0.0
+    for j, m in enumerate(exp.machines):
+        grid = KIND.grid(spec, exp, j)
+        traits = HostTraits(grid, m.availability, exp.simulation.seed, 0, j)
+        p = math.exp(-900.0 / (traits.share * traits.mean_up))
+        periods = until / (traits.mean_up + grid.mean_down)
+        expected += periods * p / (1.0 - p) if p < 1.0 else math.inf
+    return expected >= 20 * sum(len(tasks) for _, tasks in exp.workload.bags)
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(d=grid_settings())
 def test_on_any_grids_no_job_is_lost_or_done_twice_and_no_host_computes_more_than_its_cpus(d):
@@ -193,11 +206,12 @@ def test_on_any_grids_no_job_is_lost_or_done_twice_and_no_host_computes_more_tha
     sim = Simulation(exp, drain_limit=1e7)
     run = sim.run()
     sim.core.check_invariants()
-    # (a grid whose hosts all stay down for good cannot finish: none of the presets' hosts do)
-    assert run.unfinished == 0
+    if surely_finishes(exp, run.end_time):
+        assert run.unfinished == 0
     for rec in run.jobs:
-        assert rec.status is JobStatus.DONE
-        assert Counter(r.outcome for r in rec.history)[Outcome.DONE] == 1, rec.history
+        assert rec.status is not JobStatus.DONE or Counter(r.outcome for r in rec.history)[Outcome.DONE] == 1, \
+            rec.history
+    assert len({rec.id for rec in run.jobs}) == sum(len(tasks) for _, tasks in exp.workload.bags)  # none lost
     for j, m in enumerate(exp.machines):
         spans = [(r.computing_since, r.ended) for rec in run.jobs for r in rec.history
                  if r.machine == j and r.computing_since is not None]
