@@ -622,6 +622,8 @@ class _EventLoop:
             if td is _ASSIGN:  # a replica starts on machine j (inline: the hot path)
                 fields: _AssignFields = d  # an annotation, not cast(): no call in pure Python
                 job, j, rid, progress, staged, end, _ = fields  # compiled: one read per field
+                if not self.up[j]:  # sent to a machine that is down (the core learns it by silence): never runs
+                    continue
                 if staged:
                     self.live[rid] = -1  # no completion until it computes
                     pre = self._hold(t, j, rid, 0.0)[0] if self.overheads is not None else 0.0
@@ -638,7 +640,8 @@ class _EventLoop:
                 if self.live.pop(d.replica, None) is not None:
                     self.stale += 1  # its completion (or end of staging) is still in the heap
                 self.given_up.pop(d.replica, None)
-                if self.share[d.machine] > 0.0:  # (without CPU to give a machine asks again only once it has some)
+                # the freed slot asks again, on a machine that is up (a down one asks when it is back) with CPU to give
+                if self.up[d.machine] and self.share[d.machine] > 0.0:
                     pending.extend(self.core.machine_ready(t, d.machine))
             elif td is _SET_TIMER:
                 self._schedule(d.at, _TIMER, d.key)
