@@ -33,7 +33,8 @@ from zmq.utils.monitor import recv_monitor_message
 from adjuster.failures import SlotSchedule
 from mgst.wire import gang_protocol as G
 from mgst.wire import security
-from mgst.wire.frames import ProtocolError
+from mgst.wire.drops import DropLog
+from mgst.wire.frames import Drop, ProtocolError
 from puller.reach import EVENTS, Reach
 
 log = logging.getLogger(__name__)
@@ -123,6 +124,7 @@ class GangMember:
         self.standby: Job | None = None  # the next part's process, started ahead
         self.held = False  # the mapper holds the gang (a peer is not UP)
         self.drops = 0
+        self.drop_log = DropLog(log)  # counted by reason, logged at a bounded rate (a mapper cannot flood it)
         self.time_unit = 1.0
 
     # ------------------------------------------------------------------ the run
@@ -216,13 +218,21 @@ class GangMember:
                 poller.unregister(job.fd)
                 if job.fd in events and job.proc.poll() is not None:
                     self._job_ended(job)
-            if self.socket in events:
-                while self.socket.poll(0):
-                    msg = self._receive()
-                    if isinstance(msg, G.GangBye):
-                        return 0
-                    if msg is not None and self.state != DOWN:  # a DOWN machine hears nothing
-                        self._handle(msg)
+            if self.socket in events and self._receive_pass():
+                return 0
+
+    def _receive_pass(self) -> bool:
+        """Take what the mapper sent, at most RECEIVE_PER_PASS frames (then the chain's boundary, if due, before
+        more: a mapper sending without pause cannot hold the member's chain); True on its GangBye."""
+        for _ in range(G.RECEIVE_PER_PASS):
+            if not self.socket.poll(0):
+                break
+            msg = self._receive()
+            if isinstance(msg, G.GangBye):
+                return True
+            if msg is not None and self.state != DOWN:  # a DOWN machine hears nothing
+                self._handle(msg)
+        return False
 
     def _enter(self, state: int, slot: int) -> None:
         """The chain moved to ``state`` at ``slot``: impose it on the job, then say so."""
@@ -260,7 +270,7 @@ class GangMember:
             self.partial = {k: v for k, v in self.partial.items() if v[0] == G.PROGRAM}
         elif isinstance(msg, G.Compute):
             if not self.program or not self.data:
-                return self._drop(f"compute for gang {msg.gang} without the program and data")
+                return self._drop(Drop.INPUTS_MISSING, f"gang {msg.gang}")
             if self.job is not None:
                 self.job.kill()
             self.held = False
@@ -278,15 +288,15 @@ class GangMember:
                 self.held = not msg.running
                 job.stop(self.state != UP or self.held)
         else:
-            self._drop(f"{type(msg).__name__} is not for a member")
+            self._drop(Drop.DIRECTION, type(msg).__name__)
         return None
 
     def _chunk(self, c: G.Chunk) -> None:
         kind, total, have = self.partial.get(c.transfer, (c.kind, c.total, 0))
         if (kind, total) != (c.kind, c.total) or c.offset != have:
-            return self._drop(f"chunk of transfer {c.transfer} at {c.offset}, expected {have} of {total}")
+            return self._drop(Drop.CHUNK_ORDER, f"transfer {c.transfer} at {c.offset}, expected {have} of {total}")
         if c.transfer not in self.partial and len(self.partial) >= MAX_PARTIAL:
-            return self._drop(f"more than {MAX_PARTIAL} transfers at once")
+            return self._drop(Drop.TOO_MANY_TRANSFERS, f"more than {MAX_PARTIAL}")
         have += len(c.payload)
         if have < total:
             self.partial[c.transfer] = (kind, total, have)
@@ -299,9 +309,9 @@ class GangMember:
         self._send(G.Received(c.transfer))
         return None
 
-    def _drop(self, why: str) -> None:
+    def _drop(self, reason: str, detail: str = "") -> None:
         self.drops += 1
-        log.warning("dropped: %s", why)
+        self.drop_log.drop(reason, "the mapper", detail)
 
     # ------------------------------------------------------------------ the wire
 
@@ -312,7 +322,7 @@ class GangMember:
         try:
             return G.decode(self.socket.recv(), G.FROM_MAPPER)
         except ProtocolError as e:
-            self._drop(str(e))
+            self._drop(e.reason, e.detail)
             return None
 
 

@@ -3,6 +3,7 @@ its job as its availability says, and checks every value the mapper sends agains
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -17,6 +18,8 @@ from adjuster.failures import SlotSchedule
 from mgst.availability.markov3 import Markov3Group, Markov3Process
 from mgst.testbed.casanova_beside import TRIAL, markov3_form
 from mgst.wire import gang_protocol as G
+from mgst.wire.frames import Drop
+from mgst.wire.gang_protocol import RECEIVE_PER_PASS
 from puller.gang_member import DOWN, RECLAIMED, UP, GangMember, Job
 
 MATRIX = ((0.9, 0.05, 0.05), (0.2, 0.7, 0.1), (0.3, 0.1, 0.6))
@@ -77,8 +80,9 @@ def test_a_member_that_dies_leaves_no_stopped_job():
 
 
 @pytest.fixture
-def wired():
-    """A member connected to a ROUTER on a free loopback port; the router's side, to read what it says."""
+def wire():
+    """A member connected to a ROUTER on a free loopback port; the router, the member's routing id there, and a
+    function reading what the member says."""
     ctx = zmq.Context()
     router = ctx.socket(zmq.ROUTER)
     router.setsockopt(zmq.LINGER, 0)
@@ -86,13 +90,13 @@ def wired():
     member = GangMember(router.getsockopt_string(zmq.LAST_ENDPOINT), 2, ctx, insecure=True)
     member._send(G.GangHello(G.GANG_PROTOCOL_VERSION, 2, time.time()))
     assert router.poll(int(WAIT * 1000))
-    router.recv_multipart()
+    identity = router.recv_multipart()[0]
 
     def said():
         assert router.poll(int(WAIT * 1000)), "the member said nothing"
         return G.decode(router.recv_multipart()[1], G.FROM_MEMBER)
 
-    yield member, said
+    yield member, said, router, identity
     for job in (member.job, member.standby):
         if job is not None:
             job.kill()
@@ -100,6 +104,13 @@ def wired():
     member.socket.close(0)
     router.close(0)
     ctx.term()
+
+
+@pytest.fixture
+def wired(wire):
+    """The member and what it says."""
+    member, said, _, _ = wire
+    return member, said
 
 
 def _chunks(transfer: int, kind: str, total: int, size: int) -> list[G.Chunk]:
@@ -188,3 +199,29 @@ def test_a_member_needs_its_key_or_an_explicit_insecure_and_says_so_in_one_line(
     assert e.value.code == 2 and "--keys --insecure is required" in capsys.readouterr().err
     with pytest.raises(ValueError, match="needs CURVE keys, or insecure"):
         GangMember("tcp://127.0.0.1:5555", 3)
+
+
+def test_a_mapper_that_floods_is_read_in_bounded_passes_and_logged_at_a_bounded_rate(wire, caplog):
+    """Bad frames from the mapper without pause: each pass takes at most RECEIVE_PER_PASS (the member's chain gets its
+    boundaries between passes), every one is dropped and counted by its reason, and the log gets a few lines, not
+    one per frame; a good order behind the flood is still carried out."""
+    member, said, router, identity = wire
+    caplog.set_level(logging.WARNING, logger="puller")
+    flood = 3 * RECEIVE_PER_PASS + 7
+    began = time.monotonic()
+    for _ in range(flood):
+        router.send_multipart([identity, b"\x93\x01\x02\x03"])  # not a map
+    for chunk in _chunks(7, G.PROGRAM, 10, 10):
+        router.send_multipart([identity, G.encode(chunk)])
+    passes = []
+    deadline = time.monotonic() + WAIT
+    while not member.program and time.monotonic() < deadline:
+        if member.socket.poll(100):
+            before = member.drops + member.program
+            assert not member._receive_pass()
+            passes.append(member.drops + member.program - before)
+    assert member.program and said() == G.Received(7)
+    assert member.drops == flood and member.drop_log.counts == {Drop.NOT_A_MAP: flood}
+    assert max(passes) <= RECEIVE_PER_PASS
+    lines = [r for r in caplog.records if "dropped a message" in r.getMessage()]
+    assert 1 <= len(lines) <= 10 + (time.monotonic() - began) / 5 + 1, len(lines)

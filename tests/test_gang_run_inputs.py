@@ -3,6 +3,7 @@ malformed reports are dropped and counted, never handed to the core."""
 
 from __future__ import annotations
 
+import logging
 import time
 
 import pytest
@@ -12,6 +13,8 @@ from mgst.core.iterations import Iterations
 from mgst.testbed.casanova_beside import markov3_form
 from mgst.testbed.gang_run import GangRun
 from mgst.wire import gang_protocol as G
+from mgst.wire.frames import Drop
+from mgst.wire.gang_protocol import RECEIVE_PER_PASS
 
 MATRIX = ((0.9, 0.05, 0.05), (0.2, 0.7, 0.1), (0.3, 0.1, 0.6))
 WAIT = 20.0
@@ -78,3 +81,46 @@ def test_a_gang_run_binds_loopback_only():
     app = Iterations([1.0], 1, 1, 1.0, 1.0, 1, FirstUp())
     with pytest.raises(ValueError, match="loopback only"):
         GangRun(app, [markov3_form(MATRIX, 1)], 0.1, 64, bind="tcp://0.0.0.0:*")
+
+
+def test_a_member_that_floods_is_read_in_bounded_passes_and_logged_at_a_bounded_rate(caplog):
+    """A registered member sending bad frames without pause: each pass reads at most RECEIVE_PER_PASS of them (the run
+    gets back to its clock between passes), every one is dropped and counted by its reason, and the log gets a few
+    lines, not one per frame."""
+    app = Iterations([1.0, 1.0], 1, 1, 1.0, 1.0, 1, FirstUp())
+    ctx = zmq.Context()
+    gang_run = GangRun(app, [markov3_form(MATRIX, 1)] * 2, 0.1, 64, cap=10, context=ctx)
+    members = []
+    flood = 3 * RECEIVE_PER_PASS + 7
+    try:
+        for q in range(2):
+            d = ctx.socket(zmq.DEALER)
+            d.setsockopt(zmq.LINGER, 0)
+            d.connect(gang_run.endpoint)
+            d.send(G.encode(G.GangHello(G.GANG_PROTOCOL_VERSION, q, time.time())))
+            members.append(d)
+        gang_run._register()
+        gang_run.start = time.time()
+        began = time.monotonic()
+        caplog.set_level(logging.WARNING, logger="mgst")
+        for _ in range(flood):
+            members[0].send(b"\x93\x01\x02\x03")  # not a map
+        members[1].send(G.encode(G.StateChanged(2, 1)))  # a good report behind the flood, from another member
+        deadline = time.monotonic() + WAIT
+        passes = []
+        while (gang_run.result.drops < flood or not gang_run.changes) and time.monotonic() < deadline:
+            if gang_run.socket.poll(100):
+                before = gang_run.result.drops + len(gang_run.changes)
+                gang_run._receive_all()
+                passes.append(gang_run.result.drops + len(gang_run.changes) - before)
+        assert gang_run.result.drops == flood and gang_run.changes == [(1, 1.0, 2)]
+        assert max(passes) <= RECEIVE_PER_PASS  # bounded passes: the flood in four or more
+        assert gang_run.drop_log.counts == {Drop.NOT_A_MAP: flood}
+        lines = [r for r in caplog.records if "dropped a message" in r.getMessage()]
+        # the burst, and one line per 5 s after it
+        assert 1 <= len(lines) <= 10 + (time.monotonic() - began) / 5 + 1, len(lines)
+    finally:
+        for sock in members:
+            sock.close(0)
+        gang_run.close()
+        ctx.term()

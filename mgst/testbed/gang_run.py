@@ -45,7 +45,8 @@ from zmq.auth.thread import ThreadAuthenticator
 from mgst.core.iterations import DATA, DOWN, Iterations
 from mgst.wire import gang_protocol as G
 from mgst.wire import security
-from mgst.wire.frames import ProtocolError
+from mgst.wire.drops import DropLog
+from mgst.wire.frames import Drop, ProtocolError
 from mgst.wire.handshakes import HandshakeWatch
 
 log = logging.getLogger(__name__)
@@ -174,6 +175,7 @@ class GangRun:
         self.reported_slot = [0] * len(failures)  # each member's last reported boundary
         self.reported_state = [int(s) for s in app.states]  # and its state since (every chain starts UP)
         self.result = GangRunResult(None, 0, 0.0)
+        self.drop_log = DropLog(log)  # what is dropped, counted by reason and logged at a bounded rate
 
     def close(self) -> None:
         """Close the socket (its queued frames out within its linger), then the ZAP handler and an own context."""
@@ -309,7 +311,7 @@ class GangRun:
             why = self._hello_problem(msg, key)
             if why is not None:
                 self.result.refused_hellos += 1
-                self._drop(f"hello as worker {msg.worker} refused: {why}")
+                self._drop(identity, Drop.HELLO_REFUSED, f"as worker {msg.worker}: {why}")
                 self.socket.send_multipart([identity, G.encode(G.GangBye(f"refused: {why}"))])
                 continue
             self.identities[msg.worker] = identity
@@ -337,15 +339,19 @@ class GangRun:
     def _receive_all(self) -> None:
         """Gather every frame waiting: ends (a transfer's last byte, every member's part of the gang) and
         availability changes, handed to the core at the next slot boundary."""
-        while self.socket.poll(0):
+        for _ in range(G.RECEIVE_PER_PASS):  # a member that floods cannot keep the run from its slot boundaries
+            if not self.socket.poll(0):
+                return
             identity, msg, _ = self._recv()
             q = self.identities.index(identity) if identity in self.identities else -1
+            if msg is None:
+                continue  # dropped and counted by _recv
             if q < 0:
-                self._drop("a frame from an unregistered peer")
+                self._drop(identity, Drop.UNREGISTERED, type(msg).__name__)
             elif isinstance(msg, G.StateChanged):
                 # a member's chain moves forward, one boundary at a time, never ahead of the run's clock
                 if not self.reported_slot[q] < msg.slot <= self.now() + 1 or msg.state == self.reported_state[q]:
-                    self._drop(f"worker {q}: state {msg.state} at slot {msg.slot} out of order")
+                    self._drop(identity, Drop.OUT_OF_ORDER, f"state {msg.state} at slot {msg.slot}")
                     continue
                 self.reported_slot[q], self.reported_state[q] = msg.slot, msg.state
                 self.changes.append((q, float(msg.slot), msg.state))
@@ -357,13 +363,13 @@ class GangRun:
                     sending.received = True
                     self.ends.append((q, key))
                 else:
-                    self._drop(f"worker {q} received transfer {msg.transfer}, not one sent to it in full")
+                    self._drop(identity, Drop.NOT_ITS_TRANSFER, f"received transfer {msg.transfer}")
             elif isinstance(msg, G.Finished):
                 gang = self.gang_key
                 if gang is None or gang[1] != msg.gang or q not in self.members:  # type: ignore[index]
                     continue  # a part of a gang lost or replaced meanwhile
                 if q in self.finished:
-                    self._drop(f"worker {q} finished its part of gang {msg.gang} twice")
+                    self._drop(identity, Drop.FINISHED_TWICE, f"gang {msg.gang}")
                     continue
                 self.finished.add(q)
                 if self.finished >= set(self.members):
@@ -474,17 +480,19 @@ class GangRun:
         identity = frames[0].bytes
         key = (frames[-1].get("User-Id") or None) if self.member_keys is not None else None
         if len(frames) != 2:
-            self._drop(f"{len(frames)} frames")
+            self._drop(identity, Drop.FRAMES, f"{len(frames)} frames")
             return identity, None, key
         try:
             return identity, G.decode(frames[1].buffer, G.FROM_MEMBER), key
         except ProtocolError as e:
-            self._drop(str(e))
+            self._drop(identity, e.reason, e.detail)
             return identity, None, key
 
-    def _drop(self, why: str) -> None:
+    def _drop(self, identity: bytes, reason: str, detail: str = "") -> None:
+        """Count a dropped frame, and log it at a bounded rate (a member cannot flood the log)."""
         self.result.drops += 1
-        log.warning("dropped: %s", why)
+        q = self.identities.index(identity) if identity in self.identities else -1
+        self.drop_log.drop(reason, f"worker {q}" if q >= 0 else "an unregistered peer", detail)
 
 
 def _member_keys(keys: security.ServerKeys, workers: int) -> list[str]:

@@ -45,6 +45,14 @@ class Drop:
     READY_WHILE_BUSY = "ready while busy"
     HANDLER_ERROR = "handler error"
     HELLO_RATE = "hellos too frequent"
+    # the gang protocol's (mgst.wire.gang_protocol)
+    HELLO_REFUSED = "hello refused"
+    OUT_OF_ORDER = "state change out of order"
+    NOT_ITS_TRANSFER = "transfer not sent to sender"
+    FINISHED_TWICE = "gang part finished twice"
+    CHUNK_ORDER = "chunk out of order"
+    TOO_MANY_TRANSFERS = "too many transfers at once"
+    INPUTS_MISSING = "compute without its program and data"
 
 
 class ProtocolError(ValueError):

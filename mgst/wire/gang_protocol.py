@@ -33,6 +33,9 @@ MAX_COMPUTE = 86_400.0
 MAX_TIME_UNIT = 3_600.0
 MAX_WORKERS = 10_000
 MAX_TEXT = 400
+# Frames either side reads in one pass before it looks at its clock again: a peer sending without pause delays a
+# slot boundary by at most one pass (a few ms of decoding), never holds it (as the main mapper's RECEIVE_BATCH).
+RECEIVE_PER_PASS = 256
 PROGRAM, DATA = "program", "data"
 # A member's availability states, as mgst.model.Availability numbers them.
 STATES = (0, 1, 2)
