@@ -30,7 +30,10 @@ class FirstUp:
         return None
 
 
-def test_a_members_bad_reports_are_dropped_and_counted():
+@pytest.fixture
+def registered():
+    """A gang run of two workers on loopback (no keys), both registered, slot 0 beginning now: the context, the run
+    and the members' sockets (a test may add its own to the list, closed with them)."""
     app = Iterations([1.0, 1.0], 1, 1, 1.0, 1.0, 1, FirstUp())
     ctx = zmq.Context()
     gang_run = GangRun(app, [markov3_form(MATRIX, 1)] * 2, 0.1, 64, cap=10, context=ctx)
@@ -44,37 +47,42 @@ def test_a_members_bad_reports_are_dropped_and_counted():
             members.append(d)
         gang_run._register()
         gang_run.start = time.time()  # slot 0 begins now
-        stranger = ctx.socket(zmq.DEALER)
-        stranger.setsockopt(zmq.LINGER, 0)
-        stranger.connect(gang_run.endpoint)
-        members.append(stranger)
-        bad = [
-            (members[0], G.encode(G.StateChanged(1, 1000))),  # ahead of the run's clock
-            (members[0], G.encode(G.StateChanged(0, 1))),  # UP again: no change
-            (members[0], G.encode(G.Received(99))),  # no such transfer
-            (members[1], b"\x93\x01\x02\x03"),  # not a map
-            (members[1], G.encode(G.Compute(1, 1.0))),  # the mapper's own order
-            (stranger, G.encode(G.StateChanged(2, 1))),  # not registered
-        ]
-        for sock, frame in bad:
-            sock.send(frame)
-        members[1].send(G.encode(G.StateChanged(2, 1)))  # a good one
-        deadline = time.monotonic() + WAIT
-        while (gang_run.result.drops < len(bad) or not gang_run.changes) and time.monotonic() < deadline:
-            if gang_run.socket.poll(100):
-                gang_run._receive_all()
-        assert gang_run.result.drops == len(bad)
-        assert gang_run.changes == [(1, 1.0, 2)]
-        members[1].send(G.encode(G.StateChanged(2, 1)))  # the same report again
-        while gang_run.result.drops == len(bad) and time.monotonic() < deadline:
-            if gang_run.socket.poll(100):
-                gang_run._receive_all()
-        assert gang_run.result.drops == len(bad) + 1 and gang_run.changes == [(1, 1.0, 2)]
+        yield ctx, gang_run, members
     finally:
         for sock in members:
             sock.close(0)
         gang_run.close()
         ctx.term()
+
+
+def test_a_members_bad_reports_are_dropped_and_counted(registered):
+    ctx, gang_run, members = registered
+    stranger = ctx.socket(zmq.DEALER)
+    stranger.setsockopt(zmq.LINGER, 0)
+    stranger.connect(gang_run.endpoint)
+    members.append(stranger)
+    bad = [
+        (members[0], G.encode(G.StateChanged(1, 1000))),  # ahead of the run's clock
+        (members[0], G.encode(G.StateChanged(0, 1))),  # UP again: no change
+        (members[0], G.encode(G.Received(99))),  # no such transfer
+        (members[1], b"\x93\x01\x02\x03"),  # not a map
+        (members[1], G.encode(G.Compute(1, 1.0))),  # the mapper's own order
+        (stranger, G.encode(G.StateChanged(2, 1))),  # not registered
+    ]
+    for sock, frame in bad:
+        sock.send(frame)
+    members[1].send(G.encode(G.StateChanged(2, 1)))  # a good one
+    deadline = time.monotonic() + WAIT
+    while (gang_run.result.drops < len(bad) or not gang_run.changes) and time.monotonic() < deadline:
+        if gang_run.socket.poll(100):
+            gang_run._receive_all()
+    assert gang_run.result.drops == len(bad)
+    assert gang_run.changes == [(1, 1.0, 2)]
+    members[1].send(G.encode(G.StateChanged(2, 1)))  # the same report again
+    while gang_run.result.drops == len(bad) and time.monotonic() < deadline:
+        if gang_run.socket.poll(100):
+            gang_run._receive_all()
+    assert gang_run.result.drops == len(bad) + 1 and gang_run.changes == [(1, 1.0, 2)]
 
 
 def test_a_gang_run_binds_loopback_only():
@@ -83,44 +91,27 @@ def test_a_gang_run_binds_loopback_only():
         GangRun(app, [markov3_form(MATRIX, 1)], 0.1, 64, bind="tcp://0.0.0.0:*")
 
 
-def test_a_member_that_floods_is_read_in_bounded_passes_and_logged_at_a_bounded_rate(caplog):
+def test_a_member_that_floods_is_read_in_bounded_passes_and_logged_at_a_bounded_rate(registered, caplog):
     """A registered member sending bad frames without pause: each pass reads at most RECEIVE_PER_PASS of them (the run
     gets back to its clock between passes), every one is dropped and counted by its reason, and the log gets a few
     lines, not one per frame."""
-    app = Iterations([1.0, 1.0], 1, 1, 1.0, 1.0, 1, FirstUp())
-    ctx = zmq.Context()
-    gang_run = GangRun(app, [markov3_form(MATRIX, 1)] * 2, 0.1, 64, cap=10, context=ctx)
-    members = []
+    _, gang_run, members = registered
     flood = 3 * RECEIVE_PER_PASS + 7
-    try:
-        for q in range(2):
-            d = ctx.socket(zmq.DEALER)
-            d.setsockopt(zmq.LINGER, 0)
-            d.connect(gang_run.endpoint)
-            d.send(G.encode(G.GangHello(G.GANG_PROTOCOL_VERSION, q, time.time())))
-            members.append(d)
-        gang_run._register()
-        gang_run.start = time.time()
-        began = time.monotonic()
-        caplog.set_level(logging.WARNING, logger="mgst")
-        for _ in range(flood):
-            members[0].send(b"\x93\x01\x02\x03")  # not a map
-        members[1].send(G.encode(G.StateChanged(2, 1)))  # a good report behind the flood, from another member
-        deadline = time.monotonic() + WAIT
-        passes = []
-        while (gang_run.result.drops < flood or not gang_run.changes) and time.monotonic() < deadline:
-            if gang_run.socket.poll(100):
-                before = gang_run.result.drops + len(gang_run.changes)
-                gang_run._receive_all()
-                passes.append(gang_run.result.drops + len(gang_run.changes) - before)
-        assert gang_run.result.drops == flood and gang_run.changes == [(1, 1.0, 2)]
-        assert max(passes) <= RECEIVE_PER_PASS  # bounded passes: the flood in four or more
-        assert gang_run.drop_log.counts == {Drop.NOT_A_MAP: flood}
-        lines = [r for r in caplog.records if "dropped a message" in r.getMessage()]
-        # the burst, and one line per 5 s after it
-        assert 1 <= len(lines) <= 10 + (time.monotonic() - began) / 5 + 1, len(lines)
-    finally:
-        for sock in members:
-            sock.close(0)
-        gang_run.close()
-        ctx.term()
+    began = time.monotonic()
+    caplog.set_level(logging.WARNING, logger="mgst")
+    for _ in range(flood):
+        members[0].send(b"\x93\x01\x02\x03")  # not a map
+    members[1].send(G.encode(G.StateChanged(2, 1)))  # a good report behind the flood, from another member
+    deadline = time.monotonic() + WAIT
+    passes = []
+    while (gang_run.result.drops < flood or not gang_run.changes) and time.monotonic() < deadline:
+        if gang_run.socket.poll(100):
+            before = gang_run.result.drops + len(gang_run.changes)
+            gang_run._receive_all()
+            passes.append(gang_run.result.drops + len(gang_run.changes) - before)
+    assert gang_run.result.drops == flood and gang_run.changes == [(1, 1.0, 2)]
+    assert max(passes) <= RECEIVE_PER_PASS  # bounded passes: the flood in four or more
+    assert gang_run.drop_log.counts == {Drop.NOT_A_MAP: flood}
+    lines = [r for r in caplog.records if "dropped a message" in r.getMessage()]
+    # the burst, and one line per 5 s after it
+    assert 1 <= len(lines) <= 10 + (time.monotonic() - began) / 5 + 1, len(lines)
