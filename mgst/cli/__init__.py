@@ -11,7 +11,7 @@ from pathlib import Path
 from mgst import policies
 from mgst.cli.version import version_line
 from mgst.config import ConfigError
-from mgst.stderr_log import StderrHandler
+from mgst.stderr_log import LibraryLines, StderrHandler
 
 # `mgst simulate --jobs` formats: mgst.results.JOB_FORMATS's keys (not imported here: keeps `mgst --help` fast)
 SIMULATE_JOB_FORMATS = ("csv", "csv.gz", "parquet")
@@ -201,10 +201,10 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=_policies)
 
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.WARNING - 10 * args.verbose, format="%(levelname)s %(name)s: %(message)s",
-        handlers=[StderrHandler()],
-    )
+    level = logging.WARNING - 10 * args.verbose
+    handler = StderrHandler()
+    handler.addFilter(LibraryLines(level, tracebacks=level <= logging.DEBUG))  # Dask's at the command's level too
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", handlers=[handler])
     try:
         return args.func(args)
     except ConfigError as e:
