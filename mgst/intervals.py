@@ -72,7 +72,8 @@ def positive_interval(mean: float, sample: Sequence[float], confidence: float, w
     if mean <= 0:  # a spread around a mean of 0 has no log scale (a negative value: not a positive quantity)
         return Interval(mean, math.nan, math.nan, NO_INTERVAL)
     factor = math.exp(t * s / (mean * math.sqrt(k)))
-    return Interval(mean, mean / factor, mean * factor, LOG_SCALE)
+    # (a mean among the subnormal floats, near 5e-324, divides to 0: the low bound stays the least positive float)
+    return Interval(mean, max(mean / factor, math.ulp(0.0)), mean * factor, LOG_SCALE)
 
 
 def mean_ci(values: Sequence[float], confidence: float = 0.95) -> Interval:
