@@ -283,3 +283,29 @@ def test_a_plain_puller_whose_handshake_is_closed_without_detail_still_names_the
     assert "the mapper requires CURVE keys (give --keys)?" in reach.reason()
     reach.event(zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL, zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
     assert reach.reason().startswith("the security handshake failed (protocol error 0x11000002)")
+
+
+@pytest.mark.parametrize("events", [
+    [(zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL, zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH),
+     (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL, 0)],
+    [(zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL, 0)],  # the keyed puller saw the mismatch first and closed
+], ids=["mismatch then no detail", "no detail alone"])
+def test_an_insecure_mapper_names_a_keyed_puller_whichever_side_sees_the_mismatch_first(
+        ctx: zmq.Context, caplog: pytest.LogCaptureFixture, events) -> None:
+    """A keyed puller against an --insecure mapper: the mapper sees a mechanism mismatch, or, when the puller saw it
+    first and closed (a loaded CI once), a handshake failed without detail alone; either way it logs the keyed
+    puller's sentence, once for the attempt."""
+    from mgst.wire.handshakes import KEYED_REFUSED, HandshakeWatch  # noqa: PLC0415
+
+    sock = ctx.socket(zmq.ROUTER)
+    sock.setsockopt(zmq.LINGER, 0)
+    watch = HandshakeWatch(sock, curve=False)
+    try:
+        with caplog.at_level("WARNING", logger="mgst.wire.handshakes"):
+            for event, value in events:
+                watch.note(event, value)
+    finally:
+        watch.stop()
+        sock.close(0)
+    assert [r.getMessage() for r in caplog.records] == [KEYED_REFUSED]
+    assert watch.failed == len(events)

@@ -33,15 +33,16 @@ KEYED_REFUSED = ("refused a CURVE handshake: a puller started with --keys? This 
                  "(--insecure): start the puller with --insecure too, or the mapper with --keys")
 
 
-def reason(event: int, value: int, curve: bool) -> str | None:
-    """What a failed handshake of a mapper's socket (``curve``: keyed) probably means, in one sentence; None for
-    what says nothing more than another event of the same attempt."""
+def reason(event: int, value: int, curve: bool) -> str:
+    """What a failed handshake of a mapper's socket (``curve``: keyed) probably means, in one sentence (two events
+    of one attempt give the same sentence, logged once)."""
     if event == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL and value == zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH:
         return PLAIN_REFUSED if curve else KEYED_REFUSED
     if event == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
-        # A plain client meets a keyed mapper with this event alone; against an --insecure mapper, a keyed puller
-        # gives a mechanism mismatch (above) and then this one.
-        return PLAIN_REFUSED if curve else None
+        # A plain client meets a keyed mapper with this event alone. Against an --insecure mapper, a keyed puller
+        # gives a mechanism mismatch (above) and then this one, or this one alone when the puller saw the mismatch
+        # first and closed (a race, lost under load): the same sentence, so that one attempt is one line.
+        return PLAIN_REFUSED if curve else KEYED_REFUSED
     if event == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL and value == zmq.PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC:
         return ("refused a CURVE handshake that could not be decrypted: a puller that trusts another mapper's public "
                 "key (its key folder's mapper.key is not this mapper's)")
@@ -84,8 +85,6 @@ class HandshakeWatch:
         """One failed handshake: logged unless its reason was logged less than ``interval`` ago."""
         self.failed += 1
         said = reason(event, value, self.curve)
-        if said is None:
-            return
         now = self._clock()
         last = self._logged.get(said)
         if last is None or now - last >= self.interval:
