@@ -337,8 +337,8 @@ class GangRun:
     # ------------------------------------------------------------------ members' reports: the core's events
 
     def _receive_all(self) -> None:
-        """Gather every frame waiting: ends (a transfer's last byte, every member's part of the gang) and
-        availability changes, handed to the core at the next slot boundary."""
+        """Gather the frames waiting, at most RECEIVE_PER_PASS: ends (a transfer's last byte, every member's part of
+        the gang) and availability changes, handed to the core at the next slot boundary."""
         for _ in range(G.RECEIVE_PER_PASS):  # a member that floods cannot keep the run from its slot boundaries
             if not self.socket.poll(0):
                 return
