@@ -9,11 +9,24 @@ from collections.abc import Callable
 from typing import Any
 
 from mgst.availability.grids import KIND, HostTraits
+from mgst.config import parse_experiment
 from mgst.core.state import JobStatus, Outcome
-from mgst.sim.loop import ReplicationRun
+from mgst.sim.loop import ReplicationRun, Simulation
 
 # How many completions of the longest task, per task of the bags, the hosts must be expected to manage.
 MARGIN = 20
+# Model time a property test's run may drain for after its horizon.
+DRAIN = 1e7
+
+
+def run_checked(d: dict[str, Any]) -> tuple[Any, Simulation, ReplicationRun]:
+    """The experiment of the settings ``d``, its simulator and its run, drained for up to DRAIN past its horizon;
+    the core's invariants checked at the end."""
+    exp = parse_experiment(d, "x")
+    sim = Simulation(exp, drain_limit=DRAIN)
+    run = sim.run()
+    sim.core.check_invariants()
+    return exp, sim, run
 
 
 def bags_surely_finish(exp: Any, until: float, usable: Callable[[str], bool] | None = None) -> bool:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from grid_properties import bags_surely_finish, check_run
+from grid_properties import DRAIN, bags_surely_finish, check_run, run_checked
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -285,9 +285,7 @@ def sized_settings(draw) -> dict[str, Any]:
     return d
 
 
-# Model time the property test's run may drain for after its horizon, and the grids each GridPolicy it draws lets
-# the bags use, by name.
-DRAIN = 1e7
+# The grids each GridPolicy the property test draws lets the bags use, by name.
 USABLE = {"true": lambda name: True, 'Grid.Name == "g0"': lambda name: name == "g0",
           'Grid.Name != "g1"': lambda name: name != "g1"}
 
@@ -305,10 +303,7 @@ def test_a_host_that_left_holding_a_replica_asks_for_no_work_until_it_is_back():
     d["machines"].update(slots=1, cpus=1)
     d["simulation"]["seed"] = 525
     d["testbed"] = {"detection": "timeout", "timeout_factor": 3.0}
-    exp = parse_experiment(d, "x")
-    sim = Simulation(exp, drain_limit=DRAIN)
-    run = sim.run()
-    sim.core.check_invariants()
+    exp, _, run = run_checked(d)
     # the case holds what it is here for: the left host's replica was cancelled while it was away
     first = run.jobs[0].history
     assert [(r.machine, r.outcome) for r in first] == [(0, Outcome.CANCELLED), (1, Outcome.DONE)]
@@ -318,10 +313,7 @@ def test_a_host_that_left_holding_a_replica_asks_for_no_work_until_it_is_back():
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(d=sized_settings())
 def test_on_sized_grids_no_job_is_lost_or_done_twice_and_no_grid_exceeds_its_maximum(d):
-    exp = parse_experiment(d, "x")
-    sim = Simulation(exp, drain_limit=DRAIN)
-    run = sim.run()
-    sim.core.check_invariants()
+    exp, sim, run = run_checked(d)
     check_run(exp, run, bags_surely_finish(exp, exp.simulation.horizon + DRAIN, USABLE[d["policy"]["GridPolicy"]]))
     most = {g.name: g.max_hosts for g in sim.overlay.grids}
     assert all(s.up + s.granted <= most[s.grid] for s in sim.overlay.samples)

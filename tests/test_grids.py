@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 import pytest
-from grid_properties import bags_surely_finish, check_run
+from grid_properties import DRAIN, bags_surely_finish, check_run, run_checked
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -156,10 +156,6 @@ def test_the_wire_form_is_the_hosts_periods_as_a_trace():
     assert played.next().state is State.DOWN  # the collaborative host's wait to join
 
 
-# Model time a property test's run may drain for after its horizon.
-DRAIN = 1e7
-
-
 @st.composite
 def grid_settings(draw) -> dict[str, Any]:
     grids = []
@@ -189,10 +185,7 @@ def grid_settings(draw) -> dict[str, Any]:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(d=grid_settings())
 def test_on_any_grids_no_job_is_lost_or_done_twice_and_no_host_computes_more_than_its_cpus(d):
-    exp = parse_experiment(d, "x")
-    sim = Simulation(exp, drain_limit=DRAIN)
-    run = sim.run()
-    sim.core.check_invariants()
+    exp, _, run = run_checked(d)
     check_run(exp, run, bags_surely_finish(exp, exp.simulation.horizon + DRAIN))
 
 
