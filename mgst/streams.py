@@ -30,6 +30,8 @@ class Purpose(enum.IntEnum):
     STAGING = 9  # index: 0 resume transfers, 1 start transfers
     OVERHEADS = 10  # index: machine (a testbed run's per-job overheads, redrawn: mgst.sim.overheads)
     OVERLAY = 11  # index: grid (the arrival delays of the hosts the overlay asks a grid for: mgst.sim.overlay)
+    # index: machine, replication: the model time in ms a testbed host of a sized grid arrived at (its up period)
+    OVERLAY_ARRIVALS = 12
 
 
 def seed_sequence(seed: int, replication: int, purpose: Purpose, index: int = 0) -> np.random.SeedSequence:

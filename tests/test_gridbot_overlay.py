@@ -192,35 +192,6 @@ def test_grids_without_a_size_are_unchanged_and_keep_all_their_hosts():
     assert all(m.stats.completed == 2 for m in sim.core.machines)
 
 
-def test_the_testbed_refuses_a_sized_grid_naming_its_key(tmp_path: Path):
-    # the overlay is the simulator's alone: mgst run says so before anything starts
-    path = tmp_path / "sized.toml"
-    path.write_text("""
-[workload]
-kind = "bag_list"
-class_names = ["job"]
-granularity = [750.0]
-[[workload.bags]]
-at = 0.0
-tasks = {count = 4, size = [100.0, 200.0], seed = 1}
-[machines]
-power = {value = 1.0, count = 4}
-group = {sizes = [2, 2]}
-[availability]
-kind = "grids"
-grids = [{name = "technion", preset = "cluster"}, {name = "osg", preset = "collaborative", start_hosts = 1}]
-[policy]
-name = "gridbot"
-""")
-    out = subprocess.run([sys.executable, "-m", "mgst", "run", str(path), "--out", str(tmp_path / "run"),
-                          "--no-live"], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 2
-    errors = [line for line in out.stderr.splitlines() if "error:" in line]
-    assert len(errors) == 1 and "availability.grids[1].start_hosts" in errors[0], out.stderr
-    assert "simulator" in errors[0] and "Traceback" not in out.stderr
-    assert not (tmp_path / "run").exists()
-
-
 def test_the_grid_sizes_table_shows_each_sized_grid_over_time(capsys: pytest.CaptureFixture[str], tmp_path: Path):
     from mgst.papers.gridbot.grid_sizes import main, simulate_sizes, size_table
 

@@ -24,7 +24,6 @@ from mgst.availability.grid_size import (
     GridSize,
     OverlayGrid,
     OverlayHostProcess,
-    SizeError,
     check_size,
 )
 from mgst.availability.kind import AvailabilityKind, ConfigHost, group_of
@@ -91,6 +90,12 @@ class HostTraits:
         low, high = grid.speed
         self.share = a * (low + (high - low) * rng.random())
         self.mean_up = grid.unreliable_mean_up if rng.random() < grid.unreliable else grid.mean_up
+
+
+def arrival_stream(seed: int, machine: int, since: float) -> Any:
+    """The stream of a testbed host's up period after it arrives at model time ``since`` (to the millisecond of model
+    time: each arrival of the same machine draws its own)."""
+    return python_random(seed, round(since * 1000.0), Purpose.OVERLAY_ARRIVALS, machine)
 
 
 class GridProcess:
@@ -212,13 +217,17 @@ class GridsKind(AvailabilityKind):
                 since: float = 0.0) -> tuple:
         g = group_of(experiment, machine, len(spec.grids))
         grid = spec.grids[g]
+        proc: AvailabilityProcess
         if grid.size is not None:
-            raise SizeError(f"availability.grids[{g}].start_hosts",
-                            f"grid {grid.name!r} grows and shrinks with the overlay (start_hosts), which only the "
-                            "simulator models: the testbed runs grids of a fixed set of hosts")
-        proc = self.process(spec, experiment, seed, 0, machine)
+            # On the testbed a host of a sized grid has a puller only once it is there (one of the start_hosts, or
+            # granted by the mapper's overlay: mgst.testbed.overlay): it plays from its arrival, ``since``, one up
+            # period of its law, then DOWN to the end (preempted: the overlay may grant the machine again).
+            traits = HostTraits(grid, experiment.machines[machine].availability, seed, 0, machine)
+            proc = OverlayHostProcess(arrival_stream(seed, machine, since), traits.mean_up, traits.share, True)
+        else:
+            proc = self.process(spec, experiment, seed, 0, machine)
         sent: list[list[float]] = []
-        at = 0.0
+        at = since if grid.size is not None else 0.0
         while at < until:
             p = proc.next()
             end = at + p.duration

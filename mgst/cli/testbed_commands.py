@@ -10,7 +10,7 @@ from pathlib import Path
 from mgst.cli.options import check_folder, import_policies
 from mgst.config import ConfigError, load_experiment
 from mgst.config.checks import overload_warning
-from mgst.model import EXECUTORS
+from mgst.model import EXECUTORS, Experiment
 
 # --farewell at most (s): an hour of answering late pullers is more than any failure of a lab run lasts.
 MAX_FAREWELL = 3600.0
@@ -343,6 +343,19 @@ def _check_new_out(out: Path) -> None:
                                    "or choose another folder)")
 
 
+def _refuse_overlay_grids(exp: Experiment) -> None:
+    """ConfigError naming the first grid that grows with GridBot's overlay: its pullers are started by the run that
+    grants them ('mgst run'), which a mapper serving lab pullers does not do."""
+    from mgst.availability.registry import overlay_grids  # noqa: PLC0415
+
+    grids = overlay_grids(exp)
+    if grids:
+        raise ConfigError(f"availability.grids[{grids[0].index}].start_hosts",
+                          f"grid {grids[0].name!r} grows with the overlay, whose hosts' pullers 'mgst run' starts as "
+                          "it grants them; 'mgst mapper' serves the pullers that come: give the grid a fixed set of "
+                          "hosts (no start_hosts), or run it with 'mgst run'")
+
+
 def mapper_command(args: argparse.Namespace) -> int:
     from mgst.testbed.mapper import Mapper  # noqa: PLC0415
     from mgst.testbed.resume import RunOver  # noqa: PLC0415
@@ -351,6 +364,7 @@ def mapper_command(args: argparse.Namespace) -> int:
 
     import_policies(args)
     exp = load_experiment(args.file)
+    _refuse_overlay_grids(exp)
     try:
         security.check_endpoint(args.bind, bind=True)
     except ValueError as e:

@@ -73,6 +73,18 @@ def simulate_beside(run: TestbedRun, testbed: Summary, *, replications: int | No
     return sim, (bags.rows if bags is not None else [])
 
 
+def format_overlay(overlay: dict | None) -> list[str]:
+    """A line per grid that grew with the overlay: hosts asked for, and the most up at a turn, testbed and
+    simulation."""
+    lines = []
+    for name, g in (overlay or {}).items():
+        tb, sim = g["testbed"], g["simulation"]
+        lines.append(f"overlay, grid {name!r} (at most {g['max_hosts']} hosts): {tb['requests']} hosts asked for on "
+                     f"the testbed, {sim['requests']} in simulation; at most {tb['most_up']} up at a turn, "
+                     f"{sim['most_up']} in simulation (grid_sizes.csv)")
+    return lines
+
+
 def finish_outputs(run: TestbedRun, out: Path, *, simulate: bool = True, replications: int | None = None,
                    imports: tuple[str, ...] = ()) -> Beside:
     """Summarise the run, simulate it (``simulate``), compare, find the gap's causes, and write jobs.csv,
@@ -188,6 +200,7 @@ def format_beside(b: Beside) -> str:
         lines.append(f"bags: {len(b.run.core.all_bags)} arrived, {bags.bags} counted (submitted after the warm-up), "
                      f"{bags.tasks} tasks in them")
     lines += format_bag_makespans(d.get("bag_makespans", []))
+    lines += format_overlay(d.get("overlay"))
     if b.gap is not None:
         lines += b.gap.describe()
     return "\n".join(lines)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import psutil
 
+from mgst.availability.registry import overlay_grids
 from mgst.config import ConfigError
 from mgst.core.state import MachineState
 from mgst.model import Experiment
@@ -21,6 +22,14 @@ from mgst.netem.links import LabNetwork, NetworkError, totals
 from mgst.netem.spec import NetworkSpec
 from mgst.testbed.beside import Beside, finish_outputs
 from mgst.testbed.mapper import Mapper
+from mgst.testbed.overlay import (
+    TestbedOverlay,
+    first_hosts,
+    idle_exit,
+    side_by_side,
+    simulated_overlay,
+    write_grid_sizes,
+)
 from mgst.testbed.run_keys import make_key_folder, remove_stale
 from mgst.wire import security
 
@@ -59,11 +68,13 @@ def check_memory_for_pullers(count: int) -> None:
 def start_pullers(endpoint: str, names: list[str], log_path: Path, verbose: bool = False,
                   keys: Path | None = None, extra: tuple[str, ...] = (),
                   slots: list[int] | None = None,
-                  network: LabNetwork | None = None) -> list[subprocess.Popen]:
+                  network: LabNetwork | None = None,
+                  idle_exits: list[float | None] | None = None) -> list[subprocess.Popen]:
     """One puller process per name, logging to ``log_path``; with ``keys`` (a folder made by
     security.create_keys) each uses its own key, else they connect without CURVE. ``slots``: each
-    machine's slots (default 1). ``network``: each runs in its machine's namespace of it. PullerStartError if one
-    cannot be started (those started are stopped).
+    machine's slots (default 1). ``network``: each runs in its machine's namespace of it. ``idle_exits``: each
+    one's ``--idle-exit`` (None: it stays to the end). PullerStartError if one cannot be started (those started are
+    stopped).
 
     Each puller leads a process group of its own: Ctrl-C in the terminal (SIGINT to the foreground group) reaches
     the mapper alone, which drains, says bye, and then stops them (:func:`stop_pullers`); in the terminal's group
@@ -75,6 +86,8 @@ def start_pullers(endpoint: str, names: list[str], log_path: Path, verbose: bool
         for i, name in enumerate(names):
             argv = [sys.executable, "-m", "puller", "--connect", endpoint, "--machine", name, *auth, *extra,
                     *(["--slots", str(slots[i])] if slots is not None and slots[i] != 1 else []),
+                    *(["--idle-exit", repr(idle_exits[i])] if idle_exits is not None and idle_exits[i] is not None
+                      else []),
                     *(["-v"] if verbose else [])]
             if network is not None:
                 argv = network.argv(i, argv)
@@ -168,6 +181,17 @@ def run_local(
     ``resume``: continue the run journalled in ``out`` (with its seed and settings, and ``network`` its network,
     which the journal's must match), with new pullers and keys."""
     names = [m.name for m in experiment.machines]
+    # Grids that grow and shrink with GridBot's overlay (mgst.testbed.overlay): only their first hosts start with
+    # the run; the mapper's overlay starts the others' pullers as it grants them.
+    grids = overlay_grids(experiment)
+    if grids:
+        key = f"availability.grids[{grids[0].index}].start_hosts"
+        if resume:
+            raise ConfigError(key, "a run whose grids grow with the overlay cannot be resumed: its pullers are "
+                                   "started by the run that was stopped")
+        if network is not None:
+            raise ConfigError(key, "grids that grow with the overlay do not run behind an emulated network (--network)")
+    first = first_hosts(experiment, grids) if grids else list(range(len(names)))
     # Checked before anything is created (the mapper creates ``out`` and its journal once it has bound).
     check_memory_for_pullers(len(names))
     allow = local_allow_list(experiment, executor if executor is not None else experiment.testbed.executor)
@@ -192,26 +216,33 @@ def run_local(
         bind = "tcp://127.0.0.1:0" if net is None else f"tcp://{net.mapper_address}:0"
         mapper = Mapper(experiment, bind, duration=duration, time_unit=time_unit, seed=seed,
                         progress=progress, executor=executor, keys=keys, insecure=insecure, out=out,
-                        imports=imports, resume=resume,
+                        imports=imports, resume=resume, begin_with=len(first) if grids else None,
                         network=None if net is None else _network_settings(net))
         if on_mapper is not None:
             on_mapper(mapper)  # e.g. the CLI's signal handlers
-        procs: list[subprocess.Popen] = []
+        pullers = LocalPullers(mapper.endpoint, names, out / "pullers.log", key_dir, allow,
+                               [m.slots for m in experiment.machines], net,
+                               idle_exit(grids, len(names), mapper.time_unit))
+        if grids:
+            mapper.overlay = TestbedOverlay(grids, len(names), mapper.seed,
+                                            getattr(mapper.core.policy, "takes_grid", None), pullers.launch)
         run = None
         watch = _watch_relay(net, mapper) if net is not None else None
         try:
             try:
-                procs = start_pullers(mapper.endpoint, names, out / "pullers.log", keys=key_dir,
-                                      extra=allow,
-                                      slots=[m.slots for m in experiment.machines], network=net)
+                pullers.start(first)
             except BaseException:  # (the run never began: its socket closed, its journal removed)
                 mapper.close()
                 raise
             run = mapper.run()
         finally:
-            stop_pullers(procs, grace=EXIT_GRACE if run is not None else 0.0, down=_down_at_end(mapper))
+            pullers.stop(grace=EXIT_GRACE if run is not None else 0.0, down=_down_at_end(mapper))
             if watch is not None:
                 watch.set()
+        if mapper.overlay is not None and run is not None:  # (its simulation too: the sizes side by side)
+            simulated = simulated_overlay(experiment, mapper.seed)
+            run.overlay = side_by_side(mapper.overlay.overlay, simulated)
+            write_grid_sizes(out / "grid_sizes.csv", mapper.overlay.overlay, simulated, mapper.time_unit)
     finally:
         try:
             if net is not None:
@@ -231,6 +262,46 @@ def run_local(
         raise NetworkError(f"the network relay ended during the run, which was stopped (see {out}/network.log); "
                            "the results written are of a broken network")
     return result
+
+
+class LocalPullers:
+    """The puller processes of a local run: those that start with it, and those GridBot's overlay starts later
+    (:meth:`launch`, one machine at a time, replacing a puller of the machine still there: a preempted client is
+    gone). Every process started is stopped and reaped by :meth:`stop`."""
+
+    def __init__(self, endpoint: str, names: list[str], log_path: Path, keys: Path | None, extra: tuple[str, ...],
+                 slots: list[int], network: LabNetwork | None, idle_exits: list[float | None]):
+        self.endpoint, self.names, self.log_path, self.keys, self.extra = endpoint, names, log_path, keys, extra
+        self.slots, self.network, self.idle_exits = slots, network, idle_exits
+        self.procs: list[subprocess.Popen] = []
+        self.machine_of: list[int] = []  # procs[k]'s machine
+
+    def start(self, machines: list[int]) -> None:
+        """The pullers of ``machines`` (all of the run's, in order, when ``network`` is given: it numbers them)."""
+        self.procs += start_pullers(self.endpoint, [self.names[j] for j in machines], self.log_path, keys=self.keys,
+                                    extra=self.extra, slots=[self.slots[j] for j in machines], network=self.network,
+                                    idle_exits=[self.idle_exits[j] for j in machines])
+        self.machine_of += machines
+
+    def launch(self, j: int) -> None:
+        """Machine ``j``'s puller, started now (the overlay granted the machine and its queue wait is over)."""
+        for p, machine in zip(self.procs, self.machine_of):
+            if machine == j and p.poll() is None:  # (down: its client was preempted, or it is leaving)
+                p.terminate()
+                try:
+                    p.wait(TERM_GRACE)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        try:
+            self.start([j])
+        except PullerStartError as e:  # the host does not arrive: the run goes on with the others
+            log.error("overlay: %s", e)
+
+    def stop(self, *, grace: float, down: frozenset[int]) -> None:
+        """Every puller stopped (those of machines ``down`` at once) and reaped."""
+        stop_pullers(self.procs, grace=grace,
+                     down=frozenset(k for k, j in enumerate(self.machine_of) if j in down))
 
 
 def _down_at_end(mapper: Mapper) -> frozenset[int]:

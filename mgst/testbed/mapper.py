@@ -35,6 +35,7 @@ from mgst.testbed.inputs import input_digests
 from mgst.testbed.journal import Journal
 from mgst.testbed.liveness import LIVENESS, Heartbeats, heartbeat_interval_for
 from mgst.testbed.messages import PullerMessages, some_names
+from mgst.testbed.overlay import TestbedOverlay
 from mgst.testbed.replay import make_core
 from mgst.testbed.resume import Resume, next_item, replay_to_resume
 from mgst.testbed.router import RECEIVE_BATCH, Router
@@ -170,6 +171,9 @@ class Mapper:
         self.aborting = False  # set to stop at once (a second interrupt): the journal stays consistent
         self._gc_frozen = False  # the objects of before t0 are out of the collector's sight (_begin)
         self.paused: str | None = None  # why the run paused (its journal cannot be written), once it has
+        # GridBot's overlay (mgst.testbed.overlay), set by the driver that starts the pullers: it takes its turns at
+        # the grids whose size it drives, at model times, from the run's start (None: a fixed set of machines).
+        self.overlay: TestbedOverlay | None = None
         try:
             self.dispatcher = Dispatcher(experiment, self.journal, self.conns, self.clock, self.timers,
                                          send=self.router.send, feed=self.feed, executor=self.executor,
@@ -377,6 +381,10 @@ class Mapper:
                     log.warning("drain time-out: %d jobs queued, %d running", self.core.queued_count,
                                 len(self.core.running))
                     break
+            overlay = self.overlay
+            if (overlay is not None and clock.t0 is not None and clock.held is None
+                    and now >= clock.t0 + overlay.next_at() * self.time_unit):  # (as an arrival is due: after them)
+                overlay.due(clock.model_now(now), self.core.machines, self.core.view)
             # timers
             while timers.next_at() <= now and clock.held is None and clock.t0 is not None:
                 key = timers.pop()
@@ -397,6 +405,8 @@ class Mapper:
             if self.progress is not None:
                 deadline = min(deadline, next_report)
             deadline = min(deadline, timers.next_at())
+            if overlay is not None and clock.t0 is not None:
+                deadline = min(deadline, clock.t0 + overlay.next_at() * self.time_unit)
             if next_job is not None and clock.t0 is not None:
                 deadline = min(deadline, clock.t0 + next_job.submitted * self.time_unit)
             if clock.t0 is not None and next_job is None:

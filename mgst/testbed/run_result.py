@@ -48,6 +48,8 @@ class TestbedRun:
     imports: tuple[str, ...] = ()  # modules that registered its policy (the simulation beside it needs them)
     closed: bool = True  # its mapper ended it; False: read from a journal without an end (live, or its mapper died)
     network: dict | None = None  # the emulated network its pullers ran behind (mgst run --network), as asked
+    # grids that grew with GridBot's overlay: per grid, what the testbed's and the simulation's overlays did
+    overlay: dict | None = None
 
 
 def finish_run(experiment: Experiment, core: Scheduler, journal: Journal, time_unit: float, t0: float,

@@ -177,6 +177,7 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
         "results_reported_after_outage": run.journal.late_results,
         "resumes": run.resumes,
         "network": run.network,  # mgst run --network: the emulated link asked (null: none)
+        "overlay": run.overlay,  # grids that grew with the overlay, testbed and simulation (null: none)
     }
     return summary, extras
 

@@ -1,0 +1,209 @@
+"""GridBot's overlay on the testbed (mgst/testbed/overlay.py): a grid with start_hosts starts with those hosts' pullers
+alone; the mapper takes the simulator's overlay turns on its own core and starts a granted host's puller; a puller
+that gets no work leaves by itself (--idle-exit); the grid never holds more than max_hosts; and the wire form of a
+sized grid's host plays from its arrival. Also: what cannot follow the overlay (mgst mapper, a resume) says so,
+naming the key."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from mgst.availability.registry import overlay_grids, to_wire
+from mgst.config import ConfigError, load_experiment, parse_experiment
+from mgst.core.state import JobStatus, MachineState
+from mgst.testbed.beside import format_beside
+from mgst.testbed.local_run import run_local
+from mgst.testbed.overlay import TestbedOverlay, first_hosts, idle_exit
+
+pytest.importorskip("classad2", reason="GridBot's expressions need the htcondor wheel's classad2 (the test extra)")
+
+TIME_UNIT = 0.01  # a task of 100 takes 1 s on a speed-1 host
+IDLE_LEAVE = 200.0  # 2 s with no work: the puller leaves
+MAX_HOSTS = 3
+SECOND_BAG = 1600.0  # the first bag is done by about 400 (by 800 on a loaded machine); its hosts left 200 after
+
+EXPERIMENT = f"""
+[experiment]
+name = "overlay-testbed"
+[workload]
+kind = "bag_list"
+class_names = ["job"]
+granularity = [750.0]
+[[workload.bags]]
+at = 0.0
+tasks = {{count = 12, size = [100.0, 100.0], seed = 1}}
+[[workload.bags]]
+at = {SECOND_BAG}
+tasks = {{count = 12, size = [100.0, 100.0], seed = 2}}
+[machines]
+power = {{value = 1.0, count = 6}}
+group = {{sizes = [1, 5]}}
+[availability]
+kind = "grids"
+[[availability.grids]]
+name = "static"
+preset = "cluster"
+[[availability.grids]]
+name = "tech"
+preset = "cluster"
+start_hosts = 1
+max_hosts = {MAX_HOSTS}
+request_every = 50.0
+idle_leave = {IDLE_LEAVE}
+[policy]
+name = "gridbot"
+[simulation]
+horizon = 100000.0
+warmup = 0.0
+replications = 1
+seed = 3
+[testbed]
+time_unit = {TIME_UNIT}
+duration = 20.0
+"""
+
+
+def most_up_at_once(periods: list[list[tuple[float, float | None]]]) -> int:
+    """The most machines up at one instant, from each machine's up periods (start, end; None: to the end)."""
+    edges = sorted([(start, 1) for ps in periods for start, _ in ps]
+                   + [(end, -1) for ps in periods for _, end in ps if end is not None], key=lambda e: (e[0], e[1]))
+    most = now = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most
+
+
+def test_a_sized_grid_grows_shrinks_and_grows_again_with_real_pullers(tmp_path: Path, no_children_left):
+    """Bounded: the first pullers register within the mapper's 60 s, the run generates for 15 s and drains for at
+    most its drain time-out; run_local stops and reaps every puller it started, those the overlay started too."""
+    path = tmp_path / "overlay.toml"
+    path.write_text(EXPERIMENT)
+    exp = load_experiment(path)
+    out = tmp_path / "run"
+    beside = run_local(exp, out)  # keyed: a late puller uses its own key as the first ones do
+    run = beside.run
+    journal, core = run.journal, run.core
+
+    # every task done exactly once
+    done = Counter(r.job for r in journal.replicas.values() if r.outcome == "done")
+    assert sorted(done) == sorted(journal.jobs) and len(done) == 24 and set(done.values()) == {1}
+    assert all(rec.status is JobStatus.DONE for rec in core.jobs.values()) and run.cut_off == []
+
+    # the static grid's machine registered once and stayed up; only the sized grid's machines came and went
+    static, sized = journal.machines[0], journal.machines[1:]
+    assert len(static.incarnations) == 1 and [p[1] for p in static.periods] == [None]
+    # never more than max_hosts of the sized grid up at once (the journal's up periods, in wall time)
+    assert most_up_at_once([m.periods for m in sized]) <= MAX_HOSTS
+
+    # the overlay's own record of its turns: within the maximum at each; grown to it during the first bag; down to
+    # no host between the bags (all left idle, the start host too); grown again for the second bag
+    with open(out / "grid_sizes.csv", newline="") as f:
+        read = list(csv.DictReader(f))
+    rows = [(float(r["Time"]), int(r["Up"]), int(r["Granted"]), r["Demand"] == "1") for r in read
+            if r["Source"] == "testbed"]
+    assert {r["Source"] for r in read} == {"testbed", "simulation"} and {r["Grid"] for r in read} == {"tech"}
+    assert rows and all(up + granted <= MAX_HOSTS for _, up, granted, _ in rows)
+    assert [t for t, *_ in rows] == [50.0 * k for k in range(len(rows))]  # one turn per request_every, none missed
+    first = [up for t, up, _, _ in rows if t < SECOND_BAG]
+    peak = first.index(MAX_HOSTS)
+    assert 0 in first[peak:], f"no host left idle between the bags: {first}"
+    assert any(up >= 1 for t, up, _, _ in rows if t > SECOND_BAG), rows
+    assert rows[0][3] and any(demand for t, _, _, demand in rows if t >= SECOND_BAG)
+
+    # the hosts that left said why, in their own words; a machine that came back registered again
+    log = (out / "pullers.log").read_text()
+    assert log.count("(--idle-exit)") >= MAX_HOSTS, log[-2000:]
+    assert any(len(m.incarnations) >= 2 for m in sized), [m.incarnations for m in sized]
+    # the simulation beside it ran the same overlay: both bags done there too, each set beside the testbed's; the
+    # two overlays' sizes side by side, in grid_sizes.csv and summary.json, and said in a line
+    makespans = beside.summary["bag_makespans"]
+    assert [b["bag"] for b in makespans] == [0, 1] and all(b["simulation"] > 0 for b in makespans), makespans
+    sides = beside.summary["overlay"]["tech"]
+    assert sides["max_hosts"] == MAX_HOSTS and sides["testbed"]["most_up"] == MAX_HOSTS
+    assert sides["simulation"]["most_up"] == MAX_HOSTS and sides["simulation"]["requests"] >= MAX_HOSTS
+    assert f"overlay, grid 'tech' (at most {MAX_HOSTS} hosts): {sides['testbed']['requests']} hosts asked for on " \
+           f"the testbed, {sides['simulation']['requests']} in simulation" in format_beside(beside)
+
+
+def test_the_first_hosts_and_each_pullers_idle_exit():
+    exp = parse_experiment(_data(), "x")
+    grids = overlay_grids(exp)
+    assert first_hosts(exp, grids) == [0, 1]  # the static machine, and the sized grid's first (start_hosts = 1)
+    assert idle_exit(grids, 6, TIME_UNIT) == [None] + [IDLE_LEAVE * TIME_UNIT] * 5
+
+
+def test_a_granted_host_counts_until_its_puller_registers_and_arrives_after_its_delay():
+    # the cluster preset: no queue wait. Machines 1-5 are the sized grid's; machine 1 starts up.
+    exp = parse_experiment(_data(), "x")
+    launched: list[int] = []
+    overlay = TestbedOverlay(overlay_grids(exp), 6, 3, None, launched.append)
+    machines = [SimpleNamespace(state=MachineState.READY)] * 2 + [SimpleNamespace(state=MachineState.DOWN)
+                                                                  for _ in range(4)]
+    machines = list(machines)
+    busy = SimpleNamespace(bags={}, queued_count=5)  # queued work, no bag: every grid may take it
+    overlay.due(0.0, machines, busy)
+    assert launched == [] and overlay.next_at() == 0.0  # granted at 0, arriving at once: the next call starts it
+    overlay.due(0.0, machines, busy)
+    assert len(launched) == 1 and overlay.next_at() == 50.0
+    # its puller has not registered by the next turns: it still counts, so the grid asks for one more, not two
+    overlay.due(100.0, machines, busy)
+    overlay.due(100.0, machines, busy)
+    assert len(launched) == 2 and len(set(launched)) == 2
+    overlay.due(200.0, machines, busy)
+    assert len(launched) == 2  # 1 up + 2 granted: the maximum
+    for j in launched:
+        machines[j] = SimpleNamespace(state=MachineState.READY)
+    overlay.due(300.0, machines, SimpleNamespace(bags={}, queued_count=0))  # registered; nothing queued: no request
+    assert len(launched) == 2 and not any(overlay.overlay.granted)
+    # two of them leave (down again): the next turn with work asks for one of the free machines
+    machines[launched[0]] = SimpleNamespace(state=MachineState.DOWN)
+    overlay.due(350.0, machines, busy)
+    overlay.due(350.0, machines, busy)
+    assert len(launched) == 3 and overlay.overlay.requests == [3]
+
+
+def test_a_sized_hosts_wire_form_plays_one_up_period_from_its_arrival_then_down():
+    d = _data()
+    d["availability"]["grids"][1].update(preset="collaborative", join=0.0)
+    exp = parse_experiment(d, "x")
+    until = 100000.0
+    forms = {since: to_wire(exp, 2, 3, until, since) for since in (0.0, 500.0, 2500.0)}
+    ups = []
+    for since, (kind, periods) in forms.items():
+        assert kind == "trace"
+        up, *rest = periods
+        assert up[1] == 0 and up[0] > 0  # UP first, from the arrival
+        if rest:  # preempted before the end: down to the end (the overlay may grant the machine again)
+            assert len(rest) == 1 and rest[0][1] != 0
+            assert up[0] + rest[0][0] == pytest.approx(until + 1.0 - since)
+        ups.append(up[0])
+    assert len(set(ups)) == 3  # each arrival draws its own up period
+    assert to_wire(exp, 2, 3, until, 500.0) == forms[500.0]  # and the same one for the same arrival
+
+
+def test_what_cannot_follow_the_overlay_says_so_naming_the_key(tmp_path: Path):
+    path = tmp_path / "overlay.toml"
+    path.write_text(EXPERIMENT)
+    exp = load_experiment(path)
+    with pytest.raises(ConfigError) as e:
+        run_local(exp, tmp_path / "run", resume=True)
+    assert e.value.key == "availability.grids[1].start_hosts"
+    out = subprocess.run([sys.executable, "-m", "mgst", "mapper", str(path), "--bind", "tcp://127.0.0.1:0",
+                          "--insecure", "--out", str(tmp_path / "m")], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert "availability.grids[1].start_hosts" in out.stderr and "mgst run" in out.stderr, out.stderr
+    assert not (tmp_path / "m").exists()
+
+
+def _data() -> dict:
+    import tomllib
+
+    return tomllib.loads(EXPERIMENT)
