@@ -286,7 +286,8 @@ def run_command(args: argparse.Namespace) -> int:
     if not args.quiet and sys.stderr.isatty():
         print(file=sys.stderr)
     _report(result, args.json, out, ["journal.sqlite", *result.files, "pullers.log",
-                                     *(["network.log"] if network is not None else [])])
+                                     *(["network.log"] if network is not None else []),
+                                     *(["grid_sizes.csv"] if result.run.overlay is not None else [])])
     return 0
 
 
