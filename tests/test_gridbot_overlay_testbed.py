@@ -9,10 +9,12 @@ from __future__ import annotations
 import csv
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
+import psutil
 import pytest
 
 from mgst.availability.registry import overlay_grids, to_wire
@@ -140,34 +142,79 @@ def test_the_first_hosts_and_each_pullers_idle_exit():
     assert idle_exit(grids, 6, TIME_UNIT) == [None] + [IDLE_LEAVE * TIME_UNIT] * 5
 
 
-def test_a_granted_host_counts_until_its_puller_registers_and_arrives_after_its_delay():
-    # the cluster preset: no queue wait. Machines 1-5 are the sized grid's; machine 1 starts up.
+class FakePullers:
+    """The processes' side of a testbed overlay, by hand: which machines were launched, which pullers run, and how
+    many times each machine registered."""
+
+    def __init__(self) -> None:
+        self.launched: list[int] = []
+        self.running: set[int] = set()
+        self.registered = Counter()
+
+    def launch(self, j: int) -> None:
+        self.launched.append(j)
+        self.running.add(j)
+
+    def register(self, machines: list, j: int) -> None:
+        self.registered[j] += 1
+        machines[j] = SimpleNamespace(state=MachineState.READY)
+
+
+def overlay_by_hand() -> tuple[TestbedOverlay, FakePullers, list]:
+    # the cluster preset: no queue wait. Machines 1-5 are the sized grid's; machine 1 starts up (with machine 0).
     exp = parse_experiment(_data(), "x")
-    launched: list[int] = []
-    overlay = TestbedOverlay(overlay_grids(exp), 6, 3, None, launched.append)
-    machines = [SimpleNamespace(state=MachineState.READY)] * 2 + [SimpleNamespace(state=MachineState.DOWN)
-                                                                  for _ in range(4)]
-    machines = list(machines)
-    busy = SimpleNamespace(bags={}, queued_count=5)  # queued work, no bag: every grid may take it
-    overlay.due(0.0, machines, busy)
+    fake = FakePullers()
+    overlay = TestbedOverlay(overlay_grids(exp), 6, 3, None, fake.launch, fake.running.__contains__,
+                             fake.registered.__getitem__)
+    machines = [SimpleNamespace(state=MachineState.READY if j < 2 else MachineState.DOWN) for j in range(6)]
+    return overlay, fake, machines
+
+
+BUSY = SimpleNamespace(bags={}, queued_count=5)  # queued work, no bag: every grid may take it
+IDLE = SimpleNamespace(bags={}, queued_count=0)
+
+
+def test_a_granted_host_counts_until_its_puller_registers_and_arrives_after_its_delay():
+    overlay, fake, machines = overlay_by_hand()
+    launched = fake.launched
+    overlay.due(0.0, machines, BUSY)
     assert launched == [] and overlay.next_at() == 0.0  # granted at 0, arriving at once: the next call starts it
-    overlay.due(0.0, machines, busy)
+    overlay.due(0.0, machines, BUSY)
     assert len(launched) == 1 and overlay.next_at() == 50.0
     # its puller has not registered by the next turns: it still counts, so the grid asks for one more, not two
-    overlay.due(100.0, machines, busy)
-    overlay.due(100.0, machines, busy)
+    overlay.due(100.0, machines, BUSY)
+    overlay.due(100.0, machines, BUSY)
     assert len(launched) == 2 and len(set(launched)) == 2
-    overlay.due(200.0, machines, busy)
+    overlay.due(200.0, machines, BUSY)
     assert len(launched) == 2  # 1 up + 2 granted: the maximum
     for j in launched:
-        machines[j] = SimpleNamespace(state=MachineState.READY)
-    overlay.due(300.0, machines, SimpleNamespace(bags={}, queued_count=0))  # registered; nothing queued: no request
+        fake.register(machines, j)
+    overlay.due(300.0, machines, IDLE)  # registered; nothing queued: no request
     assert len(launched) == 2 and not any(overlay.overlay.granted)
-    # two of them leave (down again): the next turn with work asks for one of the free machines
+    # one of them leaves (down again): the next turn with work asks for one of the free machines
     machines[launched[0]] = SimpleNamespace(state=MachineState.DOWN)
-    overlay.due(350.0, machines, busy)
-    overlay.due(350.0, machines, busy)
-    assert len(launched) == 3 and overlay.overlay.requests == [3]
+    overlay.due(350.0, machines, BUSY)
+    overlay.due(350.0, machines, BUSY)
+    assert len(launched) == 3 and overlay.overlay.requests == [3] and overlay.lapsed == 0
+
+
+def test_a_grant_lapses_when_its_puller_dies_before_it_registers_and_not_when_it_registered_and_left():
+    overlay, fake, machines = overlay_by_hand()
+    overlay.due(0.0, machines, BUSY)
+    overlay.due(0.0, machines, BUSY)
+    first = fake.launched[0]
+    overlay.due(50.0, machines, BUSY)
+    overlay.due(50.0, machines, BUSY)
+    second = fake.launched[1]
+    fake.running.discard(first)  # died at its start: never registered
+    fake.registered[second] += 1  # registered, and left again before the overlay looked (still down)
+    fake.running.discard(second)
+    overlay.due(60.0, machines, IDLE)
+    assert overlay.lapsed == 1 and not any(overlay.overlay.granted)
+    # the grid holds 1 up (its start host), no grant: the next turn with work asks again, and may take either
+    overlay.due(100.0, machines, BUSY)
+    overlay.due(100.0, machines, BUSY)
+    assert len(fake.launched) == 3 and overlay.overlay.requests == [3]
 
 
 def test_a_sized_hosts_wire_form_plays_one_up_period_from_its_arrival_then_down():
@@ -207,3 +254,40 @@ def _data() -> dict:
     import tomllib
 
     return tomllib.loads(EXPERIMENT)
+
+
+def test_a_regranted_machines_lingering_puller_goes_at_once_with_its_children(tmp_path: Path, no_children_left):
+    # a preempted client's puller plays DOWN to the run's end; when the overlay grants its machine again, launch
+    # stops it at once, with what it started (its process group), before the new puller starts
+    from mgst.testbed.local_run import LocalPullers
+
+    pullers = LocalPullers("tcp://127.0.0.1:9", [f"M{j}" for j in range(3)], tmp_path / "pullers.log", None,
+                           (), [1, 1, 1], None, [None, None, 5.0])
+    old = subprocess.Popen(["sh", "-c", "sleep 600 & wait"], process_group=0)
+    pullers.procs.append(old)
+    pullers.machine_of.append(2)
+    try:
+        child = wait_for_child(old.pid)
+        assert pullers.alive(2) and not pullers.alive(1)
+        pullers.launch(2)
+        assert old.poll() is not None  # gone, and reaped
+        with pytest.raises(psutil.NoSuchProcess):  # its child too (an orphan would outlive any reaping of ours)
+            child.wait(10)
+            child.status()
+        assert pullers.alive(2) and pullers.machine_of == [2, 2]
+        argv = " ".join(psutil.Process(pullers.procs[-1].pid).cmdline())
+        assert "--machine M2" in argv and "--idle-exit 5.0" in argv, argv
+    finally:
+        pullers.stop(grace=0.0, down=frozenset())
+    assert all(p.poll() is not None for p in pullers.procs)
+
+
+def wait_for_child(pid: int) -> psutil.Process:
+    """The one child of process ``pid``, once it has started it (at most 10 s)."""
+    parent = psutil.Process(pid)
+    for _ in range(1000):
+        children = parent.children()
+        if children:
+            return children[0]
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} started no child in 10 s")

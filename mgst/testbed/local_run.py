@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -225,7 +228,8 @@ def run_local(
                                idle_exit(grids, len(names), mapper.time_unit))
         if grids:
             mapper.overlay = TestbedOverlay(grids, len(names), mapper.seed,
-                                            getattr(mapper.core.policy, "takes_grid", None), pullers.launch)
+                                            getattr(mapper.core.policy, "takes_grid", None), pullers.launch,
+                                            pullers.alive, lambda j: mapper.journal.machines[j].registrations)
         run = None
         watch = _watch_relay(net, mapper) if net is not None else None
         try:
@@ -284,19 +288,25 @@ class LocalPullers:
         self.machine_of += machines
 
     def launch(self, j: int) -> None:
-        """Machine ``j``'s puller, started now (the overlay granted the machine and its queue wait is over)."""
+        """Machine ``j``'s puller, started now (the overlay granted the machine and its queue wait is over). A puller
+        of the machine still there (down: its client was preempted, playing DOWN to the run's end) is gone first, at
+        once and without a word, its process group with it, as a preempted client is."""
         for p, machine in zip(self.procs, self.machine_of):
-            if machine == j and p.poll() is None:  # (down: its client was preempted, or it is leaving)
-                p.terminate()
-                try:
-                    p.wait(TERM_GRACE)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+            if machine == j and p.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGKILL)  # (its own group: process_group=0 at its start)
+                p.wait()
         try:
             self.start([j])
-        except PullerStartError as e:  # the host does not arrive: the run goes on with the others
+        except PullerStartError as e:  # the host does not arrive (alive() says so): the run goes on
             log.error("overlay: %s", e)
+
+    def alive(self, j: int) -> bool:
+        """Whether machine ``j``'s latest puller is running (False: never started, or it exited)."""
+        for p, machine in zip(reversed(self.procs), reversed(self.machine_of)):
+            if machine == j:
+                return p.poll() is None
+        return False
 
     def stop(self, *, grace: float, down: frozenset[int]) -> None:
         """Every puller stopped (those of machines ``down`` at once) and reaped."""

@@ -48,17 +48,23 @@ class TestbedOverlay:
     :meth:`due` (the mapper's loop, at model time ``t``) takes every turn and arrival due by then, calling ``launch``
     with each machine whose puller is to be started.
 
-    A granted host counts as granted until its puller registers (the machine up in the core), so that a turn before
-    it registers does not ask for it again; a machine that is down (never started, preempted, or gone idle) may be
-    granted again, and ``launch`` then replaces its puller.
+    A granted host counts as granted until its puller registers (``registrations`` grows), so that a turn before
+    it registers does not ask for it again, unless ``alive`` says its puller is not running (it could not start, or
+    died before it registered): then the grant lapses, with a warning, and a later turn may ask again. A machine that
+    is down (never started, preempted, or gone idle) may be granted again, and ``launch`` then replaces its puller.
     """
 
     __test__ = False  # (not a pytest class, whatever its name)
 
     def __init__(self, grids: Sequence[OverlayGrid], n_machines: int, seed: int, takes_grid: TakesGrid | None,
-                 launch: Callable[[int], None]):
+                 launch: Callable[[int], None], alive: Callable[[int], bool], registrations: Callable[[int], int]):
         self.overlay = Overlay(grids, n_machines, seed, 0, takes_grid)
         self.launch = launch
+        self.alive = alive
+        self.registrations = registrations  # how many times machine j's pullers have registered so far
+        # granted machines whose puller was started and has not registered yet, with their registrations before
+        self.started: dict[int, int] = {}
+        self.lapsed = 0  # grants whose puller was not running before it registered
         self.turns = [0.0] * len(grids)  # the model time of each grid's next turn
         self.arrivals: list[tuple[float, int]] = []  # (model time, machine): granted hosts not started yet
         self.launched = [0] * len(grids)  # pullers started by the overlay, per grid
@@ -73,15 +79,24 @@ class TestbedOverlay:
         View)."""
         overlay = self.overlay
         up = [m.state is not MachineState.DOWN for m in machines]  # type: ignore[attr-defined]
-        for j, granted in enumerate(overlay.granted):
-            if granted and up[j]:
+        for j, before in list(self.started.items()):
+            if self.registrations(j) > before:  # (it registered: up, or already gone again)
+                del self.started[j]
                 overlay.arrived(j)
+            elif not self.alive(j):
+                del self.started[j]
+                overlay.granted[j] = False
+                self.lapsed += 1
+                log.warning("overlay: the puller of machine %d, granted to grid %r, is not running and never "
+                            "registered: the grant lapses", j, overlay.grids[overlay.grid_of[j]].name)
         while self.arrivals and self.arrivals[0][0] <= t:
             _, j = heapq.heappop(self.arrivals)
             position = overlay.grid_of[j]
             self.launched[position] += 1
             log.info("overlay: a host of grid %r arrives (machine %d)", overlay.grids[position].name, j)
+            before = self.registrations(j)
             self.launch(j)
+            self.started[j] = before
         for position, at in enumerate(self.turns):
             while at <= t:
                 j = overlay.cycle(at, position, view, up)  # type: ignore[arg-type]
