@@ -164,7 +164,7 @@ def overlay_by_hand() -> tuple[TestbedOverlay, FakePullers, list]:
     # the cluster preset: no queue wait. Machines 1-5 are the sized grid's; machine 1 starts up (with machine 0).
     exp = parse_experiment(_data(), "x")
     fake = FakePullers()
-    overlay = TestbedOverlay(overlay_grids(exp), 6, 3, None, fake.launch, fake.running.__contains__,
+    overlay = TestbedOverlay(overlay_grids(exp), 6, 3, object(), fake.launch, fake.running.__contains__,
                              fake.registered.__getitem__)
     machines = [SimpleNamespace(state=MachineState.READY if j < 2 else MachineState.DOWN) for j in range(6)]
     return overlay, fake, machines

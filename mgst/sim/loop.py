@@ -307,11 +307,11 @@ class _EventLoop:
         for when, j, a in sim.share_changes:
             self._schedule(when, _SHARE, (j, a))
         # GridBot's overlay (mgst.sim.overlay): the driver-side decisions of grids that grow and shrink; the policy
-        # says which grids a bag may use (takes_grid), if it can.
+        # says which grids a bag may use (takes_grid) and what it holds queued beside the core (held_jobs), if it can.
         self.overlay: Overlay | None = None
         if sim.overlay_grids:
             self.overlay = Overlay(sim.overlay_grids, n_machines, sim.seed, sim.replication,
-                                   getattr(sim.policy, "takes_grid", None))
+                                   getattr(sim.policy, "takes_grid", None), getattr(sim.policy, "held_jobs", None))
             sim.overlay = self.overlay
             for position in range(len(sim.overlay_grids)):
                 self._schedule(0.0, _OVERLAY, position)

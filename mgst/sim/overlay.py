@@ -19,6 +19,8 @@ from mgst.core.view import View
 
 # A policy's answer to "may this bag's queued jobs run in this grid?" (its view, the bag, the grid's name).
 TakesGrid = Callable[[View, BagRecord, str], bool]
+# A policy's count of a bag's jobs it holds queued beside the core's (its view, the bag): GridBot's enqueued replicas.
+HeldJobs = Callable[[View, BagRecord], int]
 
 
 class GridSample(NamedTuple):
@@ -42,9 +44,10 @@ class Overlay:
     """
 
     def __init__(self, grids: Sequence[OverlayGrid], n_machines: int, seed: int, replication: int,
-                 takes_grid: TakesGrid | None):
+                 takes_grid: TakesGrid | None, held_jobs: HeldJobs | None = None):
         self.grids = tuple(grids)
         self.takes_grid = takes_grid
+        self.held_jobs = held_jobs
         self.rngs = [overlay_stream(seed, replication, g.index) for g in self.grids]
         self.grid_of: list[int] = [-1] * n_machines  # position in self.grids of the machine's grid (-1: not sized)
         for i, g in enumerate(self.grids):
@@ -62,11 +65,13 @@ class Overlay:
     # ---------------------------------------------------------------- growth
 
     def demand(self, view: View, grid: OverlayGrid) -> bool:
-        """Whether work the grid may take is queued: a queued job of no bag, or of a bag the policy lets use it."""
+        """Whether work the grid may take is queued: a queued job of no bag, or of a bag the policy lets use it (its
+        waiting tasks, and the jobs the policy holds queued beside them: ``held_jobs``)."""
         in_bags = 0
         takes = self.takes_grid
+        held = self.held_jobs
         for bag in view.bags.values():
-            if bag.queued > 0:
+            if bag.queued > 0 or (held is not None and held(view, bag) > 0):
                 if takes is None or takes(view, bag, grid.name):
                     return True
                 in_bags += bag.queued
@@ -143,4 +148,4 @@ class Overlay:
 
 
 
-__all__ = ["GridSample", "Overlay", "TakesGrid"]
+__all__ = ["GridSample", "HeldJobs", "Overlay", "TakesGrid"]

@@ -228,7 +228,7 @@ def run_local(
                                idle_exit(grids, len(names), mapper.time_unit))
         if grids:
             mapper.overlay = TestbedOverlay(grids, len(names), mapper.seed,
-                                            getattr(mapper.core.policy, "takes_grid", None), pullers.launch,
+                                            mapper.core.policy, pullers.launch,
                                             pullers.alive, lambda j: mapper.journal.machines[j].registrations)
         run = None
         watch = _watch_relay(net, mapper) if net is not None else None

@@ -22,7 +22,7 @@ from typing import Any
 from mgst.availability.grid_size import OverlayGrid
 from mgst.core.state import MachineState
 from mgst.model import Experiment
-from mgst.sim.overlay import GridSample, Overlay, TakesGrid
+from mgst.sim.overlay import GridSample, Overlay
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +44,9 @@ def idle_exit(grids: Sequence[OverlayGrid], n_machines: int, time_unit: float) -
 
 
 class TestbedOverlay:
-    """The overlay of one testbed run: :meth:`next_at` gives the model time of its next turn or arrival, and
-    :meth:`due` (the mapper's loop, at model time ``t``) takes every turn and arrival due by then, calling ``launch``
-    with each machine whose puller is to be started.
+    """The overlay of one testbed run (``policy``: the core's, asked as the simulator asks it): :meth:`next_at`
+    gives the model time of its next turn or arrival, and :meth:`due` (the mapper's loop, at model time ``t``) takes
+    every turn and arrival due by then, calling ``launch`` with each machine whose puller is to be started.
 
     A granted host counts as granted until its puller registers (``registrations`` grows), so that a turn before
     it registers does not ask for it again, unless ``alive`` says its puller is not running (it could not start, or
@@ -56,9 +56,10 @@ class TestbedOverlay:
 
     __test__ = False  # (not a pytest class, whatever its name)
 
-    def __init__(self, grids: Sequence[OverlayGrid], n_machines: int, seed: int, takes_grid: TakesGrid | None,
+    def __init__(self, grids: Sequence[OverlayGrid], n_machines: int, seed: int, policy: object,
                  launch: Callable[[int], None], alive: Callable[[int], bool], registrations: Callable[[int], int]):
-        self.overlay = Overlay(grids, n_machines, seed, 0, takes_grid)
+        self.overlay = Overlay(grids, n_machines, seed, 0, getattr(policy, "takes_grid", None),
+                               getattr(policy, "held_jobs", None))
         self.launch = launch
         self.alive = alive
         self.registrations = registrations  # how many times machine j's pullers have registered so far

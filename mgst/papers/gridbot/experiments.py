@@ -14,6 +14,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
+from mgst.availability.grid_size import DEFAULT_IDLE_LEAVE, GridSize
+from mgst.availability.grids import GridsAvailability
+from mgst.availability.kind import group_of
 from mgst.model import BagList, Experiment, PolicySpec, StagingModel
 
 EXPERIMENTS_FOLDER: Final = Path(__file__).resolve().parents[3] / "experiments" / "gridbot"
@@ -145,13 +148,43 @@ def scaled(exp: Experiment, scale: float) -> Experiment:
                                policy=PolicySpec(exp.policy.name, options))
 
 
+# The sweeps' ``overlay`` option: the grids the experiment's file keeps fixed grow with GridBot's overlay instead, each
+# starting with OVERLAY_START of its hosts and asking for one more at a pace that would fill it in OVERLAY_FILL of
+# steady demand (experiments/gridbot/overlay.toml's pace: OSG's 190 hosts at one per 15 s, 47.5 minutes; UW
+# Madison's 100 at one per 30 s, 50 minutes), so that the ramp keeps its share of a bag's turnaround at any scale.
+# The community grid's clients stay static (they contact the server at will). docs/readings.md, "The overlay".
+OVERLAY_START: Final = 0.05
+OVERLAY_FILL: Final = 3000.0
+
+
+def with_overlay(exp: Experiment) -> Experiment:
+    """``exp`` with each fixed grid but the community grid's sized by the overlay (OVERLAY_START, OVERLAY_FILL); an
+    experiment without grids, unchanged."""
+    spec = exp.failures
+    if not isinstance(spec, GridsAvailability):
+        return exp
+    hosts = [0] * len(spec.grids)
+    for j in range(len(exp.machines)):
+        hosts[group_of(exp, j, len(spec.grids))] += 1
+    grids = []
+    for g, n in zip(spec.grids, hosts):
+        if g.size is None and g.preset != "community" and n > 0:
+            start = max(1, round(OVERLAY_START * n))
+            g = dataclasses.replace(g, size=GridSize(start, None, OVERLAY_FILL / max(1, n - start), DEFAULT_IDLE_LEAVE))
+        grids.append(g)
+    return dataclasses.replace(exp, failures=dataclasses.replace(spec, grids=tuple(grids)))
+
+
 def build(experiment: str, name: str, reading: str, scale: float, seed: int, replications: int,
-          load: Any = None) -> Experiment:
-    """The Experiment of one cell: the file, the variant and reading, the scale, the seed."""
+          load: Any = None, overlay: bool = False) -> Experiment:
+    """The Experiment of one cell: the file, the variant and reading, the scale, the seed; with ``overlay``, its fixed
+    grids sized by the overlay (:func:`with_overlay`, after the scale)."""
     from mgst.config import load_experiment  # noqa: PLC0415
 
     exp = (load or load_experiment)(experiment_file(experiment))
     exp = scaled(variant(exp, experiment, name, reading), scale)
+    if overlay:
+        exp = with_overlay(exp)
     return dataclasses.replace(exp, simulation=dataclasses.replace(exp.simulation, seed=seed,
                                                                    replications=replications))
 
@@ -161,5 +194,5 @@ def describe(options: Mapping[str, Any]) -> str:
     return "; ".join(f"{k} = {v}" for k, v in options.items() if isinstance(v, str))
 
 
-__all__ = ["ALL_VARIANTS", "EXPERIMENTS", "READINGS", "READING_DOC", "STATIC_TAIL", "VARIANTS", "build", "fill",
-           "scaled", "variant"]
+__all__ = ["ALL_VARIANTS", "EXPERIMENTS", "OVERLAY_FILL", "OVERLAY_START", "READINGS", "READING_DOC", "STATIC_TAIL",
+           "VARIANTS", "build", "fill", "scaled", "variant", "with_overlay"]

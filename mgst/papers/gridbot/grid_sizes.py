@@ -2,17 +2,21 @@
 up per grid at chosen times, as a table, and a PNG beside the bags' incomplete jobs.
 
 ``python -m mgst.papers.gridbot.grid_sizes experiments/gridbot/overlay.toml [--replication R] [--every S] [--png P]``
-prints the table (docs/reproduction-gridbot.md, "A grid's size over time").
+prints the table (docs/reproduction-gridbot.md, "A grid's size over time"); ``--costs N`` prints instead each bag's
+turnaround and the host-hours up over N replications, for the file and its variants.
 """
 
 from __future__ import annotations
 
 import argparse
 import bisect
+import dataclasses
+import statistics
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from mgst.model import Experiment
 from mgst.sim.loop import Simulation
@@ -78,6 +82,70 @@ def size_table(run: SizeRun, times: Sequence[float]) -> str:
     return "\n".join(lines)
 
 
+# The variants of an overlay file the cost table sets beside it: the grids' sizes as the file gives them, every grid
+# with all its hosts from the start, and one size parameter changed.
+COST_VARIANTS: tuple[tuple[str, dict[str, Any] | None], ...] = (
+    ("overlay (the file)", {}),
+    ("fixed (no `start_hosts`)", None),
+    ("`idle_leave = 60`", {"idle_leave": 60.0}),
+    ("`idle_leave = 3600`", {"idle_leave": 3600.0}),
+    ("`request_every` x 4", {"request_every": 4.0}),
+)
+
+
+def with_sizes(experiment: Experiment, change: dict[str, Any] | None) -> Experiment:
+    """The file's sized grids changed: ``None`` drops their sizes (all hosts from the start); ``request_every`` is a
+    factor, ``idle_leave`` a value."""
+    spec = experiment.failures
+    grids = []
+    for g in spec.grids:  # type: ignore[union-attr]
+        if g.size is not None:
+            if change is None:
+                g = dataclasses.replace(g, size=None)
+            else:
+                size = g.size
+                if "idle_leave" in change:
+                    size = dataclasses.replace(size, idle_leave=change["idle_leave"])
+                if "request_every" in change:
+                    size = dataclasses.replace(size, request_every=size.request_every * change["request_every"])
+                g = dataclasses.replace(g, size=size)
+        grids.append(g)
+    return dataclasses.replace(experiment, failures=dataclasses.replace(spec, grids=tuple(grids)))
+
+
+def cost_table(experiment: Experiment, replications: int) -> str:
+    """A Markdown table: per variant (COST_VARIANTS), each bag's turnaround (mean ± sd over ``replications``), the
+    host-hours up on the file's sized grids, and the share of them busy."""
+    sized = {j for g in Simulation(experiment).overlay_grids for j in g.machines}
+    if not sized:
+        raise ValueError("no grid of this experiment grows with the overlay: give a grid start_hosts")
+    n_bags = 0
+    rows = []
+    for label, change in COST_VARIANTS:
+        exp = with_sizes(experiment, change)
+        turnarounds: dict[int, list[float]] = {}
+        up = busy = 0.0
+        for r in range(replications):
+            sim = Simulation(exp, replication=r)
+            run = sim.run()
+            for bag in run.bags:
+                if bag.completed is not None:
+                    turnarounds.setdefault(bag.id, []).append(bag.completed - bag.submitted)
+            for j in sized:
+                st = sim.core.machines[j].stats
+                up += st.up_time
+                busy += st.busy_time
+        n_bags = max(n_bags, len(turnarounds))
+        cells = [f"{statistics.mean(ts) / HOUR:.2f} ± {statistics.stdev(ts) / HOUR if len(ts) > 1 else 0.0:.2f} h"
+                 for _, ts in sorted(turnarounds.items())]
+        rows.append((label, cells, up / HOUR / replications, busy / up if up else 0.0))
+    head = ["grids", *(f"bag {b} turnaround" for b in range(n_bags)), "host-hours up", "busy / up"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for label, cells, hours, share in rows:
+        lines.append("| " + " | ".join([label, *cells, f"{hours:,.0f}", f"{share:.2f}"]) + " |")
+    return "\n".join(lines)
+
+
 def write_png(run: SizeRun, path: Path, title: str) -> Path:
     """Hosts up per grid against hours (top) and incomplete jobs per bag (bottom)."""
     import matplotlib  # noqa: PLC0415
@@ -113,12 +181,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--replication", type=int, default=0)
     parser.add_argument("--every", type=float, default=HOUR, help="table rows this many time units apart")
     parser.add_argument("--png", type=Path, help="also draw the sizes and the bags' incomplete jobs here")
+    parser.add_argument("--costs", type=int, metavar="N",
+                        help="instead, the cost table: each bag's turnaround and the host-hours up over N "
+                             "replications, for the file and its variants (fixed grids, idle_leave, request_every)")
     args = parser.parse_args(argv)
-    if not 0 <= args.replication < 10_000 or not 1.0 <= args.every <= 1e9:
-        print("error: --replication must be in [0, 10000) and --every in [1, 1e9]", file=sys.stderr)
+    if (not 0 <= args.replication < 10_000 or not 1.0 <= args.every <= 1e9
+            or (args.costs is not None and not 1 <= args.costs <= 1000)):
+        print("error: --replication must be in [0, 10000), --every in [1, 1e9] and --costs in [1, 1000]",
+              file=sys.stderr)
         return 2
     try:
         experiment = load_experiment(args.file)
+        if args.costs is not None:
+            print(cost_table(experiment, args.costs))
+            return 0
         run = simulate_sizes(experiment, args.replication)
     except (ConfigError, ValueError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -31,6 +31,9 @@ class GridBotOptions(PolicyOptions):
     evaluate: str = "bag"  # "bag": a bag's waiting tasks evaluated once, as its queue's head; "job": each of them
     replicas_first: bool = False  # at equal Rank, a bag's pending replicas before its waiting tasks
     checkpoints: bool = False  # a new replica resumes from the job's best checkpoint (GridBot's restart from scratch)
+    # what the overlay (grids with start_hosts) counts as work queued for a grid: "queue", a bag's waiting tasks and
+    # the replicas the cycle enqueued (GridBot's job queue holds both); "tasks", its waiting tasks alone
+    overlay_demand: str = "queue"
 
     def validate(self) -> None:
         try:
@@ -56,3 +59,6 @@ class GridBotOptions(PolicyOptions):
             raise ValueError(f"replicate_below: must be >= 0, got {self.replicate_below}")
         if self.evaluate not in ("bag", "job"):
             raise ValueError(f"evaluate: must be 'bag' or 'job', got {self.evaluate!r}")
+        if self.overlay_demand not in ("queue", "tasks"):
+            raise ValueError(f"overlay_demand: must be 'queue' (waiting tasks and enqueued replicas) or 'tasks', "
+                             f"got {self.overlay_demand!r}")

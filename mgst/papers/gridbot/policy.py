@@ -252,6 +252,19 @@ class GridBot(Policy):
         ev.set_bag(state)
         return ev.holds(GRID_POLICY, state)
 
+    def held_jobs(self, view: View, bag: BagRecord) -> int:
+        """The replicas of ``bag`` the cycle enqueued and not yet sent: GridBot's job queue holds them beside the
+        bag's waiting tasks (the core's), so the overlay counts them as work for a grid (``overlay_demand =
+        "queue"``; 0 with ``"tasks"``)."""
+        if self.options.overlay_demand != "queue":
+            return 0
+        if view is not self.view:
+            self._attach(view)
+        ev = self.ev
+        assert ev is not None
+        state = ev.states.get(bag.id)
+        return len(state.pending_jobs()) if state is not None else 0
+
     # ------------------------------------------------------------------ Algorithm 2: the replication cycle
 
     def on_timer(self, view: View, key: Hashable) -> Decisions:

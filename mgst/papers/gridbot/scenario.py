@@ -21,14 +21,17 @@ MEASURES = Measures(
 
 
 def _option_defaults() -> dict[str, Any]:
-    return {"scale": 1.0}
+    return {"scale": 1.0, "overlay": False}
 
 
 def _check_option(name: str, value: Any) -> str | None:
     if name == "scale":
         ok = isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= 1
         return None if ok else f"must be a share of the experiment's bags and hosts in (0, 1], got {value!r}"
-    return "unknown option (the options: scale)"
+    if name == "overlay":
+        return None if isinstance(value, bool) else f"must be true (fixed grids grow with the overlay) or false, " \
+                                                    f"got {value!r}"
+    return "unknown option (the options: scale, overlay)"
 
 
 def _check_value(axis: str, value: str) -> str | None:
@@ -41,7 +44,8 @@ def _build(cell: Mapping[str, str], settings: RunSettings, seed: int, replicatio
     if variant not in VARIANTS[experiment]:
         raise ValueError(f"variant {variant!r} is not one of experiment {experiment!r}'s "
                          f"({', '.join(VARIANTS[experiment])}): list only those in the sweep file's axes")
-    return build(experiment, variant, cell["reading"], float(options["scale"]), seed, replications)
+    return build(experiment, variant, cell["reading"], float(options["scale"]), seed, replications,
+                 overlay=bool(options["overlay"]))
 
 
 def _figures(spec: Any, out_dir: Path) -> list[Path]:
