@@ -22,7 +22,7 @@ from mgst.config import ConfigError, load_experiment, parse_experiment
 from mgst.core.state import JobStatus, MachineState
 from mgst.testbed.beside import format_beside
 from mgst.testbed.local_run import run_local
-from mgst.testbed.overlay import TestbedOverlay, first_hosts, idle_exit
+from mgst.testbed.overlay import MapperOverlay, first_hosts, idle_exit
 
 pytest.importorskip("classad2", reason="GridBot's expressions need the htcondor wheel's classad2 (the test extra)")
 
@@ -130,6 +130,9 @@ def test_a_sized_grid_grows_shrinks_and_grows_again_with_real_pullers(tmp_path: 
     assert [b["bag"] for b in makespans] == [0, 1] and all(b["simulation"] > 0 for b in makespans), makespans
     sides = beside.summary["overlay"]["tech"]
     assert sides["max_hosts"] == MAX_HOSTS and sides["testbed"]["most_up"] == MAX_HOSTS
+    # every grant started its puller (the cluster has no queue wait: at most the last, if the run ended at once)
+    tb = sides["testbed"]
+    assert tb["lapsed"] == 0 and tb["requests"] - 1 <= tb["started"] <= tb["requests"], tb
     assert sides["simulation"]["most_up"] == MAX_HOSTS and sides["simulation"]["requests"] >= MAX_HOSTS
     assert f"overlay, grid 'tech' (at most {MAX_HOSTS} hosts): {sides['testbed']['requests']} hosts asked for on " \
            f"the testbed, {sides['simulation']['requests']} in simulation" in format_beside(beside)
@@ -160,11 +163,11 @@ class FakePullers:
         machines[j] = SimpleNamespace(state=MachineState.READY)
 
 
-def overlay_by_hand() -> tuple[TestbedOverlay, FakePullers, list]:
+def overlay_by_hand() -> tuple[MapperOverlay, FakePullers, list]:
     # the cluster preset: no queue wait. Machines 1-5 are the sized grid's; machine 1 starts up (with machine 0).
     exp = parse_experiment(_data(), "x")
     fake = FakePullers()
-    overlay = TestbedOverlay(overlay_grids(exp), 6, 3, object(), fake.launch, fake.running.__contains__,
+    overlay = MapperOverlay(overlay_grids(exp), 6, 3, object(), fake.launch, fake.running.__contains__,
                              fake.registered.__getitem__)
     machines = [SimpleNamespace(state=MachineState.READY if j < 2 else MachineState.DOWN) for j in range(6)]
     return overlay, fake, machines
@@ -195,7 +198,7 @@ def test_a_granted_host_counts_until_its_puller_registers_and_arrives_after_its_
     machines[launched[0]] = SimpleNamespace(state=MachineState.DOWN)
     overlay.due(350.0, machines, BUSY)
     overlay.due(350.0, machines, BUSY)
-    assert len(launched) == 3 and overlay.overlay.requests == [3] and overlay.lapsed == 0
+    assert len(launched) == 3 and overlay.overlay.requests == [3] and overlay.lapsed_by_grid == [0]
 
 
 def test_a_grant_lapses_when_its_puller_dies_before_it_registers_and_not_when_it_registered_and_left():
@@ -210,7 +213,7 @@ def test_a_grant_lapses_when_its_puller_dies_before_it_registers_and_not_when_it
     fake.registered[second] += 1  # registered, and left again before the overlay looked (still down)
     fake.running.discard(second)
     overlay.due(60.0, machines, IDLE)
-    assert overlay.lapsed == 1 and not any(overlay.overlay.granted)
+    assert overlay.lapsed_by_grid == [1] and not any(overlay.overlay.granted)
     # the grid holds 1 up (its start host), no grant: the next turn with work asks again, and may take either
     overlay.due(100.0, machines, BUSY)
     overlay.due(100.0, machines, BUSY)

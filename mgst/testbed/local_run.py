@@ -26,7 +26,7 @@ from mgst.netem.spec import NetworkSpec
 from mgst.testbed.beside import Beside, finish_outputs
 from mgst.testbed.mapper import Mapper
 from mgst.testbed.overlay import (
-    TestbedOverlay,
+    MapperOverlay,
     first_hosts,
     idle_exit,
     side_by_side,
@@ -227,7 +227,7 @@ def run_local(
                                [m.slots for m in experiment.machines], net,
                                idle_exit(grids, len(names), mapper.time_unit))
         if grids:
-            mapper.overlay = TestbedOverlay(grids, len(names), mapper.seed,
+            mapper.overlay = MapperOverlay(grids, len(names), mapper.seed,
                                             mapper.core.policy, pullers.launch,
                                             pullers.alive, lambda j: mapper.journal.machines[j].registrations)
         run = None
@@ -245,7 +245,7 @@ def run_local(
                 watch.set()
         if mapper.overlay is not None and run is not None:  # (its simulation too: the sizes side by side)
             simulated = simulated_overlay(experiment, mapper.seed)
-            run.overlay = side_by_side(mapper.overlay.overlay, simulated)
+            run.overlay = side_by_side(mapper.overlay, simulated)
             write_grid_sizes(out / "grid_sizes.csv", mapper.overlay.overlay, simulated, mapper.time_unit)
     finally:
         try:

@@ -35,7 +35,7 @@ from mgst.testbed.inputs import input_digests
 from mgst.testbed.journal import Journal
 from mgst.testbed.liveness import LIVENESS, Heartbeats, heartbeat_interval_for
 from mgst.testbed.messages import PullerMessages, some_names
-from mgst.testbed.overlay import TestbedOverlay
+from mgst.testbed.overlay import MapperOverlay
 from mgst.testbed.replay import make_core
 from mgst.testbed.resume import Resume, next_item, replay_to_resume
 from mgst.testbed.router import RECEIVE_BATCH, Router
@@ -173,7 +173,7 @@ class Mapper:
         self.paused: str | None = None  # why the run paused (its journal cannot be written), once it has
         # GridBot's overlay (mgst.testbed.overlay), set by the driver that starts the pullers: it takes its turns at
         # the grids whose size it drives, at model times, from the run's start (None: a fixed set of machines).
-        self.overlay: TestbedOverlay | None = None
+        self.overlay: MapperOverlay | None = None
         try:
             self.dispatcher = Dispatcher(experiment, self.journal, self.conns, self.clock, self.timers,
                                          send=self.router.send, feed=self.feed, executor=self.executor,

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from mgst.availability.grid_size import OverlayGrid
-from mgst.core.state import MachineState
+from mgst.core.state import MachineRecord, MachineState
+from mgst.core.view import View
 from mgst.model import Experiment
 from mgst.sim.overlay import GridSample, Overlay
 
@@ -43,7 +44,7 @@ def idle_exit(grids: Sequence[OverlayGrid], n_machines: int, time_unit: float) -
     return out
 
 
-class TestbedOverlay:
+class MapperOverlay:
     """The overlay of one testbed run (``policy``: the core's, asked as the simulator asks it): :meth:`next_at`
     gives the model time of its next turn or arrival, and :meth:`due` (the mapper's loop, at model time ``t``) takes
     every turn and arrival due by then, calling ``launch`` with each machine whose puller is to be started.
@@ -54,8 +55,6 @@ class TestbedOverlay:
     is down (never started, preempted, or gone idle) may be granted again, and ``launch`` then replaces its puller.
     """
 
-    __test__ = False  # (not a pytest class, whatever its name)
-
     def __init__(self, grids: Sequence[OverlayGrid], n_machines: int, seed: int, policy: object,
                  launch: Callable[[int], None], alive: Callable[[int], bool], registrations: Callable[[int], int]):
         self.overlay = Overlay(grids, n_machines, seed, 0, getattr(policy, "takes_grid", None),
@@ -65,7 +64,7 @@ class TestbedOverlay:
         self.registrations = registrations  # how many times machine j's pullers have registered so far
         # granted machines whose puller was started and has not registered yet, with their registrations before
         self.started: dict[int, int] = {}
-        self.lapsed = 0  # grants whose puller was not running before it registered
+        self.lapsed_by_grid = [0] * len(grids)  # grants whose puller was not running before it registered
         self.turns = [0.0] * len(grids)  # the model time of each grid's next turn
         self.arrivals: list[tuple[float, int]] = []  # (model time, machine): granted hosts not started yet
         self.launched = [0] * len(grids)  # pullers started by the overlay, per grid
@@ -75,11 +74,11 @@ class TestbedOverlay:
         turn = min(self.turns)
         return min(turn, self.arrivals[0][0]) if self.arrivals else turn
 
-    def due(self, t: float, machines: Sequence[object], view: object) -> None:
+    def due(self, t: float, machines: Sequence[MachineRecord], view: View) -> None:
         """Take every turn and arrival due by model time ``t`` (``machines``: the core's records, ``view``: its
         View)."""
         overlay = self.overlay
-        up = [m.state is not MachineState.DOWN for m in machines]  # type: ignore[attr-defined]
+        up = [m.state is not MachineState.DOWN for m in machines]
         for j, before in list(self.started.items()):
             if self.registrations(j) > before:  # (it registered: up, or already gone again)
                 del self.started[j]
@@ -87,7 +86,7 @@ class TestbedOverlay:
             elif not self.alive(j):
                 del self.started[j]
                 overlay.granted[j] = False
-                self.lapsed += 1
+                self.lapsed_by_grid[overlay.grid_of[j]] += 1
                 log.warning("overlay: the puller of machine %d, granted to grid %r, is not running and never "
                             "registered: the grant lapses", j, overlay.grids[overlay.grid_of[j]].name)
         while self.arrivals and self.arrivals[0][0] <= t:
@@ -100,7 +99,7 @@ class TestbedOverlay:
             self.started[j] = before
         for position, at in enumerate(self.turns):
             while at <= t:
-                j = overlay.cycle(at, position, view, up)  # type: ignore[arg-type]
+                j = overlay.cycle(at, position, view, up)
                 if j >= 0:
                     heapq.heappush(self.arrivals, (at + overlay.arrival_delay(j), j))
                 at += overlay.every(position)
@@ -121,16 +120,18 @@ def simulated_overlay(experiment: Experiment, seed: int) -> Overlay:
     return sim.overlay
 
 
-def side_by_side(testbed: Overlay, simulated: Overlay) -> dict[str, dict[str, Any]]:
+def side_by_side(testbed: MapperOverlay, simulated: Overlay) -> dict[str, dict[str, Any]]:
     """Per sized grid: its maximum, and on the testbed and in simulation the hosts asked for and the most up at a
-    turn (summary.json's ``overlay``)."""
+    turn; on the testbed, the pullers started and the grants that lapsed (summary.json's ``overlay``)."""
     def most_up(overlay: Overlay, name: str) -> int:
         return max((s.up for s in overlay.samples if s.grid == name), default=0)
 
+    tb = testbed.overlay
     return {g.name: {"max_hosts": g.max_hosts,
-                     "testbed": {"requests": testbed.requests[i], "most_up": most_up(testbed, g.name)},
+                     "testbed": {"requests": tb.requests[i], "most_up": most_up(tb, g.name),
+                                 "started": testbed.launched[i], "lapsed": testbed.lapsed_by_grid[i]},
                      "simulation": {"requests": simulated.requests[i], "most_up": most_up(simulated, g.name)}}
-            for i, g in enumerate(testbed.grids)}
+            for i, g in enumerate(tb.grids)}
 
 
 def write_grid_sizes(path: Path, testbed: Overlay, simulated: Overlay | None, time_unit: float) -> None:
@@ -146,4 +147,4 @@ def write_grid_sizes(path: Path, testbed: Overlay, simulated: Overlay | None, ti
                             int(s.demand)])
 
 
-__all__ = ["TestbedOverlay", "first_hosts", "idle_exit", "side_by_side", "simulated_overlay", "write_grid_sizes"]
+__all__ = ["MapperOverlay", "first_hosts", "idle_exit", "side_by_side", "simulated_overlay", "write_grid_sizes"]
