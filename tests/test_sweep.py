@@ -147,6 +147,20 @@ def test_file_errors_name_the_key(change, key):
     assert e.value.key == key, str(e.value)
 
 
+def test_an_option_set_on_the_command_line_goes_over_the_files_and_its_errors_name_the_flag():
+    data = {"scenario": "anglano", "axes": {"mix": ["All_M"]}, "options": {"weibull_shape": 0.5},
+            "simulation": {"horizon": 100.0, "checkpoint_interval": 10.0}}
+    assert parse_sweep(data, "x").options["weibull_shape"] == 0.5
+    spec = parse_sweep(data, "x", options=["weibull_shape = 2.5", "grid_seed=7"])
+    assert spec.options["weibull_shape"] == 2.5 and spec.options["grid_seed"] == 7
+    assert spec.manifest()["options"]["weibull_shape"] == 2.5  # (a resume in the same folder is checked against it)
+    for bad, words in [("weibull_shape", "KEY=VALUE"), ("shape=1", "not an option"), ("weibull_shape=-1", "weibull"),
+                       ("weibull_shape=one", "TOML value")]:
+        with pytest.raises(ConfigError) as e:
+            parse_sweep(data, "x", options=[bad])
+        assert e.value.key == "--option" and words in str(e.value), (bad, str(e.value))
+
+
 def test_a_registered_policy_outside_the_paper_is_accepted():
     data = {"scenario": "anglano", "axes": {"policy": ["rr", "wqr_ft"]},
             "simulation": {"horizon": 100.0, "checkpoint_interval": 10.0}}

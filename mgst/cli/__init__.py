@@ -109,6 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", action="append", default=[], metavar="COLUMN=VALUE[,VALUE]",
                    help="run only the cells with these values (repeatable), e.g. --only policy=rr,rr_nrf")
     p.add_argument("--quick", action="store_true", help="apply the file's [quick] preset")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="set one of the scenario's options over the file's (repeatable; a TOML value), e.g. "
+                        "--option overlay=true")
     p.add_argument("--cell", metavar="MODULE:FUNCTION",
                    help="the function computing a cell (default mgst.sim.bag_cell:simulate_cell)")
     p.add_argument("--no-plots", action="store_true", help="write sweep.csv and summary.csv only")

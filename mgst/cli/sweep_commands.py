@@ -91,7 +91,8 @@ def sweep_command(args: argparse.Namespace) -> int:
     import_policies(args)
     if args.out is not None:
         check_folder("--out", args.out)
-    spec = load_sweep(args.file, quick=args.quick, replications=args.replications, only=args.only)
+    spec = load_sweep(args.file, quick=args.quick, replications=args.replications, only=args.only,
+                      options=args.option)
     if args.workers is not None and not 1 <= args.workers <= MAX_WORKERS:
         raise ConfigError("--workers", "must be >= 1" if args.workers < 1 else f"must be at most {MAX_WORKERS:,}")
     if args.workers is not None and args.scheduler is not None:

@@ -7,6 +7,7 @@ import difflib
 import itertools
 import math
 import os
+import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,10 +98,11 @@ class SweepSpec:
 
 
 def load_sweep(path: str | os.PathLike, *, quick: bool = False, replications: int | None = None,
-               only: Sequence[str] = ()) -> SweepSpec:
+               only: Sequence[str] = (), options: Sequence[str] = ()) -> SweepSpec:
     """Read and check the sweep file at ``path``; ``quick`` applies its [quick] table.
 
-    ``replications`` overrides the file's; ``only`` holds ``column=value[,value...]`` filters.
+    ``replications`` overrides the file's; ``only`` holds ``column=value[,value...]`` filters; ``options`` holds
+    ``key=value`` settings of the scenario's options (a TOML value), over the file's and its [quick] table's.
     """
     p = Path(path)
     where = str(p)
@@ -108,11 +110,12 @@ def load_sweep(path: str | os.PathLike, *, quick: bool = False, replications: in
         data = read_toml(p)
     except TomlFileError as err:
         raise ConfigError("(file)", str(err), where) from None
-    return parse_sweep(data, p.stem, where, quick=quick, replications=replications, only=only)
+    return parse_sweep(data, p.stem, where, quick=quick, replications=replications, only=only, options=options)
 
 
 def parse_sweep(data: Mapping[str, Any], name: str, path: str | None = None, *, quick: bool = False,
-                replications: int | None = None, only: Sequence[str] = ()) -> SweepSpec:
+                replications: int | None = None, only: Sequence[str] = (), options: Sequence[str] = ()
+                ) -> SweepSpec:
     """Check parsed TOML ``data`` (see load_sweep); ``name`` is used when the file has none."""
     p = _Checker(path)
     p.keys(data, _TOP, "")
@@ -187,17 +190,42 @@ def parse_sweep(data: Mapping[str, Any], name: str, path: str | None = None, *, 
     else:
         seeds = (p.integer(sim_t.get("seed", 1), key("simulation", "seed"), 0),)
 
-    options = scenario.option_defaults()
-    p.keys(opt_t, list(options), "options.", lambda k: key("options", k))
+    settings = scenario.option_defaults()
+    p.keys(opt_t, list(settings), "options.", lambda k: key("options", k))
     for k, v in opt_t.items():
         problem = scenario.check_option(k, v)
         if problem:
             raise p.error(key("options", k), problem)
-        options[k] = v
+        settings[k] = v
+    for k, v in _option_settings(options, list(settings)):
+        problem = scenario.check_option(k, v)
+        if problem:
+            raise ConfigError("--option", f"{k}: {problem}")
+        settings[k] = v
+    options = settings
 
     spec = SweepSpec(name, scenario, axes, seeds, reps, RunSettings(horizon, warmup, checkpoint, max_bags),
                      options, path=path)
     return dataclasses.replace(spec, only=_filters(spec, only))
+
+
+def _option_settings(items: Iterable[str], known: Sequence[str]) -> list[tuple[str, Any]]:
+    """``key=value`` items (``--option``): each key one of the scenario's options, each value a TOML value."""
+    out = []
+    for item in items:
+        k, sep, text = item.partition("=")
+        k = k.strip()
+        if not sep or not k or not text.strip():
+            raise ConfigError("--option", f"{item!r} is not KEY=VALUE (a TOML value: true, 0.5, \"text\")")
+        if k not in known:
+            raise ConfigError("--option", f"{k!r} is not an option of this sweep's scenario; one of: "
+                                          f"{', '.join(known)}")
+        try:
+            value = tomllib.loads(f"value = {text.strip()}")["value"]
+        except tomllib.TOMLDecodeError:
+            raise ConfigError("--option", f"{item!r}: the value is not a TOML value (true, 0.5, \"text\")") from None
+        out.append((k, value))
+    return out
 
 
 def _filters(spec: SweepSpec, only: Iterable[str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
