@@ -126,7 +126,7 @@ class Limits:
                            f"({', '.join(f'{t:.3g}' for t in times)})")
 
     def job(self, msg: P.JobMsg, time_unit: float) -> P.JobMsg:
-        """``msg`` with its computing and staging wall times clamped to MAX_WALL seconds."""
+        """``msg`` with its computing, staging and result-holding wall times clamped to MAX_WALL seconds."""
         longest = MAX_WALL / time_unit  # (time_unit >= MIN_TIME_UNIT: finite)
         if msg.work > longest:
             self._clamp("work", "replica %d: %.3g s of work asked, beyond %g s; clamped", msg.replica,
@@ -136,6 +136,10 @@ class Limits:
             self._clamp("stage", "replica %d: %.3g s of staging asked, beyond %g s; clamped", msg.replica,
                         msg.stage * time_unit, MAX_WALL)
             msg = msg._replace(stage=longest)
+        if msg.hold > longest:
+            self._clamp("hold", "replica %d: its result held %.3g s asked, beyond %g s; clamped", msg.replica,
+                        msg.hold * time_unit, MAX_WALL)
+            msg = msg._replace(hold=longest)
         return msg
 
 

@@ -55,12 +55,17 @@ class Replica:
     next_checkpoint: float = math.inf
     reported: float = 0.0  # the highest progress it reported
     pace: float = 1.0  # the mapper's: the share of the machine's speed it is given (0: waiting for a CPU)
+    # Computed, its result held in its slot until then (the job's ``hold``: a grid's returned-result delay)
+    returns_at: float | None = None
+    result: P.Done | None = None
 
     @property
     def id(self) -> int:
         return self.msg.replica
 
     def wake_at(self) -> float:
+        if self.returns_at is not None:
+            return self.returns_at
         if self.execution is None:
             return self.stage_until if self.stage_until is not None else math.inf
         return min(self.execution.wake_at(), self.next_checkpoint)
@@ -287,6 +292,10 @@ class Slots:
     def step(self, now: float) -> None:
         """Whatever is due: staging that ends, replicas that end, checkpoints (with the mapper there or not)."""
         for r in list(self.running.values()):
+            if r.returns_at is not None:
+                if now >= r.returns_at:
+                    self._report(r)
+                continue
             if r.execution is None:
                 if r.stage_until is None or now < r.stage_until or not self._compute(r, now):
                     continue
@@ -330,12 +339,12 @@ class Slots:
         self._schedule_checkpoint(r, now)  # (the next one after now: a late loop skips, never bursts)
 
     def _ended(self, r: Replica, now: float) -> None:
-        del self.running[r.id]
         ex = r.execution
         failure = ex.failure()
         achieved = ex.achieved(now)
         ex.kill()  # releases what it holds (a command's fds and left-over children)
         if failure is not None:
+            del self.running[r.id]
             if self.online:
                 self._send(P.Failed(r.id, P.FAIL_ERROR, failure[:400]))
                 self._ask()
@@ -344,7 +353,19 @@ class Slots:
                             self.machine, r.id, failure[:200])
             return
         self.jobs_run += 1
-        h = Held(P.Done(r.id, r.received, r.received, now, min(1.0, max(0.0, achieved)), False))
+        r.execution = None
+        r.result = P.Done(r.id, r.received, r.received, now, min(1.0, max(0.0, achieved)), False)
+        if r.msg.hold > 0:  # its result reaches the mapper late: held in its slot meanwhile, as the model holds it
+            r.returns_at = now + r.msg.hold * r.time_unit
+            log.debug("%s: replica %d computed; its result is held %.3f s", self.machine, r.id, r.returns_at - now)
+            return
+        self._report(r)
+
+    def _report(self, r: Replica) -> None:
+        """``r`` computed and its hold is over: its slot frees and its result goes out (or waits for the mapper)."""
+        del self.running[r.id]
+        assert r.result is not None
+        h = Held(r.result)
         self.held[r.id] = h
         while len(self.held) > P.MAX_SLOTS:  # the mapper does not echo: forget the oldest (logged)
             old = next(iter(self.held))

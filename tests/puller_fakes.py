@@ -81,8 +81,8 @@ class FakeMapper:
 
 
 def job(replica: int, work: float = 0.1, key: str = "", command: tuple[str, ...] = (), job_id: int = 3,
-        job_class: int = 1, progress: float = 0.0, stage: float = 0.0) -> P.JobMsg:
-    return P.JobMsg(job_id, replica, job_class, 1.5, work, progress, stage, key, command)
+        job_class: int = 1, progress: float = 0.0, stage: float = 0.0, hold: float = 0.0) -> P.JobMsg:
+    return P.JobMsg(job_id, replica, job_class, 1.5, work, progress, stage, key, command, 1.0, hold)
 
 
 def client_keys(keydir: Path, name: str = "M1") -> security.ClientKeys:

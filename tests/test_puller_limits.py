@@ -395,6 +395,7 @@ _welcome = st.builds(
 _job = st.builds(
     P.JobMsg, job=_nat, replica=st.one_of(st.integers(0, 3), _nat), job_class=_nat, size=_nonneg, work=_nonneg,
     progress=_unit, stage=_nonneg, command_key=_text, command=st.lists(_text, max_size=3).map(tuple), pace=_unit,
+    hold=st.one_of(st.just(0.0), _nonneg),
 )
 _message = st.one_of(
     _welcome, _job, _job,
@@ -437,3 +438,11 @@ def test_no_message_the_protocol_lets_through_crashes_or_leaks(first: P.Welcome,
         fake.sock.close()
     finally:
         ctx.destroy(linger=0)
+
+
+def test_a_jobs_absurd_hold_is_clamped_as_its_work_is_and_a_legitimate_one_passes() -> None:
+    check = Limits("M")
+    job = P.JobMsg(1, 2, 0, 1.0, 1.0, 0.0, 0.0, "", (), 1.0, 1e300)
+    assert check.job(job, 0.01).hold == limits.MAX_WALL / 0.01 and check.clamped == {"hold": 1}
+    legit = job._replace(hold=config.MAX_TIME)  # the longest model time at the shortest time unit: untouched
+    assert check.job(legit, 0.001) == legit

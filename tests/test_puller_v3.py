@@ -200,6 +200,30 @@ def test_staging_delays_computing_and_the_result(mapper: FakeMapper, start) -> N
     mapper.quiet(0.5)
 
 
+def test_a_held_result_keeps_its_slot_and_goes_out_after_its_hold_with_its_computed_end(mapper: FakeMapper,
+                                                                                        start) -> None:
+    # a grid whose results reach the server late: the job computes 0.1 s, then its result is held 3 s in its slot
+    # (hold 6 at time unit 0.5), and reported with the end of its computing, asking for the slot it frees
+    start()
+    ident, _ = mapper.expect(P.Hello, 10)
+    mapper.welcome(ident, time_unit=0.5)
+    mapper.expect(P.Ready)
+    mapper.send(ident, job(1, work=0.2, hold=6.0))
+    started, t_started = mapper.expect_at(P.Started)
+    before, done, t_done = until(mapper, P.Done, 10)
+    assert not any(type(m) is P.Ready for m, _ in before), before  # the slot stays taken while the result is held
+    assert done.replica == 1 and done.ready  # the freed slot asked for with the result
+    assert 0.1 - TOL / 2 <= done.finished - started.started <= 0.1 + TOL  # computed 0.1 s
+    assert t_done - t_started >= 3.1 - TOL / 2  # reported after the hold
+    # cancelled during its hold (1 s after it started, computed long before): nothing is reported, the slot asks again
+    mapper.send(ident, job(2, work=0.2, hold=6.0))
+    mapper.expect(P.Started)
+    mapper.quiet(1.0)
+    mapper.send(ident, P.CancelMsg(2))
+    mapper.expect(P.Ready)
+    mapper.quiet(0.5)
+
+
 # ---------------------------------------------------------------------- checkpoints, resumption
 
 

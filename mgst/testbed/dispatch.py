@@ -32,12 +32,14 @@ class Dispatcher:
     ``send(identity, msg, machine)`` queues a message (it leaves once the journal has committed);
     ``feed(now, event)`` gives the core an input as the mapper does. A job is sent with its
     length on its machine (at unit share), its staging time (drawn from ``staging``, when the core
-    asks for it) and, with the command executor, its class's command.
+    asks for it), how long its result is held before it is reported (drawn from ``hold``: a grid's
+    returned-result delay) and, with the command executor, its class's command.
     """
 
     def __init__(self, experiment: Experiment, journal: Journal, conns: list[Connection], clock: RunClock,
                  timers: WallTimers, *, send: Callable[[bytes | None, Any, int | None], None],
-                 feed: Callable[..., None], executor: str, staging: StagingSampler | None):
+                 feed: Callable[..., None], executor: str, staging: StagingSampler | None,
+                 hold: Callable[[int], float] | None = None):
         self.experiment = experiment
         self.journal = journal
         self.conns = conns
@@ -48,6 +50,8 @@ class Dispatcher:
         self.feed = feed
         self.executor = executor
         self.staging = staging
+        # the returned-result delay of a job on machine j, drawn as it is sent (None: results come back at once)
+        self.hold = hold
 
     def carry_out(self, outputs: list, now: float) -> None:
         """Carry out ``outputs``, the core's decisions on an input at wall time ``now``."""
@@ -97,8 +101,9 @@ class Dispatcher:
             stage = self.staging.duration(d.progress > 0.0)
             if stage <= 0.0:  # nothing to transfer after all: it computes from the start
                 self.feed(now, ReplicaComputing(d.replica))
+        hold = self.hold(j) if self.hold is not None else 0.0
         self.send(conn.identity, P.JobMsg(job.id, d.replica, job.job_class, job.size, job.size / rate,
-                                          d.progress, stage, key, argv, d.pace), j)
+                                          d.progress, stage, key, argv, d.pace, hold), j)
 
     def _pace(self, replica: int, pace: float) -> None:
         """Send the replica's pace to its puller. Every Eta's: a share change's too (the puller ignores a pace it

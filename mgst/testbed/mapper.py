@@ -22,9 +22,12 @@ from typing import Any
 import zmq
 
 from mgst.availability import registry as availability
+from mgst.availability.grids import QUANTILES
 from mgst.core.events import BagArrived, Event, JobArrived, MachineDown, RunStart, TimerFired
 from mgst.core.state import MachineState
 from mgst.model import Bag, Experiment, Job
+from mgst.sim.overheads import OverheadSampler
+from mgst.sim.overheads import result_delays as delay_overheads
 from mgst.staging import StagingSampler
 from mgst.testbed.checkpoints import RELEASE_CHECKPOINTS_BEFORE, MachineCheckpoints
 from mgst.testbed.connection import Connection
@@ -165,6 +168,10 @@ class Mapper:
         self.drained_at = time.time()
         # Staging durations from the experiment's model (the simulator's stream, replication 0).
         self.staging = StagingSampler(experiment.staging, self.seed, 0) if experiment.staging is not None else None
+        # The grids' returned-result delays (mgst.availability.grids): drawn per job as the simulation draws them
+        # (its post-compute overheads, replication 0's streams), held by the puller before it reports the result.
+        delays = availability.result_delays(experiment)
+        self.result_holds = OverheadSampler(delay_overheads(delays, QUANTILES), self.seed, 0) if delays else None
         self.drops = DropLog(log)
         self.timers = WallTimers()
         self.stopping = False  # set (e.g. by a signal handler) to end generation early and drain
@@ -177,7 +184,8 @@ class Mapper:
         try:
             self.dispatcher = Dispatcher(experiment, self.journal, self.conns, self.clock, self.timers,
                                          send=self.router.send, feed=self.feed, executor=self.executor,
-                                         staging=self.staging)
+                                         staging=self.staging,
+                                         hold=(lambda j: self.result_holds.draw(j)[2]) if self.result_holds else None)
             self.checkpoints = MachineCheckpoints(self.core, experiment, self.time_unit, self.feed)
             self.heartbeats = Heartbeats(experiment, self.core, self.journal, self.conns, self.by_identity,
                                          send=self.router.send, feed=self.feed, interval=self.heartbeat_interval,

@@ -27,7 +27,7 @@ from mgst.wire.frames import Bounds, Drop, ProtocolError, Schema, check_fields, 
 # (a puller reports its own CPU share with Share; markov3 and trace laws in Welcome and Begin). 5: the core owns
 # progress: a job's pace (JobMsg.pace, then Pace: 0 while it waits on the host for a CPU), and the availability
 # state beside the share (Share.state: a RECLAIMED machine asks for no work).
-PROTOCOL_VERSION = 5
+PROTOCOL_VERSION = 6
 
 # The most slots (replicas at once) a puller may have; bounds every per-slot list on the wire.
 MAX_SLOTS = 64
@@ -176,6 +176,9 @@ class JobMsg(NamedTuple):
     command_key: str  # allow-list key for the command executor; "" otherwise
     command: tuple[str, ...]  # exact argv for the command executor; empty otherwise
     pace: float = 1.0  # share of the machine's speed it is given: 1 on a CPU of its own, 0 waiting for one (Pace)
+    # model time the puller holds the result after computing it before reporting it (Done): the returned-result
+    # delay of a grid whose results reach the server late (mgst.availability.grids' return_delay); 0: at once
+    hold: float = 0.0
 
 
 class CancelMsg(NamedTuple):
@@ -346,7 +349,8 @@ _SCHEMA: Schema = {
                           "share": _given_share, "executor": _str, "failures": _failures, "slots": _slots,
                           "checkpoint_interval": _nonneg}),
     "job": (JobMsg, {"job": _nat, "replica": _nat, "job_class": _nat, "size": _nonneg, "work": _nonneg,
-                     "progress": _frac, "stage": _nonneg, "command_key": _text, "command": _strs, "pace": _frac}),
+                     "progress": _frac, "stage": _nonneg, "command_key": _text, "command": _strs, "pace": _frac,
+                     "hold": _nonneg}),
     "cancel": (CancelMsg, {"replica": _nat}),
     "share": (Share, {"share": _share, "state": _up_state}),
     "pace": (Pace, {"replica": _nat, "pace": _frac}),
