@@ -178,6 +178,8 @@ IN_PROCESS = [
     (["sweep", SWEEP, "--only", "policy"], "--only"),
     (["sweep", SWEEP, "--only", "colour=red"], "colour"),
     (["sweep", SWEEP, "--only", "policy=no_such_policy"], "no_such_policy"),
+    (["sweep", SWEEP, "--option", "weibull_shape=-1"], "--option"),
+    (["sweep", SWEEP, "--option", "no_such_option=1"], "no_such_option"),
     (["sweep", SWEEP, "--cell", "no_such_module:f"], "--cell"),
     (["sweep", SWEEP, "--import", "no_such_module_here"], "--import"),
     # keys
