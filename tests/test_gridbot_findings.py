@@ -1,16 +1,14 @@
 """GridBot's finding 1 at a small scale (experiments/gridbot/replication.toml at 1/25: 1,200 jobs of 10 to 15
 minutes on 100 collaborative hosts, 3 paired replications), and how it moves with the readings
-(docs/reproduction-gridbot.md): under the readings it needs (a bag's pending replicas before its waiting tasks, a lost
-job found by a time-out of 6 times its expected time) Restrictive/Restrictive has the lowest turnaround and disabled
-replication the highest; under mgst's default (waiting tasks first) permissive replication is free speculation on
-idle hosts and beats Restrictive, while disabled replication stays the slowest; when a lost job is known at once,
-replication changes nothing."""
+(docs/reproduction-gridbot.md): under mgst's readings (a bag's pending replicas before its waiting tasks, a lost job
+found by a time-out of 6 times its expected time) Restrictive/Restrictive has the lowest turnaround and disabled
+replication the highest; with a bag's waiting tasks first, permissive replication is free speculation on idle hosts
+and beats Restrictive, while disabled replication stays the slowest; when a lost job is known at once, Restrictive
+replication gains nothing over disabled and permissive replication only costs."""
 
 from __future__ import annotations
 
 import statistics
-
-import pytest
 
 from mgst.papers.gridbot.experiments import VARIANTS, build
 from mgst.papers.gridbot.metrics import simulate_cell
@@ -27,18 +25,20 @@ def turnarounds(reading: str, variants=tuple(VARIANTS["replication"])) -> dict[s
     return out
 
 
-def test_finding_1_restrictive_lowest_and_disabled_highest_under_the_readings_it_needs():
-    t = turnarounds("replicas-first")
+def test_finding_1_restrictive_lowest_and_disabled_highest_under_mgsts_readings():
+    t = turnarounds("default")
     assert t["RR"] < min(t["PP"], t["PR"], t["DP"], t["DR"]), t
     assert min(t["DP"], t["DR"]) > max(t["RR"], t["PP"], t["PR"]), t
 
 
-def test_under_the_default_reading_permissive_replication_wins_and_disabled_stays_slowest():
-    t = turnarounds("default", ("PP", "RR", "DP"))
+def test_with_waiting_tasks_first_permissive_replication_wins_and_disabled_stays_slowest():
+    t = turnarounds("waiting-first", ("PP", "RR", "DP"))
     assert t["PP"] < t["RR"] < t["DP"], t
 
 
-@pytest.mark.parametrize("reading", ["immediate"])
-def test_when_a_lost_job_is_known_at_once_replication_barely_matters(reading):
-    t = turnarounds(reading, ("PP", "RR", "DP"))
-    assert max(t.values()) / min(t.values()) < 1.03, t
+def test_when_a_lost_job_is_known_at_once_restrictive_replication_gains_nothing_and_permissive_costs():
+    # a lost job is simply sent again: Restrictive replication (which has nothing to replicate early) ends with
+    # disabled replication, while permissive replicas, sent before the last originals, only take their hosts
+    t = turnarounds("immediate", ("PP", "RR", "DP"))
+    assert abs(t["RR"] / t["DP"] - 1.0) < 0.03, t
+    assert t["PP"] > 1.05 * max(t["RR"], t["DP"]), t

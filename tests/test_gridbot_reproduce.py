@@ -29,7 +29,7 @@ def test_gridbot_quick_judges_finding_1_from_paired_turnarounds(capsys, tmp_path
     with open(tmp_path / "replication" / "sweep.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 15 and not any(r["error"] for r in rows)
-    assert {r["reading"] for r in rows} == {"replicas-first"}
+    assert {r["reading"] for r in rows} == {"default"}
 
     def judged(pairs: list[tuple[str, str]]) -> str:
         """Each comparison's interval above 0 (holds), below (does not), else undecided; combined."""
@@ -45,7 +45,7 @@ def test_gridbot_quick_judges_finding_1_from_paired_turnarounds(capsys, tmp_path
     assert claim(out, "1a:")[0] == judged([(x, d) for d in ("DP", "DR") for x in ("PP", "RR", "PR")])
     means = {v: statistics.fmean(float(r["turnaround"]) for r in rows if r["variant"] == v) for v in ("RR", "DP")}
     assert f"RR {means['RR'] / 3600:.2f} h" in figure and f"DP {means['DP'] / 3600:.2f} h" in figure
-    assert figure.startswith("replicas-first reading, 3 paired replications: RR ")
+    assert figure.startswith("default reading, 3 paired replications: RR ")
     low, high = interval(rows, "RR", "PP")
     assert f"T(PP) - T(RR) [{low:.0f}, {high:.0f}] s" in figure
     for number, sweep in (("1b:", "replication"), ("2.", "naive"), ("3.", "condor"), ("4.", "priorities"),

@@ -59,12 +59,12 @@ ALL_VARIANTS: Final = tuple(dict.fromkeys(v for variants in VARIANTS.values() fo
 
 # The readings a finding may move with (docs/readings.md, "GridBot"): "default" is mgst's choice for every question;
 # each other changes one of them.
-READINGS: Final = ("default", "replicas-first", "either", "immediate", "short-timeout")
+READINGS: Final = ("default", "waiting-first", "either", "immediate", "short-timeout")
 READING_DOC: Final = {
-    "default": "an unreliable host: error rate above 1 % and no recent result (both); at equal Rank a bag's waiting "
-               "tasks before its pending replicas; a lost job found when its host returns or at the experiment "
+    "default": "an unreliable host: error rate above 1 % and no recent result (both); at equal Rank a bag's pending "
+               "replicas before its waiting tasks; a lost job found when its host returns or at the experiment "
                "file's time-out",
-    "replicas-first": "a bag's pending replicas before its waiting tasks at equal Rank",
+    "waiting-first": "a bag's waiting tasks before its pending replicas at equal Rank",
     "either": "an unreliable host: error rate above 1 % or no recent result (either)",
     "immediate": "the server learns of a lost job at once (no time-out)",
     "short-timeout": "a job of a silent host is given up on after 3 times its expected time (the file: 6)",
@@ -113,8 +113,8 @@ def variant(exp: Experiment, experiment: str, name: str, reading: str = "default
     options = {k: fill(v, reading) for k, v in options.items()}
     if reading == "immediate":
         testbed = dataclasses.replace(testbed, detection="heartbeat")
-    if reading == "replicas-first":
-        options["replicas_first"] = True
+    if reading == "waiting-first":
+        options["replicas_first"] = False
     if reading == "short-timeout":
         testbed = dataclasses.replace(testbed, timeout_factor=SHORT_TIMEOUT)
     workload = exp.workload

@@ -29,7 +29,10 @@ class GridBotOptions(PolicyOptions):
     replicate_below: int | None = None  # ReplicationRequirements is evaluated only below this queue (None: tail's)
     run_on_losers: bool = True  # a job's other replicas run on once it is done: their results discarded (waste)
     evaluate: str = "bag"  # "bag": a bag's waiting tasks evaluated once, as its queue's head; "job": each of them
-    replicas_first: bool = False  # at equal Rank, a bag's pending replicas before its waiting tasks
+    # at equal Rank, a bag's pending replicas before its waiting tasks (False: its waiting tasks first). GridBot
+    # enqueues replicas only while the bag's queue runs low because otherwise "the replicated and not yet
+    # replicated jobs would contend for the resources": replicas are not behind every waiting task
+    replicas_first: bool = True
     checkpoints: bool = False  # a new replica resumes from the job's best checkpoint (GridBot's restart from scratch)
     # what the overlay (grids with start_hosts) counts as work queued for a grid: "queue", a bag's waiting tasks and
     # the replicas the cycle enqueued (GridBot's job queue holds both); "tasks", its waiting tasks alone
