@@ -26,12 +26,15 @@ def rows(out: Path) -> list[dict[str, str]]:
         return [{k: v for k, v in row.items() if k != "wall_s"} for row in csv.DictReader(f)]
 
 
-def sweep_on_slurm(out: Path, jobs: int) -> subprocess.Popen:
+def sweep_on_slurm(out: Path, jobs: int, gate: Path) -> subprocess.Popen:
+    """The sweep on ``jobs`` Slurm worker jobs, its cells held after the first until ``gate`` exists
+    (tests/sweep_gate.py: the workers, Slurm jobs of this machine, inherit the environment)."""
     return subprocess.Popen(
         [sys.executable, "-m", "mgst", "sweep", str(FILE), *SLICE, "--out", str(out), "--slurm", str(jobs),
-         "--slurm-partition", PARTITION, "--slurm-time", "10", "--slurm-memory", "500MB"],
+         "--slurm-partition", PARTITION, "--slurm-time", "10", "--slurm-memory", "500MB",
+         "--cell", "tests.sweep_gate:cell"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)})
+        env={**os.environ, "PYTHONPATH": str(ROOT), "MGST_TEST_GATE": str(gate)})
 
 
 def test_a_sweep_on_slurm_workers_gives_the_local_rows_and_resumes_after_its_jobs_are_cancelled(
@@ -41,9 +44,11 @@ def test_a_sweep_on_slurm_workers_gives_the_local_rows_and_resumes_after_its_job
     local = rows(tmp_path / "local")
     assert len(local) == 12
     out = tmp_path / "slurm"
-    sweep = sweep_on_slurm(out, 1)
+    gate = tmp_path / "gate"
+    sweep = sweep_on_slurm(out, 1, gate)
     try:
-        # once a cell is written, the cluster's one worker job is cancelled (scancel, as a user or an admin would)
+        # once a cell is written (the others wait at the gate: however fast the cells, some are left), the
+        # cluster's one worker job is cancelled (scancel, as a user or an admin would)
         slurm.wait_for(lambda: (out / "sweep.csv").is_file() and len(rows(out)) >= 1 or sweep.poll() is not None,
                        120, "a first cell written")
         slurm.run("scancel", "--name=mgst-sweep")
@@ -56,8 +61,9 @@ def test_a_sweep_on_slurm_workers_gives_the_local_rows_and_resumes_after_its_job
     assert "mgst: error: the sweep's Slurm jobs (" in stderr and "are gone (cancelled" in stderr, stderr
     assert "Traceback" not in stderr, stderr
     first = rows(out)
-    assert 1 <= len(first) < 12
-    sweep = sweep_on_slurm(out, 2)
+    assert len(first) == 1
+    gate.touch()  # the run again: every cell goes through
+    sweep = sweep_on_slurm(out, 2, gate)
     try:
         stdout, stderr = sweep.communicate(timeout=180)
     finally:
