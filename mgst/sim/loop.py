@@ -9,9 +9,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
-from mgst.availability.grids import QUANTILES
 from mgst.availability.process import Period, State
-from mgst.availability.registry import overlay_grids, result_delays
+from mgst.availability.registry import overlay_grids
 from mgst.bot_metrics import keep_replica_totals
 from mgst.core.decisions import Assign, Cancel, Eta, MachineSuspected, ReplicaTimedOut, SetTimer
 from mgst.core.scheduler import Scheduler
@@ -20,8 +19,7 @@ from mgst.model import Bag, Experiment, Job
 from mgst.policies import build_policy
 from mgst.sim.availability_feed import PeriodEvents, held_end
 from mgst.sim.event_heap import Entry, EventHeap, new_event_heap
-from mgst.sim.overheads import Overheads, OverheadSampler
-from mgst.sim.overheads import result_delays as delay_overheads
+from mgst.sim.overheads import Overheads, OverheadSampler, grid_return_delays
 from mgst.sim.overlay import Overlay
 from mgst.staging import StagingSampler
 from mgst.streams import Purpose, python_random
@@ -180,9 +178,7 @@ class Simulation:
             raise ValueError(f"overheads for {len(overheads.machines)} machines, the experiment has "
                              f"{len(experiment.machines)}")
         if overheads is None:  # the grids' returned-result delays (mgst.availability.grids), as overheads
-            delays = result_delays(experiment)
-            if delays is not None:
-                overheads = delay_overheads(delays, QUANTILES)
+            overheads = grid_return_delays(experiment)
         self.overheads = overheads
         # (time, machine, a_j): CPU-share changes to impose, e.g. from a trace (0 suspends).
         self.share_changes = tuple(share_changes)

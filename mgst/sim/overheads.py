@@ -7,6 +7,9 @@ import math
 import random
 from dataclasses import dataclass
 
+from mgst.availability import registry as availability
+from mgst.availability.grids import QUANTILES
+from mgst.model import Experiment
 from mgst.streams import Purpose, python_random
 
 log = logging.getLogger(__name__)
@@ -73,6 +76,13 @@ def result_delays(means: list[float], quantiles: int = 256) -> Overheads:
         post = tuple(-mean * math.log(1.0 - (k + 0.5) / quantiles) for k in range(quantiles)) if mean > 0 else (0.0,)
         machines.append(MachineOverheads((0.0,), post))
     return Overheads(tuple(machines), "the grids' returned-result delays")
+
+
+def grid_return_delays(experiment: Experiment) -> Overheads | None:
+    """The returned-result delays of ``experiment``'s grids (mgst.availability.grids) as overheads, or None if it
+    has none: what the simulator holds a replica for after it computed, and what the mapper has a puller hold."""
+    delays = availability.result_delays(experiment)
+    return result_delays(delays, QUANTILES) if delays is not None else None
 
 
 class _Draw:

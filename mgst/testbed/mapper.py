@@ -22,12 +22,10 @@ from typing import Any
 import zmq
 
 from mgst.availability import registry as availability
-from mgst.availability.grids import QUANTILES
 from mgst.core.events import BagArrived, Event, JobArrived, MachineDown, RunStart, TimerFired
 from mgst.core.state import MachineState
 from mgst.model import Bag, Experiment, Job
-from mgst.sim.overheads import OverheadSampler
-from mgst.sim.overheads import result_delays as delay_overheads
+from mgst.sim.overheads import OverheadSampler, grid_return_delays
 from mgst.staging import StagingSampler
 from mgst.testbed.checkpoints import RELEASE_CHECKPOINTS_BEFORE, MachineCheckpoints
 from mgst.testbed.connection import Connection
@@ -170,8 +168,8 @@ class Mapper:
         self.staging = StagingSampler(experiment.staging, self.seed, 0) if experiment.staging is not None else None
         # The grids' returned-result delays (mgst.availability.grids): drawn per job as the simulation draws them
         # (its post-compute overheads, replication 0's streams), held by the puller before it reports the result.
-        delays = availability.result_delays(experiment)
-        self.result_holds = OverheadSampler(delay_overheads(delays, QUANTILES), self.seed, 0) if delays else None
+        delays = grid_return_delays(experiment)
+        self.result_holds = OverheadSampler(delays, self.seed, 0) if delays is not None else None
         self.drops = DropLog(log)
         self.timers = WallTimers()
         self.stopping = False  # set (e.g. by a signal handler) to end generation early and drain
