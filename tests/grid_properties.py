@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from mgst.availability.grids import KIND, HostTraits
@@ -76,8 +76,17 @@ def check_run(exp: Any, run: ReplicationRun, surely_finishes: bool) -> None:
                 spans.setdefault(r.machine, []).append(
                     (r.computing_since, r.ended if r.ended is not None else run.end_time))
     for j, machine_spans in spans.items():
-        edges = sorted([(b, -1) for a, b in machine_spans if b > a] + [(a, 1) for a, b in machine_spans if b > a])
-        now = 0
-        for t, step in edges:
-            now += step
-            assert now <= exp.machines[j].computing_slots, (exp.machines[j].name, t, sorted(machine_spans)[:20])
+        most = most_at_once([(a, b) for a, b in machine_spans if b > a])
+        assert most <= exp.machines[j].computing_slots, (exp.machines[j].name, most, sorted(machine_spans)[:20])
+
+
+def most_at_once(spans: Iterable[tuple[float, float | None]]) -> int:
+    """The most spans [start, end) open at one instant (end None: open to the end), by a sweep in time order, an end
+    before a start at the same instant."""
+    spans = list(spans)
+    edges = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans if b is not None])
+    most = now = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most

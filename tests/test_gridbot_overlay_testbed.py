@@ -16,6 +16,7 @@ from types import SimpleNamespace
 
 import psutil
 import pytest
+from grid_properties import most_at_once
 
 from mgst.availability.registry import overlay_grids, to_wire
 from mgst.config import ConfigError, load_experiment, parse_experiment
@@ -72,17 +73,6 @@ duration = 20.0
 """
 
 
-def most_up_at_once(periods: list[list[tuple[float, float | None]]]) -> int:
-    """The most machines up at one instant, from each machine's up periods (start, end; None: to the end)."""
-    edges = sorted([(start, 1) for ps in periods for start, _ in ps]
-                   + [(end, -1) for ps in periods for _, end in ps if end is not None], key=lambda e: (e[0], e[1]))
-    most = now = 0
-    for _, step in edges:
-        now += step
-        most = max(most, now)
-    return most
-
-
 def test_a_sized_grid_grows_shrinks_and_grows_again_with_real_pullers(tmp_path: Path, no_children_left):
     """Bounded: the first pullers register within the mapper's 60 s, the run generates for 15 s and drains for at
     most its drain time-out; run_local stops and reaps every puller it started, those the overlay started too."""
@@ -103,7 +93,7 @@ def test_a_sized_grid_grows_shrinks_and_grows_again_with_real_pullers(tmp_path: 
     static, sized = journal.machines[0], journal.machines[1:]
     assert len(static.incarnations) == 1 and [p[1] for p in static.periods] == [None]
     # never more than max_hosts of the sized grid up at once (the journal's up periods, in wall time)
-    assert most_up_at_once([m.periods for m in sized]) <= MAX_HOSTS
+    assert most_at_once((start, end) for m in sized for start, end in m.periods) <= MAX_HOSTS
 
     # the overlay's own record of its turns: within the maximum at each; grown to it during the first bag; down to
     # no host between the bags (all left idle, the start host too); grown again for the second bag
