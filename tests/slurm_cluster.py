@@ -5,6 +5,7 @@ state removed on the way out, even when the test fails."""
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -70,17 +71,26 @@ class SlurmCluster:
 
 
 def _free_ports(n: int) -> list[int]:
-    """``n`` free loopback ports (each bound, then released for the daemon: a race only with another binder)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+    """``n`` free loopback ports below the kernel's ephemeral range (each bound, then released for the daemon).
+
+    Not ports the kernel hands out (``bind`` to port 0, an outgoing connection's own port): between their release
+    and the daemon's bind, another test's socket could take one, and slurmctld stopped with "Address already in
+    use" (a CI run, beside the other worker's loopback connections). Below the range, only a test binding that very
+    port could, and none does."""
+    low, _ = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    candidates = list(range(max(1024, low - 12_000), low))
+    random.shuffle(candidates)
+    ports: list[int] = []
+    for port in candidates:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:  # (in use)
+                continue
+        ports.append(port)
+        if len(ports) == n:
+            return ports
+    raise RuntimeError(f"no {n} free ports below the ephemeral range ({low})")
 
 
 def _config(root: Path, ports: list[int]) -> str:
