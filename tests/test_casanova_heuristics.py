@@ -8,9 +8,9 @@ import random
 
 import pytest
 
-from mgst.core.iterations import DOWN, Iterations
+from mgst.core.iterations import DOWN, RECLAIMED, UP, Iterations
 from mgst.papers.casanova.estimates import Estimates
-from mgst.papers.casanova.heuristics import NAMES, Passive, Proactive, Random, heuristic
+from mgst.papers.casanova.heuristics import NAMES, PASSIVE, Passive, Proactive, Random, heuristic, score
 from mgst.papers.casanova.instance import run, scenario
 from mgst.sim.iterations import run_iterations
 from tests.iteration_fakes import Script
@@ -129,3 +129,47 @@ def test_passive_heuristics_never_reconsider():
     assert Passive("IE", estimates()).reconsider(app_for(None), 0.0) is None
     assert run_iterations(app_for(Passive("IE", estimates())), [Script()] * 0 or [Script(), Script(), Script()],
                           proactive=False).makespan == 2.0  # worker 2, W = 2
+
+
+def reference_greedy(policy: Passive, app: Iterations, elapsed: float) -> dict[int, int]:
+    """The paper's greedy, written plainly: each task to the UP worker with room whose partial configuration
+    scores best, scanning workers in order and keeping the first strictly best."""
+    loads: dict[int, int] = {}
+    for _ in range(app.tasks):
+        best, best_score = -1, 0.0
+        for q in app.up():
+            if loads.get(q, 0) >= app.max_tasks[q]:
+                continue
+            trial = dict(loads)
+            trial[q] = trial.get(q, 0) + 1
+            s = score(policy.name, *policy.evaluate(app, trial), elapsed)
+            if best < 0 or s > best_score:
+                best, best_score = q, s
+        if best < 0:
+            break
+        loads[best] = loads.get(best, 0) + 1
+    return loads
+
+
+@pytest.mark.parametrize("name", PASSIVE)
+def test_the_memoised_greedy_builds_what_a_plain_scan_builds(name):
+    """The builds are memoised on rankings and options shared across sets of UP workers and across the
+    heuristics of an instance: on random states (who is UP, who holds the program, the time spent, ties
+    included by equal workers), they choose as the plain scan does."""
+    rng = random.Random(7)
+    for i in range(6):
+        s = scenario(2 + i % 4, 1 + i % 3, 1 + i % 2, 12, i, p=6 + i % 3)
+        matrices = list(s.matrices)
+        matrices[-1] = matrices[0]  # two workers alike but for the index: ties must go to the lower
+        work = [float(w) for w in s.work]
+        work[-1] = work[0]
+        est = Estimates(matrices, s.n_com, s.t_prog, s.t_data, exact=bool(i % 2))
+        policy = Passive(name, est)
+        for _ in range(40):
+            app = Iterations(work, s.m, 1, s.t_prog, s.t_data, s.n_com, policy)
+            app.states = [rng.choice((UP, UP, RECLAIMED, DOWN)) for _ in work]
+            app.has_program = [rng.random() < 0.4 for _ in work]
+            if not app.up():
+                continue
+            now = float(rng.randrange(0, 400))
+            assert policy.choose(app, now) == reference_greedy(policy, app, now)

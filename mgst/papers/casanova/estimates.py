@@ -64,6 +64,8 @@ class Estimates:
         self.builds: dict[tuple, dict[int, int]] = {}
         # A greedy step's options (each worker the next task may go to, with the (P, E) it gives), likewise.
         self.steps: dict[tuple, list[tuple[int, float, float]]] = {}
+        # The workers a greedy step may choose, best first by a time-blind criterion, likewise.
+        self.rankings: dict[tuple, tuple[int, ...]] = {}
 
     def _set_uncached(self, members: frozenset[int]) -> tuple[float, float]:
         """(P_+, E_c) of a set: E_c as printed, or divided by P_+ when ``exact``."""

@@ -17,7 +17,7 @@ import math
 import random
 from collections.abc import Mapping
 
-from mgst.core.iterations import Iterations
+from mgst.core.iterations import UP, Iterations
 from mgst.papers.casanova.estimates import BUILDS_KEPT, Estimates
 
 PASSIVE = ("IP", "IE", "IY", "IAY")
@@ -74,38 +74,62 @@ class Passive:
         return dict(loads)
 
     def _build(self, app: Iterations, up: list[int], elapsed: float) -> dict[int, int]:
-        name = self.name
+        name, states = self.name, app.states
         loads: dict[int, int] = {}
         for _ in range(app.tasks):
-            best, best_score = -1, -float("inf")
-            for q, p, e in self._options(app, up, loads):
-                s = score(name, p, e, elapsed)
-                if best < 0 or s > best_score:
-                    best, best_score = q, s
+            best = -1
+            if name == "IY":  # the ranking moves with the time: score the UP options now (score(), inlined)
+                best_score = -math.inf
+                for q, p, e in self._options(app, loads):
+                    if states[q] == UP:
+                        s = p / (elapsed + e) if elapsed + e > 0 else math.inf
+                        if best < 0 or s > best_score:
+                            best, best_score = q, s
+            else:
+                for q in self._ranking(app, loads):
+                    if states[q] == UP:
+                        best = q
+                        break
             if best < 0:
                 break
             loads[best] = loads.get(best, 0) + 1
         return loads
 
-    def _options(self, app: Iterations, up: list[int], loads: dict[int, int]) -> list[tuple[int, float, float]]:
-        """Each UP worker with room that the next task may go to, in worker order, with the (P, E) of ``loads``
-        and that task: the same for every criterion and every time, so memoised (IY rebuilds at every slot)."""
+    def _options(self, app: Iterations, loads: dict[int, int]) -> list[tuple[int, float, float]]:
+        """Each worker with room that the next task may go to, in worker order, with the (P, E) of ``loads`` and
+        that task, whether UP or not: the same for every criterion, every time and every set of UP workers, so
+        memoised on ``loads`` and who holds the program (IY rebuilds at every slot, the others at every change)."""
         programs = app.has_program
-        key = (app.max_tasks, tuple(up), tuple(programs[q] for q in up), tuple(sorted(loads.items())))
+        key = (app.max_tasks, tuple(programs), tuple(sorted(loads.items())))
         steps = self.est.steps
         options = steps.get(key)
         if options is None:
             if len(steps) >= BUILDS_KEPT:
                 steps.clear()
             options = []
-            for q in up:
-                if loads.get(q, 0) >= app.max_tasks[q]:
+            for q, room in enumerate(app.max_tasks):
+                if loads.get(q, 0) >= room:
                     continue
                 trial = dict(loads)
                 trial[q] = trial.get(q, 0) + 1
                 options.append((q, *self.evaluate(app, trial)))
             steps[key] = options
         return options
+
+    def _ranking(self, app: Iterations, loads: dict[int, int]) -> tuple[int, ...]:
+        """The workers the next task may go to, best first by this (time-blind) criterion, ties to the lowest
+        index: the first UP one is the greedy step's choice (as a scan of the UP options in worker order keeping
+        the first strictly best). Memoised like :meth:`_options`."""
+        key = (self.name, app.max_tasks, tuple(app.has_program), tuple(sorted(loads.items())))
+        rankings = self.est.rankings
+        ranking = rankings.get(key)
+        if ranking is None:
+            if len(rankings) >= BUILDS_KEPT:
+                rankings.clear()
+            name = self.name
+            scored = sorted((-score(name, p, e, 0.0), q) for q, p, e in self._options(app, loads))
+            ranking = rankings[key] = tuple(q for _, q in scored)
+        return ranking
 
     def choose(self, app: Iterations, now: float) -> dict[int, int]:
         return self.build(app, now)
