@@ -176,3 +176,32 @@ def test_the_invariants_hold_under_any_sequence_of_reconfigurations(scripts, n_c
     assert run.iterations == len([e for e in run.log if type(e) is IterationDone]) <= 2
     for q, held in app.data_held.items():
         assert held <= app.config.get(q, 0)
+
+
+class Asking(Spread):
+    """Spread, counting the proactive looks it was given."""
+
+    looks = 0
+
+    def reconsider(self, app, now: float) -> None:
+        self.looks += 1
+        return None
+
+
+def test_an_instant_hands_the_ends_before_the_changes_and_checks_only_when_asked():
+    """Both drivers' order (Iterations.instant): a gang that ends at the boundary where a member goes DOWN
+    completed in the slot before, so the iteration counts; handed the other way round, it would be lost."""
+    policy = Asking()
+    app = Iterations([2.0, 2.0], 2, 2, 0.0, 0.0, 2, policy)
+    app.settle(0.0)
+    key = app.gang.key
+    app.instant(1.0, [], [], check=False)
+    assert policy.looks == 0
+    app.instant(2.0, [key], [(1, DOWN)], check=True)
+    assert [e.time for e in app.log if type(e) is IterationDone] == [2.0]
+    assert app.config == {0: 2} and app.states[1] == DOWN and policy.looks == 1  # settled, then looked at
+    app.instant(3.0, [key], [], check=False)  # an end no longer running is skipped
+    assert app.done == 1
+    second = app.gang.key
+    app.instant(6.0, [second], [(0, RECLAIMED)], check=True)  # the last iteration: no look once finished
+    assert app.finished() and policy.looks == 1

@@ -10,14 +10,15 @@ worker that leaves the configuration loses its data and any transfer in flight (
 
 The driver reports events (:meth:`ended` at an :class:`~mgst.core.decisions.Eta`'s time, :meth:`state_changed`
 when a worker's availability changes), then, once every event of that instant is in, calls :meth:`settle`
-(a new configuration where the old one broke or an iteration ended) and, for a proactive policy, :meth:`check`.
-Each returns the Etas whose ends moved. Pure: no clock, no randomness (the policy brings its own).
+(a new configuration where the old one broke or an iteration ended) and, for a proactive policy, :meth:`check`;
+:meth:`instant` does all of that for one instant, in the order both drivers (the simulator and the testbed)
+use. Each returns the Etas whose ends moved. Pure: no clock, no randomness (the policy brings its own).
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from mgst.core.gang import Gang
@@ -161,6 +162,26 @@ class Iterations:
             new = self.policy.reconsider(self, now)
             if new is not None and dict(new) != self.config:
                 self._configure(now, new, "proactive")
+        return out
+
+    def instant(self, now: float, ends: Iterable[Hashable], changes: Iterable[tuple[int, int]],
+                check: bool) -> list[Any]:
+        """Everything that happened at slot boundary ``now``, in the one order both drivers use: the ends due
+        (each completed during the slot before; a key no longer running is skipped), then the availability
+        changes ``(worker, state)``, then :meth:`settle` and, when ``check`` (a proactive policy's look is due),
+        :meth:`check` and :meth:`settle` again. Returns the Etas of every step, in order."""
+        out: list[Any] = []
+        for key in ends:
+            if self.alive(key):
+                out += self.ended(now, key)
+        for q, state in changes:
+            out += self.state_changed(now, q, state)
+        if self.finished():
+            return out
+        out += self.settle(now)
+        if check:
+            out += self.check(now)
+            out += self.settle(now)
         return out
 
     # ------------------------------------------------------------------ the configuration's life

@@ -2,10 +2,11 @@
 
 Time is in slots: every worker's availability changes only at integer times (its chain's periods are whole
 slots), transfers and computations have integral sizes and go at rate 0 or 1, so every end falls on a slot
-boundary and the event-driven run is the paper's discrete model exactly. At each instant the loop hands the
-core every end due (first: they completed during the slot before), then every availability change, then
-asks it to settle and, for a proactive policy, to check: at instants with events (``checks="events"``) or at
-every slot (``checks="slots"``, the paper's literal reading, for comparison). Between events the running
+boundary and the event-driven run is the paper's discrete model exactly. At each instant the loop gathers every
+end due and every availability change and hands them to the core's :meth:`~mgst.core.iterations.Iterations.instant`
+(the order of an instant's steps is the core's, shared with the testbed), with, for a proactive policy, a
+check: at instants with events (``checks="events"``) or at every slot (``checks="slots"``, the paper's literal
+reading, for comparison). Between events the running
 configuration only progresses or stalls, so a policy whose check depends on nothing else sees no change; one
 whose check also depends on the time spent (its ``clock_dependent`` attribute) is checked every slot.
 """
@@ -73,25 +74,25 @@ def run_iterations(app: Iterations, chains: Iterable[AvailabilityProcess], cap: 
         if nxt > cap:
             return IterationsRun(None, app.done, app.log, n_checks)
         now = nxt
-        while heap and heap[0][0] == now:
+        ends: list[Hashable] = []
+        changes: list[tuple[int, int]] = []
+        while heap and heap[0][0] == now:  # ends sort before changes at one time
             _, kind, _, payload = heapq.heappop(heap)
             if kind == 0:
-                if due.get(payload) == now and app.alive(payload):
+                if due.get(payload) == now:  # not moved since (a stale Eta is skipped)
                     del due[payload]
-                    take(app.ended(now, payload))
+                    ends.append(payload)
             else:
                 q, state, start, length = payload
                 if state is None:  # the period ends: the chain's next period begins now
                     period = processes[q].next()
                     state, length = int(period.state), period.duration
-                take(app.state_changed(now, q, state))
+                changes.append((q, state))
                 heapq.heappush(heap, (now + length, 1, seq, (q, None, now, length)))
                 seq += 1
-        take(app.settle(now))
-        if proactive and not app.finished():
+        take(app.instant(now, ends, changes, check=proactive))
+        if proactive and not app.finished():  # (a check never ends the iterations: it was looked at)
             n_checks += 1
-            take(app.check(now))
-            take(app.settle(now))
     return IterationsRun(now, app.done, app.log, n_checks)
 
 

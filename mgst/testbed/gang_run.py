@@ -4,10 +4,11 @@ The simulator (mgst.sim.iterations) drives the pure :class:`~mgst.core.iteration
 slot clock; this drives the same object, with the same policy, on the wall clock: model time is wall seconds
 since the run's start over ``time_unit``. The members (puller.gang_member, one process per worker) follow
 their own markov3 chains from that start and report each change; their reports, each transfer's last byte
-and each member's end of its part are the core's events, handed in at the slot boundary they belong to and in
-the order the simulator hands them in (ends, then changes, then settle, then a proactive policy's check: at
-boundaries with events, and at every boundary for a policy whose check depends on the time spent; GRACE says
-how a boundary is placed on the wall). What the core decides is carried out for real:
+and each member's end of its part are the core's events, handed in at the slot boundary they belong to
+through the core's ``Iterations.instant``, which the simulator calls too (ends, then changes, then settle,
+then a proactive policy's check: at boundaries with events, and at every boundary for a policy whose check
+depends on the time spent; GRACE says how a boundary is placed on the wall). The members hear what the core
+decided once per boundary, from its state after the whole instant. What the core decides is carried out for real:
 
 - the master's link (the core's :class:`~mgst.core.link.MasterLink` rate rule) says which transfers move;
   each moving transfer's bytes go out as the core's Activity progresses (``bytes_per_slot`` a slot, the
@@ -241,14 +242,15 @@ class GangRun:
         self._pump(self.now())
 
     def _instant(self, now: float) -> None:
-        """Hand the core what happened at slot boundary ``now``, in the simulator's order: the ends due (an end
-        reported before its model end waits for it; one reported late is taken now, and counted), then the
-        availability changes, then settle and, for a proactive policy, check."""
+        """Hand the core what happened at slot boundary ``now`` (the core's :meth:`Iterations.instant` keeps the
+        simulator's order): the ends due (an end reported before its model end waits for it; one reported late
+        is taken now, and counted), then the availability changes; a proactive policy checks at an instant
+        where something happened, or at every one when its check moves with the time."""
         app = self.app
         ends, self.ends = self.ends, []
         changes = [c for c in self.changes if c[1] <= now]
         self.changes = [c for c in self.changes if c[1] > now]
-        handled = False
+        due_now: list[Hashable] = []
         for q, key in ends:
             due = self._due_at(key)
             if due is None:
@@ -259,17 +261,10 @@ class GangRun:
             if due < now - 1e-9:
                 self.result.late += 1
                 log.info("%s ended at %g in the model, reported after that boundary's grace", key, due)
-            self._step(app.ended(now, key))
-            handled = True
-        for q, _, state in sorted(changes, key=lambda c: (c[1], c[0])):
-            self._step(app.state_changed(now, q, state))
-            handled = True
-        if app.finished():
-            return
-        self._step(app.settle(now))
-        if self.proactive and (handled or self.per_slot):
-            self._step(app.check(now))
-            self._step(app.settle(now))
+            due_now.append(key)
+        changed = [(q, state) for q, _, state in sorted(changes, key=lambda c: (c[1], c[0]))]
+        self._step(app.instant(now, due_now, changed,
+                               check=self.proactive and bool(due_now or changed or self.per_slot)))
 
     def _awaited(self, now: float) -> bool:
         """Whether an activity the core ends by ``now`` has not been reported yet."""
