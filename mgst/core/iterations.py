@@ -18,6 +18,7 @@ use. Each returns the Etas whose ends moved. Pure: no clock, no randomness (the 
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
@@ -53,6 +54,10 @@ class ConfigurationPolicy(Protocol):
     def choose(self, app: Iterations, now: float) -> Mapping[int, int]: ...
 
     def reconsider(self, app: Iterations, now: float) -> Mapping[int, int] | None: ...
+
+    # Optional: ``next_check(app, now) -> float``, the first time after ``now`` at which ``reconsider`` might
+    # switch with no event in between (a lower bound; math.inf: never), and ``clock_dependent``, true when a
+    # policy without it must be looked at every slot (its look reads the time). See Iterations.next_check.
 
 
 class Iterations:
@@ -154,6 +159,16 @@ class Iterations:
         if self.needs_config and not self.finished() and self.up():
             self._configure(now, self.policy.choose(self, now), self.why)
         return out
+
+    def next_check(self, now: float) -> float:
+        """When a proactive policy must look again with no event in between (math.inf: at the next event): the
+        policy's ``next_check`` if it has one, else the next slot for a policy whose look reads the time alone
+        (``clock_dependent``), else never. Asked after an instant's look."""
+        policy = self.policy
+        ask = getattr(policy, "next_check", None)
+        if ask is not None:
+            return float(ask(self, now))
+        return math.floor(now) + 1.0 if getattr(policy, "clock_dependent", False) else math.inf
 
     def check(self, now: float) -> list[Any]:
         """A proactive policy's look at the running configuration: it may replace it."""

@@ -5,10 +5,10 @@ slots), transfers and computations have integral sizes and go at rate 0 or 1, so
 boundary and the event-driven run is the paper's discrete model exactly. At each instant the loop gathers every
 end due and every availability change and hands them to the core's :meth:`~mgst.core.iterations.Iterations.instant`
 (the order of an instant's steps is the core's, shared with the testbed), with, for a proactive policy, a
-check: at instants with events (``checks="events"``) or at every slot (``checks="slots"``, the paper's literal
-reading, for comparison). Between events the running
-configuration only progresses or stalls, so a policy whose check depends on nothing else sees no change; one
-whose check also depends on the time spent (its ``clock_dependent`` attribute) is checked every slot.
+check: at instants with events and at the slot the policy names for its next look (``checks="events"``:
+:meth:`~mgst.core.iterations.Iterations.next_check`; never, for a policy whose look reads nothing but the
+configurations, since between events the running one only progresses or stalls), or at every slot
+(``checks="slots"``, the paper's literal reading, for comparison).
 """
 
 from __future__ import annotations
@@ -63,14 +63,19 @@ def run_iterations(app: Iterations, chains: Iterable[AvailabilityProcess], cap: 
                     heapq.heappush(heap, (o.at, 0, seq, o.replica))
                     seq += 1
 
-    per_slot = checks == "slots" or (proactive and bool(getattr(app.policy, "clock_dependent", False)))
+    per_slot = checks == "slots"
     now = 0.0
     n_checks = 0
+    wake = math.inf  # when the policy asked to look again with no event (Iterations.next_check)
     take(app.settle(now))
+    if proactive and not per_slot:  # a configuration just chosen is the policy's own: as if looked at
+        wake = app.next_check(now)
     while not app.finished():
         nxt = heap[0][0] if heap else math.inf
         if per_slot:
             nxt = min(nxt, math.floor(now) + 1.0)
+        elif proactive:
+            nxt = min(nxt, wake)
         if nxt > cap:
             return IterationsRun(None, app.done, app.log, n_checks)
         now = nxt
@@ -93,6 +98,8 @@ def run_iterations(app: Iterations, chains: Iterable[AvailabilityProcess], cap: 
         take(app.instant(now, ends, changes, check=proactive))
         if proactive and not app.finished():  # (a check never ends the iterations: it was looked at)
             n_checks += 1
+            if not per_slot:
+                wake = app.next_check(now)
     return IterationsRun(now, app.done, app.log, n_checks)
 
 

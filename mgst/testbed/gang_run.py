@@ -6,9 +6,10 @@ since the run's start over ``time_unit``. The members (puller.gang_member, one p
 their own markov3 chains from that start and report each change; their reports, each transfer's last byte
 and each member's end of its part are the core's events, handed in at the slot boundary they belong to
 through the core's ``Iterations.instant``, which the simulator calls too (ends, then changes, then settle,
-then a proactive policy's check: at boundaries with events, and at every boundary for a policy whose check
-depends on the time spent; GRACE says how a boundary is placed on the wall). The members hear what the core
-decided once per boundary, from its state after the whole instant. What the core decides is carried out for real:
+then a proactive policy's check: at boundaries with events, and at the boundary a policy whose check reads
+the time spent names for its next look; GRACE says how a boundary is placed on the wall). The members hear
+what the core decided once per boundary, from its state after the whole instant. What the core decides is
+carried out for real:
 
 - the master's link (the core's :class:`~mgst.core.link.MasterLink` rate rule) says which transfers move;
   each moving transfer's bytes go out as the core's Activity progresses (``bytes_per_slot`` a slot, the
@@ -135,7 +136,7 @@ class GangRun:
         self.app, self.failures, self.time_unit = app, tuple(failures), time_unit
         self.bytes_per_slot = bytes_per_slot
         self.proactive, self.cap, self.register_timeout = proactive, cap, register_timeout
-        self.per_slot = proactive and bool(getattr(app.policy, "clock_dependent", False))
+        self.wake = math.inf  # when the policy asked to look again with no event (Iterations.next_check)
         # each worker's z85 public key, as ZAP reports it in a frame's User-Id (None: insecure)
         self.member_keys = _member_keys(keys, len(failures)) if keys is not None else None
         # The ZAP handler serves a whole context: a keyed run without one gets its own (as the main mapper's router).
@@ -214,6 +215,8 @@ class GangRun:
     def _drive(self) -> GangRunResult:
         app = self.app
         self._step(app.settle(0.0))
+        if self.proactive:  # a configuration just chosen is the policy's own: as if looked at
+            self.wake = app.next_check(0.0)
         instant = 0
         while not app.finished() and instant < self.cap:
             instant += 1
@@ -245,7 +248,7 @@ class GangRun:
         """Hand the core what happened at slot boundary ``now`` (the core's :meth:`Iterations.instant` keeps the
         simulator's order): the ends due (an end reported before its model end waits for it; one reported late
         is taken now, and counted), then the availability changes; a proactive policy checks at an instant
-        where something happened, or at every one when its check moves with the time."""
+        where something happened, and at the boundary it named for its next look (its check may read the time)."""
         app = self.app
         ends, self.ends = self.ends, []
         changes = [c for c in self.changes if c[1] <= now]
@@ -263,8 +266,10 @@ class GangRun:
                 log.info("%s ended at %g in the model, reported after that boundary's grace", key, due)
             due_now.append(key)
         changed = [(q, state) for q, _, state in sorted(changes, key=lambda c: (c[1], c[0]))]
-        self._step(app.instant(now, due_now, changed,
-                               check=self.proactive and bool(due_now or changed or self.per_slot)))
+        look = self.proactive and bool(due_now or changed or now >= self.wake)
+        self._step(app.instant(now, due_now, changed, check=look))
+        if look and not app.finished():
+            self.wake = app.next_check(now)
 
     def _awaited(self, now: float) -> bool:
         """Whether an activity the core ends by ``now`` has not been reported yet."""

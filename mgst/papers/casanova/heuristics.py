@@ -150,11 +150,16 @@ class Proactive(Passive):
         super().__init__(passive, estimates)
         self.criterion, self.full_name = criterion, name
         # Y's value and IY's choices move with the slots spent in the iteration alone, with no event: such a
-        # heuristic is checked every slot; the others only when something happens (mgst.sim.iterations).
+        # heuristic is checked also at the slots :meth:`next_check` names; the others only when something
+        # happens (mgst.core.iterations.Iterations.next_check).
         self.clock_dependent = criterion == "Y" or passive == "IY"
         # H's fresh configuration and its (P, E) depend on who is UP and who holds the program alone, unless
         # H is IY: kept for the last such state (a check every slot then costs one evaluation).
         self._fresh: tuple[tuple, dict[int, int], tuple[float, float]] | None = None
+        # IY's last build: (state, from, until, loads), the same for elapsed slots in [from, until) (_iy).
+        self._iy_kept: tuple[tuple, float, float, dict[int, int]] | None = None
+        # The running configuration's (P, E) at the last look: (now, P, E), for next_check.
+        self._looked: tuple[float, float, float] | None = None
 
     def current(self, app: Iterations, now: float) -> tuple[float, float]:
         """(P, E) of the running configuration, updated for its progress."""
@@ -165,7 +170,7 @@ class Proactive(Passive):
     def candidate(self, app: Iterations, now: float) -> tuple[dict[int, int], tuple[float, float]]:
         """H's configuration from scratch now, and its (P, E)."""
         if self.name == "IY":
-            fresh = self.build(app, now)
+            fresh = dict(self._iy(app, now - app.iteration_start)[0])
             return fresh, self.evaluate(app, fresh) if fresh else (0.0, math.inf)
         state = (tuple(app.states), tuple(app.has_program))
         if self._fresh is None or self._fresh[0] != state:
@@ -178,9 +183,87 @@ class Proactive(Passive):
         fresh, (p2, e2) = self.candidate(app, now)
         if not fresh or fresh == app.config:
             return None
-        c = score(self.criterion, *self.current(app, now), elapsed)
+        pc, ec = self.current(app, now)
+        self._looked = (now, pc, ec)
+        c = score(self.criterion, pc, ec, elapsed)
         c2 = score(self.criterion, p2, e2, elapsed)
         return dict(fresh) if c2 > c else None
+
+    def next_check(self, app: Iterations, now: float) -> float:
+        """The first slot after ``now`` at which, with no event in between, a look might switch: a lower bound,
+        so that checking then and at every event decides as checking every slot does (math.inf: not before an
+        event). Asked after a look at ``now`` (which kept the configuration, or switched to H's fresh one).
+
+        Between events every rate is fixed, so the running configuration only progresses or stalls: its P
+        never falls and its E never rises (each is a monotone function of the work left, in floating point
+        too). A criterion that reads no time (P, E) therefore never prefers a fixed candidate later if it did
+        not now; only IY's candidate moves, where its greedy's choice at some step may change (a crossing of
+        two options' yields, linear in the time). Y compares P2 / (t + E2) with Pc(t) / (t + Ec(t)), and with
+        the running configuration's values at ``now`` that is bounded by a comparison linear in t. Each
+        crossing is solved in reals with a relative slack (``SLACK``) far above floating point's rounding, and
+        the bound rounded down, so a near-tie is looked at, never skipped."""
+        if not self.clock_dependent or not app.config or app.finished():
+            return math.inf
+        elapsed = now - app.iteration_start
+        slots = self._iy(app, elapsed)[1] - elapsed if self.name == "IY" else math.inf
+        if self.criterion == "Y" and slots > 1:
+            fresh, (p2, e2) = self.candidate(app, now)
+            if fresh and fresh != app.config:
+                looked = self._looked
+                pc, ec = looked[1:] if looked is not None and looked[0] == now else self.current(app, now)
+                slots = min(slots, _first_slot(p2 - pc + SLACK * (p2 + pc),
+                                               p2 * ec - pc * e2 + SLACK * (p2 * ec + pc * e2), elapsed))
+        return now + slots
+
+    def _iy(self, app: Iterations, elapsed: float) -> tuple[dict[int, int], float]:
+        """IY's greedy build after ``elapsed`` slots of the iteration, and until when (in elapsed slots) it stays
+        the same with no event: kept for the state it was built in, and used again within that time."""
+        state = (tuple(app.states), tuple(app.has_program))
+        kept = self._iy_kept
+        if kept is not None and kept[0] == state and kept[1] <= elapsed < kept[2]:
+            return kept[3], kept[2]
+        loads, slots = self._iy_horizon(app, elapsed)
+        self._iy_kept = (state, elapsed, elapsed + slots, loads)
+        return loads, elapsed + slots
+
+    def _iy_horizon(self, app: Iterations, elapsed: float) -> tuple[dict[int, int], float]:
+        """IY's greedy build (as :meth:`_build` makes it) and the slots after ``elapsed`` before which it cannot
+        change (math.inf: not before an event): each step's choice b stays while no other UP option q's yield
+        reaches b's."""
+        states = app.states
+        loads: dict[int, int] = {}
+        horizon = math.inf
+        for _ in range(app.tasks):
+            options = [(q, p, e) for q, p, e in self._options(app, loads) if states[q] == UP]
+            if not options:
+                break
+            best, pb, eb, best_score = -1, 0.0, 0.0, -math.inf
+            for q, p, e in options:  # the scan of _build
+                s = p / (elapsed + e) if elapsed + e > 0 else math.inf
+                if best < 0 or s > best_score:
+                    best, pb, eb, best_score = q, p, e, s
+            for q, p, e in options:
+                if q == best:
+                    continue
+                if horizon > 1:
+                    horizon = min(horizon, _first_slot(p - pb + SLACK * (p + pb),
+                                                       p * eb - pb * e + SLACK * (p * eb + pb * e), elapsed))
+            loads[best] = loads.get(best, 0) + 1
+        return loads, horizon
+
+
+# Relative slack on a crossing of two criteria's values: floating point's rounding of the few operations behind
+# a value is below 1e-15; a crossing is taken as possible once it is within this margin.
+SLACK = 1e-9
+
+
+def _first_slot(a: float, b: float, elapsed: float) -> float:
+    """The first k >= 1, or a lower bound on it, at which a (elapsed + k) + b > 0 may hold (math.inf: never)."""
+    if not (math.isfinite(a) and math.isfinite(b)) or a * (elapsed + 1) + b > 0:
+        return 1
+    if a <= 0:
+        return math.inf
+    return max(1, math.floor(-b / a - elapsed))
 
 
 class Random:
