@@ -130,18 +130,22 @@ class EventsOnly(Proactive):
         return float("inf")
 
 
-def test_a_clock_dependent_heuristic_checked_at_events_alone_decides_differently():
-    """P-IY's fresh configuration moves with the slots spent in the iteration: checked only when something
-    happens, it misses a switch that the per-slot check makes (a case found by search), and that the slot its
-    next_check names catches."""
-    s = scenario(5, 3, 2, 12, 23, p=8)
-    slots = run(s, "P-IY", 23, 3, checks="slots", cap=3000, iterations=2)
-    assert run(s, "P-IY", 23, 3, checks="events", cap=3000, iterations=2).log == slots.log
+@pytest.mark.parametrize("name, m, n_com, w_min, seed, index, p, trial, run_seed", [
+    ("P-IY", 5, 3, 2, 12, 23, 8, 23, 3),  # IY's fresh configuration moves with the time
+    ("Y-IE", 5, 10, 3, 99, 361, 9, 96, 5),  # Y prefers a fixed candidate as the time grows
+])
+def test_a_clock_dependent_heuristic_checked_at_events_alone_decides_differently(name, m, n_com, w_min, seed,
+                                                                                 index, p, trial, run_seed):
+    """Checked only when something happens, the heuristic misses a switch that the per-slot check makes (cases
+    found by search), and that the slot its next_check names catches."""
+    s = scenario(m, n_com, w_min, seed, index, p=p)
+    slots = run(s, name, trial, run_seed, checks="slots", cap=4000, iterations=3)
+    assert run(s, name, trial, run_seed, checks="events", cap=4000, iterations=3).log == slots.log
     est = Estimates(s.matrices, s.n_com, s.t_prog, s.t_data)
-    app = Iterations([float(w) for w in s.work], s.m, 2, s.t_prog, s.t_data, s.n_com, EventsOnly("P-IY", est))
+    app = Iterations([float(w) for w in s.work], s.m, 3, s.t_prog, s.t_data, s.n_com, EventsOnly(name, est))
     from mgst.availability.markov3 import Markov3Group, Markov3Process
-    chains = [Markov3Process(Markov3Group(m, 1.0), 1.0, 3, 23, q) for q, m in enumerate(s.matrices)]
-    events_only = run_iterations(app, chains, cap=3000)
+    chains = [Markov3Process(Markov3Group(m, 1.0), 1.0, run_seed, trial, q) for q, m in enumerate(s.matrices)]
+    events_only = run_iterations(app, chains, cap=4000)
     assert events_only.log != slots.log
 
 
