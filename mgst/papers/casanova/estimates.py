@@ -62,10 +62,8 @@ class Estimates:
         # Heuristics' greedy configurations by what they depend on (mgst.papers.casanova.heuristics), shared
         # by the heuristics of one instance; each emptied when it reaches BUILDS_KEPT.
         self.builds: dict[tuple, dict[int, int]] = {}
-        # A greedy step's options (each worker the next task may go to, with the (P, E) it gives), likewise.
-        self.steps: dict[tuple, list[tuple[int, float, float]]] = {}
-        # The workers a greedy step may choose, best first by a time-blind criterion, likewise.
-        self.rankings: dict[tuple, tuple[int, ...]] = {}
+        # A greedy step's options (what each worker the next task may go to is worth), likewise.
+        self.steps: dict[tuple, dict[int, object]] = {}
 
     def _set_uncached(self, members: frozenset[int]) -> tuple[float, float]:
         """(P_+, E_c) of a set: E_c as printed, or divided by P_+ when ``exact``."""

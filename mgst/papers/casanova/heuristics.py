@@ -74,62 +74,48 @@ class Passive:
         return dict(loads)
 
     def _build(self, app: Iterations, up: list[int], elapsed: float) -> dict[int, int]:
-        name, states = self.name, app.states
+        name, programs, max_tasks = self.name, app.has_program, app.max_tasks
+        iy = name == "IY"
         loads: dict[int, int] = {}
         for _ in range(app.tasks):
-            best = -1
-            if name == "IY":  # the ranking moves with the time: score the UP options now (score(), inlined)
-                best_score = -math.inf
-                for q, p, e in self._options(app, loads):
-                    if states[q] == UP:
-                        s = p / (elapsed + e) if elapsed + e > 0 else math.inf
-                        if best < 0 or s > best_score:
-                            best, best_score = q, s
-            else:
-                for q in self._ranking(app, loads):
-                    if states[q] == UP:
-                        best = q
-                        break
+            values = self._values(loads, programs)
+            best, best_score = -1, -math.inf
+            for q in up:  # the first strictly best in worker order
+                if loads.get(q, 0) >= max_tasks[q]:
+                    continue
+                slot = 2 * q + programs[q]
+                v = values.get(slot)
+                if v is None:
+                    v = values[slot] = self._value(app, loads, q)
+                if iy:  # the yield moves with the time: score() inlined
+                    p, e = v
+                    v = p / (elapsed + e) if elapsed + e > 0 else math.inf
+                if best < 0 or v > best_score:
+                    best, best_score = q, v
             if best < 0:
                 break
             loads[best] = loads.get(best, 0) + 1
         return loads
 
-    def _options(self, app: Iterations, loads: dict[int, int]) -> list[tuple[int, float, float]]:
-        """Each worker with room that the next task may go to, in worker order, with the (P, E) of ``loads`` and
-        that task, whether UP or not: the same for every criterion, every time and every set of UP workers, so
-        memoised on ``loads`` and who holds the program (IY rebuilds at every slot, the others at every change)."""
-        programs = app.has_program
-        key = (app.max_tasks, tuple(programs), tuple(sorted(loads.items())))
+    def _values(self, loads: dict[int, int], programs: list[bool]) -> dict[int, object]:
+        """The memo of a greedy step from ``loads``: what each option (worker q, whether it holds the program,
+        as ``2 q + holds``) is worth by this criterion (for IY, its (P, E): the yield moves with the time). An
+        option's (P, E) depends on ``loads``, who of them holds the program, and q alone, not on who is UP, so
+        the memo serves every set of UP workers, filled only for the options a step looked at."""
+        key = (self.name, tuple((q, x, programs[q]) for q, x in sorted(loads.items())))
         steps = self.est.steps
-        options = steps.get(key)
-        if options is None:
+        values = steps.get(key)
+        if values is None:
             if len(steps) >= BUILDS_KEPT:
                 steps.clear()
-            options = []
-            for q, room in enumerate(app.max_tasks):
-                if loads.get(q, 0) >= room:
-                    continue
-                trial = dict(loads)
-                trial[q] = trial.get(q, 0) + 1
-                options.append((q, *self.evaluate(app, trial)))
-            steps[key] = options
-        return options
+            values = steps[key] = {}
+        return values
 
-    def _ranking(self, app: Iterations, loads: dict[int, int]) -> tuple[int, ...]:
-        """The workers the next task may go to, best first by this (time-blind) criterion, ties to the lowest
-        index: the first UP one is the greedy step's choice (as a scan of the UP options in worker order keeping
-        the first strictly best). Memoised like :meth:`_options`."""
-        key = (self.name, app.max_tasks, tuple(app.has_program), tuple(sorted(loads.items())))
-        rankings = self.est.rankings
-        ranking = rankings.get(key)
-        if ranking is None:
-            if len(rankings) >= BUILDS_KEPT:
-                rankings.clear()
-            name = self.name
-            scored = sorted((-score(name, p, e, 0.0), q) for q, p, e in self._options(app, loads))
-            ranking = rankings[key] = tuple(q for _, q in scored)
-        return ranking
+    def _value(self, app: Iterations, loads: dict[int, int], q: int) -> object:
+        trial = dict(loads)
+        trial[q] = trial.get(q, 0) + 1
+        p, e = self.evaluate(app, trial)
+        return (p, e) if self.name == "IY" else score(self.name, p, e, 0.0)
 
     def choose(self, app: Iterations, now: float) -> dict[int, int]:
         return self.build(app, now)
@@ -230,11 +216,19 @@ class Proactive(Passive):
         """IY's greedy build (as :meth:`_build` makes it) and the slots after ``elapsed`` before which it cannot
         change (math.inf: not before an event): each step's choice b stays while no other UP option q's yield
         reaches b's."""
-        states = app.states
+        states, programs, max_tasks = app.states, app.has_program, app.max_tasks
         loads: dict[int, int] = {}
         horizon = math.inf
         for _ in range(app.tasks):
-            options = [(q, p, e) for q, p, e in self._options(app, loads) if states[q] == UP]
+            values = self._values(loads, programs)
+            options = []
+            for q, state in enumerate(states):
+                if state == UP and loads.get(q, 0) < max_tasks[q]:
+                    slot = 2 * q + programs[q]
+                    v = values.get(slot)
+                    if v is None:
+                        v = values[slot] = self._value(app, loads, q)
+                    options.append((q, *v))  # type: ignore[misc]
             if not options:
                 break
             best, pb, eb, best_score = -1, 0.0, 0.0, -math.inf
