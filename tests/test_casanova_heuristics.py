@@ -178,8 +178,8 @@ def reference_greedy(policy: Passive, app: Iterations, elapsed: float) -> dict[i
 @pytest.mark.parametrize("name", PASSIVE)
 def test_the_memoised_greedy_builds_what_a_plain_scan_builds(name):
     """The builds memoise each step's options on the loads and who of them holds the program, shared across
-    sets of UP workers and across the heuristics of an instance: on random states (who is UP, who holds the program, the time spent, ties
-    included by equal workers), they choose as the plain scan does."""
+    sets of UP workers and across the heuristics of an instance: on random states (who is UP, who holds the
+    program, the time spent, ties included by equal workers), they choose as the plain scan does."""
     rng = random.Random(7)
     for i in range(6):
         s = scenario(2 + i % 4, 1 + i % 3, 1 + i % 2, 12, i, p=6 + i % 3)
