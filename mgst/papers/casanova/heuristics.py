@@ -16,8 +16,9 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping
+from typing import Any
 
-from mgst.core.iterations import UP, Iterations
+from mgst.core.iterations import Iterations
 from mgst.papers.casanova.estimates import BUILDS_KEPT, Estimates
 
 PASSIVE = ("IP", "IE", "IY", "IAY")
@@ -74,28 +75,33 @@ class Passive:
         return dict(loads)
 
     def _build(self, app: Iterations, up: list[int], elapsed: float) -> dict[int, int]:
-        name, programs, max_tasks = self.name, app.has_program, app.max_tasks
-        iy = name == "IY"
+        if self.name == "IY":  # the yield moves with the time
+            return self._iy_horizon(app, up, elapsed)[0]
         loads: dict[int, int] = {}
         for _ in range(app.tasks):
-            values = self._values(loads, programs)
             best, best_score = -1, -math.inf
-            for q in up:  # the first strictly best in worker order
-                if loads.get(q, 0) >= max_tasks[q]:
-                    continue
-                slot = 2 * q + programs[q]
-                v = values.get(slot)
-                if v is None:
-                    v = values[slot] = self._value(app, loads, q)
-                if iy:  # the yield moves with the time: score() inlined
-                    p, e = v
-                    v = p / (elapsed + e) if elapsed + e > 0 else math.inf
-                if best < 0 or v > best_score:
+            for q, v in self._step(app, up, loads):  # the first strictly best in worker order
+                if best < 0 or v > best_score:  # type: ignore[operator]
                     best, best_score = q, v
             if best < 0:
                 break
             loads[best] = loads.get(best, 0) + 1
         return loads
+
+    def _step(self, app: Iterations, up: list[int], loads: dict[int, int]) -> list[tuple[int, Any]]:
+        """A greedy step's options from ``loads``: each worker of ``up`` with room, in worker order, with what it
+        is worth (:meth:`_values`, filled here for the options not looked at before)."""
+        programs, max_tasks = app.has_program, app.max_tasks
+        values = self._values(loads, programs)
+        options = []
+        for q in up:
+            if loads.get(q, 0) < max_tasks[q]:
+                slot = 2 * q + programs[q]
+                v = values.get(slot)
+                if v is None:
+                    v = values[slot] = self._value(app, loads, q)
+                options.append((q, v))
+        return options
 
     def _values(self, loads: dict[int, int], programs: list[bool]) -> dict[int, object]:
         """The memo of a greedy step from ``loads``: what each option (worker q, whether it holds the program,
@@ -116,6 +122,26 @@ class Passive:
         trial[q] = trial.get(q, 0) + 1
         p, e = self.evaluate(app, trial)
         return (p, e) if self.name == "IY" else score(self.name, p, e, 0.0)
+
+    def _iy_horizon(self, app: Iterations, up: list[int], elapsed: float) -> tuple[dict[int, int], float]:
+        """IY's greedy build and the slots after ``elapsed`` before which it cannot change (math.inf: not before
+        an event): each step's choice b stays while no other UP option q's yield reaches b's."""
+        loads: dict[int, int] = {}
+        horizon = math.inf
+        for _ in range(app.tasks):
+            options = self._step(app, up, loads)
+            if not options:
+                break
+            best, pb, eb, best_score = -1, 0.0, 0.0, -math.inf
+            for q, (p, e) in options:  # the first strictly best yield in worker order (score(), inlined)
+                s = p / (elapsed + e) if elapsed + e > 0 else math.inf
+                if best < 0 or s > best_score:
+                    best, pb, eb, best_score = q, p, e, s
+            for q, (p, e) in options:
+                if q != best and horizon > 1:
+                    horizon = min(horizon, _yield_reaches(p, e, pb, eb, elapsed))
+            loads[best] = loads.get(best, 0) + 1
+        return loads, horizon
 
     def choose(self, app: Iterations, now: float) -> dict[int, int]:
         return self.build(app, now)
@@ -197,8 +223,7 @@ class Proactive(Passive):
             if fresh and fresh != app.config:
                 looked = self._looked
                 pc, ec = looked[1:] if looked is not None and looked[0] == now else self.current(app, now)
-                slots = min(slots, _first_slot(p2 - pc + SLACK * (p2 + pc),
-                                               p2 * ec - pc * e2 + SLACK * (p2 * ec + pc * e2), elapsed))
+                slots = min(slots, _yield_reaches(p2, e2, pc, ec, elapsed))
         return now + slots
 
     def _iy(self, app: Iterations, elapsed: float) -> tuple[dict[int, int], float]:
@@ -208,42 +233,9 @@ class Proactive(Passive):
         kept = self._iy_kept
         if kept is not None and kept[0] == state and kept[1] <= elapsed < kept[2]:
             return kept[3], kept[2]
-        loads, slots = self._iy_horizon(app, elapsed)
+        loads, slots = self._iy_horizon(app, app.up(), elapsed)
         self._iy_kept = (state, elapsed, elapsed + slots, loads)
         return loads, elapsed + slots
-
-    def _iy_horizon(self, app: Iterations, elapsed: float) -> tuple[dict[int, int], float]:
-        """IY's greedy build (as :meth:`_build` makes it) and the slots after ``elapsed`` before which it cannot
-        change (math.inf: not before an event): each step's choice b stays while no other UP option q's yield
-        reaches b's."""
-        states, programs, max_tasks = app.states, app.has_program, app.max_tasks
-        loads: dict[int, int] = {}
-        horizon = math.inf
-        for _ in range(app.tasks):
-            values = self._values(loads, programs)
-            options = []
-            for q, state in enumerate(states):
-                if state == UP and loads.get(q, 0) < max_tasks[q]:
-                    slot = 2 * q + programs[q]
-                    v = values.get(slot)
-                    if v is None:
-                        v = values[slot] = self._value(app, loads, q)
-                    options.append((q, *v))  # type: ignore[misc]
-            if not options:
-                break
-            best, pb, eb, best_score = -1, 0.0, 0.0, -math.inf
-            for q, p, e in options:  # the scan of _build
-                s = p / (elapsed + e) if elapsed + e > 0 else math.inf
-                if best < 0 or s > best_score:
-                    best, pb, eb, best_score = q, p, e, s
-            for q, p, e in options:
-                if q == best:
-                    continue
-                if horizon > 1:
-                    horizon = min(horizon, _first_slot(p - pb + SLACK * (p + pb),
-                                                       p * eb - pb * e + SLACK * (p * eb + pb * e), elapsed))
-            loads[best] = loads.get(best, 0) + 1
-        return loads, horizon
 
 
 # Relative slack on a crossing of two criteria's values: floating point's rounding of the few operations behind
@@ -251,8 +243,11 @@ class Proactive(Passive):
 SLACK = 1e-9
 
 
-def _first_slot(a: float, b: float, elapsed: float) -> float:
-    """The first k >= 1, or a lower bound on it, at which a (elapsed + k) + b > 0 may hold (math.inf: never)."""
+def _yield_reaches(p: float, e: float, pb: float, eb: float, elapsed: float) -> float:
+    """The first k >= 1, or a lower bound on it, at which the yield p / (t + e) may reach pb / (t + eb), at
+    t = elapsed + k (math.inf: never): p (t + eb) - pb (t + e), linear in t, within SLACK of 0 or above."""
+    a = p - pb + SLACK * (p + pb)
+    b = p * eb - pb * e + SLACK * (p * eb + pb * e)
     if not (math.isfinite(a) and math.isfinite(b)) or a * (elapsed + 1) + b > 0:
         return 1
     if a <= 0:
