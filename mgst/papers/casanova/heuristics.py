@@ -170,8 +170,6 @@ class Proactive(Passive):
         self._fresh: tuple[tuple, dict[int, int], tuple[float, float]] | None = None
         # IY's last build: (state, from, until, loads), the same for elapsed slots in [from, until) (_iy).
         self._iy_kept: tuple[tuple, float, float, dict[int, int]] | None = None
-        # The running configuration's (P, E) at the last look: (now, P, E), for next_check.
-        self._looked: tuple[float, float, float] | None = None
 
     def current(self, app: Iterations, now: float) -> tuple[float, float]:
         """(P, E) of the running configuration, updated for its progress."""
@@ -195,9 +193,7 @@ class Proactive(Passive):
         fresh, (p2, e2) = self.candidate(app, now)
         if not fresh or fresh == app.config:
             return None
-        pc, ec = self.current(app, now)
-        self._looked = (now, pc, ec)
-        c = score(self.criterion, pc, ec, elapsed)
+        c = score(self.criterion, *self.current(app, now), elapsed)
         c2 = score(self.criterion, p2, e2, elapsed)
         return dict(fresh) if c2 > c else None
 
@@ -221,8 +217,7 @@ class Proactive(Passive):
         if self.criterion == "Y" and slots > 1:
             fresh, (p2, e2) = self.candidate(app, now)
             if fresh and fresh != app.config:
-                looked = self._looked
-                pc, ec = looked[1:] if looked is not None and looked[0] == now else self.current(app, now)
+                pc, ec = self.current(app, now)
                 slots = min(slots, _yield_reaches(p2, e2, pc, ec, elapsed))
         return now + slots
 
