@@ -197,3 +197,38 @@ def test_the_memoised_greedy_builds_what_a_plain_scan_builds(name):
                 continue
             now = float(rng.randrange(0, 400))
             assert policy.choose(app, now) == reference_greedy(policy, app, now)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_with_mu_every_heuristic_keeps_each_worker_within_its_tasks(name):
+    """mu_q = 2 and m = 5: every configuration spreads over at least three workers, none holding more than two
+    tasks, and a proactive heuristic never switches to a configuration that does not hold all five."""
+    s = scenario(5, 5, 2, 7, 3, p=8)
+    r = run(s, name, 1, 2, cap=20000, iterations=3, mu=2)
+    configs = [e.configuration for e in r.log if hasattr(e, "configuration")]
+    assert configs and all(sum(x for _, x in c) == 5 and max(x for _, x in c) <= 2 for c in configs)
+    assert r.makespan is not None and len(r.log) - len(configs) == 3  # three iterations done
+
+
+def test_a_proactive_candidate_that_cannot_hold_the_tasks_is_no_candidate():
+    est = estimates()
+    policy = Proactive("P-IE", est)
+    app = Iterations(WORK, 2, 1, 0.0, 0.0, 3, policy, max_tasks=(1, 1, 1))
+    app.settle(0.0)
+    running = dict(app.config)
+    app.state_changed(0.0, next(q for q in range(3) if q not in running), DOWN)
+    app.state_changed(0.0, min(running), RECLAIMED)  # one UP worker left: no fresh configuration holds two tasks
+    assert policy.candidate(app, 0.0)[0] == {} and policy.reconsider(app, 0.0) is None
+
+
+@pytest.mark.parametrize("name", PROACTIVE)
+def test_checking_at_events_decides_as_every_slot_with_present_states_and_mu(name):
+    """The same equality under the two other readings: the running configuration estimated from its members'
+    present states (a RECLAIMED member lowers its P between events, never within them), and mu_q = 2."""
+    for i in range(4):
+        s = scenario(3 + i % 3, 1 + i % 3, 1 + i % 2, 21, i, p=6 + i % 3)
+        est = Estimates(s.matrices, s.n_com, s.t_prog, s.t_data, present=True)
+        for mu in (0, 2):
+            events = run(s, name, i, 3, checks="events", cap=3000, iterations=2, estimates=est, mu=mu)
+            slots = run(s, name, i, 3, checks="slots", cap=3000, iterations=2, estimates=est, mu=mu)
+            assert events.log == slots.log and events.makespan == slots.makespan

@@ -4,6 +4,7 @@ mgst.sim.iterations: hand-built cases whose times are worked out in the comments
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import pytest
 from hypothesis import given, settings
@@ -205,3 +206,23 @@ def test_an_instant_hands_the_ends_before_the_changes_and_checks_only_when_asked
     second = app.gang.key
     app.instant(6.0, [second], [(0, RECLAIMED)], check=True)  # the last iteration: no look once finished
     assert app.finished() and policy.looks == 1
+
+
+class OnePerWorker(Spread):
+    """Passive: one task on each of the first m UP workers (mu_q = 1)."""
+
+    def choose(self, app, now: float) -> Mapping[int, int]:
+        up = app.up()
+        assert len(up) >= app.tasks, "asked for a configuration the UP workers cannot hold"
+        return dict.fromkeys(up[: app.tasks], 1)
+
+
+def test_with_one_task_per_worker_a_configuration_waits_until_enough_workers_are_up():
+    # mu_q = 1, m = 2, w = 2, no transfers: worker 1 goes DOWN at 1 for 3 slots, losing the gang; worker 0 alone
+    # cannot hold two tasks, so nobody is configured until worker 1 is UP again at 4; 2 slots of computation: 6.
+    app = Iterations([2.0, 2.0], 2, 1, 0.0, 0.0, 1, OnePerWorker(), max_tasks=(1, 1))
+    run = run_iterations(app, [Script(), Script([(UP, 1), (DOWN, 3), (UP, 1)])], proactive=False)
+    assert [(e.time, e.configuration, e.why) for e in run.log if type(e) is not IterationDone] == [
+        (0.0, ((0, 1), (1, 1)), "start"), (4.0, ((0, 1), (1, 1)), "down")]
+    assert run.makespan == 6.0
+    assert not Iterations([1.0], 2, 1, 0.0, 0.0, 1, OnePerWorker(), max_tasks=(1,)).room()

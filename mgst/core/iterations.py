@@ -156,9 +156,20 @@ class Iterations:
     def settle(self, now: float) -> list[Any]:
         """Every event of ``now`` is in: choose a configuration where one is needed and can be had."""
         self.progress.out = out = []
-        if self.needs_config and not self.finished() and self.up():
+        if self.needs_config and not self.finished() and self.room():
             self._configure(now, self.policy.choose(self, now), self.why)
         return out
+
+    def room(self) -> bool:
+        """Whether the UP workers can hold an iteration's tasks within their limits (mu_q each)."""
+        tasks, max_tasks = self.tasks, self.max_tasks
+        free = 0
+        for q, s in enumerate(self.states):
+            if s == UP:
+                free += max_tasks[q]
+                if free >= tasks:
+                    return True
+        return False
 
     def next_check(self, now: float) -> float:
         """When a proactive policy must look again with no event in between (math.inf: at the next event): the

@@ -38,23 +38,30 @@ class Estimates:
     """P and E of configurations on one platform (the workers' chains), the master's n_com, T_prog and T_data."""
 
     def __init__(self, matrices: Sequence[Matrix], n_com: int, t_prog: float, t_data: float,
-                 exact: bool = False, eps: float = 1e-12):
+                 exact: bool = False, present: bool = False, eps: float = 1e-12):
         self.n_com, self.t_prog, self.t_data, self.exact = n_com, t_prog, t_data, exact
+        self.present = present
         self.T = horizon(matrices, eps)
-        uu, nd = [], []
+        uu, nd, ru, rnd = [], [], [], []
         for m in matrices:
             block = np.array(m, dtype=float)[:2, :2]
-            p = np.empty((self.T + 1, 2))  # row t: (M^t)[0, :], from UP at 0
-            row = np.array([1.0, 0.0])
-            for t in range(self.T + 1):
-                p[t] = row
-                row = row @ block
-            uu.append(p[:, 0].copy())
-            nd.append(p.sum(axis=1))  # not DOWN by t
+            p = np.empty((self.T + 1, 2, 2))  # p[t, i]: (M^t)[i, :], from UP (i = 0) or RECLAIMED (1) at 0
+            for i in (0, 1):
+                row = np.eye(2)[i]
+                for t in range(self.T + 1):
+                    p[t, i] = row
+                    row = row @ block
+            uu.append(p[:, 0, 0].copy())
+            nd.append(p[:, 0].sum(axis=1))  # not DOWN by t
+            ru.append(p[:, 1, 0].copy())
+            rnd.append(p[:, 1].sum(axis=1))
         self.uu = np.array(uu)  # uu[q, t] = P_uu^(q)(t)
         self.nd = np.array(nd)  # nd[q, t] = P_ND^(q)(t)
+        self.ru = np.array(ru)  # ru[q, t]: UP at t without DOWN since 0, from RECLAIMED at 0
+        self.rnd = np.array(rnd)  # rnd[q, t]: not DOWN by t, from RECLAIMED at 0
         self._ts = np.arange(self.T + 1, dtype=float)
         self._set = lru_cache(maxsize=1 << 16)(self._set_uncached)
+        self._first = lru_cache(maxsize=1 << 16)(self._first_uncached)
         # (P, E) of a configuration given as its sorted (worker, transfer need, load) triples: a pure function of
         # the triples (the sums over needs are of whole slots, exact in any order), so memoised; the heuristics
         # of one instance share it, and a heuristic checked every slot asks for the same ones again and again.
@@ -76,40 +83,74 @@ class Estimates:
             e_c /= p_plus
         return p_plus, e_c
 
+    def _first_uncached(self, members: frozenset[int], reclaimed: frozenset[int]) -> tuple[float, float]:
+        """(P0, E0) of a set some of whose members are RECLAIMED at 0 (the others UP): the chance that all are
+        UP together at some t > 0 before any goes DOWN, and the first such t's mean (unconditioned, as printed's
+        E_c; given success when ``exact``). By renewal on the set's returns to all UP: F_s(z) = U_s(z) / (1 +
+        U(z)), with U_s and U the sums of P(all UP at t, no DOWN) from the present states and from all UP."""
+        up = sorted(members - reclaimed)
+        rec = sorted(reclaimed)
+        from_up = np.prod(self.uu[sorted(members), 1:], axis=0)
+        from_now = np.prod(self.uu[up, 1:], axis=0) * np.prod(self.ru[rec, 1:], axis=0)
+        e_u, a = float(from_up.sum()), float((self._ts[1:] * from_up).sum())
+        e_s, a_s = float(from_now.sum()), float((self._ts[1:] * from_now).sum())
+        p0 = e_s / (1.0 + e_u)
+        e0 = a_s / (1.0 + e_u) - e_s * a / (1.0 + e_u) ** 2
+        if self.exact and p0 > 0:
+            e0 /= p0
+        return p0, e0
+
     def _configuration_uncached(self, members: tuple[tuple[int, float, float], ...],
-                                work: float | None = None) -> tuple[float, float]:
-        return self.iteration({q: n for q, n, _ in members}, {q: load for q, _, load in members}, work)
+                                work: float | None = None, reclaimed: frozenset[int] = frozenset()
+                                ) -> tuple[float, float]:
+        return self.iteration({q: n for q, n, _ in members}, {q: load for q, _, load in members}, work, reclaimed)
 
     def p_plus(self, members: frozenset[int]) -> float:
         return self._set(members)[0]
 
-    def compute(self, members: frozenset[int], work: float) -> tuple[float, float]:
-        """(probability of success, expected time) of ``work`` slots of simultaneous computation by ``members``."""
+    def compute(self, members: frozenset[int], work: float,
+                reclaimed: frozenset[int] = frozenset()) -> tuple[float, float]:
+        """(probability of success, expected time) of ``work`` slots of simultaneous computation by ``members``,
+        all UP at 0 (Theorem 5.1), or with ``reclaimed`` of them RECLAIMED at 0: the first common UP slot is
+        then awaited (:meth:`_first`) before the ``work`` slots, each counted as the theorem counts a gap."""
         if work <= 0:
             return 1.0, 0.0
         p_plus, e_c = self._set(members)
+        p0, e0, start = 1.0, 0.0, 1.0
+        if reclaimed & members:
+            p0, e0 = self._first(members, reclaimed & members)
+            start = e0 + 1.0
         if self.exact:
-            return p_plus ** (work - 1), 1.0 + (work - 1) * e_c
-        if p_plus <= 0:
+            return p0 * p_plus ** (work - 1), start + (work - 1) * e_c
+        if p_plus <= 0 or p0 <= 0:
             return 0.0, math.inf
-        return p_plus ** (work - 1), (1.0 + (work - 1) * e_c) / p_plus ** (work - 1)
+        p = p0 * p_plus ** (work - 1)
+        return p, (start + (work - 1) * e_c) / p
 
-    def communication(self, needs: Mapping[int, float]) -> tuple[float, float]:
-        """(P_comm, E_comm) of a configuration whose workers need ``needs[q]`` slots of transfers."""
+    def communication(self, needs: Mapping[int, float],
+                      reclaimed: frozenset[int] = frozenset()) -> tuple[float, float]:
+        """(P_comm, E_comm) of a configuration whose workers need ``needs[q]`` slots of transfers (``reclaimed``:
+        those RECLAIMED at 0, the others UP)."""
         busy = [n for n in needs.values() if n > 0]
         if not busy:
             return 1.0, 0.0
-        e = max(self.compute(frozenset((q,)), n)[1] for q, n in needs.items() if n > 0)
+        e = max(self.compute(frozenset((q,)), n, reclaimed)[1] for q, n in needs.items() if n > 0)
         if len(needs) > self.n_com:
             e = max(e, sum(busy) / self.n_com)
         t = min(self.T, math.ceil(e)) if e < math.inf else self.T
-        return float(np.prod(self.nd[sorted(needs), t])), e
+        up = sorted(q for q in needs if q not in reclaimed)
+        rec = sorted(q for q in needs if q in reclaimed)
+        return float(np.prod(self.nd[up, t]) * np.prod(self.rnd[rec, t])), e
 
     def iteration(self, needs: Mapping[int, float], loads: Mapping[int, float],
-                  work: float | None = None) -> tuple[float, float]:
-        """(P, E) of an iteration: communications then ``work`` (default: the largest load) of computation."""
-        p_comm, e_comm = self.communication(needs)
-        p_comp, e_comp = self.compute(frozenset(loads), max(loads.values()) if work is None else work)
+                  work: float | None = None, reclaimed: frozenset[int] = frozenset()) -> tuple[float, float]:
+        """(P, E) of an iteration: communications then ``work`` (default: the largest load) of computation.
+        ``reclaimed``: the workers RECLAIMED now (the others UP); the computation starts from them only when no
+        transfer is left (after the transfers, every worker is taken as UP, as the paper does)."""
+        p_comm, e_comm = self.communication(needs, reclaimed)
+        comm_left = any(n > 0 for n in needs.values())
+        p_comp, e_comp = self.compute(frozenset(loads), max(loads.values()) if work is None else work,
+                                      frozenset() if comm_left else reclaimed)
         return p_comm * p_comp, e_comm + e_comp
 
 

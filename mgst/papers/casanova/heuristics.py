@@ -18,7 +18,7 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from mgst.core.iterations import Iterations
+from mgst.core.iterations import UP, Iterations
 from mgst.papers.casanova.estimates import BUILDS_KEPT, Estimates
 
 PASSIVE = ("IP", "IE", "IY", "IAY")
@@ -173,19 +173,23 @@ class Proactive(Passive):
 
     def current(self, app: Iterations, now: float) -> tuple[float, float]:
         """(P, E) of the running configuration, updated for its progress."""
-        work = app.work
-        return self.est.configuration(tuple((q, app.comm_left(q, now), x * work[q]) for q, x in app.config.items()),
-                                      app.compute_left(now))
+        work, est = app.work, self.est
+        members = tuple((q, app.comm_left(q, now), x * work[q]) for q, x in app.config.items())
+        if est.present:  # its RECLAIMED members estimated from their present state
+            reclaimed = frozenset(q for q in app.config if app.states[q] != UP)
+            return est.configuration(members, app.compute_left(now), reclaimed)
+        return est.configuration(members, app.compute_left(now))
 
     def candidate(self, app: Iterations, now: float) -> tuple[dict[int, int], tuple[float, float]]:
-        """H's configuration from scratch now, and its (P, E)."""
+        """H's configuration from scratch now, and its (P, E); empty where the UP workers cannot hold the tasks."""
         if self.name == "IY":
             fresh = dict(self._iy(app, now - app.iteration_start)[0])
-            return fresh, self.evaluate(app, fresh) if fresh else (0.0, math.inf)
+            return (fresh, self.evaluate(app, fresh)) if sum(fresh.values()) == app.tasks else ({}, (0.0, math.inf))
         state = (tuple(app.states), tuple(app.has_program))
         if self._fresh is None or self._fresh[0] != state:
             fresh = self.build(app, now)
-            self._fresh = (state, fresh, self.evaluate(app, fresh) if fresh else (0.0, math.inf))
+            self._fresh = ((state, fresh, self.evaluate(app, fresh)) if sum(fresh.values()) == app.tasks
+                           else (state, {}, (0.0, math.inf)))
         return self._fresh[1], self._fresh[2]
 
     def reconsider(self, app: Iterations, now: float) -> dict[int, int] | None:

@@ -35,19 +35,23 @@ MEASURES = Measures(
 
 
 def _option_defaults() -> dict[str, Any]:
-    return {"exact": False, "cap": CAP, "iterations": ITERATIONS, "processors": PROCESSORS}
+    return {"exact": False, "present_states": False, "mu": 0, "cap": CAP, "iterations": ITERATIONS,
+            "processors": PROCESSORS}
 
 
 def _check_option(name: str, value: Any) -> str | None:
-    if name == "exact":
+    if name in ("exact", "present_states"):
         return None if isinstance(value, bool) else f"must be true or false, got {value!r}"
+    if name == "mu":
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        return None if ok else f"must be an integer >= 0 (0: m, no limit), got {value!r}"
     if name in ("iterations", "processors"):
         ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
         return None if ok else f"must be an integer >= 1, got {value!r}"
     if name == "cap":
         ok = isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= 1e9
         return None if ok else f"must be a number in (0, 1e9], got {value!r}"
-    return "not an option of this scenario; known: exact, cap, iterations, processors"
+    return "not an option of this scenario; known: exact, present_states, mu, cap, iterations, processors"
 
 
 def _build(cell: Mapping[str, str], settings: RunSettings, seed: int, trial: int,
@@ -62,7 +66,10 @@ def _build(cell: Mapping[str, str], settings: RunSettings, seed: int, trial: int
         name="casanova-m{m}-n{n_com}-w{w_min}-s{scenario}".format(**cell),
         classes=(JobClass("task", 0.0, 1.0),), machines=machines,
         policy=PolicySpec("casanova", {"m": s.m, "n_com": s.n_com, "w_min": s.w_min, "trial": trial,
-                                       "exact": bool(options["exact"]), "cap": float(options["cap"]),
+                                       "exact": bool(options["exact"]),
+                                       "present_states": bool(options.get("present_states", False)),
+                                       "mu": int(options.get("mu", 0)),
+                                       "cap": float(options["cap"]),
                                        "iterations": int(options["iterations"])}),
         failures=Markov3Availability(groups=tuple(Markov3Group(m, 1.0) for m in s.matrices)),
         simulation=SimulationSettings(seed=seed),
@@ -75,13 +82,14 @@ def simulate_cell(experiment: Experiment, replication: int) -> dict[str, Any]:
     groups = experiment.failures.groups  # type: ignore[union-attr]
     s = Scenario(o["m"], o["n_com"], o["w_min"], tuple(g.matrix for g in groups),
                  tuple(int(m.attribute("work")) for m in experiment.machines))
-    est = Estimates(s.matrices, s.n_com, s.t_prog, s.t_data, exact=o["exact"])
+    est = Estimates(s.matrices, s.n_com, s.t_prog, s.t_data, exact=o["exact"],
+                    present=o.get("present_states", False))
     seed, start = experiment.simulation.seed, time.perf_counter()
     chains = realisation(s, o["trial"], seed)  # drawn once, replayed for every heuristic
     out: dict[str, Any] = {}
     for h in NAMES:
         r = run(s, h, o["trial"], seed, exact=o["exact"], cap=o["cap"], iterations=o["iterations"], estimates=est,
-                chains=chains)
+                chains=chains, mu=o.get("mu", 0))
         out[f"makespan_{h}"] = r.makespan if r.makespan is not None else math.nan
     out["wall_s"] = time.perf_counter() - start
     return out

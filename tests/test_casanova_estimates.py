@@ -1,0 +1,87 @@
+"""Casanova et al.'s estimates from the present states: a gang whose members are RECLAIMED now, against a
+brute-force walk of the members' joint chain."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from mgst.papers.casanova.estimates import Estimates
+
+U, R = 0, 1
+
+# Three workers' chains (rows UP, RECLAIMED, DOWN), unlike one another, reclaimed often enough to matter.
+CHAINS = (
+    ((0.80, 0.15, 0.05), (0.30, 0.65, 0.05), (0.10, 0.00, 0.90)),
+    ((0.90, 0.05, 0.05), (0.20, 0.70, 0.10), (0.20, 0.10, 0.70)),
+    ((0.70, 0.25, 0.05), (0.40, 0.55, 0.05), (0.05, 0.05, 0.90)),
+)
+
+
+def walk(members: tuple[int, ...], start: dict[int, int], work: int, slots: int = 4000) -> tuple[float, float]:
+    """(P, E given success) of ``work`` slots of simultaneous computation by ``members`` from ``start``, by
+    pushing the probability of (every member's state, slots computed) forward one slot at a time: a slot
+    counts when every member is UP in it; a DOWN anywhere ends the run as a failure. E counts the slots up
+    to and including the last one computed (the paper's: 1 + (W - 1) gaps from all UP)."""
+    blocks = [np.array(CHAINS[q])[:2, :2] for q in members]
+    joint = list(itertools.product((U, R), repeat=len(members)))
+    first = tuple(start.get(q, U) for q in members)
+    mass = {(first, 1 if all(s == U for s in first) else 0): 1.0}
+    p_done = e_done = 0.0
+    if work == 1 and all(s == U for s in first):
+        return 1.0, 1.0
+    for t in range(1, slots):
+        nxt: dict[tuple[tuple[int, ...], int], float] = {}
+        for (state, done), p in mass.items():
+            for after in joint:
+                pr = p * np.prod([blocks[i][state[i], after[i]] for i in range(len(members))])
+                d = done + all(s == U for s in after)
+                if d == work:
+                    p_done += pr
+                    e_done += pr * (t + 1)
+                else:
+                    nxt[(after, d)] = nxt.get((after, d), 0.0) + pr
+        mass = nxt
+    return p_done, e_done / p_done
+
+
+@pytest.mark.parametrize("members, reclaimed, work", [
+    ((0,), (0,), 1),
+    ((0,), (0,), 4),
+    ((0, 1), (1,), 3),
+    ((0, 1, 2), (0, 2), 2),
+    ((0, 1, 2), (0, 1, 2), 5),
+])
+def test_a_set_with_reclaimed_members_meets_its_walk(members, reclaimed, work):
+    est = Estimates(CHAINS, 3, 0.0, 0.0, exact=True, present=True)
+    p, e = est.compute(frozenset(members), float(work), frozenset(reclaimed))
+    p_walk, e_walk = walk(members, dict.fromkeys(reclaimed, R), work)
+    assert p == pytest.approx(p_walk, rel=1e-9) and e == pytest.approx(e_walk, rel=1e-9)
+
+
+@pytest.mark.parametrize("members, work", [((0,), 3), ((0, 1, 2), 4)])
+def test_from_all_up_the_walk_is_theorem_5_1_exactly_normalised(members, work):
+    """The oracle's own check: with nobody RECLAIMED it gives the theorem's (exact) P and E."""
+    est = Estimates(CHAINS, 3, 0.0, 0.0, exact=True)
+    assert walk(members, {}, work) == pytest.approx(est.compute(frozenset(members), float(work)), rel=1e-9)
+
+
+def test_a_reclaimed_member_lowers_p_and_raises_e_as_printed_too():
+    est = Estimates(CHAINS, 3, 0.0, 0.0, present=True)
+    members = frozenset((0, 1))
+    p_up, e_up = est.compute(members, 3.0)
+    p_rec, e_rec = est.compute(members, 3.0, frozenset((1,)))
+    assert p_rec < p_up and e_rec > e_up
+    # as printed: E = (E0 + 1 + (W - 1) E_c) / (P0 P_+^(W - 1)), E0 and E_c the unconditioned means
+    p0, e0 = est._first(members, frozenset((1,)))
+    p_plus, e_c = est._set(members)
+    assert p_rec == pytest.approx(p0 * p_plus**2) and e_rec == pytest.approx((e0 + 1 + 2 * e_c) / p_rec)
+
+
+def test_transfers_of_a_reclaimed_worker_wait_for_it():
+    est = Estimates(CHAINS, 3, 5.0, 1.0, present=True)
+    up = est.iteration({0: 6.0, 1: 6.0}, {0: 1.0, 1: 1.0})
+    rec = est.iteration({0: 6.0, 1: 6.0}, {0: 1.0, 1: 1.0}, reclaimed=frozenset((1,)))
+    assert rec[0] < up[0] and rec[1] > up[1]
