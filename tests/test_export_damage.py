@@ -84,3 +84,27 @@ def test_an_output_file_that_is_a_folder_is_one_error_line(finished_run: Path, t
     (folder / "summary.json").mkdir()
     one_error_line(mgst("export", str(folder)), f"cannot write {folder / 'summary.json'}: Is a directory",
                    f"'mgst export {folder}' writes its files again")
+
+
+OVERLAY = {"tech": {"max_hosts": 4, "testbed": {"requests": 6, "most_up": 4, "started": 6, "lapsed": 0},
+                    "simulation": {"requests": 5, "most_up": 4}}}
+
+
+@pytest.mark.parametrize("written, kept", [
+    ({"overlay": OVERLAY}, OVERLAY),
+    ({"overlay": None}, None),
+    ({}, None),
+    ({"overlay": {"tech": {**OVERLAY["tech"], "max_hosts": -1}}}, None),
+    ({"overlay": {"tech": {"max_hosts": 4, "testbed": {"requests": 6}, "simulation": {}}}}, None),
+    ({"overlay": ["tech"]}, None),
+    ([1, 2], None),
+])
+def test_an_export_keeps_the_overlay_section_the_run_wrote_if_it_is_one(tmp_path: Path, written, kept, caplog):
+    from mgst.testbed.export import recorded_overlay
+
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps(written))
+    assert recorded_overlay(path) == kept
+    assert recorded_overlay(tmp_path / "absent.json") is None
+    path.write_text("{not json")
+    assert recorded_overlay(path) is None and "not read" in caplog.text

@@ -7,6 +7,7 @@ naming the key."""
 from __future__ import annotations
 
 import csv
+import json
 import subprocess
 import sys
 import time
@@ -22,6 +23,7 @@ from mgst.availability.registry import overlay_grids, to_wire
 from mgst.config import ConfigError, load_experiment, parse_experiment
 from mgst.core.state import JobStatus, MachineState
 from mgst.testbed.beside import format_beside
+from mgst.testbed.export import export_run
 from mgst.testbed.local_run import run_local
 from mgst.testbed.overlay import MapperOverlay, first_hosts, idle_exit
 
@@ -126,6 +128,11 @@ def test_a_sized_grid_grows_shrinks_and_grows_again_with_real_pullers(tmp_path: 
     assert sides["simulation"]["most_up"] == MAX_HOSTS and sides["simulation"]["requests"] >= MAX_HOSTS
     assert f"overlay, grid 'tech' (at most {MAX_HOSTS} hosts): {sides['testbed']['requests']} hosts asked for on " \
            f"the testbed, {sides['simulation']['requests']} in simulation" in format_beside(beside)
+    # `mgst export` writes the summary again from the journal, which has no record of the overlay's turns: it
+    # keeps the section the run wrote
+    exported = export_run(out)
+    assert exported.summary["overlay"] == beside.summary["overlay"]
+    assert json.loads((out / "summary.json").read_text())["overlay"] == beside.summary["overlay"]
 
 
 def test_the_first_hosts_and_each_pullers_idle_exit():

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
+from mgst.bounded_read import read_text
 from mgst.testbed.beside import Beside, finish_outputs
 from mgst.testbed.replay import replay
 from mgst.testbed.run_result import TestbedRun, finish_run
@@ -15,6 +19,13 @@ from mgst.testbed.store import FILENAME, StoreError
 class RunNeverStarted(StoreError):
     """A journal whose run never began (its pullers never all registered): no job, nothing to export."""
 
+
+log = logging.getLogger(__name__)
+
+# A summary.json larger than this is not read for its overlay section (a run's is a few KiB).
+SUMMARY_MAX_BYTES = 16 << 20
+# The overlay section's fields (mgst.testbed.overlay.side_by_side): per grid, its maximum and each side's counts.
+OVERLAY_FIELDS = {"testbed": ("requests", "most_up", "started", "lapsed"), "simulation": ("requests", "most_up")}
 
 # A journal written to within this many seconds, and not closed, is taken for a run still going (its mapper
 # notes every mapper.TICK = 0.5 s that it is alive): older, its mapper died or was killed.
@@ -60,5 +71,37 @@ def export_run(folder: Path, journal: str = FILENAME) -> Beside:
     if run.journal.start is None:
         raise RunNeverStarted(f"{folder / journal}: the run never started (its pullers did not all register, so no "
                               "job was generated): there is nothing to export")
+    run.overlay = recorded_overlay(folder / "summary.json")
     # (a run not closed is not simulated: its jobs in flight have no counterpart in a simulation, which drains)
     return finish_outputs(run, folder, simulate=run.closed)
+
+
+def recorded_overlay(path: Path) -> dict[str, Any] | None:
+    """The overlay section (grids that grew with GridBot's overlay, testbed and simulation) of the summary the run
+    wrote at ``path``, to be written again: the overlay's requests and grants are not in the journal, so an export
+    keeps what the run recorded. None where there is no such file or section, or it is not one (logged)."""
+    if not path.is_file():  # (none, or not a file: writing the new summary there says what is wrong)
+        return None
+    try:
+        data = json.loads(read_text(path, SUMMARY_MAX_BYTES))
+    except (OSError, ValueError) as e:
+        log.warning("%s: not read (%s): the exported summary has no overlay section", path, e)
+        return None
+    overlay = data.get("overlay") if isinstance(data, dict) else None
+    if overlay is None:
+        return None
+    if not _is_overlay(overlay):
+        log.warning("%s: its overlay section is not one mgst writes: the exported summary has none", path)
+        return None
+    return overlay
+
+
+def _is_overlay(overlay: object) -> bool:
+    def count(v: object) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+    return isinstance(overlay, dict) and all(
+        isinstance(name, str) and isinstance(grid, dict) and count(grid.get("max_hosts"))
+        and all(isinstance(grid.get(side), dict) and all(count(grid[side].get(k)) for k in keys)
+                for side, keys in OVERLAY_FIELDS.items())
+        for name, grid in overlay.items())
