@@ -48,8 +48,9 @@ class Reconfigured(NamedTuple):
 
 class ConfigurationPolicy(Protocol):
     """What an iterations policy decides: configurations. ``choose`` is asked for one whenever there is none
-    (an iteration starts, a member went DOWN, nobody was UP); ``reconsider`` (proactive policies) may replace
-    the running one, or return None to keep it."""
+    and the UP workers can hold the tasks within their limits (:meth:`Iterations.room`: an iteration starts, a
+    member went DOWN, too few were UP); ``reconsider`` (proactive policies) may replace the running one, or
+    return None to keep it."""
 
     def choose(self, app: Iterations, now: float) -> Mapping[int, int]: ...
 
