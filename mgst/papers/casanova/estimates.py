@@ -20,6 +20,7 @@ import numpy as np
 
 Matrix = Sequence[Sequence[float]]
 MAX_HORIZON = 200_000
+CREDITS = ("all", "transfers", "none")
 BUILDS_KEPT = 1 << 16
 
 
@@ -38,9 +39,14 @@ class Estimates:
     """P and E of configurations on one platform (the workers' chains), the master's n_com, T_prog and T_data."""
 
     def __init__(self, matrices: Sequence[Matrix], n_com: int, t_prog: float, t_data: float,
-                 exact: bool = False, present: bool = False, eps: float = 1e-12):
+                 exact: bool = False, present: bool = False, credit: str = "all", eps: float = 1e-12):
+        if credit not in CREDITS:
+            raise ValueError(f"credit must be one of {', '.join(CREDITS)}, got {credit!r}")
         self.n_com, self.t_prog, self.t_data, self.exact = n_com, t_prog, t_data, exact
-        self.present = present
+        # How a proactive heuristic values the running configuration (mgst.papers.casanova.heuristics): from its
+        # members' present states or all UP; crediting its progress in transfers and computation (all), in
+        # transfers alone, or none (valued as a fresh one on the same workers, the programs they hold counted).
+        self.present, self.credit = present, credit
         self.T = horizon(matrices, eps)
         uu, nd, ru, rnd = [], [], [], []
         for m in matrices:
@@ -161,4 +167,4 @@ def paper_matrix(rng: np.random.Generator) -> tuple[tuple[float, float, float], 
                  for i in range(3))
 
 
-__all__ = ["BUILDS_KEPT", "Estimates", "horizon", "paper_matrix"]
+__all__ = ["BUILDS_KEPT", "CREDITS", "Estimates", "horizon", "paper_matrix"]

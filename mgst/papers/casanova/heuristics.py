@@ -172,13 +172,20 @@ class Proactive(Passive):
         self._iy_kept: tuple[tuple, float, float, dict[int, int]] | None = None
 
     def current(self, app: Iterations, now: float) -> tuple[float, float]:
-        """(P, E) of the running configuration, updated for its progress."""
+        """(P, E) of the running configuration, updated for its progress (the paper's reading; Estimates.credit
+        and Estimates.present give the others tried)."""
         work, est = app.work, self.est
-        members = tuple((q, app.comm_left(q, now), x * work[q]) for q, x in app.config.items())
+        config, credit = app.config, est.credit
+        if credit == "none":  # as a fresh configuration on the same workers
+            programs = app.has_program
+            members = tuple((q, (0.0 if programs[q] else est.t_prog) + x * est.t_data, x * work[q])
+                            for q, x in config.items())
+        else:
+            members = tuple((q, app.comm_left(q, now), x * work[q]) for q, x in config.items())
+        left = app.compute_left(now) if credit == "all" else None  # None: the whole computation
         if est.present:  # its RECLAIMED members estimated from their present state
-            reclaimed = frozenset(q for q in app.config if app.states[q] != UP)
-            return est.configuration(members, app.compute_left(now), reclaimed)
-        return est.configuration(members, app.compute_left(now))
+            return est.configuration(members, left, frozenset(q for q in config if app.states[q] != UP))
+        return est.configuration(members, left)
 
     def candidate(self, app: Iterations, now: float) -> tuple[dict[int, int], tuple[float, float]]:
         """H's configuration from scratch now, and its (P, E); empty where the UP workers cannot hold the tasks."""

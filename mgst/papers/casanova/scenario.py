@@ -17,7 +17,7 @@ from typing import Any
 
 from mgst.availability.markov3 import Markov3Availability, Markov3Group
 from mgst.model import Experiment, JobClass, Machine, PolicySpec, SimulationSettings
-from mgst.papers.casanova.estimates import Estimates
+from mgst.papers.casanova.estimates import CREDITS, Estimates
 from mgst.papers.casanova.heuristics import NAMES
 from mgst.papers.casanova.instance import CAP, ITERATIONS, PROCESSORS, Scenario, realisation, run, scenario
 from mgst.scenarios.scenario import Axis, Measures, RunSettings
@@ -35,13 +35,15 @@ MEASURES = Measures(
 
 
 def _option_defaults() -> dict[str, Any]:
-    return {"exact": False, "present_states": False, "mu": 0, "cap": CAP, "iterations": ITERATIONS,
+    return {"exact": False, "present_states": False, "credit": "all", "mu": 0, "cap": CAP, "iterations": ITERATIONS,
             "processors": PROCESSORS}
 
 
 def _check_option(name: str, value: Any) -> str | None:
     if name in ("exact", "present_states"):
         return None if isinstance(value, bool) else f"must be true or false, got {value!r}"
+    if name == "credit":
+        return None if value in CREDITS else f"must be one of {', '.join(map(repr, CREDITS))}, got {value!r}"
     if name == "mu":
         ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
         return None if ok else f"must be an integer >= 0 (0: m, no limit), got {value!r}"
@@ -51,7 +53,7 @@ def _check_option(name: str, value: Any) -> str | None:
     if name == "cap":
         ok = isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= 1e9
         return None if ok else f"must be a number in (0, 1e9], got {value!r}"
-    return "not an option of this scenario; known: exact, present_states, mu, cap, iterations, processors"
+    return "not an option of this scenario; known: exact, present_states, credit, mu, cap, iterations, processors"
 
 
 def _build(cell: Mapping[str, str], settings: RunSettings, seed: int, trial: int,
@@ -68,7 +70,7 @@ def _build(cell: Mapping[str, str], settings: RunSettings, seed: int, trial: int
         policy=PolicySpec("casanova", {"m": s.m, "n_com": s.n_com, "w_min": s.w_min, "trial": trial,
                                        "exact": bool(options["exact"]),
                                        "present_states": bool(options.get("present_states", False)),
-                                       "mu": int(options.get("mu", 0)),
+                                       "credit": str(options.get("credit", "all")), "mu": int(options.get("mu", 0)),
                                        "cap": float(options["cap"]),
                                        "iterations": int(options["iterations"])}),
         failures=Markov3Availability(groups=tuple(Markov3Group(m, 1.0) for m in s.matrices)),
@@ -83,7 +85,7 @@ def simulate_cell(experiment: Experiment, replication: int) -> dict[str, Any]:
     s = Scenario(o["m"], o["n_com"], o["w_min"], tuple(g.matrix for g in groups),
                  tuple(int(m.attribute("work")) for m in experiment.machines))
     est = Estimates(s.matrices, s.n_com, s.t_prog, s.t_data, exact=o["exact"],
-                    present=o.get("present_states", False))
+                    present=o.get("present_states", False), credit=o.get("credit", "all"))
     seed, start = experiment.simulation.seed, time.perf_counter()
     chains = realisation(s, o["trial"], seed)  # drawn once, replayed for every heuristic
     out: dict[str, Any] = {}
