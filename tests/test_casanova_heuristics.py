@@ -9,7 +9,7 @@ import random
 import pytest
 
 from mgst.core.iterations import DOWN, RECLAIMED, UP, Iterations
-from mgst.papers.casanova.estimates import Estimates
+from mgst.papers.casanova.estimates import CREDITS, Estimates
 from mgst.papers.casanova.heuristics import NAMES, PASSIVE, Passive, Proactive, Random, heuristic, score
 from mgst.papers.casanova.instance import run, scenario
 from mgst.sim.iterations import run_iterations
@@ -223,12 +223,32 @@ def test_a_proactive_candidate_that_cannot_hold_the_tasks_is_no_candidate():
 
 @pytest.mark.parametrize("name", PROACTIVE)
 def test_checking_at_events_decides_as_every_slot_with_present_states_and_mu(name):
-    """The same equality under the two other readings: the running configuration estimated from its members'
-    present states (a RECLAIMED member lowers its P between events, never within them), and mu_q = 2."""
+    """The same equality under the other readings: the running configuration estimated from its members' present
+    states (a RECLAIMED member lowers its P between events, never within them), each credit for its progress,
+    and mu_q = 2."""
     for i in range(4):
         s = scenario(3 + i % 3, 1 + i % 3, 1 + i % 2, 21, i, p=6 + i % 3)
-        est = Estimates(s.matrices, s.n_com, s.t_prog, s.t_data, present=True)
+        est = Estimates(s.matrices, s.n_com, s.t_prog, s.t_data, present=True, credit=CREDITS[i % 3])
         for mu in (0, 2):
             events = run(s, name, i, 3, checks="events", cap=3000, iterations=2, estimates=est, mu=mu)
             slots = run(s, name, i, 3, checks="slots", cap=3000, iterations=2, estimates=est, mu=mu)
             assert events.log == slots.log and events.makespan == slots.makespan
+
+
+def test_the_running_configuration_is_credited_for_its_progress_as_the_reading_says():
+    """Worker 2 alone (w = 2, no transfers) has computed 1 of its 2 slots: credited in full it needs 1 slot
+    more (P 1, E 1); with its transfers alone credited, or none, it is valued as a fresh one (P = 0.95, E as
+    Theorem 5.1 gives for 2 slots); "none" is exactly the fresh evaluation."""
+    values = {}
+    for credit in CREDITS:
+        est = Estimates([never_reclaimed(a) for a in STAYS], 3, 0.0, 0.0, credit=credit)
+        policy = Proactive("P-IE", est)
+        app = app_for(policy)
+        app._configure(0.0, {2: 1}, "start")
+        app.progress.apply(1.0, app.gang)  # (one slot computed: the driver's end of slot)
+        values[credit] = policy.current(app, 1.0)
+        assert credit != "none" or values[credit] == policy.evaluate(app, {2: 1})
+    assert values["all"] == pytest.approx((1.0, 1.0))
+    assert values["transfers"] == values["none"] == pytest.approx((0.95, (1 + 0.95) / 0.95))
+    with pytest.raises(ValueError, match="credit"):
+        Estimates([never_reclaimed(0.9)], 1, 0.0, 0.0, credit="some")
