@@ -3,8 +3,6 @@ brute-force walk of the members' joint chain."""
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
 
@@ -22,28 +20,31 @@ CHAINS = (
 
 def walk(members: tuple[int, ...], start: dict[int, int], work: int, slots: int = 4000) -> tuple[float, float]:
     """(P, E given success) of ``work`` slots of simultaneous computation by ``members`` from ``start``, by
-    pushing the probability of (every member's state, slots computed) forward one slot at a time: a slot
-    counts when every member is UP in it; a DOWN anywhere ends the run as a failure. E counts the slots up
-    to and including the last one computed (the paper's: 1 + (W - 1) gaps from all UP)."""
-    blocks = [np.array(CHAINS[q])[:2, :2] for q in members]
-    joint = list(itertools.product((U, R), repeat=len(members)))
-    first = tuple(start.get(q, U) for q in members)
-    mass = {(first, 1 if all(s == U for s in first) else 0): 1.0}
-    p_done = e_done = 0.0
-    if work == 1 and all(s == U for s in first):
+    pushing the probability of (every member's state, slots computed) forward one slot at a time through the
+    members' joint chain (the Kronecker product of their UP/RECLAIMED blocks: a DOWN anywhere leaves it, a
+    failure): a slot counts when every member is UP in it. E counts the slots up to and including the last one
+    computed (the paper's: 1 + (W - 1) gaps from all UP)."""
+    joint = np.ones((1, 1))
+    for q in members:
+        joint = np.kron(joint, np.array(CHAINS[q])[:2, :2])  # joint state index: member i's state is bit i
+    first = np.zeros(joint.shape[0])
+    first[sum(start.get(q, U) << (len(members) - 1 - i) for i, q in enumerate(members))] = 1.0
+    all_up = 0  # every member UP
+    mass = np.zeros((work, joint.shape[0]))  # mass[d]: probability by joint state, d slots computed
+    done_at_0 = int(first[all_up] == 1.0)
+    if done_at_0 == work:
         return 1.0, 1.0
+    mass[done_at_0] = first
+    p_done = e_done = 0.0
     for t in range(1, slots):
-        nxt: dict[tuple[tuple[int, ...], int], float] = {}
-        for (state, done), p in mass.items():
-            for after in joint:
-                pr = p * np.prod([blocks[i][state[i], after[i]] for i in range(len(members))])
-                d = done + all(s == U for s in after)
-                if d == work:
-                    p_done += pr
-                    e_done += pr * (t + 1)
-                else:
-                    nxt[(after, d)] = nxt.get((after, d), 0.0) + pr
-        mass = nxt
+        moved = mass @ joint
+        finishing = moved[work - 1, all_up]
+        p_done += finishing
+        e_done += finishing * (t + 1)
+        up_now = moved[:, all_up].copy()
+        moved[:, all_up] = 0.0
+        moved[1:, all_up] = up_now[:-1]  # an all-UP slot counts one more
+        mass = moved
     return p_done, e_done / p_done
 
 
