@@ -341,6 +341,46 @@ def share_window(target: int, throttle: Any = None, seconds: float = SHARE_WINDO
                        max(0.0, c1 - c0) / wall)
 
 
+def _read_bracketed(pids: list[int]) -> tuple[list[tuple[float, float]], float, float]:
+    """schedstat and cgroup-throttled seconds of every one of ``pids``, with the monotonic time before and after
+    the reads (a test preempted between a read and its clock would stretch or shrink the window it measures)."""
+    before = time.monotonic()
+    reads = [(*schedstat(pid), throttled_seconds(pid)) for pid in pids]
+    after = time.monotonic()
+    return [(run, wait - held) for run, wait, held in reads], before, after
+
+
+READ_SKEW = 0.003  # s: a window whose reads took longer than this (the test was preempted) is taken again
+READ_TRIES = 20
+
+
+def windows_beside(pids: list[int], seconds: float = SHARE_WINDOW) -> list[ShareWindow]:
+    """One window of ``seconds`` measured on every one of ``pids`` at once, so that what the machine did to one
+    (steal time, interrupts, load) it did to all; taken again (at most READ_TRIES times) while a read of its
+    ends was preempted for longer than READ_SKEW."""
+    for _ in range(READ_TRIES):
+        start, s0, s1 = _read_bracketed(pids)
+        time.sleep(seconds)
+        end, e0, e1 = _read_bracketed(pids)
+        if s1 - s0 <= READ_SKEW and e1 - e0 <= READ_SKEW:
+            break
+    wall = (e0 + e1) / 2 - (s0 + s1) / 2
+    return [ShareWindow((r1 - r0) / wall, max(0.0, w1 - w0) / wall, None)
+            for (r0, w0), (r1, w1) in zip(start, end)]
+
+
+def assert_held_no_more_than(target: int, control: int, *, what: str, slack: float = CONTENTION_SLACK) -> None:
+    """``target`` (busy whenever it may run) is held back (neither running nor waiting for a CPU) no more than
+    ``control``, a process that was never throttled, in the same windows, give or take ``slack``: in a majority
+    of SHARE_JUDGED windows. The machine's own holds (a hypervisor's steal, interrupts) hold both alike; a
+    throttle still holding ``target`` at a share s holds it 1 - s of every window."""
+    pairs = [windows_beside([target, control]) for _ in range(SHARE_JUDGED)]
+    bad = [(t, c) for t, c in pairs if t.held > c.held + slack]
+    assert 2 * len(bad) < len(pairs), f"{what}: " + " | ".join(
+        f"held {t.held:.3f} (ran {t.target:.3f}, waited {t.waited:.3f}) beside a free process's {c.held:.3f}"
+        for t, c in pairs)
+
+
 def share_problems(window: ShareWindow, share: float, *, tolerance: float) -> list[str]:
     """What is wrong with ``window`` of a process busy whenever its throttle lets it run, at ``share``, by relations
     load cannot break ([] if nothing). The kernel's wait time is the measured contention: while allowed to run
