@@ -110,16 +110,17 @@ def test_checking_at_events_decides_as_checking_every_slot(name):
     """Looked at when something happens and, for a heuristic whose look reads the time, at the slot it names
     (Proactive.next_check), every heuristic switches exactly when it would looked at every slot: on random
     instances of both normalisations, small and large tasks, one port to many, and its makespans and every
-    reconfiguration's time and reason are the same."""
+    reconfiguration's time and reason are the same. (Each normalisation on four of the eight instances, every
+    m from 2 to 5 under both: the suite has no time for sixteen runs a heuristic.)"""
     looks = {"events": 0, "slots": 0}
     for i in range(8):
         s = scenario(2 + i % 4, 1 + i % 3, 1 + 2 * (i % 3), 12, i, p=5 + i % 4)
-        for exact in (False, True):
-            events = run(s, name, i, 3, checks="events", cap=3000, iterations=2, exact=exact)
-            slots = run(s, name, i, 3, checks="slots", cap=3000, iterations=2, exact=exact)
-            assert events.log == slots.log and events.makespan == slots.makespan
-            looks["events"] += events.checks
-            looks["slots"] += slots.checks
+        exact = i % 8 >= 4
+        events = run(s, name, i, 3, checks="events", cap=3000, iterations=2, exact=exact)
+        slots = run(s, name, i, 3, checks="slots", cap=3000, iterations=2, exact=exact)
+        assert events.log == slots.log and events.makespan == slots.makespan
+        looks["events"] += events.checks
+        looks["slots"] += slots.checks
     assert looks["events"] < looks["slots"]
 
 

@@ -66,6 +66,7 @@ class Estimates:
         self.ru = np.array(ru)  # ru[q, t]: UP at t without DOWN since 0, from RECLAIMED at 0
         self.rnd = np.array(rnd)  # rnd[q, t]: not DOWN by t, from RECLAIMED at 0
         self._ts = np.arange(self.T + 1, dtype=float)
+        self._returns = lru_cache(maxsize=1 << 16)(self._returns_uncached)
         self._set = lru_cache(maxsize=1 << 16)(self._set_uncached)
         self._first = lru_cache(maxsize=1 << 16)(self._first_uncached)
         # (P, E) of a configuration given as its sorted (worker, transfer need, load) triples: a pure function of
@@ -78,11 +79,15 @@ class Estimates:
         # A greedy step's options (what each worker the next task may go to is worth), likewise.
         self.steps: dict[tuple, dict[int, object]] = {}
 
+    def _returns_uncached(self, members: frozenset[int]) -> tuple[float, float]:
+        """(U, A) of a set all UP at 0: U the sum over t > 0 of P(all UP at t, none DOWN by t), A the same sum
+        weighted by t (Theorem 5.1's E_u and the numerator of its mean)."""
+        prod = np.prod(self.uu[sorted(members), 1:], axis=0)
+        return float(prod.sum()), float((self._ts[1:] * prod).sum())
+
     def _set_uncached(self, members: frozenset[int]) -> tuple[float, float]:
         """(P_+, E_c) of a set: E_c as printed, or divided by P_+ when ``exact``."""
-        prod = np.prod(self.uu[sorted(members), 1:], axis=0)
-        e_u = float(prod.sum())
-        a = float((self._ts[1:] * prod).sum())
+        e_u, a = self._returns(members)
         p_plus = e_u / (1.0 + e_u) if self.nd[sorted(members), -1].max() < 1.0 - 1e-15 else 1.0
         e_c = a * (1.0 - p_plus) / (1.0 + e_u)
         if self.exact and p_plus > 0:
@@ -96,9 +101,8 @@ class Estimates:
         U(z)), with U_s and U the sums of P(all UP at t, no DOWN) from the present states and from all UP."""
         up = sorted(members - reclaimed)
         rec = sorted(reclaimed)
-        from_up = np.prod(self.uu[sorted(members), 1:], axis=0)
         from_now = np.prod(self.uu[up, 1:], axis=0) * np.prod(self.ru[rec, 1:], axis=0)
-        e_u, a = float(from_up.sum()), float((self._ts[1:] * from_up).sum())
+        e_u, a = self._returns(members)
         e_s, a_s = float(from_now.sum()), float((self._ts[1:] * from_now).sum())
         p0 = e_s / (1.0 + e_u)
         e0 = a_s / (1.0 + e_u) - e_s * a / (1.0 + e_u) ** 2
