@@ -309,7 +309,10 @@ def test_a_host_that_left_holding_a_replica_asks_for_no_work_until_it_is_back():
     check_run(exp, run, surely_finishes=True)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# Derandomized: a rare draw keeps the overlay busy over the whole 500,000 s horizon (hosts asked for every 5 s and
+# leaving after 1 s idle); one took the pure build 60 s, where 40 draws usually take 1-3 s. The suite's time must not
+# depend on the draw: the same 40 examples every run (about 1 s pure).
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 @given(d=sized_settings())
 def test_on_sized_grids_no_job_is_lost_or_done_twice_and_no_grid_exceeds_its_maximum(d):
     exp, sim, run = run_checked(d)
