@@ -326,21 +326,6 @@ def _controller_wait(throttle: Any) -> float:
         return 0.0
 
 
-def share_window(target: int, throttle: Any = None, seconds: float = SHARE_WINDOW) -> ShareWindow:
-    """Measure ``target`` (a pid, busy whenever it may run) over ``seconds`` of wall time."""
-    if throttle is not None:
-        throttle.reset_measure()
-    (run0, wait0), held0, w0 = schedstat(target), throttled_seconds(target), time.monotonic()
-    c0 = _controller_wait(throttle)
-    time.sleep(seconds)
-    (run1, wait1), held1, w1 = schedstat(target), throttled_seconds(target), time.monotonic()
-    c1 = _controller_wait(throttle)
-    achieved = throttle.achieved() if throttle is not None else None
-    wall = w1 - w0
-    return ShareWindow((run1 - run0) / wall, max(0.0, (wait1 - wait0) - (held1 - held0)) / wall, achieved,
-                       max(0.0, c1 - c0) / wall)
-
-
 def _read_bracketed(pids: list[int]) -> tuple[list[tuple[float, float]], float, float]:
     """schedstat and cgroup-throttled seconds of every one of ``pids``, with the monotonic time before and after
     the reads (a test preempted between a read and its clock would stretch or shrink the window it measures)."""
@@ -350,8 +335,26 @@ def _read_bracketed(pids: list[int]) -> tuple[list[tuple[float, float]], float, 
     return [(run, wait - held) for run, wait, held in reads], before, after
 
 
-READ_SKEW = 0.003  # s: a window whose reads took longer than this (the test was preempted) is taken again
-READ_TRIES = 20
+READ_SKEW = 0.005  # s: a window whose reads took longer than this (the test was preempted) is taken again
+READ_TRIES = 5  # (then the last is kept: its ends are the midpoints of its reads)
+
+
+def share_window(target: int, throttle: Any = None, seconds: float = SHARE_WINDOW) -> ShareWindow:
+    """Measure ``target`` (a pid, busy whenever it may run) over ``seconds`` of wall time; taken again (at most
+    READ_TRIES times) while a read of its ends was preempted for longer than READ_SKEW."""
+    for _ in range(READ_TRIES):
+        if throttle is not None:
+            throttle.reset_measure()
+        c0 = _controller_wait(throttle)
+        [(run0, wait0)], s0, s1 = _read_bracketed([target])
+        time.sleep(seconds)
+        [(run1, wait1)], e0, e1 = _read_bracketed([target])
+        c1 = _controller_wait(throttle)
+        achieved = throttle.achieved() if throttle is not None else None
+        if s1 - s0 <= READ_SKEW and e1 - e0 <= READ_SKEW:
+            break
+    wall = (e0 + e1) / 2 - (s0 + s1) / 2
+    return ShareWindow((run1 - run0) / wall, max(0.0, wait1 - wait0) / wall, achieved, max(0.0, c1 - c0) / wall)
 
 
 def windows_beside(pids: list[int], seconds: float = SHARE_WINDOW) -> list[ShareWindow]:
