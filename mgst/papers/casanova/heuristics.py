@@ -64,7 +64,7 @@ class Passive:
         up = app.up()
         programs = app.has_program
         elapsed = now - app.iteration_start
-        key = (self.name, app.tasks, app.max_tasks, tuple(up), tuple(programs[q] for q in up),
+        key = (self.name, app.tasks, app.max_tasks, tuple(up), tuple([programs[q] for q in up]),
                elapsed if self.name == "IY" else None)
         builds = self.est.builds
         loads = builds.get(key)
@@ -78,9 +78,18 @@ class Passive:
         if self.name == "IY":  # the yield moves with the time
             return self._iy_horizon(app, up, elapsed)[0]
         loads: dict[int, int] = {}
-        for _ in range(app.tasks):
+        programs, max_tasks = app.has_program, app.max_tasks
+        slots = [(q, 2 * q + programs[q]) for q in up]
+        for _ in range(app.tasks):  # each step's options as _step gives them, scanned as they come
+            values = self._values(loads, programs)
+            full = [q for q, x in loads.items() if x >= max_tasks[q]]  # (no room: not an option)
             best, best_score = -1, -math.inf
-            for q, v in self._step(app, up, loads):  # the first strictly best in worker order
+            for q, slot in slots:  # the first strictly best in worker order
+                if full and q in full:
+                    continue
+                v = values.get(slot)
+                if v is None:
+                    v = values[slot] = self._value(app, loads, q)
                 if best < 0 or v > best_score:  # type: ignore[operator]
                     best, best_score = q, v
             if best < 0:
@@ -108,7 +117,7 @@ class Passive:
         as ``2 q + holds``) is worth by this criterion (for IY, its (P, E): the yield moves with the time). An
         option's (P, E) depends on ``loads``, who of them holds the program, and q alone, not on who is UP, so
         the memo serves every set of UP workers, filled only for the options a step looked at."""
-        key = (self.name, tuple((q, x, programs[q]) for q, x in sorted(loads.items())))
+        key = (self.name, tuple([(q, x, programs[q]) for q, x in sorted(loads.items())]))
         steps = self.est.steps
         values = steps.get(key)
         if values is None:
