@@ -79,7 +79,7 @@ class Passive:
             return self._iy_horizon(app, up, elapsed)[0]
         loads: dict[int, int] = {}
         programs, max_tasks = app.has_program, app.max_tasks
-        slots = [(q, 2 * q + programs[q]) for q in up]
+        slots = [(q, 2 * q + programs[q]) for q in up if max_tasks[q] > 0]  # (a worker allowed no task: none)
         for _ in range(app.tasks):  # each step's options as _step gives them, scanned as they come
             values = self._values(loads, programs)
             full = [q for q, x in loads.items() if x >= max_tasks[q]]  # (no room: not an option)
