@@ -78,18 +78,10 @@ class Passive:
         if self.name == "IY":  # the yield moves with the time
             return self._iy_horizon(app, up, elapsed)[0]
         loads: dict[int, int] = {}
-        programs, max_tasks = app.has_program, app.max_tasks
-        slots = [(q, 2 * q + programs[q]) for q in up if max_tasks[q] > 0]  # (a worker allowed no task: none)
-        for _ in range(app.tasks):  # each step's options as _step gives them, scanned as they come
-            values = self._values(loads, programs)
-            full = [q for q, x in loads.items() if x >= max_tasks[q]]  # (no room: not an option)
+        slots = self._slots(app, up)
+        for _ in range(app.tasks):
             best, best_score = -1, -math.inf
-            for q, slot in slots:  # the first strictly best in worker order
-                if full and q in full:
-                    continue
-                v = values.get(slot)
-                if v is None:
-                    v = values[slot] = self._value(app, loads, q)
+            for q, v in self._step(app, slots, loads):  # the first strictly best in worker order
                 if best < 0 or v > best_score:  # type: ignore[operator]
                     best, best_score = q, v
             if best < 0:
@@ -97,19 +89,27 @@ class Passive:
             loads[best] = loads.get(best, 0) + 1
         return loads
 
-    def _step(self, app: Iterations, up: list[int], loads: dict[int, int]) -> list[tuple[int, Any]]:
-        """A greedy step's options from ``loads``: each worker of ``up`` with room, in worker order, with what it
-        is worth (:meth:`_values`, filled here for the options not looked at before)."""
+    @staticmethod
+    def _slots(app: Iterations, up: list[int]) -> list[tuple[int, int]]:
+        """The options a build may take, made once for it: each worker of ``up`` allowed a task, in worker order,
+        with its memo slot ``2 q + holds the program``."""
         programs, max_tasks = app.has_program, app.max_tasks
-        values = self._values(loads, programs)
+        return [(q, 2 * q + programs[q]) for q in up if max_tasks[q] > 0]
+
+    def _step(self, app: Iterations, slots: list[tuple[int, int]], loads: dict[int, int]) -> list[tuple[int, Any]]:
+        """A greedy step's options from ``loads``: each of ``slots`` (:meth:`_slots`) with room, in worker order,
+        with what it is worth (:meth:`_values`, filled here for the options not looked at before)."""
+        max_tasks = app.max_tasks
+        values = self._values(loads, app.has_program)
+        full = [q for q, x in loads.items() if x >= max_tasks[q]]  # (no room: not an option)
         options = []
-        for q in up:
-            if loads.get(q, 0) < max_tasks[q]:
-                slot = 2 * q + programs[q]
-                v = values.get(slot)
-                if v is None:
-                    v = values[slot] = self._value(app, loads, q)
-                options.append((q, v))
+        for q, slot in slots:
+            if full and q in full:
+                continue
+            v = values.get(slot)
+            if v is None:
+                v = values[slot] = self._value(app, loads, q)
+            options.append((q, v))
         return options
 
     def _values(self, loads: dict[int, int], programs: list[bool]) -> dict[int, object]:
@@ -137,8 +137,9 @@ class Passive:
         an event): each step's choice b stays while no other UP option q's yield reaches b's."""
         loads: dict[int, int] = {}
         horizon = math.inf
+        slots = self._slots(app, up)
         for _ in range(app.tasks):
-            options = self._step(app, up, loads)
+            options = self._step(app, slots, loads)
             if not options:
                 break
             best, pb, eb, best_score = -1, 0.0, 0.0, -math.inf
