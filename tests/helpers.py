@@ -340,35 +340,28 @@ READ_TRIES = 5  # (then the last is kept: its ends are the midpoints of its read
 
 
 def share_window(target: int, throttle: Any = None, seconds: float = SHARE_WINDOW) -> ShareWindow:
-    """Measure ``target`` (a pid, busy whenever it may run) over ``seconds`` of wall time; taken again (at most
+    """Measure ``target`` (a pid, busy whenever it may run) over ``seconds`` of wall time."""
+    return windows_beside([target], seconds, throttle)[0]
+
+
+def windows_beside(pids: list[int], seconds: float = SHARE_WINDOW, throttle: Any = None) -> list[ShareWindow]:
+    """One window of ``seconds`` measured on every one of ``pids`` at once, so that what the machine did to one
+    (steal time, interrupts, load) it did to all, with ``throttle``'s own measure of it; taken again (at most
     READ_TRIES times) while a read of its ends was preempted for longer than READ_SKEW."""
     for _ in range(READ_TRIES):
         if throttle is not None:
             throttle.reset_measure()
         c0 = _controller_wait(throttle)
-        [(run0, wait0)], s0, s1 = _read_bracketed([target])
+        start, s0, s1 = _read_bracketed(pids)
         time.sleep(seconds)
-        [(run1, wait1)], e0, e1 = _read_bracketed([target])
+        end, e0, e1 = _read_bracketed(pids)
         c1 = _controller_wait(throttle)
         achieved = throttle.achieved() if throttle is not None else None
         if s1 - s0 <= READ_SKEW and e1 - e0 <= READ_SKEW:
             break
     wall = (e0 + e1) / 2 - (s0 + s1) / 2
-    return ShareWindow((run1 - run0) / wall, max(0.0, wait1 - wait0) / wall, achieved, max(0.0, c1 - c0) / wall)
-
-
-def windows_beside(pids: list[int], seconds: float = SHARE_WINDOW) -> list[ShareWindow]:
-    """One window of ``seconds`` measured on every one of ``pids`` at once, so that what the machine did to one
-    (steal time, interrupts, load) it did to all; taken again (at most READ_TRIES times) while a read of its
-    ends was preempted for longer than READ_SKEW."""
-    for _ in range(READ_TRIES):
-        start, s0, s1 = _read_bracketed(pids)
-        time.sleep(seconds)
-        end, e0, e1 = _read_bracketed(pids)
-        if s1 - s0 <= READ_SKEW and e1 - e0 <= READ_SKEW:
-            break
-    wall = (e0 + e1) / 2 - (s0 + s1) / 2
-    return [ShareWindow((r1 - r0) / wall, max(0.0, w1 - w0) / wall, None)
+    late = max(0.0, c1 - c0) / wall
+    return [ShareWindow((r1 - r0) / wall, max(0.0, w1 - w0) / wall, achieved, late)
             for (r0, w0), (r1, w1) in zip(start, end)]
 
 
