@@ -121,6 +121,7 @@ class Puller:
         self.welcome: P.Welcome | None = None
         self.bye_reason = "stopping"  # what the mapper hears if we leave while welcomed
         self.ever_welcomed = False
+        self.acknowledged_bye = False  # the mapper said the run is over and we said so back: let that leave
         self.lost_at: float | None = None  # welcomed once, now without a welcome: since when
         self.paused_at: float | None = None  # the mapper said the run is paused (not over): since when
         self.asking_since: float | None = None  # saying hello without a welcome: since when
@@ -202,7 +203,7 @@ class Puller:
             if self.sock is not None:
                 if self.welcome is not None:  # we leave while the mapper is there: tell it
                     self._send(P.Bye(self.bye_reason))
-                self._close_socket(linger=200 if self.welcome is not None else 0)
+                self._close_socket(linger=200 if self.welcome is not None or self.acknowledged_bye else 0)
             self._close_wakeup()
         return self.exit_code
 
@@ -489,6 +490,9 @@ class Puller:
         elif t is P.Bye:
             said = printable(msg.reason, MAX_SHOWN)
             log.debug("%s: the mapper says %s", self.machine, said)
+            # acknowledged: a mapper waiting to tell pullers that were down at the run's end stops waiting for this one
+            self._send(P.Bye("told"))
+            self.acknowledged_bye = True
             self.slots.kill_all()
             self.slots.forget()
             self.slots.go_offline()

@@ -539,6 +539,52 @@ def test_a_farewell_ends_at_once_on_abort_and_is_skipped_when_every_puller_was_t
     assert ended_in < 10.0, ended_in
 
 
+def test_with_failures_the_farewell_ends_once_each_puller_acknowledged_and_a_stranger_s_bye_does_not_end_it(
+        tmp_path, no_children_left):
+    """With injected failures the farewell waits for every machine (a puller down by its schedule reads
+    nothing). A puller that reads the run's bye says so back, so a run whose pullers were all up at the end is
+    over in seconds, not after its farewell (on resume, the farewell's default took the file's time unit, 1 s,
+    not the run's: 12 s a run). A bye from a connection that is not the machine's ends nobody's wait."""
+    failing = FailureModel(mean_up=1e6, mean_down=2.0)  # failures on, none within the run
+    exp = small(machines=2, duration=1.5, failures=failing)
+    with Run(exp, tmp_path) as r:  # every puller up at the end
+        r.mapper.farewell = 30.0
+        t0 = time.monotonic()
+        r.wait()
+        took = time.monotonic() - t0
+    assert took < 20.0, took  # generation 1.5 s and the drain; not the 30 s farewell
+    assert all(p.wait(10) == 0 for p in r.procs)  # told, they left
+    (tmp_path / "stranger").mkdir()
+    with Run(exp, tmp_path / "stranger") as r:
+        r.mapper.farewell = 30.0
+        _leave_and_be_down(r, 1)  # M2 left: the farewell waits for its hello
+        late = _late_socket(r.mapper.endpoint)
+        try:
+            assert _hello_until_bye(late, "M9")[-1] is P.Bye  # the farewell has begun
+            late.send(P.encode(P.Bye("told")))  # as if acknowledging, from nobody's connection
+            assert _hello_until_bye(late, "M9")[-1] is P.Bye  # answered after that bye (one peer's are in order)
+            late.send(_hello("M9"))  # a farewell that obeyed the bye ended with that answer, and says nothing now
+            assert late.poll(5000) and type(P.decode(late.recv())) is P.Bye
+            late.send(_hello("M2"))
+            assert late.poll(5000) and type(P.decode(late.recv())) is P.Bye
+            told_at = time.monotonic()
+        finally:
+            late.close()
+        r.wait()
+    assert time.monotonic() - told_at < 10.0
+
+
+def test_the_default_farewell_follows_the_run_s_time_unit():
+    """Five mean down periods and 2 s, in the run's wall seconds, at most 60 s."""
+    from mgst.testbed.mapper import default_farewell  # noqa: PLC0415
+
+    failing = small(failures=FailureModel(mean_up=50.0, mean_down=2.0))
+    assert default_farewell(failing, 0.2) == pytest.approx(4.0)
+    assert default_farewell(failing, 1.0) == pytest.approx(12.0)
+    assert default_farewell(failing, 100.0) == 60.0
+    assert default_farewell(small(), 0.2) == pytest.approx(2.0)
+
+
 def test_an_interrupted_run_says_farewell_no_longer_than_it_drains(tmp_path, no_children_left):
     """Ctrl-C on `mgst mapper`: the farewell to pullers that were down is cut to INTERRUPT_DRAIN, so the mapper
     ends within seconds, not after its farewell (up to 60 s; here 30)."""

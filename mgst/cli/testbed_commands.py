@@ -393,19 +393,13 @@ def mapper_command(args: argparse.Namespace) -> int:
     if args.keys is not None and not args.keys.is_dir():
         raise ConfigError("--keys", f"{args.keys} is not a folder (one made by 'mgst keys')")
     keys = security.server_keys(args.keys) if args.keys is not None else None
-    farewell = args.farewell
-    if farewell is None:
-        from mgst.availability.registry import longest_down  # noqa: PLC0415
-
-        tu = args.time_unit or exp.testbed.time_unit
-        farewell = min(60.0, 2.0 + 5 * longest_down(exp.failures, exp) * tu)
     live = _open_live(args, exp, out, args.keys)
     printer = _progress_printer(not args.quiet)
     try:
         mapper = Mapper(exp, args.bind, duration=args.duration, time_unit=args.time_unit, seed=args.seed,
                         register_timeout=args.register_timeout, begin_with=args.begin_with, executor=args.executor,
                         progress=live.progress(printer) if live else printer, keys=keys, insecure=args.insecure,
-                        out=out, resume=args.resume is not None, imports=tuple(args.imports), farewell=farewell)
+                        out=out, resume=args.resume is not None, imports=tuple(args.imports), farewell=args.farewell)
     except RunOver as e:  # exit 0: what was asked for, a finished run, is there; nothing is listened for or rewritten
         _close_live(live)
         print(f"mgst: {e}", file=sys.stderr)

@@ -61,6 +61,15 @@ FLUSH_ROUNDS = 100
 # An interrupted run (Ctrl-C, SIGTERM) drains for at most this long (s), not the run's drain time-out (30 s or
 # more): the user wants out, and should have it within 10 s; the jobs still unfinished are cut off.
 INTERRUPT_DRAIN = 4.0
+# The default farewell (s) at most: the pullers' acknowledgements usually end it at once; it lasts only while a
+# puller down at the end has not come back.
+FAREWELL_MAX = 60.0
+
+
+def default_farewell(experiment: Experiment, time_unit: float) -> float:
+    """How long a run's end waits by default for pullers down at the end (injected failures) to come back and be
+    told: 2 s and five mean down periods, in the run's wall seconds."""
+    return min(FAREWELL_MAX, 2.0 + 5 * availability.longest_down(experiment.failures, experiment) * time_unit)
 
 
 class Interrupted(Exception):
@@ -101,7 +110,7 @@ class Mapper:
         out: Path | None = None,
         resume: bool = False,
         imports: tuple[str, ...] = (),
-        farewell: float = 0.0,
+        farewell: float | None = 0.0,
         resume_wait: float = 10.0,
         network: dict[str, Any] | None = None,
     ):
@@ -132,7 +141,8 @@ class Mapper:
         # until then (pilot jobs of a batch system start as the queue lets them: docs/lab.md).
         self.begin_with = begin_with
         self.resume_wait = resume_wait
-        self.farewell = farewell
+        # None: long enough for a puller down at the end to come back (the run's own time unit, a resumed one's too)
+        self.farewell = default_farewell(experiment, self.time_unit) if farewell is None else farewell
         self.executor = tb.executor if executor is None else executor
         if self.executor == "command" and len(tb.commands) != len(experiment.classes):
             raise ValueError("the command executor needs [testbed] commands, one per job class")
@@ -289,7 +299,7 @@ class Mapper:
                     # never began has none: its pullers did not come, or were told at once)
                     # (an interrupted run says farewell for no longer than it drained: the user wants out)
                     farewell = min(self.farewell, INTERRUPT_DRAIN) if self.stopping else self.farewell
-                    self.router.farewell(farewell, lambda: self.aborting, self._not_told())
+                    self.router.farewell(farewell, lambda: self.aborting, self._not_told(), self._registered())
             finally:
                 self._unfreeze()  # (a run that raised after t0 has not)
                 self.router.close(linger_ms=500)  # let the byes go out
@@ -498,6 +508,11 @@ class Mapper:
             return {m.name for m in machines}
         return {m.name for m, conn, state in zip(machines, self.conns, self.core.machines)
                 if conn.identity is None or state.state is MachineState.DOWN or state.silent}
+
+    def _registered(self) -> dict[bytes, str]:
+        """The registered pullers' connections, to their machines' names: their acknowledged bye ends their wait."""
+        return {conn.identity: m.name for m, conn in zip(self.experiment.machines, self.conns)
+                if conn.identity is not None}
 
     def _say_bye(self) -> None:
         """The run is over (Bye), or paused (Paused): every registered puller is told."""

@@ -6,7 +6,7 @@ import errno
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import zmq
@@ -105,13 +105,17 @@ class Router:
             except zmq.ZMQError:
                 pass
 
-    def farewell(self, seconds: float, aborting: Callable[[], bool], awaited: set[str]) -> None:
+    def farewell(self, seconds: float, aborting: Callable[[], bool], awaited: set[str],
+                 registered: Mapping[bytes, str] | None = None) -> None:
         """For at most ``seconds``, answer any hello with a bye, until every machine in ``awaited`` (those whose
-        puller was down at the end: injected failures) has said hello, or ``aborting()``: such pullers learn
-        that the run is over and exit. With nobody awaited, there is nobody to tell."""
+        puller was down at the end: injected failures) has said hello or acknowledged the run's bye, or
+        ``aborting()``: such pullers learn that the run is over and exit. An acknowledgement counts only from the
+        connection the machine was registered on (``registered``: connection to machine name). With nobody
+        awaited, there is nobody to tell."""
         end = time.monotonic() + seconds
         bye = P.encode(P.Bye("run over"))
         awaited = set(awaited)
+        registered = registered or {}
         while awaited and not aborting() and (left := end - time.monotonic()) > 0:
             # (in slices: an abort, a second Ctrl-C, must end the farewell now, not when the socket next hears)
             if not self.socket.poll(min(math.ceil(left * 1000), FAREWELL_POLL_MS)):
@@ -127,6 +131,8 @@ class Router:
                         self.socket.send_multipart([identity, bye], zmq.NOBLOCK)
                         # (a forged name can only end the farewell early: that puller then gives up on its own)
                         awaited.discard(msg.machine)
+                    elif type(msg) is P.Bye and identity in registered:  # it read the run's bye: it leaves
+                        awaited.discard(registered[identity])
                 except (P.ProtocolError, zmq.ZMQError):
                     pass
 
