@@ -187,13 +187,13 @@ print(json.dumps({"build": b.build(), "files": {m: sys.modules[m].__file__ for m
 """
 
 
-def _run(code: str, pythonpath: Path | None = None, **env: str) -> subprocess.CompletedProcess:
+def _run(code: str, pythonpath: Path | None = None, args: list[str] = (), **env: str) -> subprocess.CompletedProcess:
     environ = {k: v for k, v in os.environ.items() if k not in (PURE_ENV, "PYTHONPATH")}
     if pythonpath is not None:
         environ["PYTHONPATH"] = str(pythonpath)
     environ.update(env)
     done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT, env=environ,
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=TIMEOUT, env=environ,
         cwd=pythonpath or ROOT,
     )
     assert done.returncode == 0, done.stderr
@@ -238,35 +238,51 @@ def test_an_edited_copy_of_a_compiled_build_runs_pure_python(tmp_path):
 # ---------------------------------------------------------------- identical results, job by job
 
 
+# The MGST paper's six settings (test_paper.py checks their figures, on the compiled build when there is one),
+# and HiHi MFD/FD at a longer horizon: each setting's replication 0, short.
+SAME_JOBS = {"hihi-mfd-fd": 1000.0, **{name: 200.0 for name in (
+    "hihi-mpd-fd", "hihi-mfd-fe", "hihi-mpd-fe", "lohi-mfd-fd", "lohi-mpd-fd")}}
+
 SIMULATE = """
-import dataclasses, json
+import dataclasses, json, sys
 import mgst.build_info as b
 from mgst.config import load_experiment
 from mgst.sim.loop import Simulation
-exp = load_experiment("experiments/hihi-mfd-fd.toml")
-exp = dataclasses.replace(exp, simulation=dataclasses.replace(exp.simulation, seed=1, horizon=1000.0, replications=1))
-run = Simulation(exp, replication=0).run()
-rows = [(r.job.id, r.job.job_class, r.job.submitted, r.first_sent, r.completed, r.done_on) for r in run.jobs]
-print(json.dumps({"build": b.build(), "rows": rows, "end": run.end_time}))
+runs = {}
+for name, horizon in json.loads(sys.argv[1]).items():
+    exp = load_experiment(f"experiments/{name}.toml")
+    exp = dataclasses.replace(exp, simulation=dataclasses.replace(exp.simulation, seed=1, horizon=horizon,
+                                                                  replications=1))
+    run = Simulation(exp, replication=0).run()
+    rows = [(r.job.id, r.job.job_class, r.job.submitted, r.first_sent, r.completed, r.done_on) for r in run.jobs]
+    runs[name] = {"rows": rows, "end": run.end_time}
+print(json.dumps({"build": b.build(), "runs": runs}))
 """
 
 
 def _simulate(**env: str) -> dict:
-    return json.loads(_run(SIMULATE, **env).stdout)  # floats round-trip exactly through JSON (repr)
+    # (floats round-trip exactly through JSON: repr)
+    return json.loads(_run(SIMULATE, args=[json.dumps(SAME_JOBS)], **env).stdout)
 
 
 def test_pure_python_and_compiled_builds_give_the_same_jobs():
+    """Job by job, on each of the MGST paper's settings: so the paper's figures, checked once on the compiled
+    build (test_paper.py), hold for the pure one too."""
     pure = _simulate(**{PURE_ENV: "1"})
     assert pure["build"] == "pure Python: MGST_PURE=1"
-    assert len(pure["rows"]) > 1000 and all(row[4] is not None for row in pure["rows"][:100])
+    assert set(pure["runs"]) == set(SAME_JOBS)
+    for run in pure["runs"].values():
+        assert len(run["rows"]) > 1000 and all(row[4] is not None for row in run["rows"][:100])
     if not compiled_build_present():
         pytest.skip("no compiled build: only the pure half ran")
     compiled = _simulate()
     assert compiled["build"] == "compiled: mypyc"
-    assert len(compiled["rows"]) == len(pure["rows"])
-    for a, b in zip(compiled["rows"], pure["rows"]):
-        assert a == b  # id, class, submitted, first sent, completed, machine: exactly
-    assert compiled["end"] == pure["end"]
+    for name, run in compiled["runs"].items():
+        mine = pure["runs"][name]
+        assert len(run["rows"]) == len(mine["rows"]), name
+        for a, b in zip(run["rows"], mine["rows"]):
+            assert a == b, name  # id, class, submitted, first sent, completed, machine: exactly
+        assert run["end"] == mine["end"], name
 
 
 # ---------------------------------------------------------------- what compiling asked of the Policy base
