@@ -11,6 +11,7 @@ import logging
 import random
 import subprocess
 import sys
+import tomllib
 from collections import Counter
 from pathlib import Path
 
@@ -393,3 +394,77 @@ def test_a_bag_evaluated_once_or_job_by_job_runs_the_same_when_no_expression_rea
         run = Simulation(e, replication=2).run()
         runs.append([(r.id, r.machine, r.sent, r.ended, r.outcome) for rec in run.jobs for r in rec.history])
     assert runs[0] == runs[1]
+
+
+GRID_POLICIES_FILE = """
+[experiment]
+name = "grid-policies"
+[workload]
+kind = "bag_list"
+class_names = ["job"]
+granularity = [300.0]
+[[workload.bags]]
+at = 0.0
+tasks = {count = 30, size = [200.0, 400.0], seed = 1}
+attributes = {Priority = 5}
+[[workload.bags]]
+at = 0.0
+tasks = {count = 20, size = [200.0, 400.0], seed = 4}
+attributes = {Priority = 4}
+[[workload.bags]]
+at = 300.0
+tasks = {count = 20, size = [200.0, 400.0], seed = 5}
+attributes = {Priority = 3}
+[[workload.bags]]
+at = 0.0
+tasks = {count = 30, size = [200.0, 400.0], seed = 2}
+attributes = {Priority = 2, GridPolicy = 'Tail || Grid.Name != "community"'}
+[[workload.bags]]
+at = 500.0
+tasks = {count = 30, size = [200.0, 400.0], seed = 3}
+attributes = {Priority = 1, GridPolicy = 'Grid.Name == "community" || Queue.Jobs < 20'}
+[machines]
+power = [1.0, 1.0, 1.5, 0.5, 0.5, 0.5, 2.0]
+slots = 2
+attributes = {grid = ["osg", "osg", "egee", "community", "community", "community", "cluster"]}
+[availability]
+kind = "exponential"
+mean_up = 3000.0
+mean_down = 400.0
+[policy]
+name = "gridbot"
+GridPolicy = 'Grid.Name != "community"'
+Deadline = "2000"
+tail_threshold = 6
+tail_sticky = STICKY
+cycle = 60.0
+[simulation]
+horizon = 20000.0
+warmup = 0.0
+replications = 1
+seed = 4
+"""
+
+
+@pytest.mark.parametrize("sticky", ["false", "true"])
+def test_a_grid_policy_of_the_host_alone_is_evaluated_once_a_request_and_decides_as_per_bag(monkeypatch, sticky):
+    """A GridPolicy that reads only Host, Grid and Queue has one value for every bag of a request that has it:
+    evaluated once a request (the community grid's hosts, refused by every bag, cost one evaluation a request, not
+    one a bag), the run is the one that evaluates it bag by bag, replica by replica and count by count. Two such
+    policies of different texts keep a value each (one bag runs only on the community grid); one that reads the
+    bag's Tail is evaluated per bag."""
+    import mgst.papers.gridbot.bags as bags  # noqa: PLC0415
+
+    exp = parse_experiment(tomllib.loads(GRID_POLICIES_FILE.replace("STICKY", sticky)), "grid-policies")
+    runs = []
+    for per_host in (frozenset(("host", "grid", "queue")), frozenset()):  # the memo, then none (bag by bag)
+        monkeypatch.setattr(bags, "_PER_REQUEST", per_host)
+        sim = Simulation(exp, replication=0)
+        run = sim.run()
+        history = [(r.id, r.machine, r.sent, r.ended, r.outcome) for rec in run.jobs for r in rec.history]
+        runs.append((history, dict(sim.policy.counts), sim.policy.evaluations["GridPolicy"]))
+    (memo, memo_counts, memo_evaluated), (plain, plain_counts, plain_evaluated) = runs
+    assert len({r[1] for r in plain}) == 7 and any(r[4] is Outcome.LOST for r in plain)  # every host; failures
+    assert memo == plain
+    assert memo_counts == plain_counts and plain_counts["tail_starts"] > 0
+    assert memo_evaluated < plain_evaluated, (memo_evaluated, plain_evaluated)

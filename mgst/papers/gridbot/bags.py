@@ -9,6 +9,7 @@ from typing import Any, Final
 from mgst.core.state import BagRecord, JobRecord, JobStatus
 from mgst.papers.gridbot.classads import (
     DEADLINE,
+    GRID_POLICY,
     POLICY_ATTRIBUTES,
     REPLICATION_REQUIREMENTS,
     constant,
@@ -25,6 +26,8 @@ RESERVED_NAMES: Final = ("Id", "Submitted", "Tail", "Incomplete", "Queued", "Wai
                          "PendingReplicas", "Size", "Bag", "BOT", "Host", "Job", "Queue", "Grid", "MY", "TARGET")
 RESERVED: Final = frozenset(name.lower() for name in RESERVED_NAMES)
 _REPLICATION: Final = REPLICATION_REQUIREMENTS.lower()
+# The ads that one request sets once for every bag it evaluates (mgst.papers.gridbot.ads).
+_PER_REQUEST: Final = frozenset(("host", "grid", "queue"))
 
 
 def policy_attribute(name: str) -> str | None:
@@ -53,7 +56,8 @@ class BagPolicy:
     expression that refers to no attribute is a constant, evaluated here once. ``attributes``: the bag's other
     attributes (the generated ones, its Priority, the file's), for its ad."""
 
-    __slots__ = ("trees", "constants", "attributes", "has_deadline", "reads_job", "cycle_reads_job")
+    __slots__ = ("trees", "constants", "attributes", "has_deadline", "reads_job", "cycle_reads_job",
+                 "grid_policy_per_host")
 
     def __init__(self, defaults: Mapping[str, Any], attributes: Mapping[str, Any]):
         texts = {name: value for name, value in defaults.items() if value is not None}
@@ -81,6 +85,13 @@ class BagPolicy:
         self.reads_job = any("job" in parts or (self.cycle_reads_job and _REPLICATION in parts)
                              for name, parts_of in refs.items() if name != REPLICATION_REQUIREMENTS
                              for parts in parts_of)
+        # The GridPolicy's tree if it reads only the host, its grid and the queue (``Grid.Name != "x"``): within
+        # one request its value is then the same for every bag that has it (a file's bag attribute cannot take
+        # those names, RESERVED, so they never resolve in the bag's ad); else None (it reads the bag, or is constant).
+        grid = self.trees.get(GRID_POLICY)
+        self.grid_policy_per_host = grid if (
+            grid is not None and GRID_POLICY not in self.constants
+            and all(parts[0] in _PER_REQUEST for parts in refs[GRID_POLICY])) else None
 
 
 class BagState:

@@ -171,14 +171,26 @@ class GridBot(Policy):
         ev.ads.host(m)
         ev.ads.queue(pending_total)
         candidates: list[Candidate] = []
+        # A GridPolicy that reads only this host, its grid and the queue, by its tree: its value for this request
+        # (the community grid's hosts, refused by every bag, cost one evaluation a request, not one a bag).
+        per_host: dict[int, bool] = {}
         for order, bag in enumerate(view.bags.values()):
             state = ev.state(bag)
             pending = state.pending_jobs()
             head = bag.queue.head
             if head is None and not pending:
                 continue
+            shared = state.policy.grid_policy_per_host
+            takes = per_host.get(id(shared)) if shared is not None else None
+            if takes is False:
+                ev.in_tail(state)  # (its tail noticed at this request all the same: a sticky tail decides later)
+                continue
             ev.set_bag(state)
-            if not ev.holds(GRID_POLICY, state):
+            if takes is None:
+                takes = ev.holds(GRID_POLICY, state)
+                if shared is not None:
+                    per_host[id(shared)] = takes
+            if not takes:
                 continue
             if head is not None:
                 if self.per_job:
