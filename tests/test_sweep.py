@@ -478,8 +478,10 @@ def cluster1():
 def _cluster(workers: int):
     distributed = pytest.importorskip("distributed")
     before = {p.pid for p in psutil.Process().children(recursive=True)}
+    # (dashboard_address=None leaves the scheduler's HTTP server on port 8787: two workers' clusters raced for it)
     c = distributed.LocalCluster(n_workers=workers, processes=True, threads_per_worker=1, host="127.0.0.1",
-                                 dashboard_address=None, silence_logs=logging.ERROR)
+                                 dashboard_address=None, silence_logs=logging.ERROR,
+                                 scheduler_kwargs={"dashboard_address": "127.0.0.1:0"})
     try:
         yield c
     finally:
