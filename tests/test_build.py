@@ -187,7 +187,8 @@ print(json.dumps({"build": b.build(), "files": {m: sys.modules[m].__file__ for m
 """
 
 
-def _run(code: str, pythonpath: Path | None = None, args: list[str] = (), **env: str) -> subprocess.CompletedProcess:
+def _run(code: str, pythonpath: Path | None = None, args: tuple[str, ...] = (),
+         **env: str) -> subprocess.CompletedProcess:
     environ = {k: v for k, v in os.environ.items() if k not in (PURE_ENV, "PYTHONPATH")}
     if pythonpath is not None:
         environ["PYTHONPATH"] = str(pythonpath)
@@ -262,7 +263,7 @@ print(json.dumps({"build": b.build(), "runs": runs}))
 
 def _simulate(**env: str) -> dict:
     # (floats round-trip exactly through JSON: repr)
-    return json.loads(_run(SIMULATE, args=[json.dumps(SAME_JOBS)], **env).stdout)
+    return json.loads(_run(SIMULATE, args=(json.dumps(SAME_JOBS),), **env).stdout)
 
 
 def test_pure_python_and_compiled_builds_give_the_same_jobs():
