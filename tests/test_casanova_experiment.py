@@ -4,6 +4,7 @@ one sweep cell (common random numbers: the same realisation for every heuristic)
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +16,8 @@ from mgst.papers.casanova.scenario import SCENARIO, simulate_cell
 from mgst.papers.casanova.tables import PAPER_TABLE_I, spearman, table
 from mgst.scenarios import get
 from mgst.scenarios.scenario import RunSettings
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_paper_s_chains_stay_between_0_90_and_0_99_and_split_the_rest_evenly():
@@ -71,3 +74,24 @@ def test_a_cell_runs_every_heuristic_on_the_same_realisation():
 def test_a_makespan_at_the_cap_is_a_failure():
     s = scenario(5, 5, 1, 1, 0)
     assert run(s, "IE", 0, 1, cap=5.0).makespan is None
+
+
+def test_a_sweep_starts_its_costliest_cells_first_larger_w_min_and_m_before_smaller():
+    """Casanova's cells have no jobs to count (the sweep's default estimate was 0 for all of them, so they started
+    in grid order: `mgst reproduce casanova` began its w_min 10 cells, the longest, last). The scenario's own
+    estimate orders them by m, then w_min, larger first; n_com and scenarios keep grid order."""
+    from mgst.sweep.runner import longest_first  # noqa: PLC0415
+    from mgst.sweep.spec import load_sweep  # noqa: PLC0415
+
+    spec = load_sweep(ROOT / "experiments" / "casanova" / "casanova-sweep.toml", replications=1,
+                      only=("m=5,10", "n_com=5,10", "w_min=1,4,9,10", "scenario=0,1"))
+    axes = [a.name for a in spec.scenario.axes]
+    order = [dict(zip(axes, c.values)) for c in longest_first(spec.cells(), spec.experiment, spec.scenario.cost)]
+    assert [(o["m"], o["w_min"]) for o in order[:4]] == [("10", "10")] * 4
+    assert [(o["m"], o["w_min"]) for o in order[-4:]] == [("5", "1")] * 4
+    at = {(o["m"], o["w_min"], o["n_com"], o["scenario"]): i for i, o in enumerate(order)}
+    for (m, w, n, s), i in at.items():
+        assert all(i < at.get((m, str(smaller), n, s), math.inf) for smaller in range(1, int(w)))
+        assert m == "10" or at[("10", w, n, s)] < i
+    assert [(o["n_com"], o["scenario"]) for o in order[:4]] == [("5", "0"), ("5", "1"), ("10", "0"), ("10", "1")]
+    assert len(order) == 2 * 2 * 4 * 2

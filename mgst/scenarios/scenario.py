@@ -72,7 +72,9 @@ class Scenario:
     the count); ``prepare(values, options, out_dir)`` makes what the cells share in the sweep's folder
     (files) before any is built, given each axis's swept values, and returns the options the builds
     get; ``figures(spec, out_dir)`` draws the scenario's own figures after the bars, and returns their
-    paths; ``run_settings`` False: the sweep file gives no horizon, warm-up or checkpoint interval.
+    paths; ``run_settings`` False: the sweep file gives no horizon, warm-up or checkpoint interval; ``cost``
+    estimates a cell's cost from its Experiment, relative to the other cells (None: the jobs it is expected to
+    simulate), so that a sweep starts its longest cells first.
     """
 
     name: str
@@ -94,6 +96,7 @@ class Scenario:
     prepare: Callable[[Mapping[str, tuple[str, ...]], Mapping[str, Any], Path], dict[str, Any]] | None = None
     figures: Callable[[Any, Path], list[Path]] | None = None
     run_settings: bool = True
+    cost: Callable[[Experiment], float] | None = None
 
     def axis(self, name: str) -> Axis:
         for a in self.axes:

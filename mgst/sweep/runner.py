@@ -94,7 +94,7 @@ def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, workers: int = 1, 
     result = SweepResult(out, total=len(cells), skipped=len(cells) - len(todo))
     # Longest first, so that no long cell starts last while the other workers idle (the order changes
     # nothing else: cells are independent and sweep.csv is put in grid order at the end).
-    todo = longest_first(todo, spec.experiment)
+    todo = longest_first(todo, spec.experiment, scenario.cost or estimated_cost)
     log.info("%s: %d cells, %d already done, %d to run", spec.name, len(cells), result.skipped, len(todo))
     if cell_fn is None and scenario.cell is not None:
         cell_fn = scenario.cell
@@ -182,9 +182,12 @@ def estimated_cost(experiment: Experiment) -> float:
     return 0.0
 
 
-def longest_first(cells: list[Cell], experiment: Callable[[Cell], Experiment]) -> list[Cell]:
-    """``cells`` by decreasing estimated cost; cells of equal cost keep their order (grid order)."""
-    cost = {c: estimated_cost(experiment(c)) for c in cells}
+def longest_first(cells: list[Cell], experiment: Callable[[Cell], Experiment],
+                  estimate: Callable[[Experiment], float] | None = None) -> list[Cell]:
+    """``cells`` by decreasing cost (``estimate``, default estimated_cost); cells of equal cost keep their order
+    (grid order)."""
+    estimate = estimate or estimated_cost
+    cost = {c: estimate(experiment(c)) for c in cells}
     return sorted(cells, key=lambda c: -cost[c])
 
 

@@ -97,6 +97,14 @@ def simulate_cell(experiment: Experiment, replication: int) -> dict[str, Any]:
     return out
 
 
+def estimated_cost(experiment: Experiment) -> float:
+    """A cell's cost relative to the others, for the order cells start in (longest first): it grows with w_min
+    (a slot's work; the cells that hit the cap are at large w_min) and with m. Fitted loosely to the cells' wall
+    times of docs/reproduction-casanova.md's sweeps (medians from 0.1 s at m 5, w_min 1 to 250 s at m 10, w_min 10)."""
+    o = experiment.policy.options
+    return float(o["m"]) ** 2 * float(o["w_min"]) ** 3
+
+
 def _figures(spec: Any, out_dir: Path) -> list[Path]:
     from mgst.papers.casanova.tables import write_outputs  # noqa: PLC0415 (matplotlib is slow to import)
 
@@ -123,4 +131,5 @@ SCENARIO = SweepScenario(
     per_replication=True,
     figures=_figures,
     run_settings=False,
+    cost=estimated_cost,
 )
