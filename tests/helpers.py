@@ -393,7 +393,7 @@ def windows_beside(pids: list[int], seconds: float = SHARE_WINDOW, throttle: Any
 def assert_held_no_more_than(target: int, control: int, *, what: str, slack: float = CONTENTION_SLACK) -> None:
     """``target`` (busy whenever it may run) is held back (neither running nor waiting for a CPU) no more than
     ``control``, a process that was never throttled, in the same windows, give or take ``slack``: in a majority
-    of SHARE_JUDGED windows. The machine's own holds (interrupts, load) hold both alike, and a hypervisor's steal,
+    of SHARE_JUDGED windows. The machine's own holds (interrupts) hold both alike, and a hypervisor's steal,
     which takes one CPU at a time, is allowed for (``stolen``); a
     throttle still holding ``target`` at a share s holds it 1 - s of every window."""
     pairs = [windows_beside([target, control]) for _ in range(SHARE_JUDGED)]
