@@ -479,6 +479,12 @@ def _hello_until_bye(late: zmq.Socket, name: str) -> list[type]:
     return answers
 
 
+def _told(late: zmq.Socket, name: str) -> bool:
+    """One hello as ``name``: whether the mapper answers it with a bye within 5 s."""
+    late.send(_hello(name))
+    return bool(late.poll(5000)) and type(P.decode(late.recv())) is P.Bye
+
+
 def _late_socket(endpoint: str) -> zmq.Socket:
     late = zmq.Context.instance().socket(zmq.DEALER)
     late.setsockopt(zmq.LINGER, 0)
@@ -499,8 +505,7 @@ def test_after_the_run_a_late_puller_is_told_the_run_is_over(tmp_path, no_childr
             # a name the run does not have: refused while the run goes, then told it is over
             answers = _hello_until_bye(late, "M9")
             # the farewell goes on for M2 (M9 is nobody's); M2's hello is told too, and that ends it
-            late.send(_hello("M2"))
-            assert late.poll(5000) and type(P.decode(late.recv())) is P.Bye
+            assert _told(late, "M2")
             told_at = time.monotonic()
         finally:
             late.close()
@@ -563,10 +568,8 @@ def test_with_failures_the_farewell_ends_once_each_puller_acknowledged_and_a_str
             assert _hello_until_bye(late, "M9")[-1] is P.Bye  # the farewell has begun
             late.send(P.encode(P.Bye("told")))  # as if acknowledging, from nobody's connection
             assert _hello_until_bye(late, "M9")[-1] is P.Bye  # answered after that bye (one peer's are in order)
-            late.send(_hello("M9"))  # a farewell that obeyed the bye ended with that answer, and says nothing now
-            assert late.poll(5000) and type(P.decode(late.recv())) is P.Bye
-            late.send(_hello("M2"))
-            assert late.poll(5000) and type(P.decode(late.recv())) is P.Bye
+            assert _told(late, "M9")  # a farewell that obeyed the bye ended with that answer, and says nothing now
+            assert _told(late, "M2")
             told_at = time.monotonic()
         finally:
             late.close()
