@@ -115,10 +115,10 @@ def test_three_pullers_every_job_done_once(tmp_path, no_children_left):
         run = r.wait()
     rows = check_every_job_done_once(run, tmp_path)
     malformed = dict(run.malformed)
-    if any(m.registrations > 1 for m in run.journal.machines):
-        # The mapper stalled past the pullers' liveness (over a second, on a loaded machine: CI's full suite did):
-        # they reconnected, and what they had sent on the old connection came from a sender no longer registered.
-        malformed.pop(P.Drop.UNREGISTERED, None)
+    # The mapper may stall past the pullers' liveness (over a second, on a loaded machine: CI's full suite did):
+    # they reconnect, and what they had sent on the old connection is dropped as superseded, never as hostile.
+    # (what the mapper counts so is a registered machine's former connection only: test_testbed_attacks)
+    malformed.pop(P.Drop.SUPERSEDED, None)
     assert malformed == {}
     assert [p.returncode for p in r.procs] == [0] * len(r.procs), (tmp_path / "pullers.log").read_text()[-3000:]
     delays = [float(x["Communication Delay (s)"]) for x in rows]
@@ -225,7 +225,8 @@ def test_malformed_messages_are_counted_and_the_run_goes_on(tmp_path, no_childre
             bad.close()
         run = r.wait()
     check_every_job_done_once(run, tmp_path)
-    m = run.malformed
+    m = dict(run.malformed)
+    m.pop(P.Drop.SUPERSEDED, None)  # the real pullers' late messages, had they reconnected after a stall (as above)
     assert sum(m.values()) == 7, m
     # counted by fixed reasons only, never by text the sender chose
     assert m == {P.Drop.NOT_MSGPACK: 1, P.Drop.BAD_VALUE: 1, P.Drop.UNKNOWN_TYPE: 1, P.Drop.NOT_A_MAP: 1,

@@ -127,6 +127,9 @@ class PullerMessages:
                                                                self.time_unit, experiment))
         # per machine: requests for work that change something
         self.ready_rate = TokenBuckets(READY_BURST, READY_RATE)
+        # A re-registered machine's former routing id -> the machine (one per machine: bounded): what was in
+        # flight on it when the puller reconnected is told from a stranger's messages (and dropped too).
+        self.superseded: dict[bytes, int] = {}
 
     # ------------------------------------------------------------------ receiving
 
@@ -175,7 +178,10 @@ class PullerMessages:
         j = self.by_identity.get(identity)
         t = type(msg)
         if j is None:  # an unknown sender gets no reply
-            if t is not P.Bye:
+            if identity in self.superseded:  # late on a connection its machine has replaced: not hostile
+                self.drops.drop(P.Drop.SUPERSEDED, self.experiment.machines[self.superseded[identity]].name,
+                                t.__name__, level=logging.DEBUG)
+            elif t is not P.Bye:
                 self._bad(identity, P.Drop.UNREGISTERED, t.__name__)
             return
         conn = self.conns[j]
@@ -395,6 +401,11 @@ class PullerMessages:
             self.feed(now, MachineDown(j))
         if conn.identity is not None and conn.identity != identity:
             self.by_identity.pop(conn.identity, None)
+            if conn.superseded is not None:
+                self.superseded.pop(conn.superseded, None)  # (its one before: long over)
+            conn.superseded = conn.identity
+            self.superseded[conn.identity] = j
+        self.superseded.pop(identity, None)
         conn.identity = identity
         conn.incarnation = msg.incarnation
         conn.last_seen = now

@@ -34,6 +34,8 @@ class Drop:
     FRAMES = "wrong frame count"
     DIRECTION = "wrong direction"
     UNREGISTERED = "unregistered sender"
+    # A registered machine's former connection: what it sent before reconnecting, read after its new hello.
+    SUPERSEDED = "superseded connection"
     VERSION = "protocol version"
     UNKNOWN_MACHINE = "unknown machine name"
     EXECUTOR = "missing executor"
