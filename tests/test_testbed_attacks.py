@@ -82,6 +82,12 @@ class SecureRun(Run):
         if self.mapper.t0 is None:
             pytest.fail(f"the mapper ended before the run began: {self.error!r}")
 
+    def stop_waiting(self) -> None:
+        """Stop the mapper while it still waits for pullers (the run never began): it says so."""
+        self.mapper.stopping = True
+        with pytest.raises(Interrupted):
+            self.wait()
+
     def __exit__(self, *exc) -> None:
         if self.thread.is_alive() and exc[0] is not None:  # the test failed: stop at once, without draining
             self.mapper.stopping = self.mapper.aborting = True
@@ -686,9 +692,7 @@ def test_a_heartbeat_flood_from_a_registered_peer_grows_nothing(tmp_path, no_chi
                 samples, sent = r.mapper.journal.machines[0].clock.samples, fake.heartbeats
             finally:
                 fake.close()
-            r.mapper.stopping = True
-            with pytest.raises(Interrupted):
-                r.wait()
+            r.stop_waiting()
     finally:
         ctx.destroy(linger=0)
     assert samples <= sent + 2, f"{samples} clock samples kept for {sent} heartbeats the mapper sent"
@@ -716,9 +720,7 @@ def test_a_flood_of_refused_hellos_is_logged_at_a_bounded_rate(tmp_path, caplog,
             finally:
                 m1.close()
                 x.close()
-            r.mapper.stopping = True
-            with pytest.raises(Interrupted):
-                r.wait()
+            r.stop_waiting()
     finally:
         ctx.destroy(linger=0)
     logged = [rec for rec in caplog.records if rec.name.startswith("mgst") and rec.levelno >= logging.WARNING]
@@ -744,9 +746,7 @@ def test_a_machine_name_is_bound_to_its_authorized_key_before_it_registers(tmp_p
             finally:
                 x.close()
                 m1.close()
-            r.mapper.stopping = True
-            with pytest.raises(Interrupted):
-                r.wait()
+            r.stop_waiting()
     finally:
         ctx.destroy(linger=0)
 
@@ -844,8 +844,6 @@ def test_what_a_reconnected_puller_left_in_flight_is_superseded_not_hostile(tmp_
             finally:
                 for fake in fakes:
                     fake.close()
-            r.mapper.stopping = True
-            with pytest.raises(Interrupted):
-                r.wait()
+            r.stop_waiting()
     finally:
         ctx.destroy(linger=0)
