@@ -81,6 +81,24 @@ def _wait_for_port(address: str, port: int, timeout: float) -> None:
             time.sleep(0.05)
 
 
+def _wait_for_host_key(address: str, public: Path, timeout: float) -> None:
+    """Return once the sshd at ``address`` shows the host key ``public``: the one its known_hosts line names. (Once,
+    CI's suite saw "Host key verification failed" from a host whose sshd had logged no connection at all: what
+    answered, if it happens again, is said here, before the test blames the launcher.)"""
+    want = public.read_text().split()[1]
+    deadline = time.monotonic() + timeout
+    while True:
+        scan = subprocess.run(["ssh-keyscan", "-T", "5", "-t", "ed25519", "-p", str(SSH_PORT), address],
+                              capture_output=True, text=True, timeout=timeout + 10)
+        shown = [line.split()[2] for line in scan.stdout.splitlines() if len(line.split()) >= 3]
+        if want in shown:
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"the sshd at {address}:{SSH_PORT} shows host keys {shown}, not its own ({want}); "
+                        f"ssh-keyscan said {scan.stderr.strip()!r}; {_ip('-4', '-o', 'addr').stdout}")
+        time.sleep(0.1)
+
+
 @contextmanager
 def lab_network(folder: Path, n: int, ipv6: bool = False) -> Iterator[LabNet]:
     """n namespaces, each a "host" with a veth to the root namespace (10.213.X.2, the root's end 10.213.X.1,
@@ -131,6 +149,7 @@ def lab_network(folder: Path, n: int, ipv6: bool = False) -> Iterator[LabNet]:
                 for a in (h.address, h.address6):
                     if a is not None:
                         _wait_for_port(a, SSH_PORT, 20)
+                        _wait_for_host_key(a, folder / f"host_key{i}.pub", 20)
             except OSError as e:
                 pytest.fail(f"sshd in {h.namespace} is not listening ({e}): {(folder / f'sshd{i}.log').read_text()}")
         yield net
