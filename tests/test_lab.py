@@ -22,6 +22,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from helpers import once_across_builds
 from lab_network import SSH_PORT, LabNet, assert_nothing_left, lab_network, need_lab, processes_under
 
 from mgst.cli import main
@@ -34,7 +35,7 @@ from mgst.wire import security
 ROOT = Path(__file__).resolve().parents[1]
 # The machine's network namespaces and subnets (a free one is found, then taken: a race between two workers):
 # every test here runs in one xdist worker, with those of test_network.py (docs/testing.md).
-pytestmark = pytest.mark.xdist_group("netns")
+pytestmark = [pytest.mark.xdist_group("netns"), once_across_builds]
 
 
 def _env() -> dict[str, str]:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from helpers import once_across_builds
 from slurm_cluster import MAX_MINUTES, PARTITION, SlurmCluster
 
 from mgst.cli import main
@@ -26,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENT = ROOT / "experiments" / "hihi-mfd-fd.toml"  # shipped: 6 machines M1..M6, LPAS_DG
 MACHINES = [f"M{i}" for i in range(1, 7)]
 # One Slurm at a time: each test starts its own cluster (its daemons and pilots load the machine's two cores).
-pytestmark = pytest.mark.xdist_group("slurm")
+pytestmark = [pytest.mark.xdist_group("slurm"), once_across_builds]
 
 
 def lab(capsys, *args: str) -> tuple[int, str, str]:

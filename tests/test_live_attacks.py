@@ -16,6 +16,7 @@ import urllib.request
 from dataclasses import dataclass
 
 import pytest
+from helpers import once_across_builds
 
 from mgst.testbed.live.admission import MAX_OPEN, PER_ADDRESS, RESERVED
 from mgst.testbed.live.board import Board
@@ -170,6 +171,7 @@ def _judge(attack: Slowloris) -> tuple[int, int]:
     return early, len(attack.attempts) - early
 
 
+@once_across_builds
 def test_slowloris_of_200_does_not_keep_a_token_holder_out(no_children_left):
     """The view with a token, in its process as the commands run it, under 200 connections trickling a header
     from 10 other addresses, each opened again half a second after it is closed: the client that proved its
@@ -215,6 +217,7 @@ def test_slowloris_of_200_does_not_keep_a_token_holder_out(no_children_left):
         server.close()
 
 
+@once_across_builds
 def test_slowloris_from_the_users_own_address_without_token(no_children_left):
     """The loopback view without a token, under 200 connections trickling a header from 127.0.0.1 itself (a
     local user): a client on 127.0.0.1 (the same address) and one on 127.0.0.2 get their page within 2 s; at

@@ -16,7 +16,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from helpers import read_until
+from helpers import once_across_builds, read_until
 
 from mgst.testbed.live.server import LiveServer, parse_live
 from mgst.testbed.live.snapshot import Board
@@ -80,6 +80,7 @@ def _await(what: str, check, deadline: float = DEADLINE):
         time.sleep(0.1)
 
 
+@once_across_builds
 def test_live_page_of_a_real_run(tmp_path, no_children_left):
     """`mgst run` with its view on every address (0.0.0.0, so a token is required): the page, opened with the
     token, lists the run's machines, its job count goes up, the simulation arrives; no write is accepted."""
@@ -248,6 +249,7 @@ def test_snapshot_of_a_mapper():
     assert (last["kind"], last["at"], last["detail"]) == ("suspected", 106.0, "2 suspicion(s) by the policy")
 
 
+@once_across_builds
 def test_report_html_of_a_real_run_renders_offline_with_the_summary_s_numbers(tmp_path, no_children_left):
     """A real `mgst run` (no live view) leaves report.html; headless Chromium opens it from the file, with every
     host unresolvable and a dead proxy: it requests nothing (no resource, no fetch), and shows the jobs done, the

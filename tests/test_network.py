@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from helpers import SMALL_TOML, read_stderr_until
+from helpers import SMALL_TOML, once_across_builds, read_stderr_until
 from test_resume import count_events
 
 from mgst.cli import main
@@ -364,6 +364,7 @@ def test_one_network_at_a_time_per_process(no_children_left):
 # --------------------------------------------------------------------------- the CI test: a real run at 20 ms
 
 
+@once_across_builds
 def test_mgst_run_behind_20ms_shows_it_in_the_journal_and_leaves_nothing(tmp_path, no_children_left):
     """Three pullers, each 20 ms away each way: every job done; the one-way delays the journal measures (t4 - t3,
     the mapper's send to the puller's receipt; t6 - t5, the puller's report to the mapper's receipt) are 20 ms,
@@ -406,6 +407,7 @@ def test_mgst_run_behind_20ms_shows_it_in_the_journal_and_leaves_nothing(tmp_pat
     assert _left(f"{links_module.NAMESPACE_PREFIX}{proc.pid}-", summary["network"]["mapper_address"]) == []
 
 
+@once_across_builds
 def test_ctrl_c_on_a_run_behind_the_network_leaves_nothing(tmp_path, no_children_left):
     """Ctrl-C as a terminal sends it (SIGINT to the process group) while jobs run: the run drains and ends, exit 0,
     and its namespaces, links, relay and pullers are all gone."""
@@ -433,6 +435,7 @@ def test_ctrl_c_on_a_run_behind_the_network_leaves_nothing(tmp_path, no_children
     assert _left(prefix, summary["network"]["mapper_address"]) == []
 
 
+@once_across_builds
 def test_a_killed_run_behind_the_network_resumes_behind_the_same_network_and_never_without(tmp_path,
                                                                                            no_children_left):
     """`mgst run --network` SIGKILLed with its pullers and relay (its process group) mid-run. `mgst mapper

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import once_across_builds
 from slurm_cluster import PARTITION, SlurmCluster
 
 from mgst.cli import main
@@ -18,7 +19,7 @@ from mgst.cli import main
 ROOT = Path(__file__).resolve().parents[1]
 FILE = ROOT / "experiments" / "bot" / "anglano-sweep.toml"  # the grid of Anglano & Canonico's paper
 SLICE = ["--quick", "--only", "heterogeneity=homogeneous", "--no-plots"]  # 12 cells of about 0.1 to 1 s
-pytestmark = pytest.mark.xdist_group("slurm")
+pytestmark = [pytest.mark.xdist_group("slurm"), once_across_builds]
 
 
 def rows(out: Path) -> list[dict[str, str]]:
