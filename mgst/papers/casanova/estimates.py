@@ -75,7 +75,7 @@ class Estimates:
         self.configuration = lru_cache(maxsize=1 << 18)(self._configuration_uncached)
         # Heuristics' greedy configurations by what they depend on (mgst.papers.casanova.heuristics), shared
         # by the heuristics of one instance; each emptied when it reaches BUILDS_KEPT.
-        self.builds: dict[tuple, dict[int, int]] = {}
+        self.builds: dict[tuple, tuple[dict[int, int], tuple | None]] = {}  # (loads, the greedy's steps)
         # A greedy step's options (what each worker the next task may go to is worth), likewise.
         self.steps: dict[tuple, dict[int, object]] = {}
 

@@ -47,6 +47,8 @@ class Passive:
         if name not in PASSIVE:
             raise ValueError(f"unknown passive heuristic {name!r}")
         self.name, self.est = name, estimates
+        # The last build's key (name, tasks, limits), UP workers, their programs and (loads, steps): _unchanged.
+        self._last: tuple | None = None
 
     def needs(self, app: Iterations, loads: Mapping[int, int]) -> dict[int, float]:
         est = self.est
@@ -60,24 +62,34 @@ class Passive:
 
     def build(self, app: Iterations, now: float) -> dict[int, int]:
         """The greedy configuration, memoised on what it depends on: who is UP, which of them hold the program,
-        and for IY the slots spent in the iteration (the other criteria do not read the time)."""
+        and for IY the slots spent in the iteration (the other criteria do not read the time). Not in the memo,
+        it is first derived from the last build (:meth:`_unchanged`), else built."""
         up = app.up()
         programs = app.has_program
         elapsed = now - app.iteration_start
-        key = (self.name, app.tasks, app.max_tasks, tuple(up), tuple([programs[q] for q in up]),
-               elapsed if self.name == "IY" else None)
+        up_key, programs_key = tuple(up), tuple([programs[q] for q in up])
+        key = (self.name, app.tasks, app.max_tasks, up_key, programs_key, elapsed if self.name == "IY" else None)
         builds = self.est.builds
-        loads = builds.get(key)
-        if loads is None:
+        built = builds.get(key)
+        if built is None:
             if len(builds) >= BUILDS_KEPT:
                 builds.clear()
-            loads = builds[key] = self._build(app, up, elapsed)
-        return dict(loads)
+            last = self._last
+            if last is not None and last[0] == key[:3] and self._unchanged(app, last, up_key, programs_key):
+                built = last[3]  # (the same steps too: each choice's value reads only the chosen)
+            else:
+                built = self._build(app, up, elapsed)
+            builds[key] = built
+        if self.name != "IY":
+            self._last = (key[:3], up_key, programs_key, built)
+        return dict(built[0])
 
-    def _build(self, app: Iterations, up: list[int], elapsed: float) -> dict[int, int]:
+    def _build(self, app: Iterations, up: list[int], elapsed: float) -> tuple[dict[int, int], tuple | None]:
+        """The greedy build from scratch, and (but for IY) its steps: each one's choice and what it was worth."""
         if self.name == "IY":  # the yield moves with the time
-            return self._iy_horizon(app, up, elapsed)[0]
+            return self._iy_horizon(app, up, elapsed)[0], None
         loads: dict[int, int] = {}
+        steps = []
         slots = self._slots(app, up)
         for _ in range(app.tasks):
             best, best_score = -1, -math.inf
@@ -86,8 +98,35 @@ class Passive:
                     best, best_score = q, v
             if best < 0:
                 break
+            steps.append((best, best_score))
             loads[best] = loads.get(best, 0) + 1
-        return loads
+        return loads, tuple(steps)
+
+    def _unchanged(self, app: Iterations, last: tuple, up: tuple[int, ...], programs: tuple[bool, ...]) -> bool:
+        """Whether the greedy build for the UP workers ``up`` (holding the program as ``programs`` says) is the
+        last one's (IP, IE, IAY: their values do not move with the time): :func:`_came` finds nothing that
+        forces a new build, and no worker that has come would win a step: at each of the last build's steps,
+        from the same partial loads, it is worth less than that step's choice, or as much but later in worker
+        order (the first strictly best wins)."""
+        _, last_up, last_programs, (_, steps) = last
+        came = _came(app, last_up, last_programs, [q for q, _ in steps], up, programs)
+        if came is None:
+            return False
+        has_program = app.has_program
+        loads: dict[int, int] = {}
+        for best, best_value in (steps if came else ()):
+            if best_value != best_value:  # NaN: the first option in worker order won, whatever it was worth
+                return False
+            values = self._values(loads, has_program)
+            for q in came:
+                slot = 2 * q + has_program[q]
+                v = values.get(slot)
+                if v is None:
+                    v = values[slot] = self._value(app, loads, q)
+                if v > best_value or (v == best_value and q < best) or v != v:  # type: ignore[operator]
+                    return False
+            loads[best] = loads.get(best, 0) + 1
+        return True
 
     @staticmethod
     def _slots(app: Iterations, up: list[int]) -> list[tuple[int, int]]:
@@ -132,11 +171,14 @@ class Passive:
         p, e = self.evaluate(app, trial)
         return (p, e) if self.name == "IY" else score(self.name, p, e, 0.0)
 
-    def _iy_horizon(self, app: Iterations, up: list[int], elapsed: float) -> tuple[dict[int, int], float]:
-        """IY's greedy build and the slots after ``elapsed`` before which it cannot change (math.inf: not before
-        an event): each step's choice b stays while no other UP option q's yield reaches b's."""
+    def _iy_horizon(self, app: Iterations, up: list[int], elapsed: float
+                    ) -> tuple[dict[int, int], float, tuple[tuple[int, float, float], ...]]:
+        """IY's greedy build, the slots after ``elapsed`` before which it cannot change (math.inf: not before
+        an event): each step's choice b stays while no other UP option q's yield reaches b's; and its steps,
+        each one's choice with its (P, E)."""
         loads: dict[int, int] = {}
         horizon = math.inf
+        steps = []
         slots = self._slots(app, up)
         for _ in range(app.tasks):
             options = self._step(app, slots, loads)
@@ -150,8 +192,9 @@ class Passive:
             for q, (p, e) in options:
                 if q != best and horizon > 1:
                     horizon = min(horizon, _yield_reaches(p, e, pb, eb, elapsed))
+            steps.append((best, pb, eb))
             loads[best] = loads.get(best, 0) + 1
-        return loads, horizon
+        return loads, horizon, tuple(steps)
 
     def choose(self, app: Iterations, now: float) -> dict[int, int]:
         return self.build(app, now)
@@ -178,8 +221,9 @@ class Proactive(Passive):
         # H's fresh configuration and its (P, E) depend on who is UP and who holds the program alone, unless
         # H is IY: kept for the last such state (a check every slot then costs one evaluation).
         self._fresh: tuple[tuple, dict[int, int], tuple[float, float]] | None = None
-        # IY's last build: (state, from, until, loads), the same for elapsed slots in [from, until) (_iy).
-        self._iy_kept: tuple[tuple, float, float, dict[int, int]] | None = None
+        # IY's last build: (state, from, until, loads, UP workers, their programs, steps), the same for elapsed
+        # slots in [from, until) in that state (_iy).
+        self._iy_kept: tuple | None = None
 
     def current(self, app: Iterations, now: float) -> tuple[float, float]:
         """(P, E) of the running configuration, updated for its progress (the paper's reading; Estimates.credit
@@ -244,14 +288,81 @@ class Proactive(Passive):
 
     def _iy(self, app: Iterations, elapsed: float) -> tuple[dict[int, int], float]:
         """IY's greedy build after ``elapsed`` slots of the iteration, and until when (in elapsed slots) it stays
-        the same with no event: kept for the state it was built in, and used again within that time."""
-        state = (tuple(app.states), tuple(app.has_program))
+        the same with no event: kept for the state it was built in, and used again within that time; in another
+        state, derived from it where it stands (:meth:`_iy_derived`), else built."""
+        states, programs = app.states, app.has_program
+        state = (tuple(states), tuple(programs))
         kept = self._iy_kept
-        if kept is not None and kept[0] == state and kept[1] <= elapsed < kept[2]:
-            return kept[3], kept[2]
-        loads, slots = self._iy_horizon(app, app.up(), elapsed)
-        self._iy_kept = (state, elapsed, elapsed + slots, loads)
+        if kept is not None and kept[1] <= elapsed < kept[2]:
+            if kept[0] == state:
+                return kept[3], kept[2]
+            up = tuple([q for q, st in enumerate(states) if st == UP])
+            up_programs = tuple([programs[q] for q in up])
+            until = self._iy_derived(app, kept, up, up_programs, elapsed)
+            if until is not None:
+                self._iy_kept = (state, elapsed, until, kept[3], up, up_programs, kept[6])
+                return kept[3], until
+        up_list = app.up()
+        loads, slots, steps = self._iy_horizon(app, up_list, elapsed)
+        self._iy_kept = (state, elapsed, elapsed + slots, loads, tuple(up_list),
+                         tuple([programs[q] for q in up_list]), steps)
         return loads, elapsed + slots
+
+    def _iy_derived(self, app: Iterations, kept: tuple, up: tuple[int, ...], programs: tuple[bool, ...],
+                    elapsed: float) -> float | None:
+        """Until when (elapsed slots) the kept IY build stands for the UP workers ``up`` at ``elapsed`` (within
+        its time), or None: :func:`_came` finds nothing that forces a new build, and no worker that has come wins
+        a step now (a larger yield than that step's choice, or as large and earlier in worker order). Its time
+        ends where a worker that came may reach a step's choice (:func:`_yield_reaches`), or where the kept one
+        ended: those that left can only have put that off, so it is a lower bound, as a horizon must be."""
+        steps = kept[6]
+        came = _came(app, kept[4], kept[5], [b for b, _, _ in steps], up, programs)
+        if came is None:
+            return None
+        until = kept[2]
+        has_program = app.has_program
+        loads: dict[int, int] = {}
+        for best, pb, eb in (steps if came else ()):
+            sb = pb / (elapsed + eb) if elapsed + eb > 0 else math.inf
+            if sb != sb:
+                return None
+            values = self._values(loads, has_program)
+            for q in came:
+                slot = 2 * q + has_program[q]
+                v = values.get(slot)
+                if v is None:
+                    v = values[slot] = self._value(app, loads, q)
+                p, e = v  # type: ignore[misc]
+                sq = p / (elapsed + e) if elapsed + e > 0 else math.inf
+                if sq > sb or (sq == sb and q < best) or sq != sq:
+                    return None
+                if until > elapsed + 1:
+                    until = min(until, elapsed + _yield_reaches(p, e, pb, eb, elapsed))
+            loads[best] = loads.get(best, 0) + 1
+        return until
+
+
+def _came(app: Iterations, last_up: tuple[int, ...], last_programs: tuple[bool, ...], chosen: list[int],
+          up: tuple[int, ...], programs: tuple[bool, ...]) -> list[int] | None:
+    """The workers UP now and not at a greedy build's (that may take a task), or None where that build cannot
+    stand for the one now: it ran out of options (``chosen``, a worker per step, fewer than the tasks), a worker
+    UP at both gained or lost the program, or a worker it chose has left. A worker that left and was chosen at no
+    step was the best of none, so every step's choice stands without it."""
+    if len(chosen) < app.tasks:
+        return None
+    had = dict(zip(last_up, last_programs))
+    came = []
+    max_tasks = app.max_tasks
+    for q, holds in zip(up, programs):
+        held = had.pop(q, None)
+        if held is None:
+            if max_tasks[q] > 0:
+                came.append(q)
+        elif held != holds:
+            return None
+    if not had.keys().isdisjoint(chosen):  # (had: now those that left)
+        return None
+    return came
 
 
 # Relative slack on a crossing of two criteria's values: floating point's rounding of the few operations behind
