@@ -3,7 +3,13 @@ slice), a replayed realisation equal to a fresh draw, and the shared memos equal
 
 from __future__ import annotations
 
+from unittest import mock
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from mgst.availability.markov3 import Markov3Group, Markov3Process
+from mgst.papers.casanova import heuristics
 from mgst.papers.casanova.estimates import Estimates
 from mgst.papers.casanova.heuristics import NAMES
 from mgst.papers.casanova.instance import realisation, run, scenario
@@ -50,3 +56,23 @@ def test_shared_memos_decide_as_a_fresh_estimate_per_run():
         alone = run(s, h, 0, 1, iterations=3, estimates=Estimates(s.matrices, s.n_com, s.t_prog, s.t_data))
         together = run(s, h, 0, 1, iterations=3, estimates=shared, chains=chains)
         assert (together.makespan, together.log) == (alone.makespan, alone.log), h
+
+
+@settings(max_examples=10, deadline=None)
+@given(h=st.sampled_from(("P-IP", "E-IE", "Y-IAY", "P-IY", "E-IY", "Y-IY")), m=st.sampled_from([5, 10]),
+       n_com=st.sampled_from([1, 5, 20]),
+       w_min=st.integers(1, 3), index=st.integers(0, 9), trial=st.integers(0, 9))
+def test_a_derived_greedy_build_decides_as_a_build_from_scratch(h, m, n_com, w_min, index, trial):
+    """A heuristic derives its greedy build from its last one where the workers that changed could not change
+    it (heuristics._came, Passive._unchanged, Proactive._iy_derived): its run decides as with every build made
+    from scratch, on random instances, reconfiguration by reconfiguration (each run with memos of its own). The
+    proactive heuristics build at every look, IY's also at the slots its horizon names: the passive ones only
+    when a configuration breaks, with the same code."""
+    s = scenario(m, n_com, w_min, 1, index)
+    chains = realisation(s, trial, 1)
+    derived = run(s, h, trial, 1, iterations=3, cap=2000.0, chains=chains,
+                  estimates=Estimates(s.matrices, s.n_com, s.t_prog, s.t_data))
+    with mock.patch.object(heuristics, "_came", lambda *args: None):  # nothing derived: each build anew
+        fresh = run(s, h, trial, 1, iterations=3, cap=2000.0, chains=chains,
+                    estimates=Estimates(s.matrices, s.n_com, s.t_prog, s.t_data))
+    assert (derived.makespan, derived.log) == (fresh.makespan, fresh.log)
