@@ -94,7 +94,7 @@ def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, workers: int = 1, 
     result = SweepResult(out, total=len(cells), skipped=len(cells) - len(todo))
     # Longest first, so that no long cell starts last while the other workers idle (the order changes
     # nothing else: cells are independent and sweep.csv is put in grid order at the end).
-    todo = longest_first(todo, spec.experiment, scenario.cost or estimated_cost)
+    todo = longest_first(todo, spec.experiment, scenario.cost)
     log.info("%s: %d cells, %d already done, %d to run", spec.name, len(cells), result.skipped, len(todo))
     if cell_fn is None and scenario.cell is not None:
         cell_fn = scenario.cell

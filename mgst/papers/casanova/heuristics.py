@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from mgst.core.iterations import UP, Iterations
@@ -109,24 +109,34 @@ class Passive:
         from the same partial loads, it is worth less than that step's choice, or as much but later in worker
         order (the first strictly best wins)."""
         _, last_up, last_programs, (_, steps) = last
-        came = _came(app, last_up, last_programs, [q for q, _ in steps], up, programs)
+        chosen = [q for q, _ in steps]
+        came = _came(app, last_up, last_programs, chosen, up, programs)
         if came is None:
             return False
-        has_program = app.has_program
-        loads: dict[int, int] = {}
-        for best, best_value in (steps if came else ()):
+        for (best, best_value), options in zip(steps, self._newcomers(app, chosen, came)):
             if best_value != best_value:  # NaN: the first option in worker order won, whatever it was worth
                 return False
+            for q, v in options:
+                if v > best_value or (v == best_value and q < best) or v != v:  # type: ignore[operator]
+                    return False
+        return True
+
+    def _newcomers(self, app: Iterations, chosen: list[int], came: list[int]) -> Iterator[list[tuple[int, Any]]]:
+        """For each step of a build that chose the workers ``chosen`` in turn, lazily: what each worker of
+        ``came`` is worth there, from that step's partial loads (:meth:`_values`, filled here where missing)."""
+        has_program = app.has_program
+        loads: dict[int, int] = {}
+        for best in (chosen if came else ()):
             values = self._values(loads, has_program)
+            options = []
             for q in came:
                 slot = 2 * q + has_program[q]
                 v = values.get(slot)
                 if v is None:
                     v = values[slot] = self._value(app, loads, q)
-                if v > best_value or (v == best_value and q < best) or v != v:  # type: ignore[operator]
-                    return False
+                options.append((q, v))
+            yield options
             loads[best] = loads.get(best, 0) + 1
-        return True
 
     @staticmethod
     def _slots(app: Iterations, up: list[int]) -> list[tuple[int, int]]:
@@ -316,29 +326,21 @@ class Proactive(Passive):
         ends where a worker that came may reach a step's choice (:func:`_yield_reaches`), or where the kept one
         ended: those that left can only have put that off, so it is a lower bound, as a horizon must be."""
         steps = kept[6]
-        came = _came(app, kept[4], kept[5], [b for b, _, _ in steps], up, programs)
+        chosen = [b for b, _, _ in steps]
+        came = _came(app, kept[4], kept[5], chosen, up, programs)
         if came is None:
             return None
         until = kept[2]
-        has_program = app.has_program
-        loads: dict[int, int] = {}
-        for best, pb, eb in (steps if came else ()):
+        for (best, pb, eb), options in zip(steps, self._newcomers(app, chosen, came)):
             sb = pb / (elapsed + eb) if elapsed + eb > 0 else math.inf
             if sb != sb:
                 return None
-            values = self._values(loads, has_program)
-            for q in came:
-                slot = 2 * q + has_program[q]
-                v = values.get(slot)
-                if v is None:
-                    v = values[slot] = self._value(app, loads, q)
-                p, e = v  # type: ignore[misc]
+            for q, (p, e) in options:
                 sq = p / (elapsed + e) if elapsed + e > 0 else math.inf
                 if sq > sb or (sq == sb and q < best) or sq != sq:
                     return None
                 if until > elapsed + 1:
                     until = min(until, elapsed + _yield_reaches(p, e, pb, eb, elapsed))
-            loads[best] = loads.get(best, 0) + 1
         return until
 
 
