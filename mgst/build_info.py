@@ -46,6 +46,11 @@ COMPILED_MODULES: tuple[str, ...] = (
     "mgst.papers.mgst.lpas",
     "mgst.draws",
     "mgst.workload.poisson",
+    "mgst.core.gang",
+    "mgst.core.link",
+    "mgst.core.iterations",
+    "mgst.sim.iterations",
+    "mgst.papers.casanova.heuristics",
 )
 # A compiled policy registers with a call after its class, register(Cls): mypyc makes a decorated
 # class non-native, and a non-native class cannot subclass the native Policy.

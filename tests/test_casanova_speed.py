@@ -3,13 +3,10 @@ slice), a replayed realisation equal to a fresh draw, and the shared memos equal
 
 from __future__ import annotations
 
-from unittest import mock
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mgst.availability.markov3 import Markov3Group, Markov3Process
-from mgst.papers.casanova import heuristics
 from mgst.papers.casanova.estimates import Estimates
 from mgst.papers.casanova.heuristics import NAMES
 from mgst.papers.casanova.instance import realisation, run, scenario
@@ -72,7 +69,6 @@ def test_a_derived_greedy_build_decides_as_a_build_from_scratch(h, m, n_com, w_m
     chains = realisation(s, trial, 1)
     derived = run(s, h, trial, 1, iterations=3, cap=2000.0, chains=chains,
                   estimates=Estimates(s.matrices, s.n_com, s.t_prog, s.t_data))
-    with mock.patch.object(heuristics, "_came", lambda *args: None):  # nothing derived: each build anew
-        fresh = run(s, h, trial, 1, iterations=3, cap=2000.0, chains=chains,
-                    estimates=Estimates(s.matrices, s.n_com, s.t_prog, s.t_data))
+    fresh = run(s, h, trial, 1, iterations=3, cap=2000.0, chains=chains,  # nothing derived: each build anew
+                estimates=Estimates(s.matrices, s.n_com, s.t_prog, s.t_data, derive=False))
     assert (derived.makespan, derived.log) == (fresh.makespan, fresh.log)

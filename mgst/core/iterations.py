@@ -22,6 +22,8 @@ import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
+from mypy_extensions import mypyc_attr
+
 from mgst.core.gang import Gang
 from mgst.core.link import MasterLink
 from mgst.core.progress import Progress
@@ -34,7 +36,7 @@ PROGRAM, DATA, GANG = "program", "data", "gang"
 class IterationDone(NamedTuple):
     """Iteration ``index`` (from 0) completed at ``time``."""
 
-    index: int
+    index: int  # type: ignore[assignment]  # shadows tuple.index, as the log has always named it
     time: float
 
 
@@ -61,6 +63,7 @@ class ConfigurationPolicy(Protocol):
     # policy without it must be looked at every slot (its look reads the time). See Iterations.next_check.
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # tests and researchers subclass it
 class Iterations:
     """One tightly-coupled application on ``len(work)`` workers; worker q computes a task in ``work[q]`` units."""
 
@@ -116,7 +119,8 @@ class Iterations:
 
     def ended(self, now: float, key: Hashable) -> list[Any]:
         """The activity ``key`` reached its end (the time of its latest Eta)."""
-        self.progress.out = out = []
+        out: list[Any] = []
+        self.progress.out = out
         kind = key[0]  # type: ignore[index]
         if kind == GANG:
             assert self.gang is not None and self.gang.key == key
@@ -137,7 +141,8 @@ class Iterations:
 
     def state_changed(self, now: float, q: int, state: int) -> list[Any]:
         """Worker ``q``'s availability became ``state``."""
-        self.progress.out = out = []
+        out: list[Any] = []
+        self.progress.out = out
         self.states[q] = state
         self.link.worker_state(q, state)
         if state == DOWN:
@@ -156,7 +161,8 @@ class Iterations:
 
     def settle(self, now: float) -> list[Any]:
         """Every event of ``now`` is in: choose a configuration where one is needed and can be had."""
-        self.progress.out = out = []
+        out: list[Any] = []
+        self.progress.out = out
         if self.needs_config and not self.finished() and self.room():
             self._configure(now, self.policy.choose(self, now), self.why)
         return out
@@ -184,7 +190,8 @@ class Iterations:
 
     def check(self, now: float) -> list[Any]:
         """A proactive policy's look at the running configuration: it may replace it."""
-        self.progress.out = out = []
+        out: list[Any] = []
+        self.progress.out = out
         if self.config and not self.finished():
             new = self.policy.reconsider(self, now)
             if new is not None and dict(new) != self.config:

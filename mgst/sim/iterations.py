@@ -58,9 +58,12 @@ def run_iterations(app: Iterations, chains: Iterable[AvailabilityProcess], cap: 
         nonlocal seq
         for o in outs:
             if type(o) is Eta:
-                due[o.replica] = o.at
-                if o.at < math.inf:
-                    heapq.heappush(heap, (o.at, 0, seq, o.replica))
+                # An activity's key, not a replica id (Eta.replica says int: compiled, that would be checked).
+                fields: tuple[Any, ...] = o
+                key, at = fields[0], fields[1]
+                due[key] = at
+                if at < math.inf:
+                    heapq.heappush(heap, (at, 0, seq, key))
                     seq += 1
 
     per_slot = checks == "slots"

@@ -39,7 +39,8 @@ class Estimates:
     """P and E of configurations on one platform (the workers' chains), the master's n_com, T_prog and T_data."""
 
     def __init__(self, matrices: Sequence[Matrix], n_com: int, t_prog: float, t_data: float,
-                 exact: bool = False, present: bool = False, credit: str = "all", eps: float = 1e-12):
+                 exact: bool = False, present: bool = False, credit: str = "all", eps: float = 1e-12,
+                 derive: bool = True):
         if credit not in CREDITS:
             raise ValueError(f"credit must be one of {', '.join(CREDITS)}, got {credit!r}")
         self.n_com, self.t_prog, self.t_data, self.exact = n_com, t_prog, t_data, exact
@@ -78,6 +79,9 @@ class Estimates:
         self.builds: dict[tuple, tuple[dict[int, int], tuple | None]] = {}  # (loads, the greedy's steps)
         # A greedy step's options (what each worker the next task may go to is worth), likewise.
         self.steps: dict[tuple, dict[int, object]] = {}
+        # Whether a heuristic may derive a greedy build from its last one where what changed cannot change it
+        # (the same builds, fewer made); False makes each anew, to compare the two.
+        self.derive = derive
 
     def _returns_uncached(self, members: frozenset[int]) -> tuple[float, float]:
         """(U, A) of a set all UP at 0: U the sum over t > 0 of P(all UP at t, none DOWN by t), A the same sum

@@ -18,6 +18,8 @@ import random
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 from mgst.core.iterations import UP, Iterations
 from mgst.papers.casanova.estimates import BUILDS_KEPT, Estimates
 
@@ -37,6 +39,7 @@ def score(criterion: str, p: float, e: float, elapsed: float) -> float:
     return p / e if e > 0 else float("inf")  # IAY
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # tests and researchers subclass it
 class Passive:
     """IP, IE, IY or IAY."""
 
@@ -108,6 +111,8 @@ class Passive:
         forces a new build, and no worker that has come would win a step: at each of the last build's steps,
         from the same partial loads, it is worth less than that step's choice, or as much but later in worker
         order (the first strictly best wins)."""
+        if not self.est.derive:
+            return False
         _, last_up, last_programs, (_, steps) = last
         chosen = [q for q, _ in steps]
         came = _came(app, last_up, last_programs, chosen, up, programs)
@@ -209,10 +214,11 @@ class Passive:
     def choose(self, app: Iterations, now: float) -> dict[int, int]:
         return self.build(app, now)
 
-    def reconsider(self, app: Iterations, now: float) -> None:
+    def reconsider(self, app: Iterations, now: float) -> dict[int, int] | None:
         return None
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # tests and researchers subclass it
 class Proactive(Passive):
     """C-H: H's configurations, replaced when H's fresh one is strictly better by criterion C."""
 
@@ -268,7 +274,8 @@ class Proactive(Passive):
         fresh, (p2, e2) = self.candidate(app, now)
         if not fresh or fresh == app.config:
             return None
-        c = score(self.criterion, *self.current(app, now), elapsed)
+        pc, ec = self.current(app, now)
+        c = score(self.criterion, pc, ec, elapsed)
         c2 = score(self.criterion, p2, e2, elapsed)
         return dict(fresh) if c2 > c else None
 
@@ -325,6 +332,8 @@ class Proactive(Passive):
         a step now (a larger yield than that step's choice, or as large and earlier in worker order). Its time
         ends where a worker that came may reach a step's choice (:func:`_yield_reaches`), or where the kept one
         ended: those that left can only have put that off, so it is a lower bound, as a horizon must be."""
+        if not self.est.derive:
+            return None
         steps = kept[6]
         chosen = [b for b, _, _ in steps]
         came = _came(app, kept[4], kept[5], chosen, up, programs)

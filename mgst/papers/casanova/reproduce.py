@@ -40,7 +40,7 @@ REPRODUCTION = Reproduction(
     slices=(SLICE,),
     quick_slices=(QUICK,),
     judge=judge,
-    minutes="about 6 min",
+    minutes="about 3 to 5 min",
     quick_minutes="about 15 s",
     doc="docs/reproduction-casanova.md",
 )
