@@ -49,23 +49,8 @@ class Estimates:
         # transfers alone, or none (valued as a fresh one on the same workers, the programs they hold counted).
         self.present, self.credit = present, credit
         self.T = horizon(matrices, eps)
-        uu, nd, ru, rnd = [], [], [], []
-        for m in matrices:
-            block = np.array(m, dtype=float)[:2, :2]
-            p = np.empty((self.T + 1, 2, 2))  # p[t, i]: (M^t)[i, :], from UP (i = 0) or RECLAIMED (1) at 0
-            for i in (0, 1):
-                row = np.eye(2)[i]
-                for t in range(self.T + 1):
-                    p[t, i] = row
-                    row = row @ block
-            uu.append(p[:, 0, 0].copy())
-            nd.append(p[:, 0].sum(axis=1))  # not DOWN by t
-            ru.append(p[:, 1, 0].copy())
-            rnd.append(p[:, 1].sum(axis=1))
-        self.uu = np.array(uu)  # uu[q, t] = P_uu^(q)(t)
-        self.nd = np.array(nd)  # nd[q, t] = P_ND^(q)(t)
-        self.ru = np.array(ru)  # ru[q, t]: UP at t without DOWN since 0, from RECLAIMED at 0
-        self.rnd = np.array(rnd)  # rnd[q, t]: not DOWN by t, from RECLAIMED at 0
+        platform = tuple(tuple(tuple(float(x) for x in row) for row in m) for m in matrices)
+        self.uu, self.nd, self.ru, self.rnd = _chain_powers(platform, self.T)  # read-only
         self._ts = np.arange(self.T + 1, dtype=float)
         self._returns = lru_cache(maxsize=1 << 16)(self._returns_uncached)
         self._set = lru_cache(maxsize=1 << 16)(self._set_uncached)
@@ -166,6 +151,34 @@ class Estimates:
         p_comp, e_comp = self.compute(frozenset(loads), max(loads.values()) if work is None else work,
                                       frozenset() if comm_left else reclaimed)
         return p_comm * p_comp, e_comm + e_comp
+
+
+@lru_cache(maxsize=2)
+def _chain_powers(platform: tuple[tuple[tuple[float, ...], ...], ...], T: int
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """For each worker's chain, (M^t)'s UP/RECLAIMED rows for t in 0..T: P_uu, not DOWN by t, and the same from
+    RECLAIMED at 0, as arrays [q, t]. A pure function of the chains, kept for the last platforms (a cell's runs,
+    and tests, build Estimates on one platform again and again; each costs T small products per worker)."""
+    uu, nd, ru, rnd = [], [], [], []
+    for m in platform:
+        block = np.array(m, dtype=float)[:2, :2]
+        p = np.empty((T + 1, 2, 2))  # p[t, i]: (M^t)[i, :], from UP (i = 0) or RECLAIMED (1) at 0
+        for i in (0, 1):
+            row = np.eye(2)[i]
+            for t in range(T + 1):
+                p[t, i] = row
+                row = row @ block
+        uu.append(p[:, 0, 0].copy())
+        nd.append(p[:, 0].sum(axis=1))  # not DOWN by t
+        ru.append(p[:, 1, 0].copy())
+        rnd.append(p[:, 1].sum(axis=1))
+    out = (np.array(uu),  # uu[q, t] = P_uu^(q)(t)
+           np.array(nd),  # nd[q, t] = P_ND^(q)(t)
+           np.array(ru),  # ru[q, t]: UP at t without DOWN since 0, from RECLAIMED at 0
+           np.array(rnd))  # rnd[q, t]: not DOWN by t, from RECLAIMED at 0
+    for a in out:
+        a.flags.writeable = False  # shared by every Estimates of the platform
+    return out
 
 
 def paper_matrix(rng: np.random.Generator) -> tuple[tuple[float, float, float], ...]:
