@@ -12,7 +12,8 @@ import math
 import sys
 from pathlib import Path
 
-from mgst.papers.casanova.claims import judge
+from mgst.papers.casanova.claims import judge, paired
+from mgst.papers.casanova.heuristics import CRITERIA, PASSIVE
 from mgst.papers.casanova.tables import PAPER_TABLE_I, PAPER_TABLE_II, figure2, read_rows, spearman, table
 
 INSTANCE = ("m", "n_com", "w_min", "scenario", "seed", "replication")  # slices that overlap count it once
@@ -52,12 +53,33 @@ def main(argv: list[str]) -> int:
                   f" {fmt(r['stdv'])} | {theirs} |")
         rho = spearman({r["heuristic"]: r["diff"] for r in t}, {h: v[1] for h, v in paper.items()})
         print(f"\nSpearman's rank correlation of %diff with the paper's ({len(paper)} heuristics): {rho:.3f}")
+    if any(str(r["m"]) == "5" for r in rows):
+        building_blocks(rows)
     print("\n### The claims\n")
     for v in judge(rows):
         print(f"{v.number}. **{v.text}**: *{v.verdict}*. {v.figure}")
     if args.figure is not None:
         print(f"\nFigure 2: {figure2(rows, args.figure)}")
     return 0
+
+
+def kind(metric: str) -> str:
+    return "time" if metric.lstrip("I") == "E" else "probability-weighted"
+
+
+def building_blocks(rows: list) -> None:
+    """Each C-H against its passive H at m = 5, paired over the scenarios, beside the paper's difference of
+    Table I's %diff: the paper's C-H is worse than H exactly where C and H measure the same kind
+    (docs/reproduction-casanova.md, "What the paper's poor proactive heuristics have in common")."""
+    print("\n### m = 5: each proactive C-H against its building block H\n")
+    print("| C-H | C-H - H | 95 % interval | paper C-H - H | C and H measure |")
+    print("|---|---|---|---|---|")
+    for c in CRITERIA:
+        for h in PASSIVE:
+            mean, low, high, _ = paired(rows, 5, f"{c}-{h}", h)
+            theirs = PAPER_TABLE_I[f"{c}-{h}"][1] - PAPER_TABLE_I[h][1]
+            same = "the same kind" if kind(c) == kind(h) else "different kinds"
+            print(f"| {c}-{h} | {fmt(mean, 1)} | [{fmt(low, 1)}, {fmt(high, 1)}] | {theirs:+.1f} | {same} |")
 
 
 if __name__ == "__main__":
