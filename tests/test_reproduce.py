@@ -213,3 +213,41 @@ def test_kondo_findings_on_runs_without_t_above_n_say_so_rather_than_no_runs_x_b
     assert lines[1] == "   - not in these runs: none has T >= N = 220 (the slides' grid has T = 400)"
     assert not any("no runs x better" in line for line in lines)
     assert lines[2].startswith("2. ")
+
+
+def test_an_option_reaches_every_cell_names_its_own_folder_and_is_printed_in_the_command(capsys, tmp_path,
+                                                                                         monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the default folder, runs/..., is made here
+    code, out, _ = reproduce(capsys, "casanova", "--quick", "--option", 'credit="none"',
+                             "--option", "present_states=true")
+    assert code == 0
+    folder = tmp_path / "runs" / "reproduce-casanova-quick-credit-none-present_states-true" / "casanova"
+    manifest = json.loads((folder / "sweep.json").read_text())
+    assert manifest["options"]["credit"] == "none" and manifest["options"]["present_states"] is True
+    assert "--option 'credit=\"none\"' --option present_states=true`" in out.splitlines()[1]
+    # The makespans are the look's under that reading, computed here directly, not the defaults'.
+    from mgst.papers.casanova.estimates import Estimates
+    from mgst.papers.casanova.instance import realisation, run, scenario
+
+    with open(folder / "sweep.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    moved = 0
+    for r in rows:
+        s = scenario(int(r["m"]), int(r["n_com"]), int(r["w_min"]), int(r["seed"]), int(r["scenario"]))
+        chains = realisation(s, int(r["replication"]), int(r["seed"]))
+        for name in ("IE", "E-IE", "Y-IE"):
+            theirs = float(r[f"makespan_{name}"])
+            reading = Estimates(s.matrices, s.n_com, s.t_prog, s.t_data, credit="none", present=True)
+            assert run(s, name, int(r["replication"]), int(r["seed"]), chains=chains, estimates=reading).makespan \
+                == theirs
+            default = Estimates(s.matrices, s.n_com, s.t_prog, s.t_data)
+            moved += run(s, name, int(r["replication"]), int(r["seed"]), chains=chains,
+                         estimates=default).makespan != theirs
+    assert moved > 0  # the reading changed something on these instances: the check above can tell the two apart
+
+
+def test_an_option_is_refused_where_the_slices_are_simulations_and_a_wrong_key_is_named(capsys):
+    code, _, err = reproduce(capsys, "mgst", "--option", "credit=1")
+    assert code == 2 and "--option" in err and "simulates experiment files" in err
+    code, _, err = reproduce(capsys, "casanova", "--quick", "--option", "speed=2")
+    assert code == 2 and "'speed' is not an option" in err and "credit" in err

@@ -7,6 +7,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import time
@@ -33,6 +34,10 @@ def add_reproduce_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--experiments", type=Path, default=Path("experiments"), metavar="DIR",
                    help="folder of the experiment and sweep files (default: experiments)")
     p.add_argument("--workers", type=int, help="local processes (default: one per core)")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="set one of the sweep scenario's options over its file's (repeatable; a TOML value), "
+                        "e.g. --option 'credit=\"none\"' for a reading the paper's reproduction doc compares; "
+                        "papers whose slices are sweeps only")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
@@ -47,9 +52,14 @@ def reproduce_command(args: argparse.Namespace) -> int:
         raise ConfigError("--experiments", f"{args.experiments} is not a folder (of the experiment and sweep files)")
     repro = reproduction.get(args.paper)
     slices = repro.quick_slices if args.quick else repro.slices
-    out = args.out or Path("runs") / f"reproduce-{repro.name}{'-quick' if args.quick else ''}"
+    options = tuple(args.option)
+    if options and not all(isinstance(s, SweepSlice) for s in slices):
+        raise ConfigError("--option", f"{repro.name}'s reproduction simulates experiment files, whose settings are "
+                                      "not options: --option sets a sweep scenario's options")
+    out = args.out or Path("runs") / (f"reproduce-{repro.name}{'-quick' if args.quick else ''}"
+                                      + "".join(f"-{_slug(o)}" for o in options))
     check_folder("--out", out)
-    loaded = [_load(s, args.experiments) for s in slices]  # every file checked before any work
+    loaded = [_load(s, args.experiments, options) for s in slices]  # every file checked before any work
     workers = args.workers or os.cpu_count() or 1
     say = (lambda text: None) if args.quiet else (lambda text: print(f"mgst reproduce: {text}", file=sys.stderr))
 
@@ -75,7 +85,7 @@ def _reproduce(args: argparse.Namespace, repro: Reproduction, out: Path, loaded:
     try:
         for s, what in zip(slices, loaded):
             if isinstance(s, SweepSlice):
-                failed += _run_sweep(s, what, out / s.name, workers, say, args.verbose)
+                failed += _run_sweep(s, what, out / s.name, workers, say, args.verbose, tuple(args.option))
             else:
                 _run_simulation(s, what, out / s.name, workers, say)
     except KeyboardInterrupt:
@@ -87,7 +97,8 @@ def _reproduce(args: argparse.Namespace, repro: Reproduction, out: Path, loaded:
         return 1
     claims = repro.judge({s.name: out / s.name for s in slices})
     print(f"{repro.title}")
-    print(f"{'--quick slice' if args.quick else 'slice'}: " + "; ".join(f"`{c}`" for c in repro.commands(args.quick))
+    commands = repro.commands(args.quick, tuple(args.option))
+    print(f"{'--quick slice' if args.quick else 'slice'}: " + "; ".join(f"`{c}`" for c in commands)
           + f"; {time.perf_counter() - t0:.0f} s, results in {out}/")
     for c in claims:
         print("\n".join(c.lines()))
@@ -117,7 +128,12 @@ def _list() -> int:
     return 0
 
 
-def _load(s: SweepSlice | SimulationSlice, experiments: Path) -> Any:
+def _slug(option: str) -> str:
+    """KEY=VALUE as a folder name's part: credit="none" -> credit-none."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "", option.replace("=", "-", 1))[:40] or "option"
+
+
+def _load(s: SweepSlice | SimulationSlice, experiments: Path, options: tuple[str, ...] = ()) -> Any:
     """The slice's sweep spec or experiment, read and checked (a ConfigError names the file and key)."""
     path = experiments / s.file
     if not path.is_file():
@@ -126,11 +142,12 @@ def _load(s: SweepSlice | SimulationSlice, experiments: Path) -> Any:
     if isinstance(s, SweepSlice):
         from mgst.sweep.spec import load_sweep  # noqa: PLC0415
 
-        return load_sweep(path, quick=s.quick, replications=s.replications, only=s.only)
+        return load_sweep(path, quick=s.quick, replications=s.replications, only=s.only, options=options)
     return load_experiment(path)
 
 
-def _run_sweep(s: SweepSlice, spec: Any, folder: Path, workers: int, say, verbose: int) -> list[str]:
+def _run_sweep(s: SweepSlice, spec: Any, folder: Path, workers: int, say, verbose: int,
+               options: tuple[str, ...] = ()) -> list[str]:
     """The sweep slice's cells not yet in ``folder/sweep.csv``, run; the failed cells' messages."""
     from mgst.sweep import SweepError, run_sweep  # noqa: PLC0415
 
@@ -142,7 +159,7 @@ def _run_sweep(s: SweepSlice, spec: Any, folder: Path, workers: int, say, verbos
             last[0] = now
             say(f"{s.name}: {p.done}/{plural(p.total, 'cell')}, {p.elapsed:.0f} s")
 
-    say(f"{s.name}: `{s.command()}` into {folder}/")
+    say(f"{s.name}: `{s.command(options)}` into {folder}/")
     try:
         result = run_sweep(spec, folder, workers=workers, progress=progress, plots=False,
                            worker_log_level=None if verbose else logging.ERROR)

@@ -14,6 +14,7 @@ import functools
 import importlib
 import importlib.util
 import pkgutil
+import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,14 +38,16 @@ class SweepSlice:
     replications: int | None = None  # None: the file's
     quick: bool = False  # apply the file's [quick] preset
 
-    def command(self) -> str:
-        """The `mgst sweep` command that runs the same cells."""
+    def command(self, options: tuple[str, ...] = ()) -> str:
+        """The `mgst sweep` command that runs the same cells (with ``options``, KEY=VALUE settings of the
+        scenario's options, as `mgst reproduce --option` gives them)."""
         words = ["mgst sweep", f"experiments/{self.file}"]
         if self.quick:
             words.append("--quick")
         if self.replications is not None:
             words.append(f"--replications {self.replications}")
         words += [f"--only {o}" for o in self.only]
+        words += [f"--option {shlex.quote(o)}" for o in options]
         return " ".join(words)
 
 
@@ -115,10 +118,13 @@ class Reproduction:
     same_as: str = ""  # the slices as one command that runs them too, if there is one (else each slice's)
     quick_same_as: str = ""
 
-    def commands(self, quick: bool) -> list[str]:
-        """The commands the slice runs, as a user would type them."""
+    def commands(self, quick: bool, options: tuple[str, ...] = ()) -> list[str]:
+        """The commands the slice runs, as a user would type them (``options``: its sweeps' --option settings)."""
         same = self.quick_same_as if quick else self.same_as
-        return [same] if same else [s.command() for s in (self.quick_slices if quick else self.slices)]
+        if same and not options:
+            return [same]
+        return [s.command(options) if isinstance(s, SweepSlice) else s.command()
+                for s in (self.quick_slices if quick else self.slices)]
 
 
 def names() -> list[str]:
