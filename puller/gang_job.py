@@ -1,11 +1,14 @@
 """A gang member's job: computes for a number of wall seconds of running time, and stopped time is not work.
 
-Run by path (``python -I -S gang_job.py``), it imports nothing of mgst; the member starts it ahead and it waits
+Run by path (``python -I -S gang_job.py MEMBER_PID``), it imports nothing of mgst; the member starts it ahead
+and it waits
 for one line ``SECONDS STALL`` on its standard input (so that starting a process is not part of the work's
 time), or ends at end of input. It advances in ticks of
 TICK seconds; a gap between two ticks longer than STALL seconds means it was stopped (SIGSTOP: its machine was
 RECLAIMED, or a peer of its gang was) and counts one tick, not the gap. It exits 0 when its seconds are done,
-and at once if its parent (the puller) is gone.
+and at once if its parent (the member, whose pid it is given) is gone: it is given the pid, rather than reading
+it, because it may be stopped before it runs a line, and be continued only once orphaned (the kernel continues an
+orphaned stopped group and hangs it up; a member started under nohup ignores the hangup, and so does its job).
 """
 
 import os
@@ -16,6 +19,13 @@ TICK = 0.005
 
 
 def main() -> int:
+    try:
+        parent = int(sys.argv[1])
+    except (IndexError, ValueError):
+        sys.stderr.write("usage: gang_job.py MEMBER_PID\n")
+        return 2
+    if os.getppid() != parent:
+        return 1  # its member is already gone
     line = sys.stdin.readline(200)
     if not line:
         return 0  # the member no longer needs it
@@ -27,7 +37,6 @@ def main() -> int:
     if not (0 < seconds <= 86_400 and 2 * TICK <= stall <= 3_600):
         sys.stderr.write("error: SECONDS in (0, 86400], STALL in [0.01, 3600]\n")
         return 2
-    parent = os.getppid()
     left = seconds
     last = time.monotonic()
     while left > 0:

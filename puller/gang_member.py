@@ -61,7 +61,7 @@ class Job:
 
     def __init__(self) -> None:
         self.gang = -1
-        self.proc = subprocess.Popen([sys.executable, "-I", "-S", str(JOB)], process_group=0,
+        self.proc = subprocess.Popen([sys.executable, "-I", "-S", str(JOB), str(os.getpid())], process_group=0,
                                      stdin=subprocess.PIPE)
         self.fd = os.pidfd_open(self.proc.pid)
         self.stopped = False

@@ -279,6 +279,9 @@ IN_PROCESS = [
     (["reproduce", "mgst", "--out", PROC], "--out"),
     (["reproduce", "mgst", "--workers", "0"], "--workers"),
     (["reproduce", "mgst", "--workers", HUGE], "--workers"),
+    (["reproduce", "mgst", "--option", "credit=1"], "--option"),  # (its slices are simulations)
+    (["reproduce", "casanova", "--option", "speed=2"], "--option"),  # (not an option of its scenario)
+    (["reproduce", "casanova", "--option", "credit"], "--option"),  # (no value)
     (["run", HIHI, "--duration", "1", "--executor", "command"], "--executor"),  # (a traceback from the mapper)
     (["run", HIHI, "--duration", "1", "--out", PROC], "--out"),
     (["run", HIHI, "--duration", "1", "--live", "abc"], "--live"),

@@ -54,12 +54,17 @@ def test_a_stopped_job_does_no_work():
         job.kill()
 
 
-def test_a_member_that_dies_leaves_no_stopped_job():
+@pytest.mark.parametrize("hangup", ["default", "ignored"])
+def test_a_member_that_dies_leaves_no_stopped_job(hangup):
     """Its job is in a process group of its own: orphaned with a stopped member, the kernel continues it and hangs
-    it up (and a running job sees its parent gone)."""
+    it up (and a running job sees its parent gone). A member started under nohup ignores the hangup, and so does
+    its job: continued, the job must still see that the member that started it is gone, even when it was stopped
+    before it read its line (stop right after go, as here)."""
     script = textwrap.dedent(f"""
-        import os, sys
+        import os, signal, sys
         sys.path.insert(0, {os.getcwd()!r})
+        if {hangup!r} == "ignored":
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as nohup starts it
         from puller.gang_member import Job
         job = Job(); job.go(1, 60.0, 0.05); job.stop(True)  # (returns once it is stopped)
         print(job.proc.pid, flush=True)
