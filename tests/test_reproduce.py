@@ -235,12 +235,12 @@ def test_an_option_reaches_every_cell_names_its_own_folder_and_is_printed_in_the
     for r in rows:
         s = scenario(int(r["m"]), int(r["n_com"]), int(r["w_min"]), int(r["seed"]), int(r["scenario"]))
         chains = realisation(s, int(r["replication"]), int(r["seed"]))
+        reading = Estimates(s.matrices, s.n_com, s.t_prog, s.t_data, credit="none", present=True)
+        default = Estimates(s.matrices, s.n_com, s.t_prog, s.t_data)
         for name in ("IE", "E-IE", "Y-IE"):
             theirs = float(r[f"makespan_{name}"])
-            reading = Estimates(s.matrices, s.n_com, s.t_prog, s.t_data, credit="none", present=True)
             assert run(s, name, int(r["replication"]), int(r["seed"]), chains=chains, estimates=reading).makespan \
                 == theirs
-            default = Estimates(s.matrices, s.n_com, s.t_prog, s.t_data)
             moved += run(s, name, int(r["replication"]), int(r["seed"]), chains=chains,
                          estimates=default).makespan != theirs
     assert moved > 0  # the reading changed something on these instances: the check above can tell the two apart

@@ -77,6 +77,7 @@ def _reproduce(args: argparse.Namespace, repro: Reproduction, out: Path, loaded:
                say: Callable[[str], None]) -> int:
     """Run the slices not yet done into ``out``, then judge and print the claims."""
     slices = repro.quick_slices if args.quick else repro.slices
+    options = tuple(args.option)
     t0 = time.perf_counter()
     failed: list[str] = []
     minutes = repro.quick_minutes if args.quick else repro.minutes
@@ -85,7 +86,7 @@ def _reproduce(args: argparse.Namespace, repro: Reproduction, out: Path, loaded:
     try:
         for s, what in zip(slices, loaded):
             if isinstance(s, SweepSlice):
-                failed += _run_sweep(s, what, out / s.name, workers, say, args.verbose, tuple(args.option))
+                failed += _run_sweep(s, what, out / s.name, workers, say, args.verbose, options)
             else:
                 _run_simulation(s, what, out / s.name, workers, say)
     except KeyboardInterrupt:
@@ -97,7 +98,7 @@ def _reproduce(args: argparse.Namespace, repro: Reproduction, out: Path, loaded:
         return 1
     claims = repro.judge({s.name: out / s.name for s in slices})
     print(f"{repro.title}")
-    commands = repro.commands(args.quick, tuple(args.option))
+    commands = repro.commands(args.quick, options)
     print(f"{'--quick slice' if args.quick else 'slice'}: " + "; ".join(f"`{c}`" for c in commands)
           + f"; {time.perf_counter() - t0:.0f} s, results in {out}/")
     for c in claims:
