@@ -20,6 +20,7 @@ from mgst.core.progress import Activity
 from mgst.model import EXECUTORS
 from mgst.wire import protocol as P
 from puller.allowlist import CommandRefused
+from puller.guardian import Guardian
 from puller.slotkit import SlotKit
 
 log = logging.getLogger(__name__)
@@ -203,13 +204,16 @@ class CommandJob:
     """
 
     def __init__(self, msg: P.JobMsg, argv: tuple[str, ...], env: dict[str, str], kit: SlotKit, share: float,
-                 now: float):
+                 now: float, guardian: Guardian | None = None):
         from puller.command import CommandRun  # noqa: PLC0415
 
         self.msg = msg
         self.kit = kit
         self.received = now
         self.run = CommandRun(argv, env, inherit_env=False)
+        self.guardian = guardian  # told of the job's group: it kills the group if the puller dies first
+        if guardian is not None:
+            guardian.watch(self.run.pid)
         self.started = now
         if kit.throttle is not None:
             kit.throttle.attach(self.run.pid)
@@ -257,3 +261,5 @@ class CommandJob:
     def kill(self) -> None:
         self.run.kill()  # SIGKILL to the group: a stopped or (cgroup v2) frozen one too
         self.run.close()
+        if self.guardian is not None and self.run.returncode is not None:  # reaped: its group id may be reused
+            self.guardian.release(self.run.pid)

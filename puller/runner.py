@@ -9,6 +9,7 @@ from mgst.model import EXECUTORS
 from mgst.wire import protocol as P
 from puller.allowlist import AllowList, CommandRefused
 from puller.executors import CommandJob, EmulatedJob, SpinJob, job_environment
+from puller.guardian import Guardian
 from puller.slotkit import SlotKit
 
 log = logging.getLogger(__name__)
@@ -25,6 +26,7 @@ class Runner:
         self.throttle_backend = throttle_backend
         self.kits: dict[int, SlotKit] = {}
         self.speed = 0.0  # spin-kernel iterations per CPU second, once calibrated
+        self.guardian: Guardian | None = None  # started with the first command job: kills jobs a dead puller left
 
     def calibrate(self) -> float:
         """Measure the spin kernel's speed (what a hello reports); once per puller."""
@@ -66,12 +68,17 @@ class Runner:
         if executor == "command":
             assert argv is not None and self.allowlist is not None  # plan() said so
             env = self.allowlist.env(job_environment(msg, time_unit, self.machine))
-            return CommandJob(msg, argv, env, self.kit(slot), share, now)
+            if self.guardian is None:
+                self.guardian = Guardian()
+            return CommandJob(msg, argv, env, self.kit(slot), share, now, self.guardian)
         return EmulatedJob(msg, share, time_unit, now)
 
     def close(self) -> None:
-        """Stop everything; resume anything stopped; remove cgroups."""
+        """Stop everything; resume anything stopped; remove cgroups; end the guardian."""
         for kit in self.kits.values():
             kit.close()
         self.kits.clear()
+        if self.guardian is not None:
+            self.guardian.close()
+            self.guardian = None
 

@@ -294,6 +294,62 @@ def test_allow_list_refuses_and_runs_with_an_explicit_environment(
     assert log.count("command not allowed") == 1, log  # three refusals in a row: one line (rate-limited)
 
 
+# A job that starts a child of its own, writes both pids (atomically), and computes on until killed.
+FAMILY_JOB = textwrap.dedent("""\
+    import os, subprocess, sys, time
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    with open(sys.argv[1] + ".tmp", "w") as f:
+        f.write(f"{os.getpid()} {child.pid}")
+    os.replace(sys.argv[1] + ".tmp", sys.argv[1])
+    time.sleep(600)
+""")
+
+
+def await_file(path: Path, timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path.name} not written in {timeout} s"
+        time.sleep(0.05)
+    return path.read_text()
+
+
+@pytest.mark.parametrize("state", ["running", "suspended"])
+def test_a_puller_killed_outright_leaves_no_job_behind(
+    state: str, mapper: FakeMapper, keydir: Path, tmp_path: Path, pullers: Pullers
+) -> None:
+    """SIGKILL gives the puller no chance to clean up: its guardian kills the job's whole group, stopped or not."""
+    script, pids_file = tmp_path / "family.py", tmp_path / "pids"
+    script.write_text(FAMILY_JOB)
+    proc = pullers.start(mapper.endpoint, "--keys", str(keydir), "--allow",
+                         shlex.join(["family=" + sys.executable, str(script), str(pids_file)]))
+    ident, _ = mapper.expect(P.Hello, 10)
+    mapper.welcome(ident, executor="command")
+    mapper.expect(P.Ready)
+    mapper.send(ident, job(10, work=600.0, key="family"))
+    mapper.expect(P.Started)
+    family: list[psutil.Process] = []
+    try:
+        family = [psutil.Process(int(pid)) for pid in await_file(pids_file, 30).split()]
+        guardians = [d for d in pullers.descendants(proc) if "guardian.py" in " ".join(d.cmdline())]
+        assert len(guardians) == 1, pullers.descendants(proc)
+        if state == "suspended":
+            mapper.send(ident, P.Share(0.0))
+            deadline = time.monotonic() + 20
+            while not all(is_suspended(p.pid) for p in family):
+                assert time.monotonic() < deadline, "share 0 did not suspend the job"
+                time.sleep(0.05)
+        proc.kill()
+        proc.wait(10)
+        gone, alive = psutil.wait_procs([*family, *guardians], timeout=20)
+        assert not alive, f"left behind by a killed puller: {alive}"
+    finally:
+        for p in family:  # whatever the outcome, nothing outlives the test
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+
+
 def test_allow_entries_and_files() -> None:
     assert parse_entry("sim=python3 sim.py --fast") == ("sim", ("python3", "sim.py", "--fast"))
     assert parse_entry("'my prog' 'a b'") == (None, ("my prog", "a b"))

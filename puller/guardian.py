@@ -1,0 +1,140 @@
+"""Kills a puller's command jobs (their whole process groups) once the puller is gone, even SIGKILLed.
+
+A command job runs in its own session (so that a kill reaches its whole tree): nothing ties it to its
+puller, and a puller that dies without its ``finally`` (SIGKILL, the OOM killer, a power-cut of its
+terminal's session) would leave its jobs computing, or stopped by the throttle, for ever, on a lab machine
+whose next run they would slow. A parent-death signal would end the program only, not its children,
+and fires when the forking *thread* exits.
+
+So a puller that runs commands starts one small guardian: a separate process in its own session (a kill of
+the puller's group does not reach it), running this file with only the standard library. The puller writes
+``+PGID`` when a job starts and ``-PGID`` when it has reaped it, one line each, down a pipe of which the
+puller holds the only write end (no other child inherits it). When the pipe ends, because the puller closed
+it or because the kernel closed it on the puller's death, the guardian SIGKILLs every group still listed (a
+stopped or frozen one too) and exits. A group stays listed until the puller has reaped its leader, so its id
+cannot have been reused while it is listed, except in the instant between the puller's death and the
+guardian's kill (the orphaned leader is reaped by init then). ``--parent`` names the puller, for ps.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Guardian"]
+
+# The most groups the guardian lists: a puller runs one command per slot, so this is never reached by a
+# puller that works; a broken one cannot make the guardian grow.
+MAX_GROUPS = 4096
+_MAX_LINE = 32  # "+" and a pid, with room
+_REAP_TIMEOUT = 5.0  # seconds close() waits for the guardian after closing its pipe
+
+
+class Guardian:
+    """The puller's side: starts the guardian process, tells it which job groups are live, stops it."""
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
+            [sys.executable, "-I", "-S", os.path.abspath(__file__), "--parent", str(os.getpid())],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, bufsize=0,
+            start_new_session=True,  # a kill of the puller's process group leaves it to clean up
+        )
+        log.debug("guardian of command jobs: pid %d", self._proc.pid)
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def watch(self, pgid: int) -> None:
+        """A job's process group is live: killed if the puller dies before :meth:`release`."""
+        self._say(b"+%d\n" % pgid)
+
+    def release(self, pgid: int) -> None:
+        """The job's leader is reaped (its group killed): the guardian forgets it."""
+        self._say(b"-%d\n" % pgid)
+
+    def _say(self, line: bytes) -> None:
+        proc = self._proc
+        if proc is None or proc.stdin is None:
+            return
+        try:
+            proc.stdin.write(line)  # < PIPE_BUF, unbuffered: one atomic write; the guardian reads at once
+        except OSError as e:  # it died (killed on its own): the jobs keep their in-process cleanup only
+            log.warning("the guardian of command jobs is gone (%s): a puller killed now would leave its jobs", e)
+            self._proc = None
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+            proc.poll()
+
+    def close(self) -> None:
+        """End the guardian (it kills what is still listed, normally nothing) and reap it. Idempotent."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if proc.stdin is not None:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+        try:
+            proc.wait(timeout=_REAP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _kill_groups(groups: set[int]) -> None:
+    for pgid in groups:
+        try:
+            os.killpg(pgid, signal.SIGKILL)  # stopped or (cgroup v2) frozen members too
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def serve(stdin: int) -> None:
+    """The guardian's loop: list groups from ``stdin``'s lines until it ends, then kill the listed ones."""
+    groups: set[int] = set()
+    buffer = b""
+    while True:  # (lines the puller wrote before it died are still in the pipe, before its end)
+        try:
+            chunk = os.read(stdin, 4096)
+        except InterruptedError:
+            continue
+        if not chunk:
+            break
+        buffer += chunk
+        *lines, buffer = buffer.split(b"\n")
+        if len(buffer) > _MAX_LINE:  # not a line this protocol writes: dropped
+            buffer = b""
+        for line in lines:
+            if len(line) < 2 or len(line) > _MAX_LINE or not line[1:].isdigit():
+                continue
+            pgid = int(line[1:])
+            if pgid <= 1:
+                continue
+            if line[:1] == b"+" and len(groups) < MAX_GROUPS:
+                groups.add(pgid)
+            elif line[:1] == b"-":
+                groups.discard(pgid)
+    _kill_groups(groups)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2 or argv[0] != "--parent" or not argv[1].isdigit():
+        print("usage: guardian.py --parent PID (started by a puller)", file=sys.stderr)
+        return 2
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):  # only its pipe's end ends it
+        signal.signal(sig, signal.SIG_IGN)
+    serve(sys.stdin.fileno())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
