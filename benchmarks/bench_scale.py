@@ -6,7 +6,8 @@ simulates about the same number of jobs (the horizon shrinks as n grows), so job
 Timed: building the simulator and running it (the LP solve of LPAS_DG included), median of the
 repeats; the sizes alternate within each repeat so that the machine's drift hits all of them alike. The runs
 keep no per-job records, as ``mgst simulate`` runs them (``--keep-records``: every record kept, as a run whose
-jobs.csv is asked for).
+jobs.csv is asked for). ``--fresh`` runs each timed run in a process of its own, as a whole ``mgst simulate`` run
+is (after a warm-up of about 100 jobs there too), and adds the process's peak resident memory.
 
 ``--simpy`` adds a reference row: the SimPy model of LPAS_DG in ``simpy_model.py`` (the one
 ``bench_sim.py`` compares with) on the same grids, timed once per size (it is slow at 10,000
@@ -18,8 +19,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gc
+import json
 import platform
+import resource
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -58,6 +62,31 @@ def timed(exp: Experiment, keep_records: bool = False) -> tuple[float, int]:
     return dt, run.jobs_total
 
 
+def warm_up(exp: Experiment, jobs: int) -> None:
+    """About 100 jobs of ``exp``, untimed (imports, caches)."""
+    warm = dataclasses.replace(exp.simulation, horizon=exp.simulation.horizon * 100 / jobs)
+    Simulation(dataclasses.replace(exp, simulation=warm), drain_limit=DRAIN).run()
+
+
+def timed_fresh(args: argparse.Namespace, policy: str, n: int) -> tuple[float, int, float]:
+    """One timed run in a process of its own: (seconds, jobs, the process's peak RSS in MB)."""
+    argv = [sys.executable, __file__, "--child", f"{policy}:{n}", "--jobs", str(args.jobs),
+            "--experiment", args.experiment] + (["--keep-records"] if args.keep_records else [])
+    out = subprocess.run(argv, check=True, capture_output=True, text=True, timeout=3600).stdout
+    got = json.loads(out.strip().splitlines()[-1])
+    return got["seconds"], got["jobs"], got["peak_mb"]
+
+
+def child(args: argparse.Namespace, base: Experiment) -> int:
+    policy, n = args.child.split(":")
+    exp = scaled(base, int(n), policy, args.jobs)
+    warm_up(exp, args.jobs)
+    dt, count = timed(exp, args.keep_records)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"seconds": dt, "jobs": count, "peak_mb": peak}))
+    return 0
+
+
 def timed_simpy(exp: Experiment) -> tuple[float, int]:
     """The SimPy model's time for ``exp`` (LPAS_DG), after checking it schedules as mgst does."""
     from simpy_model import LpasDGModel  # needs SimPy: pip install -e ".[bench]"
@@ -83,34 +112,47 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep-records", action="store_true", help="keep every job's record (default: none)")
     ap.add_argument("--simpy", action="store_true",
                     help="also time the SimPy model of LPAS_DG once per size, as a reference")
+    ap.add_argument("--fresh", action="store_true",
+                    help="each timed run in a process of its own (as a whole mgst simulate run), with its peak RSS")
+    ap.add_argument("--child", help=argparse.SUPPRESS)  # POLICY:N, one --fresh run
     args = ap.parse_args(argv)
     base = load_experiment(args.experiment)
+    if args.child:
+        return child(args, base)
     sizes = [int(s) for s in args.sizes.split(",")]
     policies = args.policies.split(",")
     print(f"Python {platform.python_version()}, {platform.machine()}; {base.name} scaled; "
           f"about {args.jobs:,} jobs per run; median of {args.repeat}; records "
-          f"{'kept' if args.keep_records else 'not kept'}")
+          f"{'kept' if args.keep_records else 'not kept'}; "
+          f"{'a process per run' if args.fresh else 'all runs in this process'}")
     exps = {(p, n): scaled(base, n, p, args.jobs) for p in policies for n in sizes}
-    for exp in exps.values():  # warm-up (imports, caches), untimed: about 100 jobs
-        warm = dataclasses.replace(exp.simulation, horizon=exp.simulation.horizon * 100 / args.jobs)
-        Simulation(dataclasses.replace(exp, simulation=warm), drain_limit=DRAIN).run()
+    if not args.fresh:
+        for exp in exps.values():  # warm-up (imports, caches), untimed: about 100 jobs
+            warm_up(exp, args.jobs)
     times: dict[tuple[str, int], list[float]] = {key: [] for key in exps}
+    peaks: dict[tuple[str, int], list[float]] = {key: [] for key in exps}
     counts: dict[tuple[str, int], int] = {}
     order = list(exps)
     for rep in range(args.repeat):
         for key in (order if rep % 2 == 0 else order[::-1]):
-            dt, count = timed(exps[key], args.keep_records)
+            if args.fresh:
+                dt, count, peak = timed_fresh(args, *key)
+                peaks[key].append(peak)
+            else:
+                dt, count = timed(exps[key], args.keep_records)
             times[key].append(dt)
             counts[key] = count
     ok = True
-    print(f"{'policy':<10}{'machines':>10}{'jobs':>10}{'median s':>10}{'jobs/s':>12}{'vs smallest':>13}")
+    print(f"{'policy':<10}{'machines':>10}{'jobs':>10}{'median s':>10}{'jobs/s':>12}{'vs smallest':>13}"
+          + (f"{'peak RSS':>12}" if args.fresh else ""))
     for p in policies:
         first = None
         for n in sizes:
             med = statistics.median(times[(p, n)])
             rate = counts[(p, n)] / med
             first = rate if first is None else first
-            print(f"{p:<10}{n:>10,}{counts[(p, n)]:>10,}{med:>10.3f}{rate:>12,.0f}{rate / first:>12.2f}x")
+            peak = f"{max(peaks[(p, n)]):>9,.0f} MB" if args.fresh else ""
+            print(f"{p:<10}{n:>10,}{counts[(p, n)]:>10,}{med:>10.3f}{rate:>12,.0f}{rate / first:>12.2f}x{peak}")
         slowdown = first / (counts[(p, sizes[-1])] / statistics.median(times[(p, sizes[-1])]))
         met = slowdown <= TARGET
         ok &= met

@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 
 from mgst.config import load_experiment
-from mgst.model import BagList, Experiment, PolicySpec
+from mgst.core.state import JobRecord, JobStatus
+from mgst.model import BagList, Experiment, Job, JobClass, Machine, PolicySpec
 from mgst.papers.anglano import scenario as anglano
 from mgst.results import job_rows
-from mgst.sim.loop import Simulation
+from mgst.sim.loop import Simulation, _EventLoop
 from mgst.sim.replications import _reduced
+from mgst.sim.streamed_totals import StreamedTotals
 
 ROOT = Path(__file__).resolve().parents[1]
 HORIZON = 200.0
@@ -93,3 +95,39 @@ def test_a_run_without_records_peaks_at_a_fraction_of_the_memory():
         assert run.jobs_total > 25_000
         del run
     assert peaks[False] * 10 < peaks[True], peaks
+
+
+@pytest.mark.parametrize("policy", ["lpas_dg", "fcfs"])
+def test_a_job_over_leaves_the_core_at_once_even_behind_one_still_running(policy: str) -> None:
+    """Mid-run on a large grid, what waits to be summed behind the oldest unfinished job is figures, not records:
+    none of the jobs held as records is over, and the ones over are out of the core."""
+    base = load_experiment(ROOT / "experiments" / "hihi-mfd-fd.toml")
+    k = 100  # the six machines a hundred times over, each class arriving a hundred times as often
+    machines = tuple(Machine(f"M{j + 1}", base.machines[j % 6].rates, base.machines[j % 6].availability)
+                     for j in range(6 * k))
+    classes = tuple(JobClass(c.name, c.arrival_rate * k, c.granularity) for c in base.classes)
+    exp = dataclasses.replace(base, machines=machines, classes=classes, policy=PolicySpec(policy))
+    sim = Simulation(exp, horizon=40.0, keep_records=False)
+    loop = _EventLoop(sim)
+    assert loop.run(20.0) == 20.0  # stopped mid-run
+    totals = loop.totals
+    assert totals.by_id  # a Poisson workload numbers its jobs in arrival order
+    waiting = totals.arrived[totals.front:]
+    records = [x for x in waiting if isinstance(x, JobRecord)]
+    assert records and isinstance(waiting[0], JobRecord)  # the oldest is running: it holds the others back
+    assert not [r for r in records if r.status is JobStatus.DONE and not r.replicas], "an over job kept its record"
+    reduced = len(waiting) - len(records)
+    assert reduced > 10 * len(records), (reduced, len(records))  # most that wait are over, and reduced
+    assert len(sim.core.jobs) == len(records)  # the reduced ones left the core
+
+
+def test_jobs_numbered_out_of_arrival_order_wait_for_the_front_as_records() -> None:
+    core = Simulation(load_experiment(ROOT / "experiments" / "hihi-mfd-fd.toml"), horizon=10.0).core
+    totals = StreamedTotals(core, 3, 0.0, 10.0)
+    for jid in (7, 8, 9):
+        totals.note(JobRecord(Job(jid, 0, 1.0), 0, 1.0))
+    assert totals.by_id and totals.first_id == 7
+    totals.note(JobRecord(Job(11, 0, 1.0), 0, 1.0))  # not first_id + 3: places are no longer known by id
+    assert not totals.by_id
+    totals.note(JobRecord(Job(10, 0, 1.0), 0, 1.0))
+    assert not totals.by_id

@@ -11,7 +11,6 @@ from typing import Any, Final, NamedTuple
 
 from mgst.availability.process import Period, State
 from mgst.availability.registry import overlay_grids
-from mgst.bot_metrics import keep_replica_totals
 from mgst.core.decisions import Assign, Cancel, Eta, MachineSuspected, ReplicaTimedOut, SetTimer
 from mgst.core.scheduler import Scheduler
 from mgst.core.state import BagRecord, JobRecord, JobStatus, MachineState, MachineStats
@@ -21,6 +20,7 @@ from mgst.sim.availability_feed import PeriodEvents, held_end
 from mgst.sim.event_heap import Entry, EventHeap, new_event_heap
 from mgst.sim.overheads import Overheads, OverheadSampler, grid_return_delays
 from mgst.sim.overlay import Overlay
+from mgst.sim.streamed_totals import StreamedTotals
 from mgst.staging import StagingSampler
 from mgst.streams import Purpose, python_random
 from mgst.workload import make_workload
@@ -45,9 +45,6 @@ _LEAVE: Final = 10  # a host of such a grid that held no job for its idle time l
 # The heap drops its dead entries (cancelled or lost replicas' completions) once they are more
 # than half of it and more than this many; until then they are skipped when popped.
 STALE_MIN: Final = 1024
-# A run that keeps no records drops the jobs it has retired from its list in arrival order once they are more than
-# half of it and more than this many.
-RETIRED_MIN: Final = 1024
 # With overheads, the held delays of replicas no longer running are dropped once they are more than this many
 # beyond twice the running ones (they are looked up only while a replica runs; kept, they would grow with the run).
 HELD_PRUNE_MIN: Final = 1024
@@ -233,9 +230,10 @@ class Simulation:
         if self.keep_records:
             jobs = list(core.jobs.values())
             return ReplicationRun(self.replication, t, jobs, machines, unfinished, bags, self.horizon, len(jobs))
-        loop.retire_rest()
-        return ReplicationRun(self.replication, t, [], machines, unfinished, bags, self.horizon, loop.jobs_total,
-                              (loop.counts, loop.sums, loop.waits), (self.warmup, self.horizon))
+        totals = loop.totals
+        totals.finish()
+        return ReplicationRun(self.replication, t, [], machines, unfinished, bags, self.horizon, totals.jobs_total,
+                              totals.totals(), (self.warmup, self.horizon))
 
 
 class _EventLoop:
@@ -288,16 +286,9 @@ class _EventLoop:
         self.arrival: Job | Bag | None = self.workload.next() if self.workload.peek_time() < self.horizon else None
         self.arrival_at = self.arrival.submitted if self.arrival is not None else math.inf
 
-        # Without records: the jobs in arrival order from ``front`` on, retired once over, and their totals.
+        # Without records: each job leaves the core once over, its figures summed in arrival order.
         self.streamed = not sim.keep_records
-        self.arrived: list[JobRecord] = []
-        self.front = 0
-        self.count_from = sim.warmup
-        self.jobs_total = 0
-        n_classes = len(exp.classes)
-        self.counts = [0] * n_classes
-        self.sums = [0.0] * n_classes
-        self.waits = [0.0] * n_classes
+        self.totals = StreamedTotals(self.core, len(exp.classes), sim.warmup, self.horizon)
 
         self.first, self.seq = self.periods.start(self.push, self.seq)  # (None: a machine always up)
         for when, j, a in sim.share_changes:
@@ -335,6 +326,7 @@ class _EventLoop:
         pending.extend(core.start(0.0))  # ...which the policy plans for once
         overlay = self.overlay
         periods = self.periods
+        live_replicas = core.view.live
 
         t = 0.0
         while True:
@@ -364,9 +356,15 @@ class _EventLoop:
             if t >= stop_at:
                 return stop_at
             if kind == _DONE:
-                pending = self._on_done(t, s, arg)
                 if self.streamed:
-                    self._retire()
+                    r = live_replicas.get(arg)  # (its job, to leave the core at once if this ends it)
+                    pending = self._on_done(t, s, arg)
+                    totals = self.totals
+                    if r is not None:
+                        totals.settle(r.job)
+                    totals.advance()
+                else:
+                    pending = self._on_done(t, s, arg)
             elif kind == _CHECKPOINT:
                 pending = self._on_checkpoint(t, arg)
             elif kind == _DOWN:  # (with an overlay, a period it ended itself leaves a stale event)
@@ -438,67 +436,17 @@ class _EventLoop:
         core = self.core
         jobs = core.jobs
         before = len(jobs)
-        arrived = self.arrived
+        totals = self.totals
         if type(arrival) is _BAG:
             pending = core.bag_arrived(t, arrival)
             if len(jobs) > before:
                 for task in arrival.tasks:  # type: ignore[union-attr]  # a Bag: not narrowed by type() is
-                    arrived.append(jobs[task.id])
+                    totals.note(jobs[task.id])
         else:
             pending = core.job_arrived(t, arrival)  # type: ignore[arg-type]
             if len(jobs) > before:  # (not a stale second arrival)
-                arrived.append(jobs[arrival.id])
+                totals.note(jobs[arrival.id])
         return pending
-
-    def _retire(self) -> None:
-        """Retire the jobs over (done, no replica left running), in arrival order up to the first that is not: each
-        is summed (_sum_retired) and leaves the core. In arrival order, the sums are those of the kept records."""
-        arrived = self.arrived
-        i = self.front
-        n = len(arrived)
-        core = self.core
-        while i < n:
-            rec = arrived[i]
-            if rec.status is not _JOB_DONE or rec.replicas:
-                break
-            self._sum_retired(rec)
-            core.retire(rec)
-            bag = rec.bag
-            if bag is not None:
-                bag.retired += 1
-                if bag.completed is not None and bag.retired == bag.size:
-                    keep_replica_totals(bag)
-            i += 1
-        if i > RETIRED_MIN and 2 * i > n:
-            del arrived[:i]
-            i = 0
-        self.front = i
-
-    def retire_rest(self) -> None:
-        """At the run's end: the jobs not retired yet are summed, in arrival order, and left as they are."""
-        arrived = self.arrived
-        for i in range(self.front, len(arrived)):
-            self._sum_retired(arrived[i])
-        self.arrived = []
-        self.front = 0
-
-    def _sum_retired(self, rec: JobRecord) -> None:
-        """A job's part of the results: counted (ReplicationRun.counted_totals) if done and submitted in the window."""
-        self.jobs_total += 1
-        done = rec.completed
-        if done is None:
-            return
-        job: _JobFields = rec.job  # an annotation: compiled, the fields are read as a tuple's, natively
-        _, c, sub, _, _ = job
-        if self.count_from <= sub < self.horizon:
-            first = rec.first_sent
-            assert first is not None  # a completed job was sent
-            counts = self.counts
-            sums = self.sums
-            waits = self.waits
-            counts[c] = counts[c] + 1  # (x[i] = x[i] + y: native, compiled; x[i] += y is not)
-            sums[c] = sums[c] + (done - sub)
-            waits[c] = waits[c] + (first - sub)
 
     def _on_checkpoint(self, t: float, rid: Any) -> list:
         """A running replica checkpoints (every ``ck``, from its start of computing)."""

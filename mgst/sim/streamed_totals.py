@@ -1,0 +1,147 @@
+"""A replication's results without its records: each job over leaves the core at once, its figures summed in
+arrival order.
+
+A run that keeps no per-job records needs of each job only its class, its response time and its wait, summed per
+class in arrival order (floating-point addition is not associative: the order is the result, and it must be the
+kept records' order, digit for digit). A job that is over (done, no replica left running) while an older one still
+runs is reduced at once to those figures, a small tuple in its arrival place, and leaves the core (its replicas'
+records freed while still in cache); the sums advance over the arrival list when its oldest job is over. So what a
+run holds for the jobs behind a long-running one (a job suspended on a RECLAIMED machine blocks the sums of all
+that arrive after it) is a tuple each, not their records: at 10,000 machines most of a short run arrives behind
+some such job.
+
+A job is found in the arrival list by its id while the workload numbers jobs in arrival order (it does: ids count
+up from the first); otherwise jobs wait for the front, as records, and the sums are the same.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from mgst.bot_metrics import keep_replica_totals
+from mgst.core.scheduler import Scheduler
+from mgst.core.state import JobRecord, JobStatus
+
+# The arrival list drops its summed head once it is more than half of the list and more than this many.
+RETIRED_MIN: Final = 1024
+
+_JOB_DONE: Final = JobStatus.DONE
+_UNCOUNTED: Final = (-1, 0.0, 0.0)  # a job's figures when it does not count (not done, or outside the window)
+
+_JobFields = tuple[Any, int, float, float, Any]  # a Job's fields: id, job_class, submitted, size, bag
+
+
+class StreamedTotals:
+    """Per class, the jobs that completed among those submitted in [count_from, horizon): how many, the sums of
+    their response times and of their waits (submitted to first sent), in arrival order; and every job's count."""
+
+    def __init__(self, core: Scheduler, n_classes: int, count_from: float, horizon: float):
+        self.core = core
+        self.count_from = count_from
+        self.horizon = horizon
+        # From ``front`` on, in arrival order: each job's record, or its figures (class or -1, response, wait) once
+        # it has been reduced; before ``front``, summed.
+        self.arrived: list[Any] = []
+        self.front = 0
+        self.dropped = 0  # entries summed and dropped from the list's head
+        self.first_id = 0  # the first job's id
+        self.by_id = True  # so far every job's id is first_id plus its arrival index
+        self.jobs_total = 0
+        self.counts = [0] * n_classes
+        self.sums = [0.0] * n_classes
+        self.waits = [0.0] * n_classes
+
+    def note(self, rec: JobRecord) -> None:
+        """A job arrived (its record is in the core)."""
+        arrived = self.arrived
+        if self.by_id:
+            job: _JobFields = rec.job  # (compiled: the fields are read as a tuple's, natively)
+            index = self.dropped + len(arrived)
+            if index == 0:
+                self.first_id = job[0]
+            elif job[0] != self.first_id + index:
+                self.by_id = False
+        arrived.append(rec)
+
+    def settle(self, rec: JobRecord) -> None:
+        """``rec``'s job may be over now: if it is, it is reduced to its figures and leaves the core at once."""
+        if not self.by_id or rec.status is not _JOB_DONE or rec.replicas:
+            return
+        job: _JobFields = rec.job
+        i = job[0] - self.first_id - self.dropped
+        arrived = self.arrived
+        if i < self.front or i >= len(arrived) or arrived[i] is not rec:
+            return  # (summed already, or not noted)
+        arrived[i] = self._retire(rec)
+
+    def advance(self) -> None:
+        """Sum the jobs over from the front on, in arrival order, up to the first that is not over."""
+        arrived = self.arrived
+        i = self.front
+        n = len(arrived)
+        counts = self.counts
+        sums = self.sums
+        waits = self.waits
+        while i < n:
+            item = arrived[i]
+            if isinstance(item, JobRecord):
+                if item.status is not _JOB_DONE or item.replicas:
+                    break
+                item = self._retire(item)
+            figures: tuple[int, float, float] = item
+            c, response, wait = figures
+            if c >= 0:
+                counts[c] = counts[c] + 1  # (x[i] = x[i] + y: native, compiled; x[i] += y is not)
+                sums[c] = sums[c] + response
+                waits[c] = waits[c] + wait
+            i += 1
+        if i > RETIRED_MIN and 2 * i > n:
+            del arrived[:i]
+            self.dropped += i
+            i = 0
+        self.front = i
+
+    def finish(self) -> None:
+        """At the run's end: the jobs not summed yet are, in arrival order; those still in the core stay there."""
+        counts = self.counts
+        sums = self.sums
+        waits = self.waits
+        arrived = self.arrived
+        for i in range(self.front, len(arrived)):
+            item = arrived[i]
+            figures: tuple[int, float, float] = self._figures(item) if isinstance(item, JobRecord) else item
+            c, response, wait = figures
+            if c >= 0:
+                counts[c] = counts[c] + 1
+                sums[c] = sums[c] + response
+                waits[c] = waits[c] + wait
+        self.arrived = []
+        self.front = 0
+
+    def totals(self) -> tuple[list[int], list[float], list[float]]:
+        return self.counts, self.sums, self.waits
+
+    def _figures(self, rec: JobRecord) -> tuple[int, float, float]:
+        """A job's part of the results (and of the job count)."""
+        self.jobs_total += 1
+        done = rec.completed
+        if done is None:
+            return _UNCOUNTED
+        job: _JobFields = rec.job
+        _, c, sub, _, _ = job
+        if not self.count_from <= sub < self.horizon:
+            return _UNCOUNTED
+        first = rec.first_sent
+        assert first is not None  # a completed job was sent
+        return (c, done - sub, first - sub)
+
+    def _retire(self, rec: JobRecord) -> tuple[int, float, float]:
+        """An over job's figures; it leaves the core (a bag's task: its bag keeps it until all its tasks are over)."""
+        figures = self._figures(rec)
+        self.core.retire(rec)
+        bag = rec.bag
+        if bag is not None:
+            bag.retired += 1
+            if bag.completed is not None and bag.retired == bag.size:
+                keep_replica_totals(bag)
+        return figures
