@@ -15,7 +15,7 @@ from mgst.papers.anglano import scenario as anglano
 from mgst.results import job_rows
 from mgst.sim.loop import Simulation, _EventLoop
 from mgst.sim.replications import _reduced
-from mgst.sim.streamed_totals import StreamedTotals
+from mgst.sim.streamed_totals import CROWDED, StreamedTotals
 
 ROOT = Path(__file__).resolve().parents[1]
 HORIZON = 200.0
@@ -119,6 +119,17 @@ def test_a_job_over_leaves_the_core_at_once_even_behind_one_still_running(policy
     reduced = len(waiting) - len(records)
     assert reduced > 10 * len(records), (reduced, len(records))  # most that wait are over, and reduced
     assert len(sim.core.jobs) == len(records)  # the reduced ones left the core
+
+
+def test_on_a_small_grid_the_few_jobs_behind_a_running_one_wait_as_records() -> None:
+    """Reducing a job ahead of the front costs time; on six machines the few that wait are summed from their records."""
+    sim = Simulation(load_experiment(ROOT / "experiments" / "hihi-mfd-fd.toml"), horizon=2000.0, keep_records=False)
+    loop = _EventLoop(sim)
+    assert loop.run(1000.0) == 1000.0
+    totals = loop.totals
+    waiting = totals.arrived[totals.front:]
+    assert waiting and len(waiting) <= CROWDED
+    assert all(isinstance(x, JobRecord) for x in waiting)
 
 
 def test_jobs_numbered_out_of_arrival_order_wait_for_the_front_as_records() -> None:

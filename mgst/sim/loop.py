@@ -357,9 +357,10 @@ class _EventLoop:
                 return stop_at
             if kind == _DONE:
                 if self.streamed:
-                    r = live_replicas.get(arg)  # (its job, to leave the core at once if this ends it)
-                    pending = self._on_done(t, s, arg)
                     totals = self.totals
+                    # (its job, to leave the core at once if this ends it, when many wait behind an older one)
+                    r = live_replicas.get(arg) if totals.crowded() else None
+                    pending = self._on_done(t, s, arg)
                     if r is not None:
                         totals.settle(r.job)
                     totals.advance()

@@ -1,14 +1,14 @@
-"""A replication's results without its records: each job over leaves the core at once, its figures summed in
-arrival order.
+"""A replication's results without its records: jobs leave the core once over, their figures summed in arrival
+order.
 
 A run that keeps no per-job records needs of each job only its class, its response time and its wait, summed per
 class in arrival order (floating-point addition is not associative: the order is the result, and it must be the
-kept records' order, digit for digit). A job that is over (done, no replica left running) while an older one still
-runs is reduced at once to those figures, a small tuple in its arrival place, and leaves the core (its replicas'
-records freed while still in cache); the sums advance over the arrival list when its oldest job is over. So what a
-run holds for the jobs behind a long-running one (a job suspended on a RECLAIMED machine blocks the sums of all
-that arrive after it) is a tuple each, not their records: at 10,000 machines most of a short run arrives behind
-some such job.
+kept records' order, digit for digit). The sums advance over the arrival list as its oldest jobs end, each summed
+from its record as it leaves the core. A job still running (one suspended on a RECLAIMED machine, say) holds back
+all that arrive after it: on a small grid a few dozen, which wait as records; at 10,000 machines most of a short
+run. So once more than ``CROWDED`` wait, a job that is over (done, no replica left running) is reduced at once to
+its figures, a small tuple in its arrival place, and leaves the core (its replicas' records freed while still in
+cache).
 
 A job is found in the arrival list by its id while the workload numbers jobs in arrival order (it does: ids count
 up from the first); otherwise jobs wait for the front, as records, and the sums are the same.
@@ -24,11 +24,14 @@ from mgst.core.state import JobRecord, JobStatus
 
 # The arrival list drops its summed head once it is more than half of the list and more than this many.
 RETIRED_MIN: Final = 1024
+# Jobs over are reduced ahead of the front only while more than this many wait to be summed: a small grid's few
+# never are (they are summed from their records soon, at no cost), a large grid's are bounded.
+CROWDED: Final = 1024
 
 _JOB_DONE: Final = JobStatus.DONE
-_UNCOUNTED: Final = (-1, 0.0, 0.0)  # a job's figures when it does not count (not done, or outside the window)
+_UNCOUNTED: Final = (-1, 0.0, 0.0)  # the figures of a job that does not count (not done, or outside the window)
 
-_JobFields = tuple[Any, int, float, float, Any]  # a Job's fields: id, job_class, submitted, size, bag
+_JobFields = tuple[int, int, float, float, Any]  # a Job's fields: id, job_class, submitted, size, bag
 
 
 class StreamedTotals:
@@ -40,11 +43,12 @@ class StreamedTotals:
         self.count_from = count_from
         self.horizon = horizon
         # From ``front`` on, in arrival order: each job's record, or its figures (class or -1, response, wait) once
-        # it has been reduced; before ``front``, summed.
+        # it was reduced ahead of the front; before ``front``, summed.
         self.arrived: list[Any] = []
         self.front = 0
         self.dropped = 0  # entries summed and dropped from the list's head
         self.first_id = 0  # the first job's id
+        self.next_id = 0  # the id the next job has if ids follow arrival order
         self.by_id = True  # so far every job's id is first_id plus its arrival index
         self.jobs_total = 0
         self.counts = [0] * n_classes
@@ -56,44 +60,53 @@ class StreamedTotals:
         arrived = self.arrived
         if self.by_id:
             job: _JobFields = rec.job  # (compiled: the fields are read as a tuple's, natively)
-            index = self.dropped + len(arrived)
-            if index == 0:
-                self.first_id = job[0]
-            elif job[0] != self.first_id + index:
+            job_id = job[0]
+            if not arrived and self.dropped == 0:
+                self.first_id = job_id
+            elif job_id != self.next_id:
                 self.by_id = False
+            self.next_id = job_id + 1
         arrived.append(rec)
 
+    def crowded(self) -> bool:
+        """More than CROWDED jobs wait to be summed: jobs over are then worth reducing at once (:meth:`settle`)."""
+        return len(self.arrived) - self.front > CROWDED
+
     def settle(self, rec: JobRecord) -> None:
-        """``rec``'s job may be over now: if it is, it is reduced to its figures and leaves the core at once."""
+        """``rec``'s job may be over now: if it is, and older jobs still run, it is reduced to its figures and
+        leaves the core at once (the oldest is left to :meth:`advance`, which sums it from its record)."""
         if not self.by_id or rec.status is not _JOB_DONE or rec.replicas:
             return
         job: _JobFields = rec.job
         i = job[0] - self.first_id - self.dropped
         arrived = self.arrived
-        if i < self.front or i >= len(arrived) or arrived[i] is not rec:
-            return  # (summed already, or not noted)
-        arrived[i] = self._retire(rec)
+        if i <= self.front or i >= len(arrived) or arrived[i] is not rec:
+            return  # (the front, summed already, or not noted)
+        self.jobs_total += 1
+        done = rec.completed
+        _, c, sub, _, _ = job
+        if done is None or not self.count_from <= sub < self.horizon:
+            arrived[i] = _UNCOUNTED
+        else:
+            first = rec.first_sent
+            assert first is not None  # a completed job was sent
+            arrived[i] = (c, done - sub, first - sub)
+        self._leave(rec)
 
     def advance(self) -> None:
         """Sum the jobs over from the front on, in arrival order, up to the first that is not over."""
         arrived = self.arrived
         i = self.front
         n = len(arrived)
-        counts = self.counts
-        sums = self.sums
-        waits = self.waits
         while i < n:
             item = arrived[i]
             if isinstance(item, JobRecord):
                 if item.status is not _JOB_DONE or item.replicas:
                     break
-                item = self._retire(item)
-            figures: tuple[int, float, float] = item
-            c, response, wait = figures
-            if c >= 0:
-                counts[c] = counts[c] + 1  # (x[i] = x[i] + y: native, compiled; x[i] += y is not)
-                sums[c] = sums[c] + response
-                waits[c] = waits[c] + wait
+                self._add_record(item)
+                self._leave(item)
+            else:
+                self._add_figures(item)
             i += 1
         if i > RETIRED_MIN and 2 * i > n:
             del arrived[:i]
@@ -103,45 +116,53 @@ class StreamedTotals:
 
     def finish(self) -> None:
         """At the run's end: the jobs not summed yet are, in arrival order; those still in the core stay there."""
-        counts = self.counts
-        sums = self.sums
-        waits = self.waits
         arrived = self.arrived
         for i in range(self.front, len(arrived)):
             item = arrived[i]
-            figures: tuple[int, float, float] = self._figures(item) if isinstance(item, JobRecord) else item
-            c, response, wait = figures
-            if c >= 0:
-                counts[c] = counts[c] + 1
-                sums[c] = sums[c] + response
-                waits[c] = waits[c] + wait
+            if isinstance(item, JobRecord):
+                self._add_record(item)
+            else:
+                self._add_figures(item)
         self.arrived = []
         self.front = 0
 
     def totals(self) -> tuple[list[int], list[float], list[float]]:
         return self.counts, self.sums, self.waits
 
-    def _figures(self, rec: JobRecord) -> tuple[int, float, float]:
-        """A job's part of the results (and of the job count)."""
+    def _add_record(self, rec: JobRecord) -> None:
+        """A job's part of the results, from its record: counted if done and submitted in the window."""
         self.jobs_total += 1
         done = rec.completed
         if done is None:
-            return _UNCOUNTED
+            return
         job: _JobFields = rec.job
         _, c, sub, _, _ = job
-        if not self.count_from <= sub < self.horizon:
-            return _UNCOUNTED
-        first = rec.first_sent
-        assert first is not None  # a completed job was sent
-        return (c, done - sub, first - sub)
+        if self.count_from <= sub < self.horizon:
+            first = rec.first_sent
+            assert first is not None  # a completed job was sent
+            counts = self.counts
+            sums = self.sums
+            waits = self.waits
+            counts[c] = counts[c] + 1  # (x[i] = x[i] + y: native, compiled; x[i] += y is not)
+            sums[c] = sums[c] + (done - sub)
+            waits[c] = waits[c] + (first - sub)
 
-    def _retire(self, rec: JobRecord) -> tuple[int, float, float]:
-        """An over job's figures; it leaves the core (a bag's task: its bag keeps it until all its tasks are over)."""
-        figures = self._figures(rec)
+    def _add_figures(self, figures: tuple[int, float, float]) -> None:
+        """A job's part of the results, from the figures it was reduced to (counted already in jobs_total)."""
+        c, response, wait = figures
+        if c >= 0:
+            counts = self.counts
+            sums = self.sums
+            waits = self.waits
+            counts[c] = counts[c] + 1
+            sums[c] = sums[c] + response
+            waits[c] = waits[c] + wait
+
+    def _leave(self, rec: JobRecord) -> None:
+        """An over job leaves the core (a bag's task: its bag keeps it until all its tasks are over)."""
         self.core.retire(rec)
         bag = rec.bag
         if bag is not None:
             bag.retired += 1
             if bag.completed is not None and bag.retired == bag.size:
                 keep_replica_totals(bag)
-        return figures
