@@ -66,12 +66,7 @@ class Guardian:
             proc.stdin.write(line)  # < PIPE_BUF, unbuffered: one atomic write; the guardian reads at once
         except OSError as e:  # it died (killed on its own): the jobs keep their in-process cleanup only
             log.warning("the guardian of command jobs is gone (%s): a puller killed now would leave its jobs", e)
-            self._proc = None
-            try:
-                proc.stdin.close()
-            except OSError:
-                pass
-            proc.poll()
+            self.close()  # (it is gone: reaped at once)
 
     def close(self) -> None:
         """End the guardian (it kills what is still listed, normally nothing) and reap it. Idempotent."""

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import psutil
 
@@ -59,3 +60,20 @@ def test_the_guardian_process_ends_on_close_killing_only_what_is_still_listed() 
         for p in (job, other):
             p.kill()
             p.wait()
+
+
+def test_a_guardian_killed_on_its_own_is_reaped_and_the_puller_goes_on(caplog) -> None:
+    guardian = Guardian()
+    pid = guardian.pid
+    assert pid is not None
+    process = psutil.Process(pid)
+    os.kill(pid, 9)
+    deadline = time.monotonic() + 10
+    while process.status() != psutil.STATUS_ZOMBIE:  # dead, not reaped: the Guardian must reap it
+        assert time.monotonic() < deadline, "SIGKILL did not end the guardian"
+        time.sleep(0.01)
+    guardian.watch(2**22 + 1)  # (never a real group: pids stay below 2**22 on Linux)
+    assert guardian.pid is None, "a write to a dead guardian went unnoticed"
+    assert "guardian of command jobs is gone" in caplog.text
+    assert not psutil.pid_exists(pid), "the dead guardian was not reaped"
+    guardian.close()  # idempotent

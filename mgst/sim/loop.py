@@ -13,7 +13,7 @@ from mgst.availability.process import Period, State
 from mgst.availability.registry import overlay_grids
 from mgst.core.decisions import Assign, Cancel, Eta, MachineSuspected, ReplicaTimedOut, SetTimer
 from mgst.core.scheduler import Scheduler
-from mgst.core.state import BagRecord, JobRecord, JobStatus, MachineState, MachineStats
+from mgst.core.state import BagRecord, JobRecord, MachineState, MachineStats
 from mgst.model import Bag, Experiment, Job
 from mgst.policies import build_policy
 from mgst.sim.availability_feed import PeriodEvents, held_end
@@ -58,7 +58,6 @@ _REPLICA_TIMED_OUT: Final = ReplicaTimedOut
 _MACHINE_SUSPECTED: Final = MachineSuspected
 _BAG: Final = Bag
 _DOWN_STATE: Final = State.DOWN
-_JOB_DONE: Final = JobStatus.DONE
 _UP_STATE: Final = State.UP
 
 # An Assign's fields, and a heap entry's, as the loop reads them: the ids and the seq stay int objects
