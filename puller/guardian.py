@@ -31,20 +31,41 @@ __all__ = ["Guardian"]
 # The most groups the guardian lists: a puller runs one command per slot, so this is never reached by a
 # puller that works; a broken one cannot make the guardian grow.
 MAX_GROUPS = 4096
+MAX_RESTARTS = 8  # a guardian that keeps dying is not started for ever
 _MAX_LINE = 32  # "+" and a pid, with room
 _REAP_TIMEOUT = 5.0  # seconds close() waits for the guardian after closing its pipe
 
 
 class Guardian:
-    """The puller's side: starts the guardian process, tells it which job groups are live, stops it."""
+    """The puller's side: starts the guardian process, tells it which job groups are live, stops it.
+
+    A guardian that dies on its own (killed by hand, by a reaper of stray processes) is noticed at the next
+    line written to it and started again, at most :data:`MAX_RESTARTS` times, with the groups still live
+    written to the new one first: a puller killed after that still leaves nothing behind.
+    """
 
     def __init__(self) -> None:
-        self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
-            [sys.executable, "-I", "-S", os.path.abspath(__file__), "--parent", str(os.getpid())],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, bufsize=0,
-            start_new_session=True,  # a kill of the puller's process group leaves it to clean up
-        )
-        log.debug("guardian of command jobs: pid %d", self._proc.pid)
+        self._groups: set[int] = set()  # the live groups, as the guardian process was last told
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._closed = False
+        self.restarts = 0
+        self._start()
+
+    def _start(self) -> None:
+        """A new guardian process, told of every group still live."""
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", os.path.abspath(__file__), "--parent", str(os.getpid())],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, bufsize=0,
+                start_new_session=True,  # a kill of the puller's process group leaves it to clean up
+            )
+        except OSError as e:
+            log.warning("cannot start a guardian of command jobs (%s): a puller killed now would leave its jobs", e)
+            return
+        self._proc = proc
+        log.debug("guardian of command jobs: pid %d", proc.pid)
+        if self._groups:
+            self._say(b"".join(b"+%d\n" % pgid for pgid in sorted(self._groups)))
 
     @property
     def pid(self) -> int | None:
@@ -52,10 +73,13 @@ class Guardian:
 
     def watch(self, pgid: int) -> None:
         """A job's process group is live: killed if the puller dies before :meth:`release`."""
+        if len(self._groups) < MAX_GROUPS:
+            self._groups.add(pgid)
         self._say(b"+%d\n" % pgid)
 
     def release(self, pgid: int) -> None:
         """The job's leader is reaped (its group killed): the guardian forgets it."""
+        self._groups.discard(pgid)
         self._say(b"-%d\n" % pgid)
 
     def _say(self, line: bytes) -> None:
@@ -64,15 +88,20 @@ class Guardian:
             return
         try:
             proc.stdin.write(line)  # < PIPE_BUF, unbuffered: one atomic write; the guardian reads at once
-        except OSError as e:  # it died (killed on its own): the jobs keep their in-process cleanup only
-            log.warning("the guardian of command jobs is gone (%s): a puller killed now would leave its jobs", e)
-            self.close()  # (it is gone: reaped at once)
+        except OSError as e:  # it died (killed on its own): reaped, and started again while restarts remain
+            self._reap(proc)
+            if self._closed or self.restarts >= MAX_RESTARTS:
+                log.warning("the guardian of command jobs is gone (%s): a puller killed now would leave its jobs", e)
+                return
+            self.restarts += 1
+            log.warning("the guardian of command jobs is gone (%s): starting another (%d of %d)", e,
+                        self.restarts, MAX_RESTARTS)
+            self._start()  # (it is told of every live group, this line's change included)
 
-    def close(self) -> None:
-        """End the guardian (it kills what is still listed, normally nothing) and reap it. Idempotent."""
-        proc, self._proc = self._proc, None
-        if proc is None:
-            return
+    def _reap(self, proc: subprocess.Popen[bytes]) -> None:
+        """Close ``proc``'s pipe (it kills what it still lists, normally nothing) and wait for it."""
+        if self._proc is proc:
+            self._proc = None
         if proc.stdin is not None:
             try:
                 proc.stdin.close()
@@ -83,6 +112,13 @@ class Guardian:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+    def close(self) -> None:
+        """End the guardian (it kills what is still listed, normally nothing) and reap it. Idempotent."""
+        self._closed = True
+        proc = self._proc
+        if proc is not None:
+            self._reap(proc)
 
 
 def _kill_groups(groups: set[int]) -> None:

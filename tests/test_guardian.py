@@ -10,6 +10,7 @@ import time
 
 import psutil
 
+import puller.guardian as guardian_module
 from puller.guardian import Guardian, serve
 
 
@@ -62,18 +63,59 @@ def test_the_guardian_process_ends_on_close_killing_only_what_is_still_listed() 
             p.wait()
 
 
-def test_a_guardian_killed_on_its_own_is_reaped_and_the_puller_goes_on(caplog) -> None:
-    guardian = Guardian()
-    pid = guardian.pid
-    assert pid is not None
+def kill_and_await_zombie(pid: int) -> None:
+    """SIGKILL the guardian process ``pid`` and wait until it is dead (a zombie: only its Guardian may reap it)."""
     process = psutil.Process(pid)
     os.kill(pid, 9)
     deadline = time.monotonic() + 10
-    while process.status() != psutil.STATUS_ZOMBIE:  # dead, not reaped: the Guardian must reap it
+    while process.status() != psutil.STATUS_ZOMBIE:
         assert time.monotonic() < deadline, "SIGKILL did not end the guardian"
         time.sleep(0.01)
-    guardian.watch(2**22 + 1)  # (never a real group: pids stay below 2**22 on Linux)
-    assert guardian.pid is None, "a write to a dead guardian went unnoticed"
-    assert "guardian of command jobs is gone" in caplog.text
-    assert not psutil.pid_exists(pid), "the dead guardian was not reaped"
+
+
+def test_a_guardian_killed_on_its_own_is_reaped_and_another_guards_the_live_groups(caplog) -> None:
+    """Killed behind the puller's back, the guardian is noticed at the next line, reaped, and started again
+    with the groups still live: the one watched before the kill too, which the new guardian never heard of."""
+    before, after, released = sleeper(), sleeper(), sleeper()
+    guardian = Guardian()
+    try:
+        guardian.watch(before.pid)
+        guardian.watch(released.pid)
+        first = guardian.pid
+        assert first is not None
+        kill_and_await_zombie(first)
+        guardian.release(released.pid)  # the write that finds it dead
+        second = guardian.pid
+        assert second is not None and second != first, "no guardian was started in place of the dead one"
+        assert not psutil.pid_exists(first), "the dead guardian was not reaped"
+        assert "guardian of command jobs is gone" in caplog.text and "starting another (1 of" in caplog.text
+        guardian.watch(after.pid)
+        guardian.close()  # the pipe ends, as at the puller's death
+        assert not psutil.pid_exists(second)
+        assert before.wait(10) == -9, "a group watched before the restart was forgotten"
+        assert after.wait(10) == -9
+        assert released.poll() is None, "a group released at the restart was killed"
+    finally:
+        guardian.close()
+        for p in (before, after, released):
+            p.kill()
+            p.wait()
+
+
+def test_a_guardian_that_keeps_dying_is_not_started_for_ever(caplog, monkeypatch) -> None:
+    monkeypatch.setattr(guardian_module, "MAX_RESTARTS", 1)
+    guardian = Guardian()
+    for restarts in (1, 1):
+        pid = guardian.pid
+        assert pid is not None
+        kill_and_await_zombie(pid)
+        guardian.watch(2**22 + 1)  # (never a real group: pids stay below 2**22 on Linux)
+        assert guardian.restarts == restarts
+        assert not psutil.pid_exists(pid), "the dead guardian was not reaped"
+        if guardian.pid is None:
+            break
+    assert guardian.pid is None, "a guardian was started past MAX_RESTARTS"
+    assert "a puller killed now would leave its jobs" in caplog.text
+    guardian.watch(2**22 + 2)  # no guardian: the puller goes on
     guardian.close()  # idempotent
+    guardian.close()
