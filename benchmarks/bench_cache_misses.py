@@ -27,7 +27,11 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CACHES = ("--I1=32768,8,64", "--D1=32768,8,64", "--LL=8388608,16,64")
+LL_BYTES = 8 * 1024 * 1024  # the simulated last level, unless --ll says another size
+
+
+def caches(ll_bytes: int) -> tuple[str, ...]:
+    return ("--I1=32768,8,64", "--D1=32768,8,64", f"--LL={ll_bytes},16,64")
 
 # One run in a fresh interpreter: bench_scale's setting at n machines and about ``jobs`` jobs; prints the jobs run.
 _RUN = r"""
@@ -44,13 +48,13 @@ print(Simulation(exp, drain_limit=DRAIN, keep_records=keep).run().jobs_total)
 _FIELDS = ("Ir", "D1mr", "D1mw", "DLmr", "DLmw")
 
 
-def counts(python: str, n: int, jobs: int, mode: str) -> tuple[int, dict[str, int]]:
+def counts(python: str, n: int, jobs: int, mode: str, ll_bytes: int = LL_BYTES) -> tuple[int, dict[str, int]]:
     """Jobs run and cachegrind's totals for one run."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "cg.out")
         setarch = ["setarch", platform.machine(), "-R"] if shutil.which("setarch") else []
         env = dict(os.environ, PYTHONHASHSEED="0", OPENBLAS_NUM_THREADS="1")
-        r = subprocess.run([*setarch, "valgrind", "--tool=cachegrind", "--cache-sim=yes", *CACHES,
+        r = subprocess.run([*setarch, "valgrind", "--tool=cachegrind", "--cache-sim=yes", *caches(ll_bytes),
                             f"--cachegrind-out-file={out}", python, "-c", _RUN, str(n), str(jobs), mode],
                            cwd=ROOT, env=env, capture_output=True, text=True, check=True)
         summary = re.search(r"^summary:(.*)$", Path(out).read_text(), re.M)
@@ -66,18 +70,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=100_000, help="about this many jobs in the long run (default 100000)")
     ap.add_argument("--kept", action="store_true", help="also with every record kept")
     ap.add_argument("--python", default=sys.executable, help="the interpreter to trace (default: this one)")
+    ap.add_argument("--ll", type=int, default=LL_BYTES,
+                    help="the simulated last level's size in bytes (default 8 MiB; 2097152 models a 2 MiB second "
+                         "level per core, the level whose misses cost when a large third level is shared)")
     args = ap.parse_args(argv)
     if shutil.which("valgrind") is None:
         print("error: valgrind is not on the PATH (Debian: apt-get install valgrind)", file=sys.stderr)
         return 2
     modes = ["streamed", "kept"] if args.kept else ["streamed"]
-    print(f"cachegrind {' '.join(CACHES)}; FCFS, hihi-mfd-fd scaled; per job: (run of {args.jobs:,} jobs) minus "
-          f"(run of {args.jobs // 5:,}), over the difference in jobs")
+    print(f"cachegrind {' '.join(caches(args.ll))}; FCFS, hihi-mfd-fd scaled; per job: (run of {args.jobs:,} jobs) "
+          f"minus (run of {args.jobs // 5:,}), over the difference in jobs")
     print(f"{'mode':<10}{'machines':>10}{'instr/job':>12}{'D1 miss/job':>13}{'LL miss/job':>13}")
     for mode in modes:
         for n in [int(s) for s in args.sizes.split(",")]:
-            long_jobs, long = counts(args.python, n, args.jobs, mode)
-            short_jobs, short = counts(args.python, n, args.jobs // 5, mode)
+            long_jobs, long = counts(args.python, n, args.jobs, mode, args.ll)
+            short_jobs, short = counts(args.python, n, args.jobs // 5, mode, args.ll)
             d = long_jobs - short_jobs
 
             def per(*keys: str, long: dict[str, int] = long, short: dict[str, int] = short, d: int = d) -> float:

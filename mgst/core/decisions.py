@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from mypy_extensions import mypyc_attr
 
@@ -48,7 +48,7 @@ class Eta(NamedTuple):
     schedules the end; the mapper sends the pace to the puller when it changes.
     """
 
-    replica: int
+    replica: Any  # the activity's key: a replica's id in the core; a chain's key in the iterations model
     at: float
     pace: float
 

@@ -58,9 +58,7 @@ def run_iterations(app: Iterations, chains: Iterable[AvailabilityProcess], cap: 
         nonlocal seq
         for o in outs:
             if type(o) is Eta:
-                # An activity's key, not a replica id (Eta.replica says int: compiled, that would be checked).
-                fields: tuple[Any, ...] = o
-                key, at = fields[0], fields[1]
+                key, at = o.replica, o.at  # (an activity's key here, not a replica id)
                 due[key] = at
                 if at < math.inf:
                     heapq.heappush(heap, (at, 0, seq, key))
