@@ -87,7 +87,9 @@ class Guardian:
         if proc is None or proc.stdin is None:
             return
         try:
-            proc.stdin.write(line)  # < PIPE_BUF, unbuffered: one atomic write; the guardian reads at once
+            data = memoryview(line)  # unbuffered: the guardian reads at once (a line < PIPE_BUF is one atomic write;
+            while data:  # a restart's list of groups may be longer, and a signal may cut a long write short)
+                data = data[proc.stdin.write(data) or 0:]
         except OSError as e:  # it died (killed on its own): reaped, and started again while restarts remain
             self._reap(proc)
             if self._closed or self.restarts >= MAX_RESTARTS:
