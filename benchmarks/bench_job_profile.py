@@ -1,0 +1,141 @@
+"""Where a simulated job's instructions or cache misses go, by function and by kind of cost (cachegrind).
+
+Two settings, each run twice under ``valgrind --tool=cachegrind`` (a long run and a short one, the difference divided
+by the difference in jobs: the work per job, less imports and set-up), then split by function (cachegrind's own
+per-function counts) and summed into kinds: dictionaries, allocating and freeing objects, boxing numbers, the
+collector, mgst's own compiled code, the rest.
+
+- ``instructions``: ``bench_sim.py``'s setting (hihi-mfd-fd, LPAS_DG, records kept, one replication), horizons
+  ``--horizon`` and a fifth of it. The collector's walk at the process's exit is shown apart and left out of the
+  total (``bench_sim.py`` collects before each timed run, so its timing never includes it).
+- ``misses``: ``bench_scale.py``'s setting (hihi-mfd-fd's machines repeated to ``--machines``, FCFS, records not
+  kept), about ``--jobs`` jobs and a fifth of that, with a simulated last level of ``--ll`` bytes (2 MiB by
+  default: this machine's second level per core; its 260 MiB third level holds the whole working set).
+
+    PY="$(python -c 'import sys; print(sys.executable)')"
+    python benchmarks/bench_job_profile.py instructions --python "$PY"
+    python benchmarks/bench_job_profile.py misses --machines 10000 --python "$PY"
+
+Deterministic (simulated counts: the machine's other load does not move them). Needs Debian's valgrind; give a real
+interpreter, not a pyenv shim (valgrind would trace the shim).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# One run in a fresh interpreter; prints the number of jobs it simulated.
+_RUN = r"""
+import sys
+sys.path[:0] = [".", "benchmarks"]
+setting, size, machines = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+from mgst.config import load_experiment
+from mgst.sim.loop import Simulation
+exp = load_experiment("experiments/hihi-mfd-fd.toml")
+if setting == "instructions":
+    print(len(Simulation(exp, seed=exp.simulation.seed, horizon=size).run().jobs))
+else:
+    from bench_scale import DRAIN, scaled
+    print(Simulation(scaled(exp, machines, "fcfs", int(size)), drain_limit=DRAIN, keep_records=False).run().jobs_total)
+"""
+
+# Kinds of cost, by the function's name (the first that matches); the rest is "other".
+KINDS = (
+    ("collector", re.compile(r"gc_collect|visit_decref|visit_reachable|_traverse$|subtract_refs|move_unreachable"
+                             r"|update_refs|deduce_unreachable")),
+    ("dictionaries", re.compile(r"dict|Dict|insertdict|delitem|_lookup|PyObject_Hash|long_hash")),
+    ("allocating and freeing", re.compile(r"Malloc|Free|_Py_NewReference|GenericAlloc|dealloc|memset|GC_Link"
+                                          r"|GC_UnTrack|_Py_Dealloc")),
+    ("boxing numbers", re.compile(r"PyFloat_|PyLong_|float_|CPyTagged")),
+    ("mgst's compiled code", re.compile(r"^CPyDef_")),
+)
+
+
+def per_function(out: str, events: tuple[str, ...]) -> collections.Counter[str]:
+    """cachegrind's counts in the file ``out``, summed over ``events``, by function name."""
+    totals: collections.Counter[str] = collections.Counter()
+    names: list[str] = []
+    fn = "???"
+    for line in Path(out).read_text().splitlines():
+        if line.startswith("events:"):
+            names = line.split()[1:]
+        elif line.startswith("fn="):
+            fn = line[3:].strip()
+        elif line[:1].isdigit():
+            values = dict(zip(names, map(int, line.split()[1:]), strict=False))
+            totals[fn] += sum(values.get(e, 0) for e in events)
+    return totals
+
+
+def run(python: str, setting: str, size: float, machines: int, cache_args: list[str]) -> tuple[int, str]:
+    """One traced run: (jobs, path of cachegrind's output, in a temporary folder the caller removes)."""
+    out = os.path.join(tempfile.mkdtemp(prefix="job-profile-"), "cg.out")
+    setarch = ["setarch", platform.machine(), "-R"] if shutil.which("setarch") else []
+    env = dict(os.environ, PYTHONHASHSEED="0", OPENBLAS_NUM_THREADS="1")
+    r = subprocess.run([*setarch, "valgrind", "--tool=cachegrind", *cache_args, f"--cachegrind-out-file={out}",
+                        python, "-c", _RUN, setting, repr(size), str(machines)],
+                       cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    return int(r.stdout.split()[-1]), out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("setting", choices=("instructions", "misses"))
+    ap.add_argument("--horizon", type=float, default=2000.0, help="instructions: the long run's horizon (2000)")
+    ap.add_argument("--jobs", type=int, default=100_000, help="misses: about this many jobs in the long run")
+    ap.add_argument("--machines", type=int, default=10_000, help="misses: machines (default 10000)")
+    ap.add_argument("--ll", type=int, default=2 * 1024 * 1024, help="misses: simulated last level, bytes (2 MiB)")
+    ap.add_argument("--top", type=int, default=12, help="functions listed (default 12)")
+    ap.add_argument("--python", default=sys.executable, help="the interpreter to trace (default: this one)")
+    args = ap.parse_args(argv)
+    if shutil.which("valgrind") is None:
+        print("error: valgrind is not on the PATH (Debian: apt-get install valgrind)", file=sys.stderr)
+        return 2
+    if args.setting == "instructions":
+        cache_args, events, unit = ["--cache-sim=no"], ("Ir",), "instructions"
+        sizes = (args.horizon, args.horizon / 5)
+    else:
+        cache_args = ["--cache-sim=yes", "--I1=32768,8,64", "--D1=32768,8,64", f"--LL={args.ll},16,64"]
+        events, unit = ("DLmr", "DLmw"), f"misses of a {args.ll:,}-byte last level"
+        sizes = (float(args.jobs), float(args.jobs // 5))
+    (long_jobs, long_out), (short_jobs, short_out) = (run(args.python, args.setting, s, args.machines, cache_args)
+                                                      for s in sizes)
+    try:
+        long, short = per_function(long_out, events), per_function(short_out, events)
+    finally:
+        for out in (long_out, short_out):
+            shutil.rmtree(os.path.dirname(out), ignore_errors=True)
+    jobs = long_jobs - short_jobs
+    per_job = {fn: (long[fn] - short.get(fn, 0)) / jobs for fn in long}
+    kinds: collections.Counter[str] = collections.Counter()
+    for fn, v in per_job.items():
+        kinds[next((kind for kind, pattern in KINDS if pattern.search(fn)), "other")] += v
+    collector = kinds.pop("collector", 0.0)
+    total = sum(kinds.values())
+    print(f"{args.setting}: {unit} per job, a run of {long_jobs:,} jobs minus one of {short_jobs:,}")
+    if args.setting == "instructions":
+        print(f"total {total:,.0f} a job (the collector's walk at exit, left out: {collector:,.0f})")
+    else:
+        total += collector
+        print(f"total {total:,.1f} a job")
+    for kind, v in kinds.most_common():
+        print(f"  {kind:<26}{v:>10,.1f}  {100 * v / total:5.1f} %")
+    print("by function:")
+    for fn, v in sorted(per_job.items(), key=lambda kv: -kv[1])[:args.top]:
+        print(f"  {v:>10,.1f}  {fn}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
