@@ -82,15 +82,7 @@ class StreamedTotals:
         arrived = self.arrived
         if i <= self.front or i >= len(arrived) or arrived[i] is not rec:
             return  # (the front, summed already, or not noted)
-        self.jobs_total += 1
-        done = rec.completed
-        _, c, sub, _, _ = job
-        if done is None or not self.count_from <= sub < self.horizon:
-            arrived[i] = _UNCOUNTED
-        else:
-            first = rec.first_sent
-            assert first is not None  # a completed job was sent
-            arrived[i] = (c, done - sub, first - sub)
+        arrived[i] = self._figures(rec)
         self._leave(rec)
 
     def advance(self) -> None:
@@ -129,23 +121,22 @@ class StreamedTotals:
     def totals(self) -> tuple[list[int], list[float], list[float]]:
         return self.counts, self.sums, self.waits
 
-    def _add_record(self, rec: JobRecord) -> None:
-        """A job's part of the results, from its record: counted if done and submitted in the window."""
+    def _figures(self, rec: JobRecord) -> tuple[int, float, float]:
+        """A job's part of the results (and of the job count): its class, response and wait if it is done and was
+        submitted in the window, else _UNCOUNTED."""
         self.jobs_total += 1
         done = rec.completed
-        if done is None:
-            return
         job: _JobFields = rec.job
         _, c, sub, _, _ = job
-        if self.count_from <= sub < self.horizon:
-            first = rec.first_sent
-            assert first is not None  # a completed job was sent
-            counts = self.counts
-            sums = self.sums
-            waits = self.waits
-            counts[c] = counts[c] + 1  # (x[i] = x[i] + y: native, compiled; x[i] += y is not)
-            sums[c] = sums[c] + (done - sub)
-            waits[c] = waits[c] + (first - sub)
+        if done is None or not self.count_from <= sub < self.horizon:
+            return _UNCOUNTED
+        first = rec.first_sent
+        assert first is not None  # a completed job was sent
+        return (c, done - sub, first - sub)
+
+    def _add_record(self, rec: JobRecord) -> None:
+        """A job's part of the results, from its record."""
+        self._add_figures(self._figures(rec))
 
     def _add_figures(self, figures: tuple[int, float, float]) -> None:
         """A job's part of the results, from the figures it was reduced to (counted already in jobs_total)."""
@@ -154,7 +145,7 @@ class StreamedTotals:
             counts = self.counts
             sums = self.sums
             waits = self.waits
-            counts[c] = counts[c] + 1
+            counts[c] = counts[c] + 1  # (x[i] = x[i] + y: native, compiled; x[i] += y is not)
             sums[c] = sums[c] + response
             waits[c] = waits[c] + wait
 
