@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import itertools
 import math
 import os
 import signal
@@ -19,6 +20,7 @@ from helpers import (
     assert_held_no_more_than,
     assert_share_held,
     cpu_seconds,
+    decided,
     is_suspended,
     share_window,
 )
@@ -154,6 +156,19 @@ def assert_runs_free(backend: str, pid: int, control: int) -> None:
     time but for what the machine takes from every process (steal time, interrupts; load is waiting, not held)."""
     assert never_stopped(pid), f"{backend}: {pid} still suspended"
     assert_held_no_more_than(pid, control, what=f"{backend}: still throttled")
+
+
+def test_a_majority_verdict_stops_measuring_only_when_the_rest_cannot_change_it() -> None:
+    """Every sequence of window verdicts: stopping at the first settled prefix gives the verdict of all windows."""
+    for of in (1, 2, 3, 4, 5):
+        for verdicts in itertools.product((True, False), repeat=of):  # True: a good window
+            good = bad = 0
+            for ok in verdicts:
+                if decided(good, bad, of):
+                    break
+                good, bad = good + ok, bad + (not ok)
+            assert decided(good, bad, of)
+            assert (2 * good > of) == (2 * verdicts.count(False) < of), verdicts
 
 
 def wait_until(condition: Callable[[], bool], timeout: float) -> bool:
