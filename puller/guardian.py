@@ -41,7 +41,8 @@ class Guardian:
 
     A guardian that dies on its own (killed by hand, by a reaper of stray processes) is noticed at the next
     line written to it and started again, at most :data:`MAX_RESTARTS` times, with the groups still live
-    written to the new one first: a puller killed after that still leaves nothing behind.
+    written to the new one first: a puller killed after that still leaves nothing behind. One that could not be
+    started (no processes left to the user for a moment) is tried again at the next line, within the same count.
     """
 
     def __init__(self) -> None:
@@ -49,6 +50,7 @@ class Guardian:
         self._proc: subprocess.Popen[bytes] | None = None
         self._closed = False
         self.restarts = 0
+        self._unguarded = False  # past MAX_RESTARTS: said once, then the puller goes on without a guardian
         self._start()
 
     def _start(self) -> None:
@@ -84,7 +86,8 @@ class Guardian:
 
     def _say(self, line: bytes) -> None:
         proc = self._proc
-        if proc is None or proc.stdin is None:
+        if proc is None or proc.stdin is None:  # none could be started: tried again (it is told this line's change)
+            self._replace("it could not be started")
             return
         try:
             data = memoryview(line)  # unbuffered: the guardian reads at once (a line < PIPE_BUF is one atomic write;
@@ -92,13 +95,21 @@ class Guardian:
                 data = data[proc.stdin.write(data) or 0:]
         except OSError as e:  # it died (killed on its own): reaped, and started again while restarts remain
             self._reap(proc)
-            if self._closed or self.restarts >= MAX_RESTARTS:
-                log.warning("the guardian of command jobs is gone (%s): a puller killed now would leave its jobs", e)
-                return
-            self.restarts += 1
-            log.warning("the guardian of command jobs is gone (%s): starting another (%d of %d)", e,
-                        self.restarts, MAX_RESTARTS)
-            self._start()  # (it is told of every live group, this line's change included)
+            self._replace(f"it is gone ({e})")
+
+    def _replace(self, why: str) -> None:
+        """Start a guardian in place of one that is gone or never started, while restarts remain; it is told of
+        every live group, the change being written included."""
+        if self._closed or self._unguarded:
+            return
+        if self.restarts >= MAX_RESTARTS:
+            self._unguarded = True
+            log.warning("the guardian of command jobs: %s, after %d restarts: a puller killed now would leave its "
+                        "jobs", why, self.restarts)
+            return
+        self.restarts += 1
+        log.warning("the guardian of command jobs: %s; starting another (%d of %d)", why, self.restarts, MAX_RESTARTS)
+        self._start()
 
     def _reap(self, proc: subprocess.Popen[bytes]) -> None:
         """Close ``proc``'s pipe (it kills what it still lists, normally nothing) and wait for it."""

@@ -88,7 +88,7 @@ def test_a_guardian_killed_on_its_own_is_reaped_and_another_guards_the_live_grou
         second = guardian.pid
         assert second is not None and second != first, "no guardian was started in place of the dead one"
         assert not psutil.pid_exists(first), "the dead guardian was not reaped"
-        assert "guardian of command jobs is gone" in caplog.text and "starting another (1 of" in caplog.text
+        assert "guardian of command jobs: it is gone" in caplog.text and "starting another (1 of" in caplog.text
         guardian.watch(after.pid)
         guardian.close()  # the pipe ends, as at the puller's death
         assert not psutil.pid_exists(second)
@@ -119,3 +119,30 @@ def test_a_guardian_that_keeps_dying_is_not_started_for_ever(caplog, monkeypatch
     guardian.watch(2**22 + 2)  # no guardian: the puller goes on
     guardian.close()  # idempotent
     guardian.close()
+
+
+def test_a_guardian_that_could_not_be_started_is_tried_again_at_the_next_job(caplog, monkeypatch) -> None:
+    """No process could be made when the puller began (a user at their process limit, for a moment): the next job
+    watched starts a guardian, which is told of it and kills it when the pipe ends."""
+    real_popen = subprocess.Popen
+    refusals = [OSError(11, "Resource temporarily unavailable")]
+
+    def popen(*args, **kwargs):
+        if refusals:
+            raise refusals.pop()
+        return real_popen(*args, **kwargs)
+
+    job = sleeper()
+    monkeypatch.setattr(guardian_module.subprocess, "Popen", popen)  # (the subprocess module itself)
+    guardian = Guardian()
+    try:
+        assert guardian.pid is None and "cannot start a guardian" in caplog.text
+        guardian.watch(job.pid)
+        assert guardian.pid is not None, "no guardian was tried again"
+        assert guardian.restarts == 1 and "it could not be started; starting another (1 of" in caplog.text
+        guardian.close()
+        assert job.wait(10) == -9, "the job watched when the guardian was started again was not guarded"
+    finally:
+        guardian.close()
+        job.kill()
+        job.wait()
