@@ -15,6 +15,10 @@ collector, mgst's own compiled code, the rest.
     PY="$(python -c 'import sys; print(sys.executable)')"
     python benchmarks/bench_job_profile.py instructions --python "$PY"
     python benchmarks/bench_job_profile.py misses --machines 10000 --python "$PY"
+    python benchmarks/bench_job_profile.py objects --python "$PY"
+
+- ``objects``: ``instructions``' setting under callgrind: per job, how many floats and ints were boxed, how many
+  tuples, lists, dicts and native objects made, and of those by which functions (callgrind's call counts).
 
 Deterministic (simulated counts: the machine's other load does not move them). Needs Debian's valgrind; give a real
 interpreter, not a pyenv shim (valgrind would trace the shim).
@@ -78,21 +82,76 @@ def per_function(out: str, events: tuple[str, ...]) -> collections.Counter[str]:
     return totals
 
 
-def run(python: str, setting: str, size: float, machines: int, cache_args: list[str]) -> tuple[int, str]:
-    """One traced run: (jobs, path of cachegrind's output, in a temporary folder the caller removes)."""
+# What makes an object, for ``objects``: the function whose calls count them (each call one object).
+MAKERS = (
+    ("floats boxed", "PyFloat_FromDouble"),
+    ("ints boxed by compiled code (below 256: shared, not made)", "CPyTagged_StealAsObject"),
+    ("tuples", "PyTuple_New"),
+    ("lists", "PyList_New"),
+    ("dicts", "PyDict_New"),
+    ("native objects and C tuples (tp_alloc)", "PyType_GenericAlloc"),
+    ("small blocks allocated in all", "PyObject_Malloc"),
+)
+
+
+def calls_by_caller(out: str) -> dict[str, collections.Counter[str]]:
+    """callgrind's call counts in the file ``out``: for each function called, how often each caller called it."""
+    calls: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    names: dict[str, str] = {}
+
+    def name(token: str) -> str:  # callgrind compresses a repeated name to its "(id)"
+        ident, _, text = token.strip().partition(" ")
+        if text:
+            names[ident] = text
+        return names.get(ident, ident)
+
+    fn = callee = "???"
+    for line in Path(out).read_text().splitlines():
+        if line.startswith("fn="):
+            fn = name(line[3:])
+        elif line.startswith("cfn="):
+            callee = name(line[4:])
+        elif line.startswith("calls="):
+            calls[callee][fn] += int(line[6:].split()[0])
+    return calls
+
+
+def run(python: str, setting: str, size: float, machines: int, tool_args: list[str]) -> tuple[int, str]:
+    """One traced run: (jobs, path of the tool's output, in a temporary folder the caller removes)."""
     out = os.path.join(tempfile.mkdtemp(prefix="job-profile-"), "cg.out")
     setarch = ["setarch", platform.machine(), "-R"] if shutil.which("setarch") else []
     env = dict(os.environ, PYTHONHASHSEED="0", OPENBLAS_NUM_THREADS="1")
-    r = subprocess.run([*setarch, "valgrind", "--tool=cachegrind", *cache_args, f"--cachegrind-out-file={out}",
-                        python, "-c", _RUN, setting, repr(size), str(machines)],
+    tool = "callgrind" if setting == "objects" else "cachegrind"
+    r = subprocess.run([*setarch, "valgrind", f"--tool={tool}", *tool_args, f"--{tool}-out-file={out}",
+                        python, "-c", _RUN, "misses" if setting == "misses" else "instructions", repr(size),
+                        str(machines)],
                        cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     return int(r.stdout.split()[-1]), out
 
 
+def objects(python: str, horizon: float, top: int) -> None:
+    """Objects made per job, by kind and by the functions that made them (a long run less a short one)."""
+    (long_jobs, long_out), (short_jobs, short_out) = (run(python, "objects", h, 0, []) for h in (horizon, horizon / 5))
+    try:
+        long, short = calls_by_caller(long_out), calls_by_caller(short_out)
+    finally:
+        for out in (long_out, short_out):
+            shutil.rmtree(os.path.dirname(out), ignore_errors=True)
+    jobs = long_jobs - short_jobs
+    print(f"objects: made per job, a run of {long_jobs:,} jobs minus one of {short_jobs:,}")
+    for kind, maker in MAKERS:
+        by = {caller: (n - short[maker].get(caller, 0)) / jobs for caller, n in long[maker].items()}
+        print(f"{sum(by.values()):8.1f}  {kind} ({maker})")
+        for caller, v in sorted(by.items(), key=lambda kv: -kv[1])[:top]:
+            if v >= 0.05:
+                print(f"          {v:6.2f}  {caller}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("setting", choices=("instructions", "misses"))
-    ap.add_argument("--horizon", type=float, default=2000.0, help="instructions: the long run's horizon (2000)")
+    ap.add_argument("setting", choices=("instructions", "misses", "objects"))
+    ap.add_argument("--horizon", type=float, default=2000.0,
+                    help="instructions, objects: the long run's horizon (2000)")
     ap.add_argument("--jobs", type=int, default=100_000, help="misses: about this many jobs in the long run")
     ap.add_argument("--machines", type=int, default=10_000, help="misses: machines (default 10000)")
     ap.add_argument("--ll", type=int, default=2 * 1024 * 1024, help="misses: simulated last level, bytes (2 MiB)")
@@ -102,6 +161,9 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which("valgrind") is None:
         print("error: valgrind is not on the PATH (Debian: apt-get install valgrind)", file=sys.stderr)
         return 2
+    if args.setting == "objects":
+        objects(args.python, args.horizon, args.top)
+        return 0
     if args.setting == "instructions":
         cache_args, events, unit = ["--cache-sim=no"], ("Ir",), "instructions"
         sizes = (args.horizon, args.horizon / 5)
