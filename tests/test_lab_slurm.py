@@ -168,8 +168,8 @@ def live_url(mapper: subprocess.Popen, port: int) -> str:
     return f"http://127.0.0.1:{port}/"
 
 
-# Eight tasks of 60 units at time unit 0.1 s: 6 s on a machine of power 1, 60 s on M1 and M2 (power 0.1). At the
-# run's begin each of the six machines takes one; M1's and M2's pilots, cancelled then, hold theirs for a minute
+# Eight tasks of 40 units at time unit 0.1 s: 4 s on a machine of power 1, 40 s on M1 and M2 (power 0.1). At the
+# run's begin each of the six machines takes one; M1's and M2's pilots, cancelled then, hold theirs for 40 s
 # more: whatever Slurm and the load take to deliver the cancel, it comes while each runs its replica.
 SLOW = ["M1", "M2"]
 LONG_TASKS = f"""[experiment]
@@ -177,7 +177,7 @@ name = "long-tasks"
 [workload]
 kind = "bag_list"
 granularity = [60]
-bags = [{{at = 0, tasks = {[[0, 60]] * 8}}}]
+bags = [{{at = 0, tasks = {[[0, 40]] * 8}}}]
 [machines]
 power = [0.1, 0.1, 1, 1, 1, 1]
 names = {json.dumps(MACHINES)}
@@ -194,7 +194,7 @@ duration = 30
 
 def test_pilots_cancelled_mid_run_are_machines_down_and_their_replicas_requeued(slurm: SlurmCluster, tmp_path,
                                                                                capsys):
-    """scancel of two pilots while each runs a replica it cannot finish for a minute: each puller gets Slurm's
+    """scancel of two pilots while each runs a replica it cannot finish for 40 s: each puller gets Slurm's
     SIGTERM, kills its replica and tells the mapper at once ('stopped by SIGTERM'); the journal has their
     machines DOWN and never up again, exactly the replicas they ran lost and their jobs requeued and done once
     elsewhere; `lab status` says CANCELLED; `lab down` then cancels nothing, and not another job of the user's."""
