@@ -29,9 +29,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # also runs without PYTHONPATH (mgst is not installed)
+if str(ROOT) not in sys.path:  # also runs without PYTHONPATH (mgst is not installed); to time another tree, run
+    # that tree's copy of this script
     sys.path.insert(0, str(ROOT))
 
+import mgst  # noqa: E402
+from mgst.build_info import build  # noqa: E402
 from mgst.config import load_experiment  # noqa: E402
 from mgst.model import Experiment, JobClass, Machine, PolicySpec, SimulationSettings  # noqa: E402
 from mgst.sim.loop import Simulation  # noqa: E402
@@ -121,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         return child(args, base)
     sizes = [int(s) for s in args.sizes.split(",")]
     policies = args.policies.split(",")
+    # (which tree is timed: this script's own checkout comes first on sys.path, whatever PYTHONPATH says)
+    print(f"mgst from {Path(mgst.__file__).resolve().parent.parent} ({build()})")
     print(f"Python {platform.python_version()}, {platform.machine()}; {base.name} scaled; "
           f"about {args.jobs:,} jobs per run; median of {args.repeat}; records "
           f"{'kept' if args.keep_records else 'not kept'}; "
