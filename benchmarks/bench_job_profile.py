@@ -35,8 +35,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
+T = TypeVar("T")
 ROOT = Path(__file__).resolve().parent.parent
 
 # One run in a fresh interpreter; prints the number of jobs it simulated.
@@ -129,14 +132,22 @@ def run(python: str, setting: str, size: float, machines: int, tool_args: list[s
     return int(r.stdout.split()[-1]), out
 
 
-def objects(python: str, horizon: float, top: int) -> None:
-    """Objects made per job, by kind and by the functions that made them (a long run less a short one)."""
-    (long_jobs, long_out), (short_jobs, short_out) = (run(python, "objects", h, 0, []) for h in (horizon, horizon / 5))
+def long_and_short(python: str, setting: str, sizes: tuple[float, float], machines: int, tool_args: list[str],
+                   read: Callable[[str], T]) -> tuple[int, T, int, T]:
+    """The long and the short traced run of ``setting``: each one's jobs and its output as ``read`` reads it (the
+    tool's files removed)."""
+    (long_jobs, long_out), (short_jobs, short_out) = (run(python, setting, s, machines, tool_args) for s in sizes)
     try:
-        long, short = calls_by_caller(long_out), calls_by_caller(short_out)
+        return long_jobs, read(long_out), short_jobs, read(short_out)
     finally:
         for out in (long_out, short_out):
             shutil.rmtree(os.path.dirname(out), ignore_errors=True)
+
+
+def objects(python: str, horizon: float, top: int) -> None:
+    """Objects made per job, by kind and by the functions that made them (a long run less a short one)."""
+    long_jobs, long, short_jobs, short = long_and_short(python, "objects", (horizon, horizon / 5), 0, [],
+                                                        calls_by_caller)
     jobs = long_jobs - short_jobs
     print(f"objects: made per job, a run of {long_jobs:,} jobs minus one of {short_jobs:,}")
     for kind, maker in MAKERS:
@@ -171,13 +182,8 @@ def main(argv: list[str] | None = None) -> int:
         cache_args = ["--cache-sim=yes", "--I1=32768,8,64", "--D1=32768,8,64", f"--LL={args.ll},16,64"]
         events, unit = ("DLmr", "DLmw"), f"misses of a {args.ll:,}-byte last level"
         sizes = (float(args.jobs), float(args.jobs // 5))
-    (long_jobs, long_out), (short_jobs, short_out) = (run(args.python, args.setting, s, args.machines, cache_args)
-                                                      for s in sizes)
-    try:
-        long, short = per_function(long_out, events), per_function(short_out, events)
-    finally:
-        for out in (long_out, short_out):
-            shutil.rmtree(os.path.dirname(out), ignore_errors=True)
+    long_jobs, long, short_jobs, short = long_and_short(args.python, args.setting, sizes, args.machines, cache_args,
+                                                        lambda out: per_function(out, events))
     jobs = long_jobs - short_jobs
     per_job = {fn: (long[fn] - short.get(fn, 0)) / jobs for fn in long}
     kinds: collections.Counter[str] = collections.Counter()

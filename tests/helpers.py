@@ -472,6 +472,7 @@ def assert_share_held(target: int, throttle: Any, share: float, *, what: str, to
     however busy the machine; a skip never replaces the check. The windows are returned (printed by callers)."""
     windows: list[ShareWindow] = []
     problems: list[list[str]] = []
+    # (only a passing majority ends the first windows early: a failing one is judged on more windows, below)
     while len(windows) < SHARE_JUDGED and not decided(sum(1 for p in problems if not p), 0, SHARE_JUDGED):
         windows.append(share_window(target, throttle))
         problems.append(share_problems(windows[-1], share, tolerance=tolerance))
