@@ -26,6 +26,7 @@ from puller.allowlist import AllowList
 from puller.executors import EXECUTORS
 from puller.limits import MAX_SHOWN, Limits, Unusable, poll_timeout_ms, shown_reason
 from puller.narrator import WAITING_EVERY, Narrator, plural
+from puller.ratelimit import Throttled
 from puller.reach import EVENTS, Reach
 from puller.runner import Runner
 from puller.slots import Slots
@@ -48,6 +49,12 @@ EXIT_PAUSED = 75
 # The exit code of a puller that never reached its mapper within --give-up seconds (EX_UNAVAILABLE, sysexits.h):
 # a name that does not resolve, a refused connection, a handshake that fails (a wrong mapper key).
 EXIT_UNREACHABLE = 69
+# Mapper frames handled in one pass of the loop, before what is due (heartbeats, ends, availability periods): a
+# mapper that sends without pause cannot hold the puller's own timers (as the gang member's RECEIVE_PER_PASS).
+RECEIVE_PER_PASS = 256
+# Seconds between two log lines of a kind a mapper can repeat at will (a refusal for now, a pause): the
+# next one says how many it left out (puller/ratelimit.py).
+REPEATED_EVERY = 10.0
 
 _monitor_names = itertools.count()
 
@@ -143,6 +150,9 @@ class Puller:
         self.limits = Limits(machine)  # what the mapper's messages may ask (puller/limits.py)
         self.handler_errors = 0  # mapper messages whose handling raised (a bug: logged with its traceback)
         self.drops = DropLog(log)  # mapper messages dropped, by protocol.Drop reason; logged at a bounded rate
+        # Lines a mapper can make the puller repeat at will, each kind at a bounded rate.
+        self._say_refused = Throttled(REPEATED_EVERY, log)
+        self._say_paused = Throttled(REPEATED_EVERY, log)
         self.reach = Reach(self.connect, keys, clock)  # why the mapper is not reached, if it is not
         self.say = Narrator(machine, self.connect, keys)  # the INFO lines: registered, failures, reconnected, end
         self.end_reason = "stopped"  # the end line's reason
@@ -319,7 +329,7 @@ class Puller:
         if self.monitor is not None and self.monitor in events:
             self._read_monitor()
         if self.sock is not None and self.sock in events:
-            self._receive_all()
+            self._receive_pass()
 
     def _wait(self, sources: list, timeout: float) -> dict:
         """Poll ``sources`` (sockets, fds) for up to ``timeout`` seconds; stop() or a signal ends the wait."""
@@ -344,6 +354,9 @@ class Puller:
         sock = self._ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.RECONNECT_IVL_MAX, int(BACKOFF_MAX * 1000))
+        # A larger frame is refused by ZeroMQ as its header arrives (the connection is dropped), never held whole:
+        # the protocol's own check comes after the frame is in memory.
+        sock.setsockopt(zmq.MAXMSGSIZE, P.MAX_FRAME)
         if security.needs_ipv6(self.connect):
             sock.setsockopt(zmq.IPV6, 1)
         if self.keys is not None:
@@ -427,8 +440,12 @@ class Puller:
         except zmq.Again:
             log.debug("%s: send queue full, dropped %s", self.machine, type(msg).__name__)
 
-    def _receive_all(self) -> None:
-        while self.sock is not None:
+    def _receive_pass(self) -> None:
+        """Handle what the mapper sent, at most RECEIVE_PER_PASS frames (the rest wait for the next pass, after
+        what is due: the socket stays readable, so the loop's next wait returns at once)."""
+        for _ in range(RECEIVE_PER_PASS):
+            if self.sock is None:
+                return
             try:
                 frame = self.sock.recv(zmq.NOBLOCK)
             except zmq.Again:
@@ -477,8 +494,8 @@ class Puller:
                 self.exit_code = 2
                 self.end_reason = "refused by the mapper"
             else:
-                log.error("%s: the mapper refused this puller for now: %s; retrying in %.1f s",
-                          self.machine, shown_reason(msg.reason), self.backoff)
+                self._say_refused.log(logging.ERROR, "%s: the mapper refused this puller for now: %s; retrying in "
+                                      "%.1f s", self.machine, shown_reason(msg.reason), self.backoff)
                 if self.welcome is not None:
                     self.welcome = None
                     self.slots.go_offline()
@@ -516,9 +533,9 @@ class Puller:
         replica and held result, saying hello again (after the back-off) for up to PAUSE_GIVE_UP seconds."""
         self.paused_at = self.lost_at = self.hello_at = now
         bound = "" if self.stay else f" (at most {self._give_up_after():.0f} s)"
-        log.warning("%s: the mapper paused the run: %s; %d replicas run on, %d results held; waiting for it to "
-                    "resume%s", self.machine, printable(reason, MAX_SHOWN), len(self.slots.holds()),
-                    len(self.slots.finished()), bound)
+        self._say_paused.log(logging.WARNING, "%s: the mapper paused the run: %s; %d replicas run on, %d results "
+                             "held; waiting for it to resume%s", self.machine, printable(reason, MAX_SHOWN),
+                             len(self.slots.holds()), len(self.slots.finished()), bound)
         self.welcome = None
         self.say.gone("the run was paused", now)
         self.slots.go_offline()

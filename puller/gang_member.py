@@ -35,6 +35,7 @@ from mgst.wire import gang_protocol as G
 from mgst.wire import security
 from mgst.wire.drops import DropLog
 from mgst.wire.frames import Drop, ProtocolError
+from puller.ratelimit import Throttled
 from puller.reach import EVENTS, Reach
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,10 @@ UP, RECLAIMED, DOWN = 0, 1, 2
 JOB = Path(__file__).with_name("gang_job.py")
 # Transfers a member receives at once: the core sends one at a time to a worker; a few more are a mapper's bug.
 MAX_PARTIAL = 8
+# Data transfers a member remembers having received: only whether it holds any counts (a Compute needs its
+# inputs), so past this many the oldest is forgotten. A run delivers one a configuration per iteration until
+# the worker leaves it; without a bound a mapper could grow the member's memory by a few dozen bytes a transfer.
+MAX_DATA_HELD = 64
 # How long a member waits for its welcome (s); how far ahead the run's start may be, and how far behind (a
 # member slow to read its welcome plays the periods it missed at once: the chain's boundaries are from the start).
 WELCOME_WAIT = 60.0
@@ -125,6 +130,8 @@ class GangMember:
         self.held = False  # the mapper holds the gang (a peer is not UP)
         self.drops = 0
         self.drop_log = DropLog(log)  # counted by reason, logged at a bounded rate (a mapper cannot flood it)
+        self.unsent = 0  # messages the mapper's full queue did not take
+        self.unsent_log = Throttled(10.0, log)
         self.time_unit = 1.0
 
     # ------------------------------------------------------------------ the run
@@ -305,7 +312,10 @@ class GangMember:
         if kind == G.PROGRAM:
             self.program = True
         else:
-            self.data[c.transfer] = total
+            data = self.data
+            data[c.transfer] = total
+            if len(data) > MAX_DATA_HELD:
+                del data[next(iter(data))]  # the oldest (dicts keep their order)
         self._send(G.Received(c.transfer))
         return None
 
@@ -316,7 +326,14 @@ class GangMember:
     # ------------------------------------------------------------------ the wire
 
     def _send(self, msg: Any) -> None:
-        self.socket.send(G.encode(msg))
+        """Never waits for the mapper: a mapper that stops reading cannot stop the member playing its chain (a
+        message its full queue will not take is counted and logged, and the member goes on)."""
+        try:
+            self.socket.send(G.encode(msg), zmq.NOBLOCK)
+        except zmq.Again:
+            self.unsent += 1
+            self.unsent_log.log(logging.WARNING, "the mapper reads nothing: its queue is full; %s not sent",
+                                type(msg).__name__)
 
     def _receive(self) -> Any:
         try:

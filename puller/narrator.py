@@ -15,6 +15,7 @@ from mgst.availability.process import Period, State
 from mgst.wire import protocol as P
 from mgst.wire import security
 from mgst.wording import printable
+from puller.ratelimit import Throttled
 
 log = logging.getLogger("puller.daemon")
 
@@ -24,6 +25,11 @@ WAITING_EVERY = 10.0
 WAITING_REPEAT = 60.0
 # The longest executor name printed (the puller offered it, so it is one of its own few).
 MAX_EXECUTOR_SHOWN = 40
+# "registered again" lines: AGAIN_BURST at once, then one per AGAIN_EVERY seconds, the next saying how many it left
+# out. A puller reconnects a few times a minute in the harshest lab (an injected failure, a lost mapper, each a
+# line); a mapper may welcome it again and again at will.
+AGAIN_BURST = 10
+AGAIN_EVERY = 5.0
 
 
 def plural(count: int, noun: str) -> str:
@@ -52,6 +58,7 @@ class Narrator:
         self.away: tuple[str, float] | None = None  # welcomed before, not now: why, since when (said at the welcome)
         self._waiting: tuple[str, float] = ("", -math.inf)  # the last "no welcome" line: its reason, when
         self._reclaimed: float | None = None  # the CPU share of the current RECLAIMED period, None if not in one
+        self._again = Throttled(AGAIN_EVERY, log, AGAIN_BURST)
 
     def start(self, give_up: float | None, exit_code: int) -> None:
         bound = "" if give_up is None else f"; exits (code {exit_code}) if it cannot within {give_up:.0f} s"
@@ -65,10 +72,10 @@ class Narrator:
                      "%s executor, %s, time unit %.4g s", self.machine, self.machine, msg.machine, self.connect,
                      self.mapper_key, msg.version, printable(msg.executor, MAX_EXECUTOR_SHOWN),
                      plural(msg.slots, "slot"), msg.time_unit)
-        else:
+        else:  # (a mapper may welcome at will: a burst of these lines, then one per AGAIN_EVERY seconds)
             why, since = self.away or ("reconnecting", now)
-            log.info("%s: registered again with the mapper at %s, %.3g s after %s", self.machine, self.connect,
-                     now - since, why)
+            self._again.log(logging.INFO, "%s: registered again with the mapper at %s, %.3g s after %s", self.machine,
+                            self.connect, now - since, why)
         self.away = None
         self._waiting = ("", -math.inf)
 

@@ -1,30 +1,35 @@
-"""Rate-limited log lines: at most one per interval, the next one saying how many were suppressed."""
+"""Rate-limited log lines: a burst, then at most one per interval, the next line saying how many were suppressed."""
 
 from __future__ import annotations
 
 import logging
-import math
 import time
 from typing import Any
 
 
 class Throttled:
-    """Logs at most one line per ``interval`` seconds; the next line says how many were suppressed."""
+    """Logs up to ``burst`` lines at once, then one per ``interval`` seconds (a token bucket); the next line logged
+    says how many were suppressed."""
 
-    def __init__(self, interval: float, logger: logging.Logger):
+    def __init__(self, interval: float, logger: logging.Logger, burst: int = 1):
         self.interval = interval
         self.logger = logger
-        self.next_at = -math.inf
+        self.burst = burst
+        self.tokens = float(burst)
+        self.last: float | None = None
         self.suppressed = 0
 
     def log(self, level: int, msg: str, *args: Any) -> None:
         now = time.monotonic()
-        if now < self.next_at:
+        if self.last is not None:
+            self.tokens = min(float(self.burst), self.tokens + (now - self.last) / self.interval)
+        self.last = now
+        if self.tokens < 1.0:
             self.suppressed += 1
             return
+        self.tokens -= 1.0
         if self.suppressed:
             msg += " (%d more like this suppressed)"
             args += (self.suppressed,)
         self.logger.log(level, msg, *args)
         self.suppressed = 0
-        self.next_at = now + self.interval

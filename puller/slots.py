@@ -26,7 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from mgst.wire import protocol as P
+from mgst.wording import printable
 from puller.allowlist import CommandRefused
+from puller.limits import MAX_SHOWN
 from puller.ratelimit import Throttled
 from puller.runner import Runner
 
@@ -107,6 +109,11 @@ class Slots:
         self.jobs_run = 0
         self.refusals = 0  # jobs refused by the allow-list
         self._warn_refused = Throttled(WARN_EVERY, log)
+        # Lines a mapper can make the puller repeat at will, each kind at a bounded rate.
+        self._warn_slots = Throttled(WARN_EVERY, log)
+        self._warn_checkpoints = Throttled(WARN_EVERY, log)
+        self._warn_twice = Throttled(WARN_EVERY, log)
+        self._warn_busy = Throttled(WARN_EVERY, log)
 
     # ------------------------------------------------------------------ state
 
@@ -136,16 +143,16 @@ class Slots:
         """Take a welcome's settings: slots (clamped to what we offered), executor, time unit, checkpoints, share."""
         size = welcome.slots
         if size > self.offered:
-            log.warning("%s: the mapper asks for %d slots; this puller offers %d and runs at most that many",
-                        self.machine, size, self.offered)
+            self._warn_slots.log(logging.WARNING, "%s: the mapper asks for %d slots; this puller offers %d and runs "
+                                 "at most that many", self.machine, size, self.offered)
             size = self.offered
         self.size = size
         self.executor = welcome.executor
         self.time_unit = welcome.time_unit
         interval = welcome.checkpoint_interval * welcome.time_unit
         if 0 < interval < MIN_CHECKPOINT:
-            log.warning("%s: checkpoints every %.3g s asked; sending them every %g s", self.machine, interval,
-                        MIN_CHECKPOINT)
+            self._warn_checkpoints.log(logging.WARNING, "%s: checkpoints every %.3g s asked; sending them every %g s",
+                                       self.machine, interval, MIN_CHECKPOINT)
             interval = MIN_CHECKPOINT
         self.checkpoint = interval
         for r in self.running.values():
@@ -199,12 +206,13 @@ class Slots:
 
     def job(self, msg: P.JobMsg, now: float) -> None:
         if msg.replica in self.running:
-            log.warning("%s: replica %d, which runs here already: ignored", self.machine, msg.replica)
+            self._warn_twice.log(logging.WARNING, "%s: replica %d, which runs here already: ignored", self.machine,
+                                 msg.replica)
             return
         self.held.pop(msg.replica, None)
         if not self.free:
-            log.warning("%s: got replica %d with every slot taken (%s); refusing it", self.machine, msg.replica,
-                        ", ".join(map(str, self.holds())))
+            self._warn_busy.log(logging.WARNING, "%s: got replica %d with every slot taken (%s); refusing it",
+                                self.machine, msg.replica, ", ".join(map(str, self.holds())))
             self._send(P.Failed(msg.replica, P.FAIL_BUSY, f"busy: {len(self.running)} of {self.size} slots"))
             return
         self.asked = max(0, self.asked - 1)
@@ -213,7 +221,7 @@ class Slots:
         except CommandRefused as e:
             self.refusals += 1
             self._warn_refused.log(logging.WARNING, "%s: refused replica %d of job %d: command not allowed: %s",
-                                   self.machine, msg.replica, msg.job, e)
+                                   self.machine, msg.replica, msg.job, printable(str(e), MAX_SHOWN))
             self._send(P.Failed(msg.replica, P.FAIL_REFUSED, f"command not allowed: {e}"[:400]))
             self._ask()
             return
@@ -239,8 +247,14 @@ class Slots:
         self._ask()
 
     def set_share(self, share: float, now: float) -> None:
-        """The mapper sets the share."""
-        self._apply_share(share, now)
+        """The mapper sets the share, unless the machine's availability process imposes its own: that one holds
+        (as at a welcome; the mapper heard of it from this puller's Share)."""
+        self.granted = share
+        if self.imposed is None:
+            self._apply_share(share, now)
+        else:
+            log.debug("%s: the mapper sets CPU share %.3g; the machine's availability holds %.3g", self.machine,
+                      share, self.imposed)
         self._ask()
 
     def set_pace(self, replica: int, pace: float, now: float) -> None:

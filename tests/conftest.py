@@ -3,12 +3,13 @@ processes or sockets."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import psutil
 import pytest
 import zmq
 from helpers import is_suspended
+from puller_fakes import FakeMapper, ThreadPuller
 from slurm_cluster import slurm  # noqa: F401 (a fixture: a Slurm cluster of this machine's, for a test)
 
 # Workers by default (pytest-xdist): CI's machine has 2 cores, and most of the suite's wall time is spent waiting
@@ -51,3 +52,25 @@ def ctx() -> Iterator[zmq.Context]:
         yield c
     finally:
         c.destroy(linger=0)
+
+
+@pytest.fixture
+def fake(ctx: zmq.Context) -> FakeMapper:
+    """A fake mapper without CURVE, on loopback (puller_fakes.FakeMapper)."""
+    return FakeMapper(ctx, None)
+
+
+@pytest.fixture
+def start(fake: FakeMapper, ctx: zmq.Context) -> Iterator[Callable[..., ThreadPuller]]:
+    """start(): an in-thread insecure puller of ``fake``; each one stopped after the test (a test module may
+    define a ``start`` of its own)."""
+    made: list[ThreadPuller] = []
+
+    def _start(**kwargs) -> ThreadPuller:
+        p = ThreadPuller(fake.endpoint, None, ctx, insecure=True, **kwargs)
+        made.append(p)
+        return p
+
+    yield _start
+    for p in made:
+        p.close()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -91,26 +91,6 @@ def back_to(baseline: tuple[int, int, int], timeout: float = 10.0) -> tuple[int,
         if all(n <= b for n, b in zip(now, baseline)) or time.monotonic() > deadline:
             return now
         time.sleep(0.02)
-
-
-@pytest.fixture
-def fake(ctx: zmq.Context) -> FakeMapper:
-    return FakeMapper(ctx, None)
-
-
-@pytest.fixture
-def start(fake: FakeMapper, ctx: zmq.Context) -> Iterator[Callable[..., ThreadPuller]]:
-    """start(): an in-thread insecure puller of ``fake``; stopped after the test (leaks checked by the tests)."""
-    made: list[ThreadPuller] = []
-
-    def _start(**kwargs) -> ThreadPuller:
-        p = ThreadPuller(fake.endpoint, None, ctx, insecure=True, **kwargs)
-        made.append(p)
-        return p
-
-    yield _start
-    for p in made:
-        p.close()
 
 
 def welcome(**fields) -> P.Welcome:
