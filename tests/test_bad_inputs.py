@@ -117,11 +117,44 @@ def files(tmp_path_factory) -> dict[str, str]:
     out["slurm_hosts"] = str(d / "slurm.toml")
     (d / "reps.toml").write_text(SMALL + "[simulation]\nreplications = 100000000000000000\n")
     out["huge_replications"] = str(d / "reps.toml")
+    # accepted alone, never ending or failing mid-run (a review's fuzz of experiment and sweep files, 2026-11-30)
+    more = {
+        "period_tiny": LPAS_SMALL.replace("[policy]", "[policy]\nresolve_period = 1e-300"),
+        "name_newline": SMALL.replace("[machines]", '[machines]\nnames = ["a\\nb", "M2"]'),
+        "name_slash": SMALL.replace("[machines]", '[machines]\nnames = ["M1", "../x"]'),
+        "mix_overflow": (ROOT / "experiments" / "bot" / "lab-rrnrf-weibull.toml").read_text().replace(
+            "mix = [0, 0, 100, 0]", "mix = [0, 0, 1e308, 1e308]"),
+        "count_bool": '[workload]\narrival_rates = [2.0]\n[machines]\npower = [10.0]\ncount = true\n'
+                      '[policy]\nname = "fcfs"\n',
+    }
+    anglano = Path(SWEEP).read_text()
+    casanova = (ROOT / "experiments" / "casanova" / "casanova-sweep.toml").read_text()
+    more |= {
+        "sweep_checkpoint_tiny": anglano.replace("checkpoint_interval = 600.0", "checkpoint_interval = 1e-300"),
+        "sweep_quick_misspelt": anglano.replace("[quick.simulation]\n", "[quick.simulation]\nreplicatons = 3\n"),
+        "sweep_shape_tiny": anglano.replace("[options]\n", "[options]\nweibull_shape = 1e-300\n", 1),
+        "sweep_processors_huge": casanova.replace("[options]\n", "[options]\nprocessors = 1000000\n", 1),
+    }
+    for name, text in more.items():
+        (d / f"{name}.toml").write_text(text)
+        out[name] = str(d / f"{name}.toml")
     return out
 
 
 # (arguments, what the error line must name); "{name}" is one of the files above.
 IN_PROCESS = [
+    # accepted alone, never ending or failing mid-run (a review's fuzz, 2026-11-30)
+    (["simulate", "{period_tiny}", "--replications", "1"], "policy.resolve_period"),
+    (["simulate", "{name_newline}"], "machines.names[0]"),
+    (["keys", "{dir}/keys-slash", "--experiment", "{name_slash}"], "machines (machine 2)"),
+    (["simulate", "{mix_overflow}"], "workload.mix"),
+    (["simulate", "{count_bool}"], "machines.count"),
+    (["sweep", "{sweep_checkpoint_tiny}", "--only", "policy=rr", "--only", "availability=high", "--only",
+      "heterogeneity=homogeneous", "--only", "mix=All_S", "--only", "intensity=low", "--out", "{dir}/sw1"],
+     "simulation.checkpoint_interval"),
+    (["sweep", "{sweep_quick_misspelt}", "--out", "{dir}/sw2"], "quick.simulation.replicatons"),
+    (["sweep", "{sweep_shape_tiny}", "--out", "{dir}/sw3"], "options.weibull_shape"),
+    (["sweep", "{sweep_processors_huge}", "--out", "{dir}/sw4"], "options.processors"),
     # simulate: files
     (["simulate", MISSING], "nothing.toml"),
     (["simulate", EXPERIMENTS], "experiments"),

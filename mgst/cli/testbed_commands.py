@@ -452,6 +452,11 @@ def keys_command(args: argparse.Namespace) -> int:
     check_folder("FOLDER", args.folder)
     if args.experiment is not None:
         names = [m.name for m in load_experiment(args.experiment).machines]
+        for i, name in enumerate(names):  # (a name the file allows, a key file cannot have: the file's to fix)
+            try:
+                security.check_key_name(name)
+            except ValueError as e:
+                raise ConfigError(f"machines (machine {i + 1})", str(e), str(args.experiment)) from None
     else:
         names = args.pullers or []
     try:

@@ -18,7 +18,7 @@ from mgst.config.experiment import (
 from mgst.model import BagStream, Experiment, PoissonClasses
 from mgst.workload.bags import normalised_mix
 
-__all__ = ["check_run_length", "check_testbed_overrides", "overload_warning"]
+__all__ = ["check_run_length", "check_sweep_run_length", "check_testbed_overrides", "overload_warning"]
 
 
 def overload_warning(exp: Experiment) -> str | None:
@@ -87,6 +87,14 @@ def check_run_length(experiment: Experiment, horizon: float, key: str) -> None:
     if not _is_number(horizon) or not math.isfinite(horizon) or horizon <= 0:
         raise ConfigError(key, f"must be a positive number, got {_describe(horizon)}")
     _check_length(experiment, float(horizon), "per replication", key, key, key)
+
+
+def check_sweep_run_length(experiment: Experiment, path: str | None, cell: str) -> None:
+    """Check one sweep cell's run: within MAX_JOBS jobs, failure cycles and checkpoints per replication, as an
+    experiment file's is. ConfigError naming the sweep file's key (``simulation.horizon``, or
+    ``simulation.checkpoint_interval``) and, in its text, the cell (``cell``: its axis values)."""
+    _check_length(experiment, experiment.simulation.horizon, f"per replication (cell {cell})", "simulation.horizon",
+                  "simulation.horizon", "simulation.checkpoint_interval", path)
 
 
 def check_testbed_overrides(

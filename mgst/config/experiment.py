@@ -188,6 +188,7 @@ def _check_length(
                 "(MAX_JOBS)",
                 path,
             )
+    _check_policy_periods(exp, length, what, path, note)
     ck = exp.simulation.checkpoint_interval
     if checkpoint_key is not None and ck is not None:
         checkpoints = n * length / ck
@@ -199,6 +200,27 @@ def _check_length(
                 "(MAX_JOBS)",
                 path,
             )
+
+
+def _check_policy_periods(exp: Experiment, length: float, what: str, path: str | None, note: str) -> None:
+    """Raise ConfigError at ``policy.NAME`` if one of the policy's periodic options (its Options' ``period_options``:
+    LPAS_DG's periodic re-solve, GridBot's replication cycle) makes more than MAX_JOBS timer events in ``length``
+    model time units: each is a pass of the policy, and a period of 1e-300 would never let the run end."""
+    try:
+        kind: Any = policies.policy_class(exp.policy.name).Options
+    except (KeyError, ValueError):  # (an unknown policy is the policy check's to report)
+        return
+    for name in getattr(kind, "period_options", ()):
+        period = exp.policy.options.get(name, getattr(kind, name, None))
+        if isinstance(period, int | float) and not isinstance(period, bool) and period > 0.0:
+            events = length / period
+            if not events <= MAX_JOBS:
+                raise ConfigError(
+                    f"policy.{name}",
+                    f"a period of {period:g} time units over {length:g} time units{note} implies {events:.3g} of the "
+                    f"policy's timer events {what}; at most {MAX_JOBS:g} are allowed (MAX_JOBS)",
+                    path,
+                )
 
 
 def _expected_jobs(exp: Experiment, length: float) -> tuple[float, str, str]:
@@ -343,8 +365,11 @@ class _Parser(ModelSections, MachineSections):
         seen: dict[str, int] = {}
         for k, item in enumerate(items):
             text = self.string(item, f"{key}[{k}]")
-            if not text:
-                raise self.error(f"{key}[{k}]", "must not be empty")
+            if not text.strip():
+                raise self.error(f"{key}[{k}]", "must not be empty or blank")
+            if not text.isprintable():  # (names are printed in lines, tables and CSV files)
+                raise self.error(f"{key}[{k}]", f"must be printable text (no line break or control character), got "
+                                                f"{text!r}")
             if len(text) > MAX_NAME:
                 raise self.error(f"{key}[{k}]", f"has {len(text)} characters; at most {MAX_NAME} are allowed")
             if text in seen:

@@ -132,7 +132,7 @@ class MachineSections:
             return draw_powers(low, high, total, seed)
         if isinstance(value, list):
             powers = [self.rate(v, f"{key}[{j}]", unit) for j, v in enumerate(self.nonempty_list(value, key, unit))]
-            if "count" in table and table["count"] != len(powers):
+            if "count" in table and (isinstance(table["count"], bool) or table["count"] != len(powers)):
                 raise self.error("machines.count", f"is {self.describe(table['count'])} but machines.power lists "
                                                    f"{len(powers)} machines (leave count out)")
             return powers

@@ -15,6 +15,7 @@ from typing import Any
 
 from mgst import scenarios
 from mgst.config import MAX_REPLICATIONS, MAX_TIME, ConfigError
+from mgst.config.checks import check_sweep_run_length
 from mgst.model import Experiment
 from mgst.scenarios import RunSettings, Scenario
 from mgst.toml_file import TomlFileError, read_toml
@@ -84,8 +85,19 @@ class SweepSpec:
         k = (cell.values, cell.seed, cell.replication if each else None)
         if k not in self._cache:
             names = [a.name for a in self.scenario.axes]
-            self._cache[k] = self.scenario.build(dict(zip(names, cell.values)), self.settings, cell.seed,
-                                                 cell.replication if each else self.replications, self.options)
+            described = ", ".join(f"{n}={v}" for n, v in zip(names, cell.values))
+            path = str(self.path) if self.path is not None else None
+            try:
+                exp = self.scenario.build(dict(zip(names, cell.values)), self.settings, cell.seed,
+                                          cell.replication if each else self.replications, self.options)
+            except ConfigError:
+                raise
+            except (ValueError, OSError) as e:  # (a value each option allows alone, not together: a trace too short)
+                where = f"{described}, seed {cell.seed}" + (f", replication {cell.replication}" if each else "")
+                raise ConfigError("options", f"the cell {where} cannot be built: {e}", path) from None
+            if self.scenario.run_settings:  # (the sweep's [simulation] sets its runs' length)
+                check_sweep_run_length(exp, path, described)
+            self._cache[k] = exp
         return self._cache[k]
 
     def manifest(self) -> dict[str, Any]:
@@ -119,6 +131,8 @@ def parse_sweep(data: Mapping[str, Any], name: str, path: str | None = None, *, 
     """Check parsed TOML ``data`` (see load_sweep); ``name`` is used when the file has none."""
     p = _Checker(path)
     p.keys(data, _TOP, "")
+    if not quick and "quick" in data:  # every value of the file is checked, [quick]'s too, used or not
+        parse_sweep(data, name, path, quick=True)
     scenario_name = data.get("scenario")
     if scenario_name is None:
         raise p.error("scenario", f"missing; one of: {', '.join(scenarios.names())}")

@@ -131,7 +131,8 @@ def is_loopback(endpoint: str) -> bool:
         return False  # '*', an interface name or a host name: reachable from outside
 
 
-def _check_name(name: str) -> str:
+def check_key_name(name: str) -> str:
+    """``name``, if it can name a key file (a puller's, a member's); ValueError saying what may, if not."""
     if not _NAME.match(name):
         raise ValueError(f"{name!r} cannot name a key: use letters, digits, '_', '.', '-' (at most 64)")
     return name
@@ -146,7 +147,7 @@ def create_keys(folder: Path, pullers: list[str] | None = None, *, lab: bool = F
     a symlink of the user's, to a folder of theirs). An existing key is kept unless ``overwrite``, and only if it is
     a private file of this user's. KeyFileError naming the path if a folder or a kept key is not as it must be.
     """
-    names = [LAB] if lab else [_check_name(n) for n in (pullers or [])]
+    names = [LAB] if lab else [check_key_name(n) for n in (pullers or [])]
     if len(set(names)) != len(names):
         raise ValueError("a puller name is given twice")
     try:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mgst.availability.weibull import ANGLANO_MTTF, DEFAULT_SHAPE, anglano_preset
+from mgst.availability.weibull import ANGLANO_MTTF, DEFAULT_SHAPE, MAX_SHAPE, MIN_SHAPE, anglano_preset
 from mgst.model import (
     BagStream,
     Experiment,
@@ -224,8 +224,8 @@ def _option_defaults() -> dict[str, Any]:
 
 def _check_option(name: str, value: Any) -> str | None:
     if name == "weibull_shape":
-        ok = isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < math.inf
-        return None if ok else f"must be a positive number, got {value!r}"
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and MIN_SHAPE <= value <= MAX_SHAPE
+        return None if ok else f"must be a number in [{MIN_SHAPE:g}, {MAX_SHAPE:g}], got {value!r}"
     if name == "grid_seed":
         ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
         return None if ok else f"must be an integer >= 0, got {value!r}"

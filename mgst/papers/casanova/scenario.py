@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mgst.availability.markov3 import Markov3Availability, Markov3Group
+from mgst.config.model_sections import MAX_MACHINES
 from mgst.model import Experiment, JobClass, Machine, PolicySpec, SimulationSettings
 from mgst.papers.casanova.estimates import CREDITS, Estimates
 from mgst.papers.casanova.heuristics import NAMES
@@ -34,6 +35,10 @@ MEASURES = Measures(
 )
 
 
+# The most iterations of an application (the paper's have 10): each is a synchronisation of every worker.
+MAX_ITERATIONS = 1_000_000
+
+
 def _option_defaults() -> dict[str, Any]:
     return {"exact": False, "present_states": False, "credit": "all", "mu": 0, "cap": CAP, "iterations": ITERATIONS,
             "processors": PROCESSORS}
@@ -48,8 +53,9 @@ def _check_option(name: str, value: Any) -> str | None:
         ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
         return None if ok else f"must be an integer >= 0 (0: m, no limit), got {value!r}"
     if name in ("iterations", "processors"):
-        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
-        return None if ok else f"must be an integer >= 1, got {value!r}"
+        most = MAX_ITERATIONS if name == "iterations" else MAX_MACHINES
+        ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= most
+        return None if ok else f"must be an integer in 1..{most:,}, got {value!r}"
     if name == "cap":
         ok = isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= 1e9
         return None if ok else f"must be a number in (0, 1e9], got {value!r}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import ClassVar
 
 from mgst.papers.gridbot.classads import DEADLINE, POLICY_ATTRIBUTES, parse
 from mgst.policies.base import PolicyOptions
@@ -37,6 +38,9 @@ class GridBotOptions(PolicyOptions):
     # what the overlay (grids with start_hosts) counts as work queued for a grid: "queue", a bag's waiting tasks and
     # the replicas the cycle enqueued (GridBot's job queue holds both); "tasks", its waiting tasks alone
     overlay_demand: str = "queue"
+
+    # Periodic timers: a run's length over each is checked against MAX_JOBS when an experiment is read.
+    period_options: ClassVar[tuple[str, ...]] = ("cycle",)
 
     def validate(self) -> None:
         try:

@@ -72,6 +72,8 @@ class LpasOptions(PolicyOptions):
     arrival_estimate_class: str | None = None
     rate_estimate_machine: str | None = None
     class_name_options: ClassVar[tuple[str, ...]] = ("arrival_estimate_class",)
+    # Periodic timers: a run's length over each is checked against MAX_JOBS when an experiment is read.
+    period_options: ClassVar[tuple[str, ...]] = ("resolve_period", "arrival_check_period")
     machine_name_options: ClassVar[tuple[str, ...]] = ("rate_estimate_machine",)
 
     def validate(self) -> None:
