@@ -30,6 +30,11 @@ MAX_EXECUTOR_SHOWN = 40
 # line); a mapper may welcome it again and again at will.
 AGAIN_BURST = 10
 AGAIN_EVERY = 5.0
+# Lines about the machine's injected availability (down, up, reclaimed): AVAILABILITY_BURST at once, then one per
+# AVAILABILITY_EVERY seconds. A law the mapper sends may change the machine's state every 10 ms (the shortest
+# period played), which a line each would turn into a hundred lines a second.
+AVAILABILITY_BURST = 20
+AVAILABILITY_EVERY = 1.0
 
 
 def plural(count: int, noun: str) -> str:
@@ -59,6 +64,7 @@ class Narrator:
         self._waiting: tuple[str, float] = ("", -math.inf)  # the last "no welcome" line: its reason, when
         self._reclaimed: float | None = None  # the CPU share of the current RECLAIMED period, None if not in one
         self._again = Throttled(AGAIN_EVERY, log, AGAIN_BURST)
+        self._availability = Throttled(AVAILABILITY_EVERY, log, AVAILABILITY_BURST)
 
     def start(self, give_up: float | None, exit_code: int) -> None:
         bound = "" if give_up is None else f"; exits (code {exit_code}) if it cannot within {give_up:.0f} s"
@@ -100,21 +106,23 @@ class Narrator:
                     f"; {leaving}" if leaving else "")
 
     def down(self, now: float, up_at: float, killed: int) -> None:
-        log.info("%s: injected failure: down at %s for %.3g s, up again at %s; %s killed", self.machine,
-                 wall_time(now), up_at - now, wall_time(up_at), plural(killed, "replica"))
+        self._availability.log(logging.INFO, "%s: injected failure: down at %s for %.3g s, up again at %s; %s killed",
+                               self.machine, wall_time(now), up_at - now, wall_time(up_at), plural(killed, "replica"))
         self.gone("an injected failure", now)
         self._reclaimed = None
 
     def still_down(self, up_at: float) -> None:
-        log.info("%s: injected failure goes on: up again at %s", self.machine, wall_time(up_at))
+        self._availability.log(logging.INFO, "%s: injected failure goes on: up again at %s", self.machine,
+                               wall_time(up_at))
 
     def up(self, period: Period, until: float) -> None:
         """An UP or RECLAIMED period begins: a line when the owner's reclaim begins or ends."""
         if period.state is State.RECLAIMED and self._reclaimed != period.cpu_share:  # (not each slot of a reclaim)
-            log.info("%s: injected reclaim: the owner takes the machine, CPU share %.3g until %s", self.machine,
-                     period.cpu_share, wall_time(until))
+            self._availability.log(logging.INFO, "%s: injected reclaim: the owner takes the machine, CPU share %.3g "
+                                   "until %s", self.machine, period.cpu_share, wall_time(until))
         elif self._reclaimed is not None:
-            log.info("%s: the owner's reclaim ends: CPU share %.3g", self.machine, period.cpu_share)
+            self._availability.log(logging.INFO, "%s: the owner's reclaim ends: CPU share %.3g", self.machine,
+                                   period.cpu_share)
         self._reclaimed = period.cpu_share if period.state is State.RECLAIMED else None
 
     def end(self, exit_code: int, why: str, jobs: int) -> None:

@@ -225,3 +225,20 @@ def test_throttled_lines_are_a_burst_then_one_per_interval_each_saying_how_many_
     for i in range(4):
         say.log(logging.WARNING, "again %d", i)
     assert lines[4:] == ["again 0", "again 1", "again 2"]
+
+
+def test_a_law_flipping_every_10_ms_makes_a_burst_of_availability_lines_then_one_a_second(fake, start,
+                                                                                          caplog) -> None:
+    """A markov3 law the mapper sends flips the machine UP <-> RECLAIMED every slot (1e-300 time units, played as
+    10 ms): the puller plays every period (a Share to the mapper each), and its log says so at a bounded rate."""
+    caplog.set_level(logging.INFO)
+    law = ("markov3", 1e-300, 0.5, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 7)
+    p = start()
+    ident, _ = fake.expect(P.Hello, 10)
+    fake.welcome(ident, failures=law, heartbeat=0.2)
+    got = [m for m, _ in fake.collect(2.0)]
+    assert p.close() == 0
+    shares = [m for m in got if type(m) is P.Share]
+    lines = [r.getMessage() for r in caplog.records if "reclaim" in r.getMessage()]
+    assert len(shares) >= 20, len(shares)  # (a period is 10 ms: some 100 in 2 s, fewer on a busy machine)
+    assert 1 <= len(lines) <= narrator.AVAILABILITY_BURST + 4, len(lines)
