@@ -628,7 +628,8 @@ def test_module_exports():
         "load_experiment",
         "parse_experiment",
     }
-    assert set(config_checks.__all__) == {"check_run_length", "check_testbed_overrides", "overload_warning"}
+    assert set(config_checks.__all__) == {"check_run_length", "check_sweep_run_length", "check_testbed_overrides",
+                                          "overload_warning"}
 
 
 # ------------------------------------------------------------------ bounds: no traceback, no endless run

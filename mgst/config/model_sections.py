@@ -118,8 +118,8 @@ class ModelSections:
                 raise self.error(f"workload.mix[{i}]", f"must be >= 0, got {v!r}")
             mix.append(value)
         if not 0 < sum(mix) < math.inf:
-            raise self.error("workload.mix", f"must have a positive, finite sum (the fractions are renormalised), got "
-                                             f"{sum(mix):g}")
+            raise self.error("workload.mix", "must have a positive sum that is finite (the fractions are "
+                                             f"renormalised), got {sum(mix):g}")
         spread = 0.5
         if "spread" in table:
             spread = self.number(table["spread"], "workload.spread")
