@@ -134,6 +134,8 @@ def files(tmp_path_factory) -> dict[str, str]:
         "sweep_quick_misspelt": anglano.replace("[quick.simulation]\n", "[quick.simulation]\nreplicatons = 3\n"),
         "sweep_shape_tiny": anglano.replace("[options]\n", "[options]\nweibull_shape = 1e-300\n", 1),
         "sweep_processors_huge": casanova.replace("[options]\n", "[options]\nprocessors = 1000000\n", 1),
+        "sweep_hosts_huge": (ROOT / "experiments" / "kondo" / "kondo-sdsc.toml").read_text().replace(
+            "hosts = 220", "hosts = 1000000000000000000", 1),
     }
     for name, text in more.items():
         (d / f"{name}.toml").write_text(text)
@@ -155,6 +157,7 @@ IN_PROCESS = [
     (["sweep", "{sweep_quick_misspelt}", "--out", "{dir}/sw2"], "quick.simulation.replicatons"),
     (["sweep", "{sweep_shape_tiny}", "--out", "{dir}/sw3"], "options.weibull_shape"),
     (["sweep", "{sweep_processors_huge}", "--out", "{dir}/sw4"], "options.processors"),
+    (["sweep", "{sweep_hosts_huge}", "--out", "{dir}/sw5"], "options.hosts"),
     # simulate: files
     (["simulate", MISSING], "nothing.toml"),
     (["simulate", EXPERIMENTS], "experiments"),

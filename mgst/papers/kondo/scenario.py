@@ -66,7 +66,10 @@ def _check_option(name: str, value: Any) -> str | None:
         return None if ok else f"must be an integer >= {low}, got {value!r}"
 
     if name == "hosts":
-        return integer(1)
+        from mgst.traces.platform import MAX_HOSTS  # noqa: PLC0415 (the platform generator, loaded when it runs)
+
+        ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_HOSTS
+        return None if ok else f"must be an integer in 1..{MAX_HOSTS:,}, got {value!r}"
     if name == "days":
         return integer(3)  # a history day, a start and a margin day
     if name == "platform_seed":
