@@ -45,8 +45,8 @@ JOB = Path(__file__).with_name("gang_job.py")
 # Transfers a member receives at once: the core sends one at a time to a worker; a few more are a mapper's bug.
 MAX_PARTIAL = 8
 # Data transfers a member remembers having received: only whether it holds any counts (a Compute needs its
-# inputs), so past this many the oldest is forgotten. A run delivers one a configuration per iteration until
-# the worker leaves it; without a bound a mapper could grow the member's memory by a few dozen bytes a transfer.
+# inputs), so past this many the oldest is forgotten. A run sends a worker one per iteration while its
+# configuration holds it; without a bound a mapper could grow the member's memory by a few dozen bytes a transfer.
 MAX_DATA_HELD = 64
 # How long a member waits for its welcome (s); how far ahead the run's start may be, and how far behind (a
 # member slow to read its welcome plays the periods it missed at once: the chain's boundaries are from the start).
