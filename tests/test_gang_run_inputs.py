@@ -4,6 +4,7 @@ malformed reports are dropped and counted, never handed to the core."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 import pytest
@@ -115,3 +116,81 @@ def test_a_member_that_floods_is_read_in_bounded_passes_and_logged_at_a_bounded_
     lines = [r for r in caplog.records if "dropped a message" in r.getMessage()]
     # the burst, and one line per 5 s after it
     assert 1 <= len(lines) <= 10 + (time.monotonic() - began) / 5 + 1, len(lines)
+
+
+def _gang_run(ctx: zmq.Context, register_timeout: float) -> GangRun:
+    app = Iterations([1.0, 1.0], 1, 1, 1.0, 1.0, 1, FirstUp())
+    return GangRun(app, [markov3_form(MATRIX, 1)] * 2, 0.1, 64, cap=10, context=ctx,
+                   register_timeout=register_timeout)
+
+
+def test_a_refused_hello_from_a_peer_that_left_does_not_end_the_registration():
+    """A hello the run refuses (another protocol), from a peer that closed at once: its refusal cannot be delivered
+    (ROUTER_MANDATORY), which ended the registration with a ZMQError; it is dropped, and the run waits for its
+    members as long as it said it would."""
+    ctx = zmq.Context()
+    gang_run = _gang_run(ctx, register_timeout=1.0)
+    try:
+        d = ctx.socket(zmq.DEALER)
+        d.setsockopt(zmq.LINGER, 1000)
+        d.connect(gang_run.endpoint)
+        d.send(G.encode(G.GangHello(G.GANG_PROTOCOL_VERSION + 7, 0, time.time())))
+        d.close()  # (its hello delivered first: LINGER)
+        t0 = time.monotonic()
+        with pytest.raises(TimeoutError, match="never said hello"):
+            gang_run._register()
+        assert time.monotonic() - t0 >= 0.9 and gang_run.result.refused_hellos == 1
+    finally:
+        gang_run.close()
+        ctx.term()
+
+
+def test_a_peer_that_floods_hellos_and_reads_nothing_cannot_hold_the_registration_past_its_time_out():
+    """Refused hellos by the thousand from a peer with a tiny receive queue that never reads: the refusals fill its
+    queue, and a blocking send waited there for ever. They are sent without waiting (dropped when full), and the
+    registration ends on time. (Small queues and buffers on the run's side too, so that they fill at once.)"""
+    ctx = zmq.Context()
+    ctx.setsockopt(zmq.SNDHWM, 10)  # (defaults for the sockets made after: the run's)
+    ctx.setsockopt(zmq.SNDBUF, 4096)
+    gang_run = _gang_run(ctx, register_timeout=2.0)
+    bad = G.encode(G.GangHello(G.GANG_PROTOCOL_VERSION + 7, 0, time.time()))
+    stop = threading.Event()
+
+    def flood() -> None:  # (its socket its own: made, used and closed in this thread)
+        flooder = ctx.socket(zmq.DEALER)
+        flooder.setsockopt(zmq.LINGER, 0)
+        flooder.setsockopt(zmq.RCVHWM, 1)
+        flooder.setsockopt(zmq.RCVBUF, 2048)
+        flooder.connect(gang_run.endpoint)
+        try:
+            while not stop.is_set():
+                try:
+                    flooder.send(bad, zmq.NOBLOCK)
+                except zmq.Again:
+                    time.sleep(0.001)
+        finally:
+            flooder.close(0)
+
+    outcome: list[BaseException] = []
+
+    def register() -> None:
+        try:
+            gang_run._register()
+        except BaseException as e:  # (its outcome, for the test's thread)
+            outcome.append(e)
+
+    thread = threading.Thread(target=flood, daemon=True)
+    thread.start()
+    registering = threading.Thread(target=register, daemon=True)
+    registering.start()
+    registering.join(2.0 + WAIT)
+    stop.set()
+    thread.join(10)
+    if registering.is_alive():  # blocked in a send: its socket cannot be closed under it (left to the process)
+        pytest.fail("the registration was held past its time-out")
+    try:
+        assert len(outcome) == 1 and isinstance(outcome[0], TimeoutError), outcome
+        assert gang_run.result.refused_hellos > 100
+    finally:
+        gang_run.close()
+        ctx.term()

@@ -406,3 +406,62 @@ def test_a_puller_s_compute_time_is_believed_only_within_the_time_its_replica_wa
         assert [mapper.core.jobs[k].status.name for k in (0, 1)] == ["DONE", "DONE"]
     finally:
         mapper.close()
+
+
+def test_a_replayed_result_asking_for_work_feeds_the_core_nothing_more(ctx):
+    """A puller replays its first result, asking for work, 500 times: the result counted once, each replay is
+    dropped, and none reaches the core or the journal (a MachineReady each, before: 20,000 replays made 20,004
+    events). The first one's request for work still counts."""
+    exp = Experiment(name="one", classes=(JobClass("1", 1.0),), machines=(Machine("M1", (1.0,), 1.0),),
+                     policy=PolicySpec("fcfs"), testbed=TestbedSettings(time_unit=1.0, duration=10.0))
+    mapper = Mapper(exp, "tcp://127.0.0.1:0", context=ctx)
+    try:
+        ident, now = _run_with_puller_m1(mapper)
+        m = mapper.core.machines[0]
+        mapper.messages.handle(ident, P.Ready(1.0, now, 1), now)
+        job = Job(0, 0, 0.0, 1.0)
+        mapper.journal.job_arrived(job, now)
+        mapper.feed(now, JobArrived(job))
+        (replica,) = m.replicas
+        done = P.Done(replica, now, now, now + 0.1, 1.0, True)
+        mapper.messages.handle(ident, done, now + 0.2)
+        assert mapper.core.jobs[0].status.name == "DONE" and m.state is MachineState.READY and m.asking == 1
+        fed: list[str] = []
+        feed = mapper.messages.feed
+        mapper.messages.feed = lambda t, e: (fed.append(type(e).__name__), feed(t, e))[1]
+        for _ in range(500):
+            mapper.messages.handle(ident, done, now + 0.3)
+        assert fed == []
+        assert mapper.drops.counts[P.Drop.FINISHED_REPLICA] == 500
+        assert m.state is MachineState.READY and m.asking == 1
+    finally:
+        mapper.close()
+
+
+def test_a_time_stamp_decades_off_the_mapper_s_clock_is_dropped_and_nothing_overflows(ctx):
+    """A puller stamping its messages 1.7e308 s (finite, so the protocol takes it) made the clock offset infinite
+    and the run's CSV writer crash at the end, which `mgst export` could not get past. Stamps more than
+    MAX_CLOCK_SKEW off the mapper's clock are dropped as bad values; an estimate never takes a non-finite
+    sample; a timestamp no calendar has is written empty."""
+    from mgst.testbed.clock_offsets import OffsetEstimator  # noqa: PLC0415
+    from mgst.testbed.journal import wall_iso  # noqa: PLC0415
+    from mgst.testbed.messages import MAX_CLOCK_SKEW  # noqa: PLC0415
+
+    exp = Experiment(name="one", classes=(JobClass("1", 1.0),), machines=(Machine("M1", (1.0,), 1.0),),
+                     policy=PolicySpec("fcfs"), testbed=TestbedSettings(time_unit=1.0, duration=10.0))
+    mapper = Mapper(exp, "tcp://127.0.0.1:0", context=ctx)
+    try:
+        ident, now = _run_with_puller_m1(mapper)
+        m = mapper.core.machines[0]
+        for far in (1.7e308, now + 2 * MAX_CLOCK_SKEW, now - 2 * MAX_CLOCK_SKEW):
+            mapper.messages.handle(ident, P.Heartbeat(1, far, -1.0, -1.0), now)
+            mapper.messages.handle(ident, P.Ready(1.0, far, 1), now)
+        assert mapper.drops.counts[P.Drop.BAD_VALUE] == 6 and m.state is not MachineState.READY
+        mapper.messages.handle(ident, P.Ready(1.0, now + 3600.0, 1), now)  # an hour off: a lab without NTP
+        assert m.state is MachineState.READY
+    finally:
+        mapper.close()
+    estimator = OffsetEstimator()
+    estimator.add(0.0, 1.7e308, 1.7e308, 1.0)  # ((t2 - t1) + (t3 - t4)) / 2 overflows
+    assert len(estimator) == 0 and estimator.offset == 0.0
+    assert wall_iso(1e300) == "" and wall_iso(-math.inf) == ""

@@ -51,11 +51,12 @@ class OffsetEstimator:
 
     def add(self, t1: float, t2: float, t3: float, t4: float) -> None:
         delay = exchange_delay(t1, t2, t3, t4)
-        if delay is None or t4 < self._last:
-            return  # not a consistent exchange (or a clock step): ignore
+        offset = ((t2 - t1) + (t3 - t4)) / 2
+        if delay is None or t4 < self._last or not (math.isfinite(delay) and math.isfinite(offset)):
+            return  # not a consistent exchange (or a clock step, or a clock beyond arithmetic): ignore
         self._last = t4
         self.samples += 1
-        sample = (delay, ((t2 - t1) + (t3 - t4)) / 2, t4)
+        sample = (delay, offset, t4)
         kept = self._kept
         if kept and math.floor(kept[-1][2] / PERIOD) == math.floor(t4 / PERIOD):
             if sample < kept[-1]:  # the same period: the smaller delay stays

@@ -312,7 +312,10 @@ class GangRun:
             if why is not None:
                 self.result.refused_hellos += 1
                 self._drop(identity, Drop.HELLO_REFUSED, f"as worker {msg.worker}: {why}")
-                self.socket.send_multipart([identity, G.encode(G.GangBye(f"refused: {why}"))])
+                try:  # (never waits for it: a peer that left, or reads nothing, gets no answer)
+                    self.socket.send_multipart([identity, G.encode(G.GangBye(f"refused: {why}"))], zmq.NOBLOCK)
+                except zmq.ZMQError:
+                    pass
                 continue
             self.identities[msg.worker] = identity
         self._count_refused_keys()
@@ -466,12 +469,13 @@ class GangRun:
         identity = self.identities[q]
         if identity is None:
             return
-        try:
-            self.socket.send_multipart([identity, G.encode(msg)])
-        except zmq.ZMQError as e:  # the member is gone (ROUTER_MANDATORY)
+        try:  # never waits for a member: one that reads nothing would stop the run's slot clock
+            self.socket.send_multipart([identity, G.encode(msg)], zmq.NOBLOCK)
+        except zmq.ZMQError as e:  # the member is gone (ROUTER_MANDATORY), or its queue is full: it reads nothing
             if isinstance(msg, G.GangBye):
                 return
-            raise MemberLost(f"gang member {q} cannot be reached: {e}") from None
+            why = "it reads nothing (its queue is full)" if e.errno == zmq.EAGAIN else str(e)
+            raise MemberLost(f"gang member {q} cannot be reached: {why}") from None
 
     def _recv(self) -> tuple[bytes, Any, str | None]:
         """The sender's routing id, its message (None: dropped) and, keyed, the key ZeroMQ authenticated it by

@@ -26,7 +26,10 @@ def wall_iso(t: float | None) -> str:
     """A wall-clock time as an ISO 8601 local timestamp with microseconds (spreadsheets read it)."""
     if t is None:
         return ""
-    return dt.datetime.fromtimestamp(t).isoformat(sep=" ", timespec="microseconds")
+    try:
+        return dt.datetime.fromtimestamp(t).isoformat(sep=" ", timespec="microseconds")
+    except (OverflowError, ValueError, OSError):  # no calendar has it (a journal of a puller's absurd clock): none
+        return ""
 
 
 @dataclass(slots=True)
@@ -60,6 +63,7 @@ class ReplicaLog:
     t5: float | None = None
     outcome: str = "running"  # done, cancelled, lost, timeout, failed, discarded, cut off
     achieved_share: float | None = None
+    late_heard: bool = False  # a result after its time-out, its job done meanwhile, was told the core (once)
 
 
 @dataclass(slots=True)

@@ -49,6 +49,14 @@ REFUSE_LIMIT = 3
 # An unknown-name refusal lists at most this many of the experiment's names ("and K more"): enough to see
 # the naming scheme, while the reason stays a line, whatever the experiment's size.
 NAMES_SHOWN = 20
+# A puller's clock may be off the mapper's (a lab without NTP), but not by more than this: a time stamp further
+# off is nonsense, and would overflow the clock offsets' arithmetic and the timestamps written (past year 9999).
+MAX_CLOCK_SKEW = 10 * 365 * 86400.0
+# The fields of each puller message stamped on the puller's clock (a Heartbeat's echo_received: where it is used).
+_STAMPED: dict[type, tuple[str, ...]] = {
+    P.Heartbeat: ("clock",), P.Ready: ("clock",), P.Computing: ("clock",), P.Started: ("received", "started"),
+    P.Done: ("received", "started", "finished"),
+}
 
 
 def some_names(names: Collection[str]) -> str:
@@ -184,6 +192,11 @@ class PullerMessages:
             elif t is not P.Bye:
                 self._bad(identity, P.Drop.UNREGISTERED, t.__name__)
             return
+        stamped = _STAMPED.get(t)
+        if stamped is not None and not all(abs(getattr(msg, f) - now) <= MAX_CLOCK_SKEW for f in stamped):
+            self._bad(identity, P.Drop.BAD_VALUE, f"{t.__name__}: a time stamp more than {MAX_CLOCK_SKEW:.3g} s off "
+                                                  "this clock")
+            return
         conn = self.conns[j]
         conn.last_seen = now
         if self.core.machines[j].silent:
@@ -193,7 +206,7 @@ class PullerMessages:
             conn.remote_clock, conn.remote_received = msg.clock, now
             # A clock sample only for the echo of the heartbeat we sent last, once: a peer cannot
             # feed the estimator (or the journal) more samples than we send heartbeats.
-            if conn.hb_sent is not None and msg.echo == conn.hb_sent:
+            if conn.hb_sent is not None and msg.echo == conn.hb_sent and abs(msg.echo_received - now) <= MAX_CLOCK_SKEW:
                 conn.hb_sent = None
                 # The journal (and the estimator, fed from it) takes one exchange per clock_offsets.PERIOD.
                 sample = conn.clock_samples.offer(msg.echo, msg.echo_received, msg.clock, now)
@@ -296,10 +309,11 @@ class PullerMessages:
         if r.t6 is not None or not self.core.accepts_result(msg.replica):
             # already counted, or not wanted any more: nothing is recorded, but a free machine still asks
             self._bad(identity, P.Drop.FINISHED_REPLICA, f"done {msg.replica}")
-            if r.t6 is None and r.outcome == "timeout" and "on_event" in self.core.hooks:
+            if r.t6 is None and r.outcome == "timeout" and not r.late_heard and "on_event" in self.core.hooks:
                 # The first result of a replica given up on by a time-out, whose job was done meanwhile: the
                 # core counts it stale, and a policy that listens learns that the machine was up after all
-                # (LPAS_DG counts a false suspicion), as in a simulation.
+                # (LPAS_DG counts a false suspicion), as in a simulation. Once: a replay tells nothing more.
+                r.late_heard = True
                 self.feed(now, ReplicaDone(msg.replica))
         else:
             self.journal.reported_done(msg.replica, msg.received, msg.started, msg.finished, now,
@@ -327,7 +341,11 @@ class PullerMessages:
                 (held, _), conn.ready_held = conn.ready_held, None
                 self._ready(identity, j, now, held.share, min(held.slots + 1, m.slots))
             else:
-                self._ready(identity, j, now, None, min(m.asking + 1, m.slots))
+                want = min(m.asking + 1, m.slots)
+                if (m.state is MachineState.READY and not m.silent and not m.suspected
+                        and min(want, m.free_slots) == m.asking):
+                    return  # it asks for every slot it can already (a replayed result): a repeat journals nothing
+                self._ready(identity, j, now, None, want)
 
     def _failed(self, identity: bytes, j: int, msg: P.Failed, now: float) -> None:
         live = self.core.replica(msg.replica)
