@@ -74,7 +74,7 @@ def test_a_registration_time_out_ends_in_time_and_leaves_nothing(tmp_path, no_ch
         assert not out.exists(), list(out.iterdir())
 
 
-def test_resuming_a_finished_run_says_so_and_rewrites_nothing(tmp_path, no_children_left):
+def test_resuming_a_finished_run_says_so_and_rewrites_nothing_or_writes_what_is_missing(tmp_path, no_children_left):
     exp = tmp_path / "exp.toml"
     exp.write_text(SMALL)
     out = tmp_path / "run"
@@ -90,6 +90,25 @@ def test_resuming_a_finished_run_says_so_and_rewrites_nothing(tmp_path, no_child
     assert took < 10, took  # (it listened for about 28 s before; the command itself takes 1 to 2 s)
     after = {f.name: (f.stat().st_mtime_ns, f.read_bytes()) for f in out.iterdir() if f.is_file()}
     assert after == before
+    # Killed after its end was journalled, before its results were written (a review's SIGKILL, 3 times of 3): the
+    # resume said "its results are in" a folder that held only the journal. It writes them, from the journal.
+    for name in ("jobs.csv", "machines.csv", "summary.csv", "summary.json"):
+        (out / name).unlink()
+    p = mgst("mapper", str(exp), "--bind", "tcp://127.0.0.1:0", "--insecure", "--resume", str(out))
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "stopped before its results were all written" in p.stderr and "listening" not in p.stderr, p.stderr
+    assert (out / "jobs.csv").read_bytes() == before["jobs.csv"][1]
+    assert (out / "summary.json").is_file() and (out / "machines.csv").is_file()
+    assert not list(out.glob("*.part.*"))
+    # A link planted where a result goes is replaced, not written through (each file is written beside, then renamed)
+    precious = tmp_path / "precious.txt"
+    precious.write_text("mine")
+    (out / "jobs.csv").unlink()
+    (out / "jobs.csv").symlink_to(precious)
+    p = mgst("export", str(out), "--json")
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert precious.read_text() == "mine" and not (out / "jobs.csv").is_symlink()
+    assert (out / "jobs.csv").read_bytes() == before["jobs.csv"][1]
 
 
 def test_ctrl_c_while_waiting_for_pullers_leaves_nothing(tmp_path, no_children_left):

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from mgst.cli.options import check_folder, import_policies
 from mgst.config import ConfigError, load_experiment
@@ -259,9 +260,8 @@ def run_command(args: argparse.Namespace) -> int:
                            executor=args.executor, progress=live.progress(printer) if live else printer,
                            insecure=args.insecure, imports=tuple(args.imports), on_mapper=on_mapper,
                            network=network, resume=args.resume is not None)
-    except RunOver as e:  # exit 0: the finished run is there; nothing is started or rewritten
-        print(f"mgst: {e}", file=sys.stderr)
-        return 0
+    except RunOver as e:  # exit 0: the finished run is there; nothing is started (its results written if missing)
+        return _finished(e, args.json)
     except ValueError as e:
         if type(e) is not ValueError or args.resume is None:
             raise
@@ -288,6 +288,23 @@ def run_command(args: argparse.Namespace) -> int:
     _report(result, args.json, out, ["journal.sqlite", *result.files, "pullers.log",
                                      *(["network.log"] if network is not None else []),
                                      *(["grid_sizes.csv"] if result.run.overlay is not None else [])])
+    return 0
+
+
+def _finished(over: Any, as_json: bool) -> int:  # (a mgst.testbed.resume.RunOver)
+    """A resume of a run that had finished: nothing to continue. Its results are written from its journal if the
+    run was stopped before they all were (summary.json, written last, is missing): a resume that exits 0 leaves
+    them in the folder."""
+    out = over.out
+    if (out / "summary.json").is_file():
+        print(f"mgst: {over}", file=sys.stderr)
+        return 0
+    from mgst.testbed.export import export_run  # noqa: PLC0415
+
+    print(f"mgst: the run in {out} had finished, but was stopped before its results were all written: writing them "
+          "from its journal", file=sys.stderr)
+    result = export_run(out)
+    _report(result, as_json, out, result.files)
     return 0
 
 
@@ -400,10 +417,9 @@ def mapper_command(args: argparse.Namespace) -> int:
                         register_timeout=args.register_timeout, begin_with=args.begin_with, executor=args.executor,
                         progress=live.progress(printer) if live else printer, keys=keys, insecure=args.insecure,
                         out=out, resume=args.resume is not None, imports=tuple(args.imports), farewell=args.farewell)
-    except RunOver as e:  # exit 0: what was asked for, a finished run, is there; nothing is listened for or rewritten
+    except RunOver as e:  # exit 0: what was asked for, a finished run, is there; nothing is listened for
         _close_live(live)
-        print(f"mgst: {e}", file=sys.stderr)
-        return 0
+        return _finished(e, args.json)
     except BindError as e:
         _close_live(live)
         raise ConfigError("--bind", str(e)) from None

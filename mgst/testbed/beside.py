@@ -29,7 +29,7 @@ from mgst.testbed.gap import Gap, find_gap
 from mgst.testbed.report import FILENAME as REPORT
 from mgst.testbed.report import write_report
 from mgst.testbed.run_result import TestbedRun
-from mgst.testbed.summary import summarize_testbed, testbed_bags, write_testbed_outputs
+from mgst.testbed.summary import summarize_testbed, testbed_bags, write_testbed_outputs, write_whole
 from mgst.wording import plural
 
 log = logging.getLogger(__name__)
@@ -121,7 +121,7 @@ def finish_outputs(run: TestbedRun, out: Path, *, simulate: bool = True, replica
             files.append("bags.csv")
         if sim is not None:
             plot = plot_bag_comparison if testbed.bags is not None else plot_comparison
-            plot(testbed, sim, out / "comparison.png")
+            write_whole(out / "comparison.png", lambda path: plot(testbed, sim, path))
             files.append("comparison.png")
     except OSError as e:
         where = e.filename or out

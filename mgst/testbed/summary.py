@@ -6,7 +6,7 @@ import dataclasses
 import datetime as dt
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -199,14 +199,31 @@ def write_testbed_outputs(run: TestbedRun, summary: Summary, extras: dict[str, A
     out.mkdir(parents=True, exist_ok=True)
     counted = counted_jobs(run)
     status = {jid: rec.status.value for jid, rec in run.core.jobs.items()}
-    run.journal.write_jobs_csv(out / "jobs.csv", run.time_unit, counted, status, job_waste(run.core.jobs.values()))
-    write_machines_csv(run, out / "machines.csv")
-    write_periods_csv(run, out / "machine_periods.csv")
-    write_summary_csv(out / "summary.csv", summary)
+    waste = job_waste(run.core.jobs.values())
+    write_whole(out / "jobs.csv", lambda p: run.journal.write_jobs_csv(p, run.time_unit, counted, status, waste))
+    write_whole(out / "machines.csv", lambda p: write_machines_csv(run, p))
+    write_whole(out / "machine_periods.csv", lambda p: write_periods_csv(run, p))
+    write_whole(out / "summary.csv", lambda p: write_summary_csv(p, summary))
     if run.core.all_bags:
-        write_bags_csv(out / "bags.csv", testbed_bags(run, keep_rows=True).rows)
+        write_whole(out / "bags.csv", lambda p: write_bags_csv(p, testbed_bags(run, keep_rows=True).rows))
     d = summary.as_dict()
     d.update(extras)
     d["time_unit"] = "model"
-    (out / "summary.json").write_text(json.dumps(d, indent=1) + "\n")
+    write_whole(out / "summary.json", lambda p: p.write_text(json.dumps(d, indent=1) + "\n"))  # (last: the mark)
     return d
+
+
+def write_whole(path: Path, write: Callable[[Path], object]) -> None:
+    """Write ``path`` whole or not at all: ``write`` writes NAME.part.SUFFIX beside it (the suffix kept: a plot's
+    format is read from it), renamed over it once done.
+    A crash leaves the old file or none, never a cut-off one (a resumed run takes summary.json, written last, as
+    the sign that its results are all there), and a link planted at ``path`` is replaced, not written through."""
+    part = path.with_name(f"{path.stem}.part{path.suffix}")
+    part.unlink(missing_ok=True)  # (a left-over, or a link: never written through)
+    try:
+        write(part)
+        os.replace(part, path)
+    except OSError as e:  # (said of the file asked for, not of its .part)
+        raise OSError(e.errno, e.strerror, str(path)) from None
+    finally:
+        part.unlink(missing_ok=True)
