@@ -664,6 +664,29 @@ def test_a_known_hosts_path_ssh_would_expand_is_refused(key_folder):
         load_hosts(hosts)
 
 
+@pytest.mark.parametrize("name", ["id%h", "id${HOME}"])
+def test_an_identity_file_path_ssh_would_expand_is_refused(key_folder, name):
+    """ssh expands %-tokens and ${NAME} in -i: "id%h" would be read as "id" and the host's name, another file than
+    the one checked here (a review saw ssh read "id127.0.0.1"). Refused, naming the key."""
+    (key_folder.parent / name).write_text("")
+    hosts = key_folder.parent / "identity.toml"
+    hosts.write_text('[lab]\nconnect = "tcp://h:5555"\nkeys = "keys"\n[hosts.a]\naddress = "h"\nmachines = ["M1"]\n'
+                     f'identity_file = "{name}"\n')
+    with pytest.raises(HostsFileError, match=r"hosts\.a\.identity_file: .*ssh cannot take a path holding"):
+        load_hosts(hosts)
+
+
+@pytest.mark.parametrize("remote_dir", ["../../etc", "/etc", "lab/../../x", "/"])
+def test_a_remote_dir_outside_a_folder_of_its_own_is_refused(key_folder, remote_dir):
+    """remote_dir is made mode 700 (chmod on a folder that exists): a system folder, or one reached through '..',
+    would be locked for everyone but the login (as root: /etc). Refused, naming the key."""
+    hosts = key_folder.parent / "remote.toml"
+    hosts.write_text('[lab]\nconnect = "tcp://h:5555"\nkeys = "keys"\n[hosts.a]\naddress = "h"\nmachines = ["M1"]\n'
+                     f'remote_dir = "{remote_dir}"\n')
+    with pytest.raises(HostsFileError, match=r"hosts\.a\.remote_dir: .*name a folder of its own"):
+        load_hosts(hosts)
+
+
 def test_lab_reaches_an_ipv6_host_with_a_known_hosts_path_of_spaces_quotes_and_percents(tmp_path, capsys,
                                                                                      no_children_left):
     """A host given by its IPv6 address (bare, and in brackets), its known_hosts file in a folder whose name has

@@ -383,6 +383,13 @@ def test_no_sbatch_and_a_file_mixing_ssh_hosts_and_slurm_are_one_line_and_exit_2
     ({"nodes": 3}, "slurm.nodes", "unknown key"),
     ({"sbatch_args": ["--partition=x"]}, "slurm.sbatch_args", "--partition is given by mgst lab itself"),
     ({"sbatch_args": ["-Jname"]}, "slurm.sbatch_args", "given by mgst lab itself"),
+    # a review's bypasses: a prefix sbatch takes for the option, a short one bundled, a word sbatch takes as the script
+    ({"sbatch_args": ["--outp=/tmp/x.log"]}, "slurm.sbatch_args", "--outp (that is --output) is given by mgst lab"),
+    ({"sbatch_args": ["--wra=touch /tmp/x"]}, "slurm.sbatch_args", "(that is --wrap)"),
+    ({"sbatch_args": ["-vo/tmp/x.log"]}, "slurm.sbatch_args", "given by mgst lab itself"),
+    ({"sbatch_args": ["/tmp/other.sh"]}, "slurm.sbatch_args", "give options only"),
+    ({"shared_dir": "/"}, "slurm.shared_dir", "two folders deep"),
+    ({"shared_dir": "../../.."}, "slurm.shared_dir", "no '..'"),
     ({"puller_args": ["--idle-exit=3"]}, "slurm.puller_args", "given by mgst lab itself"),
     ({"puller_args": ["--keys", "/tmp"]}, "slurm.puller_args", "given by mgst lab itself"),
     ({"max_pilots": 7}, "slurm.max_pilots", "1..6"),

@@ -212,9 +212,12 @@ def _host(label: str, own: Mapping[str, Any], defaults: Mapping[str, Any], base:
     if remote_dir.startswith("~/"):  # the login's home: where a relative path starts anyway
         remote_dir = remote_dir[2:]
     remote_dir = remote_dir.rstrip("/") or remote_dir  # "lab/" is "lab": its own entry, never a symlink's target
-    if PurePosixPath(remote_dir).name in ("", ".", "..") or remote_dir.startswith("~"):
+    parts = PurePosixPath(remote_dir).parts
+    if (PurePosixPath(remote_dir).name in ("", ".", "..") or remote_dir.startswith("~") or ".." in parts
+            or (remote_dir.startswith("/") and len(parts) < 3)):  # (not /etc, /home: it is made mode 700)
         raise fail(key("remote_dir"), f"{remote_dir!r}: name a folder of its own for mgst lab (it is made mode "
-                                      "700), e.g. \"mgst-lab\" (relative to the login's home) or an absolute path")
+                                      "700), e.g. \"mgst-lab\" (relative to the login's home) or an absolute path "
+                                      "two folders deep or more; no '..'")
     mgst = words(t.get("mgst", list(DEFAULT_MGST)), key("mgst"), fail)
     if not mgst:
         raise fail(key("mgst"), "give the command that runs mgst on the host, e.g. \"mgst\"")
@@ -242,6 +245,9 @@ def _host(label: str, own: Mapping[str, Any], defaults: Mapping[str, Any], base:
             raise fail(key(k), f"{p}: no such file")
         if k == "known_hosts" and ("${" in str(p) or not str(p).isprintable()):  # ssh would expand ${NAME}
             raise fail(key(k), f"{str(p)!r}: ssh cannot take a path holding '${{' or a control character")
+        if k == "identity_file" and ("${" in str(p) or "%" in str(p) or not str(p).isprintable()):
+            # ssh expands ${NAME} and %-tokens in -i: it would read another file than the one checked here
+            raise fail(key(k), f"{str(p)!r}: ssh cannot take a path holding '${{', '%' or a control character")
         files[k] = p
     return Host(label, address, tuple(machines), user, port, files["identity_file"], files["known_hosts"],
                 files["ssh_config"], checking, float(timeout), remote_dir, mgst, files["allow_file"],

@@ -81,6 +81,9 @@ def parse_slurm(data: Mapping[str, Any], path: Path) -> SlurmLab:
     if not isinstance(shared, str) or not shared or not shared.isprintable():
         raise fail("slurm.shared_dir", "must be a folder's path")
     shared_dir = local_path(shared, base)
+    if ".." in Path(shared).parts or len(shared_dir.resolve().parts) < 3:  # (made mode 700: not /, /home, /etc)
+        raise fail("slurm.shared_dir", f"{shared!r}: name a folder of its own for the pilots (it is made mode 700), "
+                                       "two folders deep or more; no '..'")
     names = {}
     for k in ("partition", "account"):
         v = t.get(k)
@@ -93,9 +96,15 @@ def parse_slurm(data: Mapping[str, Any], path: Path) -> SlurmLab:
     sbatch_args = words(t.get("sbatch_args", []), "slurm.sbatch_args", fail)
     for a in sbatch_args:
         name = a.split("=", 1)[0]
-        if name in MANAGED_SBATCH_OPTIONS or (name[:2] in ("-J", "-o", "-e", "-p", "-t", "-A", "-a")
-                                              and not name.startswith("--")):
-            raise fail("slurm.sbatch_args", f"{name} is given by mgst lab itself (or by a key of [slurm])")
+        if not a.startswith("-"):  # sbatch takes its first word that is not an option as the script to run
+            raise fail("slurm.sbatch_args", f"{a!r}: give options only, each one word (\"--mem=1G\"): sbatch takes a "
+                                            "word that is not an option as the script to run")
+        # (sbatch takes a unique prefix of a long option, and short options bundled: -vo FILE is -v -o FILE)
+        managed = [o for o in MANAGED_SBATCH_OPTIONS if o.startswith("--") and len(name) > 3 and o.startswith(name)]
+        shorts = set(name[1:]) if not name.startswith("--") else set()
+        if name in MANAGED_SBATCH_OPTIONS or managed or shorts & set("JoeptAa"):
+            said = name if not managed or name == managed[0] else f"{name} (that is {managed[0]})"
+            raise fail("slurm.sbatch_args", f"{said} is given by mgst lab itself (or by a key of [slurm])")
     mgst = words(t.get("mgst", list(DEFAULT_MGST)), "slurm.mgst", fail)
     if not mgst or mgst[0].startswith("-"):
         raise fail("slurm.mgst", "give the command that runs mgst on the compute nodes, e.g. \"mgst\"")
