@@ -140,6 +140,11 @@ def files(tmp_path_factory) -> dict[str, str]:
     for name, text in more.items():
         (d / f"{name}.toml").write_text(text)
         out[name] = str(d / f"{name}.toml")
+    (d / "mine").mkdir()  # a folder holding a trace of the user's own: never overwritten
+    (d / "mine" / "availability.csv").write_text("my precious trace\n")
+    out["own_trace"] = str(d / "mine")
+    (d / "negative.csv").write_text("h1,-1000000,-500,up,1\n")  # every interval before time 0
+    out["negative_trace"] = str(d / "negative.csv")
     return out
 
 
@@ -158,6 +163,8 @@ IN_PROCESS = [
     (["sweep", "{sweep_shape_tiny}", "--out", "{dir}/sw3"], "options.weibull_shape"),
     (["sweep", "{sweep_processors_huge}", "--out", "{dir}/sw4"], "options.processors"),
     (["sweep", "{sweep_hosts_huge}", "--out", "{dir}/sw5"], "options.hosts"),
+    (["traces", "generate", "sdsc", "--out", "{own_trace}", "--hosts", "2", "--days", "1"], "already holds"),
+    (["traces", "summary", "{negative_trace}"], "spans no time"),
     # simulate: files
     (["simulate", MISSING], "nothing.toml"),
     (["simulate", EXPERIMENTS], "experiments"),

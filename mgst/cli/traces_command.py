@@ -52,6 +52,8 @@ def traces_command(args: argparse.Namespace) -> int:
 def _generate(args: argparse.Namespace) -> int:
     from mgst.traces.platform import (  # noqa: PLC0415
         AVAILABILITY_CSV,
+        AVAILABILITY_FTA,
+        HOSTS_CSV,
         MAX_DAYS,
         MAX_HOSTS,
         PlatformTooLarge,
@@ -70,6 +72,10 @@ def _generate(args: argparse.Namespace) -> int:
     except PlatformTooLarge as e:
         raise ConfigError("--hosts", str(e)) from None
     check_folder("--out", args.out)
+    mine = [f.name for f in (args.out / AVAILABILITY_CSV, args.out / HOSTS_CSV, args.out / AVAILABILITY_FTA,
+                             args.out / "platform.json") if f.exists() or f.is_symlink()]
+    if mine:  # (a trace of the user's own is never overwritten)
+        raise ConfigError("--out", f"{args.out} already holds {', '.join(mine)}: give a new folder, or remove them")
     try:
         periods = write_generated_platform(args.kind, args.out, hosts=args.hosts, days=args.days, seed=args.seed,
                                            fta=args.fta)

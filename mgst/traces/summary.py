@@ -27,7 +27,7 @@ MAX_HOST_HOURS = 500_000_000  # e.g. 10,000 hosts over 5.7 years
 
 
 class TooLargeToSummarise(ValueError):
-    """A trace whose span, or hosts times hours, is beyond what a summary goes through."""
+    """A trace whose span, or hosts times hours, is beyond what a summary goes through (or spans no time)."""
 
 
 @dataclass(frozen=True)
@@ -174,7 +174,11 @@ def clock_summary(clock_ghz: dict[str, float]) -> dict[str, float] | None:
 
 
 def check_size(platform: Platform) -> None:
-    """TooLargeToSummarise if the platform spans more than MAX_SPAN_DAYS, or more than MAX_HOST_HOURS host-hours."""
+    """TooLargeToSummarise if the platform spans no time, more than MAX_SPAN_DAYS, or more than MAX_HOST_HOURS
+    host-hours."""
+    if not platform.span > 0:  # (every interval at or before time 0: nothing to summarise)
+        raise TooLargeToSummarise(f"the trace spans no time (it ends at {platform.span:g} s): its times count from "
+                                  "its start, at 0")
     days = platform.span / DAY
     if not days <= MAX_SPAN_DAYS:
         raise TooLargeToSummarise(f"the trace spans {days:.4g} days; a summary covers at most {MAX_SPAN_DAYS:,} days "
