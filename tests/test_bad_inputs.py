@@ -165,6 +165,8 @@ IN_PROCESS = [
     (["sweep", "{sweep_hosts_huge}", "--out", "{dir}/sw5"], "options.hosts"),
     (["traces", "generate", "sdsc", "--out", "{own_trace}", "--hosts", "2", "--days", "1"], "already holds"),
     (["traces", "summary", "{negative_trace}"], "spans no time"),
+    (["traces", "summary", "{negative_trace}", "--png", "{dir}/out.txt"], "--png"),
+    (["traces", "summary", "{negative_trace}", "--png", "{dir}"], "--png"),
     # simulate: files
     (["simulate", MISSING], "nothing.toml"),
     (["simulate", EXPERIMENTS], "experiments"),

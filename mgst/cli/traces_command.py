@@ -113,6 +113,10 @@ def _summary(args: argparse.Namespace) -> int:
     if not args.path.exists():
         raise ConfigError("PATH", f"{args.path} does not exist")
     if args.png is not None:
+        if args.png.suffix.lower() != ".png":
+            raise ConfigError("--png", f"{args.png}: give a file name ending in .png")
+        if args.png.is_dir():
+            raise ConfigError("--png", f"{args.png} is a folder; give a file's name")
         check_folder("--png", args.png.parent)
     try:
         platform = load_platform(args.path, fmt=args.format, hosts_file=args.hosts_file)
@@ -130,7 +134,11 @@ def _summary(args: argparse.Namespace) -> int:
     if args.png is not None:
         from mgst.traces.summary_plot import write_summary_png  # noqa: PLC0415
 
-        write_summary_png(platform, summary, args.png)
+        try:
+            args.png.parent.mkdir(parents=True, exist_ok=True)  # (check_folder made it, tried, and removed it)
+            write_summary_png(platform, summary, args.png)
+        except OSError as e:
+            raise ConfigError("--png", f"cannot write {args.png}: {e.strerror or e}") from None
     if args.json:
         json.dump(summary, sys.stdout)
         print()
