@@ -192,16 +192,21 @@ def test_a_malformed_hosts_file_is_an_error_naming_the_file_and_line(tmp_path, t
     assert str(tmp_path / "hosts.csv") in str(err.value)
 
 
-def test_a_folder_without_a_trace_or_a_trace_host_without_a_clock_is_an_error(tmp_path):
+def test_a_folder_without_a_trace_a_trace_host_without_a_clock_or_a_clock_without_a_trace_is_an_error(tmp_path):
     (tmp_path / "hosts.csv").write_text("h1,1.0\n")
     with pytest.raises(TraceError, match="has no availability trace"):
         read_platform(tmp_path)
     (tmp_path / "availability.csv").write_text("h1,0,10,up,\nh9,0,10,down,\n")
     with pytest.raises(TraceError, match="host 'h9' has no clock rate"):
         read_platform(tmp_path)
-    (tmp_path / "hosts.csv").write_text("h1,1.0\nh9,2.0\nh5,3.0\n")  # a host the trace leaves alone: no intervals
+    (tmp_path / "hosts.csv").write_text("h1,1.0\nh9,2.0\n")
     got = read_platform(tmp_path)
-    assert (got.name, got.span, got.intervals["h5"]) == (tmp_path.name, 10.0, [])
+    assert (got.name, got.span, sorted(got.intervals)) == (tmp_path.name, 10.0, ["h1", "h9"])
+    # A host the trace says nothing of was summarised as one never down (a review saw a platform's failure rate
+    # fall from 13.3 % to 10.8 % with one such line added): refused, naming the machine file.
+    (tmp_path / "hosts.csv").write_text("h1,1.0\nh9,2.0\nh5,3.0\n")
+    with pytest.raises(TraceError, match=r"hosts\.csv.*host 'h5' has no interval in"):
+        read_platform(tmp_path)
 
 
 def test_business_starts_fall_in_weekday_business_hours_before_the_margin():

@@ -198,12 +198,17 @@ def read_platform(directory: Path | str, *, trace: str | None = None, hosts_file
 
 def trace_clocks(trace: Path, intervals: Intervals, hosts_file: Path) -> dict[str, float]:
     """The clock rates of ``hosts_file`` (read_hosts); TraceError naming ``trace`` for a host of its ``intervals``
-    that has none (a trace host is never left out unsaid)."""
+    that has none (a trace host is never left out unsaid), and naming ``hosts_file`` for a host of it that has no
+    interval in the trace (none is made up)."""
     clocks = read_hosts(hosts_file)
     unknown = [h for h in intervals if h not in clocks]
     if unknown:
         raise TraceError(str(trace), None, f"host {unknown[0][:64]!r} has no clock rate in {hosts_file}"
                                            + (f" (nor {len(unknown) - 1} more)" if len(unknown) > 1 else ""))
+    unseen = [h for h in clocks if h not in intervals]
+    if unseen:  # (it would be summarised as a host the trace says nothing of: never up, never failing)
+        raise TraceError(str(hosts_file), None, f"host {unseen[0][:64]!r} has no interval in {trace}"
+                                                + (f" (nor {len(unseen) - 1} more)" if len(unseen) > 1 else ""))
     return clocks
 
 
