@@ -390,6 +390,7 @@ def test_no_sbatch_and_a_file_mixing_ssh_hosts_and_slurm_are_one_line_and_exit_2
     ({"sbatch_args": ["/tmp/other.sh"]}, "slurm.sbatch_args", "give options only"),
     ({"shared_dir": "/"}, "slurm.shared_dir", "two folders deep"),
     ({"shared_dir": "../../.."}, "slurm.shared_dir", "no '..'"),
+    ({"shared_dir": "/etc/passwd"}, "slurm.shared_dir", "is a file"),
     ({"puller_args": ["--idle-exit=3"]}, "slurm.puller_args", "given by mgst lab itself"),
     ({"puller_args": ["--keys", "/tmp"]}, "slurm.puller_args", "given by mgst lab itself"),
     ({"max_pilots": 7}, "slurm.max_pilots", "1..6"),

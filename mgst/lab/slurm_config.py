@@ -84,6 +84,8 @@ def parse_slurm(data: Mapping[str, Any], path: Path) -> SlurmLab:
     if ".." in Path(shared).parts or len(shared_dir.resolve().parts) < 3:  # (made mode 700: not /, /home, /etc)
         raise fail("slurm.shared_dir", f"{shared!r}: name a folder of its own for the pilots (it is made mode 700), "
                                        "two folders deep or more; no '..'")
+    if shared_dir.exists() and not shared_dir.is_dir():
+        raise fail("slurm.shared_dir", f"{shared_dir} is a file; a folder is expected")
     names = {}
     for k in ("partition", "account"):
         v = t.get(k)

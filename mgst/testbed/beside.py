@@ -130,7 +130,10 @@ def finish_outputs(run: TestbedRun, out: Path, *, simulate: bool = True, replica
     try:
         write_report(run, summary, out)
         files.append(REPORT)
-    except Exception:  # (the results are written: a page that cannot be made loses none of them)
+    except OSError as e:  # (the results are written: a page that cannot be made loses none of them)
+        log.error("%s/%s could not be written: %s", out, REPORT, e.strerror or e)
+        (out / (REPORT + ".part")).unlink(missing_ok=True)
+    except Exception:  # (a bug in the page: its traceback, and the results kept)
         log.exception("%s/%s could not be written", out, REPORT)
     return Beside(run, testbed, sim, gap, summary, files)
 
