@@ -66,6 +66,16 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _pid(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a process id") from None
+    if not 1 <= value < 2**31:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a process id")
+    return value
+
+
 def _slots(text: str) -> int:
     try:
         value = int(text)
@@ -111,6 +121,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "pilot job giving its machine back (docs/lab.md, Slurm)")
     p.add_argument("--stay", action="store_true",
                    help="after a run, wait for the next one instead of exiting (and never give up)")
+    p.add_argument("--exit-with", type=_pid, metavar="PID",
+                   help="leave (its replicas killed) as soon as process PID ends: mgst run starts its local pullers "
+                        "so, and a run killed outright leaves none behind")
     p.add_argument("--throttle", default="auto", choices=["auto", "cgroup2", "cgroup1", "duty"],
                    help="how to hold spin and command jobs at the CPU share a_j (default: the best available)")
 
@@ -174,9 +187,12 @@ def run(args: argparse.Namespace) -> int:
         allowlist = AllowList.build(args.allow, args.allow_file)
         puller = Puller(args.connect, args.machine, keys=keys, insecure=args.insecure, allowlist=allowlist,
                         slots=args.slots, stay=args.stay, give_up=args.give_up, idle_exit=args.idle_exit,
-                        throttle=args.throttle)
+                        throttle=args.throttle, exit_with=args.exit_with)
     except (UsageError, security.KeyFileError, AllowListError) as e:
         print(f"puller: error: {e}", file=sys.stderr)
+        return 2
+    except ProcessLookupError:
+        print(f"puller: error: --exit-with: no process {args.exit_with}", file=sys.stderr)
         return 2
     puller.install_signal_handlers()
     return puller.run()

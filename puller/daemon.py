@@ -101,6 +101,7 @@ class Puller:
         throttle: str = "auto",
         context: zmq.Context | None = None,
         clock: Callable[[], float] = time.time,
+        exit_with: int | None = None,
     ):
         if keys is None and not insecure:
             raise ValueError("a puller needs CURVE keys, or insecure=True to run without them")
@@ -115,6 +116,10 @@ class Puller:
         # The command executor is offered only with an allow-list.
         self.executors = tuple(e for e in executors if e != "command" or allowlist is not None)
         self.stay = stay  # after the mapper's bye, wait for the next run instead of exiting
+        # A process whose end this puller's ends too (mgst run's, for the pullers it starts on its own machine): its
+        # pidfd, readable once it has ended (ProcessLookupError here if it has already).
+        self.exit_with = exit_with
+        self._parent_fd = os.pidfd_open(exit_with) if exit_with is not None else None
         self.give_up = give_up
         if idle_exit is not None and not idle_exit > 0:
             raise ValueError(f"idle_exit must be positive, not {idle_exit!r}")
@@ -215,6 +220,9 @@ class Puller:
                     self._send(P.Bye(self.bye_reason))
                 self._close_socket(linger=200 if self.welcome is not None or self.acknowledged_bye else 0)
             self._close_wakeup()
+            if self._parent_fd is not None:
+                os.close(self._parent_fd)
+                self._parent_fd = None
         return self.exit_code
 
     def _close_wakeup(self) -> None:
@@ -337,7 +345,15 @@ class Puller:
         for src in sources:
             poller.register(src, zmq.POLLIN)
         poller.register(self._wake_r, zmq.POLLIN)
+        if self._parent_fd is not None:
+            poller.register(self._parent_fd, zmq.POLLIN)
         events = dict(poller.poll(poll_timeout_ms(timeout)))  # (at most MAX_POLL: any far instant is safe)
+        if self._parent_fd is not None and self._parent_fd in events and not self.stopping:
+            log.warning("%s: the process it goes with (%d, --exit-with) has ended: leaving", self.machine,
+                        self.exit_with)
+            self.stopping = True
+            self.end_reason = f"process {self.exit_with} (--exit-with) ended"
+            self.bye_reason = "its run's process ended"
         if self._wake_r in events:
             try:
                 os.read(self._wake_r, 512)  # drain; the handler has already set the flag

@@ -510,3 +510,33 @@ def test_cli_key_file_errors(tmp_path: Path, keydir: Path) -> None:
     ]:
         r = run_cli(*base, *args)
         assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
+
+
+def test_a_puller_started_with_exit_with_leaves_when_that_process_ends(tmp_path, ctx, no_children_left):
+    """mgst run starts its local pullers with --exit-with its own pid: a run killed outright (SIGKILL: nothing of
+    it runs to stop them) left them waiting for its mapper up to --give-up (120 s). A puller welcomed, running a
+    job, leaves within seconds of that process's end, its job killed, exit 0."""
+    fake = FakeMapper(ctx, None)
+    parent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    puller = subprocess.Popen([sys.executable, "-m", "puller", "--connect", fake.endpoint, "--machine", "M1",
+                               "--insecure", "--exit-with", str(parent.pid)],
+                              cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        ident, _ = fake.expect(P.Hello, 30)
+        fake.welcome(ident)
+        fake.expect(P.Ready, 10)
+        fake.send(ident, job(1, work=1000.0))
+        fake.expect(P.Started, 10)
+        parent.kill()
+        parent.wait(10)
+        left = time.monotonic()
+        _, err = puller.communicate(timeout=20)
+        assert time.monotonic() - left < 10, err[-2000:]
+        assert puller.returncode == 0 and "--exit-with) has ended: leaving" in err, err[-2000:]
+        bye = fake.expect(P.Bye, 5, ignore=(P.Heartbeat, P.Ready, P.Progress))[1]
+        assert "its run's process ended" in bye.reason
+    finally:
+        for p in (parent, puller):
+            if p.poll() is None:
+                p.kill()
+                p.wait(10)

@@ -88,6 +88,7 @@ def start_pullers(endpoint: str, names: list[str], log_path: Path, verbose: bool
         procs = []
         for i, name in enumerate(names):
             argv = [sys.executable, "-m", "puller", "--connect", endpoint, "--machine", name, *auth, *extra,
+                    "--exit-with", str(os.getpid()),  # (this process killed outright: they leave at once)
                     *(["--slots", str(slots[i])] if slots is not None and slots[i] != 1 else []),
                     *(["--idle-exit", repr(idle_exits[i])] if idle_exits is not None and idle_exits[i] is not None
                       else []),
