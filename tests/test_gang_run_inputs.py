@@ -31,13 +31,19 @@ class FirstUp:
         return None
 
 
+def _gang_run(ctx: zmq.Context, register_timeout: float = 60.0) -> GangRun:
+    """A gang run of two workers on loopback (no keys), not yet registered."""
+    app = Iterations([1.0, 1.0], 1, 1, 1.0, 1.0, 1, FirstUp())
+    return GangRun(app, [markov3_form(MATRIX, 1)] * 2, 0.1, 64, cap=10, context=ctx,
+                   register_timeout=register_timeout)
+
+
 @pytest.fixture
 def registered():
     """A gang run of two workers on loopback (no keys), both registered, slot 0 beginning now: the context, the run
     and the members' sockets (a test may add its own to the list, closed with them)."""
-    app = Iterations([1.0, 1.0], 1, 1, 1.0, 1.0, 1, FirstUp())
     ctx = zmq.Context()
-    gang_run = GangRun(app, [markov3_form(MATRIX, 1)] * 2, 0.1, 64, cap=10, context=ctx)
+    gang_run = _gang_run(ctx)
     members = []
     try:
         for q in range(2):
@@ -116,12 +122,6 @@ def test_a_member_that_floods_is_read_in_bounded_passes_and_logged_at_a_bounded_
     lines = [r for r in caplog.records if "dropped a message" in r.getMessage()]
     # the burst, and one line per 5 s after it
     assert 1 <= len(lines) <= 10 + (time.monotonic() - began) / 5 + 1, len(lines)
-
-
-def _gang_run(ctx: zmq.Context, register_timeout: float) -> GangRun:
-    app = Iterations([1.0, 1.0], 1, 1, 1.0, 1.0, 1, FirstUp())
-    return GangRun(app, [markov3_form(MATRIX, 1)] * 2, 0.1, 64, cap=10, context=ctx,
-                   register_timeout=register_timeout)
 
 
 def test_a_refused_hello_from_a_peer_that_left_does_not_end_the_registration():

@@ -322,6 +322,18 @@ def _run_with_puller_m1(mapper: Mapper, slots: int = 1) -> tuple[bytes, float]:
     return ident, now
 
 
+def _one_machine(policy: str = "fcfs", time_unit: float = 1.0) -> Experiment:
+    """One class, one machine M1, ``policy``: the experiment the mapper is driven by hand on below."""
+    return Experiment(name="one", classes=(JobClass("1", 1.0),), machines=(Machine("M1", (1.0,), 1.0),),
+                      policy=PolicySpec(policy), testbed=TestbedSettings(time_unit=time_unit, duration=10.0))
+
+
+def _job_sent(mapper: Mapper, job: Job, t: float) -> None:
+    """``job`` arrives at ``t`` (journalled, then fed): the core sends it to an asking machine."""
+    mapper.journal.job_arrived(job, t)
+    mapper.feed(t, JobArrived(job))
+
+
 def test_a_done_asking_for_work_after_a_held_ready_counts_both(ctx):
     """A Ready held by the rate, then a Done(ready=True): the puller counts the Ready's slots plus the one
     the Done frees. The mapper must too, whatever the held Ready would say when applied later (it would
@@ -335,9 +347,7 @@ def test_a_done_asking_for_work_after_a_held_ready_counts_both(ctx):
         ident, now = _run_with_puller_m1(mapper, slots=2)
         m = mapper.core.machines[0]
         mapper.messages.handle(ident, P.Ready(1.0, now, 2), now)
-        job = Job(0, 0, 0.0, 1.0)
-        mapper.journal.job_arrived(job, now)
-        mapper.feed(now, JobArrived(job))  # it runs job 0 in one slot
+        _job_sent(mapper, Job(0, 0, 0.0, 1.0), now)  # it runs job 0 in one slot
         (replica,) = m.replicas
         assert m.asking == 1
         # changes of share, more than the burst: the last ones are held
@@ -358,16 +368,13 @@ def test_a_puller_s_failure_reason_reaches_the_mapper_s_log_escaped(ctx, caplog)
     """A Failed's reason and a Bye's are the puller's text: its terminal controls (here one that retitles the
     window and one that clears the screen) must not reach the operator's terminal raw, in the WARNING the mapper
     logs by default."""
-    exp = Experiment(name="one", classes=(JobClass("1", 1.0),), machines=(Machine("M1", (1.0,), 1.0),),
-                     policy=PolicySpec("fcfs"), testbed=TestbedSettings(time_unit=1.0, duration=10.0))
+    exp = _one_machine()
     hostile = "no\x1b]0;owned\x07\x1b[2J\r\nWARNING forged line"
     mapper = Mapper(exp, "tcp://127.0.0.1:0", context=ctx)
     try:
         ident, now = _run_with_puller_m1(mapper)
         mapper.messages.handle(ident, P.Ready(1.0, now, 1), now)
-        job = Job(0, 0, 0.0, 1.0)
-        mapper.journal.job_arrived(job, now)
-        mapper.feed(now, JobArrived(job))
+        _job_sent(mapper, Job(0, 0, 0.0, 1.0), now)
         (replica,) = mapper.core.machines[0].replicas
         with caplog.at_level("INFO", logger="mgst"):
             mapper.messages.handle(ident, P.Failed(replica, P.FAIL_ERROR, hostile), now)
@@ -385,8 +392,7 @@ def test_a_puller_s_compute_time_is_believed_only_within_the_time_its_replica_wa
     is taken, one of 1000 s is counted as a bad value and replaced by the core's own figure (2 s: sent to result),
     and the result itself counts in both cases."""
     spy = computed_spy("fcfs")
-    exp = Experiment(name="one", classes=(JobClass("1", 1.0),), machines=(Machine("M1", (1.0,), 1.0),),
-                     policy=PolicySpec(spy.name), testbed=TestbedSettings(time_unit=0.5, duration=10.0))
+    exp = _one_machine(spy.name, time_unit=0.5)
     mapper = Mapper(exp, "tcp://127.0.0.1:0", context=ctx)
     try:
         ident, now = _run_with_puller_m1(mapper)
@@ -394,9 +400,7 @@ def test_a_puller_s_compute_time_is_believed_only_within_the_time_its_replica_wa
         for job_id, claimed in ((0, 1.0), (1, 1000.0)):
             t = now + 10.0 * job_id
             mapper.messages.handle(ident, P.Ready(1.0, t, 1), t)
-            job = Job(job_id, 0, t, 1.0)
-            mapper.journal.job_arrived(job, t)
-            mapper.feed(t, JobArrived(job))
+            _job_sent(mapper, Job(job_id, 0, t, 1.0), t)
             (replica,) = m.replicas
             bad_before = mapper.drops.counts[P.Drop.BAD_VALUE]
             mapper.messages.handle(ident, P.Done(replica, t, t, t + claimed, 1.0, False), t + 2.0)
@@ -412,16 +416,13 @@ def test_a_replayed_result_asking_for_work_feeds_the_core_nothing_more(ctx):
     """A puller replays its first result, asking for work, 500 times: the result counted once, each replay is
     dropped, and none reaches the core or the journal (a MachineReady each, before: 20,000 replays made 20,004
     events). The first one's request for work still counts."""
-    exp = Experiment(name="one", classes=(JobClass("1", 1.0),), machines=(Machine("M1", (1.0,), 1.0),),
-                     policy=PolicySpec("fcfs"), testbed=TestbedSettings(time_unit=1.0, duration=10.0))
+    exp = _one_machine()
     mapper = Mapper(exp, "tcp://127.0.0.1:0", context=ctx)
     try:
         ident, now = _run_with_puller_m1(mapper)
         m = mapper.core.machines[0]
         mapper.messages.handle(ident, P.Ready(1.0, now, 1), now)
-        job = Job(0, 0, 0.0, 1.0)
-        mapper.journal.job_arrived(job, now)
-        mapper.feed(now, JobArrived(job))
+        _job_sent(mapper, Job(0, 0, 0.0, 1.0), now)
         (replica,) = m.replicas
         done = P.Done(replica, now, now, now + 0.1, 1.0, True)
         mapper.messages.handle(ident, done, now + 0.2)
@@ -447,8 +448,7 @@ def test_a_time_stamp_decades_off_the_mapper_s_clock_is_dropped_and_nothing_over
     from mgst.testbed.journal import wall_iso  # noqa: PLC0415
     from mgst.testbed.messages import MAX_CLOCK_SKEW  # noqa: PLC0415
 
-    exp = Experiment(name="one", classes=(JobClass("1", 1.0),), machines=(Machine("M1", (1.0,), 1.0),),
-                     policy=PolicySpec("fcfs"), testbed=TestbedSettings(time_unit=1.0, duration=10.0))
+    exp = _one_machine()
     mapper = Mapper(exp, "tcp://127.0.0.1:0", context=ctx)
     try:
         ident, now = _run_with_puller_m1(mapper)
