@@ -219,7 +219,7 @@ class PullerMessages:
                 self._share(j, share, state, now)
             if conn.ready_held is not None and self.ready_rate.allow(j, now):  # a held request, now
                 (held, received), conn.ready_held = conn.ready_held, None
-                if self._ready_changes(j, held):
+                if self._ready_changes(j, held.slots, held.share):
                     conn.pending = (held.clock, received)
                     self._ready(identity, j, now, held.share, held.slots)
         elif t is P.Ready:
@@ -262,22 +262,23 @@ class PullerMessages:
             log.info("%s leaves: %r", self.experiment.machines[j].name, msg.reason[:200])  # (%r: the peer's text)
             self.machine_gone(j, now)
 
-    def _ready_changes(self, j: int, msg: P.Ready) -> bool:
-        """Whether a request for work tells the core anything: not if the machine already asks for the
-        same slots with the same share (then it is a repeat: it journals nothing)."""
+    def _ready_changes(self, j: int, slots: int, share: float | None = None) -> bool:
+        """Whether a request for work for ``slots`` slots at ``share`` (None: the share it has) tells the core
+        anything: not if the machine already asks for the same slots with the same share (then it is a repeat:
+        it journals nothing)."""
         m = self.core.machines[j]
         if m.state is not MachineState.READY or m.silent or m.suspected:
             return True
         free = m.slots - len(m.replicas)
-        want = free if msg.slots > free else msg.slots
-        return want != m.asking or msg.share != m.cpu_share
+        want = free if slots > free else slots
+        return want != m.asking or (share is not None and share != m.cpu_share)
 
     def _ready_news(self, j: int, msg: P.Ready, now: float) -> bool:
         """True if a Ready is to be handled now; a repeat is ignored, and one over the machine's rate is
         held (the latest) for a heartbeat when the rate allows."""
         conn = self.conns[j]
         conn.ready_held = None  # superseded
-        if not self._ready_changes(j, msg):
+        if not self._ready_changes(j, msg.slots, msg.share):
             return False
         if self.ready_rate.allow(j, now):
             return True
@@ -342,8 +343,7 @@ class PullerMessages:
                 self._ready(identity, j, now, held.share, min(held.slots + 1, m.slots))
             else:
                 want = min(m.asking + 1, m.slots)
-                if (m.state is MachineState.READY and not m.silent and not m.suspected
-                        and min(want, m.free_slots) == m.asking):
+                if not self._ready_changes(j, want):
                     return  # it asks for every slot it can already (a replayed result): a repeat journals nothing
                 self._ready(identity, j, now, None, want)
 
