@@ -29,7 +29,8 @@ from mgst.testbed.gap import Gap, find_gap
 from mgst.testbed.report import FILENAME as REPORT
 from mgst.testbed.report import write_report
 from mgst.testbed.run_result import TestbedRun
-from mgst.testbed.summary import summarize_testbed, testbed_bags, write_testbed_outputs, write_whole
+from mgst.testbed.summary import summarize_testbed, testbed_bags, write_testbed_outputs
+from mgst.whole_file import write_whole
 from mgst.wording import plural
 
 log = logging.getLogger(__name__)
@@ -132,7 +133,6 @@ def finish_outputs(run: TestbedRun, out: Path, *, simulate: bool = True, replica
         files.append(REPORT)
     except OSError as e:  # (the results are written: a page that cannot be made loses none of them)
         log.error("%s/%s could not be written: %s", out, REPORT, e.strerror or e)
-        (out / (REPORT + ".part")).unlink(missing_ok=True)
     except Exception:  # (a bug in the page: its traceback, and the results kept)
         log.exception("%s/%s could not be written", out, REPORT)
     return Beside(run, testbed, sim, gap, summary, files)

@@ -27,6 +27,7 @@ from mgst.testbed.live.snapshot import (
 )
 from mgst.testbed.machines_csv import state_at_end
 from mgst.testbed.run_result import TestbedRun
+from mgst.whole_file import write_whole
 
 FILENAME = "report.html"
 MAX_EVENTS = 2000  # the timeline's latest events
@@ -167,7 +168,5 @@ def render(snapshot: dict[str, Any]) -> str:
 
 def write_report(run: TestbedRun, summary: dict[str, Any], out: Path) -> None:
     """Write ``out``/report.html (replacing one there, through a temporary file: never half written)."""
-    html = render(report_snapshot(run, summary))
-    part = out / (FILENAME + ".part")
-    part.write_text(html, encoding="utf-8")
-    part.replace(out / FILENAME)
+    page = render(report_snapshot(run, summary))
+    write_whole(out / FILENAME, lambda part: part.write_text(page, encoding="utf-8"))

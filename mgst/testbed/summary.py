@@ -6,7 +6,7 @@ import dataclasses
 import datetime as dt
 import json
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -20,6 +20,7 @@ from mgst.results import Estimate, Summary, waste_of, write_summary_csv
 from mgst.testbed.machines_csv import state_at_end, write_machines_csv, write_periods_csv
 from mgst.testbed.requested_share import share_shortfalls
 from mgst.testbed.run_result import TestbedRun
+from mgst.whole_file import write_whole
 
 # A single run has no replications; its confidence intervals come from batch means
 # over this many consecutive batches of jobs (by submission time), per class and overall.
@@ -209,21 +210,7 @@ def write_testbed_outputs(run: TestbedRun, summary: Summary, extras: dict[str, A
     d = summary.as_dict()
     d.update(extras)
     d["time_unit"] = "model"
-    write_whole(out / "summary.json", lambda p: p.write_text(json.dumps(d, indent=1) + "\n"))  # (last: the mark)
+    # last: a resumed run reads it as the mark that every result is there
+    write_whole(out / "summary.json", lambda p: p.write_text(json.dumps(d, indent=1) + "\n"))
     return d
 
-
-def write_whole(path: Path, write: Callable[[Path], object]) -> None:
-    """Write ``path`` whole or not at all: ``write`` writes NAME.part.SUFFIX beside it (the suffix kept: a plot's
-    format is read from it), renamed over it once done.
-    A crash leaves the old file or none, never a cut-off one (a resumed run takes summary.json, written last, as
-    the sign that its results are all there), and a link planted at ``path`` is replaced, not written through."""
-    part = path.with_name(f"{path.stem}.part{path.suffix}")
-    part.unlink(missing_ok=True)  # (a left-over, or a link: never written through)
-    try:
-        write(part)
-        os.replace(part, path)
-    except OSError as e:  # (said of the file asked for, not of its .part)
-        raise OSError(e.errno, e.strerror, str(path)) from None
-    finally:
-        part.unlink(missing_ok=True)
