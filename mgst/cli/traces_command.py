@@ -56,6 +56,7 @@ def _generate(args: argparse.Namespace) -> int:
         HOSTS_CSV,
         MAX_DAYS,
         MAX_HOSTS,
+        PLATFORM_JSON,
         PlatformTooLarge,
         check_platform,
         write_generated_platform,
@@ -72,8 +73,8 @@ def _generate(args: argparse.Namespace) -> int:
     except PlatformTooLarge as e:
         raise ConfigError("--hosts", str(e)) from None
     check_folder("--out", args.out)
-    mine = [f.name for f in (args.out / AVAILABILITY_CSV, args.out / HOSTS_CSV, args.out / AVAILABILITY_FTA,
-                             args.out / "platform.json") if f.exists() or f.is_symlink()]
+    mine = [name for name in (AVAILABILITY_CSV, HOSTS_CSV, AVAILABILITY_FTA, PLATFORM_JSON)
+            if (args.out / name).exists() or (args.out / name).is_symlink()]
     if mine:  # (a trace of the user's own is never overwritten)
         raise ConfigError("--out", f"{args.out} already holds {', '.join(mine)}: give a new folder, or remove them")
     try:
