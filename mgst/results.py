@@ -281,15 +281,21 @@ def format_table(summary: Summary) -> str:
         f"x {summary.horizon:g} time units (warm-up {summary.warmup:g}), seed {summary.seed}",
         f"{'Class':<10}{'Jobs':>10}{'Mean resp.':>12}  95 % CI",
     ]
+    def mean(e: Estimate) -> str:
+        return f"{e.mean:>12.4f}" if e.jobs else f"{'n/a':>12}"  # no job measured: no mean (nan in the data)
+
     for name, e in zip(summary.class_names, summary.classes):
         if e.jobs or summary.bags is None:  # a bag workload's unused task classes are left out
-            lines.append(f"{name:<10}{e.jobs:>10}{e.mean:>12.4f}  {ci(e)}")
+            lines.append(f"{name:<10}{e.jobs:>10}{mean(e)}  {ci(e)}")
     e = summary.overall
-    lines.append(f"{'Overall':<10}{e.jobs:>10}{e.mean:>12.4f}  {ci(e)}")
+    lines.append(f"{'Overall':<10}{e.jobs:>10}{mean(e)}  {ci(e)}")
     util = ", ".join(f"{n} {u:.0%}" for n, u in zip(summary.machine_names, summary.utilisation))
     lines.append(f"Utilisation: {util}")
     if summary.load is not None:
         lines.append(f"LP load (1/lambda*): {summary.load:.1%}")
+    if not e.jobs and summary.bags is None:
+        lines.append("WARNING: no job completed after the warm-up in any replication: no mean response to report; "
+                     "lengthen --horizon (or shorten --warmup)")
     if summary.unfinished:
         lines.append(f"WARNING: {summary.unfinished} jobs were still in the system when the drain limit cut the run")
     if summary.bags is not None:

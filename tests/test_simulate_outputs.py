@@ -226,3 +226,12 @@ def test_jobs_right_before_the_file_means_csv_and_a_mistyped_format_still_fails(
     with pytest.raises(SystemExit):
         main(["simulate", "--jobs", "csvv", str(HIHI), "--out", str(tmp_path)])
     assert "invalid choice: 'csvv'" in capsys.readouterr().err
+
+
+def test_a_run_too_short_for_any_job_says_so_instead_of_printing_nan(capsys):
+    assert main(["simulate", str(HIHI), "--horizon", "1e-9", "--warmup", "0", "--replications", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "nan" not in out.lower()
+    overall = next(line for line in out.splitlines() if line.startswith("Overall"))
+    assert overall.split()[1:3] == ["0", "n/a"]
+    assert "no job completed after the warm-up" in out and "lengthen --horizon" in out
