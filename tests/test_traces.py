@@ -163,6 +163,27 @@ def test_a_platform_round_trips_through_its_folder_in_csv_and_fta(small, tmp_pat
         assert all(a.end < b.start for a, b in zip(ups, ups[1:]))  # one event per up period
 
 
+@pytest.mark.parametrize(("key", "value", "fragment"), [
+    ("span_s", "604800", "span_s: '604800' is not a number of seconds"),
+    ("span_s", True, "span_s: True is not a number of seconds"),
+    ("span_s", -1.0, "span_s: -1.0 is not a finite number of seconds"),
+    ("kind", 7, "kind: 7 is not a name"),
+    ("seed", 3.5, "seed: 3.5 is not a whole number"),
+    ("seed", "3", "seed: '3' is not a whole number"),
+])
+def test_a_platform_json_value_of_the_wrong_type_is_an_error_naming_its_key(small, tmp_path, key, value, fragment):
+    out = write_platform(small, tmp_path / "p")
+    meta = json.loads((out / "platform.json").read_text())
+    meta[key] = value
+    (out / "platform.json").write_text(json.dumps(meta))
+    with pytest.raises(TraceError, match="platform.json") as e:
+        read_platform(out)
+    assert fragment in str(e.value)
+    del meta[key]  # an absent key is the default: the folder's name, the trace's span, no seed
+    (out / "platform.json").write_text(json.dumps(meta))
+    assert read_platform(out).intervals == small.intervals
+
+
 def test_the_fta_file_is_the_archive_s_event_trace(tmp_path):
     platform = Platform("x", {"a": 1.0}, {"a": [Interval(0, 10, UP, 1.0), Interval(10, 20, UP, 0.5),
                                                 Interval(20, 25.5, DOWN, None)]}, 25.5)

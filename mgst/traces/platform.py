@@ -7,6 +7,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from mgst.availability.trace_files import (
     CSV_HEADER,
@@ -172,6 +173,17 @@ def _meta(directory: Path) -> dict:
     return meta
 
 
+def _meta_value(meta: dict, key: str, kind: Any, what: str, where: str, default: Any) -> Any:
+    """``meta[key]`` if it is a ``kind`` (never a bool), ``default`` if absent or null; TraceError naming the key
+    for a value of another type (it is not ignored in silence)."""
+    value = meta.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, kind):
+        raise TraceError(where, None, f"{key}: {value!r:.64} is not {what}")
+    return value
+
+
 def read_platform(directory: Path | str, *, trace: str | None = None, hosts_file: Path | str | None = None
                   ) -> Platform:
     """The platform in ``directory``: the first of TRACE_NAMES there (or ``trace``, a file name in it), its hosts.csv
@@ -187,11 +199,13 @@ def read_platform(directory: Path | str, *, trace: str | None = None, hosts_file
     intervals = read_trace(str(found), guess_format(str(found)))
     meta = _meta(folder)
     last = max((items[-1].end for items in intervals.values() if items), default=0.0)
-    span = float(meta["span_s"]) if isinstance(meta.get("span_s"), int | float) else last
-    if not math.isfinite(span) or span < last:
-        span = last
-    name = meta["kind"] if isinstance(meta.get("kind"), str) else folder.name
-    seed = meta.get("seed") if isinstance(meta.get("seed"), int) else None
+    where = str(folder / PLATFORM_JSON)
+    span = float(_meta_value(meta, "span_s", int | float, "a number of seconds", where, last))
+    if not math.isfinite(span) or span < 0:
+        raise TraceError(where, None, f"span_s: {span!r} is not a finite number of seconds")
+    span = max(span, last)  # (a span that ends before the trace's last interval is the trace's)
+    name = _meta_value(meta, "kind", str, "a name", where, folder.name)
+    seed = _meta_value(meta, "seed", int, "a whole number", where, None)
     clocks = trace_clocks(found, intervals, Path(hosts_file) if hosts_file is not None else folder / HOSTS_CSV)
     return Platform(name, clocks, {h: intervals.get(h, []) for h in clocks}, span, seed)
 
