@@ -240,6 +240,7 @@ IN_PROCESS = [
     (["export", "{bad_journal}"], "journal.sqlite"),
     (["export", "{journal_is_dir}"], "journal.sqlite"),
     (["export", "{no_journal}", "--salvage"], "journal"),
+    (["export", "{journal_is_dir}", "--salvage"], "not a journal file (a folder)"),  # not "cannot write" (75)
     # policies, and mgst itself
     (["policies", "--import", "no_such_module_here"], "--import"),
     (["--no-such-flag", "policies"], "--no-such-flag"),

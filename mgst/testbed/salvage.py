@@ -20,7 +20,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from mgst.testbed.store import FILENAME, JournalDamaged, JournalWriteError, StoreError, decode_event, event_rows
+from mgst.testbed.store import (
+    FILENAME,
+    JournalDamaged,
+    JournalWriteError,
+    check_journal_file,
+    decode_event,
+    event_rows,
+)
 from mgst.testbed.wal_check import check_wal
 
 SALVAGED = "journal.salvaged.sqlite"
@@ -47,8 +54,7 @@ class Salvaged:
 def salvage(folder: Path) -> Salvaged:
     """Copy the readable prefix of ``folder``'s journal into ``folder/journal.salvaged.sqlite`` (replaced)."""
     source = folder / FILENAME
-    if not source.exists():
-        raise StoreError(f"{source}: no journal (is this a run directory?)")
+    check_journal_file(source)
     wal = check_wal(Path(f"{source}-wal"))
     target = folder / SALVAGED
     try:

@@ -61,6 +61,14 @@ def _is_damage(e: sqlite3.Error) -> bool:
     return getattr(e, "sqlite_errorname", "").startswith("SQLITE_CORRUPT")
 
 
+def check_journal_file(path: Path) -> None:
+    """StoreError unless ``path`` is an existing regular file (a folder or a FIFO is no journal)."""
+    if not path.exists():
+        raise StoreError(f"{path}: no journal (is this a run directory?)")
+    if not path.is_file():
+        raise StoreError(f"{path}: not a journal file (a {'folder' if path.is_dir() else 'special file'})")
+
+
 class RunStore:
     """The event log of one run directory."""
 
@@ -70,11 +78,9 @@ class RunStore:
             if path.exists():
                 raise StoreError(f"{path} exists: a run is already recorded there (use --resume, or another --out)")
             path.parent.mkdir(parents=True, exist_ok=True)
-        elif not path.exists():
-            raise StoreError(f"{path}: no journal (is this a run directory?)")
-        elif not path.is_file():
-            raise StoreError(f"{path}: not a journal file (a {'folder' if path.is_dir() else 'special file'})")
-        else:  # before SQLite reads it: it would drop commits after a bad WAL frame without a word
+        else:
+            check_journal_file(path)
+            # before SQLite reads it: it would drop commits after a bad WAL frame without a word
             wal = check_wal(Path(f"{path}-wal"))
             if wal is not None and wal.damaged:
                 raise JournalDamaged(path, wal.describe())
