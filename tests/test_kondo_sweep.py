@@ -176,3 +176,14 @@ def test_a_trace_host_without_a_clock_rate_is_an_error_not_a_smaller_platform(tm
     d = write_platform(tmp_path / "p", {"H0": 1.5, "H1": 3.0}, ["H0,0,10,down,", "H1,0,10,down,", "H2,0,10,down,"])
     with pytest.raises(TraceError, match=re.escape(f"'H2' has no clock rate in {d / 'hosts.csv'}")):
         kondo_experiment(d, "FCFS", 2, 5, 3600.0, history=0.0)
+
+
+def test_a_history_longer_than_the_trace_allows_names_the_option(tmp_path):
+    from mgst.config import ConfigError
+
+    small_platform(tmp_path / "platforms" / "sdsc")
+    data = sweep_data(tmp_path / "platforms")
+    data["options"]["history"] = 10.0 * DAY  # the trace spans five days: no start point has that much before it
+    with pytest.raises(ConfigError) as e:
+        run_sweep(parse_sweep(data, "t", "f.toml"), tmp_path / "out", workers=1)
+    assert "options.history = 864000 s" in str(e.value) and "has only 0 start points" in str(e.value)

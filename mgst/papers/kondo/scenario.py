@@ -122,7 +122,10 @@ def _build(cell: Mapping[str, str], settings: RunSettings, seed: int, replicatio
     span = read_platform_files(folder).span
     starts = start_points(span, seed, float(options["history"]))
     if replication >= len(starts):
-        raise ValueError(f"replication {replication}: the trace of {folder} has only {len(starts)} start points")
+        history = float(options["history"])
+        raise ValueError(f"replication {replication}: the trace of {folder} (span {span:g} s) has only "
+                         f"{len(starts)} start points with options.history = {history:g} s before them: "
+                         "give fewer replications, a shorter history or more days")
     return kondo_experiment(folder, cell["policy"], int(cell["tasks"]), float(cell["task_minutes"]),
                             starts[replication], history=float(options["history"]), seed=seed)
 
