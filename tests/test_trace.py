@@ -76,6 +76,8 @@ def test_the_fta_reader_takes_the_archive_s_columns_or_a_header(tmp_path):
     ("csv", "M1,0,10,down,0.5\n", 1, "no CPU share"),
     ("csv", "M1,0,nan,up,\n", 1, "not finite"),
     ("csv", "# ok\nM1,0,ten,up,\n", 2, "end is not a number"),
+    ("csv", "M1,0,1_000,up,\n", 1, "end is not a number: '1_000'"),  # Python's digit separator, no CSV number
+    ("fta", "1\t0\t1\t1\tn\t1\t0\t1_0\t0\n", 1, "event_end_time is not a number: '1_0'"),
     ("csv", "M1,0,10\n", 1, "3 fields"),
     ("csv", ",0,10,up,\n", 1, "no machine"),
     ("csv", "M1,0,10,up," + "1" * 5000 + "\n", 1, "longer than 4096 bytes"),

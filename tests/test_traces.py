@@ -198,6 +198,7 @@ def test_the_fta_file_is_the_archive_s_event_trace(tmp_path):
 @pytest.mark.parametrize(("text", "line", "fragment"), [
     ("host,clock_ghz\nh1,1.5\nh2\n", 3, "1 fields; need host,clock_ghz"),
     ("h1,fast\n", 1, "clock_ghz is not a number: 'fast'"),
+    ("h1,1_5\n", 1, "clock_ghz is not a number: '1_5'"),
     ("h1,0\n", 1, "is not a positive number"),
     ("h1,inf\n", 1, "is not a positive number"),
     ("# c\nh1,1\n\nh1,2\n", 4, "host 'h1' again"),

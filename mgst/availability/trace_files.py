@@ -75,12 +75,20 @@ def data_lines(path: str | os.PathLike, *, max_line: int = MAX_LINE, max_lines: 
 
 def _time(path: str, number: int, text: str, what: str) -> float:
     try:
-        value = float(text)
+        value = plain_float(text)
     except ValueError:
         raise TraceError(path, number, f"{what} is not a number: {text[:40]!r}") from None
     if not math.isfinite(value):
         raise TraceError(path, number, f"{what} is not finite: {text[:40]!r}")
     return value
+
+
+def plain_float(text: str) -> float:
+    """``text`` as a number the way CSV readers take one: Python's float() but for its digit separators
+    (``1_000`` is 1000 to Python, a string to a spreadsheet): ValueError for those."""
+    if "_" in text:
+        raise ValueError(text)
+    return float(text)
 
 
 # A machine's intervals as read, each with its line number (for an overlap's error).

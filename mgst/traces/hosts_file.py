@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from mgst.availability.trace_files import TraceError, check_host_names, data_lines
+from mgst.availability.trace_files import TraceError, check_host_names, data_lines, plain_float
 
 MAX_HOST_LINES = 1_000_000
 MAX_LINE = 1024  # bytes; a line is ~12
@@ -38,7 +38,7 @@ def read_hosts(path: Path) -> dict[str, float]:
         if not host:
             raise TraceError(where, number, "no host")
         try:
-            ghz = float(value)
+            ghz = plain_float(value)
         except ValueError:
             raise TraceError(where, number, f"clock_ghz is not a number: {value[:40]!r}") from None
         if not (math.isfinite(ghz) and ghz > 0):
