@@ -240,8 +240,9 @@ def summarize(
         classes.append(Estimate(sum(r.counts[c] for r in results), *ci, ci.method))
     ci = mean_ci([r.mean() for r in results if sum(r.counts)])
     overall = Estimate(sum(sum(r.counts) for r in results), *ci, ci.method)
-    waits = tuple(
-        sum(r.wait_sums[c] for r in results) / max(1, sum(r.counts[c] for r in results)) for c in range(n)
+    waits = tuple(  # a class no job of which was measured has no mean wait (null in JSON), not 0
+        sum(r.wait_sums[c] for r in results) / jobs if (jobs := sum(r.counts[c] for r in results)) else math.nan
+        for c in range(n)
     )
     util = tuple(
         sum(r.busy[j] / r.end_time for r in results if r.end_time > 0) / max(1, len(results))

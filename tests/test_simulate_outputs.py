@@ -235,3 +235,6 @@ def test_a_run_too_short_for_any_job_says_so_instead_of_printing_nan(capsys):
     overall = next(line for line in out.splitlines() if line.startswith("Overall"))
     assert overall.split()[1:3] == ["0", "n/a"]
     assert "no job completed after the warm-up" in out and "lengthen --horizon" in out
+    assert main(["simulate", str(HIHI), "--horizon", "1e-9", "--warmup", "0", "--replications", "2", "--json"]) == 0
+    classes = json.loads(capsys.readouterr().out)["classes"]
+    assert [(c["jobs"], c["mean_response"], c["mean_wait"]) for c in classes] == [(0, None, None)] * 4

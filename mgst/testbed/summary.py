@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import math
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -120,8 +121,9 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
         return Estimate(len(pick), mean, lo, hi, ci.method)
 
     classes = tuple(estimate(counted, c) for c in range(n))
-    waits = tuple(
-        (sum(x[3] for x in counted if x[1] == c) / max(1, sum(1 for x in counted if x[1] == c))) for c in range(n)
+    waits = tuple(  # as the simulation's: a class none of whose jobs was counted has no mean wait
+        (sum(x[3] for x in counted if x[1] == c) / jobs if (jobs := sum(1 for x in counted if x[1] == c))
+         else math.nan) for c in range(n)
     )
     length = max(1e-9, run.end - run.t0)
     util = tuple(m.stats.busy_time * tu / length for m in run.core.machines)
