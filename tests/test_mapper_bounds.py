@@ -465,3 +465,57 @@ def test_a_time_stamp_decades_off_the_mapper_s_clock_is_dropped_and_nothing_over
     estimator.add(0.0, 1.7e308, 1.7e308, 1.0)  # ((t2 - t1) + (t3 - t4)) / 2 overflows
     assert len(estimator) == 0 and estimator.offset == 0.0
     assert wall_iso(1e300) == "" and wall_iso(-math.inf) == ""
+
+
+@pytest.mark.parametrize("share", [P.Share(0.5, 1), P.Share(0.0, 0)], ids=["reclaimed", "share 0"])
+def test_a_replayed_result_asking_for_work_while_the_machine_has_no_cpu_to_give_feeds_nothing(ctx, share):
+    """Reclaimed by its owner, or at CPU share 0, a machine asks for no slot, so it is never READY: a replayed
+    result asking for work was never a repeat, and each fed the core (and the journal) a MachineReady that changed
+    nothing: 20,000 replays, 20,000 events. Now it is a repeat, as is a Ready at the same share."""
+    exp = _one_machine()
+    mapper = Mapper(exp, "tcp://127.0.0.1:0", context=ctx)
+    try:
+        ident, now = _run_with_puller_m1(mapper)
+        m = mapper.core.machines[0]
+        mapper.messages.handle(ident, P.Ready(1.0, now, 1), now)
+        _job_sent(mapper, Job(0, 0, 0.0, 1.0), now)
+        (replica,) = m.replicas
+        done = P.Done(replica, now, now, now + 0.1, 1.0, True)
+        mapper.messages.handle(ident, done, now + 0.2)
+        mapper.messages.handle(ident, share, now + 0.3)
+        assert (m.cpu_share, m.reclaimed, m.asking) == (share.share, bool(share.state), 0)
+        fed: list[str] = []
+        feed = mapper.messages.feed
+        mapper.messages.feed = lambda t, e: (fed.append(type(e).__name__), feed(t, e))[1]
+        for k in range(500):
+            mapper.messages.handle(ident, done, now + 0.4 + k)  # (1 s apart: never held back by the rate)
+            mapper.messages.handle(ident, P.Ready(share.share, now + 0.4 + k, 1), now + 0.4 + k)
+        assert fed == [] and m.asking == 0
+        mapper.messages.handle(ident, P.Share(1.0, 0), now + 600.0)  # given back: it asks again, and that counts
+        mapper.messages.handle(ident, P.Ready(1.0, now + 600.0, 1), now + 600.0)
+        assert fed == ["MachineAvailability", "MachineReady"] and m.asking == 1
+    finally:
+        mapper.close()
+
+
+def test_a_puller_whose_queue_is_full_is_unreachable_and_said_so_at_a_bounded_rate(ctx, caplog):
+    """A puller that keeps sending but reads nothing fills its queue at the mapper: every later send fails with
+    EAGAIN, its jobs and cancels lost in silence while it stayed registered and alive (only EHOSTUNREACH, a peer
+    gone, counted), and each failure was a log line. Now a full queue makes its machine unreachable (down, with
+    heartbeat detection: its replicas go back to the queue), and the lines come at most one per period."""
+    exp = _one_machine()
+    mapper = Mapper(exp, "tcp://127.0.0.1:0", context=ctx)
+    try:
+        ident, now = _run_with_puller_m1(mapper)
+        mapper.messages.handle(ident, P.Ready(1.0, now, 1), now)
+        _job_sent(mapper, Job(0, 0, 0.0, 1.0), now)
+        assert mapper.core.jobs[0].status.name == "RUNNING"
+        with caplog.at_level("INFO", logger="mgst"):
+            for _ in range(1000):
+                mapper._undeliverable(ident, 0, zmq.ZMQError(zmq.EAGAIN))
+        assert mapper.core.machines[0].state is MachineState.DOWN and mapper.conns[0].identity is None
+        assert mapper.core.jobs[0].status.name == "QUEUED"
+        lines = [r.getMessage() for r in caplog.records if "could not send" in r.getMessage()]
+        assert len(lines) == 1 and mapper.send_failures == 1000
+    finally:
+        mapper.close()

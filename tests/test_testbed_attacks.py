@@ -847,3 +847,59 @@ def test_what_a_reconnected_puller_left_in_flight_is_superseded_not_hostile(tmp_
             r.stop_waiting()
     finally:
         ctx.destroy(linger=0)
+
+
+def _dealer(ctx: zmq.Context, endpoint: str, keys: security.ClientKeys, routing_id: bytes) -> zmq.Socket:
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.ROUTING_ID, routing_id)  # libzmq lets a peer choose its routing id
+    security.secure_client(sock, keys)
+    sock.connect(endpoint)
+    return sock
+
+
+def test_a_peer_that_takes_a_dropped_machine_s_routing_id_cannot_speak_as_it(tmp_path):
+    """M1's puller drops without a bye; before the mapper notices, a peer with another admitted key (X, bound to
+    no machine) connects under M1's routing id, which libzmq hands it once the old connection is gone. What it
+    says (a heartbeat, a request for work) carries X's key, not M1's: dropped as WRONG_KEY, and M1 stays as it
+    was (not heard, not asking). Before, it was M1 for the mapper: kept alive, sent M1's jobs, its results taken.
+    The mapper is driven by hand (its loop would race the takeover)."""
+    keys = tmp_path / "keys"
+    security.create_keys(keys, ["M1", "M2", "X"])
+    ctx = zmq.Context()
+    mapper = Mapper(small(machines=2), "tcp://127.0.0.1:0", keys=security.server_keys(keys), context=ctx)
+    sockets: list[zmq.Socket] = []
+    routing_id = b"\x01victim-id"
+
+    def receive(timeout_s: float) -> bool:
+        if not mapper.router.socket.poll(int(timeout_s * 1000)):
+            return False
+        mapper.messages.receive_some(10)
+        return True
+
+    try:
+        victim = _dealer(ctx, mapper.endpoint, client_keys(keys, "M1"), routing_id)
+        sockets.append(victim)
+        victim.send(P.encode(hello("M1")))
+        assert receive(10.0) and mapper.conns[0].identity == routing_id
+        seen = mapper.conns[0].last_seen
+        victim.close(linger=0)
+        # The attacker retries until libzmq lets it have the id (it refuses a second connection under an id in use)
+        deadline = time.monotonic() + 20.0
+        while time.monotonic() < deadline:
+            attacker = _dealer(ctx, mapper.endpoint, client_keys(keys, "X"), routing_id)
+            sockets.append(attacker)
+            attacker.send(P.encode(P.Heartbeat(1, time.time(), -1.0, -1.0)))
+            if receive(0.5):
+                break
+        else:
+            pytest.fail("libzmq never gave the attacker the routing id")
+        attacker.send(P.encode(P.Ready(1.0, time.time(), 1)))
+        assert receive(5.0)
+        assert mapper.drops.counts[P.Drop.WRONG_KEY] == 2
+        assert mapper.conns[0].last_seen == seen and mapper.core.machines[0].asking == 0
+    finally:
+        for s in sockets:
+            s.close(linger=0)
+        mapper.close()
+        ctx.destroy(linger=0)

@@ -13,6 +13,7 @@ class Connection:
     """What the mapper knows of the puller serving one machine."""
 
     identity: bytes | None = None  # ZeroMQ routing id, None while not registered
+    key: str | None = None  # the CURVE key (Z85) its admitted hello came with: every message on identity must carry it
     superseded: bytes | None = None  # the routing id its latest hello replaced (its late messages are dropped)
     incarnation: int | None = None
     last_seen: float = 0.0

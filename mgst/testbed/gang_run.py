@@ -50,6 +50,7 @@ from mgst.wire import security
 from mgst.wire.drops import DropLog
 from mgst.wire.frames import Drop, ProtocolError
 from mgst.wire.handshakes import HandshakeWatch
+from mgst.wire.routing_ids import seed_routing_ids
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +149,7 @@ class GangRun:
             if keys is not None:
                 self._admitted = security.AuthorizedKeys(keys.authorized)
                 self._auth = security.start_authenticator(self._context, keys, provider=self._admitted)
+            seed_routing_ids()  # before the socket: its automatic ids start from rand()
             self.socket = self._context.socket(zmq.ROUTER)
             self.socket.setsockopt(zmq.LINGER, 1000)
             self.socket.setsockopt(zmq.MAXMSGSIZE, G.MAX_FRAME)
@@ -345,12 +347,15 @@ class GangRun:
         for _ in range(G.RECEIVE_PER_PASS):  # a member that floods cannot keep the run from its slot boundaries
             if not self.socket.poll(0):
                 return
-            identity, msg, _ = self._recv()
+            identity, msg, key = self._recv()
             q = self.identities.index(identity) if identity in self.identities else -1
             if msg is None:
                 continue  # dropped and counted by _recv
             if q < 0:
                 self._drop(identity, Drop.UNREGISTERED, type(msg).__name__)
+            elif self.member_keys is not None and key != self.member_keys[q]:
+                # a peer that chose a registered member's routing id (its connection gone) speaks with its own key
+                self._drop(identity, Drop.WRONG_KEY, type(msg).__name__)
             elif isinstance(msg, G.StateChanged):
                 # a member's chain moves forward, one boundary at a time, never ahead of the run's clock
                 if not self.reported_slot[q] < msg.slot <= self.now() + 1 or msg.state == self.reported_state[q]:

@@ -58,6 +58,8 @@ TICK = 0.5
 PAUSE_REASON_MAX = 400
 # Rounds of committing and sending in one flush: a failed send may decide more (a machine gone).
 FLUSH_ROUNDS = 100
+# At most one line per this many seconds says that sends failed (a puller that reads nothing fails every one).
+SEND_FAILURE_LOG_PERIOD = 5.0
 # An interrupted run (Ctrl-C, SIGTERM) drains for at most this long (s), not the run's drain time-out (30 s or
 # more): the user wants out, and should have it within 10 s; the jobs still unfinished are cut off.
 INTERRUPT_DRAIN = 4.0
@@ -181,6 +183,10 @@ class Mapper:
         delays = grid_return_delays(experiment)
         self.result_holds = OverheadSampler(delays, self.seed, 0) if delays is not None else None
         self.drops = DropLog(log)
+        # messages that could not leave (their count, and the count and time of the last line saying so)
+        self.send_failures = 0
+        self._send_failures_told = 0
+        self._send_failure_logged = -math.inf
         self.timers = WallTimers()
         self.stopping = False  # set (e.g. by a signal handler) to end generation early and drain
         self.aborting = False  # set to stop at once (a second interrupt): the journal stays consistent
@@ -493,11 +499,19 @@ class Mapper:
             router.send_queued(self._undeliverable)
 
     def _undeliverable(self, identity: bytes, machine: int | None, e: zmq.ZMQError) -> None:
-        """A message to ``identity`` could not leave: if its peer is gone, its machine is unreachable."""
-        log.info("could not send to %s: %s", self.messages.sender(identity), e)
-        gone = e.errno == zmq.EHOSTUNREACH and machine is not None
+        """A message to ``identity`` could not leave: if its peer is gone, or reads nothing (its queue full: what
+        we send it is lost, its jobs and cancels alike), its machine is unreachable. Logged at a bounded rate."""
+        self.send_failures += 1
+        now = time.monotonic()
+        if now - self._send_failure_logged >= SEND_FAILURE_LOG_PERIOD:
+            more = self.send_failures - self._send_failures_told - 1
+            log.info("could not send to %s: %s%s", self.messages.sender(identity), e,
+                     f" ({more} more failed sends since the last line)" if more else "")
+            self._send_failure_logged, self._send_failures_told = now, self.send_failures
+        gone = e.errno in (zmq.EHOSTUNREACH, zmq.EAGAIN) and machine is not None
         if gone and self.by_identity.get(identity) == machine:
-            self.heartbeats.unreachable(machine, time.time(), "unreachable")
+            self.heartbeats.unreachable(machine, time.time(), "unreachable" if e.errno == zmq.EHOSTUNREACH
+                                        else "not reading (its queue is full)")
 
     def _not_told(self) -> set[str]:
         """The machines whose puller the bye may not have reached, which the farewell waits for: with injected

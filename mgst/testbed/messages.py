@@ -166,12 +166,21 @@ class PullerMessages:
                 if type(msg) is P.Hello:
                     key = frames[1].get("User-Id") if self.curve else None
                     self.hello(identity, msg, key or None, now)
+                elif self.curve and self._key_differs(identity, frames[1].get("User-Id") or None):
+                    self._bad(identity, P.Drop.WRONG_KEY, type(msg).__name__)
                 else:
                     self.handle(identity, msg, now)
             except Exception:  # no input may crash the mapper; a bug here must still be seen
                 log.exception("error handling %s from %s", type(msg).__name__, identity.hex()[:16])
                 self.drops.counts[P.Drop.HANDLER_ERROR] += 1
         return True
+
+    def _key_differs(self, identity: bytes, key: str | None) -> bool:
+        """Whether ``identity`` is a registered machine's routing id on a connection authenticated by another key
+        than the machine registered with: libzmq lets a peer choose its routing id, so one with any admitted key
+        could take the id of a connection that dropped, and speak as its machine."""
+        j = self.by_identity.get(identity)
+        return j is not None and self.conns[j].key != key
 
     def sender(self, identity: bytes) -> str:
         """Who ``identity`` is: its machine's name, or the start of the routing id."""
@@ -267,7 +276,11 @@ class PullerMessages:
         anything: not if the machine already asks for the same slots with the same share (then it is a repeat:
         it journals nothing)."""
         m = self.core.machines[j]
-        if m.state is not MachineState.READY or m.silent or m.suspected:
+        if m.silent or m.suspected or m.state is MachineState.DOWN:
+            return True
+        if (m.reclaimed or m.cpu_share <= 0.0) and (share is None or share == m.cpu_share):
+            return False  # no CPU to give: the core would ask for no slot (mgst.core.lifecycle make_ready)
+        if m.state is not MachineState.READY:
             return True
         free = m.slots - len(m.replicas)
         want = free if slots > free else slots
@@ -425,6 +438,7 @@ class PullerMessages:
             self.superseded[conn.identity] = j
         self.superseded.pop(identity, None)
         conn.identity = identity
+        conn.key = key
         conn.incarnation = msg.incarnation
         conn.last_seen = now
         self.by_identity[identity] = j

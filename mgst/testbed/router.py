@@ -14,6 +14,7 @@ import zmq
 from mgst.wire import protocol as P
 from mgst.wire import security
 from mgst.wire.handshakes import HandshakeWatch
+from mgst.wire.routing_ids import seed_routing_ids
 
 log = logging.getLogger("mgst.testbed.mapper")
 
@@ -53,6 +54,7 @@ class Router:
         self.curve = keys is not None  # a message carries its sender's key (User-Id)
         self.outbox: list[tuple[bytes, bytes, int | None]] = []  # (identity, frame, machine), until committed
         try:
+            seed_routing_ids()  # before the socket: its automatic ids start from rand()
             self.socket = self._ctx.socket(zmq.ROUTER)
             self.socket.setsockopt(zmq.LINGER, 0)
             self.socket.setsockopt(zmq.ROUTER_MANDATORY, 1)

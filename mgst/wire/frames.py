@@ -34,6 +34,9 @@ class Drop:
     FRAMES = "wrong frame count"
     DIRECTION = "wrong direction"
     UNREGISTERED = "unregistered sender"
+    # A registered machine's routing id, on a connection authenticated by another key than the one it registered
+    # with (a peer that chose the id of a connection that dropped): never its machine's.
+    WRONG_KEY = "key not the sender's"
     # A registered machine's former connection: what it sent before reconnecting, read after its new hello.
     SUPERSEDED = "superseded connection"
     VERSION = "protocol version"
