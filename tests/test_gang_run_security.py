@@ -183,3 +183,56 @@ def test_the_driver_keys_its_members_in_a_private_folder_and_never_on_a_command_
     assert len(seen["keys"]) == 3 * 2  # the public and secret keys of the mapper and of each member
     for argv in seen["argv"]:
         assert f"--keys {seen['folder']}" in argv and not any(key in argv for key in seen["keys"])
+
+
+def _dealer_as(ctx: zmq.Context, endpoint: str, folder, name: str, routing_id: bytes) -> zmq.Socket:
+    """As _dealer, under a routing id of its choosing (set before it connects)."""
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.ROUTING_ID, routing_id)
+    security.secure_client(sock, security.client_keys(folder / security.PULLERS / f"{name}.key_secret",
+                                                      folder / f"{security.MAPPER}.key"))
+    sock.connect(endpoint)
+    return sock
+
+
+def test_a_member_s_routing_id_taken_by_another_key_once_its_connection_drops_is_not_that_member(tmp_path):
+    """Worker 0's connection drops; member 1's key (admitted, and registered as worker 1) connects again under
+    worker 0's routing id, which libzmq hands it once the old connection is gone (a peer may choose its id). Its
+    state changes come with worker 1's key: dropped as WRONG_KEY, not worker 0's news (they were, before)."""
+    folder = _keys(tmp_path / "keys", 2)
+    ctx = zmq.Context()
+    gang_run = GangRun(_app(2), [markov3_form(MATRIX, 1)] * 2, 0.1, 64, cap=10, context=ctx,
+                       register_timeout=WAIT, keys=security.server_keys(folder))
+    zero = b"\x01worker-zero"
+    socks = []
+    registering = threading.Thread(target=gang_run._register)
+    try:
+        victim = _dealer_as(ctx, gang_run.endpoint, folder, G.member_name(0), zero)
+        member1 = _dealer(ctx, gang_run.endpoint, folder, G.member_name(1))
+        socks += [victim, member1]
+        registering.start()
+        _hello(victim, 0)
+        _hello(member1, 1)
+        registering.join(WAIT)
+        assert not registering.is_alive() and gang_run.identities[0] == zero
+        victim.close(0)
+        deadline = time.monotonic() + WAIT
+        while time.monotonic() < deadline:  # libzmq refuses a second connection under an id in use: retry
+            impostor = _dealer_as(ctx, gang_run.endpoint, folder, G.member_name(1), zero)
+            socks.append(impostor)
+            impostor.send(G.encode(G.StateChanged(2, 1)))  # "worker 0 is DOWN at slot 1"
+            if gang_run.socket.poll(500):
+                break
+        else:
+            pytest.fail("libzmq never gave the impostor the routing id")
+        drops = gang_run.result.drops
+        gang_run._receive_all()
+        assert gang_run.changes == [] and gang_run.result.drops == drops + 1
+        assert gang_run.drop_log.counts[G.Drop.WRONG_KEY] == 1
+    finally:
+        registering.join(WAIT)
+        for sock in socks:
+            sock.close(0)
+        gang_run.close()
+        ctx.term()
