@@ -134,6 +134,7 @@ def files(tmp_path_factory) -> dict[str, str]:
         "sweep_quick_misspelt": anglano.replace("[quick.simulation]\n", "[quick.simulation]\nreplicatons = 3\n"),
         "sweep_shape_tiny": anglano.replace("[options]\n", "[options]\nweibull_shape = 1e-300\n", 1),
         "sweep_processors_huge": casanova.replace("[options]\n", "[options]\nprocessors = 1000000\n", 1),
+        "sweep_cap_below_a_slot": casanova.replace("cap = 1000000.0", "cap = 0.5"),
         "sweep_hosts_huge": (ROOT / "experiments" / "kondo" / "kondo-sdsc.toml").read_text().replace(
             "hosts = 220", "hosts = 1000000000000000000", 1),
     }
@@ -162,6 +163,7 @@ IN_PROCESS = [
     (["sweep", "{sweep_quick_misspelt}", "--out", "{dir}/sw2"], "quick.simulation.replicatons"),
     (["sweep", "{sweep_shape_tiny}", "--out", "{dir}/sw3"], "options.weibull_shape"),
     (["sweep", "{sweep_processors_huge}", "--out", "{dir}/sw4"], "options.processors"),
+    (["sweep", "{sweep_cap_below_a_slot}", "--out", "{dir}/sw5"], "options.cap"),
     (["sweep", "{sweep_hosts_huge}", "--out", "{dir}/sw5"], "options.hosts"),
     (["traces", "generate", "sdsc", "--out", "{own_trace}", "--hosts", "2", "--days", "1"], "already holds"),
     (["traces", "summary", "{negative_trace}"], "spans no time"),

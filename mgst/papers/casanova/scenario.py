@@ -57,8 +57,9 @@ def _check_option(name: str, value: Any) -> str | None:
         ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= most
         return None if ok else f"must be an integer in 1..{most:,}, got {value!r}"
     if name == "cap":
-        ok = isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= 1e9
-        return None if ok else f"must be a number in (0, 1e9], got {value!r}"
+        # in slots: under one, no run can finish (every makespan would be NaN)
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and 1 <= value <= 1e9
+        return None if ok else f"must be a number of slots in [1, 1e9], got {value!r}"
     return "not an option of this scenario; known: exact, present_states, credit, mu, cap, iterations, processors"
 
 
