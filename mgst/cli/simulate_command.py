@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from mgst.cli.options import check_folder, check_horizon_warmup, import_policies
 from mgst.config import MAX_REPLICATIONS, MAX_WORKERS, load_experiment
-from mgst.config.checks import overload_warning
+from mgst.config.checks import overload_warning, simultaneous_bags_warning
 
 if TYPE_CHECKING:
     from mgst.model import Experiment
@@ -50,9 +50,9 @@ def simulate_command(args: argparse.Namespace) -> int:
     overheads = None
     if args.overheads is not None:
         overheads = _overheads(args.overheads, exp)
-    warning = overload_warning(exp)
-    if warning:
-        print(f"mgst: warning: {warning}", file=sys.stderr)
+    for warning in (overload_warning(exp), simultaneous_bags_warning(exp)):
+        if warning:
+            print(f"mgst: warning: {warning}", file=sys.stderr)
 
     show = not args.quiet and sys.stderr.isatty()
 

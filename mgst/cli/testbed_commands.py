@@ -10,7 +10,7 @@ from typing import Any
 
 from mgst.cli.options import check_folder, import_policies
 from mgst.config import ConfigError, load_experiment
-from mgst.config.checks import overload_warning
+from mgst.config.checks import overload_warning, simultaneous_bags_warning
 from mgst.model import EXECUTORS, Experiment
 
 # --farewell at most (s): an hour of answering late pullers is more than any failure of a lab run lasts.
@@ -238,7 +238,8 @@ def run_command(args: argparse.Namespace) -> int:
     late = late_arrivals_warning(exp, exp.testbed.duration if args.duration is None else args.duration,
                                  exp.testbed.time_unit if args.time_unit is None else args.time_unit,
                                  exp.simulation.seed if args.seed is None else args.seed)
-    for warning in (overload_warning(exp), oversubscription_warning(exp, args.executor or exp.testbed.executor), late):
+    for warning in (overload_warning(exp), oversubscription_warning(exp, args.executor or exp.testbed.executor), late,
+                    simultaneous_bags_warning(exp)):
         if warning:
             print(f"mgst: warning: {warning}", file=sys.stderr)
     if network is not None and not args.quiet:

@@ -15,10 +15,13 @@ from mgst.config.experiment import (
     _describe,
     _is_number,
 )
-from mgst.model import BagStream, Experiment, PoissonClasses
+from mgst.model import BagList, BagStream, Experiment, PoissonClasses
 from mgst.workload.bags import normalised_mix
 
-__all__ = ["check_run_length", "check_sweep_run_length", "check_testbed_overrides", "overload_warning"]
+__all__ = [
+    "check_run_length", "check_sweep_run_length", "check_testbed_overrides", "overload_warning",
+    "simultaneous_bags_warning",
+]
 
 
 def overload_warning(exp: Experiment) -> str | None:
@@ -119,3 +122,30 @@ def check_testbed_overrides(
     d = tb.duration if duration is None else float(duration)
     tu = tb.time_unit if time_unit is None else float(time_unit)
     _check_length(experiment, d / tu, "in the testbed run", key, key, None, note=f" ({d:g} s / {tu:g} s each)")
+
+
+# The policies whose default Rank is a bag's Priority (docs/policies.md, "GridBot").
+_PRIORITY_POLICIES = frozenset({"gridbot"})
+
+
+def simultaneous_bags_warning(exp: Experiment) -> str | None:
+    """A warning if a bag list has two bags arriving at the same instant, the higher Priority listed after the lower,
+    under a policy that ranks by Priority: bags that arrive together are seen one at a time in the listed order
+    (docs/readings.md), so a host idle then takes a task of the first, whatever the priorities. Else None."""
+    workload = exp.workload
+    if exp.policy.name not in _PRIORITY_POLICIES or not isinstance(workload, BagList) or not workload.attributes:
+        return None
+    lowest: dict[float, tuple[int, float]] = {}  # arrival time -> the bag of lowest priority listed at it so far
+    for i, ((at, _), attributes) in enumerate(zip(workload.bags, workload.attributes)):
+        priority = dict(attributes).get("Priority", 0)
+        if not _is_number(priority):
+            continue
+        if at not in lowest or priority < lowest[at][1]:
+            lowest[at] = (i, priority)
+        elif priority > lowest[at][1]:
+            k, lower = lowest[at]
+            return (f"workload.bags[{i}] (Priority {priority:g}) arrives at {at:g} with workload.bags[{k}] "
+                    f"(Priority {lower:g}), listed after it: bags that arrive together are seen in the listed order, "
+                    f"so a host idle then takes a task of bags[{k}] first; list them highest Priority first "
+                    "(docs/readings.md, GridBot)")
+    return None
