@@ -362,3 +362,44 @@ def test_a_run_over_ipv6_loopback_completes(tmp_path, no_children_left):
     finally:
         reap([mapper, *pullers])
         stop_pullers(pullers)
+
+
+def test_a_resume_of_a_run_whose_mapper_still_writes_it_is_refused_and_export_says_it_is_going(tmp_path,
+                                                                                               no_children_left):
+    """Two mappers on one journal each add what the other decided: the resume's jobs arrived twice, and were
+    done twice. A mapper holds its run folder's lock while it runs: a --resume meanwhile exits 2 naming its pid,
+    and `mgst export` says the run is going by the lock, not by how recently the journal was written. Once the
+    mapper has stopped, the lock is free whatever way it stopped (here SIGKILL), and the resume goes on."""
+    exp_file = small_file(tmp_path)
+    out = tmp_path / "run"
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    mapper = start_mapper([str(exp_file), "--bind", endpoint, "--out", str(out)])
+    pullers: list[subprocess.Popen] = []
+    second: list[subprocess.Popen] = []
+    try:
+        pullers = start_pullers(endpoint, ["M1", "M2"], tmp_path / "pullers.log")
+        wait_for(lambda: count_events(out / "journal.sqlite", "complete") >= 5, 30, "5 jobs", mapper)
+        p = subprocess.run([sys.executable, "-m", "mgst", "mapper", str(exp_file), "--resume", str(out), "--bind",
+                            f"tcp://127.0.0.1:{free_port()}", "--quiet"], capture_output=True, text=True,
+                           timeout=60, cwd=ROOT)
+        assert p.returncode == 2, p.stderr
+        assert f"a mapper (pid {mapper.pid}) is writing this run" in p.stderr
+        mapper.kill()
+        mapper.wait()
+        stop_pullers(pullers)
+        pullers = []
+        e = subprocess.run([sys.executable, "-m", "mgst", "export", str(out)], capture_output=True, text=True,
+                           timeout=60, cwd=ROOT)
+        assert e.returncode == 0, e.stderr
+        assert "still going" not in e.stderr and "was not closed" in e.stderr  # (killed a moment ago)
+        done = count_events(out / "journal.sqlite", "complete")
+        second = [start_mapper([str(exp_file), "--resume", str(out), "--bind", endpoint])]
+        read_until(second[0], "listening on", 30)  # (its signal handlers are in place from then on)
+        pullers = start_pullers(endpoint, ["M1", "M2"], tmp_path / "pullers.log")
+        wait_for(lambda: count_events(out / "journal.sqlite", "complete") > done, 30, "a job done", second[0])
+        second[0].send_signal(signal.SIGINT)  # the resumed run drains and ends
+        _, stderr = second[0].communicate(timeout=60)
+        assert second[0].returncode == 0, stderr[-2000:]
+    finally:
+        reap([mapper, *second])
+        stop_pullers(pullers)

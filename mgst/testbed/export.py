@@ -12,6 +12,7 @@ from typing import Any
 from mgst.bounded_read import read_text
 from mgst.testbed.beside import Beside, finish_outputs
 from mgst.testbed.replay import replay
+from mgst.testbed.run_lock import run_locked
 from mgst.testbed.run_result import TestbedRun, finish_run
 from mgst.testbed.store import FILENAME, StoreError
 
@@ -53,10 +54,12 @@ def load_run(folder: Path, journal: str = FILENAME) -> TestbedRun:
         rp.journal.store = None
 
 
-def not_closed(run: TestbedRun, now: float | None = None) -> str:
-    """What a run whose journal has no end is: going on, or left by a mapper that died."""
+def not_closed(run: TestbedRun, now: float | None = None, folder: Path | None = None) -> str:
+    """What a run whose journal has no end is: going on, or left by a mapper that died. Its folder's lock says
+    which (mgst.testbed.run_lock); a run of before locks is taken for going on if written to LIVE_WITHIN_S ago."""
     ago = (time.time() if now is None else now) - run.end
-    if ago <= LIVE_WITHIN_S:
+    locked = run_locked(folder) if folder is not None else None
+    if locked or (locked is None and ago <= LIVE_WITHIN_S):
         return (f"the run is still going (its mapper wrote to the journal {max(ago, 0.0):.0f} s ago): these results "
                 "stop where the journal does")
     return (f"the run was not closed: its mapper stopped writing {ago:.0f} s ago without ending it (killed, or its "

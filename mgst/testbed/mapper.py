@@ -42,6 +42,7 @@ from mgst.testbed.resume import Resume, next_item, replay_to_resume
 from mgst.testbed.router import RECEIVE_BATCH, Router
 from mgst.testbed.run_clock import RunClock, WallTimers
 from mgst.testbed.run_dir import NewRunDir
+from mgst.testbed.run_lock import lock_run, note_holder
 from mgst.testbed.run_result import TestbedRun, drain_bound, finish_run
 from mgst.testbed.store import JournalWriteError, RunStore
 from mgst.testbed.wire_availability import availability_forms, availability_until
@@ -234,6 +235,9 @@ class Mapper:
                 self.new_dir.discard()  # (a journal that was there already is a StoreError, raised before it is made)
                 raise
             try:
+                lock = lock_run(self.new_dir.out)  # held while this mapper runs: a --resume meanwhile is refused
+                store.hold_lock(lock)
+                note_holder(lock)
                 store.set_meta(experiment=to_plain(experiment), seed=self.seed, duration=self.duration,
                                time_unit=self.time_unit, executor=self.executor, failures=self.failures,
                                imports=list(imports), security=self.security, created=time.time(),

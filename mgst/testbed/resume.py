@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +24,7 @@ from mgst.testbed.experiment_codec import to_plain
 from mgst.testbed.inputs import changed_inputs, experiment_inputs
 from mgst.testbed.replay import Replayed, replay
 from mgst.testbed.run_clock import RunClock
+from mgst.testbed.run_lock import lock_run, note_holder
 from mgst.workload import JobSource
 
 log = logging.getLogger("mgst.testbed.mapper")
@@ -50,7 +52,15 @@ def replay_to_resume(out: Path, experiment: Experiment, network: dict[str, Any] 
     another experiment, an input file (a trace) that changed since, or another emulated network than
     ``network`` (the one the resumed run's pullers are behind, None: none)."""
     replay_started = time.monotonic()
-    replayed = replay(out)  # (a damaged journal is refused here, finished or not)
+    lock = lock_run(out) if out.is_dir() else None  # RunBusy while its mapper still writes it
+    try:
+        replayed = replay(out)  # (a damaged journal is refused here, finished or not)
+    except BaseException:
+        if lock is not None:
+            os.close(lock)
+        raise
+    if lock is not None:
+        replayed.store.hold_lock(lock)
     replay_s = time.monotonic() - replay_started
     try:
         if run_is_over(replayed.meta):
@@ -61,6 +71,8 @@ def replay_to_resume(out: Path, experiment: Experiment, network: dict[str, Any] 
     except BaseException:
         replayed.store.close()
         raise
+    if lock is not None:
+        note_holder(lock)
     return replayed, replay_s
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from mgst.testbed.run_lock import LOCK_FILE
 from mgst.testbed.store import FILENAME
 
 log = logging.getLogger("mgst.testbed.mapper")
@@ -31,6 +32,7 @@ class NewRunDir:
         """Remove the journal (a run that never began: no job in it) and the folders made for it, if empty."""
         for suffix in JOURNAL_SUFFIXES:
             Path(f"{self.journal}{suffix}").unlink(missing_ok=True)
+        (self.out / LOCK_FILE).unlink(missing_ok=True)  # (its lock goes with the store, closed before this)
         for folder in self.made:
             try:
                 folder.rmdir()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -85,6 +86,7 @@ class RunStore:
             if wal is not None and wal.damaged:
                 raise JournalDamaged(path, wal.describe())
         self.write_error: str | None = None  # set when a write failed: nothing more is written
+        self._lock_fd: int | None = None  # the run folder's lock, held by a mapper writing the journal
         self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -207,8 +209,12 @@ class RunStore:
         except sqlite3.DatabaseError as e:
             raise JournalDamaged(self.path, f"{e} (after event {seq})") from None
 
+    def hold_lock(self, fd: int) -> None:
+        """Keep the run folder's lock (mgst.testbed.run_lock: an open descriptor) until the store is closed."""
+        self._lock_fd = fd
+
     def close(self) -> None:
-        """Commit what is pending and close. Idempotent."""
+        """Commit what is pending and close (and release the run folder's lock, if it holds it). Idempotent."""
         if self._db is None:
             return
         try:
@@ -217,6 +223,9 @@ class RunStore:
         finally:
             self._db.close()
             self._db = None  # type: ignore[assignment]
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
 
 
 def event_rows(db: sqlite3.Connection) -> Iterator[tuple[int, str, bytes]]:
