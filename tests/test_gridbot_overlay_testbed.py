@@ -291,3 +291,28 @@ def wait_for_child(pid: int) -> psutil.Process:
             return children[0]
         time.sleep(0.01)
     raise AssertionError(f"process {pid} started no child in 10 s")
+
+
+@pytest.mark.parametrize("ended", [False, True], ids=["stopped", "finished"])
+def test_resuming_an_overlay_run_says_how_to_have_its_results_or_that_it_finished(tmp_path: Path, ended: bool):
+    """An overlay run is not resumed (its pullers were started by the run that stopped): the refusal names the key
+    and `mgst export`, which writes what the run did; and a finished one is said to be finished, as any finished
+    run is (the refusal came first, so a run killed after its end could not have its results from --resume)."""
+    from mgst.testbed.experiment_codec import to_plain  # noqa: PLC0415
+    from mgst.testbed.resume import RunOver  # noqa: PLC0415
+    from mgst.testbed.store import RunStore  # noqa: PLC0415
+
+    exp = parse_experiment(_data(), "x")
+    out = tmp_path / "run"
+    out.mkdir()
+    store = RunStore(out / "journal.sqlite", create=True)
+    store.set_meta(experiment=to_plain(exp), seed=3, duration=20.0, time_unit=TIME_UNIT, **({"ended": 1.0}
+                                                                                              if ended else {}))
+    store.close()
+    if ended:
+        with pytest.raises(RunOver):
+            run_local(exp, out, resume=True)
+    else:
+        with pytest.raises(ConfigError) as e:
+            run_local(exp, out, resume=True)
+        assert e.value.key == "availability.grids[1].start_hosts" and f"'mgst export {out}'" in str(e.value)

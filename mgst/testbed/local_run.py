@@ -191,8 +191,7 @@ def run_local(
     if grids:
         key = f"availability.grids[{grids[0].index}].start_hosts"
         if resume:
-            raise ConfigError(key, "a run whose grids grow with the overlay cannot be resumed: its pullers are "
-                                   "started by the run that was stopped")
+            _refuse_overlay_resume(out, key)
         if network is not None:
             raise ConfigError(key, "grids that grow with the overlay do not run behind an emulated network (--network)")
     first = first_hosts(experiment, grids) if grids else list(range(len(names)))
@@ -338,3 +337,19 @@ def _watch_relay(net: LabNetwork, mapper: Mapper) -> threading.Event:
 
     threading.Thread(target=watch, name="relay-watch", daemon=True).start()
     return done
+
+
+def _refuse_overlay_resume(out: Path, key: str) -> None:
+    """A run whose grids grow with the overlay is not resumed (its pullers were started by the run that stopped):
+    RunOver if it had finished (as any finished run's resume says; its results written if missing), else a
+    ConfigError naming ``key`` that says how to have what was done."""
+    from mgst.testbed.replay import open_store  # noqa: PLC0415
+    from mgst.testbed.resume import RunOver, run_is_over  # noqa: PLC0415
+
+    store, meta, _ = open_store(out)
+    store.close()
+    if run_is_over(meta):
+        raise RunOver(out)
+    raise ConfigError(key, "a run whose grids grow with the overlay cannot be resumed (its pullers are started by "
+                           f"the run that was stopped): 'mgst export {out}' writes the results of what it did")
+
