@@ -100,7 +100,7 @@ class GangMember:
     """One worker of a gang run; :meth:`run` returns the exit code (0: the mapper's bye)."""
 
     def __init__(self, connect: str, worker: int, context: zmq.Context | None = None,
-                 keys: security.ClientKeys | None = None, insecure: bool = False):
+                 keys: security.ClientKeys | None = None, insecure: bool = False, exit_with: int | None = None):
         if keys is None and not insecure:
             raise ValueError("a gang member needs CURVE keys, or insecure=True to run without them")
         if keys is not None and insecure:
@@ -108,6 +108,10 @@ class GangMember:
         if keys is None:
             log.warning("--insecure: no CURVE; anyone who can reach this machine or %s can pose as the gang run's "
                         "mapper or read its transfers", connect)
+        # The process this member goes with (its run's driver): once it ends, however it ends, the member leaves (its
+        # job killed) rather than wait for a bye that will not come. ProcessLookupError if it has ended already.
+        self.exit_with = exit_with
+        self._parent_fd = os.pidfd_open(exit_with) if exit_with is not None else None
         self.worker = worker
         self.context = context or zmq.Context.instance()
         self.socket = self.context.socket(zmq.DEALER)
@@ -154,6 +158,16 @@ class GangMember:
                     job.kill()
             self._stop_monitor()
             self.socket.close()
+            if self._parent_fd is not None:
+                os.close(self._parent_fd)
+                self._parent_fd = None
+
+    def _parent_gone(self, events: dict) -> bool:
+        """Whether the process of --exit-with has ended (its pidfd, registered in the poll, is readable)."""
+        if self._parent_fd is None or self._parent_fd not in events:
+            return False
+        log.warning("the process it goes with (%d, --exit-with) has ended: leaving", self.exit_with)
+        return True
 
     def _stop_monitor(self) -> None:
         if self.monitor is not None:
@@ -174,8 +188,12 @@ class GangMember:
         poller.register(self.socket, zmq.POLLIN)
         assert self.monitor is not None
         poller.register(self.monitor, zmq.POLLIN)
+        if self._parent_fd is not None:
+            poller.register(self._parent_fd, zmq.POLLIN)
         while (left := deadline - time.monotonic()) > 0:
             events = dict(poller.poll(int(left * 1000) + 1))
+            if self._parent_gone(events):
+                return None
             if self.monitor in events and self._refused():
                 log.error("the mapper refused this member: %s", self.reach.reason())
                 return None
@@ -211,6 +229,8 @@ class GangMember:
     def _loop(self, schedule: SlotSchedule) -> int:
         poller = zmq.Poller()
         poller.register(self.socket, zmq.POLLIN)
+        if self._parent_fd is not None:
+            poller.register(self._parent_fd, zmq.POLLIN)
         while True:
             now = time.time()
             if now >= schedule.ends_at:
@@ -225,6 +245,8 @@ class GangMember:
                 poller.unregister(job.fd)
                 if job.fd in events and job.proc.poll() is not None:
                     self._job_ended(job)
+            if self._parent_gone(events):
+                return 1
             if self.socket in events and self._receive_pass():
                 return 0
 
@@ -354,6 +376,8 @@ def main(argv: list[str] | None = None) -> int:
     auth.add_argument("--keys", type=Path, metavar="DIR",
                       help="the run's key folder: DIR/mapper.key and DIR/pullers/member-Q.key_secret")
     auth.add_argument("--insecure", action="store_true", help="no authentication or encryption (logged)")
+    parser.add_argument("--exit-with", type=int, metavar="PID",
+                        help="leave (its job killed) once process PID ends, however it ends: its run's driver")
     args = parser.parse_args(argv)
     try:
         endpoint = security.check_endpoint(args.connect, bind=False)
@@ -369,7 +393,10 @@ def main(argv: list[str] | None = None) -> int:
         except security.KeyFileError as e:
             parser.exit(2, f"error: --keys: {e}\n")
     logging.basicConfig(level=logging.WARNING, format=f"gang member {args.worker}: %(levelname)s %(message)s")
-    member = GangMember(endpoint, args.worker, keys=keys, insecure=args.insecure)
+    try:
+        member = GangMember(endpoint, args.worker, keys=keys, insecure=args.insecure, exit_with=args.exit_with)
+    except ProcessLookupError:
+        parser.exit(1, f"error: --exit-with: no process {args.exit_with}\n")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         return member.run()

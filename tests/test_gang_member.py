@@ -230,3 +230,43 @@ def test_a_mapper_that_floods_is_read_in_bounded_passes_and_logged_at_a_bounded_
     assert max(passes) <= RECEIVE_PER_PASS
     lines = [r for r in caplog.records if "dropped a message" in r.getMessage()]
     assert 1 <= len(lines) <= 10 + (time.monotonic() - began) / 5 + 1, len(lines)
+
+
+@pytest.mark.parametrize("welcomed", [False, True], ids=["awaiting its welcome", "welcomed"])
+def test_a_member_leaves_once_the_process_it_goes_with_ends(welcomed):
+    """A gang run's driver killed outright (SIGKILL) never says bye: its members waited for one for ever, each with
+    its job. With --exit-with (as mgst.testbed.gang_local starts them) a member leaves once that process ends, in
+    its welcome's wait as in its run; without, it stays (the control)."""
+    ctx = zmq.Context()
+    router = ctx.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    router.bind("tcp://127.0.0.1:*")
+    endpoint = router.getsockopt_string(zmq.LAST_ENDPOINT)
+    procs: list[subprocess.Popen] = []
+    try:
+        driver = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+        procs.append(driver)
+        members = [subprocess.Popen([sys.executable, "-m", "puller.gang_member", "--connect", endpoint, "--worker",
+                                     str(q), "--insecure", *(["--exit-with", str(driver.pid)] if q == 0 else [])],
+                                    stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                   for q in range(2)]
+        procs += members
+        for _ in range(2):
+            assert router.poll(int(WAIT * 1000)), "no hello"
+            identity, frame = router.recv_multipart()
+            hello = G.decode(frame, G.FROM_MEMBER)
+            if welcomed:
+                router.send_multipart([identity, G.encode(G.GangWelcome(
+                    G.GANG_PROTOCOL_VERSION, hello.worker, 0.1, time.time(), markov3_form(MATRIX, 1)))])
+        driver.kill()
+        driver.wait()
+        assert members[0].wait(WAIT) == (1 if welcomed else 2)
+        with pytest.raises(subprocess.TimeoutExpired):
+            members[1].wait(1.0)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        router.close(0)
+        ctx.term()

@@ -30,7 +30,9 @@ def local_members(endpoint: str, workers: int, keys: Path | None,
     try:
         for q in range(workers):
             procs.append(subprocess.Popen([sys.executable, "-m", "puller.gang_member", "--connect", endpoint,
-                                           "--worker", str(q), *auth], stdin=subprocess.DEVNULL,
+                                           "--worker", str(q), *auth,
+                                           "--exit-with", str(os.getpid())],  # (this process killed: they leave)
+                                          stdin=subprocess.DEVNULL,
                                           env={**os.environ, **(env or {})}))
         yield procs
         said_bye = True
