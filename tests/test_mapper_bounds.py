@@ -519,3 +519,25 @@ def test_a_puller_whose_queue_is_full_is_unreachable_and_said_so_at_a_bounded_ra
         assert len(lines) == 1 and mapper.send_failures == 1000
     finally:
         mapper.close()
+
+
+def test_a_request_for_work_while_a_resumed_run_s_clock_stands_still_is_held_until_it_runs(ctx):
+    """A resumed mapper holds model time while its pullers come back; work it sent them meanwhile started and ended
+    at one model instant (a resumed bag run: 50 replicas sent and 39 jobs done so, makespans of a seventh). A
+    request made meanwhile is held, and made once the clock runs again."""
+    exp = _one_machine()
+    mapper = Mapper(exp, "tcp://127.0.0.1:0", context=ctx)
+    try:
+        ident, now = _run_with_puller_m1(mapper)
+        m = mapper.core.machines[0]
+        _job_sent(mapper, Job(0, 0, 0.0, 1.0), now)  # queued: nobody asks
+        mapper.clock.hold(5.0, now + 1.0)  # (as Resume.prepare holds it)
+        mapper.messages.handle(ident, P.Ready(1.0, now + 1.0, 1), now + 1.0)
+        assert m.asking == 0 and mapper.core.jobs[0].status.name == "QUEUED"
+        mapper.messages.handle(ident, P.Heartbeat(1, now + 30.0, -1.0, -1.0), now + 30.0)  # not at a heartbeat either
+        assert m.asking == 0 and mapper.conns[0].ready_held is not None
+        mapper.clock.run_on(now + 31.0)
+        mapper.messages.release_held_requests(now + 31.0)
+        assert mapper.core.jobs[0].status.name == "RUNNING" and mapper.conns[0].ready_held is None
+    finally:
+        mapper.close()

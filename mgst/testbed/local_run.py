@@ -24,7 +24,7 @@ from mgst.model import Experiment
 from mgst.netem.links import LabNetwork, NetworkError, totals
 from mgst.netem.spec import NetworkSpec
 from mgst.testbed.beside import Beside, finish_outputs
-from mgst.testbed.mapper import Mapper
+from mgst.testbed.mapper import REGISTER_TIMEOUT, Mapper
 from mgst.testbed.overlay import (
     MapperOverlay,
     first_hosts,
@@ -220,6 +220,8 @@ def run_local(
         mapper = Mapper(experiment, bind, duration=duration, time_unit=time_unit, seed=seed,
                         progress=progress, executor=executor, keys=keys, insecure=insecure, out=out,
                         imports=imports, resume=resume, begin_with=len(first) if grids else None,
+                        # its pullers are started anew, as a run's first ones: they have as long to register
+                        resume_wait=REGISTER_TIMEOUT,
                         network=None if net is None else _network_settings(net))
         if on_mapper is not None:
             on_mapper(mapper)  # e.g. the CLI's signal handlers

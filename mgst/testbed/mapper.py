@@ -59,6 +59,10 @@ TICK = 0.5
 PAUSE_REASON_MAX = 400
 # Rounds of committing and sending in one flush: a failed send may decide more (a machine gone).
 FLUSH_ROUNDS = 100
+# How long a new run waits for its pullers to register (s), and a resumed one for its pullers to come back (they
+# reconnect by themselves; a resumed `mgst run` starts its pullers anew, and gives them REGISTER_TIMEOUT).
+REGISTER_TIMEOUT = 60.0
+RESUME_WAIT = 10.0
 # At most one line per this many seconds says that sends failed (a puller that reads nothing fails every one).
 SEND_FAILURE_LOG_PERIOD = 5.0
 # An interrupted run (Ctrl-C, SIGTERM) drains for at most this long (s), not the run's drain time-out (30 s or
@@ -99,7 +103,7 @@ class Mapper:
         time_unit: float | None = None,
         seed: int | None = None,
         drain_timeout: float | None = None,
-        register_timeout: float = 60.0,
+        register_timeout: float = REGISTER_TIMEOUT,
         begin_with: int | None = None,
         heartbeat_interval: float | None = None,
         liveness: int = LIVENESS,
@@ -114,7 +118,7 @@ class Mapper:
         resume: bool = False,
         imports: tuple[str, ...] = (),
         farewell: float | None = 0.0,
-        resume_wait: float = 10.0,
+        resume_wait: float = RESUME_WAIT,
         network: dict[str, Any] | None = None,
     ):
         self.security = security.security_mode(bind, keys, insecure)
@@ -363,6 +367,7 @@ class Mapper:
                                              or now - started > self.resume_wait or self.stopping):
                 assert self.resume is not None  # (only a resume holds the clock)
                 next_job, generation_end, drain_deadline = self.resume.end_wait(now, next_job)
+                self.messages.release_held_requests(now)
             # arrivals
             while next_job is not None and clock.t0 is not None and clock.held is None:
                 due = clock.t0 + next_job.submitted * self.time_unit

@@ -226,11 +226,8 @@ class PullerMessages:
             if conn.share_held is not None and self.ready_rate.allow((j, P.Share), now):  # a held share, now
                 (share, state), conn.share_held = conn.share_held, None
                 self._share(j, share, state, now)
-            if conn.ready_held is not None and self.ready_rate.allow(j, now):  # a held request, now
-                (held, received), conn.ready_held = conn.ready_held, None
-                if self._ready_changes(j, held.slots, held.share):
-                    conn.pending = (held.clock, received)
-                    self._ready(identity, j, now, held.share, held.slots)
+            if conn.ready_held is not None and self.clock.held is None and self.ready_rate.allow(j, now):
+                self._apply_held_ready(identity, j, now)  # a held request, now
         elif t is P.Ready:
             if not self._ready_news(j, msg, now):  # a repeat, or too often: nothing journalled now
                 return
@@ -271,6 +268,21 @@ class PullerMessages:
             log.info("%s leaves: %r", self.experiment.machines[j].name, msg.reason[:200])  # (%r: the peer's text)
             self.machine_gone(j, now)
 
+    def _apply_held_ready(self, identity: bytes, j: int, now: float) -> None:
+        """Machine ``j``'s held request for work (``conn.ready_held``), handled now, unless it is a repeat now."""
+        conn = self.conns[j]
+        assert conn.ready_held is not None
+        (held, received), conn.ready_held = conn.ready_held, None
+        if self._ready_changes(j, held.slots, held.share):
+            conn.pending = (held.clock, received)
+            self._ready(identity, j, now, held.share, held.slots)
+
+    def release_held_requests(self, now: float) -> None:
+        """A resumed run's clock runs again: the requests for work its pullers made while it stood still, now."""
+        for j, conn in enumerate(self.conns):
+            if conn.identity is not None and conn.ready_held is not None:
+                self._apply_held_ready(conn.identity, j, now)
+
     def _ready_changes(self, j: int, slots: int, share: float | None = None) -> bool:
         """Whether a request for work for ``slots`` slots at ``share`` (None: the share it has) tells the core
         anything: not if the machine already asks for the same slots with the same share (then it is a repeat:
@@ -308,6 +320,14 @@ class PullerMessages:
     def _ready(self, identity: bytes, j: int, now: float, share: float | None = None,
                slots: int | None = None) -> None:
         m = self.core.machines[j]
+        if self.clock.held is not None:
+            # A resumed run's model time stands still while it waits for its pullers: work sent now would start and
+            # end at one model instant. The request is held (the latest), and made once the clock runs again.
+            conn = self.conns[j]
+            clock = conn.pending[0] if conn.pending[0] is not None else now
+            conn.ready_held = (P.Ready(m.cpu_share if share is None else share, clock,
+                                       m.slots if slots is None else slots), now)
+            return
         if m.state is not MachineState.DOWN and m.free_slots <= 0:  # never drops a replica it runs
             self._bad(identity, P.Drop.READY_WHILE_BUSY)
             return

@@ -92,10 +92,13 @@ def counted_jobs(run: TestbedRun) -> set[int]:
 
 def testbed_bags(run: TestbedRun, keep_rows: bool = False) -> BagReplication:
     """The run's bags as the mapper saw them (model time: submitted as generated, first dispatch when
-    sent, completion when the result arrived), reduced like a simulation's."""
+    sent, completion when the result arrived), reduced like a simulation's; those with a task caught in a mapper
+    outage are not counted."""
     horizon = (run.generation_end - run.t0) / run.time_unit
     bags = list(run.core.all_bags.values())
-    return reduce_bags(SimpleNamespace(bags=bags, replication=0), run.warmup, horizon, keep_rows)
+    # as jobs: a bag with a task caught in a mapper outage is not counted (its times would include it)
+    across = {jl.job.bag for jl in run.journal.jobs.values() if jl.across_outage and jl.job.bag is not None}
+    return reduce_bags(SimpleNamespace(bags=bags, replication=0), run.warmup, horizon, keep_rows, across)
 
 
 def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
