@@ -158,8 +158,6 @@ def test_a_keyed_gang_run_needs_a_key_for_every_member(tmp_path):
 def test_the_driver_keys_its_members_in_a_private_folder_and_never_on_a_command_line(monkeypatch):
     """run_beside (experiments/casanova/run_testbed.py's run) makes one key per member in a new folder of mode 0700,
     names that folder on the members' command lines and nothing secret, and removes it after the run."""
-    import psutil  # noqa: PLC0415
-
     from mgst.papers.casanova.instance import scenario  # noqa: PLC0415
     from mgst.testbed import casanova_beside  # noqa: PLC0415
 
@@ -173,7 +171,9 @@ def test_the_driver_keys_its_members_in_a_private_folder_and_never_on_a_command_
             texts = [(folder / name).read_text() for folder in (keys, keys / security.PULLERS, keys / "authorized")
                      for name in os.listdir(folder) if name.endswith((".key", ".key_secret"))]
             seen["keys"] = {line.split('"')[1] for text in texts for line in text.splitlines() if "-key = " in line}
-            seen["argv"] = [" ".join(psutil.Process(p.pid).cmdline()) for p in procs]
+            # what each member's exec was given, which is what other users see (read from /proc right after the
+            # start, a member still starting its program showed an empty command line on a loaded machine)
+            seen["argv"] = [" ".join(map(str, p.args)) for p in procs]
             yield procs
 
     monkeypatch.setattr(casanova_beside, "local_members", watched)
