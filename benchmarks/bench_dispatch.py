@@ -64,7 +64,7 @@ def measure(pullers: int, arrivals_per_s: float, duration: float, job_ms: float 
             security.create_keys(key_dir, names)
             server_keys = security.server_keys(key_dir)
         mapper = Mapper(exp, "tcp://127.0.0.1:0", drain_timeout=0.0, register_timeout=REGISTER_TIMEOUT,
-                        timeout_factor=0.0, keys=server_keys,
+                        keys=server_keys,  # (no time-outs: the experiment's timeout_factor is 0)
                         out=Path(tmp) / "run" if mode == "journal" else None)
         result: dict = {}
 

@@ -30,6 +30,18 @@ except ImportError:  # the tree before issue 20
     from mgst.mapper import Mapper  # type: ignore[no-redef]
 
 
+def _typed_events(mapper: Mapper) -> tuple | None:
+    """(RunStart, JobArrived) where the mapper takes the core's typed events (``feed(now, event)``), else None."""
+    try:
+        from mgst.core.events import JobArrived, RunStart  # noqa: PLC0415
+    except ImportError:
+        return None
+    import inspect  # noqa: PLC0415
+
+    params = list(inspect.signature(mapper.feed).parameters) if hasattr(mapper, "feed") else []
+    return (RunStart, JobArrived) if params[:2] == ["now", "event"] else None
+
+
 def measure(policy: str, machines: int, cycles: int, rounds: int) -> tuple[float, float]:
     """The best (us per dispatch cycle, us per heartbeat) over ``rounds``."""
     exp = Experiment(name="messages", classes=(JobClass("1", 1.0),),
@@ -39,7 +51,14 @@ def measure(policy: str, machines: int, cycles: int, rounds: int) -> tuple[float
     ctx = zmq.Context()
     mapper = Mapper(exp, "tcp://127.0.0.1:0", context=ctx)
     objects = hasattr(mapper, "messages")  # (else the mixins of before issue 20)
-    feed = mapper.feed if objects else mapper._core
+    events = _typed_events(mapper)
+    if events is not None:  # the core's typed events: feed(now, event)
+        run_start, job_arrived = events
+
+        def feed(kind: str, at: float, *args: object) -> None:
+            mapper.feed(at, run_start() if kind == "start" else job_arrived(*args))
+    else:  # feed(kind, now, *args), as the trees of before typed events had it
+        feed = mapper.feed if objects else mapper._core
     hello = mapper.messages.hello if objects else mapper._hello
     handle = mapper.messages.handle if objects else mapper._handle
     outbox = mapper.router.outbox if objects else mapper._outbox
