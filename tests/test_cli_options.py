@@ -146,3 +146,21 @@ def test_commands_checking_folders_under_one_new_parent_at_once_never_fail(tmp_p
     errors = [p.communicate(timeout=120)[1] for p in procs]
     assert [p.returncode for p in procs] == [0] * 4, errors
     assert not list((tmp_path / "runs").glob("*")) if (tmp_path / "runs").exists() else True
+
+
+@pytest.mark.parametrize(("fqdn", "host"), [("head.lab.example", "head.lab.example"), ("localhost", "HEAD-NODE"),
+                                            ("localhost.localdomain", "HEAD-NODE")])
+def test_the_puller_command_for_a_wildcard_bind_names_this_machine_or_says_to_fill_it_in(monkeypatch, fqdn, host):
+    """Bound to every interface, the mapper's printed puller command names this machine as the lab knows it; a
+    machine whose name is only localhost (no DNS name) gets the placeholder HEAD-NODE, not an address that on a lab
+    machine is that machine itself."""
+    import argparse  # noqa: PLC0415
+    import socket  # noqa: PLC0415
+    from types import SimpleNamespace  # noqa: PLC0415
+
+    from mgst.cli.testbed_commands import _puller_command  # noqa: PLC0415
+
+    monkeypatch.setattr(socket, "getfqdn", lambda *a: fqdn)
+    exp = SimpleNamespace(machines=[SimpleNamespace(name="M1"), SimpleNamespace(name="M2")])
+    command = _puller_command("tcp://*:5555", argparse.Namespace(insecure=False, keys=None), exp)
+    assert command == f"python -m puller --connect tcp://{host}:5555 --machine NAME --keys KEYS"

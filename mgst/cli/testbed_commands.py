@@ -118,6 +118,8 @@ def _puller_command(endpoint: str, args: argparse.Namespace, exp) -> str:
         host, port = endpoint[len("tcp://"):].rsplit(":", 1)
         if host in ("*", "0.0.0.0", "[::]", "::"):
             host = socket.getfqdn()
+            if host.split(".")[0] in ("localhost", "ip6-localhost"):  # a name only this machine answers to
+                host = "HEAD-NODE"
         connect = f"tcp://{host}:{port}"
     name = exp.machines[0].name if len(exp.machines) == 1 else "NAME"
     keys = "--insecure" if args.insecure else f"--keys {shlex.quote(str(args.keys or 'KEYS'))}"
