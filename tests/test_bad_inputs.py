@@ -323,6 +323,7 @@ IN_PROCESS = [
     (["reproduce", "no-such-paper"], "no-such-paper"),
     (["reproduce", "mgst", "--experiments", "/nonexistent/experiments"], "--experiments"),
     (["reproduce", "mgst", "--experiments", A_FILE], "--experiments"),
+    (["reproduce", "mgst", "--experiments", "/nonexistent/x"], "experiments/ at the root of mgst's repository"),
     (["reproduce", "mgst", "--out", A_FILE], "--out"),
     (["reproduce", "mgst", "--out", PROC], "--out"),
     (["reproduce", "mgst", "--workers", "0"], "--workers"),

@@ -13,6 +13,16 @@ from mgst.config import ConfigError
 _MAKE_ATTEMPTS = 5  # check_folder's tries: two commands checking folders under one new parent race over it
 
 
+def check_experiments_folder(path: Path) -> None:
+    """ConfigError naming --experiments unless ``path`` is a folder: the repository's experiments/ (the papers'
+    experiment and sweep files are not installed with the package)."""
+    if not path.is_dir():
+        raise ConfigError("--experiments", f"{path} is not a folder: the papers' experiment and sweep files are in "
+                                           "experiments/ at the root of mgst's repository (they are not installed "
+                                           "with the package); run from there, or give --experiments "
+                                           "PATH/TO/experiments")
+
+
 def check_folder(option: str, path: Path) -> None:
     """ConfigError naming ``option`` unless ``path`` is a folder this user can write a file in, or one that can
     be made. Tried, not guessed from modes (root passes every mode check, a read-only mount or /proc fails

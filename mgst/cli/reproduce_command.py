@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mgst.cli.options import check_folder
+from mgst.cli.options import check_experiments_folder, check_folder
 from mgst.config import MAX_WORKERS, ConfigError, load_experiment
 from mgst.papers import reproduction
 from mgst.papers.reproduction import NOT_CHECKED, VERDICTS, Reproduction, SimulationSlice, SweepSlice
@@ -48,8 +48,7 @@ def reproduce_command(args: argparse.Namespace) -> int:
         raise ConfigError("PAPER", f"no reproduction of {args.paper!r}; known: {', '.join(reproduction.names())}")
     if args.workers is not None and not 1 <= args.workers <= MAX_WORKERS:
         raise ConfigError("--workers", "must be >= 1" if args.workers < 1 else f"must be at most {MAX_WORKERS:,}")
-    if not args.experiments.is_dir():
-        raise ConfigError("--experiments", f"{args.experiments} is not a folder (of the experiment and sweep files)")
+    check_experiments_folder(args.experiments)
     repro = reproduction.get(args.paper)
     slices = repro.quick_slices if args.quick else repro.slices
     options = tuple(args.option)

@@ -8,7 +8,7 @@ import logging
 import sys
 from pathlib import Path
 
-from mgst.cli.options import check_folder, check_horizon_warmup, import_policies
+from mgst.cli.options import check_experiments_folder, check_folder, check_horizon_warmup, import_policies
 from mgst.config import MAX_REPLICATIONS, MAX_WORKERS, ConfigError, load_experiment
 from mgst.wording import plural
 
@@ -28,8 +28,7 @@ def paper_command(args: argparse.Namespace) -> int:
         print(f"mgst: error: not a setting of the paper: {', '.join(unknown)}; known: {', '.join(PAPER)}",
               file=sys.stderr)
         return 2
-    if not args.experiments.is_dir():
-        raise ConfigError("--experiments", f"{args.experiments} is not a folder (of the paper's experiment files)")
+    check_experiments_folder(args.experiments)
     for key, value, least, most in (("--replications", args.replications, 1, MAX_REPLICATIONS),
                                     ("--seed", args.seed, 0, None), ("--workers", args.workers, 1, MAX_WORKERS)):
         if value is not None and value < least:
