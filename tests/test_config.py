@@ -629,7 +629,7 @@ def test_module_exports():
         "parse_experiment",
     }
     assert set(config_checks.__all__) == {"check_run_length", "check_sweep_run_length", "check_testbed_overrides",
-                                          "overload_warning"}
+                                          "overload_warning", "simultaneous_bags_warning"}
 
 
 # ------------------------------------------------------------------ bounds: no traceback, no endless run

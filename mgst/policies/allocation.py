@@ -74,6 +74,10 @@ class Allocation:
         return self.lam <= 1
 
 
+# Below this largest CPU share the LP is solved scaled up (_solve): no experiment's machines all give less.
+TINY_CAPACITY = 2.0 ** -10
+
+
 def solve_allocation(
     rates: Sequence[Sequence[float]],
     arrival_rates: Sequence[float],
@@ -320,6 +324,15 @@ def _solve(r: np.ndarray, alpha: np.ndarray, a: np.ndarray, method: str = "dual"
     active = alpha > 0
     if not active.any():
         return _zeros(math.inf, n, m)
+    top = float(a.max()) if a.size else 0.0
+    if 0.0 < top < TINY_CAPACITY:
+        # Capacities near HiGHS's absolute tolerances (1e-7) come back wrong (a share of 1.2e-7 gave a lambda 50 %
+        # above the optimum): solved scaled up by a power of two, exact both ways, as the LP is linear in (a, delta,
+        # lambda).
+        scale = 2.0 ** -math.floor(math.log2(top))
+        scaled = _solve(r, alpha, a * scale, method)
+        return Allocation(lam=scaled.lam / scale,
+                          delta=tuple(tuple(d / scale for d in row) for row in scaled.delta))
 
     # Only pairs (i, j) that can contribute get a column: active class, machine up,
     # positive rate. The others are fixed at 0, which keeps the optimum a vertex.

@@ -347,9 +347,14 @@ def _refuse_overlay_resume(out: Path, key: str) -> None:
     ConfigError naming ``key`` that says how to have what was done."""
     from mgst.testbed.replay import open_store  # noqa: PLC0415
     from mgst.testbed.resume import RunOver, run_is_over  # noqa: PLC0415
+    from mgst.testbed.store import StoreError  # noqa: PLC0415
 
-    store, meta, _ = open_store(out)
-    store.close()
+    try:
+        store, meta, _ = open_store(out)
+    except StoreError:  # no journal there, or not one: the refusal below says what matters
+        meta = {}
+    else:
+        store.close()
     if run_is_over(meta):
         raise RunOver(out)
     raise ConfigError(key, "a run whose grids grow with the overlay cannot be resumed (its pullers are started by "
