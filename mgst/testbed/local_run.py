@@ -359,4 +359,3 @@ def _refuse_overlay_resume(out: Path, key: str) -> None:
         raise RunOver(out)
     raise ConfigError(key, "a run whose grids grow with the overlay cannot be resumed (its pullers are started by "
                            f"the run that was stopped): 'mgst export {out}' writes the results of what it did")
-
