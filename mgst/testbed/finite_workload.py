@@ -74,7 +74,8 @@ def late_arrivals_warning(experiment: Experiment, duration: float, time_unit: fl
 def bag_makespans(testbed_rows: list[tuple], simulation_rows: list[tuple]) -> list[dict[str, Any]]:
     """Each bag's makespan (Kondo et al.'s: its last task's completion less its submission, model time) on the
     testbed and in the simulation (replication 0: the same bags), with the difference in % of the simulation's;
-    None where a side did not complete the bag. Rows are bags.csv's (mgst.bot_metrics.bag_row)."""
+    None where a side did not complete the bag; and whether the testbed's summary counts it. Rows are bags.csv's
+    (mgst.bot_metrics.bag_row)."""
     sim = {row[1]: row for row in simulation_rows}
     out = []
     for row in testbed_rows[:MAX_BAG_ROWS]:
@@ -84,7 +85,8 @@ def bag_makespans(testbed_rows: list[tuple], simulation_rows: list[tuple]) -> li
         diff = (100.0 * (testbed - simulated) / simulated if testbed is not None and simulated else None)
         out.append({"bag": row[1], "submitted": _number(row[2]), "tasks": row[8],
                     "testbed": testbed, "simulation": simulated,
-                    "difference_pct": None if diff is None else round(diff, 3)})
+                    "difference_pct": None if diff is None else round(diff, 3),
+                    "counted": row[-1] == "Yes"})  # (not: before the warm-up, or caught in a mapper outage)
     return out
 
 
@@ -96,7 +98,9 @@ def format_bag_makespans(rows: list[dict[str, Any]]) -> list[str]:
 
     return [f"bag {r['bag']} ({r['tasks']} tasks, submitted at {r['submitted']:g}): makespan {f(r['testbed'])} on "
             f"the testbed, {f(r['simulation'])} in simulation"
-            + (f" ({r['difference_pct']:+.1f} %)" if r["difference_pct"] is not None else "") for r in rows]
+            + (f" ({r['difference_pct']:+.1f} %)" if r["difference_pct"] is not None else "")
+            + ("" if r.get("counted", True) else "; not counted (before the warm-up, or caught in a mapper outage)")
+            for r in rows]
 
 
 def _number(text: str) -> float | None:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mgst.core.events import MachineDown
+from mgst.core.events import MachineDown, MachineReady
 from mgst.core.state import MachineState
 from mgst.model import Bag, Experiment, Job
 from mgst.testbed.connection import Connection
@@ -136,6 +136,13 @@ class Resume:
         self.wait_started = now
         outage = now - (j.last_wall if j.last_wall is not None else now)
         j.resumed(now, self.clock.t0)
+        # What the old mapper's pullers asked for is withdrawn: a job requeued while the clock stands still (a
+        # returning puller no longer holds its replica) would go to a machine whose puller may not be back, and start
+        # and end at one model instant. Each puller asks again once welcomed; its request is held until the clock
+        # runs (mgst.testbed.messages, _ready).
+        for jdx, m in enumerate(self.core.machines):
+            if m.state is MachineState.READY:
+                self.feed(now, MachineReady(jdx, None, 0))
         log.info("resuming at model time %.3f after an outage of %.1f s: %d jobs, %d running, %d queued",
                  mc, outage, len(j.jobs), len(self.core.running), self.core.queued_count)
         # the generator continues the same seeded sequence where it stopped
