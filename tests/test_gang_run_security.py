@@ -190,6 +190,8 @@ def _dealer_as(ctx: zmq.Context, endpoint: str, folder, name: str, routing_id: b
     sock = ctx.socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.ROUTING_ID, routing_id)
+    # once only: a connection refused because the id is still taken must not come back later, and deliver
+    sock.setsockopt(zmq.RECONNECT_IVL, -1)
     security.secure_client(sock, security.client_keys(folder / security.PULLERS / f"{name}.key_secret",
                                                       folder / f"{security.MAPPER}.key"))
     sock.connect(endpoint)

@@ -853,6 +853,8 @@ def _dealer(ctx: zmq.Context, endpoint: str, keys: security.ClientKeys, routing_
     sock = ctx.socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.ROUTING_ID, routing_id)  # libzmq lets a peer choose its routing id
+    # once only: a connection refused because the id is still taken must not come back later, and deliver
+    sock.setsockopt(zmq.RECONNECT_IVL, -1)
     security.secure_client(sock, keys)
     sock.connect(endpoint)
     return sock
