@@ -335,6 +335,7 @@ def instances(draw):
 @given(instances())
 # a machine whose share is near HiGHS's absolute tolerances: lambda came back 50 % above the optimum (solved scaled)
 @example((((1.0,), (1.0,), (1.0,), (1.0,)), (0.0, 0.0, 0.0625, 0.125), (1.192092896e-07,)))
+@example((((1.0,),), (1.0,), (5e-324,)))  # a subnormal share: its scale must not overflow
 def test_property_matches_linprog(inst):
     rates, alpha, avail = inst
     assume(any(a > 0 for a in alpha))

@@ -329,7 +329,8 @@ def _solve(r: np.ndarray, alpha: np.ndarray, a: np.ndarray, method: str = "dual"
         # Capacities near HiGHS's absolute tolerances (1e-7) come back wrong (a share of 1.2e-7 gave a lambda 50 %
         # above the optimum): solved scaled up by a power of two, exact both ways, as the LP is linear in (a, delta,
         # lambda).
-        scale = 2.0 ** -math.floor(math.log2(top))
+        # top * 2**k in [0.5, 1); at most 2**1000 a step (a subnormal share needs two), so that no scale overflows
+        scale = math.ldexp(1.0, min(-math.frexp(top)[1], 1000))
         scaled = _solve(r, alpha, a * scale, method)
         return Allocation(lam=scaled.lam / scale,
                           delta=tuple(tuple(d / scale for d in row) for row in scaled.delta))
