@@ -251,13 +251,22 @@ def test_a_member_leaves_once_the_process_it_goes_with_ends(welcomed):
                                     stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                    for q in range(2)]
         procs += members
+        identities = {}
         for _ in range(2):
             assert router.poll(int(WAIT * 1000)), "no hello"
             identity, frame = router.recv_multipart()
             hello = G.decode(frame, G.FROM_MEMBER)
+            identities[hello.worker] = identity
             if welcomed:
                 router.send_multipart([identity, G.encode(G.GangWelcome(
                     G.GANG_PROTOCOL_VERSION, hello.worker, 0.1, time.time(), markov3_form(MATRIX, 1)))])
+        if welcomed:  # member 0 in its run: it reports its chain's first move (a slot is 0.1 s)
+            deadline = time.monotonic() + WAIT
+            while router.poll(max(0, int((deadline - time.monotonic()) * 1000))):
+                if router.recv_multipart()[0] == identities[0]:
+                    break
+            else:
+                pytest.fail("member 0 said nothing after its welcome")
         driver.kill()
         driver.wait()
         assert members[0].wait(WAIT) == (1 if welcomed else 2)
