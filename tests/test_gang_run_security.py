@@ -38,10 +38,15 @@ def _keys(folder, workers: int):
     return folder
 
 
-def _dealer(ctx: zmq.Context, endpoint: str, folder, name: str) -> zmq.Socket:
-    """A member's socket with the pair pullers/NAME.key_secret of ``folder``, trusting its mapper.key."""
+def _dealer(ctx: zmq.Context, endpoint: str, folder, name: str, routing_id: bytes | None = None) -> zmq.Socket:
+    """A member's socket with the pair pullers/NAME.key_secret of ``folder``, trusting its mapper.key; with
+    ``routing_id``, under that id of its choosing, connecting once (a connection refused because the id is still
+    taken must not come back later, and deliver)."""
     sock = ctx.socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
+    if routing_id is not None:
+        sock.setsockopt(zmq.ROUTING_ID, routing_id)
+        sock.setsockopt(zmq.RECONNECT_IVL, -1)
     security.secure_client(sock, security.client_keys(folder / security.PULLERS / f"{name}.key_secret",
                                                       folder / f"{security.MAPPER}.key"))
     sock.connect(endpoint)
@@ -185,19 +190,6 @@ def test_the_driver_keys_its_members_in_a_private_folder_and_never_on_a_command_
         assert f"--keys {seen['folder']}" in argv and not any(key in argv for key in seen["keys"])
 
 
-def _dealer_as(ctx: zmq.Context, endpoint: str, folder, name: str, routing_id: bytes) -> zmq.Socket:
-    """As _dealer, under a routing id of its choosing (set before it connects)."""
-    sock = ctx.socket(zmq.DEALER)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.setsockopt(zmq.ROUTING_ID, routing_id)
-    # once only: a connection refused because the id is still taken must not come back later, and deliver
-    sock.setsockopt(zmq.RECONNECT_IVL, -1)
-    security.secure_client(sock, security.client_keys(folder / security.PULLERS / f"{name}.key_secret",
-                                                      folder / f"{security.MAPPER}.key"))
-    sock.connect(endpoint)
-    return sock
-
-
 def test_a_member_s_routing_id_taken_by_another_key_once_its_connection_drops_is_not_that_member(tmp_path):
     """Worker 0's connection drops; member 1's key (admitted, and registered as worker 1) connects again under
     worker 0's routing id, which libzmq hands it once the old connection is gone (a peer may choose its id). Its
@@ -210,7 +202,7 @@ def test_a_member_s_routing_id_taken_by_another_key_once_its_connection_drops_is
     socks = []
     registering = threading.Thread(target=gang_run._register)
     try:
-        victim = _dealer_as(ctx, gang_run.endpoint, folder, G.member_name(0), zero)
+        victim = _dealer(ctx, gang_run.endpoint, folder, G.member_name(0), zero)
         member1 = _dealer(ctx, gang_run.endpoint, folder, G.member_name(1))
         socks += [victim, member1]
         registering.start()
@@ -221,7 +213,7 @@ def test_a_member_s_routing_id_taken_by_another_key_once_its_connection_drops_is
         victim.close(0)
         deadline = time.monotonic() + WAIT
         while time.monotonic() < deadline:  # libzmq refuses a second connection under an id in use: retry
-            impostor = _dealer_as(ctx, gang_run.endpoint, folder, G.member_name(1), zero)
+            impostor = _dealer(ctx, gang_run.endpoint, folder, G.member_name(1), zero)
             socks.append(impostor)
             impostor.send(G.encode(G.StateChanged(2, 1)))  # "worker 0 is DOWN at slot 1"
             if gang_run.socket.poll(500):

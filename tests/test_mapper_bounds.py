@@ -334,6 +334,18 @@ def _job_sent(mapper: Mapper, job: Job, t: float) -> None:
     mapper.feed(t, JobArrived(job))
 
 
+def _one_result_reported(mapper: Mapper) -> tuple[bytes, float, P.Done]:
+    """M1 registered, asking, sent job 0, and its result reported asking for more (at now + 0.2): M1's identity,
+    the time and that Done, to replay."""
+    ident, now = _run_with_puller_m1(mapper)
+    mapper.messages.handle(ident, P.Ready(1.0, now, 1), now)
+    _job_sent(mapper, Job(0, 0, 0.0, 1.0), now)
+    (replica,) = mapper.core.machines[0].replicas
+    done = P.Done(replica, now, now, now + 0.1, 1.0, True)
+    mapper.messages.handle(ident, done, now + 0.2)
+    return ident, now, done
+
+
 def test_a_done_asking_for_work_after_a_held_ready_counts_both(ctx):
     """A Ready held by the rate, then a Done(ready=True): the puller counts the Ready's slots plus the one
     the Done frees. The mapper must too, whatever the held Ready would say when applied later (it would
@@ -419,13 +431,8 @@ def test_a_replayed_result_asking_for_work_feeds_the_core_nothing_more(ctx):
     exp = _one_machine()
     mapper = Mapper(exp, "tcp://127.0.0.1:0", context=ctx)
     try:
-        ident, now = _run_with_puller_m1(mapper)
+        ident, now, done = _one_result_reported(mapper)
         m = mapper.core.machines[0]
-        mapper.messages.handle(ident, P.Ready(1.0, now, 1), now)
-        _job_sent(mapper, Job(0, 0, 0.0, 1.0), now)
-        (replica,) = m.replicas
-        done = P.Done(replica, now, now, now + 0.1, 1.0, True)
-        mapper.messages.handle(ident, done, now + 0.2)
         assert mapper.core.jobs[0].status.name == "DONE" and m.state is MachineState.READY and m.asking == 1
         fed: list[str] = []
         feed = mapper.messages.feed
@@ -475,13 +482,8 @@ def test_a_replayed_result_asking_for_work_while_the_machine_has_no_cpu_to_give_
     exp = _one_machine()
     mapper = Mapper(exp, "tcp://127.0.0.1:0", context=ctx)
     try:
-        ident, now = _run_with_puller_m1(mapper)
+        ident, now, done = _one_result_reported(mapper)
         m = mapper.core.machines[0]
-        mapper.messages.handle(ident, P.Ready(1.0, now, 1), now)
-        _job_sent(mapper, Job(0, 0, 0.0, 1.0), now)
-        (replica,) = m.replicas
-        done = P.Done(replica, now, now, now + 0.1, 1.0, True)
-        mapper.messages.handle(ident, done, now + 0.2)
         mapper.messages.handle(ident, share, now + 0.3)
         assert (m.cpu_share, m.reclaimed, m.asking) == (share.share, bool(share.state), 0)
         fed: list[str] = []
