@@ -16,6 +16,9 @@ from mgst.availability.process import Period
 # cycles at most 50 times a second (measured: no socket or descriptor left over). The simulation beside a run
 # draws the unclamped law, so the two differ only for laws whose periods, times the time unit, can be this short.
 MIN_PERIOD = 0.01
+# The most periods a schedule passes over to start at a model time past the law's start (a resumed run re-basing
+# its pullers): about 0.7 s of draws on this machine. A mapper asking for more is refused, the schedule kept.
+MAX_SKIPPED_PERIODS = 1_000_000
 
 
 class AvailabilitySchedule:
@@ -25,18 +28,34 @@ class AvailabilitySchedule:
     same seed and law (``mgst.availability``: ``failures`` is the wire form the mapper sent),
     scaled to wall seconds by ``time_unit``: a testbed run and its simulation fail, reclaim and
     slow the same machines at the same model times. ``share`` is the welcome's a_j (a law's UP
-    share). A period shorter than MIN_PERIOD wall seconds lasts MIN_PERIOD. ValueError, naming
-    what is wrong, for a law that cannot be played.
+    share). ``at``: the model time ``now`` is in the law (0: its start); the period under way then
+    is played for what is left of it. A period shorter than MIN_PERIOD wall seconds lasts MIN_PERIOD.
+    ValueError, naming what is wrong, for a law that cannot be played (or more than
+    MAX_SKIPPED_PERIODS periods before ``at``).
     """
 
-    def __init__(self, failures: Any, machine: int, time_unit: float, now: float, share: float):
+    def __init__(self, failures: Any, machine: int, time_unit: float, now: float, share: float,
+                 at: float = 0.0):
         if not (isinstance(time_unit, int | float) and math.isfinite(time_unit) and time_unit > 0):
             raise ValueError(f"time_unit must be a positive number of seconds, not {time_unit!r}")
+        if not (isinstance(at, int | float) and math.isfinite(at) and at >= 0):
+            raise ValueError(f"the model time to start at must be a finite number >= 0, not {at!r}")
         self.failures = tuple(failures) if isinstance(failures, list | tuple) else failures
         self._process = availability.process_from_wire(failures, machine, share)
         self.time_unit = time_unit
         self.period: Period = self._process.next()  # the current one
-        self.ends_at = now + self._wall(self.period.duration)
+        left = self.period.duration  # of the current period, from ``at``
+        if at > 0:
+            end = self.period.duration  # model time the current period ends at
+            for _ in range(MAX_SKIPPED_PERIODS):
+                if end > at:
+                    break
+                self.period = self._process.next()
+                end += self.period.duration
+            else:
+                raise ValueError(f"more than {MAX_SKIPPED_PERIODS:,} periods of the law before model time {at:.6g}")
+            left = end - at
+        self.ends_at = now + self._wall(left)
 
     def _wall(self, duration: float) -> float:
         """A period's length (model time) in wall seconds, at least MIN_PERIOD (inf stays inf)."""

@@ -503,7 +503,12 @@ class Puller:
         elif t is P.Pace:
             self.slots.set_pace(msg.replica, msg.pace, now)
         elif t is P.Begin:
-            self._start_failures(msg.failures, now)
+            if self.failures is None:
+                self._start_failures(msg.failures, now, msg.at)
+            elif self.welcome is None:  # (offline: the mapper it heard last is not its mapper now)
+                self.drops.drop(P.Drop.UNREGISTERED, f"the mapper of {self.machine}", "Begin before a welcome")
+            else:
+                self._rebase_failures(msg, now)
         elif t is P.Refused:
             if msg.fatal:
                 log.error("%s: the mapper refused this puller: %s", self.machine, shown_reason(msg.reason))
@@ -560,14 +565,15 @@ class Puller:
         """Seconds without a welcome before leaving: longer once the mapper said the run is paused."""
         return self.give_up if self.paused_at is None else max(self.give_up, PAUSE_GIVE_UP)
 
-    def _start_failures(self, failures: tuple | None, now: float) -> bool:
-        """Inject the mapper's failure law from now on (once); False if it cannot be used (exiting)."""
+    def _start_failures(self, failures: tuple | None, now: float, at: float = 0.0) -> bool:
+        """Inject the mapper's failure law from now on (once), now being model time ``at`` of it; False if it
+        cannot be used (exiting)."""
         if failures is None or self.failures is not None or self.welcome is None:
             return True
         try:
             self.limits.failure_law(failures)  # (Unusable, a ValueError)
             self.failures = AvailabilitySchedule(failures, self.welcome.machine, self.welcome.time_unit, now,
-                                                 self.welcome.share)
+                                                 self.welcome.share, at)
         except ValueError as e:
             log.error("%s: cannot inject the mapper's failures %s: %s", self.machine,
                       printable(repr(failures), MAX_SHOWN), printable(str(e), MAX_SHOWN))
@@ -577,6 +583,30 @@ class Puller:
             return False
         self._enter(self.failures.period, now)
         return True
+
+    def _rebase_failures(self, msg: P.Begin, now: float) -> None:
+        """A Begin while the law already plays: a resumed mapper's clock runs again at model time ``msg.at``.
+        Model time stood still through its outage and its wait while this schedule ran on: play the law from
+        ``msg.at`` now (which may begin with the rest of a DOWN period). A law this puller cannot play from there
+        is dropped, its schedule kept."""
+        assert self.welcome is not None
+        if msg.failures is None:
+            return
+        try:
+            self.limits.failure_law(msg.failures)
+            schedule = AvailabilitySchedule(msg.failures, self.welcome.machine, self.welcome.time_unit, now,
+                                            self.welcome.share, msg.at)
+        except ValueError as e:  # (Unusable is one)
+            self.drops.drop(P.Drop.BAD_VALUE, f"the mapper of {self.machine}",
+                            f"a Begin at model time {msg.at:.6g} this puller cannot play: "
+                            f"{printable(str(e), MAX_SHOWN)}; its schedule is kept")
+            return
+        was = self.failures.period
+        self.failures = schedule
+        log.info("%s: the mapper's clock runs again at model time %.3f: availability re-based (%s until %.3f s "
+                 "from now, was %s)", self.machine, msg.at, schedule.period.state.name.lower(),
+                 schedule.ends_at - now, was.state.name.lower())
+        self._enter(schedule.period, now)
 
     def _welcomed(self, msg: P.Welcome, now: float) -> None:
         if msg.version != P.PROTOCOL_VERSION:

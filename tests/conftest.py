@@ -4,6 +4,7 @@ processes or sockets."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import psutil
 import pytest
@@ -11,6 +12,8 @@ import zmq
 from helpers import is_suspended
 from puller_fakes import FakeMapper, ThreadPuller
 from slurm_cluster import slurm  # noqa: F401 (a fixture: a Slurm cluster of this machine's, for a test)
+
+from mgst.wire import security
 
 # Workers by default (pytest-xdist): CI's machine has 2 cores, and most of the suite's wall time is spent waiting
 # on real time (pullers, mappers, time units), which a second worker overlaps. `-n 0` or `-p no:xdist` runs
@@ -52,6 +55,20 @@ def ctx() -> Iterator[zmq.Context]:
         yield c
     finally:
         c.destroy(linger=0)
+
+
+@pytest.fixture
+def keydir(tmp_path: Path) -> Path:
+    """A key folder (mgst.wire.security) for the mapper and one puller, M1."""
+    folder = tmp_path / "keys"
+    security.create_keys(folder, ["M1"])
+    return folder
+
+
+@pytest.fixture
+def mapper(ctx: zmq.Context, keydir: Path) -> FakeMapper:
+    """A fake mapper that holds the real mapper's secret key (of ``keydir``)."""
+    return FakeMapper(ctx, security.server_keys(keydir))
 
 
 @pytest.fixture

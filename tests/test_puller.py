@@ -101,19 +101,6 @@ def pullers(tmp_path: Path) -> Iterator[Pullers]:
         p.close()
 
 
-@pytest.fixture
-def keydir(tmp_path: Path) -> Path:
-    folder = tmp_path / "keys"
-    security.create_keys(folder, ["M1"])
-    return folder
-
-
-@pytest.fixture
-def mapper(ctx: zmq.Context, keydir: Path) -> FakeMapper:
-    """A fake mapper that holds the real mapper's secret key."""
-    return FakeMapper(ctx, security.server_keys(keydir))
-
-
 # Seconds a puller facing the wrong mapper gets to say why (its first retry comes 0.5 s after its first hello; the
 # rest is its start on a busy machine).
 SAYS_WHY_WITHIN = 30.0

@@ -382,7 +382,7 @@ _message = st.one_of(
     st.builds(P.CancelMsg, replica=st.one_of(st.integers(0, 3), _nat)),
     st.builds(P.Share, share=_unit, state=st.sampled_from([0, 1])),
     st.builds(P.Pace, replica=st.one_of(st.integers(0, 3), _nat), pace=_unit),
-    st.builds(P.Begin, failures=_law),
+    st.builds(P.Begin, failures=_law, at=st.one_of(st.just(0.0), st.sampled_from((0.5, 50.0, 1e12)), _nonneg)),
     st.builds(P.Heartbeat, seq=_nat, clock=_finite, echo=_finite, echo_received=_finite),
     st.builds(P.Bye, reason=_text),
     st.builds(P.Refused, reason=st.one_of(_text, st.just("r" * 20_000)), fatal=st.booleans()),

@@ -22,24 +22,11 @@ from puller_fakes import FakeMapper, ThreadPuller, client_keys, job
 from adjuster.throttle import available_backends
 from mgst.availability.registry import process_from_wire
 from mgst.wire import protocol as P
-from mgst.wire import security
 from puller.allowlist import AllowList
 from puller.runner import Runner
 
 # Timer tolerance on the puller's own clock (poll granularity, a loaded test machine), seconds.
 TOL = 0.08
-
-
-@pytest.fixture
-def keydir(tmp_path: Path) -> Path:
-    folder = tmp_path / "keys"
-    security.create_keys(folder, ["M1"])
-    return folder
-
-
-@pytest.fixture
-def mapper(ctx: zmq.Context, keydir: Path) -> FakeMapper:
-    return FakeMapper(ctx, security.server_keys(keydir))
 
 
 @pytest.fixture

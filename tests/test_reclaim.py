@@ -39,18 +39,6 @@ UP, RECLAIMED, DOWN = int(State.UP), int(State.RECLAIMED), int(State.DOWN)
 
 
 @pytest.fixture
-def keydir(tmp_path: Path) -> Path:
-    folder = tmp_path / "keys"
-    security.create_keys(folder, ["M1"])
-    return folder
-
-
-@pytest.fixture
-def mapper(ctx: zmq.Context, keydir: Path) -> FakeMapper:
-    return FakeMapper(ctx, security.server_keys(keydir))
-
-
-@pytest.fixture
 def start(mapper: FakeMapper, keydir: Path, ctx: zmq.Context):
     made: list[ThreadPuller] = []
 

@@ -367,6 +367,7 @@ class Mapper:
                                              or now - started > self.resume_wait or self.stopping):
                 assert self.resume is not None  # (only a resume holds the clock)
                 next_job, generation_end, drain_deadline = self.resume.end_wait(now, next_job)
+                self._rebase_failures(now)
                 self.messages.release_held_requests(now)
             # arrivals
             while next_job is not None and clock.t0 is not None and clock.held is None:
@@ -494,6 +495,19 @@ class Mapper:
                     self.router.send(conn.identity, P.Begin(self.messages.failure_law(j)), j)
         log.info("%d of %d pullers registered; generating jobs for %.1f s", self.registered(), len(self.conns),
                  self.duration)
+
+    def _rebase_failures(self, now: float) -> None:
+        """A resumed run's clock runs again: each puller playing a failure law is told the model time (a Begin),
+        on which it re-bases its schedule (which ran on through the outage and the wait, while model time stood
+        still); one away now is told at its next welcome."""
+        if not self.failures:
+            return
+        at = self.clock.model_now(now)
+        for j, conn in enumerate(self.conns):
+            if conn.identity is not None:
+                self.router.send(conn.identity, P.Begin(self.messages.failure_law(j), at), j)
+            else:
+                self.messages.rebase_pending.add(j)
 
     # ------------------------------------------------------------------ sending (after the journal has it)
 

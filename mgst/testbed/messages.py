@@ -121,6 +121,9 @@ class PullerMessages:
         # each machine's availability as its puller plays it from the run's start (made by the mapper), and until when
         self.availability_forms = availability_forms
         self.availability_until = availability_until
+        # After a resume, the machines whose puller was away when the clock ran again: at its next welcome it is told
+        # the model time (a Begin), on which it re-bases the law it plays (mgst.testbed.mapper, _rebase_failures).
+        self.rebase_pending: set[int] = set()
         self.names = {m.name: j for j, m in enumerate(experiment.machines)}
         # With per-machine keys (mgst keys), authorized/NAME.key binds machine NAME to its key from the
         # start: another admitted key cannot take a name whose puller has not registered yet.
@@ -474,6 +477,9 @@ class PullerMessages:
                                        if self.clock.t0 is not None else None),
                                       m.slots,
                                       self.experiment.simulation.checkpoint_interval or 0.0), j)
+        if j in self.rebase_pending and self.clock.t0 is not None and self.clock.held is None:
+            self.rebase_pending.discard(j)
+            self.send(identity, P.Begin(self.failure_law(j), self.clock.model_now(now)), j)
         if self.core.machines[j].state is MachineState.DOWN:
             self.journal.machine_up(j, now)
             self.feed(now, MachineUp(j, m.availability))

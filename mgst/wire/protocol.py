@@ -26,8 +26,9 @@ from mgst.wire.frames import Bounds, Drop, ProtocolError, Schema, check_fields, 
 # Bumped on any incompatible change; a hello with another version is refused. 4: three-state availability
 # (a puller reports its own CPU share with Share; markov3 and trace laws in Welcome and Begin). 5: the core owns
 # progress: a job's pace (JobMsg.pace, then Pace: 0 while it waits on the host for a CPU), and the availability
-# state beside the share (Share.state: a RECLAIMED machine asks for no work).
-PROTOCOL_VERSION = 6
+# state beside the share (Share.state: a RECLAIMED machine asks for no work). 7: Begin.at, where in the law model
+# time is now (a resumed run re-bases its pullers' schedules on its clock).
+PROTOCOL_VERSION = 7
 
 # The most slots (replicas at once) a puller may have; bounds every per-slot list on the wire.
 MAX_SLOTS = 64
@@ -190,9 +191,13 @@ class Begin(NamedTuple):
 
     A puller welcomed before the run began got no failure law in its welcome, so that
     failures cannot keep the machines from all being up at the start, as the simulation has them.
+    ``at`` is the model time now in the law's schedule: 0 at the run's start; a resumed mapper whose
+    clock runs again sends its model time, and a puller already playing the law re-bases its schedule
+    on it (the outage and the wait stood model time still while the puller's schedule ran on).
     """
 
     failures: tuple | None
+    at: float = 0.0
 
 
 class Share(NamedTuple):
@@ -354,7 +359,7 @@ _SCHEMA: Schema = {
     "cancel": (CancelMsg, {"replica": _nat}),
     "share": (Share, {"share": _share, "state": _up_state}),
     "pace": (Pace, {"replica": _nat, "pace": _frac}),
-    "begin": (Begin, {"failures": _failures}),
+    "begin": (Begin, {"failures": _failures, "at": _nonneg}),
     "refused": (Refused, {"reason": _reason, "fatal": _bool}),
     "paused": (Paused, {"reason": _text}),
 }

@@ -1,0 +1,229 @@
+"""A resumed run re-bases the failure law its pullers play on its clock (Begin.at).
+
+Model time stands still through a mapper's outage and its successor's wait for its pullers, while each puller's
+schedule runs on in wall time: without a re-base, every failure after a resume came early in model time by the
+outage and the wait. The schedule's arithmetic (no processes), a puller against a fake mapper (in a thread,
+loopback), and a real mapper killed and resumed with real pullers (loopback, children reaped).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import signal
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import msgpack
+import pytest
+import zmq
+from puller_fakes import FakeMapper, ThreadPuller, client_keys
+from test_resume import TRACE_TOML, count_events, free_port, reap, start_mapper, wait_for
+
+from adjuster.failures import MAX_SKIPPED_PERIODS, AvailabilitySchedule
+from mgst.availability import State
+from mgst.config import load_experiment
+from mgst.testbed.local_run import start_pullers, stop_pullers
+from mgst.testbed.mapper import Mapper
+from mgst.wire import protocol as P
+from mgst.wire import security
+
+UP, RECLAIMED, DOWN = int(State.UP), int(State.RECLAIMED), int(State.DOWN)
+TRACE = ("trace", [[10.0, UP, 1.0], [5.0, DOWN, 0.0], [20.0, RECLAIMED, 0.5], [7.0, UP, 1.0]])
+
+
+# ---------------------------------------------------------------- the schedule
+
+
+@pytest.mark.parametrize("at, state, left, then", [
+    (0.0, State.UP, 10.0, State.DOWN),  # the run's start: as before
+    (4.0, State.UP, 6.0, State.DOWN),
+    (12.0, State.DOWN, 3.0, State.RECLAIMED),  # within a DOWN period: the rest of it
+    (15.0, State.RECLAIMED, 20.0, State.UP),  # at a boundary: the next period, whole
+    (34.5, State.RECLAIMED, 0.5, State.UP),
+    (38.0, State.UP, 4.0, None),  # within the trace's last period
+])
+def test_a_schedule_started_at_a_model_time_plays_the_rest_of_the_period_under_way(at, state, left, then) -> None:
+    unit, now = 0.5, 1000.0
+    schedule = AvailabilitySchedule(TRACE, 0, unit, now, 1.0, at)
+    assert schedule.period.state is state
+    assert schedule.ends_at == pytest.approx(now + left * unit)
+    if then is not None:
+        assert schedule.advance(schedule.ends_at).state is then
+
+
+@pytest.mark.parametrize("law", [("exponential", 40.0, 8.0, 11), ("weibull", 60.0, 0.7, 9.0, 3.0, 5)])
+def test_a_law_started_at_a_model_time_is_the_tail_of_the_same_law_from_its_start(law) -> None:
+    """The periods from model time ``at`` are those the law plays from its start (as the simulation beside the run
+    does), from ``at`` on: the boundaries are the same model times."""
+    unit = 1.0  # (model time = wall time from 0; the laws' periods are far above MIN_PERIOD)
+    whole = AvailabilitySchedule(law, 3, unit, 0.0, 1.0)
+    boundaries, states = [], [whole.period.state]
+    for _ in range(60):
+        boundaries.append(whole.ends_at)
+        states.append(whole.advance(whole.ends_at).state)
+    at = (boundaries[20] + boundaries[21]) / 2  # within the 22nd period
+    late = AvailabilitySchedule(law, 3, unit, 500.0, 1.0, at)
+    assert late.period.state is states[21]
+    for k in range(21, 59):  # each boundary at the same model time: ``at`` is wall 500 now
+        assert late.ends_at - 500.0 + at == pytest.approx(boundaries[k], rel=1e-12, abs=1e-9)
+        assert late.advance(late.ends_at).state is states[k + 1]
+
+
+def test_a_model_time_past_more_periods_than_the_bound_is_refused_saying_so() -> None:
+    law = ("exponential", 1e-3, 1e-3, 1)  # a period of 1e-3 on average: 1,000,000 in about 1,000 time units
+    with pytest.raises(ValueError, match=f"more than {MAX_SKIPPED_PERIODS:,} periods"):
+        AvailabilitySchedule(law, 0, 1.0, 0.0, 1.0, 1e5)
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="model time to start at"):
+            AvailabilitySchedule(TRACE, 0, 1.0, 0.0, 1.0, bad)
+
+
+def test_begin_s_model_time_is_checked_on_the_wire() -> None:
+    assert P.decode(P.encode(P.Begin(TRACE, 12.5))) == P.Begin(TRACE, 12.5)
+    for bad in (-1.0, float("nan"), float("inf"), "12", None):
+        frame = msgpack.packb({"t": "begin", "failures": None, "at": bad})
+        with pytest.raises(P.ProtocolError):
+            P.decode(frame)
+    with pytest.raises(P.ProtocolError):  # (a Begin without its model time is another version's)
+        P.decode(msgpack.packb({"t": "begin", "failures": None}))
+
+
+# ---------------------------------------------------------------- a puller against a fake mapper
+
+
+@pytest.fixture
+def puller(mapper: FakeMapper, keydir: Path, ctx: zmq.Context):
+    p = ThreadPuller(mapper.endpoint, client_keys(keydir), ctx)
+    yield p
+    p.close()
+
+
+SHORT = ("trace", [[0.6, UP, 1.0], [0.6, DOWN, 0.0], [30.0, UP, 1.0]])  # time unit 1: wall seconds
+
+
+def test_a_begin_at_a_later_model_time_re_bases_the_schedule_the_puller_plays(mapper: FakeMapper, puller) -> None:
+    """Playing SHORT from its start, told it is at model time 0.9 (a resumed mapper's clock): DOWN at once for the
+    0.3 left of the down period, then back (not down at 0.6 s and back at 1.2 s, as its own schedule had it)."""
+    ident, first = mapper.expect(P.Hello, 10)
+    mapper.welcome(ident)
+    mapper.expect(P.Ready)
+    mapper.send(ident, P.Begin(SHORT))
+    mapper.send(ident, P.Begin(SHORT, 0.9))
+    sent = time.monotonic()
+    ident, back = mapper.expect(P.Hello, 5)  # down at once (silent), then a new incarnation's hello
+    took = time.monotonic() - sent
+    assert back.incarnation != first.incarnation
+    assert 0.25 <= took < 0.55, took  # 0.3 s down (its own schedule: 1.2 s); a loaded machine's slack above
+    mapper.welcome(ident)
+    mapper.expect(P.Ready)
+    mapper.quiet(1.0)  # up for good: no second failure at its old schedule's times
+    assert puller.puller.drops.counts == {}
+
+
+def test_a_begin_the_puller_cannot_play_is_dropped_and_its_schedule_kept(mapper: FakeMapper, puller) -> None:
+    ident, first = mapper.expect(P.Hello, 10)
+    mapper.welcome(ident)
+    mapper.expect(P.Ready)
+    mapper.send(ident, P.Begin(SHORT))
+    begun = time.monotonic()
+    mapper.send(ident, P.Begin(("exponential", 1e-3, 1e-3, 1), 1e5))  # past MAX_SKIPPED_PERIODS periods
+    mapper.send(ident, P.Begin(("exponential", 1.0, 1.0, 1), 1e300))  # past the laws' times a puller takes
+    ident, back = mapper.expect(P.Hello, 5)  # its own schedule: down at 0.6 s, back at 1.2 s
+    assert time.monotonic() - begun >= 1.15
+    assert back.incarnation != first.incarnation
+    assert puller.puller.drops.counts == {P.Drop.BAD_VALUE: 2}
+    assert puller.wait(0.1) is None  # running on
+
+
+# ---------------------------------------------------------------- a real mapper killed and resumed
+
+# M1 fails at model time 20 for 5 (wall 4 s after the run's start); M2 stays up.
+RESUME_TRACE = "M1,0,20,up,1\nM1,20,25,down,0\nM1,25,100000,up,1\nM2,0,100000,up,1\n"
+# M1 fails at model times 5 and 30; M2 stays up.
+AWAY_TRACE = "M1,0,5,up,1\nM1,5,15,down,0\nM1,15,30,up,1\nM1,30,35,down,0\nM1,35,100000,up,1\nM2,0,100000,up,1\n"
+TIME_UNIT = 0.2  # (TRACE_TOML's)
+DOWN_LINE = re.compile(r"M1: injected failure: down at (\d\d:\d\d:\d\d\.\d\d\d)")
+
+
+def _begins(journal: Path) -> list[float]:
+    """The wall time of model time 0 each time the clock (re)started: the run's start, then each resume's."""
+    with sqlite3.connect(f"file:{journal}?mode=ro", uri=True) as db:
+        rows = db.execute("SELECT data FROM events WHERE kind = 'begin' ORDER BY seq").fetchall()
+    return [msgpack.unpackb(data)[0] for (data,) in rows]
+
+
+def _wall(clock: str, near: float) -> float:
+    """A log line's local HH:MM:SS.mmm as seconds since the epoch, on the day that puts it nearest ``near``."""
+    day = dt.datetime.fromtimestamp(near).date()
+    times = [dt.datetime.combine(day + dt.timedelta(days=d), dt.time.fromisoformat(clock)).timestamp()
+             for d in (-1, 0, 1)]
+    return min(times, key=lambda t: abs(t - near))
+
+
+def _killed_and_resumed(tmp_path: Path, trace: str, resume_at: float, resume_wait: float | None) -> tuple[list[float],
+                                                                                                          str]:
+    """A keyed run of M1 and M2 playing ``trace``; its mapper SIGKILLed at model time 2 and resumed at model time
+    ``resume_at`` of the first clock: by ``mgst mapper --resume`` (``resume_wait`` None), or in this process with
+    that wait for its pullers. The wall times of the clock's starts (the journal's) and the pullers' log."""
+    (tmp_path / "availability.csv").write_text(trace)
+    exp_file = tmp_path / "exp.toml"
+    exp_file.write_text(TRACE_TOML.replace("duration = 6.0", "duration = 8.0"))
+    keys, out = tmp_path / "keys", tmp_path / "run"
+    security.create_keys(keys, ["M1", "M2"])
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    common = [str(exp_file), "--bind", endpoint, "--keys", str(keys)]
+    journal, log = out / "journal.sqlite", tmp_path / "pullers.log"
+    procs: list[subprocess.Popen] = [start_mapper([*common, "--out", str(out)])]
+    pullers: list[subprocess.Popen] = []
+    try:
+        pullers = start_pullers(endpoint, ["M1", "M2"], log, keys=keys)
+        wait_for(lambda: count_events(journal, "begin") >= 1, 60, "the run's start", procs[0])
+        start = _begins(journal)[0]
+        time.sleep(max(0.0, start + 2 * TIME_UNIT - time.time()))
+        procs[0].send_signal(signal.SIGKILL)
+        procs[0].wait(10)
+        time.sleep(max(0.0, start + resume_at * TIME_UNIT - time.time()))
+        if resume_wait is None:
+            procs.append(start_mapper([*common, "--resume", str(out)]))
+            _, stderr = procs[-1].communicate(timeout=120)
+            assert procs[-1].returncode == 0, stderr[-3000:]
+        else:
+            Mapper(load_experiment(exp_file), endpoint, keys=security.server_keys(keys), out=out, resume=True,
+                   resume_wait=resume_wait).run()
+        assert [p.wait(timeout=30) for p in pullers] == [0, 0]
+    finally:
+        reap([*procs, *pullers])
+        stop_pullers(pullers)
+    return _begins(journal), log.read_text()
+
+
+def _down_model_times(begins: list[float], log: str) -> list[float]:
+    """M1's injected failures, in model time of the last clock (a resumed one's)."""
+    assert len(begins) == 2, begins
+    return [(_wall(m, begins[1]) - begins[1]) / TIME_UNIT for m in DOWN_LINE.findall(log)]
+
+
+def test_after_a_resume_a_trace_s_failure_comes_at_its_model_time(tmp_path: Path, no_children_left) -> None:
+    """The mapper is killed at model time 2 and resumed 2 s later: M1's failure, at model time 20 of its trace,
+    comes at model time 20 of the resumed clock (without the re-base, ~12 model units early: during the outage
+    or just after)."""
+    begins, log = _killed_and_resumed(tmp_path, RESUME_TRACE, 12.0, None)
+    model = _down_model_times(begins, log)
+    # at 20 (within a model unit: a loaded machine's timers and the log's milliseconds)
+    assert model and abs(model[-1] - 20.0) < 1.0, (model, log[-3000:])
+    assert "availability re-based" in log
+
+
+def test_a_puller_down_when_the_resumed_clock_runs_again_is_re_based_at_its_welcome(tmp_path: Path,
+                                                                                    no_children_left) -> None:
+    """The mapper is killed at model time 2; M1 goes down by its trace during the outage (model time 5, for 10)
+    and is still down when the resumed mapper, which waits 0.5 s, runs its clock again: it is told the model
+    time at its next welcome, goes down for what is left of its down period, and fails next at model time 30 of
+    the resumed clock (its own schedule had it ~7 model units early)."""
+    begins, log = _killed_and_resumed(tmp_path, AWAY_TRACE, 7.0, 0.5)
+    model = _down_model_times(begins, log)
+    assert len(model) >= 2 and abs(model[-1] - 30.0) < 1.0, (model, log[-3000:])
+    assert 5.0 < model[-2] < 15.0, model  # down again at its welcome: its down period was not over in model time
