@@ -116,7 +116,7 @@ def test_a_begin_at_a_later_model_time_re_bases_the_schedule_the_puller_plays(ma
     ident, back = mapper.expect(P.Hello, 5)  # down at once (silent), then a new incarnation's hello
     took = time.monotonic() - sent
     assert back.incarnation != first.incarnation
-    assert 0.25 <= took < 0.55, took  # 0.3 s down (its own schedule: 1.2 s); a loaded machine's slack above
+    assert 0.25 <= took < 0.9, took  # 0.3 s down (its own schedule: 1.2 s); a loaded machine's slack above
     mapper.welcome(ident)
     mapper.expect(P.Ready)
     mapper.quiet(1.0)  # up for good: no second failure at its old schedule's times
@@ -142,9 +142,12 @@ def test_a_begin_the_puller_cannot_play_is_dropped_and_its_schedule_kept(mapper:
 
 # M1 fails at model time 20 for 5 (wall 4 s after the run's start); M2 stays up.
 RESUME_TRACE = "M1,0,20,up,1\nM1,20,25,down,0\nM1,25,100000,up,1\nM2,0,100000,up,1\n"
-# M1 fails at model times 5 and 30; M2 stays up.
-AWAY_TRACE = "M1,0,5,up,1\nM1,5,15,down,0\nM1,15,30,up,1\nM1,30,35,down,0\nM1,35,100000,up,1\nM2,0,100000,up,1\n"
-TIME_UNIT = 0.2  # (TRACE_TOML's)
+# M1 fails at model times 5 and 25; M2 stays up.
+AWAY_TRACE = "M1,0,5,up,1\nM1,5,15,down,0\nM1,15,25,up,1\nM1,25,28,down,0\nM1,28,100000,up,1\nM2,0,100000,up,1\n"
+TIME_UNIT = 0.2  # (TRACE_TOML's, whose run generates jobs for 30 model time units)
+# How far from its model time a failure may come on a loaded machine, in model time units (0.5 s): the Begin's
+# delivery, the puller's timer, the log's milliseconds. Without the re-base, the tests' failures come 7 and 12 early.
+LATE = 2.5
 DOWN_LINE = re.compile(r"M1: injected failure: down at (\d\d:\d\d:\d\d\.\d\d\d)")
 
 
@@ -170,7 +173,7 @@ def _killed_and_resumed(tmp_path: Path, trace: str, resume_at: float, resume_wai
     that wait for its pullers. The wall times of the clock's starts (the journal's) and the pullers' log."""
     (tmp_path / "availability.csv").write_text(trace)
     exp_file = tmp_path / "exp.toml"
-    exp_file.write_text(TRACE_TOML.replace("duration = 6.0", "duration = 8.0"))
+    exp_file.write_text(TRACE_TOML)
     keys, out = tmp_path / "keys", tmp_path / "run"
     security.create_keys(keys, ["M1", "M2"])
     endpoint = f"tcp://127.0.0.1:{free_port()}"
@@ -212,8 +215,8 @@ def test_after_a_resume_a_trace_s_failure_comes_at_its_model_time(tmp_path: Path
     or just after)."""
     begins, log = _killed_and_resumed(tmp_path, RESUME_TRACE, 12.0, None)
     model = _down_model_times(begins, log)
-    # at 20 (within a model unit: a loaded machine's timers and the log's milliseconds)
-    assert model and abs(model[-1] - 20.0) < 1.0, (model, log[-3000:])
+    # at 20, within LATE (the outage moved it by some 12)
+    assert model and abs(model[-1] - 20.0) < LATE, (model, log[-3000:])
     assert "availability re-based" in log
 
 
@@ -221,9 +224,9 @@ def test_a_puller_down_when_the_resumed_clock_runs_again_is_re_based_at_its_welc
                                                                                     no_children_left) -> None:
     """The mapper is killed at model time 2; M1 goes down by its trace during the outage (model time 5, for 10)
     and is still down when the resumed mapper, which waits 0.5 s, runs its clock again: it is told the model
-    time at its next welcome, goes down for what is left of its down period, and fails next at model time 30 of
+    time at its next welcome, goes down for what is left of its down period, and fails next at model time 25 of
     the resumed clock (its own schedule had it ~7 model units early)."""
     begins, log = _killed_and_resumed(tmp_path, AWAY_TRACE, 7.0, 0.5)
     model = _down_model_times(begins, log)
-    assert len(model) >= 2 and abs(model[-1] - 30.0) < 1.0, (model, log[-3000:])
+    assert len(model) >= 2 and abs(model[-1] - 25.0) < LATE, (model, log[-3000:])
     assert 5.0 < model[-2] < 15.0, model  # down again at its welcome: its down period was not over in model time
