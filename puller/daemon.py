@@ -589,7 +589,7 @@ class Puller:
         Model time stood still through its outage and its wait while this schedule ran on: play the law from
         ``msg.at`` now (which may begin with the rest of a DOWN period). A law this puller cannot play from there
         is dropped, its schedule kept."""
-        assert self.welcome is not None
+        assert self.welcome is not None and self.failures is not None
         if msg.failures is None:
             return
         try:
