@@ -17,8 +17,9 @@ from mgst.availability.process import Period
 # draws the unclamped law, so the two differ only for laws whose periods, times the time unit, can be this short.
 MIN_PERIOD = 0.01
 # The most periods a schedule passes over to start at a model time past the law's start (a resumed run re-basing
-# its pullers): about 0.7 s of draws on this machine. A mapper asking for more is refused, the schedule kept.
-MAX_SKIPPED_PERIODS = 1_000_000
+# its pullers): at most 0.6 s of draws on this machine (markov3's, the dearest, 3 us a period; exponential 0.9 us).
+# A mapper asking for more is refused, the schedule kept.
+MAX_SKIPPED_PERIODS = 200_000
 
 
 class AvailabilitySchedule:
@@ -44,9 +45,8 @@ class AvailabilitySchedule:
         self._process = availability.process_from_wire(failures, machine, share)
         self.time_unit = time_unit
         self.period: Period = self._process.next()  # the current one
-        left = self.period.duration  # of the current period, from ``at``
+        end = self.period.duration  # model time the current period ends at, in the law
         if at > 0:
-            end = self.period.duration  # model time the current period ends at
             for _ in range(MAX_SKIPPED_PERIODS):
                 if end > at:
                     break
@@ -54,8 +54,9 @@ class AvailabilitySchedule:
                 end += self.period.duration
             else:
                 raise ValueError(f"more than {MAX_SKIPPED_PERIODS:,} periods of the law before model time {at:.6g}")
-            left = end - at
-        self.ends_at = now + self._wall(left)
+        self.ends_at = now + self._wall(end - at)
+        # Where it is in the law's model time: ``_anchor`` at wall time ``_anchor_wall``, to ``_end`` (model_time)
+        self._anchor, self._anchor_wall, self._end = at, now, end
 
     def _wall(self, duration: float) -> float:
         """A period's length (model time) in wall seconds, at least MIN_PERIOD (inf stays inf)."""
@@ -65,7 +66,14 @@ class AvailabilitySchedule:
         """The current period ended at ``now``: the next one, which begins now (its end is ``ends_at``)."""
         self.period = self._process.next()
         self.ends_at = now + self._wall(self.period.duration)
+        self._anchor, self._anchor_wall = self._end, now
+        self._end += self.period.duration
         return self.period
+
+    def model_time(self, now: float) -> float:
+        """The model time of the law it plays at wall time ``now`` (within the current period: a period lengthened
+        to MIN_PERIOD, or a late timer, holds it at the period's end)."""
+        return min(self._end, self._anchor + max(0.0, now - self._anchor_wall) / self.time_unit)
 
 
 class SlotSchedule:

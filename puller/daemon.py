@@ -55,6 +55,12 @@ RECEIVE_PER_PASS = 256
 # Seconds between two log lines of a kind a mapper can repeat at will (a refusal for now, a pause): the
 # next one says how many it left out (puller/ratelimit.py).
 REPEATED_EVERY = 10.0
+# A Begin moving the failure law the puller plays (a resumed mapper's clock: Puller._rebase_failures) is obeyed
+# only when it moves it by more than REBASE_TOLERANCE wall seconds (a Begin's delivery, a late timer, a period
+# lengthened to MIN_PERIOD are less), and at most REBASE_BURST at once, then one per REBASE_EVERY seconds: a mapper
+# repeats one to a puller only after a new welcome, and each can cost up to MAX_SKIPPED_PERIODS draws.
+REBASE_TOLERANCE = 0.5
+REBASE_BURST, REBASE_EVERY = 3, 10.0
 
 _monitor_names = itertools.count()
 
@@ -148,6 +154,8 @@ class Puller:
         self.hello_at = 0.0
         self.backoff = BACKOFF_MIN
         self.failures: AvailabilitySchedule | None = None
+        self._rebases = float(REBASE_BURST)  # re-bases allowed now (a token bucket), as of _rebased_at
+        self._rebased_at = 0.0
         self.next_change = math.inf  # while up: when the availability period ends
         self.up_at: float | None = None  # while down: when to come back
         self.runner = Runner(throttle, machine, allowlist)
@@ -585,27 +593,41 @@ class Puller:
         return True
 
     def _rebase_failures(self, msg: P.Begin, now: float) -> None:
-        """A Begin while the law already plays: a resumed mapper's clock runs again at model time ``msg.at``.
-        Model time stood still through its outage and its wait while this schedule ran on: play the law from
-        ``msg.at`` now (which may begin with the rest of a DOWN period). A law this puller cannot play from there
-        is dropped, its schedule kept."""
+        """A Begin while the law already plays: a resumed mapper's clock is at model time ``msg.at``. Model time
+        stood still through its outage and its wait while this schedule ran on: unless the law played here is
+        within REBASE_TOLERANCE of it, play the law from ``msg.at`` now (which may begin with the rest of a DOWN
+        period). A law this puller cannot play from there, or a re-base too soon after others, is dropped (counted),
+        its schedule kept."""
         assert self.welcome is not None and self.failures is not None
-        if msg.failures is None:
+        sender = f"the mapper of {self.machine}"
+        if msg.failures is None:  # (a mapper with a failure law never takes it back)
+            self.drops.drop(P.Drop.BAD_VALUE, sender, "a Begin without a failure law while one plays")
             return
+        off = (self.failures.model_time(now) - msg.at) * self.welcome.time_unit
+        if abs(off) <= REBASE_TOLERANCE:
+            log.debug("%s: a Begin at model time %.3f: the law it plays is there (%.3f s off)", self.machine,
+                      msg.at, off)
+            return
+        self._rebases = min(float(REBASE_BURST), self._rebases + max(0.0, now - self._rebased_at) / REBASE_EVERY)
+        self._rebased_at = now
+        if self._rebases < 1.0:
+            self.drops.drop(P.Drop.REBASE_RATE, sender, f"a Begin at model time {msg.at:.6g}")
+            return
+        self._rebases -= 1.0
         try:
             self.limits.failure_law(msg.failures)
             schedule = AvailabilitySchedule(msg.failures, self.welcome.machine, self.welcome.time_unit, now,
                                             self.welcome.share, msg.at)
         except ValueError as e:  # (Unusable is one)
-            self.drops.drop(P.Drop.BAD_VALUE, f"the mapper of {self.machine}",
-                            f"a Begin at model time {msg.at:.6g} this puller cannot play: "
+            self.drops.drop(P.Drop.BAD_VALUE, sender, f"a Begin at model time {msg.at:.6g} this puller cannot play: "
                             f"{printable(str(e), MAX_SHOWN)}; its schedule is kept")
             return
         was = self.failures.period
         self.failures = schedule
-        log.info("%s: the mapper's clock runs again at model time %.3f: availability re-based (%s until %.3f s "
-                 "from now, was %s)", self.machine, msg.at, schedule.period.state.name.lower(),
-                 schedule.ends_at - now, was.state.name.lower())
+        log.info("%s: the mapper's clock is at model time %.3f, the law played here %.3f s %s: availability "
+                 "re-based (%s until %.3f s from now, was %s)", self.machine, msg.at, abs(off),
+                 "ahead" if off > 0 else "behind", schedule.period.state.name.lower(), schedule.ends_at - now,
+                 was.state.name.lower())
         self._enter(schedule.period, now)
 
     def _welcomed(self, msg: P.Welcome, now: float) -> None:

@@ -499,15 +499,14 @@ class Mapper:
     def _rebase_failures(self, now: float) -> None:
         """A resumed run's clock runs again: each puller playing a failure law is told the model time (a Begin),
         on which it re-bases its schedule (which ran on through the outage and the wait, while model time stood
-        still); one away now is told at its next welcome."""
+        still); from now on a Begin follows each welcome too (a puller away now, or whose Begin is lost)."""
         if not self.failures:
             return
         at = self.clock.model_now(now)
         for j, conn in enumerate(self.conns):
             if conn.identity is not None:
                 self.router.send(conn.identity, P.Begin(self.messages.failure_law(j), at), j)
-            else:
-                self.messages.rebase_pending.add(j)
+        self.messages.rebase_on_welcome = True
 
     # ------------------------------------------------------------------ sending (after the journal has it)
 

@@ -121,9 +121,10 @@ class PullerMessages:
         # each machine's availability as its puller plays it from the run's start (made by the mapper), and until when
         self.availability_forms = availability_forms
         self.availability_until = availability_until
-        # After a resume, the machines whose puller was away when the clock ran again: at its next welcome it is told
-        # the model time (a Begin), on which it re-bases the law it plays (mgst.testbed.mapper, _rebase_failures).
-        self.rebase_pending: set[int] = set()
+        # A resumed run whose clock runs again: each welcome is followed by a Begin with the model time, on which the
+        # puller re-bases the failure law it plays if it is off (mgst.testbed.mapper, _rebase_failures): one that was
+        # away when the clock ran again, or whose Begin then was lost, is told at its next welcome.
+        self.rebase_on_welcome = False
         self.names = {m.name: j for j, m in enumerate(experiment.machines)}
         # With per-machine keys (mgst keys), authorized/NAME.key binds machine NAME to its key from the
         # start: another admitted key cannot take a name whose puller has not registered yet.
@@ -477,8 +478,7 @@ class PullerMessages:
                                        if self.clock.t0 is not None else None),
                                       m.slots,
                                       self.experiment.simulation.checkpoint_interval or 0.0), j)
-        if j in self.rebase_pending and self.clock.t0 is not None and self.clock.held is None:
-            self.rebase_pending.discard(j)
+        if self.rebase_on_welcome and self.clock.t0 is not None and self.clock.held is None:
             self.send(identity, P.Begin(self.failure_law(j), self.clock.model_now(now)), j)
         if self.core.machines[j].state is MachineState.DOWN:
             self.journal.machine_up(j, now)
