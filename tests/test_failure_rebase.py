@@ -187,7 +187,7 @@ LATE = 5.0
 DOWN_LINE = re.compile(r"M1: injected failure: down at (\d\d:\d\d:\d\d\.\d\d\d)")
 
 
-def _begins(journal: Path) -> list[float]:
+def clock_starts(journal: Path) -> list[float]:
     """The wall time of model time 0 each time the clock (re)started: the run's start, then each resume's."""
     with sqlite3.connect(f"file:{journal}?mode=ro", uri=True) as db:
         rows = db.execute("SELECT data FROM events WHERE kind = 'begin' ORDER BY seq").fetchall()
@@ -220,7 +220,7 @@ def _killed_and_resumed(tmp_path: Path, trace: str, resume_at: float, resume_wai
     try:
         pullers = start_pullers(endpoint, ["M1", "M2"], log, keys=keys)
         wait_for(lambda: count_events(journal, "begin") >= 1, 60, "the run's start", procs[0])
-        start = _begins(journal)[0]
+        start = clock_starts(journal)[0]
         time.sleep(max(0.0, start + 2 * TIME_UNIT - time.time()))
         procs[0].send_signal(signal.SIGKILL)
         procs[0].wait(10)
@@ -236,7 +236,7 @@ def _killed_and_resumed(tmp_path: Path, trace: str, resume_at: float, resume_wai
     finally:
         reap([*procs, *pullers])
         stop_pullers(pullers)
-    return _begins(journal), log.read_text()
+    return clock_starts(journal), log.read_text()
 
 
 def _down_model_times(begins: list[float], log: str) -> list[float]:

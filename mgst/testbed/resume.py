@@ -178,8 +178,13 @@ class Resume:
         for key, at in self.core.timers.items():
             self.push_timer(t0 + at * time_unit, key)
         if self.journal.generation_end is not None:
-            log.info("resumed in the drain")
-            return None, t0 + self.journal.generation_end * time_unit, now + self.drain_timeout
+            # What was left of the drain: model time stood still through the outage, so the run drains to the model
+            # time it would have without one (a new drain each time would let a run resumed in its drain outlast
+            # its failure laws' span, mgst.testbed.wire_availability, and the jobs the simulation beside it drains).
+            generation_end = t0 + self.journal.generation_end * time_unit
+            drain_deadline = max(now, generation_end + self.drain_timeout)
+            log.info("resumed in the drain: %.1f s of it left", drain_deadline - now)
+            return None, generation_end, drain_deadline
         return next_job, t0 + self.duration, math.inf
 
 
