@@ -14,6 +14,7 @@ from mgst.config import load_experiment
 from mgst.core.state import JobStatus
 from mgst.testbed.local_run import start_pullers, stop_pullers
 from mgst.testbed.mapper import Mapper
+from mgst.wire import protocol as P
 from mgst.wire import security
 
 TIME_UNIT = 0.2
@@ -36,7 +37,8 @@ KILLED_AFTER_S = 1.0  # into the drain (5 model time units)
 
 def test_a_run_killed_in_its_drain_drains_what_was_left_of_it(tmp_path: Path, no_children_left) -> None:
     """Killed 1 s into its drain and resumed with a 2 s drain: the run ends 2 s of model time after its generation
-    (10 time units), not 2 s after the resume (15); every job is done once, or cut off."""
+    (10 time units), not 2 s after the resume (15); every job is done once, or cut off; what the pullers sent
+    before their hellos to the resumed mapper is counted as theirs (superseded), not a stranger's."""
     exp_file = tmp_path / "exp.toml"
     exp_file.write_text(OVERLOADED)
     keys, out = tmp_path / "keys", tmp_path / "run"
@@ -68,3 +70,6 @@ def test_a_run_killed_in_its_drain_drains_what_was_left_of_it(tmp_path: Path, no
     done = [jid for jid, rec in run.core.jobs.items() if rec.status is JobStatus.DONE]
     assert len(done) + len(run.cut_off) == len(run.core.jobs) == len(run.journal.jobs)
     assert count_events(journal, "complete") == len(done)  # each done job completed once
+    # what the pullers sent the dead mapper's successor before their hellos (their keys are the machines'): theirs,
+    # superseded, not an unregistered (hostile) sender's
+    assert run.malformed[P.Drop.SUPERSEDED] > 0 and P.Drop.UNREGISTERED not in run.malformed, run.malformed

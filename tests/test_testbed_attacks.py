@@ -793,9 +793,9 @@ def test_a_refused_handshake_is_logged_with_its_key_once_a_minute(tmp_path, capl
 def test_what_a_reconnected_puller_left_in_flight_is_superseded_not_hostile(tmp_path, no_children_left):
     """A puller that reconnects (a new socket, the same incarnation: after a stall of the mapper longer than its
     liveness) may have heartbeats in flight on its old connection, read after its new hello. Those are dropped as
-    SUPERSEDED, not counted as an unregistered (hostile) sender, and change nothing; a stranger's are still
-    UNREGISTERED. One former connection is remembered per machine: after a second reconnect, the first one's
-    messages are a stranger's again."""
+    SUPERSEDED, not counted as an unregistered (hostile) sender, and change nothing; a stranger's (a key no machine
+    registered with) are still UNREGISTERED. After a second reconnect, the first one's messages are still M1's:
+    their connection is authenticated by the key M1 registered with."""
     keys = tmp_path / "keys"
     security.create_keys(keys, ["M1", "M2"])
     ctx = zmq.Context()
@@ -837,9 +837,10 @@ def test_what_a_reconnected_puller_left_in_flight_is_superseded_not_hostile(tmp_
                 third.send(again())
                 third.expect(P.Welcome)
                 second.send(P.Heartbeat(1, time.time(), -1.0, -1.0))  # the one just replaced: superseded
-                first.send(P.Heartbeat(9, time.time(), -1.0, -1.0))  # two connections ago: forgotten, a stranger's
-                wait_for(lambda: sum(counts()) >= 7, 10, "the two messages read")
-                assert counts() == (5, 2)
+                first.send(P.Heartbeat(9, time.time(), -1.0, -1.0))  # two connections ago: M1's key, M1's
+                stranger.send(P.Heartbeat(1, time.time(), -1.0, -1.0))
+                wait_for(lambda: sum(counts()) >= 8, 10, "the three messages read")
+                assert counts() == (6, 2)
                 assert r.mapper.by_identity == {r.mapper.conns[0].identity: 0}
             finally:
                 for fake in fakes:

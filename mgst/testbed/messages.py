@@ -170,6 +170,8 @@ class PullerMessages:
                 if type(msg) is P.Hello:
                     key = frames[1].get("User-Id") if self.curve else None
                     self.hello(identity, msg, key or None, now)
+                elif identity not in self.by_identity:
+                    self._unregistered(identity, type(msg), (frames[1].get("User-Id") or None) if self.curve else None)
                 elif self.curve and self._key_differs(identity, frames[1].get("User-Id") or None):
                     self._bad(identity, P.Drop.WRONG_KEY, type(msg).__name__)
                 else:
@@ -186,6 +188,20 @@ class PullerMessages:
         j = self.by_identity.get(identity)
         return j is not None and self.conns[j].key != key
 
+    def _unregistered(self, identity: bytes, kind: type, key: str | None) -> None:
+        """A message but a hello on a connection no machine is registered on, dropped. Late on a connection its
+        machine has since replaced, or on one authenticated by the key a machine registered with (a puller's
+        messages before its hello again: to a resumed mapper, or once its machine was taken down), it is that
+        machine's, superseded (quietly); anything else is an unregistered sender's (a Bye of one is not counted)."""
+        j = self.superseded.get(identity)
+        if j is None and key is not None:
+            holders = self.machines_of_key.get(key)
+            j = min(holders) if holders else None  # (a key shared by machines: the first of them)
+        if j is not None:
+            self.drops.drop(P.Drop.SUPERSEDED, self.experiment.machines[j].name, kind.__name__, level=logging.DEBUG)
+        elif kind is not P.Bye:
+            self._bad(identity, P.Drop.UNREGISTERED, kind.__name__)
+
     def sender(self, identity: bytes) -> str:
         """Who ``identity`` is: its machine's name, or the start of the routing id."""
         j = self.by_identity.get(identity)
@@ -199,11 +215,7 @@ class PullerMessages:
         j = self.by_identity.get(identity)
         t = type(msg)
         if j is None:  # an unknown sender gets no reply
-            if identity in self.superseded:  # late on a connection its machine has replaced: not hostile
-                self.drops.drop(P.Drop.SUPERSEDED, self.experiment.machines[self.superseded[identity]].name,
-                                t.__name__, level=logging.DEBUG)
-            elif t is not P.Bye:
-                self._bad(identity, P.Drop.UNREGISTERED, t.__name__)
+            self._unregistered(identity, t, None)
             return
         stamped = _STAMPED.get(t)
         if stamped is not None and not all(abs(getattr(msg, f) - now) <= MAX_CLOCK_SKEW for f in stamped):
