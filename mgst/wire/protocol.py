@@ -26,8 +26,9 @@ from mgst.wire.frames import Bounds, Drop, ProtocolError, Schema, check_fields, 
 # Bumped on any incompatible change; a hello with another version is refused. 4: three-state availability
 # (a puller reports its own CPU share with Share; markov3 and trace laws in Welcome and Begin). 5: the core owns
 # progress: a job's pace (JobMsg.pace, then Pace: 0 while it waits on the host for a CPU), and the availability
-# state beside the share (Share.state: a RECLAIMED machine asks for no work). 7: Begin.at, where in the law model
-# time is now (a resumed run re-bases its pullers' schedules on its clock).
+# state beside the share (Share.state: a RECLAIMED machine asks for no work). 6: a job's hold (JobMsg.hold: a
+# returned-result delay). 7: Begin.at, where in the law model time is now (a resumed run re-bases its pullers'
+# schedules on its clock).
 PROTOCOL_VERSION = 7
 
 # The most slots (replicas at once) a puller may have; bounds every per-slot list on the wire.
