@@ -31,6 +31,7 @@ from mgst.testbed.mapper import Interrupted, Mapper
 from mgst.testbed.run_result import TestbedRun
 from mgst.wire import protocol as P
 from mgst.wire import security
+from mgst.wire.drops import DropLog
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_LIMIT = 60.0  # seconds any one run may take before the test gives up
@@ -790,12 +791,13 @@ def test_a_refused_handshake_is_logged_with_its_key_once_a_minute(tmp_path, capl
     assert len(lines) == 2 and prints[0] in lines[0] and prints[1] in lines[1], lines
 
 
-def test_what_a_reconnected_puller_left_in_flight_is_superseded_not_hostile(tmp_path, no_children_left):
+def test_what_a_reconnected_puller_left_in_flight_is_superseded_not_hostile(tmp_path, no_children_left, caplog):
     """A puller that reconnects (a new socket, the same incarnation: after a stall of the mapper longer than its
     liveness) may have heartbeats in flight on its old connection, read after its new hello. Those are dropped as
-    SUPERSEDED, not counted as an unregistered (hostile) sender, and change nothing; a stranger's (a key no machine
-    registered with) are still UNREGISTERED. After a second reconnect, the first one's messages are still M1's:
-    their connection is authenticated by the key M1 registered with."""
+    SUPERSEDED, not counted as an unregistered (hostile) sender, and change nothing; a stranger's are still
+    UNREGISTERED. One former connection is remembered per machine: after a second reconnect, the first one's
+    messages are a stranger's again, though it holds M1's key (M1 is registered on another connection: a second
+    connection with a live machine's key is an impostor's, warned of)."""
     keys = tmp_path / "keys"
     security.create_keys(keys, ["M1", "M2"])
     ctx = zmq.Context()
@@ -837,10 +839,12 @@ def test_what_a_reconnected_puller_left_in_flight_is_superseded_not_hostile(tmp_
                 third.send(again())
                 third.expect(P.Welcome)
                 second.send(P.Heartbeat(1, time.time(), -1.0, -1.0))  # the one just replaced: superseded
-                first.send(P.Heartbeat(9, time.time(), -1.0, -1.0))  # two connections ago: M1's key, M1's
-                stranger.send(P.Heartbeat(1, time.time(), -1.0, -1.0))
-                wait_for(lambda: sum(counts()) >= 8, 10, "the three messages read")
-                assert counts() == (6, 2)
+                caplog.clear()
+                first.send(P.Heartbeat(9, time.time(), -1.0, -1.0))  # two connections ago: forgotten, a stranger's
+                wait_for(lambda: sum(counts()) >= 7, 10, "the two messages read")
+                assert counts() == (5, 2)
+                assert any(rec.levelno == logging.WARNING and "unregistered sender" in rec.getMessage()
+                           for rec in caplog.records)
                 assert r.mapper.by_identity == {r.mapper.conns[0].identity: 0}
             finally:
                 for fake in fakes:
@@ -906,3 +910,23 @@ def test_a_peer_that_takes_a_dropped_machine_s_routing_id_cannot_speak_as_it(tmp
             s.close(linger=0)
         mapper.close()
         ctx.destroy(linger=0)
+
+
+def test_quiet_drops_cannot_keep_a_warning_out_of_the_log(caplog) -> None:
+    """Drops logged below WARNING (a machine's superseded connection) have a log budget of their own: a peer that
+    floods them cannot use up the one warnings are logged from (and hide an impostor's)."""
+    now = [0.0]
+    drops = DropLog(logging.getLogger("test.drops"), burst=3, period=5.0, clock=lambda: now[0])
+    with caplog.at_level(logging.DEBUG, logger="test.drops"):
+        for _ in range(50):
+            drops.drop(P.Drop.SUPERSEDED, "M1", "Heartbeat", level=logging.DEBUG)
+        drops.drop(P.Drop.UNREGISTERED, "connection 00ff", "Done")
+        for _ in range(5):
+            drops.drop(P.Drop.UNREGISTERED, "connection 00ff", "Done")
+        now[0] = 5.0
+        drops.drop(P.Drop.UNREGISTERED, "connection 00ff", "Done")
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    quiet = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
+    assert len(quiet) == 3 and len(warnings) == 4, (quiet, warnings)  # each its burst of 3, then one per period
+    assert "unregistered sender" in warnings[0] and "(3 more dropped since the last line)" in warnings[-1]
+    assert drops.counts == {P.Drop.SUPERSEDED: 50, P.Drop.UNREGISTERED: 7}

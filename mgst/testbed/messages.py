@@ -190,13 +190,15 @@ class PullerMessages:
 
     def _unregistered(self, identity: bytes, kind: type, key: str | None) -> None:
         """A message but a hello on a connection no machine is registered on, dropped. Late on a connection its
-        machine has since replaced, or on one authenticated by the key a machine registered with (a puller's
-        messages before its hello again: to a resumed mapper, or once its machine was taken down), it is that
-        machine's, superseded (quietly); anything else is an unregistered sender's (a Bye of one is not counted)."""
+        machine has since replaced, or on one authenticated by the key a machine registered with while that machine
+        has no connection (its puller's messages before its hello again: to a resumed mapper, or once its machine
+        was taken down), it is that machine's, superseded (quietly); anything else is an unregistered sender's, with
+        a warning (a second connection holding a live machine's key is an impostor's; a Bye of one is not
+        counted)."""
         j = self.superseded.get(identity)
         if j is None and key is not None:
-            holders = self.machines_of_key.get(key)
-            j = min(holders) if holders else None  # (a key shared by machines: the first of them)
+            away = [h for h in self.machines_of_key.get(key, ()) if self.conns[h].identity is None]
+            j = min(away) if away else None  # (a key shared by machines: the first of them without a connection)
         if j is not None:
             self.drops.drop(P.Drop.SUPERSEDED, self.experiment.machines[j].name, kind.__name__, level=logging.DEBUG)
         elif kind is not P.Bye:

@@ -179,8 +179,9 @@ class Resume:
             self.push_timer(t0 + at * time_unit, key)
         if self.journal.generation_end is not None:
             # What was left of the drain: model time stood still through the outage, so the run drains to the model
-            # time it would have without one (a new drain each time would let a run resumed in its drain outlast
+            # time its drain time-out ends at (a new drain each time would let a run resumed in its drain outlast
             # its failure laws' span, mgst.testbed.wire_availability, and the jobs the simulation beside it drains).
+            # The journal does not keep an interrupted run's shorter drain (INTERRUPT_DRAIN): it drains to there too.
             generation_end = t0 + self.journal.generation_end * time_unit
             drain_deadline = max(now, generation_end + self.drain_timeout)
             log.info("resumed in the drain: %.1f s of it left", drain_deadline - now)

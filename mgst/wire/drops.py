@@ -12,13 +12,25 @@ from mgst.wire.protocol import Drop
 _REASONS = frozenset(v for k, v in vars(Drop).items() if k.isupper())
 
 
+class _Budget:
+    """A token bucket of log lines: ``burst`` at once, then one per ``period`` seconds; the lines it refused."""
+
+    __slots__ = ("tokens", "last", "suppressed")
+
+    def __init__(self, burst: int, now: float):
+        self.tokens = float(burst)
+        self.last = now
+        self.suppressed = 0
+
+
 class DropLog:
     """Drop counters keyed by :class:`mgst.wire.protocol.Drop` reasons only, and a rate-limited log.
 
     A peer chooses the bytes it sends, never the counters' keys: an unknown
     reason is a bug and raises. The offending values go to the log, at most
     ``burst`` lines at once and then one per ``period`` seconds, each saying how
-    many drops it did not log.
+    many drops it did not log. Drops logged below WARNING (what is not hostile) have a budget of their own: a
+    flood of them cannot keep a warning out of the log.
     """
 
     def __init__(self, logger: logging.Logger, *, burst: int = 10, period: float = 5.0,
@@ -28,9 +40,9 @@ class DropLog:
         self._burst = burst
         self._period = period
         self._clock = clock
-        self._tokens = float(burst)
-        self._last = clock()
-        self._suppressed = 0
+        now = clock()
+        self._loud = _Budget(burst, now)  # WARNING and above
+        self._quiet = _Budget(burst, now)
 
     @property
     def total(self) -> int:
@@ -41,13 +53,14 @@ class DropLog:
             raise ValueError(f"not a drop reason: {reason!r}")
         self.counts[reason] += 1
         now = self._clock()
-        self._tokens = min(float(self._burst), self._tokens + (now - self._last) / self._period)
-        self._last = now
-        if self._tokens < 1.0:
-            self._suppressed += 1
+        budget = self._loud if level >= logging.WARNING else self._quiet
+        budget.tokens = min(float(self._burst), budget.tokens + (now - budget.last) / self._period)
+        budget.last = now
+        if budget.tokens < 1.0:
+            budget.suppressed += 1
             return
-        self._tokens -= 1.0
-        more = f" ({self._suppressed} more dropped since the last line)" if self._suppressed else ""
-        self._suppressed = 0
+        budget.tokens -= 1.0
+        more = f" ({budget.suppressed} more dropped since the last line)" if budget.suppressed else ""
+        budget.suppressed = 0
         self._log.log(level, "dropped a message from %s: %s%s%s", sender, reason,
                       f" ({detail[:200]})" if detail else "", more)
