@@ -21,7 +21,7 @@ import msgpack
 import pytest
 import zmq
 from puller_fakes import FakeMapper, ThreadPuller, client_keys
-from test_resume import TRACE_TOML, count_events, free_port, reap, start_mapper, wait_for
+from test_resume import count_events, reap, start_mapper, trace_run, wait_for
 from test_testbed_attacks import FakePuller, hello
 from test_testbed_attacks import client_keys as machine_keys
 
@@ -207,12 +207,7 @@ def _killed_and_resumed(tmp_path: Path, trace: str, resume_at: float, resume_wai
     """A keyed run of M1 and M2 playing ``trace``; its mapper SIGKILLed at model time 2 and resumed at model time
     ``resume_at`` of the first clock: by ``mgst mapper --resume`` (``resume_wait`` None), or in this process with
     that wait for its pullers. The wall times of the clock's starts (the journal's) and the pullers' log."""
-    (tmp_path / "availability.csv").write_text(trace)
-    exp_file = tmp_path / "exp.toml"
-    exp_file.write_text(TRACE_TOML)
-    keys, out = tmp_path / "keys", tmp_path / "run"
-    security.create_keys(keys, ["M1", "M2"])
-    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    exp_file, keys, out, endpoint = trace_run(tmp_path, trace)
     common = [str(exp_file), "--bind", endpoint, "--keys", str(keys)]
     journal, log = out / "journal.sqlite", tmp_path / "pullers.log"
     procs: list[subprocess.Popen] = [start_mapper([*common, "--out", str(out)])]
@@ -273,13 +268,8 @@ def test_every_welcome_after_the_resumed_clock_runs_is_followed_by_the_model_tim
     """The Begin sent when a resumed clock runs again can be lost (its puller went down just then, its queue was
     full): every welcome after it is followed by one too, with the model time of the welcome. Scripted pullers
     (they play no law), a real mapper killed, a resumed one in this process."""
-    (tmp_path / "availability.csv").write_text(RESUME_TRACE)
-    exp_file = tmp_path / "exp.toml"
-    exp_file.write_text(TRACE_TOML)
-    keys, out = tmp_path / "keys", tmp_path / "run"
+    exp_file, keys, out, endpoint = trace_run(tmp_path, RESUME_TRACE)
     names = ["M1", "M2"]
-    security.create_keys(keys, names)
-    endpoint = f"tcp://127.0.0.1:{free_port()}"
     ctx = zmq.Context()
     first = start_mapper([str(exp_file), "--bind", endpoint, "--keys", str(keys), "--out", str(out)])
     fakes: list[FakePuller] = []

@@ -270,18 +270,24 @@ duration = 6.0
 """
 
 
+def trace_run(tmp_path: Path, trace: str) -> tuple[Path, Path, Path, str]:
+    """The files of a keyed run of TRACE_TOML (M1 and M2) playing ``trace``, in ``tmp_path``: its experiment file,
+    its key folder, its run folder (not made yet) and a free loopback endpoint."""
+    (tmp_path / "availability.csv").write_text(trace)
+    exp_file = tmp_path / "exp.toml"
+    exp_file.write_text(TRACE_TOML)
+    keys = tmp_path / "keys"
+    security.create_keys(keys, ["M1", "M2"])
+    return exp_file, keys, tmp_path / "run", f"tcp://127.0.0.1:{free_port()}"
+
+
 def test_a_trace_changed_since_the_run_began_is_refused_on_resume_and_the_same_file_resumes(tmp_path):
     """A run killed, its trace edited, resumed: refused in one line naming the file (the part after the resume
     would replay another experiment), nothing written; the trace put back as it was, the resume completes with
     every job done exactly once."""
-    trace = tmp_path / "availability.csv"
     original = "M1,0,100000,up,1\nM2,0,100000,up,1\n"
-    trace.write_text(original)
-    exp_file = tmp_path / "exp.toml"
-    exp_file.write_text(TRACE_TOML)
-    keys, out = tmp_path / "keys", tmp_path / "run"
-    security.create_keys(keys, ["M1", "M2"])
-    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    exp_file, keys, out, endpoint = trace_run(tmp_path, original)
+    trace = tmp_path / "availability.csv"
     common = [str(exp_file), "--bind", endpoint, "--keys", str(keys)]
     journal = out / "journal.sqlite"
     procs: list[subprocess.Popen] = [start_mapper([*common, "--out", str(out)])]
