@@ -1,4 +1,5 @@
-"""A mapper killed in its drain resumes and drains what was left of it, in model time (real pullers, loopback)."""
+"""A run's drain, in model time: counted from the end of generation, and kept across a crash (a mapper killed in
+its drain, even an interrupted run's short one, resumes and drains what was left of it); real pullers, loopback."""
 
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ from test_resume import count_events, free_port, reap, start_mapper, wait_for
 from mgst.config import load_experiment
 from mgst.core.state import JobStatus
 from mgst.testbed.local_run import start_pullers, stop_pullers
-from mgst.testbed.mapper import Mapper
+from mgst.testbed.mapper import INTERRUPT_DRAIN, Mapper
+from mgst.testbed.resume import next_item
 from mgst.wire import protocol as P
 from mgst.wire import security
+from mgst.workload import make_workload
 
 TIME_UNIT = 0.2
 GENERATION_S = 3.0  # 15 model time units of arrivals at twice what the two machines can do: work left to drain
@@ -73,3 +76,98 @@ def test_a_run_killed_in_its_drain_drains_what_was_left_of_it(tmp_path: Path, no
     # what the pullers sent the dead mapper's successor before their hellos (their keys are the machines'): theirs,
     # superseded, not an unregistered (hostile) sender's
     assert run.malformed[P.Drop.SUPERSEDED] > 0 and P.Drop.UNREGISTERED not in run.malformed, run.malformed
+
+
+INTERRUPTED_AFTER_S = 0.5  # into the drain (2.5 model time units)
+
+
+def test_an_interrupted_run_killed_in_its_short_drain_drains_to_where_it_would_have(
+        tmp_path: Path, no_children_left) -> None:
+    """Interrupted (SIGTERM) 0.5 s into its drain, which then lasts at most INTERRUPT_DRAIN (4 s), and killed in that
+    short drain: the resumed run, with a 10 s drain time-out of its own, drains to 0.5 s + 4 s of model time after
+    its generation (22.5 time units), not to its time-out (50)."""
+    exp_file = tmp_path / "exp.toml"
+    exp_file.write_text(OVERLOADED)
+    keys, out = tmp_path / "keys", tmp_path / "run"
+    security.create_keys(keys, ["M1", "M2"])
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    journal = out / "journal.sqlite"
+    first = start_mapper([str(exp_file), "--bind", endpoint, "--keys", str(keys), "--out", str(out)])
+    pullers: list[subprocess.Popen] = []
+    try:
+        pullers = start_pullers(endpoint, ["M1", "M2"], tmp_path / "pullers.log", keys=keys)
+        wait_for(lambda: count_events(journal, "begin") >= 1, 60, "the run's start", first)
+        start = clock_starts(journal)[0]
+        time.sleep(max(0.0, start + GENERATION_S + INTERRUPTED_AFTER_S - time.time()))
+        assert count_events(journal, "genend") == 1  # in its drain (30 s at least: mgst.testbed.run_result)
+        first.send_signal(signal.SIGTERM)
+        # the interrupt committed: killed in its short drain
+        wait_for(lambda: count_events(journal, "interrupt") == 1, 10, "the interrupt", first)
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+        resumed = Mapper(load_experiment(exp_file), endpoint, keys=security.server_keys(keys), out=out, resume=True,
+                         drain_timeout=10.0)
+        run = resumed.run()
+        assert [p.wait(timeout=30) for p in pullers] == [0, 0]
+    finally:
+        reap([first, *pullers])
+        stop_pullers(pullers)
+    generation_end, drain_end = run.journal.generation_end, run.journal.interrupt_drain_end
+    assert generation_end is not None and drain_end is not None
+    short = (INTERRUPTED_AFTER_S + INTERRUPT_DRAIN) / TIME_UNIT
+    assert abs(drain_end - generation_end - short) < 2.5, drain_end - generation_end
+    drained = (run.end - run.t0) / TIME_UNIT - generation_end
+    assert abs(drained - short) < 2.5, drained  # (without the interrupt's drain kept: 50)
+    assert run.cut_off
+    done = [jid for jid, rec in run.core.jobs.items() if rec.status is JobStatus.DONE]
+    assert len(done) + len(run.cut_off) == len(run.core.jobs) == len(run.journal.jobs)
+    assert count_events(journal, "complete") == len(done)
+
+
+SPARSE_UNIT = 0.2
+SPARSE_S = 6.0  # 30 model time units
+SPARSE_DRAIN_S = 1.0
+# A few arrivals, seconds apart, on a machine so slow that the first job outlasts the run: work is left to drain.
+SPARSE = f"""[workload]
+arrival_rates = [0.1]
+[machines]
+rates = [[0.01]]
+names = ["M1"]
+[policy]
+name = "fcfs"
+[testbed]
+time_unit = {SPARSE_UNIT}
+duration = {SPARSE_S}
+"""
+
+
+def test_the_drain_counts_from_the_end_of_generation_not_from_the_last_arrival(
+        tmp_path: Path, no_children_left) -> None:
+    """Arrivals seconds apart, the last well before the horizon: the run drains its 1 s time-out after the end of
+    generation (the horizon), as its resumed self and the simulation beside it count it, not 1 s after the last
+    arrival, which ends before the horizon (drained 0)."""
+    exp_file = tmp_path / "exp.toml"
+    exp_file.write_text(SPARSE)
+    exp = load_experiment(exp_file)
+    seed = 2
+    horizon = SPARSE_S / SPARSE_UNIT
+    workload = make_workload(exp, seed, 0)
+    arrivals = []
+    while (job := next_item(workload)) is not None and job.submitted < horizon:
+        arrivals.append(job.submitted)
+    # (the setting shows the difference: the last arrival's drain would end before the horizon)
+    assert arrivals and arrivals[-1] < horizon - 2 * SPARSE_DRAIN_S / SPARSE_UNIT, arrivals
+    keys, out = tmp_path / "keys", tmp_path / "run"
+    security.create_keys(keys, ["M1"])
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    mapper = Mapper(exp, endpoint, seed=seed, keys=security.server_keys(keys), out=out, drain_timeout=SPARSE_DRAIN_S)
+    pullers: list[subprocess.Popen] = []
+    try:
+        pullers = start_pullers(endpoint, ["M1"], tmp_path / "pullers.log", keys=keys)
+        run = mapper.run()
+        assert [p.wait(timeout=30) for p in pullers] == [0]
+    finally:
+        reap(pullers)
+        stop_pullers(pullers)
+    assert run.cut_off  # (the drain timed out)
+    assert abs(run.end - run.generation_end - SPARSE_DRAIN_S) < 0.5, run.end - run.generation_end

@@ -110,6 +110,7 @@ class Journal:
         self.machines = [MachineLog(m.name, m.availability) for m in experiment.machines]
         self.start: float | None = None  # wall time of model time 0 (moved on by a resume)
         self.generation_end: float | None = None  # model time arrivals stopped
+        self.interrupt_drain_end: float | None = None  # model time an interrupted run's drain ends at the latest
         self.last_wall: float | None = None  # the latest wall time the journal saw (ticks included)
         self.outages: list[tuple[float, float]] = []  # (last heard of the old mapper, resumed), wall time
         self.late_results = 0  # results that reached a resumed mapper for jobs finished during its outage
@@ -179,6 +180,11 @@ class Journal:
 
     def generation_over(self, model_time: float) -> None:
         self._record("genend", model_time)
+
+    def interrupted(self, drain_end: float) -> None:
+        """The run was interrupted (Ctrl-C, SIGTERM): its drain ends at model time ``drain_end`` at the latest, sooner
+        than its drain time-out would end it (a resumed run drains to there, not further)."""
+        self._record("interrupt", drain_end)
 
     def tick(self, wall: float) -> None:
         """The mapper is alive at ``wall`` (bounds the outage a crash leaves)."""
@@ -287,6 +293,10 @@ class Journal:
     def _genend(self, model_time: float) -> None:
         self.generation_end = model_time
 
+    def _interrupt(self, drain_end: float) -> None:
+        old = self.interrupt_drain_end
+        self.interrupt_drain_end = drain_end if old is None else min(old, drain_end)
+
     def _tick(self, wall: float) -> None:
         self._saw(wall)
 
@@ -305,7 +315,8 @@ class Journal:
     _APPLY: dict[str, Callable[..., None]] = {
         "begin": _begin, "arrive": _arrive, "sent": _sent, "started": _started, "done": _done, "up": _up,
         "down": _down, "expel": _expel, "end": _end, "timeout": _timeout, "requeue": _requeue, "complete": _complete,
-        "register": _register, "clock": _clock, "genend": _genend, "tick": _tick, "resume": _resume,
+        "register": _register, "clock": _clock, "genend": _genend, "interrupt": _interrupt,
+        "tick": _tick, "resume": _resume,
     }
 
     def correct(self) -> None:

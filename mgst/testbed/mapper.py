@@ -376,8 +376,7 @@ class Mapper:
                     next_job = None
                     if self.stopping:  # stopped early: the horizon is now
                         generation_end = min(generation_end, now)
-                    self.journal.generation_over(clock.model_now(generation_end))
-                    drain_deadline = now + self.drain_timeout
+                    drain_deadline = self._generation_over(generation_end)
                     log.info("generation over; draining (at most %.1f s)", self.drain_timeout)
                     break
                 if due > now:
@@ -394,14 +393,15 @@ class Mapper:
                 next_job = next_item(workload)
                 if next_job is None:  # the workload is exhausted (a list, a trace): generation is over
                     generation_end = min(generation_end, now)
-                    self.journal.generation_over(clock.model_now(generation_end))
-                    drain_deadline = now + self.drain_timeout
+                    drain_deadline = self._generation_over(generation_end)
                     log.info("the workload is exhausted; draining (at most %.1f s)", self.drain_timeout)
             if self.stopping and clock.t0 is not None and clock.held is None and next_job is None:
                 if interrupted_at is None:
                     interrupted_at = now
                     log.info("interrupted: draining for at most %.1f s", INTERRUPT_DRAIN)
-                drain_deadline = min(drain_deadline, interrupted_at + INTERRUPT_DRAIN)
+                    if interrupted_at + INTERRUPT_DRAIN < drain_deadline:  # kept, for a resume after a crash in it
+                        drain_deadline = interrupted_at + INTERRUPT_DRAIN
+                        self.journal.interrupted(clock.model_now(drain_deadline))
                 if self._no_machine_up():  # nothing queued or running can finish: no wait
                     log.warning("interrupted, and no machine is up: %d jobs queued, %d running cut off",
                                 self.core.queued_count, len(self.core.running))
@@ -467,6 +467,13 @@ class Mapper:
     def _no_machine_up(self) -> bool:
         """Every machine is down (its puller gone, silent or failed)."""
         return all(m.state is MachineState.DOWN for m in self.core.machines)
+
+    def _generation_over(self, generation_end: float) -> float:
+        """Arrivals end at wall time ``generation_end``: journal it; when the drain ends (wall). The drain time-out
+        counts from the end of generation, as a resumed run counts it (mgst.testbed.resume) and the simulation
+        beside the run does, not from when the mapper saw that no more jobs would come (its last arrival)."""
+        self.journal.generation_over(self.clock.model_now(generation_end))
+        return generation_end + self.drain_timeout
 
     def _result(self, started: float, end: float, generation_end: float, horizon: float) -> TestbedRun:
         self._unfreeze()

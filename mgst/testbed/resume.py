@@ -177,13 +177,18 @@ class Resume:
         time_unit = self.clock.time_unit
         for key, at in self.core.timers.items():
             self.push_timer(t0 + at * time_unit, key)
-        if self.journal.generation_end is not None:
+        j = self.journal
+        if j.generation_end is not None:
             # What was left of the drain: model time stood still through the outage, so the run drains to the model
-            # time its drain time-out ends at (a new drain each time would let a run resumed in its drain outlast
-            # its failure laws' span, mgst.testbed.wire_availability, and the jobs the simulation beside it drains).
-            # The journal does not keep an interrupted run's shorter drain (INTERRUPT_DRAIN): it drains to there too.
-            generation_end = t0 + self.journal.generation_end * time_unit
-            drain_deadline = max(now, generation_end + self.drain_timeout)
+            # time its drain ends at (a new drain each time would let a run resumed in its drain outlast its failure
+            # laws' span, mgst.testbed.wire_availability, and the jobs the simulation beside it drains): its drain
+            # time-out after the end of generation, or sooner if the run was interrupted (the journal keeps when
+            # the interrupt's short drain ends).
+            generation_end = t0 + j.generation_end * time_unit
+            drain_deadline = generation_end + self.drain_timeout
+            if j.interrupt_drain_end is not None:
+                drain_deadline = min(drain_deadline, t0 + j.interrupt_drain_end * time_unit)
+            drain_deadline = max(now, drain_deadline)
             log.info("resumed in the drain: %.1f s of it left", drain_deadline - now)
             return None, generation_end, drain_deadline
         return next_job, t0 + self.duration, math.inf
