@@ -16,6 +16,7 @@ from mgst.core.state import JobStatus
 from mgst.testbed.local_run import start_pullers, stop_pullers
 from mgst.testbed.mapper import INTERRUPT_DRAIN, Mapper
 from mgst.testbed.resume import next_item
+from mgst.testbed.run_result import TestbedRun
 from mgst.wire import protocol as P
 from mgst.wire import security
 from mgst.workload import make_workload
@@ -38,10 +39,11 @@ DRAIN_S = 2.0  # the resumed mapper's drain time-out (wall seconds: 10 model tim
 KILLED_AFTER_S = 1.0  # into the drain (5 model time units)
 
 
-def test_a_run_killed_in_its_drain_drains_what_was_left_of_it(tmp_path: Path, no_children_left) -> None:
-    """Killed 1 s into its drain and resumed with a 2 s drain: the run ends 2 s of model time after its generation
-    (10 time units), not 2 s after the resume (15); every job is done once, or cut off; what the pullers sent
-    before their hellos to the resumed mapper is counted as theirs (superseded), not a stranger's."""
+def killed_in_its_drain(tmp_path: Path, into_drain_s: float, resumed_drain_s: float,
+                        interrupt: bool = False) -> tuple[TestbedRun, Path]:
+    """The overloaded run, by `mgst mapper` with real pullers, SIGKILLed ``into_drain_s`` into its drain (or, with
+    ``interrupt``, sent SIGTERM then and killed once the interrupt is committed), then resumed in this process with
+    a drain time-out of ``resumed_drain_s``: the resumed run, and its journal's file."""
     exp_file = tmp_path / "exp.toml"
     exp_file.write_text(OVERLOADED)
     keys, out = tmp_path / "keys", tmp_path / "run"
@@ -54,25 +56,37 @@ def test_a_run_killed_in_its_drain_drains_what_was_left_of_it(tmp_path: Path, no
         pullers = start_pullers(endpoint, ["M1", "M2"], tmp_path / "pullers.log", keys=keys)
         wait_for(lambda: count_events(journal, "begin") >= 1, 60, "the run's start", first)
         start = clock_starts(journal)[0]
-        time.sleep(max(0.0, start + GENERATION_S + KILLED_AFTER_S - time.time()))
+        time.sleep(max(0.0, start + GENERATION_S + into_drain_s - time.time()))
         assert count_events(journal, "genend") == 1  # in its drain (30 s at least: mgst.testbed.run_result)
+        if interrupt:
+            first.send_signal(signal.SIGTERM)
+            # the interrupt committed: killed in its short drain
+            wait_for(lambda: count_events(journal, "interrupt") == 1, 10, "the interrupt", first)
         first.send_signal(signal.SIGKILL)
         first.wait(10)
         resumed = Mapper(load_experiment(exp_file), endpoint, keys=security.server_keys(keys), out=out, resume=True,
-                         drain_timeout=DRAIN_S)
+                         drain_timeout=resumed_drain_s)
         run = resumed.run()
         assert [p.wait(timeout=30) for p in pullers] == [0, 0]
     finally:
         reap([first, *pullers])
         stop_pullers(pullers)
-    generation_end = run.journal.generation_end
-    assert generation_end is not None and abs(generation_end - GENERATION_S / TIME_UNIT) < 1.0
-    drained = (run.end - run.t0) / TIME_UNIT - generation_end
-    assert abs(drained - DRAIN_S / TIME_UNIT) < 2.5, drained  # (a new drain after the resume: 15)
     assert run.cut_off  # (work was left: the drain ended it)
     done = [jid for jid, rec in run.core.jobs.items() if rec.status is JobStatus.DONE]
     assert len(done) + len(run.cut_off) == len(run.core.jobs) == len(run.journal.jobs)
     assert count_events(journal, "complete") == len(done)  # each done job completed once
+    return run, journal
+
+
+def test_a_run_killed_in_its_drain_drains_what_was_left_of_it(tmp_path: Path, no_children_left) -> None:
+    """Killed 1 s into its drain and resumed with a 2 s drain: the run ends 2 s of model time after its generation
+    (10 time units), not 2 s after the resume (15); every job is done once, or cut off; what the pullers sent
+    before their hellos to the resumed mapper is counted as theirs (superseded), not a stranger's."""
+    run, _ = killed_in_its_drain(tmp_path, KILLED_AFTER_S, DRAIN_S)
+    generation_end = run.journal.generation_end
+    assert generation_end is not None and abs(generation_end - GENERATION_S / TIME_UNIT) < 1.0
+    drained = (run.end - run.t0) / TIME_UNIT - generation_end
+    assert abs(drained - DRAIN_S / TIME_UNIT) < 2.5, drained  # (a new drain after the resume: 15)
     # what the pullers sent the dead mapper's successor before their hellos (their keys are the machines'): theirs,
     # superseded, not an unregistered (hostile) sender's
     assert run.malformed[P.Drop.SUPERSEDED] > 0 and P.Drop.UNREGISTERED not in run.malformed, run.malformed
@@ -85,43 +99,14 @@ def test_an_interrupted_run_killed_in_its_short_drain_drains_to_where_it_would_h
         tmp_path: Path, no_children_left) -> None:
     """Interrupted (SIGTERM) 0.5 s into its drain, which then lasts at most INTERRUPT_DRAIN (4 s), and killed in that
     short drain: the resumed run, with a 10 s drain time-out of its own, drains to 0.5 s + 4 s of model time after
-    its generation (22.5 time units), not to its time-out (50)."""
-    exp_file = tmp_path / "exp.toml"
-    exp_file.write_text(OVERLOADED)
-    keys, out = tmp_path / "keys", tmp_path / "run"
-    security.create_keys(keys, ["M1", "M2"])
-    endpoint = f"tcp://127.0.0.1:{free_port()}"
-    journal = out / "journal.sqlite"
-    first = start_mapper([str(exp_file), "--bind", endpoint, "--keys", str(keys), "--out", str(out)])
-    pullers: list[subprocess.Popen] = []
-    try:
-        pullers = start_pullers(endpoint, ["M1", "M2"], tmp_path / "pullers.log", keys=keys)
-        wait_for(lambda: count_events(journal, "begin") >= 1, 60, "the run's start", first)
-        start = clock_starts(journal)[0]
-        time.sleep(max(0.0, start + GENERATION_S + INTERRUPTED_AFTER_S - time.time()))
-        assert count_events(journal, "genend") == 1  # in its drain (30 s at least: mgst.testbed.run_result)
-        first.send_signal(signal.SIGTERM)
-        # the interrupt committed: killed in its short drain
-        wait_for(lambda: count_events(journal, "interrupt") == 1, 10, "the interrupt", first)
-        first.send_signal(signal.SIGKILL)
-        first.wait(10)
-        resumed = Mapper(load_experiment(exp_file), endpoint, keys=security.server_keys(keys), out=out, resume=True,
-                         drain_timeout=10.0)
-        run = resumed.run()
-        assert [p.wait(timeout=30) for p in pullers] == [0, 0]
-    finally:
-        reap([first, *pullers])
-        stop_pullers(pullers)
+    its generation (22.5 time units), not to its time-out (50); every job is done once, or cut off."""
+    run, _ = killed_in_its_drain(tmp_path, INTERRUPTED_AFTER_S, 10.0, interrupt=True)
     generation_end, drain_end = run.journal.generation_end, run.journal.interrupt_drain_end
     assert generation_end is not None and drain_end is not None
     short = (INTERRUPTED_AFTER_S + INTERRUPT_DRAIN) / TIME_UNIT
     assert abs(drain_end - generation_end - short) < 2.5, drain_end - generation_end
     drained = (run.end - run.t0) / TIME_UNIT - generation_end
     assert abs(drained - short) < 2.5, drained  # (without the interrupt's drain kept: 50)
-    assert run.cut_off
-    done = [jid for jid, rec in run.core.jobs.items() if rec.status is JobStatus.DONE]
-    assert len(done) + len(run.cut_off) == len(run.core.jobs) == len(run.journal.jobs)
-    assert count_events(journal, "complete") == len(done)
 
 
 SPARSE_UNIT = 0.2
