@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
+import pytest
 from test_failure_rebase import clock_starts
 from test_resume import count_events, free_port, reap, start_mapper, wait_for
 
@@ -17,6 +19,7 @@ from mgst.testbed.local_run import start_pullers, stop_pullers
 from mgst.testbed.mapper import INTERRUPT_DRAIN, Mapper
 from mgst.testbed.resume import next_item
 from mgst.testbed.run_result import TestbedRun
+from mgst.testbed.summary import summarize_testbed
 from mgst.wire import protocol as P
 from mgst.wire import security
 from mgst.workload import make_workload
@@ -39,11 +42,12 @@ DRAIN_S = 2.0  # the resumed mapper's drain time-out (wall seconds: 10 model tim
 KILLED_AFTER_S = 1.0  # into the drain (5 model time units)
 
 
-def killed_in_its_drain(tmp_path: Path, into_drain_s: float, resumed_drain_s: float,
-                        interrupt: bool = False) -> tuple[TestbedRun, Path]:
+def killed_in_its_drain(tmp_path: Path, into_drain_s: float, resumed_drain_s: float, interrupt: bool = False,
+                        stop_resumed: bool = False) -> TestbedRun:
     """The overloaded run, by `mgst mapper` with real pullers, SIGKILLed ``into_drain_s`` into its drain (or, with
     ``interrupt``, sent SIGTERM then and killed once the interrupt is committed), then resumed in this process with
-    a drain time-out of ``resumed_drain_s``: the resumed run, and its journal's file."""
+    a drain time-out of ``resumed_drain_s`` (with ``stop_resumed``, stopped at once, as two quick signals stop it,
+    while it still holds its clock for its pullers): the resumed run."""
     exp_file = tmp_path / "exp.toml"
     exp_file.write_text(OVERLOADED)
     keys, out = tmp_path / "keys", tmp_path / "run"
@@ -57,7 +61,8 @@ def killed_in_its_drain(tmp_path: Path, into_drain_s: float, resumed_drain_s: fl
         wait_for(lambda: count_events(journal, "begin") >= 1, 60, "the run's start", first)
         start = clock_starts(journal)[0]
         time.sleep(max(0.0, start + GENERATION_S + into_drain_s - time.time()))
-        assert count_events(journal, "genend") == 1  # in its drain (30 s at least: mgst.testbed.run_result)
+        wait_for(lambda: count_events(journal, "genend") == 1, 10, "the end of generation", first)  # in its drain
+        # (30 s at least: mgst.testbed.run_result)
         if interrupt:
             first.send_signal(signal.SIGTERM)
             # the interrupt committed: killed in its short drain
@@ -66,8 +71,11 @@ def killed_in_its_drain(tmp_path: Path, into_drain_s: float, resumed_drain_s: fl
         first.wait(10)
         resumed = Mapper(load_experiment(exp_file), endpoint, keys=security.server_keys(keys), out=out, resume=True,
                          drain_timeout=resumed_drain_s)
+        if stop_resumed:
+            resumed.stopping = resumed.aborting = True
         run = resumed.run()
-        assert [p.wait(timeout=30) for p in pullers] == [0, 0]
+        if not stop_resumed:
+            assert [p.wait(timeout=30) for p in pullers] == [0, 0]
     finally:
         reap([first, *pullers])
         stop_pullers(pullers)
@@ -75,14 +83,14 @@ def killed_in_its_drain(tmp_path: Path, into_drain_s: float, resumed_drain_s: fl
     done = [jid for jid, rec in run.core.jobs.items() if rec.status is JobStatus.DONE]
     assert len(done) + len(run.cut_off) == len(run.core.jobs) == len(run.journal.jobs)
     assert count_events(journal, "complete") == len(done)  # each done job completed once
-    return run, journal
+    return run
 
 
 def test_a_run_killed_in_its_drain_drains_what_was_left_of_it(tmp_path: Path, no_children_left) -> None:
     """Killed 1 s into its drain and resumed with a 2 s drain: the run ends 2 s of model time after its generation
     (10 time units), not 2 s after the resume (15); every job is done once, or cut off; what the pullers sent
     before their hellos to the resumed mapper is counted as theirs (superseded), not a stranger's."""
-    run, _ = killed_in_its_drain(tmp_path, KILLED_AFTER_S, DRAIN_S)
+    run = killed_in_its_drain(tmp_path, KILLED_AFTER_S, DRAIN_S)
     generation_end = run.journal.generation_end
     assert generation_end is not None and abs(generation_end - GENERATION_S / TIME_UNIT) < 1.0
     drained = (run.end - run.t0) / TIME_UNIT - generation_end
@@ -100,21 +108,41 @@ def test_an_interrupted_run_killed_in_its_short_drain_drains_to_where_it_would_h
     """Interrupted (SIGTERM) 0.5 s into its drain, which then lasts at most INTERRUPT_DRAIN (4 s), and killed in that
     short drain: the resumed run, with a 10 s drain time-out of its own, drains to 0.5 s + 4 s of model time after
     its generation (22.5 time units), not to its time-out (50); every job is done once, or cut off."""
-    run, _ = killed_in_its_drain(tmp_path, INTERRUPTED_AFTER_S, 10.0, interrupt=True)
+    run = killed_in_its_drain(tmp_path, INTERRUPTED_AFTER_S, 10.0, interrupt=True)
     generation_end, drain_end = run.journal.generation_end, run.journal.interrupt_drain_end
     assert generation_end is not None and drain_end is not None
     short = (INTERRUPTED_AFTER_S + INTERRUPT_DRAIN) / TIME_UNIT
     assert abs(drain_end - generation_end - short) < 2.5, drain_end - generation_end
     drained = (run.end - run.t0) / TIME_UNIT - generation_end
-    assert abs(drained - short) < 2.5, drained  # (without the interrupt's drain kept: 50)
+    assert abs(drained - (drain_end - generation_end)) < 2.5, drained  # (without the interrupt's drain kept: 50)
+
+
+def test_a_resumed_run_stopped_while_it_holds_its_clock_ends_its_generation_in_wall_time(
+        tmp_path: Path, no_children_left) -> None:
+    """Killed in its drain, then resumed and stopped at once, before its pullers are back: the run's end of
+    generation is wall time (its journal's model time on the run's clock), so its summary's horizon is the run's
+    (15 time units), not a model time taken for a wall time (minus the epoch)."""
+    run = killed_in_its_drain(tmp_path, KILLED_AFTER_S, DRAIN_S, stop_resumed=True)
+    assert run.aborted
+    generation_end = run.journal.generation_end
+    assert generation_end is not None and abs(generation_end - GENERATION_S / TIME_UNIT) < 1.0
+    assert abs(run.generation_end - (run.t0 + generation_end * TIME_UNIT)) < 1e-6, (run.generation_end, run.t0)
+    summary, _ = summarize_testbed(run)
+    assert summary.horizon == pytest.approx(generation_end)
 
 
 SPARSE_UNIT = 0.2
-SPARSE_S = 6.0  # 30 model time units
-SPARSE_DRAIN_S = 1.0
-# A few arrivals, seconds apart, on a machine so slow that the first job outlasts the run: work is left to drain.
-SPARSE = f"""[workload]
-arrival_rates = [0.1]
+
+
+def sparse_run(tmp_path: Path, rate: float, duration_s: float, seed: int, drain_s: float,
+               stop_after: float | None = None) -> tuple[TestbedRun, list[float]]:
+    """A run of a few arrivals, seconds apart (``rate`` a time unit, for ``duration_s`` wall seconds), on a machine so
+    slow that the first job outlasts the run (work is left to drain), with a drain time-out of ``drain_s``; with
+    ``stop_after``, interrupted (``Mapper.stopping``, as a signal does) that many time units after its last arrival.
+    The run, and the arrival times before the horizon (from the workload itself, not from the run)."""
+    exp_file = tmp_path / "exp.toml"
+    exp_file.write_text(f"""[workload]
+arrival_rates = [{rate}]
 [machines]
 rates = [[0.01]]
 names = ["M1"]
@@ -122,8 +150,48 @@ names = ["M1"]
 name = "fcfs"
 [testbed]
 time_unit = {SPARSE_UNIT}
-duration = {SPARSE_S}
-"""
+duration = {duration_s}
+""")
+    exp = load_experiment(exp_file)
+    horizon = duration_s / SPARSE_UNIT
+    workload = make_workload(exp, seed, 0)
+    arrivals = []
+    while (job := next_item(workload)) is not None and job.submitted < horizon:
+        arrivals.append(job.submitted)
+    assert arrivals
+    keys, out = tmp_path / "keys", tmp_path / "run"
+    security.create_keys(keys, ["M1"])
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    mapper = Mapper(exp, endpoint, seed=seed, keys=security.server_keys(keys), out=out, drain_timeout=drain_s)
+    pullers: list[subprocess.Popen] = []
+    stopper: threading.Thread | None = None
+    done = threading.Event()
+    ran = False
+    try:
+        pullers = start_pullers(endpoint, ["M1"], tmp_path / "pullers.log", keys=keys)
+        if stop_after is not None:
+            def stop() -> None:  # at its time in the run's clock (which starts once the puller is registered)
+                while mapper.clock.t0 is None and not done.wait(0.01):
+                    pass
+                if mapper.clock.t0 is not None:
+                    at = mapper.clock.t0 + (arrivals[-1] + stop_after) * SPARSE_UNIT
+                    if not done.wait(max(0.0, at - time.time())):
+                        mapper.stopping = True
+            stopper = threading.Thread(target=stop, daemon=True)
+            stopper.start()
+        ran = True
+        run = mapper.run()
+        assert [p.wait(timeout=30) for p in pullers] == [0]
+    finally:
+        done.set()
+        if stopper is not None:
+            stopper.join(5)
+        if not ran:
+            mapper.close()
+        reap(pullers)
+        stop_pullers(pullers)
+    assert run.cut_off  # (the drain timed out)
+    return run, arrivals
 
 
 def test_the_drain_counts_from_the_end_of_generation_not_from_the_last_arrival(
@@ -131,28 +199,21 @@ def test_the_drain_counts_from_the_end_of_generation_not_from_the_last_arrival(
     """Arrivals seconds apart, the last well before the horizon: the run drains its 1 s time-out after the end of
     generation (the horizon), as its resumed self and the simulation beside it count it, not 1 s after the last
     arrival, which ends before the horizon (drained 0)."""
-    exp_file = tmp_path / "exp.toml"
-    exp_file.write_text(SPARSE)
-    exp = load_experiment(exp_file)
-    seed = 2
-    horizon = SPARSE_S / SPARSE_UNIT
-    workload = make_workload(exp, seed, 0)
-    arrivals = []
-    while (job := next_item(workload)) is not None and job.submitted < horizon:
-        arrivals.append(job.submitted)
+    drain_s, duration_s = 1.0, 6.0
+    run, arrivals = sparse_run(tmp_path, 0.1, duration_s, 2, drain_s)
     # (the setting shows the difference: the last arrival's drain would end before the horizon)
-    assert arrivals and arrivals[-1] < horizon - 2 * SPARSE_DRAIN_S / SPARSE_UNIT, arrivals
-    keys, out = tmp_path / "keys", tmp_path / "run"
-    security.create_keys(keys, ["M1"])
-    endpoint = f"tcp://127.0.0.1:{free_port()}"
-    mapper = Mapper(exp, endpoint, seed=seed, keys=security.server_keys(keys), out=out, drain_timeout=SPARSE_DRAIN_S)
-    pullers: list[subprocess.Popen] = []
-    try:
-        pullers = start_pullers(endpoint, ["M1"], tmp_path / "pullers.log", keys=keys)
-        run = mapper.run()
-        assert [p.wait(timeout=30) for p in pullers] == [0]
-    finally:
-        reap(pullers)
-        stop_pullers(pullers)
-    assert run.cut_off  # (the drain timed out)
-    assert abs(run.end - run.generation_end - SPARSE_DRAIN_S) < 0.5, run.end - run.generation_end
+    assert arrivals[-1] < (duration_s - 2 * drain_s) / SPARSE_UNIT, arrivals
+    assert abs(run.end - run.generation_end - drain_s) < 0.5, run.end - run.generation_end
+
+
+def test_an_interrupt_after_the_last_arrival_ends_generation_then(tmp_path: Path, no_children_left) -> None:
+    """Interrupted 3 time units (0.6 s) after its last arrival, 15 s before its horizon: generation ends at the
+    interrupt and the run drains INTERRUPT_DRAIN (4 s) from there, not until the horizon."""
+    duration_s = 20.0
+    run, arrivals = sparse_run(tmp_path, 0.02, duration_s, 16, 30.0, stop_after=3.0)
+    assert arrivals[-1] < 0.25 * duration_s / SPARSE_UNIT, arrivals  # (the horizon is far: 15 s at least)
+    generation_end = run.journal.generation_end
+    assert generation_end is not None and abs(generation_end - (arrivals[-1] + 3.0)) < 2.5, generation_end
+    assert abs(run.generation_end - (run.t0 + generation_end * SPARSE_UNIT)) < 1e-6
+    drained = run.end - run.generation_end
+    assert abs(drained - INTERRUPT_DRAIN) < 1.0, drained  # (without: until the horizon, 15 s and more)

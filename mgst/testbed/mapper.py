@@ -377,7 +377,8 @@ class Mapper:
                     if self.stopping:  # stopped early: the horizon is now
                         generation_end = min(generation_end, now)
                     drain_deadline = self._generation_over(generation_end)
-                    log.info("generation over; draining (at most %.1f s)", self.drain_timeout)
+                    log.info("generation over (no arrival before the horizon, in %.1f s); then a drain of at most "
+                             "%.1f s", max(0.0, generation_end - now), self.drain_timeout)
                     break
                 if due > now:
                     break
@@ -399,6 +400,9 @@ class Mapper:
                 if interrupted_at is None:
                     interrupted_at = now
                     log.info("interrupted: draining for at most %.1f s", INTERRUPT_DRAIN)
+                    if now < generation_end:  # after the last arrival, before the horizon: generation ends now
+                        generation_end = now
+                        self.journal.generation_over(clock.model_now(now))
                     if interrupted_at + INTERRUPT_DRAIN < drain_deadline:  # kept, for a resume after a crash in it
                         drain_deadline = interrupted_at + INTERRUPT_DRAIN
                         self.journal.interrupted(clock.model_now(drain_deadline))

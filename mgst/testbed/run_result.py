@@ -65,7 +65,7 @@ def finish_run(experiment: Experiment, core: Scheduler, journal: Journal, time_u
     if journal.generation_end is not None:  # generation stopped early (interrupted): a tenth of what was generated
         horizon = min(horizon, journal.generation_end)
     warmup = min(experiment.simulation.warmup, 0.1 * horizon)
-    if not math.isfinite(generation_end):
-        generation_end = journal.generation_end if journal.generation_end is not None else end
+    if not math.isfinite(generation_end):  # (a resumed run stopped while it held its clock: as its journal says)
+        generation_end = t0 + journal.generation_end * time_unit if journal.generation_end is not None else end
     return TestbedRun(experiment, core, journal, time_unit, t0, generation_end, end, cut, Counter(drops), warmup,
                       seed, security_mode, aborted)
