@@ -7,6 +7,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,8 @@ from test_resume import count_events, free_port, reap, start_mapper, wait_for
 
 from mgst.config import load_experiment
 from mgst.core.state import JobStatus
+from mgst.testbed.live.board import FolderBoard
+from mgst.testbed.live.snapshot import LivePublisher
 from mgst.testbed.local_run import start_pullers, stop_pullers
 from mgst.testbed.mapper import INTERRUPT_DRAIN, Mapper
 from mgst.testbed.resume import next_item
@@ -135,10 +138,12 @@ SPARSE_UNIT = 0.2
 
 
 def sparse_run(tmp_path: Path, rate: float, duration_s: float, seed: int, drain_s: float,
-               stop_after: float | None = None) -> tuple[TestbedRun, list[float]]:
+               stop_after: float | None = None,
+               progress: Callable[[Mapper], None] | None = None) -> tuple[TestbedRun, list[float]]:
     """A run of a few arrivals, seconds apart (``rate`` a time unit, for ``duration_s`` wall seconds), on a machine so
     slow that the first job outlasts the run (work is left to drain), with a drain time-out of ``drain_s``; with
-    ``stop_after``, interrupted (``Mapper.stopping``, as a signal does) that many time units after its last arrival.
+    ``stop_after``, interrupted (``Mapper.stopping``, as a signal does) that many time units after its last arrival;
+    ``progress`` is called from the mapper's loop every 0.1 s.
     The run, and the arrival times before the horizon (from the workload itself, not from the run)."""
     exp_file = tmp_path / "exp.toml"
     exp_file.write_text(f"""[workload]
@@ -162,7 +167,8 @@ duration = {duration_s}
     keys, out = tmp_path / "keys", tmp_path / "run"
     security.create_keys(keys, ["M1"])
     endpoint = f"tcp://127.0.0.1:{free_port()}"
-    mapper = Mapper(exp, endpoint, seed=seed, keys=security.server_keys(keys), out=out, drain_timeout=drain_s)
+    mapper = Mapper(exp, endpoint, seed=seed, keys=security.server_keys(keys), out=out, drain_timeout=drain_s,
+                    progress=progress, progress_interval=0.1)
     pullers: list[subprocess.Popen] = []
     stopper: threading.Thread | None = None
     done = threading.Event()
@@ -200,10 +206,23 @@ def test_the_drain_counts_from_the_end_of_generation_not_from_the_last_arrival(
     generation (the horizon), as its resumed self and the simulation beside it count it, not 1 s after the last
     arrival, which ends before the horizon (drained 0)."""
     drain_s, duration_s = 1.0, 6.0
-    run, arrivals = sparse_run(tmp_path, 0.1, duration_s, 2, drain_s)
+    live = LivePublisher(FolderBoard(tmp_path))
+    phases: list[tuple[float, str]] = []  # (model time, the live view's phase)
+
+    def look(mapper: Mapper) -> None:
+        now = time.time()
+        phases.append((mapper.model_now(now), live.build(mapper, now)["phase"]))
+
+    run, arrivals = sparse_run(tmp_path, 0.1, duration_s, 2, drain_s, progress=look)
     # (the setting shows the difference: the last arrival's drain would end before the horizon)
-    assert arrivals[-1] < (duration_s - 2 * drain_s) / SPARSE_UNIT, arrivals
+    horizon = duration_s / SPARSE_UNIT
+    assert arrivals[-1] < horizon - 2 * drain_s / SPARSE_UNIT, arrivals
     assert abs(run.end - run.generation_end - drain_s) < 0.5, run.end - run.generation_end
+    # the live view says "draining" from the end of generation, not from the last arrival
+    gap = [phase for at, phase in phases if arrivals[-1] + 1.0 < at < horizon - 1.0]
+    drain = [phase for at, phase in phases if at > horizon + 0.5]
+    assert gap and set(gap) == {"generating"}, phases
+    assert drain and set(drain) == {"draining"}, phases
 
 
 def test_an_interrupt_after_the_last_arrival_ends_generation_then(tmp_path: Path, no_children_left) -> None:

@@ -191,7 +191,7 @@ def _progress_printer(enabled: bool):
             elapsed = time.time() - mapper.t0
             left = max(0.0, mapper.duration - elapsed)
             fmt = "/".join
-            when = "draining" if mapper.stopping or mapper.journal.generation_end is not None else f"{left:4.0f} s left"
+            when = "draining" if mapper.draining(time.time()) else f"{left:4.0f} s left"
             line = (f"{elapsed:5.0f} s, {when} | queued {fmt(map(str, queued))} | running "
                     f"{fmt(map(str, running))} | done {fmt(map(str, done))} | mean wait "
                     f"{fmt(f'{w / k:.2f}' if k else '-' for w, k in zip(wait, waited))}")

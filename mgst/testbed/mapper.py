@@ -270,6 +270,13 @@ class Mapper:
     def model_now(self, wall: float) -> float:
         return self.clock.model_now(wall)
 
+    def draining(self, now: float) -> bool:
+        """Whether the run drains at wall time ``now``: its end of generation has passed, or it was stopped (the
+        journal knows the end of generation from the last arrival before it, and the drain counts from the end)."""
+        generation_end = self.journal.generation_end  # (model time)
+        return self.clock.t0 is not None and (self.stopping or (
+            generation_end is not None and self.model_now(now) >= generation_end))
+
     def registered(self) -> int:
         return sum(c.identity is not None for c in self.conns)
 

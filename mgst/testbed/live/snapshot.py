@@ -134,10 +134,10 @@ class LivePublisher:
             phase = "over"
         elif t0 is None:
             phase = "waiting for pullers"
-        elif journal.generation_end is None:
-            phase = "generating"
-        else:
+        elif mapper.draining(now):
             phase = "draining"
+        else:
+            phase = "generating"
         horizon = mapper.duration / tu
         warmup = min(exp.simulation.warmup, 0.1 * horizon)  # as the run's summary counts (run_result.finish_run)
         self._follow_jobs(journal, tu, warmup, horizon, len(exp.classes))
