@@ -365,3 +365,16 @@ def test_a_late_result_that_counts_makes_its_lost_replica_done_in_the_journal():
     journal.completed(7, 3, 0)
     journal.end("done", 3)  # (the mapper's usual end of a done replica: nothing more to change)
     assert journal.replicas[3].outcome == "done" and journal.jobs[7].done_by == 3
+
+
+def test_the_mapper_s_stalls_are_named_with_the_longest():
+    """Stalls of the mapper's loop (from its journal) are a cause: how many, their sum, the longest and when."""
+    run = gap_run([[1.0], [1.0]])
+    run.journal.stalls = [(30.0, 2.5), (107.1, 9.12)]
+    gap = find_gap(run, summary("testbed", est(1.5, 0.1)), summary("simulation", est(1.0, 0.05)))
+    assert [c.kind for c in gap.causes] == ["stalls"]
+    assert gap.causes[0].figures == {"count": 2, "total_s": 11.62, "longest_s": 9.12, "longest_at_s": 107.1}
+    assert "the mapper's loop stalled 2 times, 11.6 s in all (the longest 9.12 s, 107 s into the run)" in (
+        gap.causes[0].text)
+    run.journal.stalls = []
+    assert find_gap(run, summary("testbed", est(1.5, 0.1)), summary("simulation", est(1.0, 0.05))).causes == []

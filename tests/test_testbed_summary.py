@@ -125,7 +125,7 @@ def hand_made_run(responses: dict[int, list[float]], achieved: list[list[float]]
                                                                              discarded_time=0.0))] * 2, jobs={},
                              stale_events=0, all_bags={}),
         journal=SimpleNamespace(jobs=jobs, replicas=replicas, machines=machines, delays=lambda: {}, outages=[],
-                                late_results=0),
+                                late_results=0, stalls=[]),
     )
 
 
@@ -232,3 +232,26 @@ def test_a_bag_the_summary_does_not_count_is_said_so_beside_its_makespan():
     lines = format_bag_makespans(rows)
     assert lines[0].endswith("(-30.0 %); not counted (before the warm-up, or caught in a mapper outage)")
     assert lines[1].endswith("(+0.0 %)")
+
+
+def test_the_journal_keeps_the_mapper_s_stalls_and_the_summary_lists_them():
+    """A silence of STALL s or more between the mapper's notes that it is alive, in a run under way, is a stall of
+    its loop, kept in seconds into the run; silences before the run begins, shorter ones and a resumed mapper's
+    outage are not."""
+    from mgst.testbed.journal import STALL, Journal
+
+    journal = Journal(experiment())
+    journal.tick(10.0)
+    journal.tick(10.0 + STALL + 5.0)  # waiting for pullers: no run yet
+    journal.began(20.0)
+    for wall in (20.5, 21.0, 21.0 + STALL - 0.01, 30.0, 30.5):
+        journal.tick(wall)
+    assert journal.stalls == [(21.0 + STALL - 0.01 - 20.0, 30.0 - (21.0 + STALL - 0.01))]
+    journal.resumed(100.0, 69.5)  # an outage of 69.5 s, cut out of the run's clock
+    journal.tick(100.5)
+    journal.tick(101.0 + STALL)
+    assert journal.stalls[1:] == [(100.5 - 69.5, STALL + 0.5)]
+    run = hand_made_run({0: [1.0, 2.0], 1: [1.0, 2.0]}, [[1.0], [1.0]])
+    run.journal.stalls = journal.stalls
+    _, extras = summarize_testbed(run)
+    assert extras["mapper_stalls"] == [{"at_s": round(at, 6), "seconds": round(s, 6)} for at, s in journal.stalls]

@@ -41,7 +41,7 @@ class Difference:
 class Cause:
     """A measured cause: what the journal saw, in a sentence, and its figures."""
 
-    kind: str  # cpu_share, delays, suspicions, timeouts, refusals
+    kind: str  # cpu_share, delays, stalls, suspicions, timeouts, refusals
     text: str
     figures: dict[str, Any] = field(default_factory=dict)
 
@@ -66,8 +66,9 @@ class Gap:
                          "delays, suspicions, time-outs, refusals) cannot explain it (a single run's sample path "
                          "differs from the simulation's, or the model is pessimistic)")
         elif not self.causes:
-            lines.append("  no measured cause: CPU shares, delays, suspicions, time-outs and refusals are all as "
-                         "the model assumes (a single run's sample path differs from the simulation's)")
+            lines.append("  no measured cause: CPU shares, delays, the mapper's loop, suspicions, time-outs and "
+                         "refusals are all as the model assumes (a single run's sample path differs from the "
+                         "simulation's)")
         lines += [f"  cause: {c.text}" for c in self.causes]
         return lines
 
@@ -120,7 +121,7 @@ def differences(testbed: Summary, simulation: Summary) -> list[Difference]:
 
 def measured_causes(run: TestbedRun, testbed: Summary) -> list[Cause]:
     """What the journal measured that the model does not have: CPU shares short of the requested ones, the
-    mapper's per-job delays, suspicions, time-outs and refusals."""
+    mapper's per-job delays, the stalls of its loop, suspicions, time-outs and refusals."""
     causes = []
     for s in share_shortfalls(run):
         causes.append(Cause(
@@ -139,6 +140,16 @@ def measured_causes(run: TestbedRun, testbed: Summary) -> list[Cause]:
             f"job on average ({total / response_s:.1%} of the mean response time): {parts}",
             {"mean_s": {key: round(v, 9) for key, v in means.items()},
              "share_of_response": round(total / response_s, 6)}))
+    stalls = run.journal.stalls
+    if stalls:
+        at, longest = max(stalls, key=lambda st: st[1])
+        total = sum(st[1] for st in stalls)
+        causes.append(Cause(
+            "stalls", f"the mapper's loop stalled {len(stalls)} time{'s' if len(stalls) > 1 else ''}, {total:.3g} s in "
+            f"all (the longest {longest:.3g} s, {at:.0f} s into the run): arrivals, requests and results waited "
+            "meanwhile, which the model does not have",
+            {"count": len(stalls), "total_s": round(total, 6), "longest_s": round(longest, 6),
+             "longest_at_s": round(at, 6)}))
     names = [m.name for m in run.journal.machines]
     suspected = {names[j]: m.stats.suspicions for j, m in enumerate(run.core.machines) if m.stats.suspicions}
     if suspected:

@@ -22,6 +22,12 @@ from mgst.testbed.store import RunStore
 INCARNATIONS_KEPT = 64
 
 
+# The mapper notes from its loop every half second (mapper.TICK) that it is alive. A longer silence between two
+# notes of a run under way is a stall: the loop did not turn (its host, its disk or its own work held it), and
+# arrivals, requests and results waited. One of this many seconds or more is kept (Journal.stalls).
+STALL = 2.0
+
+
 def wall_iso(t: float | None) -> str:
     """A wall-clock time as an ISO 8601 local timestamp with microseconds (spreadsheets read it)."""
     if t is None:
@@ -114,6 +120,10 @@ class Journal:
         self.last_wall: float | None = None  # the latest wall time the journal saw (ticks included)
         self.outages: list[tuple[float, float]] = []  # (last heard of the old mapper, resumed), wall time
         self.late_results = 0  # results that reached a resumed mapper for jobs finished during its outage
+        self.last_tick: float | None = None  # the mapper's latest note that it is alive (wall time)
+        # The loop's stalls, STALL s and more without a note, in a run under way: (seconds into the run on its clock
+        # when the loop was last heard, seconds without a note). At most one per STALL s of the run: bounded.
+        self.stalls: list[tuple[float, float]] = []
 
     # --- recording ------------------------------------------------------------
 
@@ -298,10 +308,15 @@ class Journal:
         self.interrupt_drain_end = drain_end if old is None else min(old, drain_end)
 
     def _tick(self, wall: float) -> None:
+        last, start = self.last_tick, self.start
+        if last is not None and start is not None and last >= start and wall - last >= STALL:
+            self.stalls.append((last - start, wall - last))
+        self.last_tick = wall
         self._saw(wall)
 
     def _resume(self, last: float, resumed_at: float, t0: float) -> None:
         self.outages.append((last, resumed_at))
+        self.last_tick = None  # (an outage is not a stall: the next mapper's notes begin anew)
         self.start = t0
         # Jobs in the air at the crash: their response times include the outage.
         for j in self.jobs.values():

@@ -179,6 +179,9 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
         # ISO 8601 local times with their UTC offset (jobs.csv's local times, made unambiguous)
         "outages": [{"from": wall_iso_offset(a), "to": wall_iso_offset(b), "seconds": round(b - a, 6)}
                     for a, b in run.journal.outages],
+        # the mapper's loop stalled (mgst.testbed.journal.STALL s and more without a turn): seconds into the run,
+        # and how long
+        "mapper_stalls": [{"at_s": round(at, 6), "seconds": round(sec, 6)} for at, sec in run.journal.stalls],
         "jobs_across_outage": sum(1 for j in run.journal.jobs.values() if j.across_outage),
         "results_reported_after_outage": run.journal.late_results,
         "resumes": run.resumes,
