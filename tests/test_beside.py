@@ -22,7 +22,7 @@ from mgst.bot_metrics import BagReplication, summarize_bags
 from mgst.model import Experiment, JobClass, Machine, PolicySpec
 from mgst.results import Estimate, Summary
 from mgst.testbed.export import LIVE_WITHIN_S, not_closed
-from mgst.testbed.gap import DELAY_SHARE, find_gap
+from mgst.testbed.gap import DELAY_SHARE, STALL_SHARE, find_gap
 from mgst.testbed.journal import Journal
 from mgst.testbed.store import FILENAME, RunStore
 from mgst.testbed.summary import summarize_testbed
@@ -367,14 +367,18 @@ def test_a_late_result_that_counts_makes_its_lost_replica_done_in_the_journal():
     assert journal.replicas[3].outcome == "done" and journal.jobs[7].done_by == 3
 
 
-def test_the_mapper_s_stalls_are_named_with_the_longest():
-    """Stalls of the mapper's loop (from its journal) are a cause: how many, their sum, the longest and when."""
-    run = gap_run([[1.0], [1.0]])
-    run.journal.stalls = [(30.0, 2.5), (107.1, 9.12)]
+def test_the_mapper_s_stalls_are_named_with_the_longest_when_they_last_long_enough():
+    """Stalls of the mapper's loop (from its journal) are a cause when they last STALL_SHARE of the run or more:
+    how many, their sum, the longest and when."""
+    run = gap_run([[1.0], [1.0]])  # a run of 1,010 s
+    assert STALL_SHARE * (run.end - run.t0) == pytest.approx(20.2)
+    run.journal.stalls = [(30.0, 2.5), (107.1, 19.12)]  # 21.62 s
     gap = find_gap(run, summary("testbed", est(1.5, 0.1)), summary("simulation", est(1.0, 0.05)))
     assert [c.kind for c in gap.causes] == ["stalls"]
-    assert gap.causes[0].figures == {"count": 2, "total_s": 11.62, "longest_s": 9.12, "longest_at_s": 107.1}
-    assert "the mapper's loop stalled 2 times, 11.6 s in all (the longest 9.12 s, 107 s into the run)" in (
+    assert gap.causes[0].figures == {"count": 2, "total_s": 21.62, "longest_s": 19.12, "longest_at_s": 107.1,
+                                     "share_of_run": round(21.62 / 1010, 6)}
+    assert "the mapper's loop stalled 2 times, 21.6 s in all (the longest 19.1 s, 107 s into the run)" in (
         gap.causes[0].text)
-    run.journal.stalls = []
-    assert find_gap(run, summary("testbed", est(1.5, 0.1)), summary("simulation", est(1.0, 0.05))).causes == []
+    for short in ([(30.0, 2.5), (107.1, 17.0)], []):  # 19.5 s, under 2 % of the run; none
+        run.journal.stalls = short
+        assert find_gap(run, summary("testbed", est(1.5, 0.1)), summary("simulation", est(1.0, 0.05))).causes == []

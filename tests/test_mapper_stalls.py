@@ -1,5 +1,5 @@
-"""A mapper whose loop stalls (here: SIGSTOPped for a while) has the stall in its summary and, when the run is
-slower than its simulation, named as a cause (real mapper and pullers, loopback)."""
+"""A mapper whose loop stalls (here: SIGSTOPped for a while) has the stall in its summary (real mapper and pullers,
+loopback); tests/test_beside.py has the stalls named as a gap's cause."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from test_failure_rebase import clock_starts
 from test_resume import count_events, free_port, reap, start_mapper, wait_for
 
 from mgst.testbed.journal import STALL
@@ -41,6 +42,7 @@ def test_a_mapper_stopped_for_a_while_has_the_stall_in_its_summary(tmp_path: Pat
         pullers = start_pullers(endpoint, ["M1", "M2"], tmp_path / "pullers.log", keys=keys)
         wait_for(lambda: count_events(out / "journal.sqlite", "begin") >= 1, 60, "the run's start", mapper)
         time.sleep(1.0)
+        stopped = time.time()
         mapper.send_signal(signal.SIGSTOP)
         try:
             time.sleep(STOPPED_S)
@@ -53,6 +55,8 @@ def test_a_mapper_stopped_for_a_while_has_the_stall_in_its_summary(tmp_path: Pat
         stop_pullers(pullers)
     summary = json.loads((out / "summary.json").read_text())
     stalls = summary["mapper_stalls"]
-    assert len(stalls) == 1, stalls
-    assert STOPPED_S - 0.1 <= stalls[0]["seconds"] <= STOPPED_S + 2.0, stalls
-    assert 0.5 <= stalls[0]["at_s"] <= 3.0, stalls  # (about 1 s into the run)
+    into_run = stopped - clock_starts(out / "journal.sqlite")[0]  # when it was stopped, on the run's clock
+    # its last note before the stop came at most a half-second note (and a busy machine's lateness) before it
+    ours = [st for st in stalls["longest"] if into_run - 1.5 <= st["at_s"] <= into_run + 0.05]
+    assert len(ours) == 1, (into_run, stalls)
+    assert STOPPED_S - 0.05 <= ours[0]["seconds"] <= STOPPED_S + 2.0, stalls

@@ -15,7 +15,7 @@ from scipy import stats as scipy_stats
 
 from mgst.intervals import batch_means_ci, mean_ci
 from mgst.model import Experiment, Job, JobClass, Machine, PolicySpec
-from mgst.testbed.summary import BATCHES, oversubscription_warning, summarize_testbed
+from mgst.testbed.summary import BATCHES, MAX_STALLS_LISTED, oversubscription_warning, summarize_testbed
 
 # ---------------------------------------------------------------- batch_means_ci
 
@@ -125,7 +125,7 @@ def hand_made_run(responses: dict[int, list[float]], achieved: list[list[float]]
                                                                              discarded_time=0.0))] * 2, jobs={},
                              stale_events=0, all_bags={}),
         journal=SimpleNamespace(jobs=jobs, replicas=replicas, machines=machines, delays=lambda: {}, outages=[],
-                                late_results=0, stalls=[]),
+                                late_results=0, stalls=[], last_tick=None),
     )
 
 
@@ -247,11 +247,35 @@ def test_the_journal_keeps_the_mapper_s_stalls_and_the_summary_lists_them():
     for wall in (20.5, 21.0, 21.0 + STALL - 0.01, 30.0, 30.5):
         journal.tick(wall)
     assert journal.stalls == [(21.0 + STALL - 0.01 - 20.0, 30.0 - (21.0 + STALL - 0.01))]
-    journal.resumed(100.0, 69.5)  # an outage of 69.5 s, cut out of the run's clock
+    journal.resumed(100.0, 69.5)  # an outage of 69.5 s, cut out of the run's clock, then the wait for pullers
     journal.tick(100.5)
-    journal.tick(101.0 + STALL)
-    assert journal.stalls[1:] == [(100.5 - 69.5, STALL + 0.5)]
+    journal.tick(101.0 + STALL)  # (held: model time stands still, nothing waits)
+    journal.began(95.0)  # the clock runs again at 105.0, model time 10.0
+    journal.tick(105.0)
+    journal.tick(105.0 + STALL)
+    assert journal.stalls[1:] == [(10.0, STALL)]
     run = hand_made_run({0: [1.0, 2.0], 1: [1.0, 2.0]}, [[1.0], [1.0]])
-    run.journal.stalls = journal.stalls
+    run.journal.stalls, run.journal.last_tick = journal.stalls, journal.last_tick
     _, extras = summarize_testbed(run)
-    assert extras["mapper_stalls"] == [{"at_s": round(at, 6), "seconds": round(s, 6)} for at, s in journal.stalls]
+    assert extras["mapper_stalls"] == {"count": 2, "total_s": round(sum(s for _, s in journal.stalls), 6), "longest": [
+        {"at_s": round(at, 6), "seconds": round(s, 6)} for at, s in journal.stalls]}
+    run.journal.stalls = [(float(i), 2.0 + i % 7) for i in range(100)]  # 14 of 8 s, 14 of 7 s, ...
+    listed = summarize_testbed(run)[1]["mapper_stalls"]
+    assert listed["count"] == 100 and MAX_STALLS_LISTED == 20
+    assert sorted(s["seconds"] for s in listed["longest"]) == [7.0] * 6 + [8.0] * 14  # the longest
+    assert [s["at_s"] for s in listed["longest"]] == sorted(s["at_s"] for s in listed["longest"])  # as they came
+    run.journal.stalls, run.journal.last_tick = [], None  # no note at all (a run without a journal file)
+    assert summarize_testbed(run)[1]["mapper_stalls"] is None
+
+
+def test_the_run_s_first_silence_counts_from_its_begin():
+    """A stall right after the run begins counts from the begin, even though the loop's note of that turn was
+    stamped a little before the begin's own stamp."""
+    from mgst.testbed.journal import STALL, Journal
+
+    journal = Journal(experiment())
+    journal.tick(19.9)
+    journal.began(20.0)
+    journal.tick(19.95)  # the begin turn's note, stamped with the turn's time
+    journal.tick(20.0 + STALL + 1.0)
+    assert journal.stalls == [(0.0, STALL + 1.0)]

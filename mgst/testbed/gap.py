@@ -15,6 +15,10 @@ from mgst.testbed.run_result import TestbedRun
 # when their mean sum reaches this share of the testbed's mean response time: below it they cannot explain a
 # gap wider than both intervals (which are rarely narrower than a few per cent of the mean on a single run).
 DELAY_SHARE = 0.02
+# The mapper's loop stalls (mgst.testbed.journal.STALL) are named when together they last DELAY_SHARE of the run
+# or more: a stall holds every job in flight and every arrival until it ends, but a short one in a long run cannot
+# explain a gap wider than both intervals.
+STALL_SHARE = DELAY_SHARE
 # The delays, as the journal names them (mgst.testbed.journal.Journal.delays), and the instants they span.
 DELAYS = (("request_delay_s", "request (t2-t1)"), ("scheduling_delay_s", "scheduling (t3-t2)"),
           ("communication_delay_s", "communication (t4-t3)"), ("report_delay_s", "report (t6-t5)"))
@@ -63,8 +67,8 @@ class Gap:
                  + ", ".join(f"{d.what} ({_change(d)})" for d in self.differences)]
         if not any(d.slower for d in self.differences):
             lines.append("  the testbed did better than the model: the slowdowns the journal measures (CPU shares, "
-                         "delays, suspicions, time-outs, refusals) cannot explain it (a single run's sample path "
-                         "differs from the simulation's, or the model is pessimistic)")
+                         "delays, stalls, suspicions, time-outs, refusals) cannot explain it (a single run's sample "
+                         "path differs from the simulation's, or the model is pessimistic)")
         elif not self.causes:
             lines.append("  no measured cause: CPU shares, delays, the mapper's loop, suspicions, time-outs and "
                          "refusals are all as the model assumes (a single run's sample path differs from the "
@@ -141,15 +145,16 @@ def measured_causes(run: TestbedRun, testbed: Summary) -> list[Cause]:
             {"mean_s": {key: round(v, 9) for key, v in means.items()},
              "share_of_response": round(total / response_s, 6)}))
     stalls = run.journal.stalls
-    if stalls:
+    total = sum(st[1] for st in stalls)
+    length = run.end - run.t0
+    if stalls and length > 0 and total >= STALL_SHARE * length:
         at, longest = max(stalls, key=lambda st: st[1])
-        total = sum(st[1] for st in stalls)
         causes.append(Cause(
             "stalls", f"the mapper's loop stalled {len(stalls)} time{'s' if len(stalls) > 1 else ''}, {total:.3g} s in "
             f"all (the longest {longest:.3g} s, {at:.0f} s into the run): arrivals, requests and results waited "
             "meanwhile, which the model does not have",
             {"count": len(stalls), "total_s": round(total, 6), "longest_s": round(longest, 6),
-             "longest_at_s": round(at, 6)}))
+             "longest_at_s": round(at, 6), "share_of_run": round(total / length, 6)}))
     names = [m.name for m in run.journal.machines]
     suspected = {names[j]: m.stats.suspicions for j, m in enumerate(run.core.machines) if m.stats.suspicions}
     if suspected:

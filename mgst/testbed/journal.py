@@ -24,7 +24,8 @@ INCARNATIONS_KEPT = 64
 
 # The mapper notes from its loop every half second (mapper.TICK) that it is alive. A longer silence between two
 # notes of a run under way is a stall: the loop did not turn (its host, its disk or its own work held it), and
-# arrivals, requests and results waited. One of this many seconds or more is kept (Journal.stalls).
+# arrivals, requests and results waited. A silence of this many seconds or more is kept (Journal.stalls): the
+# stall itself, and up to the half second between two notes.
 STALL = 2.0
 
 
@@ -121,6 +122,7 @@ class Journal:
         self.outages: list[tuple[float, float]] = []  # (last heard of the old mapper, resumed), wall time
         self.late_results = 0  # results that reached a resumed mapper for jobs finished during its outage
         self.last_tick: float | None = None  # the mapper's latest note that it is alive (wall time)
+        self.holding = False  # a resumed mapper holds the run's clock until its pullers are back: no stall counts
         # The loop's stalls, STALL s and more without a note, in a run under way: (seconds into the run on its clock
         # when the loop was last heard, seconds without a note). At most one per STALL s of the run: bounded.
         self.stalls: list[tuple[float, float]] = []
@@ -207,6 +209,10 @@ class Journal:
     # --- applying ---------------------------------------------------------------
 
     def _begin(self, wall: float) -> None:
+        # The run's clock runs from here: a first begin is its start (silences count from it); a resumed one ends
+        # the hold (its wall is model time 0, long before: silences count from the next note).
+        self.last_tick = None if self.holding else wall
+        self.holding = False
         self.start = wall
         self._saw(wall)
 
@@ -309,14 +315,16 @@ class Journal:
 
     def _tick(self, wall: float) -> None:
         last, start = self.last_tick, self.start
-        if last is not None and start is not None and last >= start and wall - last >= STALL:
+        if last is not None and start is not None and not self.holding and last >= start and wall - last >= STALL:
             self.stalls.append((last - start, wall - last))
-        self.last_tick = wall
+        if last is None or wall > last:  # (a note the loop stamped before the begin's stamp keeps the begin)
+            self.last_tick = wall
         self._saw(wall)
 
     def _resume(self, last: float, resumed_at: float, t0: float) -> None:
         self.outages.append((last, resumed_at))
         self.last_tick = None  # (an outage is not a stall: the next mapper's notes begin anew)
+        self.holding = True  # (nor is the wait for its pullers: model time stands still, until the next begin)
         self.start = t0
         # Jobs in the air at the crash: their response times include the outage.
         for j in self.jobs.values():

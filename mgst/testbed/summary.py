@@ -26,6 +26,8 @@ from mgst.whole_file import write_whole
 # A single run has no replications; its confidence intervals come from batch means
 # over this many consecutive batches of jobs (by submission time), per class and overall.
 BATCHES = 10
+# summary.json lists this many of the mapper's longest stalls, with the count and sum of all of them.
+MAX_STALLS_LISTED = 20
 
 
 def oversubscription_warning(experiment: Experiment, executor: str, cpus: int | None = None) -> str | None:
@@ -99,6 +101,18 @@ def testbed_bags(run: TestbedRun, keep_rows: bool = False) -> BagReplication:
     # as jobs: a bag with a task caught in a mapper outage is not counted (its times would include it)
     across = {jl.job.bag for jl in run.journal.jobs.values() if jl.across_outage and jl.job.bag is not None}
     return reduce_bags(SimpleNamespace(bags=bags, replication=0), run.warmup, horizon, keep_rows, across)
+
+
+def mapper_stalls(journal: Any) -> dict[str, Any] | None:
+    """The stalls of the mapper's loop (mgst.testbed.journal.STALL s and more between its notes that it is alive):
+    how many, their sum, and the MAX_STALLS_LISTED longest in the order they came (seconds into the run, and how
+    long); None for a run that kept no notes (no journal file: nothing was measured)."""
+    if journal.last_tick is None and not journal.stalls:
+        return None
+    stalls = journal.stalls
+    longest = sorted(sorted(range(len(stalls)), key=lambda i: -stalls[i][1])[:MAX_STALLS_LISTED])
+    return {"count": len(stalls), "total_s": round(sum(sec for _, sec in stalls), 6),
+            "longest": [{"at_s": round(stalls[i][0], 6), "seconds": round(stalls[i][1], 6)} for i in longest]}
 
 
 def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
@@ -179,9 +193,7 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
         # ISO 8601 local times with their UTC offset (jobs.csv's local times, made unambiguous)
         "outages": [{"from": wall_iso_offset(a), "to": wall_iso_offset(b), "seconds": round(b - a, 6)}
                     for a, b in run.journal.outages],
-        # the mapper's loop stalled (mgst.testbed.journal.STALL s and more without a turn): seconds into the run,
-        # and how long
-        "mapper_stalls": [{"at_s": round(at, 6), "seconds": round(sec, 6)} for at, sec in run.journal.stalls],
+        "mapper_stalls": mapper_stalls(run.journal),
         "jobs_across_outage": sum(1 for j in run.journal.jobs.values() if j.across_outage),
         "results_reported_after_outage": run.journal.late_results,
         "resumes": run.resumes,
