@@ -145,16 +145,16 @@ def measured_causes(run: TestbedRun, testbed: Summary) -> list[Cause]:
             {"mean_s": {key: round(v, 9) for key, v in means.items()},
              "share_of_response": round(total / response_s, 6)}))
     stalls = run.journal.stalls
-    total = sum(st[1] for st in stalls)
+    stalled = sum(st[1] for st in stalls)
     length = run.end - run.t0
-    if stalls and length > 0 and total >= STALL_SHARE * length:
+    if stalls and length > 0 and stalled >= STALL_SHARE * length:
         at, longest = max(stalls, key=lambda st: st[1])
         causes.append(Cause(
-            "stalls", f"the mapper's loop stalled {len(stalls)} time{'s' if len(stalls) > 1 else ''}, {total:.3g} s in "
-            f"all (the longest {longest:.3g} s, {at:.0f} s into the run): arrivals, requests and results waited "
+            "stalls", f"the mapper's loop stalled {len(stalls)} time{'s' if len(stalls) > 1 else ''}, {stalled:.3g} s "
+            f"in all (the longest {longest:.3g} s, {at:.0f} s into the run): arrivals, requests and results waited "
             "meanwhile, which the model does not have",
-            {"count": len(stalls), "total_s": round(total, 6), "longest_s": round(longest, 6),
-             "longest_at_s": round(at, 6), "share_of_run": round(total / length, 6)}))
+            {"count": len(stalls), "total_s": round(stalled, 6), "longest_s": round(longest, 6),
+             "longest_at_s": round(at, 6), "share_of_run": round(stalled / length, 6)}))
     names = [m.name for m in run.journal.machines]
     suspected = {names[j]: m.stats.suspicions for j, m in enumerate(run.core.machines) if m.stats.suspicions}
     if suspected:

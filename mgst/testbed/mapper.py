@@ -409,7 +409,7 @@ class Mapper:
                     log.info("interrupted: draining for at most %.1f s", INTERRUPT_DRAIN)
                     if now < generation_end:  # after the last arrival, before the horizon: generation ends now
                         generation_end = now
-                        self.journal.generation_over(clock.model_now(now))
+                        drain_deadline = min(drain_deadline, self._generation_over(now))
                     if interrupted_at + INTERRUPT_DRAIN < drain_deadline:  # kept, for a resume after a crash in it
                         drain_deadline = interrupted_at + INTERRUPT_DRAIN
                         self.journal.interrupted(clock.model_now(drain_deadline))
