@@ -50,6 +50,16 @@ def count_events(journal: Path, kind: str) -> int:
         return 0
 
 
+def resumes_listed(journal: Path) -> list[dict]:
+    """The run's ``resumes`` setting as committed so far ([] before any), read beside the running mapper."""
+    try:
+        with sqlite3.connect(f"file:{journal}?mode=ro", uri=True, timeout=1.0) as db:
+            row = db.execute("SELECT value FROM meta WHERE key = 'resumes'").fetchone()
+    except sqlite3.OperationalError:  # the schema is not there yet
+        return []
+    return [] if row is None else json.loads(row[0])
+
+
 def wait_for(condition, timeout: float, what: str, proc: subprocess.Popen | None = None) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -375,7 +385,8 @@ def test_a_resume_of_a_run_whose_mapper_still_writes_it_is_refused_and_export_sa
     """Two mappers on one journal each add what the other decided: the resume's jobs arrived twice, and were
     done twice. A mapper holds its run folder's lock while it runs: a --resume meanwhile exits 2 naming its pid,
     and `mgst export` says the run is going by the lock, not by how recently the journal was written. Once the
-    mapper has stopped, the lock is free whatever way it stopped (here SIGKILL), and the resume goes on."""
+    mapper has stopped, the lock is free whatever way it stopped (here SIGKILL), and the resume goes on. A resumed
+    mapper killed while it waits for its pullers leaves its resume listed in the summary, its wait's figures null."""
     exp_file = small_file(tmp_path)
     out = tmp_path / "run"
     endpoint = f"tcp://127.0.0.1:{free_port()}"
@@ -399,13 +410,22 @@ def test_a_resume_of_a_run_whose_mapper_still_writes_it_is_refused_and_export_sa
         assert e.returncode == 0, e.stderr
         assert "still going" not in e.stderr and "was not closed" in e.stderr  # (killed a moment ago)
         done = count_events(out / "journal.sqlite", "complete")
-        second = [start_mapper([str(exp_file), "--resume", str(out), "--bind", endpoint])]
-        read_until(second[0], "listening on", 30)  # (its signal handlers are in place from then on)
+        # resumed with no puller running, and killed while it waits for them (its resume listed)
+        second.append(start_mapper([str(exp_file), "--resume", str(out), "--bind", endpoint]))
+        wait_for(lambda: len(resumes_listed(out / "journal.sqlite")) == 1, 30, "the resume listed", second[0])
+        second[0].kill()
+        second[0].wait()
+        second.append(start_mapper([str(exp_file), "--resume", str(out), "--bind", endpoint]))
+        read_until(second[1], "listening on", 30)  # (its signal handlers are in place from then on)
         pullers = start_pullers(endpoint, ["M1", "M2"], tmp_path / "pullers.log")
-        wait_for(lambda: count_events(out / "journal.sqlite", "complete") > done, 30, "a job done", second[0])
-        second[0].send_signal(signal.SIGINT)  # the resumed run drains and ends
-        _, stderr = second[0].communicate(timeout=60)
-        assert second[0].returncode == 0, stderr[-2000:]
+        wait_for(lambda: count_events(out / "journal.sqlite", "complete") > done, 30, "a job done", second[1])
+        second[1].send_signal(signal.SIGINT)  # the resumed run drains and ends
+        stdout, stderr = second[1].communicate(timeout=60)
+        assert second[1].returncode == 0, stderr[-2000:]
     finally:
         reap([mapper, *second])
         stop_pullers(pullers)
+    cut_short, resumed = json.loads(stdout)["resumes"]
+    assert cut_short["reconnect_s"] is None and cut_short["pullers_back"] is None, cut_short
+    assert cut_short["pullers"] == 2 and cut_short["replay_s"] >= 0.0
+    assert resumed["pullers_back"] == 2 and resumed["reconnect_s"] >= 0.0, resumed

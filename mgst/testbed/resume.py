@@ -136,6 +136,10 @@ class Resume:
         self.wait_started = now
         outage = now - (j.last_wall if j.last_wall is not None else now)
         j.resumed(now, self.clock.t0)
+        # The resume is listed from its start, its wait's figures unknown until the wait ends (end_wait): a mapper
+        # killed while it waits for its pullers leaves its resume listed, as cut short.
+        self._list_resume({"replay_s": self.replay_s, "reconnect_s": None, "pullers_back": None,
+                           "pullers": len(self.conns)}, replace_last=False)
         # What the old mapper's pullers asked for is withdrawn: a job requeued while the clock stands still (a
         # returning puller no longer holds its replica) would go to a machine whose puller may not be back, and start
         # and end at one model instant. Each puller asks again once welcomed; its request is held until the clock
@@ -171,8 +175,7 @@ class Resume:
                   "pullers_back": back, "pullers": len(self.conns)}
         log.info("resumed: journal replayed in %.2f s, %d of %d pullers back after %.2f s", self.replay_s, back,
                  len(self.conns), timing["reconnect_s"])
-        if self.journal.store is not None:
-            self.journal.store.set_meta(resumes=[*self.journal.store.meta().get("resumes", []), timing])
+        self._list_resume(timing, replace_last=True)
         # timers the replayed core holds (the policy's, and the silence time-outs)
         time_unit = self.clock.time_unit
         for key, at in self.core.timers.items():
@@ -192,6 +195,19 @@ class Resume:
             log.info("resumed in the drain: %.1f s of it left", drain_deadline - now)
             return None, generation_end, drain_deadline
         return next_job, t0 + self.duration, math.inf
+
+    def _list_resume(self, timing: dict[str, Any], *, replace_last: bool) -> None:
+        """Add this resume's entry to the run's ``resumes`` (or, with ``replace_last``, complete the entry
+        :meth:`prepare` added)."""
+        store = self.journal.store
+        if store is None:
+            return
+        resumes = list(store.meta().get("resumes", []))
+        if replace_last and resumes:
+            resumes[-1] = timing
+        else:
+            resumes.append(timing)
+        store.set_meta(resumes=resumes)
 
 
 def next_item(workload: JobSource) -> Job | Bag | None:
