@@ -662,6 +662,16 @@ def test_impossible_decisions_are_policy_errors(scripted, decision, match):
         core.job_arrived(2.0, job(2, t=2.0))
 
 
+@pytest.mark.parametrize("decision", [SetTimer("x", 5.0), Hold(0), Cancel(5)])
+def test_one_decision_returned_where_a_list_is_expected_is_named(scripted, decision):
+    """A hook returning one decision, not a list of them: a NamedTuple, whose fields the core would otherwise take
+    for decisions ("a policy cannot decide 'x'") or even carry out (Hold(0)'s 0, Cancel(5)'s 5)."""
+    policy, core = scripted
+    policy.todo = decision
+    with pytest.raises(PolicyError, match=f"returned one decision, {type(decision).__name__}.*list of decisions"):
+        core.job_arrived(2.0, job(2, t=2.0))
+
+
 def test_hold_from_a_policy_rotates_the_ready_queue_without_an_output():
     policy = Scripted()
     core = make_core(policy, ONE_BY_THREE)

@@ -18,6 +18,7 @@ MAX_FAREWELL = 3600.0
 # The journal could not be written (disk full, I/O error): the run is paused, not over. 75 is EX_TEMPFAIL
 # (sysexits.h): try again later, here with `mgst mapper FILE --resume DIR` once the journal can be written.
 EXIT_PAUSED = 75
+EXIT_POLICY_FAILED = 3
 
 TESTBED_EXIT_CODES = f"""exit codes:
   0    the run is over; its results are written (--resume of a run already over: said so, nothing
@@ -29,6 +30,8 @@ TESTBED_EXIT_CODES = f"""exit codes:
   2    a usage error (nothing is created), a journal that cannot be used (damaged: see
        `mgst export DIR --salvage`), or output files that cannot be written (the journal keeps the
        run: `mgst export DIR` writes them again)
+  {EXIT_POLICY_FAILED}    the policy failed during the run (its code raised, or broke a rule of the core): the run
+       was stopped there, its results so far written (the policy's traceback is printed above them)
   {EXIT_PAUSED}   the journal could not be written (disk full, I/O error): the run is PAUSED, what was
        committed is kept, and the pullers keep their work and wait; free space, then continue
        with `mgst mapper FILE --resume DIR`
@@ -291,7 +294,7 @@ def run_command(args: argparse.Namespace) -> int:
     _report(result, args.json, out, ["journal.sqlite", *result.files, "pullers.log",
                                      *(["network.log"] if network is not None else []),
                                      *(["grid_sizes.csv"] if result.run.overlay is not None else [])])
-    return 0
+    return _policy_failure_code(result.run, out)
 
 
 def _finished(over: Any, as_json: bool) -> int:  # (a mgst.testbed.resume.RunOver)
@@ -462,7 +465,17 @@ def mapper_command(args: argparse.Namespace) -> int:
 
     result = finish_outputs(run, out, imports=tuple(args.imports))
     _report(result, args.json, out, ["journal.sqlite", *result.files])
-    return 0
+    return _policy_failure_code(result.run, out)
+
+
+def _policy_failure_code(run: Any, out: Path) -> int:  # (a mgst.testbed.run_result.TestbedRun)
+    """0, or EXIT_POLICY_FAILED once said why: the run stopped when its policy failed (its results so far are
+    written)."""
+    if run.policy_failure is None:
+        return 0
+    print(f"mgst: error: {run.policy_failure}; the run was stopped there, and what it did is written in {out}/ "
+          "(its traceback is above)", file=sys.stderr)
+    return EXIT_POLICY_FAILED
 
 
 def keys_command(args: argparse.Namespace) -> int:

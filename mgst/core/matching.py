@@ -4,7 +4,7 @@ the checks and effects of its decisions."""
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
-from typing import Any
+from typing import Any, Final
 
 from mgst.core.decisions import Assign, Cancel, CancelTimer, Hold, Output, SetTimer, SuspectDown, TimeOut
 from mgst.core.events import Event
@@ -13,6 +13,9 @@ from mgst.core.lifecycle import Lifecycle
 from mgst.core.state import JobRecord, MachineRecord, MachineState, ReplicaRecord
 from mgst.core.transitions import MACHINE
 from mgst.core.view import View
+
+# The decisions a policy returns (Matcher.apply), by type: one returned alone is a mistake apply_all names.
+_DECISIONS: Final = frozenset({Assign, Hold, Cancel, SetTimer, CancelTimer, TimeOut, SuspectDown})
 
 
 class Matcher:
@@ -245,9 +248,18 @@ class Matcher:
 
     def apply_all(self, decisions: Iterable | None) -> None:
         if decisions:
+            if type(decisions) in _DECISIONS:  # one decision (a NamedTuple), whose fields would be taken for decisions
+                raise PolicyError(f"a hook returned one decision, {decisions!r}, where a list of decisions is "
+                                  f"expected: return [{type(decisions).__name__}(...)], or yield it")
             apply = self.apply
             for d in decisions:
-                apply(d)
+                try:
+                    apply(d)
+                except PolicyError as e:  # a decision broke a rule: from a generator, raised where it yielded it,
+                    throw = getattr(decisions, "throw", None)  # so that the traceback shows the policy's own line
+                    if throw is not None:
+                        throw(e)
+                    raise
 
     def apply(self, d: object) -> None:
         """Check and carry out one decision of the policy."""

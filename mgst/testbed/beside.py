@@ -38,6 +38,9 @@ log = logging.getLogger(__name__)
 # What summary.json's warnings say when the simulation beside a run was interrupted.
 SKIPPED = ("the simulation beside the run was interrupted: the testbed's results are written without it "
            "('mgst export {out}' simulates and compares again)")
+SIMULATION_FAILED = ("the simulation beside the run failed ({error}): the testbed's results are written without it "
+                     "('mgst export {out}' simulates and compares again)")
+NOT_SIMULATED_POLICY_FAILED = "the run stopped when its policy failed: it is not simulated beside"
 
 
 class OutputsNotWritten(Exception):
@@ -96,6 +99,9 @@ def finish_outputs(run: TestbedRun, out: Path, *, simulate: bool = True, replica
     sim = gap = None
     sim_bags: list[tuple] = []
     simulate = simulate and testbed.horizon > run.warmup  # (a run that generated nothing has nothing to simulate)
+    if simulate and run.policy_failure is not None:  # (the same policy would fail beside it: nothing to compare)
+        extras["warnings"] = [*extras.get("warnings", []), NOT_SIMULATED_POLICY_FAILED]
+        simulate = False
     window = finite_window(run, testbed.horizon) if simulate else None
     if simulate:
         try:
@@ -106,6 +112,10 @@ def finish_outputs(run: TestbedRun, out: Path, *, simulate: bool = True, replica
                                                  window=window)
         except KeyboardInterrupt:
             extras["warnings"] = [*extras.get("warnings", []), SKIPPED.format(out=out)]
+        except Exception as e:  # (the policy, or an imported module, failed in simulation): the results are kept
+            log.error("the simulation beside the run failed", exc_info=True)
+            extras["warnings"] = [*extras.get("warnings", []), SIMULATION_FAILED.format(error=f"{type(e).__name__}: "
+                                                                                          f"{e}", out=out)]
     if sim is not None:
         extras["simulation"] = sim.as_dict()
         extras["comparison"] = comparison(testbed, sim)

@@ -45,6 +45,7 @@ def load_run(folder: Path, journal: str = FILENAME) -> TestbedRun:
         run = finish_run(rp.experiment, rp.core, j, tu, t0, generation_end, end, Counter(meta.get("drops", {})),
                          meta["duration"] / tu, meta["seed"], meta.get("security", "?"), meta.get("aborted", False))
         run.resumes = meta.get("resumes", [])
+        run.policy_failure = meta.get("policy_failure", rp.policy_failure)
         run.imports = tuple(meta.get("imports", []))
         run.network = meta.get("network")
         run.closed = "drops" in meta  # the mapper's last words (Mapper._run): a journal without them was not closed

@@ -37,6 +37,7 @@ from mgst.testbed.journal import Journal
 from mgst.testbed.liveness import LIVENESS, Heartbeats, heartbeat_interval_for
 from mgst.testbed.messages import PullerMessages, some_names
 from mgst.testbed.overlay import MapperOverlay
+from mgst.testbed.policy_failure import PolicyFailed, handled
 from mgst.testbed.replay import make_core
 from mgst.testbed.resume import Resume, next_item, replay_to_resume
 from mgst.testbed.router import RECEIVE_BATCH, Router
@@ -197,6 +198,7 @@ class Mapper:
         self.aborting = False  # set to stop at once (a second interrupt): the journal stays consistent
         self._gc_frozen = False  # the objects of before t0 are out of the collector's sight (_begin)
         self.paused: str | None = None  # why the run paused (its journal cannot be written), once it has
+        self.policy_failure: str | None = None  # what the core raised, once it failed (the run then stopped)
         # GridBot's overlay (mgst.testbed.overlay), set by the driver that starts the pullers: it takes its turns at
         # the grids whose size it drives, at model times, from the run's start (None: a fixed set of machines).
         self.overlay: MapperOverlay | None = None
@@ -298,7 +300,7 @@ class Mapper:
         # A machine down loses every replica it holds; the core says so (JobRequeued) only of a job's last one, not
         # of a replica whose job runs elsewhere too, nor of a loser running on after its job was done.
         held = list(self.core.machines[event.machine].replicas) if type(event) is MachineDown else ()
-        self.dispatcher.carry_out(self.core.handle(mnow, event), now)
+        self.dispatcher.carry_out(handled(self.core, mnow, event), now)  # (PolicyFailed: the run stops, _run)
         for rid in held:
             self.journal.end("lost", rid)  # (only a replica the journal has running: one requeued is ended already)
 
@@ -348,120 +350,123 @@ class Mapper:
         generation_end = math.inf
         drain_deadline = math.inf
         clock, timers = self.clock, self.timers
-        if self.resume is not None:
-            next_job = self.resume.prepare(workload, started)
-        else:
-            self.feed(started, RunStart())
-        log.info("mapper on %s waiting for %d pullers", self.endpoint, len(self.conns))
         next_hb = next_tick = next_report = started
         backlog = False
         interrupted_at: float | None = None  # when the loop first saw self.stopping (after t0)
-        while not self.aborting:
-            now = time.time()
-            if clock.t0 is None:
-                if self.stopping:
-                    raise Interrupted("stopped while waiting for pullers to register")
-                if self.all_registered() or (self.begin_with is not None and self.registered() >= self.begin_with):
-                    self._begin(now)
-                elif now - started > self.register_timeout:
-                    missing = [m.name for m, c in zip(self.experiment.machines, self.conns) if c.identity is None]
-                    raise TimeoutError(f"{len(missing)} of {len(self.conns)} pullers did not register within "
-                                       f"{self.register_timeout:g} s: {some_names(missing)}")
-                if clock.t0 is not None:
+        try:
+            if self.resume is not None:
+                next_job = self.resume.prepare(workload, started)
+            else:
+                self.feed(started, RunStart())
+            log.info("mapper on %s waiting for %d pullers", self.endpoint, len(self.conns))
+            while not self.aborting:
+                now = time.time()
+                if clock.t0 is None:
+                    if self.stopping:
+                        raise Interrupted("stopped while waiting for pullers to register")
+                    if self.all_registered() or (self.begin_with is not None and self.registered() >= self.begin_with):
+                        self._begin(now)
+                    elif now - started > self.register_timeout:
+                        missing = [m.name for m, c in zip(self.experiment.machines, self.conns) if c.identity is None]
+                        raise TimeoutError(f"{len(missing)} of {len(self.conns)} pullers did not register within "
+                                           f"{self.register_timeout:g} s: {some_names(missing)}")
+                    if clock.t0 is not None:
+                        next_job = next_item(workload)
+                        generation_end = clock.t0 + self.duration
+                elif clock.held is not None and (self.all_registered()
+                                                 or now - started > self.resume_wait or self.stopping):
+                    assert self.resume is not None  # (only a resume holds the clock)
+                    next_job, generation_end, drain_deadline = self.resume.end_wait(now, next_job)
+                    self._rebase_failures(now)
+                    self.messages.release_held_requests(now)
+                # arrivals
+                while next_job is not None and clock.t0 is not None and clock.held is None:
+                    due = clock.t0 + next_job.submitted * self.time_unit
+                    if next_job.submitted >= horizon or self.stopping:
+                        next_job = None
+                        if self.stopping:  # stopped early: the horizon is now
+                            generation_end = min(generation_end, now)
+                        drain_deadline = self._generation_over(generation_end)
+                        log.info("generation over (no arrival before the horizon, in %.1f s); then a drain of at most "
+                                 "%.1f s", max(0.0, generation_end - now), self.drain_timeout)
+                        break
+                    if due > now:
+                        break
+                    # The core's clock must not step back: the job keeps its generated submission time,
+                    # but the event happens now (at most a poll period after it was due).
+                    if type(next_job) is Bag:
+                        for task in next_job.tasks:
+                            self.journal.job_arrived(task, due)
+                        self.feed(now, BagArrived(next_job))
+                    else:
+                        self.journal.job_arrived(next_job, due)
+                        self.feed(now, JobArrived(next_job))
                     next_job = next_item(workload)
-                    generation_end = clock.t0 + self.duration
-            elif clock.held is not None and (self.all_registered()
-                                             or now - started > self.resume_wait or self.stopping):
-                assert self.resume is not None  # (only a resume holds the clock)
-                next_job, generation_end, drain_deadline = self.resume.end_wait(now, next_job)
-                self._rebase_failures(now)
-                self.messages.release_held_requests(now)
-            # arrivals
-            while next_job is not None and clock.t0 is not None and clock.held is None:
-                due = clock.t0 + next_job.submitted * self.time_unit
-                if next_job.submitted >= horizon or self.stopping:
-                    next_job = None
-                    if self.stopping:  # stopped early: the horizon is now
+                    if next_job is None:  # the workload is exhausted (a list, a trace): generation is over
                         generation_end = min(generation_end, now)
-                    drain_deadline = self._generation_over(generation_end)
-                    log.info("generation over (no arrival before the horizon, in %.1f s); then a drain of at most "
-                             "%.1f s", max(0.0, generation_end - now), self.drain_timeout)
-                    break
-                if due > now:
-                    break
-                # The core's clock must not step back: the job keeps its generated submission time,
-                # but the event happens now (at most a poll period after it was due).
-                if type(next_job) is Bag:
-                    for task in next_job.tasks:
-                        self.journal.job_arrived(task, due)
-                    self.feed(now, BagArrived(next_job))
-                else:
-                    self.journal.job_arrived(next_job, due)
-                    self.feed(now, JobArrived(next_job))
-                next_job = next_item(workload)
-                if next_job is None:  # the workload is exhausted (a list, a trace): generation is over
-                    generation_end = min(generation_end, now)
-                    drain_deadline = self._generation_over(generation_end)
-                    log.info("the workload is exhausted; draining (at most %.1f s)", self.drain_timeout)
-            if self.stopping and clock.t0 is not None and clock.held is None and next_job is None:
-                if interrupted_at is None:
-                    interrupted_at = now
-                    log.info("interrupted: draining for at most %.1f s", INTERRUPT_DRAIN)
-                    if now < generation_end:  # after the last arrival, before the horizon: generation ends now
-                        generation_end = now
-                        drain_deadline = min(drain_deadline, self._generation_over(now))
-                    if interrupted_at + INTERRUPT_DRAIN < drain_deadline:  # kept, for a resume after a crash in it
-                        drain_deadline = interrupted_at + INTERRUPT_DRAIN
-                        self.journal.interrupted(clock.model_now(drain_deadline))
-                if self._no_machine_up():  # nothing queued or running can finish: no wait
-                    log.warning("interrupted, and no machine is up: %d jobs queued, %d running cut off",
-                                self.core.queued_count, len(self.core.running))
-                    break
-            if clock.t0 is not None and clock.held is None and next_job is None and now >= generation_end:
-                if not self.core.queued_count and not self.core.running and not self.core.view.live:
-                    break  # (a loser that runs on after its job is done ends as it would: its waste counts)
-                if now >= drain_deadline:
-                    log.warning("drain time-out: %d jobs queued, %d running", self.core.queued_count,
-                                len(self.core.running))
-                    break
-            overlay = self.overlay
-            if (overlay is not None and clock.t0 is not None and clock.held is None
-                    and now >= clock.t0 + overlay.next_at() * self.time_unit):  # (as an arrival is due: after them)
-                overlay.due(clock.model_now(now), self.core.machines, self.core.view)
-            # timers
-            while timers.next_at() <= now and clock.held is None and clock.t0 is not None:
-                key = timers.pop()
-                if key in self.core.timers:  # (a stale entry is skipped)
-                    self.feed(now, TimerFired(key))
-            if now >= next_hb:
-                self.heartbeats.beat(now, self.drained_at)
-                next_hb = now + self.heartbeat_interval / self.heartbeats.slices
-            if now >= next_tick and self.journal.store is not None:
-                self.journal.tick(now)
-                next_tick = now + TICK
-            if self.progress is not None and now >= next_report:
-                self.progress(self)
-                next_report = now + self.progress_interval
-            self._flush()
-            # wait for the next thing to do
-            deadline = min(next_hb, next_tick if self.journal.store is not None else math.inf)
-            if self.progress is not None:
-                deadline = min(deadline, next_report)
-            deadline = min(deadline, timers.next_at())
-            if overlay is not None and clock.t0 is not None:
-                deadline = min(deadline, clock.t0 + overlay.next_at() * self.time_unit)
-            if next_job is not None and clock.t0 is not None:
-                deadline = min(deadline, clock.t0 + next_job.submitted * self.time_unit)
-            if clock.t0 is not None and next_job is None:
-                deadline = min(deadline, drain_deadline)
-            timeout_ms = 0 if backlog else math.ceil(max(0.0, (deadline - time.time()) * 1000))
-            events = dict(poller.poll(timeout_ms))
-            backlog = False
-            if socket in events:
-                backlog = self.messages.receive_some(RECEIVE_BATCH)
-            if not backlog:  # nothing waits: everything sent to us so far has been read (mgst.testbed.liveness)
-                self.drained_at = time.time()
-            self._flush()
+                        drain_deadline = self._generation_over(generation_end)
+                        log.info("the workload is exhausted; draining (at most %.1f s)", self.drain_timeout)
+                if self.stopping and clock.t0 is not None and clock.held is None and next_job is None:
+                    if interrupted_at is None:
+                        interrupted_at = now
+                        log.info("interrupted: draining for at most %.1f s", INTERRUPT_DRAIN)
+                        if now < generation_end:  # after the last arrival, before the horizon: generation ends now
+                            generation_end = now
+                            drain_deadline = min(drain_deadline, self._generation_over(now))
+                        if interrupted_at + INTERRUPT_DRAIN < drain_deadline:  # kept, for a resume after a crash in it
+                            drain_deadline = interrupted_at + INTERRUPT_DRAIN
+                            self.journal.interrupted(clock.model_now(drain_deadline))
+                    if self._no_machine_up():  # nothing queued or running can finish: no wait
+                        log.warning("interrupted, and no machine is up: %d jobs queued, %d running cut off",
+                                    self.core.queued_count, len(self.core.running))
+                        break
+                if clock.t0 is not None and clock.held is None and next_job is None and now >= generation_end:
+                    if not self.core.queued_count and not self.core.running and not self.core.view.live:
+                        break  # (a loser that runs on after its job is done ends as it would: its waste counts)
+                    if now >= drain_deadline:
+                        log.warning("drain time-out: %d jobs queued, %d running", self.core.queued_count,
+                                    len(self.core.running))
+                        break
+                overlay = self.overlay
+                if (overlay is not None and clock.t0 is not None and clock.held is None
+                        and now >= clock.t0 + overlay.next_at() * self.time_unit):  # (as an arrival is due: after them)
+                    overlay.due(clock.model_now(now), self.core.machines, self.core.view)
+                # timers
+                while timers.next_at() <= now and clock.held is None and clock.t0 is not None:
+                    key = timers.pop()
+                    if key in self.core.timers:  # (a stale entry is skipped)
+                        self.feed(now, TimerFired(key))
+                if now >= next_hb:
+                    self.heartbeats.beat(now, self.drained_at)
+                    next_hb = now + self.heartbeat_interval / self.heartbeats.slices
+                if now >= next_tick and self.journal.store is not None:
+                    self.journal.tick(now)
+                    next_tick = now + TICK
+                if self.progress is not None and now >= next_report:
+                    self.progress(self)
+                    next_report = now + self.progress_interval
+                self._flush()
+                # wait for the next thing to do
+                deadline = min(next_hb, next_tick if self.journal.store is not None else math.inf)
+                if self.progress is not None:
+                    deadline = min(deadline, next_report)
+                deadline = min(deadline, timers.next_at())
+                if overlay is not None and clock.t0 is not None:
+                    deadline = min(deadline, clock.t0 + overlay.next_at() * self.time_unit)
+                if next_job is not None and clock.t0 is not None:
+                    deadline = min(deadline, clock.t0 + next_job.submitted * self.time_unit)
+                if clock.t0 is not None and next_job is None:
+                    deadline = min(deadline, drain_deadline)
+                timeout_ms = 0 if backlog else math.ceil(max(0.0, (deadline - time.time()) * 1000))
+                events = dict(poller.poll(timeout_ms))
+                backlog = False
+                if socket in events:
+                    backlog = self.messages.receive_some(RECEIVE_BATCH)
+                if not backlog:  # nothing waits: everything sent to us so far has been read (mgst.testbed.liveness)
+                    self.drained_at = time.time()
+                self._flush()
+        except PolicyFailed as e:  # the core cannot go on: the run stops here, and what was done is written
+            self._policy_failed(e)
         end = time.time()
         if clock.t0 is not None and next_job is not None:  # aborted while generating
             generation_end = min(generation_end, end)
@@ -474,6 +479,17 @@ class Mapper:
             # (a commit failing after it would pause the run, exit 75, and leave one --resume refuses as finished)
             self.journal.store.set_meta(drops=dict(self.drops.counts), aborted=self.aborting, ended=end)
         return self._result(started, end, generation_end, horizon)
+
+    def _policy_failed(self, failure: PolicyFailed) -> None:
+        """The core raised while it handled an input: the run stops at once (the core may be half-way through the
+        input); the end of the run says why, in the journal too (a resume refuses the run: it is over)."""
+        cause = failure.cause
+        log.error("%s: the run stops; what was done is written", failure,
+                  exc_info=(type(cause), cause, cause.__traceback__))
+        self.policy_failure = str(failure)
+        self.aborting = True
+        if self.journal.store is not None:
+            self.journal.store.set_meta(policy_failure=self.policy_failure)
 
     def _no_machine_up(self) -> bool:
         """Every machine is down (its puller gone, silent or failed)."""
@@ -492,6 +508,7 @@ class Mapper:
                          generation_end, end, self.drops.counts, horizon, self.seed, self.security, self.aborting)
         if self.journal.store is not None:
             run.resumes = self.journal.store.meta().get("resumes", [])
+        run.policy_failure = self.policy_failure
         return run
 
     def _begin(self, now: float) -> None:

@@ -36,6 +36,7 @@ from mgst.testbed.admission import HELLO_BURST, Holder, TokenBuckets, admit, hel
 from mgst.testbed.checkpoints import MachineCheckpoints
 from mgst.testbed.connection import Connection
 from mgst.testbed.journal import Journal
+from mgst.testbed.policy_failure import PolicyFailed
 from mgst.testbed.router import Router
 from mgst.testbed.run_clock import RunClock
 from mgst.wire import protocol as P
@@ -176,6 +177,8 @@ class PullerMessages:
                     self._bad(identity, P.Drop.WRONG_KEY, type(msg).__name__)
                 else:
                     self.handle(identity, msg, now)
+            except PolicyFailed:  # (not the input's fault: the core cannot go on, and the run stops: Mapper._run)
+                raise
             except Exception:  # no input may crash the mapper; a bug here must still be seen
                 log.exception("error handling %s from %s", type(msg).__name__, identity.hex()[:16])
                 self.drops.counts[P.Drop.HANDLER_ERROR] += 1

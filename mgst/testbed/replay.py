@@ -9,6 +9,7 @@ the same queues, replicas, replica ids and timers. ``mgst export`` and
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,8 +21,11 @@ from mgst.streams import Purpose, python_random
 from mgst.testbed.core_events import UnknownEvent, from_legacy, from_plain
 from mgst.testbed.experiment_codec import from_plain as experiment_from_plain
 from mgst.testbed.journal import Journal
+from mgst.testbed.policy_failure import PolicyFailed, handled
 from mgst.testbed.run_settings import check_settings
 from mgst.testbed.store import FILENAME, RunStore, StoreError
+
+log = logging.getLogger(__name__)
 
 
 def make_core(experiment: Experiment, seed: int) -> Scheduler:
@@ -40,6 +44,9 @@ class Replayed:
     journal: Journal
     core: Scheduler
     model_time: float  # the core's clock when the log ends
+    # What the core raised at the input where the run's policy failed (the replay stops feeding it there: the mapper
+    # stopped the run), None if it did not fail.
+    policy_failure: str | None = None
 
 
 def open_store(folder: Path, journal: str = FILENAME) -> tuple[RunStore, dict[str, Any], Experiment]:
@@ -67,6 +74,8 @@ def replay(folder: Path, journal: str = FILENAME) -> Replayed:
     try:
         journal = Journal(experiment)
         core = make_core(experiment, meta["seed"])
+        failure: PolicyFailed | None = None
+        after_failure = 0  # inputs journalled after the failure (a mapper of before PolicyFailed went on), not fed
         for kind, args in store.events():
             if kind == "event" or kind == "core":  # a typed core event (an older journal: a method's name)
                 name, now, fields = args
@@ -74,11 +83,20 @@ def replay(folder: Path, journal: str = FILENAME) -> Replayed:
                     event = from_plain(name, fields) if kind == "event" else from_legacy(name, fields)
                 except UnknownEvent as e:
                     raise StoreError(f"{store.path}: {e}") from None
-                core.handle(now, event)
+                if failure is not None:
+                    after_failure += 1
+                    continue
+                try:
+                    handled(core, now, event)
+                except PolicyFailed as e:
+                    failure = e
             elif not journal.apply(kind, args):
                 raise StoreError(f"{store.path}: unknown event {kind!r}")
+        if failure is not None:
+            log.warning("%s: %s; the run is rebuilt up to there%s", store.path, failure,
+                        f" ({after_failure} later inputs left out)" if after_failure else "")
         journal.store = store
     except BaseException:
         store.close()
         raise
-    return Replayed(experiment, meta, store, journal, core, core.now)
+    return Replayed(experiment, meta, store, journal, core, core.now, None if failure is None else str(failure))

@@ -65,6 +65,9 @@ def replay_to_resume(out: Path, experiment: Experiment, network: dict[str, Any] 
     try:
         if run_is_over(replayed.meta):
             raise RunOver(out)
+        if replayed.policy_failure is not None:  # (its mapper died before it could end the run)
+            raise ValueError(f"cannot resume {out}: {replayed.policy_failure}; a run cannot go on from there (the "
+                             f"core stopped half-way through that input): 'mgst export {out}' writes what it did")
         if to_plain(experiment) != replayed.meta["experiment"]:
             raise ValueError(f"{out} was run with another experiment than {experiment.name!r}")
         _check_same_setting(out, experiment, replayed.meta, network)

@@ -45,6 +45,7 @@ class TestbedRun:
     security: str = "curve"  # "curve", or "none (...)" saying why
     aborted: bool = False  # stopped at once (second interrupt): not drained
     resumes: list[dict[str, float]] = field(default_factory=list)  # how long each resume took
+    policy_failure: str | None = None  # what the core raised when the policy failed (the run stopped there)
     imports: tuple[str, ...] = ()  # modules that registered its policy (the simulation beside it needs them)
     closed: bool = True  # its mapper ended it; False: read from a journal without an end (live, or its mapper died)
     network: dict | None = None  # the emulated network its pullers ran behind (mgst run --network), as asked

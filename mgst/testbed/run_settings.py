@@ -34,6 +34,7 @@ _SETTINGS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "drops": (lambda v: isinstance(v, dict) and all(isinstance(n, int) and not isinstance(n, bool) for n in v.values()),
               "a table of counts"),
     "resumes": (lambda v: isinstance(v, list), "a list"),
+    "policy_failure": (lambda v: isinstance(v, str), "a message"),
     "network": (lambda v: v is None or isinstance(v, dict), "a table of the network's settings, or null"),
     "inputs": (lambda v: isinstance(v, dict) and all(isinstance(k, str) and isinstance(d, str) for k, d in v.items()),
                "a table of input files and their digests"),

@@ -197,6 +197,8 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
         "jobs_across_outage": sum(1 for j in run.journal.jobs.values() if j.across_outage),
         "results_reported_after_outage": run.journal.late_results,
         "resumes": run.resumes,
+        # what the core raised when the policy failed: the run stopped there (null: it did not fail)
+        "policy_failure": run.policy_failure,
         "network": run.network,  # mgst run --network: the emulated link asked (null: none)
         "overlay": run.overlay,  # grids that grew with the overlay, testbed and simulation (null: none)
     }
