@@ -204,6 +204,8 @@ IN_PROCESS = [
     (["simulate", HIHI, "--jobs", "csv"], "--jobs"),
     (["simulate", HIHI, "--out", A_FILE], "--out"),
     (["simulate", HIHI, "--out", f"{A_FILE}/sub"], "--out"),
+    (["simulate", HIHI, "--out", "x" * 300], "--out"),  # (a name too long for the file system)
+    (["simulate", HIHI, "--overheads", "x" * 300], "--overheads"),
     (["simulate", HIHI, "--import", "no_such_module_here"], "--import"),
     # paper
     (["paper", "no-such-setting"], "no-such-setting"),
@@ -333,6 +335,7 @@ IN_PROCESS = [
     (["reproduce", "casanova", "--option", "credit"], "--option"),  # (no value)
     (["run", HIHI, "--duration", "1", "--executor", "command"], "--executor"),  # (a traceback from the mapper)
     (["run", HIHI, "--duration", "1", "--out", PROC], "--out"),
+    (["run", HIHI, "--duration", "1", "--out", "y" * 300], "--out"),  # (a name too long for the file system)
     (["run", HIHI, "--duration", "1", "--live", "abc"], "--live"),
     (["run", HIHI, "--duration", "1", "--live", "127.0.0.1:99999"], "--live"),
     (["run", HIHI, "--duration", "1", "--live", "0.0.0.0:0", "--live-token-file", "/nonexistent/token"],

@@ -346,6 +346,48 @@ CASES = [
         id="machine-names-duplicate",
     ),
     pytest.param(
+        {"machines": BASE["machines"] + 'names = ["A", "B", "a"]\n'},
+        "machines.names",
+        ["differ only in case, 'A' and 'a' (entries 0 and 2)"],
+        id="machine-names-differ-in-case",
+    ),
+    pytest.param(
+        {"machines": BASE["machines"] + 'names = ["A", "B", "A "]\n'},
+        "machines.names[2]",
+        ["must not begin or end with a space"],
+        id="machine-name-trailing-space",
+    ),
+    pytest.param(
+        {"experiment": '[experiment]\nname = "../../elsewhere"\n'},
+        "experiment.name",
+        ["names the run's folder", "no '/'"],
+        id="experiment-name-a-path",
+    ),
+    pytest.param(
+        {"experiment": '[experiment]\nname = "/tmp/x"\n'},
+        "experiment.name",
+        ["names the run's folder"],
+        id="experiment-name-absolute",
+    ),
+    pytest.param(
+        {"experiment": '[experiment]\nname = "a\\nb"\n'},
+        "experiment.name",
+        ["must be printable text"],
+        id="experiment-name-line-break",
+    ),
+    pytest.param(
+        {"experiment": '[experiment]\nname = "a\\u0000b"\n'},
+        "experiment.name",
+        ["must be printable text"],
+        id="experiment-name-nul",
+    ),
+    pytest.param(
+        {"experiment": f'[experiment]\nname = "{"x" * 5000}"\n'},
+        "experiment.name",
+        ["has 5000 characters; at most 64"],
+        id="experiment-name-too-long",
+    ),
+    pytest.param(
         {"machines": BASE["machines"] + 'names = ["A", "B"]\n'},
         "machines.names",
         ["has 2 entries but machines.rates has 3 columns"],

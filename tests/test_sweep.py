@@ -137,6 +137,10 @@ def test_filters_seeds_and_replications():
     (lambda d: d.update(options={"weibull_shape": -1}), "options.weibull_shape"),
     (lambda d: d.update(options={"shape": 1}), "options.shape"),
     (lambda d: d.update(quick={"simulation": {"horizon": 0}}), "quick.simulation.horizon"),
+    (lambda d: d.update(name="/tmp/elsewhere"), "name"),  # (it names the folder, runs/sweep-NAME)
+    (lambda d: d.update(name=".."), "name"),
+    (lambda d: d.update(name=""), "name"),
+    (lambda d: d.update(name=3), "name"),
 ])
 def test_file_errors_name_the_key(change, key):
     data = {"scenario": "anglano", "axes": {"mix": ["All_M"]},

@@ -27,11 +27,15 @@ def check_folder(option: str, path: Path) -> None:
     """ConfigError naming ``option`` unless ``path`` is a folder this user can write a file in, or one that can
     be made. Tried, not guessed from modes (root passes every mode check, a read-only mount or /proc fails
     anyway): the missing folders are made, a file written in the last, and all of it removed again."""
+    if "\0" in str(path):
+        raise ConfigError(option, f"{str(path)!r} is not a path: it holds a NUL character")
     for folder in (path, *path.parents):
         try:
             mode = folder.stat().st_mode  # (one look: a folder removed meanwhile is missing, not "a file")
         except (FileNotFoundError, NotADirectoryError):  # (not there; or below a file, which the loop meets next)
             continue
+        except OSError as e:  # (a name too long for the file system, a folder this user may not look into, ...)
+            raise ConfigError(option, f"{path} cannot be used: {e.strerror or e}") from None
         if not stat.S_ISDIR(mode):
             where = "is a file" if folder == path else f"cannot be made: {folder} is a file"
             raise ConfigError(option, f"{path} {where}; a folder is expected")

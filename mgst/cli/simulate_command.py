@@ -116,7 +116,12 @@ def _overheads(run_dir: Path, exp: Experiment) -> Overheads:
     from mgst.testbed.overheads import describe, overheads_from_run  # noqa: PLC0415
     from mgst.testbed.store import StoreError  # noqa: PLC0415
 
-    if not run_dir.is_dir():
+    try:
+        is_dir = run_dir.is_dir()
+    except (OSError, ValueError) as e:  # (a name too long for the file system, a NUL character)
+        raise ConfigError("--overheads", f"{str(run_dir)[:200]!r} cannot be read: {getattr(e, 'strerror', None) or e}"
+                          ) from None
+    if not is_dir:
         raise ConfigError("--overheads", f"{run_dir} is not a folder (a testbed run directory is expected)")
     try:
         overheads = overheads_from_run(run_dir, exp)

@@ -21,6 +21,7 @@ from mgst.config.model_sections import (
     WORKLOAD_KINDS,
     ModelSections,
 )
+from mgst.config.names import MAX_NAME, name_problem
 from mgst.model import (
     DETECTIONS,
     EXECUTORS,
@@ -82,9 +83,6 @@ MAX_DURATION = 30 * 86400.0
 MAX_REPLICATIONS = 100_000
 # Local worker processes (--workers): far beyond any machine's cores; a larger count overflowed a C integer.
 MAX_WORKERS = 1024
-# Characters in a machine or class name: names become key file names (which take 64), log and
-# error lines, and table cells; a longer one is a mistake, refused when the file is loaded.
-MAX_NAME = 64
 
 
 class ConfigError(ValueError):
@@ -365,18 +363,17 @@ class _Parser(ModelSections, MachineSections):
         seen: dict[str, int] = {}
         for k, item in enumerate(items):
             text = self.string(item, f"{key}[{k}]")
-            if not text.strip():
-                raise self.error(f"{key}[{k}]", "must not be empty or blank")
-            if not text.isprintable():  # (names are printed in lines, tables and CSV files)
-                raise self.error(f"{key}[{k}]", f"must be printable text (no line break or control character), got "
-                                                f"{text!r}")
-            if len(text) > MAX_NAME:
-                raise self.error(f"{key}[{k}]", f"has {len(text)} characters; at most {MAX_NAME} are allowed")
-            if text in seen:
-                raise self.error(
-                    key, f"duplicate name {text!r} (entries {seen[text]} and {k})"
-                )
-            seen[text] = k
+            problem = name_problem(text)
+            if problem is not None:
+                raise self.error(f"{key}[{k}]", problem)
+            folded = text.casefold()  # (a machine's key files are named after it: M1 and m1 are one on some disks)
+            if folded in seen:
+                i = seen[folded]
+                if items[i] == text:
+                    raise self.error(key, f"duplicate name {text!r} (entries {i} and {k})")
+                raise self.error(key, f"names that differ only in case, {items[i]!r} and {text!r} (entries {i} and "
+                                      f"{k}): a machine's key files are named after it, and some disks ignore case")
+            seen[folded] = k
         return tuple(items)
 
     # ---------------------------------------------------------------- sections
@@ -457,8 +454,9 @@ class _Parser(ModelSections, MachineSections):
         name = default_name
         if "name" in table:
             name = self.string(table["name"], "experiment.name")
-            if not name.strip():
-                raise self.error("experiment.name", "must not be empty")
+            problem = name_problem(name, folder=True)
+            if problem is not None:
+                raise self.error("experiment.name", problem)
         description = ""
         if "description" in table:
             description = self.string(table["description"], "experiment.description")

@@ -16,6 +16,7 @@ from typing import Any
 from mgst import scenarios
 from mgst.config import MAX_REPLICATIONS, MAX_TIME, ConfigError
 from mgst.config.checks import check_sweep_run_length
+from mgst.config.names import name_problem
 from mgst.model import Experiment
 from mgst.scenarios import RunSettings, Scenario
 from mgst.toml_file import TomlFileError, read_toml
@@ -139,9 +140,11 @@ def parse_sweep(data: Mapping[str, Any], name: str, path: str | None = None, *, 
     if not isinstance(scenario_name, str) or scenario_name not in scenarios.names():
         raise p.error("scenario", f"{scenario_name!r} is not a scenario; known: {', '.join(scenarios.names())}")
     scenario = scenarios.get(scenario_name)
-    name = data.get("name", name)
-    if not isinstance(name, str) or not name:
-        raise p.error("name", f"must be a non-empty string, got {name!r}")
+    if "name" in data:  # (a sweep's name names its folder, runs/sweep-NAME: the rule of an experiment's name)
+        name = data["name"]
+        problem = name_problem(name, folder=True) if isinstance(name, str) else "must be a string"
+        if problem is not None:
+            raise p.error("name", problem if isinstance(name, str) else f"must be a non-empty string, got {name!r}")
 
     axes_t, sim_t, opt_t = (dict(p.table(data, k)) for k in ("axes", "simulation", "options"))
     where = {"axes": "axes", "simulation": "simulation", "options": "options"}
