@@ -56,6 +56,9 @@ def read_toml(path: str | os.PathLike) -> dict[str, Any]:
         raise TomlFileError(f"cannot read: {err}" if err.line is None else str(err)) from None
     except (OSError, UnicodeDecodeError) as err:
         raise TomlFileError(f"cannot read: {err}") from None
+    if text.startswith("\ufeff"):  # (a text editor's choice on some systems: tomllib reads it as a bad statement)
+        raise TomlFileError("the file begins with a byte-order mark (U+FEFF), which TOML does not allow: save it as "
+                            "UTF-8 without one")
     check_toml_shape(text)
     try:
         return tomllib.loads(text)

@@ -61,6 +61,8 @@ BASE = {
 
 def toml(**sections: str) -> str:
     parts = {**BASE, **sections}
+    if "policy" not in sections and re.search(r'kind = "(bag_list|bags|swf)"', sections.get("workload") or ""):
+        parts["policy"] = '[policy]\nname = "fcfs"\n'  # (lpas_dg refuses a workload without arrival rates)
     return "\n".join(text for text in parts.values() if text)
 
 
@@ -344,6 +346,12 @@ CASES = [
         "machines.names",
         ["duplicate name 'A'"],
         id="machine-names-duplicate",
+    ),
+    pytest.param(
+        {"simulation": "[simulation]\nhorizon = 1979-05-27\n"},
+        "simulation.horizon",
+        ["1979-05-27 (a date)"],
+        id="horizon-a-date",
     ),
     pytest.param(
         {"machines": BASE["machines"] + 'names = ["A", "B", "a"]\n'},
@@ -1395,3 +1403,17 @@ def test_a_machine_name_of_100000_characters_is_one_short_line_before_a_run_star
     assert code == 2 and err.count("\n") == 1 and len(err) < 300, err[:500]
     assert "machines.names[1]: has 100000 characters; at most 64" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_lpas_dg_refuses_a_workload_without_arrival_rates_unless_it_measures_them(tmp_path):
+    """LPAS_DG gives each class machines by its arrival rate: a Bag-of-Tasks workload has none, and the LP gave every
+    class nothing (a run of 0 jobs done, its bags left in the system). Refused at policy.name, unless the policy
+    measures the rates as jobs arrive (arrival_check_period)."""
+    lpas = '[policy]\nname = "lpas_dg"\n'
+    with pytest.raises(ConfigError) as e:
+        experiment_for(tmp_path, workload=BAGS, machines=POWER, policy=lpas)
+    assert e.value.key == "policy.name" and "no class of this workload (BagStream) has one" in str(e.value)
+    measured = experiment_for(tmp_path, workload=BAGS, machines=POWER,
+                              policy=lpas + "arrival_check_period = 1000.0\n")
+    assert measured.policy.options["arrival_check_period"] == 1000.0
+    assert experiment_for(tmp_path).policy.name == "lpas_dg"  # (Poisson classes: their rates are given)

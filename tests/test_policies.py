@@ -424,16 +424,16 @@ def test_unknown_options_are_named(name, options, match):
 @pytest.mark.parametrize(
     ("name", "options", "match"),
     [
-        ("wqr_ft", {"replicas": "two"}, "replicas: must be int"),
-        ("wqr_ft", {"replicas": 2.5}, "replicas: must be int"),
-        ("wqr_ft", {"replicas": True}, "replicas: must be int"),
-        ("wqr_ft", {"replicas": None}, "replicas: must be int"),
-        ("wqr_ft", {"checkpoints": 1}, "checkpoints: must be bool"),
-        ("wqr_ft", {"checkpoints": "yes"}, "checkpoints: must be bool"),
-        ("lpas_dg", {"tolerance": "small"}, "tolerance: must be float"),
-        ("lpas_dg", {"resolve_period": "10"}, "resolve_period"),
-        ("lpas_dg", {"reported_share": 0}, "reported_share: must be bool"),
-        ("lpas_dg", {"lp_method": 1}, "lp_method: must be str"),
+        ("wqr_ft", {"replicas": "two"}, "replicas: must be a whole number, got the string 'two'"),
+        ("wqr_ft", {"replicas": 2.5}, "replicas: must be a whole number, got 2.5"),
+        ("wqr_ft", {"replicas": True}, "replicas: must be a whole number, got True"),
+        ("wqr_ft", {"replicas": None}, "replicas: must be a whole number, got None"),
+        ("wqr_ft", {"checkpoints": 1}, "checkpoints: must be true or false"),
+        ("wqr_ft", {"checkpoints": "yes"}, "checkpoints: must be true or false"),
+        ("lpas_dg", {"tolerance": "small"}, "tolerance: must be a number, got the string 'small'"),
+        ("lpas_dg", {"resolve_period": "10"}, "resolve_period: must be a number or absent, got the string '10'"),
+        ("lpas_dg", {"reported_share": 0}, "reported_share: must be true or false"),
+        ("lpas_dg", {"lp_method": 1}, "lp_method: must be a string"),
     ],
 )
 def test_wrongly_typed_options_raise(name, options, match):

@@ -61,6 +61,14 @@ def test_deep_nesting_and_long_keys_are_refused_before_tomllib(text, said, tmp_p
         read_toml(path)
 
 
+def test_a_byte_order_mark_is_named(tmp_path):
+    """A file saved with a UTF-8 byte-order mark: tomllib says only "Invalid statement (at line 1, column 1)"."""
+    path = tmp_path / "x.toml"
+    path.write_bytes("\ufeff[workload]\narrival_rates = [1.0]\n".encode())
+    with pytest.raises(TomlFileError, match="begins with a byte-order mark"):
+        read_toml(path)
+
+
 def test_brackets_dots_and_long_runs_inside_strings_and_values_are_not_keys():
     check_toml_shape('a = "' + "[{." * 5000 + '"\nb = \'' + "." * 5000 + "'\nc = \"\"\"\n" + "[[[." * 100
                      + '\n"""\n# [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[.\nd = [' + "1.5, " * 5000 + "]\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import math
 import os
@@ -265,6 +266,12 @@ def _describe(value: Any) -> str:
         return f"{str(value).lower()} (a boolean)"
     if isinstance(value, str):
         return f"{value!r} (a string)"
+    if isinstance(value, datetime.datetime):  # (TOML's dates and times)
+        return f"{value.isoformat()} (a date and time)"
+    if isinstance(value, datetime.date):
+        return f"{value.isoformat()} (a date)"
+    if isinstance(value, datetime.time):
+        return f"{value.isoformat()} (a time)"
     return repr(value)
 
 

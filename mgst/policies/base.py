@@ -63,8 +63,14 @@ def _coerce(key: str, value: Any, hint: Any) -> Any:
         return value
     if value is None and type(None) in allowed:
         return None
-    names = " or ".join(getattr(a, "__name__", str(a)) for a in allowed)
-    raise ValueError(f"{key}: must be {names}, got {value!r}")
+    names = " or ".join(_WORDS.get(a, getattr(a, "__name__", str(a))) for a in allowed)
+    got = f"the string {value!r}" if isinstance(value, str) else f"{value!r}"
+    raise ValueError(f"{key}: must be {names}, got {got}")
+
+
+# How an option's type reads in an error ("must be a number or absent, got the string '50'").
+_WORDS: Final = {bool: "true or false", int: "a whole number", float: "a number", str: "a string",
+                 type(None): "absent"}
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # compiled with mypyc (docs/build.md); policies subclass it

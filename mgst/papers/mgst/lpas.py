@@ -80,6 +80,20 @@ class LpasDG(Policy):
                        "on_event", "on_replica_start", "on_replica_end"})
     Options = LpasOptions
 
+    @classmethod
+    def check_experiment(cls, experiment: typing.Any) -> None:
+        """Called when an experiment file is loaded: ValueError if no class has an arrival rate (a Bag-of-Tasks
+        workload, say) and the rates are not measured either (arrival_check_period): the LP would then give every
+        class no machine, and no job would ever run."""
+        if any(rate > 0.0 for rate in experiment.arrival_rates):
+            return
+        if experiment.policy.options.get("arrival_check_period") is not None:
+            return
+        raise ValueError(f"policy {cls.name} gives each job class machines by its arrival rate (its LP), and no class "
+                         f"of this workload ({type(experiment.workload).__name__}) has one: no job would run. Use a "
+                         "policy that needs no arrival rates (fcfs, a Bag-of-Tasks policy: 'mgst policies'), or "
+                         "measure the rates as jobs arrive (arrival_check_period)")
+
     def __init__(self, options: LpasOptions | None = None, rng: random.Random | None = None):
         super().__init__(options, rng)  # None: the class's Options() (a subclass may have its own)
         self.allocation: Allocation | None = None
