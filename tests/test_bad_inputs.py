@@ -434,6 +434,22 @@ def test_a_bad_input_gets_one_error_line_naming_it(args, key, files, capsys):
     _check(code, stderr, key)
 
 
+def test_an_import_of_a_module_in_this_folder_but_not_on_the_path_says_how(tmp_path, monkeypatch, capsys):
+    """`mgst simulate --import mine` next to mine.py: the console script does not import from the current folder
+    (python -m does), and "No module named 'mine'" left the user guessing."""
+    (tmp_path / "mine.py").write_text("")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
+    code = main(["simulate", HIHI, "--import", "mine"])
+    stderr = capsys.readouterr().err
+    _check(code, stderr, "--import")
+    assert "this folder has one" in stderr and "PYTHONPATH=." in stderr, stderr
+    code = main(["simulate", HIHI, "--import", "not_here_either"])
+    stderr = capsys.readouterr().err
+    _check(code, stderr, "--import")
+    assert "No module named 'not_here_either'" in stderr and "PYTHONPATH" not in stderr, stderr
+
+
 def test_the_table_is_big_enough():
     assert len(IN_PROCESS) + len(SUBPROCESS) >= 80
 

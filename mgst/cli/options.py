@@ -89,6 +89,14 @@ def import_policies(args: argparse.Namespace) -> None:
     for module in args.imports:
         try:
             policies.import_modules([module])
+        except ModuleNotFoundError as e:
+            top = module.split(".")[0]
+            here = Path.cwd() / top
+            if e.name == top and (here.with_suffix(".py").is_file() or (here / "__init__.py").is_file()):
+                raise ConfigError("--import", f"{module}: no module named {top!r} on Python's path, though this folder "
+                                  f"has one: mgst imports from Python's path only; run it with PYTHONPATH=. (or "
+                                  f"install the module)") from None
+            raise ConfigError("--import", f"{module}: {e}") from None
         except Exception as e:  # noqa: BLE001 (whatever the user's module raises is said in one line)
             raise ConfigError("--import", f"{module}: {e}" if isinstance(e, (ImportError, ValueError))
                               else f"{module}: {type(e).__name__}: {e}") from None
