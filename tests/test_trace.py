@@ -213,6 +213,11 @@ def test_the_shipped_trace_experiments_load_and_round_trip_the_store():
     ('file = "t.csv"\noffset = "noon"\n', {"t.csv": "M1,0,1,up,\nM2,0,1,up,\n"}, "availability.offset", "number"),
     ('file = "t.csv"\ntime_scale = 0\n', {"t.csv": "M1,0,1,up,\nM2,0,1,up,\n"}, "availability.time_scale",
      "positive"),
+    ('file = "t.csv"\noffset = 1e308\n', {"t.csv": "M1,0,1,up,\nM2,0,5,down,\n"}, "availability.offset",
+     "past the trace's end (5 s)"),  # (the run played no period of it: as if there were no trace)
+    ('file = "t.csv"\ncpu_file = "c.csv"\noffset = 9\n', {"t.csv": "M1,0,1,up,\nM2,0,5,down,\n",
+                                                            "c.csv": "M1,0,9,reclaimed,0.5\n"},
+     "availability.offset", "past the trace's end (9 s)"),
     ('file = "t.csv"\n', {"t.csv": "M1,0,1,up,\nM1,0,5,down,\n"}, "availability.file", "overlap"),
     ('file = "t.csv"\n', {"t.csv": "M1,0,1,up,\n"}, "availability.file", "no entry for machine 'M2'"),
     ('file = "t.csv"\ncpu_file = "c.csv"\n', {"t.csv": "M1,0,1,up,\nM2,0,1,up,\n", "c.csv": "M1,0,1,wait,\n"},

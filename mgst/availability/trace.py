@@ -199,12 +199,17 @@ class TraceKind(AvailabilityKind):
         if how not in MATCHES:
             raise host.error(f"{section}.machines", f"must be one of {', '.join(map(repr, MATCHES))}, got "
                                                     f"{host.describe(how)}")
+        ends = []
         for key, p, f in ((f"{section}.file", path, fmt), (f"{section}.cpu_file", cpu_file, "csv")):
             if p is not None:
                 try:
-                    read_trace(p, f)
+                    intervals = read_trace(p, f)
                 except TraceError as e:
                     raise host.error(key, str(e)) from None
+                ends.extend(ivs[-1].end for ivs in intervals.values() if ivs)
+        if ends and offset >= max(ends):  # (model time 0 after the trace's end: nothing of it would play)
+            raise host.error(f"{section}.offset", f"{offset:g} trace seconds is at or past the trace's end "
+                                                  f"({max(ends):g} s): no period of it would play")
         return TraceAvailability(path, fmt, cpu_file, offset, scale, how), f"{section}.file"
 
     def check(self, spec: TraceAvailability, experiment: Experiment) -> None:
