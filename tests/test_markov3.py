@@ -74,6 +74,10 @@ def test_a_matrix_per_group(tmp_path):
     ('kind = "markov3"\nslot = 1.0\nmatrix = [[1, 0, 0], [0, 1, 0]]\n', "availability.matrix", "3 rows"),
     ('kind = "markov3"\nslot = 1.0\nmatrix = [[1, 0, 0], [0, 1, 0], [0, 0, "x"]]\n', "availability.matrix[2][2]",
      "number"),
+    ('kind = "markov3"\nslot = 1.0\nmatrix = [[0.9, 0, 0.1], [0, 1, 0], [0, 0, 1]]\n', "availability.matrix[2]",
+     "never leaves DOWN"),  # (machines went down one by one and stayed down, and the run said nothing)
+    ('kind = "markov3"\nslot = 1.0\nmatrix = [[0.9, 0.1, 0], [0, 0.5, 0.5], [0, 0, 1]]\n', "availability.matrix[2]",
+     "never leaves DOWN"),
     ('kind = "markov3"\nslot = -1.0\nmatrix = [[1, 0, 0], [0, 1, 0], [0, 0, 1]]\n', "availability.slot",
      "positive"),
     ('kind = "markov3"\nslot = 1.0\nreclaimed_share = 2\nmatrix = [[1, 0, 0], [0, 1, 0], [0, 0, 1]]\n',

@@ -276,6 +276,12 @@ def _matrix(host: ConfigHost, value: Any, key: str) -> Matrix:
         if problem is not None:
             raise host.error(f"{key}[{s}]", f"(from {State(s).name}) {problem}")
         rows.append(tuple(float(p) for p in row))
+    up, reclaimed, down = rows
+    reaches_down = up[2] > 0.0 or (up[1] > 0.0 and reclaimed[2] > 0.0)  # (every machine starts UP)
+    if down[2] >= 1.0 and reaches_down:  # (its capacity then has no steady state: the overload warning misled)
+        raise host.error(f"{key}[2]", "(from DOWN) never leaves DOWN, which UP leads to: a machine that goes down "
+                                      "would stay down for the rest of the run; give DOWN a way back to UP or "
+                                      "RECLAIMED")
     return (rows[0], rows[1], rows[2])  # type: ignore[return-value]
 
 
