@@ -644,6 +644,52 @@ def test_assign_of_a_done_job_is_a_policy_error(scripted):
         core.job_arrived(5.0, job(3, t=5.0))
 
 
+class _SwallowsItsError(Scripted):
+    """A dispatch generator that catches the PolicyError thrown in at its yield and returns (or yields on)."""
+
+    hooks = frozenset({"dispatch"})
+
+    def __init__(self, then_yield: bool) -> None:
+        super().__init__()
+        self.then_yield = then_yield
+
+    def dispatch(self, view, new_job, asking):
+        if new_job is None:
+            return
+        try:
+            yield Hold(2)  # (machine 2 is not asking: a PolicyError)
+        except PolicyError:
+            if self.then_yield:
+                yield Hold(0)
+            return
+
+
+@pytest.mark.parametrize("then_yield", [False, True])
+def test_a_generator_that_swallows_its_policy_error_still_fails(then_yield):
+    """The PolicyError thrown into a generator at its yield stands even if the generator catches it (a bare
+    StopIteration escaped when it returned)."""
+    core = make_core(_SwallowsItsError(then_yield), ONE_BY_THREE)
+    with pytest.raises(PolicyError, match="not asking"):
+        core.job_arrived(1.0, job(1, t=1.0))
+
+
+class _ChoosesTheJobNotItsRecord(Greedy):
+    """A policy's mistake: choose() returns the queue head's Job, not the head (its record)."""
+
+    def choose(self, view, machine):
+        rec = super().choose(view, machine)
+        return None if rec is None else rec.job
+
+
+def test_a_choose_that_returns_a_job_not_its_record_is_named():
+    """Pure Python, a PolicyError naming the type returned (it was "'Job' object has no attribute 'job'");
+    compiled, mypyc's TypeError where choose() returns, naming JobRecord too."""
+    core = make_core(_ChoosesTheJobNotItsRecord(), ONE_BY_THREE)
+    core.machine_ready(0.0, 0)
+    with pytest.raises((PolicyError, TypeError), match="JobRecord"):
+        core.job_arrived(1.0, job(1, t=1.0))
+
+
 def test_assign_of_an_unknown_job_is_a_policy_error(scripted):
     policy, core = scripted
     policy.todo = [Assign(job(42), 0)]

@@ -49,6 +49,38 @@ class RaisesInAHook(Policy):
 
 
 @register
+class FailsToStart(Policy):
+    """FCFS whose start hook raises, before the run begins."""
+    name = "fails_to_start"
+    hooks = frozenset({"start", "choose"})
+
+    def start(self, view):
+        raise RuntimeError("no plan")
+
+    def choose(self, view, machine):
+        return None
+
+
+@register
+class FcfsThatChangesLater(Policy):
+    """FCFS; once the module sets CHANGED (its code changed after the run), it raises when a replica ends."""
+    name = "fcfs_that_changes_later"
+    hooks = frozenset({"choose", "on_replica_end"})
+
+    def choose(self, view, machine):
+        for queue in view.queues.values():
+            if queue.head is not None:
+                return queue.head
+        return None
+
+    def on_replica_end(self, view, replica):
+        import os
+        if os.environ.get("CHANGED"):
+            raise AssertionError("a check added since")
+        return None
+
+
+@register
 class AssignsToABusyMachine(Policy):
     """Sends every new job to machine 0, asking or not."""
     name = "assigns_to_a_busy_machine"
@@ -75,8 +107,8 @@ duration = {duration}
 """
 
 
-def _mgst(tmp_path: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+def _mgst(tmp_path: Path, *args: str, timeout: float = 120, **env_vars: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]), **env_vars}
     return subprocess.run([sys.executable, "-m", "mgst", *args], capture_output=True, text=True, timeout=timeout,
                           cwd=tmp_path, env=env)
 
@@ -147,3 +179,72 @@ def test_a_journal_that_goes_on_after_its_policy_failed_replays_up_to_the_failur
     r = _mgst(tmp_path, "run", str(exp), "--import", "failing_policies", "--resume", str(out))
     assert r.returncode == 2, r.stderr[-3000:]
     assert "a run cannot go on from there" in r.stderr and "Traceback" not in r.stderr, r.stderr[-3000:]
+
+
+def test_a_policy_that_fails_in_its_start_ends_the_run_before_it_begins(tmp_path: Path, no_children_left) -> None:
+    """The policy's start raises (fed before the pullers register): exit 3 saying so, and nothing kept, as a start
+    that fails keeps nothing (the run folder made for it is removed)."""
+    (tmp_path / "failing_policies.py").write_text(POLICIES)
+    exp = tmp_path / "exp.toml"
+    exp.write_text(EXPERIMENT.format(policy="fails_to_start", duration=DURATION_S))
+    out = tmp_path / "run"
+    p = _mgst(tmp_path, "run", str(exp), "--import", "failing_policies", "--out", str(out), "--no-live", "--quiet")
+    assert p.returncode == 3, p.stderr[-3000:]
+    assert "the policy 'fails_to_start' failed at model time 0.000, handling RunStart: RuntimeError: no plan" \
+        in p.stderr and "the run did not begin: nothing was run or kept" in p.stderr, p.stderr[-3000:]
+    assert 'raise RuntimeError("no plan")' in p.stderr  # (its traceback)
+    assert not (out / "journal.sqlite").exists() and not (out / "summary.json").exists()
+
+
+def test_export_of_a_run_that_ended_well_but_no_longer_replays_leaves_its_results_alone(
+        tmp_path: Path, no_children_left) -> None:
+    """A run that ended without a failure, whose policy raises when its journal is replayed (its code changed since):
+    `mgst export` refuses (exit 2, one line) and leaves jobs.csv and summary.json as they were, rather than writing
+    the run cut short at the replay's failure; a resume is refused as over."""
+    (tmp_path / "failing_policies.py").write_text(POLICIES)
+    exp = tmp_path / "exp.toml"
+    exp.write_text(EXPERIMENT.format(policy="fcfs_that_changes_later", duration=2.0))
+    out = tmp_path / "run"
+    p = _mgst(tmp_path, "run", str(exp), "--import", "failing_policies", "--out", str(out), "--no-live", "--quiet",
+              "--json")
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert json.loads(p.stdout)["policy_failure"] is None
+    before = {name: (out / name).read_bytes() for name in ("jobs.csv", "summary.json")}
+    e = _mgst(tmp_path, "export", str(out), CHANGED="1")
+    assert e.returncode == 2, e.stderr[-3000:]
+    assert "the journal does not replay as the run went" in e.stderr and "AssertionError: a check added since" \
+        in e.stderr and "Traceback" not in e.stderr, e.stderr[-3000:]
+    assert {name: (out / name).read_bytes() for name in before} == before
+
+
+def test_an_input_the_core_refuses_stays_the_input_s_fault_and_a_core_bug_is_named_the_core_s() -> None:
+    """handled(): a CPU share outside [0, 1] (a broken peer's) is an InputError, as it was (the message handler counts
+    it and the run goes on), not a policy's failure; an exception raised in the core's own modules names the core."""
+    from mgst.config import load_experiment  # noqa: PLC0415
+    from mgst.core.decisions import InputError  # noqa: PLC0415
+    from mgst.core.events import CpuShareChanged, MachineAvailability, MachineReady  # noqa: PLC0415
+    from mgst.testbed.policy_failure import PolicyFailed, handled  # noqa: PLC0415
+    from mgst.testbed.replay import make_core  # noqa: PLC0415
+
+    exp = load_experiment(ROOT / "experiments" / "hihi-mfd-fd.toml")
+    core = make_core(exp, 1)
+    handled(core, 0.0, MachineReady(0, None, 1))
+    with pytest.raises(InputError, match="outside"):
+        handled(core, 1.0, MachineAvailability(0, 1, 2.0))
+    with pytest.raises(InputError):
+        handled(core, 1.0, CpuShareChanged(0, -0.5))
+    from mgst.core.decisions import PolicyError  # noqa: PLC0415
+    from mgst.core.ready import ReadyQueue  # noqa: PLC0415
+
+    try:
+        ReadyQueue().remove(5)  # (an exception raised in the core's own code, as a bug of the core's would be)
+    except KeyError as e:
+        in_the_core = e
+    try:
+        {}["x"]  # (one raised in a policy's code: here)
+    except KeyError as e:
+        in_the_policy = e
+    assert str(PolicyFailed("fcfs", "MachineReady", 2.0, in_the_core)).startswith(
+        "the scheduling core (a bug of mgst's, with the policy 'fcfs': please report it) failed at model time 2.000")
+    assert str(PolicyFailed("fcfs", "MachineReady", 2.0, in_the_policy)).startswith("the policy 'fcfs' failed")
+    assert str(PolicyFailed("fcfs", "JobArrived", 2.0, PolicyError("x"))).startswith("the policy 'fcfs' failed")

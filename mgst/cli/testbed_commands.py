@@ -31,7 +31,8 @@ TESTBED_EXIT_CODES = f"""exit codes:
        `mgst export DIR --salvage`), or output files that cannot be written (the journal keeps the
        run: `mgst export DIR` writes them again)
   {EXIT_POLICY_FAILED}    the policy failed during the run (its code raised, or broke a rule of the core): the run
-       was stopped there, its results so far written (the policy's traceback is printed above them)
+       was stopped there, its results so far written (the policy's traceback is printed above them); or
+       before it began (its start: nothing was run or kept)
   {EXIT_PAUSED}   the journal could not be written (disk full, I/O error): the run is PAUSED, what was
        committed is kept, and the pullers keep their work and wait; free space, then continue
        with `mgst mapper FILE --resume DIR`
@@ -250,6 +251,7 @@ def run_command(args: argparse.Namespace) -> int:
     if network is not None and not args.quiet:
         print(f"mgst: every puller behind an emulated link ({network.text or 'no impairment'}; the userspace relay "
               "of docs/network.md)", file=sys.stderr)
+    from mgst.testbed.policy_failure import PolicyFailed  # noqa: PLC0415
     from mgst.testbed.store import JournalWriteError  # noqa: PLC0415
 
     live = _open_live(args, exp, out, None)
@@ -275,6 +277,8 @@ def run_command(args: argparse.Namespace) -> int:
     except NetworkError as e:
         print(f"mgst: error: {e}", file=sys.stderr)
         return 1
+    except PolicyFailed as e:  # (before the run began: nothing was run, nothing is kept)
+        return _failed_before_the_run(e)
     except TimeoutError as e:  # (the local pullers did not start: their log says why)
         print(f"mgst: error: {e}; see {out}/pullers.log", file=sys.stderr)
         return 1
@@ -445,10 +449,13 @@ def mapper_command(args: argparse.Namespace) -> int:
           f"({', '.join(m.name for m in exp.machines)}); journal {out}/journal.sqlite", file=sys.stderr)
     print(f"mgst mapper: on each lab machine: {_puller_command(mapper.endpoint, args, exp)} (or 'mgst lab up', "
           "docs/lab.md)", file=sys.stderr)
+    from mgst.testbed.policy_failure import PolicyFailed  # noqa: PLC0415
     from mgst.testbed.store import JournalWriteError  # noqa: PLC0415
 
     try:
         run = mapper.run()
+    except PolicyFailed as e:  # (before the run began: nothing was run, nothing is kept)
+        return _failed_before_the_run(e)
     except TimeoutError as e:
         print(f"mgst: error: {e}", file=sys.stderr)
         if args.resume is None:
@@ -466,6 +473,13 @@ def mapper_command(args: argparse.Namespace) -> int:
     result = finish_outputs(run, out, imports=tuple(args.imports))
     _report(result, args.json, out, ["journal.sqlite", *result.files])
     return _policy_failure_code(result.run, out)
+
+
+def _failed_before_the_run(failure: Exception) -> int:
+    """EXIT_POLICY_FAILED, once said why: the policy failed before the run began (its start)."""
+    print(f"mgst: error: {failure}; the run did not begin: nothing was run or kept (the traceback is above)",
+          file=sys.stderr)
+    return EXIT_POLICY_FAILED
 
 
 def _policy_failure_code(run: Any, out: Path) -> int:  # (a mgst.testbed.run_result.TestbedRun)

@@ -378,8 +378,10 @@ class _Parser(ModelSections, MachineSections):
                 i = seen[folded]
                 if items[i] == text:
                     raise self.error(key, f"duplicate name {text!r} (entries {i} and {k})")
+                why = ": a machine's key files are named after it, and some disks ignore case" \
+                    if key.startswith("machines") else ""
                 raise self.error(key, f"names that differ only in case, {items[i]!r} and {text!r} (entries {i} and "
-                                      f"{k}): a machine's key files are named after it, and some disks ignore case")
+                                      f"{k}){why}")
             seen[folded] = k
         return tuple(items)
 

@@ -8,6 +8,7 @@ from mgst.core.decisions import (
     Decision,
     Eta,
     Hold,
+    InputError,
     JobCompleted,
     JobRequeued,
     MachineSuspected,
@@ -55,10 +56,10 @@ from mgst.core.view import View
 
 __all__ = [
     "COMPUTING", "HOOKS", "STAGING", "WAITING", "Assign", "BagArrived", "BagCompleted", "BagRecord", "Cancel",
-    "CancelTimer", "CpuShareChanged", "Decision", "Eta", "Event", "Hold", "JobArrived", "JobCompleted", "JobQueue",
-    "JobRecord", "JobRequeued", "JobStatus", "MachineAvailability", "MachineDown", "MachineHeard", "MachineReady",
-    "MachineRecord", "MachineSilent", "MachineState", "MachineStats", "MachineSuspected", "MachineUp", "Outcome",
-    "Output", "PolicyError", "PolicyHooks", "ReplicaCheckpoint", "ReplicaComputing", "ReplicaDone", "ReplicaFailed",
-    "ReplicaRecord", "ReplicaTimedOut", "RunStart", "Scheduler", "SetTimer", "SuspectDown", "TimeOut", "TimerFired",
-    "View",
+    "CancelTimer", "CpuShareChanged", "Decision", "Eta", "Event", "Hold", "InputError", "JobArrived", "JobCompleted",
+    "JobQueue", "JobRecord", "JobRequeued", "JobStatus", "MachineAvailability", "MachineDown", "MachineHeard",
+    "MachineReady", "MachineRecord", "MachineSilent", "MachineState", "MachineStats", "MachineSuspected", "MachineUp",
+    "Outcome", "Output", "PolicyError", "PolicyHooks", "ReplicaCheckpoint", "ReplicaComputing", "ReplicaDone",
+    "ReplicaFailed", "ReplicaRecord", "ReplicaTimedOut", "RunStart", "Scheduler", "SetTimer", "SuspectDown", "TimeOut",
+    "TimerFired", "View",
 ]

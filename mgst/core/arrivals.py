@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Any
 
+from mgst.core.decisions import InputError
 from mgst.core.lifecycle import Lifecycle
 from mgst.core.state import BagRecord, JobQueue, JobRecord
 from mgst.core.transitions import JOB, NEW
@@ -34,7 +35,7 @@ class Arrivals:
             self.lifecycle.stale(f"job {job.id} arrived twice")
             return None
         if not 0 <= job.job_class < len(view.classes):
-            raise ValueError(f"job {job.id} has class {job.job_class}; there are {len(view.classes)}")
+            raise InputError(f"job {job.id} has class {job.job_class}; there are {len(view.classes)}")
         bag = None
         if job.bag is None and self.bag_keys is False and self.queue_key is None:  # classes: the fast path
             key: Hashable = job.job_class
@@ -44,7 +45,7 @@ class Arrivals:
                 if bag is None:  # a task arriving on its own starts its bag
                     bag = self._bag_record(job.bag, job.submitted, {})
                 elif bag.completed is not None:
-                    raise ValueError(f"task {job.id} arrived for bag {job.bag}, which is complete")
+                    raise InputError(f"task {job.id} arrived for bag {job.bag}, which is complete")
             key = self._key_of(job, bag)
         rec = JobRecord(job, key, view.now, bag)
         view.jobs[rec.id_key] = rec
@@ -72,11 +73,11 @@ class Arrivals:
             return False
         for task in bag.tasks:
             if task.bag != bag.id:
-                raise ValueError(f"task {task.id} of bag {bag.id} says it belongs to bag {task.bag}")
+                raise InputError(f"task {task.id} of bag {bag.id} says it belongs to bag {task.bag}")
             if task.id in view.jobs:
-                raise ValueError(f"task {task.id} of bag {bag.id} has the id of an earlier job")
+                raise InputError(f"task {task.id} of bag {bag.id} has the id of an earlier job")
         if self.queue_key is None and self.bag_keys is False:
-            raise ValueError(
+            raise InputError(
                 f"bag {bag.id} arrived after single jobs: a run mixing bags and single jobs needs a policy "
                 "with its own queue_key"
             )
@@ -106,7 +107,7 @@ class Arrivals:
         if self.bag_keys is None:
             self.bag_keys = by_bag
         elif self.bag_keys != by_bag:
-            raise ValueError(
+            raise InputError(
                 f"job {job.id} {'belongs to a bag' if by_bag else 'has no bag'} while earlier jobs "
                 f"{'did not' if by_bag else 'did'}: a run mixing bags and single jobs needs a policy "
                 "with its own queue_key"

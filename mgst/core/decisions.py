@@ -20,6 +20,11 @@ class PolicyError(RuntimeError):
     """A policy asked for something impossible, or declared its hooks wrongly (a bug in the policy, not the input)."""
 
 
+class InputError(ValueError):
+    """An input the core refuses (a CPU share outside [0, 1], a job of an unknown class, ...), before it changed
+    anything: the driver's (or its peer's) fault, not the policy's; the core may go on."""
+
+
 class Assign(NamedTuple):
     """Start a replica of ``job`` on ``machine``.
 

@@ -14,6 +14,7 @@ from mgst.core.decisions import (
     Assign,
     BagCompleted,
     Cancel,
+    InputError,
     JobCompleted,
     JobRequeued,
     MachineSuspected,
@@ -104,6 +105,9 @@ class Lifecycle:
         j = m.index
         if not m.asking:
             raise PolicyError(f"assign to machine {m.name}, which is not asking for work")
+        if not isinstance(rec, JobRecord):  # (compiled, a choose() that returns another type fails where it returns)
+            raise PolicyError(f"choose() returned {type(rec).__name__} {str(rec)[:80]}, not a job's record (a "
+                              "JobRecord of the view, such as a queue's head) or None")
         c = rec.job.job_class
         rate = m.rates[c]
         if rate <= 0.0:
@@ -508,7 +512,7 @@ class Lifecycle:
         """machine --share--> the same, and each live replica on it: a computing one re-marked at the new rate."""
         if share is not None and share != m.cpu_share:
             if not 0.0 <= share <= 1.0:
-                raise ValueError(f"CPU share {share} of machine {m.name} outside [0, 1]")
+                raise InputError(f"CPU share {share} of machine {m.name} outside [0, 1]")
             m.cpu_share = share
             now = self.view.now
             m.history.set_share(now, share)

@@ -258,8 +258,11 @@ class Matcher:
                 except PolicyError as e:  # a decision broke a rule: from a generator, raised where it yielded it,
                     throw = getattr(decisions, "throw", None)  # so that the traceback shows the policy's own line
                     if throw is not None:
-                        throw(e)
-                    raise
+                        try:
+                            throw(e)
+                        except StopIteration:  # (it caught the error and returned: the error stands)
+                            pass
+                    raise  # (also when it caught the error and yielded on: what it yields then is not carried out)
 
     def apply(self, d: object) -> None:
         """Check and carry out one decision of the policy."""

@@ -16,7 +16,7 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any, Final
 
 from mgst.core.arrivals import Arrivals
-from mgst.core.decisions import Output
+from mgst.core.decisions import InputError, Output
 from mgst.core.events import (
     BagArrived,
     CpuShareChanged,
@@ -263,7 +263,7 @@ class Scheduler:
         self._begin(now)
         lifecycle = self.lifecycle
         if computed is not None and not (computed >= 0.0 and math.isfinite(computed)):
-            raise ValueError(f"replica {replica}: compute time {computed} is not a finite number >= 0")
+            raise InputError(f"replica {replica}: compute time {computed} is not a finite number >= 0")
         event = ReplicaDone(replica, ready, computed) if self._listening else None
         r = self.view.live.get(replica)
         if r is None:
@@ -317,7 +317,7 @@ class Scheduler:
     def replica_checkpoint(self, now: float, replica: int, progress: float) -> list[Output]:
         self._begin(now)
         if not 0.0 <= progress <= 1.0:
-            raise ValueError(f"checkpoint progress {progress} outside [0, 1]")
+            raise InputError(f"checkpoint progress {progress} outside [0, 1]")
         r = self.view.live.get(replica)
         if r is None:
             self.lifecycle.stale(f"checkpoint of replica {replica} that is not running")
@@ -382,7 +382,7 @@ class Scheduler:
             return self.machine_down(now, machine)
         self._begin(now)
         if not 0.0 <= cpu_share <= 1.0:
-            raise ValueError(f"CPU share {cpu_share} of machine {self.machines[machine].name} outside [0, 1]")
+            raise InputError(f"CPU share {cpu_share} of machine {self.machines[machine].name} outside [0, 1]")
         self.lifecycle.set_availability(self.machines[machine], state is Availability.RECLAIMED, cpu_share)
         event = MachineAvailability(machine, state, cpu_share) if self._listening else None
         return self.matcher.after_event(event, None, None, False)

@@ -12,6 +12,7 @@ from typing import Any
 from mgst.bounded_read import read_text
 from mgst.testbed.beside import Beside, finish_outputs
 from mgst.testbed.replay import replay
+from mgst.testbed.resume import run_is_over
 from mgst.testbed.run_lock import run_locked
 from mgst.testbed.run_result import TestbedRun, finish_run
 from mgst.testbed.store import FILENAME, StoreError
@@ -38,6 +39,11 @@ def load_run(folder: Path, journal: str = FILENAME) -> TestbedRun:
     rp = replay(folder, journal)
     try:
         meta, j = rp.meta, rp.journal
+        if rp.policy_failure is not None and run_is_over(meta) and "policy_failure" not in meta:
+            raise StoreError(f"{rp.store.path}: the journal does not replay as the run went: {rp.policy_failure}, "
+                             "where the run, which ended, had no such failure: the policy's code (or mgst's) changed "
+                             "since, or it does not decide the same from the same inputs; its results are left as "
+                             "they are")
         tu = meta["time_unit"]
         end = j.last_wall if j.last_wall is not None else meta.get("created", 0.0)
         t0 = j.start if j.start is not None else end

@@ -290,7 +290,10 @@ class Mapper:
 
     def feed(self, now: float, event: Event) -> None:
         """Feed the core one event through its one entry point (recorded first, typed, for replay: core_events) and
-        carry out what it decides."""
+        carry out what it decides. Nothing once the policy has failed: the core stopped half-way through an input,
+        and the run's end must not feed it (a puller found gone while the last messages are sent)."""
+        if self.policy_failure is not None:
+            return
         if type(event) in RELEASE_CHECKPOINTS_BEFORE:
             self.checkpoints.release(event, now)
         mnow = self.clock.model_now(now)
@@ -430,7 +433,11 @@ class Mapper:
                 overlay = self.overlay
                 if (overlay is not None and clock.t0 is not None and clock.held is None
                         and now >= clock.t0 + overlay.next_at() * self.time_unit):  # (as an arrival is due: after them)
-                    overlay.due(clock.model_now(now), self.core.machines, self.core.view)
+                    try:  # (the overlay asks the policy which grids a bag may use, what it holds queued)
+                        overlay.due(clock.model_now(now), self.core.machines, self.core.view)
+                    except Exception as e:
+                        raise PolicyFailed(self.core.policy.name, "the overlay's turn", clock.model_now(now), e
+                                           ) from e
                 # timers
                 while timers.next_at() <= now and clock.held is None and clock.t0 is not None:
                     key = timers.pop()
@@ -477,19 +484,23 @@ class Mapper:
         self._flush()
         if self.journal.store is not None:  # last, once every event is committed: a journal with it is a run over
             # (a commit failing after it would pause the run, exit 75, and leave one --resume refuses as finished)
-            self.journal.store.set_meta(drops=dict(self.drops.counts), aborted=self.aborting, ended=end)
+            failed = {} if self.policy_failure is None else {"policy_failure": self.policy_failure}
+            self.journal.store.set_meta(drops=dict(self.drops.counts), aborted=self.aborting, ended=end, **failed)
         return self._result(started, end, generation_end, horizon)
 
     def _policy_failed(self, failure: PolicyFailed) -> None:
         """The core raised while it handled an input: the run stops at once (the core may be half-way through the
-        input); the end of the run says why, in the journal too (a resume refuses the run: it is over)."""
+        input); its end says why (the journal's settings too, with its end mark, once every event is committed). A
+        failure before the run began (the policy's start) ends it as a start that fails: PolicyFailed, nothing
+        kept."""
         cause = failure.cause
-        log.error("%s: the run stops; what was done is written", failure,
+        began = self.clock.t0 is not None
+        log.error("%s: %s", failure, "the run stops; what was done is written" if began else "the run does not begin",
                   exc_info=(type(cause), cause, cause.__traceback__))
         self.policy_failure = str(failure)
         self.aborting = True
-        if self.journal.store is not None:
-            self.journal.store.set_meta(policy_failure=self.policy_failure)
+        if not began:
+            raise failure
 
     def _no_machine_up(self) -> bool:
         """Every machine is down (its puller gone, silent or failed)."""

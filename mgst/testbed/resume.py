@@ -65,9 +65,11 @@ def replay_to_resume(out: Path, experiment: Experiment, network: dict[str, Any] 
     try:
         if run_is_over(replayed.meta):
             raise RunOver(out)
-        if replayed.policy_failure is not None:  # (its mapper died before it could end the run)
-            raise ValueError(f"cannot resume {out}: {replayed.policy_failure}; a run cannot go on from there (the "
-                             f"core stopped half-way through that input): 'mgst export {out}' writes what it did")
+        if replayed.policy_failure is not None:  # (its mapper died before it could end the run; or the code changed)
+            raise ValueError(f"cannot resume {out}: its journal replays up to where {replayed.policy_failure}: the "
+                             "policy failed there before its mapper could end the run, or its code (or mgst's) "
+                             "changed since the run began; a run cannot go on from there (the core stopped half-way "
+                             f"through that input): 'mgst export {out}' writes what it did")
         if to_plain(experiment) != replayed.meta["experiment"]:
             raise ValueError(f"{out} was run with another experiment than {experiment.name!r}")
         _check_same_setting(out, experiment, replayed.meta, network)
@@ -164,21 +166,19 @@ class Resume:
     def end_wait(self, now: float, next_job: Any) -> tuple[Any, float, float]:
         """The pullers are back (or the wait is over): machines still missing are down; the clock runs again.
         The next job, the end of generation and the drain's deadline (wall)."""
-        back = 0
+        back = sum(1 for conn in self.conns if conn.identity is not None)
+        timing = {"replay_s": self.replay_s, "reconnect_s": now - self.wait_started,
+                  "pullers_back": back, "pullers": len(self.conns)}
+        log.info("resumed: journal replayed in %.2f s, %d of %d pullers back after %.2f s", self.replay_s, back,
+                 len(self.conns), timing["reconnect_s"])
+        self._list_resume(timing, replace_last=True)  # (the wait is over, whatever happens next)
         for jdx, conn in enumerate(self.conns):
-            if conn.identity is not None:
-                back += 1
-            elif self.core.machines[jdx].state is not MachineState.DOWN:
+            if conn.identity is None and self.core.machines[jdx].state is not MachineState.DOWN:
                 log.info("%s did not come back: down", self.machines[jdx].name)
                 self.journal.machine_down(jdx, now)
                 self.feed(now, MachineDown(jdx))
         t0 = self.clock.run_on(now)
         self.journal.began(t0)
-        timing = {"replay_s": self.replay_s, "reconnect_s": now - self.wait_started,
-                  "pullers_back": back, "pullers": len(self.conns)}
-        log.info("resumed: journal replayed in %.2f s, %d of %d pullers back after %.2f s", self.replay_s, back,
-                 len(self.conns), timing["reconnect_s"])
-        self._list_resume(timing, replace_last=True)
         # timers the replayed core holds (the policy's, and the silence time-outs)
         time_unit = self.clock.time_unit
         for key, at in self.core.timers.items():
