@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
 from typing import Any, Generic, TypeVar
@@ -18,16 +20,29 @@ Key = TypeVar("Key")
 IN_FLIGHT_PER_WORKER = 4
 # Seconds between two looks at the Ctrl-C flag while the tasks run.
 INTERRUPT_CHECK = 0.2
+# Seconds between a worker's looks at whether its parent is still there.
+PARENT_CHECK = 0.5
 
 
 def ignore_interrupts(log_level: int | None = None) -> None:
     """A pool worker's initializer: Ctrl-C (SIGINT to the terminal's whole process group) is the parent's to handle.
 
     A worker that took it would report KeyboardInterrupt as its task's result and go on to the next task, so the
-    parent's shutdown would wait for every queued task."""
+    parent's shutdown would wait for every queued task. The worker also ends once its parent is gone (killed: no
+    one to kill it then), rather than live on holding the command's output and the pool's pipes open."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if log_level is not None:
         logging.getLogger().setLevel(log_level)
+    threading.Thread(target=_end_with_parent, args=(os.getppid(),), name="end-with-parent", daemon=True).start()
+
+
+def _end_with_parent(parent: int) -> None:
+    """A worker's watch: exit at once when its parent process is no longer its parent (it died: the worker was
+    handed to another process)."""
+    while True:
+        time.sleep(PARENT_CHECK)
+        if os.getppid() != parent:
+            os._exit(1)
 
 
 def stop_pool(pool: concurrent.futures.ProcessPoolExecutor) -> None:

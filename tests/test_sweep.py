@@ -424,6 +424,39 @@ def test_ctrl_c_stops_the_pool_and_a_rerun_finishes_the_rest(tmp_path, no_childr
     assert len(final) == len({key(x) for x in final}) == QUICK_CELLS * 2
 
 
+def test_the_workers_of_a_killed_sweep_end_with_it(tmp_path, no_children_left):
+    """SIGKILL to the sweep (no handler can run): its workers, handed to another parent, end within a second or
+    so, not live on holding the pool's pipes and the command's output open (a pipe to `cat` never ended)."""
+    out, marks = tmp_path / "out", tmp_path / "marks"
+    marks.mkdir()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])}
+    p = subprocess.Popen([sys.executable, str(ROOT / "tests" / "sweep_fake.py"), str(FILE), str(out), str(marks),
+                          "0.4"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    workers: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not ((out / "sweep.csv").exists()
+                                                   and (out / "sweep.csv").read_text().count("\n") >= 2):
+            time.sleep(0.02)
+        workers = psutil.Process(p.pid).children(recursive=True)
+        assert workers, "the sweep has no worker processes"
+        p.kill()
+        p.communicate(timeout=20)  # (the output's pipe ends once the workers holding it are gone)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        left = []
+        for w in workers:  # (no longer the test's children: looked at by pid; a zombie has ended)
+            deadline = time.monotonic() + 10
+            while w.is_running() and w.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if w.is_running() and w.status() != psutil.STATUS_ZOMBIE:
+                left.append(w)
+                w.kill()
+    assert not left, f"workers left running after their sweep was killed: {left}"
+
+
 # --- plots ------------------------------------------------------------------------------------------
 
 def test_plots_are_pngs_and_an_unbounded_cell_goes_past_the_top(tmp_path, no_children_left):
