@@ -227,3 +227,16 @@ def test_simulate_imports_nothing_of_the_testbed():
     assert json.loads(summary)["overall"]["jobs"] > 0
     testbed = ("zmq", "sqlite3", "msgpack", "scipy", "puller", "mgst.testbed", "mgst.wire")
     assert [m for m in modules.split() if m.startswith(testbed)] == []
+
+
+def test_paper_json_is_strict_json_with_null_for_an_interval_one_replication_cannot_give():
+    """`mgst paper --json --replications 1`: no interval can be computed; it printed NaN, which strict parsers (and
+    JavaScript's JSON.parse) refuse."""
+    def refuse(constant: str) -> None:
+        raise ValueError(f"not JSON: {constant}")
+
+    p = subprocess.run([sys.executable, "-m", "mgst", "paper", "hihi-mfd-fd", "--json", "--replications", "1",
+                        "--horizon", "300"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    rows = json.loads(p.stdout, parse_constant=refuse)["settings"][0]["rows"]
+    assert all(r["ci95"] == [None, None] and r["mgst"] > 0 for r in rows), rows

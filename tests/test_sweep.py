@@ -385,6 +385,28 @@ def test_another_sweep_in_the_same_folder_is_refused(tmp_path):
     assert e.value.key == "--out" and "settings.horizon: 40000.0 there, 99.0 here" in str(e.value)
 
 
+def test_rows_of_another_cell_function_or_scenario_are_not_mixed_in(tmp_path):
+    """`mgst sweep --cell mod:fn` into a folder of the default cell's rows (or of another --cell's): refused, as a
+    changed setting is (the new rows were added beside the old, and the summary mixed them); a folder of another
+    scenario's sweep says so, not which option differs."""
+    spec = quick(only=["policy=rr", "replication=0"])
+    run_sweep(spec, tmp_path, workers=1, cell_fn=sweep_fake.cell, plots=False)
+    for name in ("mymod:doubled", None):
+        if name is None:  # (a folder of one --cell, then the default cell)
+            other = tmp_path / "other"
+            run_sweep(spec, other, workers=1, cell_fn=sweep_fake.cell, cell_name="mymod:doubled", plots=False)
+            folder, want = other, "cell: 'mymod:doubled' there, None here"
+        else:
+            folder, want = tmp_path, "cell: None there, 'mymod:doubled' here"
+        with pytest.raises(ConfigError) as e:
+            run_sweep(spec, folder, workers=1, cell_fn=sweep_fake.cell, cell_name=name, plots=False)
+        assert e.value.key == "--out" and want in str(e.value), str(e.value)
+    kondo = {"scenario": "kondo"}
+    with pytest.raises(ConfigError) as e:
+        run_sweep(parse_sweep(kondo, "k"), tmp_path, workers=1, cell_fn=sweep_fake.cell, plots=False)
+    assert "holds a sweep of the 'anglano' scenario, and this one is of 'kondo'" in str(e.value), str(e.value)
+
+
 def test_a_dying_worker_stops_the_sweep_cleanly(tmp_path, no_children_left):
     out, marks = tmp_path / "out", tmp_path / "marks"
     marks.mkdir()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import sys
 from pathlib import Path
 
@@ -14,6 +15,11 @@ from mgst.wording import plural
 
 # The memory of a Slurm worker job when --slurm-memory is not given.
 SLURM_MEMORY = "2GB"
+
+
+def _finite(x: float | None) -> float | None:
+    """``x``, or None where JSON has no number for it (NaN, an infinity)."""
+    return x if x is not None and math.isfinite(x) else None
 
 
 def paper_command(args: argparse.Namespace) -> int:
@@ -69,8 +75,12 @@ def paper_command(args: argparse.Namespace) -> int:
                       f"{'' if r['agrees'] else '  <- outside'}")
             if paper.note:
                 print(f"  note: {paper.note}")
-    if args.json:
-        print(json.dumps({"settings": report}))
+    if args.json:  # (JSON has no NaN: an interval of one replication, say, is null)
+        print(json.dumps({"settings": [{**setting, "rows": [{**r, "mgst": _finite(r["mgst"]),
+                                                             "ci95": [_finite(x) for x in r["ci95"]],
+                                                             "deviation": _finite(r["deviation"])}
+                                                            for r in setting["rows"]]}
+                                       for setting in report]}, allow_nan=False))
     else:
         bad = sum(not r["agrees"] for s in report for r in s["rows"])
         total = sum(len(s["rows"]) for s in report)
@@ -155,7 +165,8 @@ def sweep_command(args: argparse.Namespace) -> int:
               file=sys.stderr)
     try:
         result = run_sweep(spec, out, workers=args.workers or os.cpu_count() or 1, scheduler=args.scheduler,
-                           cell_fn=cell_fn, progress=progress, plots=not args.no_plots, slurm=slurm,
+                           cell_fn=cell_fn, cell_name=args.cell, progress=progress, plots=not args.no_plots,
+                           slurm=slurm,
                            # the simulations' own warnings (jobs left at the drain limit: the unbounded
                            # column says it) would bury the progress line; -v shows them
                            worker_log_level=None if args.verbose else logging.ERROR)

@@ -60,7 +60,7 @@ class SweepResult:
 def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, workers: int = 1, scheduler: str | None = None,
               cell_fn: CellFn | None = None, progress: Callable[[Progress], None] | None = None,
               plots: bool = True, connect_timeout: float = 30.0, worker_log_level: int | None = None,
-              slurm: SlurmWorkers | None = None) -> SweepResult:
+              slurm: SlurmWorkers | None = None, cell_name: str | None = None) -> SweepResult:
     """Run every cell of ``spec`` not yet in ``out_dir/sweep.csv``, then write summary.csv and plots.
 
     Cells run on ``workers`` local processes, or on the Dask cluster whose scheduler is at
@@ -72,11 +72,12 @@ def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, workers: int = 1, 
     A cell that raises gets its message in the ``error`` column and runs again next time. On
     KeyboardInterrupt the pool is shut down (workers killed) and the interrupt re-raised.
     ``connect_timeout`` (s) bounds the wait for the Dask scheduler; ``worker_log_level`` sets the
-    root log level in local workers (None: as in this process).
+    root log level in local workers (None: as in this process). ``cell_name`` (``mgst sweep --cell``'s
+    ``module:function``) is kept with the folder's settings: rows of another cell function are not mixed in.
     """
     out = Path(out_dir)
     t0 = time.perf_counter()
-    _claim(out, spec)
+    _claim(out, spec, cell_name)
     scenario = spec.scenario
     measures = scenario.measures
     if scenario.prepare is not None:  # what the cells share (files in the sweep's folder), made once
@@ -198,16 +199,22 @@ def _int_or(text: str) -> tuple[int, str]:
         return (0, text)
 
 
-def _claim(out: Path, spec: SweepSpec) -> None:
-    """Make ``out`` this sweep's folder, or check that the sweep already in it has the same settings."""
+def _claim(out: Path, spec: SweepSpec, cell_name: str | None = None) -> None:
+    """Make ``out`` this sweep's folder, or check that the sweep already in it has the same settings (and cell
+    function: ``cell_name``, kept only when one is given, so that the folders of before it stay the same)."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / MANIFEST
     mine = spec.manifest()
+    if cell_name is not None:
+        mine["cell"] = cell_name
     if path.exists():
         try:
             theirs = json.loads(read_text(path, MAX_MANIFEST_BYTES))
         except (OSError, ValueError) as e:
             raise ConfigError("--out", f"{path} cannot be read ({e}); choose another folder") from None
+        if isinstance(theirs, dict) and theirs.get("scenario") != mine["scenario"]:
+            raise ConfigError("--out", f"{out} holds a sweep of the {theirs.get('scenario')!r} scenario, and this one "
+                                       f"is of {mine['scenario']!r}: choose another folder")
         if theirs != mine:
             diff = _difference(theirs, mine)
             raise ConfigError("--out", f"{out} holds a sweep with other settings ({diff}); its rows cannot be "
