@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mgst import policies
+from mgst.core.decisions import InputError
 from mgst.core.scheduler import Scheduler
 from mgst.model import Experiment
 from mgst.streams import Purpose, python_random
@@ -88,6 +89,8 @@ def replay(folder: Path, journal: str = FILENAME) -> Replayed:
                     continue
                 try:
                     handled(core, now, event)
+                except InputError:  # (refused then as now, before it changed anything: the mapper went on too)
+                    continue
                 except PolicyFailed as e:
                     failure = e
             elif not journal.apply(kind, args):
