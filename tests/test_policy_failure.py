@@ -25,8 +25,18 @@ from mgst.policies import register
 from mgst.policies.base import Policy
 
 
+class HeadFirst(Policy):
+    """FCFS by class queue: the head of the first queue that has one (not registered: the base of those below)."""
+
+    def choose(self, view, machine):
+        for queue in view.queues.values():
+            if queue.head is not None:
+                return queue.head
+        return None
+
+
 @register
-class RaisesInAHook(Policy):
+class RaisesInAHook(HeadFirst):
     """FCFS, then a KeyError in on_replica_end at the fifth replica that ends."""
     name = "raises_in_a_hook"
     hooks = frozenset({"choose", "on_replica_end"})
@@ -34,12 +44,6 @@ class RaisesInAHook(Policy):
     def __init__(self, options=None, rng=None):
         super().__init__(options, rng)
         self.ended = 0
-
-    def choose(self, view, machine):
-        for queue in view.queues.values():
-            if queue.head is not None:
-                return queue.head
-        return None
 
     def on_replica_end(self, view, replica):
         self.ended += 1
@@ -62,16 +66,10 @@ class FailsToStart(Policy):
 
 
 @register
-class FcfsThatChangesLater(Policy):
+class FcfsThatChangesLater(HeadFirst):
     """FCFS; once the module sets CHANGED (its code changed after the run), it raises when a replica ends."""
     name = "fcfs_that_changes_later"
     hooks = frozenset({"choose", "on_replica_end"})
-
-    def choose(self, view, machine):
-        for queue in view.queues.values():
-            if queue.head is not None:
-                return queue.head
-        return None
 
     def on_replica_end(self, view, replica):
         import os

@@ -415,19 +415,30 @@ def test_a_dying_worker_stops_the_sweep_cleanly(tmp_path, no_children_left):
     assert all(r["error"] == "" and r["policy"] != "rr" for r in rows(out))
 
 
-def test_ctrl_c_stops_the_pool_and_a_rerun_finishes_the_rest(tmp_path, no_children_left):
-    out, marks = tmp_path / "out", tmp_path / "marks"
+def _start_fake_sweep(out: Path, marks: Path) -> subprocess.Popen:
+    """tests/sweep_fake.py's sweep of FILE into ``out`` (its cells marked in ``marks``, 0.4 s each), as a process."""
     marks.mkdir()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])}
-    p = subprocess.Popen([sys.executable, str(ROOT / "tests" / "sweep_fake.py"), str(FILE), str(out), str(marks),
-                          "0.4"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen([sys.executable, str(ROOT / "tests" / "sweep_fake.py"), str(FILE), str(out), str(marks),
+                             "0.4"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _await_rows(p: subprocess.Popen, out: Path, rows_done: int) -> list[psutil.Process]:
+    """Once the sweep's CSV has ``rows_done`` rows past its header (20 s at most): its worker processes."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not ((out / "sweep.csv").exists()
+                                               and (out / "sweep.csv").read_text().count("\n") >= rows_done + 1):
+        time.sleep(0.02)
+    workers = psutil.Process(p.pid).children(recursive=True)
+    assert workers, "the sweep has no worker processes"
+    return workers
+
+
+def test_ctrl_c_stops_the_pool_and_a_rerun_finishes_the_rest(tmp_path, no_children_left):
+    out, marks = tmp_path / "out", tmp_path / "marks"
+    p = _start_fake_sweep(out, marks)
     try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not ((out / "sweep.csv").exists()
-                                                   and (out / "sweep.csv").read_text().count("\n") >= 4):
-            time.sleep(0.02)
-        workers = psutil.Process(p.pid).children(recursive=True)
-        assert workers, "the sweep has no worker processes"
+        workers = _await_rows(p, out, 3)
         p.send_signal(signal.SIGINT)
         output, _ = p.communicate(timeout=20)
     finally:
@@ -450,18 +461,10 @@ def test_the_workers_of_a_killed_sweep_end_with_it(tmp_path, no_children_left):
     """SIGKILL to the sweep (no handler can run): its workers, handed to another parent, end within a second or
     so, not live on holding the pool's pipes and the command's output open (a pipe to `cat` never ended)."""
     out, marks = tmp_path / "out", tmp_path / "marks"
-    marks.mkdir()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])}
-    p = subprocess.Popen([sys.executable, str(ROOT / "tests" / "sweep_fake.py"), str(FILE), str(out), str(marks),
-                          "0.4"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = _start_fake_sweep(out, marks)
     workers: list[psutil.Process] = []
     try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not ((out / "sweep.csv").exists()
-                                                   and (out / "sweep.csv").read_text().count("\n") >= 2):
-            time.sleep(0.02)
-        workers = psutil.Process(p.pid).children(recursive=True)
-        assert workers, "the sweep has no worker processes"
+        workers = _await_rows(p, out, 1)
         p.kill()
         p.communicate(timeout=20)  # (the output's pipe ends once the workers holding it are gone)
     finally:
