@@ -86,3 +86,33 @@ def test_transfers_of_a_reclaimed_worker_wait_for_it():
     up = est.iteration({0: 6.0, 1: 6.0}, {0: 1.0, 1: 1.0})
     rec = est.iteration({0: 6.0, 1: 6.0}, {0: 1.0, 1: 1.0}, reclaimed=frozenset((1,)))
     assert rec[0] < up[0] and rec[1] > up[1]
+
+
+# Rows UP, RECLAIMED, DOWN. NEVER_DOWN is UP half its slots and never DOWN; FAILS is UP or DOWN, never RECLAIMED.
+ALWAYS_UP = ((1.0, 0.0, 0.0), (1.0, 0.0, 0.0), (0.0, 0.0, 1.0))
+NEVER_DOWN = ((0.5, 0.5, 0.0), (0.5, 0.5, 0.0), (0.0, 0.0, 1.0))
+FAILS = ((0.9, 0.0, 0.1), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_a_set_one_of_whose_members_can_fail_is_estimated_by_the_theorem(exact):
+    """Theorem 5.1 uses E_u / (1 + E_u) when at least one member can go DOWN: a member that never does (UP in
+    every slot) changes nothing. By hand, FAILS alone: P_uu(t) = 0.9^t, E_u = 9, A = 90, P_+ = 0.9, E_c = 0.9;
+    W = 3: as printed (1 + 2 * 0.9) / 0.81, exact 1 + 2 * 0.9 / 0.9 = 3."""
+    est = Estimates((ALWAYS_UP, FAILS), 2, 0.0, 0.0, exact=exact)
+    assert est.p_plus(frozenset((0, 1))) == pytest.approx(0.9, rel=1e-9)
+    p, e = est.compute(frozenset((0, 1)), 3.0)
+    assert p == pytest.approx(0.81, rel=1e-9)
+    assert e == pytest.approx(3.0 if exact else 2.8 / 0.81, rel=1e-9)
+    assert (p, e) == pytest.approx(est.compute(frozenset((1,)), 3.0), rel=1e-12)
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_a_set_none_of_whose_members_can_fail_takes_its_time_to_gather_its_up_slots(exact):
+    """P_+ = 1, and W slots all UP take W slots on workers always UP, and 1 + (W - 1) * 2 on one UP in a slot
+    in two at random (from UP, the next UP slot is a geometric wait of mean 2); both together, the same."""
+    est = Estimates((ALWAYS_UP, NEVER_DOWN, ALWAYS_UP), 2, 0.0, 0.0, exact=exact)
+    assert est.compute(frozenset((0, 2)), 5.0) == pytest.approx((1.0, 5.0))
+    assert est.compute(frozenset((1,)), 5.0) == pytest.approx((1.0, 9.0))
+    assert est.compute(frozenset((0, 1)), 100.0) == pytest.approx((1.0, 199.0))
+    assert est.communication({0: 6.0}) == pytest.approx((1.0, 6.0))

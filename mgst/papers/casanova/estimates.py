@@ -7,7 +7,8 @@ A(S) = sum_{t>0} t P_uu^(S)(t), P_+ = E_u / (1 + E_u), E_c = A (1 - P_+) / (1 + 
 printed: E^(S)(W) = (1 + (W - 1) E_c) / P_+^(W - 1). E_c is the unconditioned mean (it counts failed gaps as
 0); ``exact=True`` takes the conditional one, E_c / P_+, and E^(S)(W) = 1 + (W - 1) E_c / P_+: the mean time
 of W slots of computation given that they succeed, which is blind to reliability. The sums are cut at a
-horizon T past which the tail is below ``eps`` (the proof's bound, from the block's largest eigenvalue).
+horizon T past which the tail is below ``eps`` (the proof's bound, from the block's largest eigenvalue). A set none
+of whose members can go DOWN has P_+ = 1, as the theorem says, and E_c its mean return time to all UP.
 """
 
 from __future__ import annotations
@@ -51,6 +52,10 @@ class Estimates:
         self.T = horizon(matrices, eps)
         platform = tuple(tuple(tuple(float(x) for x in row) for row in m) for m in matrices)
         self.uu, self.nd, self.ru, self.rnd = _chain_powers(platform, self.T)  # read-only
+        # Each worker's stationary share of UP on its UP/RECLAIMED block, read for workers that never go DOWN
+        # (the block is then a chain of its own): P_ru / (P_ur + P_ru), or 1 for one that never leaves UP.
+        self._up_share = tuple(m[1][0] / (m[0][1] + m[1][0]) if m[0][1] + m[1][0] > 0.0 else 1.0
+                               for m in platform)
         self._ts = np.arange(self.T + 1, dtype=float)
         self._returns = lru_cache(maxsize=1 << 16)(self._returns_uncached)
         self._set = lru_cache(maxsize=1 << 16)(self._set_uncached)
@@ -76,8 +81,14 @@ class Estimates:
 
     def _set_uncached(self, members: frozenset[int]) -> tuple[float, float]:
         """(P_+, E_c) of a set: E_c as printed, or divided by P_+ when ``exact``."""
+        if self.nd[sorted(members), -1].min() >= 1.0 - 1e-15:
+            # No member can go DOWN: P_+ = 1 (the theorem's "otherwise"), and its E_c formula, derived for a set
+            # that can fail, would give 0. A gap between two common UP slots is then the set's mean return time
+            # to all UP, 1 / its stationary share of all UP (Kac's lemma; the members' chains are independent).
+            share = math.prod(self._up_share[q] for q in members)
+            return 1.0, 1.0 / share if share > 0.0 else math.inf
         e_u, a = self._returns(members)
-        p_plus = e_u / (1.0 + e_u) if self.nd[sorted(members), -1].max() < 1.0 - 1e-15 else 1.0
+        p_plus = e_u / (1.0 + e_u)
         e_c = a * (1.0 - p_plus) / (1.0 + e_u)
         if self.exact and p_plus > 0:
             e_c /= p_plus
