@@ -34,10 +34,9 @@ def test_a_reclaimed_member_stalls_the_whole_gang_by_exactly_its_length():
     base = run_iterations(Iterations([2.0, 3.0], 2, 1, 0.0, 0.0, 1, Spread()), [Script(), Script()],
                           proactive=False)
     assert base.makespan == 3.0
-    for start, length in ((1, 2), (0, 1), (2, 5)):  # the fast member RECLAIMED for `length` slots
+    for start, length in ((1, 2), (1, 1), (2, 5)):  # the fast member RECLAIMED for `length` slots
         app = Iterations([2.0, 3.0], 2, 1, 0.0, 0.0, 1, Spread())
-        script = Script([(UP, start), (RECLAIMED, length), (UP, 1)]) if start else Script(
-            [(RECLAIMED, length), (UP, 1)])
+        script = Script([(UP, start), (RECLAIMED, length), (UP, 1)])
         run = run_iterations(app, [script, Script()], proactive=False)
         assert run.makespan == 3.0 + length
 
@@ -225,4 +224,37 @@ def test_with_one_task_per_worker_a_configuration_waits_until_enough_workers_are
     assert [(e.time, e.configuration, e.why) for e in run.log if type(e) is not IterationDone] == [
         (0.0, ((0, 1), (1, 1)), "start"), (4.0, ((0, 1), (1, 1)), "down")]
     assert run.makespan == 6.0
-    assert not Iterations([1.0], 2, 1, 0.0, 0.0, 1, OnePerWorker(), max_tasks=(1,)).room()
+    assert not app.room() or app.states == [UP, UP]
+    app.states[1] = DOWN
+    assert not app.room()
+
+
+def test_workers_whose_limits_cannot_hold_an_iteration_are_refused_at_once():
+    # The paper assumes sum mu_q >= m: with fewer places than tasks no configuration can ever be formed, and a run
+    # would wait for ever (each heuristic's makespan NaN) rather than say so.
+    with pytest.raises(ValueError, match="sum to 1, fewer than the 2 tasks"):
+        Iterations([1.0], 2, 1, 0.0, 0.0, 1, OnePerWorker(), max_tasks=(1,))
+    with pytest.raises(ValueError, match="one limit mu_q >= 0 per worker"):
+        Iterations([1.0, 1.0], 2, 1, 0.0, 0.0, 1, OnePerWorker(), max_tasks=(2,))
+
+
+class Naming(Spread):
+    """Passive: a configuration that names a worker the platform does not have."""
+
+    def choose(self, app, now: float) -> Mapping[int, int]:
+        return {len(app.states): app.tasks}
+
+
+def test_a_configuration_naming_a_worker_that_does_not_exist_is_refused_in_words():
+    app = Iterations([1.0, 1.0], 2, 1, 0.0, 0.0, 1, Naming())
+    with pytest.raises(ValueError, match="on UP workers within their limits: {2: 2}"):
+        run_iterations(app, [Script(), Script()], proactive=False)
+
+
+def test_a_worker_whose_chain_starts_reclaimed_is_seen_reclaimed_by_the_first_choice():
+    # m = 1, w = (1, 3), T_prog = T_data = 1: worker 0 is RECLAIMED for its first 50 slots, so the first choice
+    # sees only worker 1 UP: program, data, 3 slots of computation, done at 5 (on worker 0 it would be 53).
+    app = Iterations([1.0, 3.0], 1, 1, 1.0, 1.0, 1, Spread())
+    run = run_iterations(app, [Script([(RECLAIMED, 50), (UP, 1)]), Script()], proactive=False)
+    assert [(e.time, e.configuration) for e in run.log if type(e) is not IterationDone] == [(0.0, ((1, 1),))]
+    assert run.makespan == 5.0

@@ -76,6 +76,11 @@ class Iterations:
         self.iterations = iterations
         self.t_prog, self.t_data = t_prog, t_data
         self.max_tasks = tuple(max_tasks) if max_tasks is not None else (tasks,) * len(work)  # mu_q
+        if len(self.max_tasks) != len(self.work) or min(self.max_tasks) < 0:
+            raise ValueError(f"one limit mu_q >= 0 per worker: {len(self.work)} workers, limits {self.max_tasks}")
+        if sum(self.max_tasks) < tasks:  # (the paper assumes sum mu_q >= m: else no configuration can be formed)
+            raise ValueError(f"the workers' limits mu_q sum to {sum(self.max_tasks)}, fewer than the {tasks} tasks of "
+                             "an iteration: no configuration could ever hold them")
         self.policy = policy
         self.link = MasterLink(n_com)
         self.progress = Progress()
@@ -222,8 +227,9 @@ class Iterations:
 
     def _configure(self, now: float, config: Mapping[int, int], why: str) -> None:
         new = {q: x for q, x in config.items() if x > 0}
+        workers = len(self.states)
         if sum(new.values()) != self.tasks or any(
-                self.states[q] != UP or x > self.max_tasks[q] for q, x in new.items()):
+                not 0 <= q < workers or self.states[q] != UP or x > self.max_tasks[q] for q, x in new.items()):
             raise ValueError(f"a configuration places {self.tasks} tasks on UP workers within their limits: {new}")
         if self.gang is not None:  # a running configuration is dropped: its computation is lost
             self.gang.lost = True

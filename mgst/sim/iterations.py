@@ -47,10 +47,9 @@ def run_iterations(app: Iterations, chains: Iterable[AvailabilityProcess], cap: 
         raise ValueError("one availability chain per worker")
     for q, proc in enumerate(processes):
         first = proc.next()
-        if int(first.state) != app.states[q]:  # a chain may start elsewhere than UP
-            heap.append((0.0, 1, seq, (q, int(first.state), 0.0, first.duration)))
-        else:
-            heap.append((first.duration, 1, seq, (q, None, 0.0, first.duration)))
+        if int(first.state) != app.states[q]:  # a chain may start elsewhere than UP: so it is from 0, before the
+            app.state_changed(0.0, q, int(first.state))  # first choice (no configuration yet: nothing moves)
+        heap.append((first.duration, 1, seq, (q, None, 0.0, first.duration)))
         seq += 1
     heapq.heapify(heap)
 
