@@ -292,13 +292,42 @@ def test_an_undefined_rank_falls_back_to_0_counted_and_logged_once(caplog):
     assert len(logged) == 1 and "UNDEFINED" in logged[0] and "0.0 used instead" in logged[0], logged
 
 
-@pytest.mark.parametrize("expression, got", [('"ten"', "str"), ("1/0", "ERROR"), ("Host.Nope", "UNDEFINED")])
+@pytest.mark.parametrize("expression, got", [('Host.Name', "str"), ("1 / (Host.NumCpus - 2)", "ERROR"),
+                                             ("Host.Nope", "UNDEFINED")])
 def test_a_concurrency_that_is_no_number_falls_back_to_numcpus(expression, got, caplog):
     core, policy = gridbot([host("A", slots=6, cpus=2)], Concurrency=expression)
     with caplog.at_level(logging.WARNING, logger="mgst.papers.gridbot.classads"):
         assert len(assigns(core.bag_arrived(0.0, bag(0, 5, 0)))) == 2  # NumCpus
     assert policy.report()["fallbacks_Concurrency"] == 1
     assert got in caplog.text
+
+
+@pytest.mark.parametrize("attribute, expression, said", [
+    ("Concurrency", '"ten"', "is always 'ten' (a str), not a number"),
+    ("Concurrency", "1/0", "is always ERROR, not a number"),
+    ("Concurrency", "0", "is always 0: no host would ever run a job of the bag"),
+    ("Concurrency", "99999999999999999999", "is always 0"),  # (HTCondor's parser makes it 0)
+    ("Deadline", "0 - 50", "is always -50: every replica would be past its deadline"),
+    ("JobRequirements", "1/0 > 0", "is always ERROR: it would never hold"),
+    ("Rank", '"high"', "is always 'high' (a str), not a number"),
+])
+def test_a_constant_that_could_never_serve_is_refused_when_the_file_is_read(attribute, expression, said):
+    # Known when the file is read: each would fall back, hold every task back or expire every replica at every
+    # evaluation of the run, whose makespan would then say "undecided" rather than why.
+    for where in ("bag", "policy"):
+        spec = bag_file("Host.Speed")
+        if where == "bag":
+            spec["workload"]["bags"][1]["attributes"][attribute] = expression
+        else:
+            spec["policy"][attribute] = expression
+        with pytest.raises(ConfigError) as err:
+            parse_experiment(spec, "x", "x.toml")
+        assert err.value.key == ("workload.bags[1].attributes." if where == "bag" else "policy.") + attribute
+        assert said in str(err.value), str(err.value)
+    for fine in {"Concurrency": ("1", "true", "2.5"), "Deadline": ("1", "30 * 60")}.get(attribute, ("false", "1")):
+        spec = bag_file("Host.Speed")
+        spec["policy"][attribute] = fine
+        parse_experiment(spec, "x", "x.toml")  # (false: a requirement that never holds, as meant)
 
 
 def bag_file(rank: str, where: str = "bag") -> dict:
@@ -322,6 +351,10 @@ def test_a_syntax_error_names_the_bag_and_the_attribute():
     with pytest.raises(ConfigError) as err:  # a text that would close the expression and add an attribute
         parse_experiment(bag_file("1) ; Requirements = (true"), "x", "x.toml")
     assert err.value.key == "workload.bags[1].attributes.Rank"
+    for unbalanced in ("Host.Speed) + (1", "Host.Speed > 1) || (Host.Grid == \"x\""):  # HTCondor refuses them
+        with pytest.raises(ConfigError) as err:  # (in the parentheses it is wrapped in, the strays paired up)
+            parse_experiment(bag_file(unbalanced), "x", "x.toml")
+        assert "is not a ClassAd expression" in str(err.value)
     parse_experiment(bag_file("Host.Speed + 1"), "x", "x.toml")  # and a good one loads
 
 
@@ -494,3 +527,52 @@ def test_bags_arriving_together_are_taken_in_the_listed_order_and_a_file_listing
     for quiet in (_simultaneous([2, 1], [0.0, 0.0]), _simultaneous([1, 2], [0.0, 5.0]),
                   _simultaneous([1, 2], [0.0, 0.0], policy="fcfs")):
         assert simultaneous_bags_warning(parse_experiment(quiet, "x")) is None
+
+
+def _two_tasks(attributes: dict, powers: list[float], arrivals: list[float] | None = None) -> dict:
+    """Hand-sized runs: one bag of two tasks of 400 at 0 (each host's availability: up from ``arrivals``)."""
+    spec: dict = {
+        "workload": {"kind": "bag_list", "class_names": ["job"], "granularity": [400.0],
+                     "bags": [{"at": 0.0, "tasks": [["job", 400.0], ["job", 400.0]], "attributes": attributes}]},
+        "machines": {"names": [f"H{j}" for j in range(len(powers))], "power": powers},
+        "policy": {"name": "gridbot", "cycle": 60.0, "max_replicas": 2},
+        "simulation": {"horizon": 5000.0, "warmup": 0.0, "replications": 1, "seed": 1},
+    }
+    return spec
+
+
+def test_a_replication_requirement_that_reads_the_job_through_another_expression_reads_this_job():
+    """ReplicationRequirements "Rank == 0" with the bag's Rank "Job.Id": at the cycle of 60 it is about each running
+    job. It read whatever job the last request had left in the ads (job 1: no replica), as it named no Job.* itself.
+    By hand: H0, H1 (power 1) take jobs 0 and 1 at 0; at 60 job 0 gets a replica, which the idle H2 (power 4) runs
+    from 60 to 160 (the job done there); job 1 runs on to 400. The same written "Job.Id == 0" gives the same run."""
+    runs = []
+    for attributes in ({"Rank": "Job.Id", "ReplicationRequirements": "Rank == 0"},
+                       {"Rank": "Job.Id", "ReplicationRequirements": "Rank > -1 && Rank < 1"},
+                       {"ReplicationRequirements": "Job.Id == 0"}):
+        exp = parse_experiment(_two_tasks(attributes, [1.0, 1.0, 4.0]), "x", "x.toml")
+        sim = Simulation(exp, replication=0)
+        run = sim.run()
+        done = sorted((rec.job.id, rec.completed) for rec in run.jobs)
+        runs.append((done, sim.policy.counts["replicas_enqueued"]))
+    assert runs[0] == ([(0, 160.0), (1, 400.0)], 1), runs
+    assert runs[1] == runs[0] and runs[2] == runs[0], runs
+
+
+def test_a_boolean_rank_is_one_or_zero_as_in_htcondor():
+    """Rank "Host.Speed > 1.5" (a boolean): HTCondor reads true as 1, false as 0, where it wants a number; it fell
+    back to 0 (counted, logged), below the other bag's 0.5. Two bags of one task of 100 at 0, one host of speed 2:
+    the first bag ranks 1 there, the second 0.5, so the host runs the first (done at 50), then the second (100)."""
+    spec = {
+        "workload": {"kind": "bag_list", "class_names": ["job"], "granularity": [100.0], "bags": [
+            {"at": 0.0, "tasks": [["job", 100.0]], "attributes": {"Rank": "Host.Speed > 1.5"}},
+            {"at": 0.0, "tasks": [["job", 100.0]], "attributes": {"Priority": 1, "Rank": 0.5}}]},
+        "machines": {"names": ["Fast"], "power": [2.0]},
+        "policy": {"name": "gridbot"},
+        "simulation": {"horizon": 1000.0, "warmup": 0.0, "replications": 1, "seed": 1},
+    }
+    exp = parse_experiment(spec, "x", "x.toml")
+    sim = Simulation(exp, replication=0)
+    run = sim.run()
+    assert sorted((b.id, b.completed) for b in run.bags) == [(0, 50.0), (1, 100.0)]
+    assert sim.policy.report()["fallbacks"] == 0

@@ -427,7 +427,7 @@ class _Parser(ModelSections, MachineSections):
             policies.check_names(exp.policy.name, options, tuple(c.name for c in exp.classes),
                                  tuple(m.name for m in exp.machines))
         except ValueError as err:
-            raise self.error(_option_key(str(err), options), str(err)) from None
+            raise self.error(*_option_error(str(err), options)) from None
         try:
             policies.check_experiment(exp)
         except policies.ExperimentKeyError as err:  # the problem is at a key of its own (a bag's expression)
@@ -484,7 +484,7 @@ class _Parser(ModelSections, MachineSections):
         try:
             policies.check_options(name, MappingProxyType(dict(options)))
         except (ValueError, TypeError) as err:
-            raise self.error(_option_key(str(err), options), str(err)) from None
+            raise self.error(*_option_error(str(err), options)) from None
         return PolicySpec(name, MappingProxyType(options))
 
     def simulation(self, data: Mapping[str, Any]) -> SimulationSettings:
@@ -572,6 +572,14 @@ class _Parser(ModelSections, MachineSections):
                                                            "argv (a non-empty list of non-empty strings), got "
                                                            f"{_describe(command)}")
         return tuple(out)
+
+
+def _option_error(message: str, options: Mapping[str, Any]) -> tuple[str, str]:
+    """The key and the message of a policy's complaint about its options: ``policy.Rank`` and what is wrong, without
+    the option's name again when the message began with it ("Rank: ...")."""
+    key = _option_key(message, options)
+    name = key.removeprefix("policy.")
+    return key, message.removeprefix(f"{name}: ") if key != "policy" else message
 
 
 def _option_key(message: str, options: Mapping[str, Any]) -> str:

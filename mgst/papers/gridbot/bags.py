@@ -10,9 +10,12 @@ from mgst.core.state import BagRecord, JobRecord, JobStatus
 from mgst.papers.gridbot.classads import (
     DEADLINE,
     GRID_POLICY,
+    JOB_REQUIREMENTS,
     POLICY_ATTRIBUTES,
     REPLICATION_REQUIREMENTS,
     constant,
+    constant_problem,
+    expression_text,
     parse,
     references,
 )
@@ -25,7 +28,8 @@ _BY_LOWER: Final = {name.lower(): name for name in POLICY_ATTRIBUTES}
 RESERVED_NAMES: Final = ("Id", "Submitted", "Tail", "Incomplete", "Queued", "Waiting", "Running", "Done",
                          "PendingReplicas", "Size", "Bag", "BOT", "Host", "Job", "Queue", "Grid", "MY", "TARGET")
 RESERVED: Final = frozenset(name.lower() for name in RESERVED_NAMES)
-_REPLICATION: Final = REPLICATION_REQUIREMENTS.lower()
+# The names by which a bag's expressions reach the bag's own ad (``Bag.Rank``, ``MY.Rank``; or plain ``Rank``).
+_OWN_AD: Final = frozenset(("bag", "bot", "my"))
 # The ads that one request sets once for every bag it evaluates (mgst.papers.gridbot.ads).
 _PER_REQUEST: Final = frozenset(("host", "grid", "queue"))
 
@@ -44,11 +48,30 @@ def check_bag_attributes(pairs: Iterable[tuple[str, Any]]) -> None:
         canonical = policy_attribute(name)
         if canonical is not None:
             try:
-                parse(value)
+                problem = constant_problem(canonical, parse(value))
             except ValueError as err:
                 raise ValueError(f"{name}: the bag's {canonical} {err}") from None
+            if problem is not None:
+                raise ValueError(f"{name}: the bag's {canonical} {expression_text(value)!r} {problem}")
         elif name.lower() == "priority" and (isinstance(value, bool) or not isinstance(value, int | float)):
             raise ValueError(f"{name}: a bag's Priority must be a number (the default Rank reads it), got {value!r}")
+
+
+def _reading_the_job(refs: Mapping[str, list[list[str]]]) -> dict[str, bool]:
+    """Which of a bag's expressions read the job's ad: directly (``Job.Replicas``), or through another of the bag's
+    expressions that does (a ``ReplicationRequirements`` of ``Rank > 0`` where the ``Rank`` reads ``Job.Id``), to any
+    depth. ``refs``: each expression's references, lowercased and split at the dots."""
+    by_lower = {name.lower(): name for name in refs}
+    reads = {name: any("job" in parts for parts in parts_of) for name, parts_of in refs.items()}
+    changed = True
+    while changed:  # (a fixed point: at most one pass per expression)
+        changed = False
+        for name, parts_of in refs.items():
+            if not reads[name] and any(
+                    (len(parts) == 1 or parts[0] in _OWN_AD) and reads.get(by_lower.get(parts[-1], ""), False)
+                    for parts in parts_of):
+                reads[name] = changed = True
+    return reads
 
 
 class BagPolicy:
@@ -57,7 +80,7 @@ class BagPolicy:
     attributes (the generated ones, its Priority, the file's), for its ad."""
 
     __slots__ = ("trees", "constants", "attributes", "has_deadline", "reads_job", "cycle_reads_job",
-                 "grid_policy_per_host")
+                 "requirements_read_job", "grid_policy_per_host")
 
     def __init__(self, defaults: Mapping[str, Any], attributes: Mapping[str, Any]):
         texts = {name: value for name, value in defaults.items() if value is not None}
@@ -81,10 +104,10 @@ class BagPolicy:
         # Whether those evaluated at a request (all but ReplicationRequirements), and ReplicationRequirements in the
         # cycle, read the job (Job.Replicas...): if none does, no job's ad is made for them.
         refs = {name: [ref.lower().split(".") for ref in references(tree)] for name, tree in self.trees.items()}
-        self.cycle_reads_job = any("job" in parts for parts in refs.get(REPLICATION_REQUIREMENTS, ()))
-        self.reads_job = any("job" in parts or (self.cycle_reads_job and _REPLICATION in parts)
-                             for name, parts_of in refs.items() if name != REPLICATION_REQUIREMENTS
-                             for parts in parts_of)
+        reads = _reading_the_job(refs)
+        self.cycle_reads_job = reads.get(REPLICATION_REQUIREMENTS, False)
+        self.reads_job = any(read for name, read in reads.items() if name != REPLICATION_REQUIREMENTS)
+        self.requirements_read_job = reads.get(JOB_REQUIREMENTS, False)  # (then worth evaluating per job)
         # The GridPolicy's tree if it reads only the host, its grid and the queue (``Grid.Name != "x"``): within
         # one request its value is then the same for every bag that has it (a file's bag attribute cannot take
         # those names, RESERVED, so they never resolve in the bag's ad); else None (it reads the bag, or is constant).

@@ -87,8 +87,10 @@ def parse(value: Any) -> Any:
                          "a run must be the same for a seed (the model time is Queue.Now)")
     module = classad2()
     # In parentheses, on a line of its own: a text cannot close the expression early and add attributes of its own
-    # (an ad must then hold exactly one), and a // comment ends before the closing parenthesis.
+    # (an ad must then hold exactly one), and a // comment ends before the closing parenthesis. The text must parse
+    # on its own too: in the parentheses, a stray ")" and a stray "(" would pair up (``false) || (true``).
     try:
+        module.ExprTree(text + "\n")
         ad = module.ClassAd("[expression = (" + text + "\n)]")
     except Exception:  # (classad2.ClassAdException, or whatever its parser raises for a bad text)
         ad = None
@@ -124,10 +126,34 @@ def as_boolean(value: Any) -> bool | None:
 
 
 def as_number(value: Any) -> float | None:
-    """A number's value (an integer or a real, not NaN); None for UNDEFINED, ERROR, a boolean or any other type."""
-    t = type(value)
+    """A number's value: an integer or a real (not NaN), or a boolean as 1 or 0 (as HTCondor reads one where it wants
+    a number: ``Rank = Host.Speed > 1.5``); None for UNDEFINED, ERROR or any other type."""
+    t = type(value)  # (classad2's UNDEFINED and ERROR are an IntEnum: not an int here)
+    if t is bool:
+        return 1.0 if value else 0.0
     if (t is int or t is float) and value == value:
         return float(value)
+    return None
+
+
+def constant_problem(attribute: str, tree: Any) -> str | None:
+    """Why ``tree``, as the policy attribute ``attribute``, is a constant that can never serve (it would fall back
+    at every evaluation, or hold every job back, or expire every replica); None if it is no constant, or can."""
+    fixed, value = constant(tree)
+    if not fixed:
+        return None
+    if attribute in (JOB_REQUIREMENTS, REPLICATION_REQUIREMENTS, GRID_POLICY):
+        if as_boolean(value) is None:
+            return f"is always {describe(value)}: it would never hold (write false for that)"
+        return None
+    number = as_number(value)
+    if number is None:
+        return f"is always {describe(value)}, not a number"
+    if attribute == CONCURRENCY and number <= 0.0:
+        return f"is always {number:g}: no host would ever run a job of the bag (at least 1)"
+    if attribute == DEADLINE and number <= 0.0:
+        return (f"is always {number:g}: every replica would be past its deadline as it is sent (a Deadline is a time "
+                "span after the replica is sent, > 0)")
     return None
 
 

@@ -4,6 +4,7 @@ expression evaluated through a reference from the top ad, its value converted or
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Container, Mapping
 from typing import Any
 
@@ -11,7 +12,16 @@ from mgst.core.state import BagRecord, JobRecord
 from mgst.core.view import View
 from mgst.papers.gridbot.ads import Ads
 from mgst.papers.gridbot.bags import BagPolicy, BagState
-from mgst.papers.gridbot.classads import BOOLEAN_FALLBACK, POLICY_ATTRIBUTES, Fallbacks, as_boolean, as_number
+from mgst.papers.gridbot.classads import (
+    BOOLEAN_FALLBACK,
+    JOB_REQUIREMENTS,
+    POLICY_ATTRIBUTES,
+    Fallbacks,
+    as_boolean,
+    as_number,
+)
+
+log = logging.getLogger(__name__)
 
 
 class Evaluation:
@@ -23,8 +33,11 @@ class Evaluation:
     """
 
     def __init__(self, view: View, defaults: Mapping[str, Any], tail_threshold: int, tail_sticky: bool,
-                 counts: dict[str, int]):
+                 counts: dict[str, int], per_job: bool = False):
         self.view = view
+        # Whether each waiting task's JobRequirements is evaluated (evaluate = "job"); if not, a bag whose
+        # JobRequirements reads the job is warned of once a run (its other tasks go where the first's holds).
+        self.warn_per_bag = not per_job
         self.ads = Ads(view)
         self.defaults = dict(defaults)
         self.tail_threshold = tail_threshold
@@ -38,6 +51,12 @@ class Evaluation:
         state = self.states.get(bag.id)
         if state is None:
             state = self.states[bag.id] = BagState(bag, BagPolicy(self.defaults, bag.attributes))
+            if self.warn_per_bag and state.policy.requirements_read_job:
+                self.warn_per_bag = False
+                log.warning("gridbot: bag %d's JobRequirements %s reads the job (Job.*), but evaluate = \"bag\" checks "
+                            "it once a request for the bag's first waiting task, and sends its other tasks with it: "
+                            "set evaluate = \"job\" in [policy] to check each task (logged once)", bag.id,
+                            state.policy.trees[JOB_REQUIREMENTS])
         return state
 
     def forget_completed(self) -> None:

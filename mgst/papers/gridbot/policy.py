@@ -48,8 +48,9 @@ class GridBot(Policy):
 
     - Algorithm 1, when a host asks: the candidates are the jobs whose ``JobRequirements`` hold (of the bags whose
       ``GridPolicy`` takes the host's grid), ordered by ``Rank``, highest first (ties: older bag, then the bag's
-      waiting tasks in queue order before its pending replicas); the host then holds at most the top candidate's
-      ``Concurrency`` jobs, lowered by each candidate taken, and each job sent is stamped with its ``Deadline``.
+      pending replicas before its waiting tasks, ``replicas_first``, or after them; each in order); the host then
+      holds at most the top candidate's ``Concurrency`` jobs, lowered by each candidate taken, and each job sent is
+      stamped with its ``Deadline``.
     - Algorithm 2, every ``cycle``: a replica past its deadline is marked expired and its job gets a new replica
       (enqueued; the expired one runs on, its result still counts if it comes first); then, for a bag whose queue
       holds fewer than ``replicate_below`` jobs, its running jobs are drawn in a weighted sample (weight 1 / their
@@ -123,7 +124,8 @@ class GridBot(Policy):
         """A new run drives this policy (one policy object serves one run)."""
         self.view = view
         o = self.options
-        self.ev = Evaluation(view, self.defaults, o.tail_threshold, o.tail_sticky, self.counts)
+        self.ev = Evaluation(view, self.defaults, o.tail_threshold, o.tail_sticky, self.counts,
+                             per_job=self.per_job)
         self.replication = Replication(o.max_replicas, self.replicate_below, self.rng, self.counts)
         self.armed = False
         self.wake = True
