@@ -166,6 +166,10 @@ class Puller:
         # Lines a mapper can make the puller repeat at will, each kind at a bounded rate.
         self._say_refused = Throttled(REPEATED_EVERY, log)
         self._say_paused = Throttled(REPEATED_EVERY, log)
+        # A message the puller could not handle (a bug, or a value no check foresaw): each is counted, and its
+        # traceback logged, at most a few at once then one per REPEATED_EVERY: a mapper repeating it cannot flood
+        # the log.
+        self._say_handler_error = Throttled(REPEATED_EVERY, log, burst=3)
         self.reach = Reach(self.connect, keys, clock)  # why the mapper is not reached, if it is not
         self.say = Narrator(machine, self.connect, keys)  # the INFO lines: registered, failures, reconnected, end
         self.end_reason = "stopped"  # the end line's reason
@@ -475,6 +479,13 @@ class Puller:
             except zmq.Again:
                 return
             now = self.clock()
+            if self.sock.get(zmq.RCVMORE):  # a message is one frame: the rest of this one are read and dropped
+                parts = 1
+                while self.sock.get(zmq.RCVMORE):  # (all there: ZeroMQ hands over a whole message or none)
+                    self.sock.recv(zmq.NOBLOCK)
+                    parts += 1
+                self.drops.drop(P.Drop.FRAMES, f"the mapper of {self.machine}", f"{parts} frames")
+                continue
             try:
                 msg = P.decode(frame)
             except P.ProtocolError as e:
@@ -488,7 +499,8 @@ class Puller:
                 self._handle(msg, now)
             except Exception:  # no message may crash the puller; a bug here must still be seen
                 self.handler_errors += 1
-                log.exception("%s: error handling the mapper's %s", self.machine, type(msg).__name__)
+                self._say_handler_error.log(logging.ERROR, "%s: error handling the mapper's %s", self.machine,
+                                            type(msg).__name__, exc_info=True)
             if self.up_at is not None or self.exit_code or self.stopping:
                 return
 

@@ -19,7 +19,7 @@ class Throttled:
         self.last: float | None = None
         self.suppressed = 0
 
-    def log(self, level: int, msg: str, *args: Any) -> None:
+    def log(self, level: int, msg: str, *args: Any, exc_info: bool = False) -> None:
         now = time.monotonic()
         if self.last is not None:
             self.tokens = min(float(self.burst), self.tokens + (now - self.last) / self.interval)
@@ -31,5 +31,5 @@ class Throttled:
         if self.suppressed:
             msg += " (%d more like this suppressed)"
             args += (self.suppressed,)
-        self.logger.log(level, msg, *args)
+        self.logger.log(level, msg, *args, exc_info=exc_info)
         self.suppressed = 0

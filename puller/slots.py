@@ -114,6 +114,7 @@ class Slots:
         self._warn_checkpoints = Throttled(WARN_EVERY, log)
         self._warn_twice = Throttled(WARN_EVERY, log)
         self._warn_busy = Throttled(WARN_EVERY, log)
+        self._warn_start = Throttled(WARN_EVERY, log)  # a job whose program cannot start (each still Failed)
 
     # ------------------------------------------------------------------ state
 
@@ -327,7 +328,7 @@ class Slots:
             r.execution = self.runner.start(r.executor, r.msg, r.slot, r.argv, self.share * r.pace, r.time_unit,
                                             now)
         except Exception as e:
-            log.warning("%s: could not start job %d: %s", self.machine, r.msg.job, e)
+            self._warn_start.log(logging.WARNING, "%s: could not start job %d: %s", self.machine, r.msg.job, e)
             del self.running[r.id]
             if self.online:
                 self._send(P.Failed(r.id, P.FAIL_START, f"could not start: {e}"[:400]))

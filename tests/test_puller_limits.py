@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import msgpack
 import psutil
 import pytest
 import zmq
@@ -275,6 +276,48 @@ def test_bad_messages_from_the_mapper_are_counted_and_logged_at_a_bounded_rate(f
     assert drops == {P.Drop.NOT_MSGPACK: 300, P.Drop.DIRECTION: 300, P.Drop.UNREGISTERED: 300}, drops
     lines = [r for r in log.records if "dropped a message" in r.getMessage()]
     assert 1 <= len(lines) <= 15, len(lines)  # (a burst of 10, then one per 5 s)
+
+
+def test_values_no_check_foresaw_and_messages_of_several_frames_are_dropped_not_obeyed(fake: FakeMapper,
+                                                                                        start) -> None:
+    """A Failed whose code is a list (it did not even hash) and one whose reason is nested 1,000 deep (too deep to
+    print) each ended the puller with a traceback, exit 1; three jobs sent as one message of three frames were each
+    obeyed. Now each is dropped and counted by its fixed reason, with no traceback, and the puller works on."""
+    nested: list = []
+    for _ in range(1000):
+        nested = [nested]
+    with recorded() as log:
+        p = start()
+        ident, _ = fake.expect(P.Hello, 10)
+        fake.sock.send_multipart([ident, msgpack.packb({"t": "failed", "replica": 1, "code": [], "reason": ""})])
+        fake.sock.send_multipart([ident, msgpack.packb({"t": "failed", "replica": 1, "code": "start",
+                                                        "reason": nested})])
+        fake.send(ident, welcome())
+        fake.expect(P.Ready, 10)
+        fake.sock.send_multipart([ident, *(P.encode(job(r, work=0.01)) for r in (1, 2, 3))])
+        fake.send(ident, job(4, work=0.01))
+        _, started = fake.expect(P.Started)
+        _, done = fake.expect(P.Done)
+        assert (started.replica, done.replica) == (4, 4)
+        drops = dict(p.puller.drops.counts)
+        assert p.thread.is_alive() and p.close() == 0
+    assert drops == {P.Drop.BAD_VALUE: 2, P.Drop.FRAMES: 1}, drops
+    assert not log.tracebacks(), log.tracebacks()
+
+
+def test_a_trace_law_whose_durations_overflow_and_a_chain_down_for_good_are_refused() -> None:
+    """A trace whose durations sum past the largest float made the puller's bound check raise OverflowError (a
+    traceback for every such message, the law neither refused nor played); a markov3 chain whose DOWN never
+    leaves, which UP reaches, would keep the machine down for good (silent, and deaf to --give-up)."""
+    check = Limits("M")
+    with pytest.raises(limits.Unusable, match="failure law has a time beyond"):
+        check.failure_law(("trace", [[1.7e308, 0, 1.0], [1.7e308, 2, 0.0]]))
+    down_for_good = ("markov3", 1.0, 0.0, 0.9, 0.0, 0.1, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 7)
+    assert "down for good" in availability.wire_problem(down_for_good)
+    comes_back = ("markov3", 1.0, 0.0, 0.9, 0.0, 0.1, 0.0, 1.0, 0.0, 0.5, 0.0, 0.5, 7)
+    assert availability.wire_problem(comes_back) is None
+    never_fails = ("markov3", 1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 7)
+    assert availability.wire_problem(never_fails) is None  # (DOWN absorbing, but never reached)
 
 
 # ---------------------------------------------------------------------- stopping cleanly

@@ -201,6 +201,8 @@ class Markov3Kind(AvailabilityKind):
             row_problem = _row_problem(form[3 + 3 * s: 6 + 3 * s])
             if row_problem is not None:
                 return f"markov3 model: the {name.name} row {row_problem}"
+        if _down_for_good(form[3:6], form[6:9], form[9:12]):  # (an experiment file cannot give one either)
+            return "markov3 model: DOWN never leaves DOWN, which UP leads to: the machine would go down for good"
         return None
 
     def wire_times(self, form: Sequence[Any]) -> tuple[float, ...]:
@@ -276,13 +278,17 @@ def _matrix(host: ConfigHost, value: Any, key: str) -> Matrix:
         if problem is not None:
             raise host.error(f"{key}[{s}]", f"(from {State(s).name}) {problem}")
         rows.append(tuple(float(p) for p in row))
-    up, reclaimed, down = rows
-    reaches_down = up[2] > 0.0 or (up[1] > 0.0 and reclaimed[2] > 0.0)  # (every machine starts UP)
-    if down[2] >= 1.0 and reaches_down:  # (its capacity then has no steady state: the overload warning misled)
+    if _down_for_good(*rows):  # (its capacity then has no steady state: the overload warning misled)
         raise host.error(f"{key}[2]", "(from DOWN) never leaves DOWN, which UP leads to: a machine that goes down "
                                       "would stay down for the rest of the run; give DOWN a way back to UP or "
                                       "RECLAIMED")
     return (rows[0], rows[1], rows[2])  # type: ignore[return-value]
+
+
+def _down_for_good(up: Sequence[float], reclaimed: Sequence[float], down: Sequence[float]) -> bool:
+    """Whether a chain that starts UP can reach DOWN, and DOWN never leaves: a machine down for good."""
+    reaches_down = up[2] > 0.0 or (up[1] > 0.0 and reclaimed[2] > 0.0)  # (every machine starts UP)
+    return down[2] >= 1.0 and reaches_down
 
 
 KIND = Markov3Kind()

@@ -264,7 +264,10 @@ class TraceKind(AvailabilityKind):
         return None
 
     def wire_times(self, form: Sequence[Any]) -> tuple[float, ...]:
-        return (math.fsum(p[0] for p in form[1]),)
+        try:
+            return (math.fsum(p[0] for p in form[1]),)
+        except OverflowError:  # (durations summing past the largest float: a time beyond any bound)
+            return (math.inf,)
 
     def from_wire(self, form: Sequence[Any], machine: int, share: float) -> AvailabilityProcess:
         problem = self.wire_problem(form)

@@ -9,9 +9,11 @@ protocol's bounds, a map, a type of the protocol's schema) and :func:`check_fiel
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import reprlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import msgpack
 
@@ -113,18 +115,40 @@ def open_frame(frame: Any, schema: Schema, bounds: Bounds) -> tuple[str, type, d
     return kind, cls, fields, body
 
 
+def shown(value: Any, width: int = 40) -> str:
+    """A peer's value for a log line: a repr cut short at every level (a value nested a thousand deep, or a
+    megabyte long, is a few dozen characters, and its control characters escaped)."""
+    return _SHOWN.repr(value)[:width]
+
+
+_SHOWN: Final = reprlib.Repr()
+_SHOWN.maxlevel, _SHOWN.maxstring, _SHOWN.maxother = 3, 40, 40
+
+
+@contextlib.contextmanager
+def total_check() -> Iterator[None]:
+    """Turn whatever a message's checks raise, other than ProtocolError, into ProtocolError(BAD_VALUE): a peer's
+    frame is dropped and counted, never let through to crash its reader (a check that did not expect a type)."""
+    try:
+        yield
+    except ProtocolError:
+        raise
+    except Exception as e:  # (RecursionError, TypeError, OverflowError...: the peer's value, not our state)
+        raise ProtocolError(Drop.BAD_VALUE, f"a check failed on it: {type(e).__name__}") from None
+
+
 def check_fields(kind: str, fields: dict[str, Check], body: dict[str, Any]) -> None:
     """ProtocolError unless ``body`` has exactly the ``fields`` of type ``kind``, each passing its check."""
     if body.keys() != fields.keys():
         missing = sorted(fields.keys() - body.keys())
         # repr, not str: a field name is the peer's text, and its control characters must not reach a log raw
-        extra = sorted(repr(k)[:40] for k in body.keys() - fields.keys())
+        extra = sorted(shown(k) for k in body.keys() - fields.keys())
         raise ProtocolError(Drop.BAD_FIELDS, f"{kind}: " + "; ".join(
             p for p in (f"missing {', '.join(missing)}" if missing else "",
                         f"unknown {', '.join(extra)[:80]}" if extra else "") if p))
     for name, check in fields.items():
         if not check(body[name]):
-            raise ProtocolError(Drop.BAD_VALUE, f"{kind}.{name}: {str(body[name])[:40]!r}")
+            raise ProtocolError(Drop.BAD_VALUE, f"{kind}.{name}: {shown(body[name])}")
 
 
-__all__ = ["Bounds", "Check", "Drop", "ProtocolError", "Schema", "check_fields", "open_frame"]
+__all__ = ["Bounds", "Check", "Drop", "ProtocolError", "Schema", "check_fields", "open_frame", "shown", "total_check"]

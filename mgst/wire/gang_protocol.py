@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import msgpack
 
 from mgst.availability import registry as availability
-from mgst.wire.frames import Bounds, Drop, ProtocolError, Schema, check_fields, open_frame
+from mgst.wire.frames import Bounds, Drop, ProtocolError, Schema, check_fields, open_frame, total_check
 
 GANG_PROTOCOL_VERSION = 1
 # A transfer's payload travels in chunks of at most this many bytes (a frame stays under MAX_FRAME).
@@ -229,16 +229,17 @@ def encode(msg: Message) -> bytes:
 
 def decode(frame: bytes, allowed: frozenset[type]) -> Message:
     """The message in ``frame``, of a type in ``allowed`` (the direction); ProtocolError if it is not exactly a
-    valid one."""
-    kind, cls, fields, body = open_frame(frame, _SCHEMA, _BOUNDS)
-    if cls not in allowed:
-        raise ProtocolError(Drop.DIRECTION, kind)
-    check_fields(kind, fields, body)
-    if cls is GangWelcome:
-        body["failures"] = tuple(body["failures"])
-    if cls is Chunk and body["offset"] + len(body["payload"]) > body["total"]:
-        raise ProtocolError(Drop.BAD_VALUE, f"{kind}: bytes past the transfer's total")
-    return cls(**body)
+    valid one (and never anything else, as :func:`mgst.wire.protocol.decode`)."""
+    with total_check():
+        kind, cls, fields, body = open_frame(frame, _SCHEMA, _BOUNDS)
+        if cls not in allowed:
+            raise ProtocolError(Drop.DIRECTION, kind)
+        check_fields(kind, fields, body)
+        if cls is GangWelcome:
+            body["failures"] = tuple(body["failures"])
+        if cls is Chunk and body["offset"] + len(body["payload"]) > body["total"]:
+            raise ProtocolError(Drop.BAD_VALUE, f"{kind}: bytes past the transfer's total")
+        return cls(**body)
 
 
 __all__ = [

@@ -21,7 +21,7 @@ import msgpack
 
 from mgst.availability import registry as availability
 from mgst.availability.trace import MAX_WIRE_PERIODS
-from mgst.wire.frames import Bounds, Drop, ProtocolError, Schema, check_fields, open_frame
+from mgst.wire.frames import Bounds, Drop, ProtocolError, Schema, check_fields, open_frame, total_check
 
 # Bumped on any incompatible change; a hello with another version is refused. 4: three-state availability
 # (a puller reports its own CPU share with Share; markov3 and trace laws in Welcome and Begin). 5: the core owns
@@ -311,7 +311,7 @@ def _strs(v: Any) -> bool:
 
 
 def _fail_code(v: Any) -> bool:
-    return v in FAIL_CODES
+    return isinstance(v, str) and v in FAIL_CODES  # (a list would not even hash)
 
 
 def _failures(v: Any) -> bool:
@@ -381,11 +381,13 @@ def encode(msg: Message) -> bytes:
 
 
 def decode(frame: bytes) -> Message:
-    """The message in ``frame``; ProtocolError if it is not exactly a valid one."""
-    kind, cls, fields, body = open_frame(frame, _SCHEMA, _BOUNDS)
-    check_fields(kind, fields, body)
-    for name in _TUPLE_FIELDS & fields.keys():
-        if isinstance(body[name], list):  # (not Done.finished, a float: same name as Hello.finished)
-            body[name] = tuple(body[name])
-    return cls(**body)
+    """The message in ``frame``; ProtocolError if it is not exactly a valid one, and never anything else: whatever
+    a check raises on a peer's value (a type it did not expect, a nesting too deep to print) is that too."""
+    with total_check():
+        kind, cls, fields, body = open_frame(frame, _SCHEMA, _BOUNDS)
+        check_fields(kind, fields, body)
+        for name in _TUPLE_FIELDS & fields.keys():
+            if isinstance(body[name], list):  # (not Done.finished, a float: same name as Hello.finished)
+                body[name] = tuple(body[name])
+        return cls(**body)
 
