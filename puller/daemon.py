@@ -25,6 +25,7 @@ from mgst.wording import printable
 from puller.allowlist import AllowList
 from puller.executors import EXECUTORS
 from puller.limits import MAX_SHOWN, Limits, Unusable, poll_timeout_ms, shown_reason
+from puller.memory_guard import MemoryGuard
 from puller.narrator import WAITING_EVERY, Narrator, plural
 from puller.ratelimit import Throttled
 from puller.reach import EVENTS, Reach
@@ -108,6 +109,7 @@ class Puller:
         context: zmq.Context | None = None,
         clock: Callable[[], float] = time.time,
         exit_with: int | None = None,
+        memory_guard: MemoryGuard | None = None,
     ):
         if keys is None and not insecure:
             raise ValueError("a puller needs CURVE keys, or insecure=True to run without them")
@@ -163,6 +165,8 @@ class Puller:
         self.limits = Limits(machine)  # what the mapper's messages may ask (puller/limits.py)
         self.handler_errors = 0  # mapper messages whose handling raised (a bug: logged with its traceback)
         self.drops = DropLog(log)  # mapper messages dropped, by protocol.Drop reason; logged at a bounded rate
+        # What a message that never ends can make ZeroMQ hold for the connection (puller/memory_guard.py).
+        self.memory_guard = memory_guard or MemoryGuard()
         # Lines a mapper can make the puller repeat at will, each kind at a bounded rate.
         self._say_refused = Throttled(REPEATED_EVERY, log)
         self._say_paused = Throttled(REPEATED_EVERY, log)
@@ -170,6 +174,7 @@ class Puller:
         # traceback logged, at most a few at once then one per REPEATED_EVERY: a mapper repeating it cannot flood
         # the log.
         self._say_handler_error = Throttled(REPEATED_EVERY, log, burst=3)
+        self._say_held_too_much = Throttled(REPEATED_EVERY, log, burst=3)
         self.reach = Reach(self.connect, keys, clock)  # why the mapper is not reached, if it is not
         self.say = Narrator(machine, self.connect, keys)  # the INFO lines: registered, failures, reconnected, end
         self.end_reason = "stopped"  # the end line's reason
@@ -256,6 +261,9 @@ class Puller:
         self._connect()
         while not self.stopping and not self.exit_code:
             now = self.clock()
+            if self.sock is not None and (grown := self.memory_guard.grown_over(now)) is not None:
+                self._held_too_much(grown, now)
+                continue
             if self.up_at is not None:  # down by injection
                 if now >= self.up_at:
                     self._come_back(now)
@@ -313,6 +321,8 @@ class Puller:
                 wake = min(wake, self.lost_at + self._give_up_after())
             if self.reach.unreached_since is not None and not self.ever_welcomed and not self.stay:
                 wake = min(wake, self.reach.unreached_since + self.give_up)
+        if self.sock is not None:
+            wake = min(wake, self.memory_guard.next_check)
         return min(wake, self.slots.wake_at(), self.next_change)
 
     def _idle_for(self, now: float) -> float:
@@ -378,6 +388,7 @@ class Puller:
     def _connect(self) -> None:
         """A new socket and a hello, reporting what we hold."""
         self._close_socket(linger=0)
+        self.memory_guard.reset(self.clock())
         self.slots.go_offline()
         sock = self._ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
@@ -443,6 +454,20 @@ class Puller:
         elif self.reach.unreached_since is not None and not self.ever_welcomed:
             leaving = f"giving up in {max(0.0, self.reach.unreached_since + self.give_up - now):.0f} s"
         self.say.waiting(now, reason, None if since is None else now - since, leaving)
+
+    def _held_too_much(self, grown: int, now: float) -> None:
+        """The process grew by ``grown`` bytes over the memory guard's limit since the connection was made: a message
+        the mapper never ends (ZeroMQ holds its frames until the last). Drop the connection, which frees them, and
+        connect again, as when the mapper falls silent (running replicas go on)."""
+        self._say_held_too_much.log(
+            logging.ERROR, "%s: the connection to the mapper made this puller grow by %d MiB (over %d MiB): a "
+            "message that never ends; dropped, connecting again (%d so far)", self.machine, grown >> 20,
+            self.memory_guard.limit >> 20, self.memory_guard.trips)
+        if self.welcome is not None:
+            self.say.gone("the connection held a message that never ends", now)
+            self.lost_at = now
+            self.welcome = None
+        self._connect()
 
     def _lose_mapper(self, now: float) -> None:
         """The mapper fell silent: hello again (same incarnation, what we hold); running replicas go on."""
