@@ -298,6 +298,27 @@ def test_best_and_wasted_follow_the_checkpoints():
     core.check_invariants()
 
 
+def test_without_resuming_from_checkpoints_a_checkpoint_makes_no_replica_useful():
+    """A policy that never resumes from checkpoints (checkpoints = false) may still have them taken (a
+    checkpoint_interval): the best one is never used, so it cannot make a replica useful (Anglano & Canonico's RWT
+    counts a replica as wasted unless it gave the result or 'a checkpoint better than the one stored', stored for a
+    new replica to resume from). It made every such replica useful: an RWT of 0 where the same run without
+    checkpoints had 0.5."""
+    core = make(Recorder(max_replicas=2, resume=False), 2)
+    j1 = Job(1, 0, 1.0, 8.0)
+    core.machine_ready(0.0, 0)
+    core.machine_ready(0.0, 1)
+    core.job_arrived(1.0, j1)  # r1 on M0, r2 on M1
+    core.replica_checkpoint(2.0, 1, 0.5)
+    core.machine_down(4.0, 0)  # r1 lost
+    assert plain(core.machine_ready(6.0, 0)) == [Assign(j1, 0, 3, 0.0, False)]  # from scratch: r3
+    core.replica_done(7.0, 2)  # r2 wins; r3 cancelled
+    r1, r2, r3 = core.jobs[1].history
+    assert [r.best for r in (r1, r2, r3)] == [False, False, False]
+    assert [r.wasted for r in (r1, r2, r3)] == [True, False, True]
+    core.check_invariants()
+
+
 def test_a_checkpoint_equal_but_for_rounding_is_not_better():
     """Seed 000: a replica is useless if it ends "without having ever produced a checkpoint better than
     the one stored". At equal power, a replica resumed from the best checkpoint reaches its sibling's
@@ -336,7 +357,9 @@ def test_a_checkpoint_better_by_a_small_real_step_is_better():
     assert core.replica(2).best and core.jobs[1].best_progress == 0.5 + 1e-8
 
 
-def test_best_is_not_set_without_resume_when_below_the_best():
+def test_best_is_never_set_without_resume():
+    """Without resuming, the stored checkpoint serves no replica: raising it makes none useful (the job's best is
+    still noted, harmless)."""
     core = make(Recorder(resume=False))
     core.machine_ready(0.0, 0)
     core.job_arrived(0.0, Job(1, 0, 0.0))
@@ -346,7 +369,7 @@ def test_best_is_not_set_without_resume_when_below_the_best():
     core.replica_checkpoint(4.0, 2, 0.25)
     assert not core.replica(2).best
     core.replica_checkpoint(5.0, 2, 0.75)
-    assert core.replica(2).best and core.jobs[1].best_progress == 0.75
+    assert not core.replica(2).best and core.jobs[1].best_progress == 0.75
 
 
 # ---------------------------------------------------------------- machine statistics

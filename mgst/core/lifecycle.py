@@ -226,7 +226,9 @@ class Lifecycle:
             best = job.best_progress
             if progress > best:
                 job.best_progress = progress  # a tie's larger value too: where a new replica resumes
-                if progress - best > CHECKPOINT_TIE:  # equal is not better (Anglano & Canonico's RWT)
+                # Useful (Anglano & Canonico's RWT): better than the stored one (equal is not), and stored for a
+                # new replica to resume from; without resuming (resume off), no checkpoint makes a replica useful.
+                if self.resume and progress - best > CHECKPOINT_TIE:
                     r.best = True
         if self.checker is not None:
             self.checker.moved(REPLICA, r, r.phase, "checkpoint", r.phase)
