@@ -210,6 +210,15 @@ def test_excl_s_threshold_follows_its_sd_option():
     assert policy.threshold == pytest.approx(0.80976, abs=1e-5)
 
 
+@pytest.mark.parametrize("power, hosts", [(0.9, 7), (1.2 / 1.5, 220), (0.1, 3), (1.0, 5)])
+def test_excl_s_on_hosts_of_one_clock_rate_excludes_none(power, hosts):
+    """Every host at the mean is kept (the spread is 0). Summed in floating point, seven hosts of 0.9 had a mean of
+    0.9000000000000001, above each of them: all seven were excluded, and the tasks waited to the drain limit."""
+    policy, core = platform("excl_s", [power] * hosts, {"sd": 0.5})
+    assert len(placed(core.bag_arrived(0.0, bag(3, 0.0)))) == 3
+    assert policy.report() == {"excluded_hosts": 0}
+
+
 def test_excl_s_refuses_a_negative_sd_and_an_unknown_order():
     with pytest.raises(ValueError, match="^sd: must be a number >= 0"):
         make_policy("excl_s", {"sd": -1.0})

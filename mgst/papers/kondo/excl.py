@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 
 from mgst.core.state import BagRecord, MachineRecord
 from mgst.core.view import View
@@ -33,11 +34,12 @@ KEPT_ORDERS = ("fastest", "ready")
 
 
 def clock_threshold(powers: list[float], sd: float) -> float:
-    """mean - sd x (population standard deviation) of the hosts' clock rates."""
-    n = len(powers)
-    mean = sum(powers) / n
-    spread = math.sqrt(sum((p - mean) ** 2 for p in powers) / n)
-    return mean - sd * spread
+    """mean - sd x (population standard deviation) of the hosts' clock rates; never above the fastest host's (for
+    sd >= 0 it cannot be, but a sum in floating point can: seven hosts of 0.9 summed to a mean of 0.9000000000000001,
+    which excluded all seven and stalled the run)."""
+    mean = statistics.fmean(powers)
+    spread = statistics.pstdev(powers, mean)
+    return min(mean - sd * spread, max(powers))
 
 
 class ExclS(KondoPolicy):
