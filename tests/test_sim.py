@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 
 import pytest
 
 from mgst.core.state import JobRecord, JobStatus
 from mgst.model import Experiment, FailureModel, Job, JobClass, Machine, PolicySpec, SimulationSettings
+from mgst.policies import register
+from mgst.policies.base import Policy
 from mgst.sim.loop import ReplicationRun, Simulation
 from mgst.sim.replications import run_simulation
 from mgst.workload.poisson import PoissonWorkload
@@ -136,6 +139,28 @@ def test_an_overloaded_run_stops_at_the_drain_limit_and_says_so():
     run = Simulation(exp).run()
     assert run.unfinished > 0
     assert run.end_time == pytest.approx(200.0)
+
+
+@register
+class HoldsEveryTask(Policy):
+    """A policy that never gives a task to any machine (each waits), with no timer of its own."""
+
+    name = "test_holds_every_task"
+    hooks = frozenset({"choose"})
+
+    def choose(self, view, machine):
+        return None
+
+
+def test_a_run_with_nothing_left_to_happen_says_so_rather_than_blame_the_drain_limit(caplog):
+    """Tasks no machine will ever be given: the run ends when its events do (the bag's arrival at t = 1), long
+    before the drain limit; the warning said 'at the drain limit t=1.0'."""
+    exp = dataclasses.replace(bag_list_experiment([2.0, 3.0]), policy=PolicySpec("test_holds_every_task", {}))
+    with caplog.at_level(logging.WARNING, logger="mgst.sim.loop"):
+        run = Simulation(exp).run()
+    assert run.unfinished == 2 and run.end_time == 1.0
+    assert "2 jobs still in the system at t=1.0, when nothing was left to happen" in caplog.text, caplog.text
+    assert "drain limit" not in caplog.text
 
 
 def test_no_job_arrives_after_the_horizon():

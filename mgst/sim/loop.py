@@ -219,7 +219,13 @@ class Simulation:
         core = self.core
         core.close(t)
         unfinished = core.queued_count + len(core.running)
-        if unfinished:
+        if unfinished and t < self.horizon + self.drain_limit:  # (the run ran out of events before its limit)
+            log.warning(
+                "replication %d: %d jobs still in the system at t=%.1f, when nothing was left to happen: no machine "
+                "could take them (down for good, excluded, or refused by every requirement)",
+                self.replication, unfinished, t,
+            )
+        elif unfinished:
             log.warning(
                 "replication %d: %d jobs still in the system at the drain limit t=%.1f",
                 self.replication, unfinished, t,
