@@ -71,6 +71,24 @@ def test_a_cell_runs_every_heuristic_on_the_same_realisation():
     assert all(not math.isnan(v) for k, v in out.items())
 
 
+def test_reuse_data_reaches_every_heuristic_of_a_cell_and_a_folder_of_before_resumes_without_it():
+    """The option (the paper's section VI: survivors of a DOWN keep their data) is the cell's instance run with it;
+    left at its default, a sweep's manifest is that of the sweeps kept before the option existed."""
+    from mgst.sweep.spec import load_sweep  # noqa: PLC0415
+
+    cell = {"m": "5", "n_com": "5", "w_min": "4", "scenario": "1"}
+    options = {"exact": False, "cap": 1_000_000.0, "iterations": 10, "processors": 20}
+    s = scenario(5, 5, 4, 1, 1)
+    for reuse in (False, True):
+        exp = SCENARIO.build(cell, RunSettings(0, 0, 0), 1, 0, {**options, "reuse_data": reuse})
+        out = simulate_cell(exp, 0)
+        assert all(out[f"makespan_{h}"] == run(s, h, 0, 1, reuse_data=reuse).makespan for h in ("IE", "IP", "E-IE"))
+    assert any(run(s, h, 0, 1, reuse_data=True).makespan != run(s, h, 0, 1).makespan for h in ("IE", "IAY", "IY"))
+    sweep = Path(__file__).resolve().parents[1] / "experiments" / "casanova" / "casanova-sweep.toml"
+    assert "reuse_data" not in load_sweep(sweep).manifest()["options"]
+    assert load_sweep(sweep, options=["reuse_data=true"]).manifest()["options"]["reuse_data"] is True
+
+
 def test_a_makespan_at_the_cap_is_a_failure():
     s = scenario(5, 5, 1, 1, 0)
     assert run(s, "IE", 0, 1, cap=5.0).makespan is None

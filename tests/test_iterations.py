@@ -115,6 +115,7 @@ class Watched(Iterations):
         moving = [t for t in self.link.queue.values() if t.activity.rate > 0]
         assert len(moving) <= self.link.n_com
         assert all(self.states[t.worker] == UP for t in moving)
+        assert all(self.states[q] != DOWN for q in self.data_held)  # data held by a DOWN worker is gone
         gang = self.gang
         if gang is not None and gang.activity.rate > 0:
             assert all(self.states[q] == UP for q in self.config)
@@ -131,11 +132,12 @@ periods = st.lists(st.tuples(st.sampled_from([UP, RECLAIMED, DOWN]), st.integers
 
 @settings(max_examples=60, deadline=None)
 @given(scripts=st.lists(periods, min_size=1, max_size=5), n_com=st.integers(1, 3), m=st.integers(1, 4),
-       work=st.integers(1, 3), t_prog=st.integers(0, 3), t_data=st.integers(0, 2))
+       work=st.integers(1, 3), t_prog=st.integers(0, 3), t_data=st.integers(0, 2), reuse_data=st.booleans())
 def test_no_gang_computes_with_a_member_not_up_transfers_stay_within_n_com_nothing_completes_twice(
-        scripts, n_com, m, work, t_prog, t_data):
+        scripts, n_com, m, work, t_prog, t_data, reuse_data):
     scripts = [s + [(UP, 1)] for s in scripts]  # each ends UP for good: the run finishes
-    app = Watched([float(work + q) for q in range(len(scripts))], m, 3, t_prog, t_data, n_com, Spread())
+    app = Watched([float(work + q) for q in range(len(scripts))], m, 3, t_prog, t_data, n_com, Spread(),
+                  reuse_data=reuse_data)
     app.completed = []
     run = run_iterations(app, [Script(s) for s in scripts], cap=10_000, proactive=False)
     assert run.makespan is not None and run.makespan < math.inf
@@ -166,11 +168,13 @@ class Shuffler(Spread):
 
 @settings(max_examples=60, deadline=None)
 @given(scripts=st.lists(periods, min_size=1, max_size=5), n_com=st.integers(1, 3), m=st.integers(1, 4),
-       t_prog=st.integers(0, 3), t_data=st.integers(0, 2), seed=st.integers(0, 10**6))
-def test_the_invariants_hold_under_any_sequence_of_reconfigurations(scripts, n_com, m, t_prog, t_data, seed):
+       t_prog=st.integers(0, 3), t_data=st.integers(0, 2), seed=st.integers(0, 10**6), reuse_data=st.booleans())
+def test_the_invariants_hold_under_any_sequence_of_reconfigurations(scripts, n_com, m, t_prog, t_data, seed,
+                                                                     reuse_data):
     """Configurations replaced at random (workers kept, dropped, given more or fewer tasks mid-transfer)."""
     scripts = [s + [(UP, 1)] for s in scripts]
-    app = Watched([float(1 + q) for q in range(len(scripts))], m, 2, t_prog, t_data, n_com, Shuffler(seed))
+    app = Watched([float(1 + q) for q in range(len(scripts))], m, 2, t_prog, t_data, n_com, Shuffler(seed),
+                  reuse_data=reuse_data)
     app.completed = []
     run = run_iterations(app, [Script(s) for s in scripts], cap=200, checks="slots")
     assert run.iterations == len([e for e in run.log if type(e) is IterationDone]) <= 2
@@ -258,3 +262,30 @@ def test_a_worker_whose_chain_starts_reclaimed_is_seen_reclaimed_by_the_first_ch
     run = run_iterations(app, [Script([(RECLAIMED, 50), (UP, 1)]), Script()], proactive=False)
     assert [(e.time, e.configuration) for e in run.log if type(e) is not IterationDone] == [(0.0, ((1, 1),))]
     assert run.makespan == 5.0
+
+
+@pytest.mark.parametrize("reuse_data, makespan", [(False, 26.0), (True, 24.0)])
+def test_with_reuse_data_a_survivor_of_a_down_keeps_its_data_for_the_next_configuration(reuse_data, makespan):
+    # w = 4, one task per worker (mu_q = 1), T_prog = 3, T_data = 2, n_com = 1: worker 0's program and data end at 5,
+    # worker 1's at 10; they compute from 10. Worker 1 goes DOWN at 12 for 3 slots: nothing can be configured until
+    # it is UP at 15. The paper's section VI: worker 0 "has already received task data, can reuse that data": then
+    # worker 1's program 15-18 and data 18-20, computation 20-24. mgst's default re-sends worker 0's data first
+    # (15-17), and worker 1's come after it: computation 22-26.
+    app = Iterations([4.0, 4.0], 2, 1, 3.0, 2.0, 1, OnePerWorker(), max_tasks=(1, 1), reuse_data=reuse_data)
+    run = run_iterations(app, [Script(), Script([(UP, 12), (DOWN, 3), (UP, 1)])], proactive=False)
+    assert [(e.time, e.configuration, e.why) for e in run.log if type(e) is not IterationDone] == [
+        (0.0, ((0, 1), (1, 1)), "start"), (15.0, ((0, 1), (1, 1)), "down")]
+    assert run.makespan == makespan
+
+
+def test_with_reuse_data_a_survivor_that_goes_down_before_the_next_configuration_loses_what_it_kept():
+    # w = 2, one task per worker (mu_q = 1), T_data = 1, no program, n_com = 1: worker 0's data is in at 1, worker 1's
+    # at 2; they compute from 2. Worker 1 goes DOWN at 3 (UP at 5): worker 0 keeps its message. But worker 0 goes DOWN
+    # itself at 4 (UP at 5): what it kept goes with it. At 5 both are configured again and both receive their data,
+    # one after the other (5-6, 6-7), then compute 7-9. (Had worker 0 kept it: 5-6 for worker 1, then 6-8.)
+    app = Iterations([2.0, 2.0], 2, 1, 0.0, 1.0, 1, OnePerWorker(), max_tasks=(1, 1), reuse_data=True)
+    chains = [Script([(UP, 4), (DOWN, 1), (UP, 1)]), Script([(UP, 3), (DOWN, 2), (UP, 1)])]
+    run = run_iterations(app, chains, proactive=False)
+    assert [(e.time, e.configuration) for e in run.log if type(e) is not IterationDone] == [
+        (0.0, ((0, 1), (1, 1))), (5.0, ((0, 1), (1, 1)))]
+    assert run.makespan == 9.0

@@ -68,7 +68,8 @@ class Iterations:
     """One tightly-coupled application on ``len(work)`` workers; worker q computes a task in ``work[q]`` units."""
 
     def __init__(self, work: Sequence[float], tasks: int, iterations: int, t_prog: float, t_data: float,
-                 n_com: int, policy: ConfigurationPolicy, max_tasks: Sequence[int] | None = None):
+                 n_com: int, policy: ConfigurationPolicy, max_tasks: Sequence[int] | None = None,
+                 reuse_data: bool = False):
         if tasks < 1 or iterations < 1 or t_prog < 0 or t_data < 0 or not work or min(work) <= 0:
             raise ValueError("tasks and iterations at least 1, transfer times at least 0, work positive")
         self.work = tuple(work)
@@ -82,6 +83,11 @@ class Iterations:
             raise ValueError(f"the workers' limits mu_q sum to {sum(self.max_tasks)}, fewer than the {tasks} tasks of "
                              "an iteration: no configuration could ever hold them")
         self.policy = policy
+        # When a member goes DOWN, the others keep the data they received, and their transfers go on, for the next
+        # configuration to use if it keeps them (the paper's section VI: "a worker that has not become DOWN but has
+        # already received task data, can reuse that data if the scheduler reassigns tasks to it"); else (the
+        # default, docs/readings.md) the configuration ends for all and every member receives its data again.
+        self.reuse_data = reuse_data
         self.link = MasterLink(n_com)
         self.progress = Progress()
         self.states = [UP] * len(work)
@@ -152,9 +158,16 @@ class Iterations:
         self.link.worker_state(q, state)
         if state == DOWN:
             self.has_program[q] = False
+            if q not in self.config and q in self.data_held:  # a survivor of a DOWN, between configurations
+                self._release(q)
         if q in self.config:
             if state == DOWN:  # the iteration's computation is lost, and this member's program and data
-                self._drop_configuration()
+                if self.reuse_data:  # (the others keep theirs, until the next configuration lets them go)
+                    self._release(q)
+                    self.config = {}
+                    self.gang = None
+                else:
+                    self._drop_configuration()
                 self.needs_config, self.why = True, "down"
             else:
                 assert self.gang is not None
@@ -234,7 +247,7 @@ class Iterations:
         if self.gang is not None:  # a running configuration is dropped: its computation is lost
             self.gang.lost = True
             self.progress.apply(now, self.gang)
-        for q in list(self.config):
+        for q in sorted(self.data_held.keys() | self.config.keys()):  # (the members, and any survivors of a DOWN)
             if q not in new:
                 self._release(q)
         for q, x in new.items():

@@ -74,7 +74,8 @@ class Scenario:
     get; ``figures(spec, out_dir)`` draws the scenario's own figures after the bars, and returns their
     paths; ``run_settings`` False: the sweep file gives no horizon, warm-up or checkpoint interval; ``cost``
     estimates a cell's cost from its Experiment, relative to the other cells (None: the jobs it is expected to
-    simulate), so that a sweep starts its longest cells first.
+    simulate), so that a sweep starts its longest cells first; ``later_options`` are left out of a sweep's manifest at
+    their default.
     """
 
     name: str
@@ -97,6 +98,9 @@ class Scenario:
     figures: Callable[[Any, Path], list[Path]] | None = None
     run_settings: bool = True
     cost: Callable[[Experiment], float] | None = None
+    # Options added after sweeps of the scenario were kept: at their default they are left out of a sweep's manifest,
+    # so that a folder of before goes on with the same command (and one set otherwise is told apart).
+    later_options: tuple[str, ...] = ()
 
     def axis(self, name: str) -> Axis:
         for a in self.axes:

@@ -104,10 +104,12 @@ class SweepSpec:
     def manifest(self) -> dict[str, Any]:
         """What every row of one sweep.csv must share (the axes, seeds and replications may grow)."""
         s = self.settings
+        defaults = self.scenario.option_defaults()
+        later = self.scenario.later_options
         return {"format": 1, "scenario": self.scenario.name,
                 "settings": {"horizon": s.horizon, "warmup": s.warmup, "checkpoint_interval": s.checkpoint_interval,
                              "max_bags": s.max_bags},
-                "options": dict(self.options)}
+                "options": {k: v for k, v in self.options.items() if k not in later or v != defaults.get(k)}}
 
 
 def load_sweep(path: str | os.PathLike, *, quick: bool = False, replications: int | None = None,

@@ -56,24 +56,26 @@ def realisation(s: Scenario, trial: int, seed: int) -> list[Recording]:
 
 def run(s: Scenario, name: str, trial: int, seed: int, exact: bool = False, checks: str = "events",
         cap: float = CAP, iterations: int = ITERATIONS, estimates: Estimates | None = None,
-        chains: list[Recording] | None = None, mu: int = 0) -> IterationsRun:
+        chains: list[Recording] | None = None, mu: int = 0, reuse_data: bool = False) -> IterationsRun:
     """Heuristic ``name`` on trial ``trial`` of ``s``: every heuristic sees the same chain realisation (the
     trial's streams, one per worker), so trials use common random numbers; every worker starts UP. ``chains``:
     the trial's :func:`realisation`, shared by the runs of one instance (drawn here without it). ``mu``: the
-    most tasks a worker may hold (mu_q, the same for all; 0: m, no limit)."""
-    app = application(s, name, trial, seed, exact=exact, iterations=iterations, estimates=estimates, mu=mu)
+    most tasks a worker may hold (mu_q, the same for all; 0: m, no limit). ``reuse_data``: the survivors of a DOWN
+    keep their data (mgst.core.iterations.Iterations)."""
+    app = application(s, name, trial, seed, exact=exact, iterations=iterations, estimates=estimates, mu=mu,
+                      reuse_data=reuse_data)
     recordings = chains if chains is not None else realisation(s, trial, seed)
     return run_iterations(app, [r.replay() for r in recordings], cap=cap, checks=checks, proactive=app.policy.proactive)
 
 
 def application(s: Scenario, name: str, trial: int, seed: int, exact: bool = False, iterations: int = ITERATIONS,
-                estimates: Estimates | None = None, mu: int = 0) -> Iterations:
+                estimates: Estimates | None = None, mu: int = 0, reuse_data: bool = False) -> Iterations:
     """The core's application for heuristic ``name`` on ``s``, its policy drawing trial ``trial``'s stream: what
     the simulator (:func:`run`) and the testbed (mgst.testbed.casanova_beside) both drive."""
     est = estimates or Estimates(s.matrices, s.n_com, s.t_prog, s.t_data, exact=exact)
     policy = heuristic(name, est, python_random(seed, trial, Purpose.POLICY, 0))
     return Iterations([float(w) for w in s.work], s.m, iterations, s.t_prog, s.t_data, s.n_com, policy,
-                      max_tasks=(mu,) * len(s.work) if mu else None)
+                      max_tasks=(mu,) * len(s.work) if mu else None, reuse_data=reuse_data)
 
 
 __all__ = ["CAP", "ITERATIONS", "PROCESSORS", "Scenario", "application", "realisation", "run", "scenario"]

@@ -41,11 +41,11 @@ MAX_ITERATIONS = 1_000_000
 
 def _option_defaults() -> dict[str, Any]:
     return {"exact": False, "present_states": False, "credit": "all", "mu": 0, "cap": CAP, "iterations": ITERATIONS,
-            "processors": PROCESSORS}
+            "processors": PROCESSORS, "reuse_data": False}
 
 
 def _check_option(name: str, value: Any) -> str | None:
-    if name in ("exact", "present_states"):
+    if name in ("exact", "present_states", "reuse_data"):
         return None if isinstance(value, bool) else f"must be true or false, got {value!r}"
     if name == "credit":
         return None if value in CREDITS else f"must be one of {', '.join(map(repr, CREDITS))}, got {value!r}"
@@ -60,7 +60,8 @@ def _check_option(name: str, value: Any) -> str | None:
         # in slots: under one, no run can finish (every makespan would be NaN)
         ok = isinstance(value, int | float) and not isinstance(value, bool) and 1 <= value <= 1e9
         return None if ok else f"must be a number of slots in [1, 1e9], got {value!r}"
-    return "not an option of this scenario; known: exact, present_states, credit, mu, cap, iterations, processors"
+    return ("not an option of this scenario; known: exact, present_states, credit, mu, cap, iterations, processors, "
+            "reuse_data")
 
 
 def _build(cell: Mapping[str, str], settings: RunSettings, seed: int, trial: int,
@@ -78,6 +79,7 @@ def _build(cell: Mapping[str, str], settings: RunSettings, seed: int, trial: int
                                        "exact": bool(options["exact"]),
                                        "present_states": bool(options.get("present_states", False)),
                                        "credit": str(options.get("credit", "all")), "mu": int(options.get("mu", 0)),
+                                       "reuse_data": bool(options.get("reuse_data", False)),
                                        "cap": float(options["cap"]),
                                        "iterations": int(options["iterations"])}),
         failures=Markov3Availability(groups=tuple(Markov3Group(m, 1.0) for m in s.matrices)),
@@ -98,7 +100,7 @@ def simulate_cell(experiment: Experiment, replication: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for h in NAMES:
         r = run(s, h, o["trial"], seed, exact=o["exact"], cap=o["cap"], iterations=o["iterations"], estimates=est,
-                chains=chains, mu=o.get("mu", 0))
+                chains=chains, mu=o.get("mu", 0), reuse_data=o.get("reuse_data", False))
         out[f"makespan_{h}"] = r.makespan if r.makespan is not None else math.nan
     out["wall_s"] = time.perf_counter() - start
     return out
@@ -139,4 +141,5 @@ SCENARIO = SweepScenario(
     figures=_figures,
     run_settings=False,
     cost=estimated_cost,
+    later_options=("reuse_data",),
 )
