@@ -11,14 +11,11 @@ since the connection was made, the puller drops the connection (ZeroMQ frees wha
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
-import logging
+import functools
 from collections.abc import Callable
 from typing import Final
 
 import psutil
-
-log = logging.getLogger(__name__)
 
 # Growth of the resident memory over the connection's start that drops it. A legitimate mapper's messages are single
 # frames of at most 64 KiB (MAX_FRAME), held at most a thousand at once (the high-water mark): 64 MiB; a puller
@@ -33,14 +30,20 @@ def resident_bytes() -> int:
     return int(psutil.Process().memory_info().rss)
 
 
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim``, looked up once in the process's own symbols (no library search, no child process);
+    None where there is none (another C library)."""
+    try:
+        return ctypes.CDLL(None).malloc_trim  # type: ignore[no-any-return]
+    except (OSError, AttributeError):
+        return None
+
+
 def _give_back() -> None:
     """Ask glibc's malloc to return freed memory to the system (ZeroMQ's frames are small blocks of its heap); a
     no-op elsewhere."""
-    name = ctypes.util.find_library("c")
-    try:
-        trim = ctypes.CDLL(name).malloc_trim if name else None
-    except (OSError, AttributeError):
-        trim = None
+    trim = _malloc_trim()
     if trim is not None:
         trim(0)
 
