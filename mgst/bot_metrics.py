@@ -226,6 +226,8 @@ class BagSummary:
     backlog_growth: float
     interval: str  # "replications" (t over replication means) or "batch means" (one replication)
     undecided_replications: int = 0  # growth seen over too short a window to call (SETTLE_MAKESPANS)
+    # Of those, the replications where no bag completed at all (no makespan to judge the backlog by)
+    idle_replications: int = 0
 
     @property
     def verdict(self) -> str:
@@ -269,6 +271,7 @@ def summarize_bags(reps: Sequence[BagReplication]) -> BagSummary:
         replications=len(reps), bags=sum(r.bags_counted for r in reps), tasks=sum(r.tasks for r in reps),
         unbounded=unbounded > 0, unbounded_replications=unbounded, backlog_growth=growth,
         undecided_replications=undecided,
+        idle_replications=sum(1 for r in reps if r.verdict == UNDECIDED and math.isinf(r.settle_time)),
     )
     if len(reps) == 1:
         r = reps[0]
@@ -348,6 +351,12 @@ def format_bags(summary: BagSummary, unit: str = "time units") -> str:
         lines.append(
             f"UNBOUNDED: the backlog grows without bound in {summary.unbounded_replications} of "
             f"{plural(summary.replications, 'replication')} (criterion: docs/reproduction-bot.md); no mean is given"
+        )
+    elif summary.undecided_replications and summary.idle_replications == summary.undecided_replications:
+        lines.append(
+            f"NO BAG COMPLETED in {summary.idle_replications} of {plural(summary.replications, 'replication')}: "
+            "no machine ran a bag's tasks to the end within the run (every one down, excluded, or refused by the "
+            "policy), so there is no makespan to judge the backlog by"
         )
     elif summary.undecided_replications:
         lines.append(

@@ -33,6 +33,19 @@ def test_a_verdict_needs_a_window_of_several_makespans(growth, unfinished, windo
     assert _rep(growth, unfinished, window, settle).verdict == verdict
 
 
+def test_a_run_where_no_bag_completed_says_so_rather_than_ask_for_a_longer_horizon():
+    """No bag finished (every machine down for the run, or every task refused): the verdict is undecided, and the
+    summary says why, where it said 'run a longer horizon' as if a backlog were filling up."""
+    from mgst.bot_metrics import format_bags  # noqa: PLC0415
+
+    idle = summarize_bags([_rep(9.7, 2, 40_000.0, math.inf)])
+    assert idle.verdict == "undecided" and idle.idle_replications == 1
+    assert "NO BAG COMPLETED in 1 of 1 replication" in format_bags(idle)
+    assert "longer horizon" not in format_bags(idle)
+    short = summarize_bags([_rep(9.7, 0, 40_000.0, 18_364.0)])  # bags finished, over too short a window
+    assert short.idle_replications == 0 and "run a longer horizon" in format_bags(short)
+
+
 def _cell(quick: bool, replication: int, **axes: str) -> BagReplication:
     """One replication of one cell of the Anglano sweep file (with its --quick preset's settings if ``quick``)."""
     data = tomllib.loads(SWEEP.read_text(encoding="utf-8"))
