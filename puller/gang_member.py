@@ -358,8 +358,16 @@ class GangMember:
                                 type(msg).__name__)
 
     def _receive(self) -> Any:
+        frame = self.socket.recv()
+        if self.socket.get(zmq.RCVMORE):  # a message is one frame: the rest of this one are read and dropped
+            parts = 1
+            while self.socket.get(zmq.RCVMORE):  # (all there: ZeroMQ hands over a whole message or none)
+                self.socket.recv()
+                parts += 1
+            self._drop(Drop.FRAMES, f"{parts} frames")
+            return None
         try:
-            return G.decode(self.socket.recv(), G.FROM_MAPPER)
+            return G.decode(frame, G.FROM_MAPPER)
         except ProtocolError as e:
             self._drop(e.reason, e.detail)
             return None

@@ -232,6 +232,24 @@ def test_a_mapper_that_floods_is_read_in_bounded_passes_and_logged_at_a_bounded_
     assert 1 <= len(lines) <= 10 + (time.monotonic() - began) / 5 + 1, len(lines)
 
 
+def test_a_message_of_several_frames_is_dropped_not_obeyed_frame_by_frame(wire):
+    """A program sent as one message of two frames (its two chunks) was taken chunk by chunk: now the message is
+    read whole and dropped (wrong frame count); the same chunks as two messages are taken."""
+    member, said, router, identity = wire
+    first, second = _chunks(9, G.PROGRAM, 10, 6)
+    router.send_multipart([identity, G.encode(first), G.encode(second)])
+    assert member.socket.poll(int(WAIT * 1000))
+    assert not member._receive_pass()
+    assert not member.program and member.drop_log.counts == {Drop.FRAMES: 1}
+    for chunk in (first, second):
+        router.send_multipart([identity, G.encode(chunk)])
+    deadline = time.monotonic() + WAIT
+    while not member.program and time.monotonic() < deadline:
+        if member.socket.poll(100):
+            member._receive_pass()
+    assert member.program and said() == G.Received(9)
+
+
 @pytest.mark.parametrize("welcomed", [False, True], ids=["awaiting its welcome", "welcomed"])
 def test_a_member_leaves_once_the_process_it_goes_with_ends(welcomed):
     """A gang run's driver killed outright (SIGKILL) never says bye: its members waited for one for ever, each with
