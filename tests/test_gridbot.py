@@ -106,6 +106,30 @@ def test_a_bags_waiting_tasks_are_evaluated_once_as_its_head_or_each_with_evalua
         assert policy.evaluations["Rank"] == per_request and policy.evaluations["JobRequirements"] == 0, mode
 
 
+def test_a_job_requirements_that_reads_the_job_under_evaluate_bag_is_warned_of_once(caplog):
+    """Under evaluate = "bag" a bag's JobRequirements is checked for its first waiting task, the others sent with it:
+    one that reads Job.* then does not hold task by task, which a researcher is told once a run; with
+    evaluate = "job", or a requirement that does not read the job, nothing is said."""
+    said = []
+    for mode, requirement in (("bag", "Job.Id != 1"), ("job", "Job.Id != 1"), ("bag", "Host.Slots > 0")):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="mgst.papers.gridbot.evaluation"):
+            core, _ = gridbot([host("A", slots=3)], evaluate=mode, JobRequirements=requirement)
+            core.bag_arrived(0.0, bag(0, 3, 0))
+            core.bag_arrived(0.0, bag(1, 3, 3))
+        said.append([r.getMessage() for r in caplog.records if "reads the job" in r.getMessage()])
+    assert len(said[0]) == 1 and "evaluate = \"job\"" in said[0][0], said
+    assert said[1] == [] and said[2] == []
+
+
+def test_a_policy_option_s_error_names_the_option_once():
+    with pytest.raises(ConfigError) as err:
+        parse_experiment(bag_file("Host.Speed", where="policy") | {"policy": {"name": "gridbot", "max_replicas": 0}},
+                         "x", "x.toml")
+    assert err.value.key == "policy.max_replicas"
+    assert str(err.value).count("max_replicas") == 1, str(err.value)
+
+
 def test_concurrency_bounds_the_hosts_bundle():
     # A host of 8 slots and 2 cpus, Concurrency 2 x NumCpus = 4: it holds 4 (2 computing, 2 waiting on it), and
     # asks for the 4 other slots in vain; one done, it takes one more, never a fifth.
