@@ -14,9 +14,8 @@ from mgst.papers.gridbot.classads import (
     POLICY_ATTRIBUTES,
     REPLICATION_REQUIREMENTS,
     constant,
-    constant_problem,
-    expression_text,
     parse,
+    parse_attribute,
     references,
 )
 
@@ -48,11 +47,9 @@ def check_bag_attributes(pairs: Iterable[tuple[str, Any]]) -> None:
         canonical = policy_attribute(name)
         if canonical is not None:
             try:
-                problem = constant_problem(canonical, parse(value))
+                parse_attribute(canonical, value)
             except ValueError as err:
                 raise ValueError(f"{name}: the bag's {canonical} {err}") from None
-            if problem is not None:
-                raise ValueError(f"{name}: the bag's {canonical} {expression_text(value)!r} {problem}")
         elif name.lower() == "priority" and (isinstance(value, bool) or not isinstance(value, int | float)):
             raise ValueError(f"{name}: a bag's Priority must be a number (the default Rank reads it), got {value!r}")
 

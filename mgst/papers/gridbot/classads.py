@@ -157,6 +157,16 @@ def constant_problem(attribute: str, tree: Any) -> str | None:
     return None
 
 
+def parse_attribute(attribute: str, value: Any) -> Any:
+    """:func:`parse` of a file's value for the policy attribute ``attribute``: a ValueError too for a constant that
+    can never serve as one (:func:`constant_problem`), saying the text."""
+    tree = parse(value)
+    problem = constant_problem(attribute, tree)
+    if problem is not None:
+        raise ValueError(f"{expression_text(value)!r} {problem}")
+    return tree
+
+
 def describe(value: Any) -> str:
     """An evaluation's result, for a log line."""
     name = getattr(value, "name", None)

@@ -7,7 +7,7 @@ import dataclasses
 import math
 from typing import ClassVar
 
-from mgst.papers.gridbot.classads import DEADLINE, POLICY_ATTRIBUTES, constant_problem, expression_text, parse
+from mgst.papers.gridbot.classads import DEADLINE, POLICY_ATTRIBUTES, parse_attribute
 from mgst.policies.base import PolicyOptions
 
 Expression = str | int | float | bool  # a ClassAd expression's text, or a literal
@@ -51,11 +51,9 @@ class GridBotOptions(PolicyOptions):
                         raise ValueError(f"{name}: needs an expression")
                     continue
                 try:
-                    problem = constant_problem(name, parse(value))
+                    parse_attribute(name, value)
                 except ValueError as err:
                     raise ValueError(f"{name}: {err}") from None
-                if problem is not None:
-                    raise ValueError(f"{name}: {expression_text(value)!r} {problem}")
         except ImportError as err:
             raise ValueError(f"the gridbot policy cannot run here: {err}") from None
         if not (self.cycle > 0.0 and math.isfinite(self.cycle)):
