@@ -21,6 +21,7 @@ from mgst.availability.process import Period, State
 from mgst.wire import protocol as P
 from mgst.wire import security
 from mgst.wire.drops import DropLog
+from mgst.wire.frames import one_message
 from mgst.wording import printable
 from puller.allowlist import AllowList
 from puller.executors import EXECUTORS
@@ -500,15 +501,11 @@ class Puller:
             if self.sock is None:
                 return
             try:
-                frame = self.sock.recv(zmq.NOBLOCK)
+                frame, parts = one_message(self.sock, zmq.NOBLOCK)
             except zmq.Again:
                 return
             now = self.clock()
-            if self.sock.get(zmq.RCVMORE):  # a message is one frame: the rest of this one are read and dropped
-                parts = 1
-                while self.sock.get(zmq.RCVMORE):  # (all there: ZeroMQ hands over a whole message or none)
-                    self.sock.recv(zmq.NOBLOCK)
-                    parts += 1
+            if parts > 1:  # a message is one frame
                 self.drops.drop(P.Drop.FRAMES, f"the mapper of {self.machine}", f"{parts} frames")
                 continue
             try:

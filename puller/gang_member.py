@@ -34,7 +34,7 @@ from adjuster.failures import SlotSchedule
 from mgst.wire import gang_protocol as G
 from mgst.wire import security
 from mgst.wire.drops import DropLog
-from mgst.wire.frames import Drop, ProtocolError
+from mgst.wire.frames import Drop, ProtocolError, one_message
 from puller.ratelimit import Throttled
 from puller.reach import EVENTS, Reach
 
@@ -358,12 +358,8 @@ class GangMember:
                                 type(msg).__name__)
 
     def _receive(self) -> Any:
-        frame = self.socket.recv()
-        if self.socket.get(zmq.RCVMORE):  # a message is one frame: the rest of this one are read and dropped
-            parts = 1
-            while self.socket.get(zmq.RCVMORE):  # (all there: ZeroMQ hands over a whole message or none)
-                self.socket.recv()
-                parts += 1
+        frame, parts = one_message(self.socket)
+        if parts > 1:  # a message is one frame
             self._drop(Drop.FRAMES, f"{parts} frames")
             return None
         try:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import msgpack
+import zmq
 
 
 class Drop:
@@ -137,6 +138,18 @@ def total_check() -> Iterator[None]:
         raise ProtocolError(Drop.BAD_VALUE, f"a check failed on it: {type(e).__name__}") from None
 
 
+def one_message(socket: Any, flags: int = 0) -> tuple[bytes, int]:
+    """The first frame of the next message on a ZeroMQ ``socket`` (``recv(flags)``, so ``zmq.Again`` as it raises),
+    and how many frames the message had: its others are read and discarded (a message of the protocols is one frame;
+    ZeroMQ hands over a whole message or none, so they are all there)."""
+    frame = socket.recv(flags)
+    parts = 1
+    while socket.get(zmq.RCVMORE):
+        socket.recv(flags)
+        parts += 1
+    return frame, parts
+
+
 def check_fields(kind: str, fields: dict[str, Check], body: dict[str, Any]) -> None:
     """ProtocolError unless ``body`` has exactly the ``fields`` of type ``kind``, each passing its check."""
     if body.keys() != fields.keys():
@@ -151,4 +164,5 @@ def check_fields(kind: str, fields: dict[str, Check], body: dict[str, Any]) -> N
             raise ProtocolError(Drop.BAD_VALUE, f"{kind}.{name}: {shown(body[name])}")
 
 
-__all__ = ["Bounds", "Check", "Drop", "ProtocolError", "Schema", "check_fields", "open_frame", "shown", "total_check"]
+__all__ = ["Bounds", "Check", "Drop", "ProtocolError", "Schema", "check_fields", "one_message", "open_frame", "shown",
+           "total_check"]
