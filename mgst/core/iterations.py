@@ -137,7 +137,7 @@ class Iterations:
             assert self.gang is not None and self.gang.key == key
             self.log.append(IterationDone(self.done, now))
             self.done += 1
-            self._drop_configuration()
+            self._drop_configuration(tuple(self.config))
             self.iteration_start = now
             self.needs_config, self.why = not self.finished(), "iteration"
             return out
@@ -162,12 +162,8 @@ class Iterations:
                 self._release(q)
         if q in self.config:
             if state == DOWN:  # the iteration's computation is lost, and this member's program and data
-                if self.reuse_data:  # (the others keep theirs, until the next configuration lets them go)
-                    self._release(q)
-                    self.config = {}
-                    self.gang = None
-                else:
-                    self._drop_configuration()
+                # (with reuse_data, the others keep theirs, until the next configuration lets them go)
+                self._drop_configuration((q,) if self.reuse_data else tuple(self.config))
                 self.needs_config, self.why = True, "down"
             else:
                 assert self.gang is not None
@@ -289,8 +285,10 @@ class Iterations:
             self.link.remove(k)
         self.data_held.pop(q, None)
 
-    def _drop_configuration(self) -> None:
-        for q in list(self.config):
+    def _drop_configuration(self, leaving: tuple[int, ...]) -> None:
+        """No configuration runs any more; the members ``leaving`` let go of what they hold (the others keep it, as
+        survivors of a DOWN, until the next configuration keeps them or lets them go)."""
+        for q in leaving:
             self._release(q)
         self.config = {}
         self.gang = None
