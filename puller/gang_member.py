@@ -35,6 +35,7 @@ from mgst.wire import gang_protocol as G
 from mgst.wire import security
 from mgst.wire.drops import DropLog
 from mgst.wire.frames import Drop, ProtocolError, one_message
+from puller.memory_guard import MemoryGuard
 from puller.ratelimit import Throttled
 from puller.reach import EVENTS, Reach
 
@@ -55,6 +56,9 @@ MAX_LEAD = 60.0
 MAX_LATE = 10.0
 # The longest a member sleeps in one poll (s): a chain's absorbing state has no end.
 POLL_MAX = 1.0
+# The exit code of a member that left because its connection held a message that never ends (EX_PROTOCOL, sysexits.h).
+EXIT_HELD_TOO_MUCH = 76
+HELD_TOO_MUCH = "its connection held a message that never ends"  # (its bye's reason)
 HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
                     | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
 
@@ -100,7 +104,8 @@ class GangMember:
     """One worker of a gang run; :meth:`run` returns the exit code (0: the mapper's bye)."""
 
     def __init__(self, connect: str, worker: int, context: zmq.Context | None = None,
-                 keys: security.ClientKeys | None = None, insecure: bool = False, exit_with: int | None = None):
+                 keys: security.ClientKeys | None = None, insecure: bool = False, exit_with: int | None = None,
+                 memory_guard: MemoryGuard | None = None):
         if keys is None and not insecure:
             raise ValueError("a gang member needs CURVE keys, or insecure=True to run without them")
         if keys is not None and insecure:
@@ -137,6 +142,10 @@ class GangMember:
         self.unsent = 0  # messages the mapper's full queue did not take
         self.unsent_log = Throttled(10.0, log)
         self.time_unit = 1.0
+        # What a message that never ends can make ZeroMQ hold (puller/memory_guard.py): a gang run's mapper does
+        # not come back, so the member does not connect again, as a puller does; it leaves (EXIT_HELD_TOO_MUCH).
+        self.memory_guard = memory_guard or MemoryGuard()
+        self.memory_guard.reset(time.monotonic())
 
     # ------------------------------------------------------------------ the run
 
@@ -145,9 +154,11 @@ class GangMember:
             self._send(G.GangHello(G.GANG_PROTOCOL_VERSION, self.worker, time.time()))
             welcome = self._welcome()
             if welcome is None:
+                held_too_much = self.memory_guard.trips > 0
+                reason = HELD_TOO_MUCH if held_too_much else "no welcome it could take"
                 with contextlib.suppress(zmq.Again):  # (after a refused handshake there is no one to hear it)
-                    self.socket.send(G.encode(G.GangBye("no welcome it could take")), zmq.NOBLOCK)
-                return 2
+                    self.socket.send(G.encode(G.GangBye(reason)), zmq.NOBLOCK)
+                return EXIT_HELD_TOO_MUCH if held_too_much else 2
             self.time_unit = welcome.time_unit
             schedule = SlotSchedule(welcome.failures, self.worker, welcome.time_unit, welcome.start)
             self.standby = Job()
@@ -167,6 +178,20 @@ class GangMember:
         if self._parent_fd is None or self._parent_fd not in events:
             return False
         log.warning("the process it goes with (%d, --exit-with) has ended: leaving", self.exit_with)
+        return True
+
+    def _until_memory_look(self) -> float:
+        """Seconds until the memory guard's next look (a message that never ends never wakes a poll)."""
+        return max(0.0, self.memory_guard.next_check - time.monotonic())
+
+    def _held_too_much(self) -> bool:
+        """Whether the memory grown since the connection was made is over the guard's limit: a message the mapper
+        never ends (ZeroMQ holds its frames until the last); said once, as the member's reason to leave."""
+        grown = self.memory_guard.grown_over(time.monotonic())
+        if grown is None:
+            return False
+        log.error("the connection to the mapper made this member grow by %d MiB (over %d MiB): a message that never "
+                  "ends; leaving", grown >> 20, self.memory_guard.limit >> 20)
         return True
 
     def _stop_monitor(self) -> None:
@@ -191,8 +216,8 @@ class GangMember:
         if self._parent_fd is not None:
             poller.register(self._parent_fd, zmq.POLLIN)
         while (left := deadline - time.monotonic()) > 0:
-            events = dict(poller.poll(int(left * 1000) + 1))
-            if self._parent_gone(events):
+            events = dict(poller.poll(int(min(left, self._until_memory_look()) * 1000) + 1))
+            if self._parent_gone(events) or self._held_too_much():
                 return None
             if self.monitor in events and self._refused():
                 log.error("the mapper refused this member: %s", self.reach.reason())
@@ -237,10 +262,15 @@ class GangMember:
                 period = schedule.advance()
                 self._enter(int(period.state), int(schedule.slot))
                 continue
+            if self._held_too_much():
+                with contextlib.suppress(zmq.Again):
+                    self.socket.send(G.encode(G.GangBye(HELD_TOO_MUCH)), zmq.NOBLOCK)
+                return EXIT_HELD_TOO_MUCH
             job = self.job
             if job is not None:
                 poller.register(job.fd, zmq.POLLIN)
-            events = dict(poller.poll(max(0, math.ceil(min(POLL_MAX, schedule.ends_at - now) * 1000))))
+            wait = min(POLL_MAX, schedule.ends_at - now, self._until_memory_look())
+            events = dict(poller.poll(max(0, math.ceil(wait * 1000))))
             if job is not None:
                 poller.unregister(job.fd)
                 if job.fd in events and job.proc.poll() is not None:

@@ -4,20 +4,25 @@ ZeroMQ holds every frame of a message until its last arrives, and bounds only ea
 number of whole messages (the high-water mark): frames flagged "more" without end grew a puller by a gigabyte a
 second, silently, until the machine ran out of memory. A raw ZMTP 3.0 server (the NULL mechanism, as a puller
 with --insecure speaks it; a mapper holding its key can do the same over CURVE) stands in for the mapper; the
-puller runs in a thread of the test, on loopback, and every wait is bounded.
+puller, or a gang run's member, runs in a thread of the test, on loopback, and every wait is bounded.
 """
 
 from __future__ import annotations
 
 import socket
 import struct
+import threading
 import time
 
 import pytest
 import zmq
 from puller_fakes import ThreadPuller
 
+from mgst.testbed.casanova_beside import markov3_form
+from mgst.wire import gang_protocol as G
 from mgst.wire import protocol as P
+from puller import gang_member
+from puller.gang_member import GangMember
 from puller.memory_guard import MemoryGuard, resident_bytes
 
 FRAME = 60_000  # bytes of each frame: under MAXMSGSIZE (64 KiB), so ZeroMQ takes every one
@@ -92,4 +97,59 @@ def test_a_message_that_never_ends_is_dropped_with_its_connection_and_the_puller
         if p is not None:
             p.close()
         server.close()
+        ctx.destroy(linger=0)
+
+
+def _gang_handshake(conn: socket.socket) -> None:
+    """As _handshake, for a gang member: its hello is a GangHello."""
+    conn.sendall(b"\xff" + b"\x00" * 8 + b"\x7f" + b"\x03\x00" + b"NULL".ljust(20, b"\x00") + b"\x00" * 32)
+    _exactly(conn, 64)
+    body = b"\x05READY" + b"\x0bSocket-Type" + struct.pack(">I", 6) + b"ROUTER"
+    conn.sendall(b"\x04" + bytes([len(body)]) + body)
+    _frame(conn)  # its READY
+    assert type(G.decode(_frame(conn), G.FROM_MEMBER)) is G.GangHello
+
+
+@pytest.mark.parametrize("welcomed", [False, True])
+def test_a_gang_member_held_a_message_that_never_ends_leaves_before_it_grows_without_bound(welcomed: bool) -> None:
+    """A gang run's mapper does not come back, so a member whose connection holds an unending message leaves (it
+    says why, exit 76), in its welcome's wait as in its run, rather than connect again as a puller does."""
+    limit = 64 * 2**20
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(20)
+    ctx = zmq.Context()
+    codes: list[int] = []
+    member = GangMember(f"tcp://127.0.0.1:{server.getsockname()[1]}", 0, ctx, insecure=True,
+                        memory_guard=MemoryGuard(limit, every=0.05))
+    thread = threading.Thread(target=lambda: codes.append(member.run()), daemon=True)
+    conn = None
+    try:
+        thread.start()
+        conn, _ = server.accept()
+        conn.settimeout(20)
+        _gang_handshake(conn)
+        if welcomed:  # (an availability chain that stays UP for the whole test)
+            welcome = G.encode(G.GangWelcome(G.GANG_PROTOCOL_VERSION, 0, 0.5, time.time(),
+                                             markov3_form(((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)), 1)))
+            conn.sendall(b"\x00" + bytes([len(welcome)]) + welcome)
+            deadline = time.monotonic() + 10
+            while member.time_unit != 0.5 and time.monotonic() < deadline:  # (awaited: its state, read)
+                time.sleep(0.01)
+            assert member.time_unit == 0.5, "the member did not take its welcome"
+        size = G.MAX_FRAME - 1024  # (under the member's MAXMSGSIZE, smaller than a puller's)
+        frame = b"\x03" + struct.pack(">Q", size) + b"\x00" * size  # MORE | LONG: the message goes on
+        sent, cap = 0, 2 * 2**30
+        with pytest.raises(OSError):  # (BrokenPipe or ConnectionReset: the member closed its socket)
+            while sent < cap:
+                conn.sendall(frame)
+                sent += size
+        assert sent < cap // 2, f"{sent / 2**20:.0f} MiB taken before the member let go"
+        thread.join(20)
+        assert not thread.is_alive() and codes == [gang_member.EXIT_HELD_TOO_MUCH]
+        assert member.memory_guard.trips == 1
+    finally:
+        if conn is not None:
+            conn.close()
+        server.close()
+        thread.join(20)
         ctx.destroy(linger=0)
