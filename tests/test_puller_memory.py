@@ -43,15 +43,18 @@ def _frame(conn: socket.socket) -> bytes:
     return _exactly(conn, int.from_bytes(_exactly(conn, 8 if flags & 2 else 1), "big"))
 
 
-def _handshake(conn: socket.socket) -> None:
-    """ZMTP 3.0, NULL: the greeting, a READY as a ROUTER, the puller's READY, then its hello (read, not answered)."""
+def _handshake(conn: socket.socket, gang: bool = False) -> None:
+    """ZMTP 3.0, NULL: the greeting, a READY as a ROUTER, the puller's READY, then its hello (read, not answered);
+    a gang member's hello with ``gang``."""
     conn.sendall(b"\xff" + b"\x00" * 8 + b"\x7f" + b"\x03\x00" + b"NULL".ljust(20, b"\x00") + b"\x00" * 32)
     _exactly(conn, 64)
     body = b"\x05READY" + b"\x0bSocket-Type" + struct.pack(">I", 6) + b"ROUTER"
     conn.sendall(b"\x04" + bytes([len(body)]) + body)
     _frame(conn)  # its READY
-    hello = P.decode(_frame(conn))
-    assert type(hello) is P.Hello
+    if gang:
+        assert type(G.decode(_frame(conn), G.FROM_MEMBER)) is G.GangHello
+    else:
+        assert type(P.decode(_frame(conn))) is P.Hello
 
 
 def test_a_message_that_never_ends_is_dropped_with_its_connection_and_the_puller_connects_again() -> None:
@@ -100,16 +103,6 @@ def test_a_message_that_never_ends_is_dropped_with_its_connection_and_the_puller
         ctx.destroy(linger=0)
 
 
-def _gang_handshake(conn: socket.socket) -> None:
-    """As _handshake, for a gang member: its hello is a GangHello."""
-    conn.sendall(b"\xff" + b"\x00" * 8 + b"\x7f" + b"\x03\x00" + b"NULL".ljust(20, b"\x00") + b"\x00" * 32)
-    _exactly(conn, 64)
-    body = b"\x05READY" + b"\x0bSocket-Type" + struct.pack(">I", 6) + b"ROUTER"
-    conn.sendall(b"\x04" + bytes([len(body)]) + body)
-    _frame(conn)  # its READY
-    assert type(G.decode(_frame(conn), G.FROM_MEMBER)) is G.GangHello
-
-
 @pytest.mark.parametrize("welcomed", [False, True])
 def test_a_gang_member_held_a_message_that_never_ends_leaves_before_it_grows_without_bound(welcomed: bool) -> None:
     """A gang run's mapper does not come back, so a member whose connection holds an unending message leaves (it
@@ -127,7 +120,7 @@ def test_a_gang_member_held_a_message_that_never_ends_leaves_before_it_grows_wit
         thread.start()
         conn, _ = server.accept()
         conn.settimeout(20)
-        _gang_handshake(conn)
+        _handshake(conn, gang=True)
         if welcomed:  # (an availability chain that stays UP for the whole test)
             welcome = G.encode(G.GangWelcome(G.GANG_PROTOCOL_VERSION, 0, 0.5, time.time(),
                                              markov3_form(((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)), 1)))
