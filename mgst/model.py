@@ -234,6 +234,12 @@ class Experiment:
         return tuple(tuple(m.rates[i] for m in self.machines) for i in range(len(self.classes)))
 
     @property
+    def job_rates(self) -> tuple[tuple[float, ...], ...]:
+        """mu'_ij / X_i as a classes x machines matrix: class-i jobs of mean size per time unit of machine j at
+        full share (the allocation LP's rates; equal to ``rates`` when every granularity is 1)."""
+        return tuple(tuple(m.rates[i] / c.granularity for m in self.machines) for i, c in enumerate(self.classes))
+
+    @property
     def arrival_rates(self) -> tuple[float, ...]:
         return tuple(c.arrival_rate for c in self.classes)
 

@@ -13,6 +13,7 @@ import pytest
 from helpers import assigns, job, make_core, make_policy, plain, queue_ids, ready_ids
 
 from mgst.core import Assign, Cancel, Hold, JobCompleted, JobRequeued, JobStatus, MachineState
+from mgst.model import Job
 from mgst.policies import check_options, names, policy_class
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -112,6 +113,45 @@ def test_lpas_asking_machine_gets_head_of_class_maximising_rate_times_wait(
     out = core.machine_ready(10.0, 2)
     head = jobs[expected_class][0]
     assert plain(out) == [Assign(head, 2, 1, 0.0)]
+
+
+def test_lpas_plans_and_chooses_in_jobs_per_time_unit_when_classes_differ_in_mean_size(lp_method):
+    # LP_RATES are work rates; class 1's jobs are twice as large (X = (1, 2)), so its jobs per time unit are
+    # mu = [[4, 1, 1], [0.5, 2, 1.5]]. Class 0 over class 1 by machine: M0 8, M2 2/3, M1 1/2: class 0 takes
+    # part of M0 only: 4 y = 2 + 1.5 + 0.5 (1 - y) -> y = 8/9, lambda* = 32/9; M0 serves both, M1 and M2 class 1
+    # (with the work rates as jobs per time unit, M0 served class 0 alone and M2 both: above).
+    from mgst.core.scheduler import Scheduler  # noqa: PLC0415
+    from mgst.model import JobClass, Machine  # noqa: PLC0415
+
+    classes = [JobClass("c0", 1.0, 1.0), JobClass("c1", 1.0, 2.0)]
+    machines = [Machine(f"M{j}", (LP_RATES[0][j], LP_RATES[1][j]), 1.0) for j in range(3)]
+    core = Scheduler(classes, machines, make_policy("lpas_dg", {"lp_method": lp_method}), check=True)
+    core.start(0.0)
+    for j in range(3):
+        core.machine_up(0.0, j)
+    policy = core.policy
+    assert policy.lp_rates == ((4.0, 1.0, 1.0), (0.5, 2.0, 1.5))
+    assert policy.allocation.lam == pytest.approx(32 / 9)
+    assert policy.eligible == ((True, False, False), (True, True, True))
+    # M0 at t = 10: class 0's head waited 2 (4 x 2 = 8 jobs' worth), class 1's 10 (0.5 x 10 = 5; in work rates,
+    # 1 x 10 = 10 would win)
+    core.job_arrived(0.0, Job(1, 1, 0.0, 2.0))
+    core.job_arrived(8.0, Job(2, 0, 8.0, 1.0))
+    assert plain(assigns(core.machine_ready(10.0, 0))) == [Assign(Job(2, 0, 8.0, 1.0), 0, 1, 0.0)]
+
+
+def test_the_lp_load_of_a_run_counts_each_class_s_mean_size(tmp_path):
+    # One machine at rate 1, classes at 0.3 and 0.2 a time unit of mean sizes 1 and 4: a load of
+    # 0.3 + 0.8 = 1.1 (overloaded), not 0.5.
+    from mgst.config.experiment import load_experiment  # noqa: PLC0415
+    from mgst.sim.replications import run_simulation  # noqa: PLC0415
+
+    f = tmp_path / "sizes.toml"
+    f.write_text('[experiment]\nname = "sizes"\n[workload]\narrival_rates = [0.3, 0.2]\ngranularity = [1.0, 4.0]\n'
+                 '[machines]\nrates = [[1.0], [1.0]]\n[policy]\nname = "fcfs"\n'
+                 '[simulation]\nhorizon = 20.0\nwarmup = 0.0\nreplications = 1\n')
+    summary, _ = run_simulation(load_experiment(f), workers=1)
+    assert summary.load == pytest.approx(1.1)
 
 
 def test_lpas_cpu_share_of_the_asking_machine_does_not_change_its_choice():

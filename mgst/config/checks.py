@@ -40,9 +40,8 @@ def overload_warning(exp: Experiment) -> str | None:
     from mgst.policies.allocation import AllocationError, solve_allocation
 
     availability, note = _effective_availability(exp)
-    rates = [[r / c.granularity for r in row] for row, c in zip(exp.rates, exp.classes)]
     try:
-        alloc = solve_allocation(rates, list(exp.arrival_rates), availability)
+        alloc = solve_allocation(exp.job_rates, list(exp.arrival_rates), availability)
     except AllocationError as err:
         key = "workload.arrival_rates" if err.argument == "arrival_rates" else "machines.rates"
         raise ConfigError(key, f"the allocation LP cannot be solved: {err}") from None

@@ -125,7 +125,7 @@ def run_simulation(
     elapsed = time.perf_counter() - t0
     load = None
     if any(experiment.arrival_rates):  # the allocation LP's load needs Poisson classes
-        load = solve_allocation(experiment.rates, experiment.arrival_rates, experiment.availability).load
+        load = solve_allocation(experiment.job_rates, experiment.arrival_rates, experiment.availability).load
     summary = summarize(
         experiment, results, mode="simulation", horizon=horizon, warmup=warmup, seed=seed,
         load=load, elapsed_s=elapsed,

@@ -144,7 +144,8 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
     )
     length = max(1e-9, run.end - run.t0)
     util = tuple(m.stats.busy_time * tu / length for m in run.core.machines)
-    load = solve_allocation(exp.rates, exp.arrival_rates, exp.availability).load if any(exp.arrival_rates) else None
+    load = (solve_allocation(exp.job_rates, exp.arrival_rates, exp.availability).load if any(exp.arrival_rates)
+            else None)
     summary = Summary(
         experiment=exp.name, mode="testbed", policy=exp.policy.name,
         class_names=tuple(c.name for c in exp.classes), classes=classes, overall=estimate(counted, None),

@@ -115,8 +115,11 @@ class LpasDG(Policy):
         self.solves = 0
         # The fixes' state (None: every fix off, the belief is the file's: the paper's policy)
         self.fixes: LpasFixes | None = LpasFixes(self.lp_options) if self.lp_options.fixes else None
-        # The believed mu'_ij by machine (None: the machines' nominal rates), for choose()
+        # The believed mu'_ij by machine (None: the machines' nominal rates)
         self._belief: list[tuple[float, ...]] | None = None
+        # choose()'s mu_ij by machine then class: the believed mu'_ij over the class's mean size X_i (jobs per time
+        # unit; the paper's classes have X_i = 1), as of the last solve (which follows every change of the belief)
+        self._job_rates: list[tuple[float, ...]] = []
 
     @property
     def lp_options(self) -> LpasOptions:
@@ -251,8 +254,14 @@ class LpasDG(Policy):
         share = tuple(
             (m.cpu_share if reported else m.availability) if m.is_up else 0.0 for m in view.machines
         )
+        sizes = [c.granularity for c in view.classes]
+        belief = self._belief
+        self._job_rates = [
+            tuple(r / x for r, x in zip(m.rates if belief is None else belief[m.index], sizes)) for m in view.machines
+        ]
+        # The LP's rates are jobs per time unit (mu'_ij over X_i: the paper's classes have X_i = 1)
         if self.fixes is None:
-            rates = tuple(tuple(m.rates[i] for m in view.machines) for i in range(len(view.classes)))
+            rates = tuple(tuple(m.rates[i] / x for m in view.machines) for i, x in enumerate(sizes))
             believed = tuple(c.arrival_rate for c in view.classes)
         else:
             rates, believed = self.fixes.lp_inputs(view, share)
@@ -292,8 +301,7 @@ class LpasDG(Policy):
             self._queues_version = view.queues_version
         queue_of = self._queue_of
         now = view.now
-        belief = self._belief
-        rates = machine.rates if belief is None else belief[machine.index]
+        rates = self._job_rates[machine.index]
         best: JobRecord | None = None
         best_value = -1.0
         for i in self._classes_of[machine.index]:

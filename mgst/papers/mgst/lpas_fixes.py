@@ -109,14 +109,15 @@ class LpasFixes:
         self.used_p = [[1.0] * m for _ in range(n)]
 
     def lp_inputs(self, view: View, share: Sequence[float]) -> tuple[tuple[tuple[float, ...], ...], tuple[float, ...]]:
-        """The LP's rates (classes x machines: believed mu'_ij, times p_ij with delay_correction) and
-        arrival rates (believed); noted as what the LP used."""
+        """The LP's rates (classes x machines: believed mu'_ij over the class's mean size X_i, jobs per time unit,
+        times p_ij with delay_correction) and arrival rates (believed); noted as what the LP used."""
         n, m = len(view.classes), len(view.machines)
         p = [[self.p(view, i, j, share[j]) for j in range(m)] for i in range(n)]
         self.used_p = p
         self.used_share = tuple(share)
         self.used_alpha = tuple(self.alpha)
-        rates = tuple(tuple(self.belief[j][i] * p[i][j] for j in range(m)) for i in range(n))
+        sizes = [c.granularity for c in view.classes]
+        rates = tuple(tuple(self.belief[j][i] * p[i][j] / sizes[i] for j in range(m)) for i in range(n))
         return rates, self.used_alpha
 
     def p(self, view: View, i: int, j: int, share: float) -> float:
