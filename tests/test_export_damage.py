@@ -121,3 +121,25 @@ def test_an_export_keeps_the_overlay_section_the_run_wrote_if_it_is_one(tmp_path
     assert recorded_overlay(tmp_path / "absent.json") is None
     path.write_text("{not json")
     assert recorded_overlay(path) is None and "not read" in caplog.text
+
+
+@pytest.mark.parametrize(("edit", "said"), [
+    (lambda e: {}, "the run's setting 'experiment' is not an experiment (no 'testbed')"),
+    (lambda e: {**e, "machines": [m[:2] for m in e["machines"]]}, "'experiment' is not an experiment"),
+    (lambda e: {**e, "classes": []}, "does not make a core (ValueError: machine 'M1' has 1 rates"),
+    (lambda e: {**e, "policy": {"name": "nope", "options": {}}}, "(KeyError: unknown policy 'nope'"),
+    (lambda e: {**e, "policy": {"name": "fcfs", "options": {"x": 1}}}, "the run's experiment does not make a core"),
+    (lambda e: {**e, "failures": {"kind": "zzz"}}, "is not an experiment (ValueError: unknown availability kind"),
+])
+def test_an_experiment_that_is_not_one_is_one_error_line(finished_run: Path, tmp_path: Path, edit, said):
+    """The experiment stored in the journal was decoded, and its core made, unchecked: a KeyError or ValueError with
+    its traceback, in `mgst export` and `mgst simulate --overheads` alike."""
+    db = sqlite3.connect(finished_run / "journal.sqlite")
+    stored = json.loads(db.execute("SELECT value FROM meta WHERE key = 'experiment'").fetchone()[0])
+    db.close()
+    folder = copy_with(finished_run, tmp_path / "damaged", experiment=json.dumps(edit(stored)))
+    one_error_line(mgst("export", str(folder)), str(folder / "journal.sqlite"), said, "edited or damaged")
+    exp = tmp_path / "exp.toml"
+    exp.write_text(EXPERIMENT)
+    one_error_line(mgst("simulate", str(exp), "--overheads", str(folder), "--horizon", "2", "--warmup", "0",
+                        "--replications", "1"), "--overheads", said, "edited or damaged")

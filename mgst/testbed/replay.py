@@ -60,12 +60,36 @@ def open_store(folder: Path, journal: str = FILENAME) -> tuple[RunStore, dict[st
         if missing:
             raise StoreError(f"{store.path}: the run's settings are incomplete (no {', '.join(sorted(missing))})")
         check_settings(meta, str(store.path))
-        experiment = experiment_from_plain(meta["experiment"])
+        experiment = _experiment(meta["experiment"], store.path)
         policies.import_modules(meta.get("imports", []))
+        try:  # (the experiment a mapper wrote makes a core: one that does not was written by someone else)
+            make_core(experiment, meta["seed"])
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
+            raise StoreError(f"{store.path}: the run's experiment does not make a core ({_said(e)}): the journal was "
+                             "edited or damaged, or the policy's code changed since the run") from None
     except BaseException:
         store.close()
         raise
     return store, meta, experiment
+
+
+def _experiment(plain: Any, where: Path) -> Experiment:
+    """The experiment of a run's settings; StoreError if they are not one (the journal was edited or damaged)."""
+    try:
+        return experiment_from_plain(plain)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
+        said = _said(e, decoding=True)
+        raise StoreError(f"{where}: the run's setting 'experiment' is not an experiment ({said}): the journal was "
+                         "edited or damaged") from None
+
+
+def _said(e: BaseException, decoding: bool = False) -> str:
+    """An exception in one short line (decoding, a KeyError's argument is a key that is not there)."""
+    if decoding and type(e) is KeyError and e.args:
+        text = f"no {e.args[0]!r}"
+    else:
+        text = f"{type(e).__name__}: {e.args[0] if type(e) is KeyError and e.args else e}"
+    return " ".join(text.split())[:200]
 
 
 def replay(folder: Path, journal: str = FILENAME) -> Replayed:
