@@ -251,3 +251,48 @@ def test_an_option_is_refused_where_the_slices_are_simulations_and_a_wrong_key_i
     assert code == 2 and "--option" in err and "simulates experiment files" in err
     code, _, err = reproduce(capsys, "casanova", "--quick", "--option", "speed=2")
     assert code == 2 and "'speed' is not an option" in err and "credit" in err
+
+
+def test_a_file_of_the_experiments_folder_that_runs_another_policy_is_refused_before_any_work(capsys, tmp_path):
+    """The claims are LPAS_DG's: a folder whose file runs FCFS printed LPAS_DG's verdict on FCFS's figures."""
+    for name in ("hihi-mfd-fd", "lolo-mpd-fe"):
+        text = (ROOT / "experiments" / f"{name}.toml").read_text(encoding="utf-8")
+        if name == "hihi-mfd-fd":
+            assert '\n[policy]\nname = "lpas_dg"\n' in text
+            text = text.replace('\n[policy]\nname = "lpas_dg"\n', '\n[policy]\nname = "fcfs"\n')
+        (tmp_path / f"{name}.toml").write_text(text, encoding="utf-8")
+    code = main(["reproduce", "mgst", "--quick", "--experiments", str(tmp_path), "--out", str(tmp_path / "out")])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and not (tmp_path / "out").exists()
+    assert err.count("\n") == 1 and err.startswith("mgst: error: --experiments: "), err
+    assert f"{tmp_path / 'hihi-mfd-fd.toml'} runs policy 'fcfs'" in err and "lpas_dg" in err, err
+
+
+def test_the_commands_shown_name_the_experiments_folder_given():
+    from mgst.papers import reproduction  # noqa: PLC0415
+
+    repro = reproduction.get("mgst")
+    assert repro.commands(quick=True) == ["mgst simulate experiments/hihi-mfd-fd.toml --horizon 300 --replications 4",
+                                          "mgst simulate experiments/lolo-mpd-fe.toml --horizon 300 --replications 4"]
+    assert repro.commands(quick=True, folder="/my exps")[0] == \
+        "mgst simulate '/my exps/hihi-mfd-fd.toml' --horizon 300 --replications 4"
+    assert repro.commands(quick=False, folder="exps") == ["mgst paper --experiments exps"]
+    kondo = reproduction.get("kondo")
+    assert all(c.startswith("mgst sweep exps/") for c in kondo.commands(quick=True, folder="exps"))
+
+
+def test_mgst_paper_says_when_a_file_runs_another_policy_than_the_papers(capsys, tmp_path):
+    text = (ROOT / "experiments" / "hihi-mfd-fd.toml").read_text(encoding="utf-8")
+    (tmp_path / "hihi-mfd-fd.toml").write_text(text.replace('\n[policy]\nname = "lpas_dg"\n',
+                                                            '\n[policy]\nname = "fcfs"\n'), encoding="utf-8")
+    args = ["paper", "hihi-mfd-fd", "--experiments", str(tmp_path), "--replications", "2", "--horizon", "60",
+            "--warmup", "10"]
+    assert main(args) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "hihi-mfd-fd (paper Table 2): 2 replications x 60 time units; fcfs, beside the paper's lpas_dg"
+    assert "(too few reps)" in out[2] and "nan" not in "\n".join(out)  # two replications give no interval
+    assert main([*args, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["settings"][0]["policy"] == "fcfs, beside the paper's lpas_dg"
+    (tmp_path / "hihi-mfd-fd.toml").write_text(text, encoding="utf-8")  # the paper's own: no such key
+    assert main([*args, "--json"]) == 0
+    assert "policy" not in json.loads(capsys.readouterr().out)["settings"][0]

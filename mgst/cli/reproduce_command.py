@@ -85,9 +85,9 @@ def _reproduce(args: argparse.Namespace, repro: Reproduction, out: Path, loaded:
     try:
         for s, what in zip(slices, loaded):
             if isinstance(s, SweepSlice):
-                failed += _run_sweep(s, what, out / s.name, workers, say, args.verbose, options)
+                failed += _run_sweep(s, what, out / s.name, workers, say, args.verbose, options, str(args.experiments))
             else:
-                _run_simulation(s, what, out / s.name, workers, say)
+                _run_simulation(s, what, out / s.name, workers, say, str(args.experiments))
     except KeyboardInterrupt:
         print(f"mgst: interrupted; what finished is kept in {out}/: run the same command again to go on",
               file=sys.stderr)
@@ -97,7 +97,7 @@ def _reproduce(args: argparse.Namespace, repro: Reproduction, out: Path, loaded:
         return 1
     claims = repro.judge({s.name: out / s.name for s in slices})
     print(f"{repro.title}")
-    commands = repro.commands(args.quick, options)
+    commands = repro.commands(args.quick, options, str(args.experiments))
     print(f"{'--quick slice' if args.quick else 'slice'}: " + "; ".join(f"`{c}`" for c in commands)
           + f"; {time.perf_counter() - t0:.0f} s, results in {out}/")
     for c in claims:
@@ -143,11 +143,15 @@ def _load(s: SweepSlice | SimulationSlice, experiments: Path, options: tuple[str
         from mgst.sweep.spec import load_sweep  # noqa: PLC0415
 
         return load_sweep(path, quick=s.quick, replications=s.replications, only=s.only, options=options)
-    return load_experiment(path)
+    experiment = load_experiment(path)
+    if s.policy is not None and experiment.policy.name != s.policy:
+        raise ConfigError("--experiments", f"{path} runs policy {experiment.policy.name!r}; this reproduction judges "
+                                           f"{s.policy}'s claims on it: give the paper's file")
+    return experiment
 
 
 def _run_sweep(s: SweepSlice, spec: Any, folder: Path, workers: int, say, verbose: int,
-               options: tuple[str, ...] = ()) -> list[str]:
+               options: tuple[str, ...] = (), experiments: str = "experiments") -> list[str]:
     """The sweep slice's cells not yet in ``folder/sweep.csv``, run; the failed cells' messages."""
     from mgst.sweep import SweepError, run_sweep  # noqa: PLC0415
 
@@ -159,7 +163,7 @@ def _run_sweep(s: SweepSlice, spec: Any, folder: Path, workers: int, say, verbos
             last[0] = now
             say(f"{s.name}: {p.done}/{plural(p.total, 'cell')}, {p.elapsed:.0f} s")
 
-    say(f"{s.name}: `{s.command(options)}` into {folder}/")
+    say(f"{s.name}: `{s.command(options, experiments)}` into {folder}/")
     try:
         result = run_sweep(spec, folder, workers=workers, progress=progress, plots=False,
                            worker_log_level=None if verbose else logging.ERROR)
@@ -168,7 +172,8 @@ def _run_sweep(s: SweepSlice, spec: Any, folder: Path, workers: int, say, verbos
     return [f"{'/'.join(cell.key)}: {message}" for cell, message in result.failed]
 
 
-def _run_simulation(s: SimulationSlice, experiment: Any, folder: Path, workers: int, say) -> None:
+def _run_simulation(s: SimulationSlice, experiment: Any, folder: Path, workers: int, say,
+                    experiments: str = "experiments") -> None:
     """The simulation slice into ``folder/summary.json``, unless it holds one of the same settings."""
     from mgst.sim.replications import run_simulation  # noqa: PLC0415
 
@@ -188,7 +193,7 @@ def _run_simulation(s: SimulationSlice, experiment: Any, folder: Path, workers: 
     folder.mkdir(parents=True, exist_ok=True)
     _write(folder / "summary.json", json.dumps(summary.as_dict(), indent=1) + "\n")
     _write(done, json.dumps(wanted) + "\n")  # last: a run stopped before it is done again
-    say(f"{s.name}: `{s.command()}` {time.perf_counter() - t0:.1f} s")
+    say(f"{s.name}: `{s.command(experiments)}` {time.perf_counter() - t0:.1f} s")
 
 
 def _write(path: Path, text: str) -> None:

@@ -64,13 +64,19 @@ def paper_command(args: argparse.Namespace) -> int:
                          "deviation": deviation(est.mean, interval), "agrees": agrees(est.mean, interval)})
         report.append({"setting": name, "table": paper.table, "note": paper.note, "rows": rows,
                        "replications": summary.replications, "horizon": summary.horizon})
+        # The paper's figures are LPAS_DG's: a file of --experiments running another policy is set beside them,
+        # saying so (the same words in --json, where the paper's own files write no such key)
+        other = "" if exp.policy.name == "lpas_dg" else f"{exp.policy.name}, beside the paper's lpas_dg"
+        if other:
+            report[-1]["policy"] = other
         if not args.json:
             print(f"{name} (paper Table {paper.table}): {plural(summary.replications, 'replication')} x "
-                  f"{summary.horizon:g} time units")
+                  f"{summary.horizon:g} time units" + (f"; {other}" if other else ""))
             print(f"  {'class':<8}{'mgst':>8}  {'95 % CI':<16}{'paper':<14}{'off':>7}")
             for r in rows:
                 lo, hi = r["ci95"]
-                print(f"  {r['class']:<8}{r['mgst']:>8.3f}  ({lo:.3f}, {hi:.3f})  "
+                interval = f"({lo:.3f}, {hi:.3f})" if not math.isnan(lo) else "(too few reps)"
+                print(f"  {r['class']:<8}{r['mgst']:>8.3f}  {interval:<14}  "
                       f"({r['paper'][0]:.2f}, {r['paper'][1]:.2f})  {r['deviation']:>+6.1%}"
                       f"{'' if r['agrees'] else '  <- outside'}")
             if paper.note:

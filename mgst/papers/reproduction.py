@@ -38,10 +38,10 @@ class SweepSlice:
     replications: int | None = None  # None: the file's
     quick: bool = False  # apply the file's [quick] preset
 
-    def command(self, options: tuple[str, ...] = ()) -> str:
+    def command(self, options: tuple[str, ...] = (), folder: str = "experiments") -> str:
         """The `mgst sweep` command that runs the same cells (with ``options``, KEY=VALUE settings of the
-        scenario's options, as `mgst reproduce --option` gives them)."""
-        words = ["mgst sweep", f"experiments/{self.file}"]
+        scenario's options, as `mgst reproduce --option` gives them; ``folder``: the experiments folder)."""
+        words = ["mgst sweep", shlex.quote(f"{folder}/{self.file}")]
         if self.quick:
             words.append("--quick")
         if self.replications is not None:
@@ -61,6 +61,9 @@ class SimulationSlice:
     warmup: float | None = None
     replications: int | None = None
     seed: int | None = None
+    # The policy whose claims the slice's results are judged on: a file of the experiments folder that runs another
+    # is refused (its verdicts would be about a policy that did not run); None: any.
+    policy: str | None = None
 
     def overrides(self) -> dict[str, float | int]:
         """The options given, by name (the others are the file's)."""
@@ -68,8 +71,8 @@ class SimulationSlice:
                  "seed": self.seed}
         return {k: v for k, v in given.items() if v is not None}
 
-    def command(self) -> str:
-        return " ".join(["mgst simulate", f"experiments/{self.file}",
+    def command(self, folder: str = "experiments") -> str:
+        return " ".join(["mgst simulate", shlex.quote(f"{folder}/{self.file}"),
                          *(f"--{k} {v:g}" for k, v in self.overrides().items())])
 
 
@@ -118,12 +121,13 @@ class Reproduction:
     same_as: str = ""  # the slices as one command that runs them too, if there is one (else each slice's)
     quick_same_as: str = ""
 
-    def commands(self, quick: bool, options: tuple[str, ...] = ()) -> list[str]:
-        """The commands the slice runs, as a user would type them (``options``: its sweeps' --option settings)."""
+    def commands(self, quick: bool, options: tuple[str, ...] = (), folder: str = "experiments") -> list[str]:
+        """The commands the slice runs, as a user would type them (``options``: its sweeps' --option settings;
+        ``folder``: the experiments folder)."""
         same = self.quick_same_as if quick else self.same_as
         if same and not options:
-            return [same]
-        return [s.command(options) if isinstance(s, SweepSlice) else s.command()
+            return [same if folder == "experiments" else f"{same} --experiments {shlex.quote(folder)}"]
+        return [s.command(options, folder) if isinstance(s, SweepSlice) else s.command(folder)
                 for s in (self.quick_slices if quick else self.slices)]
 
 

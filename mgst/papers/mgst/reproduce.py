@@ -29,10 +29,10 @@ SUMMARY = "summary.json"
 TEXT = "LPAS_DG's mean response per class and overall, simulated, as in Table {table}"
 # The default slice: every setting of the paper as `mgst paper` simulates it (each file's own [simulation]: 10
 # replications x 1000 time units).
-DEFAULT = tuple(SimulationSlice(name, f"{name}.toml") for name in PAPER)
+DEFAULT = tuple(SimulationSlice(name, f"{name}.toml", policy="lpas_dg") for name in PAPER)
 # --quick: Table 2's fully dedicated setting without failures, and Table 8's LoLo MPD/FE (the paper's doubtful
 # availabilities: 17 % off overall), 4 replications x 300 time units.
-QUICK = tuple(SimulationSlice(name, f"{name}.toml", horizon=300.0, replications=4)
+QUICK = tuple(SimulationSlice(name, f"{name}.toml", horizon=300.0, replications=4, policy="lpas_dg")
               for name in ("hihi-mfd-fd", "lolo-mpd-fe"))
 
 
