@@ -461,6 +461,12 @@ CASES = [
         ["less than simulation.horizon"],
         id="warmup-too-long",
     ),
+    pytest.param(  # a horizon no longer than the default warm-up (200): say that the warm-up is the default
+        {"simulation": "[simulation]\nhorizon = 100\n"},
+        "simulation.warmup",
+        ["less than simulation.horizon (100), got 200 (its default: give a smaller one)"],
+        id="warmup-default-too-long",
+    ),
     pytest.param(
         {"simulation": "[simulation]\nwarmup = -1\n"},
         "simulation.warmup",

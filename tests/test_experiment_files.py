@@ -1,4 +1,5 @@
-"""The shipped experiment files say what they hold, and docs/experiment-file.md lists every [testbed] key."""
+"""The shipped experiment files say what they hold, and docs/experiment-file.md lists every [simulation] and
+[testbed] key with its default."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from mgst.config import load_experiment
 from mgst.config.experiment import _SECTION_KEYS
-from mgst.model import TestbedSettings
+from mgst.model import SimulationSettings, TestbedSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENTS = sorted((ROOT / "experiments").rglob("*.toml"))
@@ -34,21 +35,22 @@ def test_a_description_gives_the_number_of_machines_the_file_has(path: Path):
     assert len(load_experiment(path).machines) == count, f"{path.name}: {_description(path)!r}"
 
 
-def _documented_testbed_keys() -> dict[str, str]:
-    """The `[testbed]` table of docs/experiment-file.md: key -> default as written."""
+def _documented_keys(table: str) -> dict[str, str]:
+    """The table of ``[table]``'s keys in docs/experiment-file.md: key -> default as written (``none``: None)."""
     text = (ROOT / "docs" / "experiment-file.md").read_text(encoding="utf-8")
-    section = text.split("## `[testbed]`", 1)[1].split("\n## ", 1)[0]
-    return dict(re.findall(r"^\| `(\w+)` \| `([^`]*)` \|", section, flags=re.MULTILINE))
+    section = text.split(f"## `[{table}]`", 1)[1].split("\n## ", 1)[0]
+    return dict(re.findall(r"^\| `(\w+)` \| `?([^`|]*?)`? \|", section, flags=re.MULTILINE))
 
 
-def test_every_testbed_key_is_documented_with_its_default():
-    documented = _documented_testbed_keys()
-    assert list(documented) == list(_SECTION_KEYS["testbed"])  # what the reader accepts, in its order
-    defaults = {f.name: f.default for f in dataclasses.fields(TestbedSettings)}
+@pytest.mark.parametrize("table, settings", [("testbed", TestbedSettings), ("simulation", SimulationSettings)])
+def test_every_key_is_documented_with_its_default(table, settings):
+    documented = _documented_keys(table)
+    assert list(documented) == list(_SECTION_KEYS[table])  # what the reader accepts, in its order
+    defaults = {f.name: f.default for f in dataclasses.fields(settings)}
     assert set(defaults) == set(documented)
     for key, written in documented.items():
-        assert tomllib.loads(f"v = {written}")["v"] == (list(defaults[key]) if isinstance(defaults[key], tuple)
-                                                      else defaults[key]), key
+        value = None if written == "none" else tomllib.loads(f"v = {written}")["v"]
+        assert value == (list(defaults[key]) if isinstance(defaults[key], tuple) else defaults[key]), key
 
 
 def test_a_documented_key_is_accepted_and_an_undocumented_one_refused(tmp_path: Path):

@@ -501,9 +501,10 @@ class _Parser(ModelSections, MachineSections):
                     "simulation.warmup", f"must be >= 0, got {table['warmup']!r}"
                 )
         if warmup >= horizon:
+            default = "" if "warmup" in table else " (its default: give a smaller one)"
             raise self.error(
                 "simulation.warmup",
-                f"must be less than simulation.horizon ({horizon:g}), got {warmup:g}",
+                f"must be less than simulation.horizon ({horizon:g}), got {warmup:g}{default}",
             )
         replications = self.integer(
             table.get("replications", d.replications), "simulation.replications", 1
