@@ -5,6 +5,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import json
+import math
 import random
 import tomllib
 from pathlib import Path
@@ -217,6 +218,13 @@ def test_excl_s_on_hosts_of_one_clock_rate_excludes_none(power, hosts):
     policy, core = platform("excl_s", [power] * hosts, {"sd": 0.5})
     assert len(placed(core.bag_arrived(0.0, bag(3, 0.0)))) == 3
     assert policy.report() == {"excluded_hosts": 0}
+
+
+@pytest.mark.parametrize("wait", [-1.0, math.inf, math.nan])
+def test_pri_cr_wait_refuses_a_wait_that_is_negative_or_never_ends(wait):
+    # (an infinite wait was taken: no task ever started, and the run ended at its drain limit)
+    with pytest.raises(ValueError, match="^wait: must be a number of seconds >= 0"):
+        make_policy("pri_cr_wait", {"wait": wait})
 
 
 def test_excl_s_refuses_a_negative_sd_and_an_unknown_order():

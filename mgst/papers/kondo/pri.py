@@ -30,8 +30,8 @@ class WaitOptions(PolicyOptions):
     wait: float = 600.0
 
     def validate(self) -> None:
-        if not self.wait >= 0.0:
-            raise ValueError(f"wait: must be >= 0, got {self.wait}")
+        if not (self.wait >= 0.0 and math.isfinite(self.wait)):  # (an endless wait would start no task, ever)
+            raise ValueError(f"wait: must be a number of seconds >= 0, got {self.wait}")
 
 
 class PriCRWait(PriCR):
