@@ -92,6 +92,19 @@ def test_overload_is_warned_with_the_load(tmp_path):
     json.loads(p.stdout)
 
 
+def test_a_bag_list_arrival_at_or_after_the_horizon_is_warned_of(tmp_path):
+    """It was left out without a word (2 bags counted of 3)."""
+    path = tmp_path / "late.toml"
+    path.write_text('[workload]\nkind = "bag_list"\nbags = [{at = 0.0, tasks = [[0, 1.0]]}, {at = 50.0, tasks = '
+                    '[[0, 1.0]]}, {at = 5000.0, tasks = [[0, 1.0]]}]\n[machines]\nrates = [[1.0]]\n[policy]\n'
+                    'name = "fcfs"\n[simulation]\nhorizon = 200.0\nwarmup = 0.0\nreplications = 2\n')
+    p = mgst("simulate", str(path), "--json")
+    assert p.returncode == 0, p.stderr
+    assert "1 of the workload's 3 arrivals come at or after the horizon (200): they are not simulated" in p.stderr
+    p = mgst("simulate", str(path), "--json", "--horizon", "5001")
+    assert p.returncode == 0 and "warning" not in p.stderr, p.stderr
+
+
 def test_bad_flags_are_refused():
     p = mgst("simulate", str(HIHI), "--warmup", "5000")
     assert p.returncode == 2 and "--warmup" in p.stderr

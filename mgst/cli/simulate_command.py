@@ -50,7 +50,8 @@ def simulate_command(args: argparse.Namespace) -> int:
     overheads = None
     if args.overheads is not None:
         overheads = _overheads(args.overheads, exp)
-    for warning in (overload_warning(exp), simultaneous_bags_warning(exp)):
+    for warning in (overload_warning(exp), simultaneous_bags_warning(exp),
+                    _late_arrivals(exp, horizon, exp.simulation.seed if args.seed is None else args.seed)):
         if warning:
             print(f"mgst: warning: {warning}", file=sys.stderr)
 
@@ -230,3 +231,16 @@ def _note_jobs_files(out: Path, fmt: str | None, rows: int) -> None:
     if stale:
         print(f"mgst: note: {_listing(stale)} in {out} "
               f"{'are' if len(stale) > 1 else 'is'} from an earlier run, not this one", file=sys.stderr)
+
+
+def _late_arrivals(exp: Experiment, horizon: float, seed: int) -> str | None:
+    """A warning if a finite workload (a bag list, a job trace) has arrivals at or after the horizon, which no
+    replication simulates (replication 0's workload counted), else None."""
+    from mgst.testbed.finite_workload import late_arrivals  # noqa: PLC0415
+
+    counts = late_arrivals(exp, horizon, seed)
+    if counts is None:
+        return None
+    late, total = counts
+    return (f"{late} of the workload's {total} arrivals come at or after the horizon ({horizon:g}): they are not "
+            "simulated; give a longer --horizon (a finite workload's run ends when its last task is done anyway)")

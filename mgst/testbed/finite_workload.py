@@ -47,12 +47,11 @@ def finite_window(run: TestbedRun, horizon: float) -> FiniteWindow | None:
     return FiniteWindow(max(horizon, math.nextafter(last, math.inf)), max(horizon, drain))
 
 
-def late_arrivals_warning(experiment: Experiment, duration: float, time_unit: float, seed: int) -> str | None:
-    """A warning if a finite workload (a bag list, a job trace) has arrivals the run will not generate (at or after
-    model time duration / time_unit: `duration` is wall seconds), else None."""
+def late_arrivals(experiment: Experiment, horizon: float, seed: int) -> tuple[int, int] | None:
+    """(arrivals at or after model time ``horizon``, arrivals in all) of a finite workload (a bag list, a job trace)
+    that has some, else None (none late, or an endless workload)."""
     if isinstance(experiment.workload, PoissonClasses):
         return None
-    horizon = duration / time_unit
     workload = make_workload(experiment, seed, 0)
     generated = 0
     while workload.peek_time() < horizon:
@@ -64,9 +63,18 @@ def late_arrivals_warning(experiment: Experiment, duration: float, time_unit: fl
             return None
         workload.next()
         late += 1
-    if not late:
+    return (late, generated + late) if late else None
+
+
+def late_arrivals_warning(experiment: Experiment, duration: float, time_unit: float, seed: int) -> str | None:
+    """A warning if a finite workload (a bag list, a job trace) has arrivals the run will not generate (at or after
+    model time duration / time_unit: `duration` is wall seconds), else None."""
+    horizon = duration / time_unit
+    counts = late_arrivals(experiment, horizon, seed)
+    if counts is None:
         return None
-    return (f"{late} of the workload's {generated + late} arrivals come at or after model time {horizon:g} (the "
+    late, total = counts
+    return (f"{late} of the workload's {total} arrivals come at or after model time {horizon:g} (the "
             f"duration, {duration:g} s, over the time unit, {time_unit:g} s): the run will not generate them; give a "
             "longer --duration (a finite workload's run ends when its last task is done anyway)")
 
