@@ -93,6 +93,9 @@ def test_machines_are_put_into_grids_by_group_and_carry_their_grids_name():
     ("grid", {"mean_up": 0}, "availability.grids[0].mean_up", "positive"),
     ("grid", {"speeds": [0.5, 1]}, "availability.grids[0].speeds", "unknown key"),
     ("grid", {"name": "superlink"}, "availability.grids[0].name", "earlier grid"),
+    ("grid", {"rename": "g\u0007"}, "availability.grids[0].name", "must be printable text"),  # (it was taken)
+    ("grid", {"rename": " g"}, "availability.grids[0].name", "must not begin or end with a space"),
+    ("grid", {"rename": "g" * 65}, "availability.grids[0].name", "at most 64"),
     ("sizes", [2, 2], "machines.group.sizes", "must be 3 numbers"),
     ("sizes", [2, 2, 1], "machines.group.sizes", "adds up to 5 machines but there are 6"),
 ])
@@ -103,6 +106,12 @@ def test_a_bad_grid_key_is_refused_naming_it(where, value, key, words):
         if "name" in value:  # (a name taken by an earlier grid: the second grid takes the first's)
             d["availability"]["grids"][1]["name"] = "osg"
             key = "availability.grids[1].name"
+        elif "rename" in value:  # (the first grid's name, and each machine's group naming it)
+            old = d["availability"]["grids"][0]["name"]
+            d["availability"]["grids"][0]["name"] = value["rename"]
+            group = d["machines"].get("group")
+            if isinstance(group, list):
+                d["machines"]["group"] = [value["rename"] if g == old else g for g in group]
         else:
             d["availability"]["grids"][0].update(value)
     else:

@@ -302,9 +302,7 @@ def _nonnegative(host: ConfigHost, value: Any, key: str) -> float:
 
 def _grid(host: ConfigHost, entry: Mapping[str, Any], key: str, taken: list[str]) -> Grid:
     """One grid from its table: its preset's values, each key given overriding its own."""
-    name = host.string(host.require(entry, key, "name"), f"{key}.name")
-    if not name or len(name) > 64:
-        raise host.error(f"{key}.name", "must be 1 to 64 characters (Host.Grid and Grid.Name in GridBot's ads)")
+    name = host.name(host.require(entry, key, "name"), f"{key}.name")  # (Host.Grid and Grid.Name in GridBot's ads)
     if name in taken:
         raise host.error(f"{key}.name", f"{name!r} names an earlier grid too")
     preset_name = host.string(host.require(entry, key, "preset"), f"{key}.preset")

@@ -354,6 +354,14 @@ class _Parser(ModelSections, MachineSections):
             raise self.error(key, f"must be a string, got {_describe(value)}")
         return value
 
+    def name(self, value: Any, key: str) -> str:
+        """A string that passes the names' rule (mgst.config.names)."""
+        text = self.string(value, key)
+        problem = name_problem(text)
+        if problem is not None:
+            raise self.error(key, problem)
+        return text
+
     def nonempty_list(self, value: Any, key: str, what: str) -> list[Any]:
         if not isinstance(value, list):
             raise self.error(key, f"must be a list of {what}, got {_describe(value)}")
@@ -369,10 +377,7 @@ class _Parser(ModelSections, MachineSections):
             raise self.error(key, f"has {len(items)} entries but {count_text}")
         seen: dict[str, int] = {}
         for k, item in enumerate(items):
-            text = self.string(item, f"{key}[{k}]")
-            problem = name_problem(text)
-            if problem is not None:
-                raise self.error(f"{key}[{k}]", problem)
+            text = self.name(item, f"{key}[{k}]")
             folded = text.casefold()  # (a machine's key files are named after it: M1 and m1 are one on some disks)
             if folded in seen:
                 i = seen[folded]
