@@ -669,6 +669,14 @@ def test_overload_warning_scales_availability_by_up_fraction(tmp_path, solver):
     assert "up fraction" in message and "0.962" in message
 
 
+def test_an_overload_of_hundreds_of_digits_is_written_in_a_few(tmp_path, solver):
+    # failures every 1e-300 time units: the load was written out in full, some 300 digits
+    failures = "[failures]\nmean_up = 1e-300\nmean_down = 1.0\n"
+    message = overload_warning(single_machine(tmp_path, 0.98, failures))
+    assert message is not None and len(message) < 300, message
+    assert re.search(r"the load is [\d.]+e\+\d+ % of capacity", message), message
+
+
 def test_module_exports():
     assert set(config.__all__) == {
         "MAX_DURATION",

@@ -48,7 +48,9 @@ def overload_warning(exp: Experiment) -> str | None:
     if not alloc.overloaded:
         return None
     lam = float(alloc.lam)
-    load = f"{100.0 / lam:.1f} % of capacity" if lam > 0 else "beyond any capacity"
+    share = 100.0 / lam if lam > 0 else math.inf  # (a law of failures every 1e-300 time units: 1e305 %)
+    load = ((f"{share:.1f}" if share < 1e6 else f"{share:.3g}") + " % of capacity" if math.isfinite(share)
+            else "beyond any capacity")
     return (
         f"overloaded: the allocation LP gives lambda* = {lam:.2f} <= 1, the load is "
         f"{load}{note}; response times will grow without bound"
