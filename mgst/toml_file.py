@@ -57,7 +57,10 @@ def read_toml(path: str | os.PathLike) -> dict[str, Any]:
         raise TomlFileError("no such file") from None
     except FileReadError as err:
         raise TomlFileError(f"cannot read: {err}" if err.line is None else str(err)) from None
-    except (OSError, UnicodeDecodeError) as err:
+    except UnicodeDecodeError as err:
+        raise TomlFileError(f"not UTF-8 text (byte 0x{err.object[err.start]:02x} at offset {err.start}): a TOML file "
+                            "is UTF-8 text") from None
+    except OSError as err:
         raise TomlFileError(f"cannot read: {err}") from None
     if text.startswith("\ufeff"):  # (a text editor's choice on some systems: tomllib reads it as a bad statement)
         raise TomlFileError("the file begins with a byte-order mark (U+FEFF), which TOML does not allow: save it as "

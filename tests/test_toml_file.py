@@ -71,6 +71,16 @@ def test_a_byte_order_mark_is_named(tmp_path):
         read_toml(path)
 
 
+@pytest.mark.parametrize("data", [b"\xe5\x00\x01binary", b"\xff\xfe[a]\n", b"name = \"caf\xe9\"\n"])
+def test_a_file_that_is_not_utf8_text_is_named_so(data, tmp_path):
+    """It was Python's codec message ("'utf-8' codec can't decode byte 0xe5 in position 0: invalid continuation
+    byte")."""
+    path = tmp_path / "x.toml"
+    path.write_bytes(data)
+    with pytest.raises(TomlFileError, match=r"^not UTF-8 text \(byte 0x[0-9a-f]{2} at offset \d+\): a TOML file"):
+        read_toml(path)
+
+
 def test_brackets_dots_and_long_runs_inside_strings_and_values_are_not_keys():
     check_toml_shape('a = "' + "[{." * 5000 + '"\nb = \'' + "." * 5000 + "'\nc = \"\"\"\n" + "[[[." * 100
                      + '\n"""\n# [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[.\nd = [' + "1.5, " * 5000 + "]\n"
