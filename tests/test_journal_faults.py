@@ -326,6 +326,24 @@ def test_a_damaged_page_is_a_clear_error_and_salvage_recovers_every_event_before
         assert len(list(csv.DictReader(f))) == summary["jobs_generated"] > 0
 
 
+def test_a_salvage_that_stops_before_the_run_s_start_says_so_not_that_the_run_never_started(
+        finished_run, tmp_path: Path) -> None:
+    _, pristine = finished_run
+    run = tmp_path / "run"
+    shutil.copytree(pristine, run)
+    journal = run / "journal.sqlite"
+    page, first, _ = events_leaves(journal)[0]  # the first events' leaf: the run's start is in it
+    assert first == 1
+    page_size = int.from_bytes(journal.read_bytes()[16:18], "big")
+    with open(journal, "r+b") as f:
+        f.seek((page - 1) * page_size)
+        f.write(b"\xa5" * page_size)
+    p = mgst("export", str(run), "--salvage")
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert "the events recovered do not reach the run's start" in p.stderr, p.stderr
+    assert "never started" not in p.stderr
+
+
 def test_salvage_of_an_undamaged_journal_copies_it_whole(finished_run, tmp_path: Path) -> None:
     _, pristine = finished_run
     run = tmp_path / "run"

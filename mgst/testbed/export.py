@@ -79,6 +79,9 @@ def export_run(folder: Path, journal: str = FILENAME) -> Beside:
     the simulation beside it) from its journal (the file ``journal`` in it); RunNeverStarted if its run never began."""
     run = load_run(folder, journal)
     if run.journal.start is None:
+        if journal != FILENAME:  # (a salvaged copy: the damage may have taken the run's start with it)
+            raise RunNeverStarted(f"{folder / journal}: the events recovered do not reach the run's start (all its "
+                                  "pullers registered): there is nothing to export")
         raise RunNeverStarted(f"{folder / journal}: the run never started (its pullers did not all register, so no "
                               "job was generated): there is nothing to export")
     run.overlay = recorded_overlay(folder / "summary.json")
