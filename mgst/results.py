@@ -16,7 +16,7 @@ from typing import Any
 
 from mgst.bot_metrics import BagReplication, BagSummary, format_bags, write_bag_summary_csv
 from mgst.core.state import JobRecord
-from mgst.intervals import STUDENT_T, is_default, mean_ci, method_note
+from mgst.intervals import STUDENT_T, Interval, batch_means_ci, is_default, mean_ci, method_note
 from mgst.model import Experiment
 from mgst.wording import plural
 
@@ -42,6 +42,11 @@ _INT_COLUMNS = frozenset({"ID", "Secondary ID", "Job Class", "Replication", "Att
 _FLOAT_COLUMNS = frozenset(
     {"Date Submitted", "Date Sent", "Date Started", "Date Done", "Response Time", "First Sent", "Size", "Wasted Time"}
 )
+# What a summary's intervals are made of (Summary.interval): the replications' means, or, for a simulation of one
+# replication, BATCHES batch means of its counted jobs in submission order (as a testbed run's: docs/intervals.md).
+REPLICATIONS = "replications"
+BATCH_MEANS = "batch means"
+BATCHES = 10
 PARQUET_MISSING = "parquet needs pyarrow: pip install 'mgst[parquet]' (or pip install 'pyarrow>=14')"
 
 
@@ -65,6 +70,9 @@ class ReplicationResult:
     policy_counts: dict[str, float] = field(default_factory=dict)  # the policy's report() (none: {})
     discarded: list[int] = field(default_factory=list)  # per machine: losers that ran on (waste)
     discarded_time: list[float] = field(default_factory=list)  # per machine: their machine time
+    # The counted jobs' classes and response times in submission order, for a batch-means interval (a simulation of
+    # one replication: reduce_replication's keep_responses); None otherwise.
+    responses: tuple[Sequence[int], Sequence[float]] | None = None
 
     def mean(self, cls: int | None = None) -> float:
         if cls is None:
@@ -74,10 +82,10 @@ class ReplicationResult:
 
 
 def reduce_replication(
-    experiment: Experiment, run: Any, warmup: float, horizon: float, keep_rows: bool
+    experiment: Experiment, run: Any, warmup: float, horizon: float, keep_rows: bool, keep_responses: bool = False
 ) -> ReplicationResult:
     """Reduce a sim.ReplicationRun: count jobs submitted in [warmup, horizon) that completed (``keep_rows``: a run
-    that kept its records)."""
+    that kept its records; ``keep_responses``: and those jobs' response times, for a batch-means interval)."""
     counts, sums, waits = run.counted_totals(len(experiment.classes), warmup, horizon)
     rows = list(job_rows(experiment, run, warmup, horizon)) if keep_rows else []
     ms = run.machines
@@ -88,6 +96,7 @@ def reduce_replication(
         completed=[m.completed for m in ms], failures=[m.failures for m in ms],
         jobs_total=run.jobs_total, unfinished=run.unfinished, rows=rows,
         discarded=[m.discarded for m in ms], discarded_time=[m.discarded_time for m in ms],
+        responses=run.counted_responses(warmup, horizon) if keep_responses else None,
     )
 
 
@@ -162,6 +171,8 @@ class Summary:
     policy_counts: dict[str, float] = field(default_factory=dict)
     # Losers that ran on after their job was done, over every replication (None: none did; not in the JSON then)
     waste: Waste | None = None
+    # What the intervals are made of: the replications' means, or (one replication) batch means of its jobs
+    interval: str = REPLICATIONS
 
     def as_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -193,6 +204,8 @@ class Summary:
             d["policy_counts"] = {k: _num(v) for k, v in self.policy_counts.items()}
         if self.waste is not None:
             d["waste"] = self.waste.as_dict()
+        if self.interval != REPLICATIONS:  # (the replications' means: no key, as before)
+            d["interval"] = f"{self.interval} ({BATCHES} batches of the counted jobs, in submission order)"
         return d
 
 
@@ -234,11 +247,16 @@ def summarize(
     warmup: float, seed: int, load: float | None, elapsed_s: float,
 ) -> Summary:
     n = len(experiment.classes)
+    responses = results[0].responses if len(results) == 1 else None
     classes = []
     for c in range(n):
         ci = mean_ci([r.mean(c) for r in results if r.counts[c]])
+        if responses is not None:
+            ci = _batch_means(results[0].mean(c), [x for k, x in zip(*responses) if k == c])
         classes.append(Estimate(sum(r.counts[c] for r in results), *ci, ci.method))
     ci = mean_ci([r.mean() for r in results if sum(r.counts)])
+    if responses is not None:
+        ci = _batch_means(results[0].mean(), responses[1])
     overall = Estimate(sum(sum(r.counts) for r in results), *ci, ci.method)
     waits = tuple(  # a class no job of which was measured has no mean wait (null in JSON), not 0
         sum(r.wait_sums[c] for r in results) / jobs if (jobs := sum(r.counts[c] for r in results)) else math.nan
@@ -257,7 +275,16 @@ def summarize(
         elapsed_s=elapsed_s, policy_counts=sum_counts(r.policy_counts for r in results),
         waste=waste_of((k for r in results for k in r.discarded), (t for r in results for t in r.discarded_time),
                        (b for r in results for b in r.busy)),
+        interval=BATCH_MEANS if responses is not None else REPLICATIONS,
     )
+
+
+def _batch_means(mean: float, responses: Sequence[float]) -> Interval:
+    """One replication's interval of ``mean`` from BATCHES batch means of its jobs' ``responses`` (in submission
+    order): the batch means' interval, about the mean as the replication summed it (which the batch means' own mean
+    can differ from in its last digit)."""
+    ci = batch_means_ci(responses, BATCHES)
+    return Interval(mean, ci[1], ci[2], ci.method)
 
 
 def sum_counts(counts: Iterable[Mapping[str, float]]) -> dict[str, float]:
@@ -280,7 +307,8 @@ def format_table(summary: Summary) -> str:
     lines = [
         f"{summary.experiment}: {summary.policy}, {summary.mode}, {plural(summary.replications, 'replication')} "
         f"x {summary.horizon:g} time units (warm-up {summary.warmup:g}), seed {summary.seed}",
-        f"{'Class':<10}{'Jobs':>10}{'Mean resp.':>12}  95 % CI",
+        f"{'Class':<10}{'Jobs':>10}{'Mean resp.':>12}  95 % CI"
+        + (f" ({BATCHES} {summary.interval})" if summary.interval != REPLICATIONS else ""),
     ]
     def mean(e: Estimate) -> str:
         return f"{e.mean:>12.4f}" if e.jobs else f"{'n/a':>12}"  # no job measured: no mean (nan in the data)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import logging
 import math
+from array import array
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
@@ -98,6 +99,30 @@ class ReplicationRun:
     # ((warm-up, horizon)); None when the records are kept.
     streamed_totals: tuple[list[int], list[float], list[float]] | None = None
     streamed_window: tuple[float, float] = (0.0, 0.0)
+    # A run that kept no records but its counted jobs' classes and response times (in arrival order), for a batch-
+    # means interval (Simulation's keep_responses); None otherwise.
+    streamed_responses: tuple[array, array] | None = None
+
+    def counted_responses(self, warmup: float, horizon: float) -> tuple[array, array] | None:
+        """The classes and response times of the jobs submitted in [warmup, horizon) that completed, in job order
+        (None: a run that kept neither its records nor them). ValueError, as counted_totals, for another window."""
+        if self.streamed_totals is not None:
+            if self.streamed_responses is not None and self.streamed_window != (warmup, horizon):
+                raise ValueError(f"this run kept no records: its responses count [{self.streamed_window[0]}, "
+                                 f"{self.streamed_window[1]}), not [{warmup}, {horizon})")
+            return self.streamed_responses
+        classes = array("i")
+        responses = array("d")
+        for rec in self.jobs:
+            done = rec.completed
+            if done is None:
+                continue
+            job: _JobFields = rec.job
+            _, c, sub, _, _ = job
+            if warmup <= sub < horizon:
+                classes.append(c)
+                responses.append(done - sub)
+        return classes, responses
 
     def counted_totals(
         self, n_classes: int, warmup: float, horizon: float
@@ -168,6 +193,7 @@ class Simulation:
         overheads: Overheads | None = None,
         keep_records: bool = True,
         warmup: float | None = None,
+        keep_responses: bool = False,
     ):
         s = experiment.simulation
         if overheads is not None and len(overheads.machines) != len(experiment.machines):
@@ -185,6 +211,8 @@ class Simulation:
         # Without records, each job's record leaves the core once it is over, retired in arrival order, and what
         # the results need of it is summed then: its class's counted totals, for jobs submitted in [warmup, horizon).
         self.keep_records = keep_records
+        # And with keep_responses, each counted job's class and response time too (a batch-means interval).
+        self.keep_responses = keep_responses
         self.warmup = s.warmup if warmup is None else warmup
         # Drain for at most as long again as the arrival period (an overloaded run never empties).
         self.drain_limit = self.horizon if drain_limit is None else drain_limit
@@ -238,7 +266,7 @@ class Simulation:
         totals = loop.totals
         totals.finish()
         return ReplicationRun(self.replication, t, [], machines, unfinished, bags, self.horizon, totals.jobs_total,
-                              totals.totals(), (self.warmup, self.horizon))
+                              totals.totals(), (self.warmup, self.horizon), totals.counted_responses())
 
 
 class _EventLoop:
@@ -293,7 +321,8 @@ class _EventLoop:
 
         # Without records: each job leaves the core once over, its figures summed in arrival order.
         self.streamed = not sim.keep_records
-        self.totals = StreamedTotals(self.core, len(exp.classes), sim.warmup, self.horizon)
+        self.totals = StreamedTotals(self.core, len(exp.classes), sim.warmup, self.horizon,
+                                     sim.keep_responses and self.streamed)
 
         self.first, self.seq = self.periods.start(self.push, self.seq)  # (None: a machine always up)
         for when, j, a in sim.share_changes:

@@ -16,6 +16,7 @@ up from the first); otherwise jobs wait for the front, as records, and the sums 
 
 from __future__ import annotations
 
+from array import array
 from typing import Any, Final
 
 from mgst.bot_metrics import keep_replica_totals
@@ -36,9 +37,12 @@ _JobFields = tuple[int, int, float, float, Any]  # a Job's fields: id, job_class
 
 class StreamedTotals:
     """Per class, the jobs that completed among those submitted in [count_from, horizon): how many, the sums of
-    their response times and of their waits (submitted to first sent), in arrival order; and every job's count."""
+    their response times and of their waits (submitted to first sent), in arrival order; and every job's count.
+    With ``keep_responses``, also each of those jobs' class and response time, in arrival order (a run of one
+    replication: its interval is made of batch means of them; 12 bytes a job)."""
 
-    def __init__(self, core: Scheduler, n_classes: int, count_from: float, horizon: float):
+    def __init__(self, core: Scheduler, n_classes: int, count_from: float, horizon: float,
+                 keep_responses: bool = False):
         self.core = core
         self.count_from = count_from
         self.horizon = horizon
@@ -54,6 +58,8 @@ class StreamedTotals:
         self.counts = [0] * n_classes
         self.sums = [0.0] * n_classes
         self.waits = [0.0] * n_classes
+        self.response_classes: array | None = array("i") if keep_responses else None
+        self.responses: array | None = array("d") if keep_responses else None
 
     def note(self, rec: JobRecord) -> None:
         """A job arrived (its record is in the core)."""
@@ -121,6 +127,12 @@ class StreamedTotals:
     def totals(self) -> tuple[list[int], list[float], list[float]]:
         return self.counts, self.sums, self.waits
 
+    def counted_responses(self) -> tuple[array, array] | None:
+        """The counted jobs' classes and response times, in arrival order (None: not kept)."""
+        if self.responses is None or self.response_classes is None:
+            return None
+        return self.response_classes, self.responses
+
     def _figures(self, rec: JobRecord) -> tuple[int, float, float]:
         """A job's part of the results (and of the job count): its class, response and wait if it is done and was
         submitted in the window, else _UNCOUNTED."""
@@ -148,6 +160,10 @@ class StreamedTotals:
             counts[c] = counts[c] + 1  # (x[i] = x[i] + y: native, compiled; x[i] += y is not)
             sums[c] = sums[c] + response
             waits[c] = waits[c] + wait
+            responses = self.responses
+            if responses is not None:
+                self.response_classes.append(c)  # type: ignore[union-attr]  # (set with responses)
+                responses.append(response)
 
     def _leave(self, rec: JobRecord) -> None:
         """An over job leaves the core (a bag's task: its bag keeps it until all its tasks are over)."""
