@@ -492,3 +492,47 @@ def test_a_full_disk_at_the_start_leaves_no_journal_to_refuse_the_retry(tmpfs: P
     assert sorted(p.name for p in tmpfs.iterdir()) == ["filler"], list(tmpfs.rglob("*"))
     filler.unlink()
     Mapper(load_experiment(exp_file), "tcp://127.0.0.1:0", context=ctx, out=out).close()
+
+
+@pytest.mark.parametrize("damage", ["page size", "salts", "empty main file"])
+def test_a_wal_that_sqlite_would_drop_whole_is_damage_and_both_files_are_left_as_they_are(tmp_path: Path, damage):
+    """A run of a minute is all in its WAL (no checkpoint yet). A WAL header whose page size is not one, or whose
+    salts no longer match its frames, made SQLite ignore the whole WAL, and an empty main file made it delete the
+    WAL: `mgst export` said "not a journal (no such table: meta)" and the WAL, holding the whole run, was gone."""
+    path = wal_journal(tmp_path / "run")
+    wal = Path(f"{path}-wal")
+    data = bytearray(wal.read_bytes())
+    if damage == "page size":
+        data[8:12] = (3000).to_bytes(4, "big")
+    elif damage == "salts":
+        data[16] ^= 0x5A
+    else:
+        path.write_bytes(b"")
+    wal.write_bytes(bytes(data))
+    before = (sha(path), sha(wal))
+    said = "its main file is empty" if damage == "empty main file" else "the WAL is damaged at its header"
+    with pytest.raises(JournalDamaged, match=said):
+        RunStore(path, create=False)
+    p = mgst("export", str(path.parent))
+    assert p.returncode == 2 and "Traceback" not in p.stderr and said in p.stderr, p.stderr
+    assert (sha(path), sha(wal)) == before  # nothing opened in place, nothing deleted
+    result = salvage(path.parent)
+    assert result.lost_commits >= COMMITS and (sha(path), sha(wal)) == before  # (and the schema's first commits)
+
+
+def test_a_torn_header_over_a_checkpointed_wal_loses_nothing_and_is_not_damage(tmp_path: Path) -> None:
+    """A WAL whose every page the main file holds already (checkpointed): its header damaged, SQLite drops it and
+    loses nothing, so it is not reported."""
+    path = wal_journal(tmp_path / "run")
+    ckpt = copy_journal(path, tmp_path / "ckpt")
+    wal = Path(f"{ckpt}-wal")
+    db = sqlite3.connect(str(ckpt))
+    db.execute("PRAGMA wal_checkpoint(PASSIVE)")  # its main file gets every page
+    data = bytearray(wal.read_bytes())  # (the WAL as the checkpoint left it: SQLite deletes it as it closes)
+    db.close()
+    assert len(data) > 32
+    data[16] ^= 0x5A
+    wal.write_bytes(bytes(data))
+    report = inspect_wal(wal, ckpt)
+    assert report is not None and not report.damaged
+    assert len(list(RunStore(ckpt, create=False).events())) == COMMITS

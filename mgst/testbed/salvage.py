@@ -55,7 +55,7 @@ def salvage(folder: Path) -> Salvaged:
     """Copy the readable prefix of ``folder``'s journal into ``folder/journal.salvaged.sqlite`` (replaced)."""
     source = folder / FILENAME
     check_journal_file(source)
-    wal = check_wal(Path(f"{source}-wal"))
+    wal = check_wal(Path(f"{source}-wal"), source)
     target = folder / SALVAGED
     try:
         scratch = Path(tempfile.mkdtemp(prefix=".salvage-", dir=folder))

@@ -82,7 +82,7 @@ class RunStore:
         else:
             check_journal_file(path)
             # before SQLite reads it: it would drop commits after a bad WAL frame without a word
-            wal = check_wal(Path(f"{path}-wal"))
+            wal = check_wal(Path(f"{path}-wal"), path)
             if wal is not None and wal.damaged:
                 raise JournalDamaged(path, wal.describe())
         self.write_error: str | None = None  # set when a write failed: nothing more is written

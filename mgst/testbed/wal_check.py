@@ -11,6 +11,13 @@ commit mark, and a checksum that chains from the frame before them.
 A bad frame with nothing valid after it is the tail of a write cut short (a
 power loss, or a writer at work right now): SQLite's ``synchronous=NORMAL``
 allows a power loss to take the last commits, so that is not reported.
+
+SQLite also drops a whole WAL without a word when its header is damaged (a
+page size that is not one, salts or a checksum that do not match its frames)
+and deletes it when the main file is empty; then every commit in it is lost
+(and with it, often, the whole run: a run of a minute is all in its WAL until a
+checkpoint). Frames whose page images the main file holds already (a WAL
+checkpointed, then restarted) lose nothing and are not reported.
 """
 
 from __future__ import annotations
@@ -36,12 +43,16 @@ class WalReport:
     bad_frame: int | None  # 1-based index of the first frame SQLite rejects among the current ones, if any
     lost_commits: int  # commits after the bad frame, which SQLite ignores
     lost_frames: int  # frames of the current WAL after the readable ones
+    empty_main_file: bool = False  # the main file is empty: SQLite deletes the WAL, every commit in it
 
     @property
     def damaged(self) -> bool:
         return self.lost_commits > 0
 
     def describe(self) -> str:
+        if self.empty_main_file:
+            return (f"its main file is empty while its WAL holds {self.lost_commits} commit(s) ({self.lost_frames} "
+                    "frames), which SQLite would delete")
         where = "its header" if not self.header_ok else f"frame {self.bad_frame}"
         return (f"the WAL is damaged at {where}: {self.lost_commits} later commit(s) ({self.lost_frames} frames) "
                 "would be silently lost")
@@ -57,25 +68,57 @@ def _checksum(data: bytes, s0: int, s1: int, big_endian: bool) -> tuple[int, int
     return s0, s1
 
 
-def inspect_wal(path: Path) -> WalReport | None:
-    """The report for the WAL file ``path``; None if there is none or it holds no whole frame."""
+def _sane(page_size: int) -> bool:
+    return 512 <= page_size <= 65536 and page_size & (page_size - 1) == 0
+
+
+def _main_file(db: Path | None) -> bytes | None:
+    """The main database file's bytes (None: not given, or not there)."""
+    if db is None:
+        return None
+    try:
+        return db.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def _main_page_size(main: bytes | None) -> int | None:
+    """The page size in a database file's header (offset 16; 1 stands for 65536), if the header has one."""
+    if main is None or len(main) < 100:
+        return None
+    size = int.from_bytes(main[16:18], "big")
+    size = 65536 if size == 1 else size
+    return size if _sane(size) else None
+
+
+def inspect_wal(path: Path, db: Path | None = None) -> WalReport | None:
+    """The report for the WAL file ``path`` of the database ``db`` (its main file: what it holds tells frames
+    already checkpointed from frames SQLite would drop); None if there is none or it holds no whole frame."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return None
     if len(data) < HEADER_SIZE:
         return None
+    main = _main_file(db)
     magic, version, page_size, _ckpt, salt1, salt2, ck1, ck2 = struct.unpack(">8I", data[:HEADER_SIZE])
     big_endian = magic == MAGIC_BIG_ENDIAN
-    sane_size = 512 <= page_size <= 65536 and page_size & (page_size - 1) == 0
-    if not sane_size:
-        return None  # without a page size, no frame can be found; SQLite ignores the file too
+    header_ok = True
+    if not _sane(page_size):  # SQLite ignores the whole file: its frames are found at the main file's page size
+        header_ok = False
+        page_size = _main_page_size(main) or 4096
     frame_size = FRAME_HEADER_SIZE + page_size
     frames = (len(data) - HEADER_SIZE) // frame_size
     if frames == 0:
         return None
-    header_ok = (magic in (MAGIC_LITTLE_ENDIAN, MAGIC_BIG_ENDIAN) and version == WAL_VERSION
-                 and _checksum(data[:24], 0, 0, big_endian) == (ck1, ck2))
+    header_ok = header_ok and (magic in (MAGIC_LITTLE_ENDIAN, MAGIC_BIG_ENDIAN) and version == WAL_VERSION
+                               and _checksum(data[:24], 0, 0, big_endian) == (ck1, ck2))
+    if not header_ok:
+        return _unusable_header(data, frames, page_size, main)
+    if main is not None and len(main) == 0:  # SQLite deletes the WAL of an empty database
+        commits = sum(1 for f in _frames(data, frames, page_size) if f.salts == (salt1, salt2) and f.commit)
+        current = sum(1 for f in _frames(data, frames, page_size) if f.salts == (salt1, salt2))
+        return WalReport(frames, 0, True, None, commits, current, empty_main_file=commits > 0)
     prev = (ck1, ck2)
     readable = 0
     bad: int | None = None if header_ok else 1
@@ -106,9 +149,43 @@ def inspect_wal(path: Path) -> WalReport | None:
     return WalReport(frames, readable, header_ok, bad if lost_commits else None, lost_commits, lost_frames)
 
 
-def check_wal(path: Path) -> WalReport | None:
+@dataclass(frozen=True, slots=True)
+class _Frame:
+    index: int  # 1-based
+    page: int
+    commit: bool
+    salts: tuple[int, int]
+    image: bytes
+
+
+def _frames(data: bytes, frames: int, page_size: int) -> list[_Frame]:
+    out = []
+    for i in range(1, frames + 1):
+        at = HEADER_SIZE + (i - 1) * (FRAME_HEADER_SIZE + page_size)
+        pgno, commit, s1, s2 = struct.unpack(">4I", data[at:at + 16])
+        body = at + FRAME_HEADER_SIZE
+        out.append(_Frame(i, pgno, commit != 0, (s1, s2), data[body:body + page_size]))
+    return out
+
+
+def _unusable_header(data: bytes, frames: int, page_size: int, main: bytes | None) -> WalReport:
+    """A WAL whose header SQLite rejects: it drops every frame. Those of the writer's last generation (the first
+    frame's salts) are lost unless the main file holds each of their pages' last image already (checkpointed)."""
+    found = _frames(data, frames, page_size)
+    salts = found[0].salts
+    current = [f for f in found if f.salts == salts and f.page > 0]
+    latest: dict[int, bytes] = {}
+    for f in current:
+        latest[f.page] = f.image
+    if main is not None and all(main[(p - 1) * page_size:p * page_size] == image for p, image in latest.items()):
+        return WalReport(frames, 0, False, None, 0, 0)  # checkpointed: nothing to lose
+    commits = sum(1 for f in current if f.commit)
+    return WalReport(frames, 0, False, 1, max(commits, 1), len(current))
+
+
+def check_wal(path: Path, db: Path | None = None) -> WalReport | None:
     """inspect_wal, read twice when it finds damage: a frame being written as it was read looks bad once."""
-    report = inspect_wal(path)
+    report = inspect_wal(path, db)
     if report is not None and report.damaged:
-        report = inspect_wal(path)
+        report = inspect_wal(path, db)
     return report
