@@ -292,9 +292,9 @@ def trace_run(tmp_path: Path, trace: str) -> tuple[Path, Path, Path, str]:
 
 
 def test_a_trace_changed_since_the_run_began_is_refused_on_resume_and_the_same_file_resumes(tmp_path):
-    """A run killed, its trace edited, resumed: refused in one line naming the file (the part after the resume
-    would replay another experiment), nothing written; the trace put back as it was, the resume completes with
-    every job done exactly once."""
+    """A run killed, resumed without its keys: refused; its trace edited, resumed: refused in one line naming the
+    file (the part after the resume would replay another experiment), nothing written; the trace put back as it
+    was, the resume completes with every job done exactly once."""
     original = "M1,0,100000,up,1\nM2,0,100000,up,1\n"
     exp_file, keys, out, endpoint = trace_run(tmp_path, original)
     trace = tmp_path / "availability.csv"
@@ -308,6 +308,11 @@ def test_a_trace_changed_since_the_run_began_is_refused_on_resume_and_the_same_f
         procs[0].send_signal(signal.SIGKILL)
         procs[0].wait(10)
         events = count_events(journal, "complete")
+        # resumed without its keys: refused (it ran with CURVE; its summary would have said "none" of the whole run)
+        procs.append(start_mapper([str(exp_file), "--bind", endpoint, "--insecure", "--resume", str(out)]))
+        _, stderr = procs[-1].communicate(timeout=60)
+        assert procs[-1].returncode == 2 and "Traceback" not in stderr, stderr[-2000:]
+        assert f"cannot resume {out} without keys: it ran with CURVE keys" in stderr, stderr[-2000:]
         trace.write_text(original.replace("M2,0,100000,up,1", "M2,0,100000,reclaimed,0.5"))
         procs.append(start_mapper([*common, "--resume", str(out)]))
         _, stderr = procs[-1].communicate(timeout=60)

@@ -128,7 +128,7 @@ class Mapper:
         if resume:
             if out is None:
                 raise ValueError("resume needs the run's directory")
-            replayed, replay_s = replay_to_resume(out, experiment, network)
+            replayed, replay_s = replay_to_resume(out, experiment, network, self.security)
             meta = replayed.meta
             experiment = replayed.experiment
             duration, time_unit, seed = meta["duration"], meta["time_unit"], meta["seed"]

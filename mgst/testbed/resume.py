@@ -45,12 +45,13 @@ def run_is_over(meta: dict[str, Any]) -> bool:
     return "ended" in meta or "drops" in meta
 
 
-def replay_to_resume(out: Path, experiment: Experiment, network: dict[str, Any] | None = None
-                     ) -> tuple[Replayed, float]:
+def replay_to_resume(out: Path, experiment: Experiment, network: dict[str, Any] | None = None,
+                     security: str | None = None) -> tuple[Replayed, float]:
     """The run in ``out`` replayed, and how long that took (s); RunOver if it has finished (nothing to resume:
     the mapper must not listen, nor write its results again). ValueError if it would not go on as it began:
-    another experiment, an input file (a trace) that changed since, or another emulated network than
-    ``network`` (the one the resumed run's pullers are behind, None: none)."""
+    another experiment, an input file (a trace) that changed since, another emulated network than ``network`` (the
+    one the resumed run's pullers are behind, None: none), or with CURVE where it ran without, or the other way
+    (``security``: the resuming mapper's mode, mgst.wire.security.security_mode; None: not checked)."""
     replay_started = time.monotonic()
     lock = lock_run(out) if out.is_dir() else None  # RunBusy while its mapper still writes it
     try:
@@ -73,6 +74,7 @@ def replay_to_resume(out: Path, experiment: Experiment, network: dict[str, Any] 
         if to_plain(experiment) != replayed.meta["experiment"]:
             raise ValueError(f"{out} was run with another experiment than {experiment.name!r}")
         _check_same_setting(out, experiment, replayed.meta, network)
+        _check_same_security(out, replayed.meta.get("security"), security)
     except BaseException:
         replayed.store.close()
         raise
@@ -103,6 +105,19 @@ def _check_same_setting(out: Path, experiment: Experiment, meta: dict[str, Any],
         raise ValueError(f"cannot resume {out} here: its pullers ran behind an emulated network ({_spec(was)}), "
                          f"which this resume would not make; resume it with 'mgst run FILE --resume {out}', which "
                          "makes the same network again")
+
+
+def _check_same_security(out: Path, was: Any, now: str | None) -> None:
+    """ValueError if a run that ran with CURVE keys would go on without them, or one that ran without, with them (its
+    summary would say one thing of the whole run, its journal another; and its pullers speak what they started
+    with)."""
+    if now is None or not isinstance(was, str) or (was == "curve") == (now == "curve"):
+        return
+    if was == "curve":
+        raise ValueError(f"cannot resume {out} without keys: it ran with CURVE keys, which its pullers hold; resume it "
+                         "with --keys DIR (the folder its mapper had)")
+    raise ValueError(f"cannot resume {out} with keys: it ran without them ({was}), and its pullers speak no CURVE; "
+                     "resume it as it ran")
 
 
 def _spec(network: dict[str, Any] | None) -> str | None:
