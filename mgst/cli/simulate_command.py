@@ -236,7 +236,7 @@ def _note_jobs_files(out: Path, fmt: str | None, rows: int) -> None:
 def _late_arrivals(exp: Experiment, horizon: float, seed: int) -> str | None:
     """A warning if a finite workload (a bag list, a job trace) has arrivals at or after the horizon, which no
     replication simulates (replication 0's workload counted), else None."""
-    from mgst.testbed.finite_workload import late_arrivals  # noqa: PLC0415
+    from mgst.workload import late_arrivals  # noqa: PLC0415
 
     counts = late_arrivals(exp, horizon, seed)
     if counts is None:

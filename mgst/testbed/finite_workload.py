@@ -9,11 +9,8 @@ from typing import Any
 
 from mgst.model import Experiment, PoissonClasses
 from mgst.testbed.run_result import TestbedRun, drain_bound
-from mgst.workload import make_workload
+from mgst.workload import late_arrivals, make_workload
 
-# A workload still going after this many items past the run's generation is taken as endless (a bag stream):
-# no warning that the run leaves its end out.
-ENDLESS_AFTER = 100_000
 # summary.json lists the makespans of at most this many bags side by side (a finite list is a few applications;
 # a long trace's bags are in bags.csv).
 MAX_BAG_ROWS = 100
@@ -45,25 +42,6 @@ def finite_window(run: TestbedRun, horizon: float) -> FiniteWindow | None:
     drained = max(0.0, run.end - run.generation_end)
     drain = max(drain_bound(exp, run.time_unit), drained) / run.time_unit
     return FiniteWindow(max(horizon, math.nextafter(last, math.inf)), max(horizon, drain))
-
-
-def late_arrivals(experiment: Experiment, horizon: float, seed: int) -> tuple[int, int] | None:
-    """(arrivals at or after model time ``horizon``, arrivals in all) of a finite workload (a bag list, a job trace)
-    that has some, else None (none late, or an endless workload)."""
-    if isinstance(experiment.workload, PoissonClasses):
-        return None
-    workload = make_workload(experiment, seed, 0)
-    generated = 0
-    while workload.peek_time() < horizon:
-        workload.next()
-        generated += 1
-    late = 0
-    while math.isfinite(workload.peek_time()):
-        if late >= ENDLESS_AFTER:
-            return None
-        workload.next()
-        late += 1
-    return (late, generated + late) if late else None
 
 
 def late_arrivals_warning(experiment: Experiment, duration: float, time_unit: float, seed: int) -> str | None:
