@@ -1156,6 +1156,12 @@ def test_swf_errors_name_the_file_key(tmp_path):
     (tmp_path / "bad.swf").write_text("; header\n1 2 3\n", encoding="ascii")
     err = error_for(tmp_path, toml(workload=text.replace("none", "bad"), machines="[machines]\npower = [1.0]\n"))
     assert err.key == "workload.file" and f"{tmp_path / 'bad.swf'}:2: has 3 fields" in err.problem
+    # a job of 1e308 s on 2 processors: as a bag's task, beyond 1e12 work units (it was taken, and ran for ever)
+    (tmp_path / "bad.swf").write_text("1 100 5 60 1 -1 -1 1 120 -1 1 3 1 -1 1 -1 -1 -1\n"
+                                      "2 150 5 1e308 2 -1 -1 2 60 -1 1 3 1 -1 1 -1 -1 -1\n", encoding="ascii")
+    err = error_for(tmp_path, toml(workload=text.replace("none", "bad"), machines="[machines]\npower = [1.0]\n"))
+    assert err.key == "workload.file", err
+    assert "a job submitted at trace second 150 is inf work units" in err.problem and "at most 1e+12" in err.problem
 
 
 MODEL_ERRORS = [

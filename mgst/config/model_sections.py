@@ -261,7 +261,13 @@ class ModelSections:
             raise self.error("workload.file", f"{path}: no usable job (every job has an unknown run time, "
                                               "processor count or submit time)")
         text = "a SWF trace has 1 class"
-        mean = float(np.mean(jobs.sizes(work_scale)))
+        sizes = jobs.sizes(work_scale)
+        largest = int(np.argmax(sizes))
+        if not sizes[largest] <= MAX_WORK:  # (as a bag's task: a job of 1e308 s ran to the drain limit, or to inf)
+            raise self.error("workload.file", f"{path}: a job submitted at trace second {jobs.submit[largest]:g} is "
+                                              f"{float(sizes[largest]):.3g} work units (run time x processors x "
+                                              f"work_scale); at most {MAX_WORK:g} are allowed")
+        mean = float(np.mean(sizes))
         names = ("1",)
         if "class_names" in table:
             names = self.names(table["class_names"], "workload.class_names", 1, text)

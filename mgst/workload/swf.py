@@ -58,7 +58,8 @@ class SwfJobs:
         return int(self.submit.size)
 
     def sizes(self, work_scale: float) -> np.ndarray:
-        return self.run * self.procs * work_scale
+        with np.errstate(over="ignore"):  # (a size past a float's range is inf: the experiment's check refuses it)
+            return self.run * self.procs * work_scale
 
     def times(self, time_scale: float, start: float = 0.0) -> np.ndarray:
         """Model arrival times: (submit - first submit) x time_scale + start."""
