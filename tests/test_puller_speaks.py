@@ -309,3 +309,16 @@ def test_an_insecure_mapper_names_a_keyed_puller_whichever_side_sees_the_mismatc
         sock.close(0)
     assert [r.getMessage() for r in caplog.records] == [KEYED_REFUSED]
     assert watch.failed == len(events)
+
+
+def test_a_keyed_mapper_says_a_handshake_without_detail_may_be_a_keyed_puller_it_kept_waiting():
+    """A keyed mapper stopped for 12 s (SIGSTOP) logged, on waking, "refused a handshake without CURVE: a puller
+    started with --insecure?" though every puller had keys: their handshakes, queued meanwhile, had timed out,
+    which ZeroMQ reports without detail, as it does a plain puller. The line names both (one sentence for both of a
+    plain puller's events: one attempt, one line)."""
+    from mgst.wire.handshakes import reason  # noqa: PLC0415
+
+    said = reason(zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL, 0, curve=True)
+    assert "a puller started with --insecure?" in said
+    assert "a keyed puller whose handshake did not finish in time, after the mapper stalled" in said
+    assert reason(zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL, zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH, curve=True) == said

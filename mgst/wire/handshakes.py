@@ -28,7 +28,8 @@ _ADDRESSES = itertools.count()  # inproc addresses of this process's watches
 
 
 PLAIN_REFUSED = ("refused a handshake without CURVE: a puller started with --insecure? This mapper requires keys: "
-                 "start the puller with --keys, a copy of this mapper's key folder")
+                 "start the puller with --keys, a copy of this mapper's key folder (a keyed puller whose handshake did "
+                 "not finish in time, after the mapper stalled or over a slow network, is reported alike)")
 KEYED_REFUSED = ("refused a CURVE handshake: a puller started with --keys? This mapper runs without them "
                  "(--insecure): start the puller with --insecure too, or the mapper with --keys")
 
@@ -41,7 +42,9 @@ def reason(event: int, value: int, curve: bool) -> str:
     if event == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
         # A plain client meets a keyed mapper with this event alone. Against an --insecure mapper, a keyed puller
         # gives a mechanism mismatch (above) and then this one, or this one alone when the puller saw the mismatch
-        # first and closed (a race, lost under load): the same sentence, so that one attempt is one line.
+        # first and closed (a race, lost under load): the same sentence, so that one attempt is one line. A keyed
+        # puller whose handshake did not finish in time (the mapper stopped for a while: its pullers' handshakes
+        # queued meanwhile time out) gives it too, which a keyed mapper's line says.
         return PLAIN_REFUSED if curve else KEYED_REFUSED
     if event == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL and value == zmq.PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC:
         return ("refused a CURVE handshake that could not be decrypted: a puller that trusts another mapper's public "
