@@ -230,15 +230,15 @@ def test_a_users_own_policy_runs_on_the_testbed_with_import(tmp_path):
 
 
 def test_simulate_imports_nothing_of_the_testbed():
-    # The user waits for the command: the mapper, its journal, ZeroMQ, SQLite and the puller took 0.7 s of a 6.3 s
-    # run (issue 20). (scipy is imported now: one replication has its interval, of batch means, since 2026-12-01.)
+    # The user waits for the command: the mapper, its journal, ZeroMQ, SQLite, the puller and scipy took 0.7 s of a
+    # 6.3 s run (issue 20). (One replication's interval of batch means takes its t quantile from mgst.student_t.)
     args = ["simulate", str(HIHI), "--horizon", "200", "--replications", "1", "--workers", "1", "--json"]
     code = f"import sys; from mgst.cli import main; main({args!r}); print(' '.join(sorted(sys.modules)))"
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert p.returncode == 0, p.stderr
     summary, modules = p.stdout.splitlines()
     assert json.loads(summary)["overall"]["jobs"] > 0
-    testbed = ("zmq", "sqlite3", "msgpack", "puller", "mgst.testbed", "mgst.wire")
+    testbed = ("zmq", "sqlite3", "msgpack", "scipy", "puller", "mgst.testbed", "mgst.wire")
     assert [m for m in modules.split() if m.startswith(testbed)] == []
 
 
