@@ -22,6 +22,8 @@ NO_INTERVAL = "none"  # fewer than 2 values (or a mean of 0 with spread): nothin
 # 1.2 million s): it says nothing that the two values do not, so "too few replications" is said instead.
 # From 3 on, t(n - 1) <= 4.3 (a third of t(1)) and the interval narrows as 1/sqrt(n) with each value added.
 MIN_LOG_SCALE = 3
+# Batch means of one run: how many batches (a testbed run's of its jobs, a simulation's of windows of model time)
+BATCHES = 10
 
 
 class Interval(tuple[float, float, float]):

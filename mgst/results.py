@@ -16,7 +16,7 @@ from typing import Any
 
 from mgst.bot_metrics import BagReplication, BagSummary, format_bags, write_bag_summary_csv
 from mgst.core.state import JobRecord
-from mgst.intervals import STUDENT_T, Interval, batch_means_ci, is_default, mean_ci, method_note
+from mgst.intervals import BATCHES, STUDENT_T, Interval, is_default, mean_ci, method_note, positive_interval
 from mgst.model import Experiment
 from mgst.wording import plural
 
@@ -43,10 +43,9 @@ _FLOAT_COLUMNS = frozenset(
     {"Date Submitted", "Date Sent", "Date Started", "Date Done", "Response Time", "First Sent", "Size", "Wasted Time"}
 )
 # What a summary's intervals are made of (Summary.interval): the replications' means, or, for a simulation of one
-# replication, BATCHES batch means of its counted jobs in submission order (as a testbed run's: docs/intervals.md).
+# replication, the means of its counted jobs in BATCHES windows of equal model time (docs/intervals.md).
 REPLICATIONS = "replications"
 BATCH_MEANS = "batch means"
-BATCHES = 10
 PARQUET_MISSING = "parquet needs pyarrow: pip install 'mgst[parquet]' (or pip install 'pyarrow>=14')"
 
 
@@ -70,9 +69,10 @@ class ReplicationResult:
     policy_counts: dict[str, float] = field(default_factory=dict)  # the policy's report() (none: {})
     discarded: list[int] = field(default_factory=list)  # per machine: losers that ran on (waste)
     discarded_time: list[float] = field(default_factory=list)  # per machine: their machine time
-    # The counted jobs' classes and response times in submission order, for a batch-means interval (a simulation of
-    # one replication: reduce_replication's keep_responses); None otherwise.
-    responses: tuple[Sequence[int], Sequence[float]] | None = None
+    # Per class, per batch (BATCHES windows of equal model time of the counted window): the counted jobs and the sum
+    # of their response times, for a batch-means interval (a simulation of one replication: reduce_replication's
+    # keep_batches); None otherwise.
+    batches: tuple[list[list[int]], list[list[float]]] | None = None
 
     def mean(self, cls: int | None = None) -> float:
         if cls is None:
@@ -82,10 +82,10 @@ class ReplicationResult:
 
 
 def reduce_replication(
-    experiment: Experiment, run: Any, warmup: float, horizon: float, keep_rows: bool, keep_responses: bool = False
+    experiment: Experiment, run: Any, warmup: float, horizon: float, keep_rows: bool, keep_batches: bool = False
 ) -> ReplicationResult:
     """Reduce a sim.ReplicationRun: count jobs submitted in [warmup, horizon) that completed (``keep_rows``: a run
-    that kept its records; ``keep_responses``: and those jobs' response times, for a batch-means interval)."""
+    that kept its records; ``keep_batches``: and their batches' counts and sums, for a batch-means interval)."""
     counts, sums, waits = run.counted_totals(len(experiment.classes), warmup, horizon)
     rows = list(job_rows(experiment, run, warmup, horizon)) if keep_rows else []
     ms = run.machines
@@ -96,7 +96,7 @@ def reduce_replication(
         completed=[m.completed for m in ms], failures=[m.failures for m in ms],
         jobs_total=run.jobs_total, unfinished=run.unfinished, rows=rows,
         discarded=[m.discarded for m in ms], discarded_time=[m.discarded_time for m in ms],
-        responses=run.counted_responses(warmup, horizon) if keep_responses else None,
+        batches=run.counted_batches(len(experiment.classes), warmup, horizon) if keep_batches else None,
     )
 
 
@@ -205,7 +205,7 @@ class Summary:
         if self.waste is not None:
             d["waste"] = self.waste.as_dict()
         if self.interval != REPLICATIONS:  # (the replications' means: no key, as before)
-            d["interval"] = f"{self.interval} ({BATCHES} batches of the counted jobs, in submission order)"
+            d["interval"] = f"{self.interval} ({BATCHES} windows of equal model time of the counted jobs)"
         return d
 
 
@@ -247,16 +247,16 @@ def summarize(
     warmup: float, seed: int, load: float | None, elapsed_s: float,
 ) -> Summary:
     n = len(experiment.classes)
-    responses = results[0].responses if len(results) == 1 else None
+    batches = results[0].batches if len(results) == 1 else None
     classes = []
     for c in range(n):
         ci = mean_ci([r.mean(c) for r in results if r.counts[c]])
-        if responses is not None:
-            ci = _batch_means(results[0].mean(c), [x for k, x in zip(*responses) if k == c])
+        if batches is not None:
+            ci = _batch_means(results[0].mean(c), batches[0][c], batches[1][c])
         classes.append(Estimate(sum(r.counts[c] for r in results), *ci, ci.method))
     ci = mean_ci([r.mean() for r in results if sum(r.counts)])
-    if responses is not None:
-        ci = _batch_means(results[0].mean(), responses[1])
+    if batches is not None:
+        ci = _batch_means(results[0].mean(), [sum(k) for k in zip(*batches[0])], [sum(x) for x in zip(*batches[1])])
     overall = Estimate(sum(sum(r.counts) for r in results), *ci, ci.method)
     waits = tuple(  # a class no job of which was measured has no mean wait (null in JSON), not 0
         sum(r.wait_sums[c] for r in results) / jobs if (jobs := sum(r.counts[c] for r in results)) else math.nan
@@ -275,16 +275,14 @@ def summarize(
         elapsed_s=elapsed_s, policy_counts=sum_counts(r.policy_counts for r in results),
         waste=waste_of((k for r in results for k in r.discarded), (t for r in results for t in r.discarded_time),
                        (b for r in results for b in r.busy)),
-        interval=BATCH_MEANS if responses is not None else REPLICATIONS,
+        interval=BATCH_MEANS if batches is not None else REPLICATIONS,
     )
 
 
-def _batch_means(mean: float, responses: Sequence[float]) -> Interval:
-    """One replication's interval of ``mean`` from BATCHES batch means of its jobs' ``responses`` (in submission
-    order): the batch means' interval, about the mean as the replication summed it (which the batch means' own mean
-    can differ from in its last digit)."""
-    ci = batch_means_ci(responses, BATCHES)
-    return Interval(mean, ci[1], ci[2], ci.method)
+def _batch_means(mean: float, counts: Sequence[int], sums: Sequence[float]) -> Interval:
+    """One replication's interval of ``mean`` from its batches' mean response times (a batch without a job has
+    none), about the mean as the replication summed it."""
+    return positive_interval(mean, [s / k for s, k in zip(sums, counts) if k], 0.95, "batches")
 
 
 def sum_counts(counts: Iterable[Mapping[str, float]]) -> dict[str, float]:

@@ -97,24 +97,28 @@ def test_json_and_tables_say_how_the_interval_was_made():
 # ---------------------------------------------------------------------- one replication: batch means of its jobs
 
 
-def _hand_batch_means(responses: list[float], batches: int = 10) -> tuple[float, float]:
-    """The test's own 95 % batch-means interval: ``batches`` consecutive batches of (nearly) equal size, Student's t
-    with batches - 1 degrees of freedom (t(9, 0.975) = 2.262), about the mean of every value."""
-    n = len(responses)
-    means = [sum(responses[b * n // batches:(b + 1) * n // batches]) / len(responses[b * n // batches:(b + 1) * n //
-             batches]) for b in range(batches)]
-    grand = sum(responses) / n
-    m = sum(means) / batches
-    s = (sum((x - m) ** 2 for x in means) / (batches - 1)) ** 0.5
-    half = 2.262157 * s / batches ** 0.5
+def _hand_batch_means(rows: list[dict], warmup: float, horizon: float) -> tuple[float, float]:
+    """The test's own 95 % batch-means interval: the counted window cut into 10 windows of equal model time, each a
+    batch of the jobs submitted in it; Student's t with (batches with a job) - 1 degrees of freedom (t(9, 0.975) =
+    2.262157), about the mean of every response."""
+    width = (horizon - warmup) / 10
+    batches: list[list[float]] = [[] for _ in range(10)]
+    for r in rows:
+        batches[min(9, int((float(r["Date Submitted"]) - warmup) / width))].append(float(r["Response Time"]))
+    means = [sum(b) / len(b) for b in batches if b]
+    assert len(means) == 10
+    grand = sum(float(r["Response Time"]) for r in rows) / len(rows)
+    m = sum(means) / 10
+    s = (sum((x - m) ** 2 for x in means) / 9) ** 0.5
+    half = 2.262157 * s / 10 ** 0.5
     return grand - half, grand + half
 
 
 @pytest.mark.parametrize("keep_rows", [False, True], ids=["streamed", "kept records"])
-def test_one_replication_has_an_interval_of_10_batch_means_of_its_jobs_in_submission_order(keep_rows):
+def test_one_replication_has_an_interval_of_10_batch_means_of_its_jobs_by_windows_of_model_time(keep_rows):
     """docs/intervals.md promised it; a simulation of one replication printed "(n/a)". Checked against the jobs'
     rows (jobs.csv's, kept by the same run), batched by the test itself; a run that keeps no records (the
-    default) gives the same interval."""
+    default) gives the same interval, digit for digit."""
     from mgst.config import load_experiment  # noqa: PLC0415
     from mgst.results import BATCH_MEANS, JOB_COLUMNS, JOB_EXTRA_COLUMNS  # noqa: PLC0415
     from mgst.sim.replications import run_simulation  # noqa: PLC0415
@@ -124,20 +128,19 @@ def test_one_replication_has_an_interval_of_10_batch_means_of_its_jobs_in_submis
     header = JOB_COLUMNS + JOB_EXTRA_COLUMNS  # (the rows jobs.csv is written from)
     counted = [dict(zip(header, row)) for row in results[0].rows]
     counted = [r for r in counted if r["Counted"] == "Yes"]
-    counted.sort(key=lambda r: (float(r["Date Submitted"]), int(r["ID"])))
     if not keep_rows:
         kept = summary
         summary, _ = run_simulation(exp, horizon=300.0, warmup=30.0, replications=1, workers=1)
         assert (summary.classes, summary.overall) == (kept.classes, kept.overall)  # digit for digit
     assert summary.interval == BATCH_MEANS
     for c, est in [*enumerate(summary.classes), (None, summary.overall)]:
-        mine = [float(r["Response Time"]) for r in counted if c is None or int(r["Job Class"]) == c + 1]
+        mine = [r for r in counted if c is None or int(r["Job Class"]) == c + 1]
         assert est.jobs == len(mine) > 100
         # (the rows' times are rounded to 1e-6 time units)
-        assert est.mean == pytest.approx(sum(mine) / len(mine), abs=1e-6)
-        low, high = _hand_batch_means(mine)
+        assert est.mean == pytest.approx(sum(float(r["Response Time"]) for r in mine) / len(mine), abs=1e-6)
+        low, high = _hand_batch_means(mine, 30.0, 300.0)
         assert (est.low, est.high) == (pytest.approx(low, abs=1e-5), pytest.approx(high, abs=1e-5)), c
-    assert summary.as_dict()["interval"].startswith("batch means (10 batches")
+    assert summary.as_dict()["interval"].startswith("batch means (10 windows of equal model time")
     # two replications: the interval is over their means, as before, and the JSON says nothing of it
     two, _ = run_simulation(exp, horizon=300.0, warmup=30.0, replications=2, workers=1)
     assert two.interval == "replications" and "interval" not in two.as_dict()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import gc
 import logging
 import math
-from array import array
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
@@ -15,13 +14,14 @@ from mgst.availability.registry import overlay_grids
 from mgst.core.decisions import Assign, Cancel, Eta, MachineSuspected, ReplicaTimedOut, SetTimer
 from mgst.core.scheduler import Scheduler
 from mgst.core.state import BagRecord, JobRecord, MachineState, MachineStats
+from mgst.intervals import BATCHES
 from mgst.model import Bag, Experiment, Job
 from mgst.policies import build_policy
 from mgst.sim.availability_feed import PeriodEvents, held_end
 from mgst.sim.event_heap import Entry, EventHeap, new_event_heap
 from mgst.sim.overheads import Overheads, OverheadSampler, grid_return_delays
 from mgst.sim.overlay import Overlay
-from mgst.sim.streamed_totals import StreamedTotals
+from mgst.sim.streamed_totals import StreamedTotals, batch_of
 from mgst.staging import StagingSampler
 from mgst.streams import Purpose, python_random
 from mgst.workload import make_workload
@@ -99,20 +99,23 @@ class ReplicationRun:
     # ((warm-up, horizon)); None when the records are kept.
     streamed_totals: tuple[list[int], list[float], list[float]] | None = None
     streamed_window: tuple[float, float] = (0.0, 0.0)
-    # A run that kept no records but its counted jobs' classes and response times (in arrival order), for a batch-
-    # means interval (Simulation's keep_responses); None otherwise.
-    streamed_responses: tuple[array, array] | None = None
+    # A run that kept no records: per class, per batch (StreamedTotals' windows), its counted jobs and the sum of
+    # their response times, for a batch-means interval (Simulation's keep_batches); None otherwise.
+    streamed_batches: tuple[list[list[int]], list[list[float]]] | None = None
 
-    def counted_responses(self, warmup: float, horizon: float) -> tuple[array, array] | None:
-        """The classes and response times of the jobs submitted in [warmup, horizon) that completed, in job order
-        (None: a run that kept neither its records nor them). ValueError, as counted_totals, for another window."""
+    def counted_batches(self, n_classes: int, warmup: float, horizon: float
+                        ) -> tuple[list[list[int]], list[list[float]]] | None:
+        """Per class, per batch (BATCHES windows of equal model time of [warmup, horizon)): the jobs submitted in
+        it that completed, and the sum of their response times (None: a run that kept neither its records nor them).
+        ValueError, as counted_totals, for another window."""
         if self.streamed_totals is not None:
-            if self.streamed_responses is not None and self.streamed_window != (warmup, horizon):
-                raise ValueError(f"this run kept no records: its responses count [{self.streamed_window[0]}, "
+            if self.streamed_batches is not None and self.streamed_window != (warmup, horizon):
+                raise ValueError(f"this run kept no records: its batches count [{self.streamed_window[0]}, "
                                  f"{self.streamed_window[1]}), not [{warmup}, {horizon})")
-            return self.streamed_responses
-        classes = array("i")
-        responses = array("d")
+            return self.streamed_batches
+        counts = [[0] * BATCHES for _ in range(n_classes)]
+        sums = [[0.0] * BATCHES for _ in range(n_classes)]
+        width = (horizon - warmup) / BATCHES
         for rec in self.jobs:
             done = rec.completed
             if done is None:
@@ -120,9 +123,12 @@ class ReplicationRun:
             job: _JobFields = rec.job
             _, c, sub, _, _ = job
             if warmup <= sub < horizon:
-                classes.append(c)
-                responses.append(done - sub)
-        return classes, responses
+                b = batch_of(sub, warmup, width)
+                of_class = counts[c]
+                of_class[b] = of_class[b] + 1
+                sums_of_class = sums[c]
+                sums_of_class[b] = sums_of_class[b] + (done - sub)
+        return counts, sums
 
     def counted_totals(
         self, n_classes: int, warmup: float, horizon: float
@@ -193,7 +199,7 @@ class Simulation:
         overheads: Overheads | None = None,
         keep_records: bool = True,
         warmup: float | None = None,
-        keep_responses: bool = False,
+        keep_batches: bool = False,
     ):
         s = experiment.simulation
         if overheads is not None and len(overheads.machines) != len(experiment.machines):
@@ -211,8 +217,8 @@ class Simulation:
         # Without records, each job's record leaves the core once it is over, retired in arrival order, and what
         # the results need of it is summed then: its class's counted totals, for jobs submitted in [warmup, horizon).
         self.keep_records = keep_records
-        # And with keep_responses, each counted job's class and response time too (a batch-means interval).
-        self.keep_responses = keep_responses
+        # And with keep_batches, per class and batch, its counted jobs and their response times' sum (batch means).
+        self.keep_batches = keep_batches
         self.warmup = s.warmup if warmup is None else warmup
         # Drain for at most as long again as the arrival period (an overloaded run never empties).
         self.drain_limit = self.horizon if drain_limit is None else drain_limit
@@ -266,7 +272,7 @@ class Simulation:
         totals = loop.totals
         totals.finish()
         return ReplicationRun(self.replication, t, [], machines, unfinished, bags, self.horizon, totals.jobs_total,
-                              totals.totals(), (self.warmup, self.horizon), totals.counted_responses())
+                              totals.totals(), (self.warmup, self.horizon), totals.counted_batches())
 
 
 class _EventLoop:
@@ -322,7 +328,7 @@ class _EventLoop:
         # Without records: each job leaves the core once over, its figures summed in arrival order.
         self.streamed = not sim.keep_records
         self.totals = StreamedTotals(self.core, len(exp.classes), sim.warmup, self.horizon,
-                                     sim.keep_responses and self.streamed)
+                                     sim.keep_batches and self.streamed)
 
         self.first, self.seq = self.periods.start(self.push, self.seq)  # (None: a machine always up)
         for when, j, a in sim.share_changes:

@@ -30,7 +30,7 @@ def jobs_part(jobs_dir: Path, replication: int) -> Path:
 def _one(
     experiment: Experiment, replication: int, seed: int, horizon: float, warmup: float, keep_rows: bool,
     imports: tuple[str, ...] = (), keep_bag_rows: bool = False, jobs_dir: Path | None = None,
-    overheads: Overheads | None = None, drain_limit: float | None = None, keep_responses: bool = False,
+    overheads: Overheads | None = None, drain_limit: float | None = None, keep_batches: bool = False,
 ) -> ReplicationResult:
     import_modules(imports)  # a worker process may not have them yet
     # The run's records are reference cycles (a job's replicas point back to it), which only the cyclic
@@ -41,23 +41,23 @@ def _one(
     free_garbage_if_grown()
     with records_out_of_sight():
         return _reduced(experiment, replication, seed, horizon, warmup, keep_rows, keep_bag_rows, jobs_dir, overheads,
-                        drain_limit, keep_responses)
+                        drain_limit, keep_batches)
 
 
 def _reduced(
     experiment: Experiment, replication: int, seed: int, horizon: float, warmup: float, keep_rows: bool,
     keep_bag_rows: bool, jobs_dir: Path | None, overheads: Overheads | None = None, drain_limit: float | None = None,
-    keep_responses: bool = False,
+    keep_batches: bool = False,
 ) -> ReplicationResult:
     # The records only for the per-job rows; else each job is summed and dropped as it ends (bags.csv rows need
     # none: a bag's totals are kept with it)
     records = keep_rows or jobs_dir is not None
     simulation = Simulation(experiment, replication=replication, seed=seed, horizon=horizon, overheads=overheads,
-                            drain_limit=drain_limit, keep_records=records, warmup=warmup, keep_responses=keep_responses)
+                            drain_limit=drain_limit, keep_records=records, warmup=warmup, keep_batches=keep_batches)
     run = simulation.run()
     if jobs_dir is not None:  # streamed from the records: no list of rows
         write_job_rows(jobs_part(jobs_dir, replication), job_rows(experiment, run, warmup, horizon))
-    result = reduce_replication(experiment, run, warmup, horizon, keep_rows, keep_responses)
+    result = reduce_replication(experiment, run, warmup, horizon, keep_rows, keep_batches)
     if run.bags:
         result.bags = reduce_bags(run, warmup, horizon, keep_rows or keep_bag_rows)
     result.policy_counts = getattr(simulation.policy, "report", dict)()  # (a bare PolicyHooks has none)
@@ -108,19 +108,19 @@ def run_simulation(
         workers = min(reps, os.cpu_count() or 1)
     # One replication says nothing of its own variability: its interval is made of batch means of its jobs, which it
     # keeps for that (docs/intervals.md)
-    keep_responses = reps == 1
+    keep_batches = reps == 1
     t0 = time.perf_counter()
     results: list[ReplicationResult] = []
     if workers <= 1:
         for r in range(reps):
             results.append(_one(experiment, r, seed, horizon, warmup, keep_rows, imports, keep_bag_rows, jobs_dir,
-                                overheads, drain_limit, keep_responses))
+                                overheads, drain_limit, keep_batches))
             if progress:
                 progress(r + 1, reps)
     else:
         with InterruptiblePool[int](workers) as pool:
             tasks = ((r, _one, (experiment, r, seed, horizon, warmup, keep_rows, imports, keep_bag_rows, jobs_dir,
-                                overheads, drain_limit, keep_responses)) for r in range(reps))
+                                overheads, drain_limit, keep_batches)) for r in range(reps))
             for done, (_, fut) in enumerate(pool.results(tasks), 1):
                 results.append(fut.result())
                 if progress:

@@ -16,12 +16,12 @@ up from the first); otherwise jobs wait for the front, as records, and the sums 
 
 from __future__ import annotations
 
-from array import array
 from typing import Any, Final
 
 from mgst.bot_metrics import keep_replica_totals
 from mgst.core.scheduler import Scheduler
 from mgst.core.state import JobRecord, JobStatus
+from mgst.intervals import BATCHES
 
 # The arrival list drops its summed head once it is more than half of the list and more than this many.
 RETIRED_MIN: Final = 1024
@@ -30,7 +30,16 @@ RETIRED_MIN: Final = 1024
 CROWDED: Final = 1024
 
 _JOB_DONE: Final = JobStatus.DONE
-_UNCOUNTED: Final = (-1, 0.0, 0.0)  # the figures of a job that does not count (not done, or outside the window)
+_UNCOUNTED: Final = (-1, 0.0, 0.0, 0)  # the figures of a job that does not count (not done, or outside the window)
+# A run of one replication's batch means (docs/intervals.md): the counted window [count_from, horizon) is cut into
+# BATCHES windows of equal model time, each a batch of the jobs submitted in it.
+
+
+def batch_of(submitted: float, count_from: float, width: float) -> int:
+    """The batch (0 to BATCHES - 1) of a job submitted at ``submitted`` in the counted window, whose batches are
+    ``width`` model time units each from ``count_from``."""
+    b = int((submitted - count_from) / width)
+    return b if b < BATCHES else BATCHES - 1  # (a job just before the horizon, rounded up)
 
 _JobFields = tuple[int, int, float, float, Any]  # a Job's fields: id, job_class, submitted, size, bag
 
@@ -38,11 +47,11 @@ _JobFields = tuple[int, int, float, float, Any]  # a Job's fields: id, job_class
 class StreamedTotals:
     """Per class, the jobs that completed among those submitted in [count_from, horizon): how many, the sums of
     their response times and of their waits (submitted to first sent), in arrival order; and every job's count.
-    With ``keep_responses``, also each of those jobs' class and response time, in arrival order (a run of one
-    replication: its interval is made of batch means of them; 12 bytes a job)."""
+    With ``keep_batches``, also per class how many and the sum of their response times by batch: BATCHES windows
+    of equal model time (a run of one replication: its interval is made of their batch means)."""
 
     def __init__(self, core: Scheduler, n_classes: int, count_from: float, horizon: float,
-                 keep_responses: bool = False):
+                 keep_batches: bool = False):
         self.core = core
         self.count_from = count_from
         self.horizon = horizon
@@ -58,8 +67,12 @@ class StreamedTotals:
         self.counts = [0] * n_classes
         self.sums = [0.0] * n_classes
         self.waits = [0.0] * n_classes
-        self.response_classes: array | None = array("i") if keep_responses else None
-        self.responses: array | None = array("d") if keep_responses else None
+        self.batch_width = (horizon - count_from) / BATCHES
+        self.batch_counts: list[list[int]] | None = None
+        self.batch_sums: list[list[float]] | None = None
+        if keep_batches:
+            self.batch_counts = [[0] * BATCHES for _ in range(n_classes)]
+            self.batch_sums = [[0.0] * BATCHES for _ in range(n_classes)]
 
     def note(self, rec: JobRecord) -> None:
         """A job arrived (its record is in the core)."""
@@ -127,15 +140,15 @@ class StreamedTotals:
     def totals(self) -> tuple[list[int], list[float], list[float]]:
         return self.counts, self.sums, self.waits
 
-    def counted_responses(self) -> tuple[array, array] | None:
-        """The counted jobs' classes and response times, in arrival order (None: not kept)."""
-        if self.responses is None or self.response_classes is None:
+    def counted_batches(self) -> tuple[list[list[int]], list[list[float]]] | None:
+        """Per class, per batch: the counted jobs and the sum of their response times (None: not kept)."""
+        if self.batch_counts is None or self.batch_sums is None:
             return None
-        return self.response_classes, self.responses
+        return self.batch_counts, self.batch_sums
 
-    def _figures(self, rec: JobRecord) -> tuple[int, float, float]:
-        """A job's part of the results (and of the job count): its class, response and wait if it is done and was
-        submitted in the window, else _UNCOUNTED."""
+    def _figures(self, rec: JobRecord) -> tuple[int, float, float, int]:
+        """A job's part of the results (and of the job count): its class, response, wait and batch if it is done
+        and was submitted in the window, else _UNCOUNTED."""
         self.jobs_total += 1
         done = rec.completed
         job: _JobFields = rec.job
@@ -144,15 +157,15 @@ class StreamedTotals:
             return _UNCOUNTED
         first = rec.first_sent
         assert first is not None  # a completed job was sent
-        return (c, done - sub, first - sub)
+        return (c, done - sub, first - sub, batch_of(sub, self.count_from, self.batch_width))
 
     def _add_record(self, rec: JobRecord) -> None:
         """A job's part of the results, from its record."""
         self._add_figures(self._figures(rec))
 
-    def _add_figures(self, figures: tuple[int, float, float]) -> None:
+    def _add_figures(self, figures: tuple[int, float, float, int]) -> None:
         """A job's part of the results, from the figures it was reduced to (counted already in jobs_total)."""
-        c, response, wait = figures
+        c, response, wait, b = figures
         if c >= 0:
             counts = self.counts
             sums = self.sums
@@ -160,10 +173,12 @@ class StreamedTotals:
             counts[c] = counts[c] + 1  # (x[i] = x[i] + y: native, compiled; x[i] += y is not)
             sums[c] = sums[c] + response
             waits[c] = waits[c] + wait
-            responses = self.responses
-            if responses is not None:
-                self.response_classes.append(c)  # type: ignore[union-attr]  # (set with responses)
-                responses.append(response)
+            batch_counts = self.batch_counts
+            if batch_counts is not None:
+                of_class = batch_counts[c]
+                of_class[b] = of_class[b] + 1
+                sums_of_class = self.batch_sums[c]  # type: ignore[index]  # (set with batch_counts)
+                sums_of_class[b] = sums_of_class[b] + response
 
     def _leave(self, rec: JobRecord) -> None:
         """An over job leaves the core (a bag's task: its bag keeps it until all its tasks are over)."""
