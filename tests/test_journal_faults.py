@@ -293,20 +293,30 @@ def finished_run(tmp_path_factory) -> tuple[Path, Path]:
     return exp_file, out
 
 
-def test_a_damaged_page_is_a_clear_error_and_salvage_recovers_every_event_before_it(
-        finished_run, tmp_path: Path) -> None:
-    exp_file, pristine = finished_run
+def copied_run(pristine: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """A copy of the finished run's folder in ``tmp_path``, and its journal."""
     run = tmp_path / "run"
     shutil.copytree(pristine, run)
-    journal = run / "journal.sqlite"
-    before = rows(journal)
-    leaves = events_leaves(journal)
-    assert len(leaves) >= 5 and [lo for _, lo, _ in leaves][0] == 1
-    page, first, _ = leaves[len(leaves) // 2]  # a leaf in the middle: events 1 .. first-1 come before it
+    return run, run / "journal.sqlite"
+
+
+def overwrite_page(journal: Path, page: int) -> None:
+    """Page ``page`` (1-based) of the journal's main file overwritten with garbage, as a bad sector would."""
     page_size = int.from_bytes(journal.read_bytes()[16:18], "big")
     with open(journal, "r+b") as f:
         f.seek((page - 1) * page_size)
         f.write(b"\xa5" * page_size)
+
+
+def test_a_damaged_page_is_a_clear_error_and_salvage_recovers_every_event_before_it(
+        finished_run, tmp_path: Path) -> None:
+    exp_file, pristine = finished_run
+    run, journal = copied_run(pristine, tmp_path)
+    before = rows(journal)
+    leaves = events_leaves(journal)
+    assert len(leaves) >= 5 and [lo for _, lo, _ in leaves][0] == 1
+    page, first, _ = leaves[len(leaves) // 2]  # a leaf in the middle: events 1 .. first-1 come before it
+    overwrite_page(journal, page)
     damaged = sha(journal)
     for args in (["export", str(run)], ["mapper", str(exp_file), "--bind", "tcp://127.0.0.1:0", "--resume", str(run)]):
         p = mgst(*args)
@@ -328,16 +338,10 @@ def test_a_damaged_page_is_a_clear_error_and_salvage_recovers_every_event_before
 
 def test_a_salvage_that_stops_before_the_run_s_start_says_so_not_that_the_run_never_started(
         finished_run, tmp_path: Path) -> None:
-    _, pristine = finished_run
-    run = tmp_path / "run"
-    shutil.copytree(pristine, run)
-    journal = run / "journal.sqlite"
+    run, journal = copied_run(finished_run[1], tmp_path)
     page, first, _ = events_leaves(journal)[0]  # the first events' leaf: the run's start is in it
     assert first == 1
-    page_size = int.from_bytes(journal.read_bytes()[16:18], "big")
-    with open(journal, "r+b") as f:
-        f.seek((page - 1) * page_size)
-        f.write(b"\xa5" * page_size)
+    overwrite_page(journal, page)
     p = mgst("export", str(run), "--salvage")
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
     assert "the events recovered do not reach the run's start" in p.stderr, p.stderr

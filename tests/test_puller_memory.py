@@ -26,6 +26,19 @@ from puller.gang_member import GangMember
 from puller.memory_guard import MemoryGuard, resident_bytes
 
 FRAME = 60_000  # bytes of each frame: under MAXMSGSIZE (64 KiB), so ZeroMQ takes every one
+CAP = 2 * 2**30  # bytes sent at most
+
+
+def _send_until_dropped(conn: socket.socket, size: int) -> int:
+    """Frames of ``size`` bytes flagged MORE (the message goes on) until the peer drops the connection (OSError:
+    a broken pipe or a reset); the bytes sent. Fails if CAP bytes were taken."""
+    frame = b"\x03" + struct.pack(">Q", size) + b"\x00" * size  # MORE | LONG
+    sent = 0
+    with pytest.raises(OSError):
+        while sent < CAP:
+            conn.sendall(frame)
+            sent += size
+    return sent
 
 
 def _exactly(conn: socket.socket, n: int) -> bytes:
@@ -76,14 +89,9 @@ def test_a_message_that_never_ends_is_dropped_with_its_connection_and_the_puller
             time.sleep(0.01)
         assert p.puller.welcome is not None
         before = resident_bytes()
-        frame = b"\x03" + struct.pack(">Q", FRAME) + b"\x00" * FRAME  # MORE | LONG: the message goes on
-        sent, cap = 0, 2 * 2**30
-        with pytest.raises(OSError):  # (BrokenPipe or ConnectionReset: the puller dropped the connection)
-            while sent < cap:
-                conn.sendall(frame)
-                sent += FRAME
+        sent = _send_until_dropped(conn, FRAME)
         conn.close()
-        assert sent < cap // 2, f"{sent / 2**20:.0f} MiB taken before the puller let go"
+        assert sent < CAP // 2, f"{sent / 2**20:.0f} MiB taken before the puller let go"
         again, _ = server.accept()  # it connects again, and says hello holding what it held
         again.settimeout(20)
         _handshake(again)
@@ -129,14 +137,8 @@ def test_a_gang_member_held_a_message_that_never_ends_leaves_before_it_grows_wit
             while member.time_unit != 0.5 and time.monotonic() < deadline:  # (awaited: its state, read)
                 time.sleep(0.01)
             assert member.time_unit == 0.5, "the member did not take its welcome"
-        size = G.MAX_FRAME - 1024  # (under the member's MAXMSGSIZE, smaller than a puller's)
-        frame = b"\x03" + struct.pack(">Q", size) + b"\x00" * size  # MORE | LONG: the message goes on
-        sent, cap = 0, 2 * 2**30
-        with pytest.raises(OSError):  # (BrokenPipe or ConnectionReset: the member closed its socket)
-            while sent < cap:
-                conn.sendall(frame)
-                sent += size
-        assert sent < cap // 2, f"{sent / 2**20:.0f} MiB taken before the member let go"
+        sent = _send_until_dropped(conn, G.MAX_FRAME - 1024)  # (under the member's MAXMSGSIZE: a puller's is larger)
+        assert sent < CAP // 2, f"{sent / 2**20:.0f} MiB taken before the member let go"
         thread.join(20)
         assert not thread.is_alive() and codes == [gang_member.EXIT_HELD_TOO_MUCH]
         assert member.memory_guard.trips == 1
