@@ -72,23 +72,36 @@ def _sane(page_size: int) -> bool:
     return 512 <= page_size <= 65536 and page_size & (page_size - 1) == 0
 
 
-def _main_file(db: Path | None) -> bytes | None:
-    """The main database file's bytes (None: not given, or not there)."""
-    if db is None:
-        return None
-    try:
-        return db.read_bytes()
-    except FileNotFoundError:
-        return None
+class _MainFile:
+    """The main database file of a WAL, read only where asked (a long run's journal is large): its size (None: not
+    given, or not there), its page size, whether it holds given page images."""
 
+    def __init__(self, path: Path | None):
+        self.path = path
+        try:
+            self.size = path.stat().st_size if path is not None else None
+        except FileNotFoundError:
+            self.size = None
 
-def _main_page_size(main: bytes | None) -> int | None:
-    """The page size in a database file's header (offset 16; 1 stands for 65536), if the header has one."""
-    if main is None or len(main) < 100:
-        return None
-    size = int.from_bytes(main[16:18], "big")
-    size = 65536 if size == 1 else size
-    return size if _sane(size) else None
+    def page_size(self) -> int | None:
+        """The page size in its header (offset 16; 1 stands for 65536), if it has one."""
+        if self.path is None or self.size is None or self.size < 100:
+            return None
+        with open(self.path, "rb") as f:
+            size = int.from_bytes(f.read(100)[16:18], "big")
+        size = 65536 if size == 1 else size
+        return size if _sane(size) else None
+
+    def holds(self, images: dict[int, bytes], page_size: int) -> bool:
+        """Whether each page number's image is the file's page of that number (a checkpoint wrote them all)."""
+        if self.path is None or self.size is None:
+            return False
+        with open(self.path, "rb") as f:
+            for page, image in images.items():
+                f.seek((page - 1) * page_size)
+                if f.read(page_size) != image:
+                    return False
+        return True
 
 
 def inspect_wal(path: Path, db: Path | None = None) -> WalReport | None:
@@ -100,13 +113,13 @@ def inspect_wal(path: Path, db: Path | None = None) -> WalReport | None:
         return None
     if len(data) < HEADER_SIZE:
         return None
-    main = _main_file(db)
+    main = _MainFile(db)
     magic, version, page_size, _ckpt, salt1, salt2, ck1, ck2 = struct.unpack(">8I", data[:HEADER_SIZE])
     big_endian = magic == MAGIC_BIG_ENDIAN
     header_ok = True
     if not _sane(page_size):  # SQLite ignores the whole file: its frames are found at the main file's page size
         header_ok = False
-        page_size = _main_page_size(main) or 4096
+        page_size = main.page_size() or 4096
     frame_size = FRAME_HEADER_SIZE + page_size
     frames = (len(data) - HEADER_SIZE) // frame_size
     if frames == 0:
@@ -115,7 +128,7 @@ def inspect_wal(path: Path, db: Path | None = None) -> WalReport | None:
                                and _checksum(data[:24], 0, 0, big_endian) == (ck1, ck2))
     if not header_ok:
         return _unusable_header(data, frames, page_size, main)
-    if main is not None and len(main) == 0:  # SQLite deletes the WAL of an empty database
+    if main.size == 0:  # SQLite deletes the WAL of an empty database
         commits = sum(1 for f in _frames(data, frames, page_size) if f.salts == (salt1, salt2) and f.commit)
         current = sum(1 for f in _frames(data, frames, page_size) if f.salts == (salt1, salt2))
         return WalReport(frames, 0, True, None, commits, current, empty_main_file=commits > 0)
@@ -168,7 +181,7 @@ def _frames(data: bytes, frames: int, page_size: int) -> list[_Frame]:
     return out
 
 
-def _unusable_header(data: bytes, frames: int, page_size: int, main: bytes | None) -> WalReport:
+def _unusable_header(data: bytes, frames: int, page_size: int, main: _MainFile) -> WalReport:
     """A WAL whose header SQLite rejects: it drops every frame. Those of the writer's last generation (the first
     frame's salts) are lost unless the main file holds each of their pages' last image already (checkpointed)."""
     found = _frames(data, frames, page_size)
@@ -177,7 +190,7 @@ def _unusable_header(data: bytes, frames: int, page_size: int, main: bytes | Non
     latest: dict[int, bytes] = {}
     for f in current:
         latest[f.page] = f.image
-    if main is not None and all(main[(p - 1) * page_size:p * page_size] == image for p, image in latest.items()):
+    if main.holds(latest, page_size):
         return WalReport(frames, 0, False, None, 0, 0)  # checkpointed: nothing to lose
     commits = sum(1 for f in current if f.commit)
     return WalReport(frames, 0, False, 1, max(commits, 1), len(current))
