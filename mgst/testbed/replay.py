@@ -53,6 +53,12 @@ class Replayed:
 def open_store(folder: Path, journal: str = FILENAME) -> tuple[RunStore, dict[str, Any], Experiment]:
     """The store of a run directory (the file ``journal`` in it), its settings and its experiment (from the copy
     kept in the store)."""
+    store, meta, experiment, _ = _open(folder, journal)
+    return store, meta, experiment
+
+
+def _open(folder: Path, journal: str) -> tuple[RunStore, dict[str, Any], Experiment, Scheduler]:
+    """open_store, and the fresh core its experiment makes (checked so: one that makes none was not a mapper's)."""
     store = RunStore(folder / journal, create=False)
     try:
         meta = store.meta()
@@ -63,14 +69,14 @@ def open_store(folder: Path, journal: str = FILENAME) -> tuple[RunStore, dict[st
         experiment = _experiment(meta["experiment"], store.path)
         policies.import_modules(meta.get("imports", []))
         try:  # (the experiment a mapper wrote makes a core: one that does not was written by someone else)
-            make_core(experiment, meta["seed"])
+            core = make_core(experiment, meta["seed"])
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
             raise StoreError(f"{store.path}: the run's experiment does not make a core ({_said(e)}): the journal was "
                              "edited or damaged, or the policy's code changed since the run") from None
     except BaseException:
         store.close()
         raise
-    return store, meta, experiment
+    return store, meta, experiment, core
 
 
 def _experiment(plain: Any, where: Path) -> Experiment:
@@ -95,10 +101,9 @@ def _said(e: BaseException, decoding: bool = False) -> str:
 def replay(folder: Path, journal: str = FILENAME) -> Replayed:
     """Open ``folder``'s store (the file ``journal`` in it) and rebuild its journal and core. The caller closes
     ``.store``."""
-    store, meta, experiment = open_store(folder, journal)
+    store, meta, experiment, core = _open(folder, journal)
     try:
         journal = Journal(experiment)
-        core = make_core(experiment, meta["seed"])
         failure: PolicyFailed | None = None
         after_failure = 0  # inputs journalled after the failure (a mapper of before PolicyFailed went on), not fed
         for kind, args in store.events():

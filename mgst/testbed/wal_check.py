@@ -129,9 +129,9 @@ def inspect_wal(path: Path, db: Path | None = None) -> WalReport | None:
     if not header_ok:
         return _unusable_header(data, frames, page_size, main)
     if main.size == 0:  # SQLite deletes the WAL of an empty database
-        commits = sum(1 for f in _frames(data, frames, page_size) if f.salts == (salt1, salt2) and f.commit)
-        current = sum(1 for f in _frames(data, frames, page_size) if f.salts == (salt1, salt2))
-        return WalReport(frames, 0, True, None, commits, current, empty_main_file=commits > 0)
+        current = [f for f in _frames(data, frames, page_size) if f.salts == (salt1, salt2)]
+        commits = sum(1 for f in current if f.commit)
+        return WalReport(frames, 0, True, None, commits, len(current), empty_main_file=commits > 0)
     prev = (ck1, ck2)
     readable = 0
     bad: int | None = None if header_ok else 1
