@@ -217,7 +217,8 @@ def _fake_mapper(periods: list, refusals: int = 0, silent: bool = False, suspect
                    machines=[NS(name="M1", share=0.5, achieved=[0.5, 0.25], jobs_run=2, periods=periods,
                                 registrations=1)]),
         conns=[NS(refusals=refusals, identity=b"id", clock=NS(offset=0.001, rtt=0.002))],
-        t0=99.0, duration=100.0, time_unit=0.5, registered=lambda: 1, draining=lambda now: False)
+        t0=99.0, duration=100.0, time_unit=0.5, registered=lambda: 1, draining=lambda now: False,
+        resuming=lambda: False, elapsed=lambda now: max(0.0, now - 99.0))
 
 
 def test_snapshot_of_a_mapper():

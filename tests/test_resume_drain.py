@@ -3,6 +3,8 @@ its drain, even an interrupted run's short one, resumes and drains what was left
 
 from __future__ import annotations
 
+import itertools
+import re
 import signal
 import subprocess
 import threading
@@ -14,6 +16,7 @@ import pytest
 from test_failure_rebase import clock_starts
 from test_resume import count_events, free_port, reap, start_mapper, wait_for
 
+from mgst.cli.testbed_commands import _progress_printer
 from mgst.config import load_experiment
 from mgst.core.state import JobStatus
 from mgst.testbed.live.board import FolderBoard
@@ -46,11 +49,13 @@ KILLED_AFTER_S = 1.0  # into the drain (5 model time units)
 
 
 def killed_in_its_drain(tmp_path: Path, into_drain_s: float, resumed_drain_s: float, interrupt: bool = False,
-                        stop_resumed: bool = False) -> TestbedRun:
+                        stop_resumed: bool = False,
+                        progress: Callable[[Mapper], None] | None = None) -> TestbedRun:
     """The overloaded run, by `mgst mapper` with real pullers, SIGKILLed ``into_drain_s`` into its drain (or, with
     ``interrupt``, sent SIGTERM then and killed once the interrupt is committed), then resumed in this process with
     a drain time-out of ``resumed_drain_s`` (with ``stop_resumed``, stopped at once, as two quick signals stop it,
-    while it still holds its clock for its pullers): the resumed run."""
+    while it still holds its clock for its pullers): the resumed run. ``progress`` is called from the resumed
+    mapper's loop every 0.1 s."""
     exp_file = tmp_path / "exp.toml"
     exp_file.write_text(OVERLOADED)
     keys, out = tmp_path / "keys", tmp_path / "run"
@@ -73,7 +78,7 @@ def killed_in_its_drain(tmp_path: Path, into_drain_s: float, resumed_drain_s: fl
         first.send_signal(signal.SIGKILL)
         first.wait(10)
         resumed = Mapper(load_experiment(exp_file), endpoint, keys=security.server_keys(keys), out=out, resume=True,
-                         drain_timeout=resumed_drain_s)
+                         drain_timeout=resumed_drain_s, progress=progress, progress_interval=0.1)
         if stop_resumed:
             resumed.stopping = resumed.aborting = True
         run = resumed.run()
@@ -132,6 +137,35 @@ def test_a_resumed_run_stopped_while_it_holds_its_clock_ends_its_generation_in_w
     assert abs(run.generation_end - (run.t0 + generation_end * TIME_UNIT)) < 1e-6, (run.generation_end, run.t0)
     summary, _ = summarize_testbed(run)
     assert summary.horizon == pytest.approx(generation_end)
+
+
+def test_a_resumed_run_shows_its_clock_still_while_it_waits_for_its_pullers(
+        tmp_path: Path, no_children_left, capsys: pytest.CaptureFixture[str]) -> None:
+    """While a resumed mapper holds its clock for its pullers, its progress line and its live view say it is
+    resuming, at the run's time when it was killed, and that time stands still: it never counts up through the wait
+    to jump back when the run goes on (the outage is cut out of the run)."""
+    printer = _progress_printer(True)
+    live = LivePublisher(FolderBoard(tmp_path))
+    seen: list[tuple[bool, float, float, str]] = []  # (resuming, the line's seconds, the live view's, its phase)
+
+    def look(mapper: Mapper) -> None:
+        capsys.readouterr()
+        printer(mapper)
+        line = capsys.readouterr().err.strip()
+        snapshot = live.build(mapper, time.time())
+        shown = re.match(r"resuming at (\d+) s: waiting for pullers: \d/2 registered$|\s*(\d+) s, ", line)
+        assert shown, line
+        seconds = float(shown.group(1) or shown.group(2))
+        seen.append((mapper.resuming(), seconds, snapshot["elapsed_s"], snapshot["phase"]))
+
+    killed_in_its_drain(tmp_path, KILLED_AFTER_S, DRAIN_S, progress=look)
+    held = [s for s in seen if s[0]]
+    assert len(held) >= 2 and any(not s[0] for s in seen), seen  # (the wait was seen, and the run going on after it)
+    assert all(phase == "resuming" for *_, phase in held), held
+    killed_at = (GENERATION_S + KILLED_AFTER_S)
+    assert all(abs(line_s - killed_at) <= 1.0 and live_s == held[0][2] for _, line_s, live_s, _ in held), held
+    for before, after in itertools.pairwise(seen):
+        assert after[1] >= before[1] and after[2] >= before[2], (before, after)
 
 
 SPARSE_UNIT = 0.2

@@ -187,15 +187,19 @@ def _progress_printer(enabled: bool):
             if rec.first_sent is not None:
                 wait[c] += rec.first_sent - rec.job.submitted
                 waited[c] += 1
+        import time  # noqa: PLC0415
+
+        now = time.time()
+        elapsed = mapper.elapsed(now)
         if mapper.t0 is None:
             line = f"waiting for pullers: {mapper.registered()}/{len(mapper.conns)} registered"
+        elif mapper.resuming():  # (the clock stands still: the outage is cut out of the run)
+            line = (f"resuming at {elapsed:.0f} s: waiting for pullers: {mapper.registered()}/{len(mapper.conns)} "
+                    "registered")
         else:
-            import time  # noqa: PLC0415
-
-            elapsed = time.time() - mapper.t0
             left = max(0.0, mapper.duration - elapsed)
             fmt = "/".join
-            when = "draining" if mapper.draining(time.time()) else f"{left:4.0f} s left"
+            when = "draining" if mapper.draining(now) else f"{left:4.0f} s left"
             line = (f"{elapsed:5.0f} s, {when} | queued {fmt(map(str, queued))} | running "
                     f"{fmt(map(str, running))} | done {fmt(map(str, done))} | mean wait "
                     f"{fmt(f'{w / k:.2f}' if k else '-' for w, k in zip(wait, waited))}")

@@ -272,6 +272,15 @@ class Mapper:
     def model_now(self, wall: float) -> float:
         return self.clock.model_now(wall)
 
+    def elapsed(self, wall: float) -> float:
+        """The run's seconds at wall time ``wall``: 0 before it begins, still while a resumed mapper waits for its
+        pullers (the outage is cut out of the run), as its model time counts them."""
+        return self.clock.model_now(wall) * self.time_unit
+
+    def resuming(self) -> bool:
+        """Whether a resumed mapper is holding its clock while it waits for its pullers."""
+        return self.clock.held is not None
+
     def draining(self, now: float) -> bool:
         """Whether the run drains at wall time ``now``: its end of generation has passed, or it was stopped (the
         journal knows the end of generation from the last arrival before it, and the drain counts from the end)."""

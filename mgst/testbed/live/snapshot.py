@@ -134,6 +134,8 @@ class LivePublisher:
             phase = "over"
         elif t0 is None:
             phase = "waiting for pullers"
+        elif mapper.resuming():
+            phase = "resuming"
         elif mapper.draining(now):
             phase = "draining"
         else:
@@ -144,7 +146,7 @@ class LivePublisher:
         machines, counts = self._machines(mapper, now)
         running = len(core.running)
         queued = core.queued_count
-        elapsed = now - t0 if t0 is not None else 0.0
+        elapsed = mapper.elapsed(now)  # (still while a resumed mapper waits: the plots' time never goes back)
         intervals = self._results(mapper, exp, now, warmup, horizon)
         up = counts.get("up", 0)
         overall = intervals.get("overall") or {}

@@ -110,6 +110,7 @@
     $("phase").className = "phase " + (s.phase || "").split(" ")[0];
     if (s.jobs === undefined) return;
     $("clock").textContent = s.phase === "waiting for pullers" ? `${s.registered} of ${s.machine_count} registered` :
+      s.phase === "resuming" ? `at ${fmt(s.elapsed_s, 0)} s of ${fmt(s.duration_s, 0)} s: ${s.registered} of ${s.machine_count} registered` :
       `${fmt(s.elapsed_s, 0)} s of ${fmt(s.duration_s, 0)} s`;
     for (const k of ["generated", "done", "running", "queued"]) $("jobs-" + k).textContent = String(s.jobs[k]);
     $("jobs-discarded").textContent = s.jobs.discarded ? `${s.jobs.discarded} (${fmt(s.jobs.wasted_time, 1)} tu)` : "0";
