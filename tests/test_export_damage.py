@@ -143,3 +143,41 @@ def test_an_experiment_that_is_not_one_is_one_error_line(finished_run: Path, tmp
     exp.write_text(EXPERIMENT)
     one_error_line(mgst("simulate", str(exp), "--overheads", str(folder), "--horizon", "2", "--warmup", "0",
                         "--replications", "1"), "--overheads", said, "edited or damaged")
+
+
+CHANGED_UNDER_THE_RUN = """
+import sys
+import mgst.testbed.beside as beside
+from mgst.cli import main
+
+def changed_under_the_run(*args):
+    raise ImportError("cannot import name 'Widget' from 'mgst.testbed.gone'")
+
+setattr(beside, sys.argv[1], changed_under_the_run)
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize("where", ["summarize_testbed", "write_testbed_outputs"])
+def test_results_that_fail_to_be_written_are_one_line_and_the_journal_writes_them_later(
+        finished_run: Path, tmp_path: Path, where: str) -> None:
+    """Writing a run's results fails with something other than an OSError (a bug, or the installed mgst changed
+    under a long run: a module imported only at its end is not the one it started with): one error line naming
+    the failure and the way back (`mgst export`), exit 2, not a traceback; `-vv` shows where it failed; the journal
+    is untouched and writes the results once the failure is gone."""
+    folder = copy_with(finished_run, tmp_path / "changed")
+    journal = (folder / "journal.sqlite").read_bytes()
+
+    def failing(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", CHANGED_UNDER_THE_RUN, where, *args], capture_output=True,
+                              text=True, timeout=180, cwd=ROOT, env={**os.environ, "MGST_PURE": "1"})
+
+    p = failing("export", str(folder))
+    one_error_line(p, f"mgst: error: the results of {folder} could not be written (ImportError: cannot import name "
+                      f"'Widget' from 'mgst.testbed.gone'); the journal keeps the run: 'mgst export {folder}' writes "
+                      "its files again")
+    p = failing("-vv", "export", str(folder))
+    assert p.returncode == 2 and "Traceback" in p.stderr and "changed_under_the_run" in p.stderr, p.stderr[-2000:]
+    assert (folder / "journal.sqlite").read_bytes() == journal and not (folder / "summary.json").exists()
+    p = mgst("export", str(folder), "--json")
+    assert p.returncode == 0 and json.loads(p.stdout)["mode"] == "testbed", p.stderr[-2000:]

@@ -95,7 +95,8 @@ def finish_outputs(run: TestbedRun, out: Path, *, simulate: bool = True, replica
     machines.csv, machine_periods.csv, summary.csv, bags.csv (bags), summary.json, comparison.png and
     report.html (mgst.testbed.report)."""
     imports = imports or run.imports
-    testbed, extras = summarize_testbed(run)
+    with _outputs_written(out):
+        testbed, extras = summarize_testbed(run)
     sim = gap = None
     sim_bags: list[tuple] = []
     simulate = simulate and testbed.horizon > run.warmup  # (a run that generated nothing has nothing to simulate)
@@ -125,7 +126,7 @@ def finish_outputs(run: TestbedRun, out: Path, *, simulate: bool = True, replica
                 extras["bag_makespans"] = bag_makespans(testbed_bags(run, keep_rows=True).rows, sim_bags)
         gap = find_gap(run, testbed, sim)
         extras["gap"] = gap.as_dict()
-    try:
+    with _outputs_written(out):
         summary = write_testbed_outputs(run, testbed, extras, out)
         files = ["jobs.csv", "machines.csv", "machine_periods.csv", "summary.csv", "summary.json"]
         if testbed.bags is not None:
@@ -134,10 +135,6 @@ def finish_outputs(run: TestbedRun, out: Path, *, simulate: bool = True, replica
             plot = plot_bag_comparison if testbed.bags is not None else plot_comparison
             write_whole(out / "comparison.png", lambda path: plot(testbed, sim, path))
             files.append("comparison.png")
-    except OSError as e:
-        where = e.filename or out
-        raise OutputsNotWritten(f"cannot write {where}: {e.strerror or e} (the journal keeps the run: 'mgst export "
-                                f"{out}' writes its files again)") from None
     try:
         write_report(run, summary, out)
         files.append(REPORT)
@@ -146,6 +143,25 @@ def finish_outputs(run: TestbedRun, out: Path, *, simulate: bool = True, replica
     except Exception:  # (a bug in the page: its traceback, and the results kept)
         log.exception("%s/%s could not be written", out, REPORT)
     return Beside(run, testbed, sim, gap, summary, files)
+
+
+@contextlib.contextmanager
+def _outputs_written(out: Path) -> Iterator[None]:
+    """Around summarising and writing a run's results: what fails there is OutputsNotWritten, one line saying why
+    and that the journal keeps the run, not a traceback (the traceback is logged at debug level: ``mgst -vv``). A folder
+    where a file goes or a full disk; or a bug, or the installed mgst changed under a long run (a module imported
+    only now is not the one the run started with)."""
+    try:
+        yield
+    except OSError as e:
+        where = e.filename or out
+        raise OutputsNotWritten(f"cannot write {where}: {e.strerror or e} (the journal keeps the run: 'mgst export "
+                                f"{out}' writes its files again)") from None
+    except Exception as e:
+        log.debug("the results of %s could not be written", out, exc_info=True)
+        raise OutputsNotWritten(f"the results of {out} could not be written ({type(e).__name__}: {e}); the journal "
+                                f"keeps the run: 'mgst export {out}' writes its files again ('mgst -vv export "
+                                f"{out}' shows where it fails)") from None
 
 
 @contextlib.contextmanager
