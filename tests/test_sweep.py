@@ -151,6 +151,28 @@ def test_file_errors_name_the_key(change, key):
     assert e.value.key == key, str(e.value)
 
 
+@pytest.mark.parametrize(("section", "k", "wrong", "quick_value", "key"), [
+    ("simulation", "replications", 0, 1, "simulation.replications"),
+    ("simulation", "horizon", -1.0, 50.0, "simulation.horizon"),
+    ("axes", "mix", ["All_Q"], ["All_L"], "axes.mix[0]"),
+    ("options", "weibull_shape", -1, 0.5, "options.weibull_shape"),
+])
+def test_a_quick_sweep_checks_the_values_its_quick_table_replaces(section, k, wrong, quick_value, key):
+    """A quick try first must not hide what the full sweep would refuse: the file's values that [quick] replaces are
+    checked too, naming their own key (not the [quick] table's)."""
+    def sweep(value):
+        data = {"scenario": "anglano", "axes": {"mix": ["All_M"]}, "options": {},
+                "simulation": {"horizon": 100.0, "warmup": 10.0, "checkpoint_interval": 10.0, "replications": 2},
+                "quick": {section: {k: quick_value}}}
+        data[section][k] = value
+        return data
+
+    with pytest.raises(ConfigError) as e:
+        parse_sweep(sweep(wrong), "x", "f.toml", quick=True)
+    assert e.value.key == key, str(e.value)
+    assert parse_sweep(sweep(quick_value), "x", "f.toml", quick=True)  # (the same file, its value right: taken)
+
+
 def test_an_option_set_on_the_command_line_goes_over_the_files_and_its_errors_name_the_flag():
     data = {"scenario": "anglano", "axes": {"mix": ["All_M"]}, "options": {"weibull_shape": 0.5},
             "simulation": {"horizon": 100.0, "checkpoint_interval": 10.0}}

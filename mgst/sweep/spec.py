@@ -129,13 +129,15 @@ def load_sweep(path: str | os.PathLike, *, quick: bool = False, replications: in
 
 
 def parse_sweep(data: Mapping[str, Any], name: str, path: str | None = None, *, quick: bool = False,
-                replications: int | None = None, only: Sequence[str] = (), options: Sequence[str] = ()
-                ) -> SweepSpec:
+                replications: int | None = None, only: Sequence[str] = (), options: Sequence[str] = (),
+                _other_checked: bool = False) -> SweepSpec:
     """Check parsed TOML ``data`` (see load_sweep); ``name`` is used when the file has none."""
     p = _Checker(path)
     p.keys(data, _TOP, "")
-    if not quick and "quick" in data:  # every value of the file is checked, [quick]'s too, used or not
-        parse_sweep(data, name, path, quick=True)
+    # Every value of the file is checked, used or not: [quick]'s in a full sweep, the values [quick] replaces in a
+    # quick one (a quick try first must not hide what the full sweep would refuse).
+    if not _other_checked and "quick" in data:
+        parse_sweep(data, name, path, quick=not quick, _other_checked=True)
     scenario_name = data.get("scenario")
     if scenario_name is None:
         raise p.error("scenario", f"missing; one of: {', '.join(scenarios.names())}")
