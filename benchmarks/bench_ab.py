@@ -6,8 +6,7 @@ tree, so that a noisy machine's slow minute falls on both. Printed: per workload
 of each tree over all rounds and the ratio after/before. The interpreter decides the build: a venv with
 the compiled install times the compiled modules, and ``--pure`` sets ``MGST_PURE=1`` for both.
 
-    python benchmarks/bench_ab.py --before /work/venv-before/bin/python:/work/wt/before \\
-        --after /work/venv/bin/python:/work/main --rounds 7
+    python benchmarks/bench_ab.py --before OLD_VENV/bin/python:OLD_TREE --after "$(command -v python):." --rounds 7
 
 Workloads: ``sim`` (bench_sim's run: hihi-mfd-fd, LPAS_DG, one replication) and ``bot`` (bench_bot's
 run: seed 000's All_VS, 100 machines, one policy).

@@ -6,7 +6,7 @@ smallest (one time unit, one bag), and prints the difference: the instructions o
 set-up (medians of ``--repeat`` runs). Needs Debian's valgrind. Give a real interpreter (not a pyenv shim, which
 valgrind would trace instead).
 
-    python benchmarks/bench_instructions.py --before /venv-before/bin/python:/wt/before \\
+    python benchmarks/bench_instructions.py --before OLD_VENV/bin/python:OLD_TREE \\
         --after "$(python -c 'import sys; print(sys.executable)')":.
 
 Workloads: ``sim`` (hihi-mfd-fd, LPAS_DG, one replication, ``--horizon``) and ``bot`` (bench_bot's RR-NRF

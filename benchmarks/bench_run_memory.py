@@ -13,7 +13,7 @@ and whether every run printed the same result table.
 returned, before it is reduced (where a run that keeps its records peaks): the traced peak, the bytes held by
 allocation site, and the live objects of the core's record types, with their bytes per job.
 
-    python benchmarks/bench_run_memory.py --tree /work/venv-before/bin/python:/work/wt/before --tree PY:. --rounds 3
+    python benchmarks/bench_run_memory.py --tree OLD_VENV/bin/python:OLD_TREE --tree PY:. --rounds 3
     python benchmarks/bench_run_memory.py --tree PY:ROOT --profile --horizon 4000
 """
 

@@ -5,9 +5,9 @@ machine's whole trace per offset pays for the month each time; a lazy one for th
 The platform is generated once (mgst.traces) into --platform; to time another tree's replay (e.g. main's,
 before the lazy replay), run this file with that tree first on PYTHONPATH and an existing --platform:
 
-    MGST_PURE=1 /work/venv/bin/python benchmarks/bench_trace_replay.py --platform /tmp/bench-platform
-    cd /work/main && MGST_PURE=1 PYTHONPATH=/work/main /work/venv/bin/python \\
-        /work/wt/i23-traces/benchmarks/bench_trace_replay.py --platform /tmp/bench-platform
+    MGST_PURE=1 python benchmarks/bench_trace_replay.py --platform PLATFORM
+    cd OLD_TREE && MGST_PURE=1 PYTHONPATH=OLD_TREE python THIS_TREE/benchmarks/bench_trace_replay.py \\
+        --platform PLATFORM
 """
 
 from __future__ import annotations
