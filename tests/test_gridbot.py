@@ -192,6 +192,22 @@ def test_a_deadline_expiry_replicates_and_the_expired_replica_runs_on():
     core.check_invariants()
 
 
+def test_a_deadline_that_evaluates_to_no_time_span_is_refused_logged_and_counted(caplog):
+    # Not a constant (it reads the host), so the file's check cannot refuse it; at run time -5 on A (grid g1) and
+    # -1 on B would have expired each replica as it was sent: each is refused instead, the replica sent with no
+    # deadline (the fallback), counted, and logged once naming the bag, the attribute and what it gave.
+    core, policy = gridbot([host("A", rate=0.1, grid="g1"), host("B", rate=0.1, grid="g2")],
+                           Deadline='Host.Grid == "g1" ? -5 : -1', cycle=5.0)
+    with caplog.at_level(logging.WARNING, logger="mgst.papers.gridbot.classads"):
+        assert sent(core.bag_arrived(0.0, bag(0, 2, 0, size=10.0))) == [(0, 0), (1, 1)]
+    assert policy.report()["fallbacks_Deadline"] == 2
+    logged = [r.getMessage() for r in caplog.records if "Deadline" in r.getMessage()]
+    assert len(logged) == 1 and "bag 0's Deadline" in logged[0] and "gave -5" in logged[0], logged
+    assert "not a time span > 0" in logged[0] and "inf used instead" in logged[0], logged
+    assert sent(cycle(core, 5.0)) == [] and policy.counts["deadline_expired"] == 0  # no replica expired
+    core.check_invariants()
+
+
 def test_a_discarded_result_is_recorded_counted_as_waste_and_never_completes_the_job_twice():
     core, _ = gridbot([host("A", rate=0.1), host("B", rate=10.0)], Deadline=10, cycle=5.0)
     core.bag_arrived(0.0, bag(0, 1, 0, size=10.0))

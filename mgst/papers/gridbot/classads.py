@@ -136,6 +136,13 @@ def as_number(value: Any) -> float | None:
     return None
 
 
+def as_deadline(value: Any) -> float | None:
+    """A Deadline's value: a number > 0 (:func:`as_number`); None for one <= 0 (every replica would be past it as it
+    is sent), UNDEFINED, ERROR or any other type."""
+    number = as_number(value)
+    return number if number is not None and number > 0.0 else None
+
+
 def constant_problem(attribute: str, tree: Any) -> str | None:
     """Why ``tree``, as the policy attribute ``attribute``, is a constant that can never serve (it would fall back
     at every evaluation, or hold every job back, or expire every replica); None if it is no constant, or can."""
@@ -186,14 +193,15 @@ class Fallbacks:
         self.counts: dict[str, int] = dict.fromkeys(POLICY_ATTRIBUTES, 0)
         self._logged: set[Hashable] = set()
 
-    def note(self, attribute: str, tree: Any, value: Any, fallback: Any, bag: int) -> None:
+    def note(self, attribute: str, tree: Any, value: Any, fallback: Any, bag: int, why: str = "") -> None:
+        """``why``: what was wanted, for a value of the right type that cannot serve (``"not a time span > 0"``)."""
         self.counts[attribute] += 1
         got = describe(value)
-        kind = (attribute, str(tree), got.split(" ", 1)[0] if got.isupper() else type(value).__name__)
+        kind = (attribute, str(tree), got.split(" ", 1)[0] if got.isupper() else type(value).__name__, why)
         if kind not in self._logged:
             self._logged.add(kind)
-            log.warning("gridbot: bag %d's %s %s gave %s: %r used instead (logged once; later ones are counted)",
-                        bag, attribute, tree, got, fallback)
+            log.warning("gridbot: bag %d's %s %s gave %s%s: %r used instead (logged once; later ones are counted)",
+                        bag, attribute, tree, got, f", {why}" if why else "", fallback)
 
     @property
     def total(self) -> int:

@@ -19,10 +19,8 @@ from mgst.core.view import View
 from mgst.papers.gridbot.bags import BagState, check_bag_attributes
 from mgst.papers.gridbot.classads import (
     CONCURRENCY,
-    DEADLINE,
     GRID_POLICY,
     JOB_REQUIREMENTS,
-    NO_DEADLINE,
     POLICY_ATTRIBUTES,
     RANK,
     RANK_FALLBACK,
@@ -244,7 +242,7 @@ class GridBot(Policy):
             return
         rank = ev.number(RANK, state, RANK_FALLBACK)
         concurrency = ev.number(CONCURRENCY, state, float(m.cpus))
-        deadline = ev.number(DEADLINE, state, NO_DEADLINE)
+        deadline = ev.deadline(state)
         candidates.append((-rank, order, self.kinds[kind], len(candidates), concurrency, deadline, state, job, whole))
 
     def _sent(self, job: JobRecord, deadline: float) -> None:
