@@ -380,6 +380,29 @@ def bag_file(rank: str, where: str = "bag") -> dict:
     return {"workload": {"kind": "bag_list", "bags": bags}, "machines": {"power": [1.0]}, "policy": policy}
 
 
+def test_a_misspelt_attribute_is_refused_when_the_file_is_read_with_the_nearest_name():
+    # Job.Replikas is in no job's ad: UNDEFINED at every evaluation (a fallback, logged once), so a requirement that
+    # never holds. Refused naming the key, the reference and the nearest name, in [policy] and in a bag alike.
+    for where in ("bag", "policy"):
+        with pytest.raises(ConfigError) as err:
+            parse_experiment(bag_file("Job.Replikas", where=where), "x", "x.toml")
+        assert err.value.key == ("workload.bags[1].attributes.Rank" if where == "bag" else "policy.Rank")
+        assert "reads Job.Replikas" in str(err.value) and "did you mean Job.Replicas?" in str(err.value), str(err.value)
+    for bad, near in (("Host.NumCpu", "Host.NumCpus"), ("Queue.now + Grid.Host", "Grid.Hosts"),
+                      ('anyCompare(">", Job.RunningOn.ErorRate, 0)', "Job.RunningOn.ErrorRate")):
+        with pytest.raises(ConfigError) as err:
+            parse_experiment(bag_file(bad), "x", "x.toml")
+        assert f"did you mean {near}?" in str(err.value), str(err.value)
+    # An attribute the file gives its machines is the hosts' own (ClassAd names ignore case), the ads' known ones too
+    spec = bag_file('HOST.tier == "gold" ? Host.speed : Job.RunningOn[0].ErrorRate + Queue.Now + Grid.Name')
+    spec["machines"]["attributes"] = {"tier": ["gold"]}
+    parse_experiment(spec, "x", "x.toml")
+    del spec["machines"]["attributes"]
+    with pytest.raises(ConfigError) as err:
+        parse_experiment(spec, "x", "x.toml")
+    assert "reads HOST.tier" in str(err.value) and "machines.attributes" in str(err.value), str(err.value)
+
+
 def test_a_syntax_error_names_the_bag_and_the_attribute():
     with pytest.raises(ConfigError) as err:
         parse_experiment(bag_file("Host.Speed +"), "x", "x.toml")
