@@ -126,6 +126,9 @@ def files(tmp_path_factory) -> dict[str, str]:
             "mix = [0, 0, 100, 0]", "mix = [0, 0, 1e308, 1e308]"),
         "count_bool": '[workload]\narrival_rates = [2.0]\n[machines]\npower = [10.0]\ncount = true\n'
                       '[policy]\nname = "fcfs"\n',
+        # commands the executor would never run (the emulate default, or spin): the user meant to run them
+        "commands_emulated": SMALL + '[testbed]\ncommands = ["job"]\n',
+        "commands_spun": SMALL + '[testbed]\nexecutor = "spin"\ncommands = [["sleep", "1"]]\n',
     }
     anglano = Path(SWEEP).read_text()
     casanova = (ROOT / "experiments" / "casanova" / "casanova-sweep.toml").read_text()
@@ -295,6 +298,9 @@ IN_PROCESS = [
     (["run", "{many_periods}", "--duration", "1", "--out", "{dir}/many"], "--duration: machine 'M1' has 3,000"),
     (["mapper", "{many_periods}", "--insecure", "--register-timeout", "3", "--out", "{dir}/many2"],
      "availability.file: machine 'M1' has 3,000 trace periods"),
+    (["run", "{commands_emulated}", "--duration", "1", "--out", "{dir}/cmd1"], "testbed.commands"),
+    (["mapper", "{commands_spun}", "--insecure", "--register-timeout", "3", "--out", "{dir}/cmd2"],
+     "testbed.commands"),
     # every other option of every command (tests/test_bad_inputs.py's coverage test holds the table to `--help`)
     (["simulate", HIHI, "--overheads", "/nonexistent/run"], "--overheads"),
     (["simulate", HIHI, "--overheads", A_FILE], "--overheads"),

@@ -80,6 +80,11 @@ def _check_testbed_args(args: argparse.Namespace, exp) -> None:
         raise ConfigError("--executor" if args.executor else "testbed.executor",
                           f"the command executor needs [testbed] commands, one per job class ({len(exp.classes)}); "
                           f"the file gives {len(exp.testbed.commands)}")
+    if exp.testbed.commands and executor != "command" and not args.executor:
+        raise ConfigError("testbed.commands", f"the file gives commands, but executor = {executor!r} (the file's "
+                                              "testbed.executor, or its default) runs none of them: set executor = "
+                                              "\"command\" in [testbed] (or pass --executor command) to run them, "
+                                              f"or --executor {executor} to {executor} on purpose")
     try:
         check_availability_fits(exp, args.duration, args.time_unit, args.seed)
     except ValueError as e:
