@@ -147,7 +147,7 @@ def files(tmp_path_factory) -> dict[str, str]:
     (d / "mine").mkdir()  # a folder holding a trace of the user's own: never overwritten
     (d / "mine" / "availability.csv").write_text("my precious trace\n")
     out["own_trace"] = str(d / "mine")
-    (d / "negative.csv").write_text("h1,-1000000,-500,up,1\n")  # every interval before time 0
+    (d / "negative.csv").write_text("h1,-1000000,-500,up,1\n")  # every interval before time 0: refused (times >= 0)
     out["negative_trace"] = str(d / "negative.csv")
     return out
 
@@ -169,7 +169,7 @@ IN_PROCESS = [
     (["sweep", "{sweep_cap_below_a_slot}", "--out", "{dir}/sw5"], "options.cap"),
     (["sweep", "{sweep_hosts_huge}", "--out", "{dir}/sw5"], "options.hosts"),
     (["traces", "generate", "sdsc", "--out", "{own_trace}", "--hosts", "2", "--days", "1"], "already holds"),
-    (["traces", "summary", "{negative_trace}"], "spans no time"),
+    (["traces", "summary", "{negative_trace}"], "negative.csv:1: start -1e+06 is not a time in trace seconds"),
     (["traces", "summary", "{negative_trace}", "--png", "{dir}/out.txt"], "--png"),
     (["traces", "summary", "{negative_trace}", "--png", "{dir}"], "--png"),
     # simulate: files
