@@ -421,6 +421,19 @@ def test_a_syntax_error_names_the_bag_and_the_attribute():
     parse_experiment(bag_file("Host.Speed + 1"), "x", "x.toml")  # and a good one loads
 
 
+def test_an_expression_nested_too_deep_says_so_with_the_limit():
+    # HTCondor's parser refuses some 165 parentheses within one another, and said the text was no expression
+    deep = "(" * 500 + "Host.Speed" + ")" * 500
+    for where in ("bag", "policy"):
+        with pytest.raises(ConfigError) as err:
+            parse_experiment(bag_file(deep, where=where), "x", "x.toml")
+        assert err.value.key == ("workload.bags[1].attributes.Rank" if where == "bag" else "policy.Rank")
+        assert "is nested 500 deep" in str(err.value) and "at most 100" in str(err.value), str(err.value)
+        assert "not a ClassAd expression" not in str(err.value)
+    parse_experiment(bag_file("(" * 100 + "Host.Speed" + ")" * 100), "x", "x.toml")  # the limit itself
+    parse_experiment(bag_file('strcat("((((((((((", Host.Name) == "x" ? 1 : 0'), "x", "x.toml")  # (quoted)
+
+
 def test_an_expression_that_reads_the_wall_clock_is_refused():
     with pytest.raises(ConfigError) as err:
         parse_experiment(bag_file("time() - Job.WaitingTime"), "x", "x.toml")

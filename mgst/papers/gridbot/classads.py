@@ -29,6 +29,9 @@ NO_DEADLINE: Final = math.inf
 
 # An expression's text is at most this long (a file's typo, not a policy, beyond it).
 MAX_TEXT: Final = 4096
+# Parentheses, brackets and braces within one another in an expression, at most: HTCondor's parser refuses some 165
+# (it recurses), and said only that the text was no expression; a policy nests a few.
+MAX_NESTING: Final = 100
 
 # Calls that read the wall clock or draw at random would make a run differ from its replay and from the same seed's
 # simulation: refused when the expression is parsed. ``eval`` of a string could call them, so it is refused too.
@@ -80,7 +83,12 @@ def parse(value: Any) -> Any:
         raise ValueError("is empty: give a ClassAd expression")
     if len(text) > MAX_TEXT:
         raise ValueError(f"is {len(text)} characters long; at most {MAX_TEXT} are allowed")
-    call = _NOT_DETERMINISTIC.search(_QUOTED.sub('""', text))
+    unquoted = _QUOTED.sub('""', text)
+    depth = nesting(unquoted)
+    if depth > MAX_NESTING:
+        raise ValueError(f"is nested {depth} deep (parentheses, brackets and braces within one another); at most "
+                         f"{MAX_NESTING} are allowed")
+    call = _NOT_DETERMINISTIC.search(unquoted)
     if call is not None:
         used = re.sub(r"\W", "", call.group(0)) + ("()" if "(" in call.group(0) else "")
         raise ValueError(f"{text!r} uses {used}, which reads the wall clock or draws at random: "
@@ -99,6 +107,18 @@ def parse(value: Any) -> Any:
     tree = ad.lookup("expression")
     _parsed[text] = (tree, ad)
     return tree
+
+
+def nesting(text: str) -> int:
+    """How deep ``text``'s parentheses, brackets and braces go within one another (its quoted strings removed)."""
+    depth = deepest = 0
+    for c in text:
+        if c in "([{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in ")]}":
+            depth = max(0, depth - 1)
+    return deepest
 
 
 def references(tree: Any) -> list[str]:
