@@ -242,7 +242,8 @@ IN_PROCESS = [
     (["keys", "{dir}/k4", "--pullers", ""], "--pullers"),
     # export
     (["export", "/nonexistent/run"], "no journal"),
-    (["export", A_FILE], "README.md"),
+    (["export", A_FILE], "README.md is a file; mgst export expects a run folder"),  # (it said "no journal")
+    (["export", "{bad_journal}/journal.sqlite"], "the journal itself: give its run folder"),
     (["export", "{no_journal}"], "no journal"),
     (["export", "{bad_journal}"], "journal.sqlite"),
     (["export", "{journal_is_dir}"], "journal.sqlite"),

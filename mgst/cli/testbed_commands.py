@@ -534,6 +534,12 @@ def export_command(args: argparse.Namespace) -> int:
     from mgst.testbed.store import FILENAME, JournalWriteError  # noqa: PLC0415
 
     journal = FILENAME
+    if args.folder.is_file():  # (a file: the journal itself, or no run's at all)
+        given = f"{args.folder} is a file"
+        if args.folder.name == FILENAME:
+            raise ConfigError("FOLDER", f"{given}, the journal itself: give its run folder, {args.folder.parent}")
+        raise ConfigError("FOLDER", f"{given}; mgst export expects a run folder (the --out of mgst run or mgst "
+                                    f"mapper, holding {FILENAME})")
     if args.salvage:
         from mgst.testbed.salvage import salvage  # noqa: PLC0415
 
