@@ -336,6 +336,8 @@ def format_bags(summary: BagSummary, unit: str = "time units") -> str:
     def show(name: str, m: Metric | None, scale: float = 1.0, fmt: str = "{:.1f}") -> str:
         if m is None:
             return f"{name:<16} {UNBOUNDED if summary.unbounded else UNDECIDED_TEXT}"
+        if math.isnan(m.mean):  # (no counted bag completed: no value, and JSON's null, not "nan")
+            return f"{name:<16} n/a (no counted bag completed)"
         note = method_note(m.method)
         ci = note if math.isnan(m.low) else (
             f"  95 % CI ({fmt.format(m.low * scale)}, {fmt.format(m.high * scale)}){note}")

@@ -126,6 +126,9 @@ def files(tmp_path_factory) -> dict[str, str]:
             "mix = [0, 0, 100, 0]", "mix = [0, 0, 1e308, 1e308]"),
         "count_bool": '[workload]\narrival_rates = [2.0]\n[machines]\npower = [10.0]\ncount = true\n'
                       '[policy]\nname = "fcfs"\n',
+        # commands the executor would never run (the emulate default, or spin): the user meant to run them
+        "commands_emulated": SMALL + '[testbed]\ncommands = ["job"]\n',
+        "commands_spun": SMALL + '[testbed]\nexecutor = "spin"\ncommands = [["sleep", "1"]]\n',
     }
     anglano = Path(SWEEP).read_text()
     casanova = (ROOT / "experiments" / "casanova" / "casanova-sweep.toml").read_text()
@@ -144,7 +147,7 @@ def files(tmp_path_factory) -> dict[str, str]:
     (d / "mine").mkdir()  # a folder holding a trace of the user's own: never overwritten
     (d / "mine" / "availability.csv").write_text("my precious trace\n")
     out["own_trace"] = str(d / "mine")
-    (d / "negative.csv").write_text("h1,-1000000,-500,up,1\n")  # every interval before time 0
+    (d / "negative.csv").write_text("h1,-1000000,-500,up,1\n")  # every interval before time 0: refused (times >= 0)
     out["negative_trace"] = str(d / "negative.csv")
     return out
 
@@ -166,7 +169,7 @@ IN_PROCESS = [
     (["sweep", "{sweep_cap_below_a_slot}", "--out", "{dir}/sw5"], "options.cap"),
     (["sweep", "{sweep_hosts_huge}", "--out", "{dir}/sw5"], "options.hosts"),
     (["traces", "generate", "sdsc", "--out", "{own_trace}", "--hosts", "2", "--days", "1"], "already holds"),
-    (["traces", "summary", "{negative_trace}"], "spans no time"),
+    (["traces", "summary", "{negative_trace}"], "negative.csv:1: start -1e+06 is not a time in trace seconds"),
     (["traces", "summary", "{negative_trace}", "--png", "{dir}/out.txt"], "--png"),
     (["traces", "summary", "{negative_trace}", "--png", "{dir}"], "--png"),
     # simulate: files
@@ -239,7 +242,8 @@ IN_PROCESS = [
     (["keys", "{dir}/k4", "--pullers", ""], "--pullers"),
     # export
     (["export", "/nonexistent/run"], "no journal"),
-    (["export", A_FILE], "README.md"),
+    (["export", A_FILE], "README.md is a file; mgst export expects a run folder"),  # (it said "no journal")
+    (["export", "{bad_journal}/journal.sqlite"], "the journal itself: give its run folder"),
     (["export", "{no_journal}"], "no journal"),
     (["export", "{bad_journal}"], "journal.sqlite"),
     (["export", "{journal_is_dir}"], "journal.sqlite"),
@@ -295,6 +299,9 @@ IN_PROCESS = [
     (["run", "{many_periods}", "--duration", "1", "--out", "{dir}/many"], "--duration: machine 'M1' has 3,000"),
     (["mapper", "{many_periods}", "--insecure", "--register-timeout", "3", "--out", "{dir}/many2"],
      "availability.file: machine 'M1' has 3,000 trace periods"),
+    (["run", "{commands_emulated}", "--duration", "1", "--out", "{dir}/cmd1"], "testbed.commands"),
+    (["mapper", "{commands_spun}", "--insecure", "--register-timeout", "3", "--out", "{dir}/cmd2"],
+     "testbed.commands"),
     # every other option of every command (tests/test_bad_inputs.py's coverage test holds the table to `--help`)
     (["simulate", HIHI, "--overheads", "/nonexistent/run"], "--overheads"),
     (["simulate", HIHI, "--overheads", A_FILE], "--overheads"),

@@ -1087,8 +1087,8 @@ def test_slots_groups_and_attributes(tmp_path):
     assert [m.slots for m in exp.machines] == [1, 2, 1, 4]
     assert exp.machines[3].attributes == (("power", 4.0), ("group", 2), ("os", "linux"), ("clock", 3.0))
     assert [m.attribute("group") for m in exp.machines] == [1, 2, 1, 2]
-    exp = experiment_for(tmp_path, machines=BASE["machines"] + "slots = 3\ngroup = [1, 7, 2]\n")
-    assert [(m.slots, m.attributes) for m in exp.machines] == [(3, (("group", g),)) for g in (1, 7, 2)]
+    exp = experiment_for(tmp_path, machines=BASE["machines"] + "slots = 3\ngroup = [1, 2, 2]\n", availability=WEIBULL)
+    assert [(m.slots, m.attributes) for m in exp.machines] == [(3, (("group", g),)) for g in (1, 2, 2)]
     assert [m.cpus for m in exp.machines] == [None] * 3  # every slot computes
     exp = experiment_for(tmp_path, machines=BASE["machines"] + "slots = 3\ncpus = [1, 3, 2]\n")
     assert [(m.slots, m.cpus, m.computing_slots) for m in exp.machines] == [(3, 1, 1), (3, 3, 3), (3, 2, 2)]
@@ -1240,13 +1240,20 @@ MODEL_ERRORS = [
                  ["at most the machine's slots (2), got 3"], id="cpus-over-its-slots"),
     pytest.param({"machines": BASE["machines"] + "cpus = 0\n"}, "machines.cpus", [">= 1"], id="cpus-zero"),
     pytest.param({"machines": BASE["machines"] + 'group = "cycle"\n'}, "machines.group",
-                 ["needs [availability] kind = 'weibull'"], id="cycle-without-weibull"),
+                 ["has no machine groups", "kind = 'weibull'"], id="cycle-without-weibull"),
+    pytest.param({"machines": BASE["machines"] + "group = [1, 2, 1]\n"}, "machines.group",
+                 ["the experiment (no [availability]) has no machine groups", "machines.attributes"],
+                 id="group-without-availability"),
+    pytest.param({"machines": BASE["machines"] + "group = [1, 1, 1]\n",
+                  "availability": '[availability]\nkind = "exponential"\nmean_up = 5.0\nmean_down = 1.0\n'},
+                 "machines.group", ["[availability] kind 'exponential' has no machine groups"],
+                 id="group-without-groups"),
     pytest.param({"machines": BASE["machines"], "availability": WEIBULL}, "machines.group",
                  ["missing: [availability] has 2 groups"], id="group-missing"),
     pytest.param({"machines": BASE["machines"] + "group = [1, 3, 1]\n", "availability": WEIBULL},
                  "machines.group[1]", ["is group 3 but [availability] has 2 groups"], id="group-too-large"),
-    pytest.param({"machines": BASE["machines"] + "group = 2\n"}, "machines.group", ["must be a list"],
-                 id="group-scalar"),
+    pytest.param({"machines": BASE["machines"] + "group = 2\n", "availability": WEIBULL}, "machines.group",
+                 ["must be a list"], id="group-scalar"),
     pytest.param({"machines": BASE["machines"] + "attributes = {power = 3.0}\n"}, "machines.attributes.power",
                  ["is set by machines.power"], id="attribute-reserved"),
     pytest.param({"machines": BASE["machines"] + 'attributes = {os = ["a", "b"]}\n'}, "machines.attributes.os",

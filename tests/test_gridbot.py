@@ -192,6 +192,22 @@ def test_a_deadline_expiry_replicates_and_the_expired_replica_runs_on():
     core.check_invariants()
 
 
+def test_a_deadline_that_evaluates_to_no_time_span_is_refused_logged_and_counted(caplog):
+    # Not a constant (it reads the host), so the file's check cannot refuse it; at run time -5 on A (grid g1) and
+    # -1 on B would have expired each replica as it was sent: each is refused instead, the replica sent with no
+    # deadline (the fallback), counted, and logged once naming the bag, the attribute and what it gave.
+    core, policy = gridbot([host("A", rate=0.1, grid="g1"), host("B", rate=0.1, grid="g2")],
+                           Deadline='Host.Grid == "g1" ? -5 : -1', cycle=5.0)
+    with caplog.at_level(logging.WARNING, logger="mgst.papers.gridbot.classads"):
+        assert sent(core.bag_arrived(0.0, bag(0, 2, 0, size=10.0))) == [(0, 0), (1, 1)]
+    assert policy.report()["fallbacks_Deadline"] == 2
+    logged = [r.getMessage() for r in caplog.records if "Deadline" in r.getMessage()]
+    assert len(logged) == 1 and "bag 0's Deadline" in logged[0] and "gave -5" in logged[0], logged
+    assert "not a time span > 0" in logged[0] and "inf used instead" in logged[0], logged
+    assert sent(cycle(core, 5.0)) == [] and policy.counts["deadline_expired"] == 0  # no replica expired
+    core.check_invariants()
+
+
 def test_a_discarded_result_is_recorded_counted_as_waste_and_never_completes_the_job_twice():
     core, _ = gridbot([host("A", rate=0.1), host("B", rate=10.0)], Deadline=10, cycle=5.0)
     core.bag_arrived(0.0, bag(0, 1, 0, size=10.0))
@@ -364,6 +380,29 @@ def bag_file(rank: str, where: str = "bag") -> dict:
     return {"workload": {"kind": "bag_list", "bags": bags}, "machines": {"power": [1.0]}, "policy": policy}
 
 
+def test_a_misspelt_attribute_is_refused_when_the_file_is_read_with_the_nearest_name():
+    # Job.Replikas is in no job's ad: UNDEFINED at every evaluation (a fallback, logged once), so a requirement that
+    # never holds. Refused naming the key, the reference and the nearest name, in [policy] and in a bag alike.
+    for where in ("bag", "policy"):
+        with pytest.raises(ConfigError) as err:
+            parse_experiment(bag_file("Job.Replikas", where=where), "x", "x.toml")
+        assert err.value.key == ("workload.bags[1].attributes.Rank" if where == "bag" else "policy.Rank")
+        assert "reads Job.Replikas" in str(err.value) and "did you mean Job.Replicas?" in str(err.value), str(err.value)
+    for bad, near in (("Host.NumCpu", "Host.NumCpus"), ("Queue.now + Grid.Host", "Grid.Hosts"),
+                      ('anyCompare(">", Job.RunningOn.ErorRate, 0)', "Job.RunningOn.ErrorRate")):
+        with pytest.raises(ConfigError) as err:
+            parse_experiment(bag_file(bad), "x", "x.toml")
+        assert f"did you mean {near}?" in str(err.value), str(err.value)
+    # An attribute the file gives its machines is the hosts' own (ClassAd names ignore case), the ads' known ones too
+    spec = bag_file('HOST.tier == "gold" ? Host.speed : Job.RunningOn[0].ErrorRate + Queue.Now + Grid.Name')
+    spec["machines"]["attributes"] = {"tier": ["gold"]}
+    parse_experiment(spec, "x", "x.toml")
+    del spec["machines"]["attributes"]
+    with pytest.raises(ConfigError) as err:
+        parse_experiment(spec, "x", "x.toml")
+    assert "reads HOST.tier" in str(err.value) and "machines.attributes" in str(err.value), str(err.value)
+
+
 def test_a_syntax_error_names_the_bag_and_the_attribute():
     with pytest.raises(ConfigError) as err:
         parse_experiment(bag_file("Host.Speed +"), "x", "x.toml")
@@ -380,6 +419,19 @@ def test_a_syntax_error_names_the_bag_and_the_attribute():
             parse_experiment(bag_file(unbalanced), "x", "x.toml")
         assert "is not a ClassAd expression" in str(err.value)
     parse_experiment(bag_file("Host.Speed + 1"), "x", "x.toml")  # and a good one loads
+
+
+def test_an_expression_nested_too_deep_says_so_with_the_limit():
+    # HTCondor's parser refuses some 165 parentheses within one another, and said the text was no expression
+    deep = "(" * 500 + "Host.Speed" + ")" * 500
+    for where in ("bag", "policy"):
+        with pytest.raises(ConfigError) as err:
+            parse_experiment(bag_file(deep, where=where), "x", "x.toml")
+        assert err.value.key == ("workload.bags[1].attributes.Rank" if where == "bag" else "policy.Rank")
+        assert "is nested 500 deep" in str(err.value) and "at most 100" in str(err.value), str(err.value)
+        assert "not a ClassAd expression" not in str(err.value)
+    parse_experiment(bag_file("(" * 100 + "Host.Speed" + ")" * 100), "x", "x.toml")  # the limit itself
+    parse_experiment(bag_file('strcat("((((((((((", Host.Name) == "x" ? 1 : 0'), "x", "x.toml")  # (quoted)
 
 
 def test_an_expression_that_reads_the_wall_clock_is_refused():

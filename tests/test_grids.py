@@ -91,6 +91,7 @@ def test_machines_are_put_into_grids_by_group_and_carry_their_grids_name():
     ("grid", {"unreliable": 1.5}, "availability.grids[0].unreliable", "in [0, 1]"),
     ("grid", {"return_delay": -1}, "availability.grids[0].return_delay", "in [0,"),
     ("grid", {"mean_up": 0}, "availability.grids[0].mean_up", "positive"),
+    ("grid", {"mean_up": -math.inf}, "availability.grids[0].mean_up", "positive"),
     ("grid", {"speeds": [0.5, 1]}, "availability.grids[0].speeds", "unknown key"),
     ("grid", {"name": "superlink"}, "availability.grids[0].name", "earlier grid"),
     ("grid", {"rename": "g\u0007"}, "availability.grids[0].name", "must be printable text"),  # (it was taken)
@@ -120,6 +121,23 @@ def test_a_bad_grid_key_is_refused_naming_it(where, value, key, words):
         parse_experiment(d, "x", "x.toml")
     assert err.value.key == key, str(err.value)
     assert words in str(err.value), str(err.value)
+
+
+def test_a_toml_inf_is_never_as_the_string_inf_is():
+    # mean_up = inf is TOML's own float: "never fails", as "inf" says (it was refused: "must be a positive number")
+    for value in ("inf", math.inf):
+        d = data()
+        d["availability"]["grids"] = copy.deepcopy(GRIDS)
+        d["availability"]["grids"][0].update(mean_up=value, unreliable_mean_up=value)
+        grid = parse_experiment(d, "x", "x.toml").failures.grids[0]
+        assert (grid.mean_up, grid.unreliable_mean_up) == (math.inf, math.inf)
+    # an exponential law has no infinite mean: said with what machines that never fail are
+    exponential = {"workload": {"arrival_rates": [1.0]}, "machines": {"rates": [[2.0]]}, "policy": {"name": "fcfs"}}
+    for value in ("inf", math.inf):
+        exponential["availability"] = {"kind": "exponential", "mean_up": value, "mean_down": 1.0}
+        with pytest.raises(ConfigError) as err:
+            parse_experiment(exponential, "x", "x.toml")
+        assert err.value.key == "availability.mean_up" and 'kind = "always"' in str(err.value), str(err.value)
 
 
 def test_a_group_named_by_a_grid_that_does_not_exist_is_refused():

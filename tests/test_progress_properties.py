@@ -30,7 +30,9 @@ def periods(draw) -> list[tuple[float, float, str, float]]:
     for _ in range(draw(st.integers(0, 6))):
         length = draw(st.sampled_from([0.5, 1.0, 2.5, 4.0]))
         state = draw(st.sampled_from(["up", "reclaimed", "down"]))
-        share = 0.0 if state == "down" else draw(st.sampled_from([0.0, 0.25, 0.5, 1.0]))
+        # (up at share 0 is refused by the trace reader: reclaimed at 0 is a machine that computes nothing)
+        share = 0.0 if state == "down" else draw(st.sampled_from([0.0, 0.25, 0.5, 1.0] if state == "reclaimed"
+                                                                 else [0.25, 0.5, 1.0]))
         out.append((t, t + length, state, share))
         t += length + draw(st.sampled_from([0.0, 0.0, 1.0]))
     return out

@@ -238,3 +238,19 @@ def test_a_run_too_short_for_any_job_says_so_instead_of_printing_nan(capsys):
     assert main(["simulate", str(HIHI), "--horizon", "1e-9", "--warmup", "0", "--replications", "2", "--json"]) == 0
     classes = json.loads(capsys.readouterr().out)["classes"]
     assert [(c["jobs"], c["mean_response"], c["mean_wait"]) for c in classes] == [(0, None, None)] * 4
+
+
+def test_no_counted_bag_is_said_n_a_in_the_table_and_null_in_json(tmp_path, capsys):
+    # The only bag arrives before the warm-up: none is counted, so AVT ... RWT have no value. The table said
+    # "RWT nan%"; it says n/a, and the JSON (strict: no NaN) has null.
+    path = tmp_path / "early.toml"
+    path.write_text('[workload]\nkind = "bag_list"\nbags = [{at = 0.0, tasks = [[0, 1.0]]}]\n[machines]\n'
+                    'power = [1.0]\n[policy]\nname = "fcfs"\n[simulation]\nhorizon = 300.0\nwarmup = 100.0\n')
+    for replications in ("1", "2"):
+        assert main(["simulate", str(path), "--replications", replications]) == 0
+        out = capsys.readouterr().out
+        assert "nan" not in out.lower(), out
+        assert "RWT              n/a (no counted bag completed)" in out, out
+        assert main(["simulate", str(path), "--replications", replications, "--json"]) == 0
+        bags = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(f"not JSON: {c}"))["bags"]
+        assert bags["bags"] == 0 and bags["rwt"] == {"mean": None, "ci95": [None, None]}, bags

@@ -75,6 +75,14 @@ def test_the_fta_reader_takes_the_archive_s_columns_or_a_header(tmp_path):
     ("csv", "M1,0,10,up,1.5\n", 1, "not in [0, 1]"),
     ("csv", "M1,0,10,down,0.5\n", 1, "no CPU share"),
     ("csv", "M1,0,nan,up,\n", 1, "not finite"),
+    # times in [0, 1e10] trace seconds (1e308: "for ever", that played one period to the drain limit)
+    ("csv", "M1,0,10,up,\nM1,-5,0,down,\n", 2, "start -5 is not a time in trace seconds: give one in [0, 1e+10]"),
+    ("csv", "M1,0,1e308,up,\n", 1, "end 1e+308 is not a time in trace seconds"),
+    ("csv", "M1,0,1.7e12,up,\n", 1, "end 1.7e+12 is not"),  # (epoch milliseconds)
+    ("fta", "1\t0\t1\t1\tn\t1\t-3\t10\t0\n", 1, "event_start_time -3 is not a time in trace seconds"),
+    # up at share 0 says two things (up computes; share 0 computes nothing): reclaimed,0 or down says one
+    ("csv", "M1,0,10,up,0\n", 1, "cpu_share 0 with state up"),
+    ("csv", "M1,0,10,reclaimed,0\nM1,10,20,up,0.0\n", 2, "write reclaimed,0"),
     ("csv", "# ok\nM1,0,ten,up,\n", 2, "end is not a number"),
     ("csv", "M1,0,1_000,up,\n", 1, "end is not a number: '1_000'"),  # Python's digit separator, no CSV number
     ("fta", "1\t0\t1\t1\tn\t1\t0\t1_0\t0\n", 1, "event_end_time is not a number: '1_0'"),
@@ -213,8 +221,13 @@ def test_the_shipped_trace_experiments_load_and_round_trip_the_store():
     ('file = "t.csv"\noffset = "noon"\n', {"t.csv": "M1,0,1,up,\nM2,0,1,up,\n"}, "availability.offset", "number"),
     ('file = "t.csv"\ntime_scale = 0\n', {"t.csv": "M1,0,1,up,\nM2,0,1,up,\n"}, "availability.time_scale",
      "positive"),
-    ('file = "t.csv"\noffset = 1e308\n', {"t.csv": "M1,0,1,up,\nM2,0,5,down,\n"}, "availability.offset",
+    ('file = "t.csv"\noffset = 100\n', {"t.csv": "M1,0,1,up,\nM2,0,5,down,\n"}, "availability.offset",
      "past the trace's end (5 s)"),  # (the run played no period of it: as if there were no trace)
+    # a trace's times are in [0, 1e10]: so is the offset into it (a negative one played a start that is not there)
+    ('file = "t.csv"\noffset = -10\n', {"t.csv": "M1,0,1,up,\nM2,0,5,down,\n"}, "availability.offset",
+     "must be a trace time in seconds in [0, 1e+10]"),
+    ('file = "t.csv"\noffset = 1e308\n', {"t.csv": "M1,0,1,up,\nM2,0,5,down,\n"}, "availability.offset",
+     "got 1e+308"),
     ('file = "t.csv"\ncpu_file = "c.csv"\noffset = 9\n', {"t.csv": "M1,0,1,up,\nM2,0,5,down,\n",
                                                             "c.csv": "M1,0,9,reclaimed,0.5\n"},
      "availability.offset", "past the trace's end (9 s)"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -39,6 +40,10 @@ class ExponentialKind(AvailabilityKind):
     keys = ("kind", "mean_up", "mean_down")
 
     def from_config(self, host: ConfigHost, table: Mapping[str, Any], section: str) -> tuple[FailureModel, str]:
+        if table.get("mean_up") in (math.inf, "inf"):  # (an exponential law of infinite mean: no law at all)
+            raise host.error(f"{section}.mean_up", "must be a positive number of time units, got inf: machines that "
+                                                   "never fail are [availability] kind = \"always\" (or no "
+                                                   "[availability] at all)")
         up, down = (
             host.bounded(host.require(table, section, k), f"{section}.{k}", 0.0, host.max_time, "time units")
             for k in ("mean_up", "mean_down")

@@ -316,7 +316,7 @@ def _grid(host: ConfigHost, entry: Mapping[str, Any], key: str, taken: list[str]
             values[k] = _nonnegative(host, entry[k], f"{key}.{k}")
     for k in ("mean_up", "unreliable_mean_up"):
         if k in entry:
-            if entry[k] == "inf":
+            if entry[k] == "inf" or entry[k] == math.inf:  # (never: the string, or TOML's own inf, a float)
                 values[k] = math.inf
             else:
                 values[k] = host.bounded(entry[k], f"{key}.{k}", 0.0, host.max_time, 'time units (or "inf": never)')

@@ -22,7 +22,15 @@ from typing import Any
 
 from mgst.availability.kind import AvailabilityKind, ConfigHost, is_number
 from mgst.availability.process import AvailabilityProcess, Period, State
-from mgst.availability.trace_files import FORMATS, Interval, Intervals, TraceError, guess_format, read_trace
+from mgst.availability.trace_files import (
+    FORMATS,
+    MAX_TRACE_TIME,
+    Interval,
+    Intervals,
+    TraceError,
+    guess_format,
+    read_trace,
+)
 from mgst.model import AvailabilityModel, Experiment
 
 log = logging.getLogger(__name__)
@@ -193,6 +201,9 @@ class TraceKind(AvailabilityKind):
         if "cpu_file" in table:
             cpu_file = str((base / host.string(table["cpu_file"], f"{section}.cpu_file")).resolve())
         offset = host.number(table.get("offset", 0.0), f"{section}.offset")
+        if not 0.0 <= offset <= MAX_TRACE_TIME:  # (a trace's times are in [0, MAX_TRACE_TIME]: trace_files)
+            raise host.error(f"{section}.offset", f"must be a trace time in seconds in [0, {MAX_TRACE_TIME:g}] "
+                                                  f"(model time 0 is this time of the trace), got {offset:g}")
         scale = host.bounded(table.get("time_scale", 1.0), f"{section}.time_scale", 0.0, MAX_SCALE,
                              "model time units per trace second")
         how = table.get("machines", "name")

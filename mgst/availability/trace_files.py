@@ -32,6 +32,9 @@ FTA_EVENT_STATES = {0: State.DOWN, 1: State.UP}
 CSV_STATES = {"up": State.UP, "reclaimed": State.RECLAIMED, "down": State.DOWN}
 # The CSV format's header line (its first four names alone are a header too); any other first line is data.
 CSV_HEADER = ["machine", "start", "end", "state", "cpu_share"]
+# The latest time a trace may give, in trace seconds (some 317 years): the archive's epoch seconds are ~1.7e9; beyond
+# this is a slip (epoch milliseconds, or an "until for ever" of 1e308), which would play as one period for ever.
+MAX_TRACE_TIME = 1e10
 
 
 class TraceError(ValueError):
@@ -80,6 +83,15 @@ def _time(path: str, number: int, text: str, what: str) -> float:
         raise TraceError(path, number, f"{what} is not a number: {text[:40]!r}") from None
     if not math.isfinite(value):
         raise TraceError(path, number, f"{what} is not finite: {text[:40]!r}")
+    return value
+
+
+def _trace_time(path: str, number: int, text: str, what: str) -> float:
+    """Column ``what`` of line ``number``: a time in trace seconds, in [0, MAX_TRACE_TIME]."""
+    value = _time(path, number, text, what)
+    if not 0.0 <= value <= MAX_TRACE_TIME:
+        raise TraceError(path, number, f"{what} {value:g} is not a time in trace seconds: give one in [0, "
+                                       f"{MAX_TRACE_TIME:g}] (model time 0 is the trace time availability.offset)")
     return value
 
 
@@ -139,8 +151,11 @@ def parse_csv(path: str) -> Intervals:
                 raise TraceError(path, number, f"cpu_share {share:g} is not in [0, 1]")
             if state is State.DOWN and share != 0:
                 raise TraceError(path, number, f"a down machine has no CPU share, got {share:g}")
+            if state is State.UP and share == 0:  # (up computes: at share 0 it would hold its work suspended)
+                raise TraceError(path, number, "cpu_share 0 with state up: an up machine computes at a share > 0; "
+                                               "write reclaimed,0 (its owner's: work suspended) or down")
         _add(out, path, number, machine,
-             Interval(_time(path, number, start, "start"), _time(path, number, end, "end"), state, share))
+             Interval(_trace_time(path, number, start, "start"), _trace_time(path, number, end, "end"), state, share))
     return _ordered(path, out)
 
 
@@ -177,8 +192,8 @@ def parse_fta(path: str) -> Intervals:
         name = fields[columns["node_name"]] if "node_name" in columns else ""
         if not name or name.upper() == "NULL":
             name = fields[columns["node_id"]] if "node_id" in columns else ""
-        start = _time(path, number, fields[columns["event_start_time"]], "event_start_time")
-        end = _time(path, number, fields[columns["event_end_time"]], "event_end_time")
+        start = _trace_time(path, number, fields[columns["event_start_time"]], "event_start_time")
+        end = _trace_time(path, number, fields[columns["event_end_time"]], "event_end_time")
         _add(out, path, number, name, Interval(start, end, state, None))
     return _ordered(path, out)
 
@@ -263,5 +278,5 @@ def guess_format(path: str) -> str:
     return "csv" if name.lower().endswith(".csv") else "fta"
 
 
-__all__ = ["CSV_HEADER", "FORMATS", "Interval", "TraceError", "check_host_names", "csv_rows", "data_lines", "fta_rows",
-           "guess_format", "read_trace", "write_csv_trace", "write_fta_trace"]
+__all__ = ["CSV_HEADER", "FORMATS", "MAX_TRACE_TIME", "Interval", "TraceError", "check_host_names", "csv_rows",
+           "data_lines", "fta_rows", "guess_format", "read_trace", "write_csv_trace", "write_fta_trace"]

@@ -80,6 +80,11 @@ def _check_testbed_args(args: argparse.Namespace, exp) -> None:
         raise ConfigError("--executor" if args.executor else "testbed.executor",
                           f"the command executor needs [testbed] commands, one per job class ({len(exp.classes)}); "
                           f"the file gives {len(exp.testbed.commands)}")
+    if exp.testbed.commands and executor != "command" and not args.executor:
+        raise ConfigError("testbed.commands", f"the file gives commands, but executor = {executor!r} (the file's "
+                                              "testbed.executor, or its default) runs none of them: set executor = "
+                                              "\"command\" in [testbed] (or pass --executor command) to run them, "
+                                              f"or --executor {executor} to {executor} on purpose")
     try:
         check_availability_fits(exp, args.duration, args.time_unit, args.seed)
     except ValueError as e:
@@ -533,6 +538,12 @@ def export_command(args: argparse.Namespace) -> int:
     from mgst.testbed.store import FILENAME, JournalWriteError  # noqa: PLC0415
 
     journal = FILENAME
+    if args.folder.is_file():  # (a file: the journal itself, or no run's at all)
+        given = f"{args.folder} is a file"
+        if args.folder.name == FILENAME:
+            raise ConfigError("FOLDER", f"{given}, the journal itself: give its run folder, {args.folder.parent}")
+        raise ConfigError("FOLDER", f"{given}; mgst export expects a run folder (the --out of mgst run or mgst "
+                                    f"mapper, holding {FILENAME})")
     if args.salvage:
         from mgst.testbed.salvage import salvage  # noqa: PLC0415
 

@@ -10,7 +10,7 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from mgst.availability.registry import KINDS, group_count, group_names
+from mgst.availability.registry import KINDS, group_count, group_names, kind_of
 from mgst.config.model_sections import MAX_MACHINES, MAX_SLOTS, ParsedWorkload
 from mgst.model import Failures, Machine, PoissonClasses
 
@@ -206,10 +206,13 @@ class MachineSections:
             raise self.error(key, f"missing: [availability] has {count} groups; give each machine's group "
                                   "(a list, 1-based) or \"cycle\"")
         value = table["group"]
+        if count is None:  # (a group of no model's would be read by nothing: a label of one's own is an attribute)
+            grouped = " or ".join(repr(k.name) for k in KINDS if k.grouped)
+            kind = "the experiment (no [availability])" if failures is None else \
+                f"[availability] kind {kind_of(failures).name!r}"
+            raise self.error(key, f"{kind} has no machine groups: a machine's group is given with kind = {grouped} "
+                                  "(a label of your own goes in machines.attributes, under another name)")
         if value == "cycle":
-            if count is None:
-                grouped = " or ".join(repr(k.name) for k in KINDS if k.grouped)
-                raise self.error(key, f"\"cycle\" needs [availability] kind = {grouped} (its number of groups)")
             return [j % count + 1 for j in range(n)]
         names = group_names(failures)
         if isinstance(value, Mapping) and names is not None:

@@ -11,24 +11,58 @@ A waiting job's ad reads its three attributes from the top ad (``.mgst_job_id``.
 
 from __future__ import annotations
 
+import difflib
 import itertools
-from collections.abc import Container, Sequence
+from collections.abc import Container, Iterable, Sequence
 from typing import Any, Final
 
 from mgst.core.state import JobRecord, MachineRecord
 from mgst.core.view import View
 from mgst.papers.gridbot.bags import BagState
-from mgst.papers.gridbot.classads import classad2
+from mgst.papers.gridbot.classads import classad2, references
 
 HOST_DYNAMIC: Final = ("ErrorRate", "JobsToday", "RecentSuccesses", "Turnaround", "CpuShare", "Running", "Successes",
                        "Errors")
 BAG_DYNAMIC: Final = ("Tail", "Incomplete", "Queued", "Waiting", "Running", "Done", "PendingReplicas", "Size")
 QUEUE_DYNAMIC: Final = ("Bags", "Jobs", "Running", "Now")
+# Every attribute of the ads a request or the cycle sets, by the name an expression reads it by (``Job.Replicas``): a
+# reference to another is refused when the file is loaded (:func:`unknown_reference`); a host's ad also has each
+# attribute the machine file gives it (``machines.attributes``, ``group``, ``power``).
+HOST_ATTRIBUTES: Final = ("Name", "NumCpus", "Slots", "Speed", "Grid", *HOST_DYNAMIC)
+JOB_ATTRIBUTES: Final = ("Id", "Replicas", "Running", "SinceLastSent", "WaitingTime", "Attempts", "Expired",
+                         "RunningOn")
+RUNNING_ON_ATTRIBUTES: Final = ("Name", "Grid", "ErrorRate", "RecentSuccesses", "JobsToday", "NumCpus", "Sent",
+                                "RunTime")
+GRID_ATTRIBUTES: Final = ("Name", "Hosts")
 _SLOTS: Final = ("Host", "Grid", "Job", "Queue")
 _QUEUED_JOB: Final = 0  # (in the top ad's Job: the waiting job's ad, which reads its attributes from the top ad)
 # A waiting job's ad: what differs from one waiting job to the next is read from the top ad's root.
 _QUEUED_JOB_AD: Final = ("[Id = .mgst_job_id; WaitingTime = .mgst_job_waiting; Attempts = .mgst_job_attempts; "
                          "Replicas = 0; Running = 0.0; SinceLastSent = 0.0; Expired = 0; RunningOn = {}]")
+
+
+def unknown_reference(tree: Any, host_attributes: Iterable[str]) -> str | None:
+    """Why an expression reads an attribute that no ``Host``, ``Job`` (nor a ``Job.RunningOn`` host), ``Grid`` or
+    ``Queue`` ad has (a misspelt name, UNDEFINED at every evaluation), with the nearest known name; None if it reads
+    none. ``host_attributes``: the names the machine file gives the hosts (their ads have them too)."""
+    known = {"host": (*HOST_ATTRIBUTES, *host_attributes), "job": JOB_ATTRIBUTES, "grid": GRID_ATTRIBUTES,
+             "queue": QUEUE_DYNAMIC}
+    for ref in references(tree):
+        parts = [part.split("[", 1)[0] for part in ref.split(".")]
+        if parts[0].lower() not in known or len(parts) < 2:
+            continue
+        ad, names, name = parts[0], known[parts[0].lower()], parts[1]
+        if ad.lower() == "job" and name.lower() == "runningon" and len(parts) > 2:
+            ad, names, name = f"{ad}.{name}", RUNNING_ON_ATTRIBUTES, parts[2]
+        by_lower = {n.lower(): n for n in names}
+        if name.lower() in by_lower:
+            continue
+        near = difflib.get_close_matches(name.lower(), list(by_lower), n=1)
+        hint = f" (did you mean {ad}.{by_lower[near[0]]}?)" if near else ""
+        own = " (give the hosts an attribute of your own in machines.attributes)" if ad.lower() == "host" else ""
+        return (f"reads {ref}, which no ad has{hint}: it would be UNDEFINED at every evaluation; {ad} has "
+                f"{', '.join(dict.fromkeys(names))}{own}")
+    return None
 
 
 def grid_of(m: MachineRecord) -> Any:

@@ -29,6 +29,9 @@ NO_DEADLINE: Final = math.inf
 
 # An expression's text is at most this long (a file's typo, not a policy, beyond it).
 MAX_TEXT: Final = 4096
+# Parentheses, brackets and braces within one another in an expression, at most: HTCondor's parser refuses some 165
+# (it recurses), and said only that the text was no expression; a policy nests a few.
+MAX_NESTING: Final = 100
 
 # Calls that read the wall clock or draw at random would make a run differ from its replay and from the same seed's
 # simulation: refused when the expression is parsed. ``eval`` of a string could call them, so it is refused too.
@@ -80,7 +83,12 @@ def parse(value: Any) -> Any:
         raise ValueError("is empty: give a ClassAd expression")
     if len(text) > MAX_TEXT:
         raise ValueError(f"is {len(text)} characters long; at most {MAX_TEXT} are allowed")
-    call = _NOT_DETERMINISTIC.search(_QUOTED.sub('""', text))
+    unquoted = _QUOTED.sub('""', text)
+    depth = nesting(unquoted)
+    if depth > MAX_NESTING:
+        raise ValueError(f"is nested {depth} deep (parentheses, brackets and braces within one another); at most "
+                         f"{MAX_NESTING} are allowed")
+    call = _NOT_DETERMINISTIC.search(unquoted)
     if call is not None:
         used = re.sub(r"\W", "", call.group(0)) + ("()" if "(" in call.group(0) else "")
         raise ValueError(f"{text!r} uses {used}, which reads the wall clock or draws at random: "
@@ -99,6 +107,18 @@ def parse(value: Any) -> Any:
     tree = ad.lookup("expression")
     _parsed[text] = (tree, ad)
     return tree
+
+
+def nesting(text: str) -> int:
+    """How deep ``text``'s parentheses, brackets and braces go within one another (its quoted strings removed)."""
+    depth = deepest = 0
+    for c in text:
+        if c in "([{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in ")]}":
+            depth = max(0, depth - 1)
+    return deepest
 
 
 def references(tree: Any) -> list[str]:
@@ -134,6 +154,13 @@ def as_number(value: Any) -> float | None:
     if (t is int or t is float) and value == value:
         return float(value)
     return None
+
+
+def as_deadline(value: Any) -> float | None:
+    """A Deadline's value: a number > 0 (:func:`as_number`); None for one <= 0 (every replica would be past it as it
+    is sent), UNDEFINED, ERROR or any other type."""
+    number = as_number(value)
+    return number if number is not None and number > 0.0 else None
 
 
 def constant_problem(attribute: str, tree: Any) -> str | None:
@@ -186,14 +213,15 @@ class Fallbacks:
         self.counts: dict[str, int] = dict.fromkeys(POLICY_ATTRIBUTES, 0)
         self._logged: set[Hashable] = set()
 
-    def note(self, attribute: str, tree: Any, value: Any, fallback: Any, bag: int) -> None:
+    def note(self, attribute: str, tree: Any, value: Any, fallback: Any, bag: int, why: str = "") -> None:
+        """``why``: what was wanted, for a value of the right type that cannot serve (``"not a time span > 0"``)."""
         self.counts[attribute] += 1
         got = describe(value)
-        kind = (attribute, str(tree), got.split(" ", 1)[0] if got.isupper() else type(value).__name__)
+        kind = (attribute, str(tree), got.split(" ", 1)[0] if got.isupper() else type(value).__name__, why)
         if kind not in self._logged:
             self._logged.add(kind)
-            log.warning("gridbot: bag %d's %s %s gave %s: %r used instead (logged once; later ones are counted)",
-                        bag, attribute, tree, got, fallback)
+            log.warning("gridbot: bag %d's %s %s gave %s%s: %r used instead (logged once; later ones are counted)",
+                        bag, attribute, tree, got, f", {why}" if why else "", fallback)
 
     @property
     def total(self) -> int:

@@ -14,10 +14,13 @@ from mgst.papers.gridbot.ads import Ads
 from mgst.papers.gridbot.bags import BagPolicy, BagState
 from mgst.papers.gridbot.classads import (
     BOOLEAN_FALLBACK,
+    DEADLINE,
     JOB_REQUIREMENTS,
+    NO_DEADLINE,
     POLICY_ATTRIBUTES,
     Fallbacks,
     as_boolean,
+    as_deadline,
     as_number,
 )
 
@@ -98,12 +101,16 @@ class Evaluation:
         self.evaluations[attribute] += 1
         return state.refs[attribute].eval(self.ads.top)
 
-    def _typed(self, attribute: str, state: BagState, convert: Callable[[Any], Any], fallback: Any) -> Any:
-        """The attribute's value as ``convert`` reads it; ``fallback`` (counted and logged) where it reads None."""
+    def _typed(self, attribute: str, state: BagState, convert: Callable[[Any], Any], fallback: Any,
+               why: str = "") -> Any:
+        """The attribute's value as ``convert`` reads it; ``fallback`` (counted and logged) where it reads None
+        (``why``: what a value of the right type must be, for the log)."""
         value = self._value(attribute, state)
         typed = convert(value)
         if typed is None:
-            self.fallbacks.note(attribute, state.policy.trees[attribute], value, fallback, state.bag.id)
+            if why and as_number(value) is None:
+                why = ""  # (no number at all: the type says why)
+            self.fallbacks.note(attribute, state.policy.trees[attribute], value, fallback, state.bag.id, why)
             return fallback
         return typed
 
@@ -117,3 +124,11 @@ class Evaluation:
         if attribute not in state.policy.trees:
             return fallback
         return self._typed(attribute, state, as_number, fallback)
+
+    def deadline(self, state: BagState) -> float:
+        """``state``'s bag's Deadline, in the ads as set: a number > 0; none (NO_DEADLINE) if the bag has no Deadline,
+        and, counted and logged as a fallback, if it gives no number or one <= 0 (a replica past its deadline as it
+        is sent: the expression is wrong, not the replica late)."""
+        if DEADLINE not in state.policy.trees:
+            return NO_DEADLINE
+        return self._typed(DEADLINE, state, as_deadline, NO_DEADLINE, "not a time span > 0")

@@ -16,16 +16,17 @@ from typing import Any, Final
 from mgst.core.decisions import Assign, Decision, SetTimer
 from mgst.core.state import BagRecord, JobRecord, JobStatus, MachineRecord
 from mgst.core.view import View
-from mgst.papers.gridbot.bags import BagState, check_bag_attributes
+from mgst.papers.gridbot.ads import unknown_reference
+from mgst.papers.gridbot.bags import BagState, check_bag_attributes, policy_attribute
 from mgst.papers.gridbot.classads import (
     CONCURRENCY,
-    DEADLINE,
     GRID_POLICY,
     JOB_REQUIREMENTS,
-    NO_DEADLINE,
     POLICY_ATTRIBUTES,
     RANK,
     RANK_FALLBACK,
+    expression_text,
+    parse,
 )
 from mgst.papers.gridbot.evaluation import Evaluation
 from mgst.papers.gridbot.options import GridBotOptions
@@ -95,16 +96,41 @@ class GridBot(Policy):
         if not (isinstance(w, BagList | BagStream) or (isinstance(w, SwfTrace) and w.bags != "none")):
             raise ValueError(f"policy {cls.name} schedules Bags of Tasks: it needs a bag workload "
                              f"(workload.kind = \"bag_list\" or \"bags\"), not {type(w).__name__}")
-        if isinstance(w, BagList):
-            for i, pairs in enumerate(w.attributes):
+        bag_lists = enumerate(w.attributes) if isinstance(w, BagList) else ()
+        try:
+            for i, pairs in bag_lists:
                 try:
                     check_bag_attributes(pairs)
                 except ValueError as err:
                     name, _, problem = str(err).partition(": ")
                     raise ExperimentKeyError(f"workload.bags[{i}].attributes.{name}",
                                              f"bag {i} (at {w.bags[i][0]:g}): {problem}") from None
-                except ImportError as err:
-                    raise ExperimentKeyError("policy.name", f"the gridbot policy cannot run here: {err}") from None
+            cls._check_references(experiment)
+        except ImportError as err:
+            raise ExperimentKeyError("policy.name", f"the gridbot policy cannot run here: {err}") from None
+
+    @staticmethod
+    def _check_references(experiment: Any) -> None:
+        """Each expression, [policy]'s and each bag's own, reads only attributes its ads have (a misspelt
+        ``Job.Replikas`` is refused naming its key, not UNDEFINED at every evaluation of the run); a host's ad has
+        the machine file's attributes too."""
+        from mgst.model import BagList  # noqa: PLC0415 (only when an experiment is checked)
+
+        host_attributes = dict.fromkeys(k for m in experiment.machines for k, _ in m.attributes)
+        expressions = [(f"policy.{name}", "", name, value) for name, value in experiment.policy.options.items()
+                       if name in POLICY_ATTRIBUTES and value is not None]
+        w = experiment.workload
+        if isinstance(w, BagList):
+            for i, pairs in enumerate(w.attributes):
+                for name, value in pairs:
+                    canonical = policy_attribute(name)
+                    if canonical is not None:
+                        expressions.append((f"workload.bags[{i}].attributes.{name}",
+                                            f"bag {i} (at {w.bags[i][0]:g}): the bag's ", canonical, value))
+        for key, whose, name, value in expressions:
+            problem = unknown_reference(parse(value), host_attributes)
+            if problem is not None:
+                raise ExperimentKeyError(key, f"{whose}{name} {expression_text(value)!r} {problem}")
 
     def report(self) -> dict[str, float]:
         out: dict[str, float] = dict(self.counts)
@@ -244,7 +270,7 @@ class GridBot(Policy):
             return
         rank = ev.number(RANK, state, RANK_FALLBACK)
         concurrency = ev.number(CONCURRENCY, state, float(m.cpus))
-        deadline = ev.number(DEADLINE, state, NO_DEADLINE)
+        deadline = ev.deadline(state)
         candidates.append((-rank, order, self.kinds[kind], len(candidates), concurrency, deadline, state, job, whole))
 
     def _sent(self, job: JobRecord, deadline: float) -> None:
