@@ -16,14 +16,13 @@ from typing import Any
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from adjuster.failures import AvailabilitySchedule
-from mgst.availability.process import Period, State
 from mgst.wire import protocol as P
 from mgst.wire import security
 from mgst.wire.drops import DropLog
 from mgst.wire.frames import one_message
 from mgst.wording import printable
 from puller.allowlist import AllowList
+from puller.availability import Availability
 from puller.executors import EXECUTORS
 from puller.limits import MAX_SHOWN, Limits, Unusable, poll_timeout_ms, shown_reason
 from puller.memory_guard import MemoryGuard
@@ -57,12 +56,6 @@ RECEIVE_PER_PASS = 256
 # Seconds between two log lines of a kind a mapper can repeat at will (a refusal for now, a pause): the
 # next one says how many it left out (puller/ratelimit.py).
 REPEATED_EVERY = 10.0
-# A Begin moving the failure law the puller plays (a resumed mapper's clock: Puller._rebase_failures) is obeyed
-# only when it moves it by more than REBASE_TOLERANCE wall seconds (a Begin's delivery, a late timer, a period
-# lengthened to MIN_PERIOD are less), and at most REBASE_BURST at once, then one per REBASE_EVERY seconds: a mapper
-# repeats one to a puller only after a new welcome, and each can cost up to MAX_SKIPPED_PERIODS draws.
-REBASE_TOLERANCE = 0.5
-REBASE_BURST, REBASE_EVERY = 3, 10.0
 
 _monitor_names = itertools.count()
 
@@ -85,12 +78,8 @@ class Puller:
     after them. Having been welcomed once, the puller gives up (exits 0) after
     ``give_up`` seconds without a welcome, unless ``stay``.
 
-    Availability injection (the adjuster's job in the paper): once the run begins, if the
-    mapper sent an availability law, the puller plays its periods, the simulator's for this
-    machine (``adjuster/failures.py``). DOWN, it kills every replica and goes silent (no
-    heartbeats, no answers); after the down time it comes back as the same machine with a
-    new incarnation: the mapper must find out on its own. UP or RECLAIMED, its replicas
-    run at the period's CPU share (0 suspends them), which it tells the mapper (Share).
+    Availability injection (the adjuster's job in the paper): the mapper's failure law,
+    played from the run's beginning (``puller/availability.py``).
     """
 
     def __init__(
@@ -156,11 +145,6 @@ class Puller:
         self.last_heard = 0.0
         self.hello_at = 0.0
         self.backoff = BACKOFF_MIN
-        self.failures: AvailabilitySchedule | None = None
-        self._rebases = float(REBASE_BURST)  # re-bases allowed now (a token bucket), as of _rebased_at
-        self._rebased_at = 0.0
-        self.next_change = math.inf  # while up: when the availability period ends
-        self.up_at: float | None = None  # while down: when to come back
         self.runner = Runner(throttle, machine, allowlist)
         self.slots = Slots(machine, slots, self.runner, self._send, clock)
         self.limits = Limits(machine)  # what the mapper's messages may ask (puller/limits.py)
@@ -179,6 +163,10 @@ class Puller:
         self.reach = Reach(self.connect, keys, clock)  # why the mapper is not reached, if it is not
         self.say = Narrator(machine, self.connect, keys)  # the INFO lines: registered, failures, reconnected, end
         self.end_reason = "stopped"  # the end line's reason
+        # The failure law the mapper imposes (puller/availability.py); going down and coming back end and begin a
+        # connection, which is the puller's.
+        self.availability = Availability(machine, self.slots, self.say, self.limits, self.drops,
+                                         go_silent=self._go_silent, back=self._back_up)
         # A self-pipe: stop() (from a signal handler or another thread) and signals end any wait at once.
         self._wake_r, self._wake_w = os.pipe()
         for fd in (self._wake_r, self._wake_w):
@@ -265,14 +253,14 @@ class Puller:
             if self.sock is not None and (grown := self.memory_guard.grown_over(now)) is not None:
                 self._held_too_much(grown, now)
                 continue
-            if self.up_at is not None:  # down by injection
-                if now >= self.up_at:
-                    self._come_back(now)
+            if self.availability.up_at is not None:  # down by injection
+                if now >= self.availability.up_at:
+                    self.availability.come_back(now)
                 else:
-                    self._wait([], self.up_at - now)
+                    self._wait([], self.availability.up_at - now)
                 continue
-            if now >= self.next_change:
-                self._enter(self.failures.advance(now), now)  # type: ignore[union-attr]
+            if now >= self.availability.next_change:
+                self.availability.advance(now)
                 continue
             # Whether the mapper is there or not: what is due must not wake us again.
             self.slots.step(now)
@@ -324,7 +312,7 @@ class Puller:
                 wake = min(wake, self.reach.unreached_since + self.give_up)
         if self.sock is not None:
             wake = min(wake, self.memory_guard.next_check)
-        return min(wake, self.slots.wake_at(), self.next_change)
+        return min(wake, self.slots.wake_at(), self.availability.next_change)
 
     def _idle_for(self, now: float) -> float:
         """Seconds this puller, welcomed, has run nothing and held no result (0 while it does, or with no
@@ -523,7 +511,7 @@ class Puller:
                 self.handler_errors += 1
                 self._say_handler_error.log(logging.ERROR, "%s: error handling the mapper's %s", self.machine,
                                             type(msg).__name__, exc_info=True)
-            if self.up_at is not None or self.exit_code or self.stopping:
+            if self.availability.up_at is not None or self.exit_code or self.stopping:
                 return
 
     def _handle(self, msg: Any, now: float) -> None:
@@ -545,12 +533,12 @@ class Puller:
         elif t is P.Pace:
             self.slots.set_pace(msg.replica, msg.pace, now)
         elif t is P.Begin:
-            if self.failures is None:
+            if self.availability.schedule is None:
                 self._start_failures(msg.failures, now, msg.at)
             elif self.welcome is None:  # (offline: the mapper it heard last is not its mapper now)
                 self.drops.drop(P.Drop.UNREGISTERED, f"the mapper of {self.machine}", "Begin before a welcome")
             else:
-                self._rebase_failures(msg, now)
+                self.availability.rebase(msg, self.welcome, now)
         elif t is P.Refused:
             if msg.fatal:
                 log.error("%s: the mapper refused this puller: %s", self.machine, shown_reason(msg.reason))
@@ -578,8 +566,7 @@ class Puller:
             self.slots.go_offline()
             self.welcome = None
             if self.stay:  # wait for the next run: hello again after the back-off
-                self.failures = None
-                self.next_change = math.inf
+                self.availability.reset()
                 self.slots.impose_share(None, now)
                 self.ever_welcomed = False
                 self.lost_at = None
@@ -610,59 +597,15 @@ class Puller:
     def _start_failures(self, failures: tuple | None, now: float, at: float = 0.0) -> bool:
         """Inject the mapper's failure law from now on (once), now being model time ``at`` of it; False if it
         cannot be used (exiting)."""
-        if failures is None or self.failures is not None or self.welcome is None:
+        if failures is None or self.availability.schedule is not None or self.welcome is None:
             return True
-        try:
-            self.limits.failure_law(failures)  # (Unusable, a ValueError)
-            self.failures = AvailabilitySchedule(failures, self.welcome.machine, self.welcome.time_unit, now,
-                                                 self.welcome.share, at)
-        except ValueError as e:
-            log.error("%s: cannot inject the mapper's failures %s: %s", self.machine,
-                      printable(repr(failures), MAX_SHOWN), printable(str(e), MAX_SHOWN))
-            self.bye_reason = f"cannot use the failure model: {e}"[:400]
+        error = self.availability.start(failures, self.welcome, now, at)
+        if error is not None:
+            self.bye_reason = f"cannot use the failure model: {error}"[:400]
             self.exit_code = 2
             self.end_reason = "cannot use the mapper's failure model"
             return False
-        self._enter(self.failures.period, now)
         return True
-
-    def _rebase_failures(self, msg: P.Begin, now: float) -> None:
-        """A Begin while the law already plays: a resumed mapper's clock is at model time ``msg.at``. Model time
-        stood still through its outage and its wait while this schedule ran on: unless the law played here is
-        within REBASE_TOLERANCE of it, play the law from ``msg.at`` now (which may begin with the rest of a DOWN
-        period). A law this puller cannot play from there, or a re-base too soon after others, is dropped (counted),
-        its schedule kept."""
-        assert self.welcome is not None and self.failures is not None
-        sender = f"the mapper of {self.machine}"
-        if msg.failures is None:  # (a mapper with a failure law never takes it back)
-            self.drops.drop(P.Drop.BAD_VALUE, sender, "a Begin without a failure law while one plays")
-            return
-        off = (self.failures.model_time(now) - msg.at) * self.welcome.time_unit
-        if abs(off) <= REBASE_TOLERANCE:
-            log.debug("%s: a Begin at model time %.3f: the law it plays is there (%.3f s off)", self.machine,
-                      msg.at, off)
-            return
-        self._rebases = min(float(REBASE_BURST), self._rebases + max(0.0, now - self._rebased_at) / REBASE_EVERY)
-        self._rebased_at = now
-        if self._rebases < 1.0:
-            self.drops.drop(P.Drop.REBASE_RATE, sender, f"a Begin at model time {msg.at:.6g}")
-            return
-        self._rebases -= 1.0
-        try:
-            self.limits.failure_law(msg.failures)
-            schedule = AvailabilitySchedule(msg.failures, self.welcome.machine, self.welcome.time_unit, now,
-                                            self.welcome.share, msg.at)
-        except ValueError as e:  # (Unusable is one)
-            self.drops.drop(P.Drop.BAD_VALUE, sender, f"a Begin at model time {msg.at:.6g} this puller cannot play: "
-                            f"{printable(str(e), MAX_SHOWN)}; its schedule is kept")
-            return
-        was = self.failures.period
-        self.failures = schedule
-        log.info("%s: the mapper's clock is at model time %.3f, the law played here %.3f s %s: availability "
-                 "re-based (%s until %.3f s from now, was %s)", self.machine, msg.at, abs(off),
-                 "ahead" if off > 0 else "behind", schedule.period.state.name.lower(), schedule.ends_at - now,
-                 was.state.name.lower())
-        self._enter(schedule.period, now)
 
     def _welcomed(self, msg: P.Welcome, now: float) -> None:
         if msg.version != P.PROTOCOL_VERSION:
@@ -703,36 +646,13 @@ class Puller:
 
     # ------------------------------------------------------------------ availability injection
 
-    def _enter(self, period: Period, now: float) -> None:
-        """An availability period begins now: DOWN, or up at its CPU share (the mapper hears of a change)."""
-        if period.state is State.DOWN:
-            self._go_down(now)
-            return
-        self.slots.impose_share(period.cpu_share, now, period.state is State.RECLAIMED)
-        self.next_change = self.failures.ends_at  # type: ignore[union-attr]
-        self.say.up(period, self.next_change)
-
-    def _go_down(self, now: float) -> None:
-        self.up_at = self.failures.ends_at  # type: ignore[union-attr]
-        self.say.down(now, self.up_at, len(self.slots.holds()))
-        self.slots.kill_all()
-        self.slots.forget()  # a new incarnation holds nothing
-        self.slots.go_offline()
+    def _go_silent(self) -> None:
+        """Down by injection: no connection, no welcome (puller/availability.py has killed and forgotten the work)."""
         self._close_socket(linger=0)
         self.welcome = None
-        self.next_change = math.inf
 
-    def _come_back(self, now: float) -> None:
-        period = self.failures.advance(now)  # type: ignore[union-attr]
-        if period.state is State.DOWN:  # (a law may follow one down period with another)
-            self.up_at = self.failures.ends_at  # type: ignore[union-attr]
-            self.say.still_down(self.up_at)
-            return
-        self.up_at = None
-        # (offline: the welcome's share gives way to it)
-        self.slots.impose_share(period.cpu_share, now, period.state is State.RECLAIMED)
-        self.next_change = self.failures.ends_at  # type: ignore[union-attr]
-        self.say.up(period, self.next_change)
+    def _back_up(self, now: float) -> None:
+        """Up again after an injected failure: the same machine, a new incarnation, saying hello."""
         self.incarnation = random.getrandbits(62)
         self.lost_at = now if self.ever_welcomed else None  # the time down does not count towards giving up
         self.asking_since = None
