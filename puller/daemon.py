@@ -26,7 +26,8 @@ from puller.availability import Availability
 from puller.executors import EXECUTORS
 from puller.limits import MAX_SHOWN, Limits, Unusable, poll_timeout_ms, shown_reason
 from puller.memory_guard import MemoryGuard
-from puller.narrator import WAITING_EVERY, Narrator, plural
+from puller.narrator import Narrator, plural
+from puller.patience import BACKOFF_MAX, GIVE_UP, Patience
 from puller.ratelimit import Throttled
 from puller.reach import EVENTS, Reach
 from puller.runner import Runner
@@ -36,15 +37,6 @@ log = logging.getLogger(__name__)
 
 # Silent mapper intervals before the puller reconnects (as the mapper's own LIVENESS).
 LIVENESS = 5
-# Reconnection back-off, seconds: doubled after each failed attempt, up to the maximum. (A hello to a
-# mapper not up yet waits in the socket and goes out when it is: a new attempt is for a mapper that
-# dropped it, e.g. a restarted one; the minimum leaves room for a slow network and handshake.)
-BACKOFF_MIN, BACKOFF_MAX = 0.5, 5.0
-# Seconds without a welcome, after having had one, before the puller decides the run is over.
-GIVE_UP = 120.0
-# Seconds without a welcome after the mapper said the run is PAUSED (its journal could not be written):
-# time for an operator to free space and resume it, during which the replicas run on and results are held.
-PAUSE_GIVE_UP = 3600.0
 # The exit code of a puller that gave up on a paused run (EX_TEMPFAIL, as the mapper's): the run is not over.
 EXIT_PAUSED = 75
 # The exit code of a puller that never reached its mapper within --give-up seconds (EX_UNAVAILABLE, sysexits.h):
@@ -76,7 +68,7 @@ class Puller:
     running. Results that come while the mapper is away are held and reported
     (again) after every welcome until a mapper heartbeat echoes one of ours sent
     after them. Having been welcomed once, the puller gives up (exits 0) after
-    ``give_up`` seconds without a welcome, unless ``stay``.
+    ``give_up`` seconds without a welcome, unless ``stay`` (``puller/patience.py``).
 
     Availability injection (the adjuster's job in the paper): the mapper's failure law,
     played from the run's beginning (``puller/availability.py``).
@@ -130,11 +122,7 @@ class Puller:
         self.incarnation = random.getrandbits(62)
         self.welcome: P.Welcome | None = None
         self.bye_reason = "stopping"  # what the mapper hears if we leave while welcomed
-        self.ever_welcomed = False
         self.acknowledged_bye = False  # the mapper said the run is over and we said so back: let that leave
-        self.lost_at: float | None = None  # welcomed once, now without a welcome: since when
-        self.paused_at: float | None = None  # the mapper said the run is paused (not over): since when
-        self.asking_since: float | None = None  # saying hello without a welcome: since when
         self.stopping = False
         self.exit_code = 0
         self.heartbeat_interval = 0.2
@@ -143,8 +131,6 @@ class Puller:
         self.mapper_clock = -1.0  # the mapper's last heartbeat clock, to echo
         self.mapper_clock_received = -1.0
         self.last_heard = 0.0
-        self.hello_at = 0.0
-        self.backoff = BACKOFF_MIN
         self.runner = Runner(throttle, machine, allowlist)
         self.slots = Slots(machine, slots, self.runner, self._send, clock)
         self.limits = Limits(machine)  # what the mapper's messages may ask (puller/limits.py)
@@ -162,6 +148,8 @@ class Puller:
         self._say_held_too_much = Throttled(REPEATED_EVERY, log, burst=3)
         self.reach = Reach(self.connect, keys, clock)  # why the mapper is not reached, if it is not
         self.say = Narrator(machine, self.connect, keys)  # the INFO lines: registered, failures, reconnected, end
+        # Without a welcome: since when, when to say hello again, when to give up (puller/patience.py).
+        self.patience = Patience(machine, self.connect, self.reach, self.say, give_up, stay)
         self.end_reason = "stopped"  # the end line's reason
         # The failure law the mapper imposes (puller/availability.py); going down and coming back end and begin a
         # connection, which is the puller's.
@@ -265,22 +253,24 @@ class Puller:
             # Whether the mapper is there or not: what is due must not wake us again.
             self.slots.step(now)
             if self.welcome is None:
-                if self.lost_at is not None and not self.stay and now - self.lost_at >= self._give_up_after():
-                    if self.paused_at is not None:
+                if self.patience.given_up(now):
+                    lost = now - self.patience.lost_at  # type: ignore[operator]
+                    if self.patience.paused_at is not None:
                         log.error("%s: the paused run did not resume within %.0f s: leaving (its replicas are "
-                                  "killed)", self.machine, now - self.lost_at)
+                                  "killed)", self.machine, lost)
                         self.exit_code = EXIT_PAUSED
                         self.end_reason = "the paused run did not resume"
                     else:
-                        self.end_reason = f"no welcome from the mapper for {now - self.lost_at:.0f} s: the run is over"
+                        self.end_reason = f"no welcome from the mapper for {lost:.0f} s: the run is over"
                     break
-                if self._unreachable_for(now) >= self.give_up:
+                if self.patience.unreached(now):
                     self._read_monitor()  # (its last events: a handshake may have completed just now)
-                    if self._unreachable_for(now) >= self.give_up:
+                    if self.patience.unreached(now):
                         self._give_up_unreached(now)
                         break
-                if now - self.hello_at >= self.backoff:
-                    self._no_answer(now)
+                if self.patience.hello_due(now):
+                    self.patience.no_answer(now)
+                    self._connect()
                     continue
             else:
                 if now - self.last_heard > LIVENESS * self.heartbeat_interval:
@@ -305,11 +295,7 @@ class Puller:
             if self.idle_exit is not None and self.idle_since is not None:
                 wake = min(wake, self.idle_since + self.idle_exit)
         else:
-            wake = self.hello_at + self.backoff
-            if self.lost_at is not None and not self.stay:
-                wake = min(wake, self.lost_at + self._give_up_after())
-            if self.reach.unreached_since is not None and not self.ever_welcomed and not self.stay:
-                wake = min(wake, self.reach.unreached_since + self.give_up)
+            wake = self.patience.wake_at()
         if self.sock is not None:
             wake = min(wake, self.memory_guard.next_check)
         return min(wake, self.slots.wake_at(), self.availability.next_change)
@@ -329,15 +315,9 @@ class Puller:
     def _give_up_unreached(self, now: float) -> None:
         """Never welcomed, and the mapper not reached for --give-up seconds: one line saying why, exit 69."""
         log.error("%s: cannot reach the mapper at %s after %.0f s (--give-up): %s", self.machine, self.connect,
-                  self._unreachable_for(now), self.reach.final_reason(now))
+                  self.patience.unreachable_for(now), self.reach.final_reason(now))
         self.exit_code = EXIT_UNREACHABLE
         self.end_reason = "the mapper could not be reached"
-
-    def _unreachable_for(self, now: float) -> float:
-        """Seconds this puller, never welcomed (not with --stay), has not reached its mapper; 0 otherwise."""
-        if self.ever_welcomed or self.stay or self.reach.unreached_since is None:
-            return 0.0
-        return now - self.reach.unreached_since
 
     def _serve(self, timeout: float) -> None:
         sources: list[Any] = [self.sock]
@@ -399,10 +379,7 @@ class Puller:
         self.sock = sock
         self.welcome = None
         speed = self.runner.calibrate() if "spin" in self.executors else 0.0  # (once: ~0.2 s)
-        self.hello_at = self.clock()  # the back-off counts from the hello, not from before the calibration
-        if self.asking_since is None:
-            self.asking_since = self.hello_at
-        self.reach.new_socket(self.hello_at)  # (before any of its monitor's events is read)
+        self.patience.hello(self.clock())  # the back-off counts from the hello, not from before the calibration
         self._send(P.Hello(P.PROTOCOL_VERSION, self.machine, self.incarnation, self.executors, speed,
                            self.clock(), self.slots.offered, self.slots.holds(), self.slots.finished()))
 
@@ -419,31 +396,6 @@ class Puller:
             self.sock.close(linger=linger)
             self.sock = None
 
-    def _no_answer(self, now: float) -> None:
-        """No welcome since our last hello: say what it waits for (not too often), try again, back off more."""
-        log.debug("%s: no welcome from %s (%s); reconnecting", self.machine, self.connect, self.reach.reason())
-        self.reach.maybe_probe(now)
-        self._say_waiting(now)
-        self.backoff = min(BACKOFF_MAX, self.backoff * 2)
-        self._connect()
-
-    def _say_waiting(self, now: float) -> None:
-        """Say what the puller waits for (the narrator says it at most every WAITING_EVERY seconds)."""
-        if self.reach.probing() and now - self.reach.probe_at < WAITING_EVERY:
-            return  # (its answer is the reason: a later round says it)
-        reason = self.reach.reason()
-        if self.paused_at is not None:
-            reason = f"the run is paused: waiting for 'mgst mapper --resume' ({reason})"
-        since = self.lost_at if self.lost_at is not None else self.asking_since
-        leaving = ""
-        if self.stay:
-            pass
-        elif self.lost_at is not None:
-            leaving = f"leaving in {max(0.0, self.lost_at + self._give_up_after() - now):.0f} s"
-        elif self.reach.unreached_since is not None and not self.ever_welcomed:
-            leaving = f"giving up in {max(0.0, self.reach.unreached_since + self.give_up - now):.0f} s"
-        self.say.waiting(now, reason, None if since is None else now - since, leaving)
-
     def _held_too_much(self, grown: int, now: float) -> None:
         """The process grew by ``grown`` bytes over the memory guard's limit since the connection was made: a message
         the mapper never ends (ZeroMQ holds its frames until the last). Drop the connection, which frees them, and
@@ -454,7 +406,7 @@ class Puller:
             self.memory_guard.limit >> 20, self.memory_guard.trips)
         if self.welcome is not None:
             self.say.gone("the connection held a message that never ends", now)
-            self.lost_at = now
+            self.patience.lost(now)
             self.welcome = None
         self._connect()
 
@@ -462,7 +414,7 @@ class Puller:
         """The mapper fell silent: hello again (same incarnation, what we hold); running replicas go on."""
         self.say.lost(now - self.last_heard, len(self.slots.holds()))
         self.say.gone("the mapper fell silent", self.last_heard)
-        self.lost_at = self.last_heard
+        self.patience.lost(self.last_heard)
         self.welcome = None
         self._connect()
 
@@ -546,11 +498,11 @@ class Puller:
                 self.end_reason = "refused by the mapper"
             else:
                 self._say_refused.log(logging.ERROR, "%s: the mapper refused this puller for now: %s; retrying in "
-                                      "%.1f s", self.machine, shown_reason(msg.reason), self.backoff)
+                                      "%.1f s", self.machine, shown_reason(msg.reason), self.patience.backoff)
                 if self.welcome is not None:
                     self.welcome = None
                     self.slots.go_offline()
-                    self.lost_at = now
+                    self.patience.lost(now)
                     self.say.gone("refused for now", now)
                 # (the loop says hello again once the back-off has passed, doubling it)
         elif t is P.Paused:
@@ -568,9 +520,7 @@ class Puller:
             if self.stay:  # wait for the next run: hello again after the back-off
                 self.availability.reset()
                 self.slots.impose_share(None, now)
-                self.ever_welcomed = False
-                self.lost_at = None
-                self.hello_at = now
+                self.patience.new_run(now)
                 self.say.away = None
                 log.info("%s: the mapper says \"%s\"; %s run so far; waiting for the next run (--stay)",
                          self.machine, said, plural(self.jobs_run, "job"))
@@ -581,18 +531,14 @@ class Puller:
     def _paused(self, reason: str, now: float) -> None:
         """The mapper stops and the run is paused, not over: offline as after a lost mapper, keeping every
         replica and held result, saying hello again (after the back-off) for up to PAUSE_GIVE_UP seconds."""
-        self.paused_at = self.lost_at = self.hello_at = now
-        bound = "" if self.stay else f" (at most {self._give_up_after():.0f} s)"
+        self.patience.paused(now)
+        bound = "" if self.stay else f" (at most {self.patience.give_up_after():.0f} s)"
         self._say_paused.log(logging.WARNING, "%s: the mapper paused the run: %s; %d replicas run on, %d results "
                              "held; waiting for it to resume%s", self.machine, printable(reason, MAX_SHOWN),
                              len(self.slots.holds()), len(self.slots.finished()), bound)
         self.welcome = None
         self.say.gone("the run was paused", now)
         self.slots.go_offline()
-
-    def _give_up_after(self) -> float:
-        """Seconds without a welcome before leaving: longer once the mapper said the run is paused."""
-        return self.give_up if self.paused_at is None else max(self.give_up, PAUSE_GIVE_UP)
 
     def _start_failures(self, failures: tuple | None, now: float, at: float = 0.0) -> bool:
         """Inject the mapper's failure law from now on (once), now being model time ``at`` of it; False if it
@@ -624,12 +570,10 @@ class Puller:
             self.end_reason = "the mapper asks what this puller cannot serve"
             return
         self.welcome = msg  # (from here on, leaving sends a Bye with bye_reason)
-        self.say.registered(msg, now, first=not self.ever_welcomed)
-        self.reach.reached()
-        self.ever_welcomed = True
-        self.lost_at = self.asking_since = self.paused_at = self.idle_since = None
+        self.say.registered(msg, now, first=not self.patience.ever_welcomed)
+        self.patience.welcomed()
+        self.idle_since = None
         self.heartbeat_interval = msg.heartbeat_interval
-        self.backoff = BACKOFF_MIN
         self.next_hb = now
         if not self._start_failures(msg.failures, now):
             return
@@ -654,7 +598,6 @@ class Puller:
     def _back_up(self, now: float) -> None:
         """Up again after an injected failure: the same machine, a new incarnation, saying hello."""
         self.incarnation = random.getrandbits(62)
-        self.lost_at = now if self.ever_welcomed else None  # the time down does not count towards giving up
-        self.asking_since = None
+        self.patience.back_up(now)  # (the time down does not count towards giving up)
         self._connect()
         log.debug("%s: back up", self.machine)
