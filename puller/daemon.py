@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import logging
 import math
 import os
@@ -14,22 +13,21 @@ from collections.abc import Callable
 from typing import Any
 
 import zmq
-from zmq.utils.monitor import recv_monitor_message
 
 from mgst.wire import protocol as P
 from mgst.wire import security
 from mgst.wire.drops import DropLog
-from mgst.wire.frames import one_message
 from mgst.wording import printable
 from puller.allowlist import AllowList
 from puller.availability import Availability
 from puller.executors import EXECUTORS
 from puller.limits import MAX_SHOWN, Limits, Unusable, poll_timeout_ms, shown_reason
+from puller.link import Link
 from puller.memory_guard import MemoryGuard
 from puller.narrator import Narrator, plural
-from puller.patience import BACKOFF_MAX, GIVE_UP, Patience
+from puller.patience import GIVE_UP, Patience
 from puller.ratelimit import Throttled
-from puller.reach import EVENTS, Reach
+from puller.reach import Reach
 from puller.runner import Runner
 from puller.slots import Slots
 
@@ -48,8 +46,6 @@ RECEIVE_PER_PASS = 256
 # Seconds between two log lines of a kind a mapper can repeat at will (a refusal for now, a pause): the
 # next one says how many it left out (puller/ratelimit.py).
 REPEATED_EVERY = 10.0
-
-_monitor_names = itertools.count()
 
 
 class Puller:
@@ -116,9 +112,6 @@ class Puller:
         self.idle_exit = idle_exit  # welcomed and running nothing this long (s): leave (a pilot job's end)
         self.idle_since: float | None = None  # welcomed and running nothing: since when
         self.clock = clock
-        self._ctx = context or zmq.Context.instance()
-        self.sock: zmq.Socket | None = None
-        self.monitor: zmq.Socket | None = None
         self.incarnation = random.getrandbits(62)
         self.welcome: P.Welcome | None = None
         self.bye_reason = "stopping"  # what the mapper hears if we leave while welcomed
@@ -147,6 +140,8 @@ class Puller:
         self._say_handler_error = Throttled(REPEATED_EVERY, log, burst=3)
         self._say_held_too_much = Throttled(REPEATED_EVERY, log, burst=3)
         self.reach = Reach(self.connect, keys, clock)  # why the mapper is not reached, if it is not
+        # The socket to the mapper, what goes out and what comes in (puller/link.py).
+        self.link = Link(self.connect, keys, context or zmq.Context.instance(), machine, self.reach, self.drops)
         self.say = Narrator(machine, self.connect, keys)  # the INFO lines: registered, failures, reconnected, end
         # Without a welcome: since when, when to say hello again, when to give up (puller/patience.py).
         self.patience = Patience(machine, self.connect, self.reach, self.say, give_up, stay)
@@ -209,10 +204,10 @@ class Puller:
             self.say.end(self.exit_code, self.end_reason, self.jobs_run)
             self.slots.kill_all()
             self.runner.close()  # resumes anything stopped, removes cgroups
-            if self.sock is not None:
+            if self.link.sock is not None:
                 if self.welcome is not None:  # we leave while the mapper is there: tell it
                     self._send(P.Bye(self.bye_reason))
-                self._close_socket(linger=200 if self.welcome is not None or self.acknowledged_bye else 0)
+                self.link.close(linger=200 if self.welcome is not None or self.acknowledged_bye else 0)
             self._close_wakeup()
             if self._parent_fd is not None:
                 os.close(self._parent_fd)
@@ -238,7 +233,7 @@ class Puller:
         self._connect()
         while not self.stopping and not self.exit_code:
             now = self.clock()
-            if self.sock is not None and (grown := self.memory_guard.grown_over(now)) is not None:
+            if self.link.sock is not None and (grown := self.memory_guard.grown_over(now)) is not None:
                 self._held_too_much(grown, now)
                 continue
             if self.availability.up_at is not None:  # down by injection
@@ -264,7 +259,7 @@ class Puller:
                         self.end_reason = f"no welcome from the mapper for {lost:.0f} s: the run is over"
                     break
                 if self.patience.unreached(now):
-                    self._read_monitor()  # (its last events: a handshake may have completed just now)
+                    self.link.read_monitor()  # (its last events: a handshake may have completed just now)
                     if self.patience.unreached(now):
                         self._give_up_unreached(now)
                         break
@@ -296,7 +291,7 @@ class Puller:
                 wake = min(wake, self.idle_since + self.idle_exit)
         else:
             wake = self.patience.wake_at()
-        if self.sock is not None:
+        if self.link.sock is not None:
             wake = min(wake, self.memory_guard.next_check)
         return min(wake, self.slots.wake_at(), self.availability.next_change)
 
@@ -320,14 +315,14 @@ class Puller:
         self.end_reason = "the mapper could not be reached"
 
     def _serve(self, timeout: float) -> None:
-        sources: list[Any] = [self.sock]
-        if self.monitor is not None:
-            sources.append(self.monitor)
+        sources: list[Any] = [self.link.sock]
+        if self.link.monitor is not None:
+            sources.append(self.link.monitor)
         sources.extend(self.slots.fds())
         events = self._wait(sources, timeout)
-        if self.monitor is not None and self.monitor in events:
-            self._read_monitor()
-        if self.sock is not None and self.sock in events:
+        if self.link.monitor is not None and self.link.monitor in events:
+            self.link.read_monitor()
+        if self.link.sock is not None and self.link.sock in events:
             self._receive_pass()
 
     def _wait(self, sources: list, timeout: float) -> dict:
@@ -356,45 +351,15 @@ class Puller:
 
     def _connect(self) -> None:
         """A new socket and a hello, reporting what we hold."""
-        self._close_socket(linger=0)
+        self.link.close(linger=0)
         self.memory_guard.reset(self.clock())
         self.slots.go_offline()
-        sock = self._ctx.socket(zmq.DEALER)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.RECONNECT_IVL_MAX, int(BACKOFF_MAX * 1000))
-        # A larger frame is refused by ZeroMQ as its header arrives (the connection is dropped), never held whole:
-        # the protocol's own check comes after the frame is in memory.
-        sock.setsockopt(zmq.MAXMSGSIZE, P.MAX_FRAME)
-        if security.needs_ipv6(self.connect):
-            sock.setsockopt(zmq.IPV6, 1)
-        if self.keys is not None:
-            security.secure_client(sock, self.keys)
-        try:
-            self.monitor = sock.get_monitor_socket(
-                EVENTS, addr=f"inproc://mgst-puller-monitor-{os.getpid()}-{next(_monitor_names)}")
-        except zmq.ZMQError as e:  # diagnostics only
-            log.debug("%s: no socket monitor: %s", self.machine, e)
-            self.monitor = None
-        sock.connect(self.connect)
-        self.sock = sock
+        self.link.open()
         self.welcome = None
         speed = self.runner.calibrate() if "spin" in self.executors else 0.0  # (once: ~0.2 s)
         self.patience.hello(self.clock())  # the back-off counts from the hello, not from before the calibration
         self._send(P.Hello(P.PROTOCOL_VERSION, self.machine, self.incarnation, self.executors, speed,
                            self.clock(), self.slots.offered, self.slots.holds(), self.slots.finished()))
-
-    def _close_socket(self, linger: int) -> None:
-        if self.monitor is not None:
-            if self.sock is not None:
-                try:
-                    self.sock.disable_monitor()
-                except zmq.ZMQError:
-                    pass
-            self.monitor.close(linger=0)
-            self.monitor = None
-        if self.sock is not None:
-            self.sock.close(linger=linger)
-            self.sock = None
 
     def _held_too_much(self, grown: int, now: float) -> None:
         """The process grew by ``grown`` bytes over the memory guard's limit since the connection was made: a message
@@ -418,43 +383,22 @@ class Puller:
         self.welcome = None
         self._connect()
 
-    def _read_monitor(self) -> None:
-        while self.monitor is not None:
-            try:
-                event = recv_monitor_message(self.monitor, zmq.NOBLOCK)
-            except zmq.Again:
-                return
-            self.reach.event(event["event"], event["value"])
-
     def _send(self, msg: Any) -> None:
-        if self.sock is None:
-            return
-        try:
-            self.sock.send(P.encode(msg), zmq.NOBLOCK)
-        except zmq.Again:
-            log.debug("%s: send queue full, dropped %s", self.machine, type(msg).__name__)
+        self.link.send(msg)
 
     def _receive_pass(self) -> None:
         """Handle what the mapper sent, at most RECEIVE_PER_PASS frames (the rest wait for the next pass, after
         what is due: the socket stays readable, so the loop's next wait returns at once)."""
         for _ in range(RECEIVE_PER_PASS):
-            if self.sock is None:
+            if self.link.sock is None:
                 return
             try:
-                frame, parts = one_message(self.sock, zmq.NOBLOCK)
+                frame, parts = self.link.receive()
             except zmq.Again:
                 return
             now = self.clock()
-            if parts > 1:  # a message is one frame
-                self.drops.drop(P.Drop.FRAMES, f"the mapper of {self.machine}", f"{parts} frames")
-                continue
-            try:
-                msg = P.decode(frame)
-            except P.ProtocolError as e:
-                self.drops.drop(e.reason, f"the mapper of {self.machine}", printable(e.detail, MAX_SHOWN))
-                continue
-            if type(msg) not in P.FROM_MAPPER:
-                self.drops.drop(P.Drop.DIRECTION, f"the mapper of {self.machine}", type(msg).__name__)
+            msg = self.link.message(frame, parts)
+            if msg is None:  # (dropped, counted)
                 continue
             self.last_heard = now
             try:
@@ -592,7 +536,7 @@ class Puller:
 
     def _go_silent(self) -> None:
         """Down by injection: no connection, no welcome (puller/availability.py has killed and forgotten the work)."""
-        self._close_socket(linger=0)
+        self.link.close(linger=0)
         self.welcome = None
 
     def _back_up(self, now: float) -> None:
