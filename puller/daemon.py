@@ -7,7 +7,6 @@ import math
 import os
 import random
 import signal
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -21,7 +20,7 @@ from mgst.wording import printable
 from puller.allowlist import AllowList
 from puller.availability import Availability
 from puller.executors import EXECUTORS
-from puller.limits import MAX_SHOWN, Limits, Unusable, poll_timeout_ms, shown_reason
+from puller.limits import MAX_SHOWN, Limits, Unusable, shown_reason
 from puller.link import Link
 from puller.memory_guard import MemoryGuard
 from puller.narrator import Narrator, plural
@@ -30,6 +29,7 @@ from puller.ratelimit import Throttled
 from puller.reach import Reach
 from puller.runner import Runner
 from puller.slots import Slots
+from puller.wakeup import Wakeup
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ class Puller:
         # A process whose end this puller's ends too (mgst run's, for the pullers it starts on its own machine): its
         # pidfd, readable once it has ended (ProcessLookupError here if it has already).
         self.exit_with = exit_with
-        self._parent_fd = os.pidfd_open(exit_with) if exit_with is not None else None
+        parent_fd = os.pidfd_open(exit_with) if exit_with is not None else None
         self.give_up = give_up
         if idle_exit is not None and not idle_exit > 0:
             raise ValueError(f"idle_exit must be positive, not {idle_exit!r}")
@@ -150,11 +150,8 @@ class Puller:
         # connection, which is the puller's.
         self.availability = Availability(machine, self.slots, self.say, self.limits, self.drops,
                                          go_silent=self._go_silent, back=self._back_up)
-        # A self-pipe: stop() (from a signal handler or another thread) and signals end any wait at once.
-        self._wake_r, self._wake_w = os.pipe()
-        for fd in (self._wake_r, self._wake_w):
-            os.set_blocking(fd, False)
-        self._wake_lock = threading.Lock()
+        # stop() (from a signal handler or another thread), signals and --exit-with end any wait at once.
+        self.wakeup = Wakeup(parent_fd)
         if keys is None:
             log.warning("%s: --insecure: no CURVE; anyone who can reach this machine or %s can pose as the "
                         "mapper and read the traffic; for a closed lab only", machine, connect)
@@ -176,20 +173,11 @@ class Puller:
             if isinstance(signum, int):  # the mapper hears why (a pilot job cancelled or preempted: SIGTERM)
                 self.bye_reason = self.end_reason
         self.stopping = True
-        if self._wake_lock.acquire(blocking=False):  # not if run() is closing the pipe right now
-            try:
-                if self._wake_w >= 0:
-                    os.write(self._wake_w, b"s")
-            except OSError:
-                pass  # full: a wake-up is pending anyway
-            finally:
-                self._wake_lock.release()
+        self.wakeup.wake()
 
     def install_signal_handlers(self) -> None:
         """SIGTERM and SIGINT stop the puller; the wake-up pipe makes any wait notice at once (main thread only)."""
-        signal.signal(signal.SIGTERM, self.stop)
-        signal.signal(signal.SIGINT, self.stop)
-        signal.set_wakeup_fd(self._wake_w)
+        self.wakeup.install(self.stop)
 
     def run(self) -> int:
         """Serve until the end; the exit code (0: the run is over or stop(); 2: refused or cannot run; 69: the
@@ -208,26 +196,8 @@ class Puller:
                 if self.welcome is not None:  # we leave while the mapper is there: tell it
                     self._send(P.Bye(self.bye_reason))
                 self.link.close(linger=200 if self.welcome is not None or self.acknowledged_bye else 0)
-            self._close_wakeup()
-            if self._parent_fd is not None:
-                os.close(self._parent_fd)
-                self._parent_fd = None
+            self.wakeup.close()
         return self.exit_code
-
-    def _close_wakeup(self) -> None:
-        with self._wake_lock:
-            if self._wake_w < 0:
-                return
-            if threading.current_thread() is threading.main_thread():
-                try:
-                    old = signal.set_wakeup_fd(-1)
-                    if old not in (self._wake_w, -1):
-                        signal.set_wakeup_fd(old)  # someone else's: leave it in place
-                except ValueError:
-                    pass
-            os.close(self._wake_r)
-            os.close(self._wake_w)
-            self._wake_r = self._wake_w = -1
 
     def _loop(self) -> None:
         self._connect()
@@ -327,24 +297,13 @@ class Puller:
 
     def _wait(self, sources: list, timeout: float) -> dict:
         """Poll ``sources`` (sockets, fds) for up to ``timeout`` seconds; stop() or a signal ends the wait."""
-        poller = zmq.Poller()
-        for src in sources:
-            poller.register(src, zmq.POLLIN)
-        poller.register(self._wake_r, zmq.POLLIN)
-        if self._parent_fd is not None:
-            poller.register(self._parent_fd, zmq.POLLIN)
-        events = dict(poller.poll(poll_timeout_ms(timeout)))  # (at most MAX_POLL: any far instant is safe)
-        if self._parent_fd is not None and self._parent_fd in events and not self.stopping:
+        events = self.wakeup.wait(sources, timeout)
+        if self.wakeup.parent_ended(events) and not self.stopping:
             log.warning("%s: the process it goes with (%d, --exit-with) has ended: leaving", self.machine,
                         self.exit_with)
             self.stopping = True
             self.end_reason = f"process {self.exit_with} (--exit-with) ended"
             self.bye_reason = "its run's process ended"
-        if self._wake_r in events:
-            try:
-                os.read(self._wake_r, 512)  # drain; the handler has already set the flag
-            except BlockingIOError:
-                pass
         return events
 
     # ------------------------------------------------------------------ connection

@@ -89,7 +89,7 @@ def test_a_pass_reads_a_bounded_number_of_frames_so_the_puller_s_own_timers_keep
     finally:
         puller.link.sock = None
         puller.runner.close()
-        puller._close_wakeup()
+        puller.wakeup.close()
 
 
 def test_repeated_refusals_pauses_welcomes_and_jobs_make_a_few_log_lines(fake: FakeMapper, start, caplog) -> None:
