@@ -13,7 +13,8 @@ from mgst.stderr_log import StderrHandler
 from mgst.wire import protocol as P
 from mgst.wire import security
 from puller.allowlist import AllowList, AllowListError
-from puller.daemon import EXIT_PAUSED, EXIT_UNREACHABLE, GIVE_UP, Puller
+from puller.daemon import EXIT_PAUSED, EXIT_UNREACHABLE, Puller
+from puller.patience import GIVE_UP
 
 log = logging.getLogger(__name__)
 

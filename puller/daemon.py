@@ -2,50 +2,39 @@
 
 from __future__ import annotations
 
-import itertools
 import logging
 import math
 import os
 import random
 import signal
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 import zmq
-from zmq.utils.monitor import recv_monitor_message
 
-from adjuster.failures import AvailabilitySchedule
-from mgst.availability.process import Period, State
 from mgst.wire import protocol as P
 from mgst.wire import security
 from mgst.wire.drops import DropLog
-from mgst.wire.frames import one_message
 from mgst.wording import printable
 from puller.allowlist import AllowList
+from puller.availability import Availability
 from puller.executors import EXECUTORS
-from puller.limits import MAX_SHOWN, Limits, Unusable, poll_timeout_ms, shown_reason
+from puller.limits import MAX_SHOWN, Limits, Unusable, shown_reason
+from puller.link import Link
 from puller.memory_guard import MemoryGuard
-from puller.narrator import WAITING_EVERY, Narrator, plural
+from puller.narrator import Narrator, plural
+from puller.patience import GIVE_UP, Patience
 from puller.ratelimit import Throttled
-from puller.reach import EVENTS, Reach
+from puller.reach import Reach
 from puller.runner import Runner
 from puller.slots import Slots
+from puller.wakeup import Wakeup
 
 log = logging.getLogger(__name__)
 
 # Silent mapper intervals before the puller reconnects (as the mapper's own LIVENESS).
 LIVENESS = 5
-# Reconnection back-off, seconds: doubled after each failed attempt, up to the maximum. (A hello to a
-# mapper not up yet waits in the socket and goes out when it is: a new attempt is for a mapper that
-# dropped it, e.g. a restarted one; the minimum leaves room for a slow network and handshake.)
-BACKOFF_MIN, BACKOFF_MAX = 0.5, 5.0
-# Seconds without a welcome, after having had one, before the puller decides the run is over.
-GIVE_UP = 120.0
-# Seconds without a welcome after the mapper said the run is PAUSED (its journal could not be written):
-# time for an operator to free space and resume it, during which the replicas run on and results are held.
-PAUSE_GIVE_UP = 3600.0
 # The exit code of a puller that gave up on a paused run (EX_TEMPFAIL, as the mapper's): the run is not over.
 EXIT_PAUSED = 75
 # The exit code of a puller that never reached its mapper within --give-up seconds (EX_UNAVAILABLE, sysexits.h):
@@ -57,14 +46,6 @@ RECEIVE_PER_PASS = 256
 # Seconds between two log lines of a kind a mapper can repeat at will (a refusal for now, a pause): the
 # next one says how many it left out (puller/ratelimit.py).
 REPEATED_EVERY = 10.0
-# A Begin moving the failure law the puller plays (a resumed mapper's clock: Puller._rebase_failures) is obeyed
-# only when it moves it by more than REBASE_TOLERANCE wall seconds (a Begin's delivery, a late timer, a period
-# lengthened to MIN_PERIOD are less), and at most REBASE_BURST at once, then one per REBASE_EVERY seconds: a mapper
-# repeats one to a puller only after a new welcome, and each can cost up to MAX_SKIPPED_PERIODS draws.
-REBASE_TOLERANCE = 0.5
-REBASE_BURST, REBASE_EVERY = 3, 10.0
-
-_monitor_names = itertools.count()
 
 
 class Puller:
@@ -83,14 +64,10 @@ class Puller:
     running. Results that come while the mapper is away are held and reported
     (again) after every welcome until a mapper heartbeat echoes one of ours sent
     after them. Having been welcomed once, the puller gives up (exits 0) after
-    ``give_up`` seconds without a welcome, unless ``stay``.
+    ``give_up`` seconds without a welcome, unless ``stay`` (``puller/patience.py``).
 
-    Availability injection (the adjuster's job in the paper): once the run begins, if the
-    mapper sent an availability law, the puller plays its periods, the simulator's for this
-    machine (``adjuster/failures.py``). DOWN, it kills every replica and goes silent (no
-    heartbeats, no answers); after the down time it comes back as the same machine with a
-    new incarnation: the mapper must find out on its own. UP or RECLAIMED, its replicas
-    run at the period's CPU share (0 suspends them), which it tells the mapper (Share).
+    Availability injection (the adjuster's job in the paper): the mapper's failure law,
+    played from the run's beginning (``puller/availability.py``).
     """
 
     def __init__(
@@ -128,24 +105,17 @@ class Puller:
         # A process whose end this puller's ends too (mgst run's, for the pullers it starts on its own machine): its
         # pidfd, readable once it has ended (ProcessLookupError here if it has already).
         self.exit_with = exit_with
-        self._parent_fd = os.pidfd_open(exit_with) if exit_with is not None else None
+        parent_fd = os.pidfd_open(exit_with) if exit_with is not None else None
         self.give_up = give_up
         if idle_exit is not None and not idle_exit > 0:
             raise ValueError(f"idle_exit must be positive, not {idle_exit!r}")
         self.idle_exit = idle_exit  # welcomed and running nothing this long (s): leave (a pilot job's end)
         self.idle_since: float | None = None  # welcomed and running nothing: since when
         self.clock = clock
-        self._ctx = context or zmq.Context.instance()
-        self.sock: zmq.Socket | None = None
-        self.monitor: zmq.Socket | None = None
         self.incarnation = random.getrandbits(62)
         self.welcome: P.Welcome | None = None
         self.bye_reason = "stopping"  # what the mapper hears if we leave while welcomed
-        self.ever_welcomed = False
         self.acknowledged_bye = False  # the mapper said the run is over and we said so back: let that leave
-        self.lost_at: float | None = None  # welcomed once, now without a welcome: since when
-        self.paused_at: float | None = None  # the mapper said the run is paused (not over): since when
-        self.asking_since: float | None = None  # saying hello without a welcome: since when
         self.stopping = False
         self.exit_code = 0
         self.heartbeat_interval = 0.2
@@ -154,13 +124,6 @@ class Puller:
         self.mapper_clock = -1.0  # the mapper's last heartbeat clock, to echo
         self.mapper_clock_received = -1.0
         self.last_heard = 0.0
-        self.hello_at = 0.0
-        self.backoff = BACKOFF_MIN
-        self.failures: AvailabilitySchedule | None = None
-        self._rebases = float(REBASE_BURST)  # re-bases allowed now (a token bucket), as of _rebased_at
-        self._rebased_at = 0.0
-        self.next_change = math.inf  # while up: when the availability period ends
-        self.up_at: float | None = None  # while down: when to come back
         self.runner = Runner(throttle, machine, allowlist)
         self.slots = Slots(machine, slots, self.runner, self._send, clock)
         self.limits = Limits(machine)  # what the mapper's messages may ask (puller/limits.py)
@@ -177,13 +140,18 @@ class Puller:
         self._say_handler_error = Throttled(REPEATED_EVERY, log, burst=3)
         self._say_held_too_much = Throttled(REPEATED_EVERY, log, burst=3)
         self.reach = Reach(self.connect, keys, clock)  # why the mapper is not reached, if it is not
+        # The socket to the mapper, what goes out and what comes in (puller/link.py).
+        self.link = Link(self.connect, keys, context or zmq.Context.instance(), machine, self.reach, self.drops)
         self.say = Narrator(machine, self.connect, keys)  # the INFO lines: registered, failures, reconnected, end
+        # Without a welcome: since when, when to say hello again, when to give up (puller/patience.py).
+        self.patience = Patience(machine, self.connect, self.reach, self.say, give_up, stay)
         self.end_reason = "stopped"  # the end line's reason
-        # A self-pipe: stop() (from a signal handler or another thread) and signals end any wait at once.
-        self._wake_r, self._wake_w = os.pipe()
-        for fd in (self._wake_r, self._wake_w):
-            os.set_blocking(fd, False)
-        self._wake_lock = threading.Lock()
+        # The failure law the mapper imposes (puller/availability.py); going down and coming back end and begin a
+        # connection, which is the puller's.
+        self.availability = Availability(machine, self.slots, self.say, self.limits, self.drops,
+                                         go_silent=self._go_silent, back=self._back_up)
+        # stop() (from a signal handler or another thread), signals and --exit-with end any wait at once.
+        self.wakeup = Wakeup(parent_fd)
         if keys is None:
             log.warning("%s: --insecure: no CURVE; anyone who can reach this machine or %s can pose as the "
                         "mapper and read the traffic; for a closed lab only", machine, connect)
@@ -205,20 +173,11 @@ class Puller:
             if isinstance(signum, int):  # the mapper hears why (a pilot job cancelled or preempted: SIGTERM)
                 self.bye_reason = self.end_reason
         self.stopping = True
-        if self._wake_lock.acquire(blocking=False):  # not if run() is closing the pipe right now
-            try:
-                if self._wake_w >= 0:
-                    os.write(self._wake_w, b"s")
-            except OSError:
-                pass  # full: a wake-up is pending anyway
-            finally:
-                self._wake_lock.release()
+        self.wakeup.wake()
 
     def install_signal_handlers(self) -> None:
         """SIGTERM and SIGINT stop the puller; the wake-up pipe makes any wait notice at once (main thread only)."""
-        signal.signal(signal.SIGTERM, self.stop)
-        signal.signal(signal.SIGINT, self.stop)
-        signal.set_wakeup_fd(self._wake_w)
+        self.wakeup.install(self.stop)
 
     def run(self) -> int:
         """Serve until the end; the exit code (0: the run is over or stop(); 2: refused or cannot run; 69: the
@@ -233,66 +192,50 @@ class Puller:
             self.say.end(self.exit_code, self.end_reason, self.jobs_run)
             self.slots.kill_all()
             self.runner.close()  # resumes anything stopped, removes cgroups
-            if self.sock is not None:
+            if self.link.sock is not None:
                 if self.welcome is not None:  # we leave while the mapper is there: tell it
                     self._send(P.Bye(self.bye_reason))
-                self._close_socket(linger=200 if self.welcome is not None or self.acknowledged_bye else 0)
-            self._close_wakeup()
-            if self._parent_fd is not None:
-                os.close(self._parent_fd)
-                self._parent_fd = None
+                self.link.close(linger=200 if self.welcome is not None or self.acknowledged_bye else 0)
+            self.wakeup.close()
         return self.exit_code
-
-    def _close_wakeup(self) -> None:
-        with self._wake_lock:
-            if self._wake_w < 0:
-                return
-            if threading.current_thread() is threading.main_thread():
-                try:
-                    old = signal.set_wakeup_fd(-1)
-                    if old not in (self._wake_w, -1):
-                        signal.set_wakeup_fd(old)  # someone else's: leave it in place
-                except ValueError:
-                    pass
-            os.close(self._wake_r)
-            os.close(self._wake_w)
-            self._wake_r = self._wake_w = -1
 
     def _loop(self) -> None:
         self._connect()
         while not self.stopping and not self.exit_code:
             now = self.clock()
-            if self.sock is not None and (grown := self.memory_guard.grown_over(now)) is not None:
+            if self.link.sock is not None and (grown := self.memory_guard.grown_over(now)) is not None:
                 self._held_too_much(grown, now)
                 continue
-            if self.up_at is not None:  # down by injection
-                if now >= self.up_at:
-                    self._come_back(now)
+            if self.availability.up_at is not None:  # down by injection
+                if now >= self.availability.up_at:
+                    self.availability.come_back(now)
                 else:
-                    self._wait([], self.up_at - now)
+                    self._wait([], self.availability.up_at - now)
                 continue
-            if now >= self.next_change:
-                self._enter(self.failures.advance(now), now)  # type: ignore[union-attr]
+            if now >= self.availability.next_change:
+                self.availability.advance(now)
                 continue
             # Whether the mapper is there or not: what is due must not wake us again.
             self.slots.step(now)
             if self.welcome is None:
-                if self.lost_at is not None and not self.stay and now - self.lost_at >= self._give_up_after():
-                    if self.paused_at is not None:
+                if self.patience.given_up(now):
+                    lost = now - self.patience.lost_at  # type: ignore[operator]
+                    if self.patience.paused_at is not None:
                         log.error("%s: the paused run did not resume within %.0f s: leaving (its replicas are "
-                                  "killed)", self.machine, now - self.lost_at)
+                                  "killed)", self.machine, lost)
                         self.exit_code = EXIT_PAUSED
                         self.end_reason = "the paused run did not resume"
                     else:
-                        self.end_reason = f"no welcome from the mapper for {now - self.lost_at:.0f} s: the run is over"
+                        self.end_reason = f"no welcome from the mapper for {lost:.0f} s: the run is over"
                     break
-                if self._unreachable_for(now) >= self.give_up:
-                    self._read_monitor()  # (its last events: a handshake may have completed just now)
-                    if self._unreachable_for(now) >= self.give_up:
+                if self.patience.unreached(now):
+                    self.link.read_monitor()  # (its last events: a handshake may have completed just now)
+                    if self.patience.unreached(now):
                         self._give_up_unreached(now)
                         break
-                if now - self.hello_at >= self.backoff:
-                    self._no_answer(now)
+                if self.patience.hello_due(now):
+                    self.patience.no_answer(now)
+                    self._connect()
                     continue
             else:
                 if now - self.last_heard > LIVENESS * self.heartbeat_interval:
@@ -317,14 +260,10 @@ class Puller:
             if self.idle_exit is not None and self.idle_since is not None:
                 wake = min(wake, self.idle_since + self.idle_exit)
         else:
-            wake = self.hello_at + self.backoff
-            if self.lost_at is not None and not self.stay:
-                wake = min(wake, self.lost_at + self._give_up_after())
-            if self.reach.unreached_since is not None and not self.ever_welcomed and not self.stay:
-                wake = min(wake, self.reach.unreached_since + self.give_up)
-        if self.sock is not None:
+            wake = self.patience.wake_at()
+        if self.link.sock is not None:
             wake = min(wake, self.memory_guard.next_check)
-        return min(wake, self.slots.wake_at(), self.next_change)
+        return min(wake, self.slots.wake_at(), self.availability.next_change)
 
     def _idle_for(self, now: float) -> float:
         """Seconds this puller, welcomed, has run nothing and held no result (0 while it does, or with no
@@ -341,120 +280,45 @@ class Puller:
     def _give_up_unreached(self, now: float) -> None:
         """Never welcomed, and the mapper not reached for --give-up seconds: one line saying why, exit 69."""
         log.error("%s: cannot reach the mapper at %s after %.0f s (--give-up): %s", self.machine, self.connect,
-                  self._unreachable_for(now), self.reach.final_reason(now))
+                  self.patience.unreachable_for(now), self.reach.final_reason(now))
         self.exit_code = EXIT_UNREACHABLE
         self.end_reason = "the mapper could not be reached"
 
-    def _unreachable_for(self, now: float) -> float:
-        """Seconds this puller, never welcomed (not with --stay), has not reached its mapper; 0 otherwise."""
-        if self.ever_welcomed or self.stay or self.reach.unreached_since is None:
-            return 0.0
-        return now - self.reach.unreached_since
-
     def _serve(self, timeout: float) -> None:
-        sources: list[Any] = [self.sock]
-        if self.monitor is not None:
-            sources.append(self.monitor)
+        sources: list[Any] = [self.link.sock]
+        if self.link.monitor is not None:
+            sources.append(self.link.monitor)
         sources.extend(self.slots.fds())
         events = self._wait(sources, timeout)
-        if self.monitor is not None and self.monitor in events:
-            self._read_monitor()
-        if self.sock is not None and self.sock in events:
+        if self.link.monitor is not None and self.link.monitor in events:
+            self.link.read_monitor()
+        if self.link.sock is not None and self.link.sock in events:
             self._receive_pass()
 
     def _wait(self, sources: list, timeout: float) -> dict:
         """Poll ``sources`` (sockets, fds) for up to ``timeout`` seconds; stop() or a signal ends the wait."""
-        poller = zmq.Poller()
-        for src in sources:
-            poller.register(src, zmq.POLLIN)
-        poller.register(self._wake_r, zmq.POLLIN)
-        if self._parent_fd is not None:
-            poller.register(self._parent_fd, zmq.POLLIN)
-        events = dict(poller.poll(poll_timeout_ms(timeout)))  # (at most MAX_POLL: any far instant is safe)
-        if self._parent_fd is not None and self._parent_fd in events and not self.stopping:
+        events = self.wakeup.wait(sources, timeout)
+        if self.wakeup.parent_ended(events) and not self.stopping:
             log.warning("%s: the process it goes with (%d, --exit-with) has ended: leaving", self.machine,
                         self.exit_with)
             self.stopping = True
             self.end_reason = f"process {self.exit_with} (--exit-with) ended"
             self.bye_reason = "its run's process ended"
-        if self._wake_r in events:
-            try:
-                os.read(self._wake_r, 512)  # drain; the handler has already set the flag
-            except BlockingIOError:
-                pass
         return events
 
     # ------------------------------------------------------------------ connection
 
     def _connect(self) -> None:
         """A new socket and a hello, reporting what we hold."""
-        self._close_socket(linger=0)
+        self.link.close(linger=0)
         self.memory_guard.reset(self.clock())
         self.slots.go_offline()
-        sock = self._ctx.socket(zmq.DEALER)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.RECONNECT_IVL_MAX, int(BACKOFF_MAX * 1000))
-        # A larger frame is refused by ZeroMQ as its header arrives (the connection is dropped), never held whole:
-        # the protocol's own check comes after the frame is in memory.
-        sock.setsockopt(zmq.MAXMSGSIZE, P.MAX_FRAME)
-        if security.needs_ipv6(self.connect):
-            sock.setsockopt(zmq.IPV6, 1)
-        if self.keys is not None:
-            security.secure_client(sock, self.keys)
-        try:
-            self.monitor = sock.get_monitor_socket(
-                EVENTS, addr=f"inproc://mgst-puller-monitor-{os.getpid()}-{next(_monitor_names)}")
-        except zmq.ZMQError as e:  # diagnostics only
-            log.debug("%s: no socket monitor: %s", self.machine, e)
-            self.monitor = None
-        sock.connect(self.connect)
-        self.sock = sock
+        self.link.open()
         self.welcome = None
         speed = self.runner.calibrate() if "spin" in self.executors else 0.0  # (once: ~0.2 s)
-        self.hello_at = self.clock()  # the back-off counts from the hello, not from before the calibration
-        if self.asking_since is None:
-            self.asking_since = self.hello_at
-        self.reach.new_socket(self.hello_at)  # (before any of its monitor's events is read)
+        self.patience.hello(self.clock())  # the back-off counts from the hello, not from before the calibration
         self._send(P.Hello(P.PROTOCOL_VERSION, self.machine, self.incarnation, self.executors, speed,
                            self.clock(), self.slots.offered, self.slots.holds(), self.slots.finished()))
-
-    def _close_socket(self, linger: int) -> None:
-        if self.monitor is not None:
-            if self.sock is not None:
-                try:
-                    self.sock.disable_monitor()
-                except zmq.ZMQError:
-                    pass
-            self.monitor.close(linger=0)
-            self.monitor = None
-        if self.sock is not None:
-            self.sock.close(linger=linger)
-            self.sock = None
-
-    def _no_answer(self, now: float) -> None:
-        """No welcome since our last hello: say what it waits for (not too often), try again, back off more."""
-        log.debug("%s: no welcome from %s (%s); reconnecting", self.machine, self.connect, self.reach.reason())
-        self.reach.maybe_probe(now)
-        self._say_waiting(now)
-        self.backoff = min(BACKOFF_MAX, self.backoff * 2)
-        self._connect()
-
-    def _say_waiting(self, now: float) -> None:
-        """Say what the puller waits for (the narrator says it at most every WAITING_EVERY seconds)."""
-        if self.reach.probing() and now - self.reach.probe_at < WAITING_EVERY:
-            return  # (its answer is the reason: a later round says it)
-        reason = self.reach.reason()
-        if self.paused_at is not None:
-            reason = f"the run is paused: waiting for 'mgst mapper --resume' ({reason})"
-        since = self.lost_at if self.lost_at is not None else self.asking_since
-        leaving = ""
-        if self.stay:
-            pass
-        elif self.lost_at is not None:
-            leaving = f"leaving in {max(0.0, self.lost_at + self._give_up_after() - now):.0f} s"
-        elif self.reach.unreached_since is not None and not self.ever_welcomed:
-            leaving = f"giving up in {max(0.0, self.reach.unreached_since + self.give_up - now):.0f} s"
-        self.say.waiting(now, reason, None if since is None else now - since, leaving)
 
     def _held_too_much(self, grown: int, now: float) -> None:
         """The process grew by ``grown`` bytes over the memory guard's limit since the connection was made: a message
@@ -466,7 +330,7 @@ class Puller:
             self.memory_guard.limit >> 20, self.memory_guard.trips)
         if self.welcome is not None:
             self.say.gone("the connection held a message that never ends", now)
-            self.lost_at = now
+            self.patience.lost(now)
             self.welcome = None
         self._connect()
 
@@ -474,47 +338,26 @@ class Puller:
         """The mapper fell silent: hello again (same incarnation, what we hold); running replicas go on."""
         self.say.lost(now - self.last_heard, len(self.slots.holds()))
         self.say.gone("the mapper fell silent", self.last_heard)
-        self.lost_at = self.last_heard
+        self.patience.lost(self.last_heard)
         self.welcome = None
         self._connect()
 
-    def _read_monitor(self) -> None:
-        while self.monitor is not None:
-            try:
-                event = recv_monitor_message(self.monitor, zmq.NOBLOCK)
-            except zmq.Again:
-                return
-            self.reach.event(event["event"], event["value"])
-
     def _send(self, msg: Any) -> None:
-        if self.sock is None:
-            return
-        try:
-            self.sock.send(P.encode(msg), zmq.NOBLOCK)
-        except zmq.Again:
-            log.debug("%s: send queue full, dropped %s", self.machine, type(msg).__name__)
+        self.link.send(msg)
 
     def _receive_pass(self) -> None:
         """Handle what the mapper sent, at most RECEIVE_PER_PASS frames (the rest wait for the next pass, after
         what is due: the socket stays readable, so the loop's next wait returns at once)."""
         for _ in range(RECEIVE_PER_PASS):
-            if self.sock is None:
+            if self.link.sock is None:
                 return
             try:
-                frame, parts = one_message(self.sock, zmq.NOBLOCK)
+                frame, parts = self.link.receive()
             except zmq.Again:
                 return
             now = self.clock()
-            if parts > 1:  # a message is one frame
-                self.drops.drop(P.Drop.FRAMES, f"the mapper of {self.machine}", f"{parts} frames")
-                continue
-            try:
-                msg = P.decode(frame)
-            except P.ProtocolError as e:
-                self.drops.drop(e.reason, f"the mapper of {self.machine}", printable(e.detail, MAX_SHOWN))
-                continue
-            if type(msg) not in P.FROM_MAPPER:
-                self.drops.drop(P.Drop.DIRECTION, f"the mapper of {self.machine}", type(msg).__name__)
+            msg = self.link.message(frame, parts)
+            if msg is None:  # (dropped, counted)
                 continue
             self.last_heard = now
             try:
@@ -523,7 +366,7 @@ class Puller:
                 self.handler_errors += 1
                 self._say_handler_error.log(logging.ERROR, "%s: error handling the mapper's %s", self.machine,
                                             type(msg).__name__, exc_info=True)
-            if self.up_at is not None or self.exit_code or self.stopping:
+            if self.availability.up_at is not None or self.exit_code or self.stopping:
                 return
 
     def _handle(self, msg: Any, now: float) -> None:
@@ -545,12 +388,12 @@ class Puller:
         elif t is P.Pace:
             self.slots.set_pace(msg.replica, msg.pace, now)
         elif t is P.Begin:
-            if self.failures is None:
+            if self.availability.schedule is None:
                 self._start_failures(msg.failures, now, msg.at)
             elif self.welcome is None:  # (offline: the mapper it heard last is not its mapper now)
                 self.drops.drop(P.Drop.UNREGISTERED, f"the mapper of {self.machine}", "Begin before a welcome")
             else:
-                self._rebase_failures(msg, now)
+                self.availability.rebase(msg, self.welcome, now)
         elif t is P.Refused:
             if msg.fatal:
                 log.error("%s: the mapper refused this puller: %s", self.machine, shown_reason(msg.reason))
@@ -558,11 +401,11 @@ class Puller:
                 self.end_reason = "refused by the mapper"
             else:
                 self._say_refused.log(logging.ERROR, "%s: the mapper refused this puller for now: %s; retrying in "
-                                      "%.1f s", self.machine, shown_reason(msg.reason), self.backoff)
+                                      "%.1f s", self.machine, shown_reason(msg.reason), self.patience.backoff)
                 if self.welcome is not None:
                     self.welcome = None
                     self.slots.go_offline()
-                    self.lost_at = now
+                    self.patience.lost(now)
                     self.say.gone("refused for now", now)
                 # (the loop says hello again once the back-off has passed, doubling it)
         elif t is P.Paused:
@@ -578,12 +421,9 @@ class Puller:
             self.slots.go_offline()
             self.welcome = None
             if self.stay:  # wait for the next run: hello again after the back-off
-                self.failures = None
-                self.next_change = math.inf
+                self.availability.reset()
                 self.slots.impose_share(None, now)
-                self.ever_welcomed = False
-                self.lost_at = None
-                self.hello_at = now
+                self.patience.new_run(now)
                 self.say.away = None
                 log.info("%s: the mapper says \"%s\"; %s run so far; waiting for the next run (--stay)",
                          self.machine, said, plural(self.jobs_run, "job"))
@@ -594,8 +434,8 @@ class Puller:
     def _paused(self, reason: str, now: float) -> None:
         """The mapper stops and the run is paused, not over: offline as after a lost mapper, keeping every
         replica and held result, saying hello again (after the back-off) for up to PAUSE_GIVE_UP seconds."""
-        self.paused_at = self.lost_at = self.hello_at = now
-        bound = "" if self.stay else f" (at most {self._give_up_after():.0f} s)"
+        self.patience.paused(now)
+        bound = "" if self.stay else f" (at most {self.patience.give_up_after():.0f} s)"
         self._say_paused.log(logging.WARNING, "%s: the mapper paused the run: %s; %d replicas run on, %d results "
                              "held; waiting for it to resume%s", self.machine, printable(reason, MAX_SHOWN),
                              len(self.slots.holds()), len(self.slots.finished()), bound)
@@ -603,66 +443,18 @@ class Puller:
         self.say.gone("the run was paused", now)
         self.slots.go_offline()
 
-    def _give_up_after(self) -> float:
-        """Seconds without a welcome before leaving: longer once the mapper said the run is paused."""
-        return self.give_up if self.paused_at is None else max(self.give_up, PAUSE_GIVE_UP)
-
     def _start_failures(self, failures: tuple | None, now: float, at: float = 0.0) -> bool:
         """Inject the mapper's failure law from now on (once), now being model time ``at`` of it; False if it
         cannot be used (exiting)."""
-        if failures is None or self.failures is not None or self.welcome is None:
+        if failures is None or self.availability.schedule is not None or self.welcome is None:
             return True
-        try:
-            self.limits.failure_law(failures)  # (Unusable, a ValueError)
-            self.failures = AvailabilitySchedule(failures, self.welcome.machine, self.welcome.time_unit, now,
-                                                 self.welcome.share, at)
-        except ValueError as e:
-            log.error("%s: cannot inject the mapper's failures %s: %s", self.machine,
-                      printable(repr(failures), MAX_SHOWN), printable(str(e), MAX_SHOWN))
-            self.bye_reason = f"cannot use the failure model: {e}"[:400]
+        error = self.availability.start(failures, self.welcome, now, at)
+        if error is not None:
+            self.bye_reason = f"cannot use the failure model: {error}"[:400]
             self.exit_code = 2
             self.end_reason = "cannot use the mapper's failure model"
             return False
-        self._enter(self.failures.period, now)
         return True
-
-    def _rebase_failures(self, msg: P.Begin, now: float) -> None:
-        """A Begin while the law already plays: a resumed mapper's clock is at model time ``msg.at``. Model time
-        stood still through its outage and its wait while this schedule ran on: unless the law played here is
-        within REBASE_TOLERANCE of it, play the law from ``msg.at`` now (which may begin with the rest of a DOWN
-        period). A law this puller cannot play from there, or a re-base too soon after others, is dropped (counted),
-        its schedule kept."""
-        assert self.welcome is not None and self.failures is not None
-        sender = f"the mapper of {self.machine}"
-        if msg.failures is None:  # (a mapper with a failure law never takes it back)
-            self.drops.drop(P.Drop.BAD_VALUE, sender, "a Begin without a failure law while one plays")
-            return
-        off = (self.failures.model_time(now) - msg.at) * self.welcome.time_unit
-        if abs(off) <= REBASE_TOLERANCE:
-            log.debug("%s: a Begin at model time %.3f: the law it plays is there (%.3f s off)", self.machine,
-                      msg.at, off)
-            return
-        self._rebases = min(float(REBASE_BURST), self._rebases + max(0.0, now - self._rebased_at) / REBASE_EVERY)
-        self._rebased_at = now
-        if self._rebases < 1.0:
-            self.drops.drop(P.Drop.REBASE_RATE, sender, f"a Begin at model time {msg.at:.6g}")
-            return
-        self._rebases -= 1.0
-        try:
-            self.limits.failure_law(msg.failures)
-            schedule = AvailabilitySchedule(msg.failures, self.welcome.machine, self.welcome.time_unit, now,
-                                            self.welcome.share, msg.at)
-        except ValueError as e:  # (Unusable is one)
-            self.drops.drop(P.Drop.BAD_VALUE, sender, f"a Begin at model time {msg.at:.6g} this puller cannot play: "
-                            f"{printable(str(e), MAX_SHOWN)}; its schedule is kept")
-            return
-        was = self.failures.period
-        self.failures = schedule
-        log.info("%s: the mapper's clock is at model time %.3f, the law played here %.3f s %s: availability "
-                 "re-based (%s until %.3f s from now, was %s)", self.machine, msg.at, abs(off),
-                 "ahead" if off > 0 else "behind", schedule.period.state.name.lower(), schedule.ends_at - now,
-                 was.state.name.lower())
-        self._enter(schedule.period, now)
 
     def _welcomed(self, msg: P.Welcome, now: float) -> None:
         if msg.version != P.PROTOCOL_VERSION:
@@ -681,12 +473,10 @@ class Puller:
             self.end_reason = "the mapper asks what this puller cannot serve"
             return
         self.welcome = msg  # (from here on, leaving sends a Bye with bye_reason)
-        self.say.registered(msg, now, first=not self.ever_welcomed)
-        self.reach.reached()
-        self.ever_welcomed = True
-        self.lost_at = self.asking_since = self.paused_at = self.idle_since = None
+        self.say.registered(msg, now, first=not self.patience.ever_welcomed)
+        self.patience.welcomed()
+        self.idle_since = None
         self.heartbeat_interval = msg.heartbeat_interval
-        self.backoff = BACKOFF_MIN
         self.next_hb = now
         if not self._start_failures(msg.failures, now):
             return
@@ -703,38 +493,14 @@ class Puller:
 
     # ------------------------------------------------------------------ availability injection
 
-    def _enter(self, period: Period, now: float) -> None:
-        """An availability period begins now: DOWN, or up at its CPU share (the mapper hears of a change)."""
-        if period.state is State.DOWN:
-            self._go_down(now)
-            return
-        self.slots.impose_share(period.cpu_share, now, period.state is State.RECLAIMED)
-        self.next_change = self.failures.ends_at  # type: ignore[union-attr]
-        self.say.up(period, self.next_change)
-
-    def _go_down(self, now: float) -> None:
-        self.up_at = self.failures.ends_at  # type: ignore[union-attr]
-        self.say.down(now, self.up_at, len(self.slots.holds()))
-        self.slots.kill_all()
-        self.slots.forget()  # a new incarnation holds nothing
-        self.slots.go_offline()
-        self._close_socket(linger=0)
+    def _go_silent(self) -> None:
+        """Down by injection: no connection, no welcome (puller/availability.py has killed and forgotten the work)."""
+        self.link.close(linger=0)
         self.welcome = None
-        self.next_change = math.inf
 
-    def _come_back(self, now: float) -> None:
-        period = self.failures.advance(now)  # type: ignore[union-attr]
-        if period.state is State.DOWN:  # (a law may follow one down period with another)
-            self.up_at = self.failures.ends_at  # type: ignore[union-attr]
-            self.say.still_down(self.up_at)
-            return
-        self.up_at = None
-        # (offline: the welcome's share gives way to it)
-        self.slots.impose_share(period.cpu_share, now, period.state is State.RECLAIMED)
-        self.next_change = self.failures.ends_at  # type: ignore[union-attr]
-        self.say.up(period, self.next_change)
+    def _back_up(self, now: float) -> None:
+        """Up again after an injected failure: the same machine, a new incarnation, saying hello."""
         self.incarnation = random.getrandbits(62)
-        self.lost_at = now if self.ever_welcomed else None  # the time down does not count towards giving up
-        self.asking_since = None
+        self.patience.back_up(now)  # (the time down does not count towards giving up)
         self._connect()
         log.debug("%s: back up", self.machine)

@@ -156,7 +156,8 @@ def test_re_bases_are_bounded_in_rate_and_a_begin_without_a_law_is_dropped(mappe
     while puller.puller.drops.total < 3 and time.monotonic() < deadline:
         mapper.recv(0.05)
     assert puller.puller.drops.counts == {P.Drop.REBASE_RATE: 2, P.Drop.BAD_VALUE: 1}
-    assert puller.puller.failures.model_time(time.time()) == pytest.approx(250.0, abs=2.0)  # the third re-base's
+    schedule = puller.puller.availability.schedule
+    assert schedule.model_time(time.time()) == pytest.approx(250.0, abs=2.0)  # the third re-base's
 
 
 def test_a_begin_the_puller_cannot_play_is_dropped_and_its_schedule_kept(mapper: FakeMapper, puller) -> None:

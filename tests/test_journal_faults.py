@@ -32,7 +32,7 @@ from mgst.testbed.store import JournalDamaged, JournalWriteError, RunStore
 from mgst.testbed.wal_check import inspect_wal
 from mgst.wire import protocol as P
 from mgst.wire import security
-from puller import daemon
+from puller import patience
 
 ROOT = Path(__file__).resolve().parents[1]
 PAUSED_EXIT = 75  # EX_TEMPFAIL, as README.md and `mgst mapper --help` document it
@@ -252,7 +252,7 @@ def test_a_paused_puller_keeps_its_replica_and_reports_it_to_the_resumed_mapper(
 
 
 def test_a_paused_run_that_never_resumes_is_given_up_later_and_not_as_over(fake_mapper, ctx, monkeypatch) -> None:
-    monkeypatch.setattr(daemon, "PAUSE_GIVE_UP", 2.0)  # (an hour in earnest)
+    monkeypatch.setattr(patience, "PAUSE_GIVE_UP", 2.0)  # (an hour in earnest)
     mapper, keys = fake_mapper
     puller = ThreadPuller(mapper.endpoint, keys, ctx, give_up=0.5)
     try:

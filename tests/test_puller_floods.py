@@ -80,16 +80,16 @@ def test_a_pass_reads_a_bounded_number_of_frames_so_the_puller_s_own_timers_keep
     does what is due (heartbeats, ends, availability periods) before the next (the socket stays readable)."""
     puller = Puller("tcp://127.0.0.1:9", "M1", insecure=True, context=ctx)
     sock = EndlessSocket(limit=10 * daemon.RECEIVE_PER_PASS)
-    puller.sock = sock  # type: ignore[assignment]
+    puller.link.sock = sock  # type: ignore[assignment]
     try:
         puller._receive_pass()
         assert sock.reads == daemon.RECEIVE_PER_PASS
         puller._receive_pass()
         assert sock.reads == 2 * daemon.RECEIVE_PER_PASS
     finally:
-        puller.sock = None
+        puller.link.sock = None
         puller.runner.close()
-        puller._close_wakeup()
+        puller.wakeup.close()
 
 
 def test_repeated_refusals_pauses_welcomes_and_jobs_make_a_few_log_lines(fake: FakeMapper, start, caplog) -> None:

@@ -53,7 +53,7 @@ class Drop:
     READY_WHILE_BUSY = "ready while busy"
     HANDLER_ERROR = "handler error"
     HELLO_RATE = "hellos too frequent"
-    REBASE_RATE = "re-bases too frequent"  # a mapper's Begins moving a puller's failure law (puller.daemon)
+    REBASE_RATE = "re-bases too frequent"  # a mapper's Begins moving a puller's failure law (puller.availability)
     # the gang protocol's (mgst.wire.gang_protocol)
     HELLO_REFUSED = "hello refused"
     OUT_OF_ORDER = "state change out of order"
