@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -20,7 +21,7 @@ DURATION_S = 30.0  # of job generation: the run stops long before
 # Two policies a researcher might write, each failing after a few jobs: one raises in a hook when a replica ends
 # (the core is fed a puller's message), one assigns to a machine that is not asking (the core is fed an arrival).
 POLICIES = '''
-from mgst.core import Assign
+from mgst.core import Assign, SetTimer
 from mgst.policies import register
 from mgst.policies.base import Policy
 
@@ -75,6 +76,36 @@ class FcfsThatChangesLater(HeadFirst):
         import os
         if os.environ.get("CHANGED"):
             raise AssertionError("a check added since")
+        return None
+
+
+@register
+class ReturnsAJob(HeadFirst):
+    """Returns the head's Job, not its JobRecord (a researcher's slip)."""
+    name = "returns_a_job"
+    hooks = frozenset({"choose"})
+
+    def choose(self, view, machine):
+        head = super().choose(view, machine)
+        return None if head is None else head.job
+
+
+@register
+class SetsASetAsTimerKey(HeadFirst):
+    """FCFS, and a timer keyed by a frozenset (no journal keeps it) once the third replica ends."""
+    name = "sets_a_set_as_timer_key"
+    hooks = frozenset({"choose", "on_replica_end", "on_timer"})
+
+    def __init__(self, options=None, rng=None):
+        super().__init__(options, rng)
+        self.ended = 0
+
+    def on_replica_end(self, view, replica):
+        self.ended += 1
+        if self.ended == 3:
+            yield SetTimer(frozenset({"tick"}), view.now + 1.0)  # the key the journal refuses
+
+    def on_timer(self, view, key):
         return None
 
 
@@ -145,10 +176,48 @@ def test_a_policy_that_fails_stops_the_run_which_writes_what_it_did_and_exits_3(
     assert e.returncode == 0, e.stderr[-3000:]
     assert json.loads(e.stdout)["policy_failure"] == summary["policy_failure"]
     assert (out / "jobs.csv").read_text() == before
+    # without the policy's module on Python's path: one line saying which module and how, not a traceback
+    elsewhere = subprocess.run([sys.executable, "-m", "mgst", "export", str(out)], capture_output=True, text=True,
+                               timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert elsewhere.returncode == 2 and "Traceback" not in elsewhere.stderr, elsewhere.stderr[-3000:]
+    assert elsewhere.stderr.strip().splitlines() == [
+        f"mgst: error: {out / 'journal.sqlite'}: the run imported the module 'failing_policies' for its policy, which "
+        "does not import here (ModuleNotFoundError: No module named 'failing_policies'): run this with the module's "
+        "folder on Python's path (PYTHONPATH=FOLDER), as the run was"], elsewhere.stderr
+    assert (out / "jobs.csv").read_text() == before
     r = _mgst(tmp_path, "run", str(exp), "--import", "failing_policies", "--resume", str(out))
     assert r.returncode == 0 and "is already finished" in r.stderr, r.stderr[-3000:]
     if policy == "raises_in_a_hook":
         _check_a_journal_that_goes_on_after_its_policy_failed(tmp_path, exp, out)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize(("policy", "error", "line"), [
+    ("raises_in_a_hook", "KeyError: 'a key the policy forgot'", "# the researcher's bug"),
+    ("assigns_to_a_busy_machine", "PolicyError: assign to machine M1, which is not asking for work",
+     "yield Assign(new_job.job, 0)"),
+    # (compiled, the core's check, not a cast of mypyc's that read as the core's TypeError)
+    ("returns_a_job", "PolicyError: choose() returned Job Job(id=", None),
+    ("sets_a_set_as_timer_key", "PolicyError: SetTimer key frozenset({'tick'}) (frozenset) is not a timer key",
+     "yield SetTimer(frozenset"),
+])
+def test_a_policy_that_fails_in_simulation_is_said_as_on_the_testbed_and_exits_3(
+        tmp_path: Path, policy: str, error: str, line: str | None, workers: int) -> None:
+    """`mgst simulate` of a policy that fails: the policy's own traceback (not a worker process's wrapping of it),
+    then one line saying which policy failed, at what model time of which replication, and why; exit 3, as a testbed
+    run's policy failure. The same rules as on the testbed (a timer key no journal keeps is the policy's error in
+    both)."""
+    (tmp_path / "failing_policies.py").write_text(POLICIES)
+    exp = tmp_path / "exp.toml"
+    exp.write_text(EXPERIMENT.format(policy=policy, duration=DURATION_S))
+    p = _mgst(tmp_path, "simulate", str(exp), "--import", "failing_policies", "--horizon", "200", "--warmup", "0",
+              "--replications", "2", "--workers", str(workers))
+    assert p.returncode == 3, p.stderr[-3000:]
+    last = p.stderr.rstrip("\n").splitlines()[-1]
+    assert re.fullmatch(rf"mgst: error: the policy '{policy}' failed at model time [0-9.]+ of replication [01]: "
+                        rf"{re.escape(error)}.*", last), last
+    assert "_RemoteTraceback" not in p.stderr and "concurrent.futures" not in p.stderr, p.stderr[-3000:]
+    assert line is None or line in p.stderr, p.stderr[-3000:]  # the policy's own traceback, down to its line
 
 
 def _check_a_journal_that_goes_on_after_its_policy_failed(tmp_path: Path, exp: Path, out: Path) -> None:
@@ -233,7 +302,8 @@ def test_an_input_the_core_refuses_stays_the_input_s_fault_and_a_core_bug_is_nam
     from mgst.config import load_experiment  # noqa: PLC0415
     from mgst.core.decisions import InputError  # noqa: PLC0415
     from mgst.core.events import CpuShareChanged, MachineAvailability, MachineReady  # noqa: PLC0415
-    from mgst.testbed.policy_failure import PolicyFailed, handled  # noqa: PLC0415
+    from mgst.core.failure import PolicyFailed  # noqa: PLC0415
+    from mgst.testbed.policy_failure import handled  # noqa: PLC0415
     from mgst.testbed.replay import make_core  # noqa: PLC0415
 
     exp = load_experiment(ROOT / "experiments" / "hihi-mfd-fd.toml")

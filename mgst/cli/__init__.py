@@ -220,7 +220,9 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except Exception as e:
-        code = _testbed_error(e)
+        code = _policy_failed(e)
+        if code is None:
+            code = _testbed_error(e)
         if code is None:
             raise
         return code
@@ -235,6 +237,24 @@ def _add_import(p: argparse.ArgumentParser, note: str = "") -> None:
 def _command(argv: list[str]) -> str | None:
     """The command word of ``mgst`` 's arguments (its own options take no value), None if there is none."""
     return next((w for w in argv if not w.startswith("-")), None)
+
+
+def _policy_failed(e: Exception) -> int | None:
+    """A simulation whose policy failed (mgst.core.failure.PolicyFailed, from a worker process or this one): the
+    policy's traceback, then one line saying which policy, when and why; exit 3, as a testbed run's policy failure.
+    A policy refused before it runs (mgst.core.decisions.PolicyError: a hook defined but not declared, say): one
+    line, exit 3. None for any other error."""
+    from mgst.core.decisions import PolicyError  # noqa: PLC0415
+    from mgst.core.failure import PolicyFailed  # noqa: PLC0415
+
+    if not isinstance(e, (PolicyFailed, PolicyError)):
+        return None
+    from mgst.cli.testbed_commands import EXIT_POLICY_FAILED  # noqa: PLC0415
+
+    if isinstance(e, PolicyFailed):
+        print(e.details.rstrip("\n"), file=sys.stderr)
+    print(f"mgst: error: {e}", file=sys.stderr)
+    return EXIT_POLICY_FAILED
 
 
 def _testbed_error(e: Exception) -> int | None:
@@ -281,6 +301,6 @@ def _policies(args: argparse.Namespace) -> int:
     column = max(map(len, names), default=0) + 2
     width = max(column + 30, min(shutil.get_terminal_size((100, 24)).columns, 120))
     for name in names:
-        print(textwrap.fill(policies.summary(name), width, initial_indent=f"{name:<{column}}",
-                            subsequent_indent=" " * column))
+        summary = policies.summary(name) or "(no docstring)"  # (an empty text would be filled to nothing, its name too)
+        print(textwrap.fill(summary, width, initial_indent=f"{name:<{column}}", subsequent_indent=" " * column))
     return 0

@@ -105,8 +105,11 @@ class PolicyHooks:
         """A silent machine spoke again (undo what on_machine_silent armed)."""
         return NO_DECISIONS
 
-    def choose(self, view: View, machine: MachineRecord) -> JobRecord | None:
-        """The job for a machine that asks for work, or None to keep its request held.
+    # (A JobRecord or None, typed Any: compiled, a declared JobRecord | None would be checked by mypyc's glue at the
+    # return of a researcher's policy, whose mistake would read as the core's TypeError; the core checks it instead,
+    # in Lifecycle.start, and names the policy's mistake.)
+    def choose(self, view: View, machine: MachineRecord) -> Any:
+        """The job for a machine that asks for work (a ``JobRecord`` of the view), or None to keep its request held.
 
         A queued job gets its first replica; a running job (only if max_replicas > 1)
         gets another. Neither ``choose`` nor ``dispatch`` declared: nothing is ever assigned.

@@ -97,17 +97,19 @@ class Lifecycle:
 
     # ------------------------------------------------------------------ jobs and replicas
 
-    def start(self, rec: JobRecord, m: MachineRecord) -> None:
-        """Start a replica of ``rec`` in one of the slots ``m`` asks to fill.
+    def start(self, chosen: Any, m: MachineRecord) -> None:
+        """Start a replica of ``chosen`` (a JobRecord: what the policy chose, checked here) in one of the slots ``m``
+        asks to fill.
 
         job QUEUED|RUNNING --start--> RUNNING; replica NEW --start|start_staging-->; machine READY --fill|fill_last-->.
         """
         j = m.index
         if not m.asking:
             raise PolicyError(f"assign to machine {m.name}, which is not asking for work")
-        if not isinstance(rec, JobRecord):  # (compiled, a choose() that returns another type fails where it returns)
-            raise PolicyError(f"choose() returned {type(rec).__name__} {str(rec)[:80]}, not a job's record (a "
+        if not isinstance(chosen, JobRecord):  # (typed Any, so that this check, not a compiled cast, meets it)
+            raise PolicyError(f"choose() returned {type(chosen).__name__} {str(chosen)[:80]}, not a job's record (a "
                               "JobRecord of the view, such as a queue's head) or None")
+        rec: JobRecord = chosen
         c = rec.job.job_class
         rate = m.rates[c]
         if rate <= 0.0:

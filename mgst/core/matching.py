@@ -278,7 +278,11 @@ class Matcher:
         elif t is Cancel:
             lifecycle.cancel(self._running_replica(d.replica, "cancel"))  # type: ignore[attr-defined]
         elif t is SetTimer:
-            self.view.timers[d.key] = d.at  # type: ignore[attr-defined]
+            key = d.key  # type: ignore[attr-defined]
+            if not journal_key(key, 0):
+                raise PolicyError(f"SetTimer key {str(key)[:80]} ({type(key).__name__}) is not a timer key: keys are "
+                                  "strings, numbers, bytes, None, or tuples of them (a testbed run journals them)")
+            self.view.timers[key] = d.at  # type: ignore[attr-defined]
             lifecycle.out.append(d)  # type: ignore[arg-type]
         elif t is CancelTimer:
             if self.view.timers.pop(d.key, None) is not None:  # type: ignore[attr-defined]
@@ -311,3 +315,19 @@ class Matcher:
         if not 0 <= d.machine < len(self.machines):
             raise PolicyError(f"assign to unknown machine {d.machine}")
         self.lifecycle.start(rec, self.machines[d.machine])
+
+
+def journal_key(key: object, depth: int) -> bool:
+    """Whether a timer key is one a testbed run's journal keeps and gives back equal (msgpack, tuples kept): a
+    string, a number (an int in 64 bits), bytes, None, or a tuple of them (nested at most 8 deep). Checked in the
+    simulation as on the testbed, so that a policy runs the same in both."""
+    if isinstance(key, (str, float, bytes)) or key is None:
+        return True
+    if isinstance(key, int):  # (bool too)
+        return -(1 << 63) <= key < (1 << 64)
+    if isinstance(key, tuple) and depth < 8:
+        for item in key:
+            if not journal_key(item, depth + 1):
+                return False
+        return True
+    return False

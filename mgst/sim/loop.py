@@ -12,6 +12,7 @@ from typing import Any, Final, NamedTuple
 from mgst.availability.process import Period, State
 from mgst.availability.registry import overlay_grids
 from mgst.core.decisions import Assign, Cancel, Eta, MachineSuspected, ReplicaTimedOut, SetTimer
+from mgst.core.failure import PolicyFailed
 from mgst.core.scheduler import Scheduler
 from mgst.core.state import BagRecord, JobRecord, MachineState, MachineStats
 from mgst.intervals import BATCHES
@@ -248,7 +249,10 @@ class Simulation:
 
     def _run(self) -> ReplicationRun:
         loop = _EventLoop(self)
-        t = loop.run(self.horizon + self.drain_limit)
+        try:
+            t = loop.run(self.horizon + self.drain_limit)
+        except Exception as e:  # (the policy's code raised, or broke a rule of the core: said as on the testbed)
+            raise PolicyFailed(self.policy.name, None, self.core.now, e, self.replication) from e
         self.dropped_entries += loop.dropped_entries
         core = self.core
         core.close(t)

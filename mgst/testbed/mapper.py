@@ -23,6 +23,7 @@ import zmq
 
 from mgst.availability import registry as availability
 from mgst.core.events import BagArrived, Event, JobArrived, MachineDown, RunStart, TimerFired
+from mgst.core.failure import PolicyFailed
 from mgst.core.state import MachineState
 from mgst.model import Bag, Experiment, Job
 from mgst.sim.overheads import OverheadSampler, grid_return_delays
@@ -37,7 +38,7 @@ from mgst.testbed.journal import Journal
 from mgst.testbed.liveness import LIVENESS, Heartbeats, heartbeat_interval_for
 from mgst.testbed.messages import PullerMessages, some_names
 from mgst.testbed.overlay import MapperOverlay
-from mgst.testbed.policy_failure import PolicyFailed, handled
+from mgst.testbed.policy_failure import handled
 from mgst.testbed.replay import make_core
 from mgst.testbed.resume import Resume, next_item, replay_to_resume
 from mgst.testbed.router import RECEIVE_BATCH, Router

@@ -29,6 +29,7 @@ from mgst.core.events import (
     ReplicaDone,
     ReplicaFailed,
 )
+from mgst.core.failure import PolicyFailed
 from mgst.core.scheduler import Scheduler
 from mgst.core.state import STAGING, WAITING, MachineState
 from mgst.model import Availability, Experiment
@@ -36,7 +37,6 @@ from mgst.testbed.admission import HELLO_BURST, Holder, TokenBuckets, admit, hel
 from mgst.testbed.checkpoints import MachineCheckpoints
 from mgst.testbed.connection import Connection
 from mgst.testbed.journal import Journal
-from mgst.testbed.policy_failure import PolicyFailed
 from mgst.testbed.router import Router
 from mgst.testbed.run_clock import RunClock
 from mgst.wire import protocol as P

@@ -16,13 +16,14 @@ from typing import Any
 
 from mgst import policies
 from mgst.core.decisions import InputError
+from mgst.core.failure import PolicyFailed
 from mgst.core.scheduler import Scheduler
 from mgst.model import Experiment
 from mgst.streams import Purpose, python_random
 from mgst.testbed.core_events import UnknownEvent, from_legacy, from_plain
 from mgst.testbed.experiment_codec import from_plain as experiment_from_plain
 from mgst.testbed.journal import Journal
-from mgst.testbed.policy_failure import PolicyFailed, handled
+from mgst.testbed.policy_failure import handled
 from mgst.testbed.run_settings import check_settings
 from mgst.testbed.store import FILENAME, RunStore, StoreError
 
@@ -67,7 +68,7 @@ def _open(folder: Path, journal: str) -> tuple[RunStore, dict[str, Any], Experim
             raise StoreError(f"{store.path}: the run's settings are incomplete (no {', '.join(sorted(missing))})")
         check_settings(meta, str(store.path))
         experiment = _experiment(meta["experiment"], store.path)
-        policies.import_modules(meta.get("imports", []))
+        _import_policies(meta.get("imports", []), store.path)
         try:  # (the experiment a mapper wrote makes a core: one that does not was written by someone else)
             core = make_core(experiment, meta["seed"])
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
@@ -77,6 +78,18 @@ def _open(folder: Path, journal: str) -> tuple[RunStore, dict[str, Any], Experim
         store.close()
         raise
     return store, meta, experiment, core
+
+
+def _import_policies(modules: list[str], path: Path) -> None:
+    """The modules the run imported for its policies (``--import``), imported again; StoreError saying which and
+    how if one is not importable here (a replay needs the policy's code, from Python's path, as the run did)."""
+    for module in modules:
+        try:
+            policies.import_modules([module])
+        except Exception as e:  # noqa: BLE001 (the module's own error, said in one line)
+            raise StoreError(f"{path}: the run imported the module {module!r} for its policy, which does not import "
+                             f"here ({type(e).__name__}: {e}): run this with the module's folder on Python's path "
+                             f"(PYTHONPATH=FOLDER), as the run was") from None
 
 
 def _experiment(plain: Any, where: Path) -> Experiment:
