@@ -321,8 +321,11 @@ def format_table(summary: Summary) -> str:
     if summary.load is not None:
         lines.append(f"LP load (1/lambda*): {summary.load:.1%}")
     if not e.jobs and summary.bags is None:
-        lines.append("WARNING: no job completed after the warm-up in any replication: no mean response to report; "
-                     "lengthen --horizon (or shorten --warmup)")
+        if summary.mode == "testbed":  # (a run stopped early, by its policy's failure or an interrupt, say)
+            lines.append("WARNING: no job completed after the warm-up: no mean response to report")
+        else:
+            lines.append("WARNING: no job completed after the warm-up in any replication: no mean response to report; "
+                         "lengthen --horizon (or shorten --warmup)")
     if summary.unfinished:
         lines.append(f"WARNING: {summary.unfinished} jobs were still in the system when the drain limit cut the run")
     if summary.bags is not None:

@@ -542,3 +542,27 @@ def test_the_table_has_a_bad_value_of_every_option_of_every_command(capsys):
             if not any(option in args for args in mine):
                 missing.append(f"{' '.join(words)} {option}")
     assert not missing, f"no bad value in the table for: {', '.join(missing)}"
+
+
+@pytest.mark.parametrize("given", ["./mine.py", "mine.py", "{tmp}/mine.py"])
+def test_an_import_of_a_file_s_path_says_to_give_its_module_s_name(tmp_path, monkeypatch, capsys, given):
+    """`--import ./mine.py` (a file's path, where Python imports a module's name): one line saying so, with the name
+    and the folder to put on Python's path; it was a TypeError about relative imports, or "'mine' is not a package"."""
+    (tmp_path / "mine.py").write_text("")
+    monkeypatch.chdir(tmp_path)
+    code = main(["simulate", HIHI, "--import", given.format(tmp=tmp_path)])
+    stderr = capsys.readouterr().err
+    _check(code, stderr, "--import")
+    assert f"--import mine, with its folder on Python's path (PYTHONPATH={tmp_path})" in stderr, stderr
+
+
+def test_policies_lists_a_policy_without_a_docstring(tmp_path, monkeypatch, capsys):
+    """`mgst policies --import mine`: a policy of one's own with no docstring is listed by its name (its line was
+    empty: "did my import work?" read no)."""
+    (tmp_path / "undocumented_policy.py").write_text(
+        "from mgst.policies import register\nfrom mgst.policies.fcfs import FCFS\n\n\n@register\n"
+        "class Mine(FCFS):\n    name = 'undocumented_mine'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["policies", "--import", "undocumented_policy"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.split() == ["undocumented_mine", "(no", "docstring)"] for line in lines), lines

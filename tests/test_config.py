@@ -561,8 +561,11 @@ def test_unknown_policy(tmp_path):
     err = error_for(tmp_path, toml(policy='[policy]\nname = "lpas"\n'))
     assert err.key == "policy.name"
     known = policies.names()
-    assert err.problem == f"unknown policy 'lpas'; known: {', '.join(known)}"
+    assert err.problem == f"unknown policy 'lpas' (did you mean 'lpas_dg'?); known: {', '.join(known)}"
     assert "lpas_dg" in known and "fcfs" in known
+    err = error_for(tmp_path, toml(policy='[policy]\nname = "secf"\n'))  # (nothing close: one's own?)
+    assert err.problem == (f"unknown policy 'secf' (a policy of your own: --import the module that registers it); "
+                           f"known: {', '.join(known)}")
 
 
 def test_unknown_policy_with_stand_in_registry(tmp_path, monkeypatch):
@@ -571,7 +574,7 @@ def test_unknown_policy_with_stand_in_registry(tmp_path, monkeypatch):
     )
     err = error_for(tmp_path, toml(policy='[policy]\nname = "lpas"\n'))
     assert str(err).endswith(
-        "policy.name: unknown policy 'lpas'; known: fcfs, lpas_dg, random, wqr_ft"
+        "policy.name: unknown policy 'lpas' (did you mean 'lpas_dg'?); known: fcfs, lpas_dg, random, wqr_ft"
     )
 
 

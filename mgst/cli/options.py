@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import stat
 import tempfile
 from pathlib import Path
@@ -87,6 +88,10 @@ def import_policies(args: argparse.Namespace) -> None:
     """The modules of --import, imported (their policies registered); ConfigError naming --import if one fails
     (the module's own error, in one line: a syntax error in it, a name clash with a built-in policy...)."""
     for module in args.imports:
+        if module.endswith(".py") or "/" in module or os.sep in module:  # a file's path: Python imports a name
+            path = Path(module)
+            raise ConfigError("--import", f"{module}: give a module's name, not a file's: --import {path.stem}, with "
+                              f"its folder on Python's path (PYTHONPATH={path.parent.resolve()})")
         try:
             policies.import_modules([module])
         except ModuleNotFoundError as e:

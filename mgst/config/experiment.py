@@ -482,9 +482,10 @@ class _Parser(ModelSections, MachineSections):
         name = self.string(self.require(table, "policy", "name"), "policy.name")
         known = policies.names()
         if name not in known:
-            raise self.error(
-                "policy.name", f"unknown policy {name!r}; known: {', '.join(known)}"
-            )
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = (f" (did you mean {close[0]!r}?)" if close else
+                    " (a policy of your own: --import the module that registers it)")
+            raise self.error("policy.name", f"unknown policy {name!r}{hint}; known: {', '.join(known)}")
         options = {k: v for k, v in table.items() if k != "name"}
         try:
             policies.check_options(name, MappingProxyType(dict(options)))

@@ -218,9 +218,10 @@ def format_beside(b: Beside) -> str:
     if b.testbed.policy_counts:  # the policy's report() (LPAS_DG's fixes), testbed then simulation
         counts = ", ".join(f"{k} {v:g}" for k, v in b.testbed.policy_counts.items())
         lines.append(f"policy ({b.testbed.policy}): {counts}")
-        if b.simulation is not None and b.simulation.policy_counts:
-            counts = ", ".join(f"{k} {v:g}" for k, v in b.simulation.policy_counts.items())
-            lines.append(f"policy in the simulation (summed over {b.simulation.replications} replications): {counts}")
+        if b.simulation is not None and b.simulation.policy_counts:  # (a replication is a run as long as this one)
+            reps = b.simulation.replications
+            counts = ", ".join(f"{k} {v / reps:.4g}" for k, v in b.simulation.policy_counts.items())
+            lines.append(f"policy in the simulation (a replication's mean, of {reps}): {counts}")
     waste = format_waste(b.testbed, b.simulation)
     if waste is not None:
         lines.append(waste)
