@@ -72,6 +72,8 @@ def test_the_run_exports(finished_run: Path, tmp_path: Path) -> None:
     ("drops", '{"a": "x"}', "the run's setting 'drops'"),
     ("imports", "[1]", "the run's setting 'imports'"),
     ("inputs", '["a"]', "the run's setting 'inputs'"),
+    ("decision_time", '{"inputs": 3, "total_s": -1, "longest_s": 0}', "the run's setting 'decision_time'"),
+    ("decision_time", '{"inputs": 3}', "the run's setting 'decision_time'"),
 ])
 def test_a_damaged_setting_is_one_error_line_naming_it(finished_run: Path, tmp_path: Path, setting, text, said):
     folder = copy_with(finished_run, tmp_path / "damaged", **{setting: text})

@@ -11,6 +11,7 @@ from typing import Any
 
 from mgst.bounded_read import read_text
 from mgst.testbed.beside import Beside, finish_outputs
+from mgst.testbed.decision_time import DecisionTime
 from mgst.testbed.replay import replay
 from mgst.testbed.resume import run_is_over
 from mgst.testbed.run_lock import run_locked
@@ -54,6 +55,7 @@ def load_run(folder: Path, journal: str = FILENAME) -> TestbedRun:
         run.policy_failure = meta.get("policy_failure", rp.policy_failure)
         run.imports = tuple(meta.get("imports", []))
         run.network = meta.get("network")
+        run.decision_time = DecisionTime.from_plain(meta.get("decision_time"))
         run.closed = "drops" in meta  # the mapper's last words (Mapper._run): a journal without them was not closed
         return run
     finally:

@@ -19,6 +19,9 @@ DELAY_SHARE = 0.02
 # or more: a stall holds every job in flight and every arrival until it ends, but a short one in a long run cannot
 # explain a gap wider than both intervals.
 STALL_SHARE = DELAY_SHARE
+# The wall time the mapper spent in the core (the policy's decisions) is named when it is this share of the run or
+# more: like a stall, it holds every arrival, request and result while it lasts, a little at a time.
+DECISION_SHARE = DELAY_SHARE
 # The delays, as the journal names them (mgst.testbed.journal.Journal.delays), and the instants they span.
 DELAYS = (("request_delay_s", "request (t2-t1)"), ("scheduling_delay_s", "scheduling (t3-t2)"),
           ("communication_delay_s", "communication (t4-t3)"), ("report_delay_s", "report (t6-t5)"))
@@ -45,7 +48,7 @@ class Difference:
 class Cause:
     """A measured cause: what the journal saw, in a sentence, and its figures."""
 
-    kind: str  # cpu_share, delays, stalls, suspicions, timeouts, refusals
+    kind: str  # cpu_share, delays, stalls, decisions, suspicions, timeouts, refusals
     text: str
     figures: dict[str, Any] = field(default_factory=dict)
 
@@ -70,9 +73,9 @@ class Gap:
                          "delays, stalls, suspicions, time-outs, refusals) cannot explain it (a single run's sample "
                          "path differs from the simulation's, or the model is pessimistic)")
         elif not self.causes:
-            lines.append("  no measured cause: CPU shares, delays, the mapper's loop, suspicions, time-outs and "
-                         "refusals are all as the model assumes (a single run's sample path differs from the "
-                         "simulation's)")
+            lines.append("  no measured cause: CPU shares, delays, the mapper's loop and its time in the policy, "
+                         "suspicions, time-outs and refusals are all as the model assumes (a single run's sample path "
+                         "differs from the simulation's)")
         lines += [f"  cause: {c.text}" for c in self.causes]
         return lines
 
@@ -155,6 +158,14 @@ def measured_causes(run: TestbedRun, testbed: Summary) -> list[Cause]:
             "meanwhile, which the model does not have",
             {"count": len(stalls), "total_s": round(stalled, 6), "longest_s": round(longest, 6),
              "longest_at_s": round(at, 6), "share_of_run": round(stalled / length, 6)}))
+    deciding = run.decision_time
+    if deciding is not None and deciding.inputs and length > 0 and deciding.total_s >= DECISION_SHARE * length:
+        causes.append(Cause(
+            "decisions", f"the policy and the core took {deciding.total_s:.3g} s of the mapper's time to handle "
+            f"{deciding.inputs} inputs ({deciding.total_s / deciding.inputs * 1e3:.3g} ms each on average, the "
+            f"longest {deciding.longest_s * 1e3:.3g} ms; {deciding.total_s / length:.0%} of the run): arrivals, "
+            "requests and results waited meanwhile, where the model's decisions take no time",
+            deciding.summary(length)))
     names = [m.name for m in run.journal.machines]
     suspected = {names[j]: m.stats.suspicions for j, m in enumerate(run.core.machines) if m.stats.suspicions}
     if suspected:

@@ -31,6 +31,7 @@ from mgst.staging import StagingSampler
 from mgst.testbed.checkpoints import RELEASE_CHECKPOINTS_BEFORE, MachineCheckpoints
 from mgst.testbed.connection import Connection
 from mgst.testbed.core_events import to_plain as event_to_plain
+from mgst.testbed.decision_time import DecisionTime
 from mgst.testbed.dispatch import Dispatcher
 from mgst.testbed.experiment_codec import to_plain
 from mgst.testbed.inputs import input_digests
@@ -198,6 +199,8 @@ class Mapper:
         self.stopping = False  # set (e.g. by a signal handler) to end generation early and drain
         self.aborting = False  # set to stop at once (a second interrupt): the journal stays consistent
         self._gc_frozen = False  # the objects of before t0 are out of the collector's sight (_begin)
+        # The wall time this mapper spends in the core, input by input (a resumed one: from its resume on)
+        self.decision_time = DecisionTime()
         self.paused: str | None = None  # why the run paused (its journal cannot be written), once it has
         self.policy_failure: str | None = None  # what the core raised, once it failed (the run then stopped)
         # GridBot's overlay (mgst.testbed.overlay), set by the driver that starts the pullers: it takes its turns at
@@ -313,7 +316,10 @@ class Mapper:
         # A machine down loses every replica it holds; the core says so (JobRequeued) only of a job's last one, not
         # of a replica whose job runs elsewhere too, nor of a loser running on after its job was done.
         held = list(self.core.machines[event.machine].replicas) if type(event) is MachineDown else ()
-        self.dispatcher.carry_out(handled(self.core, mnow, event), now)  # (PolicyFailed: the run stops, _run)
+        deciding = time.perf_counter()
+        outputs = handled(self.core, mnow, event)  # (PolicyFailed: the run stops, _run)
+        self.decision_time.add(time.perf_counter() - deciding)
+        self.dispatcher.carry_out(outputs, now)
         for rid in held:
             self.journal.end("lost", rid)  # (only a replica the journal has running: one requeued is ended already)
 
@@ -495,7 +501,8 @@ class Mapper:
         if self.journal.store is not None:  # last, once every event is committed: a journal with it is a run over
             # (a commit failing after it would pause the run, exit 75, and leave one --resume refuses as finished)
             failed = {} if self.policy_failure is None else {"policy_failure": self.policy_failure}
-            self.journal.store.set_meta(drops=dict(self.drops.counts), aborted=self.aborting, ended=end, **failed)
+            self.journal.store.set_meta(drops=dict(self.drops.counts), aborted=self.aborting, ended=end,
+                                        decision_time=self.decision_time.plain(), **failed)
         return self._result(started, end, generation_end, horizon)
 
     def _policy_failed(self, failure: PolicyFailed) -> None:
@@ -530,6 +537,7 @@ class Mapper:
         if self.journal.store is not None:
             run.resumes = self.journal.store.meta().get("resumes", [])
         run.policy_failure = self.policy_failure
+        run.decision_time = self.decision_time
         return run
 
     def _begin(self, now: float) -> None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from mgst.core.scheduler import Scheduler
 from mgst.core.state import JobStatus
 from mgst.model import Experiment
+from mgst.testbed.decision_time import DecisionTime
 from mgst.testbed.journal import Journal
 
 # A run drains for at most this many times the longest job time (the biggest class on the slowest machine), and
@@ -51,6 +52,9 @@ class TestbedRun:
     network: dict | None = None  # the emulated network its pullers ran behind (mgst run --network), as asked
     # grids that grew with GridBot's overlay: per grid, what the testbed's and the simulation's overlays did
     overlay: dict | None = None
+    # the wall time its mapper spent in the core (the policy's decisions); None: not measured (a journal whose mapper
+    # died, or one of before it was)
+    decision_time: DecisionTime | None = None
 
 
 def finish_run(experiment: Experiment, core: Scheduler, journal: Journal, time_unit: float, t0: float,

@@ -9,6 +9,7 @@ from typing import Any
 
 from mgst.config.experiment import MAX_DURATION, MAX_TIME_UNIT, MIN_TIME_UNIT
 from mgst.model import EXECUTORS
+from mgst.testbed.decision_time import is_plain
 from mgst.testbed.store import StoreError
 
 
@@ -38,6 +39,8 @@ _SETTINGS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "network": (lambda v: v is None or isinstance(v, dict), "a table of the network's settings, or null"),
     "inputs": (lambda v: isinstance(v, dict) and all(isinstance(k, str) and isinstance(d, str) for k, d in v.items()),
                "a table of input files and their digests"),
+    "decision_time": (is_plain, "a table of the inputs the core handled and their seconds (inputs, total_s, "
+                                "longest_s)"),
 }
 
 

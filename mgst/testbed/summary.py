@@ -195,6 +195,9 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
         "outages": [{"from": wall_iso_offset(a), "to": wall_iso_offset(b), "seconds": round(b - a, 6)}
                     for a, b in run.journal.outages],
         "mapper_stalls": mapper_stalls(run.journal),
+        # the wall time the mapper spent in the core (the policy's decisions, the core's work), which the model takes
+        # to be instant: inputs, seconds in all, mean and longest ms, share of the run (null: not measured)
+        "decision_time": None if run.decision_time is None else run.decision_time.summary(run.end - run.t0),
         "jobs_across_outage": sum(1 for j in run.journal.jobs.values() if j.across_outage),
         "results_reported_after_outage": run.journal.late_results,
         "resumes": run.resumes,
