@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from mgst.testbed.decision_time import DecisionTime
 from mgst.testbed.export import export_run
 from mgst.testbed.gap import DECISION_SHARE, measured_causes
@@ -75,8 +77,8 @@ def test_the_mapper_measures_its_time_in_the_policy_and_keeps_it(tmp_path: Path,
     assert choices >= summary["jobs_done"] > 0, (choices, summary["jobs_done"])
     assert deciding["inputs"] >= summary["jobs_generated"], deciding  # (an arrival is an input, a result another)
     assert deciding["total_s"] >= choices * SLEEP_S and deciding["longest_ms"] >= SLEEP_S * 1e3, deciding
-    assert 0 < deciding["share_of_run"] < 1 and deciding["mean_ms"] == \
-        round(deciding["total_s"] / deciding["inputs"] * 1e3, 6), deciding
+    assert 0 < deciding["share_of_run"] < 1, deciding
+    assert deciding["mean_ms"] == pytest.approx(deciding["total_s"] / deciding["inputs"] * 1e3, abs=1e-5), deciding
     sys.path.insert(0, str(tmp_path))  # (the export replays the run: its policy's module is needed)
     try:
         exported = export_run(out)

@@ -302,7 +302,7 @@ def test_an_input_the_core_refuses_stays_the_input_s_fault_and_a_core_bug_is_nam
     from mgst.config import load_experiment  # noqa: PLC0415
     from mgst.core.decisions import InputError  # noqa: PLC0415
     from mgst.core.events import CpuShareChanged, MachineAvailability, MachineReady  # noqa: PLC0415
-    from mgst.core.failure import PolicyFailed  # noqa: PLC0415
+    from mgst.policies.failure import PolicyFailed  # noqa: PLC0415
     from mgst.testbed.policy_failure import handled  # noqa: PLC0415
     from mgst.testbed.replay import make_core  # noqa: PLC0415
 

@@ -121,7 +121,7 @@ def hand_made_run(responses: dict[int, list[float]], achieved: list[list[float]]
     return SimpleNamespace(
         experiment=exp, time_unit=1.0, t0=0.0, generation_end=1000.0, end=1010.0, cut_off=[], malformed=Counter(),
         warmup=0.0, seed=seed, security="curve", aborted=False, resumes=[], policy_failure=None, closed=True,
-        network=None, overlay=None,
+        network=None, overlay=None, decision_time=None,
         core=SimpleNamespace(machines=[SimpleNamespace(stats=SimpleNamespace(busy_time=100.0, discarded=0,
                                                                              discarded_time=0.0))] * 2, jobs={},
                              stale_events=0, all_bags={}),

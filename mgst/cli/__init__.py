@@ -240,12 +240,12 @@ def _command(argv: list[str]) -> str | None:
 
 
 def _policy_failed(e: Exception) -> int | None:
-    """A simulation whose policy failed (mgst.core.failure.PolicyFailed, from a worker process or this one): the
+    """A simulation whose policy failed (mgst.policies.failure.PolicyFailed, from a worker process or this one): the
     policy's traceback, then one line saying which policy, when and why; exit 3, as a testbed run's policy failure.
     A policy refused before it runs (mgst.core.decisions.PolicyError: a hook defined but not declared, say): one
     line, exit 3. None for any other error."""
     from mgst.core.decisions import PolicyError  # noqa: PLC0415
-    from mgst.core.failure import PolicyFailed  # noqa: PLC0415
+    from mgst.policies.failure import PolicyFailed  # noqa: PLC0415
 
     if not isinstance(e, (PolicyFailed, PolicyError)):
         return None

@@ -260,7 +260,7 @@ def run_command(args: argparse.Namespace) -> int:
     if network is not None and not args.quiet:
         print(f"mgst: every puller behind an emulated link ({network.text or 'no impairment'}; the userspace relay "
               "of docs/network.md)", file=sys.stderr)
-    from mgst.core.failure import PolicyFailed  # noqa: PLC0415
+    from mgst.policies.failure import PolicyFailed  # noqa: PLC0415
     from mgst.testbed.store import JournalWriteError  # noqa: PLC0415
 
     live = _open_live(args, exp, out, None)
@@ -458,7 +458,7 @@ def mapper_command(args: argparse.Namespace) -> int:
           f"({', '.join(m.name for m in exp.machines)}); journal {out}/journal.sqlite", file=sys.stderr)
     print(f"mgst mapper: on each lab machine: {_puller_command(mapper.endpoint, args, exp)} (or 'mgst lab up', "
           "docs/lab.md)", file=sys.stderr)
-    from mgst.core.failure import PolicyFailed  # noqa: PLC0415
+    from mgst.policies.failure import PolicyFailed  # noqa: PLC0415
     from mgst.testbed.store import JournalWriteError  # noqa: PLC0415
 
     try:

@@ -12,12 +12,12 @@ from typing import Any, Final, NamedTuple
 from mgst.availability.process import Period, State
 from mgst.availability.registry import overlay_grids
 from mgst.core.decisions import Assign, Cancel, Eta, MachineSuspected, ReplicaTimedOut, SetTimer
-from mgst.core.failure import PolicyFailed
 from mgst.core.scheduler import Scheduler
 from mgst.core.state import BagRecord, JobRecord, MachineState, MachineStats
 from mgst.intervals import BATCHES
 from mgst.model import Bag, Experiment, Job
 from mgst.policies import build_policy
+from mgst.policies.failure import PolicyFailed
 from mgst.sim.availability_feed import PeriodEvents, held_end
 from mgst.sim.event_heap import Entry, EventHeap, new_event_heap
 from mgst.sim.overheads import Overheads, OverheadSampler, grid_return_delays

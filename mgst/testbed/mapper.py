@@ -23,9 +23,9 @@ import zmq
 
 from mgst.availability import registry as availability
 from mgst.core.events import BagArrived, Event, JobArrived, MachineDown, RunStart, TimerFired
-from mgst.core.failure import PolicyFailed
 from mgst.core.state import MachineState
 from mgst.model import Bag, Experiment, Job
+from mgst.policies.failure import PolicyFailed
 from mgst.sim.overheads import OverheadSampler, grid_return_delays
 from mgst.staging import StagingSampler
 from mgst.testbed.checkpoints import RELEASE_CHECKPOINTS_BEFORE, MachineCheckpoints

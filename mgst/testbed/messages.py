@@ -29,10 +29,10 @@ from mgst.core.events import (
     ReplicaDone,
     ReplicaFailed,
 )
-from mgst.core.failure import PolicyFailed
 from mgst.core.scheduler import Scheduler
 from mgst.core.state import STAGING, WAITING, MachineState
 from mgst.model import Availability, Experiment
+from mgst.policies.failure import PolicyFailed
 from mgst.testbed.admission import HELLO_BURST, Holder, TokenBuckets, admit, hello_rate
 from mgst.testbed.checkpoints import MachineCheckpoints
 from mgst.testbed.connection import Connection

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from mgst.core.decisions import InputError, Output
 from mgst.core.events import Event
-from mgst.core.failure import PolicyFailed
 from mgst.core.scheduler import Scheduler
+from mgst.policies.failure import PolicyFailed
 
 
 def handled(core: Scheduler, now: float, event: Event) -> list[Output]:

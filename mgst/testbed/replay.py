@@ -16,9 +16,9 @@ from typing import Any
 
 from mgst import policies
 from mgst.core.decisions import InputError
-from mgst.core.failure import PolicyFailed
 from mgst.core.scheduler import Scheduler
 from mgst.model import Experiment
+from mgst.policies.failure import PolicyFailed
 from mgst.streams import Purpose, python_random
 from mgst.testbed.core_events import UnknownEvent, from_legacy, from_plain
 from mgst.testbed.experiment_codec import from_plain as experiment_from_plain
