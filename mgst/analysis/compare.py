@@ -11,6 +11,22 @@ from mgst.intervals import is_default, method_note
 from mgst.results import Estimate, Summary
 
 
+def beyond(t: tuple[float, float, float], s: tuple[float, float, float]) -> bool:
+    """Whether two (mean, low, high) estimates differ beyond their intervals: the intervals are disjoint; with
+    one interval only, the other mean lies outside it; with none, nothing can be said (False)."""
+    (tm, tl, th), (sm, sl, sh) = t, s
+    if math.isnan(tm) or math.isnan(sm):
+        return False
+    t_ci, s_ci = not math.isnan(tl), not math.isnan(sl)
+    if t_ci and s_ci:
+        return tl > sh or th < sl
+    if s_ci:
+        return not sl <= tm <= sh
+    if t_ci:
+        return not tl <= sm <= th
+    return False
+
+
 def comparison(testbed: Summary, simulation: Summary) -> list[dict[str, Any]]:
     """Per class and overall: both means, the simulation's CI, the testbed's relative difference."""
     rows = []

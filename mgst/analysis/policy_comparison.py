@@ -5,23 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from mgst.analysis.compare import beyond
 from mgst.results import Summary
-
-
-def beyond(a: tuple[float, float, float], b: tuple[float, float, float]) -> bool:
-    """Whether two (mean, low, high) estimates differ beyond their intervals: the intervals are disjoint; with
-    one interval only, the other mean lies outside it; with none, nothing can be said (False)."""
-    (am, al, ah), (bm, bl, bh) = a, b
-    if math.isnan(am) or math.isnan(bm):
-        return False
-    a_ci, b_ci = not math.isnan(al), not math.isnan(bl)
-    if a_ci and b_ci:
-        return al > bh or ah < bl
-    if b_ci:
-        return not bl <= am <= bh
-    if a_ci:
-        return not al <= bm <= ah
-    return False
 
 
 def rows(summaries: list[Summary]) -> list[tuple[str, list[tuple[float, float, float] | None]]]:
@@ -70,7 +55,8 @@ def format_policy_comparison(summaries: list[Summary]) -> str:
     lines = [f"{first.experiment}: {len(summaries)} policies on the same jobs (seed {first.seed}, "
              f"{first.replications} replication{'s' if first.replications != 1 else ''} x {first.horizon:g} time "
              f"units, warm-up {first.warmup:g}); {what}, 95 % CI",
-             f"{'':<10}" + "".join(f"{s.policy:<{width}}" for s in summaries)]
+             (f"{'Class' if first.bags is None else 'Metric':<10}" + "".join(f"{s.policy:<{width}}"
+                                                                             for s in summaries)).rstrip()]
     marked = False
     for label, values in rows(summaries):
         scale = 100.0 if label == "RWT" else 1.0

@@ -76,6 +76,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="add the per-job overheads a testbed run measured (its journal, per machine: t2 to t4 before "
                         "computing, t5 to t6 after, the executor's overrun) to the model (docs/models.md)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("--policy", dest="policies", action="append", default=[], metavar="NAME",
+                   help="simulate this policy in place of the file's [policy] (with the file's options if the file "
+                        "names it, else its defaults); repeat it to compare policies on the same jobs: their means "
+                        "side by side, with --out a folder each")
     _add_import(p)
     p.set_defaults(func=simulate_command)
 

@@ -15,15 +15,19 @@ from mgst.config.checks import overload_warning, simultaneous_bags_warning
 
 if TYPE_CHECKING:
     from mgst.model import Experiment
+    from mgst.results import Summary
     from mgst.sim.overheads import Overheads
 
 
 def simulate_command(args: argparse.Namespace) -> int:
-    from mgst.results import write_summary_csv  # noqa: PLC0415 (keeps `mgst --help` fast)
-    from mgst.sim.replications import run_simulation  # noqa: PLC0415
-
     import_policies(args)
-    exp = load_experiment(args.file)
+    names: list[str | None] = list(args.policies) if args.policies else [None]
+    for k, name in enumerate(names):
+        if name in names[:k]:
+            print(f"mgst: error: --policy {name} is given twice", file=sys.stderr)
+            return 2
+    experiments = [load_experiment(args.file, policy=name) for name in names]
+    exp = experiments[0]
     s = exp.simulation
     horizon = s.horizon if args.horizon is None else args.horizon
     warmup = s.warmup if args.warmup is None else args.warmup
@@ -31,7 +35,8 @@ def simulate_command(args: argparse.Namespace) -> int:
     if args.horizon is not None:
         from mgst.config.checks import check_run_length  # noqa: PLC0415
 
-        check_run_length(exp, horizon, "--horizon")
+        for e in experiments:  # (a policy's own periods are checked against the run's length)
+            check_run_length(e, horizon, "--horizon")
     check_horizon_warmup(horizon, warmup, args.horizon is not None, args.warmup is not None)
     if args.out is not None:
         check_folder("--out", args.out)
@@ -54,12 +59,48 @@ def simulate_command(args: argparse.Namespace) -> int:
                     _late_arrivals(exp, horizon, exp.simulation.seed if args.seed is None else args.seed)):
         if warning:
             print(f"mgst: warning: {warning}", file=sys.stderr)
+    if len(experiments) == 1:
+        summary, written = _simulate(exp, args, args.out, horizon, warmup, reps, overheads)
+        if args.json:
+            print(json.dumps(summary.as_dict()))
+        else:
+            from mgst.results import format_table  # noqa: PLC0415
+
+            print(format_table(summary))
+            if args.out is not None:
+                print(f"wrote {_listing(written)} in {args.out}")
+        return 0
+    # Several policies: the same jobs for each (the same seed: common random numbers), their means side by side
+    from mgst.analysis.policy_comparison import comparison, format_policy_comparison  # noqa: PLC0415
+
+    summaries, wrote = [], []
+    for e in experiments:
+        out = None if args.out is None else args.out / e.policy.name
+        summary, written = _simulate(e, args, out, horizon, warmup, reps, overheads)
+        summaries.append(summary)
+        if out is not None:
+            wrote.append(f"wrote {_listing(written)} in {out}")
+    if args.json:
+        print(json.dumps({"policies": [x.as_dict() for x in summaries], "comparison": comparison(summaries)}))
+    else:
+        print(format_policy_comparison(summaries))
+        for line in wrote:
+            print(line)
+    return 0
+
+
+def _simulate(exp: Experiment, args: argparse.Namespace, out: Path | None, horizon: float, warmup: float, reps: int,
+              overheads: Overheads | None) -> tuple[Summary, list[str]]:
+    """One policy's replications, its files written into ``out`` (None: none): its summary and the files' names."""
+    from mgst.results import write_summary_csv  # noqa: PLC0415 (keeps `mgst --help` fast)
+    from mgst.sim.replications import run_simulation  # noqa: PLC0415
 
     show = not args.quiet and sys.stderr.isatty()
 
     def progress(done: int, total: int) -> None:
         if show:
-            print(f"\rsimulating {exp.name}: replication {done}/{total}", end="", file=sys.stderr, flush=True)
+            print(f"\rsimulating {exp.name} ({exp.policy.name}): replication {done}/{total}", end="", file=sys.stderr,
+                  flush=True)
 
     if args.jobs is not None:  # say what it will take before it is taken (the rows go to disk as it runs)
         expected = round(sum(exp.arrival_rates) * horizon * reps)
@@ -67,47 +108,39 @@ def simulate_command(args: argparse.Namespace) -> int:
             print(f"mgst: {_jobs_name(args.jobs)}: about {expected:,} rows expected, {_jobs_estimate(expected)}",
                   file=sys.stderr)
     parts = None
-    if args.out is not None:
+    written: list[str] = []
+    if out is not None:
         import tempfile  # noqa: PLC0415
 
-        args.out.mkdir(parents=True, exist_ok=True)
+        out.mkdir(parents=True, exist_ok=True)
         if args.jobs is not None:
-            _remove_parts_of_dead_runs(args.out)
-            parts = Path(tempfile.mkdtemp(prefix=f"{PARTS_PREFIX}{os.getpid()}-", dir=args.out))
+            _remove_parts_of_dead_runs(out)
+            parts = Path(tempfile.mkdtemp(prefix=f"{PARTS_PREFIX}{os.getpid()}-", dir=out))
     try:
         summary, results = run_simulation(
             exp, horizon=horizon, warmup=warmup, replications=reps, seed=args.seed,
-            keep_bag_rows=args.out is not None, jobs_dir=parts, workers=args.workers, progress=progress,
+            keep_bag_rows=out is not None, jobs_dir=parts, workers=args.workers, progress=progress,
             imports=tuple(args.imports), overheads=overheads,
         )
         if show:
             print(file=sys.stderr)
-        written = []
-        if args.out is not None:
-            write_summary_csv(args.out / "summary.csv", summary)
+        if out is not None:
+            write_summary_csv(out / "summary.csv", summary)
             written.append("summary.csv")
             if summary.bags is not None:
                 from mgst.bot_metrics import write_bags_csv  # noqa: PLC0415
 
-                write_bags_csv(args.out / "bags.csv", (row for r in results if r.bags for row in r.bags.rows))
+                write_bags_csv(out / "bags.csv", (row for r in results if r.bags for row in r.bags.rows))
                 written.insert(0, "bags.csv")
             if parts is not None:
-                written.insert(0, _write_simulated_jobs(args.out, args.jobs, parts, reps, summary.jobs_simulated))
-            _note_jobs_files(args.out, args.jobs, summary.jobs_simulated)
+                written.insert(0, _write_simulated_jobs(out, args.jobs, parts, reps, summary.jobs_simulated))
+            _note_jobs_files(out, args.jobs, summary.jobs_simulated)
     finally:
         if parts is not None:
             import shutil  # noqa: PLC0415
 
             shutil.rmtree(parts, ignore_errors=True)
-    if args.json:
-        print(json.dumps(summary.as_dict()))
-    else:
-        from mgst.results import format_table  # noqa: PLC0415
-
-        print(format_table(summary))
-        if args.out is not None:
-            print(f"wrote {_listing(written)} in {args.out}")
-    return 0
+    return summary, written
 
 
 def _overheads(run_dir: Path, exp: Experiment) -> Overheads:

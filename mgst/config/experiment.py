@@ -126,15 +126,29 @@ _SECTIONS = (
 )
 
 
-def load_experiment(path: str | os.PathLike) -> Experiment:
-    """Read and validate the experiment file at ``path``."""
+def load_experiment(path: str | os.PathLike, policy: str | None = None) -> Experiment:
+    """Read and validate the experiment file at ``path``; with ``policy``, that policy in place of the file's
+    ``[policy]`` (the file's options if it names the same one, else the policy's defaults), checked against the
+    file as the file's own would be (``mgst simulate --policy``)."""
     p = Path(path)
     where = str(p)
     try:
         data = read_toml(p)
     except TomlFileError as err:
         raise ConfigError("(file)", str(err), where) from None
+    if policy is not None:
+        known = policies.names()
+        if policy not in known:
+            raise ConfigError("--policy", f"unknown policy {policy!r}{_suggest(policy, known) or _OWN_POLICY}; "
+                                          f"known: {', '.join(known)}")
+        table = data.get("policy")
+        same = isinstance(table, dict) and table.get("name") == policy
+        data = {**data, "policy": dict(table) if same else {"name": policy}}  # type: ignore[arg-type]
     return parse_experiment(data, p.stem, where)
+
+
+# An unknown policy's name that is close to none known: perhaps one of the user's own, not imported.
+_OWN_POLICY = " (a policy of your own: --import the module that registers it)"
 
 
 def parse_experiment(
@@ -482,9 +496,7 @@ class _Parser(ModelSections, MachineSections):
         name = self.string(self.require(table, "policy", "name"), "policy.name")
         known = policies.names()
         if name not in known:
-            close = difflib.get_close_matches(name, known, n=1)
-            hint = (f" (did you mean {close[0]!r}?)" if close else
-                    " (a policy of your own: --import the module that registers it)")
+            hint = _suggest(name, known) or _OWN_POLICY
             raise self.error("policy.name", f"unknown policy {name!r}{hint}; known: {', '.join(known)}")
         options = {k: v for k, v in table.items() if k != "name"}
         try:

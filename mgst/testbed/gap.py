@@ -7,6 +7,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from mgst.analysis.compare import beyond
 from mgst.results import Summary
 from mgst.testbed.requested_share import share_shortfalls
 from mgst.testbed.run_result import TestbedRun
@@ -87,22 +88,6 @@ def _change(d: Difference) -> str:
 
 def _n(x: Any) -> Any:
     return round(x, 6) if isinstance(x, float) and math.isfinite(x) else (None if isinstance(x, float) else x)
-
-
-def beyond(t: tuple[float, float, float], s: tuple[float, float, float]) -> bool:
-    """Whether two (mean, low, high) estimates differ beyond their intervals: the intervals are disjoint; with
-    one interval only, the other mean lies outside it; with none, nothing can be said (False)."""
-    (tm, tl, th), (sm, sl, sh) = t, s
-    if math.isnan(tm) or math.isnan(sm):
-        return False
-    t_ci, s_ci = not math.isnan(tl), not math.isnan(sl)
-    if t_ci and s_ci:
-        return tl > sh or th < sl
-    if s_ci:
-        return not sl <= tm <= sh
-    if t_ci:
-        return not tl <= sm <= th
-    return False
 
 
 def differences(testbed: Summary, simulation: Summary) -> list[Difference]:
