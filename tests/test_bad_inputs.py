@@ -210,6 +210,8 @@ IN_PROCESS = [
     (["simulate", HIHI, "--out", "x" * 300], "--out"),  # (a name too long for the file system)
     (["simulate", HIHI, "--overheads", "x" * 300], "--overheads"),
     (["simulate", HIHI, "--import", "no_such_module_here"], "--import"),
+    (["simulate", HIHI, "--policy", "no_such_policy"], "--policy"),
+    (["simulate", HIHI, "--policy", "fcfs", "--policy", "fcfs"], "--policy"),
     # paper
     (["paper", "no-such-setting"], "no-such-setting"),
     (["paper", "hihi-mfd-fd", "--experiments", "/nonexistent"], "--experiments"),
