@@ -41,6 +41,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "mgst.core.matching",
     "mgst.core.scheduler",
     "mgst.sim.loop",
+    "mgst.sim.replication_run",
     "mgst.sim.streamed_totals",
     "mgst.policies.base",
     "mgst.policies.fcfs",

@@ -11,7 +11,8 @@ from typing import Any
 from mgst.availability.grids import KIND, HostTraits
 from mgst.config import parse_experiment
 from mgst.core.state import JobStatus, Outcome
-from mgst.sim.loop import ReplicationRun, Simulation
+from mgst.sim.loop import Simulation
+from mgst.sim.replication_run import ReplicationRun
 
 # How many completions of the longest task, per task of the bags, the hosts must be expected to manage.
 MARGIN = 20

@@ -12,7 +12,8 @@ from mgst.core.state import JobRecord, JobStatus
 from mgst.model import Experiment, FailureModel, Job, JobClass, Machine, PolicySpec, SimulationSettings
 from mgst.policies import register
 from mgst.policies.base import Policy
-from mgst.sim.loop import ReplicationRun, Simulation
+from mgst.sim.loop import Simulation
+from mgst.sim.replication_run import ReplicationRun
 from mgst.sim.replications import run_simulation
 from mgst.workload.poisson import PoissonWorkload
 
