@@ -1,0 +1,67 @@
+"""A puller's own state, in this process (no socket opened): what a failing __init__ holds, and what the mapper's
+messages leave it in, handled one by one at given instants (Puller._handle), so that no timing can blur it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+
+import pytest
+import zmq
+
+from puller.daemon import Puller
+
+ENDPOINT = "tcp://127.0.0.1:9"  # (never connected to: no test here opens the puller's socket)
+
+
+def open_fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.parametrize("bad", [{"idle_exit": 0.0}, {"idle_exit": float("nan")}, {"slots": 0}, {"give_up": 0.0}],
+                         ids=["idle_exit 0", "idle_exit nan", "slots 0", "give_up 0"])
+def test_a_puller_refused_its_options_holds_no_file_descriptor(bad: dict, ctx: zmq.Context) -> None:
+    """Every option is checked before the --exit-with pidfd (or anything else) is opened: a ValueError leaves
+    nothing open."""
+    before = open_fds()
+    with pytest.raises(ValueError):
+        Puller(ENDPOINT, "M1", insecure=True, context=ctx, executors=("emulate",), exit_with=os.getpid(), **bad)
+    assert open_fds() == before
+
+
+def test_a_puller_whose_exit_with_process_has_ended_holds_no_file_descriptor(ctx: zmq.Context,
+                                                                             no_children_left) -> None:
+    ended = subprocess.Popen([sys.executable, "-c", ""])
+    ended.wait()  # (reaped: its pid names no process)
+    before = open_fds()
+    with pytest.raises(ProcessLookupError):
+        Puller(ENDPOINT, "M1", insecure=True, context=ctx, executors=("emulate",), exit_with=ended.pid)
+    assert open_fds() == before
+
+
+@pytest.fixture
+def made(ctx: zmq.Context) -> Iterator[Callable[..., Puller]]:
+    """made(**options): an insecure emulate-only Puller of this process, never run; each closed after the test."""
+    pullers: list[Puller] = []
+
+    def _made(**kwargs) -> Puller:
+        p = Puller(ENDPOINT, "M1", insecure=True, context=ctx, executors=("emulate",), **kwargs)
+        pullers.append(p)
+        return p
+
+    yield _made
+    for p in pullers:
+        p.slots.kill_all()
+        p.runner.close()
+        p.link.close(linger=0)
+        p.wakeup.close()
+
+
+def test_a_puller_made_and_closed_holds_no_file_descriptor(made: Callable[..., Puller]) -> None:
+    before = open_fds()
+    p = made(exit_with=os.getpid())
+    assert p.wakeup.parent_fd is not None and len(open_fds() - before) == 3  # the pidfd and the wake-up pipe
+    p.wakeup.close()
+    assert open_fds() == before
