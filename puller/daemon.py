@@ -481,6 +481,8 @@ class Puller:
         self.next_hb = now
         if not self._start_failures(msg.failures, now):
             return
+        if self.welcome is None:  # the law begins DOWN: down at once, this welcome dropped (a new one when back)
+            return
         try:
             self.runner.prepare(msg.executor, msg.share)
         except Exception as e:  # e.g. no throttle backend works here

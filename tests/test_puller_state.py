@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterator
 import pytest
 import zmq
 
+from mgst.availability import State
+from mgst.wire import protocol as P
 from puller.daemon import Puller
 
 ENDPOINT = "tcp://127.0.0.1:9"  # (never connected to: no test here opens the puller's socket)
@@ -65,3 +67,21 @@ def test_a_puller_made_and_closed_holds_no_file_descriptor(made: Callable[..., P
     assert p.wakeup.parent_fd is not None and len(open_fds() - before) == 3  # the pidfd and the wake-up pipe
     p.wakeup.close()
     assert open_fds() == before
+
+
+UP, RECLAIMED, DOWN = int(State.UP), int(State.RECLAIMED), int(State.DOWN)
+
+
+def welcome(failures: tuple | None = None, time_unit: float = 1.0) -> P.Welcome:
+    return P.Welcome(P.PROTOCOL_VERSION, 0, time_unit, 2.0, 1.0, "emulate", failures, 1, 0.0)
+
+
+def test_a_welcome_whose_law_begins_down_leaves_the_puller_down_and_offline(made: Callable[..., Puller]) -> None:
+    """A welcome's law that begins with a DOWN period: down at once (no socket, no welcome), and so offline: the
+    slots are not configured for a welcome it dropped, nor online with no connection."""
+    p = made()
+    now = 1000.0
+    p._handle(welcome(("trace", [[3.0, DOWN, 0.0], [100.0, UP, 1.0]])), now)
+    assert p.availability.up_at == pytest.approx(now + 3.0)
+    assert p.welcome is None and p.link.sock is None
+    assert not p.slots.online
