@@ -378,7 +378,9 @@ class Puller:
                 self.slots.acknowledged(msg.echo)
         elif t is P.Welcome:
             self._welcomed(msg, now)
-        elif t in (P.JobMsg, P.CancelMsg, P.Share, P.Pace, P.Paused) and self.welcome is None:
+        elif t in (P.JobMsg, P.CancelMsg, P.Share, P.Pace, P.Paused, P.Begin) and self.welcome is None:
+            # (a mapper sends a Begin only after its welcome, on the same connection: one before a welcome, a law
+            # playing or not, is from a mapper that is not this puller's now)
             self.drops.drop(P.Drop.UNREGISTERED, f"the mapper of {self.machine}", f"{t.__name__} before a welcome")
         elif t is P.JobMsg:
             self.slots.job(self.limits.job(msg, self.slots.time_unit), now)
@@ -389,10 +391,9 @@ class Puller:
         elif t is P.Pace:
             self.slots.set_pace(msg.replica, msg.pace, now)
         elif t is P.Begin:
+            assert self.welcome is not None  # (dropped above otherwise)
             if self.availability.schedule is None:
                 self._start_failures(msg.failures, now, msg.at)
-            elif self.welcome is None:  # (offline: the mapper it heard last is not its mapper now)
-                self.drops.drop(P.Drop.UNREGISTERED, f"the mapper of {self.machine}", "Begin before a welcome")
             else:
                 self.availability.rebase(msg, self.welcome, now)
         elif t is P.Refused:

@@ -3,6 +3,7 @@ messages leave it in, handled one by one at given instants (Puller._handle), so 
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -85,3 +86,26 @@ def test_a_welcome_whose_law_begins_down_leaves_the_puller_down_and_offline(made
     assert p.availability.up_at == pytest.approx(now + 3.0)
     assert p.welcome is None and p.link.sock is None
     assert not p.slots.online
+
+
+LAW = ("trace", [[100.0, UP, 1.0]] * 10)  # up throughout: a Begin changes only where in the law it is
+
+
+def test_a_begin_before_a_welcome_is_dropped_and_counted_whether_a_law_plays_or_not(
+        made: Callable[..., Puller]) -> None:
+    """The mapper sends a Begin only after its welcome, on the same connection (a welcome after the run began
+    carries the law itself): one that comes before a welcome is from no mapper of this puller's, dropped and
+    counted (as a Job or a Share before a welcome), never played, whether a law plays already or not."""
+    p = made()
+    p._handle(P.Begin(LAW), 1000.0)  # never welcomed: no law plays
+    assert p.availability.schedule is None and p.availability.next_change == math.inf
+    assert p.drops.counts == {P.Drop.UNREGISTERED: 1}
+    p._handle(welcome(), 1001.0)
+    p._handle(P.Begin(LAW), 1001.0)
+    schedule = p.availability.schedule
+    assert schedule is not None and p.drops.counts == {P.Drop.UNREGISTERED: 1}
+    p._handle(P.Paused("the journal cannot be written"), 1002.0)  # offline, its law playing on
+    assert p.welcome is None
+    p._handle(P.Begin(LAW, 50.0), 1002.0)
+    assert p.availability.schedule is schedule
+    assert p.drops.counts == {P.Drop.UNREGISTERED: 2}
