@@ -14,6 +14,7 @@ import zmq
 
 from mgst.availability import State
 from mgst.wire import protocol as P
+from puller.availability import REBASE_BURST
 from puller.daemon import Puller
 
 ENDPOINT = "tcp://127.0.0.1:9"  # (never connected to: no test here opens the puller's socket)
@@ -109,3 +110,25 @@ def test_a_begin_before_a_welcome_is_dropped_and_counted_whether_a_law_plays_or_
     p._handle(P.Begin(LAW, 50.0), 1002.0)
     assert p.availability.schedule is schedule
     assert p.drops.counts == {P.Drop.UNREGISTERED: 2}
+
+
+def test_a_run_s_re_bases_do_not_count_against_the_next_run_s(made: Callable[..., Puller]) -> None:
+    """With --stay, the mapper's Bye ends the law played and its re-base budget with it: the next run's first
+    re-base is obeyed however many the last run's made (REBASE_BURST at once, then one per REBASE_EVERY s)."""
+    p = made(stay=True)
+    now = 1000.0
+    p._handle(welcome(), now)
+    p._handle(P.Begin(LAW), now)
+    for k in range(1, REBASE_BURST + 1):  # the whole burst, at once
+        p._handle(P.Begin(LAW, 100.0 * k), now)
+    assert p.availability.schedule.model_time(now) == pytest.approx(100.0 * REBASE_BURST)
+    p._handle(P.Begin(LAW, 50.0), now)  # (one more now is over the budget)
+    assert p.drops.counts == {P.Drop.REBASE_RATE: 1}
+    p._handle(P.Bye("run over"), now)
+    assert p.availability.schedule is None and not p.stopping
+    now += 1.0  # the next run, well within REBASE_EVERY
+    p._handle(welcome(), now)
+    p._handle(P.Begin(LAW), now)
+    p._handle(P.Begin(LAW, 500.0), now)
+    assert p.drops.counts == {P.Drop.REBASE_RATE: 1}  # (the last run's only)
+    assert p.availability.schedule.model_time(now) == pytest.approx(500.0)
