@@ -98,8 +98,6 @@ class Puller:
             raise ValueError(f"idle_exit must be positive, not {idle_exit!r}")
         self.connect = security.check_endpoint(connect, bind=False)
         self.machine = machine
-        self.keys = keys
-        self.allowlist = allowlist
         # The command executor is offered only with an allow-list.
         self.executors = tuple(e for e in executors if e != "command" or allowlist is not None)
         self.stay = stay  # after the mapper's bye, wait for the next run instead of exiting
