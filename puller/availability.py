@@ -67,9 +67,12 @@ class Availability:
         return None
 
     def reset(self) -> None:
-        """The run is over (a puller that stays for the next): no law plays until the next one begins."""
+        """The run is over (a puller that stays for the next): no law plays until the next one begins, and the
+        next run's re-bases do not count this one's."""
         self.schedule = None
         self.next_change = math.inf
+        self._rebases = float(REBASE_BURST)
+        self._rebased_at = 0.0
 
     def rebase(self, msg: P.Begin, welcome: P.Welcome, now: float) -> None:
         """A Begin while the law already plays: a resumed mapper's clock is at model time ``msg.at``. Model time

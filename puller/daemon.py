@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import random
 import signal
 import time
@@ -95,20 +94,17 @@ class Puller:
             raise ValueError("keys and insecure=True contradict each other")
         if not give_up > 0:
             raise ValueError(f"give_up must be positive, not {give_up!r}")
+        if idle_exit is not None and not idle_exit > 0:
+            raise ValueError(f"idle_exit must be positive, not {idle_exit!r}")
         self.connect = security.check_endpoint(connect, bind=False)
         self.machine = machine
-        self.keys = keys
-        self.allowlist = allowlist
         # The command executor is offered only with an allow-list.
         self.executors = tuple(e for e in executors if e != "command" or allowlist is not None)
         self.stay = stay  # after the mapper's bye, wait for the next run instead of exiting
         # A process whose end this puller's ends too (mgst run's, for the pullers it starts on its own machine): its
-        # pidfd, readable once it has ended (ProcessLookupError here if it has already).
+        # pidfd (the Wakeup's, opened last) is readable once it has ended.
         self.exit_with = exit_with
-        parent_fd = os.pidfd_open(exit_with) if exit_with is not None else None
         self.give_up = give_up
-        if idle_exit is not None and not idle_exit > 0:
-            raise ValueError(f"idle_exit must be positive, not {idle_exit!r}")
         self.idle_exit = idle_exit  # welcomed and running nothing this long (s): leave (a pilot job's end)
         self.idle_since: float | None = None  # welcomed and running nothing: since when
         self.clock = clock
@@ -150,8 +146,11 @@ class Puller:
         # connection, which is the puller's.
         self.availability = Availability(machine, self.slots, self.say, self.limits, self.drops,
                                          go_silent=self._go_silent, back=self._back_up)
-        # stop() (from a signal handler or another thread), signals and --exit-with end any wait at once.
-        self.wakeup = Wakeup(parent_fd)
+        # stop() (from a signal handler or another thread), signals and --exit-with end any wait at once. The pipe
+        # and the pidfd are the only descriptors __init__ opens: last, once every option has been checked (Slots
+        # checks ``slots``), so that an __init__ that raises holds none (ProcessLookupError here if the process of
+        # --exit-with has ended already).
+        self.wakeup = Wakeup(exit_with)
         if keys is None:
             log.warning("%s: --insecure: no CURVE; anyone who can reach this machine or %s can pose as the "
                         "mapper and read the traffic; for a closed lab only", machine, connect)
@@ -377,7 +376,9 @@ class Puller:
                 self.slots.acknowledged(msg.echo)
         elif t is P.Welcome:
             self._welcomed(msg, now)
-        elif t in (P.JobMsg, P.CancelMsg, P.Share, P.Pace, P.Paused) and self.welcome is None:
+        elif t in (P.JobMsg, P.CancelMsg, P.Share, P.Pace, P.Paused, P.Begin) and self.welcome is None:
+            # (a mapper sends a Begin only after its welcome, on the same connection: one before a welcome, a law
+            # playing or not, is from a mapper that is not this puller's now)
             self.drops.drop(P.Drop.UNREGISTERED, f"the mapper of {self.machine}", f"{t.__name__} before a welcome")
         elif t is P.JobMsg:
             self.slots.job(self.limits.job(msg, self.slots.time_unit), now)
@@ -388,10 +389,9 @@ class Puller:
         elif t is P.Pace:
             self.slots.set_pace(msg.replica, msg.pace, now)
         elif t is P.Begin:
+            assert self.welcome is not None  # (dropped above otherwise)
             if self.availability.schedule is None:
                 self._start_failures(msg.failures, now, msg.at)
-            elif self.welcome is None:  # (offline: the mapper it heard last is not its mapper now)
-                self.drops.drop(P.Drop.UNREGISTERED, f"the mapper of {self.machine}", "Begin before a welcome")
             else:
                 self.availability.rebase(msg, self.welcome, now)
         elif t is P.Refused:
@@ -479,6 +479,8 @@ class Puller:
         self.heartbeat_interval = msg.heartbeat_interval
         self.next_hb = now
         if not self._start_failures(msg.failures, now):
+            return
+        if self.welcome is None:  # the law begins DOWN: down at once, this welcome dropped (a new one when back)
             return
         try:
             self.runner.prepare(msg.executor, msg.share)

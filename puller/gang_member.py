@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import os
 import signal
 import subprocess
@@ -38,6 +37,7 @@ from mgst.wire.frames import Drop, ProtocolError, one_message
 from puller.memory_guard import MemoryGuard
 from puller.ratelimit import Throttled
 from puller.reach import EVENTS, Reach
+from puller.wakeup import Wakeup
 
 log = logging.getLogger(__name__)
 
@@ -114,9 +114,10 @@ class GangMember:
             log.warning("--insecure: no CURVE; anyone who can reach this machine or %s can pose as the gang run's "
                         "mapper or read its transfers", connect)
         # The process this member goes with (its run's driver): once it ends, however it ends, the member leaves (its
-        # job killed) rather than wait for a bye that will not come. ProcessLookupError if it has ended already.
+        # job killed) rather than wait for a bye that will not come. ProcessLookupError if it has ended already. Its
+        # pidfd is polled beside the member's sources, as a puller's is (puller/wakeup.py).
         self.exit_with = exit_with
-        self._parent_fd = os.pidfd_open(exit_with) if exit_with is not None else None
+        self.wakeup = Wakeup(exit_with)
         self.worker = worker
         self.context = context or zmq.Context.instance()
         self.socket = self.context.socket(zmq.DEALER)
@@ -169,13 +170,11 @@ class GangMember:
                     job.kill()
             self._stop_monitor()
             self.socket.close()
-            if self._parent_fd is not None:
-                os.close(self._parent_fd)
-                self._parent_fd = None
+            self.wakeup.close()
 
     def _parent_gone(self, events: dict) -> bool:
-        """Whether the process of --exit-with has ended (its pidfd, registered in the poll, is readable)."""
-        if self._parent_fd is None or self._parent_fd not in events:
+        """Whether the process of --exit-with has ended (as the wait's ``events`` say)."""
+        if not self.wakeup.parent_ended(events):
             return False
         log.warning("the process it goes with (%d, --exit-with) has ended: leaving", self.exit_with)
         return True
@@ -209,14 +208,9 @@ class GangMember:
 
     def _await_welcome(self) -> G.GangWelcome | None:
         deadline = time.monotonic() + WELCOME_WAIT
-        poller = zmq.Poller()
-        poller.register(self.socket, zmq.POLLIN)
         assert self.monitor is not None
-        poller.register(self.monitor, zmq.POLLIN)
-        if self._parent_fd is not None:
-            poller.register(self._parent_fd, zmq.POLLIN)
         while (left := deadline - time.monotonic()) > 0:
-            events = dict(poller.poll(int(min(left, self._until_memory_look()) * 1000) + 1))
+            events = self.wakeup.wait([self.socket, self.monitor], min(left, self._until_memory_look()))
             if self._parent_gone(events) or self._held_too_much():
                 return None
             if self.monitor in events and self._refused():
@@ -252,10 +246,6 @@ class GangMember:
         return refused
 
     def _loop(self, schedule: SlotSchedule) -> int:
-        poller = zmq.Poller()
-        poller.register(self.socket, zmq.POLLIN)
-        if self._parent_fd is not None:
-            poller.register(self._parent_fd, zmq.POLLIN)
         while True:
             now = time.time()
             if now >= schedule.ends_at:
@@ -267,14 +257,10 @@ class GangMember:
                     self.socket.send(G.encode(G.GangBye(HELD_TOO_MUCH)), zmq.NOBLOCK)
                 return EXIT_HELD_TOO_MUCH
             job = self.job
-            if job is not None:
-                poller.register(job.fd, zmq.POLLIN)
             wait = min(POLL_MAX, schedule.ends_at - now, self._until_memory_look())
-            events = dict(poller.poll(max(0, math.ceil(wait * 1000))))
-            if job is not None:
-                poller.unregister(job.fd)
-                if job.fd in events and job.proc.poll() is not None:
-                    self._job_ended(job)
+            events = self.wakeup.wait([self.socket] if job is None else [self.socket, job.fd], wait)
+            if job is not None and job.fd in events and job.proc.poll() is not None:
+                self._job_ended(job)
             if self._parent_gone(events):
                 return 1
             if self.socket in events and self._receive_pass():

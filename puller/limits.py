@@ -34,7 +34,7 @@ from mgst.availability import registry as availability
 from mgst.wire import protocol as P
 from mgst.wording import printable
 
-log = logging.getLogger("puller.daemon")
+log = logging.getLogger(__name__)
 
 # Wall seconds per model time unit. mgst's experiments allow 1e-3 s to 86,400 s (config.MIN_TIME_UNIT,
 # MAX_TIME_UNIT); 10x room either side. Below 1e-4 s a time unit is shorter than the puller's own poll

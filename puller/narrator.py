@@ -17,7 +17,7 @@ from mgst.wire import security
 from mgst.wording import printable
 from puller.ratelimit import Throttled
 
-log = logging.getLogger("puller.daemon")
+log = logging.getLogger(__name__)
 
 # While waiting for a welcome, a line saying what it waits for: at most one per this many seconds (a new
 # reason), and the same reason again after WAITING_REPEAT seconds (a paused run may wait an hour).

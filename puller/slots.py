@@ -32,7 +32,7 @@ from puller.limits import MAX_SHOWN
 from puller.ratelimit import Throttled
 from puller.runner import Runner
 
-log = logging.getLogger("puller.daemon")
+log = logging.getLogger(__name__)
 
 # Checkpoints closer than this (wall seconds) are sent this often: a welcome cannot make the puller flood.
 MIN_CHECKPOINT = 0.01

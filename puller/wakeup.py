@@ -15,14 +15,21 @@ from puller.limits import poll_timeout_ms
 
 class Wakeup:
     """A self-pipe that ``wake()`` (from a signal handler or another thread) writes to, and signals too once
-    ``install()``; ``wait()`` polls it beside the loop's sources. ``parent_fd``, if any, is the pidfd of a process
-    whose end ends the puller's (--exit-with): readable once it has ended, polled too, closed by ``close()``."""
+    ``install()``; ``wait()`` polls it beside the loop's sources. ``exit_with``, if given, is the pid of a process
+    whose end ends the puller's (--exit-with): its pidfd, ``parent_fd``, is readable once it has ended, polled
+    too, closed by ``close()``."""
 
-    def __init__(self, parent_fd: int | None = None):
-        self.parent_fd = parent_fd
+    def __init__(self, exit_with: int | None = None):
         self._r, self._w = os.pipe()
-        for fd in (self._r, self._w):
-            os.set_blocking(fd, False)
+        try:
+            for fd in (self._r, self._w):
+                os.set_blocking(fd, False)
+            # ProcessLookupError if that process has ended already (the pipe is closed: nothing is left open)
+            self.parent_fd = os.pidfd_open(exit_with) if exit_with is not None else None
+        except BaseException:
+            os.close(self._r)
+            os.close(self._w)
+            raise
         self._lock = threading.Lock()
 
     def wake(self) -> None:

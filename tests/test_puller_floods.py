@@ -168,6 +168,7 @@ def test_a_gang_member_remembers_a_bounded_number_of_data_transfers(ctx) -> None
     finally:
         member._stop_monitor()
         member.socket.close(linger=0)
+        member.wakeup.close()
 
 
 def test_a_gang_member_never_waits_for_a_mapper_that_stops_reading(ctx) -> None:
@@ -198,6 +199,7 @@ def test_a_gang_member_never_waits_for_a_mapper_that_stops_reading(ctx) -> None:
     finally:
         mapper.close(linger=0)  # (a blocked send ends with the context)
         member._stop_monitor()
+        member.wakeup.close()
         small.destroy(linger=0)
         thread.join(30)
 

@@ -192,7 +192,7 @@ def test_an_instant_beyond_the_calendar_is_logged_not_fatal(caplog: pytest.LogCa
 
     say = Narrator("M1", "tcp://127.0.0.1:5555", None)
     now = time.time()
-    with caplog.at_level("INFO", logger="puller.daemon"):
+    with caplog.at_level("INFO", logger="puller.narrator"):
         say.down(now, now + MAX_LAW_TIME, 0)
         say.still_down(now + 1e20)
     assert "injected failure" in caplog.text and "up again at" in caplog.text
