@@ -108,3 +108,18 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+class RemovingFolder:
+    """The plain fake, which removes ``folder`` (the sweep's own) the first time it is called: as a user's rm -rf
+    while the sweep runs."""
+
+    def __init__(self, folder: str, calls: str):
+        self.folder, self.calls = folder, calls  # calls: a folder outside it, a file in it per call
+
+    def __call__(self, experiment: Experiment, replication: int) -> dict[str, float | int | bool]:
+        import shutil  # noqa: PLC0415
+
+        Path(self.calls, uuid.uuid4().hex).touch()
+        shutil.rmtree(self.folder, ignore_errors=True)
+        return metrics(experiment, replication)

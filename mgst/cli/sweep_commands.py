@@ -187,6 +187,12 @@ def sweep_command(args: argparse.Namespace) -> int:
             print(file=sys.stderr)
         print(f"mgst: error: {e}", file=sys.stderr)
         return 1
+    except OSError as e:  # (a file of the folder that cannot be written: read-only, the disk full)
+        if tty and not args.quiet:
+            print(file=sys.stderr)
+        print(f"mgst: error: cannot write {e.filename or out}: {e.strerror or e}; the cells finished are kept in "
+              f"{out}/sweep.csv: once it can be written, run the same command again to go on", file=sys.stderr)
+        return 1
     if tty and not args.quiet:
         print(file=sys.stderr)
     r = result

@@ -14,6 +14,7 @@ from typing import Any
 from mgst.bounded_read import read_text
 from mgst.intervals import mean_ci
 from mgst.scenarios import BOT_MEASURES, Measures
+from mgst.sweep.cells import SweepError
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +117,9 @@ class ResultLog:
             assert self._file is not None
             self._file.write(self._line(row))
             self._file.flush()
+        if not os.fstat(self._file.fileno()).st_nlink:  # (it was removed, or its folder, while the sweep ran)
+            raise SweepError(f"{self.path} was removed while the sweep ran: it stops here, with what it had "
+                             "computed lost; run it again to start over")
         return row
 
     def sort(self, order: Callable[[dict[str, str]], Any]) -> None:
@@ -135,11 +139,18 @@ class ResultLog:
 
     def _rewrite(self) -> None:
         tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "w", encoding="utf-8", newline="") as f:
-            csv.writer(f, lineterminator="\n").writerow(self.columns)
-            for row in self.rows:
-                f.write(self._line(row))
-        os.replace(tmp, self.path)
+        try:
+            with open(tmp, "w", encoding="utf-8", newline="") as f:
+                csv.writer(f, lineterminator="\n").writerow(self.columns)
+                for row in self.rows:
+                    f.write(self._line(row))
+            os.replace(tmp, self.path)
+        except FileNotFoundError:  # (its folder is gone)
+            raise SweepError(f"{self.path.parent} was removed while the sweep ran: what it had computed is lost; run "
+                             "it again to start over") from None
+        except OSError:
+            tmp.unlink(missing_ok=True)
+            raise
         if self._file is not None:
             self._file.close()
             self._file = open(self.path, "a", encoding="utf-8", newline="")  # noqa: SIM115
@@ -203,9 +214,13 @@ def write_summary(path: Path, summary: Sequence[Mapping[str, Any]], axes: Sequen
                   measures: Measures = BOT_MEASURES) -> None:
     columns = summary_columns(measures)
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8", newline="") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow([*axes, *columns])
-        for s in summary:
-            w.writerow([format_value(s.get(c)) for c in (*axes, *columns)])
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="") as f:
+            w = csv.writer(f, lineterminator="\n")
+            w.writerow([*axes, *columns])
+            for s in summary:
+                w.writerow([format_value(s.get(c)) for c in (*axes, *columns)])
+        os.replace(tmp, path)
+    except OSError:  # (no half-written file left behind)
+        tmp.unlink(missing_ok=True)
+        raise

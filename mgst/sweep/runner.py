@@ -21,6 +21,7 @@ from mgst.model import BagList, BagStream, Experiment, PoissonClasses
 from mgst.process_pool import InterruptiblePool
 from mgst.sweep.cells import CellFn, Outcome, SweepError, default_cell, run_cell
 from mgst.sweep.dask_engine import run_on_dask, run_on_slurm
+from mgst.sweep.folder_lock import one_sweep_at_a_time
 from mgst.sweep.results import ResultLog, summarize, write_summary
 from mgst.sweep.slurm_workers import SlurmWorkers
 from mgst.sweep.spec import Cell, SweepSpec
@@ -76,6 +77,15 @@ def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, workers: int = 1, 
     ``module:function``) is kept with the folder's settings: rows of another cell function are not mixed in.
     """
     out = Path(out_dir)
+    with one_sweep_at_a_time(out):
+        return _run_sweep(spec, out, workers, scheduler, cell_fn, progress, plots, connect_timeout, worker_log_level,
+                          slurm, cell_name)
+
+
+def _run_sweep(spec: SweepSpec, out: Path, workers: int, scheduler: str | None, cell_fn: CellFn | None,
+               progress: Callable[[Progress], None] | None, plots: bool, connect_timeout: float,
+               worker_log_level: int | None, slurm: SlurmWorkers | None, cell_name: str | None) -> SweepResult:
+    """run_sweep's work, the folder's lock held."""
     t0 = time.perf_counter()
     _claim(out, spec, cell_name)
     scenario = spec.scenario

@@ -1,0 +1,57 @@
+"""A sweep's folder: one sweep at a time in it (two at once each rewrote sweep.csv with its own rows, and one's were
+lost), a folder removed while the sweep runs stops it saying so, and a file of it that cannot be written is one error
+line, not a traceback."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import sweep_fake
+from test_sweep import FILE, quick
+
+from mgst.cli import main
+from mgst.config import ConfigError
+from mgst.sweep import SweepError, run_sweep
+from mgst.sweep.folder_lock import one_sweep_at_a_time
+
+
+def test_a_second_sweep_into_a_folder_in_use_is_refused_and_the_first_loses_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    with one_sweep_at_a_time(out):  # (a sweep running into out: another open of the lock file, as another process)
+        with pytest.raises(ConfigError) as e:
+            run_sweep(quick(), out, workers=1, cell_fn=sweep_fake.cell, plots=False)
+        assert e.value.key == "--out" and f"another sweep is running into {out} (pid {os.getpid()})" in str(e.value)
+        assert not (out / "sweep.csv").exists()  # (refused before anything was written)
+    result = run_sweep(quick(), out, workers=1, cell_fn=sweep_fake.cell, plots=False)
+    assert result.computed == len(quick().cells()) and not result.failed
+
+
+def test_a_folder_removed_while_the_sweep_runs_stops_it_saying_so(tmp_path: Path) -> None:
+    """It stops at the first row written after (the rows go to a file no longer there), not at its end."""
+    out, calls = tmp_path / "out", tmp_path / "calls"
+    calls.mkdir()
+    with pytest.raises(SweepError, match=r"was removed while the sweep ran: .*run it again to start over"):
+        run_sweep(quick(), out, workers=1, cell_fn=sweep_fake.RemovingFolder(str(out), str(calls)), plots=False)
+    assert len(list(calls.iterdir())) <= 2 < len(quick().cells())  # (one worker: the next cell may have begun)
+
+
+def test_a_file_of_the_folder_that_cannot_be_written_is_one_line(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """plots/ a file, where the sweep makes a folder: every cell is run and kept, then one error line naming it, exit
+    1; the command again (plots/ a folder now) goes on from there, running nothing twice."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "plots").write_text("not a folder")
+    assert main(["sweep", str(FILE), "--quick", "--out", str(out), "--cell", "sweep_fake:cell", "--workers", "1",
+                 "--quiet"]) == 1
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert "Traceback" not in err and len(lines) == 1, err
+    assert lines[0].startswith(f"mgst: error: cannot write {out / 'plots'}") and \
+        f"the cells finished are kept in {out}/sweep.csv" in lines[0], lines[0]
+    (out / "plots").unlink()
+    assert main(["sweep", str(FILE), "--quick", "--out", str(out), "--cell", "sweep_fake:cell", "--workers", "1",
+                 "--quiet"]) == 0
+    assert f"{len(quick().cells())} done before, 0 run now" in capsys.readouterr().out
