@@ -296,3 +296,21 @@ def test_mgst_paper_says_when_a_file_runs_another_policy_than_the_papers(capsys,
     (tmp_path / "hihi-mfd-fd.toml").write_text(text, encoding="utf-8")  # the paper's own: no such key
     assert main([*args, "--json"]) == 0
     assert "policy" not in json.loads(capsys.readouterr().out)["settings"][0]
+
+
+def test_mgst_paper_of_one_replication_says_batch_means_and_a_class_without_jobs_is_no_disagreement(capsys):
+    """--replications 1: the interval is of batch means, said in the table's heading and in the JSON (as mgst
+    simulate says it); a class with no job counted (a horizon just past the warm-up) has no figure: n/a, not nan, and
+    neither inside nor outside the paper's interval (agrees null), counted apart."""
+    args = ["paper", "hihi-mfd-fd", "--replications", "1", "--horizon", "101", "--workers", "1"]
+    assert main(args) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].split()[:6] == ["class", "mgst", "95", "%", "CI", "(10"], out[1]
+    assert out[2].split()[:5] == ["1", "n/a", "(no", "job", "counted)"] and "outside" not in out[2], out[2]
+    assert "nan" not in "\n".join(out)
+    assert out[-1].endswith("; 1 without a figure (no job counted: lengthen --horizon)"), out[-1]
+    assert out[-1].startswith(f"{sum('<- outside' in line for line in out)} of 5 figures outside"), out
+    assert main([*args, "--json"]) == 0
+    setting = json.loads(capsys.readouterr().out)["settings"][0]
+    assert setting["interval"].startswith("batch means (10 windows")
+    assert setting["rows"][0]["agrees"] is None and setting["rows"][0]["mgst"] is None

@@ -24,7 +24,9 @@ def _finite(x: float | None) -> float | None:
 
 def paper_command(args: argparse.Namespace) -> int:
     from mgst.config.checks import check_run_length  # noqa: PLC0415
+    from mgst.intervals import BATCHES  # noqa: PLC0415
     from mgst.papers.mgst.tables import PAPER, agrees, deviation  # noqa: PLC0415
+    from mgst.results import REPLICATIONS  # noqa: PLC0415
     from mgst.sim.replications import run_simulation  # noqa: PLC0415
 
     import_policies(args)
@@ -60,10 +62,14 @@ def paper_command(args: argparse.Namespace) -> int:
         for label, est, interval in zip(
             [*summary.class_names, "Overall"], [*summary.classes, summary.overall], paper.simulation
         ):
+            counted = est.jobs > 0  # (no job counted: no figure to set beside the paper's, in or out)
             rows.append({"class": label, "mgst": est.mean, "ci95": [est.low, est.high], "paper": list(interval),
-                         "deviation": deviation(est.mean, interval), "agrees": agrees(est.mean, interval)})
+                         "deviation": deviation(est.mean, interval),
+                         "agrees": agrees(est.mean, interval) if counted else None})
         report.append({"setting": name, "table": paper.table, "note": paper.note, "rows": rows,
                        "replications": summary.replications, "horizon": summary.horizon})
+        if summary.interval != REPLICATIONS:  # (one replication: batch means, as mgst simulate --json says it)
+            report[-1]["interval"] = f"{summary.interval} ({BATCHES} windows of equal model time of the counted jobs)"
         # The paper's figures are LPAS_DG's: a file of --experiments running another policy is set beside them,
         # saying so (the same words in --json, where the paper's own files write no such key)
         other = "" if exp.policy.name == "lpas_dg" else f"{exp.policy.name}, beside the paper's lpas_dg"
@@ -72,13 +78,19 @@ def paper_command(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"{name} (paper Table {paper.table}): {plural(summary.replications, 'replication')} x "
                   f"{summary.horizon:g} time units" + (f"; {other}" if other else ""))
-            print(f"  {'class':<8}{'mgst':>8}  {'95 % CI':<16}{'paper':<14}{'off':>7}")
+            method = f" ({BATCHES} {summary.interval})" if summary.interval != REPLICATIONS else ""
+            heading = "95 % CI" + method
+            width = max(18, len(heading) + 2)  # (the interval's column: its heading, or "(no job counted)")
+            print(f"  {'class':<8}{'mgst':>8}  {heading:<{width}}{'paper':<14}{'off':>7}")
             for r in rows:
                 lo, hi = r["ci95"]
-                interval = f"({lo:.3f}, {hi:.3f})" if not math.isnan(lo) else "(too few reps)"
-                print(f"  {r['class']:<8}{r['mgst']:>8.3f}  {interval:<14}  "
-                      f"({r['paper'][0]:.2f}, {r['paper'][1]:.2f})  {r['deviation']:>+6.1%}"
-                      f"{'' if r['agrees'] else '  <- outside'}")
+                interval = (f"({lo:.3f}, {hi:.3f})" if not math.isnan(lo) else
+                            "(no job counted)" if r["agrees"] is None else "(too few reps)" if not method
+                            else "(too few batches)")  # (that counted jobs of the class)
+                mine, off = ((f"{r['mgst']:>8.3f}", f"{r['deviation']:>+6.1%}") if r["agrees"] is not None
+                             else (f"{'n/a':>8}", f"{'':>6}"))
+                print(f"  {r['class']:<8}{mine}  {interval:<{width}}({r['paper'][0]:.2f}, {r['paper'][1]:.2f})  {off}"
+                      f"{'  <- outside' if r['agrees'] is False else ''}")
             if paper.note:
                 print(f"  note: {paper.note}")
     if args.json:  # (JSON has no NaN: an interval of one replication, say, is null)
@@ -88,9 +100,11 @@ def paper_command(args: argparse.Namespace) -> int:
                                                             for r in setting["rows"]]}
                                        for setting in report]}, allow_nan=False))
     else:
-        bad = sum(not r["agrees"] for s in report for r in s["rows"])
+        bad = sum(r["agrees"] is False for s in report for r in s["rows"])
         total = sum(len(s["rows"]) for s in report)
-        print(f"{bad} of {plural(total, 'figure')} outside the paper's interval and 5 % of its midpoint")
+        missing = sum(r["agrees"] is None for s in report for r in s["rows"])
+        print(f"{bad} of {plural(total, 'figure')} outside the paper's interval and 5 % of its midpoint"
+              + (f"; {missing} without a figure (no job counted: lengthen --horizon)" if missing else ""))
     return 0
 
 
