@@ -168,8 +168,9 @@ def summarize(rows: Iterable[Mapping[str, str]], axes: Sequence[str], measures: 
     """One row per cell of ``axes`` over its seeds and replications: mean and 95 % t-interval per metric
     (``measures.summarised``; ``measures.totals`` get a plain mean).
 
-    A cell is ``unbounded`` if any of its replications is (``unbounded_n`` says how many); the
-    means of its growing metrics (AVT, makespan, waiting) are then lower bounds over the horizon.
+    A cell is ``unbounded`` if any of its replications is (``unbounded_n`` says how many); an unbounded or
+    undecided replication has no time figures (nan), so the means of the growing metrics (AVT, makespan,
+    waiting) are then over the cell's other replications only.
     Else it is ``undecided`` if any replication is (growth over a window too short to call it:
     ``undecided_n``); ``verdict`` says which of the three. Each interval's ``_interval`` column says
     how it was made (mgst.intervals: Student-t, log-scale, or too few replications).
