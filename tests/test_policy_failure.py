@@ -328,3 +328,38 @@ def test_an_input_the_core_refuses_stays_the_input_s_fault_and_a_core_bug_is_nam
         "the scheduling core (a bug of mgst's, with the policy 'fcfs': please report it) failed at model time 2.000")
     assert str(PolicyFailed("fcfs", "MachineReady", 2.0, in_the_policy)).startswith("the policy 'fcfs' failed")
     assert str(PolicyFailed("fcfs", "JobArrived", 2.0, PolicyError("x"))).startswith("the policy 'fcfs' failed")
+
+
+def test_a_simulation_run_raises_what_the_policy_raised_and_run_simulation_says_which_policy_failed(
+        tmp_path: Path) -> None:
+    """The library's contract: Simulation.run raises the policy's own exception (its callers, a sweep's cells or a
+    researcher's script, see what they would without mgst around it); run_simulation, which mgst simulate runs,
+    raises PolicyFailed saying which policy failed, when and in which replication, picklable from a worker."""
+    import pickle  # noqa: PLC0415
+
+    from mgst.config import load_experiment  # noqa: PLC0415
+    from mgst.policies import import_modules  # noqa: PLC0415
+    from mgst.policies.failure import PolicyFailed  # noqa: PLC0415
+    from mgst.sim.loop import Simulation  # noqa: PLC0415
+    from mgst.sim.replications import run_simulation  # noqa: PLC0415
+
+    module = f"failing_policies_{os.getpid()}"  # (one registration per process: a name may be registered once)
+    (tmp_path / f"{module}.py").write_text(POLICIES)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        if module not in sys.modules:
+            import_modules([module])
+        exp = tmp_path / "exp.toml"
+        exp.write_text(EXPERIMENT.format(policy="raises_in_a_hook", duration=DURATION_S))
+        experiment = load_experiment(exp)
+        with pytest.raises(KeyError, match="a key the policy forgot"):
+            Simulation(experiment, replication=0, horizon=200.0).run()
+        with pytest.raises(PolicyFailed) as failed:
+            run_simulation(experiment, horizon=200.0, warmup=0.0, replications=1, workers=1)
+    finally:
+        sys.path.remove(str(tmp_path))
+    said = str(failed.value)
+    assert re.fullmatch(r"the policy 'raises_in_a_hook' failed at model time [0-9.]+ of replication 0: KeyError: "
+                        r"'a key the policy forgot'", said), said
+    again = pickle.loads(pickle.dumps(failed.value))
+    assert str(again) == said and again.policy_at_fault and "# the researcher's bug" in again.details

@@ -15,7 +15,6 @@ from mgst.core.scheduler import Scheduler
 from mgst.core.state import MachineState
 from mgst.model import Bag, Experiment, Job
 from mgst.policies import build_policy
-from mgst.policies.failure import PolicyFailed
 from mgst.sim.availability_feed import PeriodEvents, held_end
 from mgst.sim.event_heap import Entry, EventHeap, new_event_heap
 from mgst.sim.overheads import Overheads, OverheadSampler, grid_return_delays
@@ -150,10 +149,7 @@ class Simulation:
 
     def _run(self) -> ReplicationRun:
         loop = _EventLoop(self)
-        try:
-            t = loop.run(self.horizon + self.drain_limit)
-        except Exception as e:  # (the policy's code raised, or broke a rule of the core: said as on the testbed)
-            raise PolicyFailed(self.policy.name, None, self.core.now, e, self.replication) from e
+        t = loop.run(self.horizon + self.drain_limit)
         self.dropped_entries += loop.dropped_entries
         core = self.core
         core.close(t)

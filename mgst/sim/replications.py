@@ -13,6 +13,7 @@ from mgst.bot_metrics import reduce_bags, summarize_bags
 from mgst.model import Experiment
 from mgst.policies import import_modules
 from mgst.policies.allocation import solve_allocation
+from mgst.policies.failure import PolicyFailed
 from mgst.process_pool import InterruptiblePool
 from mgst.results import ReplicationResult, Summary, job_rows, reduce_replication, summarize, write_job_rows
 from mgst.sim.loop import Simulation
@@ -54,7 +55,11 @@ def _reduced(
     records = keep_rows or jobs_dir is not None
     simulation = Simulation(experiment, replication=replication, seed=seed, horizon=horizon, overheads=overheads,
                             drain_limit=drain_limit, keep_records=records, warmup=warmup, keep_batches=keep_batches)
-    run = simulation.run()
+    try:
+        run = simulation.run()
+    except Exception as e:  # (the policy's code raised, or broke a rule of the core: said as on the testbed, and
+        # picklable with its traceback as text, from a worker process)
+        raise PolicyFailed(simulation.policy.name, None, simulation.core.now, e, replication) from e
     if jobs_dir is not None:  # streamed from the records: no list of rows
         write_job_rows(jobs_part(jobs_dir, replication), job_rows(experiment, run, warmup, horizon))
     result = reduce_replication(experiment, run, warmup, horizon, keep_rows, keep_batches)
