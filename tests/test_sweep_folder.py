@@ -13,6 +13,7 @@ from test_sweep import FILE, quick
 
 from mgst.cli import main
 from mgst.config import ConfigError
+from mgst.process_pool import IN_FLIGHT_PER_WORKER
 from mgst.sweep import SweepError, run_sweep
 from mgst.sweep.folder_lock import one_sweep_at_a_time
 
@@ -34,7 +35,8 @@ def test_a_folder_removed_while_the_sweep_runs_stops_it_saying_so(tmp_path: Path
     calls.mkdir()
     with pytest.raises(SweepError, match=r"was removed while the sweep ran: .*run it again to start over"):
         run_sweep(quick(), out, workers=1, cell_fn=sweep_fake.RemovingFolder(str(out), str(calls)), plots=False)
-    assert len(list(calls.iterdir())) <= 2 < len(quick().cells())  # (one worker: the next cell may have begun)
+    # (one worker, a few cells submitted to it ahead: those may have run too, none after)
+    assert len(list(calls.iterdir())) <= 1 + IN_FLIGHT_PER_WORKER < len(quick().cells())
 
 
 def test_a_file_of_the_folder_that_cannot_be_written_is_one_line(tmp_path: Path,
@@ -47,7 +49,7 @@ def test_a_file_of_the_folder_that_cannot_be_written_is_one_line(tmp_path: Path,
     assert main(["sweep", str(FILE), "--quick", "--out", str(out), "--cell", "sweep_fake:cell", "--workers", "1",
                  "--quiet"]) == 1
     err = capsys.readouterr().err
-    lines = err.strip().splitlines()
+    lines = [line for line in err.splitlines() if "error" in line.lower()]  # (an earlier test's -v may log INFO)
     assert "Traceback" not in err and len(lines) == 1, err
     assert lines[0].startswith(f"mgst: error: cannot write {out / 'plots'}") and \
         f"the cells finished are kept in {out}/sweep.csv" in lines[0], lines[0]
