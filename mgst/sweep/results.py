@@ -15,6 +15,7 @@ from mgst.bounded_read import read_text
 from mgst.intervals import mean_ci
 from mgst.scenarios import BOT_MEASURES, Measures
 from mgst.sweep.cells import SweepError
+from mgst.whole_file import write_whole
 
 log = logging.getLogger(__name__)
 
@@ -138,19 +139,17 @@ class ResultLog:
         return buf.getvalue()
 
     def _rewrite(self) -> None:
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        try:
-            with open(tmp, "w", encoding="utf-8", newline="") as f:
+        def write(part: Path) -> None:
+            with open(part, "w", encoding="utf-8", newline="") as f:
                 csv.writer(f, lineterminator="\n").writerow(self.columns)
                 for row in self.rows:
                     f.write(self._line(row))
-            os.replace(tmp, self.path)
+
+        try:
+            write_whole(self.path, write)
         except FileNotFoundError:  # (its folder is gone)
             raise SweepError(f"{self.path.parent} was removed while the sweep ran: what it had computed is lost; run "
                              "it again to start over") from None
-        except OSError:
-            tmp.unlink(missing_ok=True)
-            raise
         if self._file is not None:
             self._file.close()
             self._file = open(self.path, "a", encoding="utf-8", newline="")  # noqa: SIM115
@@ -214,14 +213,12 @@ SUMMARY_COLUMNS = summary_columns(BOT_MEASURES)
 def write_summary(path: Path, summary: Sequence[Mapping[str, Any]], axes: Sequence[str],
                   measures: Measures = BOT_MEASURES) -> None:
     columns = summary_columns(measures)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="") as f:
+
+    def write(part: Path) -> None:
+        with open(part, "w", encoding="utf-8", newline="") as f:
             w = csv.writer(f, lineterminator="\n")
             w.writerow([*axes, *columns])
             for s in summary:
                 w.writerow([format_value(s.get(c)) for c in (*axes, *columns)])
-        os.replace(tmp, path)
-    except OSError:  # (no half-written file left behind)
-        tmp.unlink(missing_ok=True)
-        raise
+
+    write_whole(path, write)  # (no half-written file left behind)
