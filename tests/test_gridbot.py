@@ -250,6 +250,35 @@ def test_replication_requirements_are_not_evaluated_while_the_queue_is_full():
     core.check_invariants()
 
 
+def test_a_replica_waiting_for_a_host_is_one_of_the_jobs_replicas():
+    # Two 100-unit tasks on two busy hosts, the cycle every 5, the queue below its threshold (nothing waits).
+    # "Job.Replicas < 2" (the paper's "less than three replicas", for 3): at 5 each job has one live replica, so a
+    # copy of each is enqueued; no host is free, so at 10 and 15 each has two (one live, one waiting to be sent) and
+    # nothing more is enqueued. Counting live replicas only, each cycle enqueued another copy, up to max_replicas.
+    core, policy = gridbot([host("A"), host("B")], tail_threshold=10, cycle=5.0,
+                           ReplicationRequirements="Job.Replicas < 2")
+    assert sent(core.bag_arrived(0.0, bag(0, 2, 0, size=100.0))) == [(0, 0), (1, 1)]
+    for t in (5.0, 10.0, 15.0):
+        assert sent(cycle(core, t)) == []
+    assert policy.counts["replicas_enqueued"] == 2
+    core.check_invariants()
+
+
+def test_since_last_sent_counts_from_a_replica_enqueued_not_yet_sent():
+    # As above, "Job.SinceLastSent > 7" ("a replica once in N"): at 5 the newest copy is 5 old (none made); at 10,
+    # 10 old: a copy of each enqueued; at 15 the newest copy of each was made 5 ago (enqueued, waiting for a host):
+    # none; at 20, 10 ago: one more each. Four in all (counting from the last one sent, 15 at 15: six).
+    core, policy = gridbot([host("A"), host("B")], tail_threshold=10, cycle=5.0,
+                           ReplicationRequirements="Job.SinceLastSent > 7")
+    core.bag_arrived(0.0, bag(0, 2, 0, size=100.0))
+    enqueued = []
+    for t in (5.0, 10.0, 15.0, 20.0):
+        cycle(core, t)
+        enqueued.append(policy.counts["replicas_enqueued"])
+    assert enqueued == [0, 2, 2, 4]
+    core.check_invariants()
+
+
 def test_a_replication_requirement_reads_the_hosts_of_the_jobs_replicas():
     # A loses a replica (down, back up): its ErrorRate is 1. ReplicationRequirements: some replica runs on a host
     # whose error rate is above 0.1. Job 0 requeued to A again, job 1 on B: only job 0 is replicated, onto C.
@@ -275,9 +304,9 @@ def test_a_request_makes_no_job_ad_when_only_replication_requirements_read_the_j
     made = Counter()
     job_ad = Ads.job
 
-    def counted(self, rec, expired):
+    def counted(self, rec, expired, state):
         made[rec.job.id] += 1
-        return job_ad(self, rec, expired)
+        return job_ad(self, rec, expired, state)
 
     monkeypatch.setattr(Ads, "job", counted)
     core, policy = gridbot([host("A"), host("B")], tail_threshold=2, cycle=5.0,

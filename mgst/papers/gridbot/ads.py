@@ -231,9 +231,10 @@ class Ads:
                                                   view.now))
         self._put("Queue", self._queue)
 
-    def job(self, rec: JobRecord, expired: Container[int]) -> None:
+    def job(self, rec: JobRecord, expired: Container[int], state: BagState) -> None:
         """``Job``: the job, and the hosts of its live replicas (``RunningOn``); ``expired``: the replicas past their
-        deadline."""
+        deadline; ``state``: its bag's, whose pending replicas of it count as its replicas (``Replicas``: live and
+        pending) and as made when enqueued (``SinceLastSent``)."""
         now = self.view.now
         top = self.top
         if not rec.replicas:
@@ -246,6 +247,11 @@ class Ads:
             return
         machines = self.view.machines
         sent = [r.sent for r in rec.replicas.values()]
+        job_id = rec.job.id
+        newest = max(sent)
+        enqueued = state.last_enqueued.get(job_id)
+        if enqueued is not None and enqueued > newest:
+            newest = enqueued
         hosts = []
         for r in rec.replicas.values():
             m = machines[r.machine]
@@ -257,8 +263,8 @@ class Ads:
                 host["Grid"] = g
             hosts.append(self.module.ClassAd(host))
         ad = self.module.ClassAd({
-            "Id": rec.job.id, "Replicas": len(rec.replicas), "Running": now - min(sent),
-            "SinceLastSent": now - max(sent), "WaitingTime": rec.idle(now), "Attempts": rec.attempts,
+            "Id": job_id, "Replicas": len(rec.replicas) + state.pending_count.get(job_id, 0),
+            "Running": now - min(sent), "SinceLastSent": now - newest, "WaitingTime": rec.idle(now), "Attempts": rec.attempts,
             "Expired": sum(1 for r in rec.replicas.values() if r.id in expired),
         })
         ad["RunningOn"] = hosts

@@ -117,9 +117,9 @@ class BagPolicy:
 class BagState:
     """One incomplete bag: its record, its policy, its ad (mgst.papers.gridbot.ads), whether it is in its tail (kept
     for a tail that may not end), and its pending replicas: running jobs the replication cycle enqueued a copy of,
-    in the order enqueued (a job may have several), with their count by job id."""
+    in the order enqueued (a job may have several), with their count and the model time of the newest by job id."""
 
-    __slots__ = ("bag", "policy", "ad", "refs", "tail", "pending", "pending_count")
+    __slots__ = ("bag", "policy", "ad", "refs", "tail", "pending", "pending_count", "last_enqueued")
 
     def __init__(self, bag: BagRecord, policy: BagPolicy):
         self.bag = bag
@@ -129,6 +129,7 @@ class BagState:
         self.tail = False
         self.pending: list[JobRecord] = []
         self.pending_count: dict[int, int] = {}
+        self.last_enqueued: dict[int, float] = {}  # by job id, while it has a pending replica
 
     def pending_jobs(self) -> list[JobRecord]:
         """The pending replicas still wanted: a job that completed, or went back to the queue (its requeued copy is
@@ -141,12 +142,14 @@ class BagState:
         for job in self.pending:
             counts[job.id] = counts.get(job.id, 0) + 1
         self.pending_count = counts
+        self.last_enqueued = {i: t for i, t in self.last_enqueued.items() if i in counts}
         return self.pending
 
-    def enqueue(self, job: JobRecord) -> None:
-        """A replica of ``job`` waits to be sent."""
+    def enqueue(self, job: JobRecord, now: float) -> None:
+        """A replica of ``job`` waits to be sent, from model time ``now``."""
         self.pending.append(job)
         self.pending_count[job.id] = self.pending_count.get(job.id, 0) + 1
+        self.last_enqueued[job.id] = now
 
     def sent(self, job: JobRecord) -> None:
         """One of ``job``'s pending replicas was sent (the oldest enqueued)."""
@@ -156,6 +159,7 @@ class BagState:
             self.pending_count[job.id] = left
         else:
             del self.pending_count[job.id]
+            del self.last_enqueued[job.id]  # (the copy just sent is newer than any enqueued)
 
     def copies(self, job: JobRecord) -> int:
         """The job's replicas that exist: live, and pending."""

@@ -91,7 +91,7 @@ class Evaluation:
         """The top ad's ``Job``, if the bag's expressions about to be evaluated read it (else whatever is there is
         never read): those of a request, or with ``cycle`` its ReplicationRequirements."""
         if state.policy.cycle_reads_job if cycle else state.policy.reads_job:
-            self.ads.job(job, expired)
+            self.ads.job(job, expired, state)
 
     def _value(self, attribute: str, state: BagState) -> Any:
         """The attribute's value (the bag's ad set in the top ad: :meth:`set_bag`)."""

@@ -72,7 +72,7 @@ class Replication:
             state = ev.state(r.job.bag)
             state.pending_jobs()
             if state.copies(r.job) < self.max_replicas:
-                state.enqueue(r.job)
+                state.enqueue(r.job, now)
                 self.counts["replicas_enqueued"] += 1
         if len(self.expired) > 2 * len(live) + 64:
             self.expired = {rid for rid in self.expired if rid in live}
@@ -99,5 +99,5 @@ class Replication:
                 ev.set_bag(state)
                 ev.set_job(state, job, self.expired, cycle=True)
                 if ev.holds(REPLICATION_REQUIREMENTS, state):
-                    state.enqueue(job)
+                    state.enqueue(job, view.now)
                     self.counts["replicas_enqueued"] += 1
