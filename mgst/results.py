@@ -262,9 +262,9 @@ def summarize(
         sum(r.wait_sums[c] for r in results) / jobs if (jobs := sum(r.counts[c] for r in results)) else math.nan
         for c in range(n)
     )
-    util = tuple(
-        sum(r.busy[j] / r.end_time for r in results if r.end_time > 0) / max(1, len(results))
-        for j in range(len(experiment.machines))
+    util = tuple(  # of the machine's CPUs: a host of two CPUs busy on both all the time is at 100 %
+        sum(r.busy[j] / (r.end_time * m.computing_slots) for r in results if r.end_time > 0) / max(1, len(results))
+        for j, m in enumerate(experiment.machines)
     )
     return Summary(
         experiment=experiment.name, mode=mode, policy=experiment.policy.name,

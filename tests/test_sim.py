@@ -69,6 +69,32 @@ def test_utilisation_is_the_offered_load():
     assert summary.utilisation[0] == pytest.approx(lam / mu, rel=0.03)
 
 
+def _bag_run(tasks: list[float], machines: dict, horizon: float):
+    """One replication of one bag of ``tasks`` (work units) arriving at 0, FCFS."""
+    from mgst.config import parse_experiment
+
+    data = {"workload": {"kind": "bag_list", "class_names": ["t"], "bags": [{"at": 0.0, "tasks": [["t", w] for w in
+            tasks]}]}, "machines": machines, "policy": {"name": "fcfs"},
+            "simulation": {"horizon": horizon, "warmup": 0.0, "replications": 1}}
+    summary, _ = run_simulation(parse_experiment(data, "bag"), workers=1)
+    return summary
+
+
+def test_utilisation_is_of_the_machines_cpus():
+    # One host, 2 slots and 2 CPUs, three tasks of 10 at rate 1: both CPUs busy over [0, 10], one over [10, 20]:
+    # 30 CPU-time units of 40, 75 % (busy time over the run's length alone: 150 %).
+    summary = _bag_run([10.0, 10.0, 10.0], {"power": [1.0], "slots": 2, "cpus": 2}, horizon=20.0)
+    assert summary.utilisation[0] == pytest.approx(0.75)
+
+
+def test_a_replica_cut_off_by_the_drain_limit_counts_as_busy_time():
+    # One host, a task of 100 and a horizon of 10: the drain limit (as long as the horizon) ends the run at 20 with
+    # the task still running. The host was busy all along: 100 %, not 0 % (only ended replicas counted).
+    summary = _bag_run([100.0], {"power": [1.0]}, horizon=10.0)
+    assert summary.unfinished == 1
+    assert summary.utilisation[0] == pytest.approx(1.0)
+
+
 def test_job_sequence_is_the_same_whatever_the_policy():
     """Common random numbers: arrivals and sizes come from the seed alone."""
     a = experiment([[2.0, 1.0], [1.0, 3.0]], [0.8, 0.9], policy="fcfs", horizon=200.0)

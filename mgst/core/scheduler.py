@@ -398,18 +398,21 @@ class Scheduler:
         return self.matcher.after_event(TimerFired(key) if self._listening else None, None, None, False)
 
     def close(self, now: float) -> None:
-        """Account up-time until ``now``, and the waste of losers still running on (cut off by the run's end); call
-        once when the run ends."""
+        """Account up-time until ``now``, the busy time of replicas still live (cut off by the run's end: a machine
+        that ran one replica all along is busy all along), and the waste of losers among them; call once when the run
+        ends."""
         self.view.now = now
         for m in self.machines:
             if m.up_since is not None:
                 m.stats.up_time += now - m.up_since
                 m.up_since = now
             for r in m.replicas.values():
+                waiting = now - r.wait_from if r.wait_from is not None else 0.0
+                held = now - r.sent - r.waited - waiting  # (its time waiting on the host for a CPU is not charged)
+                m.stats.busy_time += held
                 if r.discarded:
-                    waiting = now - r.wait_from if r.wait_from is not None else 0.0
                     m.stats.discarded += 1
-                    m.stats.discarded_time += now - r.sent - r.waited - waiting
+                    m.stats.discarded_time += held
 
     def retire(self, rec: JobRecord) -> None:
         """A done job whose replicas have all ended leaves the core, for a driver that keeps no records (the

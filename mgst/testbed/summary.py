@@ -143,7 +143,7 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
          else math.nan) for c in range(n)
     )
     length = max(1e-9, run.end - run.t0)
-    util = tuple(m.stats.busy_time * tu / length for m in run.core.machines)
+    util = tuple(m.stats.busy_time * tu / (length * m.cpus) for m in run.core.machines)  # (of its CPUs, as simulated)
     load = (solve_allocation(exp.job_rates, exp.arrival_rates, exp.availability).load if any(exp.arrival_rates)
             else None)
     summary = Summary(
