@@ -192,8 +192,8 @@ def gap_run(achieved: list[list[float]], delays: dict | None = None, suspicions:
     run.journal.delays = lambda: delays or {}
     for r in run.journal.replicas.values():
         r.machine, r.outcome = 0, "done"
-    run.core.machines = [SimpleNamespace(stats=SimpleNamespace(busy_time=100.0, suspicions=s, discarded=0,
-                                                               discarded_time=0.0)) for s in suspicions]
+    run.core.machines = [SimpleNamespace(cpus=1, stats=SimpleNamespace(busy_time=100.0, suspicions=s, discarded=0,
+                                                                       discarded_time=0.0)) for s in suspicions]
     return run
 
 
