@@ -117,20 +117,16 @@ class GangMember:
         # job killed) rather than wait for a bye that will not come. ProcessLookupError if it has ended already. Its
         # pidfd is polled beside the member's sources, as a puller's is (puller/wakeup.py).
         self.exit_with = exit_with
-        self.wakeup = Wakeup(exit_with)
         self.worker = worker
         self.context = context or zmq.Context.instance()
-        self.socket = self.context.socket(zmq.DEALER)
-        self.socket.setsockopt(zmq.LINGER, 1000)
-        self.socket.setsockopt(zmq.MAXMSGSIZE, G.MAX_FRAME)
-        if security.needs_ipv6(connect):
-            self.socket.setsockopt(zmq.IPV6, 1)
-        if keys is not None:
-            security.secure_client(self.socket, keys)
         # how the handshake goes, until the welcome: a refused one is this member's end
         self.reach = Reach(connect, keys, time.monotonic)
-        self.monitor: zmq.Socket | None = self.socket.get_monitor_socket(EVENTS)
-        self.socket.connect(connect)
+        self.wakeup = Wakeup(exit_with)
+        try:  # (a socket that cannot be made or connected leaves nothing open: neither the wait's pipe nor itself)
+            self.socket, self.monitor = self._connected(connect, keys)
+        except BaseException:
+            self.wakeup.close()
+            raise
         self.state = UP
         self.program = False
         self.data: dict[int, int] = {}  # transfer -> bytes, held while the configuration holds this worker
@@ -147,6 +143,28 @@ class GangMember:
         # not come back, so the member does not connect again, as a puller does; it leaves (EXIT_HELD_TOO_MUCH).
         self.memory_guard = memory_guard or MemoryGuard()
         self.memory_guard.reset(time.monotonic())
+
+    def _connected(self, connect: str, keys: security.ClientKeys | None) -> tuple[zmq.Socket, zmq.Socket | None]:
+        """The member's socket, secured and connecting to ``connect``, and its monitor; closed again if any step
+        fails (a ZMQError: an endpoint ZeroMQ refuses, a key it cannot take)."""
+        socket = self.context.socket(zmq.DEALER)
+        monitor: zmq.Socket | None = None
+        try:
+            socket.setsockopt(zmq.LINGER, 1000)
+            socket.setsockopt(zmq.MAXMSGSIZE, G.MAX_FRAME)
+            if security.needs_ipv6(connect):
+                socket.setsockopt(zmq.IPV6, 1)
+            if keys is not None:
+                security.secure_client(socket, keys)
+            monitor = socket.get_monitor_socket(EVENTS)
+            socket.connect(connect)
+        except BaseException:
+            if monitor is not None:
+                socket.disable_monitor()
+                monitor.close(0)
+            socket.close(0)
+            raise
+        return socket, monitor
 
     # ------------------------------------------------------------------ the run
 

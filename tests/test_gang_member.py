@@ -297,3 +297,36 @@ def test_a_member_leaves_once_the_process_it_goes_with_ends(welcomed):
             p.wait()
         router.close(0)
         ctx.term()
+
+
+@pytest.mark.parametrize("connect", ["ipc:///tmp/" + "x" * 200, "nonsense://x"], ids=["path too long", "no transport"])
+def test_a_member_that_cannot_connect_holds_nothing_open(connect: str, monkeypatch) -> None:
+    """An endpoint ZeroMQ refuses when the member's socket connects (a ZMQError, after the wait was opened) leaves
+    nothing open: not the socket, its monitor, nor the wait's pipe and the --exit-with pidfd. (Each object is checked
+    closed: a count of the process's descriptors moves with other tests' threads in the same worker.)"""
+    import puller.gang_member as gang_member
+
+    waits: list[gang_member.Wakeup] = []
+
+    class Recorded(gang_member.Wakeup):
+        def __init__(self, exit_with: int | None = None):
+            super().__init__(exit_with)
+            waits.append(self)
+
+    class Context(zmq.Context):
+        def socket(self, kind, **kwargs):
+            made = super().socket(kind, **kwargs)
+            sockets.append(made)
+            return made
+
+    sockets: list[zmq.Socket] = []
+    monkeypatch.setattr(gang_member, "Wakeup", Recorded)
+    ctx = Context()
+    try:
+        with pytest.raises(zmq.ZMQError):
+            GangMember(connect, 2, ctx, insecure=True, exit_with=os.getpid())
+        assert sockets and all(s.closed for s in sockets), sockets  # (the monitor's PAIR is made by pyzmq's own call)
+        (wait,) = waits
+        assert (wait._r, wait._w, wait.parent_fd) == (-1, -1, None)  # the pipe and the pidfd closed
+    finally:
+        ctx.destroy(linger=0)
