@@ -124,7 +124,7 @@ def hand_made_run(responses: dict[int, list[float]], achieved: list[list[float]]
         network=None, overlay=None, decision_time=None,
         core=SimpleNamespace(machines=[SimpleNamespace(cpus=1, stats=SimpleNamespace(busy_time=100.0, discarded=0,
                                                                                      discarded_time=0.0))] * 2, jobs={},
-                             stale_events=0, all_bags={}),
+                             stale_events=0, all_bags={}, running={}),
         journal=SimpleNamespace(jobs=jobs, replicas=replicas, machines=machines, delays=lambda: {}, outages=[],
                                 late_results=0, stalls=[], last_tick=None),
     )
@@ -280,3 +280,20 @@ def test_the_run_s_first_silence_counts_from_its_begin():
     journal.tick(19.95)  # the begin turn's note, stamped with the turn's time
     journal.tick(20.0 + STALL + 1.0)
     assert journal.stalls == [(0.0, STALL + 1.0)]
+
+
+def test_the_report_of_a_run_cut_off_with_jobs_running_counts_them_running():
+    # Five jobs generated, three done, two still running when the run was interrupted (the core's running jobs):
+    # report.html's end counts say 2 running and 0 queued (it said 0 running and 2 queued, against jobs.csv).
+    from mgst.core.state import MachineState
+    from mgst.testbed.report import report_snapshot
+
+    run = hand_made_run({0: [1.0, 2.0, 3.0], 1: [1.0, 2.0]}, [[1.0], [1.0]])
+    run.core.machines = [SimpleNamespace(cpus=1, state=MachineState.BUSY, cpu_share=1.0,
+                                         stats=SimpleNamespace(busy_time=1.0, discarded=0, discarded_time=0.0))
+                         for _ in range(2)]
+    run.core.running = {3: object(), 4: object()}
+    for r in run.journal.replicas.values():
+        r.outcome, r.machine = "done", 0
+    jobs = report_snapshot(run, {"jobs_done": 3, "jobs_generated": 5})["jobs"]
+    assert (jobs["generated"], jobs["done"], jobs["running"], jobs["queued"]) == (5, 3, 2, 0)
