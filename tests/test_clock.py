@@ -54,6 +54,28 @@ def test_the_journal_keeps_each_replica_causal_where_the_heartbeats_estimate_is_
     assert journal.delays()["communication_delay_s"]["median"] == pytest.approx(0.0001)
 
 
+@pytest.mark.parametrize("out_s, back_s", [(0.082, 0.004), (0.004, 0.082)], ids=["peer seen ahead", "peer seen behind"])
+def test_a_short_job_never_ends_before_it_starts_where_one_bound_corrected_the_estimate(out_s: float, back_s: float):
+    """Same host (true offset 0), its first heartbeat slow one way (82 ms) and quick the other (4 ms): NTP's midpoint
+    puts the peer 39 ms ahead (or behind). A 10 ms job sent at 101.0 and done at 101.0109. Ahead: the Started message
+    holds its start within 0.5 ms of the send, and the same bound, widened by the drift possible in 10 ms, now holds
+    its end; held only by the result's own bound, the estimate put the end 39 ms early, 29 ms before the start (a
+    probe's jobs.csv). Behind: the result's bound (its end at most 0.3 ms before it was heard) now holds its start
+    too, which the estimate put 39 ms late, after the end."""
+    journal = Journal(load_experiment(EXPERIMENT))
+    journal.began(100.0)
+    journal.clock_sample(0, 100.0, 100.0 + out_s, 100.0 + out_s, 100.0 + out_s + back_s)
+    journal.job_arrived(Job(1, 0, 1.0, 1.0), 100.9)
+    journal.sent(7, 1, 0, 100.9, 100.9002, 101.0)
+    journal.started(7, 101.0005, 101.0006)
+    journal.reported_done(7, 101.0005, 101.0006, 101.0106, 101.0109, 1.0)
+    journal.completed(1, 7, 0)
+    journal.correct()
+    r = journal.replicas[7]
+    assert r.t3 <= r.t4r <= r.t4 <= r.t5 <= r.t6
+    assert r.t5 - r.t4 == pytest.approx(0.01, abs=1e-5)  # the puller's own 10 ms, less at most 500 ppm of drift
+
+
 def test_a_drifting_clock_is_corrected_at_each_instant_by_the_message_of_that_time():
     """A peer whose clock loses 50 us a second, and a 600 s job: its result is stamped 30 ms behind.
 

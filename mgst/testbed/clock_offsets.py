@@ -19,6 +19,10 @@ PERIOD = 5.0
 KEEP = 2 * SPAN
 # At most one sample per PERIOD within KEEP (and a partial period at each end).
 MAX_KEPT = math.ceil(KEEP / PERIOD) + 2
+# How fast a peer's clock may drift from ours, seconds a second (500 ppm: five times a common crystal's
+# tolerance): a bound on its offset that one message sets at one instant holds at another d seconds away,
+# widened by MAX_DRIFT * d.
+MAX_DRIFT = 500e-6
 
 
 def exchange_delay(t1: float, t2: float, t3: float, t4: float) -> float | None:

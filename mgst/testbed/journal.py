@@ -13,7 +13,7 @@ from typing import Any
 
 from mgst.model import Experiment, Job
 from mgst.results import JOB_COLUMNS
-from mgst.testbed.clock_offsets import OffsetEstimator
+from mgst.testbed.clock_offsets import MAX_DRIFT, OffsetEstimator
 from mgst.testbed.store import RunStore
 
 # The incarnations of a machine remembered (a retired one that hellos again is refused for good): a
@@ -251,8 +251,23 @@ class Journal:
         r = self.replicas[replica]
         self._started_at(r, received, started)
         r.t5_remote, r.t6 = finished, wall
-        # The result arrived after it left: offset >= t5_remote - t6.
-        r.t5 = self.machines[r.machine].clock.to_local(finished, low=finished - wall)
+        # The result arrived after it left: offset >= t5_remote - t6; the job, after it was sent: offset <=
+        # t4r_remote - t3. Both bound the offset at all of the replica's instants, each widened by the drift
+        # possible in between (MAX_DRIFT): with each held by its own message only, an estimate that one bound
+        # corrected and the other did not put a 10 ms job's end 30 ms before its start. (The start's instants keep
+        # the estimate they were corrected with when reported; the result's bound only raises their offset.)
+        clock = self.machines[r.machine].clock
+        low, high = finished - wall, received - r.t3
+        drift = MAX_DRIFT * max(0.0, finished - started)
+        if low - drift <= high:
+            floor = low - drift
+            if r.t4r is not None and received - r.t4r < floor:
+                r.t4r = received - floor
+            if r.t4 is not None and started - r.t4 < floor:
+                r.t4 = started - floor
+            r.t5 = clock.to_local(finished, low=low, high=high + drift)
+        else:  # bounds that contradict (a clock that stepped in between): each instant held by its own message
+            r.t5 = clock.to_local(finished, low=low)
         r.achieved_share = achieved
         self.machines[r.machine].achieved.append(achieved)
         if self.outages and r.t3 < self.outages[-1][0] <= wall:
