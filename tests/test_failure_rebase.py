@@ -277,12 +277,14 @@ def test_every_welcome_after_the_resumed_clock_runs_is_followed_by_the_model_tim
     resumed: Mapper | None = None
     thread = None
 
+    welcomes: list[P.Welcome] = []
+
     def register() -> list[FakePuller]:
         made = [FakePuller(ctx, endpoint, machine_keys(keys, name)) for name in names]
         fakes.extend(made)
         for fake, name in zip(made, names):
             fake.send(hello(name))
-            fake.expect(P.Welcome, 30)
+            welcomes.append(fake.expect(P.Welcome, 30))
         return made
 
     try:
@@ -295,8 +297,13 @@ def test_every_welcome_after_the_resumed_clock_runs_is_followed_by_the_model_tim
                          context=ctx)
         thread = threading.Thread(target=resumed.run, daemon=True)
         thread.start()
-        held = [fake.expect(P.Begin, 10).at for fake in register()]  # all back: the clock runs, each is told
+        begins = [fake.expect(P.Begin, 10) for fake in register()]  # all back: the clock runs, each is told
+        held = [b.at for b in begins]
         assert held[0] == held[1] > 0, held
+        # Welcomed while the clock was held: no law to play yet (a puller started then went down and up in wall
+        # time, journalled at the held instant); the Begin gives it, from the model time.
+        assert [w.failures for w in welcomes[-2:]] == [None, None]
+        assert [b.failures for b in begins] == [resumed.messages.failure_law(0), resumed.messages.failure_law(1)]
         m1 = fakes[-2]
         m1.send(hello("M1"))  # M1 again, a new incarnation (as after a failure, its Begin lost or not)
         m1.expect(P.Welcome)

@@ -489,10 +489,13 @@ class PullerMessages:
                 or mlog.speed != msg.speed):
             self._index_key(j, mlog.key, key)
             self.journal.registered(j, msg.incarnation, msg.speed, key)
+        # No failure law while a resumed mapper holds its clock for its pullers: one welcomed then would play it in
+        # wall time while model time stands still (going down and up, journalled at the held instant, and away when
+        # the others are back); it is given the law, from the model time, by the Begin sent when the clock runs.
         self.send(identity, P.Welcome(P.PROTOCOL_VERSION, j, self.time_unit, self.heartbeat_interval,
                                       m.availability, self.executor,
                                       (self.failure_law(j, self.clock.model_now(now))
-                                       if self.clock.t0 is not None else None),
+                                       if self.clock.t0 is not None and self.clock.held is None else None),
                                       m.slots,
                                       self.experiment.simulation.checkpoint_interval or 0.0), j)
         if self.rebase_on_welcome and self.clock.t0 is not None and self.clock.held is None:
