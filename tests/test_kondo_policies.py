@@ -237,6 +237,25 @@ def test_excl_s_refuses_a_negative_sd_and_an_unknown_order():
 # ------------------------------------------------------------------ exclusion by predicted makespan
 
 
+def test_excl_pred_takes_a_host_that_finishes_exactly_at_the_predicted_end():
+    # Five tasks of 17.732 at 1.058 on hosts of power 3, 1.5, 4, 1, 0.5, always up. r is their mean power, 2 (in
+    # floats 2.0000000000000004: a sum over the hosts divided by the time), so the predicted end E = 1.058 + 17.732 / 2
+    # = 9.924. At 1.058 only H2 (4: done at 5.491) and H0 (3: at 6.969) can finish by E. At 5.491 H2 can again, at
+    # exactly E (5.491 + 4.433): the rule is inclusive, so it takes the third task; then no host can (the fallback),
+    # and the ready hosts take the last two fastest first, H1 (1.5) and H3 (1): the last ends at 5.491 + 17.732 =
+    # 23.223, a makespan of 22.165. With the float's E one ulp short, H2 was excluded at 5.491 and H4 (0.5) took a
+    # task: 39.897.
+    from mgst.config import parse_experiment
+    from mgst.sim.replications import run_simulation
+
+    data = {"workload": {"kind": "bag_list", "bags": [{"at": 1.058, "tasks": [[0, 17.732]] * 5}]},
+            "machines": {"power": [3.0, 1.5, 4.0, 1.0, 0.5], "names": ["H0", "H1", "H2", "H3", "H4"]},
+            "availability": {"kind": "always"}, "policy": {"name": "excl_pred"},
+            "simulation": {"horizon": 1000.0, "warmup": 0.0, "replications": 1, "seed": 1}}
+    summary, _ = run_simulation(parse_experiment(data, "tie"), workers=1)
+    assert summary.bags.makespan.mean == pytest.approx(22.165)
+
+
 def test_excl_pred_excludes_hosts_that_cannot_finish_by_the_predicted_makespan():
     policy, core = platform("excl_pred", [2.0, 1.0, 0.5, 0.25])
     # at 100, from the history: r = (2 + 1 + 0.5 + 0.25) x 100 / (100 x 4) = 0.9375; makespan ceil(4/4) x 100 / r =
