@@ -35,14 +35,23 @@ def _ended_by(m: MachineLog, down: float | None, outage_starts: set[float]) -> s
     return "mapper outage" if down in outage_starts else "down"
 
 
-def up_seconds(m: MachineLog, end: float) -> float:
-    """Wall seconds the machine was up in the run (an open period runs to ``end``)."""
-    return sum(((down if down is not None else end) - up) for up, down in m.periods if up is not None)
+def up_seconds(m: MachineLog, start: float, end: float) -> float:
+    """Wall seconds the machine was up in the run, from its ``start`` (a puller registers before it) to its ``end``
+    (an open period runs to it)."""
+    return sum(max(0.0, min(down if down is not None else end, end) - max(up, start))
+               for up, down in m.periods if up is not None)
+
+
+def down_periods(m: MachineLog, outage_starts: set[float]) -> int:
+    """How many times the machine went down (not its periods cut by a mapper's outage, nor its expulsion)."""
+    return sum(1 for up, down in m.periods if up is not None and down is not None
+               and _ended_by(m, down, outage_starts) == "down")
 
 
 def write_machines_csv(run: TestbedRun, path: Path) -> None:
     """One row per machine: its totals (requested and achieved share, jobs, up time, incidents)."""
     refusals = Counter(r.machine for r in run.journal.replicas.values() if r.outcome == "refused")
+    outage_starts = {a for a, _ in run.journal.outages}
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(MACHINE_COLUMNS)
@@ -51,7 +60,7 @@ def write_machines_csv(run: TestbedRun, path: Path) -> None:
             w.writerow([
                 m.name, state_at_end(m), m.expelled[1] if m.expelled is not None else "", m.share,
                 f"{statistics.fmean(m.achieved):.4f}" if m.achieved else "", m.jobs_run,
-                f"{up_seconds(m, run.end):.3f}", sum(1 for p in m.periods if p[1] is not None), m.registrations,
+                f"{up_seconds(m, run.t0, run.end):.3f}", down_periods(m, outage_starts), m.registrations,
                 refusals[j], stats.suspicions, stats.timed_out, f"{m.offset:.6f}",
                 f"{m.rtt:.6f}" if m.rtt is not None else "", f"{m.speed:.4g}",
             ])
