@@ -382,3 +382,25 @@ def test_the_mapper_s_stalls_are_named_with_the_longest_when_they_last_long_enou
     for short in ([(30.0, 2.5), (107.1, 17.0)], []):  # 19.5 s, under 2 % of the run; none
         run.journal.stalls = short
         assert find_gap(run, summary("testbed", est(1.5, 0.1)), summary("simulation", est(1.0, 0.05))).causes == []
+
+
+@pytest.mark.parametrize("cut_off, drain", [([], None), ([7, 9], 2.5)], ids=["drained", "cut off"])
+def test_the_simulation_beside_a_run_cut_off_is_cut_at_the_same_model_time(monkeypatch, cut_off, drain):
+    """A run whose drain was cut with jobs unfinished (an interrupt, the drain time-out) at model time 12.5, its
+    arrivals to 10: the simulation beside it drains to 12.5 too (2.5 past its horizon), so that both count the jobs
+    done by then; one that drained every job leaves the simulation its own drain."""
+    import mgst.testbed.beside as beside
+
+    seen = {}
+
+    def simulated(experiment, **kwargs):
+        seen.update(kwargs)
+        return "summary", []
+
+    monkeypatch.setattr(beside, "run_simulation", simulated)
+    run = hand_made_run({0: [1.0]}, [[], []])
+    run.cut_off = cut_off
+    run.core.now = 12.5
+    testbed = SimpleNamespace(horizon=10.0)
+    assert beside.simulate_beside(run, testbed, replications=2) == ("summary", [])
+    assert (seen["horizon"], seen["drain_limit"]) == (10.0, drain)

@@ -71,6 +71,10 @@ def simulate_beside(run: TestbedRun, testbed: Summary, *, replications: int | No
     if replications is None and not isinstance(run.experiment.workload, PoissonClasses):
         replications = 1
     horizon, drain = (testbed.horizon, None) if window is None else (window.horizon, window.drain_limit)
+    if run.cut_off:  # the testbed's drain was cut (an interrupt, the drain time-out) with jobs unfinished: the
+        # simulation's is cut at the same model time, so that both count the jobs that ended by then (its full drain
+        # set all of its own against the testbed's survivors: -50 % for an interrupted GridBot run)
+        drain = max(0.0, run.core.now - horizon)
     sim, results = run_simulation(run.experiment, horizon=horizon, warmup=run.warmup, seed=run.seed,
                                   replications=replications, imports=imports, keep_bag_rows=True, drain_limit=drain)
     bags = results[0].bags if results else None
