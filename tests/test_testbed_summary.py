@@ -112,7 +112,8 @@ def hand_made_run(responses: dict[int, list[float]], achieved: list[list[float]]
         submitted = 1.0 + jid * 0.5
         jobs[jid] = SimpleNamespace(job=Job(jid, c, submitted), submitted=submitted, done_by=jid, replicas=[jid],
                                     timed_out=False, requeues=0, across_outage=False)
-        replicas[jid] = SimpleNamespace(t3=submitted + 0.25, t6=submitted + responses[c][k])
+        replicas[jid] = SimpleNamespace(replica=jid, job=jid, machine=0, t2=None, t3=submitted + 0.25, t4=None,
+                                        t5=None, t6=submitted + responses[c][k])
     machines = [
         SimpleNamespace(name=m.name, share=m.availability, achieved=a, incarnations=[1], registrations=1,
                         jobs_run=len(a), offset=0.0, rtt=None, periods=[], expelled=None)
@@ -125,8 +126,8 @@ def hand_made_run(responses: dict[int, list[float]], achieved: list[list[float]]
         core=SimpleNamespace(machines=[SimpleNamespace(cpus=1, stats=SimpleNamespace(busy_time=100.0, discarded=0,
                                                                                      discarded_time=0.0))] * 2, jobs={},
                              stale_events=0, all_bags={}, running={}),
-        journal=SimpleNamespace(jobs=jobs, replicas=replicas, machines=machines, delays=lambda: {}, outages=[],
-                                late_results=0, stalls=[], last_tick=None),
+        journal=SimpleNamespace(experiment=exp, jobs=jobs, replicas=replicas, machines=machines, delays=lambda: {},
+                                outages=[], late_results=0, stalls=[], last_tick=None),
     )
 
 

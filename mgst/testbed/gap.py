@@ -9,6 +9,7 @@ from typing import Any
 
 from mgst.analysis.compare import beyond
 from mgst.results import Summary
+from mgst.testbed.overheads import measure
 from mgst.testbed.requested_share import share_shortfalls
 from mgst.testbed.run_result import TestbedRun
 
@@ -23,6 +24,10 @@ STALL_SHARE = DELAY_SHARE
 # The wall time the mapper spent in the core (the policy's decisions) is named when it is this share of the run or
 # more: like a stall, it holds every arrival, request and result while it lasts, a little at a time.
 DECISION_SHARE = DELAY_SHARE
+# Jobs that computed longer than the model's time for them (t5 - t4 against size / (mu'_ij a_j), the executor's own
+# cost: a process started, an emulation's sleeps overshooting) are named when the mean excess reaches this share of
+# the testbed's mean response time, as the delays are.
+OVERRUN_SHARE = DELAY_SHARE
 # The delays, as the journal names them (mgst.testbed.journal.Journal.delays), and the instants they span.
 DELAYS = (("request_delay_s", "request (t2-t1)"), ("scheduling_delay_s", "scheduling (t3-t2)"),
           ("communication_delay_s", "communication (t4-t3)"), ("report_delay_s", "report (t6-t5)"))
@@ -115,7 +120,8 @@ def measured_causes(run: TestbedRun, testbed: Summary) -> list[Cause]:
     """What the journal measured that the model does not have: CPU shares short of the requested ones, the
     mapper's per-job delays, the stalls of its loop, suspicions, time-outs and refusals."""
     causes = []
-    for s in share_shortfalls(run):
+    shortfalls = share_shortfalls(run)
+    for s in shortfalls:
         causes.append(Cause(
             "cpu_share", f"machine {s.name} achieved a CPU share of {s.achieved:.2f} for the {s.requested:.2f} "
             f"requested (over {s.jobs} jobs): its jobs ran {s.requested / max(s.achieved, 1e-9):.2g} "
@@ -132,6 +138,9 @@ def measured_causes(run: TestbedRun, testbed: Summary) -> list[Cause]:
             f"job on average ({total / response_s:.1%} of the mean response time): {parts}",
             {"mean_s": {key: round(v, 9) for key, v in means.items()},
              "share_of_response": round(total / response_s, 6)}))
+    overrun = _overrun(run, response_s, {s.name for s in shortfalls})
+    if overrun is not None:
+        causes.append(overrun)
     stalls = run.journal.stalls
     stalled = sum(st[1] for st in stalls)
     length = run.end - run.t0
@@ -171,6 +180,29 @@ def measured_causes(run: TestbedRun, testbed: Summary) -> list[Cause]:
             f"{_per_machine(dict(refused))}" + (f"; expelled: {', '.join(expelled)}" if expelled else ""),
             {"by_machine": dict(refused), "expelled": expelled}))
     return causes
+
+
+def _overrun(run: TestbedRun, response_s: float, short: set[str]) -> Cause | None:
+    """Jobs that computed longer than the model's time for them, on average over every machine's first replicas
+    (mgst.testbed.overheads.measure: where the share is static and nothing stages), if that reaches OVERRUN_SHARE of
+    the mean response time; machines named for a CPU share short of the requested (``short``) are left out: their
+    longer computing is that cause."""
+    by_machine = {m.name: m.overrun for m in measure(run.journal, run.time_unit) if m.overrun and m.name not in short}
+    excess = [x for xs in by_machine.values() for x in xs]
+    if not excess or not math.isfinite(response_s) or response_s <= 0.0:
+        return None
+    mean = sum(excess) / len(excess)
+    if mean < OVERRUN_SHARE * response_s:
+        return None
+    means = {name: sum(xs) / len(xs) for name, xs in by_machine.items()}
+    worst = max(means, key=lambda name: means[name])
+    return Cause(
+        "overrun", f"jobs computed {mean * 1e3:.3g} ms longer than the model's time for them on average "
+        f"({mean / response_s:.1%} of the mean response time; {worst} the most, {means[worst] * 1e3:.3g} ms, over "
+        f"{len(excess)} jobs): the executor's own cost (a process started, an emulation overshooting), which the "
+        "model does not have",
+        {"mean_s": round(mean, 9), "share_of_response": round(mean / response_s, 6), "jobs": len(excess),
+         "mean_s_by_machine": {name: round(v, 9) for name, v in means.items()}})
 
 
 def _per_machine(counts: dict[str, int]) -> str:
