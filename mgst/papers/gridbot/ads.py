@@ -264,8 +264,8 @@ class Ads:
             hosts.append(self.module.ClassAd(host))
         ad = self.module.ClassAd({
             "Id": job_id, "Replicas": len(rec.replicas) + state.pending_count.get(job_id, 0),
-            "Running": now - min(sent), "SinceLastSent": now - newest, "WaitingTime": rec.idle(now), "Attempts": rec.attempts,
-            "Expired": sum(1 for r in rec.replicas.values() if r.id in expired),
+            "Running": now - min(sent), "SinceLastSent": now - newest, "WaitingTime": rec.idle(now),
+            "Attempts": rec.attempts, "Expired": sum(1 for r in rec.replicas.values() if r.id in expired),
         })
         ad["RunningOn"] = hosts
         top["Job"] = ad
