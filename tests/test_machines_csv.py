@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from types import SimpleNamespace
+
 import pytest
 
 from mgst.testbed.journal import MachineLog
@@ -18,3 +21,51 @@ def test_up_seconds_count_the_run_only_and_down_periods_the_failures_only():
     assert up_seconds(m, 100.0, 130.0) == pytest.approx(19.0)
     assert down_periods(m, {110.0}) == 1
     assert up_seconds(MachineLog("M2", 1.0), 100.0, 130.0) == 0.0  # never registered
+
+
+def test_a_resumed_run_counts_up_seconds_from_its_first_start():
+    # The run began at 1000; its mapper died after 1100 and a successor resumed at 1135, running its clock again at
+    # 1140 with model time 0 at 1040 (the held 100 s). machines.csv counts from 1000, the journal's first begin, not
+    # from the last clock's model time 0 (1040): a machine up all along is up 100 s before the crash and 105 s from
+    # its registration with the successor at 1135 (where it would read 60 + 105).
+    from mgst.config import load_experiment
+    from mgst.testbed.journal import Journal
+
+    journal = Journal(load_experiment(Path(__file__).resolve().parents[1] / "experiments" / "hihi-mfd-fd.toml"))
+    journal.began(1000.0)
+    journal.tick(1100.0)
+    journal.resumed(1135.0, 1040.0)
+    journal.began(1140.0)
+    assert (journal.first_start, journal.start) == (1000.0, 1140.0)
+    m = MachineLog("M1", 1.0, periods=[[999.0, 1100.0], [1135.0, None]])
+    assert up_seconds(m, journal.first_start, 1240.0) == pytest.approx(100.0 + 105.0)
+
+
+def test_machines_csv_of_a_resumed_run_counts_from_its_first_start(tmp_path):
+    import csv
+
+    from test_testbed_summary import hand_made_run
+
+    from mgst.testbed.machines_csv import write_machines_csv
+
+    run = hand_made_run({0: [1.0]}, [[], []])
+    run.t0, run.end = 1040.0, 1240.0  # (the last clock's model time 0, as above)
+    run.journal.first_start, run.journal.outages = 1000.0, [(1100.0, 1135.0)]
+    run.journal.machines[0].periods = [[999.0, 1100.0], [1135.0, None]]
+    run.core.machines = [SimpleNamespace(stats=SimpleNamespace(suspicions=0, timed_out=0)) for _ in range(2)]
+    for m in run.journal.machines:
+        m.speed = 1.0
+    for r in run.journal.replicas.values():
+        r.outcome = "done"
+    write_machines_csv(run, tmp_path / "machines.csv")
+    with open(tmp_path / "machines.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert (rows[0]["Up (s)"], rows[0]["Down Periods"]) == ("205.000", "0")  # (the outage is not a failure)
+    # summary.json and report.html's timeline say the same
+    from mgst.testbed.report import _events
+    from mgst.testbed.summary import summarize_testbed
+
+    for m in run.core.machines:
+        m.cpus, m.stats = 1, SimpleNamespace(suspicions=0, timed_out=0, busy_time=0.0, discarded=0, discarded_time=0.0)
+    assert summarize_testbed(run)[1]["machines_detail"][0]["down_periods"] == 0
+    assert [e["kind"] for e in _events(run) if e["machine"] == "M1"] == ["registered", "mapper outage", "up"]

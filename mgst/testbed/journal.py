@@ -116,6 +116,7 @@ class Journal:
         self.replicas: dict[int, ReplicaLog] = {}
         self.machines = [MachineLog(m.name, m.availability) for m in experiment.machines]
         self.start: float | None = None  # wall time of model time 0 (moved on by a resume)
+        self.first_start: float | None = None  # wall time the run began (its first begin; a resume leaves it)
         self.generation_end: float | None = None  # model time arrivals stopped
         self.interrupt_drain_end: float | None = None  # model time an interrupted run's drain ends at the latest
         self.last_wall: float | None = None  # the latest wall time the journal saw (ticks included)
@@ -214,6 +215,8 @@ class Journal:
         self.last_tick = None if self.holding else wall
         self.holding = False
         self.start = wall
+        if self.first_start is None:
+            self.first_start = wall
         self._saw(wall)
 
     def _saw(self, wall: float | None) -> None:

@@ -27,7 +27,8 @@ def state_at_end(m: MachineLog) -> str:
     return "up" if last is not None and last[1] is None else "down"
 
 
-def _ended_by(m: MachineLog, down: float | None, outage_starts: set[float]) -> str:
+def ended_by(m: MachineLog, down: float | None, outage_starts: set[float]) -> str:
+    """What ended an up period at ``down``: "run end" (None), "expelled", "mapper outage", or "down" (a failure)."""
     if down is None:
         return "run end"
     if m.expelled is not None and down == m.expelled[0]:
@@ -45,13 +46,15 @@ def up_seconds(m: MachineLog, start: float, end: float) -> float:
 def down_periods(m: MachineLog, outage_starts: set[float]) -> int:
     """How many times the machine went down (not its periods cut by a mapper's outage, nor its expulsion)."""
     return sum(1 for up, down in m.periods if up is not None and down is not None
-               and _ended_by(m, down, outage_starts) == "down")
+               and ended_by(m, down, outage_starts) == "down")
 
 
 def write_machines_csv(run: TestbedRun, path: Path) -> None:
     """One row per machine: its totals (requested and achieved share, jobs, up time, incidents)."""
     refusals = Counter(r.machine for r in run.journal.replicas.values() if r.outcome == "refused")
     outage_starts = {a for a, _ in run.journal.outages}
+    # (run.t0 is model time 0 on the last clock: a resumed run's is later than its start by the outage and the wait)
+    began = run.journal.first_start if run.journal.first_start is not None else run.t0
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(MACHINE_COLUMNS)
@@ -60,7 +63,7 @@ def write_machines_csv(run: TestbedRun, path: Path) -> None:
             w.writerow([
                 m.name, state_at_end(m), m.expelled[1] if m.expelled is not None else "", m.share,
                 f"{statistics.fmean(m.achieved):.4f}" if m.achieved else "", m.jobs_run,
-                f"{up_seconds(m, run.t0, run.end):.3f}", down_periods(m, outage_starts), m.registrations,
+                f"{up_seconds(m, began, run.end):.3f}", down_periods(m, outage_starts), m.registrations,
                 refusals[j], stats.suspicions, stats.timed_out, f"{m.offset:.6f}",
                 f"{m.rtt:.6f}" if m.rtt is not None else "", f"{m.speed:.4g}",
             ])
@@ -78,4 +81,4 @@ def write_periods_csv(run: TestbedRun, path: Path) -> None:
                     continue
                 until = down if down is not None else run.end
                 w.writerow([m.name, wall_iso(up), wall_iso(until), f"{until - up:.3f}",
-                            _ended_by(m, down, outage_starts)])
+                            ended_by(m, down, outage_starts)])

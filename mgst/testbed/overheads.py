@@ -57,8 +57,10 @@ def measure(journal: Journal, time_unit: float) -> list[Measured]:
     resubmitted job's, at an instant the journal does not keep). post, from every replica whose result the mapper
     took: t6 - t5. overrun,
     from first replicas that completed, only where the model's computing time is known from the file: no owner
-    reclaiming CPU (an availability model of up and down periods only), no staging. A completed replica's t4 and t5
-    are taken within t3 to t6 (the puller's stamps are not trusted beyond what the mapper saw).
+    reclaiming CPU (an availability model of up and down periods only), no staging, and a CPU for every slot (on a
+    host with fewer, a bundle's job waits for one between t4 and t5, which the model has as its own wait). A
+    completed replica's t4 and t5 are taken within t3 to t6 (the puller's stamps are not trusted beyond what the
+    mapper saw).
     """
     exp = journal.experiment
     measured = [Measured(m.name, [], [], []) for m in exp.machines]
@@ -79,8 +81,8 @@ def measure(journal: Journal, time_unit: float) -> list[Measured]:
             m.pre.append(max(0.0, t4 - (job.submitted if lag else r.t3)))
         if t5 is not None and r.t6 is not None:
             m.post.append(max(0.0, r.t6 - t5))
-            if with_overrun and first and t4 is not None:
-                machine = exp.machines[r.machine]
+            machine = exp.machines[r.machine]
+            if with_overrun and first and t4 is not None and machine.computing_slots >= machine.slots:
                 computing = job.job.size / (machine.rates[job.job.job_class] * machine.availability) * time_unit
                 m.overrun.append(t5 - t4 - computing)
     return measured
