@@ -107,21 +107,23 @@ def job_rows(experiment: Experiment, run: Any, warmup: float, horizon: float) ->
     names = [m.name for m in experiment.machines]
     for rec in run.jobs:
         sub = rec.job.submitted
-        yield job_row(rec, names, run.replication, warmup <= sub < horizon and rec.completed is not None)
+        yield job_row(rec, names, run.replication, warmup <= sub < horizon and rec.completed is not None,
+                      run.end_time)
 
 
 def _model_time(t: float | None) -> str:
     return "" if t is None else f"{t:.6f}"
 
 
-def job_row(rec: JobRecord, machine_names: Sequence[str], replication: int, counted: bool) -> tuple:
-    """One simulation jobs.csv row: Figure 1's columns (Dates in model time), then JOB_EXTRA_COLUMNS."""
+def job_row(rec: JobRecord, machine_names: Sequence[str], replication: int, counted: bool, end: float) -> tuple:
+    """One simulation jobs.csv row: Figure 1's columns (Dates in model time), then JOB_EXTRA_COLUMNS; ``end``: the
+    run's (a loser still running then is charged to it, as the core charges its machine)."""
     fmt = _model_time
     job = rec.job
     done = rec.completed is not None
     response = f"{rec.completed - job.submitted:.6f}" if done else ""
     losers = [r for r in rec.history if r.discarded]
-    wasted = sum(r.charged_time for r in losers)
+    wasted = sum(r.charged_until(end) for r in losers)
     return (
         job.id, rec.done_by if done else "", job.job_class + 1,
         machine_names[rec.done_on] if rec.done_on is not None else "",

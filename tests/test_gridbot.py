@@ -208,6 +208,25 @@ def test_a_deadline_that_evaluates_to_no_time_span_is_refused_logged_and_counted
     core.check_invariants()
 
 
+def test_a_loser_still_running_when_the_run_ends_is_waste_up_to_the_end_everywhere():
+    # As below: job 0's replica on slow A (sent at 0) loses to B's at 16 and runs on. The run ends at 40 with it still
+    # running: its machine is charged 40 (busy and waste), and jobs.csv's Wasted Time and the testbed's per-job waste
+    # say 40 too (they said 0: only ended replicas had a charged time).
+    from mgst.results import job_row
+    from mgst.testbed.summary import job_waste
+
+    core, _ = gridbot([host("A", rate=0.1), host("B", rate=10.0)], Deadline=10, cycle=5.0)
+    core.bag_arrived(0.0, bag(0, 1, 0, size=10.0))
+    for t in (5.0, 10.0, 15.0):
+        cycle(core, t)
+    core.replica_done(16.0, 2, ready=True)
+    core.close(40.0)
+    a = core.machines[0].stats
+    assert (a.busy_time, a.discarded, a.discarded_time) == (40.0, 1, 40.0)
+    assert job_row(core.jobs[0], ["A", "B"], 0, True, 40.0)[-2:] == (1, "40.000000")
+    assert job_waste(core.jobs.values(), core.now) == {0: (1, 40.0)}
+
+
 def test_a_discarded_result_is_recorded_counted_as_waste_and_never_completes_the_job_twice():
     core, _ = gridbot([host("A", rate=0.1), host("B", rate=10.0)], Deadline=10, cycle=5.0)
     core.bag_arrived(0.0, bag(0, 1, 0, size=10.0))

@@ -407,8 +407,7 @@ class Scheduler:
                 m.stats.up_time += now - m.up_since
                 m.up_since = now
             for r in m.replicas.values():
-                waiting = now - r.wait_from if r.wait_from is not None else 0.0
-                held = now - r.sent - r.waited - waiting  # (its time waiting on the host for a CPU is not charged)
+                held = r.charged_until(now)  # (its time waiting on the host for a CPU is not charged)
                 m.stats.busy_time += held
                 if r.discarded:
                     m.stats.discarded += 1

@@ -137,6 +137,15 @@ class ReplicaRecord(Activity):
         (busy time; a loser's, its waste)."""
         return (self.ended if self.ended is not None else self.sent) - self.sent - self.waited
 
+    def charged_until(self, now: float) -> float:
+        """The machine time charged to its host up to ``now`` (to its end, once ended): from its send, less its waits
+        on the host for a CPU (one under way included)."""
+        ended = self.ended
+        if ended is not None:
+            return ended - self.sent - self.waited
+        waiting = now - self.wait_from if self.wait_from is not None else 0.0
+        return now - self.sent - self.waited - waiting
+
     @property
     def wasted(self) -> bool:
         """Ended without the job's result and without ever raising its best checkpoint (Anglano & Canonico)."""

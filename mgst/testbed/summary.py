@@ -210,14 +210,14 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
     return summary, extras
 
 
-def job_waste(jobs: Iterable[Any]) -> dict[int, tuple[int, float]]:
+def job_waste(jobs: Iterable[Any], now: float) -> dict[int, tuple[int, float]]:
     """Per job that had any, its losers that ran on after it was done and their machine time (model time units,
-    as the core counts them: sent to end, less any wait for a CPU; a loser still running, to the core's now)."""
+    as the core counts them: sent to end, less any wait for a CPU; a loser still running, to ``now``, the core's)."""
     out: dict[int, tuple[int, float]] = {}
     for rec in jobs:
         losers = [r for r in rec.history if r.discarded]
         if losers:
-            out[rec.job.id] = (len(losers), sum(r.charged_time for r in losers))
+            out[rec.job.id] = (len(losers), sum(r.charged_until(now) for r in losers))
     return out
 
 
@@ -227,7 +227,7 @@ def write_testbed_outputs(run: TestbedRun, summary: Summary, extras: dict[str, A
     out.mkdir(parents=True, exist_ok=True)
     counted = counted_jobs(run)
     status = {jid: rec.status.value for jid, rec in run.core.jobs.items()}
-    waste = job_waste(run.core.jobs.values())
+    waste = job_waste(run.core.jobs.values(), run.core.now)
     write_whole(out / "jobs.csv", lambda p: run.journal.write_jobs_csv(p, run.time_unit, counted, status, waste))
     write_whole(out / "machines.csv", lambda p: write_machines_csv(run, p))
     write_whole(out / "machine_periods.csv", lambda p: write_periods_csv(run, p))
