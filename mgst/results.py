@@ -159,7 +159,7 @@ class Summary:
     overall: Estimate
     mean_wait: tuple[float, ...]  # per class: submitted -> first sent
     machine_names: tuple[str, ...]
-    utilisation: tuple[float, ...]  # per machine: busy time / run length, mean over replications
+    utilisation: tuple[float, ...]  # per machine: busy time / (run length x its cpus), mean over replications
     replications: int
     horizon: float
     warmup: float

@@ -160,7 +160,8 @@ class GangMember:
             socket.connect(connect)
         except BaseException:
             if monitor is not None:
-                socket.disable_monitor()
+                with contextlib.suppress(zmq.ZMQError):
+                    socket.disable_monitor()
                 monitor.close(0)
             socket.close(0)
             raise

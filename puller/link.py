@@ -44,7 +44,15 @@ class Link:
     def open(self) -> None:
         """A new socket, connecting to the mapper (any last one closed at once)."""
         self.close(linger=0)
-        sock = self._ctx.socket(zmq.DEALER)
+        self.sock = self._ctx.socket(zmq.DEALER)
+        try:  # (a step that fails, an endpoint ZeroMQ refuses say, leaves nothing open: close() takes both)
+            self._connect(self.sock)
+        except BaseException:
+            self.close(linger=0)
+            raise
+
+    def _connect(self, sock: zmq.Socket) -> None:
+        """Set ``sock`` up (its limits, its keys, its monitor) and connect it to the mapper."""
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.RECONNECT_IVL_MAX, int(BACKOFF_MAX * 1000))
         # A larger frame is refused by ZeroMQ as its header arrives (the connection is dropped), never held whole:
@@ -61,7 +69,6 @@ class Link:
             log.debug("%s: no socket monitor: %s", self.machine, e)
             self.monitor = None
         sock.connect(self.endpoint)
-        self.sock = sock
 
     def close(self, linger: int) -> None:
         if self.monitor is not None:

@@ -76,6 +76,25 @@ def test_a_short_job_never_ends_before_it_starts_where_one_bound_corrected_the_e
     assert r.t5 - r.t4 == pytest.approx(0.01, abs=1e-5)  # the puller's own 10 ms, less at most 500 ppm of drift
 
 
+def test_a_short_job_never_ends_before_it_starts_where_the_estimate_moved_between_its_reports():
+    """Same clock, a WAN of 50 ms each way. The first heartbeat (symmetric) says offset 0, and the job's start is
+    put at 101.05; a better one (80 ms, all of it out) then says 39 ms, within both of the job's bounds (+-50 ms), and
+    its 1 ms end would be put at 101.012, before its start. The puller's own duration holds it: 101.051."""
+    journal = Journal(load_experiment(EXPERIMENT))
+    journal.began(100.0)
+    journal.clock_sample(0, 100.0, 100.05, 100.05, 100.1)
+    journal.job_arrived(Job(1, 0, 1.0, 1.0), 100.9)
+    journal.sent(7, 1, 0, 100.9, 100.9, 101.0)
+    journal.started(7, 101.05, 101.05)
+    journal.clock_sample(0, 101.0, 101.079, 101.079, 101.08)
+    journal.reported_done(7, 101.05, 101.05, 101.051, 101.101, 1.0)
+    journal.completed(1, 7, 0)
+    journal.correct()
+    r = journal.replicas[7]
+    assert r.t4 == pytest.approx(101.05)
+    assert r.t4 <= r.t5 <= r.t6 and r.t5 == pytest.approx(101.051, abs=1e-6)
+
+
 def test_a_drifting_clock_is_corrected_at_each_instant_by_the_message_of_that_time():
     """A peer whose clock loses 50 us a second, and a 600 s job: its result is stamped 30 ms behind.
 

@@ -132,3 +132,33 @@ def test_a_run_s_re_bases_do_not_count_against_the_next_run_s(made: Callable[...
     p._handle(P.Begin(LAW, 500.0), now)
     assert p.drops.counts == {P.Drop.REBASE_RATE: 1}  # (the last run's only)
     assert p.availability.schedule.model_time(now) == pytest.approx(500.0)
+
+
+@pytest.mark.parametrize("endpoint", ["ipc:///tmp/" + "x" * 200, "nonsense://x"], ids=["path too long", "no transport"])
+def test_a_link_that_cannot_connect_holds_no_socket(endpoint: str) -> None:
+    """An endpoint ZeroMQ refuses when the puller's socket connects (a ZMQError) leaves neither the socket nor its
+    monitor open (they were made, then lost: the link had not kept them)."""
+    import logging
+    import time
+
+    from mgst.wire.drops import DropLog
+    from puller.link import Link
+    from puller.reach import Reach
+
+    made: list[zmq.Socket] = []
+
+    class Context(zmq.Context):
+        def socket(self, kind, **kwargs):
+            s = super().socket(kind, **kwargs)
+            made.append(s)
+            return s
+
+    ctx = Context()
+    try:
+        link = Link(endpoint, None, ctx, "M1", Reach(endpoint, None, time.monotonic), DropLog(logging.getLogger()))
+        with pytest.raises(zmq.ZMQError):
+            link.open()
+        assert made and all(s.closed for s in made), made
+        assert (link.sock, link.monitor) == (None, None)
+    finally:
+        ctx.destroy(linger=0)

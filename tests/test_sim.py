@@ -12,6 +12,7 @@ from mgst.core.state import JobRecord, JobStatus
 from mgst.model import Experiment, FailureModel, Job, JobClass, Machine, PolicySpec, SimulationSettings
 from mgst.policies import register
 from mgst.policies.base import Policy
+from mgst.results import Summary
 from mgst.sim.loop import Simulation
 from mgst.sim.replication_run import ReplicationRun
 from mgst.sim.replications import run_simulation
@@ -69,7 +70,7 @@ def test_utilisation_is_the_offered_load():
     assert summary.utilisation[0] == pytest.approx(lam / mu, rel=0.03)
 
 
-def _bag_run(tasks: list[float], machines: dict, horizon: float):
+def _bag_run(tasks: list[float], machines: dict, horizon: float) -> Summary:
     """One replication of one bag of ``tasks`` (work units) arriving at 0, FCFS."""
     from mgst.config import parse_experiment
 

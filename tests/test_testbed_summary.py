@@ -293,8 +293,17 @@ def test_the_report_of_a_run_cut_off_with_jobs_running_counts_them_running():
     run.core.machines = [SimpleNamespace(cpus=1, state=MachineState.BUSY, cpu_share=1.0,
                                          stats=SimpleNamespace(busy_time=1.0, discarded=0, discarded_time=0.0))
                          for _ in range(2)]
-    run.core.running = {3: object(), 4: object()}
+    run.core.running, run.core.queued_count = {3: object(), 4: object()}, 0
     for r in run.journal.replicas.values():
         r.outcome, r.machine = "done", 0
     jobs = report_snapshot(run, {"jobs_done": 3, "jobs_generated": 5})["jobs"]
     assert (jobs["generated"], jobs["done"], jobs["running"], jobs["queued"]) == (5, 3, 2, 0)
+
+
+def test_the_testbed_s_utilisation_is_of_each_machine_s_cpus():
+    # Busy 100 s of a 1,010 s run (time unit 1 s): 9.9 % of one CPU, 5.0 % of two.
+    run = hand_made_run({0: [1.0]}, [[1.0], [1.0]])
+    run.core.machines = [SimpleNamespace(cpus=cpus, stats=SimpleNamespace(busy_time=100.0, discarded=0,
+                                                                          discarded_time=0.0)) for cpus in (1, 2)]
+    summary, _ = summarize_testbed(run)
+    assert summary.utilisation == pytest.approx((100.0 / 1010.0, 100.0 / 2020.0))

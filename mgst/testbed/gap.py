@@ -118,7 +118,8 @@ def differences(testbed: Summary, simulation: Summary) -> list[Difference]:
 
 def measured_causes(run: TestbedRun, testbed: Summary) -> list[Cause]:
     """What the journal measured that the model does not have: CPU shares short of the requested ones, the
-    mapper's per-job delays, the stalls of its loop, suspicions, time-outs and refusals."""
+    mapper's per-job delays, jobs computing longer than the model's time (overrun), the stalls of its loop, the time
+    it spent deciding, suspicions, time-outs and refusals."""
     causes = []
     shortfalls = share_shortfalls(run)
     for s in shortfalls:

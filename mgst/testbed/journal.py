@@ -261,7 +261,7 @@ class Journal:
         # the estimate they were corrected with when reported; the result's bound only raises their offset.)
         clock = self.machines[r.machine].clock
         low, high = finished - wall, received - r.t3
-        drift = MAX_DRIFT * max(0.0, finished - started)
+        drift = MAX_DRIFT * max(0.0, finished - received)  # (from the Started bound's instant to the result's)
         if low - drift <= high:
             floor = low - drift
             if r.t4r is not None and received - r.t4r < floor:
@@ -269,6 +269,8 @@ class Journal:
             if r.t4 is not None and started - r.t4 < floor:
                 r.t4 = started - floor
             r.t5 = clock.to_local(finished, low=low, high=high + drift)
+            if r.t4 is not None:  # (an estimate that moved between the two reports: the puller's own duration holds)
+                r.t5 = min(max(r.t5, r.t4 + (finished - started) * (1.0 - MAX_DRIFT)), wall)
         else:  # bounds that contradict (a clock that stepped in between): each instant held by its own message
             r.t5 = clock.to_local(finished, low=low)
         r.achieved_share = achieved

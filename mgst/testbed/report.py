@@ -58,7 +58,8 @@ def report_snapshot(run: TestbedRun, summary: dict[str, Any]) -> dict[str, Any]:
     simulation = summary.get("simulation")
     done = summary.get("jobs_done", 0)
     generated = summary.get("jobs_generated", 0)
-    running = len(core.running)  # (an interrupted run ends with jobs still running: the core's own count)
+    running = len(core.running)  # (an interrupted run ends with jobs still running: the core's own counts, as the
+    # live view's)
     return {
         "version": SNAPSHOT_VERSION,
         "at": run.end,
@@ -70,7 +71,7 @@ def report_snapshot(run: TestbedRun, summary: dict[str, Any]) -> dict[str, Any]:
         "time_unit_s": run.time_unit,
         "warmup": run.warmup,
         "registered": sum(1 for m in journal.machines if m.periods),
-        "jobs": {"generated": generated, "done": done, "running": running, "queued": generated - done - running,
+        "jobs": {"generated": generated, "done": done, "running": running, "queued": core.queued_count,
                  "discarded": sum(m.stats.discarded for m in core.machines),
                  "wasted_time": _num(sum(m.stats.discarded_time for m in core.machines))},
         "machine_count": len(exp.machines),

@@ -80,7 +80,7 @@ class ExclPred(KondoPolicy):
             self.count += 1
             if not self.first:
                 self.first = {"predicted_makespan": p[0] - bag.submitted, "predicted_rate": r, "excluded_hosts":
-                              sum(1 for m in view.machines if dedicated_time(p[2], m) > p[0] - view.now)}
+                              sum(1 for m in view.machines if view.now + dedicated_time(p[2], m) > on_time_by(p[0]))}
             # From end - (the platform's shortest task time) on, every host is excluded and the fallback lets the
             # ready ones work: a timer then, or a platform whose fast hosts are gone would wait for an event forever.
             fallback = max(view.now, fallback_time(on_time_by(p[0]), self._shortest(view, p[2])))  # (never past)
