@@ -8,7 +8,7 @@ import statistics
 from collections import Counter
 from pathlib import Path
 
-from mgst.testbed.journal import MachineLog, wall_iso
+from mgst.testbed.journal import Journal, MachineLog, wall_iso
 from mgst.testbed.run_result import TestbedRun
 
 MACHINE_COLUMNS = (
@@ -27,13 +27,18 @@ def state_at_end(m: MachineLog) -> str:
     return "up" if last is not None and last[1] is None else "down"
 
 
-def ended_by(m: MachineLog, down: float | None, outage_starts: set[float]) -> str:
+def outage_starts(journal: Journal) -> set[float]:
+    """The wall times the mapper's outages began: a period that ended at one was cut by it, not by a failure."""
+    return {began for began, _ in journal.outages}
+
+
+def ended_by(m: MachineLog, down: float | None, outages: set[float]) -> str:
     """What ended an up period at ``down``: "run end" (None), "expelled", "mapper outage", or "down" (a failure)."""
     if down is None:
         return "run end"
     if m.expelled is not None and down == m.expelled[0]:
         return "expelled"
-    return "mapper outage" if down in outage_starts else "down"
+    return "mapper outage" if down in outages else "down"
 
 
 def up_seconds(m: MachineLog, start: float, end: float) -> float:
@@ -43,16 +48,16 @@ def up_seconds(m: MachineLog, start: float, end: float) -> float:
                for up, down in m.periods if up is not None)
 
 
-def down_periods(m: MachineLog, outage_starts: set[float]) -> int:
+def down_periods(m: MachineLog, outages: set[float]) -> int:
     """How many times the machine went down (not its periods cut by a mapper's outage, nor its expulsion)."""
     return sum(1 for up, down in m.periods if up is not None and down is not None
-               and ended_by(m, down, outage_starts) == "down")
+               and ended_by(m, down, outages) == "down")
 
 
 def write_machines_csv(run: TestbedRun, path: Path) -> None:
     """One row per machine: its totals (requested and achieved share, jobs, up time, incidents)."""
     refusals = Counter(r.machine for r in run.journal.replicas.values() if r.outcome == "refused")
-    outage_starts = {a for a, _ in run.journal.outages}
+    outages = outage_starts(run.journal)
     # (run.t0 is model time 0 on the last clock: a resumed run's is later than its start by the outage and the wait)
     began = run.journal.first_start if run.journal.first_start is not None else run.t0
     with open(path, "w", newline="") as f:
@@ -63,7 +68,7 @@ def write_machines_csv(run: TestbedRun, path: Path) -> None:
             w.writerow([
                 m.name, state_at_end(m), m.expelled[1] if m.expelled is not None else "", m.share,
                 f"{statistics.fmean(m.achieved):.4f}" if m.achieved else "", m.jobs_run,
-                f"{up_seconds(m, began, run.end):.3f}", down_periods(m, outage_starts), m.registrations,
+                f"{up_seconds(m, began, run.end):.3f}", down_periods(m, outages), m.registrations,
                 refusals[j], stats.suspicions, stats.timed_out, f"{m.offset:.6f}",
                 f"{m.rtt:.6f}" if m.rtt is not None else "", f"{m.speed:.4g}",
             ])
@@ -71,7 +76,7 @@ def write_machines_csv(run: TestbedRun, path: Path) -> None:
 
 def write_periods_csv(run: TestbedRun, path: Path) -> None:
     """One row per up period of each machine (ISO 8601 local times, as in jobs.csv), and what ended it."""
-    outage_starts = {a for a, _ in run.journal.outages}
+    outages = outage_starts(run.journal)
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(PERIOD_COLUMNS)
@@ -81,4 +86,4 @@ def write_periods_csv(run: TestbedRun, path: Path) -> None:
                     continue
                 until = down if down is not None else run.end
                 w.writerow([m.name, wall_iso(up), wall_iso(until), f"{until - up:.3f}",
-                            ended_by(m, down, outage_starts)])
+                            ended_by(m, down, outages)])

@@ -25,7 +25,7 @@ from mgst.testbed.live.snapshot import (
     MAX_MACHINES_SHOWN,
     _num,  # (the live view's: JSON has no NaN)
 )
-from mgst.testbed.machines_csv import ended_by, state_at_end
+from mgst.testbed.machines_csv import ended_by, outage_starts, state_at_end
 from mgst.testbed.run_result import TestbedRun
 from mgst.whole_file import write_whole
 
@@ -89,12 +89,12 @@ def report_snapshot(run: TestbedRun, summary: dict[str, Any]) -> dict[str, Any]:
 def _events(run: TestbedRun) -> list[dict[str, Any]]:
     """The timeline: each machine's registrations, ups, downs and expulsion, at the instants the journal has."""
     events = []
-    outage_starts = {a for a, _ in run.journal.outages}
+    outages = outage_starts(run.journal)
     for mlog in run.journal.machines:
         for k, (up, down) in enumerate(mlog.periods):
             if up is not None:
                 events.append({"at": up, "machine": mlog.name, "kind": "registered" if k == 0 else "up", "detail": ""})
-            ended = ended_by(mlog, down, outage_starts)
+            ended = ended_by(mlog, down, outages)
             if down is not None and ended != "expelled":  # (its expulsion is an event of its own, below)
                 events.append({"at": down, "machine": mlog.name, "kind": ended, "detail": ""})
         if mlog.expelled is not None:

@@ -18,7 +18,7 @@ from mgst.intervals import batch_means_ci
 from mgst.model import EXECUTORS, Experiment
 from mgst.policies.allocation import solve_allocation
 from mgst.results import Estimate, Summary, waste_of, write_summary_csv
-from mgst.testbed.machines_csv import down_periods, state_at_end, write_machines_csv, write_periods_csv
+from mgst.testbed.machines_csv import down_periods, outage_starts, state_at_end, write_machines_csv, write_periods_csv
 from mgst.testbed.requested_share import share_shortfalls
 from mgst.testbed.run_result import TestbedRun
 from mgst.whole_file import write_whole
@@ -161,7 +161,7 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
     waste = waste_of([s.discarded for s in stats], [s.discarded_time for s in stats], [s.busy_time for s in stats])
     summary = dataclasses.replace(summary, waste=waste)
     done = sum(1 for rec in run.core.jobs.values() if rec.status is JobStatus.DONE)
-    outage_starts = {a for a, _ in run.journal.outages}
+    outages = outage_starts(run.journal)
     extras: dict[str, Any] = {
         "time_unit_s": tu,
         "duration_s": run.generation_end - run.t0,
@@ -179,7 +179,7 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
              "requested_share": m.share,
              "achieved_share": (sum(m.achieved) / len(m.achieved)) if m.achieved else None,
              "clock_offset_s": m.offset, "min_rtt_s": m.rtt,
-             "down_periods": down_periods(m, outage_starts), "state_at_end": state_at_end(m),
+             "down_periods": down_periods(m, outages), "state_at_end": state_at_end(m),
              "expelled": None if m.expelled is None else {"at": wall_iso_offset(m.expelled[0]), "why": m.expelled[1]}}
             for m in run.journal.machines
         ],
