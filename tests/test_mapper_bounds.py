@@ -543,3 +543,28 @@ def test_a_request_for_work_while_a_resumed_run_s_clock_stands_still_is_held_unt
         assert mapper.core.jobs[0].status.name == "RUNNING" and mapper.conns[0].ready_held is None
     finally:
         mapper.close()
+
+
+def test_a_puller_that_says_hello_again_asks_afresh_and_its_request_never_crosses_a_job_sent_on_the_old_one(ctx):
+    """A puller that lost the mapper (it fell silent, as on a busy machine) says hello again on a new connection and,
+    welcomed, asks for its free slots again. The request its previous connection made is over with that
+    registration: a job the core sent on it would cross the new request, read as "ready while busy" and counted as a
+    broken peer (a CI run's control run, with no attacker, counted one). Between the hello and the new request,
+    nothing is sent to it; the new request gets the job."""
+    exp = _one_machine()
+    mapper = Mapper(exp, "tcp://127.0.0.1:0", context=ctx)
+    try:
+        old, now = _run_with_puller_m1(mapper)
+        m = mapper.core.machines[0]
+        mapper.messages.handle(old, P.Ready(1.0, now, 1), now)
+        assert m.asking == 1
+        new = b"puller-M1-again"  # same incarnation, holding nothing, on a new socket
+        mapper.messages.hello(new, P.Hello(P.PROTOCOL_VERSION, "M1", 1, ("emulate",), 0.0, now + 1.0, 1, (), ()),
+                              None, now + 1.0)
+        _job_sent(mapper, Job(0, 0, 0.0, 1.0), now + 1.0)  # between the welcome and the puller's new request
+        assert mapper.core.jobs[0].status.name == "QUEUED" and not m.replicas
+        mapper.messages.handle(new, P.Ready(1.0, now + 1.1, 1), now + 1.1)  # what a welcomed puller does
+        assert mapper.core.jobs[0].status.name == "RUNNING" and len(m.replicas) == 1
+        assert dict(mapper.drops.counts) == {}
+    finally:
+        mapper.close()

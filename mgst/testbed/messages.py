@@ -513,6 +513,10 @@ class PullerMessages:
                 self.journal.end("lost", rid)
                 self.feed(now, ReplicaFailed(rid, "not held by the puller after reconnecting"))
             core_m = self.core.machines[j]
+            if core_m.state is MachineState.READY:
+                # Its previous connection's request is over with it: a welcomed puller asks again for every free
+                # slot, and a job sent on the old request would cross the new one ("ready while busy").
+                self.feed(now, MachineReady(j, None, 0))
             # the welcome's share holds, UP, as on the puller, unless it says otherwise (a Share next)
             if core_m.cpu_share != m.availability or core_m.reclaimed:
                 self.feed(now, MachineAvailability(j, Availability.UP, m.availability))
