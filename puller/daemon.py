@@ -402,6 +402,7 @@ class Puller:
             else:
                 self._say_refused.log(logging.ERROR, "%s: the mapper refused this puller for now: %s; retrying in "
                                       "%.1f s", self.machine, shown_reason(msg.reason), self.patience.backoff)
+                self.patience.refused()
                 if self.welcome is not None:
                     self.welcome = None
                     self.slots.go_offline()

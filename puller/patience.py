@@ -13,6 +13,10 @@ log = logging.getLogger(__name__)
 # mapper not up yet waits in the socket and goes out when it is: a new attempt is for a mapper that
 # dropped it, e.g. a restarted one; the minimum leaves room for a slow network and handshake.)
 BACKOFF_MIN, BACKOFF_MAX = 0.5, 5.0
+# Seconds a hello the mapper's socket has (its handshake done, the connection never dropped) waits for its answer
+# before a new connection: a mapper reads every hello and answers it, however busy; a new connection would not be
+# answered sooner, and the first hello, read late, would be answered on a connection already closed.
+ANSWER_WAIT = 30.0
 # Seconds without a welcome, after having had one, before the puller decides the run is over.
 GIVE_UP = 120.0
 # Seconds without a welcome after the mapper said the run is PAUSED (its journal could not be written):
@@ -26,8 +30,9 @@ class Patience:
     Having been welcomed once, the puller gives up after ``give_up`` seconds without a welcome (``PAUSE_GIVE_UP``
     once the mapper said the run is paused); never welcomed, after ``give_up`` seconds without reaching the mapper
     (``Reach``); with ``stay``, never. Between hellos it waits ``backoff`` seconds, doubled after each unanswered
-    one. The puller tells it what happens: ``hello()``, ``welcomed()``, ``lost()``, ``paused()``, ``back_up()``,
-    ``new_run()``; it asks ``given_up()``, ``unreached()``, ``hello_due()``, ``wake_at()``.
+    one, or ANSWER_WAIT while the mapper's socket holds the hello (``Reach.delivered``). The puller tells it what
+    happens: ``hello()``, ``welcomed()``, ``refused()``, ``lost()``, ``paused()``, ``back_up()``, ``new_run()``; it
+    asks ``given_up()``, ``unreached()``, ``hello_due()``, ``wake_at()``.
     """
 
     def __init__(self, machine: str, endpoint: str, reach: Reach, say: Narrator, give_up: float, stay: bool):
@@ -43,12 +48,14 @@ class Patience:
         self.asking_since: float | None = None  # saying hello without a welcome: since when
         self.hello_at = 0.0
         self.backoff = BACKOFF_MIN
+        self.awaiting = False  # the last hello has had no answer (a welcome, a refusal, a pause, a bye)
 
     # ------------------------------------------------------------------ what happens
 
     def hello(self, at: float) -> None:
         """A hello on a new socket, at ``at``: the back-off counts from it."""
         self.hello_at = at
+        self.awaiting = True
         if self.asking_since is None:
             self.asking_since = self.hello_at
         self.reach.new_socket(self.hello_at)  # (before any of its monitor's events is read)
@@ -58,6 +65,11 @@ class Patience:
         self.ever_welcomed = True
         self.lost_at = self.asking_since = self.paused_at = None
         self.backoff = BACKOFF_MIN
+        self.awaiting = False
+
+    def refused(self) -> None:
+        """The mapper refused the hello for now: hello again after the back-off."""
+        self.awaiting = False
 
     def lost(self, since: float) -> None:
         """Welcomed until ``since``, not any more."""
@@ -67,6 +79,7 @@ class Patience:
         """The mapper paused the run: offline as after a lost mapper, for up to PAUSE_GIVE_UP seconds, and hello
         again after the back-off."""
         self.paused_at = self.lost_at = self.hello_at = now
+        self.awaiting = False
 
     def back_up(self, now: float) -> None:
         """Up again after an injected failure: the time down does not count towards giving up."""
@@ -78,6 +91,7 @@ class Patience:
         self.ever_welcomed = False
         self.lost_at = None
         self.hello_at = now
+        self.awaiting = False
 
     def no_answer(self, now: float) -> None:
         """No welcome since the last hello: say what it waits for (not too often), back off more (the puller says
@@ -107,12 +121,18 @@ class Patience:
         """Never welcomed, and the mapper not reached for --give-up seconds."""
         return self.unreachable_for(now) >= self.give_up
 
+    def hello_wait(self) -> float:
+        """Seconds from the last hello to the next: the back-off, or ANSWER_WAIT while the mapper holds it."""
+        if self.awaiting and self.reach.delivered:
+            return max(self.backoff, ANSWER_WAIT)
+        return self.backoff
+
     def hello_due(self, now: float) -> bool:
-        return now - self.hello_at >= self.backoff
+        return now - self.hello_at >= self.hello_wait()
 
     def wake_at(self) -> float:
         """The next instant something above is due, without a welcome."""
-        wake = self.hello_at + self.backoff
+        wake = self.hello_at + self.hello_wait()
         if self.lost_at is not None and not self.stay:
             wake = min(wake, self.lost_at + self.give_up_after())
         if self.reach.unreached_since is not None and not self.ever_welcomed and not self.stay:
@@ -137,4 +157,4 @@ class Patience:
         self.say.waiting(now, reason, None if since is None else now - since, leaving)
 
 
-__all__ = ["BACKOFF_MAX", "BACKOFF_MIN", "GIVE_UP", "PAUSE_GIVE_UP", "Patience"]
+__all__ = ["ANSWER_WAIT", "BACKOFF_MAX", "BACKOFF_MIN", "GIVE_UP", "PAUSE_GIVE_UP", "Patience"]

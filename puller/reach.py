@@ -88,13 +88,14 @@ class Reach:
         self.unreached_since: float | None = None
         self.connected = False  # this socket's TCP connection is up
         self.handshake_ok = False  # this socket completed its handshake
+        self.dropped = False  # this socket's connection dropped since it was made (ZeroMQ connects again)
         self.failure: str | None = None  # how the last handshake failed, until one succeeds
         self._probed: str | None = None  # the last probe's answer ("" connected)
         self.probe_at = -PROBE_EVERY
         self._probe: threading.Thread | None = None
 
     def new_socket(self, now: float) -> None:
-        self.connected = self.handshake_ok = False
+        self.connected = self.handshake_ok = self.dropped = False
         if self.unreached_since is None:
             self.unreached_since = now
 
@@ -110,6 +111,7 @@ class Reach:
             self._probed = None
         elif kind == zmq.EVENT_DISCONNECTED:
             self.connected = False
+            self.dropped = True
         elif kind == zmq.EVENT_HANDSHAKE_SUCCEEDED:
             self.handshake_ok = True
             self.failure = None
@@ -134,6 +136,12 @@ class Reach:
             else:
                 self.failure = ("the handshake failed: the mapper requires CURVE keys (give --keys)? or it is not "
                                 "a mapper of mgst, of the same version")
+
+    @property
+    def delivered(self) -> bool:
+        """What this socket sent first (its hello) is in the mapper's hands: the handshake completed and the
+        connection never dropped (a dropped one may have lost it; so may a mapper that restarted)."""
+        return self.handshake_ok and not self.dropped
 
     def maybe_probe(self, now: float) -> None:
         """Probe the host and port in a thread, unless ZeroMQ connected, a probe runs, or one ran recently."""

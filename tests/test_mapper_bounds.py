@@ -515,6 +515,7 @@ def test_a_puller_whose_queue_is_full_is_unreachable_and_said_so_at_a_bounded_ra
         with caplog.at_level("INFO", logger="mgst"):
             for _ in range(1000):
                 mapper._undeliverable(ident, 0, zmq.ZMQError(zmq.EAGAIN))
+            mapper._judge_unreachable(time.time(), False)  # (as the loop does once what waits is read)
         assert mapper.core.machines[0].state is MachineState.DOWN and mapper.conns[0].identity is None
         assert mapper.core.jobs[0].status.name == "QUEUED"
         lines = [r.getMessage() for r in caplog.records if "could not send" in r.getMessage()]

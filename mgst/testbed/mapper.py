@@ -195,6 +195,9 @@ class Mapper:
         self.send_failures = 0
         self._send_failures_told = 0
         self._send_failure_logged = -math.inf
+        # Machines a send found unreachable, judged once what their pullers sent is read (_judge_unreachable):
+        # machine -> (the connection that failed, why, when).
+        self.unreachable: dict[int, tuple[bytes, str, float]] = {}
         self.timers = WallTimers()
         self.stopping = False  # set (e.g. by a signal handler) to end generation early and drain
         self.aborting = False  # set to stop at once (a second interrupt): the journal stays consistent
@@ -480,13 +483,16 @@ class Mapper:
                     deadline = min(deadline, clock.t0 + next_job.submitted * self.time_unit)
                 if clock.t0 is not None and next_job is None:
                     deadline = min(deadline, drain_deadline)
-                timeout_ms = 0 if backlog else math.ceil(max(0.0, (deadline - time.time()) * 1000))
+                timeout_ms = (0 if backlog or self.unreachable
+                              else math.ceil(max(0.0, (deadline - time.time()) * 1000)))
                 events = dict(poller.poll(timeout_ms))
                 backlog = False
                 if socket in events:
                     backlog = self.messages.receive_some(RECEIVE_BATCH)
                 if not backlog:  # nothing waits: everything sent to us so far has been read (mgst.testbed.liveness)
                     self.drained_at = time.time()
+                if self.unreachable:
+                    self._judge_unreachable(time.time(), backlog)
                 self._flush()
         except PolicyFailed as e:  # the core cannot go on: the run stops here, and what was done is written
             self._policy_failed(e)
@@ -595,9 +601,22 @@ class Mapper:
                      f" ({more} more failed sends since the last line)" if more else "")
             self._send_failure_logged, self._send_failures_told = now, self.send_failures
         gone = e.errno in (zmq.EHOSTUNREACH, zmq.EAGAIN) and machine is not None
-        if gone and self.by_identity.get(identity) == machine:
-            self.heartbeats.unreachable(machine, time.time(), "unreachable" if e.errno == zmq.EHOSTUNREACH
-                                        else "not reading (its queue is full)")
+        if gone and self.by_identity.get(identity) == machine and machine not in self.unreachable:
+            # Judged once what is waiting has been read: a puller that found this mapper silent (a stall longer
+            # than its liveness) closed this connection and said hello on a new one, which may be waiting.
+            self.unreachable[machine] = (identity, "unreachable" if e.errno == zmq.EHOSTUNREACH
+                                         else "not reading (its queue is full)", time.time())
+
+    def _judge_unreachable(self, now: float, backlog: bool) -> None:
+        """The machines a send found unreachable whose connection is still their puller's (no hello replaced it)
+        are unreachable now: once every message waiting has been read (``backlog`` False), or a heartbeat interval
+        after the failed send if messages keep coming."""
+        for machine, (identity, why, failed_at) in list(self.unreachable.items()):
+            if backlog and now - failed_at < self.heartbeat_interval:
+                continue
+            del self.unreachable[machine]
+            if self.by_identity.get(identity) == machine:
+                self.heartbeats.unreachable(machine, time.time(), why)
 
     def _not_told(self) -> set[str]:
         """The machines whose puller the bye may not have reached, which the farewell waits for: with injected

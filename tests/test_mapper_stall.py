@@ -1,0 +1,102 @@
+"""A mapper that stalls longer than its pullers' liveness keeps its machines: a puller that found it silent
+reconnects, and neither that nor a slow answer to its hello is a failure (docs/puller.md, docs/testbed.md)."""
+
+from __future__ import annotations
+
+import time
+
+import zmq
+from puller_fakes import FakeMapper, ThreadPuller
+from test_testbed import Run, check_every_job_done_once
+
+from mgst.model import Experiment, JobClass, Machine, PolicySpec, SimulationSettings, TestbedSettings
+from mgst.testbed.liveness import HEARTBEAT_INTERVAL
+from mgst.wire import protocol as P
+
+STALL = 2.5  # seconds: over the pullers' liveness (5 heartbeat intervals of 0.2 s), with room for a busy machine
+
+
+def one_busy_machine() -> Experiment:
+    """One class of short jobs arriving faster than M1 serves them: M1 always runs one."""
+    return Experiment(name="stall", classes=(JobClass("1", 3.0),), machines=(Machine("M1", (2.0,), 1.0),),
+                      policy=PolicySpec("fcfs"), simulation=SimulationSettings(horizon=20.0, warmup=1.0),
+                      testbed=TestbedSettings(time_unit=0.1, duration=5.0, timeout_factor=10.0))
+
+
+def test_a_mapper_stalled_past_its_pullers_liveness_loses_no_machine_and_no_replica(tmp_path, no_children_left):
+    """The mapper's loop stops for 2.5 s (as a long decision would) while M1 runs a replica. M1's puller hears
+    nothing for five heartbeat intervals and says hello again on a new connection, holding the replica. When the
+    mapper wakes, its first heartbeat goes to the connection the puller closed, which ZeroMQ reports unreachable:
+    that must not take M1 down (losing the replica and counting a failure the run never had) while the puller's
+    hello, already waiting, says it is there."""
+    exp = one_busy_machine()
+    stalled: list[set[int]] = []  # the replicas M1 ran when the mapper stalled
+    with Run(exp, tmp_path) as r:
+        beat = r.mapper.heartbeats.beat
+
+        def stalling_beat(now: float, drained_at: float) -> None:
+            m = r.mapper
+            if not stalled and m.t0 is not None and now - m.t0 > 1.0 and m.core.machines[0].replicas:
+                stalled.append(set(m.core.machines[0].replicas))
+                time.sleep(STALL)
+                now = time.time()
+            beat(now, drained_at)
+
+        r.mapper.heartbeats.beat = stalling_beat
+        run = r.wait()
+    assert stalled, "the mapper never stalled with a replica running"
+    assert r.mapper.heartbeat_interval == HEARTBEAT_INTERVAL
+    journal = r.mapper.journal
+    # (a job sent in the instant before the stall may be lost: its send failed, and the new hello lacks it)
+    lost = [rid for rid in stalled[0] if journal.replicas[rid].outcome == "lost"]
+    assert lost == [], f"replicas running through the stall lost: {lost}"
+    assert len(journal.machines[0].periods) == 1, journal.machines[0].periods  # up once, never down
+    assert len(journal.machines[0].incarnations) == 1
+    check_every_job_done_once(run, tmp_path / "out")
+
+
+def test_a_puller_whose_hello_reached_a_slow_mapper_waits_for_its_answer_on_the_same_connection(
+        fake: FakeMapper, ctx: zmq.Context) -> None:
+    """A hello the mapper's socket has (the handshake done, the connection never dropped) is answered when the
+    mapper gets to it: a new connection would not be faster, and the mapper, reading the first hello late, would
+    welcome a connection already closed and find the machine unreachable. The puller says hello once in 3 s
+    (six times its first back-off) and is served on that connection when the answer comes."""
+    p = ThreadPuller(fake.endpoint, None, ctx, insecure=True)
+    try:
+        ident, first = fake.expect(P.Hello, 10)
+        hellos = [m for m, _ in fake.collect(3.0) if type(m) is P.Hello]
+        assert hellos == [], f"{len(hellos)} more hellos while the mapper held the first"
+        fake.welcome(ident)
+        got, ready = fake.expect(P.Ready, 5)
+        assert got == ident
+    finally:
+        assert p.close() == 0
+
+
+def test_a_puller_whose_connection_dropped_says_hello_again_after_its_back_off(ctx: zmq.Context) -> None:
+    """The other side: a mapper that went away (its process gone, the connection dropped) lost the hello; the puller
+    says hello again after its back-off, to the mapper that comes back on the same port."""
+    first_mapper = FakeMapper(ctx, None)
+    endpoint = first_mapper.endpoint
+    p = ThreadPuller(endpoint, None, ctx, insecure=True)
+    try:
+        first_mapper.expect(P.Hello, 10)
+        first_mapper.sock.close(linger=0)  # gone without an answer
+        second = FakeMapper.__new__(FakeMapper)
+        second.sock = ctx.socket(zmq.ROUTER)
+        second.sock.linger = 0
+        deadline = time.monotonic() + 10.0
+        while True:  # (the closed socket's port is let go by ZeroMQ's I/O thread, a moment later)
+            try:
+                second.sock.bind(endpoint)
+                break
+            except zmq.ZMQError:
+                assert time.monotonic() < deadline, f"{endpoint} still taken"
+                time.sleep(0.05)
+        second.endpoint, second.last_heartbeat = endpoint, None
+        ident, hello = second.expect(P.Hello, 10)  # well before the 30 s a delivered hello is given
+        second.welcome(ident)
+        second.expect(P.Ready, 5)
+        second.sock.close(linger=0)
+    finally:
+        assert p.close() == 0
