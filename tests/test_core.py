@@ -789,6 +789,8 @@ def test_per_host_statistics_add_up():
     assert core.replica_done(12.0, 4) == [JobCompleted(j2, 4, 1)]  # M1 busy 7..12
     assert core.replica_done(13.0, 5) == [JobCompleted(j3, 5, 0)]  # M0 busy 10..13
     core.close(15.0)
+    with pytest.raises(RuntimeError, match="closed at 15"):  # (a second close would count busy time twice)
+        core.close(15.0)
 
     s0, s1 = core.machines[0].stats, core.machines[1].stats
     assert (s0.completed, s0.lost, s0.cancelled, s0.failures) == (2, 1, 0, 0)

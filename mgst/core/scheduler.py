@@ -91,6 +91,7 @@ class Scheduler:
                               f"{', '.join(sorted(hooks - declared))}")
         self.policy = policy
         self.hooks = hooks
+        self.closed_at: float | None = None  # when close() accounted the run's end (once)
         self.ready = ReadyQueue()  # machines asking for work, in request order
         self.view = View(classes, machines, self.ready)  # the records: what the policy reads
         self.view.sizes_known = bool(policy.knows_sizes)
@@ -400,7 +401,10 @@ class Scheduler:
     def close(self, now: float) -> None:
         """Account up-time until ``now``, the busy time of replicas still live (cut off by the run's end: a machine
         that ran one replica all along is busy all along), and the waste of losers among them; call once when the run
-        ends."""
+        ends; a second call raises (it would count the live replicas' busy time twice)."""
+        if self.closed_at is not None:
+            raise RuntimeError(f"the scheduler was closed at {self.closed_at:g}: close() accounts the run's end once")
+        self.closed_at = now
         self.view.now = now
         for m in self.machines:
             if m.up_since is not None:
