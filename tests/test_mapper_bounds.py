@@ -569,3 +569,66 @@ def test_a_puller_that_says_hello_again_asks_afresh_and_its_request_never_crosse
         assert dict(mapper.drops.counts) == {}
     finally:
         mapper.close()
+
+
+def _hello_m1(mapper: Mapper, identity: bytes, incarnation: int, at: float, slots: int = 1,
+              holds: tuple[int, ...] = ()) -> None:
+    mapper.messages.hello(identity, P.Hello(P.PROTOCOL_VERSION, "M1", incarnation, ("emulate",), 0.0, at, slots,
+                                            holds, ()), None, at)
+
+
+def test_a_restarted_puller_s_hello_is_welcomed_while_its_old_connection_s_failure_waits_to_be_judged(ctx):
+    """Without keys, a new incarnation of a machine whose connection is live is refused (its name is taken). A
+    connection a send found gone is not live, though its verdict waits for what is read: the restarted puller
+    (down by its failure law, up again) is welcomed, not refused and left down for a back-off."""
+    mapper = Mapper(_one_machine(), "tcp://127.0.0.1:0", context=ctx)
+    try:
+        old, now = _run_with_puller_m1(mapper)
+        mapper._undeliverable(old, 0, zmq.ZMQError(zmq.EHOSTUNREACH))  # its socket closed as it went down
+        _hello_m1(mapper, b"puller-M1-restarted", 2, now + 0.1)  # read before the verdict
+        assert dict(mapper.drops.counts) == {}
+        assert mapper.conns[0].identity == b"puller-M1-restarted" and mapper.conns[0].incarnation == 2
+        mapper._judge_unreachable(now + 0.1, False)  # its old connection's failure: void, replaced
+        assert mapper.core.machines[0].state is not MachineState.DOWN
+    finally:
+        mapper.close()
+
+
+def test_a_failed_send_to_a_puller_s_new_connection_is_judged_though_its_old_one_failed_first(ctx):
+    """A send to the old connection fails, the puller's hello on a new one is read, and a send to that one fails
+    too before the verdict: the old failure is void (replaced), the new one takes the machine down."""
+    mapper = Mapper(_one_machine(), "tcp://127.0.0.1:0", context=ctx)
+    try:
+        old, now = _run_with_puller_m1(mapper)
+        mapper._undeliverable(old, 0, zmq.ZMQError(zmq.EHOSTUNREACH))
+        _hello_m1(mapper, b"puller-M1-again", 1, now + 0.1)
+        mapper._undeliverable(b"puller-M1-again", 0, zmq.ZMQError(zmq.EHOSTUNREACH))
+        mapper._judge_unreachable(now + 0.2, False)
+        assert mapper.core.machines[0].state is MachineState.DOWN and mapper.conns[0].identity is None
+    finally:
+        mapper.close()
+
+
+def test_a_replica_a_reconnected_puller_lacks_goes_back_to_the_queue_not_onto_its_old_request(ctx):
+    """A two-slot machine asking for one more slot reconnects without the replica the mapper sent it: the
+    replica is lost and its job requeued, after the old request is withdrawn, so the job waits for the puller's
+    new request instead of being sent on the old one (crossing that request, which then asks for more slots
+    than are free)."""
+    exp = Experiment(name="two-slots", classes=(JobClass("1", 1.0),),
+                     machines=(Machine("M1", (1.0,), 1.0, slots=2),), policy=PolicySpec("fcfs"),
+                     testbed=TestbedSettings(time_unit=1.0, duration=10.0, timeout_factor=0.0))
+    mapper = Mapper(exp, "tcp://127.0.0.1:0", context=ctx)
+    try:
+        old, now = _run_with_puller_m1(mapper, slots=2)
+        m = mapper.core.machines[0]
+        mapper.messages.handle(old, P.Ready(1.0, now, 2), now)
+        _job_sent(mapper, Job(0, 0, 0.0, 1.0), now)
+        assert m.asking == 1 and len(m.replicas) == 1
+        _hello_m1(mapper, b"puller-M1-again", 1, now + 1.0, slots=2)  # holding nothing: the job never reached it
+        assert mapper.core.jobs[0].status.name == "QUEUED" and m.asking == 0 and not m.replicas
+        stale = mapper.core.stale_events
+        mapper.messages.handle(b"puller-M1-again", P.Ready(1.0, now + 1.1, 2), now + 1.1)
+        assert mapper.core.jobs[0].status.name == "RUNNING" and m.asking == 1
+        assert mapper.core.stale_events == stale and dict(mapper.drops.counts) == {}
+    finally:
+        mapper.close()

@@ -222,7 +222,7 @@ class Mapper:
                 experiment, self.core, self.journal, self.conns, self.by_identity, self.clock, self.drops,
                 self.router, self.checkpoints, keys, feed=self.feed, machine_gone=self.heartbeats.machine_gone,
                 heartbeat_interval=self.heartbeat_interval, liveness=liveness, executor=self.executor,
-                failures=self.failures, seed=self.seed,
+                failures=self.failures, seed=self.seed, unreachable=self.unreachable,
                 availability_forms=self.availability_forms, availability_until=self.availability_until)
             self.resume = (Resume(replayed, replay_s, self.clock, self.conns, feed=self.feed,
                                   push_timer=self.timers.push, duration=self.duration,
@@ -504,6 +504,9 @@ class Mapper:
         if self.journal.store is not None:
             self.journal.tick(end)
         self._flush()
+        if self.unreachable:  # the last sends' failures: nothing more is read, so they are judged as they stand
+            self._judge_unreachable(time.time(), False)
+            self._flush()
         if self.journal.store is not None:  # last, once every event is committed: a journal with it is a run over
             # (a commit failing after it would pause the run, exit 75, and leave one --resume refuses as finished)
             failed = {} if self.policy_failure is None else {"policy_failure": self.policy_failure}
@@ -601,7 +604,7 @@ class Mapper:
                      f" ({more} more failed sends since the last line)" if more else "")
             self._send_failure_logged, self._send_failures_told = now, self.send_failures
         gone = e.errno in (zmq.EHOSTUNREACH, zmq.EAGAIN) and machine is not None
-        if gone and self.by_identity.get(identity) == machine and machine not in self.unreachable:
+        if gone and self.by_identity.get(identity) == machine and self.unreachable.get(machine, (None,))[0] != identity:
             # Judged once what is waiting has been read: a puller that found this mapper silent (a stall longer
             # than its liveness) closed this connection and said hello on a new one, which may be waiting.
             self.unreachable[machine] = (identity, "unreachable" if e.errno == zmq.EHOSTUNREACH

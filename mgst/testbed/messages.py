@@ -98,8 +98,8 @@ class PullerMessages:
                  by_identity: dict[bytes, int], clock: RunClock, drops: DropLog, router: Router,
                  checkpoints: MachineCheckpoints, keys: security.ServerKeys | None, *, feed: Callable[..., None],
                  machine_gone: Callable[[int, float], None], heartbeat_interval: float, liveness: int, executor: str,
-                 failures: bool, seed: int, availability_forms: list[tuple] | None = None,
-                 availability_until: float = math.inf):
+                 failures: bool, seed: int, unreachable: dict[int, tuple[bytes, str, float]] | None = None,
+                 availability_forms: list[tuple] | None = None, availability_until: float = math.inf):
         self.experiment = experiment
         self.core = core
         self.journal = journal
@@ -119,6 +119,8 @@ class PullerMessages:
         self.executor = executor
         self.failures = failures
         self.seed = seed
+        # the machines a send found unreachable, not judged yet (the mapper's: machine -> (connection, why, when))
+        self.unreachable = unreachable if unreachable is not None else {}
         # each machine's availability as its puller plays it from the run's start (made by the mapper), and until when
         self.availability_forms = availability_forms
         self.availability_until = availability_until
@@ -453,7 +455,9 @@ class PullerMessages:
             # resume, as `mgst run --resume` does: the old ones are no longer admitted at all).
             bound_key=self.prebound_keys.get(j) or mlog.key, incarnations=tuple(mlog.incarnations),
             identity=conn.identity,
-            live=conn.identity is not None and now - conn.last_seen <= self.liveness * self.heartbeat_interval,
+            # (a connection a send found gone is not live, though its verdict waits for what is read)
+            live=(conn.identity is not None and now - conn.last_seen <= self.liveness * self.heartbeat_interval
+                  and self.unreachable.get(j, (None,))[0] != conn.identity),
             key_shared=key is not None and bool(self.machines_of_key.get(key, set()) - {j}),
         )
         refusal = admit(msg.machine, holder, key, msg.incarnation, identity)
@@ -506,17 +510,18 @@ class PullerMessages:
         else:
             if not mlog.periods or mlog.periods[-1][1] is not None:  # back after the mapper's own outage
                 self.journal.machine_up(j, now)
+            core_m = self.core.machines[j]
+            if core_m.state is MachineState.READY:
+                # Its previous connection's request is over with it: a welcomed puller asks again for every free
+                # slot, and a job sent on the old request would cross the new one ("ready while busy"). (First: a
+                # replica found lost below goes back to the queue, not onto the old request.)
+                self.feed(now, MachineReady(j, None, 0))
             # Reconcile what it holds with what we think it runs.
             held = set(msg.holds) | set(msg.finished)
             for rid in [rid for rid in self.core.machines[j].replicas if rid not in held]:
                 log.info("%s no longer holds replica %d: lost", m.name, rid)
                 self.journal.end("lost", rid)
                 self.feed(now, ReplicaFailed(rid, "not held by the puller after reconnecting"))
-            core_m = self.core.machines[j]
-            if core_m.state is MachineState.READY:
-                # Its previous connection's request is over with it: a welcomed puller asks again for every free
-                # slot, and a job sent on the old request would cross the new one ("ready while busy").
-                self.feed(now, MachineReady(j, None, 0))
             # the welcome's share holds, UP, as on the puller, unless it says otherwise (a Share next)
             if core_m.cpu_share != m.availability or core_m.reclaimed:
                 self.feed(now, MachineAvailability(j, Availability.UP, m.availability))
