@@ -515,7 +515,7 @@ def test_a_puller_whose_queue_is_full_is_unreachable_and_said_so_at_a_bounded_ra
         with caplog.at_level("INFO", logger="mgst"):
             for _ in range(1000):
                 mapper._undeliverable(ident, 0, zmq.ZMQError(zmq.EAGAIN))
-            mapper._judge_unreachable(time.time(), False)  # (as the loop does once what waits is read)
+            mapper.unreachable.judge(time.time(), False)  # (as the loop does once what waits is read)
         assert mapper.core.machines[0].state is MachineState.DOWN and mapper.conns[0].identity is None
         assert mapper.core.jobs[0].status.name == "QUEUED"
         lines = [r.getMessage() for r in caplog.records if "could not send" in r.getMessage()]
@@ -588,7 +588,7 @@ def test_a_restarted_puller_s_hello_is_welcomed_while_its_old_connection_s_failu
         _hello_m1(mapper, b"puller-M1-restarted", 2, now + 0.1)  # read before the verdict
         assert dict(mapper.drops.counts) == {}
         assert mapper.conns[0].identity == b"puller-M1-restarted" and mapper.conns[0].incarnation == 2
-        mapper._judge_unreachable(now + 0.1, False)  # its old connection's failure: void, replaced
+        mapper.unreachable.judge(now + 0.1, False)  # its old connection's failure: void, replaced
         assert mapper.core.machines[0].state is not MachineState.DOWN
     finally:
         mapper.close()
@@ -603,7 +603,7 @@ def test_a_failed_send_to_a_puller_s_new_connection_is_judged_though_its_old_one
         mapper._undeliverable(old, 0, zmq.ZMQError(zmq.EHOSTUNREACH))
         _hello_m1(mapper, b"puller-M1-again", 1, now + 0.1)
         mapper._undeliverable(b"puller-M1-again", 0, zmq.ZMQError(zmq.EHOSTUNREACH))
-        mapper._judge_unreachable(now + 0.2, False)
+        mapper.unreachable.judge(now + 0.2, False)
         assert mapper.core.machines[0].state is MachineState.DOWN and mapper.conns[0].identity is None
     finally:
         mapper.close()

@@ -3,14 +3,18 @@ reconnects, and neither that nor a slow answer to its hello is a failure (docs/p
 
 from __future__ import annotations
 
+import threading
 import time
 
 import zmq
 from puller_fakes import FakeMapper, ThreadPuller
 from test_testbed import Run, check_every_job_done_once
+from test_testbed_attacks import FakePuller, wait_for
 
+from mgst.core.state import MachineState
 from mgst.model import Experiment, JobClass, Machine, PolicySpec, SimulationSettings, TestbedSettings
-from mgst.testbed.liveness import HEARTBEAT_INTERVAL
+from mgst.testbed.liveness import HEARTBEAT_INTERVAL, LIVENESS
+from mgst.testbed.mapper import Mapper
 from mgst.wire import protocol as P
 
 STALL = 2.5  # seconds: over the pullers' liveness (5 heartbeat intervals of 0.2 s), with room for a busy machine
@@ -53,6 +57,58 @@ def test_a_mapper_stalled_past_its_pullers_liveness_loses_no_machine_and_no_repl
     assert len(journal.machines[0].periods) == 1, journal.machines[0].periods  # up once, never down
     assert len(journal.machines[0].incarnations) == 1
     check_every_job_done_once(run, tmp_path / "out")
+
+
+def test_a_hello_that_comes_after_the_woken_mapper_has_read_its_socket_still_keeps_the_machine_up(tmp_path):
+    """The hello of a puller that reconnected during a stall may come after the woken mapper has read everything
+    waiting (its handshake not done yet: a busy machine, a key to check). A gap in the mapper's heartbeats longer
+    than its pullers' patience gives a failed send their liveness window before it is judged: the hello, read
+    within it, keeps the machine up. (A fake puller on a raw socket: the test says when its hello goes.)"""
+    interval = 0.5  # a grace of 5 x 0.5 s for the test's hello to come in, on a busy machine
+    stall = LIVENESS * interval + 1.0  # the puller gives up on it after LIVENESS intervals of silence
+    mapper = Mapper(one_busy_machine(), "tcp://127.0.0.1:0", heartbeat_interval=interval, register_timeout=30.0)
+    stalled = threading.Event()
+    beat = mapper.heartbeats.beat
+
+    def stalling_beat(now: float, drained_at: float) -> None:
+        if not stalled.is_set() and mapper.t0 is not None and now - mapper.t0 > 0.5:
+            stalled.set()
+            time.sleep(stall)
+            now = time.time()
+        beat(now, drained_at)
+
+    mapper.heartbeats.beat = stalling_beat
+    outcome: list = []
+    thread = threading.Thread(target=lambda: outcome.append(mapper.run()), daemon=True)
+    ctx = zmq.Context()
+    fakes: list[FakePuller] = []
+    try:
+        thread.start()
+
+        def hello() -> P.Hello:
+            return P.Hello(P.PROTOCOL_VERSION, "M1", 7, ("emulate",), 0.0, time.time(), 1, (), ())
+
+        fakes.append(FakePuller(ctx, mapper.endpoint, None))
+        fakes[0].send(hello())
+        fakes[0].expect(P.Welcome)
+        assert stalled.wait(20), "the mapper never stalled"
+        # the puller finds the mapper silent (its heartbeats have kept the mapper's view of it fresh meanwhile) ...
+        wait_for(lambda: time.time() - fakes[0].mapper_received >= LIVENESS * interval, 20, "the puller's patience")
+        fakes[0].close()  # ... and closes that connection ...
+        wait_for(lambda: 0 in mapper.unreachable.pending, 20, "the woken mapper's send to the closed connection")
+        fakes.append(FakePuller(ctx, mapper.endpoint, None))  # ... and says hello on a new one, only now
+        fakes[1].send(hello())
+        fakes[1].expect(P.Welcome)
+        wait_for(lambda: not mapper.unreachable.pending, 20, "the failed send to be judged")
+        assert mapper.core.machines[0].state is not MachineState.DOWN
+        assert len(mapper.journal.machines[0].periods) == 1, mapper.journal.machines[0].periods
+    finally:
+        mapper.stopping = mapper.aborting = True
+        thread.join(30)
+        for fake in fakes:
+            fake.close()
+        ctx.destroy(linger=0)
+    assert not thread.is_alive() and outcome
 
 
 def test_a_puller_whose_hello_reached_a_slow_mapper_waits_for_its_answer_on_the_same_connection(

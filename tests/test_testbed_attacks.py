@@ -370,7 +370,7 @@ def test_forged_reports_on_other_machines_replicas_change_nothing(tmp_path, no_c
                     time.sleep(0.2)
                 fake.sync(mapper, 2)
                 assert targets["running"] >= 2 and targets["done"] >= 10, targets
-                assert mapper.drops.counts == {P.Drop.NOT_ITS_REPLICA: sent}
+                assert but_superseded(mapper.drops.counts) == {P.Drop.NOT_ITS_REPLICA: sent}
                 for rid, rec in before.items():
                     assert_only_progressed(rec, replica_fields(mapper.journal.replicas[rid]))
                 assert fake.inbox.empty()  # no job, no cancel for the forger

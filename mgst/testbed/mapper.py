@@ -48,6 +48,7 @@ from mgst.testbed.run_dir import NewRunDir
 from mgst.testbed.run_lock import lock_run, note_holder
 from mgst.testbed.run_result import TestbedRun, drain_bound, finish_run
 from mgst.testbed.store import JournalWriteError, RunStore
+from mgst.testbed.unreachable import PendingUnreachable
 from mgst.testbed.wire_availability import availability_forms, availability_until
 from mgst.wire import protocol as P
 from mgst.wire import security
@@ -195,9 +196,6 @@ class Mapper:
         self.send_failures = 0
         self._send_failures_told = 0
         self._send_failure_logged = -math.inf
-        # Machines a send found unreachable, judged once what their pullers sent is read (_judge_unreachable):
-        # machine -> (the connection that failed, why, when).
-        self.unreachable: dict[int, tuple[bytes, str, float]] = {}
         self.timers = WallTimers()
         self.stopping = False  # set (e.g. by a signal handler) to end generation early and drain
         self.aborting = False  # set to stop at once (a second interrupt): the journal stays consistent
@@ -218,6 +216,9 @@ class Mapper:
             self.heartbeats = Heartbeats(experiment, self.core, self.journal, self.conns, self.by_identity,
                                          send=self.router.send, feed=self.feed, interval=self.heartbeat_interval,
                                          liveness=liveness, detect_by_timeout=detect_by_timeout)
+            # sends that found a connection gone, judged once what waits is read (mgst.testbed.unreachable)
+            self.unreachable = PendingUnreachable(self.by_identity, self.heartbeats.unreachable,
+                                                  self.heartbeat_interval, liveness)
             self.messages = PullerMessages(
                 experiment, self.core, self.journal, self.conns, self.by_identity, self.clock, self.drops,
                 self.router, self.checkpoints, keys, feed=self.feed, machine_gone=self.heartbeats.machine_gone,
@@ -463,6 +464,7 @@ class Mapper:
                     if key in self.core.timers:  # (a stale entry is skipped)
                         self.feed(now, TimerFired(key))
                 if now >= next_hb:
+                    self.unreachable.beat(now)  # (a gap its pullers may have taken for silence: a grace)
                     self.heartbeats.beat(now, self.drained_at)
                     next_hb = now + self.heartbeat_interval / self.heartbeats.slices
                 if now >= next_tick and self.journal.store is not None:
@@ -483,8 +485,8 @@ class Mapper:
                     deadline = min(deadline, clock.t0 + next_job.submitted * self.time_unit)
                 if clock.t0 is not None and next_job is None:
                     deadline = min(deadline, drain_deadline)
-                timeout_ms = (0 if backlog or self.unreachable
-                              else math.ceil(max(0.0, (deadline - time.time()) * 1000)))
+                deadline = min(deadline, self.unreachable.due(time.time()))
+                timeout_ms = 0 if backlog else math.ceil(max(0.0, (deadline - time.time()) * 1000))
                 events = dict(poller.poll(timeout_ms))
                 backlog = False
                 if socket in events:
@@ -492,7 +494,7 @@ class Mapper:
                 if not backlog:  # nothing waits: everything sent to us so far has been read (mgst.testbed.liveness)
                     self.drained_at = time.time()
                 if self.unreachable:
-                    self._judge_unreachable(time.time(), backlog)
+                    self.unreachable.judge(time.time(), backlog)
                 self._flush()
         except PolicyFailed as e:  # the core cannot go on: the run stops here, and what was done is written
             self._policy_failed(e)
@@ -505,7 +507,7 @@ class Mapper:
             self.journal.tick(end)
         self._flush()
         if self.unreachable:  # the last sends' failures: nothing more is read, so they are judged as they stand
-            self._judge_unreachable(time.time(), False)
+            self.unreachable.judge(time.time(), False, final=True)
             self._flush()
         if self.journal.store is not None:  # last, once every event is committed: a journal with it is a run over
             # (a commit failing after it would pause the run, exit 75, and leave one --resume refuses as finished)
@@ -595,7 +597,8 @@ class Mapper:
 
     def _undeliverable(self, identity: bytes, machine: int | None, e: zmq.ZMQError) -> None:
         """A message to ``identity`` could not leave: if its peer is gone, or reads nothing (its queue full: what
-        we send it is lost, its jobs and cancels alike), its machine is unreachable. Logged at a bounded rate."""
+        we send it is lost, its jobs and cancels alike), its machine is unreachable, once judged so
+        (mgst.testbed.unreachable). Logged at a bounded rate."""
         self.send_failures += 1
         now = time.monotonic()
         if now - self._send_failure_logged >= SEND_FAILURE_LOG_PERIOD:
@@ -603,23 +606,9 @@ class Mapper:
             log.info("could not send to %s: %s%s", self.messages.sender(identity), e,
                      f" ({more} more failed sends since the last line)" if more else "")
             self._send_failure_logged, self._send_failures_told = now, self.send_failures
-        gone = e.errno in (zmq.EHOSTUNREACH, zmq.EAGAIN) and machine is not None
-        if gone and self.by_identity.get(identity) == machine and self.unreachable.get(machine, (None,))[0] != identity:
-            # Judged once what is waiting has been read: a puller that found this mapper silent (a stall longer
-            # than its liveness) closed this connection and said hello on a new one, which may be waiting.
-            self.unreachable[machine] = (identity, "unreachable" if e.errno == zmq.EHOSTUNREACH
-                                         else "not reading (its queue is full)", time.time())
-
-    def _judge_unreachable(self, now: float, backlog: bool) -> None:
-        """The machines a send found unreachable whose connection is still their puller's (no hello replaced it)
-        are unreachable now: once every message waiting has been read (``backlog`` False), or a heartbeat interval
-        after the failed send if messages keep coming."""
-        for machine, (identity, why, failed_at) in list(self.unreachable.items()):
-            if backlog and now - failed_at < self.heartbeat_interval:
-                continue
-            del self.unreachable[machine]
-            if self.by_identity.get(identity) == machine:
-                self.heartbeats.unreachable(machine, time.time(), why)
+        if e.errno in (zmq.EHOSTUNREACH, zmq.EAGAIN) and machine is not None:
+            self.unreachable.failed(identity, machine, "unreachable" if e.errno == zmq.EHOSTUNREACH
+                                    else "not reading (its queue is full)", time.time())
 
     def _not_told(self) -> set[str]:
         """The machines whose puller the bye may not have reached, which the farewell waits for: with injected

@@ -39,6 +39,7 @@ from mgst.testbed.connection import Connection
 from mgst.testbed.journal import Journal
 from mgst.testbed.router import Router
 from mgst.testbed.run_clock import RunClock
+from mgst.testbed.unreachable import PendingUnreachable
 from mgst.wire import protocol as P
 from mgst.wire import security
 from mgst.wire.drops import DropLog
@@ -98,7 +99,7 @@ class PullerMessages:
                  by_identity: dict[bytes, int], clock: RunClock, drops: DropLog, router: Router,
                  checkpoints: MachineCheckpoints, keys: security.ServerKeys | None, *, feed: Callable[..., None],
                  machine_gone: Callable[[int, float], None], heartbeat_interval: float, liveness: int, executor: str,
-                 failures: bool, seed: int, unreachable: dict[int, tuple[bytes, str, float]] | None = None,
+                 failures: bool, seed: int, unreachable: PendingUnreachable | None = None,
                  availability_forms: list[tuple] | None = None, availability_until: float = math.inf):
         self.experiment = experiment
         self.core = core
@@ -119,8 +120,8 @@ class PullerMessages:
         self.executor = executor
         self.failures = failures
         self.seed = seed
-        # the machines a send found unreachable, not judged yet (the mapper's: machine -> (connection, why, when))
-        self.unreachable = unreachable if unreachable is not None else {}
+        # the sends that found a connection gone, not judged yet (the mapper's)
+        self.unreachable = unreachable
         # each machine's availability as its puller plays it from the run's start (made by the mapper), and until when
         self.availability_forms = availability_forms
         self.availability_until = availability_until
@@ -457,7 +458,7 @@ class PullerMessages:
             identity=conn.identity,
             # (a connection a send found gone is not live, though its verdict waits for what is read)
             live=(conn.identity is not None and now - conn.last_seen <= self.liveness * self.heartbeat_interval
-                  and self.unreachable.get(j, (None,))[0] != conn.identity),
+                  and not (self.unreachable is not None and self.unreachable.gone(j, conn.identity))),
             key_shared=key is not None and bool(self.machines_of_key.get(key, set()) - {j}),
         )
         refusal = admit(msg.machine, holder, key, msg.incarnation, identity)
