@@ -238,7 +238,12 @@ class Puller:
                     continue
             else:
                 if now - self.last_heard > LIVENESS * self.heartbeat_interval:
-                    self._lose_mapper(now)
+                    # What waits unread first: a puller without CPU for a while (a loaded machine) finds the mapper
+                    # silent though its heartbeats are in the socket, and a new connection would cost the machine.
+                    self._receive_pass()
+                    now = self.clock()
+                    if self.welcome is not None and now - self.last_heard > LIVENESS * self.heartbeat_interval:
+                        self._lose_mapper(now)
                     continue
                 if self._idle_for(now) >= (self.idle_exit or math.inf):
                     self.end_reason = f"no work for {self.idle_exit:g} s (--idle-exit)"

@@ -3,6 +3,7 @@ reconnects, and neither that nor a slow answer to its hello is a failure (docs/p
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 
@@ -155,4 +156,49 @@ def test_a_puller_whose_connection_dropped_says_hello_again_after_its_back_off(c
         second.expect(P.Ready, 5)
         second.sock.close(linger=0)
     finally:
+        assert p.close() == 0
+
+
+def test_a_puller_starved_of_cpu_reads_what_waits_before_it_takes_the_mapper_for_silent(
+        fake: FakeMapper, ctx: zmq.Context) -> None:
+    """A puller whose thread got no CPU for longer than its liveness window (a loaded lab machine) while the
+    mapper kept sending heartbeats finds its last-heard time old, but the heartbeats are in its socket: it reads
+    them and stays on its connection, rather than saying hello on a new one (which, read by a mapper after it had
+    judged the old connection gone, cost the machine)."""
+    starve, starving, release = threading.Event(), threading.Event(), threading.Event()
+
+    def clock() -> float:
+        # (the puller's own thread, stopped at the top of its loop: where it next looks at how long it has heard
+        # nothing; a starved process stops anywhere, and this is where it matters)
+        if starve.is_set() and sys._getframe(1).f_code.co_name == "_loop":
+            starve.clear()
+            starving.set()
+            assert release.wait(20)
+        return time.time()
+
+    interval = 0.2
+    p = ThreadPuller(fake.endpoint, None, ctx, insecure=True, clock=clock)
+    try:
+        ident, _ = fake.expect(P.Hello, 10)
+        fake.welcome(ident, heartbeat=interval)
+        fake.expect(P.Ready)
+
+        def keep_beating(seconds: float) -> list[P.Message]:
+            """Send the puller a heartbeat every 0.1 s for ``seconds``: what it sent meanwhile, but heartbeats."""
+            got, seq, end = [], 0, time.monotonic() + seconds
+            while (left := end - time.monotonic()) > 0:
+                seq += 1
+                fake.send(ident, P.Heartbeat(seq, time.time(), -1.0, -1.0))
+                got += [m for m, _ in fake.collect(min(0.1, left))]
+            return got
+
+        starve.set()
+        keep_beating(0.3)
+        assert starving.wait(10), "the puller's thread never stopped"
+        keep_beating(LIVENESS * interval + 0.5)  # its silence window passes while its heartbeats wait for it
+        release.set()
+        got = keep_beating(2.0)
+        assert [m for m in got if type(m) is P.Hello] == [], "it took the mapper for silent and said hello again"
+    finally:
+        release.set()
         assert p.close() == 0

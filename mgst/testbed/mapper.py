@@ -496,6 +496,13 @@ class Mapper:
                 if self.unreachable:
                     self.unreachable.judge(time.time(), backlog)
                 self._flush()
+            if not self.aborting:
+                self._flush()
+                if self.unreachable:
+                    # the last sends' failures (nothing more is read), judged as they stand, before the run's end (a
+                    # policy that fails on what follows fails as in the run)
+                    self.unreachable.judge(time.time(), False, final=True)
+                    self._flush()
         except PolicyFailed as e:  # the core cannot go on: the run stops here, and what was done is written
             self._policy_failed(e)
         end = time.time()
@@ -506,9 +513,6 @@ class Mapper:
         if self.journal.store is not None:
             self.journal.tick(end)
         self._flush()
-        if self.unreachable:  # the last sends' failures: nothing more is read, so they are judged as they stand
-            self.unreachable.judge(time.time(), False, final=True)
-            self._flush()
         if self.journal.store is not None:  # last, once every event is committed: a journal with it is a run over
             # (a commit failing after it would pause the run, exit 75, and leave one --resume refuses as finished)
             failed = {} if self.policy_failure is None else {"policy_failure": self.policy_failure}
