@@ -328,6 +328,13 @@ def _one_machine(policy: str = "fcfs", time_unit: float = 1.0) -> Experiment:
                       policy=PolicySpec(policy), testbed=TestbedSettings(time_unit=time_unit, duration=10.0))
 
 
+def _two_slots() -> Experiment:
+    """One class, one machine M1 with two slots, FCFS, no time-outs."""
+    return Experiment(name="two-slots", classes=(JobClass("1", 1.0),),
+                      machines=(Machine("M1", (1.0,), 1.0, slots=2),), policy=PolicySpec("fcfs"),
+                      testbed=TestbedSettings(time_unit=1.0, duration=10.0, timeout_factor=0.0))
+
+
 def _job_sent(mapper: Mapper, job: Job, t: float) -> None:
     """``job`` arrives at ``t`` (journalled, then fed): the core sends it to an asking machine."""
     mapper.journal.job_arrived(job, t)
@@ -351,10 +358,7 @@ def test_a_done_asking_for_work_after_a_held_ready_counts_both(ctx):
     the Done frees. The mapper must too, whatever the held Ready would say when applied later (it would
     take the count back down, or be a "repeat"): else one slot stays idle for the rest of the run. The
     mapper is driven message by message (no loop, no pullers): its decisions stay in its outbox."""
-    exp = Experiment(name="two-slots", classes=(JobClass("1", 1.0),),
-                     machines=(Machine("M1", (1.0,), 1.0, slots=2),), policy=PolicySpec("fcfs"),
-                     testbed=TestbedSettings(time_unit=1.0, duration=10.0, timeout_factor=0.0))
-    mapper = Mapper(exp, "tcp://127.0.0.1:0", context=ctx)
+    mapper = Mapper(_two_slots(), "tcp://127.0.0.1:0", context=ctx)
     try:
         ident, now = _run_with_puller_m1(mapper, slots=2)
         m = mapper.core.machines[0]
@@ -614,10 +618,7 @@ def test_a_replica_a_reconnected_puller_lacks_goes_back_to_the_queue_not_onto_it
     replica is lost and its job requeued, after the old request is withdrawn, so the job waits for the puller's
     new request instead of being sent on the old one (crossing that request, which then asks for more slots
     than are free)."""
-    exp = Experiment(name="two-slots", classes=(JobClass("1", 1.0),),
-                     machines=(Machine("M1", (1.0,), 1.0, slots=2),), policy=PolicySpec("fcfs"),
-                     testbed=TestbedSettings(time_unit=1.0, duration=10.0, timeout_factor=0.0))
-    mapper = Mapper(exp, "tcp://127.0.0.1:0", context=ctx)
+    mapper = Mapper(_two_slots(), "tcp://127.0.0.1:0", context=ctx)
     try:
         old, now = _run_with_puller_m1(mapper, slots=2)
         m = mapper.core.machines[0]
