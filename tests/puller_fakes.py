@@ -16,13 +16,25 @@ from puller.daemon import Puller
 class FakeMapper:
     """A ROUTER socket standing in for the mapper: plain, or CURVE with the given server keys (no ZAP)."""
 
-    def __init__(self, ctx: zmq.Context, keys: security.ServerKeys | None):
+    def __init__(self, ctx: zmq.Context, keys: security.ServerKeys | None, endpoint: str | None = None):
+        """On a free loopback port, or on ``endpoint`` (a mapper back where one was: its port may take a moment to
+        be let go by the closed socket's I/O thread, so the bind is retried for up to 10 s)."""
         self.sock = ctx.socket(zmq.ROUTER)
         self.sock.linger = 0
         if keys is not None:
             security.secure_server(self.sock, keys)
-        port = self.sock.bind_to_random_port("tcp://127.0.0.1")
-        self.endpoint = f"tcp://127.0.0.1:{port}"
+        if endpoint is None:
+            endpoint = f"tcp://127.0.0.1:{self.sock.bind_to_random_port('tcp://127.0.0.1')}"
+        else:
+            deadline = time.monotonic() + 10.0
+            while True:
+                try:
+                    self.sock.bind(endpoint)
+                    break
+                except zmq.ZMQError:
+                    assert time.monotonic() < deadline, f"{endpoint} still taken"
+                    time.sleep(0.05)
+        self.endpoint = endpoint
         self.last_heartbeat: P.Heartbeat | None = None  # the puller's latest, seen by recv()
 
     def recv(self, timeout: float) -> tuple[bytes, P.Message] | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 import zmq
 from puller_fakes import FakeMapper, ThreadPuller
@@ -28,6 +29,23 @@ def one_busy_machine() -> Experiment:
                       testbed=TestbedSettings(time_unit=0.1, duration=5.0, timeout_factor=10.0))
 
 
+def stall_once(mapper: Mapper, seconds: float, when: Callable[[float], bool]) -> threading.Event:
+    """Stop ``mapper``'s loop for ``seconds``, once, at the first heartbeat slice at which ``when(now)`` holds (as
+    a long decision would); the event is set as it stops."""
+    stalled = threading.Event()
+    beat = mapper.heartbeats.beat
+
+    def stalling_beat(now: float, drained_at: float) -> None:
+        if not stalled.is_set() and mapper.t0 is not None and when(now):
+            stalled.set()
+            time.sleep(seconds)
+            now = time.time()
+        beat(now, drained_at)
+
+    mapper.heartbeats.beat = stalling_beat
+    return stalled
+
+
 def test_a_mapper_stalled_past_its_pullers_liveness_loses_no_machine_and_no_replica(tmp_path, no_children_left):
     """The mapper's loop stops for 2.5 s (as a long decision would) while M1 runs a replica. M1's puller hears
     nothing for five heartbeat intervals and says hello again on a new connection, holding the replica. When the
@@ -37,17 +55,15 @@ def test_a_mapper_stalled_past_its_pullers_liveness_loses_no_machine_and_no_repl
     exp = one_busy_machine()
     stalled: list[set[int]] = []  # the replicas M1 ran when the mapper stalled
     with Run(exp, tmp_path) as r:
-        beat = r.mapper.heartbeats.beat
+        m = r.mapper
 
-        def stalling_beat(now: float, drained_at: float) -> None:
-            m = r.mapper
-            if not stalled and m.t0 is not None and now - m.t0 > 1.0 and m.core.machines[0].replicas:
+        def running_a_replica(now: float) -> bool:
+            if now - m.t0 > 1.0 and m.core.machines[0].replicas:
                 stalled.append(set(m.core.machines[0].replicas))
-                time.sleep(STALL)
-                now = time.time()
-            beat(now, drained_at)
+                return True
+            return False
 
-        r.mapper.heartbeats.beat = stalling_beat
+        stall_once(m, STALL, running_a_replica)
         run = r.wait()
     assert stalled, "the mapper never stalled with a replica running"
     assert r.mapper.heartbeat_interval == HEARTBEAT_INTERVAL
@@ -68,17 +84,7 @@ def test_a_hello_that_comes_after_the_woken_mapper_has_read_its_socket_still_kee
     interval = 0.5  # a grace of 5 x 0.5 s for the test's hello to come in, on a busy machine
     stall = LIVENESS * interval + 1.0  # the puller gives up on it after LIVENESS intervals of silence
     mapper = Mapper(one_busy_machine(), "tcp://127.0.0.1:0", heartbeat_interval=interval, register_timeout=30.0)
-    stalled = threading.Event()
-    beat = mapper.heartbeats.beat
-
-    def stalling_beat(now: float, drained_at: float) -> None:
-        if not stalled.is_set() and mapper.t0 is not None and now - mapper.t0 > 0.5:
-            stalled.set()
-            time.sleep(stall)
-            now = time.time()
-        beat(now, drained_at)
-
-    mapper.heartbeats.beat = stalling_beat
+    stalled = stall_once(mapper, stall, lambda now: now - mapper.t0 > 0.5)
     outcome: list = []
     thread = threading.Thread(target=lambda: outcome.append(mapper.run()), daemon=True)
     ctx = zmq.Context()
@@ -139,18 +145,7 @@ def test_a_puller_whose_connection_dropped_says_hello_again_after_its_back_off(c
     try:
         first_mapper.expect(P.Hello, 10)
         first_mapper.sock.close(linger=0)  # gone without an answer
-        second = FakeMapper.__new__(FakeMapper)
-        second.sock = ctx.socket(zmq.ROUTER)
-        second.sock.linger = 0
-        deadline = time.monotonic() + 10.0
-        while True:  # (the closed socket's port is let go by ZeroMQ's I/O thread, a moment later)
-            try:
-                second.sock.bind(endpoint)
-                break
-            except zmq.ZMQError:
-                assert time.monotonic() < deadline, f"{endpoint} still taken"
-                time.sleep(0.05)
-        second.endpoint, second.last_heartbeat = endpoint, None
+        second = FakeMapper(ctx, None, endpoint)
         ident, hello = second.expect(P.Hello, 10)  # well before the 30 s a delivered hello is given
         second.welcome(ident)
         second.expect(P.Ready, 5)

@@ -99,7 +99,7 @@ class PullerMessages:
                  by_identity: dict[bytes, int], clock: RunClock, drops: DropLog, router: Router,
                  checkpoints: MachineCheckpoints, keys: security.ServerKeys | None, *, feed: Callable[..., None],
                  machine_gone: Callable[[int, float], None], heartbeat_interval: float, liveness: int, executor: str,
-                 failures: bool, seed: int, unreachable: PendingUnreachable | None = None,
+                 failures: bool, seed: int, unreachable: PendingUnreachable,
                  availability_forms: list[tuple] | None = None, availability_until: float = math.inf):
         self.experiment = experiment
         self.core = core
@@ -458,7 +458,7 @@ class PullerMessages:
             identity=conn.identity,
             # (a connection a send found gone is not live, though its verdict waits for what is read)
             live=(conn.identity is not None and now - conn.last_seen <= self.liveness * self.heartbeat_interval
-                  and not (self.unreachable is not None and self.unreachable.gone(j, conn.identity))),
+                  and not self.unreachable.gone(j, conn.identity)),
             key_shared=key is not None and bool(self.machines_of_key.get(key, set()) - {j}),
         )
         refusal = admit(msg.machine, holder, key, msg.incarnation, identity)
