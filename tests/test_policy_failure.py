@@ -1,6 +1,7 @@
 """A policy that fails during a testbed run (its code raises, or it breaks a rule of the core): the run stops at
 once, says which policy failed where, with the policy's own traceback, writes what it did (each job once), exits 3;
-its journal exports, and a resume says it is over. Real pullers, loopback."""
+its journal exports, and a resume says it is over. A policy that replays otherwise than it ran is named, and its
+journal neither exported nor resumed. Real pullers, loopback."""
 
 from __future__ import annotations
 
@@ -64,6 +65,20 @@ class FailsToStart(Policy):
 
     def choose(self, view, machine):
         return None
+
+
+@register
+class DecidesOtherwiseLater(HeadFirst):
+    """FCFS; once CHANGED is set (its code changed since the run, or it drew on something but its inputs and its
+    random stream), it leaves every machine idle."""
+    name = "decides_otherwise_later"
+    hooks = frozenset({"choose"})
+
+    def choose(self, view, machine):
+        import os
+        if os.environ.get("CHANGED"):
+            return None
+        return super().choose(view, machine)
 
 
 @register
@@ -363,3 +378,55 @@ def test_a_simulation_run_raises_what_the_policy_raised_and_run_simulation_says_
                         r"'a key the policy forgot'", said), said
     again = pickle.loads(pickle.dumps(failed.value))
     assert str(again) == said and again.policy_at_fault and "# the researcher's bug" in again.details
+
+
+def test_a_policy_that_replays_otherwise_than_it_ran_is_named_and_its_journal_neither_exported_nor_resumed(
+        tmp_path: Path, no_children_left) -> None:
+    """A run whose policy, fed the run's inputs again, decides otherwise than it did (its code changed, or it drew on
+    the clock, the global random, a set's order): `mgst export` says which replica the replay departs at and why,
+    exits 2 and leaves the run's files as they are; a resume of it (its mapper died) is refused saying the same, before
+    it listens. The same journal exports when the policy decides as it did."""
+    (tmp_path / "failing_policies.py").write_text(POLICIES)
+    exp = tmp_path / "exp.toml"
+    exp.write_text(EXPERIMENT.format(policy="decides_otherwise_later", duration=4.0))
+    out = tmp_path / "run"
+    p = _mgst(tmp_path, "run", str(exp), "--import", "failing_policies", "--out", str(out), "--no-live", "--quiet",
+              "--json")
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert json.loads(p.stdout)["jobs_done"] >= 1
+    before = (out / "jobs.csv").read_text()
+    same = _mgst(tmp_path, "export", str(out))
+    assert same.returncode == 0 and "otherwise" not in same.stderr, same.stderr[-3000:]
+    assert (out / "jobs.csv").read_text() == before
+
+    departs = (r"the replay of the run's inputs decides otherwise than the run: the run sent replica \d+ "
+               r"\(job \d+\) to M[12], where the replay made no such replica\. The policy 'decides_otherwise_later' "
+               r"does not decide the same from the same inputs")
+    changed = _mgst(tmp_path, "export", str(out), CHANGED="1")
+    assert changed.returncode == 2 and "Traceback" not in changed.stderr, changed.stderr[-3000:]
+    assert re.search(departs, changed.stderr) and "its results are left as they are" in changed.stderr, changed.stderr
+    assert (out / "jobs.csv").read_text() == before
+
+    with sqlite3.connect(out / "journal.sqlite") as db:  # its mapper died before the end
+        db.execute("DELETE FROM meta WHERE key IN ('ended', 'drops')")
+    r = _mgst(tmp_path, "run", str(exp), "--import", "failing_policies", "--resume", str(out), CHANGED="1")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert f"cannot resume {out}: " in r.stderr and re.search(departs, r.stderr), r.stderr[-3000:]
+
+
+def test_where_a_replay_departs_is_said_of_the_replica_the_run_sent() -> None:
+    """The check at each replica the run sent (replay._diverges): the replay's own replica of that id, same job and
+    machine, is no departure (and is matched once); another job or machine, or none, is said with both sides."""
+    from test_testbed import small
+
+    from mgst.testbed.replay import _diverges
+
+    exp = small(machines=3)  # M1, M2, M3
+    assigned = {4: (7, 1), 5: (8, 2)}
+    assert _diverges(assigned, (4, 7, 1, None, None, 0.0), exp, "p") is None and assigned == {5: (8, 2)}
+    said = _diverges(assigned, (5, 9, 0, None, None, 0.0), exp, "p")
+    assert said is not None and said.startswith(
+        "the replay of the run's inputs decides otherwise than the run: the run sent replica 5 (job 9) to M1, where "
+        "the replay made it of job 8 on M3. The policy 'p' does not decide the same from the same inputs"), said
+    said = _diverges(assigned, (4, 7, 1, None, None, 0.0), exp, "p")  # (matched once: a second "sent" of it is not)
+    assert said is not None and "sent replica 4 (job 7) to M2, where the replay made no such replica" in said
