@@ -157,6 +157,25 @@ def _mgst(tmp_path: Path, *args: str, timeout: float = 120, **env_vars: str) -> 
                           cwd=tmp_path, env=env)
 
 
+def _run(tmp_path: Path, policy: str, duration: float) -> tuple[Path, Path, subprocess.CompletedProcess]:
+    """`mgst run --json` of EXPERIMENT with ``policy`` (of POLICIES) for ``duration`` s: the experiment file, the run's
+    folder, the process."""
+    (tmp_path / "failing_policies.py").write_text(POLICIES)
+    exp = tmp_path / "exp.toml"
+    exp.write_text(EXPERIMENT.format(policy=policy, duration=duration))
+    out = tmp_path / "run"
+    p = _mgst(tmp_path, "run", str(exp), "--import", "failing_policies", "--out", str(out), "--no-live", "--quiet",
+              "--json")
+    return exp, out, p
+
+
+def _run_to_its_end(tmp_path: Path, policy: str, duration: float) -> tuple[Path, Path, dict]:
+    """_run, which must end well: the experiment file, the run's folder, its summary."""
+    exp, out, p = _run(tmp_path, policy, duration)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return exp, out, json.loads(p.stdout)
+
+
 @pytest.mark.parametrize(("policy", "event", "error", "line"), [
     ("raises_in_a_hook", "ReplicaDone", "KeyError: 'a key the policy forgot'", "# the researcher's bug"),
     ("assigns_to_a_busy_machine", "JobArrived", "PolicyError: assign to machine M1, which is not asking for work",
@@ -164,12 +183,7 @@ def _mgst(tmp_path: Path, *args: str, timeout: float = 120, **env_vars: str) -> 
 ])
 def test_a_policy_that_fails_stops_the_run_which_writes_what_it_did_and_exits_3(
         tmp_path: Path, no_children_left, policy: str, event: str, error: str, line: str) -> None:
-    (tmp_path / "failing_policies.py").write_text(POLICIES)
-    exp = tmp_path / "exp.toml"
-    exp.write_text(EXPERIMENT.format(policy=policy, duration=DURATION_S))
-    out = tmp_path / "run"
-    p = _mgst(tmp_path, "run", str(exp), "--import", "failing_policies", "--out", str(out), "--no-live", "--quiet",
-              "--json")
+    exp, out, p = _run(tmp_path, policy, DURATION_S)
     assert p.returncode == 3, p.stderr[-3000:]
     said = f"the policy '{policy}' failed at model time"
     assert said in p.stderr and f"handling {event}: {error}" in p.stderr, p.stderr[-3000:]
@@ -278,14 +292,8 @@ def test_export_of_a_run_that_ended_well_but_no_longer_replays_leaves_its_result
     """A run that ended without a failure, whose policy raises when its journal is replayed (its code changed since):
     `mgst export` refuses (exit 2, one line) and leaves jobs.csv and summary.json as they were, rather than writing
     the run cut short at the replay's failure; a resume is refused as over."""
-    (tmp_path / "failing_policies.py").write_text(POLICIES)
-    exp = tmp_path / "exp.toml"
-    exp.write_text(EXPERIMENT.format(policy="fcfs_that_changes_later", duration=1.0))
-    out = tmp_path / "run"
-    p = _mgst(tmp_path, "run", str(exp), "--import", "failing_policies", "--out", str(out), "--no-live", "--quiet",
-              "--json")
-    assert p.returncode == 0, p.stderr[-3000:]
-    assert json.loads(p.stdout)["policy_failure"] is None
+    exp, out, summary = _run_to_its_end(tmp_path, "fcfs_that_changes_later", 1.0)
+    assert summary["policy_failure"] is None
     # an input the core refused, journalled (a share outside [0, 1]): the mapper dropped it, and so does the replay
     from mgst.core.events import MachineAvailability  # noqa: PLC0415
     from mgst.testbed.core_events import to_plain  # noqa: PLC0415
@@ -386,14 +394,8 @@ def test_a_policy_that_replays_otherwise_than_it_ran_is_named_and_its_journal_ne
     the clock, the global random, a set's order): `mgst export` says which replica the replay departs at and why,
     exits 2 and leaves the run's files as they are; a resume of it (its mapper died) is refused saying the same, before
     it listens. The same journal exports when the policy decides as it did."""
-    (tmp_path / "failing_policies.py").write_text(POLICIES)
-    exp = tmp_path / "exp.toml"
-    exp.write_text(EXPERIMENT.format(policy="decides_otherwise_later", duration=4.0))
-    out = tmp_path / "run"
-    p = _mgst(tmp_path, "run", str(exp), "--import", "failing_policies", "--out", str(out), "--no-live", "--quiet",
-              "--json")
-    assert p.returncode == 0, p.stderr[-3000:]
-    assert json.loads(p.stdout)["jobs_done"] >= 1
+    exp, out, summary = _run_to_its_end(tmp_path, "decides_otherwise_later", 4.0)
+    assert summary["jobs_done"] >= 1
     before = (out / "jobs.csv").read_text()
     same = _mgst(tmp_path, "export", str(out))
     assert same.returncode == 0 and "otherwise" not in same.stderr, same.stderr[-3000:]
