@@ -362,6 +362,20 @@ def test_the_tail_begins_below_the_threshold_and_flaps_back_unless_sticky(sticky
     assert sent(core.machine_ready(2.0, 2)) == ([] if tail_after_requeue else [(0, 2)])
 
 
+def test_the_overlay_s_look_at_a_bag_in_its_tail_starts_no_sticky_tail():
+    # A replay of a testbed run feeds the core its inputs alone and asks no overlay, so the overlay's question
+    # (takes_grid) must not change what the policy decides later. As above, sticky: the overlay looks while one task is
+    # queued (the tail's length), then A's task is requeued (2 queued): the bag is not in its tail, C takes a task.
+    core, policy = gridbot([host("A"), host("B"), host("C")], tail_threshold=2, tail_sticky=True,
+                           JobRequirements='!Tail || Host.Name == "B"')
+    core.machine_down(0.0, 2)
+    core.bag_arrived(0.0, bag(0, 3, 0))
+    assert policy.takes_grid(core.view, core.view.bags[0], "any grid")
+    assert policy.report()["tail_starts"] == 0
+    core.machine_down(1.0, 0)
+    assert sent(core.machine_ready(2.0, 2)) == [(0, 2)]
+
+
 # ---------------------------------------------------------------------------------------------- fallbacks and errors
 
 

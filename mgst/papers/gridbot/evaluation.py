@@ -73,19 +73,22 @@ class Evaluation:
         """Pending replicas over every bag."""
         return sum(len(s.pending_jobs()) for s in self.states.values())
 
-    def in_tail(self, state: BagState) -> bool:
-        """Tail detection: the bag's queue holds fewer than ``tail_threshold`` jobs (``tail_sticky``: or did once)."""
+    def in_tail(self, state: BagState, note: bool = True) -> bool:
+        """Tail detection: the bag's queue holds fewer than ``tail_threshold`` jobs (``tail_sticky``: or did once).
+        Without ``note``, a look that changes nothing (the overlay's, which no input of the core makes: a replay of
+        the run, which feeds the core its inputs alone, must find the same tails)."""
         if state.tail and self.tail_sticky:
             return True
         tail = state.queue_length() < self.tail_threshold
-        if tail and not state.tail:
-            self.counts["tail_starts"] += 1
-        state.tail = tail
+        if note:
+            if tail and not state.tail:
+                self.counts["tail_starts"] += 1
+            state.tail = tail
         return tail
 
-    def set_bag(self, state: BagState) -> None:
-        """The top ad's ``Bag``: the bag's ad, its Tail as detected now."""
-        self.ads.bag(state, self.in_tail(state), len(state.pending_jobs()))
+    def set_bag(self, state: BagState, note: bool = True) -> None:
+        """The top ad's ``Bag``: the bag's ad, its Tail as detected now (``note``: see in_tail)."""
+        self.ads.bag(state, self.in_tail(state, note), len(state.pending_jobs()))
 
     def set_job(self, state: BagState, job: JobRecord, expired: Container[int], cycle: bool = False) -> None:
         """The top ad's ``Job``, if the bag's expressions about to be evaluated read it (else whatever is there is

@@ -289,7 +289,7 @@ class GridBot(Policy):
         assert ev is not None
         state = ev.state(bag)
         ev.ads.grid_only(grid)
-        ev.set_bag(state)
+        ev.set_bag(state, note=False)  # (a sticky tail is the core's inputs' to start: a replay asks no overlay)
         return ev.holds(GRID_POLICY, state)
 
     def held_jobs(self, view: View, bag: BagRecord) -> int:
