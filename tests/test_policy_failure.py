@@ -401,12 +401,13 @@ def test_a_policy_that_replays_otherwise_than_it_ran_is_named_and_its_journal_ne
     assert same.returncode == 0 and "otherwise" not in same.stderr, same.stderr[-3000:]
     assert (out / "jobs.csv").read_text() == before
 
-    departs = (r"the replay of the run's inputs decides otherwise than the run: the run sent replica \d+ "
-               r"\(job \d+\) to M[12], where the replay made no such replica\. The policy 'decides_otherwise_later' "
-               r"does not decide the same from the same inputs")
+    departs = (r"journal does not replay as the run went: the run sent replica \d+ \(job \d+\) to M[12], where "
+               r"the replay did not\. The policy 'decides_otherwise_later' does not decide the same from the same "
+               r"inputs")
     changed = _mgst(tmp_path, "export", str(out), CHANGED="1")
     assert changed.returncode == 2 and "Traceback" not in changed.stderr, changed.stderr[-3000:]
-    assert re.search(departs, changed.stderr) and "its results are left as they are" in changed.stderr, changed.stderr
+    assert re.search(departs, changed.stderr), changed.stderr
+    assert "what the run wrote is left as it is" in changed.stderr, changed.stderr
     assert (out / "jobs.csv").read_text() == before
 
     with sqlite3.connect(out / "journal.sqlite") as db:  # its mapper died before the end
@@ -416,19 +417,58 @@ def test_a_policy_that_replays_otherwise_than_it_ran_is_named_and_its_journal_ne
     assert f"cannot resume {out}: " in r.stderr and re.search(departs, r.stderr), r.stderr[-3000:]
 
 
-def test_where_a_replay_departs_is_said_of_the_replica_the_run_sent() -> None:
-    """The check at each replica the run sent (replay._diverges): the replay's own replica of that id, same job and
-    machine, is no departure (and is matched once); another job or machine, or none, is said with both sides."""
-    from test_testbed import small
+def test_a_replay_departs_where_a_decision_and_the_run_s_record_of_it_differ() -> None:
+    """mgst.testbed.departures, given decisions and records by hand: each record the run made of a decision (a replica
+    sent, a job completed, requeued or given up on, a replica cancelled) must name one of the replay's, matched once
+    and by what it names, whatever the order; a decision of the replay left without a record at the log's end is a
+    departure too; the first departure is said with both sides."""
+    from test_testbed import small  # noqa: PLC0415
 
-    from mgst.testbed.replay import _diverges
+    from mgst.core.decisions import Assign, Cancel, JobCompleted, JobRequeued, ReplicaTimedOut  # noqa: PLC0415
+    from mgst.model import Job  # noqa: PLC0415
+    from mgst.testbed.departures import Departures  # noqa: PLC0415
 
     exp = small(machines=3)  # M1, M2, M3
-    assigned = {4: (7, 1), 5: (8, 2)}
-    assert _diverges(assigned, (4, 7, 1, None, None, 0.0), exp, "p") is None and assigned == {5: (8, 2)}
-    said = _diverges(assigned, (5, 9, 0, None, None, 0.0), exp, "p")
-    assert said is not None and said.startswith(
-        "the replay of the run's inputs decides otherwise than the run: the run sent replica 5 (job 9) to M1, where "
-        "the replay made it of job 8 on M3. The policy 'p' does not decide the same from the same inputs"), said
-    said = _diverges(assigned, (4, 7, 1, None, None, 0.0), exp, "p")  # (matched once: a second "sent" of it is not)
-    assert said is not None and "sent replica 4 (job 7) to M2, where the replay made no such replica" in said
+    job7, job8 = Job(7, 0, 0.0, 1.0), Job(8, 0, 0.0, 1.0)
+
+    def departures() -> Departures:
+        d = Departures(exp, "p")
+        d.decided([Assign(job7, 1, 4), Assign(job8, 2, 5)])
+        d.decided([JobCompleted(job7, 4, 1), JobRequeued(job8, 5, 2, "down"), Cancel(5, 2, 8),
+                   ReplicaTimedOut(5, 2, 8)])
+        return d
+
+    same = departures()  # every record, in another order than decided
+    for kind, args in [("sent", (5, 8, 2, None, None, 0.0)), ("end", ("cancelled", 5)), ("sent", (4, 7, 1, None, None,
+                       0.0)), ("timeout", (8,)), ("requeue", (8,)), ("complete", (7, 4, 1))]:
+        same.recorded(kind, args)
+    same.finish()
+    assert same.found is None
+
+    def first(records: list[tuple[str, tuple]]) -> str:
+        d = departures()
+        for kind, args in records:
+            d.recorded(kind, args)
+        d.finish()
+        assert d.found is not None and d.found.endswith("The policy 'p' does not decide the same from the same inputs "
+                                                        "(a policy must draw only on its inputs and the random stream "
+                                                        "it is given: not on the clock, Python's global random, or the "
+                                                        "order of a set of strings, which changes from process to "
+                                                        "process), or its code (or mgst's) changed since the run")
+        return d.found[:d.found.index(". The policy")]
+
+    assert first([("sent", (5, 9, 0, None, None, 0.0))]) == (
+        "the run sent replica 5 (job 9) to M1, where the replay sent replica 5 (job 8) to M3")
+    assert first([("sent", (6, 8, 2, None, None, 0.0))]) == (
+        "the run sent replica 6 (job 8) to M3, where the replay did not")
+    assert first([("sent", (4, 7, 1, None, None, 0.0)), ("sent", (4, 7, 1, None, None, 0.0))]) == (
+        "the run sent replica 4 (job 7) to M2, where the replay did not")  # (matched once)
+    assert first([("complete", (7, 4, 2))]) == (
+        "the run completed job 7 with replica 4 on M3, where the replay completed job 7 with replica 4 on M2")
+    assert first([("requeue", (8,)), ("requeue", (8,))]) == "the run requeued job 8, where the replay did not"
+    assert first([("timeout", (7,))]) == "the run gave up on (a time-out) job 7, where the replay did not"
+    assert first([("end", ("cancelled", 4))]) == "the run cancelled replica 4, where the replay did not"
+    assert first([("end", ("done", 4)), ("end", ("lost", 5))]) == (  # (not the replay's decisions: not checked)
+        "the replay sent replica 4 (job 7) to M2, which the run did not")
+    assert first([("sent", (4, 7, 1, None, None, 0.0)), ("sent", (5, 8, 2, None, None, 0.0)),
+                  ("complete", (7, 4, 1))]) == "the replay requeued job 8, which the run did not"

@@ -46,8 +46,8 @@ def load_run(folder: Path, journal: str = FILENAME) -> TestbedRun:
                              "since, or it does not decide the same from the same inputs; its results are left as "
                              "they are")
         if rp.diverged is not None:
-            raise StoreError(f"{rp.store.path}: the journal does not replay as the run went: {rp.diverged}; its "
-                             "results are left as they are")
+            raise StoreError(f"{rp.store.path}: the journal does not replay as the run went: {rp.diverged}; what "
+                             "the run wrote is left as it is")
         tu = meta["time_unit"]
         end = j.last_wall if j.last_wall is not None else meta.get("created", 0.0)
         t0 = j.start if j.start is not None else end

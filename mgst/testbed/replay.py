@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from mgst import policies
-from mgst.core.decisions import Assign, InputError
+from mgst.core.decisions import InputError
 from mgst.core.scheduler import Scheduler
 from mgst.model import Experiment
 from mgst.policies.failure import PolicyFailed
 from mgst.streams import Purpose, python_random
 from mgst.testbed.core_events import UnknownEvent, from_legacy, from_plain
+from mgst.testbed.departures import Departures
 from mgst.testbed.experiment_codec import from_plain as experiment_from_plain
 from mgst.testbed.journal import Journal
 from mgst.testbed.policy_failure import handled
@@ -49,8 +50,8 @@ class Replayed:
     # What the core raised at the input where the run's policy failed (the replay stops feeding it there: the mapper
     # stopped the run), None if it did not fail.
     policy_failure: str | None = None
-    # Where the replayed core first decided otherwise than the run's (a replica the run sent that the replay did not
-    # make so), None if every replica sent is the replay's too.
+    # Where the replayed core first decided otherwise than the run's (mgst.testbed.departures), said; None if every
+    # decision the run recorded is the replay's, and every one of the replay's was recorded.
     diverged: str | None = None
 
 
@@ -122,10 +123,7 @@ def replay(folder: Path, journal: str = FILENAME) -> Replayed:
         journal = Journal(experiment)
         failure: PolicyFailed | None = None
         after_failure = 0  # inputs journalled after the failure (a mapper of before PolicyFailed went on), not fed
-        # The replay's replicas not yet matched by the run's record of sending them: the mapper records each input
-        # before it decides, and each replica sent once decided, so every "sent" names one made by an input before it.
-        assigned: dict[int, tuple[int, int]] = {}
-        diverged: str | None = None
+        departures = Departures(experiment, core.policy.name)  # (the replay's decisions against the run's records)
         for kind, args in store.events():
             if kind == "event" or kind == "core":  # a typed core event (an older journal: a method's name)
                 name, now, fields = args
@@ -143,15 +141,14 @@ def replay(folder: Path, journal: str = FILENAME) -> Replayed:
                 except PolicyFailed as e:
                     failure = e
                     continue
-                if diverged is None:
-                    for d in outputs:
-                        if type(d) is Assign:
-                            assigned[d.replica] = (d.job.id, d.machine)
+                departures.decided(outputs)
             else:
-                if kind == "sent" and diverged is None and failure is None:
-                    diverged = _diverges(assigned, args, experiment, core.policy.name)
+                if failure is None:
+                    departures.recorded(kind, args)
                 if not journal.apply(kind, args):
                     raise StoreError(f"{store.path}: unknown event {kind!r}")
+        if failure is None:
+            departures.finish()
         if failure is not None:
             log.warning("%s: %s; the run is rebuilt up to there%s", store.path, failure,
                         f" ({after_failure} later inputs left out)" if after_failure else "")
@@ -160,24 +157,4 @@ def replay(folder: Path, journal: str = FILENAME) -> Replayed:
         store.close()
         raise
     return Replayed(experiment, meta, store, journal, core, core.now, None if failure is None else str(failure),
-                    diverged)
-
-
-def _diverges(assigned: dict[int, tuple[int, int]], sent: tuple, experiment: Experiment, policy: str) -> str | None:
-    """None if the replica the run sent (a "sent" event's ``replica, job, machine, ...``) is one the replay made, of
-    the same job on the same machine; else what differs, in a sentence naming the likely cause."""
-    replica, job, machine = sent[0], sent[1], sent[2]
-    made = assigned.pop(replica, None)
-    if made == (job, machine):
-        return None
-    names = [m.name for m in experiment.machines]
-
-    def name(j: Any) -> str:
-        return names[j] if isinstance(j, int) and 0 <= j < len(names) else repr(j)
-
-    replayed = "made no such replica" if made is None else f"made it of job {made[0]} on {name(made[1])}"
-    return (f"the replay of the run's inputs decides otherwise than the run: the run sent replica {replica} "
-            f"(job {job}) to {name(machine)}, where the replay {replayed}. The policy {policy!r} does not decide the "
-            "same from the same inputs (a policy must draw only on its inputs and the random stream it is given: not "
-            "on the clock, Python's global random, or the order of a set of strings, which changes from process to "
-            "process), or its code (or mgst's) changed since the run")
+                    departures.found)

@@ -72,8 +72,8 @@ def replay_to_resume(out: Path, experiment: Experiment, network: dict[str, Any] 
                              "changed since the run began; a run cannot go on from there (the core stopped half-way "
                              f"through that input): 'mgst export {out}' writes what it did")
         if replayed.diverged is not None:  # (a mapper resumed on it would hold other replicas than its pullers run)
-            raise ValueError(f"cannot resume {out}: {replayed.diverged}; a run cannot go on from a core that is not "
-                             "the run's")
+            raise ValueError(f"cannot resume {out}: its journal does not replay as the run went: {replayed.diverged}; "
+                             "a run cannot go on from a core that is not the run's")
         if to_plain(experiment) != replayed.meta["experiment"]:
             raise ValueError(f"{out} was run with another experiment than {experiment.name!r}")
         _check_same_setting(out, experiment, replayed.meta, network)
