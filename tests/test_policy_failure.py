@@ -9,6 +9,7 @@ import csv
 import json
 import os
 import re
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -157,21 +158,23 @@ def _mgst(tmp_path: Path, *args: str, timeout: float = 120, **env_vars: str) -> 
                           cwd=tmp_path, env=env)
 
 
-def _run(tmp_path: Path, policy: str, duration: float) -> tuple[Path, Path, subprocess.CompletedProcess]:
+def _run(tmp_path: Path, policy: str, duration: float, more: str = ""
+         ) -> tuple[Path, Path, subprocess.CompletedProcess]:
     """`mgst run --json` of EXPERIMENT with ``policy`` (of POLICIES) for ``duration`` s: the experiment file, the run's
     folder, the process."""
     (tmp_path / "failing_policies.py").write_text(POLICIES)
     exp = tmp_path / "exp.toml"
-    exp.write_text(EXPERIMENT.format(policy=policy, duration=duration))
+    exp.write_text(EXPERIMENT.format(policy=policy, duration=duration) + more)
     out = tmp_path / "run"
     p = _mgst(tmp_path, "run", str(exp), "--import", "failing_policies", "--out", str(out), "--no-live", "--quiet",
               "--json")
     return exp, out, p
 
 
-def _run_to_its_end(tmp_path: Path, policy: str, duration: float) -> tuple[Path, Path, dict]:
-    """_run, which must end well: the experiment file, the run's folder, its summary."""
-    exp, out, p = _run(tmp_path, policy, duration)
+def _run_to_its_end(tmp_path: Path, policy: str, duration: float, more: str = "") -> tuple[Path, Path, dict]:
+    """_run (``more``: sections added to the experiment), which must end well: the experiment file, the run's folder,
+    its summary."""
+    exp, out, p = _run(tmp_path, policy, duration, more)
     assert p.returncode == 0, p.stderr[-3000:]
     return exp, out, json.loads(p.stdout)
 
@@ -401,9 +404,9 @@ def test_a_policy_that_replays_otherwise_than_it_ran_is_named_and_its_journal_ne
     assert same.returncode == 0 and "otherwise" not in same.stderr, same.stderr[-3000:]
     assert (out / "jobs.csv").read_text() == before
 
-    departs = (r"journal does not replay as the run went: the run sent replica \d+ \(job \d+\) to M[12], where "
-               r"the replay did not\. The policy 'decides_otherwise_later' does not decide the same from the same "
-               r"inputs")
+    departs = (r"journal does not replay as the run went: at model time [0-9.e+-]+, the run sent replica \d+ "
+               r"\(job \d+\) to M[12], where the replay did not; the policy 'decides_otherwise_later' does not decide "
+               r"the same from the same inputs")
     changed = _mgst(tmp_path, "export", str(out), CHANGED="1")
     assert changed.returncode == 2 and "Traceback" not in changed.stderr, changed.stderr[-3000:]
     assert re.search(departs, changed.stderr), changed.stderr
@@ -418,57 +421,91 @@ def test_a_policy_that_replays_otherwise_than_it_ran_is_named_and_its_journal_ne
 
 
 def test_a_replay_departs_where_a_decision_and_the_run_s_record_of_it_differ() -> None:
-    """mgst.testbed.departures, given decisions and records by hand: each record the run made of a decision (a replica
-    sent, a job completed, requeued or given up on, a replica cancelled) must name one of the replay's, matched once
-    and by what it names, whatever the order; a decision of the replay left without a record at the log's end is a
-    departure too; the first departure is said with both sides."""
+    """mgst.testbed.departures, given inputs, decisions and records by hand: each record the run made of a decision (a
+    replica sent, a job completed, requeued or given up on, a replica cancelled) must name one of the replay's, matched
+    once and by what it names, whatever the order; a decision of the replay left without a record at the log's end is
+    a departure too, but for those of the last input and of the inputs fed inside it (a log cut short, a salvage, may
+    end there); the first departure is said with both sides, at the model time of the input."""
     from test_testbed import small  # noqa: PLC0415
 
     from mgst.core.decisions import Assign, Cancel, JobCompleted, JobRequeued, ReplicaTimedOut  # noqa: PLC0415
+    from mgst.core.events import JobArrived, MachineDown, ReplicaComputing, ReplicaDone  # noqa: PLC0415
     from mgst.model import Job  # noqa: PLC0415
     from mgst.testbed.departures import Departures  # noqa: PLC0415
 
     exp = small(machines=3)  # M1, M2, M3
     job7, job8 = Job(7, 0, 0.0, 1.0), Job(8, 0, 0.0, 1.0)
+    sent4, sent5 = ("sent", (4, 7, 1, None, None, 0.0)), ("sent", (5, 8, 2, None, None, 0.0))
 
-    def departures() -> Departures:
+    def departures(records: list[tuple[str, tuple]], *, cut: bool = False) -> str | None:
+        """An arrival sending 4 and 5 (each followed by the ReplicaComputing fed inside it), then a done and a down
+        deciding the rest; ``records`` after them, or (``cut``) the log ending inside the first input, before 5 is
+        sent."""
         d = Departures(exp, "p")
-        d.decided([Assign(job7, 1, 4), Assign(job8, 2, 5)])
-        d.decided([JobCompleted(job7, 4, 1), JobRequeued(job8, 5, 2, "down"), Cancel(5, 2, 8),
-                   ReplicaTimedOut(5, 2, 8)])
-        return d
-
-    same = departures()  # every record, in another order than decided
-    for kind, args in [("sent", (5, 8, 2, None, None, 0.0)), ("end", ("cancelled", 5)), ("sent", (4, 7, 1, None, None,
-                       0.0)), ("timeout", (8,)), ("requeue", (8,)), ("complete", (7, 4, 1))]:
-        same.recorded(kind, args)
-    same.finish()
-    assert same.found is None
-
-    def first(records: list[tuple[str, tuple]]) -> str:
-        d = departures()
-        for kind, args in records:
-            d.recorded(kind, args)
+        d.fed(JobArrived(job7), 1.0, [Assign(job7, 1, 4), Assign(job8, 2, 5)])
+        for kind, args in [sent4, ("event", ReplicaComputing(4)), *([] if cut else [sent5, ("event",
+                                                                                          ReplicaComputing(5))])]:
+            if kind == "event":
+                d.fed(args, 1.0, [])
+            else:
+                d.recorded(kind, args)
+        if not cut:
+            d.fed(ReplicaDone(4), 2.5, [JobCompleted(job7, 4, 1), JobRequeued(job8, 5, 2, "down"), Cancel(5, 2, 8),
+                                        ReplicaTimedOut(5, 2, 8)])
+            d.fed(MachineDown(0), 3.0, [])
+            for kind, args in records:
+                d.recorded(kind, args)
         d.finish()
-        assert d.found is not None and d.found.endswith("The policy 'p' does not decide the same from the same inputs "
-                                                        "(a policy must draw only on its inputs and the random stream "
-                                                        "it is given: not on the clock, Python's global random, or the "
-                                                        "order of a set of strings, which changes from process to "
-                                                        "process), or its code (or mgst's) changed since the run")
-        return d.found[:d.found.index(". The policy")]
+        if d.found is None:
+            return None
+        assert d.found.endswith("; the policy 'p' does not decide the same from the same inputs (a policy must draw "
+                                "only on its inputs and the random stream it is given: not on the clock, Python's "
+                                "global random, or the order of a set of strings, which changes from process to "
+                                "process), or its code (or mgst's) changed since the run, or the journal was edited")
+        return d.found[:d.found.index("; the policy")]
 
-    assert first([("sent", (5, 9, 0, None, None, 0.0))]) == (
-        "the run sent replica 5 (job 9) to M1, where the replay sent replica 5 (job 8) to M3")
-    assert first([("sent", (6, 8, 2, None, None, 0.0))]) == (
-        "the run sent replica 6 (job 8) to M3, where the replay did not")
-    assert first([("sent", (4, 7, 1, None, None, 0.0)), ("sent", (4, 7, 1, None, None, 0.0))]) == (
-        "the run sent replica 4 (job 7) to M2, where the replay did not")  # (matched once)
-    assert first([("complete", (7, 4, 2))]) == (
-        "the run completed job 7 with replica 4 on M3, where the replay completed job 7 with replica 4 on M2")
-    assert first([("requeue", (8,)), ("requeue", (8,))]) == "the run requeued job 8, where the replay did not"
-    assert first([("timeout", (7,))]) == "the run gave up on (a time-out) job 7, where the replay did not"
-    assert first([("end", ("cancelled", 4))]) == "the run cancelled replica 4, where the replay did not"
-    assert first([("end", ("done", 4)), ("end", ("lost", 5))]) == (  # (not the replay's decisions: not checked)
-        "the replay sent replica 4 (job 7) to M2, which the run did not")
-    assert first([("sent", (4, 7, 1, None, None, 0.0)), ("sent", (5, 8, 2, None, None, 0.0)),
-                  ("complete", (7, 4, 1))]) == "the replay requeued job 8, which the run did not"
+    everything = [("end", ("cancelled", 5)), ("timeout", (8,)), ("requeue", (8,)), ("complete", (7, 4, 1))]
+    assert departures(everything) is None  # (in another order than decided)
+    assert departures([], cut=True) is None  # (the log ends inside its last input: the records it owes are not asked)
+    assert departures([("sent", (5, 9, 0, None, None, 0.0))]) == (
+        "at model time 3, the run sent replica 5 (job 9) to M1, where the replay did not")  # (matched once)
+    assert departures([("complete", (7, 4, 2))]) == (
+        "at model time 3, the run completed job 7 with replica 4 on M3, where the replay completed it on M2")
+    assert departures([("complete", (9, 4, 1))]) == (
+        "at model time 3, the run completed job 9 with replica 4 on M2, where the replay completed it as job 7 on M2")
+    assert departures([*everything, ("requeue", (8,))]) == (
+        "at model time 3, the run requeued job 8, where the replay did not")
+    assert departures([("timeout", (7,))]) == (
+        "at model time 3, the run gave up (a time-out) on job 7, where the replay did not")
+    assert departures([("end", ("cancelled", 4))]) == (
+        "at model time 3, the run cancelled replica 4, where the replay did not")
+    assert departures([("end", ("done", 4)), ("end", ("lost", 5))]) == (  # (not the replay's decisions: not checked)
+        "at model time 2.5, the replay completed job 7 with replica 4 on M2, which the run did not")
+    assert departures(everything[1:]) is None  # (a cancel's record is the journal's only while its replica runs)
+    assert departures(everything[:2] + everything[3:]) == (
+        "at model time 2.5, the replay requeued job 8, which the run did not")
+
+
+def test_every_prefix_of_a_run_s_journal_replays_as_the_run_went(tmp_path: Path, monkeypatch, no_children_left
+                                                                  ) -> None:
+    """A journal cut after any of its events (a salvage keeps the events before the damage) replays without a departure,
+    whatever input the cut falls in: a run whose replicas stage for no time, so that each dispatch feeds the core
+    ReplicaComputing in the middle of carrying out its own input."""
+    from mgst.testbed.replay import replay  # noqa: PLC0415
+
+    _, out, summary = _run_to_its_end(tmp_path, "fcfs", 2.0, "[staging]\nstart = [0.0, 0.0]\n")
+    assert summary["jobs_done"] >= 3
+    monkeypatch.syspath_prepend(str(tmp_path))  # (the run imported its policies' module: so does its replay)
+    with sqlite3.connect(out / "journal.sqlite") as db:
+        events = db.execute("SELECT count(*) FROM events").fetchone()[0]
+    cut = tmp_path / "cut"
+    for keep in range(1, events + 1):
+        cut.mkdir(exist_ok=True)
+        shutil.copy(out / "journal.sqlite", cut / "journal.sqlite")
+        with sqlite3.connect(cut / "journal.sqlite") as db:
+            last = db.execute("SELECT seq FROM events ORDER BY seq LIMIT 1 OFFSET ?", (keep - 1,)).fetchone()[0]
+            db.execute("DELETE FROM events WHERE seq > ?", (last,))
+        replayed = replay(cut)
+        replayed.store.close()
+        assert replayed.diverged is None, (keep, replayed.diverged)
+        shutil.rmtree(cut)

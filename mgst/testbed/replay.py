@@ -137,11 +137,11 @@ def replay(folder: Path, journal: str = FILENAME) -> Replayed:
                 try:
                     outputs = handled(core, now, event)
                 except InputError:  # (refused then as now, before it changed anything: the mapper went on too)
-                    continue
+                    outputs = []
                 except PolicyFailed as e:
                     failure = e
                     continue
-                departures.decided(outputs)
+                departures.fed(event, now, outputs)
             else:
                 if failure is None:
                     departures.recorded(kind, args)
