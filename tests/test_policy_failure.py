@@ -158,23 +158,21 @@ def _mgst(tmp_path: Path, *args: str, timeout: float = 120, **env_vars: str) -> 
                           cwd=tmp_path, env=env)
 
 
-def _run(tmp_path: Path, policy: str, duration: float, more: str = ""
-         ) -> tuple[Path, Path, subprocess.CompletedProcess]:
+def _run(tmp_path: Path, policy: str, duration: float) -> tuple[Path, Path, subprocess.CompletedProcess]:
     """`mgst run --json` of EXPERIMENT with ``policy`` (of POLICIES) for ``duration`` s: the experiment file, the run's
     folder, the process."""
     (tmp_path / "failing_policies.py").write_text(POLICIES)
     exp = tmp_path / "exp.toml"
-    exp.write_text(EXPERIMENT.format(policy=policy, duration=duration) + more)
+    exp.write_text(EXPERIMENT.format(policy=policy, duration=duration))
     out = tmp_path / "run"
     p = _mgst(tmp_path, "run", str(exp), "--import", "failing_policies", "--out", str(out), "--no-live", "--quiet",
               "--json")
     return exp, out, p
 
 
-def _run_to_its_end(tmp_path: Path, policy: str, duration: float, more: str = "") -> tuple[Path, Path, dict]:
-    """_run (``more``: sections added to the experiment), which must end well: the experiment file, the run's folder,
-    its summary."""
-    exp, out, p = _run(tmp_path, policy, duration, more)
+def _run_to_its_end(tmp_path: Path, policy: str, duration: float) -> tuple[Path, Path, dict]:
+    """_run, which must end well: the experiment file, the run's folder, its summary."""
+    exp, out, p = _run(tmp_path, policy, duration)
     assert p.returncode == 0, p.stderr[-3000:]
     return exp, out, json.loads(p.stdout)
 
@@ -486,16 +484,17 @@ def test_a_replay_departs_where_a_decision_and_the_run_s_record_of_it_differ() -
         "at model time 2.5, the replay requeued job 8, which the run did not")
 
 
-def test_every_prefix_of_a_run_s_journal_replays_as_the_run_went(tmp_path: Path, monkeypatch, no_children_left
-                                                                  ) -> None:
+def test_every_prefix_of_a_run_s_journal_replays_as_the_run_went(tmp_path: Path, no_children_left) -> None:
     """A journal cut after any of its events (a salvage keeps the events before the damage) replays without a departure,
     whatever input the cut falls in: a run whose replicas stage for no time, so that each dispatch feeds the core
     ReplicaComputing in the middle of carrying out its own input."""
     from mgst.testbed.replay import replay  # noqa: PLC0415
 
-    _, out, summary = _run_to_its_end(tmp_path, "fcfs", 2.0, "[staging]\nstart = [0.0, 0.0]\n")
-    assert summary["jobs_done"] >= 3
-    monkeypatch.syspath_prepend(str(tmp_path))  # (the run imported its policies' module: so does its replay)
+    exp, out = tmp_path / "exp.toml", tmp_path / "run"
+    exp.write_text(EXPERIMENT.format(policy="fcfs", duration=2.0) + "[staging]\nstart = [0.0, 0.0]\n")
+    p = _mgst(tmp_path, "run", str(exp), "--out", str(out), "--no-live", "--quiet", "--json")
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert json.loads(p.stdout)["jobs_done"] >= 3
     with sqlite3.connect(out / "journal.sqlite") as db:
         events = db.execute("SELECT count(*) FROM events").fetchone()[0]
     cut = tmp_path / "cut"
