@@ -376,6 +376,22 @@ def test_the_overlay_s_look_at_a_bag_in_its_tail_starts_no_sticky_tail():
     assert sent(core.machine_ready(2.0, 2)) == [(0, 2)]
 
 
+def test_the_overlay_s_look_logs_a_fallback_but_counts_none(caplog):
+    # The overlay evaluates GridPolicy in the grid's ad alone, where Host is UNDEFINED: a GridPolicy that reads the
+    # host falls back to false there. The look is logged as any fallback, but a replay (which asks no overlay) must
+    # report the same counts as the run: it counts nothing. The policy's own evaluation, at a request, counts.
+    core, policy = gridbot([host("A"), host("B")], GridPolicy='Host.Name != "B"')
+    core.machine_down(0.0, 0)
+    core.machine_down(0.0, 1)
+    core.bag_arrived(0.0, bag(0, 2, 0))
+    with caplog.at_level(logging.WARNING, logger="mgst.papers.gridbot.classads"):
+        assert not policy.takes_grid(core.view, core.view.bags[0], "any grid")
+    assert "GridPolicy" in caplog.text and "UNDEFINED" in caplog.text
+    assert policy.report()["fallbacks"] == 0 and "fallbacks_GridPolicy" not in policy.report()
+    assert sent(core.machine_ready(1.0, 0)) == [(0, 0)] and sent(core.machine_ready(1.0, 1)) == []
+    assert policy.report()["fallbacks"] == 0  # (evaluated with a host, it is defined)
+
+
 # ---------------------------------------------------------------------------------------------- fallbacks and errors
 
 

@@ -213,9 +213,12 @@ class Fallbacks:
         self.counts: dict[str, int] = dict.fromkeys(POLICY_ATTRIBUTES, 0)
         self._logged: set[Hashable] = set()
 
-    def note(self, attribute: str, tree: Any, value: Any, fallback: Any, bag: int, why: str = "") -> None:
-        """``why``: what was wanted, for a value of the right type that cannot serve (``"not a time span > 0"``)."""
-        self.counts[attribute] += 1
+    def note(self, attribute: str, tree: Any, value: Any, fallback: Any, bag: int, why: str = "",
+             counted: bool = True) -> None:
+        """``why``: what was wanted, for a value of the right type that cannot serve (``"not a time span > 0"``);
+        ``counted`` False: logged as any, not counted (a look from outside the core's decisions: the overlay's)."""
+        if counted:
+            self.counts[attribute] += 1
         got = describe(value)
         kind = (attribute, str(tree), got.split(" ", 1)[0] if got.isupper() else type(value).__name__, why)
         if kind not in self._logged:
