@@ -43,8 +43,8 @@ def load_run(folder: Path, journal: str = FILENAME) -> TestbedRun:
         if rp.policy_failure is not None and run_is_over(meta) and "policy_failure" not in meta:
             raise StoreError(f"{rp.store.path}: the journal does not replay as the run went: {rp.policy_failure}, "
                              "where the run, which ended, had no such failure: the policy's code (or mgst's) changed "
-                             "since, or it does not decide the same from the same inputs; its results are left as "
-                             "they are")
+                             "since, or it does not decide the same from the same inputs; what the run wrote is left "
+                             "as it is")
         if rp.diverged is not None:
             raise StoreError(f"{rp.store.path}: the journal does not replay as the run went: {rp.diverged}; what "
                              "the run wrote is left as it is")
