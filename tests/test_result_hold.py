@@ -78,7 +78,10 @@ def test_each_result_is_held_on_its_host_for_the_delay_the_simulation_draws(tmp_
     for j, replicas in by_machine.items():
         for r in replicas:
             hold = sampler.draw(j)[2] * TIME_UNIT
-            reported = r.t6 - r.t5  # from the end of computing (the puller's clock, corrected) to the mapper's receipt
+            # From the end of computing to the mapper's receipt, on the one clock of this host's pullers and mapper: the
+            # journal's t5 is corrected by an estimate of the puller's offset, which a loaded machine's slow first
+            # exchanges left 0.22 s out once (test_clock.py judges the estimate; this test, the hold).
+            reported = r.t6 - r.t5_remote
             if j < 2:
                 assert hold > 0.0
                 # never before the hold is over; not long after it (a loaded machine's loop, the message's way)

@@ -383,7 +383,7 @@ def test_forged_reports_on_other_machines_replicas_change_nothing(tmp_path, no_c
         ctx.destroy(linger=0)
     assert [p.returncode for p in r.procs] == [0, 0]
     check_every_job_done_once(run, tmp_path)
-    assert dict(run.malformed) == {P.Drop.NOT_ITS_REPLICA: sent}
+    assert but_superseded(run.malformed) == {P.Drop.NOT_ITS_REPLICA: sent}
     for rid, rec in before.items():
         assert_only_progressed(rec, replica_fields(run.journal.replicas[rid]))
     assert not [x for x in run.journal.replicas.values() if x.outcome != "done"]
@@ -449,7 +449,7 @@ def test_replayed_results_change_nothing_and_a_busy_ready_keeps_its_replica(tmp_
                 rec2 = replica_fields(r2)
                 assert rec2["outcome"] == "done" and rec2["t5_remote"] == fin2 and rec2["t4_remote"] == got2
                 assert mapper.journal.jobs[job2.job].done_by == job2.replica
-                assert dict(counts) == {P.Drop.FINISHED_REPLICA: 8, P.Drop.READY_WHILE_BUSY: 5}
+                assert but_superseded(counts) == {P.Drop.FINISHED_REPLICA: 8, P.Drop.READY_WHILE_BUSY: 5}
                 assert fake.inbox.empty()
                 run = r.wait()
             finally:
@@ -458,7 +458,7 @@ def test_replayed_results_change_nothing_and_a_busy_ready_keeps_its_replica(tmp_
         ctx.destroy(linger=0)
     assert [p.returncode for p in r.procs] == [0, 0]
     check_every_job_done_once(run, tmp_path)
-    assert dict(run.malformed) == {P.Drop.FINISHED_REPLICA: 8, P.Drop.READY_WHILE_BUSY: 5}
+    assert but_superseded(run.malformed) == {P.Drop.FINISHED_REPLICA: 8, P.Drop.READY_WHILE_BUSY: 5}
     assert replica_fields(run.journal.replicas[job1.replica]) == rec1
     assert replica_fields(run.journal.replicas[job2.replica]) == rec2
     assert run.journal.machines[2].jobs_run == 2 and run.core.machines[2].stats.completed == 2
