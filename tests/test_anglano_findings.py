@@ -30,7 +30,18 @@ def test_finding_1_checks_each_mix_as_the_paper_states_it():
     bad = dict(good)
     bad[("fcfs_excl", "high", "homogeneous", "All_L", "low")] = Cell(300.0, 0.7, 0, 1)
     f = finding_1(bad)
-    assert f.holds is False and f.failed[0].startswith("All_L")
+    assert f.holds is False and f.failed == [
+        "All_L: FCFS-Excl bounded (unbounded 0 of 1), AVT 300, not unbounded; RR/RR-NRF 200/210 below "
+        "FCFS-Share/LongIdle 250/260 (this part holds)"]
+    # RR above another policy on All_L as well: both parts said, neither as holding
+    bad[("rr_nrf", "high", "homogeneous", "All_L", "low")] = Cell(255.0, 0.3, 0, 1)
+    assert finding_1(bad).failed == [
+        "All_L: RR/RR-NRF 200/255 not below FCFS-Share/LongIdle 250/260; FCFS-Excl bounded (unbounded 0 of 1), AVT "
+        "300, not unbounded"]
+    # FCFS-Excl unbounded, RR not below: the order fails, the rest holds
+    bad[("fcfs_excl", "high", "homogeneous", "All_L", "low")] = Cell(math.nan, 0.7, 1, 1)
+    assert finding_1(bad).failed == [
+        "All_L: RR/RR-NRF 200/255 not below FCFS-Share/LongIdle 250/260; FCFS-Excl unbounded (this part holds)"]
     # RR below another policy on All_VS
     bad = dict(good)
     bad[("rr", "high", "homogeneous", "All_VS", "low")] = Cell(90.0, 0.01, 0, 1)
@@ -51,6 +62,8 @@ def test_findings_2_3_and_5_on_hand_made_cells():
     assert finding_2(cells).holds is False
     assert finding_3(cells).holds is False
     assert finding_5(cells).holds is False
+    assert finding_5(cells).failed == ["high/heterogeneous/All_M/high: fcfs_share unbounded (unbounded 1 of 1), "
+                                       "long_idle bounded, AVT 500"]  # which one, not "one unbounded"
 
 
 def test_a_cell_is_unbounded_when_most_of_its_replications_are():

@@ -129,10 +129,14 @@ def finding_1(cells: Mapping, heterogeneity: str = "homogeneous") -> Finding:
         others = [_avt(got[p]) for p in ("fcfs_share", "long_idle")] + (
             [] if mix == "All_L" else [_avt(got["fcfs_excl"])])
         if mix == "All_L":
-            good = max(rr) < min(others) and got["fcfs_excl"].is_unbounded
-            if not good:
-                f.failed.append(f"All_L: RR/RR-NRF {_fmt(rr)} vs FCFS-Share/LongIdle {_fmt(others)}, FCFS-Excl "
-                                f"{'unbounded' if got['fcfs_excl'].is_unbounded else _fmt([got['fcfs_excl'].avt])}")
+            lower, excl = max(rr) < min(others), got["fcfs_excl"]
+            if not (lower and excl.is_unbounded):  # each part said, the one that fails first
+                order = f"RR/RR-NRF {_fmt(rr)} {'below' if lower else 'not below'} FCFS-Share/LongIdle {_fmt(others)}"
+                excl_said = ("FCFS-Excl unbounded" if excl.is_unbounded else
+                             f"FCFS-Excl bounded ({excl.split()}), AVT {_fmt([excl.avt])}, not unbounded")
+                said = ((lower, order), (excl.is_unbounded, excl_said))
+                f.failed.append("All_L: " + "; ".join([t for ok, t in said if not ok]
+                                                      + [f"{t} (this part holds)" for ok, t in said if ok]))
         elif not min(rr) > max(others):
             f.failed.append(f"{mix}: RR/RR-NRF {_fmt(rr)} vs others {_fmt(others)}")
     f.settle()
@@ -201,7 +205,9 @@ def finding_5(cells: Mapping, tolerance: float = 0.05) -> Finding:
         if _ties(f, "/".join(s), {"fcfs_share": a, "long_idle": b}):
             continue
         if a.is_unbounded != b.is_unbounded:
-            f.failed.append(f"{'/'.join(s)}: one unbounded")
+            said = ", ".join(f"{p} unbounded ({c.split()})" if c.is_unbounded else f"{p} bounded, AVT {c.avt:.0f}"
+                             for p, c in (("fcfs_share", a), ("long_idle", b)))
+            f.failed.append(f"{'/'.join(s)}: {said}")
         elif not a.is_unbounded and abs(a.avt - b.avt) > tolerance * max(a.avt, b.avt):
             f.failed.append(f"{'/'.join(s)}: AVT {a.avt:.0f} vs {b.avt:.0f}")
     f.settle()
