@@ -5,6 +5,7 @@ holds the run back. Real pullers, loopback."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from mgst.testbed.beside import ANNOUNCE_SIMULATION_S, finish_outputs
 from mgst.testbed.decision_time import DecisionTime
 from mgst.testbed.export import export_run
 from mgst.testbed.gap import DECISION_SHARE, measured_causes
@@ -104,6 +106,27 @@ def test_time_in_the_policy_is_named_as_a_cause_when_it_holds_the_run_back(tmp_p
                                  f"200 inputs ({0.5 * length / 200 * 1e3:.3g} ms each on average, the longest 50 ms; "
                                  "50% of the run)"), cause.text
     assert cause.figures["inputs"] == 200 and cause.figures["share_of_run"] == 0.5
+
+
+def test_a_simulation_beside_that_will_take_long_is_announced_with_its_time(tmp_path: Path, caplog) -> None:
+    """Nothing is printed while the simulation beside a run goes on: one whose policy decides slowly is announced
+    (a warning) with the time it will take at least, the run's time in the policy once per replication; a quick one
+    is not (an info line, as before)."""
+    run = _a_finished_run(tmp_path)
+    said = lambda: [r.getMessage() for r in caplog.records  # noqa: E731
+                    if r.name == "mgst.testbed.beside" and r.levelno >= logging.WARNING]
+    run.decision_time = DecisionTime(200, 0.99 * ANNOUNCE_SIMULATION_S, 0.05)
+    with caplog.at_level(logging.INFO, logger="mgst.testbed.beside"):
+        finish_outputs(run, tmp_path / "quick", replications=1)
+    assert said() == [] and "simulating the run beside it (Ctrl-C" in caplog.text
+    caplog.clear()
+    run.decision_time = DecisionTime(200, 6.25, 0.05)
+    with caplog.at_level(logging.INFO, logger="mgst.testbed.beside"):
+        beside = finish_outputs(run, tmp_path / "slow", replications=2)
+    assert beside.simulation is not None and beside.simulation.replications == 2
+    assert said() == ["simulating the run beside it takes about 12 s or more: its policy took 6.2 s of the run to "
+                      "decide, and the simulation decides as much in each of its 2 replications (Ctrl-C skips the "
+                      "simulation; the results are written either way)"]
 
 
 def _a_finished_run(tmp_path: Path):

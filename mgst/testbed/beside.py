@@ -41,6 +41,9 @@ SKIPPED = ("the simulation beside the run was interrupted: the testbed's results
 SIMULATION_FAILED = ("the simulation beside the run failed ({error}): the testbed's results are written without it "
                      "('mgst export {out}' simulates and compares again)")
 NOT_SIMULATED_POLICY_FAILED = "the run stopped when its policy failed: it is not simulated beside"
+# A simulation beside the run expected to spend at least this many seconds in its policy is announced with that time
+# (nothing else is printed while it runs): a policy slow enough to hold the run back is as slow in each replication.
+ANNOUNCE_SIMULATION_S = 10.0
 
 
 class OutputsNotWritten(Exception):
@@ -68,8 +71,7 @@ def simulate_beside(run: TestbedRun, testbed: Summary, *, replications: int | No
     the run generated to its end (a bag list) is simulated to its end too (mgst.testbed.finite_workload). Returns
     the summary and replication 0's bags.csv rows (empty without bags). ``window``: the run's finite_window (None:
     an endless workload)."""
-    if replications is None and not isinstance(run.experiment.workload, PoissonClasses):
-        replications = 1
+    replications = beside_replications(run, replications)
     horizon, drain = (testbed.horizon, None) if window is None else (window.horizon, window.drain_limit)
     if run.cut_off:  # the testbed's drain was cut (an interrupt, the drain time-out) with jobs unfinished: the
         # simulation's is cut at the same model time, so that both count the jobs that ended by then (its full drain
@@ -79,6 +81,25 @@ def simulate_beside(run: TestbedRun, testbed: Summary, *, replications: int | No
                                   replications=replications, imports=imports, keep_bag_rows=True, drain_limit=drain)
     bags = results[0].bags if results else None
     return sim, (bags.rows if bags is not None else [])
+
+
+def beside_replications(run: TestbedRun, replications: int | None = None) -> int:
+    """The replications simulated beside ``run``: ``replications`` if given; else one for a bag or trace workload
+    (compared with replication 0, the same jobs), the file's for job classes."""
+    if replications is not None:
+        return replications
+    if not isinstance(run.experiment.workload, PoissonClasses):
+        return 1
+    return run.experiment.simulation.replications
+
+
+def simulation_time_in_policy(run: TestbedRun, replications: int) -> float | None:
+    """Seconds the simulation beside ``run`` is expected to spend in its policy, at least: each replication goes
+    through the run's model time, and so about as many decisions as the run's mapper measured (its decision_time);
+    None where the run measured none (a journal whose mapper died)."""
+    if run.decision_time is None:
+        return None
+    return run.decision_time.total_s * replications
 
 
 def format_overlay(overlay: dict | None) -> list[str]:
@@ -111,8 +132,17 @@ def finish_outputs(run: TestbedRun, out: Path, *, simulate: bool = True, replica
     if simulate:
         try:
             with _interruptible():
-                log.info("simulating the run beside it (Ctrl-C skips the simulation; the results are written "
-                         "either way)")
+                reps = beside_replications(run, replications)
+                expected = simulation_time_in_policy(run, reps)
+                if expected is not None and expected >= ANNOUNCE_SIMULATION_S:
+                    assert run.decision_time is not None
+                    log.warning("simulating the run beside it takes about %.0f s or more: its policy took %.1f s of "
+                                "the run to decide, and the simulation decides as much in each of its %s (Ctrl-C "
+                                "skips the simulation; the results are written either way)", expected,
+                                run.decision_time.total_s, plural(reps, "replication"))
+                else:
+                    log.info("simulating the run beside it (Ctrl-C skips the simulation; the results are written "
+                             "either way)")
                 sim, sim_bags = simulate_beside(run, testbed, replications=replications, imports=imports,
                                                  window=window)
         except KeyboardInterrupt:
