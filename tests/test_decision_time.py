@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import mgst.testbed.beside as beside_module
 from mgst.testbed.beside import ANNOUNCE_SIMULATION_S, finish_outputs
 from mgst.testbed.decision_time import DecisionTime
 from mgst.testbed.export import export_run
@@ -108,11 +109,13 @@ def test_time_in_the_policy_is_named_as_a_cause_when_it_holds_the_run_back(tmp_p
     assert cause.figures["inputs"] == 200 and cause.figures["share_of_run"] == 0.5
 
 
-def test_a_simulation_beside_that_will_take_long_is_announced_with_its_time(tmp_path: Path, caplog) -> None:
+def test_a_simulation_beside_that_will_take_long_is_announced_with_its_time(tmp_path: Path, caplog,
+                                                                           monkeypatch) -> None:
     """Nothing is printed while the simulation beside a run goes on: one whose policy decides slowly is announced
-    (a warning) with the time it will take at least, the run's time in the policy once per replication; a quick one
-    is not (an info line, as before)."""
+    (a warning) with the time it will take at least, the run's time in the policy once per round of replications
+    run side by side; a quick one is not (an info line, as before)."""
     run = _a_finished_run(tmp_path)
+    monkeypatch.setattr(beside_module, "default_workers", lambda replications: 1)  # (whatever this machine's cores)
     said = lambda: [r.getMessage() for r in caplog.records  # noqa: E731
                     if r.name == "mgst.testbed.beside" and r.levelno >= logging.WARNING]
     run.decision_time = DecisionTime(200, 0.99 * ANNOUNCE_SIMULATION_S, 0.05)
@@ -125,8 +128,20 @@ def test_a_simulation_beside_that_will_take_long_is_announced_with_its_time(tmp_
         beside = finish_outputs(run, tmp_path / "slow", replications=2)
     assert beside.simulation is not None and beside.simulation.replications == 2
     assert said() == ["simulating the run beside it takes about 12 s or more: its policy took 6.2 s of the run to "
-                      "decide, and the simulation decides as much in each of its 2 replications (Ctrl-C skips the "
-                      "simulation; the results are written either way)"]
+                      "decide, and the simulation decides as much in each of its 2 replications, 1 at a time (Ctrl-C "
+                      "skips the simulation; the results are written either way)"]
+    # three replications two at a time: two rounds; two replications two at a time: one round, not announced
+    caplog.clear()
+    monkeypatch.setattr(beside_module, "default_workers", lambda replications: 2)
+    with caplog.at_level(logging.INFO, logger="mgst.testbed.beside"):
+        finish_outputs(run, tmp_path / "three", replications=3)
+    assert said() == ["simulating the run beside it takes about 12 s or more: its policy took 6.2 s of the run to "
+                      "decide, and the simulation decides as much in each of its 3 replications, 2 at a time (Ctrl-C "
+                      "skips the simulation; the results are written either way)"]
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="mgst.testbed.beside"):
+        finish_outputs(run, tmp_path / "two", replications=2)
+    assert said() == []
 
 
 def _a_finished_run(tmp_path: Path):

@@ -69,6 +69,11 @@ def _reduced(
     return result
 
 
+def default_workers(replications: int) -> int:
+    """The processes run_simulation runs ``replications`` on when not told: one per replication, at most a core each."""
+    return min(replications, os.cpu_count() or 1)
+
+
 def run_simulation(
     experiment: Experiment,
     *,
@@ -110,7 +115,7 @@ def run_simulation(
     if reps < 1:
         raise ValueError(f"replications must be >= 1, got {reps}")
     if workers is None:
-        workers = min(reps, os.cpu_count() or 1)
+        workers = default_workers(reps)
     # One replication says nothing of its own variability: its interval is made of batch means of its jobs, which it
     # keeps for that (docs/intervals.md)
     keep_batches = reps == 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import math
 import signal
 import threading
 from collections.abc import Iterator
@@ -23,7 +24,7 @@ from mgst.analysis.compare import (
 )
 from mgst.model import PoissonClasses
 from mgst.results import Summary, format_table
-from mgst.sim.replications import run_simulation
+from mgst.sim.replications import default_workers, run_simulation
 from mgst.testbed.finite_workload import FiniteWindow, bag_makespans, finite_window, format_bag_makespans
 from mgst.testbed.gap import Gap, find_gap
 from mgst.testbed.report import FILENAME as REPORT
@@ -93,13 +94,14 @@ def beside_replications(run: TestbedRun, replications: int | None = None) -> int
     return run.experiment.simulation.replications
 
 
-def simulation_time_in_policy(run: TestbedRun, replications: int) -> float | None:
-    """Seconds the simulation beside ``run`` is expected to spend in its policy, at least: each replication goes
-    through the run's model time, and so about as many decisions as the run's mapper measured (its decision_time);
-    None where the run measured none (a journal whose mapper died)."""
+def simulation_time_in_policy(run: TestbedRun, replications: int, workers: int) -> float | None:
+    """Wall seconds the simulation beside ``run`` is expected to spend in its policy, at least: each replication goes
+    through the run's model time, and so makes about as many decisions as the run's mapper measured (its
+    decision_time), ``workers`` replications at a time; None where the run measured none (a journal whose mapper
+    died)."""
     if run.decision_time is None:
         return None
-    return run.decision_time.total_s * replications
+    return run.decision_time.total_s * math.ceil(replications / max(1, workers))
 
 
 def format_overlay(overlay: dict | None) -> list[str]:
@@ -133,13 +135,14 @@ def finish_outputs(run: TestbedRun, out: Path, *, simulate: bool = True, replica
         try:
             with _interruptible():
                 reps = beside_replications(run, replications)
-                expected = simulation_time_in_policy(run, reps)
+                workers = default_workers(reps)
+                expected = simulation_time_in_policy(run, reps, workers)
                 if expected is not None and expected >= ANNOUNCE_SIMULATION_S:
                     assert run.decision_time is not None
                     log.warning("simulating the run beside it takes about %.0f s or more: its policy took %.1f s of "
-                                "the run to decide, and the simulation decides as much in each of its %s (Ctrl-C "
-                                "skips the simulation; the results are written either way)", expected,
-                                run.decision_time.total_s, plural(reps, "replication"))
+                                "the run to decide, and the simulation decides as much in each of its %s, %d at a "
+                                "time (Ctrl-C skips the simulation; the results are written either way)", expected,
+                                run.decision_time.total_s, plural(reps, "replication"), workers)
                 else:
                     log.info("simulating the run beside it (Ctrl-C skips the simulation; the results are written "
                              "either way)")
