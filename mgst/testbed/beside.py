@@ -146,8 +146,7 @@ def finish_outputs(run: TestbedRun, out: Path, *, simulate: bool = True, replica
                 else:
                     log.info("simulating the run beside it (Ctrl-C skips the simulation; the results are written "
                              "either way)")
-                sim, sim_bags = simulate_beside(run, testbed, replications=replications, imports=imports,
-                                                 window=window)
+                sim, sim_bags = simulate_beside(run, testbed, replications=reps, imports=imports, window=window)
         except KeyboardInterrupt:
             extras["warnings"] = [*extras.get("warnings", []), SKIPPED.format(out=out)]
         except Exception as e:  # (the policy, or an imported module, failed in simulation): the results are kept

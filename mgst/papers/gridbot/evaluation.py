@@ -105,23 +105,23 @@ class Evaluation:
         return state.refs[attribute].eval(self.ads.top)
 
     def _typed(self, attribute: str, state: BagState, convert: Callable[[Any], Any], fallback: Any,
-               why: str = "", counted: bool = True) -> Any:
-        """The attribute's value as ``convert`` reads it; ``fallback`` (logged, and counted unless ``counted`` is
-        False) where it reads None (``why``: what a value of the right type must be, for the log)."""
+               why: str = "", note: bool = True) -> Any:
+        """The attribute's value as ``convert`` reads it; ``fallback`` (logged, and counted unless ``note`` is False:
+        see in_tail) where it reads None (``why``: what a value of the right type must be, for the log)."""
         value = self._value(attribute, state)
         typed = convert(value)
         if typed is None:
             if why and as_number(value) is None:
                 why = ""  # (no number at all: the type says why)
             self.fallbacks.note(attribute, state.policy.trees[attribute], value, fallback, state.bag.id, why,
-                                counted)
+                                counted=note)
             return fallback
         return typed
 
-    def holds(self, attribute: str, state: BagState, counted: bool = True) -> bool:
+    def holds(self, attribute: str, state: BagState, note: bool = True) -> bool:
         """A requirement of ``state``'s bag, in the ads as set: a boolean (a number: not 0); else false (logged, and
-        counted unless ``counted`` is False: a look that is not one of the policy's decisions)."""
-        return self._typed(attribute, state, as_boolean, BOOLEAN_FALLBACK, counted=counted)
+        counted unless ``note`` is False: see in_tail)."""
+        return self._typed(attribute, state, as_boolean, BOOLEAN_FALLBACK, note=note)
 
     def number(self, attribute: str, state: BagState, fallback: float) -> float:
         """A number of ``state``'s bag, in the ads as set; ``fallback`` if it is not one (counted), or if the bag has

@@ -292,7 +292,7 @@ class GridBot(Policy):
         # A replay of a testbed run feeds the core its inputs alone and asks no overlay: this look starts no sticky
         # tail and counts no fallback (it logs one as any), so that what the policy decides and reports is the same.
         ev.set_bag(state, note=False)
-        return ev.holds(GRID_POLICY, state, counted=False)
+        return ev.holds(GRID_POLICY, state, note=False)
 
     def held_jobs(self, view: View, bag: BagRecord) -> int:
         """The replicas of ``bag`` the cycle enqueued and not yet sent: GridBot's job queue holds them beside the
