@@ -30,10 +30,14 @@ JOB_S = 0.2  # mean job length (s): short jobs, many dispatches
 ARRIVALS = 150.0  # jobs/s: half what 300 pullers can run, so the drain is short
 DURATION = 3.0  # s of job generation
 DEADLINE = 60.0  # s: the whole run, registration and drain included, however busy the machine
+# The mapper's liveness, in heartbeat intervals (a lab's is 5): the fakes are 150 pullers to a process, and such a
+# process, waiting for a core on a busy test machine (three test workers on two cores), once sent nothing for 1.9 s,
+# more than 5 x 0.3 s; a real puller has a process of its own. The window is still shorter than the pause below.
+MAPPER_LIVENESS = 10
 # The mapper stops for this long once, mid-run (as a GC or an LP solve would): longer than the liveness
-# window (5 x 0.3 s at 300 pullers), so a mapper that judged silence by its clock would take every
+# window (10 x 0.3 s at 300 pullers), so a mapper that judged silence by its clock would take every
 # machine down; their heartbeats are waiting in its socket.
-PAUSE = 3.0
+PAUSE = 4.0
 # The fakes wait this many heartbeat intervals (not the puller's 5) before saying hello again, so that
 # the pause tests how the mapper judges silence, not how it takes a hello that crossed a job in flight.
 FAKE_LIVENESS = 20
@@ -62,7 +66,8 @@ def test_300_keyed_pullers_all_registered_none_down_every_job_done_once(tmp_path
             time.sleep(PAUSE)
 
     mapper = Mapper(exp, "tcp://127.0.0.1:0", keys=security.server_keys(tmp_path / "keys"),
-                    register_timeout=DEADLINE / 2, progress=pause_once, progress_interval=0.1)
+                    register_timeout=DEADLINE / 2, progress=pause_once, progress_interval=0.1,
+                    liveness=MAPPER_LIVENESS)
     assert security.is_loopback(mapper.endpoint)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this tree's mgst, as the mapper's
     procs: list[subprocess.Popen] = []
