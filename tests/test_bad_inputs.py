@@ -115,6 +115,12 @@ def files(tmp_path_factory) -> dict[str, str]:
     (d / "slurm.toml").write_text(f'[lab]\nconnect = "tcp://127.0.0.1:5555"\nkeys = "keys"\n\n[slurm]\n'
                                   f'machines = ["M1", "M2"]\nshared_dir = "{d / "shared"}"\n')
     out["slurm_hosts"] = str(d / "slurm.toml")
+    # a seed beyond 64 bits, which neither the journal nor the wire can hold (a traceback once the run had begun)
+    (d / "big_seed.toml").write_text(SMALL + f"[simulation]\nseed = {2**63}\n")
+    out["big_seed"] = str(d / "big_seed.toml")
+    (d / "sweep_big_seed.toml").write_text('scenario = "anglano"\nname = "x"\n[simulation]\nhorizon = 1000.0\n'
+                                           f'checkpoint_interval = 60.0\nseeds = [1, {2**64}]\n')
+    out["sweep_big_seed"] = str(d / "sweep_big_seed.toml")
     (d / "reps.toml").write_text(SMALL + "[simulation]\nreplications = 100000000000000000\n")
     out["huge_replications"] = str(d / "reps.toml")
     # accepted alone, never ending or failing mid-run (a review's fuzz of experiment and sweep files, 2026-11-30)
@@ -203,6 +209,9 @@ IN_PROCESS = [
     (["simulate", HIHI, "--replications", "0"], "--replications"),
     (["simulate", HIHI, "--replications", "1.5"], "--replications"),
     (["simulate", HIHI, "--seed", "-1"], "--seed"),
+    (["simulate", HIHI, "--seed", str(2**63)], "--seed"),
+    (["simulate", "{big_seed}"], "simulation.seed"),
+    (["sweep", "{sweep_big_seed}"], "simulation.seeds[1]"),
     (["simulate", HIHI, "--workers", "0"], "--workers"),
     (["simulate", HIHI, "--jobs", "csv"], "--jobs"),
     (["simulate", HIHI, "--out", A_FILE], "--out"),
@@ -221,6 +230,7 @@ IN_PROCESS = [
     (["paper", "hihi-mfd-fd", "--horizon", "-5"], "--horizon"),
     (["paper", "hihi-mfd-fd", "--workers", "0"], "--workers"),
     (["paper", "hihi-mfd-fd", "--seed", "-2"], "--seed"),
+    (["paper", "hihi-mfd-fd", "--seed", str(2**63)], "--seed"),
     (["paper", "--import", "no_such_module_here"], "--import"),
     # sweep
     (["sweep", MISSING], "nothing.toml"),
@@ -277,6 +287,8 @@ IN_PROCESS = [
     (["run", HIHI, "--duration", "1", "--time-unit", "0"], "--time-unit"),
     (["run", HIHI, "--duration", "1", "--time-unit", "nan"], "--time-unit"),
     (["run", HIHI, "--duration", "1", "--seed", "-1"], "--seed"),
+    (["run", HIHI, "--duration", "1", "--seed", str(2**64), "--out", "{dir}/big_seed_run"], "--seed"),
+    (["run", "{big_seed}", "--duration", "1", "--out", "{dir}/big_seed_file_run"], "simulation.seed"),
     (["run", HIHI, "--duration", "1", "--executor", "telepathy"], "--executor"),
     (["run", "{unknown_policy}", "--duration", "1"], "no_such_policy"),
     (["run", HIHI, "--duration", "1", "--import", "no_such_module_here"], "--import"),
@@ -378,6 +390,7 @@ IN_PROCESS = [
     (["traces", "generate", "sdsc", "--out", "{dir}/p2", "--hosts", "0"], "--hosts"),
     (["traces", "generate", "sdsc", "--out", "{dir}/p3", "--days", "nan"], "--days"),
     (["traces", "generate", "sdsc", "--out", "{dir}/p4", "--seed", "-1"], "--seed"),
+    (["traces", "generate", "sdsc", "--out", "{dir}/p5", "--seed", str(2**63)], "--seed"),
     (["traces", "summary", "{week}", "--format", "xml"], "--format"),
     (["traces", "summary", "{week}", "--hosts-file", "/nonexistent/hosts.csv"], "--hosts-file"),
     (["traces", "summary", "{week}", "--png", PROC + "/x.png"], "--png"),
@@ -441,6 +454,15 @@ def test_a_bad_input_gets_one_error_line_naming_it(args, key, files, capsys):
         code = e.code
     stderr = capsys.readouterr().err
     _check(code, stderr, key)
+
+
+def test_a_seed_beyond_64_bits_is_refused_before_the_run_s_folder_is_made(tmp_path, capsys):
+    """It was a traceback from the wire's encoder once the run had begun, leaving a journal of a run that never ran
+    (a folder that then held "a run")."""
+    out = tmp_path / "run"
+    _check(main(["run", HIHI, "--duration", "1", "--seed", str(2**64), "--out", str(out)]), capsys.readouterr().err,
+           "--seed")
+    assert not out.exists()
 
 
 def test_an_import_of_a_module_in_this_folder_but_not_on_the_path_says_how(tmp_path, monkeypatch, capsys):

@@ -229,6 +229,30 @@ def test_a_users_own_policy_runs_on_the_testbed_with_import(tmp_path):
     assert p.returncode == 2 and "built in" in p.stderr and "Traceback" not in p.stderr, p.stderr[-2000:]
 
 
+def test_the_largest_seed_a_run_keeps_goes_through_its_journal_and_the_wire(tmp_path):
+    """2**63 - 1, the largest seed (SQLite's and msgpack's integers): the run, its pullers and its export take it; one
+    more is refused before anything is made (test_bad_inputs.py: it was a traceback once the run had begun)."""
+    from mgst.config import MAX_SEED  # noqa: PLC0415
+
+    exp = tmp_path / "exp.toml"
+    exp.write_text("[workload]\narrival_rates = [3.0]\n[machines]\nrates = [[4.0, 4.0]]\n[policy]\nname = \"fcfs\"\n"
+                   "[testbed]\ntime_unit = 0.05\nduration = 1.0\n")
+    out = tmp_path / "out"
+    p = subprocess.run([sys.executable, "-m", "mgst", "run", str(exp), "--out", str(out), "--json", "--quiet",
+                        "--seed", str(MAX_SEED)], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-2000:]
+    d = json.loads(p.stdout)
+    assert d["seed"] == d["simulation"]["seed"] == MAX_SEED and d["jobs_done"] == d["jobs_generated"] > 0
+    written = json.loads((out / "summary.json").read_text())
+    p = subprocess.run([sys.executable, "-m", "mgst", "export", str(out)], capture_output=True, text=True,
+                       timeout=120, cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-2000:]
+    exported = json.loads((out / "summary.json").read_text())
+    assert exported["seed"] == written["seed"] == MAX_SEED
+    assert (exported["jobs_done"], exported["overall"], exported["simulation"]["overall"]) == (
+        written["jobs_done"], written["overall"], written["simulation"]["overall"])
+
+
 def test_simulate_imports_nothing_of_the_testbed():
     # The user waits for the command: the mapper, its journal, ZeroMQ, SQLite, the puller and scipy took 0.7 s of a
     # 6.3 s run (issue 20). (One replication's interval of batch means takes its t quantile from mgst.student_t.)

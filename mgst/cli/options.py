@@ -9,9 +9,15 @@ import tempfile
 from pathlib import Path
 
 from mgst import policies
-from mgst.config import ConfigError
+from mgst.config import MAX_SEED, SEED_RULE, ConfigError
 
 _MAKE_ATTEMPTS = 5  # check_folder's tries: two commands checking folders under one new parent race over it
+
+
+def check_seed(option: str, seed: int | None) -> None:
+    """ConfigError naming ``option`` unless ``seed`` is None (not given) or a seed a run can keep (MAX_SEED)."""
+    if seed is not None and not 0 <= seed <= MAX_SEED:
+        raise ConfigError(option, f"{SEED_RULE}, got {seed}")
 
 
 def check_experiments_folder(path: Path) -> None:

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mgst.cli.options import check_folder, check_horizon_warmup, import_policies
+from mgst.cli.options import check_folder, check_horizon_warmup, check_seed, import_policies
 from mgst.config import MAX_REPLICATIONS, MAX_WORKERS, load_experiment
 from mgst.config.checks import overload_warning, simultaneous_bags_warning
 
@@ -40,10 +40,10 @@ def simulate_command(args: argparse.Namespace) -> int:
     check_horizon_warmup(horizon, warmup, args.horizon is not None, args.warmup is not None)
     if args.out is not None:
         check_folder("--out", args.out)
+    check_seed("--seed", args.seed)
     for key, ok, problem in (
         ("--replications", reps >= 1, "must be >= 1"),
         ("--replications", reps <= MAX_REPLICATIONS, f"must be at most {MAX_REPLICATIONS:,}"),
-        ("--seed", args.seed is None or args.seed >= 0, "must be >= 0"),
         ("--workers", args.workers is None or args.workers >= 1, "must be >= 1"),
         ("--workers", args.workers is None or args.workers <= MAX_WORKERS, f"must be at most {MAX_WORKERS:,}"),
         ("--jobs", args.jobs is None or args.out is not None, "needs --out DIR (the folder to write the file into)"),

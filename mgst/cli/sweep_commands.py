@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from mgst.cli.options import check_experiments_folder, check_folder, check_horizon_warmup, import_policies
-from mgst.config import MAX_REPLICATIONS, MAX_WORKERS, ConfigError, load_experiment
+from mgst.config import MAX_REPLICATIONS, MAX_SEED, MAX_WORKERS, ConfigError, load_experiment
 from mgst.wording import plural
 
 # The memory of a Slurm worker job when --slurm-memory is not given.
@@ -38,7 +38,7 @@ def paper_command(args: argparse.Namespace) -> int:
         return 2
     check_experiments_folder(args.experiments)
     for key, value, least, most in (("--replications", args.replications, 1, MAX_REPLICATIONS),
-                                    ("--seed", args.seed, 0, None), ("--workers", args.workers, 1, MAX_WORKERS)):
+                                    ("--seed", args.seed, 0, MAX_SEED), ("--workers", args.workers, 1, MAX_WORKERS)):
         if value is not None and value < least:
             raise ConfigError(key, f"must be >= {least}")
         if value is not None and most is not None and value > most:

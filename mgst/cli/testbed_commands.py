@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mgst.cli.options import check_folder, import_policies
+from mgst.cli.options import check_folder, check_seed, import_policies
 from mgst.config import ConfigError, load_experiment
 from mgst.config.checks import overload_warning, simultaneous_bags_warning
 from mgst.model import EXECUTORS, Experiment
@@ -73,8 +73,7 @@ def _check_testbed_args(args: argparse.Namespace, exp) -> None:
     from mgst.testbed.wire_availability import check_availability_fits  # noqa: PLC0415
 
     check_testbed_overrides(exp, args.duration, args.time_unit)
-    if args.seed is not None and args.seed < 0:
-        raise ConfigError("--seed", "must be >= 0")
+    check_seed("--seed", args.seed)
     executor = args.executor or exp.testbed.executor
     if executor == "command" and len(exp.testbed.commands) != len(exp.classes):
         raise ConfigError("--executor" if args.executor else "testbed.executor",

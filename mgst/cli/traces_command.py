@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from mgst.cli.options import check_folder
+from mgst.cli.options import check_folder, check_seed
 from mgst.config import ConfigError
 
 KINDS = ("sdsc", "homogeneous", "lri-wisc", "gimps")  # mgst.traces.generator.KINDS (not imported: `mgst --help`)
@@ -66,8 +66,7 @@ def _generate(args: argparse.Namespace) -> int:
         raise ConfigError("--hosts", f"give 1 to {MAX_HOSTS:,} hosts")
     if not 1 <= args.days <= MAX_DAYS:
         raise ConfigError("--days", f"give 1 to {MAX_DAYS} days")
-    if not 0 <= args.seed < 2**63:
-        raise ConfigError("--seed", "give a natural number below 2**63")
+    check_seed("--seed", args.seed)
     try:
         check_platform(args.kind, args.hosts, args.days)  # (before the folder is made)
     except PlatformTooLarge as e:
@@ -109,8 +108,7 @@ def _summary(args: argparse.Namespace) -> int:
     minutes = _task_minutes(args.task_minutes)
     if not 1 <= args.starts <= MAX_STARTS:
         raise ConfigError("--starts", f"give 1 to {MAX_STARTS:,} starts")
-    if not 0 <= args.seed < 2**63:
-        raise ConfigError("--seed", "give a natural number below 2**63")
+    check_seed("--seed", args.seed)
     if not args.path.exists():
         raise ConfigError("PATH", f"{args.path} does not exist")
     if args.png is not None:

@@ -84,6 +84,10 @@ MAX_DURATION = 30 * 86400.0
 MAX_REPLICATIONS = 100_000
 # Local worker processes (--workers): far beyond any machine's cores; a larger count overflowed a C integer.
 MAX_WORKERS = 1024
+# A run's seed is kept in its journal (SQLite's integers) and sent to its pullers (msgpack's): both are 64-bit signed,
+# so a larger seed is refused when it is read, not by a traceback once the run has begun.
+MAX_SEED = 2**63 - 1
+SEED_RULE = "must be an integer from 0 to 2**63 - 1"
 
 
 class ConfigError(ValueError):
@@ -363,6 +367,13 @@ class _Parser(ModelSections, MachineSections):
             raise self.error(key, f"must be an integer >= {minimum}, got {value}")
         return value
 
+    def seed(self, value: Any, key: str) -> int:
+        """A run's seed (MAX_SEED)."""
+        seed = self.integer(value, key, 0)
+        if seed > MAX_SEED:
+            raise self.error(key, f"{SEED_RULE}, got {seed}")
+        return seed
+
     def string(self, value: Any, key: str) -> str:
         if not isinstance(value, str):
             raise self.error(key, f"must be a string, got {_describe(value)}")
@@ -529,7 +540,7 @@ class _Parser(ModelSections, MachineSections):
         )
         if replications > MAX_REPLICATIONS:
             raise self.error("simulation.replications", f"must be at most {MAX_REPLICATIONS:,}, got {replications}")
-        seed = self.integer(table.get("seed", d.seed), "simulation.seed", 0)
+        seed = self.seed(table.get("seed", d.seed), "simulation.seed")
         checkpoint = d.checkpoint_interval
         if "checkpoint_interval" in table:
             checkpoint = self.bounded(

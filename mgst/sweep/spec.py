@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mgst import scenarios
-from mgst.config import MAX_REPLICATIONS, MAX_TIME, ConfigError
+from mgst.config import MAX_REPLICATIONS, MAX_SEED, MAX_TIME, SEED_RULE, ConfigError
 from mgst.config.checks import check_sweep_run_length
 from mgst.config.names import name_problem
 from mgst.model import Experiment
@@ -205,11 +205,11 @@ def parse_sweep(data: Mapping[str, Any], name: str, path: str | None = None, *, 
         raw = sim_t["seeds"]
         if not isinstance(raw, list) or not raw:
             raise p.error(k, f"must be a non-empty list of integers, got {raw!r}")
-        seeds = tuple(p.integer(s, f"{k}[{i}]", 0) for i, s in enumerate(raw))
+        seeds = tuple(p.seed(s, f"{k}[{i}]") for i, s in enumerate(raw))
         if len(set(seeds)) != len(seeds):
             raise p.error(k, "has a seed twice")
     else:
-        seeds = (p.integer(sim_t.get("seed", 1), key("simulation", "seed"), 0),)
+        seeds = (p.seed(sim_t.get("seed", 1), key("simulation", "seed")),)
 
     settings = scenario.option_defaults()
     p.keys(opt_t, list(settings), "options.", lambda k: key("options", k))
@@ -319,4 +319,10 @@ class _Checker:
     def integer(self, v: Any, key: str, low: int) -> int:
         if isinstance(v, bool) or not isinstance(v, int) or v < low:
             raise self.error(key, f"must be an integer >= {low}, got {v!r}")
+        return v
+
+    def seed(self, v: Any, key: str) -> int:
+        """A seed (MAX_SEED: the experiment files' rule)."""
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_SEED:
+            raise self.error(key, f"{SEED_RULE}, got {v!r}")
         return v
