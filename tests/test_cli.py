@@ -253,6 +253,20 @@ def test_the_largest_seed_a_run_keeps_goes_through_its_journal_and_the_wire(tmp_
         written["jobs_done"], written["overall"], written["simulation"]["overall"])
 
 
+def test_run_policy_runs_another_policy_than_the_file_s_on_the_testbed_and_beside_it(tmp_path):
+    """`mgst run --policy`, as `mgst simulate --policy`: the file's [policy] replaced, its options kept only for the
+    policy the file names (a researcher compares policies on one experiment file without copying it)."""
+    exp = tmp_path / "exp.toml"
+    exp.write_text("[workload]\narrival_rates = [3.0]\n[machines]\nrates = [[4.0, 4.0]]\n[policy]\nname = \"lpas_dg\"\n"
+                   "tolerance = 0.1\n[testbed]\ntime_unit = 0.05\nduration = 1.0\n")
+    p = subprocess.run([sys.executable, "-m", "mgst", "run", str(exp), "--policy", "random", "--out",
+                        str(tmp_path / "out"), "--json", "--quiet"], capture_output=True, text=True, timeout=120,
+                       cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-2000:]
+    d = json.loads(p.stdout)
+    assert d["policy"] == d["simulation"]["policy"] == "random" and d["jobs_done"] == d["jobs_generated"] > 0
+
+
 def test_simulate_imports_nothing_of_the_testbed():
     # The user waits for the command: the mapper, its journal, ZeroMQ, SQLite, the puller and scipy took 0.7 s of a
     # 6.3 s run (issue 20). (One replication's interval of batch means takes its t quantile from mgst.student_t.)

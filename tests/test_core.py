@@ -480,6 +480,56 @@ def test_cancel_timer():
     assert policy.fired == [(13.0, "c")]
 
 
+def test_timers_re_armed_for_the_same_instant_fail_as_the_policy_s_error_where_many_distinct_ones_do_not():
+    """A policy whose timers keep model time from moving (one re-armed for now in on_timer, or two arming each other)
+    hung the run in both drivers: the core refuses the TIMER_REFIRES + 1st firing of a key at one model time. Many
+    distinct timers due at one instant (a time-out per replica started together) are not that, nor a timer fired
+    that many times at different times."""
+    from mgst.core.scheduler import TIMER_REFIRES  # noqa: PLC0415
+
+    class PingPong(TimerPolicy):
+        def on_timer(self, view, key):
+            super().on_timer(view, key)
+            return [SetTimer("pong" if key == "ping" else "ping", view.now)]
+
+    for policy, keys in ((TimerPolicy(SetTimer("tick", 1.0), rearm=0.0), ["tick"]),
+                         (PingPong(SetTimer("ping", 1.0)), ["ping", "pong"])):
+        core, _ = timer_core(policy)
+        fired = 0
+        with pytest.raises(PolicyError, match=r"fired 1,000 times at model time 1: the policy sets it again"):
+            while True:
+                core.timer_fired(1.0, keys[fired % len(keys)])
+                fired += 1
+        assert fired == TIMER_REFIRES * len(keys)  # each key its TIMER_REFIRES firings, then refused
+
+    n = 3 * TIMER_REFIRES
+    policy = TimerPolicy()
+    core, _ = timer_core(policy)
+    policy.todo = [SetTimer(("timeout", i), 5.0) for i in range(n)]
+    core.job_arrived(1.0, job(1, t=1.0))
+    for i in range(n):
+        core.timer_fired(5.0, ("timeout", i))
+    assert len(policy.fired) == n and core.timers == {}
+
+    policy = TimerPolicy(SetTimer("tick", 1.0), rearm=1e-3)  # a short period, fired over and over: time moves
+    core, _ = timer_core(policy)
+    now = 1.0
+    for _ in range(2 * TIMER_REFIRES):
+        core.timer_fired(now, "tick")
+        now = core.timers["tick"]
+    assert len(policy.fired) == 2 * TIMER_REFIRES
+
+
+@pytest.mark.parametrize("at", [float("nan"), float("inf"), -float("inf"), "5.0", None, True])
+def test_a_timer_for_no_finite_time_is_the_policy_s_error(at):
+    """NaN stopped the simulation as an error of mgst's, and the testbed took it without a word."""
+    policy = TimerPolicy()
+    core, _ = timer_core(policy)
+    policy.todo = [SetTimer("t", at)]
+    with pytest.raises(PolicyError, match=r"SetTimer t at .*: a timer's time must be a finite number"):
+        core.job_arrived(1.0, job(1, t=1.0))
+
+
 def test_decisions_from_on_timer_are_applied():
     class AssignOnTimer(TimerPolicy):
         hooks = frozenset({"on_timer"})

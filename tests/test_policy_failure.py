@@ -126,6 +126,39 @@ class SetsASetAsTimerKey(HeadFirst):
 
 
 @register
+class RearmsATimerForNow(HeadFirst):
+    """FCFS, and a timer for now, set in its start and again whenever it fires (the researcher forgot the period):
+    model time could never move on."""
+    name = "rearms_a_timer_for_now"
+    hooks = frozenset({"start", "choose", "on_timer"})
+
+    def start(self, view):
+        return (SetTimer("tick", view.now),)
+
+    def on_timer(self, view, key):
+        return (SetTimer("tick", view.now),)  # the period forgotten
+
+
+@register
+class SetsANanTimer(HeadFirst):
+    """FCFS, and a timer for NaN once the third replica ends."""
+    name = "sets_a_nan_timer"
+    hooks = frozenset({"choose", "on_replica_end", "on_timer"})
+
+    def __init__(self, options=None, rng=None):
+        super().__init__(options, rng)
+        self.ended = 0
+
+    def on_replica_end(self, view, replica):
+        self.ended += 1
+        if self.ended == 3:
+            yield SetTimer("later", view.now * float("nan"))  # a time worked out from nothing
+
+    def on_timer(self, view, key):
+        return None
+
+
+@register
 class AssignsToABusyMachine(Policy):
     """Sends every new job to machine 0, asking or not."""
     name = "assigns_to_a_busy_machine"
@@ -181,6 +214,9 @@ def _run_to_its_end(tmp_path: Path, policy: str, duration: float) -> tuple[Path,
     ("raises_in_a_hook", "ReplicaDone", "KeyError: 'a key the policy forgot'", "# the researcher's bug"),
     ("assigns_to_a_busy_machine", "JobArrived", "PolicyError: assign to machine M1, which is not asking for work",
      "yield Assign(new_job.job, 0)"),
+    # (the mapper took it without a word, and the simulation beside then failed, blamed on mgst)
+    ("sets_a_nan_timer", "ReplicaDone", "PolicyError: SetTimer later at nan: a timer's time must be a finite number",
+     'yield SetTimer("later"'),
 ])
 def test_a_policy_that_fails_stops_the_run_which_writes_what_it_did_and_exits_3(
         tmp_path: Path, no_children_left, policy: str, event: str, error: str, line: str) -> None:
@@ -230,6 +266,12 @@ def test_a_policy_that_fails_stops_the_run_which_writes_what_it_did_and_exits_3(
     ("returns_a_job", "PolicyError: choose() returned Job Job(id=", None),
     ("sets_a_set_as_timer_key", "PolicyError: SetTimer key frozenset({'tick'}) (frozenset) is not a timer key",
      "yield SetTimer(frozenset"),
+    # (the simulation's own "an event's time is NaN", blamed on mgst, where the testbed took it without a word)
+    ("sets_a_nan_timer", "PolicyError: SetTimer later at nan: a timer's time must be a finite number",
+     'yield SetTimer("later"'),
+    # (it hung, in both drivers: the simulation's loop at model time 0 for ever)
+    ("rearms_a_timer_for_now", "PolicyError: timer tick fired 1,000 times at model time 0: the policy sets it again",
+     None),
 ])
 def test_a_policy_that_fails_in_simulation_is_said_as_on_the_testbed_and_exits_3(
         tmp_path: Path, policy: str, error: str, line: str | None, workers: int) -> None:
@@ -271,6 +313,18 @@ def _check_a_journal_that_goes_on_after_its_policy_failed(tmp_path: Path, exp: P
     r = _mgst(tmp_path, "run", str(exp), "--import", "failing_policies", "--resume", str(out))
     assert r.returncode == 2, r.stderr[-3000:]
     assert "a run cannot go on from there" in r.stderr and "Traceback" not in r.stderr, r.stderr[-3000:]
+
+
+def test_a_policy_that_re_arms_a_timer_for_now_fails_on_the_testbed_too(tmp_path: Path, no_children_left) -> None:
+    """The mapper hung: its loop fired the timer again and again at one model time, never back to its sockets, and
+    a signal could not stop it. Now the core refuses it as the policy's error, as in simulation (above): exit 3,
+    soon, saying why."""
+    _, out, p = _run(tmp_path, "rearms_a_timer_for_now", DURATION_S)
+    assert p.returncode == 3, p.stderr[-3000:]
+    assert re.search(r"the policy 'rearms_a_timer_for_now' failed at model time [0-9.]+, handling TimerFired: "
+                     r"PolicyError: timer tick fired 1,000 times at model time", p.stderr), p.stderr[-3000:]
+    assert json.loads(p.stdout)["duration_s"] < DURATION_S / 2
+    assert "PolicyError: timer tick fired" in json.loads((out / "summary.json").read_text())["policy_failure"]
 
 
 def test_a_policy_that_fails_in_its_start_ends_the_run_before_it_begins(tmp_path: Path, no_children_left) -> None:

@@ -9,6 +9,7 @@ import math
 import pytest
 
 from mgst.core.state import JobRecord, JobStatus
+from mgst.core.decisions import SetTimer
 from mgst.model import Experiment, FailureModel, Job, JobClass, Machine, PolicySpec, SimulationSettings
 from mgst.policies import register
 from mgst.policies.base import Policy
@@ -189,6 +190,43 @@ def test_a_run_with_nothing_left_to_happen_says_so_rather_than_blame_the_drain_l
     assert run.unfinished == 2 and run.end_time == 1.0
     assert "2 jobs still in the system at t=1.0, when nothing was left to happen" in caplog.text, caplog.text
     assert "drain limit" not in caplog.text
+
+
+@register
+class LooksBack(Policy):
+    """FCFS by class, and at each replica's end a timer for 5 time units before then (a deadline already past)."""
+
+    name = "test_looks_back"
+    hooks = frozenset({"choose", "on_replica_end", "on_timer"})
+
+    def __init__(self, options=None, rng=None):
+        super().__init__(options, rng)
+        self.set_at: dict = {}
+        self.fired: list = []
+
+    def choose(self, view, machine):
+        return next((q.head for q in view.queues.values() if q.head is not None), None)
+
+    def on_replica_end(self, view, replica):
+        self.set_at[replica.id] = view.now
+        return (SetTimer(replica.id, view.now - 5.0),)
+
+    def on_timer(self, view, key):
+        self.fired.append((key, view.now))
+        return None
+
+
+def test_a_timer_set_for_an_earlier_time_fires_at_once_and_model_time_never_goes_back():
+    """The simulation fired it at the earlier time, taking the core's clock back (the testbed fires it at once)."""
+    exp = dataclasses.replace(experiment([[1.0, 1.0]], [0.5], horizon=200.0), policy=PolicySpec("test_looks_back", {}))
+    sim = Simulation(exp)
+    sim.run()
+    policy = sim.policy
+    unfired = policy.set_at.keys() - {key for key, _ in policy.fired}
+    assert len(policy.fired) > 50 and all(policy.set_at[key] == max(policy.set_at.values()) for key in unfired)
+    assert all(now == policy.set_at[key] for key, now in policy.fired)
+    times = [now for _, now in policy.fired]
+    assert times == sorted(times)
 
 
 def test_no_job_arrives_after_the_horizon():

@@ -47,6 +47,9 @@ def add_testbed_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--duration", type=float, help="seconds of job generation (default: the file's [testbed])")
     p.add_argument("--time-unit", type=float, help="wall seconds per model time unit")
     p.add_argument("--seed", type=int, help="run seed (the simulation's replication 0 gets the same jobs)")
+    p.add_argument("--policy", metavar="NAME",
+                   help="run this policy in place of the file's [policy] (with the file's options if the file names "
+                        "it, else its defaults), as mgst simulate --policy does")
     p.add_argument("--executor", choices=list(EXECUTORS),
                    help="how pullers run jobs (default: the file's [testbed] executor, else emulate)")
     p.add_argument("--out", type=Path, help="output directory (default: runs/NAME-DATE-TIME)")
@@ -239,7 +242,7 @@ def run_command(args: argparse.Namespace) -> int:
     from mgst.testbed.summary import oversubscription_warning  # noqa: PLC0415
 
     import_policies(args)
-    exp = load_experiment(args.file)
+    exp = load_experiment(args.file, policy=args.policy)
     check_memory_for_pullers(len(exp.machines))
     if args.resume is not None:
         out = args.resume
@@ -351,8 +354,8 @@ def _resumed_settings(args: argparse.Namespace, exp, out: Path):
 
     check_folder("--resume", out)
     given = [o for o, v in (("--duration", args.duration), ("--time-unit", args.time_unit), ("--seed", args.seed),
-                            ("--executor", args.executor), ("--out", args.out), ("--network", args.network))
-             if v is not None]
+                            ("--executor", args.executor), ("--out", args.out), ("--network", args.network),
+                            ("--policy", args.policy)) if v is not None]
     if given:
         raise ConfigError(given[0], "cannot be given with --resume: the run keeps the settings it started with")
     try:
@@ -399,7 +402,7 @@ def mapper_command(args: argparse.Namespace) -> int:
     from mgst.wire import security  # noqa: PLC0415
 
     import_policies(args)
-    exp = load_experiment(args.file)
+    exp = load_experiment(args.file, policy=args.policy)
     _refuse_overlay_grids(exp)
     try:
         security.check_endpoint(args.bind, bind=True)
@@ -411,7 +414,8 @@ def mapper_command(args: argparse.Namespace) -> int:
     if args.resume is not None:
         check_folder("--resume", args.resume)
         given = [o for o, v in (("--duration", args.duration), ("--time-unit", args.time_unit), ("--seed", args.seed),
-                                ("--executor", args.executor), ("--out", args.out)) if v is not None]
+                                ("--executor", args.executor), ("--out", args.out), ("--policy", args.policy))
+                 if v is not None]
         if given:
             raise ConfigError(given[0], "cannot be given with --resume: the run keeps the settings it started with")
         out = args.resume

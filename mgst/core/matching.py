@@ -3,6 +3,7 @@ the checks and effects of its decisions."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, Final
 
@@ -282,7 +283,11 @@ class Matcher:
             if not journal_key(key, 0):
                 raise PolicyError(f"SetTimer key {str(key)[:80]} ({type(key).__name__}) is not a timer key: keys are "
                                   "strings, numbers, bytes, None, or tuples of them (a testbed run journals them)")
-            self.view.timers[key] = d.at  # type: ignore[attr-defined]
+            at: Any = d.at  # type: ignore[attr-defined]
+            if isinstance(at, bool) or not isinstance(at, (int, float)) or not math.isfinite(at):
+                raise PolicyError(f"SetTimer {str(key)[:80]} at {str(at)[:80]}: a timer's time must be a finite number "
+                                  "(a model time; one earlier than now fires at once)")
+            self.view.timers[key] = at
             lifecycle.out.append(d)  # type: ignore[arg-type]
         elif t is CancelTimer:
             if self.view.timers.pop(d.key, None) is not None:  # type: ignore[attr-defined]

@@ -56,6 +56,10 @@ from mgst.model import Availability, Bag, Job, JobClass, Machine, StagingModel
 # A timer may be delivered this much model time early and still count (float round-off
 # in drivers that convert wall time).
 TIMER_SLACK: Final = 1e-9
+# A timer that fires more times than this at one model time is re-armed there by the policy (for now or earlier, in
+# on_timer: alone, or with others that arm it in turn), so model time never moves on: the run would hang. It is the
+# policy's error, in both drivers. Far above any count of firings that lets time move (a timer fires once a setting).
+TIMER_REFIRES: Final = 1000
 
 __all__ = ["PolicyError", "Scheduler", "TIMER_SLACK"]
 
@@ -92,6 +96,9 @@ class Scheduler:
         self.policy = policy
         self.hooks = hooks
         self.closed_at: float | None = None  # when close() accounted the run's end (once)
+        # The model time of the latest timer fired, and how many times each key fired at it (TIMER_REFIRES).
+        self._fired_at = -math.inf
+        self._fired: dict[Hashable, int] = {}
         self.ready = ReadyQueue()  # machines asking for work, in request order
         self.view = View(classes, machines, self.ready)  # the records: what the policy reads
         self.view.sizes_known = bool(policy.knows_sizes)
@@ -395,8 +402,23 @@ class Scheduler:
             self.lifecycle.stale(f"timer {key!r} fired but is not due")
         else:
             del self.timers[key]
+            self._count_firing(now, key)
             self.matcher.timer(key)
         return self.matcher.after_event(TimerFired(key) if self._listening else None, None, None, False)
+
+    def _count_firing(self, now: float, key: Hashable) -> None:
+        """A timer fires at ``now``: PolicyError if ``key`` has fired more than TIMER_REFIRES times at that model time
+        (the policy re-arms it there, and time cannot move on)."""
+        fired = self._fired
+        if now != self._fired_at:
+            self._fired_at = now
+            fired.clear()
+        n = fired.get(key, 0) + 1
+        fired[key] = n
+        if n > TIMER_REFIRES:
+            raise PolicyError(f"timer {str(key)[:80]} fired {TIMER_REFIRES:,} times at model time {now:g}: the policy "
+                              "sets it again, in on_timer, for that time or an earlier one, so model time can never "
+                              "move on (set the next one later: view.now + a period)")
 
     def close(self, now: float) -> None:
         """Account up-time until ``now``, the busy time of replicas still live (cut off by the run's end: a machine

@@ -529,8 +529,9 @@ class _EventLoop:
                 # the freed slot asks again, on a machine that is up (a down one asks when it is back) with CPU to give
                 if self.up[d.machine] and self.share[d.machine] > 0.0:
                     pending.extend(self.core.machine_ready(t, d.machine))
-            elif td is _SET_TIMER:
-                self._schedule(d.at, _TIMER, d.key)
+            elif td is _SET_TIMER:  # (one set for an earlier time fires at once, as on the testbed: never back in time)
+                at = d.at
+                self._schedule(at if at > t else t, _TIMER, d.key)
             elif td is _REPLICA_TIMED_OUT:
                 if d.replica in self.live:  # still running here (not lost with its machine)
                     self.given_up[d.replica] = d.machine
