@@ -460,6 +460,24 @@ def test_a_bad_input_gets_one_error_line_naming_it(args, key, files, capsys):
     _check(code, stderr, key)
 
 
+@pytest.mark.parametrize("command", ["run", "mapper", "simulate"])
+def test_an_out_folder_holding_results_is_refused_and_left_as_it_was(tmp_path, capsys, command):
+    """`mgst run --out` into a folder holding a simulation's summary.csv overwrote it, and `mgst simulate --out` into a
+    testbed run's folder replaced the run's summary.csv and jobs.csv (the summary.json and report then disagreed)."""
+    out = tmp_path / "results"
+    out.mkdir()
+    held = {"summary.csv": "mine\n", "notes.txt": "kept\n"}
+    if command == "simulate":
+        held["journal.sqlite"] = "a run's journal\n"
+    for name, text in held.items():
+        (out / name).write_text(text)
+    args = {"run": ["run", HIHI, "--duration", "1"],
+            "mapper": ["mapper", HIHI, "--insecure", "--register-timeout", "3", "--duration", "1"],
+            "simulate": ["simulate", HIHI, "--horizon", "200", "--replications", "1"]}[command]
+    _check(main([*args, "--out", str(out)]), capsys.readouterr().err, "--out")
+    assert {p.name: p.read_text() for p in out.iterdir()} == held
+
+
 def test_a_seed_beyond_64_bits_is_refused_before_the_run_s_folder_is_made(tmp_path, capsys):
     """It was a traceback from the wire's encoder once the run had begun, leaving a journal of a run that never ran
     (a folder that then held "a run")."""

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mgst.cli.options import check_folder, check_horizon_warmup, check_seed, import_policies
-from mgst.config import MAX_REPLICATIONS, MAX_WORKERS, load_experiment
+from mgst.config import MAX_REPLICATIONS, MAX_WORKERS, ConfigError, load_experiment
 from mgst.config.checks import overload_warning, simultaneous_bags_warning
 
 if TYPE_CHECKING:
@@ -40,6 +40,10 @@ def simulate_command(args: argparse.Namespace) -> int:
     check_horizon_warmup(horizon, warmup, args.horizon is not None, args.warmup is not None)
     if args.out is not None:
         check_folder("--out", args.out)
+        if (args.out / "journal.sqlite").exists():  # (mgst.testbed.store.FILENAME: simulate imports no testbed)
+            raise ConfigError("--out", f"{args.out} holds a testbed run, whose summary.csv (and jobs.csv) the "
+                                       "simulation would overwrite: choose another folder (a run's simulation beside "
+                                       "it is in its summary already)")
     check_seed("--seed", args.seed)
     for key, ok, problem in (
         ("--replications", reps >= 1, "must be >= 1"),

@@ -374,12 +374,17 @@ def _resumed_settings(args: argparse.Namespace, exp, out: Path):
 
 
 def _check_new_out(out: Path) -> None:
+    from mgst.testbed.run_dir import results_there  # noqa: PLC0415
     from mgst.testbed.store import FILENAME  # noqa: PLC0415
 
     check_folder("--out", out)
     if (out / FILENAME).exists():
         raise ConfigError("--out", f"{out} already holds a run (continue it with 'mgst mapper FILE --resume {out}', "
                                    "or choose another folder)")
+    there = results_there(out)
+    if there:
+        raise ConfigError("--out", f"{out} already holds results ({', '.join(there)}), which the run would overwrite: "
+                                   "choose another folder, or move them away")
 
 
 def _refuse_overlay_grids(exp: Experiment) -> None:

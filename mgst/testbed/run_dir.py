@@ -12,6 +12,16 @@ log = logging.getLogger("mgst.testbed.mapper")
 
 # SQLite's companions of a journal in WAL mode (and of a rollback journal).
 JOURNAL_SUFFIXES = ("", "-wal", "-shm", "-journal")
+# The results a run writes beside its journal (mgst.testbed.beside.finish_outputs): a new run in a folder that holds
+# any of them (a simulation's, or a run's whose journal was moved away) would overwrite them. (Not pullers.log: a
+# start that failed leaves it, and must not refuse the retry.)
+RESULT_FILES = ("jobs.csv", "machines.csv", "machine_periods.csv", "summary.csv", "summary.json", "bags.csv",
+                "comparison.png", "report.html")
+
+
+def results_there(out: Path) -> list[str]:
+    """The names of RESULT_FILES that ``out`` holds."""
+    return [name for name in RESULT_FILES if (out / name).exists()]
 
 
 class NewRunDir:
