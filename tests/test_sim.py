@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from mgst.core.state import JobRecord, JobStatus
 from mgst.core.decisions import SetTimer
+from mgst.core.state import JobRecord, JobStatus
 from mgst.model import Experiment, FailureModel, Job, JobClass, Machine, PolicySpec, SimulationSettings
 from mgst.policies import register
 from mgst.policies.base import Policy

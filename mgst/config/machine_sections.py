@@ -13,6 +13,7 @@ from typing import Any
 from mgst.availability.registry import KINDS, group_count, group_names, kind_of
 from mgst.config.model_sections import MAX_MACHINES, MAX_SLOTS, ParsedWorkload
 from mgst.model import Failures, Machine, PoissonClasses
+from mgst.wording import plural
 
 POWER_KEYS = {"uniform": ("uniform", "total", "seed"), "value": ("value", "count")}
 
@@ -92,14 +93,17 @@ class MachineSections:
         if "rates" not in table:
             raise self.error(key, "missing (required in [machines] unless machines.power is given)")
         rows = self.nonempty_list(table["rates"], key, "rows (one per class)")
-        matrix: list[tuple[float, ...]] = []
-        for i, row in enumerate(rows):
-            row_key = f"{key}[{i}]"
-            entries = self.nonempty_list(row, row_key, "numbers (one per machine)")
-            if matrix and len(entries) != len(matrix[0]):
-                raise self.error(row_key, f"has {len(entries)} entries, expected {len(matrix[0])} like row 0")
-            matrix.append(tuple(self.rate(v, f"{row_key}[{j}]") for j, v in enumerate(entries)))
-        return matrix
+        lengths = [len(self.nonempty_list(row, f"{key}[{i}]", "numbers (one per machine)"))
+                   for i, row in enumerate(rows)]
+        if len(set(lengths)) > 1:  # the row blamed is one that differs from most (from the first, on a tie)
+            common = max(lengths, key=lambda n: (lengths.count(n), -lengths.index(n)))
+            odd = next(i for i, n in enumerate(lengths) if n != common)
+            alike = lengths.count(common)
+            where = (f"row {lengths.index(common)} has {common}" if alike == 1
+                     else f"{alike} of the {len(rows)} rows have {common}")
+            raise self.error(f"{key}[{odd}]", f"has {plural(lengths[odd], 'entry', 'entries')}, where {where} (one per "
+                                              "machine)")
+        return [tuple(self.rate(v, f"{key}[{i}][{j}]") for j, v in enumerate(row)) for i, row in enumerate(rows)]
 
     def powers(self, table: Mapping[str, Any]) -> list[float]:
         key = "machines.power"
