@@ -235,7 +235,8 @@ IN_PROCESS = [
     # sweep
     (["sweep", MISSING], "nothing.toml"),
     (["sweep", EXPERIMENTS], "experiments"),
-    (["sweep", HIHI], "hihi-mfd-fd.toml"),  # an experiment file, not a sweep file
+    (["sweep", HIHI], "hihi-mfd-fd.toml: scenario: missing: this is an experiment file, not a sweep file"),
+    (["simulate", SWEEP], "scenario: unknown key (a sweep file's: run it with 'mgst sweep FILE')"),
     (["sweep", SWEEP, "--out", A_FILE], "--out"),
     (["sweep", SWEEP, "--workers", "0"], "--workers"),
     (["sweep", SWEEP, "--replications", "0"], "--replications"),

@@ -482,6 +482,8 @@ class _Parser(ModelSections, MachineSections):
         )
 
     def top_level_hint(self, key: str) -> str:
+        if key == "scenario":
+            return " (a sweep file's: run it with 'mgst sweep FILE')"
         for section, keys in _SECTION_KEYS.items():
             if key in keys:
                 return f" (did you mean '{section}.{key}', inside [{section}]?)"

@@ -133,6 +133,10 @@ def parse_sweep(data: Mapping[str, Any], name: str, path: str | None = None, *, 
                 _other_checked: bool = False) -> SweepSpec:
     """Check parsed TOML ``data`` (see load_sweep); ``name`` is used when the file has none."""
     p = _Checker(path)
+    if "scenario" not in data and ("workload" in data or "machines" in data):  # (an experiment file's sections)
+        raise p.error("scenario", "missing: this is an experiment file, not a sweep file (run it with 'mgst simulate "
+                                  "FILE', or 'mgst run FILE' on the testbed; a sweep file names a scenario: "
+                                  "docs/sweeps.md)")
     p.keys(data, _TOP, "")
     # Every value of the file is checked, used or not: [quick]'s in a full sweep, the values [quick] replaces in a
     # quick one (a quick try first must not hide what the full sweep would refuse).
