@@ -19,6 +19,7 @@ import pytest
 import zmq
 
 from mgst.cli import main
+from mgst.config import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 HIHI = str(ROOT / "experiments" / "hihi-mfd-fd.toml")
@@ -115,6 +116,12 @@ def files(tmp_path_factory) -> dict[str, str]:
     (d / "slurm.toml").write_text(f'[lab]\nconnect = "tcp://127.0.0.1:5555"\nkeys = "keys"\n\n[slurm]\n'
                                   f'machines = ["M1", "M2"]\nshared_dir = "{d / "shared"}"\n')
     out["slurm_hosts"] = str(d / "slurm.toml")
+    # runs longer than MAX_JOBS jobs: refused where the command takes the file's length, not where it is given
+    # (test_the_file_s_run_lengths_bind_only_the_commands_that_use_them)
+    (d / "long_horizon.toml").write_text(SMALL + "[simulation]\nhorizon = 1e7\n")
+    out["long_horizon"] = str(d / "long_horizon.toml")
+    (d / "long_testbed.toml").write_text(SMALL + "[testbed]\nduration = 2e6\ntime_unit = 0.01\n")
+    out["long_testbed"] = str(d / "long_testbed.toml")
     # a seed beyond 64 bits, which neither the journal nor the wire can hold (a traceback once the run had begun)
     (d / "big_seed.toml").write_text(SMALL + f"[simulation]\nseed = {2**63}\n")
     out["big_seed"] = str(d / "big_seed.toml")
@@ -210,6 +217,11 @@ IN_PROCESS = [
     (["simulate", HIHI, "--replications", "1.5"], "--replications"),
     (["simulate", HIHI, "--seed", "-1"], "--seed"),
     (["simulate", HIHI, "--seed", str(2**63)], "--seed"),
+    (["simulate", "{long_horizon}"], "simulation.horizon: 1e+07 time units x total arrival rate 2 imply 2e+07 jobs"),
+    (["simulate", "{long_horizon}", "--horizon", "2e7"], "--horizon: 2e+07 time units"),
+    (["run", "{long_testbed}", "--out", "{dir}/long_run"], "testbed.duration: 2e+08 time units"),
+    (["mapper", "{long_testbed}", "--duration", "3e6", "--insecure"], "--duration: must be at most"),
+    (["run", "{long_testbed}", "--time-unit", "0.001", "--out", "{dir}/long_run"], "--time-unit: 2e+09 time units"),
     (["simulate", "{big_seed}"], "simulation.seed"),
     (["sweep", "{sweep_big_seed}"], "simulation.seeds[1]"),
     (["simulate", HIHI, "--workers", "0"], "--workers"),
@@ -477,6 +489,26 @@ def test_an_out_folder_holding_results_is_refused_and_left_as_it_was(tmp_path, c
             "simulate": ["simulate", HIHI, "--horizon", "200", "--replications", "1"]}[command]
     _check(main([*args, "--out", str(out)]), capsys.readouterr().err, "--out")
     assert {p.name: p.read_text() for p in out.iterdir()} == held
+
+
+def test_the_file_s_run_lengths_bind_only_the_commands_that_use_them(files):
+    """A horizon of 1e7 (2e7 jobs) refused `mgst simulate --horizon 30` and `mgst run`, neither of which simulates it;
+    a testbed run of 2e8 time units refused `mgst simulate`. Each command is held to the lengths it runs (the table
+    above: the file's when it takes them, the command line's when given)."""
+    from mgst.config import load_experiment  # noqa: PLC0415
+
+    with pytest.raises(ConfigError, match="simulation.horizon"):
+        load_experiment(files["long_horizon"])
+    with pytest.raises(ConfigError, match="testbed.duration"):
+        load_experiment(files["long_testbed"], lengths_not_used=("simulation",))
+    assert load_experiment(files["long_horizon"], lengths_not_used=("simulation",)).simulation.horizon == 1e7
+    assert load_experiment(files["long_testbed"], lengths_not_used=("testbed",)).testbed.duration == 2e6
+    with pytest.raises(ValueError, match="not a run length"):
+        load_experiment(files["long_testbed"], lengths_not_used=("tesbed",))
+    assert main(["simulate", files["long_horizon"], "--horizon", "30", "--warmup", "0", "--replications", "1",
+                 "--workers", "1", "--quiet", "--json"]) == 0
+    assert main(["simulate", files["long_testbed"], "--horizon", "30", "--warmup", "0", "--replications", "1",
+                 "--workers", "1", "--quiet", "--json"]) == 0
 
 
 def test_a_seed_beyond_64_bits_is_refused_before_the_run_s_folder_is_made(tmp_path, capsys):

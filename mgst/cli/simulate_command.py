@@ -26,7 +26,8 @@ def simulate_command(args: argparse.Namespace) -> int:
         if name in names[:k]:
             print(f"mgst: error: --policy {name} is given twice", file=sys.stderr)
             return 2
-    experiments = [load_experiment(args.file, policy=name) for name in names]
+    given = ("testbed", "simulation") if args.horizon is not None else ("testbed",)  # (checked below if given)
+    experiments = [load_experiment(args.file, policy=name, lengths_not_used=given) for name in names]
     exp = experiments[0]
     s = exp.simulation
     horizon = s.horizon if args.horizon is None else args.horizon

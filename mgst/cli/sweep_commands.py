@@ -43,7 +43,8 @@ def paper_command(args: argparse.Namespace) -> int:
             raise ConfigError(key, f"must be >= {least}")
         if value is not None and most is not None and value > most:
             raise ConfigError(key, f"must be at most {most:,}")
-    experiments = {name: load_experiment(args.experiments / f"{name}.toml") for name in names}
+    given = ("testbed", "simulation") if args.horizon is not None else ("testbed",)  # (checked below if given)
+    experiments = {name: load_experiment(args.experiments / f"{name}.toml", lengths_not_used=given) for name in names}
     for exp in experiments.values():  # every setting checked before the first is simulated
         s = exp.simulation
         if args.horizon is not None:

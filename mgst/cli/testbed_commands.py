@@ -69,6 +69,13 @@ def add_testbed_arguments(p: argparse.ArgumentParser) -> None:
                         "in OUT/live.token)")
 
 
+def _lengths_not_used(args: argparse.Namespace) -> tuple[str, ...]:
+    """The run lengths a testbed run does not take from the file (load_experiment's ``lengths_not_used``): the
+    simulation's (the simulation beside a run is as long as the run), and the testbed's when the command line gives
+    it (--duration, --time-unit: _check_testbed_args checks them)."""
+    return ("simulation", "testbed") if args.duration is not None or args.time_unit is not None else ("simulation",)
+
+
 def _check_testbed_args(args: argparse.Namespace, exp) -> None:
     """Exit-2 errors for the testbed options, before anything starts: `mgst run` and `mgst mapper` alike (the
     mapper itself would refuse a trace too long for the wire only once `mgst run` had started making the run)."""
@@ -242,7 +249,7 @@ def run_command(args: argparse.Namespace) -> int:
     from mgst.testbed.summary import oversubscription_warning  # noqa: PLC0415
 
     import_policies(args)
-    exp = load_experiment(args.file, policy=args.policy)
+    exp = load_experiment(args.file, policy=args.policy, lengths_not_used=_lengths_not_used(args))
     check_memory_for_pullers(len(exp.machines))
     if args.resume is not None:
         out = args.resume
@@ -407,7 +414,7 @@ def mapper_command(args: argparse.Namespace) -> int:
     from mgst.wire import security  # noqa: PLC0415
 
     import_policies(args)
-    exp = load_experiment(args.file, policy=args.policy)
+    exp = load_experiment(args.file, policy=args.policy, lengths_not_used=_lengths_not_used(args))
     _refuse_overlay_grids(exp)
     try:
         security.check_endpoint(args.bind, bind=True)

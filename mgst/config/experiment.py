@@ -7,7 +7,7 @@ import difflib
 import math
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -130,10 +130,14 @@ _SECTIONS = (
 )
 
 
-def load_experiment(path: str | os.PathLike, policy: str | None = None) -> Experiment:
+def load_experiment(path: str | os.PathLike, policy: str | None = None,
+                    lengths_not_used: Collection[str] = ()) -> Experiment:
     """Read and validate the experiment file at ``path``; with ``policy``, that policy in place of the file's
     ``[policy]`` (the file's options if it names the same one, else the policy's defaults), checked against the
-    file as the file's own would be (``mgst simulate --policy``)."""
+    file as the file's own would be (``mgst simulate --policy``). ``lengths_not_used``: the run lengths
+    ("simulation", "testbed") the command does not take from the file (its command line gives them, and it checks
+    them itself: mgst.config.checks; or it does not run that kind at all), whose limits the file's values are then not
+    held to (a long horizon in the file does not refuse a short --horizon, nor a testbed run)."""
     p = Path(path)
     where = str(p)
     try:
@@ -148,7 +152,7 @@ def load_experiment(path: str | os.PathLike, policy: str | None = None) -> Exper
         table = data.get("policy")
         same = isinstance(table, dict) and table.get("name") == policy
         data = {**data, "policy": dict(table) if same else {"name": policy}}  # type: ignore[arg-type]
-    return parse_experiment(data, p.stem, where)
+    return parse_experiment(data, p.stem, where, lengths_not_used)
 
 
 # An unknown policy's name that is close to none known: perhaps one of the user's own, not imported.
@@ -156,10 +160,14 @@ _OWN_POLICY = " (a policy of your own: --import the module that registers it)"
 
 
 def parse_experiment(
-    data: Mapping[str, Any], name: str, path: str | None = None
+    data: Mapping[str, Any], name: str, path: str | None = None, lengths_not_used: Collection[str] = ()
 ) -> Experiment:
-    """Validate parsed TOML ``data``; ``name`` is used when [experiment] has none."""
-    return _Parser(path).experiment(data, name)
+    """Validate parsed TOML ``data``; ``name`` is used when [experiment] has none (``lengths_not_used``: as in
+    load_experiment)."""
+    unknown = set(lengths_not_used) - {"simulation", "testbed"}
+    if unknown:
+        raise ValueError(f"not a run length: {sorted(unknown)}")
+    return _Parser(path, frozenset(lengths_not_used)).experiment(data, name)
 
 
 def _check_range(
@@ -306,8 +314,9 @@ class _Parser(ModelSections, MachineSections):
     suggest = staticmethod(_suggest)
     is_number = staticmethod(_is_number)
 
-    def __init__(self, path: str | None):
+    def __init__(self, path: str | None, lengths_not_used: frozenset[str] = frozenset()):
         self.path = path
+        self.lengths_not_used = lengths_not_used  # (load_experiment's)
         self.defaults: dict[str, bool] = {}  # key -> whether the file left it at its default
         self.failures_key = "failures.mean_up"  # what a too-frequent failure process is blamed on
 
@@ -468,11 +477,14 @@ class _Parser(ModelSections, MachineSections):
     def check_lengths(self, exp: Experiment) -> None:
         """The simulation and the testbed run stay within MAX_JOBS jobs (failure cycles, checkpoints)."""
         default = " (the default)"
-        _check_length(
-            exp, exp.simulation.horizon, "per replication", "simulation.horizon", self.failures_key,
-            "simulation.checkpoint_interval", self.path,
-            note=default if self.defaults.get("simulation.horizon") else "",
-        )
+        if "simulation" not in self.lengths_not_used:
+            _check_length(
+                exp, exp.simulation.horizon, "per replication", "simulation.horizon", self.failures_key,
+                "simulation.checkpoint_interval", self.path,
+                note=default if self.defaults.get("simulation.horizon") else "",
+            )
+        if "testbed" in self.lengths_not_used:
+            return
         tb = exp.testbed
         defaults = ", the defaults" if self.defaults.get("testbed.duration") else ""
         note = f" ({tb.duration:g} s / {tb.time_unit:g} s each{defaults})"
