@@ -264,6 +264,31 @@ def test_a_run_directory_is_never_overwritten_and_resume_checks_its_experiment(t
     assert p.returncode == 2 and "--seed" in p.stderr, p.stderr
 
 
+def test_a_resume_with_a_changed_experiment_file_says_what_changed(tmp_path, no_children_left):
+    """It said "RUN was run with another experiment than 'NAME'", the same name: the first difference is said now,
+    with both values, and nothing is written."""
+    exp_file = small_file(tmp_path, duration=1.0)
+    out = tmp_path / "run"
+    p = subprocess.run([sys.executable, "-m", "mgst", "run", str(exp_file), "--out", str(out), "--quiet", "--no-live"],
+                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-2000:]
+    with sqlite3.connect(out / "journal.sqlite") as db:  # (as a run whose mapper died: not ended)
+        db.execute("DELETE FROM meta WHERE key IN ('ended', 'drops')")
+    def results() -> dict:  # (the journal's own bytes move as SQLite checkpoints its log on opening: its events)
+        with sqlite3.connect(out / "journal.sqlite") as db:
+            events = db.execute("SELECT count(*) FROM events").fetchone()[0]
+        return {"events": events, **{f.name: f.read_bytes() for f in out.iterdir() if "journal" not in f.name}}
+
+    before = results()
+    exp_file.write_text(exp_file.read_text().replace("arrival_rates = [6.0]", "arrival_rates = [7.0]"))
+    p = subprocess.run([sys.executable, "-m", "mgst", "run", str(exp_file), "--resume", str(out), "--quiet",
+                        "--no-live"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr[-2000:]
+    assert f"{out} was run with another experiment than the file gives now (classes[0].arrival_rate: 7.0 in the " \
+           "file, 6.0 in the run)" in p.stderr, p.stderr[-2000:]
+    assert results() == before
+
+
 TRACE_TOML = """[workload]
 arrival_rates = [2.0]
 [machines]

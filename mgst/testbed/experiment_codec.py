@@ -124,3 +124,36 @@ def from_plain(d: dict[str, Any]) -> Experiment:
                                 tuple(c if isinstance(c, str) else tuple(c) for c in commands),
                                 rest[0] if rest else "heartbeat"),
     )
+
+
+# The names of the fields to_plain lists by position (a section's, or an entry's of a list), for difference's paths.
+_FIELDS = {
+    "simulation": ("horizon", "warmup", "replications", "seed", "checkpoint_interval"),
+    "testbed": ("time_unit", "duration", "timeout_factor", "executor", "commands", "detection"),
+    "classes[]": ("name", "arrival_rate", "granularity"),
+    "machines[]": ("name", "rates", "availability", "slots", "attributes", "cpus"),
+}
+
+
+def difference(ours: Any, theirs: Any, path: str = "") -> str | None:
+    """Where two plain experiments (to_plain) first differ, said with both values (``ours`` first), or None if they are
+    equal: a resumed run's file against the one the run began with."""
+    if ours == theirs:
+        return None
+    if isinstance(ours, dict) and isinstance(theirs, dict):
+        for key in [*ours, *(k for k in theirs if k not in ours)]:
+            where = f"{path}.{key}" if path else str(key)
+            if key not in ours or key not in theirs:
+                return f"{where}: {'only in the file' if key in ours else 'only in the run'}"
+            found = difference(ours[key], theirs[key], where)
+            if found is not None:
+                return found
+    elif isinstance(ours, list) and isinstance(theirs, list):
+        if len(ours) != len(theirs):
+            return f"{path}: {len(ours)} entries in the file, {len(theirs)} in the run"
+        names = _FIELDS.get(path) or _FIELDS.get(path.split("[")[0] + "[]" if path.endswith("]") else "", ())
+        for i, (a, b) in enumerate(zip(ours, theirs)):
+            found = difference(a, b, f"{path}.{names[i]}" if i < len(names) else f"{path}[{i}]")
+            if found is not None:
+                return found
+    return f"{path}: {str(ours)[:60]} in the file, {str(theirs)[:60]} in the run"

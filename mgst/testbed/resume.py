@@ -20,7 +20,7 @@ from mgst.core.events import MachineDown, MachineReady
 from mgst.core.state import MachineState
 from mgst.model import Bag, Experiment, Job
 from mgst.testbed.connection import Connection
-from mgst.testbed.experiment_codec import to_plain
+from mgst.testbed.experiment_codec import difference, to_plain
 from mgst.testbed.inputs import changed_inputs, experiment_inputs
 from mgst.testbed.replay import Replayed, replay
 from mgst.testbed.run_clock import RunClock
@@ -74,8 +74,10 @@ def replay_to_resume(out: Path, experiment: Experiment, network: dict[str, Any] 
         if replayed.diverged is not None:  # (a mapper resumed on it would hold other replicas than its pullers run)
             raise ValueError(f"cannot resume {out}: its journal does not replay as the run went: {replayed.diverged}; "
                              "a run cannot go on from a core that is not the run's")
-        if to_plain(experiment) != replayed.meta["experiment"]:
-            raise ValueError(f"{out} was run with another experiment than {experiment.name!r}")
+        differs = difference(to_plain(experiment), replayed.meta["experiment"])
+        if differs is not None:
+            raise ValueError(f"{out} was run with another experiment than the file gives now ({differs}): resume it "
+                             "with the file as the run began")
         _check_same_setting(out, experiment, replayed.meta, network)
         _check_same_security(out, replayed.meta.get("security"), security)
     except BaseException:
