@@ -10,9 +10,11 @@ import json
 import os
 import re
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -156,6 +158,22 @@ class SetsANanTimer(HeadFirst):
 
     def on_timer(self, view, key):
         return None
+
+
+@register
+class HangsInChoose(HeadFirst):
+    """FCFS until model time 2, then a choice that never returns (it says STUCK on stderr first)."""
+    name = "hangs_in_choose"
+    hooks = frozenset({"choose"})
+
+    def choose(self, view, machine):
+        if view.now > 2.0:
+            import sys
+            import time
+            print("STUCK", file=sys.stderr, flush=True)
+            while True:
+                time.sleep(0.01)
+        return super().choose(view, machine)
 
 
 @register
@@ -325,6 +343,42 @@ def test_a_policy_that_re_arms_a_timer_for_now_fails_on_the_testbed_too(tmp_path
                      r"PolicyError: timer tick fired 1,000 times at model time", p.stderr), p.stderr[-3000:]
     assert json.loads(p.stdout)["duration_s"] < DURATION_S / 2
     assert "PolicyError: timer tick fired" in json.loads((out / "summary.json").read_text())["policy_failure"]
+
+
+def test_a_policy_that_never_returns_is_said_and_a_third_interrupt_ends_the_run_inside_it(
+        tmp_path: Path, no_children_left) -> None:
+    """The mapper's loop sees no interrupt while the policy holds it: the second one said "stopping now" and nothing
+    stopped (nor a third, nor SIGTERM: only SIGKILL). The second says the policy holds the run now, and a third ends
+    it inside the policy: exit 130, the pullers stopped, the journal kept."""
+    from helpers import read_until  # noqa: PLC0415
+
+    from mgst.cli.testbed_commands import POLICY_STUCK_S  # noqa: PLC0415
+
+    (tmp_path / "failing_policies.py").write_text(POLICIES)
+    exp = tmp_path / "exp.toml"
+    exp.write_text(EXPERIMENT.format(policy="hangs_in_choose", duration=DURATION_S))
+    out = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    proc = subprocess.Popen([sys.executable, "-m", "mgst", "run", str(exp), "--import", "failing_policies", "--out",
+                             str(out), "--no-live", "--quiet"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            cwd=tmp_path, env=env)
+    try:
+        read_until(proc, "STUCK", 60)
+        time.sleep(POLICY_STUCK_S + 0.5)  # (the policy holds the run for longer than that: what the second says)
+        proc.send_signal(signal.SIGINT)
+        read_until(proc, "no more jobs; draining", 30)
+        proc.send_signal(signal.SIGINT)
+        read_until(proc, "the policy 'hangs_in_choose' has not returned for", 30)
+        proc.send_signal(signal.SIGINT)
+        said = read_until(proc, "ending the run inside the policy", 30)
+        assert f"'mgst export {out}' writes what the journal committed" in said, said
+        assert proc.wait(timeout=30) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stderr.close()
+    assert (out / "journal.sqlite").is_file()
 
 
 def test_a_policy_that_fails_in_its_start_ends_the_run_before_it_begins(tmp_path: Path, no_children_left) -> None:

@@ -19,6 +19,8 @@ MAX_FAREWELL = 3600.0
 # (sysexits.h): try again later, here with `mgst mapper FILE --resume DIR` once the journal can be written.
 EXIT_PAUSED = 75
 EXIT_POLICY_FAILED = 3
+# A policy still deciding this many seconds after it began its input is said to hold the run (_stop_on_signals).
+POLICY_STUCK_S = 1.0
 
 TESTBED_EXIT_CODES = f"""exit codes:
   0    the run is over; its results are written (--resume of a run already over: said so, nothing
@@ -38,7 +40,8 @@ TESTBED_EXIT_CODES = f"""exit codes:
        with `mgst mapper FILE --resume DIR`
   130  interrupted before the run began (nothing is left behind)
 Ctrl-C (or SIGTERM) during the run ends job generation and drains for at most a few seconds; the jobs still
-unfinished are reported cut off, and the results written (exit 0). A second Ctrl-C stops at once."""
+unfinished are reported cut off, and the results written (exit 0). A second Ctrl-C stops at once; while the
+policy holds the run (a decision that does not return), a third ends it inside the policy (exit 130)."""
 
 
 def add_testbed_arguments(p: argparse.ArgumentParser) -> None:
@@ -101,21 +104,34 @@ def _check_testbed_args(args: argparse.Namespace, exp) -> None:
         raise ConfigError(getattr(e, "key", None) or given or "availability.file", str(e)) from None  # (a grid's)
 
 
-def _stop_on_signals(mapper) -> None:
+def _stop_on_signals(mapper, out: Path) -> None:
     """SIGINT, SIGTERM and SIGHUP (the terminal closed): the first ends generation and drains for a few seconds
-    (mgst.testbed.mapper.INTERRUPT_DRAIN; what is unfinished then is cut off); a second stops at once."""
+    (mgst.testbed.mapper.INTERRUPT_DRAIN; what is unfinished then is cut off); a second stops at once. A policy that
+    does not return holds the mapper's loop, which sees neither: the second says so, and a third ends the run inside
+    the policy (KeyboardInterrupt: the pullers are stopped, the journal keeps what it committed, exit 130)."""
     import signal  # noqa: PLC0415
+    import time  # noqa: PLC0415
 
     from mgst.testbed.mapper import INTERRUPT_DRAIN  # noqa: PLC0415
 
     def handler(signum, _frame) -> None:
         name = signal.Signals(signum).name
+        deciding = mapper.deciding_since
         if mapper.clock.t0 is None and not mapper.stopping:  # (a resume holds its clock: t0 is set then)
             mapper.stopping = True
             print(f"\nmgst: {name}: stopping; no run has begun (it was waiting for pullers)", file=sys.stderr)
+        elif mapper.stopping and mapper.aborting and deciding is not None:
+            print(f"\nmgst: {name}: ending the run inside the policy; 'mgst export {out}' writes what the journal "
+                  "committed (its replay runs the policy again, on the same inputs)", file=sys.stderr)
+            raise KeyboardInterrupt
         elif mapper.stopping:
             mapper.aborting = True
-            print("\nmgst: stopping now (the journal is consistent)", file=sys.stderr)
+            if deciding is not None and time.perf_counter() - deciding > POLICY_STUCK_S:
+                print(f"\nmgst: {name}: the policy {mapper.core.policy.name!r} has not returned for "
+                      f"{time.perf_counter() - deciding:.0f} s: the run stops when it does (again to end it now, "
+                      "inside the policy)", file=sys.stderr)
+            else:
+                print("\nmgst: stopping now (the journal is consistent)", file=sys.stderr)
         else:
             mapper.stopping = True
             print(f"\nmgst: {name}: no more jobs; draining for at most {INTERRUPT_DRAIN:g} s (again to stop now)",
@@ -276,7 +292,7 @@ def run_command(args: argparse.Namespace) -> int:
     printer = _progress_printer(not args.quiet)
 
     def on_mapper(mapper) -> None:
-        _stop_on_signals(mapper)
+        _stop_on_signals(mapper, out)
         if live is not None:
             live.attach(mapper)
             _announce_live(live)
@@ -465,7 +481,7 @@ def mapper_command(args: argparse.Namespace) -> int:
     except BaseException:
         _close_live(live)
         raise
-    _stop_on_signals(mapper)
+    _stop_on_signals(mapper, out)
     if live is not None:
         live.attach(mapper)
         _announce_live(live)

@@ -199,6 +199,9 @@ class Mapper:
         self.timers = WallTimers()
         self.stopping = False  # set (e.g. by a signal handler) to end generation early and drain
         self.aborting = False  # set to stop at once (a second interrupt): the journal stays consistent
+        # time.perf_counter() when the core (its policy) began the input it handles now; None between inputs. A signal
+        # handler reads it: a policy that does not return holds the loop, which would never see ``aborting``.
+        self.deciding_since: float | None = None
         self._gc_frozen = False  # the objects of before t0 are out of the collector's sight (_begin)
         # The wall time this mapper spends in the core, input by input (a resumed one: from its resume on)
         self.decision_time = DecisionTime()
@@ -321,7 +324,11 @@ class Mapper:
         # of a replica whose job runs elsewhere too, nor of a loser running on after its job was done.
         held = list(self.core.machines[event.machine].replicas) if type(event) is MachineDown else ()
         deciding = time.perf_counter()
-        outputs = handled(self.core, mnow, event)  # (PolicyFailed: the run stops, _run)
+        self.deciding_since = deciding
+        try:
+            outputs = handled(self.core, mnow, event)  # (PolicyFailed: the run stops, _run)
+        finally:
+            self.deciding_since = None
         self.decision_time.add(time.perf_counter() - deciding)
         self.dispatcher.carry_out(outputs, now)
         for rid in held:
