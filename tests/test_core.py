@@ -520,6 +520,14 @@ def test_timers_re_armed_for_the_same_instant_fail_as_the_policy_s_error_where_m
     assert len(policy.fired) == 2 * TIMER_REFIRES
 
 
+def test_a_long_value_in_a_policy_error_is_cut_with_an_ellipsis():
+    """(A Job returned by choose() was said as "Job(id=0, ..., size=0.3029866924743614, b": cut with no sign of it.)"""
+    from mgst.core.decisions import shown  # noqa: PLC0415
+
+    assert shown("x" * 80) == "x" * 80
+    assert shown("x" * 81) == "x" * 79 + "…" and len(shown("y" * 500)) == 80
+
+
 @pytest.mark.parametrize("at", [float("nan"), float("inf"), -float("inf"), "5.0", None, True])
 def test_a_timer_for_no_finite_time_is_the_policy_s_error(at):
     """NaN stopped the simulation as an error of mgst's, and the testbed took it without a word."""

@@ -20,6 +20,12 @@ class PolicyError(RuntimeError):
     """A policy asked for something impossible, or declared its hooks wrongly (a bug in the policy, not the input)."""
 
 
+def shown(value: object, limit: int = 80) -> str:
+    """A value in a PolicyError's words: its text, cut to ``limit`` characters with an ellipsis if longer."""
+    text = str(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 class InputError(ValueError):
     """An input the core refuses (a CPU share outside [0, 1], a job of an unknown class, ...), before it changed
     anything: the driver's (or its peer's) fault, not the policy's; the core may go on."""

@@ -21,6 +21,7 @@ from mgst.core.decisions import (
     Output,
     ReplicaDiscarded,
     ReplicaTimedOut,
+    shown,
 )
 from mgst.core.hooks import PolicyError
 from mgst.core.progress import Progress, machine_rate
@@ -107,7 +108,7 @@ class Lifecycle:
         if not m.asking:
             raise PolicyError(f"assign to machine {m.name}, which is not asking for work")
         if not isinstance(chosen, JobRecord):  # (typed Any, so that this check, not a compiled cast, meets it)
-            raise PolicyError(f"choose() returned {type(chosen).__name__} {str(chosen)[:80]}, not a job's record (a "
+            raise PolicyError(f"choose() returned {type(chosen).__name__} {shown(chosen)}, not a job's record (a "
                               "JobRecord of the view, such as a queue's head) or None")
         rec: JobRecord = chosen
         c = rec.job.job_class

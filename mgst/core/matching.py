@@ -7,7 +7,7 @@ import math
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, Final
 
-from mgst.core.decisions import Assign, Cancel, CancelTimer, Hold, Output, SetTimer, SuspectDown, TimeOut
+from mgst.core.decisions import Assign, Cancel, CancelTimer, Hold, Output, SetTimer, SuspectDown, TimeOut, shown
 from mgst.core.events import Event
 from mgst.core.hooks import PolicyError, PolicyHooks, uses_groups
 from mgst.core.lifecycle import Lifecycle
@@ -281,11 +281,11 @@ class Matcher:
         elif t is SetTimer:
             key = d.key  # type: ignore[attr-defined]
             if not journal_key(key, 0):
-                raise PolicyError(f"SetTimer key {str(key)[:80]} ({type(key).__name__}) is not a timer key: keys are "
+                raise PolicyError(f"SetTimer key {shown(key)} ({type(key).__name__}) is not a timer key: keys are "
                                   "strings, numbers, bytes, None, or tuples of them (a testbed run journals them)")
             at: Any = d.at  # type: ignore[attr-defined]
             if isinstance(at, bool) or not isinstance(at, (int, float)) or not math.isfinite(at):
-                raise PolicyError(f"SetTimer {str(key)[:80]} at {str(at)[:80]}: a timer's time must be a finite number "
+                raise PolicyError(f"SetTimer {shown(key)} at {shown(at)}: a timer's time must be a finite number "
                                   "(a model time; one earlier than now fires at once)")
             self.view.timers[key] = at
             lifecycle.out.append(d)  # type: ignore[arg-type]

@@ -16,7 +16,7 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any, Final
 
 from mgst.core.arrivals import Arrivals
-from mgst.core.decisions import InputError, Output
+from mgst.core.decisions import InputError, Output, shown
 from mgst.core.events import (
     BagArrived,
     CpuShareChanged,
@@ -416,7 +416,7 @@ class Scheduler:
         n = fired.get(key, 0) + 1
         fired[key] = n
         if n > TIMER_REFIRES:
-            raise PolicyError(f"timer {str(key)[:80]} fired {TIMER_REFIRES:,} times at model time {now:g}: the policy "
+            raise PolicyError(f"timer {shown(key)} fired {TIMER_REFIRES:,} times at model time {now:g}: the policy "
                               "sets it again, in on_timer, for that time or an earlier one, so model time can never "
                               "move on (set the next one later: view.now + a period)")
 
