@@ -266,7 +266,7 @@ IN_PROCESS = [
     (["keys", "{dir}/k3", "--pullers", "../evil"], "--pullers"),
     (["keys", "{dir}/k4", "--pullers", ""], "--pullers"),
     # export
-    (["export", "/nonexistent/run"], "no journal"),
+    (["export", "/nonexistent/run"], "/nonexistent/run: no such folder"),
     (["export", A_FILE], "README.md is a file; mgst export expects a run folder"),  # (it said "no journal")
     (["export", "{bad_journal}/journal.sqlite"], "the journal itself: give its run folder"),
     (["export", "{no_journal}"], "no journal"),
@@ -319,7 +319,7 @@ IN_PROCESS = [
     (["mapper", HIHI, "--keys", "/nonexistent/keys", "--register-timeout", "3"], "--keys"),
     (["mapper", HIHI, "--keys", A_FILE, "--register-timeout", "3"], "--keys"),
     (["mapper", HIHI, "--keys", "{dir}", "--register-timeout", "3"], "mapper.key"),  # a folder without keys
-    (["mapper", HIHI, "--resume", "/nonexistent/run", "--bind", "tcp://127.0.0.1:0"], "no journal"),
+    (["mapper", HIHI, "--resume", "/nonexistent/run", "--bind", "tcp://127.0.0.1:0"], "no such folder"),
     (["mapper", HIHI, "--resume", A_FILE, "--bind", "tcp://127.0.0.1:0"], "--resume"),
     (["mapper", HIHI, "--resume", "{bad_journal}", "--bind", "tcp://127.0.0.1:0"], "journal.sqlite"),
     (["mapper", HIHI, "--resume", "{no_journal}", "--seed", "3"], "--seed"),
@@ -379,7 +379,7 @@ IN_PROCESS = [
     (["run", HIHI, "--duration", "1", "--live", "0.0.0.0:0", "--live-token-file", "/nonexistent/token"],
      "--live-token-file"),
     (["run", HIHI, "--duration", "1", "--network", "delay=soon"], "--network"),
-    (["run", HIHI, "--resume", "/nonexistent/run"], "no journal"),
+    (["run", HIHI, "--resume", "/nonexistent/run"], "no such folder"),
     (["run", HIHI, "--resume", A_FILE], "--resume"),
     (["mapper", HIHI, "--executor", "command", "--insecure", "--register-timeout", "3"], "--executor"),
     (["mapper", HIHI, "--bind", "inproc://x", "--insecure", "--register-timeout", "3"], "--bind"),  # (IndexError)

@@ -169,7 +169,7 @@ BAD_RATES = ("[workload]\narrival_rates = [1e300]\n[machines]\nrates = [[4.0, 4.
     (("simulate", str(HIHI), "--horizon", "1e300"), "--horizon"),
     (("puller", "--connect", "127.0.0.1:5555", "--machine", "M1", "--insecure"), "tcp://"),
     (("puller", "--connect", "tcp://127.0.0.1:5555", "--machine", "M1"), "--keys"),
-    (("export", "/nonexistent/run"), "no journal"),
+    (("export", "/nonexistent/run"), "no such folder"),
     (("run", str(HIHI), "--import", "no_such_module_here"), "--import"),
 ])
 def test_bad_inputs_get_a_clear_message_and_exit_code_2(args, key):

@@ -258,7 +258,7 @@ def test_a_run_directory_is_never_overwritten_and_resume_checks_its_experiment(t
     assert p.returncode == 2 and "already holds a run" in p.stderr
     p = subprocess.run([sys.executable, "-m", "mgst", "mapper", str(exp_file), "--bind", "tcp://127.0.0.1:0",
                         "--resume", str(tmp_path / "nowhere")], capture_output=True, text=True, timeout=60, cwd=ROOT)
-    assert p.returncode == 2 and "no journal" in p.stderr, p.stderr
+    assert p.returncode == 2 and "nowhere: no such folder" in p.stderr, p.stderr
     p = subprocess.run([sys.executable, "-m", "mgst", "mapper", str(exp_file), "--bind", "tcp://127.0.0.1:0",
                         "--resume", str(out), "--seed", "3"], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert p.returncode == 2 and "--seed" in p.stderr, p.stderr
@@ -287,6 +287,26 @@ def test_a_resume_with_a_changed_experiment_file_says_what_changed(tmp_path, no_
     assert f"{out} was run with another experiment than the file gives now (classes[0].arrival_rate: 7.0 in the " \
            "file, 6.0 in the run)" in p.stderr, p.stderr[-2000:]
     assert results() == before
+
+
+def test_a_run_cut_short_without_its_end_counts_a_tenth_of_what_it_generated_as_warm_up(tmp_path, no_children_left):
+    """A journal that stops early with no end (its mapper killed): its summary's horizon is what it generated, and its
+    warm-up was still the file's, up to a tenth of the whole run's (a warm-up of 2 in a run of 0.0008 time units)."""
+    exp_file = small_file(tmp_path, duration=3.0)
+    out = tmp_path / "run"
+    p = subprocess.run([sys.executable, "-m", "mgst", "run", str(exp_file), "--out", str(out), "--quiet", "--no-live"],
+                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-2000:]
+    with sqlite3.connect(out / "journal.sqlite") as db:  # the journal up to its fifth job done, as a mapper killed then
+        fifth = db.execute("SELECT seq FROM events WHERE kind = 'complete' ORDER BY seq LIMIT 1 OFFSET 4").fetchone()[0]
+        db.execute("DELETE FROM events WHERE seq > ?", (fifth,))
+        db.execute("DELETE FROM meta WHERE key IN ('ended', 'drops', 'decision_time')")
+    p = subprocess.run([sys.executable, "-m", "mgst", "export", str(out), "--json"], capture_output=True, text=True,
+                       timeout=120, cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-2000:]
+    summary = json.loads(p.stdout)
+    assert 0 < summary["horizon"] < 3.0 / 0.1 / 2, summary["horizon"]  # (the file's run: 30 time units)
+    assert summary["warmup"] == pytest.approx(0.1 * summary["horizon"]), (summary["warmup"], summary["horizon"])
 
 
 TRACE_TOML = """[workload]

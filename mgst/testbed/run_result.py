@@ -67,10 +67,12 @@ def finish_run(experiment: Experiment, core: Scheduler, journal: Journal, time_u
     for r in journal.replicas.values():
         if r.outcome == "running":
             r.outcome = "cut off"
-    if journal.generation_end is not None:  # generation stopped early (interrupted): a tenth of what was generated
-        horizon = min(horizon, journal.generation_end)
-    warmup = min(experiment.simulation.warmup, 0.1 * horizon)
     if not math.isfinite(generation_end):  # (a resumed run stopped while it held its clock: as its journal says)
         generation_end = t0 + journal.generation_end * time_unit if journal.generation_end is not None else end
+    if journal.generation_end is not None:  # generation stopped early (interrupted): a tenth of what was generated
+        horizon = min(horizon, journal.generation_end)
+    else:  # a run not closed (its mapper died, or it goes on): what it generated so far, as its summary counts it
+        horizon = min(horizon, max(0.0, (generation_end - t0) / time_unit))
+    warmup = min(experiment.simulation.warmup, 0.1 * horizon)
     return TestbedRun(experiment, core, journal, time_unit, t0, generation_end, end, cut, Counter(drops), warmup,
                       seed, security_mode, aborted)

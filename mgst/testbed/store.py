@@ -65,6 +65,9 @@ def _is_damage(e: sqlite3.Error) -> bool:
 def check_journal_file(path: Path) -> None:
     """StoreError unless ``path`` is an existing regular file (a folder or a FIFO is no journal)."""
     if not path.exists():
+        folder = path.parent
+        if not folder.exists():
+            raise StoreError(f"{folder}: no such folder (a run's directory, which holds its {path.name})")
         raise StoreError(f"{path}: no journal (is this a run directory?)")
     if not path.is_file():
         raise StoreError(f"{path}: not a journal file (a {'folder' if path.is_dir() else 'special file'})")
