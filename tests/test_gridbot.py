@@ -730,3 +730,27 @@ def test_a_boolean_rank_is_one_or_zero_as_in_htcondor():
     run = sim.run()
     assert sorted((b.id, b.completed) for b in run.bags) == [(0, 50.0), (1, 100.0)]
     assert sim.policy.report()["fallbacks"] == 0
+
+
+def test_a_bag_attribute_that_seems_a_slip_for_one_gridbot_reads_is_said(tmp_path, caplog):
+    """`Concurency = 10` ran as the policy's Concurrency, silently (a bag's attributes are free-form ClassAd
+    attributes): a name close to one GridBot reads (case ignored, as ClassAds do) is said once, the run goes on; a bag's
+    own attribute (Owner) and the right names in any case are not."""
+    from mgst.papers.gridbot.bags import misspelt  # noqa: PLC0415
+
+    assert [misspelt(n) for n in ("Concurency", "JobRequirement", "ReplicationRequirments", "Priorty", "gridpolicy",
+                                  "concurrency", "Owner", "Rank", "Deadlines")] == [
+        "Concurrency", "JobRequirements", "ReplicationRequirements", "Priority", None, None, None, None, "Deadline"]
+    text = (ROOT / "experiments" / "gridbot" / "small-bags.toml").read_text()
+    assert text.count("Concurrency = 10") == 1
+    slipped = tmp_path / "slipped.toml"
+    slipped.write_text(text.replace("Concurrency = 10", "Concurency = 10\nOwner = \"me\""))
+    with caplog.at_level(logging.WARNING, logger="mgst.papers.gridbot.policy"):
+        load_experiment(slipped)
+    said = [r.getMessage() for r in caplog.records if "not an attribute GridBot reads" in r.getMessage()]
+    assert said == ["workload.bags[0].attributes.Concurency: not an attribute GridBot reads (did you mean "
+                    "'Concurrency'?): it stays the bag's own, and the policy's Concurrency stands for the bag's"], said
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="mgst.papers.gridbot.policy"):
+        load_experiment(ROOT / "experiments" / "gridbot" / "small-bags.toml")
+    assert not [r for r in caplog.records if "not an attribute GridBot reads" in r.getMessage()]

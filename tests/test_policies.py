@@ -486,6 +486,7 @@ def test_wrongly_typed_options_raise(name, options, match):
     [
         ("wqr_ft", {"replicas": 0}, "replicas: must be >= 1"),
         ("lpas_dg", {"tolerance": -1.0}, "tolerance: must be >= 0"),
+        ("lpas_dg", {"tolerance": 1.0}, "tolerance: must be >= 0 and < 1"),  # (nothing eligible: 0 jobs, no error)
         ("lpas_dg", {"resolve_period": 0}, "resolve_period: must be > 0"),
         ("lpas_dg", {"lp_method": "simplex"}, "lp_method"),
     ],

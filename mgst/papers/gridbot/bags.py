@@ -3,6 +3,7 @@ the replication cycle made that wait to be sent."""
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
@@ -36,6 +37,17 @@ _PER_REQUEST: Final = frozenset(("host", "grid", "queue"))
 def policy_attribute(name: str) -> str | None:
     """The policy attribute a bag attribute's name spells (ClassAd names ignore case), or None."""
     return _BY_LOWER.get(name.lower())
+
+
+def misspelt(name: str) -> str | None:
+    """The attribute GridBot reads (a policy attribute, or Priority) that a bag's attribute ``name`` seems a slip for
+    (ClassAd names ignore case: ``Concurency``, ``JobRequirement``), or None: an attribute of the bag's own, which
+    GridBot does not read, while the policy's default stands in for the one meant."""
+    if policy_attribute(name) is not None or name.lower() == "priority":
+        return None
+    known = {a.lower(): a for a in (*POLICY_ATTRIBUTES, "Priority")}
+    close = difflib.get_close_matches(name.lower(), list(known), 1, 0.8)
+    return known[close[0]] if close else None
 
 
 def check_bag_attributes(pairs: Iterable[tuple[str, Any]]) -> None:

@@ -9,6 +9,7 @@ CPUs, and one that waited for a CPU would hold its slot in the simulator for goo
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Hashable, Iterator
 from typing import Any, Final
@@ -17,7 +18,7 @@ from mgst.core.decisions import Assign, Decision, SetTimer
 from mgst.core.state import BagRecord, JobRecord, JobStatus, MachineRecord
 from mgst.core.view import View
 from mgst.papers.gridbot.ads import unknown_reference
-from mgst.papers.gridbot.bags import BagState, check_bag_attributes, policy_attribute
+from mgst.papers.gridbot.bags import BagState, check_bag_attributes, misspelt, policy_attribute
 from mgst.papers.gridbot.classads import (
     CONCURRENCY,
     GRID_POLICY,
@@ -33,6 +34,8 @@ from mgst.papers.gridbot.options import GridBotOptions
 from mgst.papers.gridbot.replication import Replication
 from mgst.policies import ExperimentKeyError, register
 from mgst.policies.base import NOTHING, Decisions, Policy
+
+log = logging.getLogger(__name__)
 
 # The replication cycle's timer (a string and an int: the mapper's journal stores it).
 CYCLE: Final = ("gridbot_cycle", 0)
@@ -97,6 +100,7 @@ class GridBot(Policy):
             raise ValueError(f"policy {cls.name} schedules Bags of Tasks: it needs a bag workload "
                              f"(workload.kind = \"bag_list\" or \"bags\"), not {type(w).__name__}")
         bag_lists = enumerate(w.attributes) if isinstance(w, BagList) else ()
+        said: set[str] = set()
         try:
             for i, pairs in bag_lists:
                 try:
@@ -105,6 +109,13 @@ class GridBot(Policy):
                     name, _, problem = str(err).partition(": ")
                     raise ExperimentKeyError(f"workload.bags[{i}].attributes.{name}",
                                              f"bag {i} (at {w.bags[i][0]:g}): {problem}") from None
+                for name, _ in pairs:  # (free-form, a bag's own: a slip for one GridBot reads is said, once a name)
+                    meant = misspelt(name)
+                    if meant is not None and name not in said:
+                        said.add(name)
+                        log.warning("workload.bags[%d].attributes.%s: not an attribute GridBot reads (did you mean "
+                                    "%r?): it stays the bag's own, and the policy's %s stands for the bag's", i, name,
+                                    meant, meant)
             cls._check_references(experiment)
         except ImportError as err:
             raise ExperimentKeyError("policy.name", f"the gridbot policy cannot run here: {err}") from None

@@ -77,8 +77,9 @@ class LpasOptions(PolicyOptions):
     machine_name_options: ClassVar[tuple[str, ...]] = ("rate_estimate_machine",)
 
     def validate(self) -> None:
-        if not self.tolerance >= 0.0:
-            raise ValueError(f"tolerance: must be >= 0, got {self.tolerance}")
+        if not 0.0 <= self.tolerance < 1.0:  # (a share of a machine's time: from 1 on, no class is eligible anywhere)
+            raise ValueError(f"tolerance: must be >= 0 and < 1 (delta*_ij is a share of machine j's time), got "
+                             f"{self.tolerance}")
         if self.resolve_period is not None and not self.resolve_period > 0.0:
             raise ValueError(f"resolve_period: must be > 0, got {self.resolve_period}")
         debounce = self.resolve_debounce
