@@ -520,6 +520,17 @@ def test_a_seed_beyond_64_bits_is_refused_before_the_run_s_folder_is_made(tmp_pa
     assert not out.exists()
 
 
+def test_a_module_that_raises_on_import_is_said_with_where_it_raised(tmp_path, monkeypatch, capsys):
+    """It said "--import: mod: ZeroDivisionError: division by zero", and no file or line (a SyntaxError has them)."""
+    (tmp_path / "raises_on_import.py").write_text("from mgst.policies import register\n\nx = 1 / 0\n")
+    (tmp_path / "needs_a_missing_module.py").write_text("import no_such_dependency_here\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for module, said in (("raises_on_import", "ZeroDivisionError: division by zero"),
+                         ("needs_a_missing_module", "No module named 'no_such_dependency_here'")):
+        _check(main(["simulate", HIHI, "--import", module]), capsys.readouterr().err,
+               f"--import: {module}: {said} ({tmp_path / module}.py, line {3 if module == 'raises_on_import' else 1})")
+
+
 def test_an_import_of_a_module_in_this_folder_but_not_on_the_path_says_how(tmp_path, monkeypatch, capsys):
     """`mgst simulate --import mine` next to mine.py: the console script does not import from the current folder
     (python -m does), and "No module named 'mine'" left the user guessing."""

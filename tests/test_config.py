@@ -578,8 +578,8 @@ def test_unknown_policy(tmp_path):
     assert err.problem == f"unknown policy 'lpas' (did you mean 'lpas_dg'?); known: {', '.join(known)}"
     assert "lpas_dg" in known and "fcfs" in known
     err = error_for(tmp_path, toml(policy='[policy]\nname = "secf"\n'))  # (nothing close: one's own?)
-    assert err.problem == (f"unknown policy 'secf' (a policy of your own: --import the module that registers it); "
-                           f"known: {', '.join(known)}")
+    assert err.problem == (f"unknown policy 'secf' (a policy of your own: --import the module that registers it, its "
+                           f"class decorated with @register and its name that one); known: {', '.join(known)}")
 
 
 def test_unknown_policy_with_stand_in_registry(tmp_path, monkeypatch):

@@ -67,7 +67,7 @@ def test_several_policies_are_each_as_their_own_run_side_by_side(tmp_path: Path,
 @pytest.mark.parametrize(("args", "said"), [
     (["--policy", "lpas"], "--policy: unknown policy 'lpas' (did you mean 'lpas_dg'?); known: "),
     (["--policy", "secf"], "--policy: unknown policy 'secf' (a policy of your own: --import the module that "
-                           "registers it); known: "),
+                           "registers it, its class decorated with @register and its name that one); known: "),
     (["--policy", "fcfs", "--policy", "fcfs"], "--policy fcfs is given twice"),
 ])
 def test_a_wrong_policy_is_one_error_line(args: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,6 +6,7 @@ import argparse
 import os
 import stat
 import tempfile
+import traceback
 from pathlib import Path
 
 from mgst import policies
@@ -107,7 +108,19 @@ def import_policies(args: argparse.Namespace) -> None:
                 raise ConfigError("--import", f"{module}: no module named {top!r} on Python's path, though this folder "
                                   f"has one: mgst imports from Python's path only; run it with PYTHONPATH=. (or "
                                   f"install the module)") from None
-            raise ConfigError("--import", f"{module}: {e}") from None
+            raise ConfigError("--import", f"{module}: {e}{_where_raised(e)}") from None
         except Exception as e:  # noqa: BLE001 (whatever the user's module raises is said in one line)
-            raise ConfigError("--import", f"{module}: {e}" if isinstance(e, (ImportError, ValueError))
-                              else f"{module}: {type(e).__name__}: {e}") from None
+            plain = isinstance(e, (ImportError, ValueError))
+            said = f"{module}: {e}" if plain else f"{module}: {type(e).__name__}: {e}"
+            raise ConfigError("--import", said + _where_raised(e)) from None
+
+
+def _where_raised(e: BaseException) -> str:
+    """Where in the user's code ``e`` was raised (its innermost frame outside Python's and mgst's own), as
+    " (FILE, line N)"; "" where there is none (a SyntaxError says its line itself)."""
+    if isinstance(e, SyntaxError):
+        return ""
+    ours = (str(Path(policies.__file__).resolve().parents[1]), os.path.dirname(os.__file__))
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename and not f.filename.startswith("<")
+              and not os.path.abspath(f.filename).startswith(ours)]
+    return f" ({frames[-1].filename}, line {frames[-1].lineno})" if frames else ""

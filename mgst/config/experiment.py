@@ -156,7 +156,8 @@ def load_experiment(path: str | os.PathLike, policy: str | None = None,
 
 
 # An unknown policy's name that is close to none known: perhaps one of the user's own, not imported.
-_OWN_POLICY = " (a policy of your own: --import the module that registers it)"
+_OWN_POLICY = (" (a policy of your own: --import the module that registers it, its class decorated with @register "
+               "and its name that one)")
 
 
 def parse_experiment(
