@@ -245,6 +245,8 @@ def run_local(
             pullers.stop(grace=EXIT_GRACE if run is not None else 0.0, down=_down_at_end(mapper))
             if watch is not None:
                 watch.set()
+            if run is None and mapper.new_dir is not None:  # (a start that failed keeps nothing: nor an empty log)
+                mapper.new_dir.discard_empty_log(out / "pullers.log")
         if mapper.overlay is not None and run is not None:  # (its simulation too: the sizes side by side)
             simulated = simulated_overlay(experiment, mapper.seed)
             run.overlay = side_by_side(mapper.overlay, simulated)

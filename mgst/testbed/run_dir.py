@@ -49,3 +49,16 @@ class NewRunDir:
             except OSError:  # not empty (e.g. pullers.log), or gone: kept
                 break
         log.info("the run never began: its journal %s is removed", self.journal)
+
+    def discard_empty_log(self, log_file: Path) -> None:
+        """Once the pullers of a run that never began have stopped: their log if they wrote nothing to it, then the
+        folders made for the run if that left them empty (discard leaves a folder that holds the log)."""
+        if self.journal.exists():  # (the run began after all: everything stays)
+            return
+        if log_file.is_file() and log_file.stat().st_size == 0:
+            log_file.unlink()
+        for folder in self.made:
+            try:
+                folder.rmdir()
+            except OSError:  # not empty (a log with something in it), or gone: kept
+                break
