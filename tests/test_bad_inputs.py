@@ -304,6 +304,10 @@ IN_PROCESS = [
     (["run", "{big_seed}", "--duration", "1", "--out", "{dir}/big_seed_file_run"], "simulation.seed"),
     (["run", HIHI, "--duration", "1", "--executor", "telepathy"], "--executor"),
     (["run", HIHI, "--duration", "1", "--policy", "no_such_policy"], "--policy"),
+    # (refused once the run had begun making its keys, saying neither the file nor the entry)
+    (["run", "{name_slash}", "--out", "{dir}/slash_run"],
+     "name_slash.toml: machines.names[1]: '../x' cannot name a key"),
+    (["mapper", "{name_slash}", "--keys", "{dir}", "--register-timeout", "3"], "machines.names[1]"),
     (["run", HIHI, "--resume", "{no_journal}", "--policy", "fcfs"], "--policy"),
     (["mapper", HIHI, "--policy", "lpas_gd", "--insecure", "--register-timeout", "3"], "did you mean 'lpas_dg'"),
     (["mapper", HIHI, "--resume", "{no_journal}", "--policy", "fcfs"], "--policy"),

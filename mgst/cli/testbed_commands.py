@@ -87,6 +87,15 @@ def _check_testbed_args(args: argparse.Namespace, exp) -> None:
 
     check_testbed_overrides(exp, args.duration, args.time_unit)
     check_seed("--seed", args.seed)
+    if not args.insecure:  # (each machine's key files are named after it: said with the file and the entry)
+        from mgst.wire.security import check_key_name  # noqa: PLC0415
+
+        for i, m in enumerate(exp.machines):
+            try:
+                check_key_name(m.name)
+            except ValueError as e:
+                raise ConfigError(f"machines.names[{i}]", f"{e}: a machine's key files are named after it (or run "
+                                                          "with --insecure)", str(args.file)) from None
     executor = args.executor or exp.testbed.executor
     if executor == "command" and len(exp.testbed.commands) != len(exp.classes):
         raise ConfigError("--executor" if args.executor else "testbed.executor",
