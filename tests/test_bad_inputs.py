@@ -88,6 +88,9 @@ def files(tmp_path_factory) -> dict[str, str]:
     # an experiment whose trace file (a path relative to it) is not beside it
     (d / "trace.toml").write_text((ROOT / "experiments" / "availability" / "trace-csv.toml").read_text())
     out["trace_elsewhere"] = str(d / "trace.toml")
+    (d / "trace_unnamed.toml").write_text((ROOT / "experiments" / "availability" / "trace-csv.toml").read_text()
+                                          .replace('file = "', 'file = "" # was "'))
+    out["trace_unnamed"] = str(d / "trace_unnamed.toml")
     out["keys_file"] = str(d / "empty.toml")
     # nested deeper than tomllib's recursion (RecursionError), and a key of 40 dotted parts (memory quadratic in them)
     (d / "deep.toml").write_text(SMALL + "x = " + "[" * 1000 + "]" * 1000 + "\n")
@@ -216,6 +219,7 @@ IN_PROCESS = [
     (["simulate", HIHI, "--replications", "0"], "--replications"),
     (["simulate", HIHI, "--replications", "1.5"], "--replications"),
     (["simulate", HIHI, "--seed", "-1"], "--seed"),
+    (["simulate", "{trace_unnamed}"], "availability.file: must name a file"),  # (it said "FOLDER: is a folder")
     (["simulate", HIHI, "--seed", str(2**63)], "--seed"),
     (["simulate", "{long_horizon}"], "simulation.horizon: 1e+07 time units x total arrival rate 2 imply 2e+07 jobs"),
     (["simulate", "{long_horizon}", "--horizon", "2e7"], "--horizon: 2e+07 time units"),
