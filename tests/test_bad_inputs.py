@@ -383,6 +383,8 @@ IN_PROCESS = [
     (["run", HIHI, "--duration", "1", "--out", PROC], "--out"),
     (["run", HIHI, "--duration", "1", "--out", "y" * 300], "--out"),  # (a name too long for the file system)
     (["run", HIHI, "--duration", "1", "--live", "abc"], "--live"),
+    (["run", HIHI, "--duration", "1", "--live", "127.0.0.1:0", "--no-live"], "not allowed with argument --live"),
+    (["run", HIHI, "--duration", "1", "--no-live", "--live-token-file", A_FILE], "--live-token-file: is the live"),
     (["run", HIHI, "--duration", "1", "--live", "127.0.0.1:99999"], "--live"),
     (["run", HIHI, "--duration", "1", "--live", "0.0.0.0:0", "--live-token-file", "/nonexistent/token"],
      "--live-token-file"),

@@ -63,10 +63,11 @@ def add_testbed_arguments(p: argparse.ArgumentParser) -> None:
                         "summary.json)")
     p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="import a module that registers policies of its own (repeatable)")
-    p.add_argument("--live", default="127.0.0.1:0", metavar="[HOST:]PORT",
+    live = p.add_mutually_exclusive_group()
+    live.add_argument("--live", default="127.0.0.1:0", metavar="[HOST:]PORT",
                    help="serve the read-only live view of the run here (default 127.0.0.1 on a free port; the URL "
                         "is printed); any address but loopback needs a token (docs/live.md)")
-    p.add_argument("--no-live", dest="live", action="store_const", const=None, help="no live view")
+    live.add_argument("--no-live", dest="live", action="store_const", const=None, help="no live view")
     p.add_argument("--live-token-file", type=Path, metavar="FILE",
                    help="the live view's token (default off loopback: KEYS/live.token if there, else a new one "
                         "in OUT/live.token)")
@@ -173,6 +174,8 @@ def _open_live(args: argparse.Namespace, exp, out: Path, keys: Path | None):
     """The live view of the run (None with --no-live), serving before anything else starts; exit 2 if it
     cannot be served."""
     if args.live is None:
+        if args.live_token_file is not None:
+            raise ConfigError("--live-token-file", "is the live view's token, and --no-live serves none")
         return None
     from mgst.testbed.live.view import TokenError, open_live_view  # noqa: PLC0415
 
