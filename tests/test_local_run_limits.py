@@ -67,8 +67,7 @@ def test_a_puller_that_cannot_be_started_is_one_error_line_and_leaves_no_journal
         "mgst: error: cannot start the puller of M1 (1 of 2): Resource temporarily unavailable: "
         "run fewer machines here, or their pullers on lab machines ('mgst lab up', then 'mgst mapper')"]
     assert len(refused_forks) == 1 and "puller" in refused_forks[0]
-    assert not (out / "journal.sqlite").exists()
-    assert sorted(p.name for p in out.iterdir()) == ["pullers.log"]
+    assert not out.exists()  # (no journal, and the pullers' log was empty: a start that fails keeps nothing)
 
 
 def test_the_puller_memory_used_for_the_check_is_what_a_puller_takes():
