@@ -108,10 +108,8 @@ class ReturnsAJob(HeadFirst):
         return None if head is None else head.job
 
 
-@register
-class SetsASetAsTimerKey(HeadFirst):
-    """FCFS, and a timer keyed by a frozenset (no journal keeps it) once the third replica ends."""
-    name = "sets_a_set_as_timer_key"
+class SetsATimerAtTheThirdEnd(HeadFirst):
+    """FCFS, and a timer (key, at) of the subclass's once the third replica ends (not registered)."""
     hooks = frozenset({"choose", "on_replica_end", "on_timer"})
 
     def __init__(self, options=None, rng=None):
@@ -121,10 +119,19 @@ class SetsASetAsTimerKey(HeadFirst):
     def on_replica_end(self, view, replica):
         self.ended += 1
         if self.ended == 3:
-            yield SetTimer(frozenset({"tick"}), view.now + 1.0)  # the key the journal refuses
+            yield SetTimer(*self.timer(view))  # the timer at fault
 
     def on_timer(self, view, key):
         return None
+
+
+@register
+class SetsASetAsTimerKey(SetsATimerAtTheThirdEnd):
+    """A timer keyed by a frozenset (no journal keeps it)."""
+    name = "sets_a_set_as_timer_key"
+
+    def timer(self, view):
+        return frozenset({"tick"}), view.now + 1.0
 
 
 @register
@@ -142,22 +149,12 @@ class RearmsATimerForNow(HeadFirst):
 
 
 @register
-class SetsANanTimer(HeadFirst):
-    """FCFS, and a timer for NaN once the third replica ends."""
+class SetsANanTimer(SetsATimerAtTheThirdEnd):
+    """A timer for NaN."""
     name = "sets_a_nan_timer"
-    hooks = frozenset({"choose", "on_replica_end", "on_timer"})
 
-    def __init__(self, options=None, rng=None):
-        super().__init__(options, rng)
-        self.ended = 0
-
-    def on_replica_end(self, view, replica):
-        self.ended += 1
-        if self.ended == 3:
-            yield SetTimer("later", view.now * float("nan"))  # a time worked out from nothing
-
-    def on_timer(self, view, key):
-        return None
+    def timer(self, view):
+        return "later", view.now * float("nan")  # a time worked out from nothing
 
 
 @register
@@ -234,7 +231,7 @@ def _run_to_its_end(tmp_path: Path, policy: str, duration: float) -> tuple[Path,
      "yield Assign(new_job.job, 0)"),
     # (the mapper took it without a word, and the simulation beside then failed, blamed on mgst)
     ("sets_a_nan_timer", "ReplicaDone", "PolicyError: SetTimer later at nan: a timer's time must be a finite number",
-     'yield SetTimer("later"'),
+     "yield SetTimer(*self.timer(view))"),
 ])
 def test_a_policy_that_fails_stops_the_run_which_writes_what_it_did_and_exits_3(
         tmp_path: Path, no_children_left, policy: str, event: str, error: str, line: str) -> None:
@@ -283,10 +280,10 @@ def test_a_policy_that_fails_stops_the_run_which_writes_what_it_did_and_exits_3(
     # (compiled, the core's check, not a cast of mypyc's that read as the core's TypeError)
     ("returns_a_job", "PolicyError: choose() returned Job Job(id=", None),
     ("sets_a_set_as_timer_key", "PolicyError: SetTimer key frozenset({'tick'}) (frozenset) is not a timer key",
-     "yield SetTimer(frozenset"),
+     "yield SetTimer(*self.timer(view))"),
     # (the simulation's own "an event's time is NaN", blamed on mgst, where the testbed took it without a word)
     ("sets_a_nan_timer", "PolicyError: SetTimer later at nan: a timer's time must be a finite number",
-     'yield SetTimer("later"'),
+     "yield SetTimer(*self.timer(view))"),
     # (it hung, in both drivers: the simulation's loop at model time 0 for ever)
     ("rearms_a_timer_for_now", "PolicyError: timer tick fired 1,000 times at model time 0: the policy sets it again",
      None),
