@@ -255,6 +255,8 @@ IN_PROCESS = [
     (["simulate", SWEEP], "scenario: unknown key (a sweep file's: run it with 'mgst sweep FILE')"),
     (["sweep", SWEEP, "--out", A_FILE], "--out"),
     (["sweep", SWEEP, "--workers", "0"], "--workers"),
+    (["sweep", SWEEP, "--quick", "--only", "policy=rr", "--only", "policy=fcfs_excl"],  # (it ran no cell, exit 0)
+     "--only: 'policy=fcfs_excl' keeps none of the policy values an earlier --only kept (rr)"),
     (["sweep", SWEEP, "--replications", "0"], "--replications"),
     (["sweep", SWEEP, "--only", "policy"], "--only"),
     (["sweep", SWEEP, "--only", "colour=red"], "colour"),

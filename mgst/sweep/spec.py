@@ -268,7 +268,12 @@ def _filters(spec: SweepSpec, only: Iterable[str]) -> tuple[tuple[str, tuple[str
             if v not in swept:
                 raise ConfigError("--only", f"{column}={v} is not in this sweep; it sweeps {', '.join(swept)}")
         # Several filters on one column: a cell must pass each.
-        out[column] = tuple(v for v in out.get(column, values) if v in values)
+        before = out.get(column, values)
+        out[column] = tuple(v for v in before if v in values)
+        if not out[column]:  # (it ran no cell, and said nothing but "0 cells")
+            raise ConfigError("--only", f"{item!r} keeps none of the {column} values an earlier --only kept "
+                                        f"({', '.join(before)}): filters on one column must all hold; give the "
+                                        f"values in one: --only {column}={','.join((*before, *values))}")
     return tuple(out.items())
 
 
