@@ -336,6 +336,31 @@ def test_a_damaged_page_is_a_clear_error_and_salvage_recovers_every_event_before
         assert len(list(csv.DictReader(f))) == summary["jobs_generated"] > 0
 
 
+@pytest.mark.parametrize("cut", ["a page's end", "mid-page"])
+def test_salvage_of_a_journal_cut_short_recovers_the_events_before_the_cut_and_says_the_run_has_no_end(
+        finished_run, tmp_path: Path, cut: str) -> None:
+    """A journal cut short (a copy truncated, a disk full mid-write): its header still counts the pages it had, and
+    SQLite refused the whole file, so the salvage recovered 0 events ("the run's settings are unreadable"); and a
+    salvage that stops before the end kept the run's end mark, so the part recovered was reported as a finished run
+    (its last jobs "cut off", simulated beside)."""
+    run, journal = copied_run(finished_run[1], tmp_path)
+    before = rows(journal)
+    data = journal.read_bytes()
+    page_size = int.from_bytes(data[16:18], "big") or 65536
+    keep = len(data) // page_size // 2 * page_size + (page_size // 3 if cut == "mid-page" else 0)
+    journal.write_bytes(data[:keep])
+    damaged = sha(journal)
+    p = mgst("export", str(run), "--salvage", "--json")
+    assert p.returncode == 0, p.stderr
+    recovered = rows(run / "journal.salvaged.sqlite")
+    assert 0 < len(recovered) < len(before) and recovered == before[:len(recovered)]
+    assert f"mgst: recovered {len(recovered)} events of {journal}" in p.stderr, p.stderr
+    assert "the salvaged journal stops at the damage, before the run's end" in p.stderr, p.stderr
+    summary = json.loads(p.stdout)
+    assert summary["closed"] is False and summary.get("simulation") is None
+    assert sha(journal) == damaged  # the damaged file is left as it was
+
+
 def test_a_salvage_that_stops_before_the_run_s_start_says_so_not_that_the_run_never_started(
         finished_run, tmp_path: Path) -> None:
     run, journal = copied_run(finished_run[1], tmp_path)

@@ -603,7 +603,7 @@ def export_command(args: argparse.Namespace) -> int:
     if not result.run.closed:
         from mgst.testbed.export import not_closed  # noqa: PLC0415
 
-        print(f"mgst: warning: {not_closed(result.run, folder=args.folder)}", file=sys.stderr)
+        print(f"mgst: warning: {not_closed(result.run, folder=args.folder, salvaged=args.salvage)}", file=sys.stderr)
     _report(result, args.json, args.folder, result.files)
     return 0
 

@@ -66,17 +66,23 @@ def load_run(folder: Path, journal: str = FILENAME) -> TestbedRun:
         rp.journal.store = None
 
 
-def not_closed(run: TestbedRun, now: float | None = None, folder: Path | None = None) -> str:
+def not_closed(run: TestbedRun, now: float | None = None, folder: Path | None = None, salvaged: bool = False) -> str:
     """What a run whose journal has no end is: going on, or left by a mapper that died. Its folder's lock says
-    which (mgst.testbed.run_lock); a run of before locks is taken for going on if written to LIVE_WITHIN_S ago."""
+    which (mgst.testbed.run_lock); a run of before locks is taken for going on if written to LIVE_WITHIN_S ago.
+    ``salvaged``: the journal read is a salvage's copy (mgst.testbed.salvage), whose damage cost the run's end."""
+    if salvaged:
+        return ("the salvaged journal stops at the damage, before the run's end: these results stop there (the "
+                "damaged journal itself cannot be resumed)")
     ago = (time.time() if now is None else now) - run.end
     locked = run_locked(folder) if folder is not None else None
     if locked or (locked is None and ago <= LIVE_WITHIN_S):
         return (f"the run is still going (its mapper wrote to the journal {max(ago, 0.0):.0f} s ago): these results "
                 "stop where the journal does")
+    # (a folder holding the pullers' log is `mgst run`'s, which starts them again; a mapper's pullers reconnect to it)
+    local = folder is not None and (folder / "pullers.log").is_file()
+    again = "'mgst run FILE --resume DIR'" if local else "'mgst mapper FILE --resume DIR' (with its --keys)"
     return (f"the run was not closed: its mapper stopped writing {ago:.0f} s ago without ending it (killed, or its "
-            "machine went down?); these results stop where the journal does, and 'mgst mapper FILE --resume DIR' "
-            "continues it")
+            f"machine went down?); these results stop where the journal does, and {again} continues it")
 
 
 def export_run(folder: Path, journal: str = FILENAME) -> Beside:

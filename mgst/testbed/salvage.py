@@ -31,6 +31,13 @@ from mgst.testbed.store import (
 from mgst.testbed.wal_check import check_wal
 
 SALVAGED = "journal.salvaged.sqlite"
+# The settings a mapper writes when its run ends (mgst.testbed.resume.run_is_over, with what it measured over the whole
+# run): a salvage that stops before the last event leaves them out, as of a run whose mapper died there.
+_END_MARKS = frozenset({"ended", "drops", "decision_time"})
+# SQLite's file header: its magic, and where it keeps the page size (2 bytes) and the database's size in pages (4).
+_MAGIC = b"SQLite format 3\x00"
+_PAGE_SIZE_AT = 16
+_PAGES_AT = 28
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +69,7 @@ def salvage(folder: Path) -> Salvaged:
         try:
             copy = scratch / FILENAME
             shutil.copyfile(source, copy)
+            _trust_the_file_s_length(copy)
             if Path(f"{source}-wal").exists():
                 shutil.copyfile(f"{source}-wal", f"{copy}-wal")
             building = scratch / SALVAGED
@@ -79,6 +87,24 @@ def salvage(folder: Path) -> Salvaged:
                     wal.lost_commits if wal is not None and wal.damaged else 0)
 
 
+def _trust_the_file_s_length(copy: Path) -> None:
+    """In the scratch copy of a journal: its header's size in pages set to 0 (SQLite then takes the file's length),
+    and the file padded with zeros to a whole page. A journal cut short (a truncated copy, a disk full mid-write)
+    kept a header counting pages past its end, and SQLite refused the whole file (no event recovered); a page of
+    zeros is no valid page, so reading stops there as at any damage."""
+    with open(copy, "r+b") as f:
+        header = f.read(100)
+        if len(header) < 100 or not header.startswith(_MAGIC):
+            return  # (not one SQLite reads: said when it is opened)
+        page = int.from_bytes(header[_PAGE_SIZE_AT:_PAGE_SIZE_AT + 2], "big")
+        page = 65536 if page == 1 else page
+        f.seek(_PAGES_AT)
+        f.write(bytes(4))
+        size = f.seek(0, os.SEEK_END)
+        if page >= 512 and size % page:
+            f.write(bytes(page - size % page))
+
+
 def _copy_prefix(copy: Path, source: Path, target: Path) -> tuple[bool, int, str | None]:
     """Copy the settings and the events up to the damage from ``copy`` (of ``source``) into a fresh journal at
     ``target``: whether the settings were readable, how many events, why the reading stopped (None: at the end)."""
@@ -94,10 +120,12 @@ def _copy_prefix(copy: Path, source: Path, target: Path) -> tuple[bool, int, str
             out.execute("BEGIN")
             out.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             out.execute("CREATE TABLE events (seq INTEGER PRIMARY KEY, kind TEXT NOT NULL, data BLOB NOT NULL)")
-            out.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", meta or [])
             reading = _EventReader(db, source)
             for row in reading:
                 out.execute("INSERT INTO events (seq, kind, data) VALUES (?, ?, ?)", row)
+            if reading.stopped is not None:  # the events after the damage are lost: so is the run's end (its mark)
+                meta = [(k, v) for k, v in meta or [] if k not in _END_MARKS]
+            out.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", meta or [])
             out.execute("COMMIT")
         except sqlite3.Error as e:
             raise JournalWriteError(target, e) from e
