@@ -270,6 +270,9 @@ def test_impostors_are_refused_and_change_nothing(tmp_path, no_children_left):
                     impostor.kill()
                     impostor.wait()
             assert code == 2, (tmp_path / "impostor.log").read_text()[-2000:]
+            # (it said the name was "registered by another key", before any puller had registered it)
+            assert "machine name 'M1' is bound to another key than this puller's" in (
+                tmp_path / "impostor.log").read_text(), (tmp_path / "impostor.log").read_text()[-2000:]
             assert r.thread.is_alive(), "the impostor was to be refused while the run goes on"
             assert mapper.drops.counts[P.Drop.NAME_TAKEN] == taken + 1
 

@@ -42,8 +42,9 @@ def admit(name: str, holder: Holder, key: str | None, incarnation: int, identity
        holder has fallen silent.
     """
     if holder.bound_key is not None and key != holder.bound_key:
-        return Refusal(Drop.NAME_TAKEN, f"machine name {name!r} is registered by another key; "
-                                        "each lab machine needs its own name (or its own key)", True)
+        return Refusal(Drop.NAME_TAKEN, f"machine name {name!r} is bound to another key than this puller's (the "
+                                        "machine's own key file's, or the first key that registered the name): give "
+                                        "the puller its machine's key, or its own name", True)
     if incarnation in holder.incarnations[:-1]:
         return Refusal(Drop.RETIRED, f"a newer puller has taken machine name {name!r}; is a second puller "
                                      "running under this name?", True)
