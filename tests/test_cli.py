@@ -297,3 +297,14 @@ def test_paper_json_is_strict_json_with_null_for_an_interval_that_cannot_be_give
         assert len(given) < len(rows), rows
     else:
         assert given == rows
+
+
+def test_a_sweep_says_where_its_plots_and_a_paper_s_tables_are():
+    """Casanova's sweep said "and 1 plot in plots/" for table-m5.csv, written beside sweep.csv; plots/ stayed empty."""
+    from mgst.cli.sweep_commands import _plots_written  # noqa: PLC0415
+
+    out = Path("/runs/s")
+    assert _plots_written([out / "plots" / "a.png", out / "plots" / "b.png"], out) == " and 2 plots in plots/"
+    assert _plots_written([out / "table-m5.csv", out / "figure2.png"], out) == " and table-m5.csv figure2.png"
+    assert _plots_written([out / "plots" / "a.png", out / "table-m5.csv"], out) == " and 1 plot in plots/, table-m5.csv"
+    assert _plots_written([], out) == ""

@@ -227,9 +227,19 @@ def sweep_command(args: argparse.Namespace) -> int:
     if len(r.failed) > 5:
         print(f"mgst: ... and {len(r.failed) - 5} more failed cells (sweep.csv column 'error'); they run again "
               "next time", file=sys.stderr)
-    plots = f" and {plural(len(r.plots), 'plot')} in plots/" if r.plots else ""
-    print(f"wrote {out}/: sweep.csv summary.csv{plots}")
+    print(f"wrote {out}/: sweep.csv summary.csv{_plots_written(r.plots, out)}")
     return 1 if r.failed else 0
+
+
+def _plots_written(plots: list[Path], out: Path) -> str:
+    """" and N plots in plots/", then the files a scenario writes beside sweep.csv (a paper's tables and figures), by
+    name: where each really is (Casanova's were counted as plots in plots/, which stayed empty)."""
+    from mgst.sweep.runner import PLOTS  # noqa: PLC0415
+
+    in_plots = [p for p in plots if p.parent == out / PLOTS]
+    text = f" and {plural(len(in_plots), 'plot')} in {PLOTS}/" if in_plots else ""
+    beside = [str(p.relative_to(out)) if p.is_relative_to(out) else str(p) for p in plots if p not in in_plots]
+    return text + (f"{',' if text else ' and'} {' '.join(beside)}" if beside else "")
 
 
 def _cell_with_imports(imports: tuple[str, ...], cell_fn, experiment, replication: int):
