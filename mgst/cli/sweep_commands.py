@@ -9,8 +9,14 @@ import math
 import sys
 from pathlib import Path
 
-from mgst.cli.options import check_experiments_folder, check_folder, check_horizon_warmup, import_policies
-from mgst.config import MAX_REPLICATIONS, MAX_SEED, MAX_WORKERS, ConfigError, load_experiment
+from mgst.cli.options import (
+    check_experiments_folder,
+    check_folder,
+    check_horizon_warmup,
+    check_seed,
+    import_policies,
+)
+from mgst.config import MAX_REPLICATIONS, MAX_WORKERS, ConfigError, load_experiment
 from mgst.wording import plural
 
 # The memory of a Slurm worker job when --slurm-memory is not given.
@@ -37,8 +43,9 @@ def paper_command(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     check_experiments_folder(args.experiments)
+    check_seed("--seed", args.seed)
     for key, value, least, most in (("--replications", args.replications, 1, MAX_REPLICATIONS),
-                                    ("--seed", args.seed, 0, MAX_SEED), ("--workers", args.workers, 1, MAX_WORKERS)):
+                                    ("--workers", args.workers, 1, MAX_WORKERS)):
         if value is not None and value < least:
             raise ConfigError(key, f"must be >= {least}")
         if value is not None and most is not None and value > most:

@@ -65,8 +65,8 @@ def add_testbed_arguments(p: argparse.ArgumentParser) -> None:
                    help="import a module that registers policies of its own (repeatable)")
     live = p.add_mutually_exclusive_group()
     live.add_argument("--live", default="127.0.0.1:0", metavar="[HOST:]PORT",
-                   help="serve the read-only live view of the run here (default 127.0.0.1 on a free port; the URL "
-                        "is printed); any address but loopback needs a token (docs/live.md)")
+                      help="serve the read-only live view of the run here (default 127.0.0.1 on a free port; the URL "
+                           "is printed); any address but loopback needs a token (docs/live.md)")
     live.add_argument("--no-live", dest="live", action="store_const", const=None, help="no live view")
     p.add_argument("--live-token-file", type=Path, metavar="FILE",
                    help="the live view's token (default off loopback: KEYS/live.token if there, else a new one "
@@ -286,7 +286,7 @@ def run_command(args: argparse.Namespace) -> int:
         _check_testbed_args(args, exp)
         network, seed = _network(args.network, exp), args.seed
         out = args.out or _default_out(exp.name)
-        _check_new_out(out)
+        _check_new_out(out, "run")
     late = late_arrivals_warning(exp, exp.testbed.duration if args.duration is None else args.duration,
                                  exp.testbed.time_unit if args.time_unit is None else args.time_unit,
                                  exp.simulation.seed if args.seed is None else args.seed)
@@ -408,13 +408,14 @@ def _resumed_settings(args: argparse.Namespace, exp, out: Path):
     return (None if spec is None else _network(spec, exp)), meta.get("seed")
 
 
-def _check_new_out(out: Path) -> None:
+def _check_new_out(out: Path, command: str) -> None:
+    """ConfigError naming --out unless ``out`` can take a new run of ``command`` ("run" or "mapper")."""
     from mgst.testbed.run_dir import results_there  # noqa: PLC0415
     from mgst.testbed.store import FILENAME  # noqa: PLC0415
 
     check_folder("--out", out)
     if (out / FILENAME).exists():
-        raise ConfigError("--out", f"{out} already holds a run (continue it with 'mgst mapper FILE --resume {out}', "
+        raise ConfigError("--out", f"{out} already holds a run (continue it with 'mgst {command} FILE --resume {out}', "
                                    "or choose another folder)")
     there = results_there(out)
     if there:
@@ -462,7 +463,7 @@ def mapper_command(args: argparse.Namespace) -> int:
     else:
         _check_testbed_args(args, exp)
         out = args.out or _default_out(exp.name)
-        _check_new_out(out)
+        _check_new_out(out, "mapper")
     if not 0 < args.register_timeout < 1e7:
         raise ConfigError("--register-timeout", "must be a positive number of seconds")
     if args.begin_with is not None and not 1 <= args.begin_with <= len(exp.machines):
