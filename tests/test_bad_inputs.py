@@ -239,6 +239,7 @@ IN_PROCESS = [
     (["simulate", HIHI, "--policy", "fcfs", "--policy", "fcfs"], "--policy"),
     # paper
     (["paper", "no-such-setting"], "no-such-setting"),
+    (["paper", "hihi-mfd-fd", "hihi-mpd-fd", "hihi-mfd-fd"], "setting hihi-mfd-fd is given twice"),
     (["paper", "hihi-mfd-fd", "--experiments", "/nonexistent"], "--experiments"),
     (["paper", "hihi-mfd-fd", "--experiments", A_FILE], "--experiments"),
     (["paper", "hihi-mfd-fd", "--replications", "0"], "--replications"),

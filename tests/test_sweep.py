@@ -632,15 +632,20 @@ def test_an_unreachable_scheduler_is_an_error(tmp_path):
 
 # --- the command ------------------------------------------------------------------------------------
 
-def test_command_runs_and_resumes(tmp_path, capsys, no_children_left):
+def test_command_runs_and_resumes(tmp_path, capsys, caplog, no_children_left):
     args = ["sweep", str(FILE), "--quick", "--cell", "sweep_fake:cell", "--out", str(tmp_path), "--workers", "2",
             "--only", "policy=rr", "--no-plots"]
     assert main(args) == 0
     out = capsys.readouterr()
     assert "8 cells, 0 done before, 8 run now (0 failed)" in out.out
+    assert "holds the plots of an earlier run" not in caplog.text  # (none yet)
     assert main([*args[:-3], "--replications", "3"]) == 0
     assert "36 cells, 8 done before, 28 run now" in capsys.readouterr().out
     assert (tmp_path / "plots").is_dir() and len(rows(tmp_path)) == 36
+    # --no-plots again: summary.csv is rewritten, the plots are the run's before (they were left without a word)
+    with caplog.at_level(logging.WARNING, logger="mgst.sweep.runner"):
+        assert main([*args[:-3], "--replications", "3", "--no-plots"]) == 0
+    assert f"{tmp_path}/plots holds the plots of an earlier run of this sweep" in caplog.text
 
 
 @pytest.mark.parametrize("args, message", [

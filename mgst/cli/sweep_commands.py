@@ -42,6 +42,10 @@ def paper_command(args: argparse.Namespace) -> int:
         print(f"mgst: error: not a setting of the paper: {', '.join(unknown)}; known: {', '.join(PAPER)}",
               file=sys.stderr)
         return 2
+    twice = [n for k, n in enumerate(names) if n in names[:k]]
+    if twice:  # (it was simulated and printed twice)
+        print(f"mgst: error: setting {twice[0]} is given twice", file=sys.stderr)
+        return 2
     check_experiments_folder(args.experiments)
     check_seed("--seed", args.seed)
     for key, value, least, most in (("--replications", args.replications, 1, MAX_REPLICATIONS),

@@ -156,6 +156,9 @@ def _run_sweep(spec: SweepSpec, out: Path, workers: int, scheduler: str | None, 
     axes = [a.name for a in scenario.axes]
     result.summary = summarize(results.rows, axes, measures)
     write_summary(out / SUMMARY, result.summary, axes, measures)
+    if not plots and (out / PLOTS).is_dir() and any((out / PLOTS).iterdir()):  # (an earlier run's, now stale)
+        log.warning("%s/%s holds the plots of an earlier run of this sweep, not of summary.csv as it is now "
+                    "(--no-plots)", out, PLOTS)
     if plots:
         from mgst.sweep.plots import write_plots  # noqa: PLC0415 (matplotlib is slow to import)
 
