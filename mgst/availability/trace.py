@@ -192,14 +192,14 @@ class TraceKind(AvailabilityKind):
 
     def from_config(self, host: ConfigHost, table: Mapping[str, Any], section: str) -> tuple[TraceAvailability, str]:
         base = Path(host.path).parent if host.path is not None else Path.cwd()
-        path = str((base / _file_name(host, host.require(table, section, "file"), f"{section}.file")).resolve())
+        path = str((base / host.file_name(host.require(table, section, "file"), f"{section}.file")).resolve())
         fmt = table.get("format", guess_format(path))
         if fmt not in FORMATS:
             raise host.error(f"{section}.format", f"must be one of {', '.join(map(repr, FORMATS))}, got "
                                                   f"{host.describe(fmt)}")
         cpu_file = None
         if "cpu_file" in table:
-            cpu_file = str((base / _file_name(host, table["cpu_file"], f"{section}.cpu_file")).resolve())
+            cpu_file = str((base / host.file_name(table["cpu_file"], f"{section}.cpu_file")).resolve())
         offset = host.number(table.get("offset", 0.0), f"{section}.offset")
         if not 0.0 <= offset <= MAX_TRACE_TIME:  # (a trace's times are in [0, MAX_TRACE_TIME]: trace_files)
             raise host.error(f"{section}.offset", f"must be a trace time in seconds in [0, {MAX_TRACE_TIME:g}] "
@@ -333,11 +333,3 @@ class TraceKind(AvailabilityKind):
 
 KIND = TraceKind()
 
-
-def _file_name(host: ConfigHost, value: Any, key: str) -> str:
-    """A file's name from the experiment file (a path, relative to it): a string, not empty (an empty one named the
-    experiment's own folder, said as "is a folder")."""
-    name = host.string(value, key)
-    if not name.strip():
-        raise host.error(key, "must name a file (a path, relative to the experiment file), got an empty string")
-    return name

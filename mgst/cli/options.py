@@ -21,6 +21,12 @@ def check_seed(option: str, seed: int | None) -> None:
         raise ConfigError(option, f"{SEED_RULE}, got {seed}")
 
 
+def lengths_not_simulated(horizon: float | None) -> tuple[str, ...]:
+    """load_experiment's ``lengths_not_used`` for a command that simulates: the testbed's, and the simulation's when
+    --horizon gives it (the command checks that one: mgst.config.checks.check_run_length)."""
+    return ("testbed", "simulation") if horizon is not None else ("testbed",)
+
+
 def check_experiments_folder(path: Path) -> None:
     """ConfigError naming --experiments unless ``path`` is a folder: the repository's experiments/ (the papers'
     experiment and sweep files are not installed with the package)."""

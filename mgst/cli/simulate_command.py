@@ -9,7 +9,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mgst.cli.options import check_folder, check_horizon_warmup, check_seed, import_policies
+from mgst.cli.options import (
+    check_folder,
+    check_horizon_warmup,
+    check_seed,
+    import_policies,
+    lengths_not_simulated,
+)
 from mgst.config import MAX_REPLICATIONS, MAX_WORKERS, ConfigError, load_experiment
 from mgst.config.checks import overload_warning, simultaneous_bags_warning
 
@@ -26,7 +32,7 @@ def simulate_command(args: argparse.Namespace) -> int:
         if name in names[:k]:
             print(f"mgst: error: --policy {name} is given twice", file=sys.stderr)
             return 2
-    given = ("testbed", "simulation") if args.horizon is not None else ("testbed",)  # (checked below if given)
+    given = lengths_not_simulated(args.horizon)
     experiments = [load_experiment(args.file, policy=name, lengths_not_used=given) for name in names]
     exp = experiments[0]
     s = exp.simulation

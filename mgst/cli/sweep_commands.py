@@ -15,6 +15,7 @@ from mgst.cli.options import (
     check_horizon_warmup,
     check_seed,
     import_policies,
+    lengths_not_simulated,
 )
 from mgst.config import MAX_REPLICATIONS, MAX_WORKERS, ConfigError, load_experiment
 from mgst.wording import plural
@@ -54,7 +55,7 @@ def paper_command(args: argparse.Namespace) -> int:
             raise ConfigError(key, f"must be >= {least}")
         if value is not None and most is not None and value > most:
             raise ConfigError(key, f"must be at most {most:,}")
-    given = ("testbed", "simulation") if args.horizon is not None else ("testbed",)  # (checked below if given)
+    given = lengths_not_simulated(args.horizon)
     experiments = {name: load_experiment(args.experiments / f"{name}.toml", lengths_not_used=given) for name in names}
     for exp in experiments.values():  # every setting checked before the first is simulated
         s = exp.simulation

@@ -136,10 +136,10 @@ def _stop_on_signals(mapper, out: Path) -> None:
             raise KeyboardInterrupt
         elif mapper.stopping:
             mapper.aborting = True
-            if deciding is not None and time.perf_counter() - deciding > POLICY_STUCK_S:
-                print(f"\nmgst: {name}: the policy {mapper.core.policy.name!r} has not returned for "
-                      f"{time.perf_counter() - deciding:.0f} s: the run stops when it does (again to end it now, "
-                      "inside the policy)", file=sys.stderr)
+            held = None if deciding is None else time.perf_counter() - deciding
+            if held is not None and held > POLICY_STUCK_S:
+                print(f"\nmgst: {name}: the policy {mapper.core.policy.name!r} has not returned for {held:.0f} s: the "
+                      "run stops when it does (again to end it now, inside the policy)", file=sys.stderr)
             else:
                 print("\nmgst: stopping now (the journal is consistent)", file=sys.stderr)
         else:

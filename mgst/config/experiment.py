@@ -389,6 +389,14 @@ class _Parser(ModelSections, MachineSections):
             raise self.error(key, f"must be a string, got {_describe(value)}")
         return value
 
+    def file_name(self, value: Any, key: str) -> str:
+        """A file's name from the experiment file (a path, relative to it): a string, not empty (an empty one named the
+        experiment's own folder, said as "is a folder")."""
+        text = self.string(value, key)
+        if not text.strip():
+            raise self.error(key, "must name a file (a path, relative to the experiment file), got an empty string")
+        return text
+
     def name(self, value: Any, key: str) -> str:
         """A string that passes the names' rule (mgst.config.names)."""
         text = self.string(value, key)

@@ -242,10 +242,7 @@ class ModelSections:
         return index, self.bounded(size, f"{key}[1]", 0.0, MAX_WORK, "work units")
 
     def workload_swf(self, table: Mapping[str, Any]) -> ParsedWorkload:
-        name = self.string(self.require(table, "workload", "file"), "workload.file")
-        if not name.strip():  # (it named the experiment's own folder, said as "is a folder")
-            raise self.error("workload.file", "must name a file (a path, relative to the experiment file), got an "
-                                              "empty string")
+        name = self.file_name(self.require(table, "workload", "file"), "workload.file")
         base = Path(self.path).parent if self.path is not None else Path.cwd()
         path = str((base / name).resolve())
         time_scale = self.bounded(table.get("time_scale", 1.0), "workload.time_scale", 0.0, MAX_SCALE,
