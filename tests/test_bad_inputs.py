@@ -524,6 +524,16 @@ def test_the_file_s_run_lengths_bind_only_the_commands_that_use_them(files):
                  "--workers", "1", "--quiet", "--json"]) == 0
 
 
+@pytest.mark.parametrize("name", ["grid_sizes.csv", "report.html", "comparison.png", "bags.csv"])
+def test_a_run_refuses_a_folder_holding_any_one_file_a_run_writes(tmp_path, capsys, name):
+    """Each of a run's result files alone refuses the folder: GridBot's grid_sizes.csv was overwritten."""
+    out = tmp_path / "results"
+    out.mkdir()
+    (out / name).write_text("mine\n")
+    _check(main(["run", HIHI, "--duration", "1", "--out", str(out)]), capsys.readouterr().err, "--out")
+    assert [p.name for p in out.iterdir()] == [name] and (out / name).read_text() == "mine\n"
+
+
 def test_a_seed_beyond_64_bits_is_refused_before_the_run_s_folder_is_made(tmp_path, capsys):
     """It was a traceback from the wire's encoder once the run had begun, leaving a journal of a run that never ran
     (a folder that then held "a run")."""

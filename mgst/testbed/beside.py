@@ -29,6 +29,7 @@ from mgst.testbed.finite_workload import FiniteWindow, bag_makespans, finite_win
 from mgst.testbed.gap import Gap, find_gap
 from mgst.testbed.report import FILENAME as REPORT
 from mgst.testbed.report import write_report
+from mgst.testbed.run_dir import TABLE_FILES
 from mgst.testbed.run_result import TestbedRun
 from mgst.testbed.summary import summarize_testbed, testbed_bags, write_testbed_outputs
 from mgst.whole_file import write_whole
@@ -164,7 +165,7 @@ def finish_outputs(run: TestbedRun, out: Path, *, simulate: bool = True, replica
         extras["gap"] = gap.as_dict()
     with _outputs_written(out):
         summary = write_testbed_outputs(run, testbed, extras, out)
-        files = ["jobs.csv", "machines.csv", "machine_periods.csv", "summary.csv", "summary.json"]
+        files = list(TABLE_FILES)
         if testbed.bags is not None:
             files.append("bags.csv")
         if sim is not None:
