@@ -11,7 +11,14 @@ import pytest
 from mgst.availability import Period, State, make_process
 from mgst.availability.registry import process_from_wire, to_wire, wire_problem
 from mgst.availability.trace import MAX_WIRE_PERIODS, TraceAvailability
-from mgst.availability.trace_files import Interval, TraceError, read_trace, write_csv_trace, write_fta_trace
+from mgst.availability.trace_files import (
+    Interval,
+    TraceError,
+    guess_format,
+    read_trace,
+    write_csv_trace,
+    write_fta_trace,
+)
 from mgst.config import ConfigError, load_experiment
 from mgst.model import Experiment, JobClass, Machine, PolicySpec
 from mgst.testbed.experiment_codec import from_plain, to_plain
@@ -107,6 +114,22 @@ def test_a_malformed_trace_is_an_error_naming_the_file_and_line(tmp_path, fmt, t
         read_trace(str(path), fmt)
     assert err.value.line == where and fragment in err.value.problem, err.value
     assert str(path) in str(err.value)
+
+
+@pytest.mark.parametrize(("name", "hinted"), [("trace.toml", True), ("avail.CSV.txt", False), ("t.fta.gz", False),
+                                              ("trace", True)])
+def test_a_file_read_as_fta_by_its_name_says_why_when_its_lines_do_not_fit(tmp_path, name, hinted):
+    """A CSV trace (or any file) whose name does not end in .csv is read as the archive's format; its error said
+    '5 tab-separated fields; need 9', not why the file was read so."""
+    path = tmp_path / name
+    if name.endswith(".gz"):
+        path.write_bytes(gzip.compress(b"M1,0,10,up,\n"))
+    else:
+        path.write_text("M1,0,10,up,\n")
+    with pytest.raises(TraceError) as err:
+        read_trace(str(path), guess_format(str(path)))
+    assert "1 tab-separated field; need 9" in err.value.problem
+    assert ("name a CSV trace .csv" in err.value.problem) is hinted, err.value
 
 
 def test_only_the_header_s_own_names_make_a_first_line_a_header(tmp_path):

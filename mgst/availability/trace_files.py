@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 from mgst.availability.process import State
 from mgst.bounded_read import FileReadError, numbered_lines
+from mgst.wording import plural
 
 # Bounds on what a trace may hold (mgst.config's MAX_JOBS bounds the events of one run likewise).
 # Reading 1,000,000 lines takes some 280 MB and 4 s, so the most a trace may hold takes about 2.8 GB.
@@ -29,6 +30,8 @@ FTA_COLUMNS = ("event_id", "component_id", "node_id", "platform_id", "node_name"
                "event_start_time", "event_end_time", "event_end_reason")
 # event_type: 0 the node is unavailable, 1 available.
 FTA_EVENT_STATES = {0: State.DOWN, 1: State.UP}
+# The names of the archive's files (a file of another name, not .csv, is read as one too: guess_format).
+FTA_SUFFIXES = (".tab", ".txt", ".fta")
 CSV_STATES = {"up": State.UP, "reclaimed": State.RECLAIMED, "down": State.DOWN}
 # The CSV format's header line (its first four names alone are a header too); any other first line is data.
 CSV_HEADER = ["machine", "start", "end", "state", "cpu_share"]
@@ -180,7 +183,8 @@ def parse_fta(path: str) -> Intervals:
             continue
         first = False
         if len(fields) < width:
-            raise TraceError(path, number, f"{len(fields)} tab-separated fields; need {width}")
+            raise TraceError(path, number, f"{plural(len(fields), 'tab-separated field')}; need {width}"
+                                           + _read_as_fta(path))
         try:
             event = int(fields[columns["event_type"]])
         except ValueError:
@@ -270,6 +274,15 @@ def check_host_names(intervals: Iterable[str], separator: str) -> None:
         if (not host or separator in host or "\n" in host or "\r" in host or host != host.strip()
                 or host.startswith("#") or not host.isascii()):
             raise ValueError(f"host name {host[:64]!r} cannot be written to a trace file and read back")
+
+
+def _read_as_fta(path: str) -> str:
+    """Why a file whose name does not say FTA was read as one (its format was guessed from its name), or ""."""
+    name = (path[:-3] if path.endswith(".gz") else path).lower()
+    if name.endswith(FTA_SUFFIXES):
+        return ""
+    return (" (read as the Failure Trace Archive's tab-separated events, the format of a name not ending in .csv: "
+            "name a CSV trace .csv, or give its format: csv or fta)")
 
 
 def guess_format(path: str) -> str:
