@@ -82,6 +82,10 @@ READY_RATE = 10.0
 # it would be steered), and the core takes its own figure instead.
 COMPUTED_RATE_SLACK = 1.001
 COMPUTED_SLACK = 0.01
+# The log level of a machine's message about its own replica that is over: what a puller sends again after a resume
+# of the mapper (its results the journal already holds), or sends as a cancel crosses it. Expected, so not a warning
+# (a flood of them is still counted, and rate-limited, as the others are).
+_LATE = logging.INFO
 
 
 class PullerMessages:
@@ -215,8 +219,8 @@ class PullerMessages:
         j = self.by_identity.get(identity)
         return self.experiment.machines[j].name if j is not None else f"connection {identity.hex()[:16]}"
 
-    def _bad(self, identity: bytes, reason: str, detail: str = "") -> None:
-        self.drops.drop(reason, self.sender(identity), detail)
+    def _bad(self, identity: bytes, reason: str, detail: str = "", level: int = logging.WARNING) -> None:
+        self.drops.drop(reason, self.sender(identity), detail, level=level)
 
     def handle(self, identity: bytes, msg: Any, now: float) -> None:
         """A message other than a hello, from ``identity``."""
@@ -269,7 +273,7 @@ class PullerMessages:
                 r = self.journal.replicas.get(msg.replica)
                 mine = r is not None and r.machine == j
                 self._bad(identity, P.Drop.FINISHED_REPLICA if mine else P.Drop.NOT_ITS_REPLICA,
-                          f"{t.__name__.lower()} {msg.replica}")
+                          f"{t.__name__.lower()} {msg.replica}", _LATE if mine else logging.WARNING)
             elif t is P.Computing:
                 if live.phase == STAGING:
                     self.feed(now, ReplicaComputing(msg.replica))
@@ -281,7 +285,7 @@ class PullerMessages:
             if r is None or r.machine != j:
                 self._bad(identity, P.Drop.NOT_ITS_REPLICA, f"started {msg.replica}")
             elif live is None or live.machine != j:
-                self._bad(identity, P.Drop.FINISHED_REPLICA, f"started {msg.replica}")
+                self._bad(identity, P.Drop.FINISHED_REPLICA, f"started {msg.replica}", _LATE)
             elif r.t4_remote is None:
                 self.journal.started(msg.replica, msg.received, msg.started)
         elif t is P.Done:
@@ -366,7 +370,7 @@ class PullerMessages:
             return
         if r.t6 is not None or not self.core.accepts_result(msg.replica):
             # already counted, or not wanted any more: nothing is recorded, but a free machine still asks
-            self._bad(identity, P.Drop.FINISHED_REPLICA, f"done {msg.replica}")
+            self._bad(identity, P.Drop.FINISHED_REPLICA, f"done {msg.replica}", _LATE)
             if r.t6 is None and r.outcome == "timeout" and not r.late_heard and "on_event" in self.core.hooks:
                 # The first result of a replica given up on by a time-out, whose job was done meanwhile: the
                 # core counts it stale, and a policy that listens learns that the machine was up after all
@@ -409,7 +413,8 @@ class PullerMessages:
         if live is None or live.machine != j:
             r = self.journal.replicas.get(msg.replica)
             mine = r is not None and r.machine == j  # its own, already over: a replay
-            self._bad(identity, P.Drop.FINISHED_REPLICA if mine else P.Drop.NOT_ITS_REPLICA, f"failed {msg.replica}")
+            self._bad(identity, P.Drop.FINISHED_REPLICA if mine else P.Drop.NOT_ITS_REPLICA, f"failed {msg.replica}",
+                      _LATE if mine else logging.WARNING)
             return
         name = self.experiment.machines[j].name
         outcome = "refused" if msg.code == P.FAIL_REFUSED else "failed"
