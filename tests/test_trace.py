@@ -97,7 +97,7 @@ def test_the_fta_reader_takes_the_archive_s_columns_or_a_header(tmp_path):
     ("csv", ",0,10,up,\n", 1, "no machine"),
     ("csv", "M1,0,10,up," + "1" * 5000 + "\n", 1, "longer than 4096 bytes"),
     ("fta", "1\t0\t1\t1\tn\t2\t0\t10\t0\n", 1, "event_type '2'"),
-    ("fta", "1\t0\t1\t1\tn\t1\t0\n", 1, "7 tab-separated fields; need 9"),
+    ("fta", "1\t0\t1\t1\tn\t1\t0\n", 1, "7 tab-separated fields; need 8"),  # (event_end_reason is not read)
     ("fta", "node_name\tevent_type\n", 1, "the header lacks event_start_time"),
     # a column named twice (it was an IndexError: the line had as many fields as the header had names)
     ("fta", "node_name\tnode_name\tevent_type\tevent_start_time\tevent_end_time\nA\t1\t0\t10\n", 1,
@@ -120,7 +120,7 @@ def test_a_malformed_trace_is_an_error_naming_the_file_and_line(tmp_path, fmt, t
                                               ("trace", True)])
 def test_a_file_read_as_fta_by_its_name_says_why_when_its_lines_do_not_fit(tmp_path, name, hinted):
     """A CSV trace (or any file) whose name does not end in .csv is read as the archive's format; its error said
-    '5 tab-separated fields; need 9', not why the file was read so."""
+    '5 tab-separated fields; need 8', not why the file was read so."""
     path = tmp_path / name
     if name.endswith(".gz"):
         path.write_bytes(gzip.compress(b"M1,0,10,up,\n"))
@@ -128,8 +128,30 @@ def test_a_file_read_as_fta_by_its_name_says_why_when_its_lines_do_not_fit(tmp_p
         path.write_text("M1,0,10,up,\n")
     with pytest.raises(TraceError) as err:
         read_trace(str(path), guess_format(str(path)))
-    assert "1 tab-separated field; need 9" in err.value.problem
+    assert "1 tab-separated field; need 8" in err.value.problem
     assert ("name a CSV trace .csv" in err.value.problem) is hinted, err.value
+
+
+def test_an_fta_line_with_an_empty_end_reason_reads(tmp_path):
+    """The archive's last column, event_end_reason, empty (or absent): the line ends in a tab, which reading strips;
+    it was refused as '8 tab-separated fields; need 9', though nothing read is missing."""
+    path = tmp_path / "t.fta"
+    path.write_text("1\t0\t1\t1\tA\t1\t0\t1000\t\n2\t0\t1\t1\tA\t0\t1000\t1500\n")
+    assert read_trace(str(path), "fta") == {"A": [Interval(0.0, 1000.0, UP, None), Interval(1000.0, 1500.0, DOWN,
+                                                                                              None)]}
+    path.write_text("event_end_reason\tnode_name\tevent_type\tevent_start_time\tevent_end_time\n\tA\t1\t0\t5\n")
+    assert read_trace(str(path), "fta") == {"A": [Interval(0.0, 5.0, UP, None)]}  # (a leading empty field is kept)
+    path.write_text("node_name\tevent_type\tevent_start_time\tevent_end_time\tevent_end_reason\nA\t1\t0\n")
+    with pytest.raises(TraceError, match="3 tab-separated fields; need 4"):
+        read_trace(str(path), "fta")
+
+
+def test_a_byte_order_mark_is_named(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_bytes(b"\xef\xbb\xbfmachine,start,end,state\nM1,0,10,up\n")
+    with pytest.raises(TraceError, match="byte-order mark") as err:
+        read_trace(str(path), "csv")
+    assert err.value.line == 1
 
 
 def test_only_the_header_s_own_names_make_a_first_line_a_header(tmp_path):

@@ -28,6 +28,8 @@ FORMATS = ("csv", "fta")
 # naming the columns, if the file has one, takes precedence over this order.
 FTA_COLUMNS = ("event_id", "component_id", "node_id", "platform_id", "node_name", "event_type",
                "event_start_time", "event_end_time", "event_end_reason")
+# The columns parse_fta reads (node_name, else node_id, names the host).
+_FTA_READ = frozenset({"node_id", "node_name", "event_type", "event_start_time", "event_end_time"})
 # event_type: 0 the node is unavailable, 1 available.
 FTA_EVENT_STATES = {0: State.DOWN, 1: State.UP}
 # The names of the archive's files (a file of another name, not .csv, is read as one too: guess_format).
@@ -68,10 +70,15 @@ def data_lines(path: str | os.PathLike, *, max_line: int = MAX_LINE, max_lines: 
     try:
         for number, raw in numbered_lines(path, max_line=max_line, max_lines=max_lines, max_bytes=max_bytes):
             try:
-                text = raw.decode("ascii").strip()
+                # (blanks and line ends stripped, not tabs: an FTA line's empty first or last field is a field)
+                text = raw.decode("ascii").strip(" \r\n")
             except UnicodeDecodeError:
+                if raw.startswith(b"\xef\xbb\xbf"):
+                    raise TraceError(where, number, "not ASCII: it begins with a UTF-8 byte-order mark (as a "
+                                                    "spreadsheet saves 'CSV UTF-8'): save it as plain CSV") from None
                 raise TraceError(where, number, "not ASCII") from None
-            if text and not text.startswith("#"):
+            bare = text.strip()
+            if bare and not bare.startswith("#"):
                 yield number, text
     except FileReadError as e:
         raise TraceError(where, e.line, e.problem) from None
@@ -166,7 +173,9 @@ def parse_fta(path: str) -> Intervals:
     """A Failure Trace Archive event trace: tab-separated, FTA_COLUMNS (or a header line naming them), sorted."""
     out: Numbered = {}
     columns = {name: k for k, name in enumerate(FTA_COLUMNS)}
-    width = len(FTA_COLUMNS)  # the fields a line needs
+    # The fields a line needs: up to the last column read. Those after it may be empty or absent (an empty
+    # event_end_reason, the last column, leaves a line ending in a tab, which reading strips).
+    width = _fields_read(columns)
     first = True
     for number, text in data_lines(path):
         fields = [f.strip() for f in text.split("\t")]
@@ -176,10 +185,11 @@ def parse_fta(path: str) -> Intervals:
             twice = next((name for k, name in enumerate(names) if name in names[:k]), None)
             if twice is not None:
                 raise TraceError(path, number, f"the header names column {twice[:40]!r} twice")
-            columns, width = {name: k for k, name in enumerate(names)}, len(names)
+            columns = {name: k for k, name in enumerate(names)}
             missing = [c for c in ("event_type", "event_start_time", "event_end_time") if c not in columns]
             if missing or ("node_name" not in columns and "node_id" not in columns):
                 raise TraceError(path, number, f"the header lacks {', '.join(missing) or 'node_name and node_id'}")
+            width = _fields_read(columns)
             continue
         first = False
         if len(fields) < width:
@@ -274,6 +284,11 @@ def check_host_names(intervals: Iterable[str], separator: str) -> None:
         if (not host or separator in host or "\n" in host or "\r" in host or host != host.strip()
                 or host.startswith("#") or not host.isascii()):
             raise ValueError(f"host name {host[:64]!r} cannot be written to a trace file and read back")
+
+
+def _fields_read(columns: dict[str, int]) -> int:
+    """How many fields an FTA line needs to hold every column parse_fta reads, given where they are."""
+    return 1 + max(k for name, k in columns.items() if name in _FTA_READ)
 
 
 def _read_as_fta(path: str) -> str:
