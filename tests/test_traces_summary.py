@@ -110,3 +110,17 @@ def test_bad_options_are_one_line_errors_naming_the_option(tmp_path, capsys, arg
         assert "bad.csv:2: end is not a number" in err
     if option == "--hosts-file":
         assert "hosts.csv:1: clock_ghz is not a number" in err
+
+
+def test_a_summary_with_no_rate_writes_strict_json(tmp_path, capsys):
+    """A trace whose hosts are never up has no task start, so no failure rate: it was written as NaN, which is no
+    JSON (a strict reader, as most outside Python are, refuses the file)."""
+    trace = tmp_path / "down.csv"
+    trace.write_text("M1,0,100000,down,\nM2,0,100000,down,\n")
+    assert main(["traces", "summary", str(trace), "--starts", "200", "--json"]) == 0
+
+    def refuse(name: str) -> None:
+        raise ValueError(f"not JSON: {name}")
+
+    s = json.loads(capsys.readouterr().out, parse_constant=refuse)
+    assert [r["rate"] for r in s["failure_rates"]] == [None, None, None]

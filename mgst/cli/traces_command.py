@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
+from typing import Any
 
 from mgst.cli.options import check_folder, check_seed
 from mgst.config import ConfigError
@@ -139,7 +141,7 @@ def _summary(args: argparse.Namespace) -> int:
         except OSError as e:
             raise ConfigError("--png", f"cannot write {args.png}: {e.strerror or e}") from None
     if args.json:
-        json.dump(summary, sys.stdout)
+        json.dump(_nan_as_null(summary), sys.stdout, allow_nan=False)  # (NaN is no JSON: a strict reader refuses it)
         print()
     else:
         print(_text(summary))
@@ -175,3 +177,14 @@ def _text(s: dict) -> str:
         lines.append(f"  {r['task_minutes']:g} min: {100 * r['rate']:.2f} % [{100 * r['low']:.2f}, "
                      f"{100 * r['high']:.2f}] ({r['failures']:,} of {r['starts']:,} starts)")
     return "\n".join(lines)
+
+
+def _nan_as_null(value: Any) -> Any:
+    """``value`` with every NaN (a rate of no start: no task could start) as None, in its dicts and lists."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _nan_as_null(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_nan_as_null(v) for v in value]
+    return value
