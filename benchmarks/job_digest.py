@@ -9,7 +9,10 @@ Hashed per job: status, completion time, finishing machine, and per replica its 
 ended times and outcome (times as ``repr`` of floats: any change shows).
 
     python benchmarks/job_digest.py            # prints the digest and the number of jobs hashed
-    python benchmarks/job_digest.py --no-bags  # the runs of issues 8-19's digest only (318379e40520cb6a)
+    python benchmarks/job_digest.py --no-bags  # the runs of issues 8-19's digest only (83b37c255d4a76ff)
+Since 2026-12-02 (a run whose last job ends before its horizon lasts until the horizon: docs/models.md), one run's
+``end_time`` hashed here is its horizon, not 0 (lab-rrnrf-weibull: no bag arrives in its 300): a0ee86122fc65f8d and
+83b37c255d4a76ff; 7030a377339400b7 and 318379e40520cb6a before, every job record the same.
 
 It digests the mgst of its own checkout (its root goes first on sys.path), whatever is installed.
 """

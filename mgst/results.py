@@ -117,17 +117,25 @@ def _model_time(t: float | None) -> str:
 
 def job_row(rec: JobRecord, machine_names: Sequence[str], replication: int, counted: bool, end: float) -> tuple:
     """One simulation jobs.csv row: Figure 1's columns (Dates in model time), then JOB_EXTRA_COLUMNS; ``end``: the
-    run's (a loser still running then is charged to it, as the core charges its machine)."""
+    run's (a loser still running then is charged to it, as the core charges its machine). A job not done shows its
+    latest replica (its machine, id and send time), as a testbed run's jobs.csv does; one never sent, none."""
     fmt = _model_time
     job = rec.job
     done = rec.completed is not None
     response = f"{rec.completed - job.submitted:.6f}" if done else ""
     losers = [r for r in rec.history if r.discarded]
     wasted = sum(r.charged_until(end) for r in losers)
+    if done:
+        replica, machine, sent = rec.done_by, rec.done_on, rec.done_sent
+    elif rec.history:
+        latest = rec.history[-1]
+        replica, machine, sent = latest.id, latest.machine, latest.sent
+    else:
+        replica, machine, sent = None, None, None
     return (
-        job.id, rec.done_by if done else "", job.job_class + 1,
-        machine_names[rec.done_on] if rec.done_on is not None else "",
-        fmt(job.submitted), fmt(rec.done_sent), fmt(rec.done_sent), fmt(rec.completed),
+        job.id, "" if replica is None else replica, job.job_class + 1,
+        machine_names[machine] if machine is not None else "",
+        fmt(job.submitted), fmt(sent), fmt(sent), fmt(rec.completed),
         rec.status.value, "Yes" if rec.timeouts else "No",
         replication, response, fmt(rec.first_sent), rec.attempts, rec.requeues, f"{job.size:.6f}",
         "Yes" if counted else "No", len(losers), f"{wasted:.6f}",

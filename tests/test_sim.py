@@ -89,6 +89,48 @@ def test_utilisation_is_of_the_machines_cpus():
     assert summary.utilisation[0] == pytest.approx(0.75)
 
 
+@pytest.mark.parametrize("policy", ["fcfs", "lpas_dg"])
+def test_a_quiet_run_lasts_until_its_horizon_not_its_last_job(policy):
+    """Arrivals go on until the horizon: a run whose last job ended well before it (a low rate, a short horizon) ran
+    that long all the same, as a testbed run lasts its duration. Its utilisation was the busy time over the last
+    job's end (a helper's run: 2 % where 0.25 % was right), and its machines' up time stopped there. (A bag list that
+    ran out ends with its last task: the test below.)"""
+    mu, horizon = 2.0, 40.0
+    exp = experiment([[mu, mu]], [0.3], policy=policy, horizon=horizon, warmup=0.0, replications=1, seed=3)
+    run = Simulation(exp).run()
+    assert len(run.jobs) > 5 and max(r.completed for r in run.jobs) < horizon - 5  # (the case: the last job is early)
+    assert run.end_time == horizon
+    assert [m.up_time for m in run.machines] == [horizon, horizon]
+    service = sum(r.job.size / mu for r in run.jobs)  # each job alone on a machine at rate mu, a_j = 1
+    summary, _ = run_simulation(exp, workers=1)
+    assert sum(summary.utilisation) == pytest.approx(service / horizon)
+
+
+def test_a_bag_list_that_ran_out_ends_with_its_last_task_not_its_horizon():
+    # One host, one task of 10 arriving at 0, a horizon of 40: no arrival was to come, so the run is 10 long, busy
+    # all along (a run stretched to its horizon would say 25 %).
+    assert _bag_run([10.0], {"power": [1.0]}, horizon=40.0).utilisation[0] == pytest.approx(1.0)
+
+
+def test_a_job_still_running_at_the_drain_limit_shows_its_machine_and_send_time_in_jobs_csv():
+    """Its Server, Secondary ID and dates were empty (the finishing replica's only), so per-machine totals rebuilt
+    from the rows missed its time; a testbed run's jobs.csv shows a cut-off job's latest replica."""
+    from mgst.results import JOB_COLUMNS, job_rows
+
+    exp = experiment([[1.0, 1.0]], [10.0], horizon=20.0, warmup=0.0, replications=1)  # five times what two can do
+    run = Simulation(exp).run()
+    assert run.unfinished > 0
+    rows = [dict(zip(JOB_COLUMNS, row)) for row in job_rows(exp, run, 0.0, 20.0)]
+    running = [(row, rec) for row, rec in zip(rows, run.jobs) if rec.status is JobStatus.RUNNING]
+    queued = [row for row, rec in zip(rows, run.jobs) if rec.status is JobStatus.QUEUED]
+    assert len(running) == 2 and queued  # (each machine holds one at the limit; the rest never left the queue)
+    for row, rec in running:
+        (replica,) = rec.replicas.values()
+        assert row["Server"] == f"M{replica.machine + 1}" and row["Secondary ID"] == replica.id
+        assert float(row["Date Sent"]) == pytest.approx(replica.sent) and row["Date Done"] == ""
+    assert {(row["Server"], row["Secondary ID"], row["Date Sent"]) for row in queued} == {("", "", "")}
+
+
 def test_a_replica_cut_off_by_the_drain_limit_counts_as_busy_time():
     # One host, a task of 100 and a horizon of 10: the drain limit (as long as the horizon) ends the run at 20 with
     # the task still running. The host was busy all along: 100 %, not 0 % (only ended replicas counted).

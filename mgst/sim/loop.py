@@ -269,6 +269,7 @@ class _EventLoop:
         periods = self.periods
         live_replicas = core.view.live
 
+        horizon = self.horizon
         t = 0.0
         while True:
             if pending:
@@ -277,7 +278,16 @@ class _EventLoop:
                 self.seq = overlay.watch(t, self.up, core.machines, self.seq, self.push, _LEAVE)
             arrival = self.arrival
             if arrival is None and (not heap or (not core.queued_count and not core.running and not core.view.live)):
-                break  # (a loser that runs on after its job is done ends as it would: its waste counts)
+                # Every job is over (a loser that runs on after its job is done ends as it would: its waste counts).
+                # Before the horizon, while arrivals went on (the next falls after it), the run lasts until the
+                # horizon, as a testbed run lasts its duration: its machines' periods and the policy's timers until
+                # then are played, and their up time counted. A workload that ran out (a bag list, max_bags) ends
+                # with its last job.
+                if t >= horizon or self.workload.peek_time() == math.inf:
+                    break
+                if not heap or peek()[0] >= horizon:
+                    t = horizon
+                    break
             if self.stale > self.stale_min and self.stale * 2 > len(heap):  # mostly dead entries
                 self._drop_dead_entries()
             if arrival is not None:
