@@ -103,7 +103,8 @@ def format_comparison(testbed: Summary, simulation: Summary) -> str:
 
     lines = [
         f"{testbed.experiment}: {testbed.policy}, testbed ({testbed.elapsed_s:.0f} s) beside simulation "
-        f"({simulation.replications} x {simulation.horizon:g} time units); mean response, time units",
+        f"({simulation.replications} x {simulation.horizon:g} time units), jobs submitted after {testbed.warmup:g} "
+        "counted; mean response, time units",
         f"{'Class':<9}{'Testbed':>9}  {'batch-means CI':<16}{'Simulation':>11}  {'95 % CI':<16}{'Diff.':>7}",
     ]
     for label, t, s in zip([*testbed.class_names, "Overall"], [*testbed.classes, testbed.overall],
