@@ -11,6 +11,7 @@ from typing import Any
 
 from mgst.core.state import BagRecord
 from mgst.intervals import STUDENT_T, Interval, batch_means_ci, is_default, mean_ci, method_note
+from mgst.model import BagList, BagStream, SwfTrace
 from mgst.wording import plural
 
 BAG_COLUMNS = (
@@ -63,6 +64,9 @@ class BagReplication:
     bag_times: list[tuple[float, float]] = field(default_factory=list)
     window: float = math.inf  # the counted window's length, horizon - warmup
     settle_time: float = 0.0  # the shortest makespan of the run's bags (inf: none finished)
+    # A workload that ran out (a bag list, an SWF trace, max_bags reached): a finite set of bags cannot grow a
+    # backlog without bound, so it is judged bounded; its bags left unfinished are said as such (BagSummary).
+    finite: bool = False
 
     @property
     def grows(self) -> bool:
@@ -72,7 +76,7 @@ class BagReplication:
     @property
     def verdict(self) -> str:
         """BOUNDED, UNBOUNDED, or UNDECIDED: growth seen in a window too short to tell (SETTLE_MAKESPANS)."""
-        if not self.grows:
+        if self.finite or not self.grows:
             return BOUNDED
         return UNBOUNDED if self.window >= SETTLE_MAKESPANS * self.settle_time else UNDECIDED
 
@@ -127,8 +131,20 @@ def bag_row(bag: BagRecord, replication: int, counted: bool) -> tuple:
     )
 
 
-def backlog(bags: Sequence[BagRecord], warmup: float, horizon: float) -> tuple[float, float]:
-    """(mean, fitted growth across the window) of the bags in system seen by arrivals in [warmup, horizon)."""
+def arrivals_end(workload: Any, bags: Sequence[BagRecord]) -> float:
+    """When bags stopped arriving, for a workload that ran out (a bag list, an SWF trace, a stream that reached its
+    max_bags): its last bag's arrival; inf for a stream that goes on (its arrivals end with the horizon)."""
+    if isinstance(workload, BagStream):
+        ran_out = workload.max_bags is not None and len(bags) >= workload.max_bags
+    else:
+        ran_out = isinstance(workload, (BagList, SwfTrace))
+    return max((b.submitted for b in bags), default=math.inf) if ran_out else math.inf
+
+
+def backlog(bags: Sequence[BagRecord], warmup: float, horizon: float, until: float | None = None
+            ) -> tuple[float, float]:
+    """(mean, fitted growth across the window) of the bags in system seen by arrivals in [warmup, horizon): the
+    window ends at ``until`` (default ``horizon``; a workload that ran out before it: its last arrival)."""
     ends = sorted(b.completed if b.completed is not None else math.inf for b in bags)
     times: list[float] = []
     counts: list[float] = []
@@ -149,13 +165,15 @@ def backlog(bags: Sequence[BagRecord], warmup: float, horizon: float) -> tuple[f
     if sxx <= 0:
         return mc, 0.0
     slope = sum((t - mt) * (c - mc) for t, c in zip(times, counts)) / sxx
-    return mc, slope * (horizon - warmup)
+    return mc, slope * ((horizon if until is None else until) - warmup)
 
 
 def reduce_bags(run: Any, warmup: float, horizon: float, keep_rows: bool = False,
-                excluded: Collection[int] = ()) -> BagReplication:
+                excluded: Collection[int] = (), ran_out: float = math.inf) -> BagReplication:
     """Reduce a sim.ReplicationRun: bags submitted in [warmup, horizon) are counted, but those ``excluded`` (ids:
-    a testbed's bags with a task caught in a mapper outage, whose times include it)."""
+    a testbed's bags with a task caught in a mapper outage, whose times include it). ``ran_out``: when a finite
+    workload's last bag arrived (arrivals_end): the backlog's trend is judged over the arrivals there were, not
+    stretched to a horizon with none (three bags at 0, 10 and 20 read as a backlog growing without bound)."""
     turnaround: list[float] = []
     waiting: list[float] = []
     makespan: list[float] = []
@@ -183,12 +201,13 @@ def reduce_bags(run: Any, warmup: float, horizon: float, keep_rows: bool = False
         turnaround.append(bag.completed - bag.submitted)
         waiting.append(first - bag.submitted)
         makespan.append(bag.completed - first)
-    mean_b, growth = backlog(run.bags, warmup, horizon)
+    until = horizon if ran_out >= horizon else max(warmup, ran_out)  # (the window's end: arrivals there were)
+    mean_b, growth = backlog(run.bags, warmup, horizon, until)
     settle = min((b.completed - b.first_dispatch for b in run.bags
                   if b.completed is not None and b.first_dispatch is not None), default=math.inf)
     return BagReplication(
         run.replication, turnaround, waiting, makespan, wasted_time, replica_time, tasks, replicas, counted,
-        unfinished, mean_b, growth, rows, bag_times, horizon - warmup, settle,
+        unfinished, mean_b, growth, rows, bag_times, until - warmup, settle, ran_out < math.inf,
     )
 
 
@@ -228,6 +247,8 @@ class BagSummary:
     undecided_replications: int = 0  # growth seen over too short a window to call (SETTLE_MAKESPANS)
     # Of those, the replications where no bag completed at all (no makespan to judge the backlog by)
     idle_replications: int = 0
+    # Counted bags not complete when the run ended, of a workload that ran out (its means are of the others)
+    unfinished: int = 0
 
     @property
     def verdict(self) -> str:
@@ -244,6 +265,7 @@ class BagSummary:
             "undecided_replications": self.undecided_replications, "verdict": self.verdict,
             "avt": m(self.avt), "makespan": m(self.makespan), "waiting": m(self.waiting), "rwt": m(self.rwt),
             "backlog_growth": _num(self.backlog_growth), "interval": self.interval,
+            **({"unfinished_bags": self.unfinished} if self.unfinished else {}),
         }
 
 
@@ -272,6 +294,7 @@ def summarize_bags(reps: Sequence[BagReplication]) -> BagSummary:
         unbounded=unbounded > 0, unbounded_replications=unbounded, backlog_growth=growth,
         undecided_replications=undecided,
         idle_replications=sum(1 for r in reps if r.verdict == UNDECIDED and math.isinf(r.settle_time)),
+        unfinished=sum(r.unfinished for r in reps if r.finite),
     )
     if len(reps) == 1:
         r = reps[0]
@@ -359,6 +382,12 @@ def format_bags(summary: BagSummary, unit: str = "time units") -> str:
             f"NO BAG COMPLETED in {summary.idle_replications} of {plural(summary.replications, 'replication')}: "
             "no machine ran a bag's tasks to the end within the run (every one down, excluded, or refused by the "
             "policy), so there is no makespan to judge the backlog by"
+        )
+    elif summary.unfinished:
+        lines.append(
+            f"UNFINISHED: {plural(summary.unfinished, 'counted bag')} of {summary.bags} did not complete before the "
+            "run ended (the drain limit, or no machine could run a task: down, excluded, or refused by the policy); "
+            "the means above are of the bags that did"
         )
     elif summary.undecided_replications:
         lines.append(

@@ -97,3 +97,38 @@ def test_the_comparison_says_undecided_where_a_side_is_undecided():
     rows = bag_comparison(SimpleNamespace(bags=undecided), SimpleNamespace(bags=unbounded))
     avt = next(r for r in rows if r["metric"] == "avt")
     assert (avt["testbed"], avt["simulation"]) == ("undecided at this horizon", "unbounded")
+
+
+def _bag_list(bags: list[tuple[float, list[float]]], rates: list[float], requirements: str | None = None) -> str:
+    """The text `mgst simulate` prints for a bag list on hosts of ``rates``, FCFS (GridBot's policy where a bag
+    states requirements), one replication, the default horizon of 2000."""
+    from mgst.bot_metrics import format_bags  # noqa: PLC0415
+    from mgst.config import parse_experiment  # noqa: PLC0415
+    from mgst.sim.replications import run_simulation  # noqa: PLC0415
+
+    listed = [{"at": at, "tasks": [[0, w] for w in tasks]} for at, tasks in bags]
+    if requirements is not None:
+        listed[-1]["attributes"] = {"JobRequirements": requirements}
+    data = {"workload": {"kind": "bag_list", "bags": listed},
+            "machines": {"rates": [rates], "attributes": {"grid": ["lab"] * len(rates)}},
+            "policy": {"name": "fcfs" if requirements is None else "gridbot"},
+            "simulation": {"replications": 1, "warmup": 0.0}}
+    summary, _ = run_simulation(parse_experiment(data, "list"), workers=1)
+    assert summary.bags is not None
+    return format_bags(summary.bags)
+
+
+def test_a_bag_list_that_ran_out_is_bounded_however_far_its_horizon():
+    """Three bags of one 30-unit task at 0, 10 and 20 on one host end at 30, 60 and 90: AVT 50. The backlog's trend
+    over their arrivals (0, 1, 2 bags) was stretched across the horizon of 2000 (200 bags) and called UNBOUNDED,
+    with no mean given."""
+    text = _bag_list([(0.0, [30.0]), (10.0, [30.0]), (20.0, [30.0])], [1.0])
+    assert "AVT (turnaround) 50.0" in text and "UNBOUNDED" not in text and "UNFINISHED" not in text, text
+
+
+def test_a_bag_list_s_bag_no_host_can_run_is_said_unfinished_and_the_others_have_their_means():
+    """A requirement no host meets: the bag never completes. It was 'UNBOUNDED: the backlog grows without bound',
+    hiding the AVT of the bag that did complete."""
+    text = _bag_list([(0.0, [30.0]), (5.0, [10.0])], [1.0], requirements='Host.Grid == "nowhere"')
+    assert "AVT (turnaround) 30.0" in text and "UNBOUNDED" not in text, text
+    assert "UNFINISHED: 1 counted bag of 2 did not complete" in text, text

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import time
 
-from mgst.bot_metrics import UNDECIDED, Metric, reduce_bags, summarize_bags
+from mgst.bot_metrics import UNDECIDED, Metric, arrivals_end, reduce_bags, summarize_bags
 from mgst.model import Experiment
 from mgst.sim.loop import Simulation
 
@@ -15,7 +15,7 @@ def simulate_cell(experiment: Experiment, replication: int) -> dict[str, float |
     s = experiment.simulation
     t0 = time.perf_counter()
     run = Simulation(experiment, replication=replication, keep_records=False).run()
-    rep = reduce_bags(run, s.warmup, s.horizon)
+    rep = reduce_bags(run, s.warmup, s.horizon, ran_out=arrivals_end(experiment.workload, run.bags))
     summary = summarize_bags([rep])
     wall = time.perf_counter() - t0
 

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from mgst.bot_metrics import reduce_bags, summarize_bags
+from mgst.bot_metrics import arrivals_end, reduce_bags, summarize_bags
 from mgst.model import Experiment
 from mgst.policies import import_modules
 from mgst.policies.allocation import solve_allocation
@@ -64,7 +64,8 @@ def _reduced(
         write_job_rows(jobs_part(jobs_dir, replication), job_rows(experiment, run, warmup, horizon))
     result = reduce_replication(experiment, run, warmup, horizon, keep_rows, keep_batches)
     if run.bags:
-        result.bags = reduce_bags(run, warmup, horizon, keep_rows or keep_bag_rows)
+        result.bags = reduce_bags(run, warmup, horizon, keep_rows or keep_bag_rows,
+                                  ran_out=arrivals_end(experiment.workload, run.bags))
     result.policy_counts = getattr(simulation.policy, "report", dict)()  # (a bare PolicyHooks has none)
     return result
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from mgst.bot_metrics import BagReplication, reduce_bags, summarize_bags, write_bags_csv
+from mgst.bot_metrics import BagReplication, arrivals_end, reduce_bags, summarize_bags, write_bags_csv
 from mgst.core.state import JobStatus
 from mgst.intervals import batch_means_ci
 from mgst.model import EXECUTORS, Experiment
@@ -100,7 +100,8 @@ def testbed_bags(run: TestbedRun, keep_rows: bool = False) -> BagReplication:
     bags = list(run.core.all_bags.values())
     # as jobs: a bag with a task caught in a mapper outage is not counted (its times would include it)
     across = {jl.job.bag for jl in run.journal.jobs.values() if jl.across_outage and jl.job.bag is not None}
-    return reduce_bags(SimpleNamespace(bags=bags, replication=0), run.warmup, horizon, keep_rows, across)
+    return reduce_bags(SimpleNamespace(bags=bags, replication=0), run.warmup, horizon, keep_rows, across,
+                       arrivals_end(run.experiment.workload, bags))
 
 
 def mapper_stalls(journal: Any) -> dict[str, Any] | None:

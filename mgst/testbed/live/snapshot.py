@@ -20,7 +20,7 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
-from mgst.bot_metrics import reduce_bags, summarize_bags
+from mgst.bot_metrics import arrivals_end, reduce_bags, summarize_bags
 from mgst.core.state import MachineState
 from mgst.intervals import batch_means_ci
 from mgst.testbed.journal import JobLog
@@ -220,8 +220,10 @@ class LivePublisher:
         }
         if bags:
             model_now = core.now
-            reduced = reduce_bags(SimpleNamespace(bags=list(core.all_bags.values()), replication=0), warmup,
-                                  min(horizon, max(model_now, warmup + 1e-9)))
+            arrived = list(core.all_bags.values())
+            reduced = reduce_bags(SimpleNamespace(bags=arrived, replication=0), warmup,
+                                  min(horizon, max(model_now, warmup + 1e-9)),
+                                  ran_out=arrivals_end(exp.workload, arrived))
             out["bags"] = summarize_bags([reduced]).as_dict()
             out["bags"]["done"] = sum(1 for b in core.all_bags.values() if b.completed is not None)
             out["bags"]["arrived"] = len(core.all_bags)
