@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import logging
 import math
 from pathlib import Path
 
@@ -289,6 +290,21 @@ def test_errors_name_the_key(tmp_path, section, files, key, fragment):
     with pytest.raises(ConfigError) as err:
         load(tmp_path, section)
     assert err.value.key == key and fragment in err.value.problem, err.value
+
+
+@pytest.mark.parametrize(("offset", "warned"), [(0, True), (1262200000, True), (1262300000, False),
+                                              (1262390000, False)])
+def test_a_trace_that_begins_long_after_its_offset_is_warned_of(tmp_path, caplog, offset, warned):
+    """An archive's trace in epoch seconds read from offset 0 played decades where it says nothing: every machine
+    up at a_j all along, a grid that never fails, and nothing said. (Within a day of the start is not warned of.)"""
+    start = 1262304000
+    (tmp_path / "t.csv").write_text(f"M1,{start},{start + 200000},down,\nM2,{start},{start + 200000},up,\n")
+    with caplog.at_level(logging.WARNING, logger="mgst.availability.trace"):
+        load(tmp_path, f'file = "t.csv"\noffset = {offset}\n')
+    said = [r.getMessage() for r in caplog.records if "the trace begins" in r.getMessage()]
+    assert bool(said) is warned, said
+    if warned:
+        assert f"{(start - offset) / 86400:.1f} days after availability.offset = {offset}" in said[0], said
 
 
 def test_a_cpu_series_may_leave_machines_alone(tmp_path):

@@ -34,6 +34,9 @@ from mgst.availability.trace_files import (
 from mgst.model import AvailabilityModel, Experiment
 
 log = logging.getLogger(__name__)
+# A trace that begins this long (trace seconds: a day) after ``offset`` is warned of: the run starts in time the
+# trace says nothing of (every machine UP at its a_j), as a trace in epoch seconds read from offset 0 does for decades.
+EMPTY_START = 86400.0
 
 # The most periods the mapper sends a puller (its own machine's, over the testbed run): a welcome stays
 # within the protocol's frame (64 KiB: 1,000 periods of ~20 bytes are 20 kB) and its list bound.
@@ -210,17 +213,25 @@ class TraceKind(AvailabilityKind):
         if how not in MATCHES:
             raise host.error(f"{section}.machines", f"must be one of {', '.join(map(repr, MATCHES))}, got "
                                                     f"{host.describe(how)}")
-        ends = []
+        starts, ends = [], []
         for key, p, f in ((f"{section}.file", path, fmt), (f"{section}.cpu_file", cpu_file, "csv")):
             if p is not None:
                 try:
                     intervals = read_trace(p, f)
                 except TraceError as e:
                     raise host.error(key, str(e)) from None
+                starts.extend(ivs[0].start for ivs in intervals.values() if ivs)
                 ends.extend(ivs[-1].end for ivs in intervals.values() if ivs)
         if ends and offset >= max(ends):  # (model time 0 after the trace's end: nothing of it would play)
             raise host.error(f"{section}.offset", f"{offset:g} trace seconds is at or past the trace's end "
                                                   f"({max(ends):g} s): no period of it would play")
+        if starts and min(starts) > offset + EMPTY_START:
+            # (an archive's trace in epoch seconds read from offset 0: decades where it says nothing, every machine
+            # UP at its a_j, the results those of a grid that never fails, and nothing said)
+            log.warning("%s: the trace begins at trace second %g, %.1f days after %s = %g: until model time %g "
+                        "every machine is UP at its a_j, as where a trace says nothing (a trace in epoch seconds "
+                        "needs an offset at its start)", host.path or "the experiment", min(starts),
+                        (min(starts) - offset) / 86400.0, f"{section}.offset", offset, (min(starts) - offset) * scale)
         return TraceAvailability(path, fmt, cpu_file, offset, scale, how), f"{section}.file"
 
     def check(self, spec: TraceAvailability, experiment: Experiment) -> None:
