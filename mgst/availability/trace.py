@@ -228,9 +228,9 @@ class TraceKind(AvailabilityKind):
         if starts and min(starts) > offset + EMPTY_START:
             # (an archive's trace in epoch seconds read from offset 0: decades where it says nothing, every machine
             # UP at its a_j, the results those of a grid that never fails, and nothing said)
-            log.warning("%s: the trace begins at trace second %g, %.1f days after %s = %g: until model time %g "
-                        "every machine is UP at its a_j, as where a trace says nothing (a trace in epoch seconds "
-                        "needs an offset at its start)", host.path or "the experiment", min(starts),
+            log.warning("%s: the trace begins at trace second %.10g, %.1f days after %s = %.10g: until model time "
+                        "%.10g every machine is UP at its a_j, as where a trace says nothing (a trace in epoch "
+                        "seconds needs an offset at its start)", host.path or "the experiment", min(starts),
                         (min(starts) - offset) / 86400.0, f"{section}.offset", offset, (min(starts) - offset) * scale)
         return TraceAvailability(path, fmt, cpu_file, offset, scale, how), f"{section}.file"
 
