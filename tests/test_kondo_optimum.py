@@ -191,6 +191,20 @@ def test_the_simulator_counts_a_completion_at_the_instant_of_a_failure(tmp_path)
     assert (run.makespan, run.optimal) == (600.0, 600.0)
 
 
+def test_a_platform_of_an_fta_trace_alone_runs_as_its_csv_twin(tmp_path):
+    """A platform folder holding availability.fta (the archive's format, as `mgst traces generate --fta` writes it)
+    and no availability.csv: `mgst traces summary` read it, a Kondo run said 'is not a platform directory'."""
+    lines = ["H,0,600,up,", "H,600,720,down,", "H,720,5000,up,"]
+    csv_dir = _platform(tmp_path / "csv", {"H": 1.5}, lines)
+    fta_dir = tmp_path / "fta"
+    fta_dir.mkdir()
+    (fta_dir / "hosts.csv").write_text((csv_dir / "hosts.csv").read_text())
+    (fta_dir / "availability.fta").write_text(  # the same periods: event_type 1 up, 0 down
+        "1\t0\t1\t1\tH\t1\t0\t600\t0\n2\t0\t1\t1\tH\t0\t600\t720\t0\n3\t0\t1\t1\tH\t1\t720\t5000\t0\n")
+    runs = [simulate_run(kondo_experiment(d, "FCFS", 1, 11, 0.0, history=0.0)) for d in (csv_dir, fta_dir)]
+    assert runs[0].makespan == runs[1].makespan == 720.0 + 660.0  # (killed at 600, run again from 720)
+
+
 def _random_lines(rng, hosts: int, slots: int, slot: float) -> list[str]:
     lines = []
     for h in range(hosts):

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from mgst.availability.trace import TraceAvailability
-from mgst.availability.trace_files import TraceError, read_trace
+from mgst.availability.trace_files import TraceError, guess_format, read_trace
 from mgst.model import BagList, Experiment, JobClass, Machine, PolicySpec, SimulationSettings
 from mgst.papers.kondo.optimum import Optimum, host_traces
-from mgst.traces.platform import trace_clocks
+from mgst.traces.platform import TRACE_NAMES, trace_clocks
 
 # The clock rate of the slides' reference host: a task "of 5 minutes" is 300 s of work on it, and a host of
 # c GHz has power c / REFERENCE_GHZ (work units per second).
@@ -58,7 +58,6 @@ OTHER_READINGS: dict[str, tuple[str, dict[str, Any]]] = {
     "PRI-HISTORY-CAPPED": ("pri_history", {"score": "capped_at_task"}),
 }
 HOSTS_FILE = "hosts.csv"
-TRACE_FILE = "availability.csv"
 
 
 def task_size(task_minutes: float) -> float:
@@ -90,10 +89,10 @@ class PlatformFiles:
 
 
 @functools.lru_cache(maxsize=8)
-def _platform(directory: str, stamp: tuple[float, float]) -> PlatformFiles:
+def _platform(directory: str, name: str, stamp: tuple[float, float]) -> PlatformFiles:
     d = Path(directory)
-    trace = d / TRACE_FILE
-    intervals = read_trace(str(trace), "csv")
+    trace = d / name
+    intervals = read_trace(str(trace), guess_format(name))
     clock = trace_clocks(trace, intervals, d / HOSTS_FILE)  # (as mgst traces refuses a host without one)
     missing = [h for h in clock if h not in intervals]
     if missing:
@@ -106,11 +105,13 @@ def _platform(directory: str, stamp: tuple[float, float]) -> PlatformFiles:
 def read_platform_files(platform_dir: str | os.PathLike) -> PlatformFiles:
     """The platform in ``platform_dir``, cached per process (and per change of its files)."""
     d = Path(platform_dir).resolve()
+    name = next((n for n in TRACE_NAMES if (d / n).exists()), TRACE_NAMES[0])  # (as mgst traces summary reads it)
     try:
-        stamp = ((d / HOSTS_FILE).stat().st_mtime, (d / TRACE_FILE).stat().st_mtime)
+        stamp = ((d / HOSTS_FILE).stat().st_mtime, (d / name).stat().st_mtime)
     except OSError as e:
-        raise TraceError(str(d), None, f"is not a platform directory ({e.strerror}: {e.filename})") from None
-    return _platform(str(d), stamp)
+        raise TraceError(str(d), None, f"is not a platform directory ({e.strerror}: {e.filename}; a platform "
+                                       f"holds {HOSTS_FILE} and one of {', '.join(TRACE_NAMES)})") from None
+    return _platform(str(d), name, stamp)
 
 
 def kondo_experiment(platform_dir: str | os.PathLike, policy: str, tasks: int, task_minutes: float, start: float,
@@ -129,7 +130,8 @@ def kondo_experiment(platform_dir: str | os.PathLike, policy: str, tasks: int, t
         classes=(JobClass("task", 0.0, size),),
         machines=platform.machines,
         policy=policy_spec(policy),
-        failures=TraceAvailability(file=str(platform.trace), format="csv", offset=start - history, machines="name"),
+        failures=TraceAvailability(file=str(platform.trace), format=guess_format(str(platform.trace)),
+                                   offset=start - history, machines="name"),
         workload=BagList(((history, ((0, size),) * tasks),)),
         simulation=SimulationSettings(horizon=history + RUN_LIMIT, warmup=0.0, replications=1, seed=seed),
         description=(f"Kondo et al.: {tasks} tasks of {task_minutes:g} min on {platform.directory.name} "
