@@ -192,6 +192,21 @@ def test_a_deadline_expiry_replicates_and_the_expired_replica_runs_on():
     core.check_invariants()
 
 
+def test_a_concurrency_below_one_at_run_time_is_refused_logged_and_counted(caplog):
+    # Not a constant (it reads the host): -1 on A, 2 on B. Taken, A held no job of the bag (nor of any bag ranked
+    # below it on A), and nothing said: the run starved. Refused as a wrong type is: A takes its NumCpus (1) instead,
+    # counted and logged once naming the bag.
+    core, policy = gridbot([host("A", rate=0.1, grid="g1"), host("B", rate=0.1, grid="g2")],
+                           Concurrency='Host.Grid == "g1" ? -1 : 2', cycle=5.0)
+    with caplog.at_level(logging.WARNING, logger="mgst.papers.gridbot.classads"):
+        assert sent(core.bag_arrived(0.0, bag(0, 2, 0, size=10.0))) == [(0, 0), (1, 1)]
+    assert policy.report()["fallbacks_Concurrency"] == 1
+    logged = [r.getMessage() for r in caplog.records if "Concurrency" in r.getMessage()]
+    assert len(logged) == 1 and "bag 0's Concurrency" in logged[0] and "gave -1" in logged[0], logged
+    assert "not a job count >= 1" in logged[0] and "1.0 used instead" in logged[0], logged
+    core.check_invariants()
+
+
 def test_a_deadline_that_evaluates_to_no_time_span_is_refused_logged_and_counted(caplog):
     # Not a constant (it reads the host), so the file's check cannot refuse it; at run time -5 on A (grid g1) and
     # -1 on B would have expired each replica as it was sent: each is refused instead, the replica sent with no
@@ -424,6 +439,7 @@ def test_a_concurrency_that_is_no_number_falls_back_to_numcpus(expression, got, 
     ("Concurrency", '"ten"', "is always 'ten' (a str), not a number"),
     ("Concurrency", "1/0", "is always ERROR, not a number"),
     ("Concurrency", "0", "is always 0: no host would ever run a job of the bag"),
+    ("Concurrency", "0.5", "is always 0.5: no host would ever run a job of the bag"),  # (no job is fewer than 0.5)
     ("Concurrency", "99999999999999999999", "is always 0"),  # (HTCondor's parser makes it 0)
     ("Deadline", "0 - 50", "is always -50: every replica would be past its deadline"),
     ("JobRequirements", "1/0 > 0", "is always ERROR: it would never hold"),

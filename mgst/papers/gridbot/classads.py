@@ -163,6 +163,13 @@ def as_deadline(value: Any) -> float | None:
     return number if number is not None and number > 0.0 else None
 
 
+def as_concurrency(value: Any) -> float | None:
+    """A Concurrency's value: a number >= 1 (:func:`as_number`); None for one below (no host would take a job: the
+    bag, and every bag ranked below it on the host, would starve), UNDEFINED, ERROR or any other type."""
+    number = as_number(value)
+    return number if number is not None and number >= 1.0 else None
+
+
 def constant_problem(attribute: str, tree: Any) -> str | None:
     """Why ``tree``, as the policy attribute ``attribute``, is a constant that can never serve (it would fall back
     at every evaluation, or hold every job back, or expire every replica); None if it is no constant, or can."""
@@ -176,7 +183,7 @@ def constant_problem(attribute: str, tree: Any) -> str | None:
     number = as_number(value)
     if number is None:
         return f"is always {describe(value)}, not a number"
-    if attribute == CONCURRENCY and number <= 0.0:
+    if attribute == CONCURRENCY and as_concurrency(number) is None:
         return f"is always {number:g}: no host would ever run a job of the bag (at least 1)"
     if attribute == DEADLINE and number <= 0.0:
         return (f"is always {number:g}: every replica would be past its deadline as it is sent (a Deadline is a time "

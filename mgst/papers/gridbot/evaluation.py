@@ -14,12 +14,14 @@ from mgst.papers.gridbot.ads import Ads
 from mgst.papers.gridbot.bags import BagPolicy, BagState
 from mgst.papers.gridbot.classads import (
     BOOLEAN_FALLBACK,
+    CONCURRENCY,
     DEADLINE,
     JOB_REQUIREMENTS,
     NO_DEADLINE,
     POLICY_ATTRIBUTES,
     Fallbacks,
     as_boolean,
+    as_concurrency,
     as_deadline,
     as_number,
 )
@@ -129,6 +131,14 @@ class Evaluation:
         if attribute not in state.policy.trees:
             return fallback
         return self._typed(attribute, state, as_number, fallback)
+
+    def concurrency(self, state: BagState, cpus: int) -> float:
+        """``state``'s bag's Concurrency, in the ads as set: a number >= 1; the host's ``cpus`` (the default) if the
+        bag has no such expression, and, counted and logged as a fallback, if it gives no number or one below 1
+        (no host would take a job of it, nor of any bag ranked below it: the run starved, and said nothing)."""
+        if CONCURRENCY not in state.policy.trees:
+            return float(cpus)
+        return self._typed(CONCURRENCY, state, as_concurrency, float(cpus), "not a job count >= 1")
 
     def deadline(self, state: BagState) -> float:
         """``state``'s bag's Deadline, in the ads as set: a number > 0; none (NO_DEADLINE) if the bag has no Deadline,

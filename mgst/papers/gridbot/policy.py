@@ -20,7 +20,6 @@ from mgst.core.view import View
 from mgst.papers.gridbot.ads import unknown_reference
 from mgst.papers.gridbot.bags import BagState, check_bag_attributes, misspelt, policy_attribute
 from mgst.papers.gridbot.classads import (
-    CONCURRENCY,
     GRID_POLICY,
     JOB_REQUIREMENTS,
     POLICY_ATTRIBUTES,
@@ -280,7 +279,7 @@ class GridBot(Policy):
         if not ev.holds(JOB_REQUIREMENTS, state):
             return
         rank = ev.number(RANK, state, RANK_FALLBACK)
-        concurrency = ev.number(CONCURRENCY, state, float(m.cpus))
+        concurrency = ev.concurrency(state, m.cpus)
         deadline = ev.deadline(state)
         candidates.append((-rank, order, self.kinds[kind], len(candidates), concurrency, deadline, state, job, whole))
 
