@@ -497,6 +497,25 @@ def test_a_misspelt_attribute_is_refused_when_the_file_is_read_with_the_nearest_
     assert "reads HOST.tier" in str(err.value) and "machines.attributes" in str(err.value), str(err.value)
 
 
+@pytest.mark.parametrize("where", ["bag", "policy"])
+def test_a_replication_requirement_reading_the_host_or_its_grid_is_refused_when_the_file_is_read(where):
+    # The replication cycle evaluates it for no host: Host.* and Grid.* are UNDEFINED at every evaluation, so the bag
+    # never replicated (a fallback counted a thousand times over a run, and nothing else said).
+    for bad in ("Host.ErrorRate > 0.0 || Grid.Hosts > 0", "grid.name == \"osg\"", "Job.Replicas < 2 && Host.Speed > 1"):
+        spec = bag_file("Host.Speed")
+        if where == "bag":
+            spec["workload"]["bags"][1]["attributes"]["ReplicationRequirements"] = bad
+        else:
+            spec["policy"]["ReplicationRequirements"] = bad
+        with pytest.raises(ConfigError) as err:
+            parse_experiment(spec, "x", "x.toml")
+        assert err.value.key.endswith("ReplicationRequirements") and "evaluates it for no host" in str(err.value)
+    spec = bag_file("Host.Speed")  # the job's hosts are readable, and the other attributes may read the host
+    spec["policy"]["ReplicationRequirements"] = 'Job.Replicas < 2 && anyCompare(">", Job.RunningOn.ErrorRate, 0.1)'
+    spec["policy"]["JobRequirements"] = "Host.Speed > 0.5"
+    parse_experiment(spec, "x", "x.toml")
+
+
 def test_a_syntax_error_names_the_bag_and_the_attribute():
     with pytest.raises(ConfigError) as err:
         parse_experiment(bag_file("Host.Speed +"), "x", "x.toml")

@@ -65,6 +65,19 @@ def unknown_reference(tree: Any, host_attributes: Iterable[str]) -> str | None:
     return None
 
 
+def hostless_reference(tree: Any) -> str | None:
+    """Why an expression evaluated for no host (ReplicationRequirements: the replication cycle's) cannot read what
+    it reads: ``Host`` or ``Grid`` (UNDEFINED there at every evaluation: the bag never replicated); None if it reads
+    neither (a ``Job.RunningOn`` host is the job's, and readable)."""
+    for ref in references(tree):
+        scope = ref.split(".", 1)[0].split("[", 1)[0].lower()
+        if scope in ("host", "grid"):
+            return (f"reads {ref}, but the replication cycle evaluates it for no host: Host and Grid are UNDEFINED "
+                    "there at every evaluation, so the bag would never replicate (read Job, Job.RunningOn, Queue "
+                    "and the bag's own; the host a replica goes to is chosen by JobRequirements and Rank)")
+    return None
+
+
 def grid_of(m: MachineRecord) -> Any:
     """The host's grid: its ``grid`` attribute from the machine file (any case), or None."""
     for key, value in m.attributes.items():

@@ -17,7 +17,7 @@ from typing import Any, Final
 from mgst.core.decisions import Assign, Decision, SetTimer
 from mgst.core.state import BagRecord, JobRecord, JobStatus, MachineRecord
 from mgst.core.view import View
-from mgst.papers.gridbot.ads import unknown_reference
+from mgst.papers.gridbot.ads import hostless_reference, unknown_reference
 from mgst.papers.gridbot.bags import BagState, check_bag_attributes, misspelt, policy_attribute
 from mgst.papers.gridbot.classads import (
     GRID_POLICY,
@@ -25,6 +25,7 @@ from mgst.papers.gridbot.classads import (
     POLICY_ATTRIBUTES,
     RANK,
     RANK_FALLBACK,
+    REPLICATION_REQUIREMENTS,
     expression_text,
     parse,
 )
@@ -138,7 +139,10 @@ class GridBot(Policy):
                         expressions.append((f"workload.bags[{i}].attributes.{name}",
                                             f"bag {i} (at {w.bags[i][0]:g}): the bag's ", canonical, value))
         for key, whose, name, value in expressions:
-            problem = unknown_reference(parse(value), host_attributes)
+            tree = parse(value)
+            problem = unknown_reference(tree, host_attributes)
+            if problem is None and name == REPLICATION_REQUIREMENTS:
+                problem = hostless_reference(tree)
             if problem is not None:
                 raise ExperimentKeyError(key, f"{whose}{name} {expression_text(value)!r} {problem}")
 
