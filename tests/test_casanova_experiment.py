@@ -113,3 +113,24 @@ def test_a_sweep_starts_its_costliest_cells_first_larger_w_min_and_m_before_smal
         assert m == "10" or at[("10", w, n, s)] < i
     assert [(o["n_com"], o["scenario"]) for o in order[:4]] == [("5", "0"), ("5", "1"), ("10", "0"), ("10", "1")]
     assert len(order) == 2 * 2 * 4 * 2
+
+
+def test_limits_that_cannot_hold_an_iteration_stop_the_sweep_naming_the_options_and_its_folder_takes_the_fix(tmp_path,
+                                                                                                          capsys):
+    """processors x mu < m: every heuristic of every cell failed with a ValueError naming neither option (the sweep
+    exit 1, an empty figure2.png), and the folder, claimed with those settings, then refused the corrected sweep."""
+    from mgst.cli import main  # noqa: PLC0415
+
+    sweep = tmp_path / "gang.toml"
+    text = (ROOT / "experiments" / "casanova" / "casanova-sweep.toml").read_text()
+    sweep.write_text(text + "\n")
+    out = tmp_path / "out"
+    args = ["sweep", str(sweep), "--out", str(out), "--only", "m=10", "--only", "n_com=5", "--only", "w_min=1",
+            "--only", "scenario=0", "--replications", "1", "--no-plots", "--quiet"]
+    assert main([*args, "--option", "processors=5", "--option", "mu=1"]) == 2
+    err = capsys.readouterr().err
+    assert "options.processors = 5" in err and "options.mu = 1" in err and "fewer than the m = 10 tasks" in err, err
+    assert not (out / "sweep.csv").exists() and not (out / "sweep.json").exists()
+    assert main([*args, "--option", "processors=5", "--option", "mu=2", "--option", "iterations=1"]) == 0, \
+        capsys.readouterr().err
+    assert (out / "sweep.csv").read_text().count("\n") == 2  # (the header and the one cell)

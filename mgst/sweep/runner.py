@@ -87,15 +87,22 @@ def _run_sweep(spec: SweepSpec, out: Path, workers: int, scheduler: str | None, 
                worker_log_level: int | None, slurm: SlurmWorkers | None, cell_name: str | None) -> SweepResult:
     """run_sweep's work, the folder's lock held."""
     t0 = time.perf_counter()
-    _claim(out, spec, cell_name)
+    claimed = _claim(out, spec, cell_name)
     scenario = spec.scenario
     measures = scenario.measures
-    if scenario.prepare is not None:  # what the cells share (files in the sweep's folder), made once
-        try:
-            spec = dataclasses.replace(spec, options=scenario.prepare(dict(spec.axes), spec.options, out))
-        except ValueError as e:  # (options that cannot make what the cells share: a platform too large)
-            raise ConfigError("options", str(e), str(spec.path) if spec.path is not None else None) from None
-    cells = spec.cells()
+    try:
+        if scenario.prepare is not None:  # what the cells share (files in the sweep's folder), made once
+            try:
+                spec = dataclasses.replace(spec, options=scenario.prepare(dict(spec.axes), spec.options, out))
+            except ValueError as e:  # (options that cannot make what the cells share: a platform too large)
+                raise ConfigError("options", str(e), str(spec.path) if spec.path is not None else None) from None
+        cells = spec.cells()
+        for cell in cells:  # every cell built and checked (ConfigError naming the cell) before a row is written
+            spec.experiment(cell)
+    except ConfigError:
+        if claimed is not None:  # (a refused sweep leaves no manifest of its settings to refuse the corrected one)
+            claimed.unlink(missing_ok=True)
+        raise
     results = ResultLog(out / CSV, spec.columns, measures.columns)
     try:
         done = results.open()
@@ -212,9 +219,10 @@ def _int_or(text: str) -> tuple[int, str]:
         return (0, text)
 
 
-def _claim(out: Path, spec: SweepSpec, cell_name: str | None = None) -> None:
+def _claim(out: Path, spec: SweepSpec, cell_name: str | None = None) -> Path | None:
     """Make ``out`` this sweep's folder, or check that the sweep already in it has the same settings (and cell
-    function: ``cell_name``, kept only when one is given, so that the folders of before it stay the same)."""
+    function: ``cell_name``, kept only when one is given, so that the folders of before it stay the same). The
+    manifest it wrote in a folder new to a sweep (to remove if the sweep is refused before its first row), or None."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / MANIFEST
     mine = spec.manifest()
@@ -236,6 +244,8 @@ def _claim(out: Path, spec: SweepSpec, cell_name: str | None = None) -> None:
         raise ConfigError("--out", f"{out / CSV} exists but {MANIFEST} does not: choose another folder")
     else:
         path.write_text(json.dumps(mine, indent=1) + "\n", encoding="utf-8")
+        return path
+    return None
 
 
 def _difference(theirs: Any, mine: Any, where: str = "") -> str:

@@ -67,7 +67,13 @@ def _check_option(name: str, value: Any) -> str | None:
 def _build(cell: Mapping[str, str], settings: RunSettings, seed: int, trial: int,
            options: Mapping[str, Any]) -> Experiment:
     """The instance as an Experiment: the workers (their slots per task) and their markov3 chains; the policy
-    spec carries the instance's parameters and the trial."""
+    spec carries the instance's parameters and the trial. ValueError for limits that cannot hold an iteration's m
+    tasks (processors x mu < m: every iteration of the cell would fail), which the sweep says before any cell runs."""
+    m, processors, mu = int(cell["m"]), int(options["processors"]), int(options.get("mu", 0))
+    if mu and processors * mu < m:
+        raise ValueError(f"options.processors = {processors} workers holding at most options.mu = {mu} tasks each "
+                         f"hold {processors * mu}, fewer than the m = {m} tasks of an iteration: raise either, or "
+                         "leave mu at 0 (no limit)")
     s = scenario(int(cell["m"]), int(cell["n_com"]), int(cell["w_min"]), seed, int(cell["scenario"]),
                  p=int(options["processors"]))
     machines = tuple(Machine(f"P{q}", (1.0 / w,), attributes=(("group", q), ("work", w)))
