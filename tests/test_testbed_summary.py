@@ -214,7 +214,8 @@ def test_a_bag_with_a_task_caught_in_a_mapper_outage_is_not_counted():
     jobs = {jid: SimpleNamespace(job=Job(jid, 0, 10.0 * (jid // 2), bag=jid // 2), across_outage=(jid == 3))
             for jid in range(4)}
     run = SimpleNamespace(generation_end=100.0, t0=0.0, time_unit=1.0, warmup=0.0,
-                          core=SimpleNamespace(all_bags=bags), journal=SimpleNamespace(jobs=jobs))
+                          core=SimpleNamespace(all_bags=bags), journal=SimpleNamespace(jobs=jobs),
+                          experiment=SimpleNamespace(workload=None))  # (a stream of bags: it went on)
     reduced = testbed_bags(run, keep_rows=True)
     assert reduced.bags_counted == 1 and reduced.makespan == [4.0]
     assert [row[-1] for row in reduced.rows] == ["Yes", "No"]
