@@ -225,7 +225,8 @@ class Puller:
                         self.exit_code = EXIT_PAUSED
                         self.end_reason = "the paused run did not resume"
                     else:
-                        self.end_reason = f"no welcome from the mapper for {lost:.0f} s: the run is over"
+                        self.end_reason = (f"no welcome from the mapper for {lost:.0f} s (--give-up): the run is "
+                                           "over, or its mapper is down (if it is resumed, start this puller again)")
                     break
                 if self.patience.unreached(now):
                     self.link.read_monitor()  # (its last events: a handshake may have completed just now)

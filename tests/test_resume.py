@@ -479,3 +479,39 @@ def test_a_resume_of_a_run_whose_mapper_still_writes_it_is_refused_and_export_sa
     assert cut_short["reconnect_s"] is None and cut_short["pullers_back"] is None, cut_short
     assert cut_short["pullers"] == 2 and cut_short["replay_s"] >= 0.0
     assert resumed["pullers_back"] == 2 and resumed["reconnect_s"] >= 0.0, resumed
+
+
+def test_a_resume_no_puller_comes_back_to_stops_keeping_the_run_and_one_with_them_completes(tmp_path,
+                                                                                             no_children_left):
+    """The pullers gave up (--give-up) before the mapper was resumed: the resumed mapper waited its 10 s, then ran
+    the clock with no machine, generated into queues nothing served, cut every job off at the drain, and called the
+    gap 'the testbed did better than the model'. Now it waits (--register-timeout), stops saying to start the
+    pullers again, and keeps the run as it was; resumed with its pullers, every job is done once."""
+    exp_file, keys, out, endpoint = trace_run(tmp_path, "M1,0,100000,up,1\nM2,0,100000,up,1\n")
+    common = [str(exp_file), "--bind", endpoint, "--keys", str(keys)]
+    journal = out / "journal.sqlite"
+    procs: list[subprocess.Popen] = [start_mapper([*common, "--out", str(out)])]
+    pullers: list[subprocess.Popen] = []
+    try:
+        pullers = start_pullers(endpoint, ["M1", "M2"], tmp_path / "pullers.log", keys=keys)
+        wait_for(lambda: count_events(journal, "complete") >= 5, 60, "5 jobs done", procs[0])
+        procs[0].send_signal(signal.SIGKILL)
+        procs[0].wait(10)
+        stop_pullers(pullers, grace=0.0)  # (as pullers that gave up: gone)
+        events = {kind: count_events(journal, kind) for kind in ("arrive", "complete", "begin")}
+        procs.append(start_mapper([*common, "--resume", str(out), "--register-timeout", "12"]))
+        _, stderr = procs[-1].communicate(timeout=90)
+        assert procs[-1].returncode == 1 and "Traceback" not in stderr, stderr[-2000:]
+        assert "no puller came back within 12 s of the resume" in stderr and "start the pullers again" in stderr, \
+            stderr[-2000:]
+        assert {kind: count_events(journal, kind) for kind in events} == events  # (no job generated, none cut off)
+        procs.append(start_mapper([*common, "--resume", str(out)]))
+        pullers = start_pullers(endpoint, ["M1", "M2"], tmp_path / "pullers.log", keys=keys)
+        stdout, stderr = procs[-1].communicate(timeout=120)
+        assert procs[-1].returncode == 0, stderr[-3000:]
+        summary = json.loads(stdout)
+        assert [p.wait(timeout=30) for p in pullers] == [0, 0]
+    finally:
+        reap([*procs, *pullers])
+        stop_pullers(pullers)
+    assert summary["jobs_done"] == summary["jobs_generated"] > events["complete"] and not summary["cut_off"]

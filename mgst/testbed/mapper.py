@@ -383,6 +383,7 @@ class Mapper:
         next_hb = next_tick = next_report = started
         backlog = False
         interrupted_at: float | None = None  # when the loop first saw self.stopping (after t0)
+        warned_alone = False  # (a resume with no puller back: said once)
         try:
             if self.resume is not None:
                 next_job = self.resume.prepare(workload, started)
@@ -403,6 +404,22 @@ class Mapper:
                     if clock.t0 is not None:
                         next_job = next_item(workload)
                         generation_end = clock.t0 + self.duration
+                elif clock.held is not None and not self.registered() and now - started > self.resume_wait:
+                    # No puller is back: the run would go on with no machine, its jobs queued until the drain cut
+                    # them off (a resume after the pullers gave up, --give-up). It waits for one, as a new run waits
+                    # for its pullers, and then stops, the journal kept as it was.
+                    if self.stopping:
+                        raise Interrupted("stopped while waiting for the pullers to come back")
+                    if not warned_alone:
+                        warned_alone = True
+                        log.warning("no puller is back %.0f s after the resume: the run waits for one (up to %.0f s); "
+                                    "pullers that gave up (their --give-up) must be started again",
+                                    self.resume_wait, self.register_timeout)
+                    if now - started > self.register_timeout:
+                        names = some_names([m.name for m in self.experiment.machines])
+                        raise TimeoutError(f"no puller came back within {self.register_timeout:g} s of the resume "
+                                           f"(of {len(self.conns)}: {names}); the run is kept as it was: start the "
+                                           "pullers again, then resume it again")
                 elif clock.held is not None and (self.all_registered()
                                                  or now - started > self.resume_wait or self.stopping):
                     assert self.resume is not None  # (only a resume holds the clock)
