@@ -196,6 +196,9 @@ def gap_run(achieved: list[list[float]], delays: dict | None = None, suspicions:
         r.machine, r.outcome = 0, "done"
     run.core.machines = [SimpleNamespace(cpus=1, stats=SimpleNamespace(busy_time=100.0, suspicions=s, discarded=0,
                                                                        discarded_time=0.0)) for s in suspicions]
+    run.journal.first_start = 0.0
+    for m in run.journal.machines:  # (up from the start to the end)
+        m.periods = [(0.0, None)]
     return run
 
 
@@ -227,6 +230,30 @@ def test_a_testbed_better_than_its_model_names_no_slowdown_as_its_cause():
     assert gap.causes == []
     text = "\n".join(gap.describe())
     assert "overall (-50.0%)" in text and "the testbed did better than the model" in text and "cause:" not in text
+
+
+def test_a_machine_down_for_much_of_the_run_is_named_as_a_cause():
+    """A puller killed and not started again (M2 up for 100 s of a 1,010 s run, in an experiment without failures):
+    the summary said 'no measured cause ... all as the model assumes'."""
+    run = gap_run([[1.0], [1.0]])
+    run.journal.machines[1].periods = [(0.0, 100.0)]
+    gap = find_gap(run, summary("testbed", est(3.0, 0.1)), summary("simulation", est(1.0, 0.05)))
+    assert [c.kind for c in gap.causes] == ["downtime"]
+    assert gap.causes[0].figures == {"share_by_machine": {"M2": pytest.approx(910 / 1010, abs=1e-6)}}
+    assert "machines down for M2 90% of the run, which the model, without failures, does not have" in \
+        gap.causes[0].text
+    run.journal.machines[1].periods = [(0.0, 950.0)]  # (down 6 % of the run: not named)
+    assert find_gap(run, summary("testbed", est(3.0, 0.1)), summary("simulation", est(1.0, 0.05))).causes == []
+
+
+def test_a_run_with_many_jobs_cut_off_is_not_said_to_beat_its_model():
+    """Most jobs cut off (no machine served them): the means are of the few done, and the summary said 'the testbed
+    did better than the model'."""
+    run = gap_run([[1.0], [1.0]])
+    run.cut_off = [0, 1]  # of the 4 jobs generated
+    text = "\n".join(find_gap(run, summary("testbed", est(0.5, 0.05)), summary("simulation", est(1.0, 0.05))
+                              ).describe())
+    assert "2 of the 4 jobs were cut off" in text and "did better" not in text, text
 
 
 def test_no_interval_on_either_side_is_no_verdict():

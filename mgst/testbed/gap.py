@@ -9,6 +9,7 @@ from typing import Any
 
 from mgst.analysis.compare import beyond
 from mgst.results import Summary
+from mgst.testbed.machines_csv import up_seconds
 from mgst.testbed.overheads import measure
 from mgst.testbed.requested_share import share_shortfalls
 from mgst.testbed.run_result import TestbedRun
@@ -33,6 +34,13 @@ DELAYS = (("request_delay_s", "request (t2-t1)"), ("scheduling_delay_s", "schedu
           ("communication_delay_s", "communication (t4-t3)"), ("report_delay_s", "report (t6-t5)"))
 # The bag metrics compared, as BagSummary names them.
 BAG_METRICS = ("avt", "makespan", "waiting", "rwt")
+# A machine down (not by a mapper's outage) for this share of the run or more is named: a puller killed and not
+# started again, one that never came back after a resume, a lab machine switched off; and its failures, if the
+# experiment has some, which the simulation has too (so it is said as downtime, not as a cause beyond the model).
+DOWN_SHARE = 0.10
+# Jobs cut off (not done when the drain ended) in this share of those generated or more are said: the means are of
+# the jobs done, the slowest left out, so the testbed can read better than its model for that alone.
+CUT_OFF_SHARE = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +71,8 @@ class Cause:
 class Gap:
     differences: list[Difference]
     causes: list[Cause]
+    cut_off: int = 0  # jobs generated and not done
+    generated: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {"differences": [{k: _n(v) for k, v in asdict(d).items()} for d in self.differences],
@@ -74,7 +84,11 @@ class Gap:
             return []
         lines = ["testbed and simulation differ beyond their intervals on: "
                  + ", ".join(f"{d.what} ({_change(d)})" for d in self.differences)]
-        if not any(d.slower for d in self.differences):
+        if self.generated and self.cut_off >= CUT_OFF_SHARE * self.generated:
+            lines.append(f"  {self.cut_off} of the {self.generated} jobs were cut off (not done when the drain "
+                         "ended): the testbed's means are of the jobs done, the slowest left out, so they cannot be "
+                         "set beside the model's")
+        elif not any(d.slower for d in self.differences):
             lines.append("  the testbed did better than the model: the slowdowns the journal measures (CPU shares, "
                          "delays, stalls, suspicions, time-outs, refusals) cannot explain it (a single run's sample "
                          "path differs from the simulation's, or the model is pessimistic)")
@@ -161,6 +175,15 @@ def measured_causes(run: TestbedRun, testbed: Summary) -> list[Cause]:
             f"longest {deciding.longest_s * 1e3:.3g} ms; {deciding.total_s / length:.0%} of the run): arrivals, "
             "requests and results waited meanwhile, where the model's decisions take no time",
             deciding.summary(length)))
+    down = _downtime(run, length)
+    if down:
+        failing = run.experiment.failures is not None
+        causes.append(Cause(
+            "downtime", "machines down for " + ", ".join(f"{name} {share:.0%}" for name, share in down.items())
+            + " of the run" + (" (the experiment's failures included, which the model has too: compare "
+                               "machines.csv with the simulation)" if failing else
+                               ", which the model, without failures, does not have"),
+            {"share_by_machine": {name: round(share, 6) for name, share in down.items()}}))
     names = [m.name for m in run.journal.machines]
     suspected = {names[j]: m.stats.suspicions for j, m in enumerate(run.core.machines) if m.stats.suspicions}
     if suspected:
@@ -206,6 +229,24 @@ def _overrun(run: TestbedRun, response_s: float, short: set[str]) -> Cause | Non
          "mean_s_by_machine": {name: round(v, 9) for name, v in means.items()}})
 
 
+def _downtime(run: TestbedRun, length: float) -> dict[str, float]:
+    """The machines down (not in a mapper's outage) for DOWN_SHARE of the run's ``length`` (wall s) or more, and
+    their share of it down."""
+    if length <= 0:
+        return {}
+    began = run.journal.first_start if run.journal.first_start is not None else run.t0
+    # (a mapper's outages, and each resume's wait for its pullers, model time standing still: not the machines')
+    outages = sum(max(0.0, resumed - last) for last, resumed in run.journal.outages)
+    outages += sum(float(r.get("reconnect_s") or 0.0) for r in getattr(run, "resumes", ()) or ())
+    span = max(1e-9, run.end - began - outages)
+    out = {}
+    for m in run.journal.machines:
+        share = 1.0 - min(1.0, up_seconds(m, began, run.end) / span)
+        if share >= DOWN_SHARE:
+            out[m.name] = share
+    return out
+
+
 def _per_machine(counts: dict[str, int]) -> str:
     return ", ".join(f"{name} {n}" for name, n in counts.items())
 
@@ -214,4 +255,5 @@ def find_gap(run: TestbedRun, testbed: Summary, simulation: Summary) -> Gap:
     """The differences beyond the intervals and, when the testbed did worse on any, the causes the journal
     measured: each of them slows a run down, so none can explain a testbed better than its model."""
     diffs = differences(testbed, simulation)
-    return Gap(diffs, measured_causes(run, testbed) if any(d.slower for d in diffs) else [])
+    return Gap(diffs, measured_causes(run, testbed) if any(d.slower for d in diffs) else [], len(run.cut_off),
+               len(run.journal.jobs))
