@@ -242,3 +242,18 @@ def test_a_fifo_or_a_huge_file_among_the_keys_is_one_error_not_a_hang(tmp_path):
     huge.write_bytes(b"#" * 1_000_000)
     with pytest.raises(security.KeyFileError, match="M1.key_secret"):
         security.load_pair(huge)
+
+
+def test_a_mapper_s_secret_key_readable_by_others_is_warned_of(tmp_path, caplog):
+    """A puller warned of its own world-readable secret key; the mapper took its own without a word."""
+    import logging  # noqa: PLC0415
+
+    security.create_keys(tmp_path / "keys", ["M1"])
+    secret = tmp_path / "keys" / "mapper.key_secret"
+    with caplog.at_level(logging.WARNING, logger="mgst.wire.security"):
+        security.server_keys(tmp_path / "keys")
+        assert not [r for r in caplog.records if "readable by others" in r.getMessage()]
+        secret.chmod(0o644)
+        security.server_keys(tmp_path / "keys")
+    said = [r.getMessage() for r in caplog.records if "readable by others" in r.getMessage()]
+    assert len(said) == 1 and str(secret) in said[0] and "chmod 600" in said[0], said

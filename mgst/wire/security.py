@@ -17,12 +17,14 @@ mapper whose public key it holds; a fake mapper cannot finish the handshake.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import hashlib
 import ipaddress
 import logging
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -236,8 +238,14 @@ def fingerprint(public: bytes) -> str:
 
 
 def server_keys(folder: Path) -> ServerKeys:
-    """The mapper's keys from a folder made by create_keys."""
-    public, secret = load_pair(folder / f"{MAPPER}.key_secret")
+    """The mapper's keys from a folder made by create_keys (a secret key readable by others is warned of, as a
+    puller warns of its own: anyone who reads it can pose as the mapper to the pullers)."""
+    secret_file = folder / f"{MAPPER}.key_secret"
+    public, secret = load_pair(secret_file)
+    with contextlib.suppress(OSError):
+        if secret_file.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+            log.warning("%s: the mapper's secret key is readable by others than its owner (chmod 600 it)",
+                        secret_file)
     authorized = folder / AUTHORIZED
     if not authorized.is_dir() or not any(authorized.glob("*.key")):
         raise KeyFileError(f"{authorized}: no puller public keys (*.key): no puller could connect")
