@@ -166,8 +166,9 @@ def small_bags(rows: Sequence[Mapping[str, str]], reading: str = "default") -> t
     b5_slow = HOLDS if t[4] > t[2] else DOES_NOT_HOLD
     order = " < ".join(f"B{k + 1} {t[k] / HOUR:.2f} h" for k in sorted(t, key=t.get))  # type: ignore[arg-type]
     return combine([b1_tail, b5_slow]), (
-        f"{len(runs)} runs: {order}; the last twelfth of the jobs (100 of 1,200) take B1 {tail[0] / 60:.0f} min, B2 "
-        f"{tail[1] / 60:.0f}, B3 {tail[2] / 60:.0f}, B4 {tail[3] / 60:.0f}, B5 {tail[4] / 60:.0f} min")
+        f"{len(runs)} runs: {order}; the last twelfth of each bag's jobs (the paper's last 100 of 1,200) take B1 "
+        f"{tail[0] / 60:.0f} min, B2 {tail[1] / 60:.0f}, B3 {tail[2] / 60:.0f}, B4 {tail[3] / 60:.0f}, B5 "
+        f"{tail[4] / 60:.0f} min")
 
 
 def static_tail(rows: Sequence[Mapping[str, str]], threshold: int, reading: str = "default") -> tuple[str, str]:

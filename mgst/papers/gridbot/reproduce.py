@@ -94,7 +94,7 @@ REPRODUCTION = Reproduction(
     slices=DEFAULT,
     quick_slices=QUICK,
     judge=judge,
-    minutes="about 2 min",
+    minutes="about 20 s",
     quick_minutes="about 15 s",
     doc="docs/reproduction-gridbot.md",
 )

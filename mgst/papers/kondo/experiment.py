@@ -170,7 +170,7 @@ def experiment_toml(platform_dir: str | os.PathLike, policy: str, tasks: int, ta
     size = task_size(task_minutes)
     q = json.dumps  # a TOML basic string or number is JSON's spelling of it
     lines = [
-        f"# Kondo et al.: {exp.description} (mgst.papers.kondo.experiment)",
+        f"# {exp.description} (mgst.papers.kondo.experiment)",
         "[experiment]", f"name = {q(exp.name)}", f"description = {q(exp.description)}", "",
         "[workload]", 'kind = "bag_list"', 'class_names = ["task"]', f"granularity = [{size!r}]",
         f"bags = [{{at = {history!r}, tasks = [{', '.join([f'[0, {size!r}]'] * tasks)}]}}]", "",
