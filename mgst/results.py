@@ -329,7 +329,7 @@ def format_table(summary: Summary) -> str:
     util = ", ".join(f"{n} {u:.0%}" for n, u in zip(summary.machine_names, summary.utilisation))
     lines.append(f"Utilisation: {util}")
     if summary.load is not None:
-        lines.append(f"LP load (1/lambda*): {summary.load:.1%}")
+        lines.append(f"LP load (1/lambda*, every machine up at its a_j: failures and traces aside): {summary.load:.1%}")
     if not e.jobs and summary.bags is None:
         if summary.mode == "testbed":  # (a run stopped early, by its policy's failure or an interrupt, say)
             lines.append("WARNING: no job completed after the warm-up: no mean response to report")
