@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 
 # Silent mapper intervals before the puller reconnects (as the mapper's own LIVENESS).
 LIVENESS = 5
+# A pause of the puller's own loop this long (s) or more, and over LIVENESS heartbeat intervals, is said as the cause
+# of a silence (SIGSTOP, a suspended laptop): a loaded machine's short starvation stays "the mapper fell silent".
+OWN_PAUSE = 2.0
 # The exit code of a puller that gave up on a paused run (EX_TEMPFAIL, as the mapper's): the run is not over.
 EXIT_PAUSED = 75
 # The exit code of a puller that never reached its mapper within --give-up seconds (EX_UNAVAILABLE, sysexits.h):
@@ -120,6 +123,9 @@ class Puller:
         self.mapper_clock = -1.0  # the mapper's last heartbeat clock, to echo
         self.mapper_clock_received = -1.0
         self.last_heard = 0.0
+        # The longest wait between two passes of the loop since the mapper was last heard (its loop waits at most a
+        # heartbeat interval or so): over LIVENESS intervals, the silence is this puller's, not the mapper's.
+        self.longest_gap = 0.0
         self.runner = Runner(throttle, machine, allowlist)
         self.slots = Slots(machine, slots, self.runner, self._send, clock)
         self.limits = Limits(machine)  # what the mapper's messages may ask (puller/limits.py)
@@ -200,8 +206,11 @@ class Puller:
 
     def _loop(self) -> None:
         self._connect()
+        passed = self.clock()  # the loop's last pass: a long gap is this puller not running (stopped, or starved)
         while not self.stopping and not self.exit_code:
             now = self.clock()
+            self.longest_gap = max(self.longest_gap, now - passed)
+            passed = now
             if self.link.sock is not None and (grown := self.memory_guard.grown_over(now)) is not None:
                 self._held_too_much(grown, now)
                 continue
@@ -340,9 +349,11 @@ class Puller:
         self._connect()
 
     def _lose_mapper(self, now: float) -> None:
-        """The mapper fell silent: hello again (same incarnation, what we hold); running replicas go on."""
-        self.say.lost(now - self.last_heard, len(self.slots.holds()))
-        self.say.gone("the mapper fell silent", self.last_heard)
+        """The mapper fell silent: hello again (same incarnation, what we hold); running replicas go on. (This puller
+        not running for as long, SIGSTOPped or starved, is said as such: the mapper heard nothing from it either.)"""
+        own = self.longest_gap if self.longest_gap > max(LIVENESS * self.heartbeat_interval, OWN_PAUSE) else None
+        self.say.lost(now - self.last_heard, len(self.slots.holds()), own)
+        self.say.gone("this puller did not run" if own is not None else "the mapper fell silent", self.last_heard)
         self.patience.lost(self.last_heard)
         self.welcome = None
         self._connect()
@@ -365,6 +376,7 @@ class Puller:
             if msg is None:  # (dropped, counted)
                 continue
             self.last_heard = now
+            self.longest_gap = 0.0
             try:
                 self._handle(msg, now)
             except Exception:  # no message may crash the puller; a bug here must still be seen

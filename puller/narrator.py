@@ -90,7 +90,14 @@ class Narrator:
         if self.away is None:
             self.away = (why, since)
 
-    def lost(self, silent: float, running: int) -> None:
+    def lost(self, silent: float, running: int, own: float | None = None) -> None:
+        """No word from the mapper for ``silent`` s; ``own``: this puller's own longest pause meanwhile, if that is
+        why (it was stopped, or had no CPU: the mapper heard nothing from it either)."""
+        if own is not None:
+            log.warning("%s: this puller did not run for %.1f s (stopped, or starved of CPU), and the mapper at %s "
+                        "was not heard meanwhile: reconnecting; %s run on", self.machine, own, self.connect,
+                        plural(running, "replica"))
+            return
         log.warning("%s: the mapper at %s fell silent (%.1f s): reconnecting; %s run on", self.machine,
                     self.connect, silent, plural(running, "replica"))
 

@@ -322,3 +322,39 @@ def test_a_keyed_mapper_says_a_handshake_without_detail_may_be_a_keyed_puller_it
     assert "a puller started with --insecure?" in said
     assert "a keyed puller whose handshake did not finish in time, after the mapper stalled" in said
     assert reason(zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL, zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH, curve=True) == said
+
+
+def test_a_puller_stopped_longer_than_the_mapper_s_liveness_says_the_pause_was_its_own(
+    ctx: zmq.Context, tmp_path: Path, no_children_left
+) -> None:
+    """SIGSTOPped for 6 s (liveness 5 s), then continued: it said 'the mapper ... fell silent', blaming a mapper
+    that had heard nothing from it either."""
+    keys = tmp_path / "keys"
+    security.create_keys(keys, ["M1"])
+    mapper = FakeMapper(ctx, security.server_keys(keys))
+    noise = (P.Heartbeat, P.Ready, P.Share, P.Started)
+    log = tmp_path / "puller.log"
+    with open(log, "wb") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "mgst", "puller", "--connect", mapper.endpoint, "--machine",
+                                 "M1", "--keys", str(keys)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=err, cwd=ROOT)
+    try:
+        ident, _ = mapper.expect(P.Hello, 15)
+        mapper.welcome(ident, heartbeat=1.0)  # (liveness: 5 heartbeat intervals)
+        mapper.expect(P.Ready, 10)  # welcomed: it asks for work
+        proc.send_signal(signal.SIGSTOP)
+        time.sleep(6.0)  # (the pause itself, the stimulus)
+        proc.send_signal(signal.SIGCONT)
+        ident, _ = mapper.expect(P.Hello, 15, ignore=noise)
+        mapper.welcome(ident)
+        mapper.send(ident, P.Bye("over"))
+        assert proc.wait(10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
+            proc.kill()
+            proc.wait()
+    text = log.read_text()
+    said = [line for line in stamped(text) if "did not run for" in line]
+    assert len(said) == 1 and "fell silent" not in text, text
+    assert float(re.search(r"did not run for ([\d.]+) s \(stopped, or starved of CPU\)", said[0]).group(1)) >= 5.5
