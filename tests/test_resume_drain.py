@@ -156,6 +156,7 @@ def test_a_resumed_run_shows_its_clock_still_while_it_waits_for_its_pullers(
         shown = re.match(r"resuming at (\d+) s: waiting for pullers: \d/2 registered$|\s*(\d+) s, ", line)
         assert shown, line
         seconds = float(shown.group(1) or shown.group(2))
+        assert shown.group(2) is None or re.search(r"\| up [0-2]/2 \| queued ", line), line  # (machines up, said)
         seen.append((mapper.resuming(), seconds, snapshot["elapsed_s"], snapshot["phase"]))
 
     killed_in_its_drain(tmp_path, KILLED_AFTER_S, DRAIN_S, progress=look)

@@ -210,7 +210,7 @@ def _default_out(name: str) -> Path:
 
 def _progress_printer(enabled: bool):
     """A mapper progress callback: one refreshed line on stderr (the paper's monitoring)."""
-    from mgst.core.state import JobStatus  # noqa: PLC0415
+    from mgst.core.state import JobStatus, MachineState  # noqa: PLC0415
 
     def show(mapper) -> None:
         if not enabled:
@@ -242,8 +242,9 @@ def _progress_printer(enabled: bool):
             left = max(0.0, mapper.duration - elapsed)
             fmt = "/".join
             when = "draining" if mapper.draining(now) else f"{left:4.0f} s left"
-            line = (f"{elapsed:5.0f} s, {when} | queued {fmt(map(str, queued))} | running "
-                    f"{fmt(map(str, running))} | done {fmt(map(str, done))} | mean wait "
+            up = sum(1 for m in core.machines if m.state is not MachineState.DOWN)  # (a machine lost is seen here)
+            line = (f"{elapsed:5.0f} s, {when} | up {up}/{len(core.machines)} | queued {fmt(map(str, queued))} | "
+                    f"running {fmt(map(str, running))} | done {fmt(map(str, done))} | mean wait "
                     f"{fmt(f'{w / k:.2f}' if k else '-' for w, k in zip(wait, waited))}")
         end = "\r" if sys.stderr.isatty() else "\n"
         print(f"{line:<110}", end=end, file=sys.stderr, flush=True)
