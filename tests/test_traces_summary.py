@@ -97,10 +97,14 @@ def test_generate_then_summarise_a_platform(tmp_path, capsys):
     (["summary", "{d}/bad.csv"], "PATH"),
     (["summary", "{d}/t.csv", "--hosts-file", "{d}/hosts.csv"], "--hosts-file"),
     (["summary", "{d}/t.csv", "--task-minutes", "100000"], "--task-minutes"),
+    # a trace too short for any weekday's business hours: its fault, not an option's the user never gave
+    (["summary", "{d}/short.csv"], "PATH"),
+    (["summary", "{d}/short.csv", "--task-minutes", "5"], "--task-minutes"),
 ])
 def test_bad_options_are_one_line_errors_naming_the_option(tmp_path, capsys, args, option):
     (tmp_path / "file").write_text("")
     (tmp_path / "t.csv").write_text("h1,0,604800,up,\n")
+    (tmp_path / "short.csv").write_text("h1,0,3000,up,\n")
     (tmp_path / "bad.csv").write_text("h1,0,10,up,\nh1,5,x,up,\n")
     (tmp_path / "hosts.csv").write_text("h1,fast\n")
     assert main(["traces", *(a.format(d=tmp_path) for a in args)]) == 2

@@ -12,6 +12,7 @@ from typing import Any
 from mgst.cli.options import check_folder, check_seed
 from mgst.config import ConfigError
 
+DEFAULT_TASK_MINUTES = "5,15,35"  # mgst traces summary's task lengths, as Kondo et al.'s
 KINDS = ("sdsc", "homogeneous", "lri-wisc", "gimps")  # mgst.traces.generator.KINDS (not imported: `mgst --help`)
 MAX_STARTS = 10_000_000  # task starts a summary draws (each costs a few numpy operations)
 MAX_TASK_LENGTHS = 50
@@ -37,7 +38,7 @@ def add_traces_arguments(p: argparse.ArgumentParser) -> None:
                                                             "folder, availability.csv before availability.fta)")
     q.add_argument("--hosts-file", type=Path, metavar="FILE", help="the machine file (host,clock_ghz) of a trace "
                                                                    "file (a folder's own is hosts.csv)")
-    q.add_argument("--task-minutes", default="5,15,35", metavar="D,D,...",
+    q.add_argument("--task-minutes", metavar="D,D,...",
                    help="task lengths, minutes of dedicated wall time at share 1 (default 5,15,35)")
     q.add_argument("--starts", type=int, default=200_000, help="random business-hours task starts (default 200000)")
     q.add_argument("--seed", type=int, default=1, help="seed of the starts (default 1)")
@@ -107,7 +108,7 @@ def _summary(args: argparse.Namespace) -> int:
     from mgst.traces.platform import load_platform  # noqa: PLC0415
     from mgst.traces.summary import TooLargeToSummarise, summarise  # noqa: PLC0415
 
-    minutes = _task_minutes(args.task_minutes)
+    minutes = _task_minutes(DEFAULT_TASK_MINUTES if args.task_minutes is None else args.task_minutes)
     if not 1 <= args.starts <= MAX_STARTS:
         raise ConfigError("--starts", f"give 1 to {MAX_STARTS:,} starts")
     check_seed("--seed", args.seed)
@@ -131,7 +132,10 @@ def _summary(args: argparse.Namespace) -> int:
     except TooLargeToSummarise as e:  # (checked before any work)
         raise ConfigError("PATH", f"{args.path}: {e}") from None
     except NoBusinessHours as e:  # (no business hours far enough before the trace's end for the longest task)
-        raise ConfigError("--task-minutes", f"{e}") from None
+        if args.task_minutes is not None:  # (given: the longest task is what does not fit)
+            raise ConfigError("--task-minutes", f"{e}") from None
+        raise ConfigError("PATH", f"{args.path}: {e} (a trace shorter than a weekday's 09:00-17:00 has no task "
+                                  "start to summarise: shorter tasks, --task-minutes, fit in less)") from None
     if args.png is not None:
         from mgst.traces.summary_plot import write_summary_png  # noqa: PLC0415
 
