@@ -643,3 +643,33 @@ def test_a_replica_a_reconnected_puller_lacks_goes_back_to_the_queue_not_onto_it
         assert mapper.core.stale_events == stale and dict(mapper.drops.counts) == {}
     finally:
         mapper.close()
+
+
+def test_a_drain_where_nothing_can_run_is_said_once(caplog):
+    """Jobs queued that no machine takes (a requirement no host meets), every machine up and asking: the drain
+    waited for its limit (50 times the longest job: ten minutes) with 'queued 140 | running 0' and no word why."""
+    import logging  # noqa: PLC0415
+    from types import SimpleNamespace  # noqa: PLC0415
+
+    from mgst.core.state import MachineState  # noqa: PLC0415
+    from mgst.testbed.mapper import STUCK_DRAIN, Mapper  # noqa: PLC0415
+
+    machines = [SimpleNamespace(state=MachineState.READY, asking=1) for _ in range(3)]
+    core = SimpleNamespace(queued_count=140, running={}, timers={}, machines=machines)
+    fake = SimpleNamespace(core=core, _stuck_since=None, _said_stuck=False)
+    with caplog.at_level(logging.WARNING, logger="mgst.testbed.mapper"):
+        for t in (0.0, STUCK_DRAIN / 2, STUCK_DRAIN - 0.1):
+            Mapper._say_if_nothing_runs(fake, 100.0 + t, 700.0)
+        assert not caplog.records
+        core.timers = {"resolve": 1.0}  # (the policy waits on a timer: something may yet happen)
+        Mapper._say_if_nothing_runs(fake, 100.0 + STUCK_DRAIN, 700.0)
+        assert not caplog.records and fake._stuck_since is None
+        core.timers = {}
+        for t in (0.0, STUCK_DRAIN, STUCK_DRAIN + 1.0, 2 * STUCK_DRAIN):
+            Mapper._say_if_nothing_runs(fake, 200.0 + t, 700.0)
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and said[0].startswith("140 jobs queued, none running, and every machine up and asking"), said
+    assert f"for {STUCK_DRAIN:.0f} s of the drain" in said[0] and "470 s from now" in said[0], said
+    machines[0].state, fake._said_stuck, fake._stuck_since = MachineState.DOWN, False, 0.0  # (one may come back)
+    Mapper._say_if_nothing_runs(fake, 300.0, 700.0)
+    assert fake._stuck_since is None

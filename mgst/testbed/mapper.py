@@ -72,6 +72,9 @@ SEND_FAILURE_LOG_PERIOD = 5.0
 # An interrupted run (Ctrl-C, SIGTERM) drains for at most this long (s), not the run's drain time-out (30 s or
 # more): the user wants out, and should have it within 10 s; the jobs still unfinished are cut off.
 INTERRUPT_DRAIN = 4.0
+# A drain in which jobs stay queued, none running, while every machine is up and asking for work and the policy
+# waits on no timer, for this long (s), is said (once): nothing but the drain's limit will end it.
+STUCK_DRAIN = 30.0
 # The default farewell (s) at most: the pullers' acknowledgements usually end it at once; it lasts only while a
 # puller down at the end has not come back.
 FAREWELL_MAX = 60.0
@@ -185,6 +188,8 @@ class Mapper:
         self.by_identity: dict[bytes, int] = {}  # a registered puller's routing id -> its machine
         # When a receive pass last found the socket empty: silence is judged as of then (mgst.testbed.liveness).
         self.drained_at = time.time()
+        self._stuck_since: float | None = None  # (_say_if_nothing_runs: since when nothing could run, in the drain)
+        self._said_stuck = False
         # Staging durations from the experiment's model (the simulator's stream, replication 0).
         self.staging = StagingSampler(experiment.staging, self.seed, 0) if experiment.staging is not None else None
         # The grids' returned-result delays (mgst.availability.grids): drawn per job as the simulation draws them
@@ -291,6 +296,25 @@ class Mapper:
     def resuming(self) -> bool:
         """Whether a resumed mapper is holding its clock while it waits for its pullers."""
         return self.clock.held is not None
+
+    def _say_if_nothing_runs(self, now: float, drain_deadline: float) -> None:
+        """In the drain: jobs queued, none running, every machine up and asking for work, no timer of the policy's
+        to wait for, and so for STUCK_DRAIN s: said once (a warning), since the drain then only waits for its
+        limit (a requirement no host meets: the simulation says as much, 'nothing was left to happen')."""
+        core = self.core
+        stuck = (core.queued_count > 0 and not core.running and not core.timers
+                 and all(m.state is not MachineState.DOWN and m.asking > 0 for m in core.machines))
+        if not stuck:
+            self._stuck_since = None
+            return
+        if self._stuck_since is None:
+            self._stuck_since = now
+        elif not self._said_stuck and now - self._stuck_since >= STUCK_DRAIN:
+            self._said_stuck = True
+            log.warning("%d jobs queued, none running, and every machine up and asking for work for %.0f s of the "
+                        "drain: the policy sends them to no machine (a requirement no host meets?); the drain waits "
+                        "for its limit, %.0f s from now (Ctrl-C ends it, the results kept)", core.queued_count,
+                        now - self._stuck_since, max(0.0, drain_deadline - now))
 
     def draining(self, now: float) -> bool:
         """Whether the run drains at wall time ``now``: its end of generation has passed, or it was stopped (the
@@ -474,6 +498,7 @@ class Mapper:
                         log.warning("drain time-out: %d jobs queued, %d running", self.core.queued_count,
                                     len(self.core.running))
                         break
+                    self._say_if_nothing_runs(now, drain_deadline)
                 overlay = self.overlay
                 if (overlay is not None and clock.t0 is not None and clock.held is None
                         and now >= clock.t0 + overlay.next_at() * self.time_unit):  # (as an arrival is due: after them)
