@@ -25,9 +25,13 @@ TABLES = {"hihi-mfd-fd": ((0.56, 0.57), (0.33, 0.34), (0.18, 0.18), (0.11, 0.11)
 
 
 def reproduce(capsys, *args: str) -> tuple[int, str, str]:
+    """The command's exit code and output, its commands' folder (this checkout's experiments/, given as
+    --experiments) written back as the docs give it, `experiments/` (test_the_claims_commands_name_the_folder_given
+    checks that they name it)."""
     code = main(["reproduce", *args, "--experiments", EXPERIMENTS])
     out, err = capsys.readouterr()
-    return code, out, err
+    assert "`mgst sweep experiments/" not in out, out  # (every command in the folder given)
+    return code, out.replace(f"{EXPERIMENTS}/", "experiments/"), err
 
 
 def documented_quick_output(doc: str) -> list[str]:
@@ -279,6 +283,18 @@ def test_the_commands_shown_name_the_experiments_folder_given():
     assert repro.commands(quick=False, folder="exps") == ["mgst paper --experiments exps"]
     kondo = reproduction.get("kondo")
     assert all(c.startswith("mgst sweep exps/") for c in kondo.commands(quick=True, folder="exps"))
+
+
+def test_the_claims_commands_name_the_folder_given():
+    """A claim not checked in the slice gives the command of its full runs: with --experiments DIR it said
+    `mgst sweep experiments/...`, which is no file where DIR is not ./experiments."""
+    from mgst.cli.reproduce_command import _in_folder  # noqa: PLC0415
+    from mgst.papers.reproduction import not_checked  # noqa: PLC0415
+
+    claims = [not_checked("6", "a claim", "mgst sweep experiments/gridbot/community-sweep.toml --workers 2")]
+    assert _in_folder(claims, "experiments") == claims
+    assert _in_folder(claims, "/lab/mgst/experiments")[0].figure == \
+        "run `mgst sweep /lab/mgst/experiments/gridbot/community-sweep.toml --workers 2` for it"
 
 
 def test_mgst_paper_says_when_a_file_runs_another_policy_than_the_papers(capsys, tmp_path):

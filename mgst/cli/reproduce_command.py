@@ -4,6 +4,7 @@ verdict (mgst.papers.reproduction holds what each paper runs and how it judges).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -18,7 +19,7 @@ from typing import Any
 from mgst.cli.options import check_experiments_folder, check_folder
 from mgst.config import MAX_WORKERS, ConfigError, load_experiment
 from mgst.papers import reproduction
-from mgst.papers.reproduction import NOT_CHECKED, VERDICTS, Reproduction, SimulationSlice, SweepSlice
+from mgst.papers.reproduction import NOT_CHECKED, VERDICTS, Claim, Reproduction, SimulationSlice, SweepSlice
 from mgst.wording import plural
 
 SLICE_FILE = "slice.json"  # a simulation slice's settings, beside its summary.json: what a rerun may skip
@@ -95,7 +96,7 @@ def _reproduce(args: argparse.Namespace, repro: Reproduction, out: Path, loaded:
     except _SliceFailed as e:
         print(f"mgst: error: {e}", file=sys.stderr)
         return 1
-    claims = repro.judge({s.name: out / s.name for s in slices})
+    claims = _in_folder(repro.judge({s.name: out / s.name for s in slices}), str(args.experiments))
     print(f"{repro.title}")
     commands = repro.commands(args.quick, options, str(args.experiments))
     print(f"{'--quick slice' if args.quick else 'slice'}: " + "; ".join(f"`{c}`" for c in commands)
@@ -112,6 +113,15 @@ def _reproduce(args: argparse.Namespace, repro: Reproduction, out: Path, loaded:
               "the verdicts above are without them", file=sys.stderr)
         return 1
     return 0
+
+
+def _in_folder(claims: list[Claim], folder: str) -> list[Claim]:
+    """``claims`` with the commands their figures give (the full runs: `mgst sweep experiments/...`) in the folder of
+    --experiments, as the slice's own commands are: pasted from elsewhere, `experiments/...` is no file."""
+    if folder == "experiments":
+        return claims
+    return [dataclasses.replace(c, figure=c.figure.replace("mgst sweep experiments/", f"mgst sweep {folder}/"))
+            for c in claims]
 
 
 class _SliceFailed(RuntimeError):
