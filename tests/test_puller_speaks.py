@@ -47,6 +47,14 @@ def stamped(stderr: str) -> list[str]:
     return lines
 
 
+def logged_puller(mapper: FakeMapper, keys: Path, log: Path) -> subprocess.Popen:
+    """`mgst puller` of machine M1 connecting to ``mapper`` with ``keys``, its stderr into ``log``."""
+    with open(log, "wb") as err:
+        return subprocess.Popen([sys.executable, "-m", "mgst", "puller", "--connect", mapper.endpoint, "--machine",
+                                 "M1", "--keys", str(keys)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=err, cwd=ROOT)
+
+
 def fingerprint(key_file: Path) -> str:
     """The documented fingerprint, computed here: sha256: and 16 hex digits of the SHA-256 of the raw key."""
     z85_key = re.search(r'public-key = "(.{40})"', key_file.read_text()).group(1)  # type: ignore[union-attr]
@@ -120,10 +128,7 @@ def test_by_default_a_line_per_registration_failure_reconnection_and_the_end(
     # A bye whose reason would clear the terminal and retitle it, were it printed as sent.
     evil = "run over\x1b[2J\x1b]0;owned\x07\u202e"
     log = tmp_path / "puller.log"
-    with open(log, "wb") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "mgst", "puller", "--connect", mapper.endpoint, "--machine",
-                                 "M1", "--keys", str(keys)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=err, cwd=ROOT)
+    proc = logged_puller(mapper, keys, log)
     try:
         ident, first = mapper.expect(P.Hello, 15)
         mapper.welcome(ident, time_unit=0.1, failures=trace)
@@ -334,10 +339,7 @@ def test_a_puller_stopped_longer_than_the_mapper_s_liveness_says_the_pause_was_i
     mapper = FakeMapper(ctx, security.server_keys(keys))
     noise = (P.Heartbeat, P.Ready, P.Share, P.Started)
     log = tmp_path / "puller.log"
-    with open(log, "wb") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "mgst", "puller", "--connect", mapper.endpoint, "--machine",
-                                 "M1", "--keys", str(keys)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=err, cwd=ROOT)
+    proc = logged_puller(mapper, keys, log)
     try:
         ident, _ = mapper.expect(P.Hello, 15)
         mapper.welcome(ident, heartbeat=1.0)  # (liveness: 5 heartbeat intervals)

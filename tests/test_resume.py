@@ -336,6 +336,17 @@ def trace_run(tmp_path: Path, trace: str) -> tuple[Path, Path, Path, str]:
     return exp_file, keys, tmp_path / "run", f"tcp://127.0.0.1:{free_port()}"
 
 
+def killed_after_five_jobs(common: list[str], out: Path, endpoint: str, keys: Path, log: Path,
+                           procs: list[subprocess.Popen], pullers: list[subprocess.Popen]) -> None:
+    """A mapper of ``common`` into ``out`` and pullers M1 and M2, SIGKILLed once 5 jobs are done; each process is
+    added to ``procs`` or ``pullers`` as it starts (the caller reaps them, whatever happens here)."""
+    procs.append(start_mapper([*common, "--out", str(out)]))
+    pullers.extend(start_pullers(endpoint, ["M1", "M2"], log, keys=keys))
+    wait_for(lambda: count_events(out / "journal.sqlite", "complete") >= 5, 60, "5 jobs done", procs[0])
+    procs[0].send_signal(signal.SIGKILL)
+    procs[0].wait(10)
+
+
 def test_a_trace_changed_since_the_run_began_is_refused_on_resume_and_the_same_file_resumes(tmp_path):
     """A run killed, resumed without its keys: refused; its trace edited, resumed: refused in one line naming the
     file (the part after the resume would replay another experiment), nothing written; the trace put back as it
@@ -345,13 +356,10 @@ def test_a_trace_changed_since_the_run_began_is_refused_on_resume_and_the_same_f
     trace = tmp_path / "availability.csv"
     common = [str(exp_file), "--bind", endpoint, "--keys", str(keys)]
     journal = out / "journal.sqlite"
-    procs: list[subprocess.Popen] = [start_mapper([*common, "--out", str(out)])]
+    procs: list[subprocess.Popen] = []
     pullers: list[subprocess.Popen] = []
     try:
-        pullers = start_pullers(endpoint, ["M1", "M2"], tmp_path / "pullers.log", keys=keys)
-        wait_for(lambda: count_events(journal, "complete") >= 5, 60, "5 jobs done", procs[0])
-        procs[0].send_signal(signal.SIGKILL)
-        procs[0].wait(10)
+        killed_after_five_jobs(common, out, endpoint, keys, tmp_path / "pullers.log", procs, pullers)
         events = count_events(journal, "complete")
         # resumed without its keys: refused (it ran with CURVE; its summary would have said "none" of the whole run)
         procs.append(start_mapper([str(exp_file), "--bind", endpoint, "--insecure", "--resume", str(out)]))
@@ -490,13 +498,10 @@ def test_a_resume_no_puller_comes_back_to_stops_keeping_the_run_and_one_with_the
     exp_file, keys, out, endpoint = trace_run(tmp_path, "M1,0,100000,up,1\nM2,0,100000,up,1\n")
     common = [str(exp_file), "--bind", endpoint, "--keys", str(keys)]
     journal = out / "journal.sqlite"
-    procs: list[subprocess.Popen] = [start_mapper([*common, "--out", str(out)])]
+    procs: list[subprocess.Popen] = []
     pullers: list[subprocess.Popen] = []
     try:
-        pullers = start_pullers(endpoint, ["M1", "M2"], tmp_path / "pullers.log", keys=keys)
-        wait_for(lambda: count_events(journal, "complete") >= 5, 60, "5 jobs done", procs[0])
-        procs[0].send_signal(signal.SIGKILL)
-        procs[0].wait(10)
+        killed_after_five_jobs(common, out, endpoint, keys, tmp_path / "pullers.log", procs, pullers)
         stop_pullers(pullers, grace=0.0)  # (as pullers that gave up: gone)
         events = {kind: count_events(journal, kind) for kind in ("arrive", "complete", "begin")}
         procs.append(start_mapper([*common, "--resume", str(out), "--register-timeout", "12"]))
