@@ -347,6 +347,14 @@ def killed_after_five_jobs(common: list[str], out: Path, endpoint: str, keys: Pa
     procs[0].wait(10)
 
 
+def finished(mapper: subprocess.Popen, pullers: list[subprocess.Popen]) -> dict:
+    """The summary (--json) of ``mapper``, run to its end (exit 0), once its pullers have left (exit 0)."""
+    stdout, stderr = mapper.communicate(timeout=120)
+    assert mapper.returncode == 0, stderr[-3000:]
+    assert [p.wait(timeout=30) for p in pullers] == [0, 0]
+    return json.loads(stdout)
+
+
 def test_a_trace_changed_since_the_run_began_is_refused_on_resume_and_the_same_file_resumes(tmp_path):
     """A run killed, resumed without its keys: refused; its trace edited, resumed: refused in one line naming the
     file (the part after the resume would replay another experiment), nothing written; the trace put back as it
@@ -376,10 +384,7 @@ def test_a_trace_changed_since_the_run_began_is_refused_on_resume_and_the_same_f
         assert count_events(journal, "complete") == events  # (nothing replayed into the journal, nothing run)
         trace.write_text(original)
         procs.append(start_mapper([*common, "--resume", str(out)]))
-        stdout, stderr = procs[-1].communicate(timeout=120)
-        assert procs[-1].returncode == 0, stderr[-3000:]
-        summary = json.loads(stdout)
-        assert [p.wait(timeout=30) for p in pullers] == [0, 0]
+        summary = finished(procs[-1], pullers)
     finally:
         reap([*procs, *pullers])
         stop_pullers(pullers)
@@ -512,10 +517,7 @@ def test_a_resume_no_puller_comes_back_to_stops_keeping_the_run_and_one_with_the
         assert {kind: count_events(journal, kind) for kind in events} == events  # (no job generated, none cut off)
         procs.append(start_mapper([*common, "--resume", str(out)]))
         pullers = start_pullers(endpoint, ["M1", "M2"], tmp_path / "pullers.log", keys=keys)
-        stdout, stderr = procs[-1].communicate(timeout=120)
-        assert procs[-1].returncode == 0, stderr[-3000:]
-        summary = json.loads(stdout)
-        assert [p.wait(timeout=30) for p in pullers] == [0, 0]
+        summary = finished(procs[-1], pullers)
     finally:
         reap([*procs, *pullers])
         stop_pullers(pullers)
