@@ -295,6 +295,8 @@ def test_the_claims_commands_name_the_folder_given():
     assert _in_folder(claims, "experiments") == claims
     assert _in_folder(claims, "/lab/mgst/experiments")[0].figure == \
         "run `mgst sweep /lab/mgst/experiments/gridbot/community-sweep.toml --workers 2` for it"
+    paper = [not_checked("Table 2 hihi-mfd-fd", "a claim", "mgst paper hihi-mfd-fd")]
+    assert _in_folder(paper, "exps")[0].figure == "run `mgst paper hihi-mfd-fd --experiments exps` for it"
 
 
 def test_mgst_paper_says_when_a_file_runs_another_policy_than_the_papers(capsys, tmp_path):

@@ -120,8 +120,12 @@ def _in_folder(claims: list[Claim], folder: str) -> list[Claim]:
     --experiments, as the slice's own commands are: pasted from elsewhere, `experiments/...` is no file."""
     if folder == "experiments":
         return claims
-    return [dataclasses.replace(c, figure=c.figure.replace("mgst sweep experiments/", f"mgst sweep {folder}/"))
-            for c in claims]
+
+    def moved(figure: str) -> str:
+        figure = figure.replace("mgst sweep experiments/", f"mgst sweep {folder}/")
+        return re.sub(r"`mgst paper ([^`]*)`", lambda m: f"`mgst paper {m.group(1)} --experiments {folder}`", figure)
+
+    return [dataclasses.replace(c, figure=moved(c.figure)) for c in claims]
 
 
 class _SliceFailed(RuntimeError):
