@@ -120,6 +120,13 @@ def test_gridbot_on_real_pullers_in_three_grids_does_each_task_once_and_counts_t
     assert discarded >= 1, "the tail's replicas leave losers that run on"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["waste"]["replicas"] == discarded
+    # report.html: its bag row counts the bags (it read "undefined of undefined"), and its clock is the run's length
+    # (a bag list's generation ends with its last arrival: it read "over 51 s of 0 s")
+    page = (out / "report.html").read_text(encoding="utf-8")
+    start = page.index("window.MGST_REPORT = ") + len("window.MGST_REPORT = ")
+    report = json.loads(page[start:].split(";</script>")[0])
+    assert (report["results"]["bags"]["done"], report["results"]["bags"]["arrived"]) == (1, 1)
+    assert report["phase"] == "over" and report["duration_s"] >= report["elapsed_s"] > 1.0
     printed = format_beside(beside)
     assert f"waste (losers that ran on after their job was done, their results discarded): testbed {discarded} " \
            f"replica" in printed and "; simulation " in printed, printed

@@ -359,6 +359,12 @@ def test_salvage_of_a_journal_cut_short_recovers_the_events_before_the_cut_and_s
     summary = json.loads(p.stdout)
     assert summary["closed"] is False and summary.get("simulation") is None
     assert sha(journal) == damaged  # the damaged file is left as it was
+    # the folder describes the part recovered alone: the finished run's chart is gone (it charted the whole run and
+    # its simulation), and the report says the run did not end (it said "report of the finished run")
+    assert (finished_run[1] / "comparison.png").exists() and not (run / "comparison.png").exists()
+    page = (run / "report.html").read_text(encoding="utf-8")
+    assert '"phase":"not closed"' in page and "The report of a run that did not end" in page
+    assert "The report of a finished run" not in page
 
 
 def test_a_salvage_that_stops_before_the_run_s_start_says_so_not_that_the_run_never_started(

@@ -172,6 +172,9 @@ def finish_outputs(run: TestbedRun, out: Path, *, simulate: bool = True, replica
             plot = plot_bag_comparison if testbed.bags is not None else plot_comparison
             write_whole(out / "comparison.png", lambda path: plot(testbed, sim, path))
             files.append("comparison.png")
+        elif (out / "comparison.png").exists():  # (an earlier export's chart, of other results: a salvage's, say)
+            (out / "comparison.png").unlink()
+            log.info("%s/comparison.png removed: no simulation beside these results to chart", out)
     try:
         write_report(run, summary, out)
         files.append(REPORT)

@@ -32,6 +32,8 @@ from mgst.whole_file import write_whole
 FILENAME = "report.html"
 MAX_EVENTS = 2000  # the timeline's latest events
 MAX_POINTS = 1800  # points of each plot, evenly over the run
+# The phase of a report of a run that did not end (summary.json's "closed": false): its page says so.
+NOT_CLOSED = "not closed"
 _CLOSING = re.compile(r"</(script|style)", re.IGNORECASE)  # would end the inlined element early
 
 
@@ -53,8 +55,9 @@ def report_snapshot(run: TestbedRun, summary: dict[str, Any]) -> dict[str, Any]:
         })
     results: dict[str, Any] = {"classes": summary.get("classes", []), "overall": summary.get("overall"),
                                "ci_method": summary.get("ci_method", "")}
-    if summary.get("bags") is not None:
-        results["bags"] = summary["bags"]
+    if summary.get("bags") is not None:  # (with the counts the live view gives, as the page reads them)
+        results["bags"] = {**summary["bags"], "done": sum(1 for b in core.all_bags.values() if b.completed is not None),
+                           "arrived": len(core.all_bags)}
     simulation = summary.get("simulation")
     done = summary.get("jobs_done", 0)
     generated = summary.get("jobs_generated", 0)
@@ -65,9 +68,11 @@ def report_snapshot(run: TestbedRun, summary: dict[str, Any]) -> dict[str, Any]:
         "at": run.end,
         "experiment": exp.name,
         "policy": exp.policy.name,
-        "phase": "over",
+        # (a run not closed, its mapper died or still going, or salvaged: results so far, and said so)
+        "phase": "over" if summary.get("closed", True) is not False else NOT_CLOSED,
         "elapsed_s": _num(run.end - run.t0, 3),
-        "duration_s": summary.get("duration_s"),
+        # (generation's length, or the run's if longer: a bag list's generation ends with its last arrival)
+        "duration_s": _num(max(summary.get("duration_s") or 0.0, run.end - run.t0), 3),
         "time_unit_s": run.time_unit,
         "warmup": run.warmup,
         "registered": sum(1 for m in journal.machines if m.periods),
@@ -164,7 +169,13 @@ def render(snapshot: dict[str, Any]) -> str:
                         f'<script>window.MGST_REPORT = {data};</script>\n<script src="/static/live.js"></script>')
     inline('<script src="/static/live.js"></script>', "live.js", "script")
     page = page.replace('<a href="/static/uPlot.LICENSE">uPlot (MIT)</a>', "uPlot (MIT licence)")
-    page = page.replace("Read-only view, refreshed every second.", "The report of a finished run, written at its end.")
+    if snapshot.get("phase") == NOT_CLOSED:
+        page = page.replace("Read-only view, refreshed every second.", "The report of a run that did not end (its "
+                            "mapper died, or it is still going): what its journal held when it was written.")
+    else:
+        page = page.replace("Read-only view, refreshed every second.", "The report of a finished run, written at its "
+                            "end.")
+        page = page.replace("<h2>Results so far, beside the simulation</h2>", "<h2>Results, beside the simulation</h2>")
     page = page.replace("<title>mgst live view</title>",
                         f"<title>mgst report: {html.escape(snapshot.get('experiment', ''))}</title>")
     return page

@@ -138,7 +138,8 @@
   }
   if (window.MGST_REPORT) {  // report.html: the run's end, given with the page; nothing to poll
     draw(window.MGST_REPORT);
-    $("contact").textContent = "report of the finished run";
+    $("contact").textContent = window.MGST_REPORT.phase === "over" ? "report of the finished run" :
+      "report of a run that did not end: its results so far";
   } else {
     poll();
   }
