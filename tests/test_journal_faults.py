@@ -379,6 +379,23 @@ def test_a_salvage_that_stops_before_the_run_s_start_says_so_not_that_the_run_ne
     assert "never started" not in p.stderr
 
 
+def test_a_journal_damaged_from_its_first_page_says_nothing_can_be_read_and_salvage_leaves_no_empty_copy(
+        finished_run, tmp_path: Path) -> None:
+    """Its first 100 bytes zeroed (SQLite's header): export said 'not a journal (file is not a database)', and the
+    salvage recovered 0 events, then failed on 'journal format None', leaving an empty journal.salvaged.sqlite."""
+    run, journal = copied_run(finished_run[1], tmp_path)
+    with open(journal, "r+b") as f:
+        f.write(bytes(100))
+    p = mgst("export", str(run))
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert "damaged from its first page (SQLite's header), or not a journal at all" in p.stderr, p.stderr
+    p = mgst("export", str(run), "--salvage")
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    said = [line for line in p.stderr.splitlines() if line.startswith("mgst:")]
+    assert len(said) == 1 and "recovered 0 events" in said[0] and "there is nothing to export" in said[0], said
+    assert not (run / "journal.salvaged.sqlite").exists()
+
+
 def test_salvage_of_an_undamaged_journal_copies_it_whole(finished_run, tmp_path: Path) -> None:
     _, pristine = finished_run
     run = tmp_path / "run"

@@ -599,6 +599,8 @@ def export_command(args: argparse.Namespace) -> int:
             return EXIT_PAUSED
         print(f"mgst: {salvaged.describe()}", file=sys.stderr)
         if not salvaged.settings:
+            if not salvaged.events:  # (an empty journal would only be refused again)
+                salvaged.target.unlink(missing_ok=True)
             return 2
         journal = salvaged.target.name
     result = export_run(args.folder, journal)

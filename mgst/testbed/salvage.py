@@ -54,7 +54,9 @@ class Salvaged:
     def describe(self) -> str:
         where = f"stopped at event {self.events + 1}: {self.stopped}" if self.stopped else "read to the end"
         wal = f"; {self.lost_commits} later commits in the WAL are lost" if self.lost_commits else ""
-        meta = "" if self.settings else "; the run's settings are unreadable, so it cannot be exported"
+        meta = ("" if self.settings else "; nothing was readable (its first page, SQLite's header, is damaged?): "
+                "there is nothing to export" if not self.events else
+                "; the run's settings are unreadable, so it cannot be exported")
         return f"recovered {self.events} events of {self.source} into {self.target} ({where}){wal}{meta}"
 
 
@@ -123,8 +125,8 @@ def _copy_prefix(copy: Path, source: Path, target: Path) -> tuple[bool, int, str
             reading = _EventReader(db, source)
             for row in reading:
                 out.execute("INSERT INTO events (seq, kind, data) VALUES (?, ?, ?)", row)
-            if reading.stopped is not None:  # the events after the damage are lost: so is the run's end (its mark)
-                meta = [(k, v) for k, v in meta or [] if k not in _END_MARKS]
+            if reading.stopped is not None and meta is not None:  # the events after the damage are lost: so is
+                meta = [(k, v) for k, v in meta if k not in _END_MARKS]  # the run's end (its mark)
             out.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", meta or [])
             out.execute("COMMIT")
         except sqlite3.Error as e:

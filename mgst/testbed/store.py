@@ -110,7 +110,8 @@ class RunStore:
                 raise JournalWriteError(path, e) from e
             if _is_damage(e):
                 raise JournalDamaged(path, str(e)) from None
-            raise StoreError(f"{path}: not a journal ({e})") from None
+            raise StoreError(f"{path}: not a journal ({e}): damaged from its first page (SQLite's header), or not "
+                             "a journal at all; nothing of it can be read") from None
         except BaseException:
             self._db.close()
             raise
@@ -254,7 +255,7 @@ def decode_event(path: Path, seq: int, row: tuple) -> tuple[str, tuple]:
     """The (kind, args) of events row ``row`` (seq, kind, data), which must follow event ``seq``."""
     number, kind, data = row
     if number != seq + 1:
-        raise JournalDamaged(path, f"event {seq + 1} is missing (the next one is {number!r})")
+        raise JournalDamaged(path, f"event {seq + 1} is missing (the row after event {seq} is numbered {number!r})")
     try:
         if not isinstance(kind, str) or not isinstance(data, bytes):
             raise TypeError(f"a {type(kind).__name__} kind and {type(data).__name__} data")
