@@ -20,7 +20,7 @@ from helpers import read_until
 from test_testbed_summary import hand_made_run
 
 from mgst.bot_metrics import BagReplication, summarize_bags
-from mgst.model import Experiment, JobClass, Machine, PolicySpec
+from mgst.model import Experiment, FailureModel, JobClass, Machine, PolicySpec
 from mgst.results import Estimate, Summary
 from mgst.testbed.export import LIVE_WITHIN_S, not_closed
 from mgst.testbed.gap import DELAY_SHARE, STALL_SHARE, find_gap
@@ -239,11 +239,27 @@ def test_a_machine_down_for_much_of_the_run_is_named_as_a_cause():
     run.journal.machines[1].periods = [(0.0, 100.0)]
     gap = find_gap(run, summary("testbed", est(3.0, 0.1)), summary("simulation", est(1.0, 0.05)))
     assert [c.kind for c in gap.causes] == ["downtime"]
-    assert gap.causes[0].figures == {"share_by_machine": {"M2": pytest.approx(910 / 1010, abs=1e-6)}}
+    assert gap.causes[0].figures == {"share_by_machine": {"M2": pytest.approx(910 / 1010, abs=1e-6)},
+                                     "law_by_machine": {"M2": 0.0}}
     assert "machines down for M2 90% of the run, which the model, without failures, does not have" in \
         gap.causes[0].text
     run.journal.machines[1].periods = [(0.0, 950.0)]  # (down 6 % of the run: not named)
     assert find_gap(run, summary("testbed", est(3.0, 0.1)), summary("simulation", est(1.0, 0.05))).causes == []
+
+
+def test_a_machine_down_beyond_its_failure_law_is_named_and_its_law_s_own_downs_are_not():
+    """With failures (up 50, down 2 on average: 3.8 % down), a puller killed and M6 down 70 % of the run was said
+    with every machine down a tenth of the run, as 'the experiment's failures included, which the model has too'."""
+    run = gap_run([[1.0], [1.0]])
+    run.experiment = dataclasses.replace(run.experiment, failures=FailureModel(50.0, 2.0))
+    for r in run.journal.replicas.values():  # (with failures, the shares are read per result)
+        r.achieved_share = None
+    run.journal.machines[0].periods = [(0.0, 400.0), (450.0, 890.0), (900.0, None)]  # down 60 s: 5.9 %, its law's
+    run.journal.machines[1].periods = [(0.0, 300.0)]  # killed at 300: 70 % down
+    gap = find_gap(run, summary("testbed", est(3.0, 0.1)), summary("simulation", est(1.0, 0.05)))
+    assert [c.kind for c in gap.causes] == ["downtime"]
+    assert "than their failure law has them: M2 70% (its law: 4%)" in gap.causes[0].text, gap.causes[0].text
+    assert list(gap.causes[0].figures["share_by_machine"]) == ["M2"]
 
 
 def test_a_run_with_many_jobs_cut_off_is_not_said_to_beat_its_model():
@@ -274,6 +290,14 @@ def test_delays_and_suspicions_are_named_when_they_are_there():
     # the same delays against responses 100 times longer are not a cause
     gap = find_gap(run, summary("testbed", est(150.0, 10.0)), summary("simulation", est(100.0, 5.0)))
     assert [c.kind for c in gap.causes] == ["suspicions"]
+    # ...unless the jobs compute little: 40 ms held on a machine each job that computes 100 ms is 40 % more load,
+    # which near saturation makes the responses long (a +919 % gap read as "no measured cause")
+    for r in run.journal.replicas.values():
+        r.t4, r.t5 = 1.0, 1.1
+    gap = find_gap(run, summary("testbed", est(150.0, 10.0)), summary("simulation", est(100.0, 5.0)))
+    assert [c.kind for c in gap.causes][:1] == ["delays"] and "suspicions" in [c.kind for c in gap.causes]
+    assert "40.0% of the mean time a job computes" in gap.causes[0].text, gap.causes[0].text
+    assert gap.causes[0].figures["share_of_compute"] == pytest.approx(0.4)
 
 
 def test_time_outs_and_refusals_are_named():

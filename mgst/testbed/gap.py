@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mgst.analysis.compare import beyond
+from mgst.availability import registry as availability_kinds
 from mgst.results import Summary
 from mgst.testbed.machines_csv import up_seconds
 from mgst.testbed.overheads import measure
@@ -34,9 +35,9 @@ DELAYS = (("request_delay_s", "request (t2-t1)"), ("scheduling_delay_s", "schedu
           ("communication_delay_s", "communication (t4-t3)"), ("report_delay_s", "report (t6-t5)"))
 # The bag metrics compared, as BagSummary names them.
 BAG_METRICS = ("avt", "makespan", "waiting", "rwt")
-# A machine down (not by a mapper's outage) for this share of the run or more is named: a puller killed and not
-# started again, one that never came back after a resume, a lab machine switched off; and its failures, if the
-# experiment has some, which the simulation has too (so it is said as downtime, not as a cause beyond the model).
+# A machine down (not by a mapper's outage) for this share of the run or more beyond what its failure law has it
+# down in the long run (none without failures) is named: a puller killed and not started again, one that never came
+# back after a resume, a lab machine switched off. Its law's own failures the simulation has too.
 DOWN_SHARE = 0.10
 # Jobs cut off (not done when the drain ended) in this share of those generated or more are said: the means are of
 # the jobs done, the slowest left out, so the testbed can read better than its model for that alone.
@@ -93,10 +94,13 @@ class Gap:
                          "delays, stalls, suspicions, time-outs, refusals) cannot explain it (a single run's sample "
                          "path differs from the simulation's, or the model is pessimistic)")
         elif not self.causes:
-            lines.append("  no measured cause: CPU shares, delays, the mapper's loop and its time in the policy, "
-                         "suspicions, time-outs and refusals are all as the model assumes (a single run's sample path "
-                         "differs from the simulation's)")
+            lines.append("  no measured cause: CPU shares, delays, the executor's overrun, the mapper's loop and its "
+                         "time in the policy, machines down, suspicions, time-outs and refusals are all as the model "
+                         "assumes (a single run's sample path differs from the simulation's)")
         lines += [f"  cause: {c.text}" for c in self.causes]
+        if any(d.slower for d in self.differences):
+            lines.append("  how much of the gap this run's measured overheads explain: 'mgst simulate FILE --overheads "
+                         "RUN_DIR' simulates with them (docs/models.md, Overheads)")
         return lines
 
 
@@ -146,13 +150,23 @@ def measured_causes(run: TestbedRun, testbed: Summary) -> list[Cause]:
     means = {key: (delays.get(key) or {}).get("mean") or 0.0 for key, _ in DELAYS}
     response_s = testbed.overall.mean * run.time_unit
     total = sum(means.values())
-    if total > 0 and math.isfinite(response_s) and total >= DELAY_SHARE * response_s:
+    # A machine is held (idle) through each delay: against the time a job computes, they are added load, which near
+    # saturation lengthens every queue while their share of the (lengthened) response stays small.
+    done = [run.journal.replicas.get(j.done_by) for j in run.journal.jobs.values() if j.done_by is not None]
+    computed = [r.t5 - r.t4 for r in done if r is not None and r.t4 is not None and r.t5 is not None]
+    compute_s = sum(computed) / len(computed) if computed else math.nan
+    of_response = math.isfinite(response_s) and total >= DELAY_SHARE * response_s
+    of_compute = compute_s > 0 and total >= DELAY_SHARE * compute_s
+    if total > 0 and (of_response or of_compute):
         parts = ", ".join(f"{label} {means[key] * 1e3:.3g} ms" for key, label in DELAYS)
+        held = (f", {total / compute_s:.1%} of the mean time a job computes (a machine held that much longer a job, "
+                "which near saturation lengthens every queue)" if compute_s > 0 else "")
         causes.append(Cause(
             "delays", f"the mapper's per-job delays, which the model does not have, add {total * 1e3:.3g} ms to each "
-            f"job on average ({total / response_s:.1%} of the mean response time): {parts}",
+            f"job on average ({total / response_s:.1%} of the mean response time{held}): {parts}",
             {"mean_s": {key: round(v, 9) for key, v in means.items()},
-             "share_of_response": round(total / response_s, 6)}))
+             "share_of_response": round(total / response_s, 6),
+             "share_of_compute": round(total / compute_s, 6) if compute_s > 0 else None}))
     overrun = _overrun(run, response_s, {s.name for s in shortfalls})
     if overrun is not None:
         causes.append(overrun)
@@ -175,15 +189,18 @@ def measured_causes(run: TestbedRun, testbed: Summary) -> list[Cause]:
             f"longest {deciding.longest_s * 1e3:.3g} ms; {deciding.total_s / length:.0%} of the run): arrivals, "
             "requests and results waited meanwhile, where the model's decisions take no time",
             deciding.summary(length)))
-    down = _downtime(run, length)
+    down = _downtime(run)
     if down:
-        failing = run.experiment.failures is not None
+        if run.experiment.failures is None:
+            text = ("machines down for " + ", ".join(f"{name} {share:.0%}" for name, (share, _) in down.items())
+                    + " of the run, which the model, without failures, does not have")
+        else:
+            text = ("machines down for more of the run than their failure law has them: " + ", ".join(
+                f"{name} {share:.0%} (its law: {law:.0%})" for name, (share, law) in down.items()))
         causes.append(Cause(
-            "downtime", "machines down for " + ", ".join(f"{name} {share:.0%}" for name, share in down.items())
-            + " of the run" + (" (the experiment's failures included, which the model has too: compare "
-                               "machines.csv with the simulation)" if failing else
-                               ", which the model, without failures, does not have"),
-            {"share_by_machine": {name: round(share, 6) for name, share in down.items()}}))
+            "downtime", text + " (a puller killed, or not back after a resume?)",
+            {"share_by_machine": {name: round(share, 6) for name, (share, _) in down.items()},
+             "law_by_machine": {name: round(law, 6) for name, (_, law) in down.items()}}))
     names = [m.name for m in run.journal.machines]
     suspected = {names[j]: m.stats.suspicions for j, m in enumerate(run.core.machines) if m.stats.suspicions}
     if suspected:
@@ -229,21 +246,22 @@ def _overrun(run: TestbedRun, response_s: float, short: set[str]) -> Cause | Non
          "mean_s_by_machine": {name: round(v, 9) for name, v in means.items()}})
 
 
-def _downtime(run: TestbedRun, length: float) -> dict[str, float]:
-    """The machines down (not in a mapper's outage) for DOWN_SHARE of the run's ``length`` (wall s) or more, and
-    their share of it down."""
-    if length <= 0:
-        return {}
+def _downtime(run: TestbedRun) -> dict[str, tuple[float, float]]:
+    """The machines down (not in a mapper's outage) for DOWN_SHARE of the run or more beyond their failure law's
+    long-run share down (its capacity: up fraction times CPU share, so a law that reclaims is allowed more), with
+    their share of the run down and the law's."""
+    fractions, _ = availability_kinds.capacity(run.experiment)
     began = run.journal.first_start if run.journal.first_start is not None else run.t0
     # (a mapper's outages, and each resume's wait for its pullers, model time standing still: not the machines')
     outages = sum(max(0.0, resumed - last) for last, resumed in run.journal.outages)
     outages += sum(float(r.get("reconnect_s") or 0.0) for r in getattr(run, "resumes", ()) or ())
     span = max(1e-9, run.end - began - outages)
     out = {}
-    for m in run.journal.machines:
+    for m, fraction in zip(run.journal.machines, fractions):
         share = 1.0 - min(1.0, up_seconds(m, began, run.end) / span)
-        if share >= DOWN_SHARE:
-            out[m.name] = share
+        law = max(0.0, 1.0 - fraction)
+        if share - law >= DOWN_SHARE:
+            out[m.name] = (share, law)
     return out
 
 
