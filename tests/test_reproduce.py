@@ -31,7 +31,7 @@ def reproduce(capsys, *args: str) -> tuple[int, str, str]:
     code = main(["reproduce", *args, "--experiments", EXPERIMENTS])
     out, err = capsys.readouterr()
     assert "`mgst sweep experiments/" not in out, out  # (every command in the folder given)
-    return code, out.replace(f"{EXPERIMENTS}/", "experiments/"), err
+    return code, out.replace(f"{EXPERIMENTS}/", "experiments/").replace(f" --experiments {EXPERIMENTS}`", "`"), err
 
 
 def documented_quick_output(doc: str) -> list[str]:
