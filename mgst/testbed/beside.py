@@ -163,6 +163,8 @@ def finish_outputs(run: TestbedRun, out: Path, *, simulate: bool = True, replica
                 extras["bag_makespans"] = bag_makespans(testbed_bags(run, keep_rows=True).rows, sim_bags)
         gap = find_gap(run, testbed, sim)
         extras["gap"] = gap.as_dict()
+    else:  # (the schema's keys kept, null: a script reading them finds no simulation rather than fails)
+        extras.update(simulation=None, comparison=None, gap=None)
     with _outputs_written(out):
         summary = write_testbed_outputs(run, testbed, extras, out)
         files = list(TABLE_FILES)
