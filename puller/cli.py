@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import logging
 import math
-import stat
 import sys
 from pathlib import Path
 
@@ -163,12 +162,7 @@ def client_keys(args: argparse.Namespace) -> security.ClientKeys | None:
         raise UsageError("--mapper-key needs --key (this puller's .key_secret), or use --keys DIR")
     elif mapper_key is None:
         raise UsageError("--key needs --mapper-key (the mapper's public key), or use --keys DIR")
-    keys = security.client_keys(key, mapper_key)
-    try:
-        if key.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-            log.warning("%s: the secret key is readable by others than its owner (chmod 600 it)", key)
-    except OSError:
-        pass
+    keys = security.client_keys(key, mapper_key)  # (a secret key readable by others is warned of there)
     log.debug("CURVE on: key %s, mapper key %s", key, mapper_key)
     return keys
 

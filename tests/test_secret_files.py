@@ -256,4 +256,11 @@ def test_a_mapper_s_secret_key_readable_by_others_is_warned_of(tmp_path, caplog)
         secret.chmod(0o644)
         security.server_keys(tmp_path / "keys")
     said = [r.getMessage() for r in caplog.records if "readable by others" in r.getMessage()]
-    assert len(said) == 1 and str(secret) in said[0] and "chmod 600" in said[0], said
+    assert len(said) == 1 and str(secret) in said[0] and "chmod 600" in said[0] and "the mapper's" in said[0], said
+    puller = tmp_path / "keys" / "pullers" / "M1.key_secret"  # (a puller says so of its own, as before)
+    puller.chmod(0o644)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="mgst.wire.security"):
+        security.client_keys(puller, tmp_path / "keys" / "mapper.key")
+    said = [r.getMessage() for r in caplog.records if "readable by others" in r.getMessage()]
+    assert len(said) == 1 and str(puller) in said[0] and "this puller's secret key" in said[0], said

@@ -238,14 +238,10 @@ def fingerprint(public: bytes) -> str:
 
 
 def server_keys(folder: Path) -> ServerKeys:
-    """The mapper's keys from a folder made by create_keys (a secret key readable by others is warned of, as a
-    puller warns of its own: anyone who reads it can pose as the mapper to the pullers)."""
+    """The mapper's keys from a folder made by create_keys (a secret key readable by others is warned of)."""
     secret_file = folder / f"{MAPPER}.key_secret"
     public, secret = load_pair(secret_file)
-    with contextlib.suppress(OSError):
-        if secret_file.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-            log.warning("%s: the mapper's secret key is readable by others than its owner (chmod 600 it)",
-                        secret_file)
+    _warn_if_shared(secret_file, "the mapper's")
     authorized = folder / AUTHORIZED
     if not authorized.is_dir() or not any(authorized.glob("*.key")):
         raise KeyFileError(f"{authorized}: no puller public keys (*.key): no puller could connect")
@@ -253,8 +249,18 @@ def server_keys(folder: Path) -> ServerKeys:
 
 
 def client_keys(key: Path, mapper_key: Path) -> ClientKeys:
+    """A puller's keys: its pair from ``key`` (a secret key readable by others is warned of), the mapper's public."""
     public, secret = load_pair(key)
+    _warn_if_shared(key, "this puller's")
     return ClientKeys(public, secret, load_public(mapper_key))
+
+
+def _warn_if_shared(secret_file: Path, whose: str) -> None:
+    """A warning if ``secret_file`` is readable by others than its owner: anyone who reads it can pose as its
+    holder (the mapper to the pullers, a puller to the mapper). Used, not refused: the user chose the file."""
+    with contextlib.suppress(OSError):
+        if secret_file.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+            log.warning("%s: %s secret key is readable by others than its owner (chmod 600 it)", secret_file, whose)
 
 
 def named_keys(keys: ServerKeys, names: dict[str, int]) -> dict[int, str]:
