@@ -293,8 +293,7 @@ def _fields_read(columns: dict[str, int]) -> int:
 
 def _read_as_fta(path: str) -> str:
     """Why a file whose name does not say FTA was read as one (its format was guessed from its name), or ""."""
-    name = (path[:-3] if path.endswith(".gz") else path).lower()
-    if name.endswith(FTA_SUFFIXES):
+    if _uncompressed_name(path).endswith(FTA_SUFFIXES):
         return ""
     return (" (read as the Failure Trace Archive's tab-separated events, the format of a name not ending in .csv: "
             "name a CSV trace .csv, or give its format: csv or fta)")
@@ -302,8 +301,12 @@ def _read_as_fta(path: str) -> str:
 
 def guess_format(path: str) -> str:
     """"csv" for a .csv file (.csv.gz too), otherwise "fta" (the archive's files end .tab or .txt)."""
-    name = path[:-3] if path.endswith(".gz") else path
-    return "csv" if name.lower().endswith(".csv") else "fta"
+    return "csv" if _uncompressed_name(path).endswith(".csv") else "fta"
+
+
+def _uncompressed_name(path: str) -> str:
+    """``path`` in lower case, without a .gz: the name its format is told by."""
+    return (path[:-3] if path.endswith(".gz") else path).lower()
 
 
 __all__ = ["CSV_HEADER", "FORMATS", "MAX_TRACE_TIME", "Interval", "TraceError", "check_host_names", "csv_rows",

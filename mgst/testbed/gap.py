@@ -10,7 +10,7 @@ from typing import Any
 from mgst.analysis.compare import beyond
 from mgst.availability import registry as availability_kinds
 from mgst.results import Summary
-from mgst.testbed.machines_csv import up_seconds
+from mgst.testbed.machines_csv import run_began, up_seconds
 from mgst.testbed.overheads import measure
 from mgst.testbed.requested_share import share_shortfalls
 from mgst.testbed.run_result import TestbedRun
@@ -251,10 +251,10 @@ def _downtime(run: TestbedRun) -> dict[str, tuple[float, float]]:
     long-run share down (its capacity: up fraction times CPU share, so a law that reclaims is allowed more), with
     their share of the run down and the law's."""
     fractions, _ = availability_kinds.capacity(run.experiment)
-    began = run.journal.first_start if run.journal.first_start is not None else run.t0
+    began = run_began(run)
     # (a mapper's outages, and each resume's wait for its pullers, model time standing still: not the machines')
     outages = sum(max(0.0, resumed - last) for last, resumed in run.journal.outages)
-    outages += sum(float(r.get("reconnect_s") or 0.0) for r in getattr(run, "resumes", ()) or ())
+    outages += sum(float(r.get("reconnect_s") or 0.0) for r in run.resumes)
     span = max(1e-9, run.end - began - outages)
     out = {}
     for m, fraction in zip(run.journal.machines, fractions):

@@ -48,6 +48,12 @@ def up_seconds(m: MachineLog, start: float, end: float) -> float:
                for up, down in m.periods if up is not None)
 
 
+def run_began(run: TestbedRun) -> float:
+    """The wall time the run's clock first started (run.t0 is model time 0 on the last clock: a resumed run's is
+    later than its start by the outage and the wait)."""
+    return run.journal.first_start if run.journal.first_start is not None else run.t0
+
+
 def down_periods(m: MachineLog, outages: set[float]) -> int:
     """How many times the machine went down (not its periods cut by a mapper's outage, nor its expulsion)."""
     return sum(1 for up, down in m.periods if up is not None and down is not None
@@ -58,8 +64,7 @@ def write_machines_csv(run: TestbedRun, path: Path) -> None:
     """One row per machine: its totals (requested and achieved share, jobs, up time, incidents)."""
     refusals = Counter(r.machine for r in run.journal.replicas.values() if r.outcome == "refused")
     outages = outage_starts(run.journal)
-    # (run.t0 is model time 0 on the last clock: a resumed run's is later than its start by the outage and the wait)
-    began = run.journal.first_start if run.journal.first_start is not None else run.t0
+    began = run_began(run)
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(MACHINE_COLUMNS)
