@@ -247,6 +247,34 @@ def test_a_machine_down_for_much_of_the_run_is_named_as_a_cause():
     assert find_gap(run, summary("testbed", est(3.0, 0.1)), summary("simulation", est(1.0, 0.05))).causes == []
 
 
+def test_a_mean_without_an_interval_is_no_difference_and_a_class_without_jobs_is_n_a_not_nan():
+    """A testbed class with one job counted has a mean but no interval: tested against the simulation's interval
+    of a mean, a single sample's distance was called a difference beyond the intervals (a statistician's run:
+    +91 % on one job the model's replication 0 gave within 5 %). Nothing can be said: no difference. A class with
+    no job counted on the testbed printed nan and +nan% in the comparison table."""
+    from mgst.analysis.compare import format_comparison  # noqa: PLC0415
+
+    nan = math.nan
+    one_job = Estimate(1, 0.119, nan, nan, "none")
+    run = gap_run([[1.0, 1.0], [1.0, 1.0]])
+    gap = find_gap(run, summary("testbed", one_job), summary("simulation", est(0.062, 0.035)))
+    assert gap.differences == []
+    # the other way round too, and intervals that overlap are still no difference, disjoint ones are
+    gap = find_gap(run, summary("testbed", est(0.119, 0.01)), summary("simulation", Estimate(1, 0.062, nan, nan)))
+    assert gap.differences == []
+    gap = find_gap(run, summary("testbed", est(0.119, 0.01)), summary("simulation", est(0.062, 0.035)))
+    assert [d.what for d in gap.differences] == ["class a", "overall"]
+    gap = find_gap(run, summary("testbed", est(0.119, 0.01)), summary("simulation", est(0.062, 0.06)))
+    assert gap.differences == []
+    nothing = Estimate(0, nan, nan, nan, "none")
+    sim = summary("simulation", est(0.072, 0.043))
+    text = format_comparison(dataclasses.replace(summary("testbed", est(0.1, 0.01)), classes=(nothing,)), sim)
+    assert "nan" not in text, text
+    row = text.splitlines()[2].split()
+    assert row[:2] == ["a", "n/a"] and row[-1] == "0.115)", row  # no difference printed beside it
+    assert text.splitlines()[-1] == "n/a: no job of the class counted on that side"
+
+
 def test_a_machine_down_beyond_its_failure_law_is_named_and_its_law_s_own_downs_are_not():
     """With failures (up 50, down 2 on average: 3.8 % down), a puller killed and M6 down 70 % of the run was said
     with every machine down a tenth of the run, as 'the experiment's failures included, which the model has too'."""

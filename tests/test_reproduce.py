@@ -332,3 +332,15 @@ def test_mgst_paper_of_one_replication_says_batch_means_and_a_class_without_jobs
     setting = json.loads(capsys.readouterr().out)["settings"][0]
     assert setting["interval"].startswith("batch means (10 windows")
     assert setting["rows"][0]["agrees"] is None and setting["rows"][0]["mgst"] is None
+
+
+def test_a_figure_without_mgst_s_interval_is_undecided_not_refuted():
+    """Too few replications for an interval is less evidence than a wide interval: it was the strongest verdict
+    ("does not hold"), where a wide interval reaching into the paper's band was undecided."""
+    from mgst.papers.mgst.reproduce import DOES_NOT_HOLD, HOLDS, UNDECIDED, figure_verdict  # noqa: PLC0415
+
+    assert figure_verdict(0.688, math.nan, math.nan, (0.56, 0.57)) == UNDECIDED
+    assert figure_verdict(math.nan, math.nan, math.nan, (0.56, 0.57)) == UNDECIDED
+    assert figure_verdict(0.688, 0.3, 2.9, (0.56, 0.57)) == UNDECIDED
+    assert figure_verdict(0.688, 0.65, 0.72, (0.56, 0.57)) == DOES_NOT_HOLD
+    assert figure_verdict(0.565, math.nan, math.nan, (0.56, 0.57)) == HOLDS

@@ -12,19 +12,14 @@ from mgst.results import Estimate, Summary
 
 
 def beyond(t: tuple[float, float, float], s: tuple[float, float, float]) -> bool:
-    """Whether two (mean, low, high) estimates differ beyond their intervals: the intervals are disjoint; with
-    one interval only, the other mean lies outside it; with none, nothing can be said (False)."""
+    """Whether two (mean, low, high) estimates differ beyond their intervals: the intervals are disjoint. Without an
+    interval on either side nothing can be said (False): a mean without one (a few jobs, too few batches or
+    replications) is no more than a sample, and testing it against the other's interval of a mean would call
+    sampling noise a difference."""
     (tm, tl, th), (sm, sl, sh) = t, s
-    if math.isnan(tm) or math.isnan(sm):
+    if math.isnan(tm) or math.isnan(sm) or math.isnan(tl) or math.isnan(sl):
         return False
-    t_ci, s_ci = not math.isnan(tl), not math.isnan(sl)
-    if t_ci and s_ci:
-        return tl > sh or th < sl
-    if s_ci:
-        return not sl <= tm <= sh
-    if t_ci:
-        return not tl <= sm <= th
-    return False
+    return tl > sh or th < sl
 
 
 def comparison(testbed: Summary, simulation: Summary) -> list[dict[str, Any]]:
@@ -107,10 +102,16 @@ def format_comparison(testbed: Summary, simulation: Summary) -> str:
         "counted; mean response, time units",
         f"{'Class':<9}{'Testbed':>9}  {'batch-means CI':<16}{'Simulation':>11}  {'95 % CI':<16}{'Diff.':>7}",
     ]
+    def mean(e: Estimate, width: int) -> str:  # (a class with no job counted on that side has no mean)
+        return f"{e.mean:>{width}.3f}" if not math.isnan(e.mean) else f"{'n/a':>{width}}"
+
     for label, t, s in zip([*testbed.class_names, "Overall"], [*testbed.classes, testbed.overall],
                            [*simulation.classes, simulation.overall]):
-        diff = (t.mean - s.mean) / s.mean
-        lines.append(f"{label:<9}{t.mean:>9.3f}  {ci(t):<16}{s.mean:>11.3f}  {ci(s):<16}{diff:>+7.1%}")
+        both = not math.isnan(t.mean) and not math.isnan(s.mean) and s.mean
+        diff = f"{(t.mean - s.mean) / s.mean:>+7.1%}" if both else f"{'':>7}"
+        lines.append(f"{label:<9}{mean(t, 9)}  {ci(t):<16}{mean(s, 11)}  {ci(s):<16}{diff}")
+    if any(math.isnan(e.mean) for e in [*testbed.classes, *simulation.classes]):
+        lines.append("n/a: no job of the class counted on that side")
     return "\n".join(lines)
 
 

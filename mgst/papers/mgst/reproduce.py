@@ -45,13 +45,14 @@ def band(interval: Interval, tolerance: float = TOLERANCE) -> tuple[float, float
 
 def figure_verdict(mean: float, low: float, high: float, interval: Interval) -> str:
     """holds if ``mean`` agrees with the paper's ``interval``; does not hold if mgst's whole 95 % interval
-    (low, high) lies outside the accepted band; undecided if it reaches into it."""
+    (low, high) lies outside the accepted band; undecided if it reaches into it, or if mgst has no interval (too few
+    replications: less evidence than a wide interval, so no stronger verdict)."""
     if agrees(mean, interval):
         return HOLDS
     lo, hi = band(interval)
-    if math.isnan(low) or math.isnan(high) or high < lo or low > hi:
-        return DOES_NOT_HOLD
-    return UNDECIDED
+    if math.isnan(low) or math.isnan(high):
+        return UNDECIDED
+    return DOES_NOT_HOLD if high < lo or low > hi else UNDECIDED
 
 
 def figures(summary: Mapping[str, Any]) -> list[tuple[str, float, float, float]]:
