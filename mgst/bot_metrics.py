@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from mgst.core.state import BagRecord
-from mgst.intervals import STUDENT_T, Interval, batch_means_ci, is_default, mean_ci, method_note
+from mgst.intervals import STUDENT_T, Interval, batch_means_ci, interval_label, is_default, mean_ci, method_note
 from mgst.model import BagList, BagStream, SwfTrace
 from mgst.wording import plural
 
@@ -349,7 +349,8 @@ def write_bag_summary_csv(path: Path, experiment: str, mode: str, policy: str, s
                               ("Waiting", summary.waiting, "time units"),
                               ("RWT", summary.rwt, "fraction of replica time")):
             values = ["", "", ""] if m is None else [f(m.mean), f(m.low), f(m.high)]
-            w.writerow([experiment, mode, policy, name, summary.bags, *values, unit, summary.interval,
+            made = summary.interval if m is None else interval_label(summary.interval, m.method)
+            w.writerow([experiment, mode, policy, name, summary.bags, *values, unit, made,
                         "Yes" if summary.unbounded else "No"])
 
 

@@ -122,6 +122,17 @@ def method_note(method: str) -> str:
     return f" ({method})" if method.startswith(TOO_FEW) else ""
 
 
+def interval_label(made_of: str, method: str) -> str:
+    """How one figure's interval was made, for a CSV cell: what it is made of ("replications", "batch means"), and
+    its kind where it is not Student-t ("replications, log-scale"), or why there is none ("too few batches",
+    "none")."""
+    if method == STUDENT_T:
+        return made_of
+    if method == LOG_SCALE:
+        return f"{made_of}, {LOG_SCALE}"
+    return method
+
+
 def is_default(method: str) -> bool:
     """Whether an interval needs no word on how it was made (Student-t, or no interval at all): JSON then
     carries no ``interval_method``, as before positive intervals existed."""

@@ -16,7 +16,16 @@ from typing import Any
 
 from mgst.bot_metrics import BagReplication, BagSummary, format_bags, write_bag_summary_csv
 from mgst.core.state import JobRecord
-from mgst.intervals import BATCHES, STUDENT_T, Interval, is_default, mean_ci, method_note, positive_interval
+from mgst.intervals import (
+    BATCHES,
+    STUDENT_T,
+    Interval,
+    interval_label,
+    is_default,
+    mean_ci,
+    method_note,
+    positive_interval,
+)
 from mgst.model import Experiment
 from mgst.wording import plural
 
@@ -183,6 +192,9 @@ class Summary:
     waste: Waste | None = None
     # What the intervals are made of: the replications' means, or (one replication) batch means of its jobs
     interval: str = REPLICATIONS
+    # The overload warning (mgst.config.checks) where the workload exceeds the grid's capacity in the long run: no
+    # steady state, so the means and their intervals grow with the horizon (None: not overloaded; not in the JSON)
+    overloaded: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -210,6 +222,8 @@ class Summary:
         }
         if self.bags is not None:
             d["bags"] = self.bags.as_dict()
+        if self.overloaded is not None:
+            d["overloaded"] = self.overloaded
         if self.policy_counts:
             d["policy_counts"] = {k: _num(v) for k, v in self.policy_counts.items()}
         if self.waste is not None:
@@ -330,6 +344,8 @@ def format_table(summary: Summary) -> str:
     lines.append(f"Utilisation: {util}")
     if summary.load is not None:
         lines.append(f"LP load (1/lambda*, every machine up at its a_j: failures and traces aside): {summary.load:.1%}")
+    if summary.overloaded is not None:
+        lines.append(f"WARNING: {summary.overloaded}; {OVERLOADED_NOTE}")
     if not e.jobs and summary.bags is None:
         if summary.mode == "testbed":  # (a run stopped early, by its policy's failure or an interrupt, say)
             lines.append("WARNING: no job completed after the warm-up: no mean response to report")
@@ -440,6 +456,14 @@ def _write_parquet(path: Path, parts: Sequence[Path], remove_parts: bool) -> Non
                 os.remove(part)
 
 
+# summary.csv of Poisson classes: ``Interval`` says how each row's interval was made (mgst.intervals.interval_label),
+# ``Overloaded`` whether the workload exceeds the grid's capacity (no steady state: the means grow with the horizon)
+SUMMARY_COLUMNS = ("Experiment", "Mode", "Policy", "Class", "Jobs", "Mean Response", "CI95 Low", "CI95 High",
+                   "Mean Wait", "Interval", "Overloaded")
+# The table's line under an overloaded run's figures
+OVERLOADED_NOTE = "no steady state: these means and intervals grow with the horizon and estimate nothing beyond it"
+
+
 def write_summary_csv(path: Path, summary: Summary) -> None:
     """Mean response per class and overall; for a bag workload, its AVT, makespan, waiting and RWT instead."""
     if summary.bags is not None:
@@ -447,15 +471,16 @@ def write_summary_csv(path: Path, summary: Summary) -> None:
         return
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(
-            ["Experiment", "Mode", "Policy", "Class", "Jobs", "Mean Response", "CI95 Low", "CI95 High", "Mean Wait"]
-        )
+        w.writerow(SUMMARY_COLUMNS)
+        overloaded = "Yes" if summary.overloaded is not None else "No"
         for name, e, wait in zip(summary.class_names, summary.classes, summary.mean_wait):
             w.writerow([summary.experiment, summary.mode, summary.policy, name, e.jobs,
-                        _fmt(e.mean), _fmt(e.low), _fmt(e.high), _fmt(wait)])
+                        _fmt(e.mean), _fmt(e.low), _fmt(e.high), _fmt(wait), interval_label(summary.interval, e.method),
+                        overloaded])
         e = summary.overall
         w.writerow([summary.experiment, summary.mode, summary.policy, "Overall", e.jobs,
-                    _fmt(e.mean), _fmt(e.low), _fmt(e.high), ""])
+                    _fmt(e.mean), _fmt(e.low), _fmt(e.high), "", interval_label(summary.interval, e.method),
+                    overloaded])
 
 
 def _fmt(x: float) -> str:

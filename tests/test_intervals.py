@@ -165,3 +165,39 @@ def test_the_table_of_t_quantiles_is_scipys():
         assert _t_quantile(df, 0.5 + 0.95 / 2) == t  # (the level the intervals ask for is the table's)
     assert _t_quantile(101, 0.975) == pytest.approx(float(stdtrit(101, 0.975)), rel=1e-15)  # beyond: scipy's
     assert _t_quantile(9, 0.995) == pytest.approx(float(stdtrit(9, 0.995)), rel=1e-15)
+
+
+def test_an_overloaded_run_says_so_beside_its_figures_and_summary_csv_says_how_each_interval_was_made(tmp_path):
+    """An overloaded setting's means grow with the horizon (a statistician's run: 8.70 (6.88, 10.51) at 200, 15.56
+    at 400, outside it), yet its table, summary.csv and JSON carried plain intervals, the warning on stderr alone.
+    The same file at the shipped rates says nothing of it."""
+    import csv  # noqa: PLC0415
+
+    from mgst.config import load_experiment  # noqa: PLC0415
+    from mgst.results import format_table, write_summary_csv  # noqa: PLC0415
+    from mgst.sim.replications import run_simulation  # noqa: PLC0415
+
+    shipped = Path(__file__).resolve().parents[1] / "experiments" / "hihi-mfd-fd.toml"
+    text = shipped.read_text()
+    assert "arrival_rates = [2.25, 4.50, 7.20, 12.60]" in text
+    over = tmp_path / "over.toml"
+    over.write_text(text.replace("arrival_rates = [2.25, 4.50, 7.20, 12.60]", "arrival_rates = [4.5, 9.0, 14.4, 25.2]"))
+    for path, overloaded in ((over, True), (shipped, False)):
+        summary, _ = run_simulation(load_experiment(path), horizon=40.0, warmup=4.0, replications=3, workers=1)
+        d = summary.as_dict()
+        assert ("overloaded" in d) is overloaded
+        table = format_table(summary)
+        assert ("WARNING: overloaded: the allocation LP gives lambda* = 0.91" in table) is overloaded, table
+        assert ("no steady state" in table) is overloaded
+        write_summary_csv(tmp_path / "summary.csv", summary)
+        with open(tmp_path / "summary.csv", newline="") as f:
+            rows = list(csv.DictReader(f))
+        assert [r["Class"] for r in rows] == ["1", "2", "3", "4", "Overall"]
+        assert {r["Overloaded"] for r in rows} == {"Yes" if overloaded else "No"}
+        for r, est in zip(rows, [*summary.classes, summary.overall]):
+            expected = {STUDENT_T: "replications", LOG_SCALE: "replications, log-scale"}.get(est.method, est.method)
+            assert r["Interval"] == expected
+    one, _ = run_simulation(load_experiment(shipped), horizon=40.0, warmup=4.0, replications=1, workers=1)
+    write_summary_csv(tmp_path / "one.csv", one)
+    with open(tmp_path / "one.csv", newline="") as f:
+        assert {r["Interval"] for r in csv.DictReader(f)} <= {"batch means", "batch means, log-scale"}

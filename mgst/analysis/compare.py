@@ -8,7 +8,7 @@ from typing import Any
 
 from mgst.bot_metrics import UNBOUNDED, UNDECIDED_TEXT
 from mgst.intervals import is_default, method_note
-from mgst.results import Estimate, Summary
+from mgst.results import OVERLOADED_NOTE, Estimate, Summary
 
 
 def beyond(t: tuple[float, float, float], s: tuple[float, float, float]) -> bool:
@@ -112,6 +112,8 @@ def format_comparison(testbed: Summary, simulation: Summary) -> str:
         lines.append(f"{label:<9}{mean(t, 9)}  {ci(t):<16}{mean(s, 11)}  {ci(s):<16}{diff}")
     if any(math.isnan(e.mean) for e in [*testbed.classes, *simulation.classes]):
         lines.append("n/a: no job of the class counted on that side")
+    if simulation.overloaded is not None:
+        lines.append(f"WARNING: {simulation.overloaded}; {OVERLOADED_NOTE}")
     return "\n".join(lines)
 
 

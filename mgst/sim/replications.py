@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mgst.bot_metrics import arrivals_end, reduce_bags, summarize_bags
+from mgst.config.checks import overload_warning
 from mgst.model import Experiment
 from mgst.policies import import_modules
 from mgst.policies.allocation import solve_allocation
@@ -145,6 +146,8 @@ def run_simulation(
         experiment, results, mode="simulation", horizon=horizon, warmup=warmup, seed=seed,
         load=load, elapsed_s=elapsed,
     )
+    if any(experiment.arrival_rates) and (overloaded := overload_warning(experiment)) is not None:
+        summary = dataclasses.replace(summary, overloaded=overloaded)
     bag_results = [r.bags for r in results if r.bags is not None]
     if bag_results:
         summary = dataclasses.replace(summary, bags=summarize_bags(bag_results))

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from mgst.bot_metrics import BagReplication, arrivals_end, reduce_bags, summarize_bags, write_bags_csv
+from mgst.config.checks import overload_warning
 from mgst.core.state import JobStatus
 from mgst.intervals import batch_means_ci
 from mgst.model import EXECUTORS, Experiment
@@ -155,6 +156,7 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
         unfinished=len(run.cut_off), elapsed_s=run.end - run.t0,
         # the policy's report() (LPAS_DG's fixes); a bare PolicyHooks, or a core without a policy, has none
         policy_counts=dict(getattr(getattr(run.core, "policy", None), "report", dict)()),
+        overloaded=overload_warning(exp) if any(exp.arrival_rates) else None,
     )
     if run.core.all_bags:
         summary = dataclasses.replace(summary, bags=summarize_bags([testbed_bags(run)]))
