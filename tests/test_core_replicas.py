@@ -7,6 +7,7 @@ Every expected value is worked out by hand in the comments.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Hashable
 
 import pytest
@@ -572,3 +573,48 @@ def test_replica_ended_by_an_on_event_decision_reaches_on_replica_end_in_that_ev
     out = core.machine_ready(2.0, 1)
     assert plain(out) == [Cancel(1, 0, 1), JobRequeued(j1, 1, 0, "cancelled"), Assign(j1, 1, 2, 0.0, False)]
     assert policy.ended == [(2.0, 1, Outcome.CANCELLED, False)]
+
+
+class DecidesOnlyByTimer(Recorder):
+    """Assigns nothing of its own: only what ``act`` makes it yield."""
+    hooks = frozenset({"start", "on_timer", "dispatch"})
+
+    def dispatch(self, view: Scheduler, new_job: object, asking: object) -> Decisions:
+        return ()
+
+
+def test_a_decision_s_index_may_be_any_integer_and_anything_else_is_the_policy_s_error_named():
+    """A machine index from numpy (an argmin's np.int64) was a compiled cast's TypeError, blamed on mgst ("a bug of
+    mgst's: please report it"), and ran in pure Python: now it is taken as the integer it is. A float, a string,
+    None or a bool, and a job that is not a Job (a record, None), are the policy's errors, named."""
+    import numpy as np  # noqa: PLC0415
+
+    j1, j2 = Job(1, 0, 1.0), Job(2, 0, 1.0)
+
+    def waiting() -> Scheduler:  # (a fresh core each time: one that raised stops there)
+        core = make(DecidesOnlyByTimer(), 2)
+        core.machine_ready(0.0, 0)
+        core.machine_ready(0.0, 1)
+        core.job_arrived(0.5, j1)
+        core.job_arrived(0.5, j2)
+        assert core.queued_count == 2
+        return core
+
+    core = waiting()
+    assert plain(act(core, 1.0, Assign(j1, np.int64(1)))) == [Assign(j1, 1, 1, 0.0, False)]
+    assert type(core.machines[1].replicas[1].machine) is int
+    assert plain(act(core, 2.0, Assign(j2, np.int32(0)))) == [Assign(j2, 0, 2, 0.0, False)]
+    assert plain(act(core, 3.0, Cancel(np.int64(2)))) == [Cancel(2, 0, 2), JobRequeued(j2, 2, 0, "cancelled")]
+    for bad, shown in ((1.0, "1.0 (float)"), ("0", "0 (str)"), (None, "None (NoneType)"), (True, "True (bool)")):
+        named = re.escape(shown)
+        for decision, words in ((Assign(j2, bad), rf"^Assign of machine {named}: a machine is an integer index"),
+                                (Hold(bad), rf"^Hold of machine {named}"),
+                                (Cancel(bad), rf"^Cancel of replica {named}"),
+                                (SuspectDown(bad), rf"^SuspectDown of machine {named}")):
+            with pytest.raises(PolicyError, match=words):
+                act(waiting(), 1.0, decision)
+    with pytest.raises(PolicyError, match=r"^Assign of JobRecord .* \(a record: Assign takes its \.job\)"):
+        core = waiting()
+        act(core, 1.0, Assign(core.jobs[2], 0))
+    with pytest.raises(PolicyError, match=r"^Assign of NoneType None: Assign's job must be a Job"):
+        act(waiting(), 1.0, Assign(None, 0))

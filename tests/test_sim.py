@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from mgst.core.decisions import SetTimer
+from mgst.core.decisions import CancelTimer, SetTimer
 from mgst.core.state import JobRecord, JobStatus
 from mgst.model import Experiment, FailureModel, Job, JobClass, Machine, PolicySpec, SimulationSettings
 from mgst.policies import register
@@ -269,6 +269,79 @@ def test_a_timer_set_for_an_earlier_time_fires_at_once_and_model_time_never_goes
     assert all(now == policy.set_at[key] for key, now in policy.fired)
     times = [now for _, now in policy.fired]
     assert times == sorted(times)
+
+
+@register
+class CancelsItsTimers(Policy):
+    """FCFS; a timer per replica at its start, 5 time units on, cancelled at its end; counts what on_event sees."""
+
+    name = "test_cancels_its_timers"
+    hooks = frozenset({"choose", "on_replica_start", "on_replica_end", "on_event"})
+
+    def __init__(self, options=None, rng=None):
+        super().__init__(options, rng)
+        self.timer_events = 0
+
+    def choose(self, view, machine):
+        return next((q.head for q in view.queues.values() if q.head is not None), None)
+
+    def on_replica_start(self, view, replica):
+        return (SetTimer(("r", replica.id), view.now + 5.0),)
+
+    def on_replica_end(self, view, replica):
+        return (CancelTimer(("r", replica.id)),)
+
+    def on_event(self, view, event):
+        self.timer_events += type(event).__name__ == "TimerFired"
+        return None
+
+
+def test_a_cancelled_timer_reaches_the_policy_in_no_hook_as_on_the_testbed():
+    """The simulation fired a cancelled timer's entry at its time, and the core handed on_event a TimerFired for it
+    (a helper's policy: 101 in the simulation, none on the testbed, whose mapper skips them): now skipped alike."""
+    exp = dataclasses.replace(experiment([[1.0, 1.0]], [0.5], horizon=200.0),
+                              policy=PolicySpec("test_cancels_its_timers", {}))
+    sim = Simulation(exp)
+    run = sim.run()
+    assert len(run.jobs) > 50 and run.unfinished == 0
+    assert sim.policy.timer_events == 0 and sim.core.stale_events == 0
+
+
+@register
+class TakesAJobOut(Policy):
+    """FCFS, but takes the first job to wait while every machine is busy out of its queue, through the view."""
+
+    name = "test_takes_a_job_out"
+    hooks = frozenset({"choose", "on_event"})
+
+    def __init__(self, options=None, rng=None):
+        super().__init__(options, rng)
+        self.taken = None
+
+    def choose(self, view, machine):
+        return next((q.head for q in view.queues.values() if q.head is not None), None)
+
+    def on_event(self, view, event):
+        if self.taken is None:
+            for q in view.queues.values():
+                if q.head is not None:
+                    self.taken = q.head.id
+                    q.remove(q.head)
+                    break
+        return None
+
+
+def test_a_job_a_policy_took_out_of_its_queue_fails_the_run_naming_the_policy():
+    """It was never run, and the run said only that a job was left "no machine could take" (the testbed: one job
+    cut off), with no word of the policy: a job lost, silently."""
+    from mgst.policies.failure import PolicyFailed  # noqa: PLC0415
+    from mgst.sim.replications import run_simulation  # noqa: PLC0415
+
+    exp = dataclasses.replace(experiment([[1.0]], [0.9], horizon=100.0), policy=PolicySpec("test_takes_a_job_out", {}))
+    with pytest.raises(PolicyFailed, match=r"^the policy 'test_takes_a_job_out' failed at model time .* PolicyError: "
+                                           r"1 job \(\d+\) waiting in no queue at the run's end: the policy took "
+                                           "them out of the view's queues"):
+        run_simulation(exp, replications=1, workers=1, warmup=10.0)
 
 
 def test_no_job_arrives_after_the_horizon():

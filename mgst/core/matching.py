@@ -4,6 +4,7 @@ the checks and effects of its decisions."""
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, Final
 
@@ -14,6 +15,7 @@ from mgst.core.lifecycle import Lifecycle
 from mgst.core.state import JobRecord, MachineRecord, MachineState, ReplicaRecord
 from mgst.core.transitions import MACHINE
 from mgst.core.view import View
+from mgst.model import Job
 
 # The decisions a policy returns (Matcher.apply), by type: one returned alone is a mistake apply_all names.
 _DECISIONS: Final = frozenset({Assign, Hold, Cancel, SetTimer, CancelTimer, TimeOut, SuspectDown})
@@ -268,16 +270,17 @@ class Matcher:
     def apply(self, d: object) -> None:
         """Check and carry out one decision of the policy."""
         t = type(d)
+        fields: Any = d  # (its fields read untyped: checked here, not met by a compiled cast)
         lifecycle = self.lifecycle
         if t is Assign:
             self._assign(d)  # type: ignore[arg-type]
         elif t is Hold:
-            j = d.machine  # type: ignore[attr-defined]
+            j = decided_index(fields[0], "machine", "Hold")
             if j not in self.ready:
                 raise PolicyError(f"hold of machine {j}, which is not asking for work")
             self.ready.move_to_end(j)
         elif t is Cancel:
-            lifecycle.cancel(self._running_replica(d.replica, "cancel"))  # type: ignore[attr-defined]
+            lifecycle.cancel(self._running_replica(decided_index(fields[0], "replica", "Cancel"), "cancel"))
         elif t is SetTimer:
             key = d.key  # type: ignore[attr-defined]
             if not journal_key(key, 0):
@@ -293,9 +296,9 @@ class Matcher:
             if self.view.timers.pop(d.key, None) is not None:  # type: ignore[attr-defined]
                 lifecycle.out.append(d)  # type: ignore[arg-type]
         elif t is TimeOut:
-            lifecycle.time_out(self._running_replica(d.replica, "time-out"))  # type: ignore[attr-defined]
+            lifecycle.time_out(self._running_replica(decided_index(fields[0], "replica", "TimeOut"), "time-out"))
         elif t is SuspectDown:
-            j = d.machine  # type: ignore[attr-defined]
+            j = decided_index(fields[0], "machine", "SuspectDown")
             if not 0 <= j < len(self.machines):
                 raise PolicyError(f"suspicion of unknown machine {j}")
             m = self.machines[j]
@@ -314,12 +317,31 @@ class Matcher:
         return r
 
     def _assign(self, d: Assign) -> None:
-        rec = self.view.jobs.get(d.job.id)
+        fields: Any = d  # (read untyped, so that these checks, not a compiled cast, meet what the policy gave)
+        job = fields[0]
+        if type(job) is not Job:
+            held = getattr(job, "job", None)  # a JobRecord for its job: the likeliest slip, named
+            hint = " (a record: Assign takes its .job)" if type(held) is Job else ""
+            raise PolicyError(f"Assign of {type(job).__name__} {shown(job)}{hint}: Assign's job must be a Job, "
+                              "a record's .job")
+        rec = self.view.jobs.get(job.id)
         if rec is None:
-            raise PolicyError(f"assign of unknown job {d.job.id}")
-        if not 0 <= d.machine < len(self.machines):
-            raise PolicyError(f"assign to unknown machine {d.machine}")
-        self.lifecycle.start(rec, self.machines[d.machine])
+            raise PolicyError(f"assign of unknown job {job.id}")
+        j = decided_index(fields[1], "machine", "Assign")
+        if not 0 <= j < len(self.machines):
+            raise PolicyError(f"assign to unknown machine {j}")
+        self.lifecycle.start(rec, self.machines[j])
+
+
+def decided_index(value: Any, field: str, kind: str) -> int:
+    """A decision's machine or replica index (``value``, its ``field`` in a ``kind`` decision) as an int: an int as
+    it is, any other integer (numpy's, from an argmin) by its ``__index__``; PolicyError for anything else (a float,
+    a string, None, a bool), named, where a compiled cast would have raised a TypeError blamed on mgst."""
+    if type(value) is int:
+        return value
+    if not isinstance(value, bool) and hasattr(type(value), "__index__"):
+        return operator.index(value)
+    raise PolicyError(f"{kind} of {field} {shown(value)} ({type(value).__name__}): a {field} is an integer index")
 
 
 def journal_key(key: object, depth: int) -> bool:

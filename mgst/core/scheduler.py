@@ -96,6 +96,7 @@ class Scheduler:
         self.policy = policy
         self.hooks = hooks
         self.closed_at: float | None = None  # when close() accounted the run's end (once)
+        self.started = False  # whether start() has run (a driver feeds RunStart once)
         # The model time of the latest timer fired, and how many times each key fired at it (TIMER_REFIRES).
         self._fired_at = -math.inf
         self._fired: dict[Hashable, int] = {}
@@ -222,6 +223,7 @@ class Scheduler:
         jobs queued); the policy sees that state here, as a whole.
         """
         self._begin(now)
+        self.started = True
         self.matcher.start()
         return self.lifecycle.out
 
@@ -439,6 +441,12 @@ class Scheduler:
                     m.stats.discarded += 1
                     m.stats.discarded_time += held
 
+    def out_of_queue(self) -> list[int]:
+        """Jobs waiting yet in no queue (their ``qtoken`` 0): only a policy that wrote to its view (took a job out of
+        a queue) leaves one, and such a job never runs; the ids, for a driver to say so at the run's end."""
+        return [rec.job.id for rec in self.jobs.values() if rec.status is JobStatus.QUEUED and not rec.qtoken]
+
+
     def retire(self, rec: JobRecord) -> None:
         """A done job whose replicas have all ended leaves the core, for a driver that keeps no records (the
         simulator streaming its results): out of ``jobs``, its given-up replicas out of ``given_up`` (a result of
@@ -466,3 +474,11 @@ class Scheduler:
     def check_invariants(self) -> None:
         """Raise AssertionError if the state is inconsistent (for tests; mgst.core.invariants)."""
         check_invariants(self.view, self.lifecycle, max(1, self.policy.max_replicas))
+
+
+def out_of_queue_text(ids: list[int]) -> str:
+    """What a run says of jobs left waiting in no queue (:meth:`Scheduler.out_of_queue`)."""
+    shown_ids = ", ".join(str(i) for i in ids[:10]) + (", ..." if len(ids) > 10 else "")
+    return (f"{len(ids)} job{'s' if len(ids) != 1 else ''} ({shown_ids}) waiting in no queue at the run's end: the "
+            "policy took them out of the view's queues, so they never ran (the view is read-only: a policy decides "
+            "by what it returns)")

@@ -10,8 +10,8 @@ from typing import Any, Final
 
 from mgst.availability.process import Period, State
 from mgst.availability.registry import overlay_grids
-from mgst.core.decisions import Assign, Cancel, Eta, MachineSuspected, ReplicaTimedOut, SetTimer
-from mgst.core.scheduler import Scheduler
+from mgst.core.decisions import Assign, Cancel, Eta, MachineSuspected, PolicyError, ReplicaTimedOut, SetTimer
+from mgst.core.scheduler import Scheduler, out_of_queue_text
 from mgst.core.state import MachineState
 from mgst.model import Bag, Experiment, Job
 from mgst.policies import build_policy
@@ -153,6 +153,8 @@ class Simulation:
         self.dropped_entries += loop.dropped_entries
         core = self.core
         core.close(t)
+        if strays := core.out_of_queue():
+            raise PolicyError(out_of_queue_text(strays))
         unfinished = core.queued_count + len(core.running)
         if unfinished and t < self.horizon + self.drain_limit:  # (the run ran out of events before its limit)
             log.warning(
@@ -487,7 +489,10 @@ class _EventLoop:
         return self._on_down(t, j)
 
     def _on_timer(self, t: float, key: Any) -> list:
-        """A timer the core set (SetTimer) fires."""
+        """A timer the core set (SetTimer) fires; one the policy cancelled since is skipped, as the mapper skips it
+        (a replaced one's earlier entry still reaches the core, in both, which counts it stale)."""
+        if key not in self.core.timers:
+            return []
         return self.core.timer_fired(t, key)
 
     def _on_computing(self, t: float, rid: Any) -> list:

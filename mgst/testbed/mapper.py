@@ -411,8 +411,8 @@ class Mapper:
         try:
             if self.resume is not None:
                 next_job = self.resume.prepare(workload, started)
-            else:
-                self.feed(started, RunStart())
+            # (a fresh run's RunStart waits for the pullers: the policy's start() sees them up and asking, as in the
+            # simulation: _begin)
             log.info("mapper on %s waiting for %d pullers", self.endpoint, len(self.conns))
             while not self.aborting:
                 now = time.time()
@@ -613,6 +613,11 @@ class Mapper:
         gc.freeze()
         self._gc_frozen = True
         now = max(now, time.time())
+        # The policy sets itself up seeing every machine that registered up and asking, as a simulation's policy sees
+        # its machines in start() (it saw none here, registrations coming after it: an LP planned for an empty grid);
+        # a journal of before kept it first, and its mapper, dead before the clock began, had it replayed
+        if not self.core.started:
+            self.feed(now, RunStart())
         self.clock.begin(now)
         self.journal.began(now)
         # A timer set while model time stood at 0 (waiting for pullers) is due at its model time from now.

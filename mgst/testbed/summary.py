@@ -14,6 +14,7 @@ from typing import Any
 
 from mgst.bot_metrics import BagReplication, arrivals_end, reduce_bags, summarize_bags, write_bags_csv
 from mgst.config.checks import overload_warning
+from mgst.core.scheduler import out_of_queue_text
 from mgst.core.state import JobStatus
 from mgst.intervals import batch_means_ci
 from mgst.model import EXECUTORS, Experiment
@@ -72,6 +73,12 @@ def expelled_warnings(run: TestbedRun) -> list[str]:
     return [f"machine {m.name} was expelled from the run at {wall_iso_offset(m.expelled[0])}: {m.expelled[1]} "
             "(its jobs went to the other machines; check its allow-list)"
             for m in run.journal.machines if m.expelled is not None]
+
+
+def stray_warnings(run: TestbedRun) -> list[str]:
+    """A sentence on jobs the policy took out of its view's queues (they never ran, cut off at the end)."""
+    strays = run.core.out_of_queue()
+    return [out_of_queue_text(strays)] if strays else []
 
 
 def wall_iso_offset(t: float) -> str:
@@ -186,7 +193,7 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
              "expelled": None if m.expelled is None else {"at": wall_iso_offset(m.expelled[0]), "why": m.expelled[1]}}
             for m in run.journal.machines
         ],
-        "warnings": share_warnings(run) + expelled_warnings(run),
+        "warnings": share_warnings(run) + expelled_warnings(run) + stray_warnings(run),
         "closed": run.closed,
         # how the run was secured: "curve", or "none (--insecure)" / "none (loopback)"
         "security": run.security,
