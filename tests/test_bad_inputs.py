@@ -34,7 +34,9 @@ LPAS_SMALL = SMALL.replace('"fcfs"', '"lpas_dg"')
 # A bad value of each of LPAS_DG's fix options
 LPAS_BAD = {"arrival_check_period": "0", "arrival_threshold": "-0.1", "rate_threshold": '"high"',
             "delay_correction": "1.5", "timeout_factor": "0", "server_choice": '"fastest"',
-            "resolve_on_events": '"no"', "arrival_estimate_scale": "0", "rate_estimate_scale": "-1.25"}
+            "resolve_on_events": '"no"', "arrival_estimate_scale": "0", "rate_estimate_scale": "-1.25",
+            # (inf passed the file's check, then failed the run as the policy's error: a timer at inf)
+            "resolve_period": "inf"}
 # Positive values that overflowed a sample count or took the LP's rates outside its solver's range (tracebacks)
 LPAS_HOSTILE = {"rate_threshold": "1e-200", "arrival_threshold": "1e-300", "arrival_estimate_scale": "1e-300",
                 "rate_estimate_scale": "1e300"}
@@ -52,6 +54,11 @@ def files(tmp_path_factory) -> dict[str, str]:
                                                                                     "[workload]\nsurprise = 3\n"),
         "unknown_section": SMALL + "[nonsense]\nx = 1\n",
         "unknown_policy": SMALL.replace('"fcfs"', '"no_such_policy"'),
+        # a policy of Bags of Tasks on jobs without bags: it failed the run once the first job waited
+        "bag_policy_on_jobs": SMALL.replace('"fcfs"', '"rr"'),
+        "small": SMALL,
+        # a number given as a boolean: named as the file has it (true), not as Python's True
+        "boolean_option": LPAS_SMALL.replace("[policy]", "[policy]\ntolerance = true"),
         "not_toml": "this is [ not = toml\n",
         "empty": "",
         "negative_rate": SMALL.replace("[[8.0, 8.0]]", "[[-8.0, 8.0]]"),
@@ -198,6 +205,9 @@ IN_PROCESS = [
     (["simulate", "{unknown_key}"], "surprise"),
     (["simulate", "{unknown_section}"], "nonsense"),
     (["simulate", "{unknown_policy}"], "no_such_policy"),
+    (["simulate", "{bag_policy_on_jobs}"], "policy.name: policy rr schedules Bags of Tasks: it needs a bag workload"),
+    (["run", "{bag_policy_on_jobs}", "--duration", "1"], "policy.name: policy rr schedules Bags of Tasks"),
+    (["simulate", "{boolean_option}"], "policy.tolerance: must be a number, got true (a boolean)"),
     (["simulate", "{negative_rate}"], "machines.rates"),
     (["simulate", "{nan_rate}"], "workload.arrival_rates"),
     (["simulate", "{string_rate}"], "workload.arrival_rates"),
@@ -225,6 +235,8 @@ IN_PROCESS = [
     (["simulate", "{long_horizon}", "--horizon", "2e7"], "--horizon: 2e+07 time units"),
     (["run", "{long_testbed}", "--out", "{dir}/long_run"], "testbed.duration: 2e+08 time units"),
     (["mapper", "{long_testbed}", "--duration", "3e6", "--insecure"], "--duration: must be at most"),
+    # (it listened with CURVE and told the pullers to speak without)
+    (["mapper", "{small}", "--keys", "{dir}", "--insecure", "--out", "{dir}/both"], "--insecure: contradicts --keys"),
     (["run", "{long_testbed}", "--time-unit", "0.001", "--out", "{dir}/long_run"], "--time-unit: 2e+09 time units"),
     (["simulate", "{big_seed}"], "simulation.seed"),
     (["sweep", "{sweep_big_seed}"], "simulation.seeds[1]"),
@@ -486,22 +498,30 @@ def test_a_bad_input_gets_one_error_line_naming_it(args, key, files, capsys):
     _check(code, stderr, key)
 
 
-@pytest.mark.parametrize("command", ["run", "mapper", "simulate"])
+@pytest.mark.parametrize("command", ["run", "mapper", "simulate", "simulate a sweep's", "sweep"])
 def test_an_out_folder_holding_results_is_refused_and_left_as_it_was(tmp_path, capsys, command):
     """`mgst run --out` into a folder holding a simulation's summary.csv overwrote it, and `mgst simulate --out` into a
-    testbed run's folder replaced the run's summary.csv and jobs.csv (the summary.json and report then disagreed)."""
+    testbed run's folder replaced the run's summary.csv and jobs.csv (the summary.json and report then disagreed);
+    `mgst sweep --out` into a run's folder, and `mgst simulate --out` into a sweep's, replaced its summary.csv."""
     out = tmp_path / "results"
     out.mkdir()
     held = {"summary.csv": "mine\n", "notes.txt": "kept\n"}
     if command == "simulate":
         held["journal.sqlite"] = "a run's journal\n"
+    if command == "simulate a sweep's":
+        held["sweep.json"] = "{}\n"
     for name, text in held.items():
         (out / name).write_text(text)
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text('scenario = "anglano"\nname = "x"\n[simulation]\nhorizon = 1000.0\ncheckpoint_interval = 60.0\n')
+    simulate = ["simulate", HIHI, "--horizon", "200", "--replications", "1"]
     args = {"run": ["run", HIHI, "--duration", "1"],
             "mapper": ["mapper", HIHI, "--insecure", "--register-timeout", "3", "--duration", "1"],
-            "simulate": ["simulate", HIHI, "--horizon", "200", "--replications", "1"]}[command]
+            "simulate": simulate, "simulate a sweep's": simulate,
+            "sweep": ["sweep", str(sweep), "--workers", "1", "--no-plots", "--quiet"]}[command]
     _check(main([*args, "--out", str(out)]), capsys.readouterr().err, "--out")
-    assert {p.name: p.read_text() for p in out.iterdir()} == held
+    # (a sweep's lock file, empty of meaning once it ends, aside)
+    assert {p.name: p.read_text() for p in out.iterdir() if p.name != ".sweep.lock"} == held
 
 
 def test_the_file_s_run_lengths_bind_only_the_commands_that_use_them(files):
@@ -679,3 +699,17 @@ def test_policies_lists_a_policy_without_a_docstring(tmp_path, monkeypatch, caps
     assert main(["policies", "--import", "undocumented_policy"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert any(line.split() == ["undocumented_mine", "(no", "docstring)"] for line in lines), lines
+
+
+def test_a_live_view_that_cannot_be_served_leaves_no_token_and_no_folder_behind(tmp_path, capsys):
+    """An address not of this machine (192.0.2.1, documentation's own): exit 2, and nothing made, as the help says;
+    the view's new token was left in the run's folder, which then held a secret of a run that never ran."""
+    exp = tmp_path / "e.toml"
+    exp.write_text(SMALL)
+    out = tmp_path / "run"
+    assert main(["run", str(exp), "--live", "192.0.2.1:8080", "--out", str(out), "--duration", "1"]) == EXIT_USAGE
+    assert "--live: cannot serve the live view on 192.0.2.1:8080" in capsys.readouterr().err
+    assert not out.exists()
+    out.mkdir()  # a folder given empty is the user's: kept, empty
+    assert main(["run", str(exp), "--live", "192.0.2.1:8080", "--out", str(out), "--duration", "1"]) == EXIT_USAGE
+    assert out.is_dir() and not any(out.iterdir())

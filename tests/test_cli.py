@@ -205,6 +205,21 @@ def test_mgst_keys_makes_private_secret_keys(tmp_path):
     assert p.returncode == 2 and "cannot name a key" in p.stderr
 
 
+def test_mgst_keys_force_says_when_the_mapper_s_pair_is_replaced(tmp_path, capsys):
+    """--force with one puller named replaced the mapper's pair too, without a word: every other lab machine's copy
+    of mapper.key went stale, its handshake failing."""
+    from mgst.cli import main  # noqa: PLC0415
+
+    k = tmp_path / "k"
+    assert main(["keys", str(k), "--pullers", "M1", "M2"]) == 0
+    assert "warning" not in capsys.readouterr().err
+    before = (k / "mapper.key").read_bytes()
+    assert main(["keys", str(k), "--pullers", "M1", "--force"]) == 0
+    err = capsys.readouterr().err
+    assert (k / "mapper.key").read_bytes() != before
+    assert "mgst: warning: the mapper's key pair was replaced too: every lab machine's copy of" in err, err
+
+
 def test_a_users_own_policy_runs_on_the_testbed_with_import(tmp_path):
     """The product's first promise: a policy written outside mgst runs on the testbed (and its simulation)."""
     (tmp_path / "my_policies.py").write_text(

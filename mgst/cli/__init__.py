@@ -167,7 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     who.add_argument("--pullers", nargs="+", metavar="NAME", help="one key pair per puller name")
     who.add_argument("--experiment", type=Path, metavar="FILE", help="one key pair per machine of this file")
     who.add_argument("--lab", action="store_true", help="one key pair shared by every puller")
-    p.add_argument("--force", action="store_true", help="replace existing keys")
+    p.add_argument("--force", action="store_true",
+                   help="replace existing keys, the mapper's pair included (every lab machine then needs the new "
+                        "mapper.key)")
     p.set_defaults(func=keys_command)
 
     p = sub.add_parser("export", help="write a run directory's CSVs and summary from its journal")

@@ -51,6 +51,9 @@ def simulate_command(args: argparse.Namespace) -> int:
             raise ConfigError("--out", f"{args.out} holds a testbed run, whose summary.csv (and jobs.csv) the "
                                        "simulation would overwrite: choose another folder (a run's simulation beside "
                                        "it is in its summary already)")
+        if (args.out / "sweep.json").exists():  # (mgst.sweep.MANIFEST: a sweep's folder, its summary.csv overwritten)
+            raise ConfigError("--out", f"{args.out} holds a sweep, whose summary.csv the simulation would overwrite: "
+                                       "choose another folder")
     check_seed("--seed", args.seed)
     for key, ok, problem in (
         ("--replications", reps >= 1, "must be >= 1"),

@@ -471,6 +471,8 @@ def mapper_command(args: argparse.Namespace) -> int:
         raise ConfigError("--begin-with", f"give 1 to {len(exp.machines)} (the experiment's machines)")
     if args.farewell is not None and not 0 <= args.farewell <= MAX_FAREWELL:
         raise ConfigError("--farewell", f"must be a number of seconds in [0, {MAX_FAREWELL:g}]")
+    if args.keys is not None and args.insecure:  # (it listened with CURVE, and told pullers to speak without)
+        raise ConfigError("--insecure", "contradicts --keys: give one (a puller refuses the pair too)")
     if args.keys is not None and not args.keys.is_dir():
         raise ConfigError("--keys", f"{args.keys} is not a folder (one made by 'mgst keys')")
     keys = security.server_keys(args.keys) if args.keys is not None else None
@@ -559,6 +561,8 @@ def keys_command(args: argparse.Namespace) -> int:
                 raise ConfigError(f"machines (machine {i + 1})", str(e), str(args.experiment)) from None
     else:
         names = args.pullers or []
+    mapper_public = args.folder / f"{security.MAPPER}.key"
+    had_mapper = mapper_public.is_file()
     try:
         written = security.create_keys(args.folder, names, lab=args.lab, overwrite=args.force)
     except security.KeyFileError as e:  # (a folder or a kept key not the user's own)
@@ -567,6 +571,9 @@ def keys_command(args: argparse.Namespace) -> int:
         raise ConfigError("--pullers", str(e)) from None
     f = args.folder
     print(f"wrote {len(written)} files into {f}/ ({'kept existing keys' if not written else 'new keys'})")
+    if had_mapper and any(Path(w).name == mapper_public.name for w in written):
+        print(f"mgst: warning: the mapper's key pair was replaced too: every lab machine's copy of {mapper_public} "
+              "is stale, and its puller's handshake fails until it has the new one", file=sys.stderr)
     print(f"  head node: mgst mapper FILE --keys {f}   (uses {f}/mapper.key_secret and {f}/authorized/*.key)")
     print(f"  the mapper key's fingerprint: {security.fingerprint(security.load_public(f / f'{security.MAPPER}.key'))}"
           " (a puller prints it when it registers: compare)")

@@ -12,8 +12,8 @@ from mgst.config.experiment import (
     ConfigError,
     _check_length,
     _check_range,
-    _describe,
     _is_number,
+    describe_value,
 )
 from mgst.model import BagList, BagStream, Experiment, PoissonClasses
 from mgst.workload.bags import normalised_mix
@@ -89,7 +89,7 @@ def check_run_length(experiment: Experiment, horizon: float, key: str) -> None:
     checkpoints).
     """
     if not _is_number(horizon) or not math.isfinite(horizon) or horizon <= 0:
-        raise ConfigError(key, f"must be a positive number, got {_describe(horizon)}")
+        raise ConfigError(key, f"must be a positive number, got {describe_value(horizon)}")
     _check_length(experiment, float(horizon), "per replication", key, key, key)
 
 

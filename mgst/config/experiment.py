@@ -176,7 +176,7 @@ def _check_range(
 ) -> float:
     """``value`` as a float if a finite number in (low, high] (low == 0) or [low, high]."""
     if not _is_number(value) or not math.isfinite(value) or value <= 0:
-        raise ConfigError(key, f"must be a positive number, got {_describe(value)}", path)
+        raise ConfigError(key, f"must be a positive number, got {describe_value(value)}", path)
     if not low <= value <= high:
         where = f"at most {high:g}" if low == 0 else f"between {low:g} and {high:g}"
         raise ConfigError(key, f"must be {where} {unit}, got {value:g}", path)
@@ -284,7 +284,9 @@ def _suggest(word: str, known: Sequence[str]) -> str:
     return f" (did you mean {match[0]!r}?)" if match else ""
 
 
-def _describe(value: Any) -> str:
+def describe_value(value: Any) -> str:
+    """A value as an error message shows it, in the file's own words: ``true (a boolean)``, ``'x' (a string)``, ``a
+    table``, ``a list``, a date as ISO 8601, a number as it is."""
     if isinstance(value, Mapping):
         return "a table"
     if isinstance(value, list):
@@ -311,7 +313,7 @@ class _Parser(ModelSections, MachineSections):
     max_rate = MAX_RATE
     max_time = MAX_TIME
     max_jobs = MAX_JOBS
-    describe = staticmethod(_describe)
+    describe = staticmethod(describe_value)
     suggest = staticmethod(_suggest)
     is_number = staticmethod(_is_number)
 
@@ -336,7 +338,7 @@ class _Parser(ModelSections, MachineSections):
         value = data[section]
         if not isinstance(value, Mapping):
             raise self.error(
-                section, f"must be a table ([{section}]), got {_describe(value)}"
+                section, f"must be a table ([{section}]), got {describe_value(value)}"
             )
         return value
 
@@ -355,12 +357,12 @@ class _Parser(ModelSections, MachineSections):
 
     def number(self, value: Any, key: str) -> float:
         if not _is_number(value) or not math.isfinite(value):
-            raise self.error(key, f"must be a number, got {_describe(value)}")
+            raise self.error(key, f"must be a number, got {describe_value(value)}")
         return float(value)
 
     def positive(self, value: Any, key: str) -> float:
         if not _is_number(value) or not math.isfinite(value) or value <= 0:
-            raise self.error(key, f"must be a positive number, got {_describe(value)}")
+            raise self.error(key, f"must be a positive number, got {describe_value(value)}")
         return float(value)
 
     def rate(self, value: Any, key: str, unit: str = "jobs per time unit") -> float:
@@ -372,7 +374,7 @@ class _Parser(ModelSections, MachineSections):
 
     def integer(self, value: Any, key: str, minimum: int) -> int:
         if not isinstance(value, int) or isinstance(value, bool):
-            raise self.error(key, f"must be an integer, got {_describe(value)}")
+            raise self.error(key, f"must be an integer, got {describe_value(value)}")
         if value < minimum:
             raise self.error(key, f"must be an integer >= {minimum}, got {value}")
         return value
@@ -386,7 +388,7 @@ class _Parser(ModelSections, MachineSections):
 
     def string(self, value: Any, key: str) -> str:
         if not isinstance(value, str):
-            raise self.error(key, f"must be a string, got {_describe(value)}")
+            raise self.error(key, f"must be a string, got {describe_value(value)}")
         return value
 
     def file_name(self, value: Any, key: str) -> str:
@@ -407,7 +409,7 @@ class _Parser(ModelSections, MachineSections):
 
     def nonempty_list(self, value: Any, key: str, what: str) -> list[Any]:
         if not isinstance(value, list):
-            raise self.error(key, f"must be a list of {what}, got {_describe(value)}")
+            raise self.error(key, f"must be a list of {what}, got {describe_value(value)}")
         if not value:
             raise self.error(key, f"must be a non-empty list of {what}")
         return value
@@ -438,7 +440,7 @@ class _Parser(ModelSections, MachineSections):
     def experiment(self, data: Mapping[str, Any], default_name: str) -> Experiment:
         if not isinstance(data, Mapping):
             raise self.error(
-                "(file)", f"must be a table of sections, got {_describe(data)}"
+                "(file)", f"must be a table of sections, got {describe_value(data)}"
             )
         for key in data:
             if key not in _SECTIONS:
@@ -593,12 +595,13 @@ class _Parser(ModelSections, MachineSections):
 
     def detection(self, value: Any) -> str:
         if value not in DETECTIONS:
-            raise self.error("testbed.detection", f"must be one of {', '.join(DETECTIONS)}, got {_describe(value)}")
+            raise self.error("testbed.detection",
+                             f"must be one of {', '.join(DETECTIONS)}, got {describe_value(value)}")
         return value
 
     def executor(self, value: Any) -> str:
         if value not in EXECUTORS:
-            raise self.error("testbed.executor", f"must be one of {', '.join(EXECUTORS)}, got {_describe(value)}")
+            raise self.error("testbed.executor", f"must be one of {', '.join(EXECUTORS)}, got {describe_value(value)}")
         return value
 
     def commands(self, table: Mapping[str, Any], n_classes: int) -> tuple[str | tuple[str, ...], ...]:
@@ -611,7 +614,7 @@ class _Parser(ModelSections, MachineSections):
             return ()
         value = table["commands"]
         if not isinstance(value, list) or len(value) != n_classes:
-            got = f"a list of {len(value)}" if isinstance(value, list) else _describe(value)
+            got = f"a list of {len(value)}" if isinstance(value, list) else describe_value(value)
             raise self.error("testbed.commands", f"must be a list of {n_classes} commands, one per job class, "
                                                  f"got {got}")
         out: list[str | tuple[str, ...]] = []
@@ -623,7 +626,7 @@ class _Parser(ModelSections, MachineSections):
             else:
                 raise self.error(f"testbed.commands[{i}]", "must be an allow-list key (a non-empty string) or an "
                                                            "argv (a non-empty list of non-empty strings), got "
-                                                           f"{_describe(command)}")
+                                                           f"{describe_value(command)}")
         return tuple(out)
 
 

@@ -64,7 +64,9 @@ def _coerce(key: str, value: Any, hint: Any) -> Any:
     if value is None and type(None) in allowed:
         return None
     names = " or ".join(_WORDS.get(a, getattr(a, "__name__", str(a))) for a in allowed)
-    got = f"the string {value!r}" if isinstance(value, str) else f"{value!r}"
+    # (as the file has it: TOML's true, not Python's True)
+    got = (f"the string {value!r}" if isinstance(value, str) else
+           f"{str(value).lower()} (a boolean)" if isinstance(value, bool) else f"{value!r}")
     raise ValueError(f"{key}: must be {names}, got {got}")
 
 

@@ -158,6 +158,15 @@ def _run_sweep(spec: SweepSpec, out: Path, workers: int, scheduler: str | None, 
             return tuple((position[c].get(row[c], len(position[c])), _int_or(row[c])) for c in spec.columns)
 
         results.sort(order)
+    except (ConfigError, SweepError):
+        results.close()
+        if claimed is not None and not done and not result.computed:  # (a cluster that could not be reached, say:
+            # nothing of a sweep that never ran a cell is left to refuse the rerun with other options)
+            for made in (out / CSV, claimed):
+                made.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                (out / SLURM_LOGS).rmdir()  # (empty: no worker was started)
+        raise
     finally:
         results.close()
     axes = [a.name for a in scenario.axes]
@@ -219,6 +228,11 @@ def _int_or(text: str) -> tuple[int, str]:
         return (0, text)
 
 
+# What a testbed run or a simulation leaves in its folder: a folder new to a sweep holding one is refused (the sweep's
+# summary.csv replaced theirs)
+OTHER_RESULTS = ("summary.csv", "summary.json", "journal.sqlite", "jobs.csv")
+
+
 def _claim(out: Path, spec: SweepSpec, cell_name: str | None = None) -> Path | None:
     """Make ``out`` this sweep's folder, or check that the sweep already in it has the same settings (and cell
     function: ``cell_name``, kept only when one is given, so that the folders of before it stay the same). The
@@ -242,6 +256,9 @@ def _claim(out: Path, spec: SweepSpec, cell_name: str | None = None) -> Path | N
                                        "mixed with this sweep's: choose another folder")
     elif (out / CSV).exists():
         raise ConfigError("--out", f"{out / CSV} exists but {MANIFEST} does not: choose another folder")
+    elif others := [n for n in OTHER_RESULTS if (out / n).exists()]:  # (a run's or a simulation's, overwritten)
+        raise ConfigError("--out", f"{out} holds other results ({', '.join(others)}), which the sweep would "
+                                   "overwrite or mix with its own: choose another folder")
     else:
         path.write_text(json.dumps(mine, indent=1) + "\n", encoding="utf-8")
         return path

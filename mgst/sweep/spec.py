@@ -16,6 +16,7 @@ from typing import Any
 from mgst import scenarios
 from mgst.config import MAX_REPLICATIONS, MAX_SEED, MAX_TIME, SEED_RULE, ConfigError
 from mgst.config.checks import check_sweep_run_length
+from mgst.config.experiment import describe_value
 from mgst.config.names import name_problem
 from mgst.model import Experiment
 from mgst.scenarios import RunSettings, Scenario
@@ -198,7 +199,7 @@ def parse_sweep(data: Mapping[str, Any], name: str, path: str | None = None, *, 
         raise p.error(key("simulation", "replications"), f"must be at most {MAX_REPLICATIONS:,}, got {reps}")
     if replications is not None:
         if isinstance(replications, bool) or not isinstance(replications, int) or replications < 1:
-            raise ConfigError("--replications", f"must be an integer >= 1, got {replications!r}")
+            raise ConfigError("--replications", f"must be an integer >= 1, got {describe_value(replications)}")
         if replications > MAX_REPLICATIONS:
             raise ConfigError("--replications", f"must be at most {MAX_REPLICATIONS:,}, got {replications}")
         reps = replications
@@ -294,7 +295,7 @@ class _Checker:
     def table(self, data: Mapping[str, Any], key: str, prefix: str = "") -> Mapping[str, Any]:
         t = data.get(key, {})
         if not isinstance(t, Mapping):
-            raise self.error(f"{prefix}{key}", f"must be a table, got {t!r}")
+            raise self.error(f"{prefix}{key}", f"must be a table, got {describe_value(t)}")
         return t
 
     def axis(self, scenario: Scenario, axis: str, raw: Any, key: str) -> tuple[str, ...]:
@@ -306,7 +307,7 @@ class _Checker:
         out: list[str] = []
         for i, v in enumerate(raw):
             if not isinstance(v, str):
-                raise self.error(f"{key}[{i}]", f"must be a string, got {v!r}")
+                raise self.error(f"{key}[{i}]", f"must be a string, got {describe_value(v)}")
             if v in out:
                 raise self.error(f"{key}[{i}]", f"{v!r} is listed twice")
             if v not in a.values:
@@ -322,16 +323,17 @@ class _Checker:
         ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
         ok = ok and (v > low if strict else v >= low) and v <= high
         if not ok:
-            raise self.error(key, f"must be a number {'>' if strict else '>='} {low:g} and <= {high:g}, got {v!r}")
+            bound = f"{'>' if strict else '>='} {low:g} and <= {high:g}"
+            raise self.error(key, f"must be a number {bound}, got {describe_value(v)}")
         return float(v)
 
     def integer(self, v: Any, key: str, low: int) -> int:
         if isinstance(v, bool) or not isinstance(v, int) or v < low:
-            raise self.error(key, f"must be an integer >= {low}, got {v!r}")
+            raise self.error(key, f"must be an integer >= {low}, got {describe_value(v)}")
         return v
 
     def seed(self, v: Any, key: str) -> int:
         """A seed (MAX_SEED: the experiment files' rule)."""
         if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_SEED:
-            raise self.error(key, f"{SEED_RULE}, got {v!r}")
+            raise self.error(key, f"{SEED_RULE}, got {describe_value(v)}")
         return v

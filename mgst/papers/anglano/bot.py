@@ -7,12 +7,14 @@ import itertools
 import logging
 import random
 from collections.abc import Iterator
+from typing import Any
 
 from mgst.core.decisions import Assign, Decision
 from mgst.core.hooks import PolicyError
 from mgst.core.state import BagRecord, JobRecord, JobStatus, MachineRecord
 from mgst.core.view import View
 from mgst.policies import register
+from mgst.policies.bag_workload import require_bag_workload
 from mgst.policies.base import NOTHING, Decisions, Policy, PolicyOptions
 
 log = logging.getLogger(__name__)
@@ -98,6 +100,12 @@ class BotPolicy(Policy):
     options: BotOptions
     hooks = frozenset({"dispatch"})
     incremental = False  # it dispatches: the core's incremental matching is not used
+
+    @classmethod
+    def check_experiment(cls, experiment: Any) -> None:
+        """When the file is loaded: a Bag-of-Tasks workload (jobs without a bag failed the run once the first
+        waited)."""
+        require_bag_workload(cls.name, experiment)
 
     def __init__(self, options: BotOptions | None = None, rng: random.Random | None = None):
         super().__init__(options, rng)

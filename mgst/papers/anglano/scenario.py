@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mgst.availability.weibull import ANGLANO_MTTF, DEFAULT_SHAPE, MAX_SHAPE, MIN_SHAPE, anglano_preset
+from mgst.config.experiment import describe_value
 from mgst.model import (
     BagStream,
     Experiment,
@@ -225,10 +226,10 @@ def _option_defaults() -> dict[str, Any]:
 def _check_option(name: str, value: Any) -> str | None:
     if name == "weibull_shape":
         ok = isinstance(value, int | float) and not isinstance(value, bool) and MIN_SHAPE <= value <= MAX_SHAPE
-        return None if ok else f"must be a number in [{MIN_SHAPE:g}, {MAX_SHAPE:g}], got {value!r}"
+        return None if ok else f"must be a number in [{MIN_SHAPE:g}, {MAX_SHAPE:g}], got {describe_value(value)}"
     if name == "grid_seed":
         ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
-        return None if ok else f"must be an integer >= 0, got {value!r}"
+        return None if ok else f"must be an integer >= 0, got {describe_value(value)}"
     return "not an option of this scenario"
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mgst.availability.markov3 import Markov3Availability, Markov3Group
+from mgst.config.experiment import describe_value
 from mgst.config.model_sections import MAX_MACHINES
 from mgst.model import Experiment, JobClass, Machine, PolicySpec, SimulationSettings
 from mgst.papers.casanova.estimates import CREDITS, Estimates
@@ -46,20 +47,21 @@ def _option_defaults() -> dict[str, Any]:
 
 def _check_option(name: str, value: Any) -> str | None:
     if name in ("exact", "present_states", "reuse_data"):
-        return None if isinstance(value, bool) else f"must be true or false, got {value!r}"
+        return None if isinstance(value, bool) else f"must be true or false, got {describe_value(value)}"
     if name == "credit":
-        return None if value in CREDITS else f"must be one of {', '.join(map(repr, CREDITS))}, got {value!r}"
+        names = ", ".join(map(repr, CREDITS))
+        return None if value in CREDITS else f"must be one of {names}, got {describe_value(value)}"
     if name == "mu":
         ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
-        return None if ok else f"must be an integer >= 0 (0: m, no limit), got {value!r}"
+        return None if ok else f"must be an integer >= 0 (0: m, no limit), got {describe_value(value)}"
     if name in ("iterations", "processors"):
         most = MAX_ITERATIONS if name == "iterations" else MAX_MACHINES
         ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= most
-        return None if ok else f"must be an integer in 1..{most:,}, got {value!r}"
+        return None if ok else f"must be an integer in 1..{most:,}, got {describe_value(value)}"
     if name == "cap":
         # in slots: under one, no run can finish (every makespan would be NaN)
         ok = isinstance(value, int | float) and not isinstance(value, bool) and 1 <= value <= 1e9
-        return None if ok else f"must be a number of slots in [1, 1e9], got {value!r}"
+        return None if ok else f"must be a number of slots in [1, 1e9], got {describe_value(value)}"
     return ("not an option of this scenario; known: exact, present_states, credit, mu, cap, iterations, processors, "
             "reuse_data")
 

@@ -33,6 +33,7 @@ from mgst.papers.gridbot.evaluation import Evaluation
 from mgst.papers.gridbot.options import GridBotOptions
 from mgst.papers.gridbot.replication import Replication
 from mgst.policies import ExperimentKeyError, register
+from mgst.policies.bag_workload import require_bag_workload
 from mgst.policies.base import NOTHING, Decisions, Policy
 
 log = logging.getLogger(__name__)
@@ -93,12 +94,10 @@ class GridBot(Policy):
     def check_experiment(cls, experiment: Any) -> None:
         """When the file is loaded: a Bag-of-Tasks workload, and each bag's own expressions parse (the error names the
         bag and the attribute: ``workload.bags[2].attributes.Rank``)."""
-        from mgst.model import BagList, BagStream, SwfTrace  # noqa: PLC0415 (only when an experiment is checked)
+        from mgst.model import BagList  # noqa: PLC0415 (only when an experiment is checked)
 
+        require_bag_workload(cls.name, experiment)
         w = experiment.workload
-        if not (isinstance(w, BagList | BagStream) or (isinstance(w, SwfTrace) and w.bags != "none")):
-            raise ValueError(f"policy {cls.name} schedules Bags of Tasks: it needs a bag workload "
-                             f"(workload.kind = \"bag_list\" or \"bags\"), not {type(w).__name__}")
         bag_lists = enumerate(w.attributes) if isinstance(w, BagList) else ()
         said: set[str] = set()
         try:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from mgst.config.experiment import describe_value
 from mgst.model import Experiment
 from mgst.papers.gridbot.experiments import ALL_VARIANTS, EXPERIMENTS, READINGS, VARIANTS, build
 from mgst.papers.gridbot.metrics import CELL_METRICS, simulate_cell
@@ -27,10 +28,11 @@ def _option_defaults() -> dict[str, Any]:
 def _check_option(name: str, value: Any) -> str | None:
     if name == "scale":
         ok = isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= 1
-        return None if ok else f"must be a share of the experiment's bags and hosts in (0, 1], got {value!r}"
+        share = "a share of the experiment's bags and hosts in (0, 1]"
+        return None if ok else f"must be {share}, got {describe_value(value)}"
     if name == "overlay":
         return None if isinstance(value, bool) else f"must be true (fixed grids grow with the overlay) or false, " \
-                                                    f"got {value!r}"
+                                                    f"got {describe_value(value)}"
     return "unknown option (the options: scale, overlay)"
 
 

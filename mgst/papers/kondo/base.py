@@ -18,6 +18,7 @@ from typing import Any
 from mgst.core.decisions import Assign, Decision
 from mgst.core.state import BagRecord, JobRecord, MachineRecord
 from mgst.core.view import View
+from mgst.policies.bag_workload import require_bag_workload
 from mgst.policies.base import NOTHING, Decisions, Policy
 
 
@@ -37,17 +38,6 @@ def fastest_first(hosts: Sequence[MachineRecord]) -> list[MachineRecord]:
     return sorted(hosts, key=power, reverse=True)  # (reverse keeps a stable sort stable)
 
 
-def check_bag_workload(name: str, experiment: Any) -> None:
-    """ValueError naming policy ``name`` unless ``experiment``'s workload is made of Bags of Tasks."""
-    from mgst.model import BagList, BagStream, SwfTrace  # noqa: PLC0415 (only when an experiment is checked)
-
-    workload = experiment.workload
-    if isinstance(workload, BagList | BagStream) or (isinstance(workload, SwfTrace) and workload.bags != "none"):
-        return
-    raise ValueError(f"policy {name} schedules one application, a Bag of Tasks: it needs a bag workload "
-                     f"(workload.kind = \"bag_list\"), not {type(workload).__name__}")
-
-
 class KondoPolicy(Policy):
     """Base of Kondo et al.'s policies: after every event, the waiting tasks of each bag (oldest bag first) go to the
     ready hosts :meth:`rank` lets them have, in its order, as many as a host asks for; then the hosts left over may get
@@ -63,7 +53,7 @@ class KondoPolicy(Policy):
     @classmethod
     def check_experiment(cls, experiment: Any) -> None:
         """Called when an experiment file is loaded: ValueError if this policy cannot run its workload."""
-        check_bag_workload(cls.name, experiment)
+        require_bag_workload(cls.name, experiment, "one application, a Bag of Tasks")
 
     def observe(self, view: View) -> Decisions:
         """Called first in every dispatch, whatever is waiting (a bag's arrival, its completions): set timers."""

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from mgst.config.experiment import describe_value
 from mgst.model import Experiment
 from mgst.papers.kondo.experiment import (
     DEFAULT_HISTORY,
@@ -63,22 +64,22 @@ def _option_defaults() -> dict[str, Any]:
 def _check_option(name: str, value: Any) -> str | None:
     def integer(low: int) -> str | None:
         ok = isinstance(value, int) and not isinstance(value, bool) and value >= low
-        return None if ok else f"must be an integer >= {low}, got {value!r}"
+        return None if ok else f"must be an integer >= {low}, got {describe_value(value)}"
 
     if name == "hosts":
         from mgst.traces.platform import MAX_HOSTS  # noqa: PLC0415 (the platform generator, loaded when it runs)
 
         ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_HOSTS
-        return None if ok else f"must be an integer in 1..{MAX_HOSTS:,}, got {value!r}"
+        return None if ok else f"must be an integer in 1..{MAX_HOSTS:,}, got {describe_value(value)}"
     if name == "days":
         return integer(3)  # a history day, a start and a margin day
     if name == "platform_seed":
         return integer(0)
     if name == "history":
         ok = isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < math.inf
-        return None if ok else f"must be a number of seconds >= 0, got {value!r}"
+        return None if ok else f"must be a number of seconds >= 0, got {describe_value(value)}"
     if name == "platforms":
-        return None if isinstance(value, str) else f"must be a folder (a string), got {value!r}"
+        return None if isinstance(value, str) else f"must be a folder (a string), got {describe_value(value)}"
     return "not an option of this scenario"
 
 

@@ -80,8 +80,8 @@ class LpasOptions(PolicyOptions):
         if not 0.0 <= self.tolerance < 1.0:  # (a share of a machine's time: from 1 on, no class is eligible anywhere)
             raise ValueError(f"tolerance: must be >= 0 and < 1 (delta*_ij is a share of machine j's time), got "
                              f"{self.tolerance}")
-        if self.resolve_period is not None and not self.resolve_period > 0.0:
-            raise ValueError(f"resolve_period: must be > 0, got {self.resolve_period}")
+        if self.resolve_period is not None and not (self.resolve_period > 0.0 and math.isfinite(self.resolve_period)):
+            raise ValueError(f"resolve_period: must be a finite number > 0, got {self.resolve_period}")
         debounce = self.resolve_debounce
         if isinstance(debounce, str):
             if debounce not in DEBOUNCE_WORDS:

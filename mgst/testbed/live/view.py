@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
 from collections.abc import Callable
@@ -138,10 +139,16 @@ def open_live_view(spec: str, token_file: Path | None, keys: Path | None, out: P
     from mgst.testbed.live.server import parse_live  # noqa: PLC0415
 
     host, port = parse_live(spec)
+    made_out = not out.exists()
     token, where = resolve_token(host, token_file, keys, out)
     try:
         view = LiveView(experiment, host, port, token, imports=imports)
     except OSError as e:
+        if where is not None and where == out / TOKEN_FILE:  # (made for this view: nothing left of a run never run)
+            where.unlink(missing_ok=True)
+            if made_out:
+                with contextlib.suppress(OSError):
+                    out.rmdir()
         raise ValueError(f"cannot serve the live view on {spec}: {e.strerror or e}") from None
     if token is not None:
         log.info("the live view on %s:%d requires the token in %s", host, view.server.port, where)
