@@ -195,6 +195,9 @@ class Summary:
     # The overload warning (mgst.config.checks) where the workload exceeds the grid's capacity in the long run: no
     # steady state, so the means and their intervals grow with the horizon (None: not overloaded; not in the JSON)
     overloaded: str | None = None
+    # Each replication's mean response (nan: no job counted), per class then overall, in replication order: a policy
+    # compared on the same jobs is compared replication by replication (paired); () where not kept (a testbed run)
+    replication_means: tuple[tuple[float, ...], ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -300,6 +303,7 @@ def summarize(
         waste=waste_of((k for r in results for k in r.discarded), (t for r in results for t in r.discarded_time),
                        (b for r in results for b in r.busy)),
         interval=BATCH_MEANS if batches is not None else REPLICATIONS,
+        replication_means=(*(tuple(r.mean(c) for r in results) for c in range(n)), tuple(r.mean() for r in results)),
     )
 
 
