@@ -201,3 +201,33 @@ def test_an_overloaded_run_says_so_beside_its_figures_and_summary_csv_says_how_e
     write_summary_csv(tmp_path / "one.csv", one)
     with open(tmp_path / "one.csv", newline="") as f:
         assert {r["Interval"] for r in csv.DictReader(f)} <= {"batch means", "batch means, log-scale"}
+
+
+def test_a_sweep_row_s_half_width_is_of_a_symmetric_interval_only_and_its_bounds_are_written(tmp_path):
+    """sweep.csv's `waiting_ci` was (high - low) / 2 of a log-scale interval: 2.42 +- 19.36 read as reaching -16.9.
+    A half-width is now given only for a Student-t interval; every interval's bounds are in `_low`/`_high`."""
+    import csv  # noqa: PLC0415
+
+    from mgst.cli import main  # noqa: PLC0415
+
+    sweep = tmp_path / "s.toml"
+    sweep.write_text('scenario = "anglano"\nname = "x"\n[axes]\npolicy = ["rr"]\navailability = ["high"]\n'
+                     'heterogeneity = ["homogeneous"]\nmix = ["All_S"]\nintensity = ["low"]\n[simulation]\n'
+                     'horizon = 40000.0\nwarmup = 4000.0\ncheckpoint_interval = 60.0\nreplications = 2\nseeds = [1]\n')
+    assert main(["sweep", str(sweep), "--out", str(tmp_path / "o"), "--workers", "1", "--no-plots", "--quiet"]) == 0
+    with open(tmp_path / "o" / "sweep.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    seen_log_scale = False
+    for r in rows:
+        for m in ("avt", "makespan", "waiting"):
+            mean, half, low, high = (float(r[k] or "nan") for k in (m, f"{m}_ci", f"{m}_low", f"{m}_high"))
+            if math.isnan(low):
+                assert math.isnan(half)
+                continue
+            assert 0 < low <= mean <= high
+            if math.isnan(half):  # log-scale: not symmetric about the mean
+                seen_log_scale = True
+                assert mean - low != pytest.approx(high - mean)
+            else:
+                assert (low, high) == (pytest.approx(mean - half), pytest.approx(mean + half))
+    assert seen_log_scale  # (this setting's waiting times, near 0 with a long tail: the case that hid the bug)

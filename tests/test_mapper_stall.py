@@ -3,6 +3,7 @@ reconnects, and neither that nor a slow answer to its hello is a failure (docs/p
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import threading
 import time
@@ -29,18 +30,26 @@ def one_busy_machine() -> Experiment:
                       testbed=TestbedSettings(time_unit=0.1, duration=5.0, timeout_factor=10.0))
 
 
-def stall_once(mapper: Mapper, seconds: float, when: Callable[[float], bool]) -> threading.Event:
+def stall_once(mapper: Mapper, seconds: float, when: Callable[[float], bool], read_empty: bool = False
+               ) -> threading.Event:
     """Stop ``mapper``'s loop for ``seconds``, once, at the first heartbeat slice at which ``when(now)`` holds (as
-    a long decision would); the event is set as it stops."""
+    a long decision would); the event is set as it stops. ``read_empty``: the woken mapper's socket reads empty (as
+    after a SIGSTOP, which stops ZeroMQ's own threads too: the pullers' new connections are still in their
+    handshakes when it wakes), so its first slice judges silence as of then."""
     stalled = threading.Event()
     beat = mapper.heartbeats.beat
 
-    def stalling_beat(now: float, drained_at: float) -> None:
+    def stalling_beat(now: float, drained_at: float, *grace: float) -> None:
         if not stalled.is_set() and mapper.t0 is not None and when(now):
             stalled.set()
             time.sleep(seconds)
             now = time.time()
-        beat(now, drained_at)
+            # (the mapper looked at the gap before this slice: as it does after a real stall, at the next one)
+            mapper.unreachable.beat(now)
+            grace = (mapper.unreachable.grace_until,)
+            if read_empty:
+                drained_at = now
+        beat(now, drained_at, *grace)
 
     mapper.heartbeats.beat = stalling_beat
     return stalled
@@ -197,3 +206,47 @@ def test_a_puller_starved_of_cpu_reads_what_waits_before_it_takes_the_mapper_for
     finally:
         release.set()
         assert p.close() == 0
+
+
+def test_a_stall_in_a_run_with_failures_books_no_failure(tmp_path, no_children_left):
+    """With a failure law (one that never fails within the run), the woken mapper judged every puller silent at
+    its first heartbeat, the pullers' new hellos still in their handshakes: every machine down, booked as its
+    failure, every replica resubmitted (a lab engineer's 5 s SIGSTOP of the mapper, 3 runs of 3). Silence is not
+    judged within the grace a stall opens."""
+    from mgst.model import FailureModel  # noqa: PLC0415
+
+    exp = dataclasses.replace(one_busy_machine(), failures=FailureModel(mean_up=1e9, mean_down=1.0))
+    with Run(exp, tmp_path) as r:
+        m = r.mapper
+        stalled = stall_once(m, STALL, lambda now: now - m.t0 > 1.0 and bool(m.core.machines[0].replicas),
+                             read_empty=True)
+        run = r.wait()
+    assert stalled.is_set(), "the mapper never stalled"
+    journal = r.mapper.journal
+    assert len(journal.machines[0].periods) == 1, journal.machines[0].periods  # up once, never down
+    assert r.mapper.core.machines[0].stats.failures == 0
+    check_every_job_done_once(run, tmp_path / "out")
+
+
+def test_a_mapper_left_without_a_puller_says_so_once_a_stretch(caplog):
+    """A stall of the head node past the pullers' --give-up: every puller left, and the mapper ran generation and
+    its whole drain with `up 0/6`, saying nothing (its summary: no warning, no cause). It says so after NOBODY_FOR
+    seconds, once until a puller is back."""
+    import logging  # noqa: PLC0415
+    from types import SimpleNamespace  # noqa: PLC0415
+
+    from mgst.testbed.mapper import NOBODY_FOR  # noqa: PLC0415
+
+    fake = SimpleNamespace(by_identity={}, _nobody_since=None, _said_nobody=False, core=SimpleNamespace(queued_count=7))
+    say = Mapper._say_if_nobody_is_here
+    with caplog.at_level(logging.WARNING, logger="mgst.testbed.mapper"):
+        for t in (100.0, 100.0 + NOBODY_FOR / 2, 100.0 + NOBODY_FOR, 100.0 + 2 * NOBODY_FOR):
+            say(fake, t)
+        assert [r.getMessage()[:50] for r in caplog.records] == ["no puller has been connected for 10 s (every machi"]
+        assert "7 jobs queue for no machine" in caplog.records[0].getMessage()
+        fake.by_identity = {b"p": 0}  # one back: the stretch is over
+        say(fake, 200.0)
+        fake.by_identity = {}
+        say(fake, 300.0)
+        say(fake, 300.0 + NOBODY_FOR)
+    assert len(caplog.records) == 2

@@ -84,12 +84,16 @@ class Heartbeats:
         self.slices = slices_for(len(conns))  # a sweep over every machine takes this many calls of beat
         self._next_slice = 0
 
-    def beat(self, now: float, drained_at: float) -> None:
+    def beat(self, now: float, drained_at: float, grace_until: float = -math.inf) -> None:
         """Heartbeat the next slice of the machines, and judge their silence as of ``drained_at``: the last
         time the mapper had read all that was waiting (what sits unread behind a pause of ours, a GC, an LP
-        solve, a backlog, was heard). A socket never emptied for PAUSE_GRACE is a flood: judged by the clock."""
+        solve, a backlog, was heard). A socket never emptied for PAUSE_GRACE is a flood: judged by the clock.
+        Until ``grace_until`` (a liveness window after a stall of the mapper long enough for its pullers to take it
+        for silence: mgst.testbed.unreachable) no silence is judged: the pullers' hellos on new connections may
+        still be in their handshakes, and the socket, read empty, says nothing of them (a 5 s stall of the mapper
+        took every machine down, booked as failures of machines that never failed)."""
         dead_after = self.liveness * self.interval
-        heard_until = max(drained_at, now - PAUSE_GRACE)
+        heard_until = max(drained_at, now - PAUSE_GRACE) if now >= grace_until else -math.inf
         slices = self.slices
         first = self._next_slice
         self._next_slice = (first + 1) % slices

@@ -75,6 +75,9 @@ INTERRUPT_DRAIN = 4.0
 # A drain in which jobs stay queued, none running, while every machine is up and asking for work and the policy
 # waits on no timer, for this long (s), is said (once): nothing but the drain's limit will end it.
 STUCK_DRAIN = 30.0
+# Seconds with no puller connected, the clock running, before the mapper says so (once a stretch): every puller gone
+# (they gave up on a mapper silent past their --give-up: a stall of the head node), jobs queued for no machine
+NOBODY_FOR = 10.0
 # The default farewell (s) at most: the pullers' acknowledgements usually end it at once; it lasts only while a
 # puller down at the end has not come back.
 FAREWELL_MAX = 60.0
@@ -189,6 +192,8 @@ class Mapper:
         # When a receive pass last found the socket empty: silence is judged as of then (mgst.testbed.liveness).
         self.drained_at = time.time()
         self._stuck_since: float | None = None  # (_say_if_nothing_runs: since when nothing could run, in the drain)
+        self._nobody_since: float | None = None  # (_say_if_nobody_is_here: since when no puller is connected)
+        self._said_nobody = False
         self._said_stuck = False
         # Staging durations from the experiment's model (the simulator's stream, replication 0).
         self.staging = StagingSampler(experiment.staging, self.seed, 0) if experiment.staging is not None else None
@@ -315,6 +320,22 @@ class Mapper:
                         "drain: the policy sends them to no machine (a requirement no host meets?); the drain waits "
                         "for its limit, %.0f s from now (Ctrl-C ends it, the results kept)", core.queued_count,
                         now - self._stuck_since, max(0.0, drain_deadline - now))
+
+    def _say_if_nobody_is_here(self, now: float) -> None:
+        """The clock runs and no puller has been connected for NOBODY_FOR s: said once a stretch (a warning), since
+        jobs then queue for no machine until the drain cuts them off (every puller gave up on this mapper silent past
+        their --give-up, a stall of the head node; or they were stopped)."""
+        if self.by_identity:
+            self._nobody_since, self._said_nobody = None, False
+            return
+        if self._nobody_since is None:
+            self._nobody_since = now
+        elif not self._said_nobody and now - self._nobody_since >= NOBODY_FOR:
+            self._said_nobody = True
+            log.warning("no puller has been connected for %.0f s (every machine down: by its failure law, or pullers "
+                        "that gave up on this mapper, silent past their --give-up, or were stopped): %d jobs queue for "
+                        "no machine; start the pullers that are gone again", now - self._nobody_since,
+                        self.core.queued_count)
 
     def draining(self, now: float) -> bool:
         """Whether the run drains at wall time ``now``: its end of generation has passed, or it was stopped (the
@@ -499,6 +520,8 @@ class Mapper:
                                     len(self.core.running))
                         break
                     self._say_if_nothing_runs(now, drain_deadline)
+                if clock.t0 is not None and clock.held is None:
+                    self._say_if_nobody_is_here(now)
                 overlay = self.overlay
                 if (overlay is not None and clock.t0 is not None and clock.held is None
                         and now >= clock.t0 + overlay.next_at() * self.time_unit):  # (as an arrival is due: after them)
@@ -514,7 +537,9 @@ class Mapper:
                         self.feed(now, TimerFired(key))
                 if now >= next_hb:
                     self.unreachable.beat(now)  # (a gap its pullers may have taken for silence: a grace)
-                    self.heartbeats.beat(now, self.drained_at)
+                    if self.unreachable.grace_until > now:  # (handshakes it cut short: said as such)
+                        self.router.handshakes.after_stall(self.unreachable.grace_until)
+                    self.heartbeats.beat(now, self.drained_at, self.unreachable.grace_until)
                     next_hb = now + self.heartbeat_interval / self.heartbeats.slices
                 if now >= next_tick and self.journal.store is not None:
                     self.journal.tick(now)

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import threading
+import time
 from collections.abc import Callable
 
 import zmq
@@ -30,6 +32,11 @@ _ADDRESSES = itertools.count()  # inproc addresses of this process's watches
 PLAIN_REFUSED = ("refused a handshake without CURVE: a puller started with --insecure? This mapper requires keys: "
                  "start the puller with --keys, a copy of this mapper's key folder (a keyed puller whose handshake did "
                  "not finish in time, after the mapper stalled or over a slow network, is reported alike)")
+# The same event soon after this mapper stalled: its pullers' handshakes, queued while it was stopped, timed out
+AFTER_STALL = ("a puller's handshake did not finish: this mapper stalled a moment ago, and handshakes queued "
+               "meanwhile time out (its puller says hello again; a puller started with --insecure is refused alike)")
+# How long after a stall's grace a failed handshake is put down to it (ZeroMQ's handshake time-out is 30 s)
+AFTER_STALL_S = 35.0
 KEYED_REFUSED = ("refused a CURVE handshake: a puller started with --keys? This mapper runs without them "
                  "(--insecure): start the puller with --insecure too, or the mapper with --keys")
 
@@ -58,13 +65,12 @@ class HandshakeWatch:
 
     def __init__(self, socket: zmq.Socket, curve: bool, interval: float = REFUSAL_LOG_INTERVAL,
                  clock: Callable[[], float] | None = None):
-        import time  # noqa: PLC0415
-
         self.curve = curve
         self.interval = interval
         self._clock = clock or time.monotonic
         self._logged: dict[str, float] = {}
         self.failed = 0  # handshakes failed, logged or not
+        self.stalled_until = -math.inf  # (wall time) until then, a handshake that did not finish is put down to a stall
         self._socket = socket
         self._address = f"inproc://mgst-handshakes-{next(_ADDRESSES)}"
         socket.monitor(self._address, EVENTS)
@@ -88,11 +94,20 @@ class HandshakeWatch:
         """One failed handshake: logged unless its reason was logged less than ``interval`` ago."""
         self.failed += 1
         said = reason(event, value, self.curve)
+        stall = said == PLAIN_REFUSED and event == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL and \
+            time.time() < self.stalled_until
+        if stall:
+            said = AFTER_STALL
         now = self._clock()
         last = self._logged.get(said)
         if last is None or now - last >= self.interval:
             self._logged[said] = now
-            log.warning("%s", said)
+            (log.info if stall else log.warning)("%s", said)
+
+    def after_stall(self, grace_until: float) -> None:
+        """The mapper stalled (its pullers may have taken it for silence; ``grace_until``, wall time, the end of the
+        grace it gives them): a handshake that does not finish until AFTER_STALL_S later is put down to it."""
+        self.stalled_until = max(self.stalled_until, grace_until + AFTER_STALL_S)
 
     def stop(self) -> None:
         """Stop reading and release the monitor (the socket stays open)."""
