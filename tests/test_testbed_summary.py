@@ -125,7 +125,7 @@ def hand_made_run(responses: dict[int, list[float]], achieved: list[list[float]]
         network=None, overlay=None, decision_time=None,
         core=SimpleNamespace(machines=[SimpleNamespace(cpus=1, stats=SimpleNamespace(busy_time=100.0, discarded=0,
                                                                                      discarded_time=0.0))] * 2, jobs={},
-                             stale_events=0, all_bags={}, running={}),
+                             stale_events=0, all_bags={}, running={}, out_of_queue=list),
         journal=SimpleNamespace(experiment=exp, jobs=jobs, replicas=replicas, machines=machines, delays=lambda: {},
                                 outages=[], late_results=0, stalls=[], last_tick=None),
     )
