@@ -950,6 +950,8 @@ def test_check_run_length_accepts_a_sane_horizon(tmp_path):
         (math.inf, None, "--duration", "got inf"),
         (math.nan, None, "--duration", "got nan"),
         (1e300, None, "--duration", "must be at most 2.592e+06 s"),
+        # (a value :g prints as its bound: both in full, where they read 'at most 2.592e+06 s, got 2.592e+06')
+        (2592001.0, None, "--duration", "must be at most 2,592,000 s, got 2,592,001"),
         (None, 0.0, "--time-unit", "must be a positive number"),
         (None, math.nan, "--time-unit", "got nan"),
         (None, 1e-300, "--time-unit", "must be between 0.001 and 86400 s"),

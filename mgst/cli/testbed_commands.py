@@ -16,7 +16,7 @@ from mgst.model import EXECUTORS, Experiment
 # --farewell at most (s): an hour of answering late pullers is more than any failure of a lab run lasts.
 MAX_FAREWELL = 3600.0
 # The journal could not be written (disk full, I/O error): the run is paused, not over. 75 is EX_TEMPFAIL
-# (sysexits.h): try again later, here with `mgst mapper FILE --resume DIR` once the journal can be written.
+# (sysexits.h): try again later, here with `mgst mapper|run FILE --resume DIR` once the journal can be written.
 EXIT_PAUSED = 75
 EXIT_POLICY_FAILED = 3
 # A policy still deciding this many seconds after it began its input is said to hold the run (_stop_on_signals).
@@ -37,7 +37,8 @@ TESTBED_EXIT_CODES = f"""exit codes:
        before it began (its start: nothing was run or kept)
   {EXIT_PAUSED}   the journal could not be written (disk full, I/O error): the run is PAUSED, what was
        committed is kept, and the pullers keep their work and wait; free space, then continue
-       with `mgst mapper FILE --resume DIR`
+       with the command that ran it: `mgst mapper FILE --resume DIR` (and its pullers), or
+       `mgst run FILE --resume DIR` (which starts its own pullers and keys again)
   130  interrupted before the run began (nothing is left behind)
 Ctrl-C (or SIGTERM) during the run ends job generation and drains for at most a few seconds; the jobs still
 unfinished are reported cut off, and the results written (exit 0). A second Ctrl-C stops at once; while the
@@ -69,8 +70,8 @@ def add_testbed_arguments(p: argparse.ArgumentParser) -> None:
                            "is printed); any address but loopback needs a token (docs/live.md)")
     live.add_argument("--no-live", dest="live", action="store_const", const=None, help="no live view")
     p.add_argument("--live-token-file", type=Path, metavar="FILE",
-                   help="the live view's token (default off loopback: KEYS/live.token if there, else a new one "
-                        "in OUT/live.token)")
+                   help="the live view's token (default off loopback: KEYS/live.token if there, for a mapper with "
+                        "--keys; else a new one in OUT/live.token)")
 
 
 def _lengths_not_used(args: argparse.Namespace) -> tuple[str, ...]:
@@ -505,6 +506,9 @@ def mapper_command(args: argparse.Namespace) -> int:
           f"({', '.join(m.name for m in exp.machines)}); journal {out}/journal.sqlite", file=sys.stderr)
     print(f"mgst mapper: on each lab machine: {_puller_command(mapper.endpoint, args, exp)} (or 'mgst lab up', "
           "docs/lab.md)", file=sys.stderr)
+    if args.keys is not None:  # (the folder named is this machine's, with the mapper's secret: not to be copied whole)
+        print(f"mgst mapper: a lab machine's --keys folder holds copies of {args.keys}/mapper.key and of its own "
+              f"{args.keys}/pullers/NAME.key_secret only: mapper.key_secret stays on this machine", file=sys.stderr)
     from mgst.policies.failure import PolicyFailed  # noqa: PLC0415
     from mgst.testbed.store import JournalWriteError  # noqa: PLC0415
 

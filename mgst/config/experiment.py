@@ -178,9 +178,16 @@ def _check_range(
     if not _is_number(value) or not math.isfinite(value) or value <= 0:
         raise ConfigError(key, f"must be a positive number, got {describe_value(value)}", path)
     if not low <= value <= high:
-        where = f"at most {high:g}" if low == 0 else f"between {low:g} and {high:g}"
-        raise ConfigError(key, f"must be {where} {unit}, got {value:g}", path)
+        # (in full where :g would print the value as its bound: 2592001 s against 2592000, '2.592e+06' each)
+        show = _plain if f"{value:g}" in (f"{low:g}", f"{high:g}") else (lambda x: f"{x:g}")
+        where = f"at most {show(high)}" if low == 0 else f"between {show(low)} and {show(high)}"
+        raise ConfigError(key, f"must be {where} {unit}, got {show(value)}", path)
     return float(value)
+
+
+def _plain(x: float) -> str:
+    """A number in full: an integer with its thousands, else all its digits."""
+    return f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e15 else repr(float(x))
 
 
 def _check_length(
