@@ -344,3 +344,27 @@ def test_a_figure_without_mgst_s_interval_is_undecided_not_refuted():
     assert figure_verdict(0.688, 0.3, 2.9, (0.56, 0.57)) == UNDECIDED
     assert figure_verdict(0.688, 0.65, 0.72, (0.56, 0.57)) == DOES_NOT_HOLD
     assert figure_verdict(0.565, math.nan, math.nan, (0.56, 0.57)) == HOLDS
+
+
+def test_a_slice_whose_file_changed_is_run_again_not_taken_as_done(capsys, tmp_path):
+    """The slice's record kept the file's name and the run's lengths: a file edited since (arrival rates cut by
+    ten), or another --experiments folder's file of that name, was 'done before', its verdict the old file's."""
+    import shutil  # noqa: PLC0415
+
+    experiments = tmp_path / "experiments"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "experiments", experiments)
+    out = tmp_path / "out"
+    args = ["reproduce", "mgst", "--quick", "--experiments", str(experiments), "--out", str(out)]
+    assert main(args) == 0
+    capsys.readouterr()
+    before = json.loads((out / "hihi-mfd-fd" / "summary.json").read_text())["overall"]["mean_response"]
+    path = experiments / "hihi-mfd-fd.toml"
+    text = path.read_text()
+    assert "arrival_rates = [2.25, 4.50, 7.20, 12.60]" in text
+    path.write_text(text.replace("arrival_rates = [2.25, 4.50, 7.20, 12.60]",
+                                 "arrival_rates = [0.225, 0.450, 0.720, 1.260]"))
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "hihi-mfd-fd: done before" not in err and err.count("done before") == 1, err
+    after = json.loads((out / "hihi-mfd-fd" / "summary.json").read_text())["overall"]["mean_response"]
+    assert after < 0.9 * before  # (a tenth of the load: shorter waits)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import logging
 import os
@@ -191,7 +192,9 @@ def _run_simulation(s: SimulationSlice, experiment: Any, folder: Path, workers: 
     """The simulation slice into ``folder/summary.json``, unless it holds one of the same settings."""
     from mgst.sim.replications import run_simulation  # noqa: PLC0415
 
-    wanted = {"file": s.file, **s.overrides()}
+    # (the file's content too: a slice run on an edited file, or another --experiments folder's, is not done)
+    digest = hashlib.sha256((Path(experiments) / s.file).read_bytes()).hexdigest()
+    wanted = {"file": s.file, "sha256": digest, **s.overrides()}
     done = folder / SLICE_FILE
     if (folder / "summary.json").is_file() and done.is_file():
         try:
