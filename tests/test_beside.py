@@ -549,3 +549,20 @@ def test_jobs_that_computed_longer_than_the_model_s_time_are_a_cause():
     # not measured as overrun.
     bundles = dataclasses.replace(exp, machines=(dataclasses.replace(m0, slots=2, cpus=1), *exp.machines[1:]))
     assert _overrun(run_with(0.05, bundles), 1.0, set()) is None
+
+
+def test_a_resumed_run_says_so_where_its_figures_are_printed():
+    """A killed and resumed run's table, jobs line and summary.csv read as a run that never stopped; its outage and
+    the jobs caught in it (not counted) were in summary.json alone."""
+    from mgst.testbed.beside import Beside, format_beside  # noqa: PLC0415
+
+    run = gap_run([[1.0], [1.0]])
+    tb = summary("testbed", est(1.0, 0.1))
+    d = {"delays": {"communication_delay_s": {"median": None}}, "jobs_generated": 10, "jobs_done": 10, "cut_off": [],
+         "requeues": 0, "timeouts": 0, "jobs_across_outage": 3,
+         "outages": [{"from": "a", "to": "b", "seconds": 12.25}, {"from": "c", "to": "d", "seconds": 3.0}]}
+    text = format_beside(Beside(run, tb, None, None, d, []))
+    assert "resumed after 2 outages of its mapper (15.2 s in all, model time standing still): 3 jobs caught in one " \
+           "not counted (jobs.csv: Counted No; its times include the outage)" in text, text
+    d["outages"], d["jobs_across_outage"] = [], 0
+    assert "resumed" not in format_beside(Beside(run, tb, None, None, d, []))

@@ -257,6 +257,13 @@ def format_beside(b: Beside) -> str:
     lines.append(f"{noun}: {d['jobs_generated']} generated, {d['jobs_done']} done, {len(d['cut_off'])} "
                  f"{'still in the system' if not b.run.closed else 'cut off'}, {d['requeues']} resubmitted, "
                  f"{d['timeouts']} timed out")
+    outages = d.get("outages") or []
+    if outages:  # (a resumed run: said where its figures are, not only in summary.json)
+        across = d.get("jobs_across_outage", 0)
+        lines.append(f"resumed after {plural(len(outages), 'outage')} of its mapper "
+                     f"({sum(o['seconds'] for o in outages):.1f} s in all, model time standing still): "
+                     f"{plural(across, 'job')} caught in one not counted (jobs.csv: Counted No; its times include "
+                     "the outage)")
     if b.testbed.policy_counts:  # the policy's report() (LPAS_DG's fixes), testbed then simulation
         counts = ", ".join(f"{k} {v:g}" for k, v in b.testbed.policy_counts.items())
         lines.append(f"policy ({b.testbed.policy}): {counts}")
