@@ -566,3 +566,23 @@ def test_a_resumed_run_says_so_where_its_figures_are_printed():
            "not counted (jobs.csv: Counted No; its times include the outage)" in text, text
     d["outages"], d["jobs_across_outage"] = [], 0
     assert "resumed" not in format_beside(Beside(run, tb, None, None, d, []))
+
+
+def test_a_testbed_faster_than_its_model_names_jobs_that_computed_less_than_their_size():
+    """A command executor running /bin/true for every job: jobs computed 2 ms against a model's 0.99, the testbed
+    98 % faster, and the gap said 'the model is pessimistic', though the journal measured it. Here each job computes
+    0.01 s where the model has 0.5 s (size 1 at rate 2)."""
+    run = gap_run([[1.0], [1.0]])
+    for r in run.journal.replicas.values():
+        r.t4, r.t5 = r.t3, r.t3 + 0.01
+    gap = find_gap(run, summary("testbed", est(0.5, 0.05)), summary("simulation", est(1.0, 0.05)))
+    assert [d.slower for d in gap.differences] == [False, False]
+    assert [c.kind for c in gap.causes] == ["underrun"]
+    assert gap.causes[0].figures["mean_s"] == pytest.approx(-0.49)
+    text = "\n".join(gap.describe())
+    assert "cause: jobs computed 490 ms shorter than the model's time for them on average" in text
+    assert "the model is pessimistic" not in text
+    for r in run.journal.replicas.values():  # as the model has them: nothing to name
+        r.t5 = r.t3 + 0.5
+    gap = find_gap(run, summary("testbed", est(0.5, 0.05)), summary("simulation", est(1.0, 0.05)))
+    assert gap.causes == [] and "the model is pessimistic" in "\n".join(gap.describe())

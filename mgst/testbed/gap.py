@@ -95,7 +95,7 @@ class Gap:
             lines.append(f"  {self.cut_off} of the {self.generated} jobs were cut off (not done when the drain "
                          "ended): the testbed's means are of the jobs done, the slowest left out, so they cannot be "
                          "set beside the model's")
-        elif not any(d.slower for d in self.differences):
+        elif not any(d.slower for d in self.differences) and not self.causes:
             lines.append("  the testbed did better than the model: the slowdowns the journal measures (CPU shares, "
                          "delays, stalls, suspicions, time-outs, refusals) cannot explain it (a single run's sample "
                          "path differs from the simulation's, or the model is pessimistic)")
@@ -291,5 +291,26 @@ def find_gap(run: TestbedRun, testbed: Summary, simulation: Summary) -> Gap:
     """The differences beyond the intervals and, when the testbed did worse on any, the causes the journal
     measured: each of them slows a run down, so none can explain a testbed better than its model."""
     diffs = differences(testbed, simulation)
-    return Gap(diffs, measured_causes(run, testbed) if any(d.slower for d in diffs) else [], len(run.cut_off),
-               len(run.journal.jobs))
+    if any(d.slower for d in diffs):
+        causes = measured_causes(run, testbed)
+    else:  # (better: the one measure that can make a testbed faster, jobs computing less than the model's time)
+        underrun = _underrun(run, testbed.overall.mean * run.time_unit) if diffs else None
+        causes = [underrun] if underrun is not None else []
+    return Gap(diffs, causes, len(run.cut_off), len(run.journal.jobs))
+
+
+def _underrun(run: TestbedRun, response_s: float) -> Cause | None:
+    """Jobs that computed shorter than the model's time for them, by OVERRUN_SHARE of the mean response time or
+    more on average (as :func:`_overrun` measures the longer): the executor did less work than the sizes the model
+    draws (a command that does not do its job's size), which makes a testbed faster than its model."""
+    excess = [x for m in measure(run.journal, run.time_unit) for x in m.overrun]
+    if not excess or not math.isfinite(response_s) or response_s <= 0.0:
+        return None
+    mean = sum(excess) / len(excess)
+    if -mean < OVERRUN_SHARE * response_s:
+        return None
+    return Cause(
+        "underrun", f"jobs computed {-mean * 1e3:.3g} ms shorter than the model's time for them on average "
+        f"({-mean / response_s:.1%} of the mean response time, over {len(excess)} jobs): the executor did less work "
+        "than the sizes the model draws (a command that does not do its job's size?), so the testbed ran faster",
+        {"mean_s": round(mean, 9), "share_of_response": round(-mean / response_s, 6), "jobs": len(excess)})
