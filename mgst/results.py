@@ -325,10 +325,14 @@ def sum_counts(counts: Iterable[Mapping[str, float]]) -> dict[str, float]:
 def format_table(summary: Summary) -> str:
     """A readable table like the paper's Table 2: class, mean response, 95 % CI."""
 
-    def ci(e: Estimate) -> str:
+    def ci(e: Estimate, row: int) -> str:
+        # (a class some replications counted no job of: its mean and interval are over those that did, said)
+        means = summary.replication_means[row] if row < len(summary.replication_means) else ()
+        used = sum(1 for m in means if not math.isnan(m))
+        of = f" [{used} of {summary.replications} replications]" if 0 < used < len(means) else ""
         if math.isnan(e.low):
-            return method_note(e.method).strip() or "(n/a)"
-        return f"({e.low:.3f}, {e.high:.3f})" + method_note(e.method)
+            return (method_note(e.method).strip() or "(n/a)") + of
+        return f"({e.low:.3f}, {e.high:.3f})" + method_note(e.method) + of
 
     lines = [
         f"{summary.experiment}: {summary.policy}, {summary.mode}, {plural(summary.replications, 'replication')} "
@@ -339,11 +343,11 @@ def format_table(summary: Summary) -> str:
     def mean(e: Estimate) -> str:
         return f"{e.mean:>12.4f}" if e.jobs else f"{'n/a':>12}"  # no job measured: no mean (nan in the data)
 
-    for name, e in zip(summary.class_names, summary.classes):
+    for k, (name, e) in enumerate(zip(summary.class_names, summary.classes)):
         if e.jobs or summary.bags is None:  # a bag workload's unused task classes are left out
-            lines.append(f"{name:<10}{e.jobs:>10}{mean(e)}  {ci(e)}")
+            lines.append(f"{name:<10}{e.jobs:>10}{mean(e)}  {ci(e, k)}")
     e = summary.overall
-    lines.append(f"{'Overall':<10}{e.jobs:>10}{mean(e)}  {ci(e)}")
+    lines.append(f"{'Overall':<10}{e.jobs:>10}{mean(e)}  {ci(e, len(summary.classes))}")
     util = ", ".join(f"{n} {u:.0%}" for n, u in zip(summary.machine_names, summary.utilisation))
     lines.append(f"Utilisation: {util}")
     if summary.load is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 from pathlib import Path
 
 import pytest
@@ -231,3 +232,25 @@ def test_a_sweep_row_s_half_width_is_of_a_symmetric_interval_only_and_its_bounds
             else:
                 assert (low, high) == (pytest.approx(mean - half), pytest.approx(mean + half))
     assert seen_log_scale  # (this setting's waiting times, near 0 with a long tail: the case that hid the bug)
+
+
+def test_a_class_some_replications_counted_no_job_of_says_over_how_many(tmp_path):
+    """Class 4 at 0.01 jobs a time unit: 5 replications, 2 of them with a job of it; its mean and interval are over
+    those 2 (the mean of their means), which the table said nothing of ('too few replications' after 5)."""
+    from mgst.config import load_experiment  # noqa: PLC0415
+    from mgst.results import format_table  # noqa: PLC0415
+    from mgst.sim.replications import run_simulation  # noqa: PLC0415
+
+    text = (Path(__file__).resolve().parents[1] / "experiments" / "hihi-mfd-fd.toml").read_text()
+    rare = tmp_path / "rare.toml"
+    rare.write_text(text.replace("arrival_rates = [2.25, 4.50, 7.20, 12.60]",
+                                 "arrival_rates = [2.25, 4.50, 7.20, 0.01]"))
+    summary, results = run_simulation(load_experiment(rare), horizon=100.0, warmup=10.0, replications=5, seed=3,
+                                      workers=1)
+    used = sum(1 for r in results if r.counts[3])
+    assert 0 < used < 5  # (the case: seed 3 gives 2)
+    row = next(line for line in format_table(summary).splitlines() if line.startswith("4 "))
+    assert row.endswith(f"[{used} of 5 replications]"), row
+    assert summary.classes[3].mean == pytest.approx(statistics.fmean(r.mean(3) for r in results if r.counts[3]))
+    assert all("of 5 replications" not in line for line in format_table(summary).splitlines()
+               if line.startswith(("1 ", "Overall")))
