@@ -24,11 +24,12 @@ LINE_FORMAT = "%(asctime)s.%(msecs)03d %(levelname)s %(message)s"
 VERBOSE_LINE_FORMAT = "%(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s"  # (-v: which module said it)
 
 EXIT_CODES = f"""exit codes:
-  0    the run is over (the mapper's bye, or no welcome for --give-up seconds after one), no work for
-       --idle-exit seconds, or SIGINT/SIGTERM
+  0    the run is over (the mapper's bye), no work for --idle-exit seconds, or SIGINT/SIGTERM
   2    a usage error, a fatal refusal by the mapper, or a run this puller cannot serve
   {EXIT_UNREACHABLE}   the mapper could not be reached for --give-up seconds before any welcome: a host name
-       that does not resolve, a refused connection, a handshake that fails (a wrong mapper key)
+       that does not resolve, a refused connection, a handshake that fails (a wrong mapper key); or, after
+       one, no word from it for --give-up seconds and no bye: its mapper is down (a resume needs this
+       puller started again), or the run ended without its bye reaching this puller
   {EXIT_PAUSED}   the mapper paused the run and no resumed mapper welcomed this puller within an hour"""
 
 

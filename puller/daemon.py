@@ -233,9 +233,12 @@ class Puller:
                                   "killed)", self.machine, lost)
                         self.exit_code = EXIT_PAUSED
                         self.end_reason = "the paused run did not resume"
-                    else:
-                        self.end_reason = (f"no welcome from the mapper for {lost:.0f} s (--give-up): the run is "
-                                           "over, or its mapper is down (if it is resumed, start this puller again)")
+                    else:  # (not 0: no bye came, and a mapper that ends says bye, and answers late hellos with one;
+                        # a batch system then shows a dead mapper's pilots failed, not completed)
+                        self.exit_code = EXIT_UNREACHABLE
+                        self.end_reason = (f"no welcome from the mapper for {lost:.0f} s (--give-up): its mapper is "
+                                           "down, or the run ended without its bye reaching this puller (if the run "
+                                           "is resumed, start this puller again)")
                     break
                 if self.patience.unreached(now):
                     self.link.read_monitor()  # (its last events: a handshake may have completed just now)

@@ -194,7 +194,7 @@ def cancel(ids: list[int]) -> None:
 # gives a job it ended itself. A pilot that ended any other way than COMPLETED lost its machine: DOWN for the mapper.
 PULLER_EXITS = {0: "the run is over, or no work for idle_exit",
                 2: "refused by the mapper, or could not start (its log says why)",
-                69: "never reached the mapper (its log says why)",
+                69: "never reached the mapper, or lost it and no bye came (its mapper down?): its log says why",
                 75: "the mapper paused the run and did not resume it"}
 SLURM_ENDS = {"CANCELLED": "cancelled (scancel): its machine went DOWN for the mapper",
               "PREEMPTED": "preempted: its machine went DOWN for the mapper",
