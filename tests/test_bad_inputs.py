@@ -713,3 +713,12 @@ def test_a_live_view_that_cannot_be_served_leaves_no_token_and_no_folder_behind(
     out.mkdir()  # a folder given empty is the user's: kept, empty
     assert main(["run", str(exp), "--live", "192.0.2.1:8080", "--out", str(out), "--duration", "1"]) == EXIT_USAGE
     assert out.is_dir() and not any(out.iterdir())
+
+
+def test_export_of_an_empty_journal_file_refuses_it_and_leaves_it_empty(tmp_path, capsys):
+    """A 0-byte journal.sqlite (a run that died before its first write, a truncated copy): export made it an empty
+    SQLite database of 4 KB, writing to the file it was asked to read, and blamed a damaged header."""
+    (tmp_path / "journal.sqlite").write_bytes(b"")
+    for args in (["export", str(tmp_path)], ["export", str(tmp_path), "--salvage"]):
+        _check(main(args), capsys.readouterr().err, "an empty file, not a journal")
+        assert (tmp_path / "journal.sqlite").stat().st_size == 0
