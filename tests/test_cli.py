@@ -323,3 +323,17 @@ def test_a_sweep_says_where_its_plots_and_a_paper_s_tables_are():
     assert _plots_written([out / "table-m5.csv", out / "figure2.png"], out) == " and table-m5.csv figure2.png"
     assert _plots_written([out / "plots" / "a.png", out / "table-m5.csv"], out) == " and 1 plot in plots/, table-m5.csv"
     assert _plots_written([], out) == ""
+
+
+def test_the_insecure_warning_names_no_port_0(caplog):
+    """`mgst run --insecure` warned that anyone reaching tcp://127.0.0.1:0 could register: no one can reach port 0."""
+    import logging  # noqa: PLC0415
+
+    from mgst.wire.security import security_mode  # noqa: PLC0415
+
+    with caplog.at_level(logging.WARNING, logger="mgst.wire.security"):
+        assert security_mode("tcp://127.0.0.1:0", None, True) == "none (--insecure)"
+        assert security_mode("tcp://10.0.0.1:5555", None, True) == "none (--insecure)"
+    said = [r.getMessage() for r in caplog.records]
+    assert "anyone who reaches tcp://127.0.0.1 (on the free port it binds) can register" in said[0]
+    assert "anyone who reaches tcp://10.0.0.1:5555 can register" in said[1]

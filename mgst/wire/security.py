@@ -62,8 +62,9 @@ def security_mode(bind: str, keys: ServerKeys | None, insecure: bool) -> str:
     if keys is not None:
         return "curve"
     if insecure:
+        where = f"{bind[:-2]} (on the free port it binds)" if bind.endswith(":0") else bind  # (not port 0)
         log.warning("running WITHOUT authentication or encryption (--insecure): anyone who reaches %s can "
-                    "register as a machine and read the jobs", bind)
+                    "register as a machine and read the jobs", where)
         return "none (--insecure)"
     if not is_loopback(bind):
         raise SecurityError(f"{bind} is reachable from other machines: give the mapper keys (mgst keys, then "
