@@ -322,6 +322,17 @@ def sum_counts(counts: Iterable[Mapping[str, float]]) -> dict[str, float]:
     return total
 
 
+def interval_places(mean: float, low: float, high: float, places: int = 3) -> int:
+    """The decimal places to print an interval with (its mean with one more): ``places``, or as many more as it
+    takes for the printed mean to lie within the printed interval and a real interval not to print as one point
+    (with times of a ten-thousandth of a unit, 0.0007 printed beside (0.001, 0.001))."""
+    for p in range(places, 13):
+        lo, hi, m = round(low, p), round(high, p), round(mean, p + 1)
+        if lo <= m <= hi and (lo < hi or not low < high):
+            return p
+    return 12
+
+
 def format_table(summary: Summary) -> str:
     """A readable table like the paper's Table 2: class, mean response, 95 % CI."""
 
@@ -332,7 +343,8 @@ def format_table(summary: Summary) -> str:
         of = f" [{used} of {summary.replications} replications]" if 0 < used < len(means) else ""
         if math.isnan(e.low):
             return (method_note(e.method).strip() or "(n/a)") + of
-        return f"({e.low:.3f}, {e.high:.3f})" + method_note(e.method) + of
+        places = interval_places(e.mean, e.low, e.high)
+        return f"({e.low:.{places}f}, {e.high:.{places}f})" + method_note(e.method) + of
 
     lines = [
         f"{summary.experiment}: {summary.policy}, {summary.mode}, {plural(summary.replications, 'replication')} "
@@ -340,8 +352,9 @@ def format_table(summary: Summary) -> str:
         f"{'Class':<10}{'Jobs':>10}{'Mean resp.':>12}  95 % CI"
         + (f" ({BATCHES} {summary.interval})" if summary.interval != REPLICATIONS else ""),
     ]
-    def mean(e: Estimate) -> str:
-        return f"{e.mean:>12.4f}" if e.jobs else f"{'n/a':>12}"  # no job measured: no mean (nan in the data)
+    def mean(e: Estimate) -> str:  # no job measured: no mean (nan in the data)
+        places = interval_places(e.mean, e.low, e.high) + 1 if not math.isnan(e.low) else 4
+        return f"{e.mean:>12.{places}f}" if e.jobs else f"{'n/a':>12}"
 
     for k, (name, e) in enumerate(zip(summary.class_names, summary.classes)):
         if e.jobs or summary.bags is None:  # a bag workload's unused task classes are left out

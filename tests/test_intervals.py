@@ -254,3 +254,29 @@ def test_a_class_some_replications_counted_no_job_of_says_over_how_many(tmp_path
     assert summary.classes[3].mean == pytest.approx(statistics.fmean(r.mean(3) for r in results if r.counts[3]))
     assert all("of 5 replications" not in line for line in format_table(summary).splitlines()
                if line.startswith(("1 ", "Overall")))
+
+
+def test_a_table_of_tiny_times_prints_each_mean_within_its_interval():
+    """Times of ten-thousandths of a unit: '0.0007  (0.001, 0.001)', the mean outside its own interval, and
+    '(0.000, 0.000)'. Places are added until the printed mean lies within the printed interval, and that is no
+    point; a table of ordinary times prints as before (3 places, the mean 4)."""
+    from mgst.results import Summary, format_table, interval_places  # noqa: PLC0415
+
+    assert interval_places(0.2060, 0.198, 0.214) == 3
+    assert interval_places(0.00068, 0.000653, 0.000712) == 5
+    assert interval_places(0.000222, 0.0002201, 0.0002266) == 5
+    assert interval_places(5.0, 5.0, 5.0) == 3  # (no spread: one point, rightly)
+
+    def table(*estimates: Estimate) -> list[str]:
+        s = Summary(experiment="x", mode="simulation", policy="p", class_names=("a", "b"), classes=estimates[:2],
+                    overall=estimates[2], mean_wait=(0.0, 0.0), machine_names=("M1",), utilisation=(0.5,),
+                    replications=5, horizon=1.0, warmup=0.1, seed=1, load=None, jobs_simulated=3, unfinished=0,
+                    elapsed_s=1.0)
+        return format_table(s).splitlines()[2:5]
+
+    rows = table(Estimate(10, 0.00068, 0.000653, 0.000712), Estimate(10, 0.000222, 0.0002201, 0.0002266),
+                 Estimate(20, 0.2060, 0.198, 0.214))
+    for row in rows:
+        mean, low, high = (float(x.strip("(),")) for x in row.split()[2:5])
+        assert low <= mean <= high and low < high, row
+    assert rows[2].split()[2:5] == ["0.2060", "(0.198,", "0.214)"]
