@@ -121,7 +121,7 @@ def test_the_core_imports_nothing_above_it():
     mypy_extensions, mgst.model (plain data) and itself."""
     allowed = {
         "__future__", "collections", "dataclasses", "enum", "bisect", "heapq", "importlib", "itertools", "logging",
-        "math", "types", "typing", "mypy_extensions", "mgst.model",
+        "math", "operator", "types", "typing", "mypy_extensions", "mgst.model",
     }
     for source in sorted(CORE.glob("*.py")):
         for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):

@@ -103,7 +103,8 @@ def test_300_keyed_pullers_all_registered_none_down_every_job_done_once(tmp_path
     assert max(reported.values()) == 1
     assert {r.replica for r in done} <= set(reported)
     assert dict(run.malformed) == {}
-    # the hellos before t0 were debounced into one solve, due 1 s after t0 (a timer set while model time
-    # stood at 0): it came, and planned every machine
-    assert run.core.policy.solves == 3  # at start (none up), at the first hello (a class starved), debounced
+    # the policy starts once every puller registered (as in the simulation: it sees them all up), and plans every
+    # machine in that one solve (before 2026-12-02 it started before the first hello: three solves, the first for
+    # an empty grid, the last debounced)
+    assert run.core.policy.solves == 1
     assert all(run.core.policy.eligible[0])

@@ -466,7 +466,7 @@ def test_unknown_options_are_named(name, options, match):
     [
         ("wqr_ft", {"replicas": "two"}, "replicas: must be a whole number, got the string 'two'"),
         ("wqr_ft", {"replicas": 2.5}, "replicas: must be a whole number, got 2.5"),
-        ("wqr_ft", {"replicas": True}, "replicas: must be a whole number, got True"),
+        ("wqr_ft", {"replicas": True}, r"replicas: must be a whole number, got true \(a boolean\)"),
         ("wqr_ft", {"replicas": None}, "replicas: must be a whole number, got None"),
         ("wqr_ft", {"checkpoints": 1}, "checkpoints: must be true or false"),
         ("wqr_ft", {"checkpoints": "yes"}, "checkpoints: must be true or false"),
@@ -487,7 +487,7 @@ def test_wrongly_typed_options_raise(name, options, match):
         ("wqr_ft", {"replicas": 0}, "replicas: must be >= 1"),
         ("lpas_dg", {"tolerance": -1.0}, "tolerance: must be >= 0"),
         ("lpas_dg", {"tolerance": 1.0}, "tolerance: must be >= 0 and < 1"),  # (nothing eligible: 0 jobs, no error)
-        ("lpas_dg", {"resolve_period": 0}, "resolve_period: must be > 0"),
+        ("lpas_dg", {"resolve_period": 0}, "resolve_period: must be a finite number > 0"),
         ("lpas_dg", {"lp_method": "simplex"}, "lp_method"),
     ],
 )

@@ -379,8 +379,9 @@ def test_a_policy_that_never_returns_is_said_and_a_third_interrupt_ends_the_run_
 
 
 def test_a_policy_that_fails_in_its_start_ends_the_run_before_it_begins(tmp_path: Path, no_children_left) -> None:
-    """The policy's start raises (fed before the pullers register): exit 3 saying so, and nothing kept, as a start
-    that fails keeps nothing (the run folder made for it is removed)."""
+    """The policy's start raises (fed once the pullers registered, so that it sees them up, as in the simulation):
+    exit 3 saying so, no job run and no journal kept; the pullers' log, which says they registered and were sent
+    away, is kept (an empty one is removed, and the folder with it)."""
     (tmp_path / "failing_policies.py").write_text(POLICIES)
     exp = tmp_path / "exp.toml"
     exp.write_text(EXPERIMENT.format(policy="fails_to_start", duration=DURATION_S))
@@ -388,9 +389,10 @@ def test_a_policy_that_fails_in_its_start_ends_the_run_before_it_begins(tmp_path
     p = _mgst(tmp_path, "run", str(exp), "--import", "failing_policies", "--out", str(out), "--no-live", "--quiet")
     assert p.returncode == 3, p.stderr[-3000:]
     assert "the policy 'fails_to_start' failed at model time 0.000, handling RunStart: RuntimeError: no plan" \
-        in p.stderr and "the run did not begin: nothing was run or kept" in p.stderr, p.stderr[-3000:]
+        in p.stderr and "the run did not begin: no job was run, and no journal kept" in p.stderr, p.stderr[-3000:]
     assert 'raise RuntimeError("no plan")' in p.stderr  # (its traceback)
-    assert not out.exists()  # (its pullers' log, empty, was left: "nothing was run or kept")
+    assert sorted(x.name for x in out.iterdir()) == ["pullers.log"]  # (no journal: a rerun into it is not refused)
+    assert "registered" in (out / "pullers.log").read_text()
 
 
 def test_export_of_a_run_that_ended_well_but_no_longer_replays_leaves_its_results_alone(

@@ -34,7 +34,7 @@ TESTBED_EXIT_CODES = f"""exit codes:
        run: `mgst export DIR` writes them again)
   {EXIT_POLICY_FAILED}    the policy failed during the run (its code raised, or broke a rule of the core): the run
        was stopped there, its results so far written (the policy's traceback is printed above them); or
-       before it began (its start: nothing was run or kept)
+       before it began (its start, once the pullers registered: no job run, no journal kept)
   {EXIT_PAUSED}   the journal could not be written (disk full, I/O error): the run is PAUSED, what was
        committed is kept, and the pullers keep their work and wait; free space, then continue
        with the command that ran it: `mgst mapper FILE --resume DIR` (and its pullers), or
@@ -537,8 +537,8 @@ def mapper_command(args: argparse.Namespace) -> int:
 
 def _failed_before_the_run(failure: Exception) -> int:
     """EXIT_POLICY_FAILED, once said why: the policy failed before the run began (its start)."""
-    print(f"mgst: error: {failure}; the run did not begin: nothing was run or kept (the traceback is above)",
-          file=sys.stderr)
+    print(f"mgst: error: {failure}; the run did not begin: no job was run, and no journal kept (the traceback is "
+          "above; the pullers' log, where they wrote one, is kept)", file=sys.stderr)
     return EXIT_POLICY_FAILED
 
 
