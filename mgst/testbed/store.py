@@ -71,7 +71,9 @@ def check_journal_file(path: Path) -> None:
         raise StoreError(f"{path}: no journal (is this a run directory?)")
     if not path.is_file():
         raise StoreError(f"{path}: not a journal file (a {'folder' if path.is_dir() else 'special file'})")
-    if path.stat().st_size == 0:  # (SQLite would make it an empty database: a file read, written)
+    # (SQLite would make it an empty database: a file read, written; with a WAL beside it, the run may be all in the
+    # WAL: the WAL's check says so, damage to salvage)
+    if path.stat().st_size == 0 and not Path(f"{path}-wal").exists():
         raise StoreError(f"{path}: an empty file, not a journal (a journal has at least its header): nothing of "
                          "a run to read; it is left as it is")
 
