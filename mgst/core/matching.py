@@ -19,6 +19,7 @@ from mgst.model import Job
 
 # The decisions a policy returns (Matcher.apply), by type: one returned alone is a mistake apply_all names.
 _DECISIONS: Final = frozenset({Assign, Hold, Cancel, SetTimer, CancelTimer, TimeOut, SuspectDown})
+_JOB: Final = Job  # (a static compiled: the imported name would be a module dict lookup at each Assign)
 
 
 class Matcher:
@@ -319,15 +320,17 @@ class Matcher:
     def _assign(self, d: Assign) -> None:
         fields: Any = d  # (read untyped, so that these checks, not a compiled cast, meet what the policy gave)
         job = fields[0]
-        if type(job) is not Job:
+        if type(job) is not _JOB:
             held = getattr(job, "job", None)  # a JobRecord for its job: the likeliest slip, named
-            hint = " (a record: Assign takes its .job)" if type(held) is Job else ""
+            hint = " (a record: Assign takes its .job)" if type(held) is _JOB else ""
             raise PolicyError(f"Assign of {type(job).__name__} {shown(job)}{hint}: Assign's job must be a Job, "
                               "a record's .job")
         rec = self.view.jobs.get(job.id)
         if rec is None:
             raise PolicyError(f"assign of unknown job {job.id}")
-        j = decided_index(fields[1], "machine", "Assign")
+        j = fields[1]
+        if type(j) is not int:  # (the common case costs a type check: no call)
+            j = decided_index(j, "machine", "Assign")
         if not 0 <= j < len(self.machines):
             raise PolicyError(f"assign to unknown machine {j}")
         self.lifecycle.start(rec, self.machines[j])

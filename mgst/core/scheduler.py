@@ -444,6 +444,8 @@ class Scheduler:
     def out_of_queue(self) -> list[int]:
         """Jobs waiting yet in no queue (their ``qtoken`` 0): only a policy that wrote to its view (took a job out of
         a queue) leaves one, and such a job never runs; the ids, for a driver to say so at the run's end."""
+        if not self.view.queued_count:  # (such a job is still counted waiting: none counted, none to look for)
+            return []
         return [rec.job.id for rec in self.jobs.values() if rec.status is JobStatus.QUEUED and not rec.qtoken]
 
 
