@@ -350,7 +350,7 @@ def format_table(summary: Summary) -> str:
         f"{summary.experiment}: {summary.policy}, {summary.mode}, {plural(summary.replications, 'replication')} "
         f"x {summary.horizon:g} time units (warm-up {summary.warmup:g}), seed {summary.seed}",
         f"{'Class':<10}{'Jobs':>10}{'Mean resp.':>12}  95 % CI"
-        + (f" ({BATCHES} {summary.interval})" if summary.interval != REPLICATIONS else ""),
+        + (f" ({summary.interval} of up to {BATCHES} windows)" if summary.interval != REPLICATIONS else ""),
     ]
     def mean(e: Estimate) -> str:  # no job measured: no mean (nan in the data)
         places = interval_places(e.mean, e.low, e.high) + 1 if not math.isnan(e.low) else 4
