@@ -224,7 +224,7 @@ IN_PROCESS = [
     (["simulate", HIHI, "--horizon", "ten"], "--horizon"),
     (["simulate", HIHI, "--horizon", "50"], "--horizon"),  # the file's warm-up is 100: the horizon's fault
     (["simulate", HIHI, "--warmup", "-1"], "--warmup"),
-    (["simulate", HIHI, "--warmup", "nan"], "--warmup"),
+    (["simulate", HIHI, "--warmup", "nan"], "--warmup: must be >= 0 and below the horizon (1000), got nan"),
     (["simulate", HIHI, "--horizon", "50", "--warmup", "60"], "--warmup"),
     (["simulate", HIHI, "--replications", "0"], "--replications"),
     (["simulate", HIHI, "--replications", "1.5"], "--replications"),

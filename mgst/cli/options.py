@@ -90,9 +90,9 @@ def check_horizon_warmup(horizon: float, warmup: float, horizon_given: bool, war
     if horizon > 0 and 0 <= warmup < horizon:
         return
     if not horizon > 0:
-        raise ConfigError("--horizon" if horizon_given else f"{file_key}.horizon", "must be > 0")
+        raise ConfigError("--horizon" if horizon_given else f"{file_key}.horizon", f"must be > 0, got {horizon:g}")
     if warmup_given:
-        raise ConfigError("--warmup", f"must be >= 0 and below the horizon ({horizon:g})")
+        raise ConfigError("--warmup", f"must be >= 0 and below the horizon ({horizon:g}), got {warmup:g}")
     raise ConfigError("--horizon" if horizon_given else f"{file_key}.horizon",
                       f"must be above the warm-up ({file_key}.warmup = {warmup:g}); give a smaller --warmup too")
 
