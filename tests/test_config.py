@@ -1465,3 +1465,17 @@ def test_lpas_dg_refuses_a_workload_without_arrival_rates_unless_it_measures_the
                               policy=lpas + "arrival_check_period = 1000.0\n")
     assert measured.policy.options["arrival_check_period"] == 1000.0
     assert experiment_for(tmp_path).policy.name == "lpas_dg"  # (Poisson classes: their rates are given)
+
+
+@pytest.mark.parametrize(("tasks", "key", "said"), [
+    ('{count = 3, size = [1.0, 2.0], class = "x"}', "workload.bags[0].tasks.class", "unknown class 'x'"),
+    ("{count = 3, size = [1.0, 2.0], class = 5}", "workload.bags[0].tasks.class", "class index 5 but there are 1"),
+    ('[["x", 1.0]]', "workload.bags[0].tasks[0][0]", "unknown class 'x'"),
+])
+def test_a_bag_task_s_unknown_class_names_the_key_it_is_given_in(tasks, key, said):
+    """A drawn bag's `class` was named as `tasks[0]` (the listed form's place), a key the file does not have."""
+    text = ('[workload]\nkind = "bag_list"\nclass_names = ["job"]\n[[workload.bags]]\nat = 0.0\n'
+            f"tasks = {tasks}\n[machines]\nrates = [[1.0]]\n[policy]\nname = \"fcfs_share\"\n")
+    with pytest.raises(ConfigError) as info:
+        parse_experiment(tomllib.loads(text), "drawn")
+    assert info.value.key == key and said in info.value.problem, (info.value.key, info.value.problem)

@@ -218,7 +218,7 @@ class ModelSections:
         low, high = (self.bounded(v, f"{key}.size[{i}]", 0.0, MAX_WORK, "work units") for i, v in enumerate(raw))
         if low > high:
             raise self.error(f"{key}.size", f"must be [low, high] with low <= high, got [{low:g}, {high:g}]")
-        index, _ = self.task([value.get("class", 0), low], key, names, count)
+        index = self.task_class(value.get("class", 0), f"{key}.class", names, count)
         seed = self.integer(value.get("seed", 0), f"{key}.seed", 0)
         rng = random.Random(seed)
         return tuple((index, low + (high - low) * rng.random()) for _ in range(n))
@@ -227,19 +227,23 @@ class ModelSections:
         if not isinstance(value, list) or len(value) != 2:
             raise self.error(key, f"must be a pair [class, size], got {self.describe(value)}")
         ref, size = value
+        index = self.task_class(ref, f"{key}[0]", names, count)
+        return index, self.bounded(size, f"{key}[1]", 0.0, MAX_WORK, "work units")
+
+    def task_class(self, ref: Any, key: str, names: tuple[str, ...] | None, count: int | None) -> int:
+        """A task's class (``key``: where the file gives it), by name or 0-based index: its index."""
         if isinstance(ref, str):
             if names is None:
-                raise self.error(f"{key}[0]", f"names class {ref!r} but workload.class_names is not given")
+                raise self.error(key, f"names class {ref!r} but workload.class_names is not given")
             if ref not in names:
-                raise self.error(f"{key}[0]", f"unknown class {ref!r}{self.suggest(ref, names)}")
-            index = names.index(ref)
-        else:
-            index = self.integer(ref, f"{key}[0]", 0)
-            if count is not None and index >= count:
-                raise self.error(f"{key}[0]", f"class index {index} but there are {count} classes (0-based)")
-            if count is None and index >= MAX_CLASSES:
-                raise self.error(f"{key}[0]", f"class index {index} is beyond {MAX_CLASSES - 1}")
-        return index, self.bounded(size, f"{key}[1]", 0.0, MAX_WORK, "work units")
+                raise self.error(key, f"unknown class {ref!r}{self.suggest(ref, names)}")
+            return names.index(ref)
+        index = self.integer(ref, key, 0)
+        if count is not None and index >= count:
+            raise self.error(key, f"class index {index} but there are {count} classes (0-based)")
+        if count is None and index >= MAX_CLASSES:
+            raise self.error(key, f"class index {index} is beyond {MAX_CLASSES - 1}")
+        return index
 
     def workload_swf(self, table: Mapping[str, Any]) -> ParsedWorkload:
         name = self.file_name(self.require(table, "workload", "file"), "workload.file")
