@@ -6,7 +6,6 @@ import logging
 import math
 import random
 import signal
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +27,7 @@ from puller.ratelimit import Throttled
 from puller.reach import Reach
 from puller.runner import Runner
 from puller.slots import Slots
+from puller.steady_clock import steady_wall_clock
 from puller.wakeup import Wakeup
 
 log = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ class Puller:
         idle_exit: float | None = None,
         throttle: str = "auto",
         context: zmq.Context | None = None,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
         exit_with: int | None = None,
         memory_guard: MemoryGuard | None = None,
     ):
@@ -110,7 +110,8 @@ class Puller:
         self.give_up = give_up
         self.idle_exit = idle_exit  # welcomed and running nothing this long (s): leave (a pilot job's end)
         self.idle_since: float | None = None  # welcomed and running nothing: since when
-        self.clock = clock
+        # (wall time that does not step: puller.steady_clock; a test may give its own)
+        self.clock = clock = clock if clock is not None else steady_wall_clock()
         self.incarnation = random.getrandbits(62)
         self.welcome: P.Welcome | None = None
         self.bye_reason = "stopping"  # what the mapper hears if we leave while welcomed

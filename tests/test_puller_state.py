@@ -162,3 +162,23 @@ def test_a_link_that_cannot_connect_holds_no_socket(endpoint: str) -> None:
         assert (link.sock, link.monitor) == (None, None)
     finally:
         ctx.destroy(linger=0)
+
+
+def test_the_puller_s_clock_reads_the_wall_clock_once_and_steps_with_it_never(monkeypatch, made) -> None:
+    """A puller whose wall clock was set back 5 s (an NTP step at boot) sent no heartbeat until the clock caught up:
+    the mapper booked its machine down, a replica resubmitted. Its clock now reads the wall clock once and then
+    advances with the boot-time clock: the step does not reach it. The puller runs on it by default."""
+    import time  # noqa: PLC0415
+
+    from puller.steady_clock import steady_wall_clock  # noqa: PLC0415
+
+    clock = steady_wall_clock()
+    first = clock()
+    assert abs(first - time.time()) < 1.0
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() - 5.0)  # the wall clock set back
+    second = clock()
+    assert first <= second < first + 1.0
+    monkeypatch.setattr(time, "time", real)
+    puller = made()
+    assert puller.clock is not time.time and abs(puller.clock() - time.time()) < 1.0
