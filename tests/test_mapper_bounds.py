@@ -652,24 +652,25 @@ def test_a_drain_where_nothing_can_run_is_said_once(caplog):
     from types import SimpleNamespace  # noqa: PLC0415
 
     from mgst.core.state import MachineState  # noqa: PLC0415
+    from mgst.testbed.lasting import Lasting  # noqa: PLC0415
     from mgst.testbed.mapper import STUCK_DRAIN, Mapper  # noqa: PLC0415
 
     machines = [SimpleNamespace(state=MachineState.READY, asking=1) for _ in range(3)]
     core = SimpleNamespace(queued_count=140, running={}, timers={}, machines=machines)
-    fake = SimpleNamespace(core=core, _stuck_since=None, _said_stuck=False)
+    fake = SimpleNamespace(core=core, _stuck=Lasting(STUCK_DRAIN))
     with caplog.at_level(logging.WARNING, logger="mgst.testbed.mapper"):
         for t in (0.0, STUCK_DRAIN / 2, STUCK_DRAIN - 0.1):
             Mapper._say_if_nothing_runs(fake, 100.0 + t, 700.0)
         assert not caplog.records
         core.timers = {"resolve": 1.0}  # (the policy waits on a timer: something may yet happen)
         Mapper._say_if_nothing_runs(fake, 100.0 + STUCK_DRAIN, 700.0)
-        assert not caplog.records and fake._stuck_since is None
+        assert not caplog.records and fake._stuck.since is None
         core.timers = {}
         for t in (0.0, STUCK_DRAIN, STUCK_DRAIN + 1.0, 2 * STUCK_DRAIN):
             Mapper._say_if_nothing_runs(fake, 200.0 + t, 700.0)
     said = [r.getMessage() for r in caplog.records]
     assert len(said) == 1 and said[0].startswith("140 jobs queued, none running, and every machine up and asking"), said
     assert f"for {STUCK_DRAIN:.0f} s of the drain" in said[0] and "470 s from now" in said[0], said
-    machines[0].state, fake._said_stuck, fake._stuck_since = MachineState.DOWN, False, 0.0  # (one may come back)
+    machines[0].state, fake._stuck.said, fake._stuck.since = MachineState.DOWN, False, 0.0  # (one may come back)
     Mapper._say_if_nothing_runs(fake, 300.0, 700.0)
-    assert fake._stuck_since is None
+    assert fake._stuck.since is None

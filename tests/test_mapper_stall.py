@@ -235,9 +235,11 @@ def test_a_mapper_left_without_a_puller_says_so_once_a_stretch(caplog):
     import logging  # noqa: PLC0415
     from types import SimpleNamespace  # noqa: PLC0415
 
+    from mgst.testbed.lasting import Lasting  # noqa: PLC0415
     from mgst.testbed.mapper import NOBODY_FOR  # noqa: PLC0415
 
-    fake = SimpleNamespace(by_identity={}, _nobody_since=None, _said_nobody=False, core=SimpleNamespace(queued_count=7))
+    fake = SimpleNamespace(by_identity={}, _nobody=Lasting(NOBODY_FOR, again=True),
+                           core=SimpleNamespace(queued_count=7))
     say = Mapper._say_if_nobody_is_here
     with caplog.at_level(logging.WARNING, logger="mgst.testbed.mapper"):
         for t in (100.0, 100.0 + NOBODY_FOR / 2, 100.0 + NOBODY_FOR, 100.0 + 2 * NOBODY_FOR):

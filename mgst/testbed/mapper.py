@@ -36,6 +36,7 @@ from mgst.testbed.dispatch import Dispatcher
 from mgst.testbed.experiment_codec import to_plain
 from mgst.testbed.inputs import input_digests
 from mgst.testbed.journal import Journal
+from mgst.testbed.lasting import Lasting
 from mgst.testbed.liveness import LIVENESS, Heartbeats, heartbeat_interval_for
 from mgst.testbed.messages import PullerMessages, some_names
 from mgst.testbed.overlay import MapperOverlay
@@ -191,10 +192,8 @@ class Mapper:
         self.by_identity: dict[bytes, int] = {}  # a registered puller's routing id -> its machine
         # When a receive pass last found the socket empty: silence is judged as of then (mgst.testbed.liveness).
         self.drained_at = time.time()
-        self._stuck_since: float | None = None  # (_say_if_nothing_runs: since when nothing could run, in the drain)
-        self._nobody_since: float | None = None  # (_say_if_nobody_is_here: since when no puller is connected)
-        self._said_nobody = False
-        self._said_stuck = False
+        self._stuck = Lasting(STUCK_DRAIN)  # (_say_if_nothing_runs: nothing could run, in the drain; said once)
+        self._nobody = Lasting(NOBODY_FOR, again=True)  # (_say_if_nobody_is_here: no puller connected)
         # Staging durations from the experiment's model (the simulator's stream, replication 0).
         self.staging = StagingSampler(experiment.staging, self.seed, 0) if experiment.staging is not None else None
         # The grids' returned-result delays (mgst.availability.grids): drawn per job as the simulation draws them
@@ -309,33 +308,22 @@ class Mapper:
         core = self.core
         stuck = (core.queued_count > 0 and not core.running and not core.timers
                  and all(m.state is not MachineState.DOWN and m.asking > 0 for m in core.machines))
-        if not stuck:
-            self._stuck_since = None
-            return
-        if self._stuck_since is None:
-            self._stuck_since = now
-        elif not self._said_stuck and now - self._stuck_since >= STUCK_DRAIN:
-            self._said_stuck = True
+        lasted = self._stuck.due(now, stuck)
+        if lasted is not None:
             log.warning("%d jobs queued, none running, and every machine up and asking for work for %.0f s of the "
                         "drain: the policy sends them to no machine (a requirement no host meets?); the drain waits "
                         "for its limit, %.0f s from now (Ctrl-C ends it, the results kept)", core.queued_count,
-                        now - self._stuck_since, max(0.0, drain_deadline - now))
+                        lasted, max(0.0, drain_deadline - now))
 
     def _say_if_nobody_is_here(self, now: float) -> None:
         """The clock runs and no puller has been connected for NOBODY_FOR s: said once a stretch (a warning), since
         jobs then queue for no machine until the drain cuts them off (every puller gave up on this mapper silent past
         their --give-up, a stall of the head node; or they were stopped)."""
-        if self.by_identity:
-            self._nobody_since, self._said_nobody = None, False
-            return
-        if self._nobody_since is None:
-            self._nobody_since = now
-        elif not self._said_nobody and now - self._nobody_since >= NOBODY_FOR:
-            self._said_nobody = True
+        lasted = self._nobody.due(now, not self.by_identity)
+        if lasted is not None:
             log.warning("no puller has been connected for %.0f s (every machine down: by its failure law, or pullers "
                         "that gave up on this mapper, silent past their --give-up, or were stopped): %d jobs queue for "
-                        "no machine; start the pullers that are gone again", now - self._nobody_since,
-                        self.core.queued_count)
+                        "no machine; start the pullers that are gone again", lasted, self.core.queued_count)
 
     def draining(self, now: float) -> bool:
         """Whether the run drains at wall time ``now``: its end of generation has passed, or it was stopped (the
