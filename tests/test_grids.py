@@ -221,7 +221,7 @@ def test_on_any_grids_no_job_is_lost_or_done_twice_and_no_host_computes_more_tha
     ({"count": 3, "size": [2.0, 1.0]}, "workload.bags[0].tasks.size", "low <= high"),
     ({"count": 3}, "workload.bags[0].tasks.size", "missing"),
     ({"count": 3, "size": [1.0, 2.0], "seeds": 1}, "workload.bags[0].tasks.seeds", "unknown key"),
-    ({"count": 3, "size": [1.0, 2.0], "class": "other"}, "workload.bags[0].tasks[0]", "unknown class"),
+    ({"count": 3, "size": [1.0, 2.0], "class": "other"}, "workload.bags[0].tasks.class", "unknown class"),
 ])
 def test_drawn_tasks_are_checked_naming_the_key(tasks, key, words):
     d = data()
