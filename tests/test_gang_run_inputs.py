@@ -190,7 +190,8 @@ def test_a_peer_that_floods_hellos_and_reads_nothing_cannot_hold_the_registratio
         pytest.fail("the registration was held past its time-out")
     try:
         assert len(outcome) == 1 and isinstance(outcome[0], TimeoutError), outcome
-        assert gang_run.result.refused_hellos > 100
+        # (a flood, not a hello or two: how many a loaded machine reads in the 2 s varies; 100 on a busy CI once)
+        assert gang_run.result.refused_hellos > 10
     finally:
         gang_run.close()
         ctx.term()
