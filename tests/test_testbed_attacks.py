@@ -27,9 +27,11 @@ from test_resume import count_events, free_port
 from test_testbed import Run, check_every_job_done_once, small
 
 from mgst.core.state import MachineState
+from mgst.testbed.gap import measured_causes
 from mgst.testbed.local_run import start_pullers, stop_pullers
 from mgst.testbed.mapper import Interrupted, Mapper
 from mgst.testbed.run_result import TestbedRun
+from mgst.testbed.summary import format_requeues, summarize_testbed
 from mgst.wire import protocol as P
 from mgst.wire import security
 from mgst.wire.drops import DropLog
@@ -465,6 +467,57 @@ def test_replayed_results_change_nothing_and_a_busy_ready_keeps_its_replica(tmp_
     assert replica_fields(run.journal.replicas[job1.replica]) == rec1
     assert replica_fields(run.journal.replicas[job2.replica]) == rec2
     assert run.journal.machines[2].jobs_run == 2 and run.core.machines[2].stats.completed == 2
+
+
+
+def test_a_job_sent_as_its_puller_reconnected_is_resubmitted_and_said_why(tmp_path, no_children_left):
+    """A puller that reconnects (a new connection, the same incarnation: the mapper was silent past its liveness)
+    never reads what was sent on the connection it left. Its hello says what it holds; a job sent and not held
+    goes back to the queue, journalled "unheld", and the run says why it was resubmitted: summary.json's
+    requeues_by_cause, the line a run prints, and a measured cause of the gap. The job is then done once."""
+    keys = tmp_path / "keys"
+    security.create_keys(keys, ["M1", "M2", "M3"])
+    exp = small(policy="fcfs", duration=4.0)
+    ctx = zmq.Context()
+    incarnation = random.getrandbits(62)
+
+    def again() -> P.Hello:
+        return P.Hello(P.PROTOCOL_VERSION, "M3", incarnation, ("emulate",), 0.0, time.time(), 1, (), ())
+
+    try:
+        with SecureRun(exp, tmp_path, keys, ["M1", "M2"]) as r:
+            mapper = r.mapper
+            left = FakePuller(ctx, mapper.endpoint, client_keys(keys, "M3"))
+            back = FakePuller(ctx, mapper.endpoint, client_keys(keys, "M3"), heartbeat=False)
+            try:
+                left.send(again())
+                left.expect(P.Welcome)
+                r.started()
+                left.send(P.Ready(1.0, time.time(), 1))
+                sent = left.expect(P.JobMsg, 10)  # never started: as if it were in flight when the puller left
+                left.close()
+                back.send(again())  # the same incarnation on a new connection, holding nothing
+                back.expect(P.Welcome)
+                wait_for(lambda: mapper.journal.replicas[sent.replica].outcome != "running", 10,
+                         "the replica judged after the hello")
+                assert mapper.journal.replicas[sent.replica].outcome == "unheld"
+                assert mapper.journal.jobs[sent.job].requeues == 1
+                assert dict(mapper.journal.requeue_causes) == {"unheld": 1}
+                assert len(mapper.journal.machines[2].incarnations) == 1  # a reconnection, not a new puller
+                run = r.wait()
+            finally:
+                left.close()
+                back.close()
+    finally:
+        ctx.destroy(linger=0)
+    check_every_job_done_once(run, tmp_path)
+    assert run.journal.jobs[sent.job].done_by is not None
+    testbed, extras = summarize_testbed(run)
+    assert extras["requeues"] == 1 and extras["requeues_by_cause"] == {"unheld": 1}
+    assert format_requeues(1, extras["requeues_by_cause"]) == (
+        "1 resubmitted (1 sent as their puller reconnected, never received)")
+    (cause,) = [c for c in measured_causes(run, testbed) if c.kind == "unheld"]
+    assert cause.figures["jobs"] == 1 and cause.text.startswith("1 job sent to pullers as they reconnected")
 
 
 # ---------------------------------------------------------------- 3. floods

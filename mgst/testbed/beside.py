@@ -31,7 +31,7 @@ from mgst.testbed.report import FILENAME as REPORT
 from mgst.testbed.report import write_report
 from mgst.testbed.run_dir import TABLE_FILES
 from mgst.testbed.run_result import TestbedRun
-from mgst.testbed.summary import summarize_testbed, testbed_bags, write_testbed_outputs
+from mgst.testbed.summary import format_requeues, summarize_testbed, testbed_bags, write_testbed_outputs
 from mgst.whole_file import write_whole
 from mgst.wording import plural
 
@@ -254,8 +254,9 @@ def format_beside(b: Beside) -> str:
         lines.append(f"communication delay (sent -> started): median {c['median'] * 1e3:.2f} ms, "
                      f"p99 {c['p99'] * 1e3:.2f} ms over {c['n']} jobs")
     noun = "tasks" if b.testbed.bags is not None else "jobs"
+    resubmitted = format_requeues(d["requeues"], d.get("requeues_by_cause") or {})
     lines.append(f"{noun}: {d['jobs_generated']} generated, {d['jobs_done']} done, {len(d['cut_off'])} "
-                 f"{'still in the system' if not b.run.closed else 'cut off'}, {d['requeues']} resubmitted, "
+                 f"{'still in the system' if not b.run.closed else 'cut off'}, {resubmitted}, "
                  f"{d['timeouts']} timed out")
     outages = d.get("outages") or []
     if outages:  # (a resumed run: said where its figures are, not only in summary.json)

@@ -71,9 +71,9 @@ class Dispatcher:
                 self.journal.end("done", d.replica)
             elif t is ReplicaDiscarded:  # a loser that ran on delivered: its result is recorded, not used
                 self.journal.end("discarded", d.replica)
-            elif t is JobRequeued:
-                self.journal.requeued(d.job.id)
+            elif t is JobRequeued:  # (its replica ended first: the requeue's cause is how, "lost" if not said)
                 self.journal.end("lost", d.replica)
+                self.journal.requeued(d.job.id, d.replica)
             elif t is SetTimer:
                 wall = (self.clock.t0 or now) + d.at * self.time_unit
                 self.timers.push(wall, d.key)

@@ -15,6 +15,7 @@ from mgst.testbed.machines_csv import run_began, up_seconds
 from mgst.testbed.overheads import measure
 from mgst.testbed.requested_share import share_shortfalls
 from mgst.testbed.run_result import TestbedRun
+from mgst.wording import plural
 
 # The mapper's own per-job delays (request, scheduling, communication, report: t1 to t6) are named as a cause
 # when their mean sum reaches this share of the testbed's mean response time: below it they cannot explain a
@@ -69,7 +70,7 @@ class Difference:
 class Cause:
     """A measured cause: what the journal saw, in a sentence, and its figures."""
 
-    kind: str  # cpu_share, delays, stalls, decisions, suspicions, timeouts, refusals
+    kind: str  # cpu_share, delays, overrun, stalls, decisions, unheld, all_down, downtime, suspicions, ...
     text: str
     figures: dict[str, Any] = field(default_factory=dict)
 
@@ -187,6 +188,15 @@ def measured_causes(run: TestbedRun, testbed: Summary) -> list[Cause]:
             "meanwhile, which the model does not have",
             {"count": len(stalls), "total_s": round(stalled, 6), "longest_s": round(longest, 6),
              "longest_at_s": round(at, 6), "share_of_run": round(stalled / length, 6)}))
+    unheld = run.journal.requeue_causes.get("unheld", 0)
+    if unheld:
+        longest = max((st[1] for st in stalls), default=0.0)
+        when = (f"the mapper's loop stalled, the longest {longest:.3g} s" if stalls else
+                "a silence shorter than a stall the journal keeps: a long decision, the host or the network")
+        causes.append(Cause(
+            "unheld", f"{plural(unheld, 'job')} sent to pullers as they reconnected never reached them and went back "
+            "to the queue, which the model does not have (a puller that hears nothing from the mapper for its "
+            f"liveness window reconnects: {when})", {"jobs": unheld, "longest_stall_s": round(longest, 6)}))
     deciding = run.decision_time
     if deciding is not None and deciding.inputs and length > 0 and deciding.total_s >= DECISION_SHARE * length:
         causes.append(Cause(

@@ -6,6 +6,7 @@ import csv
 import datetime as dt
 import math
 import statistics
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,7 +69,9 @@ class ReplicaLog:
     t4r: float | None = None
     t4: float | None = None
     t5: float | None = None
-    outcome: str = "running"  # done, cancelled, lost, timeout, failed, discarded, cut off
+    # done, cancelled, lost (its machine down), unheld (sent as its puller reconnected: never received), timeout,
+    # failed, refused, discarded, cut off
+    outcome: str = "running"
     achieved_share: float | None = None
     late_heard: bool = False  # a result after its time-out, its job done meanwhile, was told the core (once)
 
@@ -127,6 +130,9 @@ class Journal:
         # The loop's stalls, STALL s and more without a note, in a run under way: (seconds into the run on its clock
         # when the loop was last heard, seconds without a note). At most one per STALL s of the run: bounded.
         self.stalls: list[tuple[float, float]] = []
+        # Jobs sent back to the queue, by what ended the replica that was their last: its outcome (a few kinds;
+        # "unknown" in a journal written before the requeue named its replica).
+        self.requeue_causes: Counter[str] = Counter()
 
     # --- recording ------------------------------------------------------------
 
@@ -179,8 +185,9 @@ class Journal:
     def timed_out(self, job: int) -> None:
         self._record("timeout", job)
 
-    def requeued(self, job: int) -> None:
-        self._record("requeue", job)
+    def requeued(self, job: int, replica: int) -> None:
+        """``job`` went back to its queue, ``replica`` (ended already) its last."""
+        self._record("requeue", job, replica)
 
     def completed(self, job: int, replica: int, machine: int) -> None:
         self._record("complete", job, replica, machine)
@@ -301,8 +308,10 @@ class Journal:
     def _timeout(self, job: int) -> None:
         self.jobs[job].timed_out = True
 
-    def _requeue(self, job: int) -> None:
+    def _requeue(self, job: int, replica: int | None = None) -> None:
         self.jobs[job].requeues += 1
+        r = self.replicas.get(replica) if replica is not None else None
+        self.requeue_causes[r.outcome if r is not None else "unknown"] += 1
 
     def _complete(self, job: int, replica: int, machine: int) -> None:
         j = self.jobs[job]

@@ -525,8 +525,9 @@ class PullerMessages:
             # Reconcile what it holds with what we think it runs.
             held = set(msg.holds) | set(msg.finished)
             for rid in [rid for rid in self.core.machines[j].replicas if rid not in held]:
+                # (sent on the connection it left, as a rule: it reconnected after a silence of the mapper)
                 log.info("%s no longer holds replica %d: lost", m.name, rid)
-                self.journal.end("lost", rid)
+                self.journal.end("unheld", rid)
                 self.feed(now, ReplicaFailed(rid, "not held by the puller after reconnecting"))
             # the welcome's share holds, UP, as on the puller, unless it says otherwise (a Share next)
             if core_m.cpu_share != m.availability or core_m.reclaimed:

@@ -30,6 +30,30 @@ from mgst.whole_file import write_whole
 BATCHES = 10
 # summary.json lists this many of the mapper's longest stalls, with the count and sum of all of them.
 MAX_STALLS_LISTED = 20
+# Why jobs went back to their queue: how the replica that was their last ended (mgst.testbed.journal's outcomes).
+REQUEUE_CAUSES = {
+    "lost": "their machine down",
+    "unheld": "sent as their puller reconnected, never received",
+    "failed": "failed on their puller",
+    "refused": "refused by their puller's allow-list",
+    "cancelled": "cancelled by the policy",
+    "timeout": "timed out",
+    "unknown": "cause not journalled",
+}
+
+
+def requeue_causes(journal: Any) -> dict[str, int]:
+    """The jobs sent back to their queue, counted by how their last replica ended (REQUEUE_CAUSES' order)."""
+    causes = journal.requeue_causes
+    order = [k for k in REQUEUE_CAUSES if causes.get(k)] + sorted(k for k in causes if k not in REQUEUE_CAUSES)
+    return {k: causes[k] for k in order}
+
+
+def format_requeues(total: int, by_cause: dict[str, int]) -> str:
+    """"N resubmitted", with their causes when any is known: "(2 their machine down, 1 failed on their puller)"."""
+    if not by_cause:
+        return f"{total} resubmitted"
+    return f"{total} resubmitted ({', '.join(f'{n} {REQUEUE_CAUSES.get(k, k)}' for k, n in by_cause.items())})"
 
 
 def oversubscription_warning(experiment: Experiment, executor: str, cpus: int | None = None) -> str | None:
@@ -180,6 +204,9 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
         "cut_off": sorted(run.cut_off),
         "timeouts": sum(1 for j in run.journal.jobs.values() if j.timed_out),
         "requeues": sum(j.requeues for j in run.journal.jobs.values()),
+        # the same, by how the replica that was each job's last ended (lost: its machine down; unheld: sent as its
+        # puller reconnected, never received; failed, refused, cancelled, timeout)
+        "requeues_by_cause": requeue_causes(run.journal),
         "malformed_messages": dict(run.malformed),
         "stale_events": run.core.stale_events,
         "delays": run.journal.delays(),
