@@ -46,6 +46,7 @@ pytestmark = pytest.mark.xdist_group("netns")
     ("delay=250us,loss=0.5%", LinkSpec(delay=0.00025, loss=0.005)),
     ("rate=1gbit", LinkSpec(rate=1e9)),
     ("delay=0ms", LinkSpec()),
+    ("delay=2e-3s,rate=1.5E3kbit", LinkSpec(delay=0.002, rate=1.5e6)),  # (as Python and tc write exponents)
 ])
 def test_a_link_spec_reads_as_tc_spells_it(text, expected):
     assert parse_link(text) == expected
@@ -68,6 +69,8 @@ def test_a_spec_per_machine_names_each_and_the_rest():
     ("delay=5min", "delay='5min' needs a time unit"),
     ("delay=-5ms", "delay='-5ms' is not a number"),
     ("delay=11s", "more than 10 s"),
+    ("delay=1e9ms", "delay='1e9ms' is more than 10 s"),  # (a number, out of range: not a parse error)
+    ("delay=1e999ms", "more than 10 s"),
     ("jitter=5ms", "jitter needs a delay"),
     ("loss=1", "loss='1' needs '%'"),
     ("loss=101%", "more than 100%"),

@@ -22,7 +22,7 @@ MIN_RATE = 1e3
 MAX_RATE = 1e11  # 100 gbit/s: far above what a userspace relay moves, i.e. no cap
 KEYS = ("delay", "jitter", "loss", "rate")
 ALL = "*"
-_NUMBER = re.compile(r"^([0-9]+(?:\.[0-9]*)?|\.[0-9]+)([a-z%]*)$")
+_NUMBER = re.compile(r"^((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:e[+-]?[0-9]+)?)([a-z%]*)$")  # 2e-3s too
 _MACHINE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
