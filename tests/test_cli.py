@@ -203,6 +203,9 @@ def test_mgst_keys_makes_private_secret_keys(tmp_path):
         assert secret.suffix == ".key_secret" and secret.stat().st_mode & 0o077 == 0, secret
     p = mgst("keys", str(tmp_path / "k"), "--pullers", "../evil")
     assert p.returncode == 2 and "cannot name a key" in p.stderr
+    p = mgst("keys", str(tmp_path / "k2"), "--pullers", "M1", "m1")  # one file where names ignore case
+    assert p.returncode == 2 and "'M1' and 'm1' differ only in case" in p.stderr, p.stderr
+    assert not (tmp_path / "k2").exists()
 
 
 def test_mgst_keys_force_says_when_the_mapper_s_pair_is_replaced(tmp_path, capsys):

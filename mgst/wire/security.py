@@ -153,6 +153,12 @@ def create_keys(folder: Path, pullers: list[str] | None = None, *, lab: bool = F
     names = [LAB] if lab else [check_key_name(n) for n in (pullers or [])]
     if len(set(names)) != len(names):
         raise ValueError("a puller name is given twice")
+    seen: dict[str, str] = {}
+    for name in names:  # (M1.key and m1.key are one file where names ignore case: a Mac's, a Windows share)
+        other = seen.setdefault(name.casefold(), name)
+        if other != name:
+            raise ValueError(f"puller names {other!r} and {name!r} differ only in case: their key files would be one "
+                             "file on a file system that ignores case (macOS, Windows); name them apart")
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
         secret_files.own_folder(folder, follow=True)
