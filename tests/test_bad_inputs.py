@@ -309,6 +309,7 @@ IN_PROCESS = [
     (["traces", "summary", "{dup_fta}"], "names column 'node_name' twice"),
     (["traces", "summary", "{week}", "--task-minutes", "1e308"], "--task-minutes"),
     (["traces", "summary", "{week}", "--task-minutes", "5,inf"], "--task-minutes"),
+    (["traces", "summary", "{week}", "--task-minutes", "5,15,5.0"], "--task-minutes: 5 is given twice"),
     (["traces", "summary", "{huge_span}"], "PATH: "),  # the trace's fault, not the task lengths'
     # run and mapper: each refused before a socket or a process is made (--duration 1 and --register-timeout 3
     # bound the test, should one get through)

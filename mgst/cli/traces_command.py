@@ -99,6 +99,9 @@ def _task_minutes(text: str) -> list[float]:
     if not values or len(values) > MAX_TASK_LENGTHS or not all(0 < v <= MAX_TASK_MINUTES for v in values):
         raise ConfigError("--task-minutes", f"give 1 to {MAX_TASK_LENGTHS} positive lengths of at most "
                                             f"{MAX_TASK_MINUTES:,} minutes (100 years), got {text[:40]!r}")
+    if len(set(values)) != len(values):  # (each length is a row of the summary: twice would print it twice)
+        raise ConfigError("--task-minutes", f"{next(v for v in values if values.count(v) > 1):g} is given twice, "
+                                            f"got {text[:40]!r}")
     return values
 
 
