@@ -113,7 +113,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a TOML allow-list: [commands] key = [argv...] or \"command line\"; optional [environment]")
     p.add_argument("--slots", type=_slots, default=1, metavar="N",
                    help="run up to N replicas at once (default 1); the mapper may use fewer, never more")
-    p.add_argument("--give-up", type=_seconds, default=GIVE_UP, metavar="SECONDS",
+    p.add_argument("--give-up", type=_seconds, metavar="SECONDS",
                    help=f"exit after this long without a welcome (default {GIVE_UP:.0f}): before the first one, "
                         f"with code {EXIT_UNREACHABLE} if the mapper could not be reached (a mapper that answers "
                         "is waited for); after one, with code 0 (the run is over)")
@@ -179,10 +179,13 @@ def run(args: argparse.Namespace) -> int:
     """The puller of the command line's options (``python -m puller`` and ``mgst puller``); its exit code."""
     configure_logging(getattr(args, "verbose", 0) + getattr(args, "puller_verbose", 0))
     try:
+        if args.stay and args.give_up is not None:
+            raise UsageError("--give-up with --stay: a puller that stays for the next run never gives up")
         keys = client_keys(args)
         allowlist = AllowList.build(args.allow, args.allow_file)
         puller = Puller(args.connect, args.machine, keys=keys, insecure=args.insecure, allowlist=allowlist,
-                        slots=args.slots, stay=args.stay, give_up=args.give_up, idle_exit=args.idle_exit,
+                        slots=args.slots, stay=args.stay,
+                        give_up=GIVE_UP if args.give_up is None else args.give_up, idle_exit=args.idle_exit,
                         throttle=args.throttle, exit_with=args.exit_with)
     except (UsageError, security.KeyFileError, AllowListError) as e:
         print(f"puller: error: {e}", file=sys.stderr)

@@ -79,6 +79,12 @@ def test_a_closed_port_is_named_and_the_puller_exits_after_give_up(no_children_l
     assert f"cannot reach the mapper at tcp://127.0.0.1:{port}" in r.stderr and "exit code 69" in r.stderr
 
 
+def test_give_up_with_stay_is_refused_not_ignored(no_children_left) -> None:
+    """--stay never gives up: a --give-up beside it was ignored without a word (the puller then waited for ever)."""
+    r = puller("--connect", "tcp://127.0.0.1:9", "--machine", "M1", "--insecure", "--stay", "--give-up", "5")
+    assert r.returncode == 2 and "--give-up with --stay" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
 def test_a_host_name_that_does_not_resolve_is_named(no_children_left) -> None:
     t0 = time.monotonic()  # (.invalid never resolves: RFC 2606; no network needed)
     r = puller("--connect", "tcp://nonexistent.invalid:5555", "--machine", "M1", "--insecure", "--give-up", GIVE_UP)
