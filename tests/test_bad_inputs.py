@@ -575,6 +575,14 @@ def test_a_module_that_raises_on_import_is_said_with_where_it_raised(tmp_path, m
                f"--import: {module}: {said} ({tmp_path / module}.py, line {3 if module == 'raises_on_import' else 1})")
 
 
+def test_a_module_that_exits_on_import_is_an_error_not_a_silent_end(tmp_path, monkeypatch, capsys):
+    """A script imported by mistake (its sys.exit() at the top level) ended mgst silently, with the script's code."""
+    (tmp_path / "a_script.py").write_text("import sys\n\nsys.exit(0)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    _check(main(["simulate", HIHI, "--import", "a_script"]), capsys.readouterr().err,
+           "--import: a_script: it called sys.exit(0) as it was imported")
+
+
 def test_an_import_of_a_module_in_this_folder_but_not_on_the_path_says_how(tmp_path, monkeypatch, capsys):
     """`mgst simulate --import mine` next to mine.py: the console script does not import from the current folder
     (python -m does), and "No module named 'mine'" left the user guessing."""

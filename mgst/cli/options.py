@@ -115,6 +115,10 @@ def import_policies(args: argparse.Namespace) -> None:
                                   f"has one: mgst imports from Python's path only; run it with PYTHONPATH=. (or "
                                   f"install the module)") from None
             raise ConfigError("--import", f"{module}: {e}{_where_raised(e)}") from None
+        except SystemExit as e:  # (a script's sys.exit() run at import: mgst would end silently with its code)
+            raise ConfigError("--import", f"{module}: it called sys.exit({e.code!r}) as it was imported (a script, "
+                              "not a module of policies? Put its top-level code under "
+                              "if __name__ == '__main__':)" + _where_raised(e)) from None
         except Exception as e:  # noqa: BLE001 (whatever the user's module raises is said in one line)
             plain = isinstance(e, (ImportError, ValueError))
             said = f"{module}: {e}" if plain else f"{module}: {type(e).__name__}: {e}"
