@@ -85,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("paper", help="simulate the MGST paper's settings and set them beside its tables")
     p.add_argument("settings", nargs="*", help="setting names, e.g. hihi-mfd-fd (default: all in the paper)")
-    p.add_argument("--experiments", type=Path, default=Path("experiments"), help="folder of the experiment files")
+    p.add_argument("--experiments", type=Path, default=Path("experiments"), metavar="DIR",
+                   help="folder of the experiment files (default: experiments, the repository's, from its root)")
     p.add_argument("--horizon", type=float, help="model time during which jobs arrive (default: each file's)")
     p.add_argument("--warmup", type=float, help="jobs submitted before this are not counted (default: each file's)")
     p.add_argument("--replications", type=int, help="independent replications (default: each file's)")
