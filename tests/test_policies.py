@@ -588,3 +588,12 @@ def test_lpas_reports_an_unsolvable_allocation_lp_clearly(monkeypatch):
     with pytest.raises(AllocationError, match=r"^lpas_dg at time 0: arrival_rates\[0\] = 1e\+300") as info:
         lpas_core()
     assert info.value.argument == "arrival_rates"
+
+
+def test_register_given_a_name_says_it_is_a_decorator_without_arguments():
+    """@register("mine") failed with "AttributeError: 'str' object has no attribute '__qualname__'"."""
+    from mgst.policies import register  # noqa: PLC0415
+
+    with pytest.raises(TypeError, match=r"register\('mine'\): register is a decorator without arguments; give the "
+                                        r"class its name \(name = 'mine' in it\)"):
+        register("mine")  # type: ignore[arg-type]

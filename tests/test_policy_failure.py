@@ -149,6 +149,16 @@ class RearmsATimerForNow(HeadFirst):
 
 
 @register
+class RearmsATimerAHairLater(RearmsATimerForNow):
+    """The same, a hair later each time: model time crawls (10^14 fires to a horizon of 200), and no instant
+    repeats for the core's check of one."""
+    name = "rearms_a_timer_a_hair_later"
+
+    def on_timer(self, view, key):
+        return (SetTimer("tick", view.now + 1e-12),)
+
+
+@register
 class SetsANanTimer(SetsATimerAtTheThirdEnd):
     """A timer for NaN."""
     name = "sets_a_nan_timer"
@@ -287,6 +297,9 @@ def test_a_policy_that_fails_stops_the_run_which_writes_what_it_did_and_exits_3(
     # (it hung, in both drivers: the simulation's loop at model time 0 for ever)
     ("rearms_a_timer_for_now", "PolicyError: timer tick fired 1,000 times at model time 0: the policy sets it again",
      None),
+    # (the simulation crawled at 10^-12 a fire, silently, for ever)
+    ("rearms_a_timer_a_hair_later", "PolicyError: the policy's timers fired 1,000,000 times while model time moved "
+     "from 0 to 9.99999", None),
 ])
 def test_a_policy_that_fails_in_simulation_is_said_as_on_the_testbed_and_exits_3(
         tmp_path: Path, policy: str, error: str, line: str | None, workers: int) -> None:

@@ -448,7 +448,6 @@ class Scheduler:
             return []
         return [rec.job.id for rec in self.jobs.values() if rec.status is JobStatus.QUEUED and not rec.qtoken]
 
-
     def retire(self, rec: JobRecord) -> None:
         """A done job whose replicas have all ended leaves the core, for a driver that keeps no records (the
         simulator streaming its results): out of ``jobs``, its given-up replicas out of ``given_up`` (a result of

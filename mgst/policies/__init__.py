@@ -39,6 +39,9 @@ def register(cls: type) -> type:
     The built-ins are registered first, so a policy from elsewhere that takes a
     built-in's name is refused, with a message saying so.
     """
+    if not isinstance(cls, type):  # @register("mine"): the name goes in the class, the decorator takes none
+        raise TypeError(f"register({cls!r}): register is a decorator without arguments; give the class its name "
+                        f"(name = {cls!r} in it) and write @register above it")
     name = getattr(cls, "name", "")
     if not name:
         raise ValueError(f"{cls.__qualname__} has no name")

@@ -48,6 +48,11 @@ STALE_MIN: Final = 1024
 # With overheads, the held delays of replicas no longer running are dropped once they are more than this many
 # beyond twice the running ones (they are looked up only while a replica runs; kept, they would grow with the run).
 HELD_PRUNE_MIN: Final = 1024
+# The policy's timers' pace is looked at every TIMER_PACE_EVERY fires: one that would need more than
+# TIMER_FIRES_MAX fires to cover the run's length at the pace of the last TIMER_PACE_EVERY (a timer re-armed at now,
+# or a hair after it: model time standing still, or crawling) stops the run with a PolicyError, not a silent hang.
+TIMER_PACE_EVERY: Final = 1_000_000
+TIMER_FIRES_MAX: Final = 1e10
 
 # Final: a C static when compiled, where a plain global is a dict lookup at every use (docs/build.md).
 _ASSIGN: Final = Assign
@@ -216,6 +221,9 @@ class _EventLoop:
         self.stale = 0  # heap entries of replicas cancelled, lost or moved (skipped when popped)
         self.stale_min = sim.stale_min
         self.dropped_entries = 0
+        self.timer_fires = 0  # the timers' entries popped, and the model time at the last look at their pace
+        self.timer_pace_at = TIMER_PACE_EVERY
+        self.timer_pace_time = 0.0
         self.by_timeout = sim.detect_by_timeout
         # Each machine's availability process, drawn a period ahead (mgst.sim.availability_feed).
         self.periods = PeriodEvents(exp, sim.seed, sim.replication, (_DOWN, _UP, _AVAIL, _DONE))
@@ -491,9 +499,26 @@ class _EventLoop:
     def _on_timer(self, t: float, key: Any) -> list:
         """A timer the core set (SetTimer) fires; one the policy cancelled since is skipped, as the mapper skips it
         (a replaced one's earlier entry still reaches the core, in both, which counts it stale)."""
+        self.timer_fires += 1
+        if self.timer_fires >= self.timer_pace_at:
+            self._check_timer_pace(t)
         if key not in self.core.timers:
             return []
         return self.core.timer_fired(t, key)
+
+    def _check_timer_pace(self, t: float) -> None:
+        """PolicyError if the last TIMER_PACE_EVERY timer fires moved model time so little that covering the run's
+        length (its horizon, or now in its drain) at that pace would take more than TIMER_FIRES_MAX fires."""
+        span = t - self.timer_pace_time
+        length = max(self.horizon, t)
+        if span * TIMER_FIRES_MAX < length * TIMER_PACE_EVERY:
+            raise PolicyError(
+                f"the policy's timers fired {TIMER_PACE_EVERY:,} times while model time moved from "
+                f"{self.timer_pace_time:.17g} to {t:.17g}: at that pace the run's length, {length:g}, would take "
+                f"more than {TIMER_FIRES_MAX:.0e} fires (a timer re-armed at now, or a hair after it, in on_timer? "
+                "SetTimer(key, view.now + delay) needs a delay of the run's scale)")
+        self.timer_pace_time = t
+        self.timer_pace_at = self.timer_fires + TIMER_PACE_EVERY
 
     def _on_computing(self, t: float, rid: Any) -> list:
         """A replica's staging ends: the core says when it completes (an Eta, carried out with the rest)."""
