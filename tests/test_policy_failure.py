@@ -359,7 +359,8 @@ def test_a_policy_that_never_returns_is_said_and_a_third_interrupt_ends_the_run_
         tmp_path: Path, no_children_left) -> None:
     """The mapper's loop sees no interrupt while the policy holds it: the second one said "stopping now" and nothing
     stopped (nor a third, nor SIGTERM: only SIGKILL). The second says the policy holds the run now, and a third ends
-    it inside the policy: exit 130, the pullers stopped, the journal kept."""
+    it inside the policy, as a policy that fails ends it: exit 3, the pullers stopped, the results written. Its
+    replay (mgst export) stops before that input: it ran the policy into it again, and hung."""
     from helpers import read_until  # noqa: PLC0415
 
     from mgst.cli.testbed_commands import POLICY_STUCK_S  # noqa: PLC0415
@@ -381,14 +382,28 @@ def test_a_policy_that_never_returns_is_said_and_a_third_interrupt_ends_the_run_
         read_until(proc, "the policy 'hangs_in_choose' has not returned for", 30)
         proc.send_signal(signal.SIGINT)
         said = read_until(proc, "ending the run inside the policy", 30)
-        assert f"'mgst export {out}' writes what the journal committed" in said, said
-        assert proc.wait(timeout=30) == 130
+        assert f"it stops as a run whose policy fails does, what it did written in {out}" in said, said
+        assert proc.wait(timeout=60) == 3
+        rest = proc.stderr.read().decode(errors="replace")
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
         proc.stderr.close()
-    assert (out / "journal.sqlite").is_file()
+    stuck = ": PolicyStuck: it did not return in "
+    assert "the policy 'hangs_in_choose' failed at model time" in rest and stuck in rest, rest[-3000:]
+    assert "the run was ended inside it (a third interrupt)" in rest, rest[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert stuck in summary["policy_failure"], summary["policy_failure"]
+    with open(out / "jobs.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len({r["ID"] for r in rows}) == len(rows) == summary["jobs_generated"] >= 1  # every job once
+    before = (out / "jobs.csv").read_text()
+    e = _mgst(tmp_path, "export", str(out), "--json", timeout=60)  # (it hung, in the policy again)
+    assert e.returncode == 0, e.stderr[-3000:]
+    assert json.loads(e.stdout)["policy_failure"] == summary["policy_failure"]
+    assert "the run is rebuilt up to there" in e.stderr, e.stderr[-3000:]
+    assert (out / "jobs.csv").read_text() == before
 
 
 def test_a_policy_that_fails_in_its_start_ends_the_run_before_it_begins(tmp_path: Path, no_children_left) -> None:

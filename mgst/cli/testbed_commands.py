@@ -42,7 +42,8 @@ TESTBED_EXIT_CODES = f"""exit codes:
   130  interrupted before the run began (nothing is left behind)
 Ctrl-C (or SIGTERM) during the run ends job generation and drains for at most a few seconds; the jobs still
 unfinished are reported cut off, and the results written (exit 0). A second Ctrl-C stops at once; while the
-policy holds the run (a decision that does not return), a third ends it inside the policy (exit 130)."""
+policy holds the run (a decision that does not return), a third ends it inside the policy, as a policy that
+fails ends it: the results written, exit 3."""
 
 
 def add_testbed_arguments(p: argparse.ArgumentParser) -> None:
@@ -119,7 +120,8 @@ def _stop_on_signals(mapper, out: Path) -> None:
     """SIGINT, SIGTERM and SIGHUP (the terminal closed): the first ends generation and drains for a few seconds
     (mgst.testbed.mapper.INTERRUPT_DRAIN; what is unfinished then is cut off); a second stops at once. A policy that
     does not return holds the mapper's loop, which sees neither: the second says so, and a third ends the run inside
-    the policy (KeyboardInterrupt: the pullers are stopped, the journal keeps what it committed, exit 130)."""
+    the policy (a KeyboardInterrupt there, which the mapper takes for the policy's failure: the run stops, its
+    results written, exit 3; mgst.testbed.mapper.Mapper.feed)."""
     import signal  # noqa: PLC0415
     import time  # noqa: PLC0415
 
@@ -132,9 +134,9 @@ def _stop_on_signals(mapper, out: Path) -> None:
             mapper.stopping = True
             print(f"\nmgst: {name}: stopping; no run has begun (it was waiting for pullers)", file=sys.stderr)
         elif mapper.stopping and mapper.aborting and deciding is not None:
-            print(f"\nmgst: {name}: ending the run inside the policy; 'mgst export {out}' writes what the journal "
-                  "committed (its replay runs the policy again, on the same inputs)", file=sys.stderr)
-            raise KeyboardInterrupt
+            print(f"\nmgst: {name}: ending the run inside the policy: it stops as a run whose policy fails does, "
+                  f"what it did written in {out}", file=sys.stderr)
+            raise KeyboardInterrupt  # (the mapper's feed takes it for the policy's failure: mgst.testbed.mapper)
         elif mapper.stopping:
             mapper.aborting = True
             held = None if deciding is None else time.perf_counter() - deciding

@@ -13,6 +13,11 @@ from mgst.core.decisions import PolicyError
 _MACHINERY = ("mgst/core/", "mgst/sim/", "mgst/testbed/")
 
 
+class PolicyStuck(Exception):
+    """A decision of the policy's that did not return, ended from outside (a testbed run's third interrupt): the
+    policy's fault, wherever the interrupt found it."""
+
+
 class PolicyFailed(Exception):
     """The core raised while it handled an input (``what``): the policy's code raised, or broke one of the core's
     rules (a PolicyError), or, rarely, the core itself failed. The core may be left half-way through the input, so
@@ -46,7 +51,7 @@ def _rebuilt(message: str, policy_at_fault: bool, details: str) -> PolicyFailed:
 
 def _policy_at_fault(cause: BaseException) -> bool:
     """A PolicyError, or an exception raised outside mgst's machinery (in the policy's code)."""
-    if isinstance(cause, PolicyError):
+    if isinstance(cause, (PolicyError, PolicyStuck)):
         return True
     frames = traceback.extract_tb(cause.__traceback__)
     if not frames:

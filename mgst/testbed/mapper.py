@@ -25,7 +25,7 @@ from mgst.availability import registry as availability
 from mgst.core.events import BagArrived, Event, JobArrived, MachineDown, RunStart, TimerFired
 from mgst.core.state import MachineState
 from mgst.model import Bag, Experiment, Job
-from mgst.policies.failure import PolicyFailed
+from mgst.policies.failure import PolicyFailed, PolicyStuck
 from mgst.sim.overheads import OverheadSampler, grid_return_delays
 from mgst.staging import StagingSampler
 from mgst.testbed.checkpoints import RELEASE_CHECKPOINTS_BEFORE, MachineCheckpoints
@@ -216,6 +216,9 @@ class Mapper:
         self.decision_time = DecisionTime()
         self.paused: str | None = None  # why the run paused (its journal cannot be written), once it has
         self.policy_failure: str | None = None  # what the core raised, once it failed (the run then stopped)
+        # A decision that did not return, ended by a third interrupt: its input's seq in the journal (its replay
+        # stops there, not in the policy again) and how long it held the run; None if none.
+        self.policy_stuck: dict[str, Any] | None = None
         # GridBot's overlay (mgst.testbed.overlay), set by the driver that starts the pullers: it takes its turns at
         # the grids whose size it drives, at model times, from the run's start (None: a fixed set of machines).
         self.overlay: MapperOverlay | None = None
@@ -360,6 +363,16 @@ class Mapper:
         self.deciding_since = deciding
         try:
             outputs = handled(self.core, mnow, event)  # (PolicyFailed: the run stops, _run)
+        except KeyboardInterrupt as e:
+            if not self.aborting:  # (not the third interrupt's, raised inside the policy by the command's handler)
+                raise
+            held = time.perf_counter() - deciding
+            store = self.journal.store
+            self.policy_stuck = {"seq": store.last_seq if store is not None else None, "held_s": round(held, 3)}
+            stuck = PolicyStuck(f"it did not return in {held:.0f} s, and the run was ended inside it (a third "
+                                "interrupt)")
+            stuck.__traceback__ = e.__traceback__  # (where the interrupt found it: the log shows the policy's frames)
+            raise PolicyFailed(self.core.policy.name, type(event).__name__, mnow, stuck) from None
         finally:
             self.deciding_since = None
         self.decision_time.add(time.perf_counter() - deciding)
@@ -578,6 +591,8 @@ class Mapper:
         if self.journal.store is not None:  # last, once every event is committed: a journal with it is a run over
             # (a commit failing after it would pause the run, exit 75, and leave one --resume refuses as finished)
             failed = {} if self.policy_failure is None else {"policy_failure": self.policy_failure}
+            if self.policy_stuck is not None:
+                failed["policy_stuck"] = self.policy_stuck
             self.journal.store.set_meta(drops=dict(self.drops.counts), aborted=self.aborting, ended=end,
                                         decision_time=self.decision_time.plain(), **failed)
         return self._result(started, end, generation_end, horizon)

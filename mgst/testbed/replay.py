@@ -10,6 +10,7 @@ the same queues, replicas, replica ids and timers. ``mgst export`` and
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from mgst import policies
 from mgst.core.decisions import InputError
 from mgst.core.scheduler import Scheduler
 from mgst.model import Experiment
-from mgst.policies.failure import PolicyFailed
+from mgst.policies.failure import PolicyFailed, PolicyStuck
 from mgst.streams import Purpose, python_random
 from mgst.testbed.core_events import UnknownEvent, from_legacy, from_plain
 from mgst.testbed.departures import Departures
@@ -115,6 +116,18 @@ def _said(e: BaseException, decoding: bool = False) -> str:
     return " ".join(text.split())[:200]
 
 
+def _stuck(meta: dict[str, Any]) -> tuple[int | None, float]:
+    """The seq of the input whose decision did not return in the run (its mapper's ``policy_stuck``: ended by a
+    third interrupt), and how long it held the run; (None, nan) if none, or if the journal's note is not one."""
+    stuck = meta.get("policy_stuck")
+    if not isinstance(stuck, dict):
+        return None, math.nan
+    seq, held = stuck.get("seq"), stuck.get("held_s")
+    if type(seq) is not int or seq < 1:
+        return None, math.nan
+    return seq, float(held) if type(held) in (int, float) else math.nan
+
+
 def replay(folder: Path, journal: str = FILENAME) -> Replayed:
     """Open ``folder``'s store (the file ``journal`` in it) and rebuild its journal and core. The caller closes
     ``.store``."""
@@ -124,7 +137,8 @@ def replay(folder: Path, journal: str = FILENAME) -> Replayed:
         failure: PolicyFailed | None = None
         after_failure = 0  # inputs journalled after the failure (a mapper of before PolicyFailed went on), not fed
         departures = Departures(experiment, core.policy.name)  # (the replay's decisions against the run's records)
-        for kind, args in store.events():
+        stuck_seq, held = _stuck(meta)
+        for seq, (kind, args) in enumerate(store.events(), 1):  # (seqs run 1, 2, ... without a gap: events() checks)
             if kind == "event" or kind == "core":  # a typed core event (an older journal: a method's name)
                 name, now, fields = args
                 try:
@@ -133,6 +147,10 @@ def replay(folder: Path, journal: str = FILENAME) -> Replayed:
                     raise StoreError(f"{store.path}: {e}") from None
                 if failure is not None:
                     after_failure += 1
+                    continue
+                if seq == stuck_seq:  # the policy did not return from it in the run: not fed again, to hang again
+                    failure = PolicyFailed(core.policy.name, type(event).__name__, now, PolicyStuck(
+                        f"it did not return in {held:.0f} s, and the run was ended inside it (a third interrupt)"))
                     continue
                 try:
                     outputs = handled(core, now, event)

@@ -121,6 +121,10 @@ class RunStore:
             self._db.close()
             raise
         self._pending: list[tuple[str, bytes]] = []
+        # The seq of the latest event appended (committed or not: seqs run 1, 2, ... without a gap); read from the
+        # file at the first append to a journal opened again (a resume), not before: an export of a damaged one
+        # appends nothing, and reads no more than its events.
+        self._last_seq: int | None = 0 if create else None
 
     # ------------------------------------------------------------------ settings
 
@@ -158,7 +162,20 @@ class RunStore:
         except (TypeError, ValueError, OverflowError) as e:  # e.g. a policy's timer key of another type
             raise StoreError(f"cannot journal a {kind!r} event {str(args)[:120]}: {e}; timer keys must be "
                              "strings, numbers or tuples of them") from None
+        if self._last_seq is None:
+            try:
+                self._last_seq = self._db.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0]
+            except sqlite3.Error as e:
+                self._failed(e)
         self._pending.append((kind, data))
+        self._last_seq += 1
+
+    @property
+    def last_seq(self) -> int:
+        """The seq of the latest event appended (what events() counts it as), 0 if none."""
+        if self._last_seq is None:
+            return self._db.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0]
+        return self._last_seq
 
     @property
     def uncommitted(self) -> int:
