@@ -66,7 +66,7 @@ def write_journal(run_dir: Path) -> None:
     j.completed(1, 1, 1)
     j.end("done", 1)
     j.end("lost", 2)
-    j.requeued(2)
+    j.requeued(2, 2)
     j.sent(3, 2, 1, 100.360, 100.365, 100.500)
     j.started(3, 100.515, 100.520)
     j.reported_done(3, 100.515, 100.520, 100.645, 100.650, 1.0)
