@@ -514,6 +514,8 @@ def test_a_job_sent_as_its_puller_reconnected_is_resubmitted_and_said_why(tmp_pa
     assert run.journal.jobs[sent.job].done_by is not None
     testbed, extras = summarize_testbed(run)
     assert extras["requeues"] == 1 and extras["requeues_by_cause"] == {"unheld": 1}
+    m3 = extras["machines_detail"][2]  # one puller, registered once, back once on a new connection
+    assert (m3["machine"], m3["registrations"], m3["reconnections"]) == ("M3", 1, 1), m3
     assert format_requeues(1, extras["requeues_by_cause"]) == (
         "1 resubmitted (1 sent as their puller reconnected, never received)")
     (cause,) = [c for c in measured_causes(run, testbed) if c.kind == "unheld"]

@@ -99,6 +99,9 @@ class MachineLog:
     rtt: float | None = None
     incarnations: list[int] = field(default_factory=list)  # the latest INCARNATIONS_KEPT incarnations, in order
     registrations: int = 0  # incarnations registered in all
+    # hellos of a registered incarnation on a new connection: its puller heard nothing from the mapper for its
+    # liveness window (a stall, the network), or came back to a resumed mapper
+    reconnections: int = 0
     key: str | None = None  # the CURVE public key (z85) its name is bound to; None without CURVE
     speed: float = 0.0  # calibrated spin-kernel iterations per second, as the puller reported
     expelled: tuple[float, str] | None = None  # (wall time, why) the mapper took it out of the run for good
@@ -328,6 +331,8 @@ class Journal:
             m.registrations += 1
             if len(m.incarnations) > INCARNATIONS_KEPT:
                 del m.incarnations[0]
+        else:
+            m.reconnections += 1
         m.speed = speed
         m.key = key
 

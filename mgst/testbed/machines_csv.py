@@ -13,8 +13,8 @@ from mgst.testbed.run_result import TestbedRun
 
 MACHINE_COLUMNS = (
     "Machine", "State At End", "Expelled Because", "CPU Share Requested", "CPU Share Achieved", "Jobs Run",
-    "Up (s)", "Down Periods", "Registrations", "Refusals", "Suspicions", "Time-outs", "Clock Offset (s)",
-    "Min RTT (s)", "Calibrated Speed (it/s)",
+    "Up (s)", "Down Periods", "Registrations", "Reconnections", "Refusals", "Suspicions", "Time-outs",
+    "Clock Offset (s)", "Min RTT (s)", "Calibrated Speed (it/s)",
 )
 PERIOD_COLUMNS = ("Machine", "Up From", "Up To", "Up (s)", "Ended By")  # Up To: down, or the run's end
 
@@ -74,7 +74,7 @@ def write_machines_csv(run: TestbedRun, path: Path) -> None:
                 m.name, state_at_end(m), m.expelled[1] if m.expelled is not None else "", m.share,
                 f"{statistics.fmean(m.achieved):.4f}" if m.achieved else "", m.jobs_run,
                 f"{up_seconds(m, began, run.end):.3f}", down_periods(m, outages), m.registrations,
-                refusals[j], stats.suspicions, stats.timed_out, f"{m.offset:.6f}",
+                m.reconnections, refusals[j], stats.suspicions, stats.timed_out, f"{m.offset:.6f}",
                 f"{m.rtt:.6f}" if m.rtt is not None else "", f"{m.speed:.4g}",
             ])
 

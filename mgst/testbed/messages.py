@@ -481,6 +481,7 @@ class PullerMessages:
             # The machine restarted: whatever it ran is gone, even if we had not noticed.
             self.journal.machine_down(j, now)
             self.feed(now, MachineDown(j))
+        same_connection = conn.identity == identity
         if conn.identity is not None and conn.identity != identity:
             self.by_identity.pop(conn.identity, None)
             if conn.superseded is not None:
@@ -495,8 +496,10 @@ class PullerMessages:
         self.by_identity[identity] = j
         if self.core.machines[j].silent:  # back from a failure no time-out noticed
             self.feed(now, MachineHeard(j))
+        # (journalled once per incarnation, and again at each reconnection of it: a hello on a new connection)
+        reconnected = bool(mlog.incarnations) and mlog.incarnations[-1] == msg.incarnation and not same_connection
         if (not mlog.incarnations or mlog.incarnations[-1] != msg.incarnation or mlog.key != key
-                or mlog.speed != msg.speed):
+                or mlog.speed != msg.speed or reconnected):
             self._index_key(j, mlog.key, key)
             self.journal.registered(j, msg.incarnation, msg.speed, key)
         # No failure law while a resumed mapper holds its clock for its pullers: one welcomed then would play it in

@@ -212,7 +212,8 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
         "delays": run.journal.delays(),
         "ci_method": f"batch means over {BATCHES} batches of each class's jobs",
         "machines_detail": [
-            {"machine": m.name, "registrations": m.registrations, "jobs_run": m.jobs_run,
+            {"machine": m.name, "registrations": m.registrations, "reconnections": m.reconnections,
+             "jobs_run": m.jobs_run,
              "requested_share": m.share,
              "achieved_share": (sum(m.achieved) / len(m.achieved)) if m.achieved else None,
              "clock_offset_s": m.offset, "min_rtt_s": m.rtt,
