@@ -91,7 +91,8 @@ def paper_command(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"{name} (paper Table {paper.table}): {plural(summary.replications, 'replication')} x "
                   f"{summary.horizon:g} time units" + (f"; {other}" if other else ""))
-            method = f" ({BATCHES} {summary.interval})" if summary.interval != REPLICATIONS else ""
+            method = (f" ({summary.interval} of up to {BATCHES} windows)"  # (a window with no job counted has none)
+                      if summary.interval != REPLICATIONS else "")
             heading = "95 % CI" + method
             width = max(18, len(heading) + 2)  # (the interval's column: its heading, or "(no job counted)")
             print(f"  {'class':<8}{'mgst':>8}  {heading:<{width}}{'paper':<14}{'off':>7}")
