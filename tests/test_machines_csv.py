@@ -19,7 +19,11 @@ def test_up_seconds_count_the_run_only_and_down_periods_the_failures_only():
     m = MachineLog("M1", 1.0, periods=[[99.6, 105.0], [107.0, 110.0], [114.0, 120.0], [125.0, None]],
                    expelled=(120.0, "refused the run's commands"))
     assert up_seconds(m, 100.0, 130.0) == pytest.approx(19.0)
-    assert down_periods(m, {110.0}) == 1
+    assert down_periods(m, {110.0}, 100.0) == 1
+    # A puller started again while the pullers registered (at 99.8, before the run began at 100): its old
+    # incarnation's period ends there, but the machine did not fail in the run.
+    restarted = MachineLog("M3", 1.0, periods=[[99.0, 99.8], [99.8, 105.0], [107.0, None]])
+    assert down_periods(restarted, set(), 100.0) == 1
     assert up_seconds(MachineLog("M2", 1.0), 100.0, 130.0) == 0.0  # never registered
 
 

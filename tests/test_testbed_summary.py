@@ -127,7 +127,7 @@ def hand_made_run(responses: dict[int, list[float]], achieved: list[list[float]]
                                                                                      discarded_time=0.0))] * 2, jobs={},
                              stale_events=0, all_bags={}, running={}, out_of_queue=list),
         journal=SimpleNamespace(experiment=exp, jobs=jobs, replicas=replicas, machines=machines, delays=lambda: {},
-                                outages=[], late_results=0, stalls=[], last_tick=None, requeue_causes={}),
+                                outages=[], late_results=0, stalls=[], last_tick=None, requeue_causes={}, first_start=None),
     )
 
 

@@ -54,10 +54,11 @@ def run_began(run: TestbedRun) -> float:
     return run.journal.first_start if run.journal.first_start is not None else run.t0
 
 
-def down_periods(m: MachineLog, outages: set[float]) -> int:
-    """How many times the machine went down (not its periods cut by a mapper's outage, nor its expulsion)."""
+def down_periods(m: MachineLog, outages: set[float], began: float) -> int:
+    """How many times the machine went down in the run, from ``began`` (not its periods cut by a mapper's outage,
+    nor its expulsion, nor a restart while the pullers registered: a puller started again before the run began)."""
     return sum(1 for up, down in m.periods if up is not None and down is not None
-               and ended_by(m, down, outages) == "down")
+               and down >= began and ended_by(m, down, outages) == "down")
 
 
 def write_machines_csv(run: TestbedRun, path: Path) -> None:
@@ -73,7 +74,7 @@ def write_machines_csv(run: TestbedRun, path: Path) -> None:
             w.writerow([
                 m.name, state_at_end(m), m.expelled[1] if m.expelled is not None else "", m.share,
                 f"{statistics.fmean(m.achieved):.4f}" if m.achieved else "", m.jobs_run,
-                f"{up_seconds(m, began, run.end):.3f}", down_periods(m, outages), m.registrations,
+                f"{up_seconds(m, began, run.end):.3f}", down_periods(m, outages, began), m.registrations,
                 m.reconnections, refusals[j], stats.suspicions, stats.timed_out, f"{m.offset:.6f}",
                 f"{m.rtt:.6f}" if m.rtt is not None else "", f"{m.speed:.4g}",
             ])

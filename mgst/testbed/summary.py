@@ -20,7 +20,14 @@ from mgst.intervals import batch_means_ci
 from mgst.model import EXECUTORS, Experiment
 from mgst.policies.allocation import solve_allocation
 from mgst.results import Estimate, Summary, waste_of, write_summary_csv
-from mgst.testbed.machines_csv import down_periods, outage_starts, state_at_end, write_machines_csv, write_periods_csv
+from mgst.testbed.machines_csv import (
+    down_periods,
+    outage_starts,
+    run_began,
+    state_at_end,
+    write_machines_csv,
+    write_periods_csv,
+)
 from mgst.testbed.requested_share import share_shortfalls
 from mgst.testbed.run_result import TestbedRun
 from mgst.whole_file import write_whole
@@ -196,6 +203,7 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
     summary = dataclasses.replace(summary, waste=waste)
     done = sum(1 for rec in run.core.jobs.values() if rec.status is JobStatus.DONE)
     outages = outage_starts(run.journal)
+    began = run_began(run)
     extras: dict[str, Any] = {
         "time_unit_s": tu,
         "duration_s": run.generation_end - run.t0,
@@ -217,7 +225,7 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
              "requested_share": m.share,
              "achieved_share": (sum(m.achieved) / len(m.achieved)) if m.achieved else None,
              "clock_offset_s": m.offset, "min_rtt_s": m.rtt,
-             "down_periods": down_periods(m, outages), "state_at_end": state_at_end(m),
+             "down_periods": down_periods(m, outages, began), "state_at_end": state_at_end(m),
              "expelled": None if m.expelled is None else {"at": wall_iso_offset(m.expelled[0]), "why": m.expelled[1]}}
             for m in run.journal.machines
         ],
