@@ -61,6 +61,38 @@ def test_the_run_exports(finished_run: Path, tmp_path: Path) -> None:
     assert json.loads(p.stdout)["mode"] == "testbed"
 
 
+def _instants(folder: Path) -> list[float]:
+    """jobs.csv's Date Submitted and machine_periods.csv's Up From, as instants: read at summary.json's UTC offset."""
+    import csv  # noqa: PLC0415
+    import datetime as dt  # noqa: PLC0415
+
+    offset = json.loads((folder / "summary.json").read_text())["local_time_utc_offset"]
+    stamps = []
+    for name, column in (("jobs.csv", "Date Submitted"), ("machine_periods.csv", "Up From")):
+        with open(folder / name, newline="") as f:
+            stamps += [row[column] for row in csv.DictReader(f)]
+    assert stamps
+    return [dt.datetime.fromisoformat(t + offset).timestamp() for t in stamps]
+
+
+def test_local_times_keep_the_run_s_utc_offset_wherever_and_whenever_it_is_exported(finished_run: Path,
+                                                                                     tmp_path: Path) -> None:
+    """A run's local times are at one UTC offset, its head node's at its start, recorded in its journal: an export
+    under another time zone wrote them in its own (and a run through a change of daylight saving had two offsets
+    under the one summary.json gave: responses an hour long)."""
+    written = _instants(finished_run)
+    run = copy_with(finished_run, tmp_path / "kolkata", utc_offset_s="19800")  # (as a head node at +05:30 records)
+    files = {}
+    for tz in ("UTC", "America/Sao_Paulo", "XST-5XDT,M3.2.0,M11.1.0"):
+        p = subprocess.run([sys.executable, "-m", "mgst", "export", str(run), "--json"], capture_output=True,
+                           text=True, timeout=180, cwd=ROOT, env={**os.environ, "MGST_PURE": "1", "TZ": tz})
+        assert p.returncode == 0, p.stderr[-2000:]
+        assert json.loads((run / "summary.json").read_text())["local_time_utc_offset"] == "+05:30"
+        assert _instants(run) == pytest.approx(written, abs=1e-6)  # the same instants as the run wrote
+        files[tz] = [(run / name).read_bytes() for name in ("jobs.csv", "machine_periods.csv", "machines.csv")]
+    assert files["UTC"] == files["America/Sao_Paulo"] == files["XST-5XDT,M3.2.0,M11.1.0"]
+
+
 @pytest.mark.parametrize(("setting", "text", "said"), [
     ("network", "{not json", "the run's setting 'network' is not JSON"),
     ("time_unit", "0", "the run's setting 'time_unit' is '0', not a number of seconds in [0.001, 86400]"),
@@ -74,6 +106,8 @@ def test_the_run_exports(finished_run: Path, tmp_path: Path) -> None:
     ("inputs", '["a"]', "the run's setting 'inputs'"),
     ("decision_time", '{"inputs": 3, "total_s": -1, "longest_s": 0}', "the run's setting 'decision_time'"),
     ("decision_time", '{"inputs": 3}', "the run's setting 'decision_time'"),
+    ("utc_offset_s", "90000", "the run's setting 'utc_offset_s' is '90000', not a UTC offset in seconds"),
+    ("utc_offset_s", "\"+05:30\"", "the run's setting 'utc_offset_s'"),
 ])
 def test_a_damaged_setting_is_one_error_line_naming_it(finished_run: Path, tmp_path: Path, setting, text, said):
     folder = copy_with(finished_run, tmp_path / "damaged", **{setting: text})

@@ -466,7 +466,7 @@ def test_a_time_stamp_decades_off_the_mapper_s_clock_is_dropped_and_nothing_over
     MAX_CLOCK_SKEW off the mapper's clock are dropped as bad values; an estimate never takes a non-finite
     sample; a timestamp no calendar has is written empty."""
     from mgst.testbed.clock_offsets import OffsetEstimator  # noqa: PLC0415
-    from mgst.testbed.journal import wall_iso  # noqa: PLC0415
+    from mgst.testbed.local_time import wall_iso  # noqa: PLC0415
     from mgst.testbed.messages import MAX_CLOCK_SKEW  # noqa: PLC0415
 
     exp = _one_machine()
@@ -485,7 +485,7 @@ def test_a_time_stamp_decades_off_the_mapper_s_clock_is_dropped_and_nothing_over
     estimator = OffsetEstimator()
     estimator.add(0.0, 1.7e308, 1.7e308, 1.0)  # ((t2 - t1) + (t3 - t4)) / 2 overflows
     assert len(estimator) == 0 and estimator.offset == 0.0
-    assert wall_iso(1e300) == "" and wall_iso(-math.inf) == ""
+    assert wall_iso(1e300, 0.0) == "" and wall_iso(-math.inf, 3600.0) == ""
 
 
 @pytest.mark.parametrize("share", [P.Share(0.5, 1), P.Share(0.0, 0)], ids=["reclaimed", "share 0"])

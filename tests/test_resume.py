@@ -165,7 +165,7 @@ def test_a_mapper_killed_twice_resumes_and_every_job_is_done_exactly_once(settin
         periods = list(csv.DictReader(f))
     for name in names:  # every machine was seen up again after the outage, up to the end or a failure
         mine = [p for p in periods if p["Machine"] == name]
-        assert any(p["Up From"] and p["Up From"] >= _iso(crashed_at) for p in mine), (name, mine)
+        assert any(p["Up From"] and p["Up From"] >= _iso(crashed_at, summary) for p in mine), (name, mine)
     assert [t["pullers_back"] for t in summary["resumes"]] == [len(names)] * 2  # all came back by themselves
     # No machine stranded: after each outage, every machine was sent work again (a machine the resumed mapper
     # believed busy with a job whose result it already had, or never took back, would sit idle to the end)
@@ -180,10 +180,12 @@ def test_a_mapper_killed_twice_resumes_and_every_job_is_done_exactly_once(settin
           f"{[round(t['reconnect_s'], 2) for t in summary['resumes']]} s; {took:.1f} s in all")
 
 
-def _iso(t: float) -> str:
-    from mgst.testbed.journal import wall_iso  # noqa: PLC0415
-
-    return wall_iso(t)
+def _iso(t: float, summary: dict) -> str:
+    """``t`` as machine_periods.csv writes it: local time at the run's UTC offset, summary.json's."""
+    sign, hours, minutes = summary["local_time_utc_offset"][0], *summary["local_time_utc_offset"][1:].split(":")
+    offset = (1 if sign == "+" else -1) * (int(hours) * 3600 + int(minutes) * 60)
+    return (dt.datetime.fromtimestamp(t, dt.UTC) + dt.timedelta(seconds=offset)).replace(
+        tzinfo=None).isoformat(sep=" ", timespec="microseconds")
 
 
 def small_file(tmp_path: Path, duration: float = 30.0, rate: float = 6.0, time_unit: float = 0.1) -> Path:

@@ -24,8 +24,8 @@ from helpers import CONTENTION_SLACK, contention_seconds, read_until
 from mgst.core.state import JobStatus, MachineState, Outcome
 from mgst.model import Experiment, FailureModel, JobClass, Machine, PolicySpec, SimulationSettings, TestbedSettings
 from mgst.testbed.export import load_run
-from mgst.testbed.journal import wall_iso
 from mgst.testbed.local_run import start_pullers, stop_pullers
+from mgst.testbed.local_time import wall_iso
 from mgst.testbed.mapper import Mapper, TestbedRun
 from mgst.testbed.summary import summarize_testbed, write_testbed_outputs
 from mgst.wire import protocol as P
@@ -191,7 +191,7 @@ def test_injected_failures_resubmit_jobs_and_machines_come_back(tmp_path, no_chi
     periods = [row for row in rows if row["Ended By"] != "run end"]
     assert len(periods) >= 1 and {row["Ended By"] for row in periods} == {"down"}
     ends = {row["Up To"] for row in rows if row["Ended By"] == "run end"}
-    assert ends <= {wall_iso(run.end)}, ends
+    assert ends <= {wall_iso(run.end, run.utc_offset_s)}, ends
     with open(tmp_path / "machines.csv", newline="") as f:  # the totals, once per machine
         machines = list(csv.DictReader(f))
     assert [row["Machine"] for row in machines] == [m.name for m in exp.machines]

@@ -122,12 +122,14 @@ def hand_made_run(responses: dict[int, list[float]], achieved: list[list[float]]
     return SimpleNamespace(
         experiment=exp, time_unit=1.0, t0=0.0, generation_end=1000.0, end=1010.0, cut_off=[], malformed=Counter(),
         warmup=0.0, seed=seed, security="curve", aborted=False, resumes=[], policy_failure=None, closed=True,
+        utc_offset_s=0.0,
         network=None, overlay=None, decision_time=None,
         core=SimpleNamespace(machines=[SimpleNamespace(cpus=1, stats=SimpleNamespace(busy_time=100.0, discarded=0,
                                                                                      discarded_time=0.0))] * 2, jobs={},
                              stale_events=0, all_bags={}, running={}, out_of_queue=list),
         journal=SimpleNamespace(experiment=exp, jobs=jobs, replicas=replicas, machines=machines, delays=lambda: {},
-                                outages=[], late_results=0, stalls=[], last_tick=None, requeue_causes={}, first_start=None),
+                                outages=[], late_results=0, stalls=[], last_tick=None, requeue_causes={},
+                                first_start=None),
     )
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import datetime as dt
 import math
 import statistics
 from collections import Counter
@@ -15,6 +14,7 @@ from typing import Any
 from mgst.model import Experiment, Job
 from mgst.results import JOB_COLUMNS
 from mgst.testbed.clock_offsets import MAX_DRIFT, OffsetEstimator
+from mgst.testbed.local_time import wall_iso as local_iso
 from mgst.testbed.store import RunStore
 
 # The incarnations of a machine remembered (a retired one that hellos again is refused for good): a
@@ -28,16 +28,6 @@ INCARNATIONS_KEPT = 64
 # arrivals, requests and results waited. A silence of this many seconds or more is kept (Journal.stalls): the
 # stall itself, and up to the half second between two notes.
 STALL = 2.0
-
-
-def wall_iso(t: float | None) -> str:
-    """A wall-clock time as an ISO 8601 local timestamp with microseconds (spreadsheets read it)."""
-    if t is None:
-        return ""
-    try:
-        return dt.datetime.fromtimestamp(t).isoformat(sep=" ", timespec="microseconds")
-    except (OverflowError, ValueError, OSError):  # no calendar has it (a journal of a puller's absurd clock): none
-        return ""
 
 
 @dataclass(slots=True)
@@ -420,9 +410,14 @@ class Journal:
     )
 
     def write_jobs_csv(self, path: Path, time_unit: float, counted: set[int], status: dict[int, str],
-                       waste: dict[int, tuple[int, float]] | None = None) -> None:
-        """One row per job; ``waste``: per job, its losers that ran on and their machine time (none: 0)."""
+                       utc_offset: float, waste: dict[int, tuple[int, float]] | None = None) -> None:
+        """One row per job, its instants local times at the run's ``utc_offset`` (seconds); ``waste``: per job, its
+        losers that ran on and their machine time (none: 0)."""
         waste = waste or {}
+
+        def wall_iso(t: float | None) -> str:
+            return local_iso(t, utc_offset)
+
         names = [m.name for m in self.experiment.machines]
         with open(path, "w", newline="") as f:
             w = csv.writer(f)

@@ -8,7 +8,8 @@ import statistics
 from collections import Counter
 from pathlib import Path
 
-from mgst.testbed.journal import Journal, MachineLog, wall_iso
+from mgst.testbed.journal import Journal, MachineLog
+from mgst.testbed.local_time import wall_iso
 from mgst.testbed.run_result import TestbedRun
 
 MACHINE_COLUMNS = (
@@ -91,5 +92,6 @@ def write_periods_csv(run: TestbedRun, path: Path) -> None:
                 if up is None:
                     continue
                 until = down if down is not None else run.end
-                w.writerow([m.name, wall_iso(up), wall_iso(until), f"{until - up:.3f}",
+                w.writerow([m.name, wall_iso(up, run.utc_offset_s), wall_iso(until, run.utc_offset_s),
+                            f"{until - up:.3f}",
                             ended_by(m, down, outages)])

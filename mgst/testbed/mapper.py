@@ -38,6 +38,8 @@ from mgst.testbed.inputs import input_digests
 from mgst.testbed.journal import Journal
 from mgst.testbed.lasting import Lasting
 from mgst.testbed.liveness import LIVENESS, Heartbeats, heartbeat_interval_for
+from mgst.testbed.local_time import recorded_offset, zone_offset
+from mgst.testbed.machines_csv import run_began
 from mgst.testbed.messages import PullerMessages, some_names
 from mgst.testbed.overlay import MapperOverlay
 from mgst.testbed.policy_failure import handled
@@ -270,6 +272,7 @@ class Mapper:
                 store.set_meta(experiment=to_plain(experiment), seed=self.seed, duration=self.duration,
                                time_unit=self.time_unit, executor=self.executor, failures=self.failures,
                                imports=list(imports), security=self.security, created=time.time(),
+                               utc_offset_s=zone_offset(time.time()),
                                inputs=input_digests(experiment), network=network)
             except BaseException:
                 store.close()
@@ -627,7 +630,9 @@ class Mapper:
         run = finish_run(self.experiment, self.core, self.journal, self.time_unit, self.clock.t0 or started,
                          generation_end, end, self.drops.counts, horizon, self.seed, self.security, self.aborting)
         if self.journal.store is not None:
-            run.resumes = self.journal.store.meta().get("resumes", [])
+            meta = self.journal.store.meta()
+            run.resumes = meta.get("resumes", [])
+            run.utc_offset_s = recorded_offset(meta.get("utc_offset_s"), run_began(run))
         run.policy_failure = self.policy_failure
         run.decision_time = self.decision_time
         return run

@@ -11,6 +11,7 @@ from mgst.core.state import JobStatus
 from mgst.model import Experiment
 from mgst.testbed.decision_time import DecisionTime
 from mgst.testbed.journal import Journal
+from mgst.testbed.local_time import recorded_offset
 
 # A run drains for at most this many times the longest job time (the biggest class on the slowest machine), and
 # at least DRAIN_MIN wall seconds: long enough for a job that started at the last moment on the slowest machine,
@@ -55,6 +56,9 @@ class TestbedRun:
     # the wall time its mapper spent in the core (the policy's decisions); None: not measured (a journal whose mapper
     # died, or one of before it was)
     decision_time: DecisionTime | None = None
+    # the UTC offset (seconds) of its local times (jobs.csv's): its head node's at its start, as its journal recorded
+    # it (a journal of before: this machine's zone's at the run's start)
+    utc_offset_s: float = 0.0
 
 
 def finish_run(experiment: Experiment, core: Scheduler, journal: Journal, time_unit: float, t0: float,
@@ -74,5 +78,7 @@ def finish_run(experiment: Experiment, core: Scheduler, journal: Journal, time_u
     else:  # a run not closed (its mapper died, or it goes on): what it generated so far, as its summary counts it
         horizon = min(horizon, max(0.0, (generation_end - t0) / time_unit))
     warmup = min(experiment.simulation.warmup, 0.1 * horizon)
-    return TestbedRun(experiment, core, journal, time_unit, t0, generation_end, end, cut, Counter(drops), warmup,
-                      seed, security_mode, aborted)
+    run = TestbedRun(experiment, core, journal, time_unit, t0, generation_end, end, cut, Counter(drops), warmup,
+                     seed, security_mode, aborted)
+    run.utc_offset_s = recorded_offset(None, journal.first_start if journal.first_start is not None else t0)
+    return run

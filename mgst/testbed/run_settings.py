@@ -10,6 +10,7 @@ from typing import Any
 from mgst.config.experiment import MAX_DURATION, MAX_TIME_UNIT, MIN_TIME_UNIT
 from mgst.model import EXECUTORS
 from mgst.testbed.decision_time import is_plain
+from mgst.testbed.local_time import MAX_OFFSET_S
 from mgst.testbed.store import StoreError
 
 
@@ -30,6 +31,7 @@ _SETTINGS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "imports": (lambda v: isinstance(v, list) and all(isinstance(m, str) for m in v), "a list of module names"),
     "security": (lambda v: isinstance(v, str), "a string"),
     "created": (_number, "a time (a number)"),
+    "utc_offset_s": (lambda v: _number(v) and abs(v) < MAX_OFFSET_S, "a UTC offset in seconds, under a day"),
     "ended": (_number, "a time (a number)"),
     "aborted": (lambda v: isinstance(v, bool), "true or false"),
     "drops": (lambda v: isinstance(v, dict) and all(isinstance(n, int) and not isinstance(n, bool) for n in v.values()),

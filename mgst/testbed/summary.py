@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import json
 import math
 import os
@@ -20,6 +19,7 @@ from mgst.intervals import batch_means_ci
 from mgst.model import EXECUTORS, Experiment
 from mgst.policies.allocation import solve_allocation
 from mgst.results import Estimate, Summary, waste_of, write_summary_csv
+from mgst.testbed.local_time import offset_iso, wall_iso_offset
 from mgst.testbed.machines_csv import (
     down_periods,
     outage_starts,
@@ -101,7 +101,8 @@ def share_warnings(run: TestbedRun) -> list[str]:
 
 def expelled_warnings(run: TestbedRun) -> list[str]:
     """One sentence per machine the mapper took out of the run for good."""
-    return [f"machine {m.name} was expelled from the run at {wall_iso_offset(m.expelled[0])}: {m.expelled[1]} "
+    return [f"machine {m.name} was expelled from the run at {wall_iso_offset(m.expelled[0], run.utc_offset_s)}: "
+            f"{m.expelled[1]} "
             "(its jobs went to the other machines; check its allow-list)"
             for m in run.journal.machines if m.expelled is not None]
 
@@ -110,16 +111,6 @@ def stray_warnings(run: TestbedRun) -> list[str]:
     """A sentence on jobs the policy took out of its view's queues (they never ran, cut off at the end)."""
     strays = run.core.out_of_queue()
     return [out_of_queue_text(strays)] if strays else []
-
-
-def wall_iso_offset(t: float) -> str:
-    """A wall-clock time as jobs.csv writes it (ISO 8601 local, microseconds), with its UTC offset."""
-    return dt.datetime.fromtimestamp(t).astimezone().isoformat(sep=" ", timespec="microseconds")
-
-
-def local_utc_offset(t: float) -> str:
-    """The local time's UTC offset at wall time ``t``, as ISO 8601 writes it (+HH:MM)."""
-    return dt.datetime.fromtimestamp(t).astimezone().isoformat()[-6:]
 
 
 def counted_jobs(run: TestbedRun) -> set[int]:
@@ -226,7 +217,8 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
              "achieved_share": (sum(m.achieved) / len(m.achieved)) if m.achieved else None,
              "clock_offset_s": m.offset, "min_rtt_s": m.rtt,
              "down_periods": down_periods(m, outages, began), "state_at_end": state_at_end(m),
-             "expelled": None if m.expelled is None else {"at": wall_iso_offset(m.expelled[0]), "why": m.expelled[1]}}
+             "expelled": None if m.expelled is None else {"at": wall_iso_offset(m.expelled[0], run.utc_offset_s),
+                                                          "why": m.expelled[1]}}
             for m in run.journal.machines
         ],
         "warnings": share_warnings(run) + expelled_warnings(run) + stray_warnings(run),
@@ -236,10 +228,12 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
         "insecure": run.security != "curve",
         "aborted": run.aborted,
         # the UTC offset of the local times in jobs.csv and machine_periods.csv (which spreadsheets read as they
-        # are, without one), at the run's start
-        "local_time_utc_offset": local_utc_offset(run.t0),
+        # are, without one): the head node's at the run's start, kept for the whole run (through a change to or from
+        # daylight saving) and by every export (wherever it is made)
+        "local_time_utc_offset": offset_iso(run.utc_offset_s),
         # ISO 8601 local times with their UTC offset (jobs.csv's local times, made unambiguous)
-        "outages": [{"from": wall_iso_offset(a), "to": wall_iso_offset(b), "seconds": round(b - a, 6)}
+        "outages": [{"from": wall_iso_offset(a, run.utc_offset_s), "to": wall_iso_offset(b, run.utc_offset_s),
+                     "seconds": round(b - a, 6)}
                     for a, b in run.journal.outages],
         "mapper_stalls": mapper_stalls(run.journal),
         # the wall time the mapper spent in the core (the policy's decisions, the core's work), which the model takes
@@ -274,7 +268,8 @@ def write_testbed_outputs(run: TestbedRun, summary: Summary, extras: dict[str, A
     counted = counted_jobs(run)
     status = {jid: rec.status.value for jid, rec in run.core.jobs.items()}
     waste = job_waste(run.core.jobs.values(), run.core.now)
-    write_whole(out / "jobs.csv", lambda p: run.journal.write_jobs_csv(p, run.time_unit, counted, status, waste))
+    write_whole(out / "jobs.csv", lambda p: run.journal.write_jobs_csv(p, run.time_unit, counted, status,
+                                                                       run.utc_offset_s, waste))
     write_whole(out / "machines.csv", lambda p: write_machines_csv(run, p))
     write_whole(out / "machine_periods.csv", lambda p: write_periods_csv(run, p))
     write_whole(out / "summary.csv", lambda p: write_summary_csv(p, summary))
