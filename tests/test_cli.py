@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import os
 import subprocess
@@ -308,7 +309,12 @@ def test_paper_json_is_strict_json_with_null_for_an_interval_that_cannot_be_give
     p = subprocess.run([sys.executable, "-m", "mgst", "paper", "hihi-mfd-fd", "--json", "--replications", replications,
                         "--horizon", "40", "--warmup", "2"], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert p.returncode == 0, p.stderr
-    rows = json.loads(p.stdout, parse_constant=refuse)["settings"][0]["rows"]
+    setting = json.loads(p.stdout, parse_constant=refuse)["settings"][0]
+    rows = setting["rows"]
+    # what reruns it: its seed (the file's), warm-up and file, besides the horizon and replications
+    digest = hashlib.sha256((ROOT / "experiments" / "hihi-mfd-fd.toml").read_bytes()).hexdigest()
+    assert {k: setting[k] for k in ("replications", "horizon", "warmup", "seed", "experiment_sha256")} == {
+        "replications": int(replications), "horizon": 40.0, "warmup": 2.0, "seed": 1, "experiment_sha256": digest}
     given = [r for r in rows if r["ci95"] != [None, None]]
     assert all(0 < r["ci95"][0] <= r["mgst"] <= r["ci95"][1] for r in given), rows
     if replications == "2":  # (two short replications apart: Student's t(1) = 12.7 reaches below 0)

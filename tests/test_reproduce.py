@@ -307,7 +307,8 @@ def test_mgst_paper_says_when_a_file_runs_another_policy_than_the_papers(capsys,
             "--warmup", "10"]
     assert main(args) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == "hihi-mfd-fd (paper Table 2): 2 replications x 60 time units; fcfs, beside the paper's lpas_dg"
+    assert out[0] == ("hihi-mfd-fd (paper Table 2): 2 replications x 60 time units (warm-up 10), seed 1; fcfs, "
+                      "beside the paper's lpas_dg")
     assert "(too few reps)" in out[2] and "nan" not in "\n".join(out)  # two replications give no interval
     assert main([*args, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["settings"][0]["policy"] == "fcfs, beside the paper's lpas_dg"

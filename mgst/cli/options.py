@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import stat
 import tempfile
@@ -134,3 +135,9 @@ def _where_raised(e: BaseException) -> str:
     frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename and not f.filename.startswith("<")
               and not os.path.abspath(f.filename).startswith(ours)]
     return f" ({frames[-1].filename}, line {frames[-1].lineno})" if frames else ""
+
+
+def file_digest(path: Path) -> str:
+    """The SHA-256 of a file's bytes, hex: what a result records of the experiment file it ran (an edited file of the
+    same name runs other jobs)."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import logging
 import os
@@ -17,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mgst.cli.options import check_experiments_folder, check_folder
+from mgst.cli.options import check_experiments_folder, check_folder, file_digest
 from mgst.config import MAX_WORKERS, ConfigError, load_experiment
 from mgst.papers import reproduction
 from mgst.papers.reproduction import NOT_CHECKED, VERDICTS, Claim, Reproduction, SimulationSlice, SweepSlice
@@ -193,7 +192,7 @@ def _run_simulation(s: SimulationSlice, experiment: Any, folder: Path, workers: 
     from mgst.sim.replications import run_simulation  # noqa: PLC0415
 
     # (the file's content too: a slice run on an edited file, or another --experiments folder's, is not done)
-    digest = hashlib.sha256((Path(experiments) / s.file).read_bytes()).hexdigest()
+    digest = file_digest(Path(experiments) / s.file)
     wanted = {"file": s.file, "sha256": digest, **s.overrides()}
     done = folder / SLICE_FILE
     if (folder / "summary.json").is_file() and done.is_file():

@@ -14,6 +14,7 @@ from mgst.cli.options import (
     check_folder,
     check_horizon_warmup,
     check_seed,
+    file_digest,
     import_policies,
     lengths_not_simulated,
 )
@@ -79,8 +80,11 @@ def paper_command(args: argparse.Namespace) -> int:
             rows.append({"class": label, "mgst": est.mean, "ci95": [est.low, est.high], "paper": list(interval),
                          "deviation": deviation(est.mean, interval),
                          "agrees": agrees(est.mean, interval) if counted else None})
+        # what reruns it: the seed and warm-up with the horizon and replications, and the file's digest (an edited
+        # file of the same name runs other jobs)
         report.append({"setting": name, "table": paper.table, "note": paper.note, "rows": rows,
-                       "replications": summary.replications, "horizon": summary.horizon})
+                       "replications": summary.replications, "horizon": summary.horizon, "warmup": summary.warmup,
+                       "seed": summary.seed, "experiment_sha256": file_digest(args.experiments / f"{name}.toml")})
         if summary.interval != REPLICATIONS:  # (one replication: batch means, as mgst simulate --json says it)
             report[-1]["interval"] = f"{summary.interval} ({BATCHES} windows of equal model time of the counted jobs)"
         # The paper's figures are LPAS_DG's: a file of --experiments running another policy is set beside them,
@@ -90,7 +94,8 @@ def paper_command(args: argparse.Namespace) -> int:
             report[-1]["policy"] = other
         if not args.json:
             print(f"{name} (paper Table {paper.table}): {plural(summary.replications, 'replication')} x "
-                  f"{summary.horizon:g} time units" + (f"; {other}" if other else ""))
+                  f"{summary.horizon:g} time units (warm-up {summary.warmup:g}), seed {summary.seed}"
+                  + (f"; {other}" if other else ""))
             method = (f" ({summary.interval} of up to {BATCHES} windows)"  # (a window with no job counted has none)
                       if summary.interval != REPLICATIONS else "")
             heading = "95 % CI" + method
