@@ -171,3 +171,23 @@ def test_a_simulation_leaves_no_records_to_freeze():
         print(json.dumps({{"jobs": summary.jobs_simulated, "frozen": gc.get_freeze_count() - before}}))
     """)
     assert result["jobs"] > 5000 and result["frozen"] < result["jobs"] / 2  # (the policy's, the heap's: about 1,500)
+
+
+@pytest.mark.parametrize(("asked", "started"), [(50, 2), (2, 2), (1, None)])
+def test_no_more_worker_processes_than_replications(monkeypatch, asked, started):
+    """--workers 1000 of 50 replications started 1,000 processes; a pool is never wider than the replications."""
+    pools = []
+    real = replications.InterruptiblePool
+
+    class Recorded(real):  # type: ignore[misc, valid-type]
+        def __init__(self, workers: int, *args, **kwargs):
+            pools.append(workers)
+            super().__init__(workers, *args, **kwargs)
+
+        def __class_getitem__(cls, item):  # (InterruptiblePool[int](workers), as run_simulation makes one)
+            return cls
+
+    monkeypatch.setattr(replications, "InterruptiblePool", Recorded)
+    exp = load_experiment(Path(__file__).resolve().parents[1] / "experiments" / "hihi-mfd-fd.toml")
+    replications.run_simulation(exp, horizon=50.0, warmup=0.0, replications=2, workers=asked)
+    assert pools == ([] if started is None else [started])

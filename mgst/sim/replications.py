@@ -116,8 +116,8 @@ def run_simulation(
         raise ValueError(f"warm-up {warmup} must be in [0, horizon={horizon})")
     if reps < 1:
         raise ValueError(f"replications must be >= 1, got {reps}")
-    if workers is None:
-        workers = default_workers(reps)
+    # (never more processes than replications: --workers 1000 of 50 replications started 1,000 processes)
+    workers = default_workers(reps) if workers is None else min(workers, reps)
     # One replication says nothing of its own variability: its interval is made of batch means of its jobs, which it
     # keeps for that (docs/intervals.md)
     keep_batches = reps == 1
