@@ -164,3 +164,16 @@ def test_the_puller_command_for_a_wildcard_bind_names_this_machine_or_says_to_fi
     exp = SimpleNamespace(machines=[SimpleNamespace(name="M1"), SimpleNamespace(name="M2")])
     command = _puller_command("tcp://*:5555", argparse.Namespace(insecure=False, keys=None), exp)
     assert command == f"python -m puller --connect tcp://{host}:5555 --machine NAME --keys KEYS"
+
+
+def test_a_default_run_folder_of_a_long_valid_name_can_be_made(tmp_path):
+    """64 emoji are a valid experiment name (64 characters) and 256 bytes: the default folder runs/NAME-DATE was a
+    name too long for the file system, an error blamed on --out, which was not given."""
+    from mgst.cli.options import folder_name  # noqa: PLC0415
+    from mgst.cli.testbed_commands import _default_out  # noqa: PLC0415
+
+    for name in ("\N{ROCKET}" * 64, "é" * 64, "a" * 64):
+        out = tmp_path / _default_out(name).name
+        out.mkdir()  # (OSError: File name too long, before)
+        assert out.name.startswith(folder_name(name)) and name.startswith(folder_name(name))
+    assert folder_name("a" * 64) == "a" * 64 and folder_name("hihi-mfd-fd") == "hihi-mfd-fd"

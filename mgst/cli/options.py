@@ -141,3 +141,15 @@ def file_digest(path: Path) -> str:
     """The SHA-256 of a file's bytes, hex: what a result records of the experiment file it ran (an edited file of the
     same name runs other jobs)."""
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# A file name is at most 255 bytes on the common file systems: a default folder named after an experiment (or a sweep)
+# keeps this many bytes of its name, the rest for the date and suffixes mgst adds.
+FOLDER_NAME_BYTES = 160
+
+
+def folder_name(name: str) -> str:
+    """``name`` cut to FOLDER_NAME_BYTES bytes of UTF-8, at a character's end: a default output folder's stem (64
+    emoji, a valid experiment name, are 256 bytes: "File name too long", blamed on --out)."""
+    cut = name.encode("utf-8")[:FOLDER_NAME_BYTES]
+    return cut.decode("utf-8", errors="ignore")

@@ -15,6 +15,7 @@ from mgst.cli.options import (
     check_horizon_warmup,
     check_seed,
     file_digest,
+    folder_name,
     import_policies,
     lengths_not_simulated,
 )
@@ -174,7 +175,7 @@ def sweep_command(args: argparse.Namespace) -> int:
 
         cell_fn = functools.partial(_cell_with_imports, tuple(args.imports),
                                     cell_fn or spec.scenario.cell or default_cell)
-    out = args.out or Path("runs") / f"sweep-{spec.name}{'-quick' if args.quick else ''}"
+    out = args.out or Path("runs") / f"sweep-{folder_name(spec.name)}{'-quick' if args.quick else ''}"
     tty = sys.stderr.isatty()
     last = [0.0]
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mgst.cli.options import check_folder, check_seed, import_policies
+from mgst.cli.options import check_folder, check_seed, folder_name, import_policies
 from mgst.config import ConfigError, load_experiment
 from mgst.config.checks import overload_warning, simultaneous_bags_warning
 from mgst.model import EXECUTORS, Experiment
@@ -208,7 +208,7 @@ def _close_live(live) -> None:
 def _default_out(name: str) -> Path:
     import time  # noqa: PLC0415
 
-    return Path("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    return Path("runs") / f"{folder_name(name)}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 def _progress_printer(enabled: bool):
