@@ -120,6 +120,12 @@ def job_rows(experiment: Experiment, run: Any, warmup: float, horizon: float) ->
                       run.end_time)
 
 
+def six_places(x: float) -> str:
+    """``x`` for a CSV cell: 6 decimals, or 6 significant digits where those would keep fewer (below 0.001: a job of
+    a ten-millionth of a unit was 0.000000)."""
+    return f"{x:.6f}" if x == 0 or abs(x) >= 1e-3 else f"{x:.6g}"
+
+
 def _model_time(t: float | None) -> str:
     return "" if t is None else f"{t:.6f}"
 
@@ -131,7 +137,7 @@ def job_row(rec: JobRecord, machine_names: Sequence[str], replication: int, coun
     fmt = _model_time
     job = rec.job
     done = rec.completed is not None
-    response = f"{rec.completed - job.submitted:.6f}" if done else ""
+    response = six_places(rec.completed - job.submitted) if done else ""
     losers = [r for r in rec.history if r.discarded]
     wasted = sum(r.charged_until(end) for r in losers)
     if done:
@@ -146,8 +152,8 @@ def job_row(rec: JobRecord, machine_names: Sequence[str], replication: int, coun
         machine_names[machine] if machine is not None else "",
         fmt(job.submitted), fmt(sent), fmt(sent), fmt(rec.completed),
         rec.status.value, "Yes" if rec.timeouts else "No",
-        replication, response, fmt(rec.first_sent), rec.attempts, rec.requeues, f"{job.size:.6f}",
-        "Yes" if counted else "No", len(losers), f"{wasted:.6f}",
+        replication, response, fmt(rec.first_sent), rec.attempts, rec.requeues, six_places(job.size),
+        "Yes" if counted else "No", len(losers), six_places(wasted),
     )
 
 
@@ -265,8 +271,11 @@ def waste_of(discarded: Iterable[int], discarded_time: Iterable[float], busy: It
 
 
 def _num(x: float) -> float | None:
-    """JSON has no NaN: undefined values become null."""
-    return None if x is None or math.isnan(x) or math.isinf(x) else round(x, 6)
+    """JSON has no NaN: undefined values become null; 6 decimals, or 6 significant digits where those would keep
+    fewer (a mean of a ten-millionth of a unit was 0.0)."""
+    if x is None or math.isnan(x) or math.isinf(x):
+        return None
+    return round(x, 6) if x == 0 or abs(x) >= 1e-3 else float(f"{x:.6g}")
 
 
 def summarize(
@@ -354,7 +363,8 @@ def format_table(summary: Summary) -> str:
     ]
     def mean(e: Estimate) -> str:  # no job measured: no mean (nan in the data)
         places = interval_places(e.mean, e.low, e.high) + 1 if not math.isnan(e.low) else 4
-        return f"{e.mean:>12.{places}f}" if e.jobs else f"{'n/a':>12}"
+        # (a space before it, however many places it takes: 40.0000000000001 was 4 jobs of a mean of 1e-13)
+        return f" {e.mean:>11.{places}f}" if e.jobs else f"{'n/a':>12}"
 
     for k, (name, e) in enumerate(zip(summary.class_names, summary.classes)):
         if e.jobs or summary.bags is None:  # a bag workload's unused task classes are left out
@@ -505,4 +515,4 @@ def write_summary_csv(path: Path, summary: Summary) -> None:
 
 
 def _fmt(x: float) -> str:
-    return "" if math.isnan(x) else f"{x:.6f}"
+    return "" if math.isnan(x) else six_places(x)

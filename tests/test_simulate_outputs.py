@@ -254,3 +254,27 @@ def test_no_counted_bag_is_said_n_a_in_the_table_and_null_in_json(tmp_path, caps
         assert main(["simulate", str(path), "--replications", replications, "--json"]) == 0
         bags = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(f"not JSON: {c}"))["bags"]
         assert bags["bags"] == 0 and bags["rwt"] == {"mean": None, "ci95": [None, None]}, bags
+
+
+def test_tiny_times_keep_their_digits_in_every_output(tmp_path, capsys):
+    """Jobs of a billionth of a unit (granularity 1e-9): their mean, about 1e-9, was 0.0 in --json and 0.000000 in
+    summary.csv and jobs.csv (six decimals), and the table ran the job count into the mean (4 jobs of 1e-13 read
+    40.0000000000001)."""
+    f = tmp_path / "tiny.toml"
+    f.write_text("[workload]\narrival_rates = [0.5]\ngranularity = [1e-9]\n[machines]\nrates = [[1.0]]\n"
+                 "[policy]\nname = \"fcfs\"\n[simulation]\nhorizon = 400.0\nwarmup = 40.0\nreplications = 2\n"
+                 "seed = 1\n")
+    assert main(["simulate", str(f), "--json", "--workers", "1", "--out", str(tmp_path / "o"), "--jobs"]) == 0
+    overall = json.loads(capsys.readouterr().out)["overall"]
+    # a job's size is 1e-9 units on average, served at rate 1 with no queue to speak of: about 1e-9 each
+    assert 0.5e-9 < overall["mean_response"] < 2e-9 and 0 < overall["ci95"][0] < overall["ci95"][1], overall
+    with open(tmp_path / "o" / "summary.csv", newline="") as fh:
+        row = [r for r in csv.DictReader(fh) if r["Class"] == "Overall"][0]
+    assert float(row["Mean Response"]) == pytest.approx(overall["mean_response"], rel=1e-5)
+    with open(tmp_path / "o" / "jobs.csv", newline="") as fh:
+        done = [r for r in csv.DictReader(fh) if r["Response Time"]]
+    assert done and all(float(r["Response Time"]) > 0 and float(r["Size"]) > 0 for r in done)
+    assert main(["simulate", str(f), "--workers", "1"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("Overall"))
+    jobs, mean = line.split()[1:3]  # (the count and the mean apart)
+    assert int(jobs) == overall["jobs"] and float(mean) == pytest.approx(overall["mean_response"], rel=0.05)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from mgst.model import Experiment, Job
-from mgst.results import JOB_COLUMNS
+from mgst.results import JOB_COLUMNS, six_places
 from mgst.testbed.clock_offsets import MAX_DRIFT, OffsetEstimator
 from mgst.testbed.local_time import wall_iso as local_iso
 from mgst.testbed.store import RunStore
@@ -431,8 +431,8 @@ class Journal:
                     jid, r.replica if r else "", j.job.job_class + 1, names[r.machine] if r else "",
                     wall_iso(j.submitted), wall_iso(r.t3 if r else None), wall_iso(r.t4 if r else None),
                     wall_iso(r.t6 if done else None), status.get(jid, "Queued"), "Yes" if j.timed_out else "No",
-                    f"{(r.t6 - j.submitted) / time_unit:.6f}" if done else "", len(j.replicas), j.requeues,
-                    f"{j.job.size:.6f}", wall_iso(r.t1 if r else None), wall_iso(r.t2 if r else None),
+                    six_places((r.t6 - j.submitted) / time_unit) if done else "", len(j.replicas), j.requeues,
+                    six_places(j.job.size), wall_iso(r.t1 if r else None), wall_iso(r.t2 if r else None),
                     wall_iso(r.t4r if r else None), wall_iso(r.t5 if r else None),
                     f"{r.t4 - r.t3:.6f}" if r and r.t4 is not None else "",
                     f"{r.t3 - max(r.t2, j.submitted):.6f}" if r and r.t2 is not None else "",
