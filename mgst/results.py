@@ -238,7 +238,10 @@ class Summary:
         if self.waste is not None:
             d["waste"] = self.waste.as_dict()
         if self.interval != REPLICATIONS:  # (the replications' means: no key, as before)
-            d["interval"] = f"{self.interval} ({BATCHES} windows of equal model time of the counted jobs)"
+            # (a testbed run batches each class's jobs in their order, mgst.testbed.summary; a simulation, model time)
+            of = ("batches of each class's counted jobs, in order" if self.mode == "testbed"
+                  else "windows of equal model time of the counted jobs")
+            d["interval"] = f"{self.interval} ({BATCHES} {of})"
         return d
 
 

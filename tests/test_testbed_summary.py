@@ -163,6 +163,21 @@ def test_the_summary_carries_the_runs_seed():
     assert summary.as_dict()["seed"] == 4242
 
 
+def test_a_testbed_summary_says_its_intervals_are_batch_means(tmp_path):
+    """One run's intervals are batch means of its jobs: its summary.csv said "replications" (the simulation's word
+    for its replications' means) and its summary.json had no interval key."""
+    import csv  # noqa: PLC0415
+
+    from mgst.results import write_summary_csv  # noqa: PLC0415
+
+    summary, _ = summarize_testbed(hand_made_run({0: [1.0 + k / 10 for k in range(30)]}, [[], []]))
+    write_summary_csv(tmp_path / "summary.csv", summary)
+    with open(tmp_path / "summary.csv", newline="") as f:
+        labels = {row["Class"]: row["Interval"] for row in csv.DictReader(f)}
+    assert labels["Overall"].startswith("batch means") and "replications" not in " ".join(labels.values()), labels
+    assert summary.as_dict()["interval"] == "batch means (10 batches of each class's counted jobs, in order)"
+
+
 def test_machines_short_of_their_cpu_share_are_warned_about():
     run = hand_made_run({0: [1.0, 2.0], 1: [1.0, 2.0]}, [[0.6, 0.64], [0.97, 0.95]])
     _, extras = summarize_testbed(run)

@@ -18,7 +18,7 @@ from mgst.core.state import JobStatus
 from mgst.intervals import batch_means_ci
 from mgst.model import EXECUTORS, Experiment
 from mgst.policies.allocation import solve_allocation
-from mgst.results import Estimate, Summary, waste_of, write_summary_csv
+from mgst.results import BATCH_MEANS, Estimate, Summary, waste_of, write_summary_csv
 from mgst.testbed.local_time import offset_iso, wall_iso_offset
 from mgst.testbed.machines_csv import (
     down_periods,
@@ -186,6 +186,7 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
         # the policy's report() (LPAS_DG's fixes); a bare PolicyHooks, or a core without a policy, has none
         policy_counts=dict(getattr(getattr(run.core, "policy", None), "report", dict)()),
         overloaded=overload_warning(exp) if any(exp.arrival_rates) else None,
+        interval=BATCH_MEANS,  # (one run: its intervals are batch means of its jobs, as summary.csv says)
     )
     if run.core.all_bags:
         summary = dataclasses.replace(summary, bags=summarize_bags([testbed_bags(run)]))
