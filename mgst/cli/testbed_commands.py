@@ -273,6 +273,18 @@ def _network(spec: str | None, exp):
     return network
 
 
+def _length_warnings(args: argparse.Namespace, exp) -> list[str | None]:
+    """A run too short for its figures, or one whose drain may last far longer than it (mgst.testbed.run_length);
+    none for a resumed run, which keeps the settings it started with."""
+    from mgst.testbed.run_length import few_jobs_warning, long_drain_warning  # noqa: PLC0415
+
+    if getattr(args, "resume", None) is not None:
+        return []
+    duration = exp.testbed.duration if args.duration is None else args.duration
+    time_unit = exp.testbed.time_unit if args.time_unit is None else args.time_unit
+    return [few_jobs_warning(exp, duration, time_unit), long_drain_warning(exp, duration, time_unit)]
+
+
 def run_command(args: argparse.Namespace) -> int:
     from mgst.netem.links import NetworkError  # noqa: PLC0415
     from mgst.testbed.finite_workload import late_arrivals_warning  # noqa: PLC0415
@@ -295,7 +307,7 @@ def run_command(args: argparse.Namespace) -> int:
                                  exp.testbed.time_unit if args.time_unit is None else args.time_unit,
                                  exp.simulation.seed if args.seed is None else args.seed)
     for warning in (overload_warning(exp), oversubscription_warning(exp, args.executor or exp.testbed.executor), late,
-                    simultaneous_bags_warning(exp)):
+                    simultaneous_bags_warning(exp), *_length_warnings(args, exp)):
         if warning:
             print(f"mgst: warning: {warning}", file=sys.stderr)
     if network is not None and not args.quiet:
@@ -470,6 +482,9 @@ def mapper_command(args: argparse.Namespace) -> int:
         _check_new_out(out, "mapper")
     if not 0 < args.register_timeout < 1e7:
         raise ConfigError("--register-timeout", "must be a positive number of seconds")
+    for warning in _length_warnings(args, exp):
+        if warning:
+            print(f"mgst: warning: {warning}", file=sys.stderr)
     if args.begin_with is not None and not 1 <= args.begin_with <= len(exp.machines):
         raise ConfigError("--begin-with", f"give 1 to {len(exp.machines)} (the experiment's machines)")
     if args.farewell is not None and not 0 <= args.farewell <= MAX_FAREWELL:
