@@ -1479,3 +1479,18 @@ def test_a_bag_task_s_unknown_class_names_the_key_it_is_given_in(tasks, key, sai
     with pytest.raises(ConfigError) as info:
         parse_experiment(tomllib.loads(text), "drawn")
     assert info.value.key == key and said in info.value.problem, (info.value.key, info.value.problem)
+
+
+def test_an_allocation_lp_out_of_range_through_granularity_names_granularity_too(tmp_path):
+    """A granularity of 1e9 makes a job rate of 1e-9 a time unit, below what HiGHS takes: the error named
+    machines.rates alone, whose 1.0 is not out of range."""
+    f = tmp_path / "g.toml"
+    f.write_text('[workload]\narrival_rates = [0.5]\ngranularity = [1e9]\n[machines]\nrates = [[1.0]]\n'
+                 '[policy]\nname = "fcfs"\n')
+    with pytest.raises(ConfigError) as e:
+        overload_warning(load_experiment(f))
+    assert "workload.granularity" in str(e.value) and "machines.rates over workload.granularity" in str(e.value)
+    f.write_text('[workload]\narrival_rates = [0.5]\n[machines]\nrates = [[1e-12]]\n[policy]\nname = "fcfs"\n')
+    with pytest.raises(ConfigError) as e:  # (no granularity: the machine rate itself, named alone)
+        overload_warning(load_experiment(f))
+    assert "granularity" not in str(e.value)

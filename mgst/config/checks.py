@@ -44,7 +44,12 @@ def overload_warning(exp: Experiment) -> str | None:
         alloc = solve_allocation(exp.job_rates, list(exp.arrival_rates), availability)
     except AllocationError as err:
         key = "workload.arrival_rates" if err.argument == "arrival_rates" else "machines.rates"
-        raise ConfigError(key, f"the allocation LP cannot be solved: {err}") from None
+        scaled = key == "machines.rates" and any(c.granularity != 1.0 for c in exp.classes)
+        if scaled:  # (the LP's rates are jobs a time unit: each machine rate over its class's granularity)
+            key = "machines.rates, workload.granularity"
+        raise ConfigError(key, f"the allocation LP cannot be solved: {err}" + (
+            " (the LP's rates are jobs a time unit: machines.rates over workload.granularity)" if scaled else "")
+        ) from None
     if not alloc.overloaded:
         return None
     lam = float(alloc.lam)
