@@ -356,3 +356,21 @@ def test_the_insecure_warning_names_no_port_0(caplog):
     said = [r.getMessage() for r in caplog.records]
     assert "anyone who reaches tcp://127.0.0.1 (on the free port it binds) can register" in said[0]
     assert "anyone who reaches tcp://10.0.0.1:5555 can register" in said[1]
+
+
+def test_simulate_json_records_the_version_and_the_experiment_file_it_ran(capsys):
+    """A result says what reruns it: the seed, horizon, warm-up and replications were there; the file's content (an
+    edited file of the same name runs other jobs) and mgst's version were not."""
+    from importlib.metadata import version  # noqa: PLC0415
+
+    from mgst.cli import main  # noqa: PLC0415
+
+    digest = hashlib.sha256((ROOT / "experiments" / "hihi-mfd-fd.toml").read_bytes()).hexdigest()
+    base = ["simulate", str(ROOT / "experiments" / "hihi-mfd-fd.toml"), "--horizon", "40", "--warmup", "2",
+            "--replications", "2", "--workers", "1", "--json"]
+    assert main(base) == 0
+    one = json.loads(capsys.readouterr().out)
+    assert main([*base, "--policy", "fcfs", "--policy", "lpas_dg"]) == 0
+    two = json.loads(capsys.readouterr().out)
+    for d in (one, two):
+        assert (d["mgst_version"], d["experiment_sha256"]) == (version("mgst"), digest)

@@ -153,3 +153,15 @@ def folder_name(name: str) -> str:
     emoji, a valid experiment name, are 256 bytes: "File name too long", blamed on --out)."""
     cut = name.encode("utf-8")[:FOLDER_NAME_BYTES]
     return cut.decode("utf-8", errors="ignore")
+
+
+def provenance(experiment_file: Path) -> dict[str, str]:
+    """What a result records of how it was made, beside its settings: mgst's version and the experiment file's
+    SHA-256 (the build, compiled or pure, is left out: the two give the same results)."""
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+
+    try:
+        number = version("mgst")
+    except PackageNotFoundError:  # (a source tree not installed)
+        number = "unknown"
+    return {"mgst_version": number, "experiment_sha256": file_digest(experiment_file)}

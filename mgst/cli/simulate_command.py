@@ -15,6 +15,7 @@ from mgst.cli.options import (
     check_seed,
     import_policies,
     lengths_not_simulated,
+    provenance,
 )
 from mgst.config import MAX_REPLICATIONS, MAX_WORKERS, ConfigError, load_experiment
 from mgst.config.checks import overload_warning, simultaneous_bags_warning
@@ -76,7 +77,7 @@ def simulate_command(args: argparse.Namespace) -> int:
     if len(experiments) == 1:
         summary, written = _simulate(exp, args, args.out, horizon, warmup, reps, overheads)
         if args.json:
-            print(json.dumps(summary.as_dict()))
+            print(json.dumps({**summary.as_dict(), **provenance(args.file)}))
         else:
             from mgst.results import format_table  # noqa: PLC0415
 
@@ -95,7 +96,8 @@ def simulate_command(args: argparse.Namespace) -> int:
         if out is not None:
             wrote.append(f"wrote {_listing(written)} in {out}")
     if args.json:
-        print(json.dumps({"policies": [x.as_dict() for x in summaries], "comparison": comparison(summaries)}))
+        print(json.dumps({"policies": [x.as_dict() for x in summaries], "comparison": comparison(summaries),
+                          **provenance(args.file)}))
     else:
         print(format_policy_comparison(summaries))
         for line in wrote:
