@@ -323,16 +323,6 @@ def test_paper_json_is_strict_json_with_null_for_an_interval_that_cannot_be_give
         assert given == rows
 
 
-def test_paper_s_table_of_one_replication_does_not_claim_ten_batch_means():
-    """A short run's class may have jobs in fewer than the 10 windows: its interval is of the windows that have any
-    (the heading said "(10 batch means)" whatever their number)."""
-    p = subprocess.run([sys.executable, "-m", "mgst", "paper", "hihi-mfd-fd", "--replications", "1",
-                        "--horizon", "40", "--warmup", "2"], capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert p.returncode == 0, p.stderr
-    heading = p.stdout.splitlines()[1]
-    assert "(batch means of up to 10 windows)" in heading and "10 batch means" not in heading, p.stdout
-
-
 def test_a_sweep_says_where_its_plots_and_a_paper_s_tables_are():
     """Casanova's sweep said "and 1 plot in plots/" for table-m5.csv, written beside sweep.csv; plots/ stayed empty."""
     from mgst.cli.sweep_commands import _plots_written  # noqa: PLC0415

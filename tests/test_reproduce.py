@@ -324,7 +324,7 @@ def test_mgst_paper_of_one_replication_says_batch_means_and_a_class_without_jobs
     args = ["paper", "hihi-mfd-fd", "--replications", "1", "--horizon", "101", "--workers", "1"]
     assert main(args) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[1].split()[:6] == ["class", "mgst", "95", "%", "CI", "(10"], out[1]
+    assert out[1].split()[:10] == ["class", "mgst", "95", "%", "CI", "(batch", "means", "of", "up", "to"], out[1]
     assert out[2].split()[:5] == ["1", "n/a", "(no", "job", "counted)"] and "outside" not in out[2], out[2]
     assert "nan" not in "\n".join(out)
     assert out[-1].endswith("; 1 without a figure (no job counted: lengthen --horizon)"), out[-1]
