@@ -527,3 +527,19 @@ def test_a_reduction_sums_in_job_order():
     run = ReplicationRun(replication=0, end_time=1.0, jobs=jobs, machines=[], unfinished=0, bags=[])
     _, sums, _ = run.counted_totals(2, 0.0, 1.0)
     assert sums == [0.6000000000000001, 1e16]  # in order: (0.1 + 0.2) + 0.3; 1e16 + 1 is 1e16, twice
+
+
+def test_jobs_left_at_the_drain_limit_are_said_once_not_per_replication(tmp_path):
+    """An overloaded setting of many replications printed one warning line per replication (2,116 of them at
+    100,000 replications, --quiet or not); the summary's table says their total, once."""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    f = tmp_path / "over.toml"
+    f.write_text('[workload]\narrival_rates = [2.0]\n[machines]\nrates = [[1.0]]\n[policy]\nname = "fcfs"\n'
+                 "[simulation]\nhorizon = 50.0\nwarmup = 5.0\nreplications = 6\n")
+    p = subprocess.run([sys.executable, "-m", "mgst", "simulate", str(f), "--workers", "2", "--quiet"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "still in the system" not in p.stderr, p.stderr
+    assert "jobs were still in the system when the drain limit cut the run" in p.stdout, p.stdout

@@ -167,8 +167,8 @@ class Simulation:
                 "could take them (down for good, excluded, or refused by every requirement)",
                 self.replication, unfinished, t,
             )
-        elif unfinished:
-            log.warning(
+        elif unfinished:  # (info: the summary says their total once, where 100,000 replications said it each)
+            log.info(
                 "replication %d: %d jobs still in the system at the drain limit t=%.1f",
                 self.replication, unfinished, t,
             )
