@@ -278,7 +278,7 @@ def _num(x: float) -> float | None:
     fewer (a mean of a ten-millionth of a unit was 0.0)."""
     if x is None or math.isnan(x) or math.isinf(x):
         return None
-    return round(x, 6) if x == 0 or abs(x) >= 1e-3 else float(f"{x:.6g}")
+    return float(six_places(x))
 
 
 def summarize(

@@ -158,10 +158,6 @@ def folder_name(name: str) -> str:
 def provenance(experiment_file: Path) -> dict[str, str]:
     """What a result records of how it was made, beside its settings: mgst's version and the experiment file's
     SHA-256 (the build, compiled or pure, is left out: the two give the same results)."""
-    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+    from mgst.cli.version import version_number  # noqa: PLC0415
 
-    try:
-        number = version("mgst")
-    except PackageNotFoundError:  # (a source tree not installed)
-        number = "unknown"
-    return {"mgst_version": number, "experiment_sha256": file_digest(experiment_file)}
+    return {"mgst_version": version_number(), "experiment_sha256": file_digest(experiment_file)}

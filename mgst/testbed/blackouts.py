@@ -6,8 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-from mgst.testbed.machines_csv import run_began
-from mgst.testbed.run_result import TestbedRun
+from mgst.testbed.run_result import TestbedRun, run_began
 
 
 def merged(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:

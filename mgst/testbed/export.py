@@ -12,8 +12,6 @@ from typing import Any
 from mgst.bounded_read import read_text
 from mgst.testbed.beside import Beside, finish_outputs
 from mgst.testbed.decision_time import DecisionTime
-from mgst.testbed.local_time import recorded_offset
-from mgst.testbed.machines_csv import run_began
 from mgst.testbed.replay import replay
 from mgst.testbed.resume import run_is_over
 from mgst.testbed.run_lock import run_locked
@@ -55,9 +53,9 @@ def load_run(folder: Path, journal: str = FILENAME) -> TestbedRun:
         t0 = j.start if j.start is not None else end
         generation_end = t0 + j.generation_end * tu if j.generation_end is not None else end
         run = finish_run(rp.experiment, rp.core, j, tu, t0, generation_end, end, Counter(meta.get("drops", {})),
-                         meta["duration"] / tu, meta["seed"], meta.get("security", "?"), meta.get("aborted", False))
+                         meta["duration"] / tu, meta["seed"], meta.get("security", "?"), meta.get("aborted", False),
+                         meta.get("utc_offset_s"))
         run.resumes = meta.get("resumes", [])
-        run.utc_offset_s = recorded_offset(meta.get("utc_offset_s"), run_began(run))
         run.policy_failure = meta.get("policy_failure", rp.policy_failure)
         run.imports = tuple(meta.get("imports", []))
         run.network = meta.get("network")

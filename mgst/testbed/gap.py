@@ -11,10 +11,10 @@ from mgst.analysis.compare import beyond
 from mgst.availability import registry as availability_kinds
 from mgst.results import Summary
 from mgst.testbed.blackouts import all_down, law_all_down
-from mgst.testbed.machines_csv import run_began, up_seconds
+from mgst.testbed.machines_csv import up_seconds
 from mgst.testbed.overheads import measure
 from mgst.testbed.requested_share import share_shortfalls
-from mgst.testbed.run_result import TestbedRun
+from mgst.testbed.run_result import TestbedRun, run_began
 from mgst.wording import plural
 
 # The mapper's own per-job delays (request, scheduling, communication, report: t1 to t6) are named as a cause

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from mgst.testbed.journal import Journal, MachineLog
 from mgst.testbed.local_time import wall_iso
-from mgst.testbed.run_result import TestbedRun
+from mgst.testbed.run_result import TestbedRun, run_began
 
 MACHINE_COLUMNS = (
     "Machine", "State At End", "Expelled Because", "CPU Share Requested", "CPU Share Achieved", "Jobs Run",
@@ -47,12 +47,6 @@ def up_seconds(m: MachineLog, start: float, end: float) -> float:
     (an open period runs to it)."""
     return sum(max(0.0, min(down if down is not None else end, end) - max(up, start))
                for up, down in m.periods if up is not None)
-
-
-def run_began(run: TestbedRun) -> float:
-    """The wall time the run's clock first started (run.t0 is model time 0 on the last clock: a resumed run's is
-    later than its start by the outage and the wait)."""
-    return run.journal.first_start if run.journal.first_start is not None else run.t0
 
 
 def down_periods(m: MachineLog, outages: set[float], began: float) -> int:

@@ -38,8 +38,7 @@ from mgst.testbed.inputs import input_digests
 from mgst.testbed.journal import Journal
 from mgst.testbed.lasting import Lasting
 from mgst.testbed.liveness import LIVENESS, Heartbeats, heartbeat_interval_for
-from mgst.testbed.local_time import recorded_offset, zone_offset
-from mgst.testbed.machines_csv import run_began
+from mgst.testbed.local_time import zone_offset
 from mgst.testbed.messages import PullerMessages, some_names
 from mgst.testbed.overlay import MapperOverlay
 from mgst.testbed.policy_failure import handled
@@ -269,10 +268,11 @@ class Mapper:
                 lock = lock_run(self.new_dir.out)  # held while this mapper runs: a --resume meanwhile is refused
                 store.hold_lock(lock)
                 note_holder(lock)
+                created = time.time()
                 store.set_meta(experiment=to_plain(experiment), seed=self.seed, duration=self.duration,
                                time_unit=self.time_unit, executor=self.executor, failures=self.failures,
-                               imports=list(imports), security=self.security, created=time.time(),
-                               utc_offset_s=zone_offset(time.time()),
+                               imports=list(imports), security=self.security, created=created,
+                               utc_offset_s=zone_offset(created),
                                inputs=input_digests(experiment), network=network)
             except BaseException:
                 store.close()
@@ -627,12 +627,11 @@ class Mapper:
 
     def _result(self, started: float, end: float, generation_end: float, horizon: float) -> TestbedRun:
         self._unfreeze()
+        meta = self.journal.store.meta() if self.journal.store is not None else {}
         run = finish_run(self.experiment, self.core, self.journal, self.time_unit, self.clock.t0 or started,
-                         generation_end, end, self.drops.counts, horizon, self.seed, self.security, self.aborting)
-        if self.journal.store is not None:
-            meta = self.journal.store.meta()
-            run.resumes = meta.get("resumes", [])
-            run.utc_offset_s = recorded_offset(meta.get("utc_offset_s"), run_began(run))
+                         generation_end, end, self.drops.counts, horizon, self.seed, self.security, self.aborting,
+                         meta.get("utc_offset_s"))
+        run.resumes = meta.get("resumes", [])
         run.policy_failure = self.policy_failure
         run.decision_time = self.decision_time
         return run

@@ -4,7 +4,7 @@ that may last far longer than the run."""
 from __future__ import annotations
 
 from mgst.model import Experiment
-from mgst.testbed.run_result import drain_bound
+from mgst.testbed.run_result import DRAIN_JOBS, drain_bound, slowest_machine
 
 # Fewer jobs expected than this in the whole run: its means and intervals say next to nothing.
 FEW_JOBS = 10.0
@@ -32,8 +32,9 @@ def long_drain_warning(experiment: Experiment, duration: float, time_unit: float
     drain = drain_bound(experiment, time_unit)
     if drain <= max(LONG_DRAIN_S, duration):
         return None
-    slowest = max(experiment.machines, key=lambda m: 1.0 / (min(r for r in m.rates if r > 0) * m.availability))
+    slowest = slowest_machine(experiment)
     return (f"after its {duration:g} s of generation the run may drain for up to {drain:,.0f} s (the jobs still in "
-            f"the system finish first: the drain lasts up to 50 times the biggest class's job on the slowest machine, "
+            f"the system finish first: the drain lasts up to {DRAIN_JOBS} times the biggest class's job on the slowest "
+            f"machine, "
             f"{slowest.name}, at its CPU share {slowest.availability:g}); Ctrl-C ends the drain, the unfinished jobs "
             "cut off")

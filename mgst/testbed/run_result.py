@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from mgst.core.scheduler import Scheduler
 from mgst.core.state import JobStatus
-from mgst.model import Experiment
+from mgst.model import Experiment, Machine
 from mgst.testbed.decision_time import DecisionTime
 from mgst.testbed.journal import Journal
 from mgst.testbed.local_time import recorded_offset
@@ -20,10 +21,16 @@ DRAIN_JOBS = 50
 DRAIN_MIN = 30.0
 
 
+def slowest_machine(experiment: Experiment) -> Machine:
+    """The machine on which the biggest class's job takes longest (its smallest rate at its CPU share)."""
+    return min(experiment.machines, key=lambda m: min(r for r in m.rates if r > 0) * m.availability)
+
+
 def drain_bound(experiment: Experiment, time_unit: float) -> float:
     """The wall seconds a run drains at most after its generation ends (the mapper's default drain time-out)."""
     biggest = max(c.granularity for c in experiment.classes)
-    slowest = max(biggest / (min(r for r in m.rates if r > 0) * m.availability) for m in experiment.machines)
+    m = slowest_machine(experiment)
+    slowest = biggest / (min(r for r in m.rates if r > 0) * m.availability)
     return max(DRAIN_MIN, DRAIN_JOBS * slowest * time_unit)
 
 
@@ -63,8 +70,9 @@ class TestbedRun:
 
 def finish_run(experiment: Experiment, core: Scheduler, journal: Journal, time_unit: float, t0: float,
                generation_end: float, end: float, drops: Counter, horizon: float, seed: int, security_mode: str,
-               aborted: bool) -> TestbedRun:
-    """Close the books of a run (ended, or replayed from its journal) into a TestbedRun."""
+               aborted: bool, utc_offset: Any = None) -> TestbedRun:
+    """Close the books of a run (ended, or replayed from its journal) into a TestbedRun; ``utc_offset``: the UTC offset
+    its journal recorded (mgst.testbed.local_time.recorded_offset: none, or not one, is the local zone's)."""
     core.close(max(core.now, (end - t0) / time_unit))
     journal.correct()
     cut = [jid for jid, rec in core.jobs.items() if rec.status is not JobStatus.DONE]
@@ -80,5 +88,11 @@ def finish_run(experiment: Experiment, core: Scheduler, journal: Journal, time_u
     warmup = min(experiment.simulation.warmup, 0.1 * horizon)
     run = TestbedRun(experiment, core, journal, time_unit, t0, generation_end, end, cut, Counter(drops), warmup,
                      seed, security_mode, aborted)
-    run.utc_offset_s = recorded_offset(None, journal.first_start if journal.first_start is not None else t0)
+    run.utc_offset_s = recorded_offset(utc_offset, run_began(run))
     return run
+
+
+def run_began(run: TestbedRun) -> float:
+    """The wall time the run's clock first started (run.t0 is model time 0 on the last clock: a resumed run's is
+    later than its start by the outage and the wait)."""
+    return run.journal.first_start if run.journal.first_start is not None else run.t0

@@ -23,13 +23,12 @@ from mgst.testbed.local_time import offset_iso, wall_iso_offset
 from mgst.testbed.machines_csv import (
     down_periods,
     outage_starts,
-    run_began,
     state_at_end,
     write_machines_csv,
     write_periods_csv,
 )
 from mgst.testbed.requested_share import share_shortfalls
-from mgst.testbed.run_result import TestbedRun
+from mgst.testbed.run_result import TestbedRun, run_began
 from mgst.whole_file import write_whole
 
 # A single run has no replications; its confidence intervals come from batch means
