@@ -57,3 +57,33 @@ def test_a_file_of_the_folder_that_cannot_be_written_is_one_line(tmp_path: Path,
     assert main(["sweep", str(FILE), "--quick", "--out", str(out), "--cell", "sweep_fake:cell", "--workers", "1",
                  "--quiet"]) == 0
     assert f"{len(quick().cells())} done before, 0 run now" in capsys.readouterr().out
+
+
+def test_each_command_that_runs_cells_is_recorded_and_a_new_mgst_is_warned_of(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]) -> None:
+    """sweep.json's 'runs': one entry for each command that ran cells in the folder (mgst's version, the sweep file's
+    SHA-256, --quick), not compared when the sweep is resumed; a resume by another mgst version says so; a command
+    with nothing left to run adds nothing."""
+    import hashlib
+    import json
+
+    out = tmp_path / "out"
+    args = ["sweep", str(FILE), "--quick", "--out", str(out), "--cell", "sweep_fake:cell", "--workers", "1", "--quiet",
+            "--no-plots"]
+    assert main([*args, "--only", "policy=rr"]) == 0
+    runs = json.loads((out / "sweep.json").read_text())["runs"]
+    assert len(runs) == 1 and runs[0]["quick"] is True
+    assert runs[0]["sweep_sha256"] == hashlib.sha256(FILE.read_bytes()).hexdigest()
+    assert runs[0]["mgst_version"] and runs[0]["started"].endswith("+00:00")
+    made_by = {**runs[0], "mgst_version": "0.0.1-other"}  # the rest, as another mgst would resume it
+    with caplog.at_level("WARNING", logger="mgst"):
+        result = run_sweep(quick(), out, workers=1, cell_fn=sweep_fake.cell, plots=False, made_by=made_by,
+                           cell_name="sweep_fake:cell")
+    assert result.computed > 0 and result.skipped > 0
+    warned = [r.getMessage() for r in caplog.records if "0.0.1-other" in r.getMessage()]
+    assert len(warned) == 1 and f"computed by mgst {runs[0]['mgst_version']}, these by mgst 0.0.1-other" in warned[0]
+    assert [r["mgst_version"] for r in json.loads((out / "sweep.json").read_text())["runs"]] == \
+        [runs[0]["mgst_version"], "0.0.1-other"]
+    assert main(args) == 0  # nothing left to run: no entry
+    assert len(json.loads((out / "sweep.json").read_text())["runs"]) == 2
+    capsys.readouterr()

@@ -9,6 +9,7 @@ import stat
 import tempfile
 import traceback
 from pathlib import Path
+from typing import Any
 
 from mgst import policies
 from mgst.config import MAX_SEED, SEED_RULE, ConfigError
@@ -155,9 +156,17 @@ def folder_name(name: str) -> str:
     return cut.decode("utf-8", errors="ignore")
 
 
-def provenance(experiment_file: Path) -> dict[str, str]:
-    """What a result records of how it was made, beside its settings: mgst's version and the experiment file's
-    SHA-256 (the build, compiled or pure, is left out: the two give the same results)."""
+def provenance(experiment_file: Path, digest_key: str = "experiment_sha256") -> dict[str, str]:
+    """What a result records of how it was made, beside its settings: mgst's version and the experiment (or sweep)
+    file's SHA-256, under ``digest_key`` (the build, compiled or pure, is left out: the two give the same results)."""
     from mgst.cli.version import version_number  # noqa: PLC0415
 
-    return {"mgst_version": version_number(), "experiment_sha256": file_digest(experiment_file)}
+    return {"mgst_version": version_number(), digest_key: file_digest(experiment_file)}
+
+
+def sweep_made_by(sweep_file: Path, quick: bool) -> dict[str, Any]:
+    """What a sweep's folder records of each command that ran cells in it: provenance(), ``--quick``, when (UTC)."""
+    import datetime  # noqa: PLC0415
+
+    return {**provenance(sweep_file, "sweep_sha256"), "quick": quick,
+            "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}

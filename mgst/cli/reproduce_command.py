@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mgst.cli.options import check_experiments_folder, check_folder, file_digest
+from mgst.cli.options import check_experiments_folder, check_folder, file_digest, sweep_made_by
 from mgst.config import MAX_WORKERS, ConfigError, load_experiment
 from mgst.papers import reproduction
 from mgst.papers.reproduction import NOT_CHECKED, VERDICTS, Claim, Reproduction, SimulationSlice, SweepSlice
@@ -180,7 +180,8 @@ def _run_sweep(s: SweepSlice, spec: Any, folder: Path, workers: int, say, verbos
     say(f"{s.name}: `{s.command(options, experiments)}` into {folder}/")
     try:
         result = run_sweep(spec, folder, workers=workers, progress=progress, plots=False,
-                           worker_log_level=None if verbose else logging.ERROR)
+                           worker_log_level=None if verbose else logging.ERROR,
+                           made_by=sweep_made_by(Path(experiments) / s.file, s.quick))
     except SweepError as e:  # a worker died: not the user's input, and the cells finished are kept
         raise _SliceFailed(f"{s.name}: {e}") from None
     return [f"{'/'.join(cell.key)}: {message}" for cell, message in result.failed]

@@ -18,6 +18,7 @@ from mgst.cli.options import (
     folder_name,
     import_policies,
     lengths_not_simulated,
+    sweep_made_by,
 )
 from mgst.config import MAX_REPLICATIONS, MAX_WORKERS, ConfigError, load_experiment
 from mgst.wording import plural
@@ -206,7 +207,7 @@ def sweep_command(args: argparse.Namespace) -> int:
     try:
         result = run_sweep(spec, out, workers=args.workers or os.cpu_count() or 1, scheduler=args.scheduler,
                            cell_fn=cell_fn, cell_name=args.cell, progress=progress, plots=not args.no_plots,
-                           slurm=slurm,
+                           slurm=slurm, made_by=sweep_made_by(args.file, args.quick),
                            # the simulations' own warnings (jobs left at the drain limit: the unbounded
                            # column says it) would bury the progress line; -v shows them
                            worker_log_level=None if args.verbose else logging.ERROR)

@@ -29,6 +29,8 @@ from mgst.sweep.spec import Cell, SweepSpec
 log = logging.getLogger(__name__)
 
 MANIFEST = "sweep.json"
+RUNS = "runs"  # the manifest's record of the commands that ran cells in the folder (mgst's version, ...)
+MAX_RUNS = 1000  # the latest kept: a manifest stays some kilobytes however often a sweep is resumed
 MAX_MANIFEST_BYTES = 16 << 20  # sweep.json read back: 16 MiB (a sweep's settings are some kilobytes)
 CSV = "sweep.csv"
 SUMMARY = "summary.csv"
@@ -61,7 +63,8 @@ class SweepResult:
 def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, workers: int = 1, scheduler: str | None = None,
               cell_fn: CellFn | None = None, progress: Callable[[Progress], None] | None = None,
               plots: bool = True, connect_timeout: float = 30.0, worker_log_level: int | None = None,
-              slurm: SlurmWorkers | None = None, cell_name: str | None = None) -> SweepResult:
+              slurm: SlurmWorkers | None = None, cell_name: str | None = None,
+              made_by: Mapping[str, Any] | None = None) -> SweepResult:
     """Run every cell of ``spec`` not yet in ``out_dir/sweep.csv``, then write summary.csv and plots.
 
     Cells run on ``workers`` local processes, or on the Dask cluster whose scheduler is at
@@ -75,16 +78,20 @@ def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, workers: int = 1, 
     ``connect_timeout`` (s) bounds the wait for the Dask scheduler; ``worker_log_level`` sets the
     root log level in local workers (None: as in this process). ``cell_name`` (``mgst sweep --cell``'s
     ``module:function``) is kept with the folder's settings: rows of another cell function are not mixed in.
+    ``made_by`` (e.g. mgst's version, the sweep file's digest, ``--quick``) is appended to the manifest's ``runs``,
+    one entry a command that ran cells in the folder, kept but not compared: a resumed sweep says which mgst made
+    which of its invocations (a different version than the last is logged as a warning).
     """
     out = Path(out_dir)
     with one_sweep_at_a_time(out):
         return _run_sweep(spec, out, workers, scheduler, cell_fn, progress, plots, connect_timeout, worker_log_level,
-                          slurm, cell_name)
+                          slurm, cell_name, made_by)
 
 
 def _run_sweep(spec: SweepSpec, out: Path, workers: int, scheduler: str | None, cell_fn: CellFn | None,
                progress: Callable[[Progress], None] | None, plots: bool, connect_timeout: float,
-               worker_log_level: int | None, slurm: SlurmWorkers | None, cell_name: str | None) -> SweepResult:
+               worker_log_level: int | None, slurm: SlurmWorkers | None, cell_name: str | None,
+               made_by: Mapping[str, Any] | None) -> SweepResult:
     """run_sweep's work, the folder's lock held."""
     t0 = time.perf_counter()
     claimed = _claim(out, spec, cell_name)
@@ -113,6 +120,8 @@ def _run_sweep(spec: SweepSpec, out: Path, workers: int, scheduler: str | None, 
     # Longest first, so that no long cell starts last while the other workers idle (the order changes
     # nothing else: cells are independent and sweep.csv is put in grid order at the end).
     todo = longest_first(todo, spec.experiment, scenario.cost)
+    if todo and made_by is not None:
+        _record_run(out / MANIFEST, made_by)
     log.info("%s: %d cells, %d already done, %d to run", spec.name, len(cells), result.skipped, len(todo))
     if cell_fn is None and scenario.cell is not None:
         cell_fn = scenario.cell
@@ -247,6 +256,8 @@ def _claim(out: Path, spec: SweepSpec, cell_name: str | None = None) -> Path | N
             theirs = json.loads(read_text(path, MAX_MANIFEST_BYTES))
         except (OSError, ValueError) as e:
             raise ConfigError("--out", f"{path} cannot be read ({e}); choose another folder") from None
+        if isinstance(theirs, dict):
+            theirs.pop(RUNS, None)  # (how each command was made: kept, not compared)
         if isinstance(theirs, dict) and theirs.get("scenario") != mine["scenario"]:
             raise ConfigError("--out", f"{out} holds a sweep of the {theirs.get('scenario')!r} scenario, and this one "
                                        f"is of {mine['scenario']!r}: choose another folder")
@@ -263,6 +274,22 @@ def _claim(out: Path, spec: SweepSpec, cell_name: str | None = None) -> Path | N
         path.write_text(json.dumps(mine, indent=1) + "\n", encoding="utf-8")
         return path
     return None
+
+
+def _record_run(path: Path, made_by: Mapping[str, Any]) -> None:
+    """Append ``made_by`` to the manifest's ``runs`` (the latest MAX_RUNS kept), replacing the file whole; warn when
+    the mgst that made the folder's previous cells was another version."""
+    manifest = json.loads(read_text(path, MAX_MANIFEST_BYTES))
+    runs = manifest.get(RUNS)
+    runs = [r for r in runs if isinstance(r, dict)] if isinstance(runs, list) else []
+    before = runs[-1].get("mgst_version") if runs else None
+    if before is not None and before != made_by.get("mgst_version"):
+        log.warning("%s: its earlier cells were computed by mgst %s, these by mgst %s (sweep.json's 'runs' records "
+                    "which): their rows are mixed in one sweep.csv", path.parent, before, made_by.get("mgst_version"))
+    manifest[RUNS] = [*runs, dict(made_by)][-MAX_RUNS:]
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def _difference(theirs: Any, mine: Any, where: str = "") -> str:
