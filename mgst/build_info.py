@@ -25,6 +25,17 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+
+def installed_version() -> str:
+    """mgst's version as installed, e.g. "0.1.0"; "(not installed)" run from a source tree that is not."""
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+
+    try:
+        return version("mgst")
+    except PackageNotFoundError:
+        return "(not installed)"
+
+
 # The modules compiled with mypyc, in one place (setup.py reads this tuple).
 COMPILED_MODULES: tuple[str, ...] = (
     "mgst.core.tuples",

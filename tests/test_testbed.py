@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -248,6 +249,8 @@ def test_mgst_run_json_and_files(tmp_path, no_children_left):
     assert [row["class"] for row in d["comparison"]] == ["1", "2", "3", "4", "Overall"]
     assert d["jobs_done"] == d["jobs_generated"] > 0 and d["cut_off"] == []
     assert d["delays"]["communication_delay_s"]["n"] == d["jobs_done"]
+    # which mgst wrote it, as a simulation's --json says (an export may be a later mgst's than the run's)
+    assert d["mgst_version"] == json.loads((out / "summary.json").read_text())["mgst_version"] == version("mgst")
     for name in ("jobs.csv", "machines.csv", "summary.csv", "summary.json", "comparison.png"):
         assert (out / name).stat().st_size > 0, name
     assert (out / "pullers.log").exists()  # empty when no puller had anything to say

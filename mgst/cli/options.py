@@ -159,9 +159,9 @@ def folder_name(name: str) -> str:
 def provenance(experiment_file: Path, digest_key: str = "experiment_sha256") -> dict[str, str]:
     """What a result records of how it was made, beside its settings: mgst's version and the experiment (or sweep)
     file's SHA-256, under ``digest_key`` (the build, compiled or pure, is left out: the two give the same results)."""
-    from mgst.cli.version import version_number  # noqa: PLC0415
+    from mgst.build_info import installed_version  # noqa: PLC0415
 
-    return {"mgst_version": version_number(), digest_key: file_digest(experiment_file)}
+    return {"mgst_version": installed_version(), digest_key: file_digest(experiment_file)}
 
 
 def sweep_made_by(sweep_file: Path, quick: bool) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from mgst.bot_metrics import BagReplication, arrivals_end, reduce_bags, summarize_bags, write_bags_csv
+from mgst.build_info import installed_version
 from mgst.config.checks import overload_warning
 from mgst.core.scheduler import out_of_queue_text
 from mgst.core.state import JobStatus
@@ -278,6 +279,7 @@ def write_testbed_outputs(run: TestbedRun, summary: Summary, extras: dict[str, A
     d = summary.as_dict()
     d.update(extras)
     d["time_unit"] = "model"
+    d["mgst_version"] = installed_version()  # (the mgst that wrote these files: an export may be a later one's)
     # last: a resumed run reads it as the mark that every result is there
     write_whole(out / "summary.json", lambda p: p.write_text(json.dumps(d, indent=1) + "\n"))
     return d
