@@ -73,6 +73,7 @@ class ReplicationResult:
     failures: list[int]  # per machine
     jobs_total: int  # every job simulated, counted or not
     unfinished: int
+    stranded: int = 0  # of unfinished, those left when nothing was left to happen (ReplicationRun.stranded)
     rows: list[tuple] = field(default_factory=list)  # jobs.csv rows, when asked for (keep_rows)
     bags: BagReplication | None = None  # a Bag-of-Tasks workload's bags, reduced
     policy_counts: dict[str, float] = field(default_factory=dict)  # the policy's report() (none: {})
@@ -90,6 +91,13 @@ class ReplicationResult:
         return self.sums[cls] / self.counts[cls] if self.counts[cls] else math.nan
 
 
+def stranded_text(jobs: int, replications: int, of: int) -> str:
+    """The summary's line for jobs left when nothing was left to happen, in ``replications`` of ``of``."""
+    where = "the run" if of == 1 else f"{replications} of {of} replications"
+    return (f"{jobs} jobs were still in the system when nothing was left to happen ({where}, before the drain limit): "
+            "no machine could take them (down for good, excluded, or refused by every requirement)")
+
+
 def reduce_replication(
     experiment: Experiment, run: Any, warmup: float, horizon: float, keep_rows: bool, keep_batches: bool = False
 ) -> ReplicationResult:
@@ -103,7 +111,7 @@ def reduce_replication(
         counts=counts, sums=sums, wait_sums=waits, end_time=run.end_time,
         busy=[m.busy_time for m in ms], up=[m.up_time for m in ms],
         completed=[m.completed for m in ms], failures=[m.failures for m in ms],
-        jobs_total=run.jobs_total, unfinished=run.unfinished, rows=rows,
+        jobs_total=run.jobs_total, unfinished=run.unfinished, stranded=run.stranded, rows=rows,
         discarded=[m.discarded for m in ms], discarded_time=[m.discarded_time for m in ms],
         batches=run.counted_batches(len(experiment.classes), warmup, horizon) if keep_batches else None,
     )
@@ -191,6 +199,10 @@ class Summary:
     jobs_simulated: int
     unfinished: int
     elapsed_s: float
+    # Of unfinished, the jobs left when nothing was left to happen, and in how many replications (not in the JSON
+    # when none: a run the drain limit cut, or none left)
+    stranded: int = 0
+    stranded_replications: int = 0
     bags: BagSummary | None = None  # a Bag-of-Tasks workload's AVT, makespan, waiting, RWT
     # The policy's counts (Policy.report), summed over replications; {} for most policies (not in the JSON then)
     policy_counts: dict[str, float] = field(default_factory=dict)
@@ -237,6 +249,8 @@ class Summary:
             d["policy_counts"] = {k: _num(v) for k, v in self.policy_counts.items()}
         if self.waste is not None:
             d["waste"] = self.waste.as_dict()
+        if self.stranded:
+            d["stranded"] = {"jobs": self.stranded, "replications": self.stranded_replications}
         if self.interval != REPLICATIONS:  # (the replications' means: no key, as before)
             # (a testbed run batches each class's jobs in their order, mgst.testbed.summary; a simulation, model time)
             of = ("batches of each class's counted jobs, in order" if self.mode == "testbed"
@@ -311,6 +325,7 @@ def summarize(
         mean_wait=waits, machine_names=tuple(m.name for m in experiment.machines), utilisation=util,
         replications=len(results), horizon=horizon, warmup=warmup, seed=seed, load=load,
         jobs_simulated=sum(r.jobs_total for r in results), unfinished=sum(r.unfinished for r in results),
+        stranded=sum(r.stranded for r in results), stranded_replications=sum(1 for r in results if r.stranded),
         elapsed_s=elapsed_s, policy_counts=sum_counts(r.policy_counts for r in results),
         waste=waste_of((k for r in results for k in r.discarded), (t for r in results for t in r.discarded_time),
                        (b for r in results for b in r.busy)),
@@ -386,8 +401,10 @@ def format_table(summary: Summary) -> str:
         else:
             lines.append("WARNING: no job completed after the warm-up in any replication: no mean response to report; "
                          "lengthen --horizon (or shorten --warmup)")
-    if summary.unfinished:
-        lines.append(f"WARNING: {summary.unfinished} jobs were still in the system when the drain limit cut the run")
+    if summary.stranded:
+        lines.append(f"WARNING: {stranded_text(summary.stranded, summary.stranded_replications, summary.replications)}")
+    if cut := summary.unfinished - summary.stranded:
+        lines.append(f"WARNING: {cut} jobs were still in the system when the drain limit cut the run")
     if summary.bags is not None:
         lines.append(format_bags(summary.bags))
     if summary.policy_counts:

@@ -227,11 +227,30 @@ def test_a_run_with_nothing_left_to_happen_says_so_rather_than_blame_the_drain_l
     """Tasks no machine will ever be given: the run ends when its events do (the bag's arrival at t = 1), long
     before the drain limit; the warning said 'at the drain limit t=1.0'."""
     exp = dataclasses.replace(bag_list_experiment([2.0, 3.0]), policy=PolicySpec("test_holds_every_task", {}))
-    with caplog.at_level(logging.WARNING, logger="mgst.sim.loop"):
+    with caplog.at_level(logging.INFO, logger="mgst.sim.loop"):
         run = Simulation(exp).run()
-    assert run.unfinished == 2 and run.end_time == 1.0
+    assert run.unfinished == run.stranded == 2 and run.end_time == 1.0
     assert "2 jobs still in the system at t=1.0, when nothing was left to happen" in caplog.text, caplog.text
     assert "drain limit" not in caplog.text
+
+
+def test_jobs_with_nothing_left_to_happen_are_said_once_in_the_summary_not_blamed_on_the_drain_limit(caplog):
+    """Per replication it was a warning line each (100,000 replications: 100,000 lines), and the summary's table
+    blamed their total on the drain limit; now the table says it once, with how many replications, and no warning
+    is logged by the replications."""
+    from mgst.results import format_table  # noqa: PLC0415
+    from mgst.sim.replications import run_simulation  # noqa: PLC0415
+
+    exp = dataclasses.replace(bag_list_experiment([2.0, 3.0]), policy=PolicySpec("test_holds_every_task", {}))
+    with caplog.at_level(logging.WARNING, logger="mgst"):
+        summary, _ = run_simulation(exp, replications=3, workers=1)
+    assert not caplog.records, caplog.text
+    assert summary.unfinished == summary.stranded == 6 and summary.stranded_replications == 3
+    table = format_table(summary)
+    assert "WARNING: 6 jobs were still in the system when nothing was left to happen (3 of 3 replications, before " \
+           "the drain limit): no machine could take them" in table, table
+    assert "drain limit cut" not in table
+    assert summary.as_dict()["stranded"] == {"jobs": 6, "replications": 3}
 
 
 @register
@@ -543,3 +562,4 @@ def test_jobs_left_at_the_drain_limit_are_said_once_not_per_replication(tmp_path
     assert p.returncode == 0, p.stderr
     assert "still in the system" not in p.stderr, p.stderr
     assert "jobs were still in the system when the drain limit cut the run" in p.stdout, p.stdout
+    assert "nothing was left to happen" not in p.stdout

@@ -161,26 +161,24 @@ class Simulation:
         if strays := core.out_of_queue():
             raise PolicyError(out_of_queue_text(strays))
         unfinished = core.queued_count + len(core.running)
-        if unfinished and t < self.horizon + self.drain_limit:  # (the run ran out of events before its limit)
-            log.warning(
-                "replication %d: %d jobs still in the system at t=%.1f, when nothing was left to happen: no machine "
-                "could take them (down for good, excluded, or refused by every requirement)",
-                self.replication, unfinished, t,
-            )
-        elif unfinished:  # (info: the summary says their total once, where 100,000 replications said it each)
-            log.info(
-                "replication %d: %d jobs still in the system at the drain limit t=%.1f",
-                self.replication, unfinished, t,
-            )
+        # (info: the summary says their totals once, where 100,000 replications said them each)
+        stranded = unfinished if t < self.horizon + self.drain_limit else 0  # (it ran out of events before its limit)
+        if stranded:
+            log.info("replication %d: %d jobs still in the system at t=%.1f, when nothing was left to happen",
+                     self.replication, unfinished, t)
+        elif unfinished:
+            log.info("replication %d: %d jobs still in the system at the drain limit t=%.1f",
+                     self.replication, unfinished, t)
         machines = [machine_summary(m.name, m.stats) for m in core.machines]
         bags = list(core.all_bags.values())
         if self.keep_records:
             jobs = list(core.jobs.values())
-            return ReplicationRun(self.replication, t, jobs, machines, unfinished, bags, self.horizon, len(jobs))
+            return ReplicationRun(self.replication, t, jobs, machines, unfinished, bags, self.horizon, len(jobs),
+                                  stranded=stranded)
         totals = loop.totals
         totals.finish()
         return ReplicationRun(self.replication, t, [], machines, unfinished, bags, self.horizon, totals.jobs_total,
-                              totals.totals(), (self.warmup, self.horizon), totals.counted_batches())
+                              totals.totals(), (self.warmup, self.horizon), totals.counted_batches(), stranded)
 
 
 class _EventLoop:

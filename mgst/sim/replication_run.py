@@ -47,6 +47,9 @@ class ReplicationRun:
     # A run that kept no records: per class, per batch (StreamedTotals' windows), its counted jobs and the sum of
     # their response times, for a batch-means interval (Simulation's keep_batches); None otherwise.
     streamed_batches: tuple[list[list[int]], list[list[float]]] | None = None
+    # Of ``unfinished``, the jobs left when nothing was left to happen before the drain limit (no machine could
+    # take them: down for good, excluded, or refused by every requirement); the rest the drain limit cut
+    stranded: int = 0
 
     def counted_batches(self, n_classes: int, warmup: float, horizon: float
                         ) -> tuple[list[list[int]], list[list[float]]] | None:
