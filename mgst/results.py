@@ -277,8 +277,9 @@ class Waste:
                 "share_of_busy_time": _num(self.share_of_busy)}
 
     def line(self) -> str:
-        return (f"waste: {plural(self.replicas, 'replica')} ran on after their job was done, "
-                f"{self.machine_time:.6g} time units of machine time ({100 * self.share_of_busy:.1f} % of busy time)")
+        return (f"waste: {plural(self.replicas, 'replica')} kept after their job was done (losers run on), "
+                f"{self.machine_time:.6g} time units of machine time charged until each ended (its result, a failure "
+                f"or its time-out; {100 * self.share_of_busy:.1f} % of busy time)")
 
 
 def waste_of(discarded: Iterable[int], discarded_time: Iterable[float], busy: Iterable[float]) -> Waste | None:

@@ -128,7 +128,8 @@ def test_gridbot_on_real_pullers_in_three_grids_does_each_task_once_and_counts_t
     assert (report["results"]["bags"]["done"], report["results"]["bags"]["arrived"]) == (1, 1)
     assert report["phase"] == "over" and report["duration_s"] >= report["elapsed_s"] > 1.0
     printed = format_beside(beside)
-    assert f"waste (losers that ran on after their job was done, their results discarded): testbed {discarded} " \
+    assert "waste (losers kept after their job was done, charged until each ended: its result, discarded, a failure " \
+        f"or its time-out): testbed {discarded} " \
            f"replica" in printed and "; simulation " in printed, printed
 
     # the tail replicated; the expressions never fell back, on the testbed and in the simulation beside it

@@ -119,4 +119,5 @@ def test_the_simulator_and_the_results_count_the_waste(run_on):
     assert result.discarded == [0, 1] and result.discarded_time == [0.0, 4.0]
     waste = json.loads(json.dumps(summary.as_dict()))["waste"]
     assert waste == {"replicas": 1, "machine_time": 4.0, "share_of_busy_time": round(4.0 / 6.0, 6)}
-    assert "waste: 1 replica ran on after their job was done, 4 time units" in format_table(summary)
+    assert "waste: 1 replica kept after their job was done (losers run on), 4 time units of machine time charged " \
+        "until each ended" in format_table(summary)

@@ -235,7 +235,8 @@ def format_waste(testbed: Summary, simulation: Summary | None) -> str | None:
     parts = [f"{side} none" if w is None else
              f"{side} {plural(w.replicas, 'replica')}, {w.machine_time:.6g} time units of machine time "
              f"({100 * w.share_of_busy:.1f} % of busy time)" for side, w in sides]
-    return "waste (losers that ran on after their job was done, their results discarded): " + "; ".join(parts)
+    return ("waste (losers kept after their job was done, charged until each ended: its result, discarded, a failure "
+            "or its time-out): " + "; ".join(parts))
 
 
 def format_beside(b: Beside) -> str:
