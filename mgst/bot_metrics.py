@@ -10,7 +10,16 @@ from pathlib import Path
 from typing import Any
 
 from mgst.core.state import BagRecord
-from mgst.intervals import STUDENT_T, Interval, batch_means_ci, interval_label, is_default, mean_ci, method_note
+from mgst.intervals import (
+    STUDENT_T,
+    Interval,
+    batch_means_ci,
+    interval_label,
+    interval_places,
+    is_default,
+    mean_ci,
+    method_note,
+)
 from mgst.model import BagList, BagStream, SwfTrace
 from mgst.wording import plural
 
@@ -354,24 +363,34 @@ def write_bag_summary_csv(path: Path, experiment: str, mode: str, policy: str, s
                         "Yes" if summary.unbounded else "No"])
 
 
+def _places_for(x: float, places: int) -> int:
+    """``places``, or more for a value below 1 that would print with fewer than two significant digits (at most
+    12: 0.0004 is not 0.0)."""
+    if x == 0 or not math.isfinite(x) or abs(x) >= 10.0 ** (1 - places):
+        return places
+    return min(12, max(places, 1 - math.floor(math.log10(abs(x)))))
+
+
 def format_bags(summary: BagSummary, unit: str = "time units") -> str:
     """The summary as text lines for the terminal."""
 
-    def show(name: str, m: Metric | None, scale: float = 1.0, fmt: str = "{:.1f}") -> str:
+    def show(name: str, m: Metric | None, scale: float = 1.0, places: int = 1, unit: str = "") -> str:
         if m is None:
             return f"{name:<16} {UNBOUNDED if summary.unbounded else UNDECIDED_TEXT}"
         if math.isnan(m.mean):  # (no counted bag completed: no value, and JSON's null, not "nan")
             return f"{name:<16} n/a (no counted bag completed)"
         note = method_note(m.method)
-        ci = note if math.isnan(m.low) else (
-            f"  95 % CI ({fmt.format(m.low * scale)}, {fmt.format(m.high * scale)}){note}")
-        return f"{name:<16} {fmt.format(m.mean * scale)}{ci}"
+        mean, low, high = m.mean * scale, m.low * scale, m.high * scale
+        # (as many places as the values need: tasks of a thousandth of a unit printed an AVT of 0.0 in (0.0, 0.0))
+        p = interval_places(mean, low, high, places) if not math.isnan(low) else _places_for(mean, places)
+        ci = note if math.isnan(low) else f"  95 % CI ({low:.{p}f}{unit}, {high:.{p}f}{unit}){note}"
+        return f"{name:<16} {mean:.{p}f}{unit}{ci}"
 
     lines = [
         f"Bags: {summary.bags} counted, {summary.tasks} tasks, {plural(summary.replications, 'replication')} "
         f"(intervals by {summary.interval}; times in {unit})",
         show("AVT (turnaround)", summary.avt), show("Makespan", summary.makespan),
-        show("Waiting", summary.waiting), show("RWT", summary.rwt, 100.0, "{:.2f}%"),
+        show("Waiting", summary.waiting), show("RWT", summary.rwt, 100.0, 2, "%"),
     ]
     if summary.unbounded:
         lines.append(

@@ -137,3 +137,14 @@ def is_default(method: str) -> bool:
     """Whether an interval needs no word on how it was made (Student-t, or no interval at all): JSON then
     carries no ``interval_method``, as before positive intervals existed."""
     return method in (STUDENT_T, NO_INTERVAL)
+
+
+def interval_places(mean: float, low: float, high: float, places: int = 3) -> int:
+    """The decimal places to print an interval with (its mean with one more): ``places``, or as many more as it
+    takes for the printed mean to lie within the printed interval and a real interval not to print as one point
+    (with times of a ten-thousandth of a unit, 0.0007 printed beside (0.001, 0.001))."""
+    for p in range(places, 13):
+        lo, hi, m = round(low, p), round(high, p), round(mean, p + 1)
+        if lo <= m <= hi and (lo < hi or not low < high):
+            return p
+    return 12

@@ -21,6 +21,7 @@ from mgst.intervals import (
     STUDENT_T,
     Interval,
     interval_label,
+    interval_places,
     is_default,
     mean_ci,
     method_note,
@@ -348,17 +349,6 @@ def sum_counts(counts: Iterable[Mapping[str, float]]) -> dict[str, float]:
         for k, v in c.items():
             total[k] = total.get(k, 0) + v
     return total
-
-
-def interval_places(mean: float, low: float, high: float, places: int = 3) -> int:
-    """The decimal places to print an interval with (its mean with one more): ``places``, or as many more as it
-    takes for the printed mean to lie within the printed interval and a real interval not to print as one point
-    (with times of a ten-thousandth of a unit, 0.0007 printed beside (0.001, 0.001))."""
-    for p in range(places, 13):
-        lo, hi, m = round(low, p), round(high, p), round(mean, p + 1)
-        if lo <= m <= hi and (lo < hi or not low < high):
-            return p
-    return 12
 
 
 def format_table(summary: Summary) -> str:

@@ -132,3 +132,23 @@ def test_a_bag_list_s_bag_no_host_can_run_is_said_unfinished_and_the_others_have
     text = _bag_list([(0.0, [30.0]), (5.0, [10.0])], [1.0], requirements='Host.Grid == "nowhere"')
     assert "AVT (turnaround) 30.0" in text and "UNBOUNDED" not in text, text
     assert "UNFINISHED: 1 counted bag of 2 did not complete" in text, text
+
+
+def test_a_bag_table_prints_tiny_times_with_the_places_they_need():
+    """Tasks of a thousandth of a unit printed AVT 0.0 in (0.0, 0.0): the places grow until the mean lies in its
+    interval and the interval is not one point; a mean without an interval gets two significant digits; large
+    values keep one place."""
+    import math  # noqa: PLC0415
+
+    from mgst.bot_metrics import BagSummary, Metric, format_bags  # noqa: PLC0415
+
+    def summary(avt: Metric, rwt: Metric) -> BagSummary:
+        return BagSummary(replications=5, bags=40, tasks=400, unbounded=False, unbounded_replications=0, avt=avt,
+                          makespan=Metric(1234.56, 1200.04, 1270.96), waiting=Metric(0.00042, math.nan, math.nan),
+                          rwt=rwt, backlog_growth=0.0, interval="replications")
+
+    lines = format_bags(summary(Metric(0.00213, 0.00201, 0.00228), Metric(0.000123, 0.000101, 0.000150))).splitlines()
+    assert "AVT (turnaround) 0.0021  95 % CI (0.0020, 0.0023)" in lines, lines
+    assert "Makespan         1234.6  95 % CI (1200.0, 1271.0)" in lines, lines
+    assert any(line.startswith("Waiting          0.00042") for line in lines), lines
+    assert "RWT              0.012%  95 % CI (0.010%, 0.015%)" in lines, lines

@@ -260,7 +260,8 @@ def test_a_table_of_tiny_times_prints_each_mean_within_its_interval():
     """Times of ten-thousandths of a unit: '0.0007  (0.001, 0.001)', the mean outside its own interval, and
     '(0.000, 0.000)'. Places are added until the printed mean lies within the printed interval, and that is no
     point; a table of ordinary times prints as before (3 places, the mean 4)."""
-    from mgst.results import Summary, format_table, interval_places  # noqa: PLC0415
+    from mgst.intervals import interval_places  # noqa: PLC0415
+    from mgst.results import Summary, format_table  # noqa: PLC0415
 
     assert interval_places(0.2060, 0.198, 0.214) == 3
     assert interval_places(0.00068, 0.000653, 0.000712) == 5
