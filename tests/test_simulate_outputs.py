@@ -278,3 +278,23 @@ def test_tiny_times_keep_their_digits_in_every_output(tmp_path, capsys):
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("Overall"))
     jobs, mean = line.split()[1:3]  # (the count and the mean apart)
     assert int(jobs) == overall["jobs"] and float(mean) == pytest.approx(overall["mean_response"], rel=0.05)
+
+
+@pytest.mark.parametrize("every_s", [0.0, 3600.0])
+def test_off_a_terminal_progress_is_a_line_now_and_then_and_none_for_a_short_run(
+        every_s: float, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A batch job's log (stderr not a terminal) said nothing until the run's end: a line every OFF_TERMINAL_EVERY_S
+    at most, with the replications done and the time so far, and the last one (here every replication, at 0 s); a
+    run shorter than that says nothing (here 1 hour)."""
+    from mgst.cli import simulate_command  # noqa: PLC0415
+
+    monkeypatch.setattr(simulate_command, "OFF_TERMINAL_EVERY_S", every_s)
+    assert main(["simulate", str(HIHI), "--horizon", "200", "--warmup", "20", "--replications", "3",
+                 "--workers", "1"]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("simulating ")]
+    if every_s:
+        assert lines == []
+    else:
+        assert [line.split(", ")[0] for line in lines] == [
+            f"simulating hihi-mfd-fd (lpas_dg): replication {k}/3" for k in (1, 2, 3)], lines
+        assert all(line.endswith(" s") for line in lines)

@@ -156,6 +156,10 @@ def folder_name(name: str) -> str:
     return cut.decode("utf-8", errors="ignore")
 
 
+# Off a terminal (a batch job's log, nohup), a command's progress is a line at most this often (s), and its last one.
+OFF_TERMINAL_EVERY_S = 10.0
+
+
 def provenance(experiment_file: Path, digest_key: str = "experiment_sha256") -> dict[str, str]:
     """What a result records of how it was made, beside its settings: mgst's version and the experiment (or sweep)
     file's SHA-256, under ``digest_key`` (the build, compiled or pure, is left out: the two give the same results)."""

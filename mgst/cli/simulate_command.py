@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mgst.cli.options import (
+    OFF_TERMINAL_EVERY_S,
     check_folder,
     check_horizon_warmup,
     check_seed,
@@ -108,15 +109,25 @@ def simulate_command(args: argparse.Namespace) -> int:
 def _simulate(exp: Experiment, args: argparse.Namespace, out: Path | None, horizon: float, warmup: float, reps: int,
               overheads: Overheads | None) -> tuple[Summary, list[str]]:
     """One policy's replications, its files written into ``out`` (None: none): its summary and the files' names."""
+    import time  # noqa: PLC0415
+
     from mgst.results import write_summary_csv  # noqa: PLC0415 (keeps `mgst --help` fast)
     from mgst.sim.replications import run_simulation  # noqa: PLC0415
 
     show = not args.quiet and sys.stderr.isatty()
+    # Off a terminal, a line now and then, as `mgst sweep` does (a long run's log said nothing until its end)
+    logged = not args.quiet and not show
+    t0 = last = time.monotonic()
 
     def progress(done: int, total: int) -> None:
+        nonlocal last
+        line = f"simulating {exp.name} ({exp.policy.name}): replication {done}/{total}"
         if show:
-            print(f"\rsimulating {exp.name} ({exp.policy.name}): replication {done}/{total}", end="", file=sys.stderr,
-                  flush=True)
+            print(f"\r{line}", end="", file=sys.stderr, flush=True)
+        # (the last line only after earlier ones: a run of seconds says nothing)
+        elif logged and ((now := time.monotonic()) - last >= OFF_TERMINAL_EVERY_S or (done == total and last > t0)):
+            last = now
+            print(f"{line}, {now - t0:.0f} s", file=sys.stderr, flush=True)
 
     if args.jobs is not None:  # say what it will take before it is taken (the rows go to disk as it runs)
         expected = round(sum(exp.arrival_rates) * horizon * reps)

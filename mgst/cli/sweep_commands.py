@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from mgst.cli.options import (
+    OFF_TERMINAL_EVERY_S,
     check_experiments_folder,
     check_folder,
     check_horizon_warmup,
@@ -186,7 +187,7 @@ def sweep_command(args: argparse.Namespace) -> int:
 
     def progress(p) -> None:
         now = time.monotonic()
-        if args.quiet or (not tty and now - last[0] < 10 and p.done < p.total):
+        if args.quiet or (not tty and now - last[0] < OFF_TERMINAL_EVERY_S and p.done < p.total):
             return
         last[0] = now
         eta = clock(p.eta) if p.eta is not None else "-"
