@@ -28,7 +28,7 @@ from mgst.intervals import (
     positive_interval,
 )
 from mgst.model import Experiment
-from mgst.wording import plural
+from mgst.wording import label_width, pad, plural
 
 # The paper's Figure 1 columns, in order; extra columns follow them.
 JOB_COLUMNS = (
@@ -364,10 +364,11 @@ def format_table(summary: Summary) -> str:
         places = interval_places(e.mean, e.low, e.high)
         return f"({e.low:.{places}f}, {e.high:.{places}f})" + method_note(e.method) + of
 
+    width = label_width(summary.class_names, 10)
     lines = [
         f"{summary.experiment}: {summary.policy}, {summary.mode}, {plural(summary.replications, 'replication')} "
         f"x {summary.horizon:g} time units (warm-up {summary.warmup:g}), seed {summary.seed}",
-        f"{'Class':<10}{'Jobs':>10}{'Mean resp.':>12}  95 % CI"
+        f"{pad('Class', width)}{'Jobs':>10}{'Mean resp.':>12}  95 % CI"
         + (f" ({summary.interval} of up to {BATCHES} windows)" if summary.interval != REPLICATIONS else ""),
     ]
     def mean(e: Estimate) -> str:  # no job measured: no mean (nan in the data)
@@ -377,9 +378,9 @@ def format_table(summary: Summary) -> str:
 
     for k, (name, e) in enumerate(zip(summary.class_names, summary.classes)):
         if e.jobs or summary.bags is None:  # a bag workload's unused task classes are left out
-            lines.append(f"{name:<10}{e.jobs:>10}{mean(e)}  {ci(e, k)}")
+            lines.append(f"{pad(name, width)}{e.jobs:>10}{mean(e)}  {ci(e, k)}")
     e = summary.overall
-    lines.append(f"{'Overall':<10}{e.jobs:>10}{mean(e)}  {ci(e, len(summary.classes))}")
+    lines.append(f"{pad('Overall', width)}{e.jobs:>10}{mean(e)}  {ci(e, len(summary.classes))}")
     util = ", ".join(f"{n} {u:.0%}" for n, u in zip(summary.machine_names, summary.utilisation))
     lines.append(f"Utilisation: {util}")
     if summary.load is not None:

@@ -9,6 +9,7 @@ from typing import Any
 from mgst.bot_metrics import UNBOUNDED, UNDECIDED_TEXT
 from mgst.intervals import is_default, method_note
 from mgst.results import OVERLOADED_NOTE, Estimate, Summary
+from mgst.wording import label_width, pad
 
 
 def beyond(t: tuple[float, float, float], s: tuple[float, float, float]) -> bool:
@@ -96,11 +97,12 @@ def format_comparison(testbed: Summary, simulation: Summary) -> str:
         note = method_note(e.method)
         return note.strip() if math.isnan(e.low) else f"({e.low:.3f}, {e.high:.3f}){note}"
 
+    width = label_width(testbed.class_names, 9)
     lines = [
         f"{testbed.experiment}: {testbed.policy}, testbed ({testbed.elapsed_s:.0f} s) beside simulation "
         f"({simulation.replications} x {simulation.horizon:g} time units), jobs submitted after {testbed.warmup:g} "
         "counted; mean response, time units",
-        f"{'Class':<9}{'Testbed':>9}  {'batch-means CI':<16}{'Simulation':>11}  {'95 % CI':<16}{'Diff.':>7}",
+        f"{pad('Class', width)}{'Testbed':>9}  {'batch-means CI':<16}{'Simulation':>11}  {'95 % CI':<16}{'Diff.':>7}",
     ]
     def mean(e: Estimate, width: int) -> str:  # (a class with no job counted on that side has no mean)
         return f"{e.mean:>{width}.3f}" if not math.isnan(e.mean) else f"{'n/a':>{width}}"
@@ -109,7 +111,7 @@ def format_comparison(testbed: Summary, simulation: Summary) -> str:
                            [*simulation.classes, simulation.overall]):
         both = not math.isnan(t.mean) and not math.isnan(s.mean) and s.mean
         diff = f"{(t.mean - s.mean) / s.mean:>+7.1%}" if both else f"{'':>7}"
-        lines.append(f"{label:<9}{mean(t, 9)}  {ci(t):<16}{mean(s, 11)}  {ci(s):<16}{diff}")
+        lines.append(f"{pad(label, width)}{mean(t, 9)}  {ci(t):<16}{mean(s, 11)}  {ci(s):<16}{diff}")
     if any(math.isnan(e.mean) for e in [*testbed.classes, *simulation.classes]):
         lines.append("n/a: no job of the class counted on that side")
     if simulation.overloaded is not None:

@@ -9,6 +9,7 @@ from typing import Any
 from mgst.analysis.compare import beyond
 from mgst.intervals import Interval, _t_quantile
 from mgst.results import Summary
+from mgst.wording import display_width, label_width, pad
 
 
 def rows(summaries: list[Summary]) -> list[tuple[str, list[tuple[float, float, float] | None]]]:
@@ -90,12 +91,13 @@ def format_policy_comparison(summaries: list[Summary]) -> str:
     (the baseline)."""
     first = summaries[0]
     what = "mean response, time units" if first.bags is None else "bag metrics, time units, RWT in %"
-    width = max(24, *(len(s.policy) + 2 for s in summaries))
+    width = max(24, *(display_width(s.policy) + 2 for s in summaries))
+    labels = label_width(first.class_names, 10)
     lines = [f"{first.experiment}: {len(summaries)} policies on the same jobs (seed {first.seed}, "
              f"{first.replications} replication{'s' if first.replications != 1 else ''} x {first.horizon:g} time "
              f"units, warm-up {first.warmup:g}); {what}, 95 % CI",
-             (f"{'Class' if first.bags is None else 'Metric':<10}" + "".join(f"{s.policy:<{width}}"
-                                                                             for s in summaries)).rstrip()]
+             (pad('Class' if first.bags is None else 'Metric', labels) + "".join(pad(s.policy, width)
+                                                                                 for s in summaries)).rstrip()]
     marked = paired = False
     for row, (label, values) in enumerate(rows(summaries)):
         scale = 100.0 if label == "RWT" else 1.0
@@ -111,7 +113,7 @@ def format_policy_comparison(summaries: list[Summary]) -> str:
             paired = paired or (bool(star) and d is not None)
             ci = f" ({low:.3f}, {high:.3f})" if not math.isnan(low) else ""
             cells.append(f"{f'{mean:.3f}{star}{ci}':<{width}}")
-        lines.append(f"{label:<10}" + "".join(cells).rstrip())
+        lines.append(pad(label, labels) + "".join(cells).rstrip())
     if marked and paired:
         lines.append(f"* differs from {first.policy}: the 95 % interval of the difference, replication by replication "
                      "on the same jobs (paired), excludes 0 (where replications do not pair: beyond both intervals)")
