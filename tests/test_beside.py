@@ -333,14 +333,16 @@ def test_no_interval_on_either_side_is_no_verdict():
 
 
 def test_delays_and_suspicions_are_named_when_they_are_there():
-    # 40 ms of the mapper's own delays per job against a mean response of 1.5 s: 2.7 %, above DELAY_SHARE
-    delays = {"request_delay_s": {"mean": 0.01}, "scheduling_delay_s": {"mean": 0.01},
-              "communication_delay_s": {"mean": 0.015}, "report_delay_s": {"mean": 0.005}}
+    # 40 ms of the mapper's own delays per job against a mean response of 1.5 s: 2.7 %, above DELAY_SHARE; the
+    # request's 10 ms not among them (a busy puller's request is its previous result's message: the report's delay)
+    delays = {"request_delay_s": {"mean": 0.01}, "scheduling_delay_s": {"mean": 0.015},
+              "communication_delay_s": {"mean": 0.015}, "report_delay_s": {"mean": 0.01}}
     assert 0.04 / 1.5 > DELAY_SHARE
     run = gap_run([[1.0], [1.0]], delays, suspicions=(0, 3))
     gap = find_gap(run, summary("testbed", est(1.5, 0.1)), summary("simulation", est(1.0, 0.05)))
     assert [c.kind for c in gap.causes] == ["delays", "suspicions"]
     assert "add 40 ms to each job" in gap.causes[0].text and "communication (t4-t3) 15 ms" in gap.causes[0].text
+    assert "(request (t2-t1) 10 ms not added: a busy puller asks with its previous result" in gap.causes[0].text
     assert gap.causes[1].figures == {"by_machine": {"M2": 3}}
     # the same delays against responses 100 times longer are not a cause
     gap = find_gap(run, summary("testbed", est(150.0, 10.0)), summary("simulation", est(100.0, 5.0)))

@@ -35,6 +35,10 @@ OVERRUN_SHARE = DELAY_SHARE
 # The delays, as the journal names them (mgst.testbed.journal.Journal.delays), and the instants they span.
 DELAYS = (("request_delay_s", "request (t2-t1)"), ("scheduling_delay_s", "scheduling (t3-t2)"),
           ("communication_delay_s", "communication (t4-t3)"), ("report_delay_s", "report (t6-t5)"))
+# Of those, the one not added to a job's: a busy puller asks for work with its result, so that its request delay is
+# its previous job's report delay (t1 = t5, t2 = t6: counted twice, a delay cause said 152 ms a job where the
+# overheads measured 101 ms); an idle puller's request, made before the job was there, holds no job
+NOT_ADDED = "request_delay_s"
 # The bag metrics compared, as BagSummary names them.
 BAG_METRICS = ("avt", "makespan", "waiting", "rwt")
 # A machine down (not by a mapper's outage) for this share of the run or more beyond what its failure law has it
@@ -156,7 +160,7 @@ def measured_causes(run: TestbedRun, testbed: Summary) -> list[Cause]:
     delays = run.journal.delays()
     means = {key: (delays.get(key) or {}).get("mean") or 0.0 for key, _ in DELAYS}
     response_s = testbed.overall.mean * run.time_unit
-    total = sum(means.values())
+    total = sum(v for key, v in means.items() if key != NOT_ADDED)
     # A machine is held (idle) through each delay: against the time a job computes, they are added load, which near
     # saturation lengthens every queue while their share of the (lengthened) response stays small.
     done = [run.journal.replicas.get(j.done_by) for j in run.journal.jobs.values() if j.done_by is not None]
@@ -165,7 +169,10 @@ def measured_causes(run: TestbedRun, testbed: Summary) -> list[Cause]:
     of_response = math.isfinite(response_s) and total >= DELAY_SHARE * response_s
     of_compute = compute_s > 0 and total >= DELAY_SHARE * compute_s
     if total > 0 and (of_response or of_compute):
-        parts = ", ".join(f"{label} {means[key] * 1e3:.3g} ms" for key, label in DELAYS)
+        parts = ", ".join(f"{label} {means[key] * 1e3:.3g} ms" for key, label in DELAYS if key != NOT_ADDED)
+        label = dict(DELAYS)[NOT_ADDED]
+        parts += (f" ({label} {means[NOT_ADDED] * 1e3:.3g} ms not added: a busy puller asks with its previous "
+                  "result, whose report it is)")
         held = (f", {total / compute_s:.1%} of the mean time a job computes (a machine held that much longer a job, "
                 "which near saturation lengthens every queue)" if compute_s > 0 else "")
         causes.append(Cause(
