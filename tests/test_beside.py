@@ -571,3 +571,15 @@ def test_a_testbed_faster_than_its_model_names_jobs_that_computed_less_than_thei
         r.t5 = r.t3 + 0.5
     gap = find_gap(run, summary("testbed", est(0.5, 0.05)), summary("simulation", est(1.0, 0.05)))
     assert gap.causes == [] and "the model is pessimistic" in "\n".join(gap.describe())
+
+
+def test_the_jobs_line_tells_resubmissions_from_jobs_that_timed_out():
+    """'638 resubmitted (638 timed out), 541 timed out' read as a contradiction: the first counts resubmissions, the
+    second jobs (a job resubmitted twice on time-outs is one T/O job)."""
+    from mgst.testbed.beside import Beside, format_beside  # noqa: PLC0415
+
+    run = gap_run([[1.0], [1.0]])
+    d = {"delays": {"communication_delay_s": {"median": None}}, "jobs_generated": 10, "jobs_done": 10, "cut_off": [],
+         "requeues": 5, "requeues_by_cause": {"timeout": 5}, "timeouts": 3}
+    text = format_beside(Beside(run, summary("testbed", est(1.0, 0.1)), None, None, d, []))
+    assert "5 resubmitted (5 on a replica's time-out), 3 jobs timed out at least once (T/O)" in text, text

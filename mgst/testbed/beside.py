@@ -258,7 +258,8 @@ def format_beside(b: Beside) -> str:
     resubmitted = format_requeues(d["requeues"], d.get("requeues_by_cause") or {})
     lines.append(f"{noun}: {d['jobs_generated']} generated, {d['jobs_done']} done, {len(d['cut_off'])} "
                  f"{'still in the system' if not b.run.closed else 'cut off'}, {resubmitted}, "
-                 f"{d['timeouts']} timed out")
+                 # (jobs, where the resubmissions above are counted each: a job may be resubmitted twice)
+                 f"{d['timeouts']} {noun} timed out at least once (T/O)")
     outages = d.get("outages") or []
     if outages:  # (a resumed run: said where its figures are, not only in summary.json)
         across = d.get("jobs_across_outage", 0)

@@ -44,7 +44,7 @@ REQUEUE_CAUSES = {
     "failed": "failed on their puller",
     "refused": "refused by their puller's allow-list",
     "cancelled": "cancelled by the policy",
-    "timeout": "timed out",
+    "timeout": "on a replica's time-out",
     "unknown": "cause not journalled",
 }
 
