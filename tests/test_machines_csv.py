@@ -73,3 +73,28 @@ def test_machines_csv_of_a_resumed_run_counts_from_its_first_start(tmp_path):
         m.cpus, m.stats = 1, SimpleNamespace(suspicions=0, timed_out=0, busy_time=0.0, discarded=0, discarded_time=0.0)
     assert summarize_testbed(run)[1]["machines_detail"][0]["down_periods"] == 0
     assert [e["kind"] for e in _events(run) if e["machine"] == "M1"] == ["registered", "mapper outage", "up"]
+
+
+def test_a_policys_suspicions_are_not_failures():
+    """LPAS_DG's time-out with suspicion took a machine down 381 times in a run with one injected failure:
+    machines.csv said 381 Down Periods and machine_periods.csv 381 periods ended by 'down'. A suspicion journalled
+    as one ends its period as 'suspected', counted in the Suspicions column, not as a failure."""
+    from mgst.testbed.journal import Journal  # noqa: PLC0415
+    from mgst.testbed.machines_csv import ended_by, state_at_end  # noqa: PLC0415
+
+    journal = Journal.__new__(Journal)  # (the records' effects alone: no store, no experiment)
+    journal.store = None
+    journal.machines = [MachineLog("M1", 1.0)]
+    journal._saw = lambda wall: None  # type: ignore[method-assign]
+    journal.machine_up(0, 100.0)
+    journal.machine_down(0, 105.0)  # a failure
+    journal.machine_up(0, 107.0)
+    journal.machine_suspected(0, 110.0)  # the policy's
+    journal.machine_up(0, 110.5)
+    journal.machine_suspected(0, 120.0)  # ...and still suspected at the end
+    m = journal.machines[0]
+    assert [ended_by(m, down, set()) for _, down in m.periods] == ["down", "suspected", "suspected"]
+    assert down_periods(m, set(), 100.0) == 1 and state_at_end(m) == "suspected"
+    journal.machine_up(0, 121.0)
+    journal.machine_down(0, 125.0)
+    assert state_at_end(m) == "down" and down_periods(m, set(), 100.0) == 2

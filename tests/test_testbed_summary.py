@@ -116,7 +116,8 @@ def hand_made_run(responses: dict[int, list[float]], achieved: list[list[float]]
                                         t5=None, t6=submitted + responses[c][k])
     machines = [
         SimpleNamespace(name=m.name, share=m.availability, achieved=a, incarnations=[1], registrations=1,
-                        reconnections=0, jobs_run=len(a), offset=0.0, rtt=None, periods=[], expelled=None)
+                        reconnections=0, jobs_run=len(a), offset=0.0, rtt=None, periods=[], expelled=None,
+                        suspected=set())
         for m, a in zip(exp.machines, achieved)
     ]
     return SimpleNamespace(

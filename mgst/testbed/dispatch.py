@@ -81,7 +81,7 @@ class Dispatcher:
                 self.journal.timed_out(d.job_id)
                 self.journal.end("timeout", d.replica)
             elif t is MachineSuspected:  # a policy took it down; it is back at its next request
-                self.journal.machine_down(d.machine, now)
+                self.journal.machine_suspected(d.machine, now)
 
     def _dispatch(self, d: Assign, now: float) -> None:
         j = d.machine

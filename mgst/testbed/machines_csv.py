@@ -21,11 +21,14 @@ PERIOD_COLUMNS = ("Machine", "Up From", "Up To", "Up (s)", "Ended By")  # Up To:
 
 
 def state_at_end(m: MachineLog) -> str:
-    """up, down, or expelled (taken out of the run for good, and not back since)."""
+    """up, down, suspected (taken down by the policy without a failure, not back since), or expelled (taken out of
+    the run for good, and not back since)."""
     last = m.periods[-1] if m.periods else None
     if m.expelled is not None and (last is None or last[0] is None or last[0] <= m.expelled[0]):
         return "expelled"
-    return "up" if last is not None and last[1] is None else "down"
+    if last is not None and last[1] is None:
+        return "up"
+    return "suspected" if last is not None and last[1] in m.suspected else "down"
 
 
 def outage_starts(journal: Journal) -> set[float]:
@@ -34,11 +37,14 @@ def outage_starts(journal: Journal) -> set[float]:
 
 
 def ended_by(m: MachineLog, down: float | None, outages: set[float]) -> str:
-    """What ended an up period at ``down``: "run end" (None), "expelled", "mapper outage", or "down" (a failure)."""
+    """What ended an up period at ``down``: "run end" (None), "expelled", "suspected" (by the policy, without a
+    failure), "mapper outage", or "down" (a failure)."""
     if down is None:
         return "run end"
     if m.expelled is not None and down == m.expelled[0]:
         return "expelled"
+    if down in m.suspected:
+        return "suspected"
     return "mapper outage" if down in outages else "down"
 
 
