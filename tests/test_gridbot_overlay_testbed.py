@@ -116,6 +116,15 @@ def test_a_sized_grid_grows_shrinks_and_grows_again_with_real_pullers(tmp_path: 
     log = (out / "pullers.log").read_text()
     assert log.count("(--idle-exit)") >= MAX_HOSTS, log[-2000:]
     assert any(len(m.incarnations) >= 2 for m in sized), [m.incarnations for m in sized]
+    # ...and a host that left is not a failed one: its period ends 'left' in machine_periods.csv, and machines.csv
+    # counts no down period (this grid has no failures; each of its hosts was booked as failed each time it left)
+    with open(out / "machine_periods.csv", newline="") as f:
+        endings = Counter(r["Ended By"] for r in csv.DictReader(f))
+    assert endings["left"] >= MAX_HOSTS and endings["down"] == 0, endings
+    with open(out / "machines.csv", newline="") as f:
+        machines = list(csv.DictReader(f))
+    assert {r["Down Periods"] for r in machines} == {"0"}, machines
+    assert {r["State At End"] for r in machines} <= {"up", "left"}, machines
     # the simulation beside it ran the same overlay: both bags done there too, each set beside the testbed's; the
     # two overlays' sizes side by side, in grid_sizes.csv and summary.json, and said in a line
     makespans = beside.summary["bag_makespans"]

@@ -4,6 +4,7 @@ of 5 minutes, and the run ends when the bag is done, its makespan within 15 % of
 
 from __future__ import annotations
 
+import csv
 import json
 from collections import Counter
 from pathlib import Path
@@ -15,7 +16,7 @@ from mgst.config import load_experiment
 from mgst.core.state import JobStatus
 from mgst.testbed.finite_workload import finite_window, late_arrivals_warning
 from mgst.testbed.local_run import run_local
-from mgst.testbed.requested_share import share_shortfalls
+from mgst.testbed.requested_share import asked_shares, share_shortfalls
 
 # Clock rates (GHz) of the 8 hosts (8 pullers: each takes a few seconds to start on a loaded machine); a host's
 # power is clock / 1.5, so a task of 300 (5 minutes on a dedicated 1.5 GHz host) takes 300 * 1.5 / clock model
@@ -130,6 +131,16 @@ def test_fcfs_on_real_pullers_replaying_a_trace(tmp_path, no_children_left):
     row = makespan_beside(run, summary)
     assert row["simulation"] == pytest.approx(750.0)
     assert summary["warnings"] == []
+    # machines.csv sets what each machine achieved beside what its jobs were asked for, the trace's share over
+    # them (h05's 0.5), not beside the file's a_j (1.0), which read as a shortfall the warnings rightly do not make
+    with open(tmp_path / "run" / "machines.csv", newline="") as f:
+        rows = {r["Machine"]: r for r in csv.DictReader(f)}
+    assert rows["h05"]["CPU Share Requested"] == "1.0"
+    assert float(rows["h05"]["CPU Share Asked"]) == pytest.approx(0.5, abs=1e-3)
+    assert float(rows["h03"]["CPU Share Asked"]) == pytest.approx(0.6, abs=0.01)  # 225 s of share 1 in 375
+    assert all(abs(float(r["CPU Share Asked"]) - float(r["CPU Share Achieved"])) < 0.05
+               for r in rows.values() if r["CPU Share Achieved"]), rows
+    assert {d["machine"]: d["asked_share"] for d in summary["machines_detail"]}["h05"] == pytest.approx(0.5, abs=1e-3)
 
 
 def test_excl_pred_to_replicates_on_real_pullers_and_each_task_is_done_once(tmp_path, no_children_left):
@@ -158,6 +169,8 @@ def test_a_share_shortfall_is_measured_against_the_trace_share_over_the_job(tmp_
                                journal=SimpleNamespace(replicas=replicas, machines=machines))
 
     assert share_shortfalls(run_with(0.6, 0.5)) == []  # as asked (against a_j = 1, both fell short)
+    asked = {s.name: s.requested for s in asked_shares(run_with(0.6, 0.5)) if s is not None}
+    assert asked == pytest.approx({"h02": 1.0, "h03": 0.6, "h05": 0.5})  # (the machines with no job: none)
     short = share_shortfalls(run_with(0.5, 0.4))
     assert [(s.name, s.jobs) for s in short] == [("h03", 1), ("h05", 1)]
     assert [s.requested for s in short] == pytest.approx([0.6, 0.5])

@@ -98,3 +98,25 @@ def test_a_policys_suspicions_are_not_failures():
     journal.machine_up(0, 121.0)
     journal.machine_down(0, 125.0)
     assert state_at_end(m) == "down" and down_periods(m, set(), 100.0) == 2
+
+
+def test_a_puller_that_left_did_not_fail():
+    """A GridBot overlay's hosts leave by themselves when idle (--idle-exit), and a puller stopped says so (its Bye):
+    each was journalled as a failure, so machines.csv counted Down Periods and machine_periods.csv 'down' where no
+    failure happened. A Bye ends the period as 'left', and the state at the end of a machine not back since."""
+    from mgst.testbed.journal import Journal  # noqa: PLC0415
+    from mgst.testbed.machines_csv import ended_by, state_at_end  # noqa: PLC0415
+
+    journal = Journal.__new__(Journal)  # (the records' effects alone: no store, no experiment)
+    journal.store = None
+    journal.machines = [MachineLog("M1", 1.0)]
+    journal._saw = lambda wall: None  # type: ignore[method-assign]
+    journal.machine_up(0, 100.0)
+    journal.machine_left(0, 104.0)  # idle, it left
+    journal.machine_up(0, 106.0)  # a pilot of the same name, later
+    journal.machine_down(0, 108.0)  # a failure
+    journal.machine_up(0, 109.0)
+    journal.machine_left(0, 112.0)
+    m = journal.machines[0]
+    assert [ended_by(m, down, set()) for _, down in m.periods] == ["left", "down", "left"]
+    assert down_periods(m, set(), 100.0) == 1 and state_at_end(m) == "left"

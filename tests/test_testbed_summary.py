@@ -117,7 +117,7 @@ def hand_made_run(responses: dict[int, list[float]], achieved: list[list[float]]
     machines = [
         SimpleNamespace(name=m.name, share=m.availability, achieved=a, incarnations=[1], registrations=1,
                         reconnections=0, jobs_run=len(a), offset=0.0, rtt=None, periods=[], expelled=None,
-                        suspected=set())
+                        suspected=set(), left=set())
         for m, a in zip(exp.machines, achieved)
     ]
     return SimpleNamespace(

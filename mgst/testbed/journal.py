@@ -86,6 +86,9 @@ class MachineLog:
     # The down_at of the periods a policy's suspicion ended (the machine taken down without a failure: back at its
     # next request), not a failure's
     suspected: set[float] = field(default_factory=set)
+    # The down_at of the periods its puller ended by leaving (its Bye: --idle-exit, a stop, the mapper's "run over"),
+    # not a failure's
+    left: set[float] = field(default_factory=set)
     achieved: list[float] = field(default_factory=list)  # per finished job
     jobs_run: int = 0
     offset: float = 0.0
@@ -172,6 +175,10 @@ class Journal:
     def machine_suspected(self, machine: int, wall: float) -> None:
         """A policy took ``machine`` down without a failure (a suspicion): its period ends, not as a failure's."""
         self._record("suspect", machine, wall)
+
+    def machine_left(self, machine: int, wall: float) -> None:
+        """``machine``'s puller said it leaves (its Bye): its period ends, not as a failure's."""
+        self._record("leave", machine, wall)
 
     def machine_expelled(self, machine: int, wall: float, why: str) -> None:
         """The mapper took ``machine`` out of the run for good (``why``); its down follows."""
@@ -304,6 +311,12 @@ class Journal:
             self.machines[machine].suspected.add(wall)
         self._down(machine, wall)
 
+    def _leave(self, machine: int, wall: float) -> None:
+        periods = self.machines[machine].periods
+        if periods and periods[-1][1] is None:
+            self.machines[machine].left.add(wall)
+        self._down(machine, wall)
+
     def _expel(self, machine: int, wall: float, why: str) -> None:
         self.machines[machine].expelled = (wall, why)
         self._saw(wall)
@@ -374,8 +387,8 @@ class Journal:
 
     _APPLY: dict[str, Callable[..., None]] = {
         "begin": _begin, "arrive": _arrive, "sent": _sent, "started": _started, "done": _done, "up": _up,
-        "down": _down, "suspect": _suspect, "expel": _expel, "end": _end, "timeout": _timeout, "requeue": _requeue,
-        "complete": _complete,
+        "down": _down, "suspect": _suspect, "leave": _leave, "expel": _expel, "end": _end, "timeout": _timeout,
+        "requeue": _requeue, "complete": _complete,
         "register": _register, "clock": _clock, "genend": _genend, "interrupt": _interrupt,
         "tick": _tick, "resume": _resume,
     }

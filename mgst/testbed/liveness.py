@@ -121,12 +121,16 @@ class Heartbeats:
             log.info("%s %s; its jobs time out at %g x their expected time", name, why, self.timeout_factor)
             self.feed(now, MachineSilent(j))
 
-    def machine_gone(self, j: int, now: float) -> None:
-        """Machine ``j`` is gone (silent, unreachable, or it left): its puller unregistered, the machine down."""
+    def machine_gone(self, j: int, now: float, left: bool = False) -> None:
+        """Machine ``j`` is gone (silent, unreachable, or it ``left``: its puller said so): its puller unregistered,
+        the machine down (journalled as a failure unless it left)."""
         conn = self.conns[j]
         if conn.identity is not None:
             self.by_identity.pop(conn.identity, None)
             conn.identity = None
         if self.core.machines[j].state is not MachineState.DOWN:
-            self.journal.machine_down(j, now)
+            if left:
+                self.journal.machine_left(j, now)
+            else:
+                self.journal.machine_down(j, now)
             self.feed(now, MachineDown(j))

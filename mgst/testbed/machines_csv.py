@@ -10,10 +10,12 @@ from pathlib import Path
 
 from mgst.testbed.journal import Journal, MachineLog
 from mgst.testbed.local_time import wall_iso
+from mgst.testbed.requested_share import asked_shares
 from mgst.testbed.run_result import TestbedRun, run_began
 
 MACHINE_COLUMNS = (
-    "Machine", "State At End", "Expelled Because", "CPU Share Requested", "CPU Share Achieved", "Jobs Run",
+    "Machine", "State At End", "Expelled Because", "CPU Share Requested", "CPU Share Asked", "CPU Share Achieved",
+    "Jobs Run",
     "Up (s)", "Down Periods", "Registrations", "Reconnections", "Refusals", "Suspicions", "Time-outs",
     "Clock Offset (s)", "Min RTT (s)", "Calibrated Speed (it/s)",
 )
@@ -21,14 +23,16 @@ PERIOD_COLUMNS = ("Machine", "Up From", "Up To", "Up (s)", "Ended By")  # Up To:
 
 
 def state_at_end(m: MachineLog) -> str:
-    """up, down, suspected (taken down by the policy without a failure, not back since), or expelled (taken out of
-    the run for good, and not back since)."""
+    """up, down, suspected (taken down by the policy without a failure, not back since), left (its puller said it
+    leaves: --idle-exit, a stop), or expelled (taken out of the run for good, and not back since)."""
     last = m.periods[-1] if m.periods else None
     if m.expelled is not None and (last is None or last[0] is None or last[0] <= m.expelled[0]):
         return "expelled"
     if last is not None and last[1] is None:
         return "up"
-    return "suspected" if last is not None and last[1] in m.suspected else "down"
+    if last is not None and last[1] in m.suspected:
+        return "suspected"
+    return "left" if last is not None and last[1] in m.left else "down"
 
 
 def outage_starts(journal: Journal) -> set[float]:
@@ -38,13 +42,15 @@ def outage_starts(journal: Journal) -> set[float]:
 
 def ended_by(m: MachineLog, down: float | None, outages: set[float]) -> str:
     """What ended an up period at ``down``: "run end" (None), "expelled", "suspected" (by the policy, without a
-    failure), "mapper outage", or "down" (a failure)."""
+    failure), "left" (its puller said it leaves), "mapper outage", or "down" (a failure)."""
     if down is None:
         return "run end"
     if m.expelled is not None and down == m.expelled[0]:
         return "expelled"
     if down in m.suspected:
         return "suspected"
+    if down in m.left:
+        return "left"
     return "mapper outage" if down in outages else "down"
 
 
@@ -67,13 +73,16 @@ def write_machines_csv(run: TestbedRun, path: Path) -> None:
     refusals = Counter(r.machine for r in run.journal.replicas.values() if r.outcome == "refused")
     outages = outage_starts(run.journal)
     began = run_began(run)
+    asked = asked_shares(run)
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(MACHINE_COLUMNS)
         for j, m in enumerate(run.journal.machines):
             stats = run.core.machines[j].stats
+            share = asked[j]
             w.writerow([
                 m.name, state_at_end(m), m.expelled[1] if m.expelled is not None else "", m.share,
+                f"{share.requested:.4f}" if share is not None else "",
                 f"{statistics.fmean(m.achieved):.4f}" if m.achieved else "", m.jobs_run,
                 f"{up_seconds(m, began, run.end):.3f}", down_periods(m, outages, began), m.registrations,
                 m.reconnections, refusals[j], stats.suspicions, stats.timed_out, f"{m.offset:.6f}",

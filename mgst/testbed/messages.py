@@ -96,14 +96,14 @@ class PullerMessages:
     clock, the drop counters, the router (its socket is read here; replies are queued on it)
     and the machines' checkpoints. ``keys`` are the mapper's CURVE keys (None: not secured).
     ``feed(now, event)`` gives the core an input as the mapper does (journalled,
-    its decisions carried out); ``machine_gone(j, now)`` takes machine ``j`` out (it left).
+    its decisions carried out); ``machine_gone(j, now, left)`` takes machine ``j`` out.
     """
 
     def __init__(self, experiment: Experiment, core: Scheduler, journal: Journal, conns: list[Connection],
                  by_identity: dict[bytes, int], clock: RunClock, drops: DropLog, router: Router,
                  checkpoints: MachineCheckpoints, keys: security.ServerKeys | None, *, feed: Callable[..., None],
-                 machine_gone: Callable[[int, float], None], heartbeat_interval: float, liveness: int, executor: str,
-                 failures: bool, seed: int, unreachable: PendingUnreachable,
+                 machine_gone: Callable[[int, float, bool], None], heartbeat_interval: float, liveness: int,
+                 executor: str, failures: bool, seed: int, unreachable: PendingUnreachable,
                  availability_forms: list[tuple] | None = None, availability_until: float = math.inf):
         self.experiment = experiment
         self.core = core
@@ -294,7 +294,7 @@ class PullerMessages:
             self._failed(identity, j, msg, now)
         elif t is P.Bye:
             log.info("%s leaves: %r", self.experiment.machines[j].name, msg.reason[:200])  # (%r: the peer's text)
-            self.machine_gone(j, now)
+            self.machine_gone(j, now, True)  # (it left: not a failure)
 
     def _apply_held_ready(self, identity: bytes, j: int, now: float) -> None:
         """Machine ``j``'s held request for work (``conn.ready_held``), handled now, unless it is a repeat now."""
@@ -431,7 +431,7 @@ class PullerMessages:
                 self.send(identity, P.Bye("your allow-list refuses this run's commands"), None)
                 self.journal.machine_expelled(j, now, f"its allow-list refused this run's commands {conn.refusals} "
                                                       "times")
-                self.machine_gone(j, now)
+                self.machine_gone(j, now, False)
 
     def hello(self, identity: bytes, msg: P.Hello, key: str | None, now: float) -> None:
         """A puller asks to serve a machine (with CURVE key ``key``): admitted and welcomed, or refused."""

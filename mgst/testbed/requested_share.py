@@ -19,8 +19,8 @@ SHARE_SHORTFALL = 0.05
 
 
 @dataclass(frozen=True, slots=True)
-class ShareShortfall:
-    """A machine that achieved less CPU than it was asked for, over its finished jobs."""
+class MachineShare:
+    """The CPU share a machine's finished jobs were asked for, on average, and what they achieved."""
 
     name: str
     requested: float  # mean over its finished jobs
@@ -69,18 +69,15 @@ def bundle_waits(run: TestbedRun) -> dict[int, float]:
             if r.machine in bundled and r.waited > 0.0}
 
 
-def share_shortfalls(run: TestbedRun) -> list[ShareShortfall]:
-    """The machines whose finished jobs achieved a mean CPU share more than SHARE_SHORTFALL below the mean they
-    were asked for (each job's: a_j, or its availability's mean share over the job's computing, t4 to t5; nothing
-    over the part of it a job of a bundle waited for a CPU, :func:`bundle_waits`)."""
+def asked_shares(run: TestbedRun) -> list[MachineShare | None]:
+    """Each machine's mean CPU share its finished jobs were asked for, beside the mean they achieved (None for a
+    machine that finished none): a job's is a_j, or its availability's mean share over the job's computing, t4 to
+    t5; nothing over the part of it a job of a bundle waited for a CPU (:func:`bundle_waits`)."""
     exp = run.experiment
-    out = []
     waits = bundle_waits(run)
     if exp.failures is None and not waits:  # asked for a_j throughout
-        for m in run.journal.machines:
-            if m.achieved and statistics.fmean(m.achieved) < m.share - SHARE_SHORTFALL:
-                out.append(ShareShortfall(m.name, m.share, statistics.fmean(m.achieved), len(m.achieved)))
-        return out
+        return [MachineShare(m.name, m.share, statistics.fmean(m.achieved), len(m.achieved)) if m.achieved else None
+                for m in run.journal.machines]
     tu = run.time_unit
     until = (run.end - run.t0) / tu
     jobs: list[list[tuple[float, float, float, float]]] = [[] for _ in exp.machines]  # (t4, t5, waited, achieved)
@@ -89,14 +86,21 @@ def share_shortfalls(run: TestbedRun) -> list[ShareShortfall]:
             start = (r.t4 - run.t0) / tu if r.t4 is not None else until
             end = (r.t5 - run.t0) / tu if r.t5 is not None else start
             jobs[r.machine].append((start, end, waits.get(rid, 0.0), r.achieved_share))
+    out: list[MachineShare | None] = []
     for j, m in enumerate(run.journal.machines):
         if jobs[j]:
             timeline = _Timeline(run, j, until)
             requested = statistics.fmean(_asked(timeline, a, b, w) for a, b, w, _ in jobs[j])
-            achieved = statistics.fmean(x for _, _, _, x in jobs[j])
-            if achieved < requested - SHARE_SHORTFALL:
-                out.append(ShareShortfall(m.name, requested, achieved, len(jobs[j])))
+            out.append(MachineShare(m.name, requested, statistics.fmean(x for _, _, _, x in jobs[j]), len(jobs[j])))
+        else:
+            out.append(None)
     return out
+
+
+def share_shortfalls(run: TestbedRun) -> list[MachineShare]:
+    """The machines whose finished jobs achieved a mean CPU share more than SHARE_SHORTFALL below the mean they
+    were asked for (:func:`asked_shares`)."""
+    return [s for s in asked_shares(run) if s is not None and s.achieved < s.requested - SHARE_SHORTFALL]
 
 
 def _asked(timeline: _Timeline, a: float, b: float, waited: float) -> float:
@@ -107,4 +111,4 @@ def _asked(timeline: _Timeline, a: float, b: float, waited: float) -> float:
     return timeline.mean(b - computing, b) * computing / (b - a) if computing > 0.0 else 0.0
 
 
-__all__ = ["SHARE_SHORTFALL", "ShareShortfall", "bundle_waits", "share_shortfalls"]
+__all__ = ["SHARE_SHORTFALL", "MachineShare", "asked_shares", "bundle_waits", "share_shortfalls"]

@@ -28,7 +28,7 @@ from mgst.testbed.machines_csv import (
     write_machines_csv,
     write_periods_csv,
 )
-from mgst.testbed.requested_share import share_shortfalls
+from mgst.testbed.requested_share import asked_shares, share_shortfalls
 from mgst.testbed.run_result import TestbedRun, run_began
 from mgst.whole_file import write_whole
 
@@ -196,6 +196,7 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
     done = sum(1 for rec in run.core.jobs.values() if rec.status is JobStatus.DONE)
     outages = outage_starts(run.journal)
     began = run_began(run)
+    asked = asked_shares(run)
     extras: dict[str, Any] = {
         "time_unit_s": tu,
         "duration_s": run.generation_end - run.t0,
@@ -215,12 +216,15 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
             {"machine": m.name, "registrations": m.registrations, "reconnections": m.reconnections,
              "jobs_run": m.jobs_run,
              "requested_share": m.share,
+             # the mean its finished jobs were asked for (a_j, or its availability's over each job): what the
+             # achieved share is set against
+             "asked_share": asked[j].requested if asked[j] is not None else None,
              "achieved_share": (sum(m.achieved) / len(m.achieved)) if m.achieved else None,
              "clock_offset_s": m.offset, "min_rtt_s": m.rtt,
              "down_periods": down_periods(m, outages, began), "state_at_end": state_at_end(m),
              "expelled": None if m.expelled is None else {"at": wall_iso_offset(m.expelled[0], run.utc_offset_s),
                                                           "why": m.expelled[1]}}
-            for m in run.journal.machines
+            for j, m in enumerate(run.journal.machines)
         ],
         "warnings": share_warnings(run) + expelled_warnings(run) + stray_warnings(run),
         "closed": run.closed,
