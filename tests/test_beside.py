@@ -583,3 +583,25 @@ def test_the_jobs_line_tells_resubmissions_from_jobs_that_timed_out():
          "requeues": 5, "requeues_by_cause": {"timeout": 5}, "timeouts": 3}
     text = format_beside(Beside(run, summary("testbed", est(1.0, 0.1)), None, None, d, []))
     assert "5 resubmitted (5 on a replica's time-out), 3 jobs timed out at least once (T/O)" in text, text
+
+
+def test_the_comparison_sets_replication_0_and_the_replications_spread_beside_the_testbed():
+    """The Diff. is against the mean of the simulation's replications: for an unstable setting it is mostly their
+    spread (WQR-FT on hihi-mpd-fe: -33 % where replication 0, the testbed's very jobs, gave +13 %, its replications'
+    means from 3.96 to 13.1). The table says replication 0 and the range; summary.json's comparison has them."""
+    from mgst.analysis.compare import comparison, format_comparison  # noqa: PLC0415
+
+    nan = math.nan
+    testbed = summary("testbed", est(5.772, 2.6))
+    sim = dataclasses.replace(summary("simulation", est(8.658, 2.1)), replications=4,
+                              replication_means=((5.106, 10.656, nan, 3.96), (5.106, 10.656, 8.709, 3.96)))
+    text = format_comparison(testbed, sim)
+    assert text.splitlines()[-1] == ("simulation, overall: replication 0, on the testbed's very jobs, 5.106 (testbed "
+                                     "+13.0%); the 4 replications' means range from 3.960 to 10.656"), text
+    rows = comparison(testbed, sim)
+    assert [r["simulation_replication_0"] for r in rows] == [5.106, 5.106]
+    assert [r["simulation_replications_range"] for r in rows] == [[3.96, 10.656], [3.96, 10.656]]
+    # one replication (a bag's, a trace's: compared with replication 0 alone) says nothing more
+    one = dataclasses.replace(sim, replications=1, replication_means=((8.658,), (8.658,)))
+    assert "replication 0" not in format_comparison(testbed, one)
+    assert all("simulation_replication_0" not in r for r in comparison(testbed, one))

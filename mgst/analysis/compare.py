@@ -23,15 +23,31 @@ def beyond(t: tuple[float, float, float], s: tuple[float, float, float]) -> bool
     return tl > sh or th < sl
 
 
+def replication_spread(simulation: Summary, row: int) -> tuple[float, float, float] | None:
+    """Row ``row``'s (a class's, or overall: the last) mean in the simulation's replication 0, and the least and the
+    greatest of its replications' means: None with fewer than two replications, or none counting a job of it."""
+    means = simulation.replication_means[row] if row < len(simulation.replication_means) else ()
+    counted = [m for m in means if not math.isnan(m)]
+    if len(means) < 2 or not counted:
+        return None
+    return means[0], min(counted), max(counted)
+
+
 def comparison(testbed: Summary, simulation: Summary) -> list[dict[str, Any]]:
-    """Per class and overall: both means, the simulation's CI, the testbed's relative difference."""
+    """Per class and overall: both means, the simulation's CI, the testbed's relative difference; with more than
+    one replication, replication 0's mean (the testbed's very jobs) and the range of the replications' means."""
     rows = []
     labels = [*testbed.class_names, "Overall"]
-    for label, t, s in zip(labels, [*testbed.classes, testbed.overall], [*simulation.classes, simulation.overall]):
+    for k, (label, t, s) in enumerate(zip(labels, [*testbed.classes, testbed.overall],
+                                          [*simulation.classes, simulation.overall])):
         diff = (t.mean - s.mean) / s.mean if s.mean and not math.isnan(s.mean) else math.nan
         rows.append({"class": label, "testbed": _n(t.mean), "testbed_ci95": [_n(t.low), _n(t.high)],
                      "simulation": _n(s.mean), "simulation_ci95": [_n(s.low), _n(s.high)],
                      "difference": _n(diff)})
+        spread = replication_spread(simulation, k)
+        if spread is not None:
+            rows[-1]["simulation_replication_0"] = _n(spread[0])
+            rows[-1]["simulation_replications_range"] = [_n(spread[1]), _n(spread[2])]
         for side, e in (("testbed", t), ("simulation", s)):
             if not is_default(e.method):
                 rows[-1][f"{side}_interval_method"] = e.method
@@ -114,6 +130,12 @@ def format_comparison(testbed: Summary, simulation: Summary) -> str:
         lines.append(f"{pad(label, width)}{mean(t, 9)}  {ci(t):<16}{mean(s, 11)}  {ci(s):<16}{diff}")
     if any(math.isnan(e.mean) for e in [*testbed.classes, *simulation.classes]):
         lines.append("n/a: no job of the class counted on that side")
+    spread = replication_spread(simulation, len(simulation.classes))
+    if spread is not None and not math.isnan(testbed.overall.mean):
+        first, least, most = spread
+        versus = f" (testbed {(testbed.overall.mean - first) / first:+.1%})" if first and not math.isnan(first) else ""
+        lines.append(f"simulation, overall: replication 0, on the testbed's very jobs, {first:.3f}{versus}; the "
+                     f"{simulation.replications} replications' means range from {least:.3f} to {most:.3f}")
     if simulation.overloaded is not None:
         lines.append(f"WARNING: {simulation.overloaded}; {OVERLOADED_NOTE}")
     return "\n".join(lines)
