@@ -19,6 +19,7 @@ from mgst.process_pool import InterruptiblePool
 from mgst.results import ReplicationResult, Summary, job_rows, reduce_replication, summarize, write_job_rows
 from mgst.sim.loop import Simulation
 from mgst.sim.overheads import Overheads
+from mgst.steady_state import growth_warning
 from mgst.worker_memory import free_garbage_if_grown, records_out_of_sight
 
 log = logging.getLogger(__name__)
@@ -119,8 +120,8 @@ def run_simulation(
     # (never more processes than replications: --workers 1000 of 50 replications started 1,000 processes)
     workers = default_workers(reps) if workers is None else min(workers, reps)
     # One replication says nothing of its own variability: its interval is made of batch means of its jobs, which it
-    # keeps for that (docs/intervals.md)
-    keep_batches = reps == 1
+    # keeps for that (docs/intervals.md); every replication keeps them, to tell whether its means grow through the run
+    keep_batches = True
     t0 = time.perf_counter()
     results: list[ReplicationResult] = []
     if workers <= 1:
@@ -146,9 +147,13 @@ def run_simulation(
         experiment, results, mode="simulation", horizon=horizon, warmup=warmup, seed=seed,
         load=load, elapsed_s=elapsed,
     )
-    if any(experiment.arrival_rates) and (overloaded := overload_warning(experiment)) is not None:
-        summary = dataclasses.replace(summary, overloaded=overloaded)
     bag_results = [r.bags for r in results if r.bags is not None]
+    if any(experiment.arrival_rates):  # (Poisson classes: a steady state to have; a bag's run has its own verdict)
+        overloaded = overload_warning(experiment)
+        if overloaded is None and not bag_results:
+            overloaded = growth_warning(results)
+        if overloaded is not None:
+            summary = dataclasses.replace(summary, overloaded=overloaded)
     if bag_results:
         summary = dataclasses.replace(summary, bags=summarize_bags(bag_results))
     return summary, results
