@@ -345,22 +345,21 @@ BAG_SUMMARY_COLUMNS = ("Experiment", "Mode", "Policy", "Metric", "Bags", "Mean",
                        "Interval", "Unbounded")
 
 
-def write_bag_summary_csv(path: Path, experiment: str, mode: str, policy: str, summary: BagSummary) -> None:
-    """summary.csv of a bag workload: one row per metric (AVT, makespan, waiting, RWT), with its interval;
-    an unbounded setting's means are left empty (its ``Unbounded`` column says Yes)."""
+def bag_summary_rows(experiment: str, mode: str, policy: str, summary: BagSummary) -> list[list[Any]]:
+    """summary.csv's rows of a bag workload (BAG_SUMMARY_COLUMNS): one per metric (AVT, makespan, waiting, RWT),
+    with its interval; an unbounded setting's means are left empty (its ``Unbounded`` column says Yes)."""
     def f(x: float) -> str:
         return "" if math.isnan(x) else f"{x:.6f}"
 
-    with open(path, "w", newline="") as out:
-        w = csv.writer(out)
-        w.writerow(BAG_SUMMARY_COLUMNS)
-        for name, m, unit in (("AVT", summary.avt, "time units"), ("Makespan", summary.makespan, "time units"),
-                              ("Waiting", summary.waiting, "time units"),
-                              ("RWT", summary.rwt, "fraction of replica time")):
-            values = ["", "", ""] if m is None else [f(m.mean), f(m.low), f(m.high)]
-            made = summary.interval if m is None else interval_label(summary.interval, m.method)
-            w.writerow([experiment, mode, policy, name, summary.bags, *values, unit, made,
-                        "Yes" if summary.unbounded else "No"])
+    rows = []
+    for name, m, unit in (("AVT", summary.avt, "time units"), ("Makespan", summary.makespan, "time units"),
+                          ("Waiting", summary.waiting, "time units"),
+                          ("RWT", summary.rwt, "fraction of replica time")):
+        values = ["", "", ""] if m is None else [f(m.mean), f(m.low), f(m.high)]
+        made = summary.interval if m is None else interval_label(summary.interval, m.method)
+        rows.append([experiment, mode, policy, name, summary.bags, *values, unit, made,
+                     "Yes" if summary.unbounded else "No"])
+    return rows
 
 
 def _places_for(x: float, places: int) -> int:

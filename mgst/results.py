@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mgst.bot_metrics import BagReplication, BagSummary, format_bags, write_bag_summary_csv
+from mgst.bot_metrics import BAG_SUMMARY_COLUMNS, BagReplication, BagSummary, bag_summary_rows, format_bags
 from mgst.core.state import JobRecord
 from mgst.intervals import (
     BATCHES,
@@ -507,23 +507,30 @@ SUMMARY_COLUMNS = ("Experiment", "Mode", "Policy", "Class", "Jobs", "Mean Respon
 OVERLOADED_NOTE = "no steady state: these means and intervals grow with the horizon and estimate nothing beyond it"
 
 
-def write_summary_csv(path: Path, summary: Summary) -> None:
-    """Mean response per class and overall; for a bag workload, its AVT, makespan, waiting and RWT instead."""
-    if summary.bags is not None:
-        write_bag_summary_csv(path, summary.experiment, summary.mode, summary.policy, summary.bags)
-        return
+def write_summary_csv(path: Path, summary: Summary, *more: Summary) -> None:
+    """Mean response per class and overall; for a bag workload, its AVT, makespan, waiting and RWT instead. ``more``:
+    summaries of the same workload whose rows follow (a testbed run's simulation, its Mode saying which)."""
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(SUMMARY_COLUMNS)
-        overloaded = "Yes" if summary.overloaded is not None else "No"
-        for name, e, wait in zip(summary.class_names, summary.classes, summary.mean_wait):
-            w.writerow([summary.experiment, summary.mode, summary.policy, name, e.jobs,
-                        _fmt(e.mean), _fmt(e.low), _fmt(e.high), _fmt(wait), interval_label(summary.interval, e.method),
-                        overloaded])
-        e = summary.overall
-        w.writerow([summary.experiment, summary.mode, summary.policy, "Overall", e.jobs,
-                    _fmt(e.mean), _fmt(e.low), _fmt(e.high), "", interval_label(summary.interval, e.method),
-                    overloaded])
+        w.writerow(SUMMARY_COLUMNS if summary.bags is None else BAG_SUMMARY_COLUMNS)
+        for s in (summary, *more):
+            w.writerows(_summary_rows(s))
+
+
+def _summary_rows(summary: Summary) -> list[list[Any]]:
+    """One summary's rows of summary.csv (SUMMARY_COLUMNS; a bag workload's, BAG_SUMMARY_COLUMNS)."""
+    if summary.bags is not None:
+        return bag_summary_rows(summary.experiment, summary.mode, summary.policy, summary.bags)
+    overloaded = "Yes" if summary.overloaded is not None else "No"
+    rows: list[list[Any]] = [
+        [summary.experiment, summary.mode, summary.policy, name, e.jobs, _fmt(e.mean), _fmt(e.low), _fmt(e.high),
+         _fmt(wait), interval_label(summary.interval, e.method), overloaded]
+        for name, e, wait in zip(summary.class_names, summary.classes, summary.mean_wait)
+    ]
+    e = summary.overall
+    rows.append([summary.experiment, summary.mode, summary.policy, "Overall", e.jobs, _fmt(e.mean), _fmt(e.low),
+                 _fmt(e.high), "", interval_label(summary.interval, e.method), overloaded])
+    return rows
 
 
 def _fmt(x: float) -> str:

@@ -166,11 +166,15 @@ def test_mgst_mapper_sets_a_bag_run_beside_its_simulation(tmp_path, no_children_
     rwt = d["bags"]["rwt"]
     assert rwt["ci95"][0] is not None and rwt["ci95"][0] <= rwt["mean"] <= rwt["ci95"][1], rwt
     with open(out / "summary.csv", newline="") as f:
-        metrics = {row["Metric"]: row for row in csv.DictReader(f)}
-    assert set(metrics) == {"AVT", "Makespan", "Waiting", "RWT"}
-    assert float(metrics["AVT"]["Mean"]) == pytest.approx(d["bags"]["avt"]["mean"], abs=1e-6)
-    assert float(metrics["RWT"]["Mean"]) == pytest.approx(rwt["mean"], abs=1e-6)
-    assert int(metrics["AVT"]["Bags"]) == d["bags"]["bags"]
+        rows = list(csv.DictReader(f))
+    # the testbed's rows, then the simulation's beside them (a spreadsheet had half the comparison)
+    assert [(r["Mode"], r["Metric"]) for r in rows] == [(mode, m) for mode in ("testbed", "simulation")
+                                                        for m in ("AVT", "Makespan", "Waiting", "RWT")]
+    for mode, side in (("testbed", d["bags"]), ("simulation", d["simulation"]["bags"])):
+        metrics = {row["Metric"]: row for row in rows if row["Mode"] == mode}
+        assert float(metrics["AVT"]["Mean"]) == pytest.approx(side["avt"]["mean"], abs=1e-6)
+        assert float(metrics["RWT"]["Mean"]) == pytest.approx(side["rwt"]["mean"], abs=1e-6)
+        assert int(metrics["AVT"]["Bags"]) == side["bags"]
     assert (out / "comparison.png").read_bytes()[:8] == PNG and (out / "bags.csv").stat().st_size > 0
 
 

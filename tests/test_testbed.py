@@ -255,6 +255,11 @@ def test_mgst_run_json_and_files(tmp_path, no_children_left):
         assert (out / name).stat().st_size > 0, name
     assert (out / "pullers.log").exists()  # empty when no puller had anything to say
     assert (out / "comparison.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # summary.csv sets the simulation's rows beside the testbed's, as the comparison does
+    with open(out / "summary.csv", newline="") as f:
+        rows = [(r["Mode"], r["Class"], r["Mean Response"]) for r in csv.DictReader(f)]
+    assert rows == [(mode, row["class"], f"{row[mode]:.6f}") for mode in ("testbed", "simulation")
+                    for row in d["comparison"]]
 
 
 class SpinWatch:

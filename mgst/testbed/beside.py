@@ -166,7 +166,7 @@ def finish_outputs(run: TestbedRun, out: Path, *, simulate: bool = True, replica
     else:  # (the schema's keys kept, null: a script reading them finds no simulation rather than fails)
         extras.update(simulation=None, comparison=None, gap=None)
     with _outputs_written(out):
-        summary = write_testbed_outputs(run, testbed, extras, out)
+        summary = write_testbed_outputs(run, testbed, extras, out, sim)
         files = list(TABLE_FILES)
         if testbed.bags is not None:
             files.append("bags.csv")

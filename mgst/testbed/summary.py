@@ -266,9 +266,10 @@ def job_waste(jobs: Iterable[Any], now: float) -> dict[int, tuple[int, float]]:
     return out
 
 
-def write_testbed_outputs(run: TestbedRun, summary: Summary, extras: dict[str, Any], out: Path) -> dict[str, Any]:
-    """jobs.csv, machines.csv, machine_periods.csv, summary.csv, bags.csv (bags) and summary.json (the summary
-    with ``extras`` added); returns the summary JSON object."""
+def write_testbed_outputs(run: TestbedRun, summary: Summary, extras: dict[str, Any], out: Path,
+                          simulation: Summary | None = None) -> dict[str, Any]:
+    """jobs.csv, machines.csv, machine_periods.csv, summary.csv (the ``simulation`` beside the run's rows, if any),
+    bags.csv (bags) and summary.json (the summary with ``extras`` added); returns the summary JSON object."""
     out.mkdir(parents=True, exist_ok=True)
     counted = counted_jobs(run)
     status = {jid: rec.status.value for jid, rec in run.core.jobs.items()}
@@ -277,7 +278,7 @@ def write_testbed_outputs(run: TestbedRun, summary: Summary, extras: dict[str, A
                                                                        run.utc_offset_s, waste))
     write_whole(out / "machines.csv", lambda p: write_machines_csv(run, p))
     write_whole(out / "machine_periods.csv", lambda p: write_periods_csv(run, p))
-    write_whole(out / "summary.csv", lambda p: write_summary_csv(p, summary))
+    write_whole(out / "summary.csv", lambda p: write_summary_csv(p, summary, *([simulation] if simulation else [])))
     if run.core.all_bags:
         write_whole(out / "bags.csv", lambda p: write_bags_csv(p, testbed_bags(run, keep_rows=True).rows))
     d = summary.as_dict()
