@@ -545,7 +545,8 @@ def test_the_file_s_run_lengths_bind_only_the_commands_that_use_them(files):
                  "--workers", "1", "--quiet", "--json"]) == 0
 
 
-@pytest.mark.parametrize("name", ["grid_sizes.csv", "report.html", "comparison.png", "bags.csv"])
+@pytest.mark.parametrize("name", ["grid_sizes.csv", "report.html", "comparison.png", "bags.csv",
+                                  "simulation_jobs.csv"])
 def test_a_run_refuses_a_folder_holding_any_one_file_a_run_writes(tmp_path, capsys, name):
     """Each of a run's result files alone refuses the folder: GridBot's grid_sizes.csv was overwritten."""
     out = tmp_path / "results"

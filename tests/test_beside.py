@@ -500,8 +500,8 @@ def test_the_simulation_beside_a_run_cut_off_is_cut_at_the_same_model_time(monke
     run.cut_off = cut_off
     run.core.now = 12.5
     testbed = SimpleNamespace(horizon=10.0)
-    assert beside.simulate_beside(run, testbed, replications=2) == ("summary", [])
-    assert (seen["horizon"], seen["drain_limit"]) == (10.0, drain)
+    assert beside.simulate_beside(run, testbed, replications=2) == ("summary", [], [])
+    assert (seen["horizon"], seen["drain_limit"], seen["rows_of"]) == (10.0, drain, 0)
 
 
 def test_jobs_that_computed_longer_than_the_model_s_time_are_a_cause():

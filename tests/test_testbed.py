@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import datetime
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -255,6 +256,22 @@ def test_mgst_run_json_and_files(tmp_path, no_children_left):
         assert (out / name).stat().st_size > 0, name
     assert (out / "pullers.log").exists()  # empty when no puller had anything to say
     assert (out / "comparison.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the simulation's replication 0, beside the run's own jobs.csv: the very jobs (id, class, size), in model time
+    with open(out / "jobs.csv", newline="") as f:
+        ours = [(r["ID"], r["Job Class"], r["Size"]) for r in csv.DictReader(f)]
+    with open(out / "simulation_jobs.csv", newline="") as f:
+        model = list(csv.DictReader(f))
+    assert {r["Replication"] for r in model} == {"0"} and len(model) == len(ours) == d["jobs_generated"]
+    assert sorted((r["ID"], r["Job Class"], r["Size"]) for r in model) == sorted(ours)
+    assert all(float(r["Date Submitted"]) < d["simulation"]["horizon"] for r in model)
+    # and summary.json says the instant of model time 0, from which jobs.csv's dates are in model time too
+    zero = datetime.fromisoformat(d["model_time_zero"])
+    with open(out / "jobs.csv", newline="") as f:
+        submitted = {r["ID"]: r["Date Submitted"] for r in csv.DictReader(f)}
+    for r in model:
+        ours_at = datetime.fromisoformat(submitted[r["ID"]]).replace(tzinfo=zero.tzinfo)
+        assert (ours_at - zero).total_seconds() / d["time_unit_s"] == pytest.approx(float(r["Date Submitted"]),
+                                                                                     abs=1e-4), r
     # summary.csv sets the simulation's rows beside the testbed's, as the comparison does
     with open(out / "summary.csv", newline="") as f:
         rows = [(r["Mode"], r["Class"], r["Mean Response"]) for r in csv.DictReader(f)]

@@ -92,6 +92,7 @@ def run_simulation(
     jobs_dir: Path | None = None,
     overheads: Overheads | None = None,
     drain_limit: float | None = None,
+    rows_of: int | None = None,
 ) -> tuple[Summary, list[ReplicationResult]]:
     """Simulate ``replications`` replications; each draws from streams derived from (seed, replication).
 
@@ -102,7 +103,8 @@ def run_simulation(
     Per-job rows: ``keep_rows`` keeps each replication's jobs.csv rows (and bags.csv rows) in its
     result, in memory; ``jobs_dir`` instead has each replication stream its jobs.csv rows to
     :func:`jobs_part` in that folder (results.write_jobs makes one file of them) and keeps none.
-    ``keep_bag_rows`` keeps the bags.csv rows alone (one per bag, few).
+    ``keep_bag_rows`` keeps the bags.csv rows alone (one per bag, few). ``rows_of``: the one replication that keeps
+    its jobs.csv rows (a testbed run's replication 0, the same jobs as the run's).
     ``overheads``: a testbed run's per-job overheads, which every replica then holds its machine for
     (mgst.sim.overheads).
     ``drain_limit``: how long after the horizon jobs may still finish (default: as long as the horizon), e.g. a
@@ -126,14 +128,14 @@ def run_simulation(
     results: list[ReplicationResult] = []
     if workers <= 1:
         for r in range(reps):
-            results.append(_one(experiment, r, seed, horizon, warmup, keep_rows, imports, keep_bag_rows, jobs_dir,
-                                overheads, drain_limit, keep_batches))
+            results.append(_one(experiment, r, seed, horizon, warmup, keep_rows or r == rows_of, imports, keep_bag_rows,
+                                jobs_dir, overheads, drain_limit, keep_batches))
             if progress:
                 progress(r + 1, reps)
     else:
         with InterruptiblePool[int](workers) as pool:
-            tasks = ((r, _one, (experiment, r, seed, horizon, warmup, keep_rows, imports, keep_bag_rows, jobs_dir,
-                                overheads, drain_limit, keep_batches)) for r in range(reps))
+            tasks = ((r, _one, (experiment, r, seed, horizon, warmup, keep_rows or r == rows_of, imports, keep_bag_rows,
+                                jobs_dir, overheads, drain_limit, keep_batches)) for r in range(reps))
             for done, (_, fut) in enumerate(pool.results(tasks), 1):
                 results.append(fut.result())
                 if progress:

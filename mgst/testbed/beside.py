@@ -23,13 +23,13 @@ from mgst.analysis.compare import (
     plot_comparison,
 )
 from mgst.model import PoissonClasses
-from mgst.results import Summary, format_table
+from mgst.results import Summary, format_table, write_jobs_csv
 from mgst.sim.replications import default_workers, run_simulation
 from mgst.testbed.finite_workload import FiniteWindow, bag_makespans, finite_window, format_bag_makespans
 from mgst.testbed.gap import Gap, find_gap
 from mgst.testbed.report import FILENAME as REPORT
 from mgst.testbed.report import write_report
-from mgst.testbed.run_dir import TABLE_FILES
+from mgst.testbed.run_dir import SIMULATION_JOBS, TABLE_FILES
 from mgst.testbed.run_result import TestbedRun
 from mgst.testbed.summary import format_requeues, summarize_testbed, testbed_bags, write_testbed_outputs
 from mgst.whole_file import write_whole
@@ -66,13 +66,14 @@ class Beside:
 
 
 def simulate_beside(run: TestbedRun, testbed: Summary, *, replications: int | None = None,
-                    imports: tuple[str, ...] = (), window: FiniteWindow | None = None) -> tuple[Summary, list[tuple]]:
+                    imports: tuple[str, ...] = (), window: FiniteWindow | None = None
+                    ) -> tuple[Summary, list[tuple], list[tuple]]:
     """The run's setting simulated over the same model time, with the run's seed: replication 0 has the very same
     job sequence (and failure trace). A bag workload is compared with replication 0 alone (the same bags), its
     intervals by batch means like the testbed's; job classes with the file's replications. A finite workload
     the run generated to its end (a bag list) is simulated to its end too (mgst.testbed.finite_workload). Returns
-    the summary and replication 0's bags.csv rows (empty without bags). ``window``: the run's finite_window (None:
-    an endless workload)."""
+    the summary, replication 0's bags.csv rows (empty without bags) and its jobs.csv rows (simulation_jobs.csv).
+    ``window``: the run's finite_window (None: an endless workload)."""
     replications = beside_replications(run, replications)
     horizon, drain = (testbed.horizon, None) if window is None else (window.horizon, window.drain_limit)
     if run.cut_off:  # the testbed's drain was cut (an interrupt, the drain time-out) with jobs unfinished: the
@@ -80,9 +81,10 @@ def simulate_beside(run: TestbedRun, testbed: Summary, *, replications: int | No
         # set all of its own against the testbed's survivors: -50 % for an interrupted GridBot run)
         drain = max(0.0, run.core.now - horizon)
     sim, results = run_simulation(run.experiment, horizon=horizon, warmup=run.warmup, seed=run.seed,
-                                  replications=replications, imports=imports, keep_bag_rows=True, drain_limit=drain)
+                                  replications=replications, imports=imports, keep_bag_rows=True, drain_limit=drain,
+                                  rows_of=0)
     bags = results[0].bags if results else None
-    return sim, (bags.rows if bags is not None else [])
+    return sim, (bags.rows if bags is not None else []), (results[0].rows if results else [])
 
 
 def beside_replications(run: TestbedRun, replications: int | None = None) -> int:
@@ -127,6 +129,7 @@ def finish_outputs(run: TestbedRun, out: Path, *, simulate: bool = True, replica
         testbed, extras = summarize_testbed(run)
     sim = gap = None
     sim_bags: list[tuple] = []
+    sim_jobs: list[tuple] = []
     simulate = simulate and testbed.horizon > run.warmup  # (a run that generated nothing has nothing to simulate)
     if simulate and run.policy_failure is not None:  # (the same policy would fail beside it: nothing to compare)
         extras["warnings"] = [*extras.get("warnings", []), NOT_SIMULATED_POLICY_FAILED]
@@ -147,7 +150,8 @@ def finish_outputs(run: TestbedRun, out: Path, *, simulate: bool = True, replica
                 else:
                     log.info("simulating the run beside it (Ctrl-C skips the simulation; the results are written "
                              "either way)")
-                sim, sim_bags = simulate_beside(run, testbed, replications=reps, imports=imports, window=window)
+                sim, sim_bags, sim_jobs = simulate_beside(run, testbed, replications=reps, imports=imports,
+                                                          window=window)
         except KeyboardInterrupt:
             extras["warnings"] = [*extras.get("warnings", []), SKIPPED.format(out=out)]
         except Exception as e:  # (the policy, or an imported module, failed in simulation): the results are kept
@@ -171,12 +175,16 @@ def finish_outputs(run: TestbedRun, out: Path, *, simulate: bool = True, replica
         if testbed.bags is not None:
             files.append("bags.csv")
         if sim is not None:
+            write_whole(out / SIMULATION_JOBS, lambda path: write_jobs_csv(path, sim_jobs))
+            files.append(SIMULATION_JOBS)
             plot = plot_bag_comparison if testbed.bags is not None else plot_comparison
             write_whole(out / "comparison.png", lambda path: plot(testbed, sim, path))
             files.append("comparison.png")
-        elif (out / "comparison.png").exists():  # (an earlier export's chart, of other results: a salvage's, say)
-            (out / "comparison.png").unlink()
-            log.info("%s/comparison.png removed: no simulation beside these results to chart", out)
+        else:  # (an earlier export's chart and rows, of other results: a salvage's, say)
+            for stale in ("comparison.png", SIMULATION_JOBS):
+                if (out / stale).exists():
+                    (out / stale).unlink()
+                    log.info("%s/%s removed: no simulation beside these results", out, stale)
     try:
         write_report(run, summary, out)
         files.append(REPORT)

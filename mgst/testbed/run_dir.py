@@ -15,9 +15,11 @@ JOURNAL_SUFFIXES = ("", "-wal", "-shm", "-journal")
 # The results a run writes beside its journal (mgst.testbed.beside.finish_outputs): a new run in a folder that holds
 # any of them (a simulation's, or a run's whose journal was moved away) would overwrite them. (Not pullers.log: a
 # start that failed leaves it, and must not refuse the retry.) TABLE_FILES are written by every run; the others by
-# some: bags.csv (bags), comparison.png (with the simulation beside), report.html, grid_sizes.csv (GridBot's overlay).
+# some: bags.csv (bags), comparison.png and simulation_jobs.csv (with the simulation beside), report.html,
+# grid_sizes.csv (GridBot's overlay).
 TABLE_FILES = ("jobs.csv", "machines.csv", "machine_periods.csv", "summary.csv", "summary.json")
-RESULT_FILES = (*TABLE_FILES, "bags.csv", "comparison.png", "report.html", "grid_sizes.csv")
+SIMULATION_JOBS = "simulation_jobs.csv"  # the simulation's replication 0, the run's jobs, as `mgst simulate --jobs`
+RESULT_FILES = (*TABLE_FILES, "bags.csv", "comparison.png", SIMULATION_JOBS, "report.html", "grid_sizes.csv")
 
 
 def results_there(out: Path) -> list[str]:

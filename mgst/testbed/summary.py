@@ -236,6 +236,9 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
         # are, without one): the head node's at the run's start, kept for the whole run (through a change to or from
         # daylight saving) and by every export (wherever it is made)
         "local_time_utc_offset": offset_iso(run.utc_offset_s),
+        # the instant of model time 0, a local time as jobs.csv's: a date there is at model time (date - this) /
+        # time_unit_s, as the simulation's files write theirs
+        "model_time_zero": wall_iso_offset(run.t0, run.utc_offset_s),
         # ISO 8601 local times with their UTC offset (jobs.csv's local times, made unambiguous)
         "outages": [{"from": wall_iso_offset(a, run.utc_offset_s), "to": wall_iso_offset(b, run.utc_offset_s),
                      "seconds": round(b - a, 6)}
