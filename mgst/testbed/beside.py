@@ -287,7 +287,8 @@ def format_beside(b: Beside) -> str:
         lines.append(waste)
     if b.testbed.bags is not None:
         bags = b.testbed.bags
-        lines.append(f"bags: {len(b.run.core.all_bags)} arrived, {bags.bags} counted (submitted after the warm-up), "
+        lines.append(f"bags: {len(b.run.core.all_bags)} arrived, {bags.bags} counted (submitted after the warm-up, "
+                     f"{b.testbed.warmup:g}), "
                      f"{bags.tasks} tasks in them")
     lines += format_bag_makespans(d.get("bag_makespans", []))
     lines += format_overlay(d.get("overlay"))
