@@ -39,6 +39,7 @@ JOB_EXTRA_COLUMNS = (
     "Replication", "Response Time", "First Sent", "Attempts", "Requeues", "Size", "Counted",
     # replicas that ran on after the job was done (a policy that lets losers run on), and their machine time: waste
     "Discarded", "Wasted Time",
+    "Bag",  # the Bag-of-Tasks id of a task (empty for a job of a class workload)
 )
 
 # `mgst simulate --jobs FORMAT`: the per-job file each format writes.
@@ -48,7 +49,8 @@ JOB_FORMATS = {"csv": "jobs.csv", "csv.gz": "jobs.csv.gz", "parquet": "jobs.parq
 # estimates only: longer runs have longer times.
 JOB_ROW_BYTES = 108
 # Parquet column types; every other column is a string, as in the CSV. Empty CSV fields are nulls.
-_INT_COLUMNS = frozenset({"ID", "Secondary ID", "Job Class", "Replication", "Attempts", "Requeues", "Discarded"})
+_INT_COLUMNS = frozenset({"ID", "Secondary ID", "Job Class", "Replication", "Attempts", "Requeues", "Discarded",
+                          "Bag"})
 _FLOAT_COLUMNS = frozenset(
     {"Date Submitted", "Date Sent", "Date Started", "Date Done", "Response Time", "First Sent", "Size", "Wasted Time"}
 )
@@ -162,7 +164,7 @@ def job_row(rec: JobRecord, machine_names: Sequence[str], replication: int, coun
         fmt(job.submitted), fmt(sent), fmt(sent), fmt(rec.completed),
         rec.status.value, "Yes" if rec.timeouts else "No",
         replication, response, fmt(rec.first_sent), rec.attempts, rec.requeues, six_places(job.size),
-        "Yes" if counted else "No", len(losers), six_places(wasted),
+        "Yes" if counted else "No", len(losers), six_places(wasted), "" if job.bag is None else job.bag,
     )
 
 

@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -178,6 +179,12 @@ def test_mgst_mapper_sets_a_bag_run_beside_its_simulation(tmp_path, no_children_
         assert float(metrics["RWT"]["Mean"]) == pytest.approx(side["rwt"]["mean"], abs=1e-6)
         assert int(metrics["AVT"]["Bags"]) == side["bags"]
     assert (out / "comparison.png").read_bytes()[:8] == PNG and (out / "bags.csv").stat().st_size > 0
+    # each task's bag, in the run's jobs.csv and in the simulation's: as many tasks a bag as bags.csv says
+    with open(out / "bags.csv", newline="") as f:
+        tasks = {r["Bag"]: int(r["Tasks"]) for r in csv.DictReader(f)}
+    for name in ("jobs.csv", "simulation_jobs.csv"):
+        with open(out / name, newline="") as f:
+            assert Counter(r["Bag"] for r in csv.DictReader(f)) == tasks, name
 
 
 # ---------------------------------------------------------------- the gap, on hand-made runs

@@ -238,7 +238,7 @@ def test_a_loser_still_running_when_the_run_ends_is_waste_up_to_the_end_everywhe
     core.close(40.0)
     a = core.machines[0].stats
     assert (a.busy_time, a.discarded, a.discarded_time) == (40.0, 1, 40.0)
-    assert job_row(core.jobs[0], ["A", "B"], 0, True, 40.0)[-2:] == (1, "40.000000")
+    assert job_row(core.jobs[0], ["A", "B"], 0, True, 40.0)[-3:-1] == (1, "40.000000")
     assert job_waste(core.jobs.values(), core.now) == {0: (1, 40.0)}
 
 

@@ -434,6 +434,7 @@ class Journal:
         "Puller Received", "Puller Finished (t5)", "Communication Delay (s)", "Scheduling Delay (s)", "Counted",
         # losers that ran on after the job was done (a policy that lets them), their machine time (model units)
         "Discarded", "Wasted Time",
+        "Bag",  # the Bag-of-Tasks id of a task (empty for a job of a class workload)
     )
 
     def write_jobs_csv(self, path: Path, time_unit: float, counted: set[int], status: dict[int, str],
@@ -465,6 +466,7 @@ class Journal:
                     f"{r.t3 - max(r.t2, j.submitted):.6f}" if r and r.t2 is not None else "",
                     "Yes" if jid in counted else "No",
                     waste.get(jid, (0, 0.0))[0], f"{waste.get(jid, (0, 0.0))[1]:.6f}",
+                    "" if j.job.bag is None else j.job.bag,
                 ])
 
 
