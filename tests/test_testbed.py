@@ -272,6 +272,12 @@ def test_mgst_run_json_and_files(tmp_path, no_children_left):
         ours_at = datetime.fromisoformat(submitted[r["ID"]]).replace(tzinfo=zero.tzinfo)
         assert (ours_at - zero).total_seconds() / d["time_unit_s"] == pytest.approx(float(r["Date Submitted"]),
                                                                                      abs=1e-4), r
+    # machines.csv sets each machine's utilisation beside the simulation's, as summary.json has them
+    # (to their places: 4 in the CSV, 6 in the JSON)
+    with open(out / "machines.csv", newline="") as f:
+        machines = [(float(r["Utilisation"]), float(r["Simulated Utilisation"])) for r in csv.DictReader(f)]
+    assert machines == [(pytest.approx(a["utilisation"], abs=6e-5), pytest.approx(b["utilisation"], abs=6e-5))
+                        for a, b in zip(d["machines"], d["simulation"]["machines"])]
     # summary.csv sets the simulation's rows beside the testbed's, as the comparison does
     with open(out / "summary.csv", newline="") as f:
         rows = [(r["Mode"], r["Class"], r["Mean Response"]) for r in csv.DictReader(f)]

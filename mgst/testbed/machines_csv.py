@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import statistics
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 from mgst.testbed.journal import Journal, MachineLog
@@ -18,6 +19,9 @@ MACHINE_COLUMNS = (
     "Jobs Run",
     "Up (s)", "Down Periods", "Registrations", "Reconnections", "Refusals", "Suspicions", "Time-outs",
     "Clock Offset (s)", "Min RTT (s)", "Calibrated Speed (it/s)",
+    # busy time over the run's length and the machine's CPUs, as summary.json's machines; the simulation's beside it
+    # (the mean of its replications; empty without a simulation)
+    "Utilisation", "Simulated Utilisation",
 )
 PERIOD_COLUMNS = ("Machine", "Up From", "Up To", "Up (s)", "Ended By")  # Up To: down, or the run's end
 
@@ -68,8 +72,10 @@ def down_periods(m: MachineLog, outages: set[float], began: float) -> int:
                and down >= began and ended_by(m, down, outages) == "down")
 
 
-def write_machines_csv(run: TestbedRun, path: Path) -> None:
-    """One row per machine: its totals (requested and achieved share, jobs, up time, incidents)."""
+def write_machines_csv(run: TestbedRun, path: Path, utilisation: Sequence[float] = (),
+                       simulated: Sequence[float] = ()) -> None:
+    """One row per machine: its totals (requested and achieved share, jobs, up time, incidents), its
+    ``utilisation`` and the simulation's beside it (``simulated``; each empty where not given)."""
     refusals = Counter(r.machine for r in run.journal.replicas.values() if r.outcome == "refused")
     outages = outage_starts(run.journal)
     began = run_began(run)
@@ -87,6 +93,7 @@ def write_machines_csv(run: TestbedRun, path: Path) -> None:
                 f"{up_seconds(m, began, run.end):.3f}", down_periods(m, outages, began), m.registrations,
                 m.reconnections, refusals[j], stats.suspicions, stats.timed_out, f"{m.offset:.6f}",
                 f"{m.rtt:.6f}" if m.rtt is not None else "", f"{m.speed:.4g}",
+                *(f"{u[j]:.4f}" if j < len(u) else "" for u in (utilisation, simulated)),
             ])
 
 

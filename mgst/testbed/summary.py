@@ -279,7 +279,8 @@ def write_testbed_outputs(run: TestbedRun, summary: Summary, extras: dict[str, A
     waste = job_waste(run.core.jobs.values(), run.core.now)
     write_whole(out / "jobs.csv", lambda p: run.journal.write_jobs_csv(p, run.time_unit, counted, status,
                                                                        run.utc_offset_s, waste))
-    write_whole(out / "machines.csv", lambda p: write_machines_csv(run, p))
+    write_whole(out / "machines.csv", lambda p: write_machines_csv(
+        run, p, summary.utilisation, simulation.utilisation if simulation is not None else ()))
     write_whole(out / "machine_periods.csv", lambda p: write_periods_csv(run, p))
     write_whole(out / "summary.csv", lambda p: write_summary_csv(p, summary, *([simulation] if simulation else [])))
     if run.core.all_bags:
