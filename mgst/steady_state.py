@@ -11,15 +11,15 @@ from collections.abc import Sequence
 from mgst.intervals import BATCHES
 from mgst.results import ReplicationResult
 
+WINDOWS = BATCHES  # windows of equal model time a run's counted window is cut into, by submission
 EDGE = 3  # windows compared at each end of the counted window: the first EDGE against the last EDGE
 GROWTH_RATIO = 1.5  # the last windows' mean response at least this many times the first windows'...
 GROWTH_P = 0.001  # ...and a growth this unlikely (one-sided) in a steady state
 
 
-def _edges(result: ReplicationResult) -> tuple[float, float] | None:
-    """One replication's mean response in its first EDGE windows and in its last EDGE (None: a side without jobs)."""
-    assert result.batches is not None
-    counts, sums = result.batches
+def _edges(counts: Sequence[Sequence[int]], sums: Sequence[Sequence[float]]) -> tuple[float, float] | None:
+    """The mean response in the first EDGE windows and in the last EDGE (None: a side without jobs), from the
+    counted jobs' counts and response sums per class and window."""
     first = range(EDGE)
     last = range(BATCHES - EDGE, BATCHES)
     n_first = sum(c[k] for c in counts for k in first)
@@ -47,27 +47,29 @@ def _t(values: Sequence[float]) -> float:
     return mean / (sd / math.sqrt(len(values)))
 
 
-def _one_replication(result: ReplicationResult) -> tuple[float, bool] | None:
-    """A replication alone: the ratio of its edges' means, and whether its windows' log means rise with their
-    index beyond chance (the slope of a least-squares line, by its t); None without enough windows."""
-    assert result.batches is not None
-    counts, sums = result.batches
+def windows_growth_warning(counts: Sequence[Sequence[int]], sums: Sequence[Sequence[float]]) -> str | None:
+    """A sentence when one run's windows (BATCHES of equal model time, by submission; per class, the counted jobs and
+    the sum of their response times) have a mean response in the last EDGE GROWTH_RATIO times or more the first
+    EDGE's, and their log means rise with the window's index beyond chance (the slope of a least-squares line, by
+    its t); None otherwise, or with fewer than 5 windows holding jobs."""
     points = []
     for k in range(BATCHES):
         n = sum(c[k] for c in counts)
         s = sum(x[k] for x in sums)
         if n and s > 0.0:
             points.append((float(k), math.log(s / n)))
-    edges = _edges(result)
-    if edges is None or len(points) < 5:
+    edges = _edges(counts, sums)
+    if edges is None or len(points) < 5 or edges[1] / edges[0] < GROWTH_RATIO:
         return None
-    xs, ys = [p[0] for p in points], [p[1] for p in points]
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    sxx = sum((x - mx) ** 2 for x in xs)
+    mx, my = statistics.fmean(p[0] for p in points), statistics.fmean(p[1] for p in points)
+    sxx = sum((x - mx) ** 2 for x, _ in points)
     slope = sum((x - mx) * (y - my) for x, y in points) / sxx
     residual = sum((y - my - slope * (x - mx)) ** 2 for x, y in points) / (len(points) - 2)
     t = math.inf if residual == 0.0 else slope / math.sqrt(residual / sxx)
-    return edges[1] / edges[0], slope > 0 and t > _upper_t(len(points) - 2)
+    if slope <= 0 or t <= _upper_t(len(points) - 2):
+        return None
+    return (f"response times grow through the run under this policy (the last {EDGE} of {BATCHES} windows' mean "
+            f"{edges[1] / edges[0]:.3g} times the first {EDGE}'s, rising window by window)")
 
 
 def growth_warning(results: Sequence[ReplicationResult]) -> str | None:
@@ -78,12 +80,9 @@ def growth_warning(results: Sequence[ReplicationResult]) -> str | None:
     if not results or any(r.batches is None for r in results):
         return None
     if len(results) == 1:
-        alone = _one_replication(results[0])
-        if alone is None or alone[0] < GROWTH_RATIO or not alone[1]:
-            return None
-        return (f"response times grow through the run under this policy (the last {EDGE} of {BATCHES} windows' "
-                f"mean {alone[0]:.3g} times the first {EDGE}'s, rising window by window)")
-    edges = [e for e in (_edges(r) for r in results) if e is not None]
+        assert results[0].batches is not None
+        return windows_growth_warning(*results[0].batches)
+    edges = [e for r in results if r.batches is not None and (e := _edges(*r.batches)) is not None]
     if len(edges) < 3:
         return None
     logs = [math.log(late / early) for early, late in edges]
@@ -96,4 +95,4 @@ def growth_warning(results: Sequence[ReplicationResult]) -> str | None:
             f"{len(logs)} replications)")
 
 
-__all__ = ["EDGE", "GROWTH_P", "GROWTH_RATIO", "growth_warning"]
+__all__ = ["EDGE", "WINDOWS", "GROWTH_P", "GROWTH_RATIO", "growth_warning", "windows_growth_warning"]

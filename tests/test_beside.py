@@ -22,7 +22,7 @@ from test_testbed_summary import hand_made_run
 
 from mgst.bot_metrics import BagReplication, summarize_bags
 from mgst.model import Experiment, FailureModel, JobClass, Machine, PolicySpec
-from mgst.results import Estimate, Summary
+from mgst.results import OVERLOADED_NOTE, Estimate, Summary
 from mgst.testbed.export import LIVE_WITHIN_S, not_closed
 from mgst.testbed.gap import DELAY_SHARE, STALL_SHARE, find_gap
 from mgst.testbed.journal import Journal
@@ -618,3 +618,19 @@ def test_the_comparison_sets_replication_0_and_the_replications_spread_beside_th
     one = dataclasses.replace(sim, replications=1, replication_means=((8.658,), (8.658,)))
     assert "replication 0" not in format_comparison(testbed, one)
     assert all("simulation_replication_0" not in r for r in comparison(testbed, one))
+
+
+def test_a_side_that_fell_behind_is_said_by_its_name_and_the_setting_s_overload_once():
+    from mgst.analysis.compare import format_comparison  # noqa: PLC0415
+
+    lp = "overloaded: the allocation LP gives lambda* = 0.91"
+    testbed, sim = summary("testbed", est(5.0, 1.0)), summary("simulation", est(4.0, 1.0))
+    text = format_comparison(dataclasses.replace(testbed, overloaded=lp), dataclasses.replace(sim, overloaded=lp))
+    assert [line for line in text.splitlines() if "WARNING" in line] == [f"WARNING: {lp}; {OVERLOADED_NOTE}"]
+    grew = "response times grow through the run under this policy (...)"
+    text = format_comparison(dataclasses.replace(testbed, overloaded=grew), sim)
+    assert [line for line in text.splitlines() if "WARNING" in line] == [
+        f"WARNING, on the testbed: {grew}; {OVERLOADED_NOTE}"]
+    text = format_comparison(testbed, dataclasses.replace(sim, overloaded=grew))
+    assert [line for line in text.splitlines() if "WARNING" in line] == [
+        f"WARNING, in simulation: {grew}; {OVERLOADED_NOTE}"]

@@ -326,3 +326,18 @@ def test_the_testbed_s_utilisation_is_of_each_machine_s_cpus():
                                                                           discarded_time=0.0)) for cpus in (1, 2)]
     summary, _ = summarize_testbed(run)
     assert summary.utilisation == pytest.approx((100.0 / 1010.0, 100.0 / 2020.0))
+
+
+def test_a_testbed_run_whose_response_times_grow_says_it_has_no_steady_state():
+    """A run the testbed's overheads overload (docs/fidelity.md: the model's 0.2 became 7 to 29) printed a batch-means
+    interval as if of a steady state; its windows now say its response times grew, as a simulation's do."""
+    rising = [1.0 + 0.05 * k for k in range(200)]  # 1 to 11 across the run
+    steady = [1.0 + 0.3 * ((k * 7) % 5) for k in range(200)]
+    for responses, grows in ((rising, True), (steady, False)):
+        run = hand_made_run({0: responses, 1: []}, [[], []])
+        run.generation_end = 101.0  # (submitted at 1, 1.5, ..., 100.5: the ten windows hold 20 each)
+        testbed, extras = summarize_testbed(run)
+        assert (testbed.overloaded is not None) is grows, testbed.overloaded
+        assert ("overloaded" in extras or "overloaded" in testbed.as_dict()) is grows
+        if grows:
+            assert testbed.overloaded.startswith("response times grow through the run under this policy")

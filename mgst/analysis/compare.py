@@ -136,8 +136,11 @@ def format_comparison(testbed: Summary, simulation: Summary) -> str:
         versus = f" (testbed {(testbed.overall.mean - first) / first:+.1%})" if first and not math.isnan(first) else ""
         lines.append(f"simulation, overall: replication 0, on the testbed's very jobs, {first:.3f}{versus}; the "
                      f"{simulation.replications} replications' means range from {least:.3f} to {most:.3f}")
-    if simulation.overloaded is not None:
+    if simulation.overloaded is not None and simulation.overloaded == testbed.overloaded:  # (the setting's: the LP's)
         lines.append(f"WARNING: {simulation.overloaded}; {OVERLOADED_NOTE}")
+    else:  # (a side's own figures: its policy fell behind there)
+        sides = (("on the testbed", testbed), ("in simulation", simulation))
+        lines += [f"WARNING, {side}: {x.overloaded}; {OVERLOADED_NOTE}" for side, x in sides if x.overloaded]
     return "\n".join(lines)
 
 

@@ -20,6 +20,7 @@ from mgst.intervals import batch_means_ci
 from mgst.model import EXECUTORS, Experiment
 from mgst.policies.allocation import solve_allocation
 from mgst.results import BATCH_MEANS, Estimate, Summary, waste_of, write_summary_csv
+from mgst.steady_state import WINDOWS, windows_growth_warning
 from mgst.testbed.local_time import offset_iso, wall_iso_offset
 from mgst.testbed.machines_csv import (
     down_periods,
@@ -146,6 +147,24 @@ def mapper_stalls(journal: Any) -> dict[str, Any] | None:
             "longest": [{"at_s": round(stalls[i][0], 6), "seconds": round(stalls[i][1], 6)} for i in longest]}
 
 
+def _overloaded(run: TestbedRun, counted: list[tuple[float, int, float, float]], horizon: float) -> str | None:
+    """The allocation LP's overload warning; else, for job classes (a bag run has its own verdict), whether the
+    run's response times grew through it (mgst.steady_state: its counted jobs by submission, in WINDOWS windows of
+    equal model time from the warm-up to the horizon)."""
+    warning = overload_warning(run.experiment)
+    if warning is not None or run.core.all_bags or horizon <= run.warmup:
+        return warning
+    n = len(run.experiment.classes)
+    counts = [[0] * WINDOWS for _ in range(n)]
+    sums = [[0.0] * WINDOWS for _ in range(n)]
+    width = (horizon - run.warmup) / WINDOWS
+    for submitted, cls, response, _ in counted:
+        k = min(WINDOWS - 1, max(0, int((submitted - run.warmup) / width)))
+        counts[cls][k] += 1
+        sums[cls][k] += response
+    return windows_growth_warning(counts, sums)
+
+
 def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
     """The run's Summary (mode "testbed", times in model units) and its extra figures."""
     exp = run.experiment
@@ -185,7 +204,7 @@ def summarize_testbed(run: TestbedRun) -> tuple[Summary, dict[str, Any]]:
         unfinished=len(run.cut_off), elapsed_s=run.end - run.t0,
         # the policy's report() (LPAS_DG's fixes); a bare PolicyHooks, or a core without a policy, has none
         policy_counts=dict(getattr(getattr(run.core, "policy", None), "report", dict)()),
-        overloaded=overload_warning(exp) if any(exp.arrival_rates) else None,
+        overloaded=_overloaded(run, counted, horizon) if any(exp.arrival_rates) else None,
         interval=BATCH_MEANS,  # (one run: its intervals are batch means of its jobs, as summary.csv says)
     )
     if run.core.all_bags:
