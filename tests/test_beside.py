@@ -634,3 +634,15 @@ def test_a_side_that_fell_behind_is_said_by_its_name_and_the_setting_s_overload_
     text = format_comparison(testbed, dataclasses.replace(sim, overloaded=grew))
     assert [line for line in text.splitlines() if "WARNING" in line] == [
         f"WARNING, in simulation: {grew}; {OVERLOADED_NOTE}"]
+
+
+def test_a_gap_between_sides_without_a_steady_state_says_it_depends_on_the_run_s_length():
+    run = gap_run([[1.0, 1.0], [1.0, 1.0]])
+    grew = "response times grow through the run under this policy (...)"
+    steady = find_gap(run, summary("testbed", est(3.0, 0.1)), summary("simulation", est(1.0, 0.05)))
+    unsteady = find_gap(run, summary("testbed", est(3.0, 0.1)),
+                        dataclasses.replace(summary("simulation", est(1.0, 0.05)), overloaded=grew))
+    assert steady.differences == unsteady.differences and steady.differences
+    assert not any("steady state" in line for line in steady.describe()) and "no_steady_state" not in steady.as_dict()
+    assert unsteady.describe()[1].startswith("  with no steady state (the WARNING above), the means grow")
+    assert unsteady.as_dict()["no_steady_state"] is True

@@ -85,10 +85,16 @@ class Gap:
     causes: list[Cause]
     cut_off: int = 0  # jobs generated and not done
     generated: int = 0
+    # A side without a steady state (its summary's overload warning: the setting's, or its figures grew through
+    # the run): its means grow with the run's length, and so does their difference
+    unsteady: bool = False
 
     def as_dict(self) -> dict[str, Any]:
-        return {"differences": [{k: _n(v) for k, v in asdict(d).items()} for d in self.differences],
-                "causes": [asdict(c) for c in self.causes]}
+        out = {"differences": [{k: _n(v) for k, v in asdict(d).items()} for d in self.differences],
+               "causes": [asdict(c) for c in self.causes]}
+        if self.unsteady:
+            out["no_steady_state"] = True
+        return out
 
     def describe(self) -> list[str]:
         """Lines for the terminal: nothing when the two agree within their intervals."""
@@ -96,6 +102,9 @@ class Gap:
             return []
         lines = ["testbed and simulation differ beyond their intervals on: "
                  + ", ".join(f"{d.what} ({_change(d)})" for d in self.differences)]
+        if self.unsteady:
+            lines.append("  with no steady state (the WARNING above), the means grow with the run's length, and so "
+                         "does their difference: a longer or shorter run would differ by another amount")
         if self.generated and self.cut_off >= CUT_OFF_SHARE * self.generated:
             lines.append(f"  {self.cut_off} of the {self.generated} jobs were cut off (not done when the drain "
                          "ended): the testbed's means are of the jobs done, the slowest left out, so they cannot be "
@@ -313,7 +322,8 @@ def find_gap(run: TestbedRun, testbed: Summary, simulation: Summary) -> Gap:
     else:  # (better: the one measure that can make a testbed faster, jobs computing less than the model's time)
         underrun = _underrun(run, testbed.overall.mean * run.time_unit) if diffs else None
         causes = [underrun] if underrun is not None else []
-    return Gap(diffs, causes, len(run.cut_off), len(run.journal.jobs))
+    return Gap(diffs, causes, len(run.cut_off), len(run.journal.jobs),
+               testbed.overloaded is not None or simulation.overloaded is not None)
 
 
 def _underrun(run: TestbedRun, response_s: float) -> Cause | None:
